@@ -1,0 +1,183 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Every refusal Fence makes matches exactly one of them with
+// errors.Is; the typed errors below carry the facts and are reached with
+// errors.As.
+var (
+	// ErrBusy: the lock is held by someone else (or its lock-delay has not
+	// passed, or a wait ran out). *BusyError has the holder and remaining TTL.
+	ErrBusy = errors.New("fence: lock is busy")
+	// ErrStaleToken: the token is older than one already accepted.
+	// *StaleTokenError has both numbers.
+	ErrStaleToken = errors.New("fence: stale token")
+	// ErrNotHolder: the token does not hold this lock.
+	ErrNotHolder = errors.New("fence: not the lock holder")
+	// ErrLeaseExpired: the token held this lock, but its lease has expired.
+	ErrLeaseExpired = errors.New("fence: lease expired")
+	// ErrUnknownToken: the token was never issued by this store.
+	ErrUnknownToken = errors.New("fence: token was never issued")
+	// ErrOpConflict: an op_id (or request_id) already used with a different
+	// payload.
+	ErrOpConflict = errors.New("fence: op_id reused with a different payload")
+	// ErrInvalid: a request field is out of bounds. *InvalidError names it.
+	ErrInvalid = errors.New("fence: invalid argument")
+)
+
+// Reason is the stable machine-readable name of a refusal, as sent in API
+// error details and printed by the CLI.
+type Reason string
+
+// The reasons. They never change meaning.
+const (
+	ReasonBusy         Reason = "BUSY"
+	ReasonStaleToken   Reason = "STALE_TOKEN"
+	ReasonNotHolder    Reason = "NOT_HOLDER"
+	ReasonLeaseExpired Reason = "LEASE_EXPIRED"
+	ReasonUnknownToken Reason = "UNKNOWN_TOKEN"
+	ReasonOpConflict   Reason = "OP_CONFLICT"
+	ReasonInvalid      Reason = "INVALID_ARGUMENT"
+)
+
+// ReasonOf returns the reason of a Fence refusal, or "" if err is not one.
+func ReasonOf(err error) Reason {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrBusy):
+		return ReasonBusy
+	case errors.Is(err, ErrStaleToken):
+		return ReasonStaleToken
+	case errors.Is(err, ErrNotHolder):
+		return ReasonNotHolder
+	case errors.Is(err, ErrLeaseExpired):
+		return ReasonLeaseExpired
+	case errors.Is(err, ErrUnknownToken):
+		return ReasonUnknownToken
+	case errors.Is(err, ErrOpConflict):
+		return ReasonOpConflict
+	case errors.Is(err, ErrInvalid):
+		return ReasonInvalid
+	}
+	return ""
+}
+
+// BusyError: the lock is held. Remaining is the holder's time left in server
+// time when the refusal was made (0 when the lock is free but in lock-delay).
+type BusyError struct {
+	Name      string
+	Holder    string        // the holder's owner label ("" if free but delayed)
+	Token     Token         // the holder's token (0 if free but delayed)
+	Remaining time.Duration // holder's remaining TTL, or remaining lock-delay
+	Delayed   bool          // the lock is free but still in its lock-delay
+	Waited    bool          // the request waited and its wait ran out
+}
+
+func (e *BusyError) Error() string {
+	switch {
+	case e.Delayed:
+		return fmt.Sprintf("lock %q is in lock-delay for %s more", e.Name, e.Remaining)
+	case e.Waited:
+		return fmt.Sprintf("lock %q is held by %q (token %d, %s left); the wait ran out", e.Name, e.Holder, e.Token, e.Remaining)
+	}
+	return fmt.Sprintf("lock %q is held by %q (token %d, %s left)", e.Name, e.Holder, e.Token, e.Remaining)
+}
+
+// Is reports ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// StaleTokenError: Token is older than LastAccepted, the last token accepted
+// for Resource (a fenced resource, a guard row, or a lock).
+type StaleTokenError struct {
+	Resource     string
+	Token        Token
+	LastAccepted Token
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("token %d is older than accepted token %d", e.Token, e.LastAccepted)
+}
+
+// Is reports ErrStaleToken.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// NotHolderError: Token does not hold lock Name.
+type NotHolderError struct {
+	Name  string
+	Token Token
+}
+
+func (e *NotHolderError) Error() string {
+	return fmt.Sprintf("token %d does not hold lock %q", e.Token, e.Name)
+}
+
+// Is reports ErrNotHolder.
+func (e *NotHolderError) Is(target error) bool { return target == ErrNotHolder }
+
+// LeaseExpiredError: Token held lock Name but its lease expired.
+type LeaseExpiredError struct {
+	Name  string
+	Token Token
+}
+
+func (e *LeaseExpiredError) Error() string {
+	return fmt.Sprintf("lease of lock %q with token %d has expired", e.Name, e.Token)
+}
+
+// Is reports ErrLeaseExpired.
+func (e *LeaseExpiredError) Is(target error) bool { return target == ErrLeaseExpired }
+
+// UnknownTokenError: Token is greater than any token the store has issued.
+type UnknownTokenError struct {
+	Token      Token
+	LastIssued Token
+}
+
+func (e *UnknownTokenError) Error() string {
+	return fmt.Sprintf("token %d was never issued (last issued token is %d)", e.Token, e.LastIssued)
+}
+
+// Is reports ErrUnknownToken.
+func (e *UnknownTokenError) Is(target error) bool { return target == ErrUnknownToken }
+
+// OpConflictError: ID (an op_id or request_id) was already used with a
+// different payload.
+type OpConflictError struct {
+	Field string // "op_id" or "request_id"
+	ID    string
+}
+
+func (e *OpConflictError) Error() string {
+	return fmt.Sprintf("%s %q was already used with a different payload", e.Field, e.ID)
+}
+
+// Is reports ErrOpConflict.
+func (e *OpConflictError) Is(target error) bool { return target == ErrOpConflict }
+
+// InvalidError: Field is out of bounds. Bound says the rule, e.g.
+// "at least 10ms", "at most 512 bytes", "valid UTF-8", "not empty".
+type InvalidError struct {
+	Field string
+	Bound string
+	Value string // the offending value, shortened for display ("" if not useful)
+}
+
+func (e *InvalidError) Error() string {
+	if e.Value != "" {
+		return fmt.Sprintf("invalid %s %s: must be %s", e.Field, e.Value, e.Bound)
+	}
+	return fmt.Sprintf("invalid %s: must be %s", e.Field, e.Bound)
+}
+
+// Is reports ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Invalid returns an *InvalidError.
+func Invalid(field, bound, value string) error {
+	return &InvalidError{Field: field, Bound: bound, Value: value}
+}

@@ -1,0 +1,39 @@
+package fence
+
+import "time"
+
+// Lease is a granted lock as the server reports it.
+//
+// Remaining is measured by the server after it received the request that
+// produced this value; a client turns it into a local safe deadline with
+// SafeDeadline.
+type Lease struct {
+	Name      string        // the lock's name
+	Owner     string        // free-form owner label given at acquire
+	Token     Token         // the fencing token of this grant
+	TTL       time.Duration // the TTL the lease was granted or last renewed with
+	Remaining time.Duration // time left, in server time, when the reply was made
+}
+
+// DefaultDrift is the clock-rate bound the client assumes between its own
+// monotonic clock and the server's when it computes a safe deadline.
+const DefaultDrift = 0.01
+
+// MinDriftMargin is the least margin subtracted from a remaining TTL when
+// computing a safe deadline, whatever the drift.
+const MinDriftMargin = 5 * time.Millisecond
+
+// SafeDeadline returns the local time until which a client may consider itself
+// the holder of a lease whose reply carried remaining, given that the request
+// was sent at sent (read from a monotonic clock) and the clocks may drift by
+// drift (a fraction, e.g. 0.01). See DESIGN.md §2.
+func SafeDeadline(sent time.Time, remaining time.Duration, drift float64) time.Time {
+	margin := time.Duration(float64(remaining) * drift)
+	if margin < MinDriftMargin {
+		margin = MinDriftMargin
+	}
+	if remaining <= margin {
+		return sent
+	}
+	return sent.Add(remaining - margin)
+}
