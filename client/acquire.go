@@ -1,0 +1,91 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+)
+
+// Acquire takes lock name and returns the held Lease, renewed in the
+// background until it is released or lost.
+//
+// Without Wait it tries once: a held lock is refused with *fence.BusyError
+// (holder, its token and remaining TTL). With Wait(d) the request queues
+// FIFO on the server and is granted in arrival order, or refused with a
+// *fence.BusyError whose Waited is set when d runs out.
+//
+// All attempts of one call carry the same request_id, so when a reply is
+// lost and the call retries, the server returns the lease it already granted
+// instead of a second one (G5). Attempts resend the same request, including
+// the full Wait. A lease obtained with Wait is renewed once before it is
+// returned, so that its deadline counts from a fresh send time.
+func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	cfg := acquireConfig{ttl: DefaultTTL, owner: defaultOwner()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.requestID == "" {
+		cfg.requestID = newID()
+	}
+	if err := validateAcquire(name, cfg); err != nil {
+		return nil, err
+	}
+	req := &fencev1.AcquireRequest{
+		Name: name, Owner: cfg.owner, Ttl: durationOrNil(cfg.ttl), Wait: durationOrNil(cfg.wait),
+		RequestId: cfg.requestID, LockDelay: durationOrNil(cfg.lockDelay),
+	}
+	var granted fence.Lease
+	var sent time.Time
+	err := c.withRetry(ctx, "acquire", func(ctx context.Context, ep *endpoint, _ int) error {
+		sent = time.Now()
+		resp, err := ep.locks.Acquire(ctx, connect.NewRequest(req))
+		if err != nil {
+			return err
+		}
+		granted = leaseFromProto(resp.Msg.GetLease())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l := newLease(c, granted, sent, cfg.keepAlive)
+	if cfg.wait > 0 {
+		if err := l.Renew(ctx); err != nil {
+			// The grant is of no use to a caller that cannot know its
+			// deadline; free it for the next waiter if still held.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = c.Release(rctx, name, granted.Token)
+			cancel()
+			return nil, err
+		}
+	}
+	if err := c.track(l); err != nil {
+		l.stop(err)
+		return nil, err
+	}
+	l.start()
+	return l, nil
+}
+
+func validateAcquire(name string, cfg acquireConfig) error {
+	if err := fence.ValidateName("name", name); err != nil {
+		return err
+	}
+	if err := fence.ValidateOwner(cfg.owner); err != nil {
+		return err
+	}
+	if err := fence.ValidateTTL(cfg.ttl, maxDuration); err != nil {
+		return err
+	}
+	if err := fence.ValidateDuration("wait", cfg.wait, fence.MaxWait); err != nil {
+		return err
+	}
+	if err := fence.ValidateDuration("lock_delay", cfg.lockDelay, fence.MaxLockDelay); err != nil {
+		return err
+	}
+	return fence.ValidateID("request_id", cfg.requestID)
+}

@@ -1,0 +1,65 @@
+package client
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// keepAliveLoop renews the lease every keepAlive (default TTL/3) after the
+// send time of the last successful renew. A transient failure is retried
+// with backoff; a refusal ends the lease. The deadline watch (checkDeadline)
+// ends it independently when the safe deadline passes first, which also
+// cancels a renew in flight. The loop returns when the lease ends.
+func (l *Lease) keepAliveLoop() {
+	defer close(l.loopDone)
+	pause := l.c.cfg.backoffMin
+	next := l.nextRenew()
+	for {
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-l.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		granted, err := l.c.renewAttempt(l.ctx, l.c.pick(), l.name, l.token, 0)
+		switch {
+		case err == nil:
+			if l.extend(granted, sent) != nil {
+				return
+			}
+			pause = l.c.cfg.backoffMin
+			next = l.nextRenew()
+		case l.ctx.Err() != nil:
+			return
+		case fence.ReasonOf(toError("renew", err)) != "":
+			l.stop(&LostError{Name: l.name, Token: l.token, Cause: toError("renew", err)})
+			return
+		default:
+			l.mu.Lock()
+			l.lastErr = err
+			l.mu.Unlock()
+			l.c.cfg.logger.Debug("fence: renew failed, retrying", "lock", l.name, "token", l.token, "err", err)
+			next = time.Now().Add(pause/2 + rand.N(pause/2+1))
+			pause = min(2*pause, max(l.interval(), l.c.cfg.backoffMin))
+		}
+	}
+}
+
+// interval is the keepalive period: the configured one, or TTL/3.
+func (l *Lease) interval() time.Duration {
+	if l.keepAlive > 0 {
+		return l.keepAlive
+	}
+	return l.TTL() / 3
+}
+
+func (l *Lease) nextRenew() time.Time {
+	l.mu.Lock()
+	last := l.lastSent
+	l.mu.Unlock()
+	return last.Add(l.interval())
+}

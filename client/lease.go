@@ -1,0 +1,240 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// Errors that say why a lease ended; Lease.Err returns them (or a
+// *LostError).
+var (
+	// ErrLeaseLost matches every *LostError.
+	ErrLeaseLost = errors.New("fence: lease lost")
+	// ErrDeadlinePassed: the safe deadline passed before a renew succeeded.
+	ErrDeadlinePassed = errors.New("safe deadline passed without a successful renew")
+	// ErrReleased: the lease was released with Lease.Release.
+	ErrReleased = errors.New("fence: lease released")
+)
+
+// LostError says a lease was lost and why: Cause is the renew refusal (a
+// typed fence error such as *fence.LeaseExpiredError) or ErrDeadlinePassed.
+type LostError struct {
+	Name  string
+	Token fence.Token
+	Cause error
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("lease of lock %q with token %d lost: %v", e.Name, e.Token, e.Cause)
+}
+
+// Is reports ErrLeaseLost.
+func (e *LostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// Unwrap returns the cause.
+func (e *LostError) Unwrap() error { return e.Cause }
+
+// Lease is a held lock with its fencing token, renewed in the background.
+//
+// The holder may act as owner only before Deadline, and must send Token with
+// every protected write so that the store refuses it if the lease was lost
+// anyway. Done and Context are closed when the lease ends: lost (Err is a
+// *LostError), released (ErrReleased), or its Client closed
+// (ErrClientClosed). After that it is never renewed again.
+// A Lease is safe for concurrent use.
+type Lease struct {
+	c         *Client
+	name      string
+	owner     string
+	token     fence.Token
+	keepAlive time.Duration
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	ttl       time.Duration
+	deadline  time.Time   // local safe deadline, monotonic
+	watch     *time.Timer // fires at deadline
+	err       error       // why it ended; nil while held
+	lastErr   error       // last transient renew failure
+	lastSent  time.Time // send time of the last successful grant or renew
+	loopDone  chan struct{}
+}
+
+func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Duration) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{
+		c: c, name: granted.Name, owner: granted.Owner, token: granted.Token,
+		keepAlive: keepAlive, ctx: ctx, cancel: cancel,
+		ttl:      granted.TTL,
+		deadline: fence.SafeDeadline(sent, granted.Remaining, c.cfg.drift),
+		lastSent: sent,
+		loopDone: make(chan struct{}),
+	}
+	return l
+}
+
+// Name is the lock's name.
+func (l *Lease) Name() string { return l.name }
+
+// Owner is the owner label the lease was acquired with.
+func (l *Lease) Owner() string { return l.owner }
+
+// Token is the fencing token of this grant. Send it with every protected
+// write.
+func (l *Lease) Token() fence.Token { return l.token }
+
+// TTL is the TTL the lease was granted or last renewed with.
+func (l *Lease) TTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
+}
+
+// Deadline is the local safe deadline (monotonic clock): the lease is held
+// at least until then, as computed from the send time of the last
+// successful grant or renew (fence.SafeDeadline).
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Done is closed when the lease ends (lost, released, or client closed).
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Context is canceled when the lease ends; context.Cause returns Err. Use it
+// to bound work done as the owner.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Err is nil while the lease is held; then why it ended: a *LostError
+// (errors.Is ErrLeaseLost; its Cause is the renew refusal or
+// ErrDeadlinePassed), ErrReleased, or ErrClientClosed.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Renew renews the lease now with its current TTL and moves its deadline.
+// A refusal ends the lease (Err reports it) and is returned.
+func (l *Lease) Renew(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := mergeDone(ctx, l.ctx)
+	defer cancel()
+	granted, sent, err := l.c.renew(ctx, l.name, l.token, 0)
+	if err != nil {
+		if fence.ReasonOf(err) != "" {
+			l.stop(&LostError{Name: l.name, Token: l.token, Cause: err})
+		}
+		if lost := l.Err(); lost != nil {
+			return lost
+		}
+		return err
+	}
+	return l.extend(granted, sent)
+}
+
+// Release frees the lock on the server and ends the lease (Err becomes
+// ErrReleased). The keepalive stops even when the release fails, in which
+// case the lease expires by its TTL.
+func (l *Lease) Release(ctx context.Context) error {
+	if err := l.Err(); err != nil && err != ErrReleased {
+		// Already lost: nothing is held. Report why.
+		return err
+	}
+	err := l.c.Release(ctx, l.name, l.token)
+	l.stop(ErrReleased)
+	return err
+}
+
+// extend moves the deadline after a successful renew sent at sent. A renew
+// whose reply arrives after the lease was declared lost does not revive it.
+func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	d := fence.SafeDeadline(sent, granted.Remaining, l.c.cfg.drift)
+	if d.After(l.deadline) {
+		l.deadline = d
+		if l.watch != nil {
+			l.watch.Reset(time.Until(d))
+		}
+	}
+	l.ttl = granted.TTL
+	l.lastErr = nil
+	if sent.After(l.lastSent) {
+		l.lastSent = sent
+	}
+	return nil
+}
+
+// start arms the deadline watch and the keepalive loop.
+func (l *Lease) start() {
+	l.mu.Lock()
+	l.watch = time.AfterFunc(time.Until(l.deadline), l.checkDeadline)
+	l.mu.Unlock()
+	if l.keepAlive >= 0 {
+		go l.keepAliveLoop()
+	} else {
+		close(l.loopDone)
+	}
+}
+
+// checkDeadline runs when the deadline timer fires: the lease is lost unless
+// a renew moved the deadline meanwhile.
+func (l *Lease) checkDeadline() {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	if wait := time.Until(l.deadline); wait > 0 {
+		l.watch.Reset(wait)
+		l.mu.Unlock()
+		return
+	}
+	cause := ErrDeadlinePassed
+	if l.lastErr != nil {
+		cause = fmt.Errorf("%w (last renew error: %v)", ErrDeadlinePassed, l.lastErr)
+	}
+	l.mu.Unlock()
+	l.stop(&LostError{Name: l.name, Token: l.token, Cause: cause})
+}
+
+// stop ends the lease with reason (the first reason wins) and stops its
+// timers. It does not wait for an in-flight renew, which is canceled.
+func (l *Lease) stop(reason error) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.err = reason
+	if l.watch != nil {
+		l.watch.Stop()
+	}
+	l.mu.Unlock()
+	l.cancel(reason)
+	l.c.untrack(l)
+	if errors.Is(reason, ErrLeaseLost) {
+		l.c.cfg.logger.Warn("fence: lease lost", "lock", l.name, "token", l.token, "err", reason)
+	}
+}
+
+// mergeDone returns a context canceled when either a or b is done.
+func mergeDone(a, b context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(a)
+	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
+	return ctx, func() { stop(); cancel(context.Canceled) }
+}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+)
+
+// LockInfo describes one lock as the server sees it.
+type LockInfo struct {
+	Name               string
+	Lease              *fence.Lease // nil when free
+	Waiters            int          // queued acquirers
+	LockDelayRemaining time.Duration
+	LastToken          fence.Token // token of the last grant of this lock
+}
+
+// Renew extends the lease of lock name held by token, with ttl (0: the
+// lease's current TTL). It returns the renewed lease; a token that does not
+// hold the lock is refused (fence.ErrNotHolder, fence.ErrLeaseExpired).
+// Most callers use Lease.Renew or the automatic keepalive instead.
+func (c *Client) Renew(ctx context.Context, name string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
+	l, _, err := c.renew(ctx, name, token, ttl)
+	return l, err
+}
+
+// renew also returns the send time of the attempt whose reply carried the
+// lease, the base of its safe deadline.
+func (c *Client) renew(ctx context.Context, name string, token fence.Token, ttl time.Duration) (fence.Lease, time.Time, error) {
+	if err := validateLockToken(name, token); err != nil {
+		return fence.Lease{}, time.Time{}, err
+	}
+	if ttl != 0 {
+		if err := fence.ValidateTTL(ttl, maxDuration); err != nil {
+			return fence.Lease{}, time.Time{}, err
+		}
+	}
+	var out fence.Lease
+	var sent time.Time
+	err := c.withRetry(ctx, "renew", func(ctx context.Context, ep *endpoint, _ int) error {
+		sent = time.Now()
+		var err error
+		out, err = c.renewAttempt(ctx, ep, name, token, ttl)
+		return err
+	})
+	return out, sent, err
+}
+
+// renewAttempt sends one Renew and returns the raw API error.
+func (c *Client) renewAttempt(ctx context.Context, ep *endpoint, name string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
+	req := &fencev1.RenewRequest{Name: name, Token: uint64(token), Ttl: durationOrNil(ttl)}
+	resp, err := ep.locks.Renew(ctx, connect.NewRequest(req))
+	if err != nil {
+		return fence.Lease{}, err
+	}
+	return leaseFromProto(resp.Msg.GetLease()), nil
+}
+
+// Release frees lock name held by token. When a retry follows an attempt
+// whose outcome is unknown and the server then answers that token does not
+// hold the lock, the first attempt released it, and Release returns nil.
+func (c *Client) Release(ctx context.Context, name string, token fence.Token) error {
+	if err := validateLockToken(name, token); err != nil {
+		return err
+	}
+	req := &fencev1.ReleaseRequest{Name: name, Token: uint64(token)}
+	return c.withRetry(ctx, "release", func(ctx context.Context, ep *endpoint, n int) error {
+		_, err := ep.locks.Release(ctx, connect.NewRequest(req))
+		if n > 0 && err != nil && errors.Is(toError("release", err), fence.ErrNotHolder) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Get describes lock name.
+func (c *Client) Get(ctx context.Context, name string) (LockInfo, error) {
+	if err := fence.ValidateName("name", name); err != nil {
+		return LockInfo{}, err
+	}
+	var out LockInfo
+	err := c.withRetry(ctx, "get", func(ctx context.Context, ep *endpoint, _ int) error {
+		resp, err := ep.locks.Get(ctx, connect.NewRequest(&fencev1.GetRequest{Name: name}))
+		if err != nil {
+			return err
+		}
+		out = lockFromProto(resp.Msg.GetLock())
+		if out.Name == "" {
+			out.Name = name
+		}
+		return nil
+	})
+	return out, err
+}
+
+// List describes the locks whose names start with prefix ("" for all),
+// sorted by name. Free locks without waiters or lock-delay are not listed.
+func (c *Client) List(ctx context.Context, prefix string) ([]LockInfo, error) {
+	var out []LockInfo
+	err := c.withRetry(ctx, "list", func(ctx context.Context, ep *endpoint, _ int) error {
+		resp, err := ep.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{Prefix: prefix}))
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, l := range resp.Msg.GetLocks() {
+			out = append(out, lockFromProto(l))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// maxDuration leaves the upper TTL bound to the server, whose maximum is
+// configurable.
+const maxDuration = time.Duration(1<<63 - 1)
+
+func validateLockToken(name string, token fence.Token) error {
+	if err := fence.ValidateName("name", name); err != nil {
+		return err
+	}
+	return fence.ValidateToken(token)
+}

@@ -1,0 +1,123 @@
+package client
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// Option configures a Client.
+type Option func(*config)
+
+// Protocol is the wire protocol a Client speaks.
+type Protocol int
+
+const (
+	// ProtocolConnect is the Connect protocol with protobuf binary (default).
+	ProtocolConnect Protocol = iota
+	// ProtocolGRPC is gRPC over HTTP/2 (h2c for http:// endpoints).
+	ProtocolGRPC
+	// ProtocolConnectJSON is the Connect protocol with protobuf JSON.
+	ProtocolConnectJSON
+)
+
+type config struct {
+	httpClient *http.Client
+	protocol   Protocol
+	drift      float64
+	logger     *slog.Logger
+	backoffMin time.Duration
+	backoffMax time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		drift:      fence.DefaultDrift,
+		logger:     slog.New(slog.DiscardHandler),
+		backoffMin: 25 * time.Millisecond,
+		backoffMax: time.Second,
+	}
+}
+
+// WithHTTPClient sets the HTTP client. For ProtocolGRPC it must speak
+// HTTP/2 (for http:// endpoints, unencrypted HTTP/2).
+func WithHTTPClient(c *http.Client) Option { return func(cfg *config) { cfg.httpClient = c } }
+
+// WithProtocol chooses the wire protocol (default ProtocolConnect).
+func WithProtocol(p Protocol) Option { return func(cfg *config) { cfg.protocol = p } }
+
+// WithDrift sets the clock-rate bound used for safe deadlines (default
+// fence.DefaultDrift, 1%). Values outside [0, 0.5] are clamped.
+func WithDrift(drift float64) Option {
+	return func(cfg *config) { cfg.drift = min(max(drift, 0), 0.5) }
+}
+
+// WithLogger sets the logger for retries and lease loss (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(cfg *config) {
+		if l != nil {
+			cfg.logger = l
+		}
+	}
+}
+
+// WithBackoff sets the retry backoff: the first pause and the greatest
+// (defaults 25ms and 1s; pauses double, with jitter).
+func WithBackoff(first, most time.Duration) Option {
+	return func(cfg *config) {
+		if first > 0 {
+			cfg.backoffMin = first
+		}
+		if most >= cfg.backoffMin {
+			cfg.backoffMax = most
+		}
+	}
+}
+
+// AcquireOption configures one Acquire.
+type AcquireOption func(*acquireConfig)
+
+// DefaultTTL is the TTL of a lease when Acquire is given no TTL option.
+const DefaultTTL = 10 * time.Second
+
+type acquireConfig struct {
+	ttl, wait, lockDelay, keepAlive time.Duration
+	owner, requestID                string
+}
+
+// TTL sets the lease TTL (default DefaultTTL, 10s; at least fence.MinTTL).
+func TTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.ttl = d } }
+
+// Owner sets the owner label (default "hostname:pid").
+func Owner(s string) AcquireOption { return func(c *acquireConfig) { c.owner = s } }
+
+// Wait makes Acquire queue FIFO on the server for up to d when the lock is
+// held (default 0: try once and return *fence.BusyError).
+func Wait(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.wait = d } }
+
+// LockDelay sets the lock-delay that follows an expiry of this lease.
+func LockDelay(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.lockDelay = d } }
+
+// RequestID sets the idempotency key of the acquire. By default each Acquire
+// call makes a fresh random id and reuses it for all its retries; set it to
+// learn, after a call whose outcome is unknown, whether it was granted: the
+// same id returns the same lease.
+func RequestID(id string) AcquireOption { return func(c *acquireConfig) { c.requestID = id } }
+
+// KeepAlive sets the interval of background renewals (default TTL/3). A
+// negative value disables them: the lease then lives until its deadline
+// unless renewed with Lease.Renew.
+func KeepAlive(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.keepAlive = d } }
+
+// OpOption configures one Write or Add.
+type OpOption func(*opConfig)
+
+type opConfig struct{ opID string }
+
+// OpID sets the op_id of a write (default: fresh random per call, reused
+// across its retries). A repeated op_id returns the saved result with
+// Replayed set; the same op_id with another payload is refused with
+// fence.ErrOpConflict.
+func OpID(id string) OpOption { return func(c *opConfig) { c.opID = id } }

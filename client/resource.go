@@ -1,0 +1,114 @@
+package client
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+)
+
+// Resource is the state of a fenced resource in the server's built-in store.
+type Resource struct {
+	Resource  string
+	Value     []byte
+	LastToken fence.Token // the last token accepted for this resource
+	Version   uint64      // number of accepted writes and adds
+	// Replayed (Write, Add): the op_id was applied before; this is its saved
+	// result and nothing was applied again.
+	Replayed bool
+	// Int (Add): the integer value after the add.
+	Int int64
+}
+
+// Write sets resource to value if token is at least the last token accepted
+// for it (G4); an older token is refused with *fence.StaleTokenError. The
+// write carries an op_id (fresh per call unless OpID is given) that makes
+// its retries safe.
+func (c *Client) Write(ctx context.Context, resource string, token fence.Token, value []byte, opts ...OpOption) (Resource, error) {
+	cfg := opConfigOf(opts)
+	if err := validateOp(resource, token, cfg.opID); err != nil {
+		return Resource{}, err
+	}
+	if err := fence.ValidateValue(value); err != nil {
+		return Resource{}, err
+	}
+	req := &fencev1.WriteRequest{Resource: resource, Token: uint64(token), Value: value, OpId: cfg.opID}
+	var out Resource
+	err := c.withRetry(ctx, "write", func(ctx context.Context, ep *endpoint, _ int) error {
+		resp, err := ep.resources.Write(ctx, connect.NewRequest(req))
+		if err != nil {
+			return err
+		}
+		out = resourceFromProto(resp.Msg.GetState())
+		out.Replayed = resp.Msg.GetReplayed()
+		return nil
+	})
+	return out, err
+}
+
+// Add adds delta to the integer value of resource (missing = 0) under the
+// same fencing rule and op_id as Write. Result.Int is the value after the
+// add.
+func (c *Client) Add(ctx context.Context, resource string, token fence.Token, delta int64, opts ...OpOption) (Resource, error) {
+	cfg := opConfigOf(opts)
+	if err := validateOp(resource, token, cfg.opID); err != nil {
+		return Resource{}, err
+	}
+	req := &fencev1.AddRequest{Resource: resource, Token: uint64(token), Delta: delta, OpId: cfg.opID}
+	var out Resource
+	err := c.withRetry(ctx, "add", func(ctx context.Context, ep *endpoint, _ int) error {
+		resp, err := ep.resources.Add(ctx, connect.NewRequest(req))
+		if err != nil {
+			return err
+		}
+		out = resourceFromProto(resp.Msg.GetState())
+		out.Replayed = resp.Msg.GetReplayed()
+		out.Int = resp.Msg.GetValue()
+		return nil
+	})
+	return out, err
+}
+
+// Read returns the state of resource (empty, with LastToken 0, if it was
+// never written).
+func (c *Client) Read(ctx context.Context, resource string) (Resource, error) {
+	if err := fence.ValidateName("resource", resource); err != nil {
+		return Resource{}, err
+	}
+	var out Resource
+	err := c.withRetry(ctx, "read", func(ctx context.Context, ep *endpoint, _ int) error {
+		resp, err := ep.resources.Read(ctx, connect.NewRequest(&fencev1.ReadRequest{Resource: resource}))
+		if err != nil {
+			return err
+		}
+		out = resourceFromProto(resp.Msg.GetState())
+		if out.Resource == "" {
+			out.Resource = resource
+		}
+		return nil
+	})
+	return out, err
+}
+
+func opConfigOf(opts []OpOption) opConfig {
+	var cfg opConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.opID == "" {
+		cfg.opID = newID()
+	}
+	return cfg
+}
+
+func validateOp(resource string, token fence.Token, opID string) error {
+	if err := fence.ValidateName("resource", resource); err != nil {
+		return err
+	}
+	if err := fence.ValidateToken(token); err != nil {
+		return err
+	}
+	return fence.ValidateID("op_id", opID)
+}
