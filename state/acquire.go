@@ -1,0 +1,65 @@
+package state
+
+import "github.com/fenceworks/fence"
+
+// acquire grants lock cmd.Name when it is free, queues the request when
+// cmd.Wait > 0, and is busy otherwise. A request_id seen before gets the
+// outcome of its first attempt.
+func (m *impl) acquire(cmd Command) Result {
+	if err := m.validateAcquire(cmd); err != nil {
+		return Result{Err: err}
+	}
+	var res Result
+	l := m.byName[cmd.Name]
+	if l != nil {
+		m.settle(l, &res.Events)
+		defer m.touch(l)
+	}
+
+	if cmd.RequestID != "" {
+		if r := m.findRequest(cmd.RequestID); r != nil {
+			if !r.samePayload(cmd) {
+				res.Err = &fence.OpConflictError{Field: "request_id", ID: cmd.RequestID}
+				return res
+			}
+			out := m.replay(r)
+			out.Events = res.Events
+			return out
+		}
+	}
+
+	switch {
+	case l == nil || l.free(m.clock):
+		if l == nil {
+			l = m.lockFor(cmd.Name)
+			defer m.touch(l)
+		}
+		var req *request
+		if cmd.RequestID != "" {
+			req = m.newRequest(cmd)
+		}
+		g := m.grantTo(l, cmd.Owner, cmd.TTL, cmd.LockDelay, req)
+		res.Lease = g.lease(l.name, m.clock)
+	case cmd.Wait > 0:
+		req := m.newRequest(cmd)
+		req.state = reqQueued
+		req.deadline = m.clock + int64(cmd.Wait)
+		l.queue = append(l.queue, req)
+		m.live[req.id] = req
+		res.Queued = true
+	default:
+		res.Err = m.busy(l)
+	}
+	return res
+}
+
+func (m *impl) newRequest(cmd Command) *request {
+	return &request{
+		id:        cmd.RequestID,
+		name:      cmd.Name,
+		owner:     cmd.Owner,
+		ttl:       cmd.TTL,
+		wait:      cmd.Wait,
+		lockDelay: cmd.LockDelay,
+	}
+}

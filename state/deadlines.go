@@ -1,0 +1,66 @@
+package state
+
+import "container/heap"
+
+// deadlineHeap orders the locks that have something due (a lease expiry, a
+// wait running out, a lock-delay ending) by (deadline, name): a total order,
+// so which lock is settled first never depends on the heap's history — a
+// restored replica behaves as the original. Every operation is O(log n).
+type deadlineHeap []*lockEntry
+
+func (h deadlineHeap) Len() int { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool {
+	if h[i].deadline != h[j].deadline {
+		return h[i].deadline < h[j].deadline
+	}
+	return h[i].name < h[j].name
+}
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex = i
+	h[j].heapIndex = j
+}
+func (h *deadlineHeap) Push(x any) {
+	l := x.(*lockEntry)
+	l.heapIndex = len(*h)
+	*h = append(*h, l)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.heapIndex = -1
+	return l
+}
+
+// set files l with deadline at.
+func (h *deadlineHeap) set(l *lockEntry, at int64) {
+	l.deadline = at
+	if l.heapIndex >= 0 {
+		heap.Fix(h, l.heapIndex)
+		return
+	}
+	heap.Push(h, l)
+}
+
+func (h *deadlineHeap) remove(l *lockEntry) {
+	if l.heapIndex >= 0 {
+		heap.Remove(h, l.heapIndex)
+	}
+}
+
+// due returns the lock with the earliest deadline if it is at or before now.
+func (h deadlineHeap) due(now int64) (*lockEntry, bool) {
+	if len(h) == 0 || h[0].deadline > now {
+		return nil, false
+	}
+	return h[0], true
+}
+
+func (m *impl) nextDeadline() (int64, bool) {
+	if len(m.deadlines) == 0 {
+		return 0, false
+	}
+	return m.deadlines[0].deadline, true
+}

@@ -1,0 +1,105 @@
+package state
+
+import "github.com/fenceworks/fence"
+
+// renew extends the lease of the current holder of cmd.Name by cmd.TTL (or
+// its own TTL when cmd.TTL is 0), counted from now.
+func (m *impl) renew(cmd Command) Result {
+	if err := m.validateRenew(cmd); err != nil {
+		return Result{Err: err}
+	}
+	var res Result
+	l := m.byName[cmd.Name]
+	if l != nil {
+		m.settle(l, &res.Events)
+		defer m.touch(l)
+	}
+	g, err := m.holding(l, cmd.Name, cmd.Token)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	if cmd.TTL != 0 {
+		g.ttl = cmd.TTL
+	}
+	g.expiresAt = m.clock + int64(g.ttl)
+	res.Lease = g.lease(l.name, m.clock)
+	return res
+}
+
+// release frees cmd.Name held with cmd.Token and hands it to the next waiter
+// in the same apply. A release starts no lock-delay.
+func (m *impl) release(cmd Command) Result {
+	if err := m.validateRelease(cmd); err != nil {
+		return Result{Err: err}
+	}
+	var res Result
+	l := m.byName[cmd.Name]
+	if l != nil {
+		m.settle(l, &res.Events)
+		defer m.touch(l)
+	}
+	if _, err := m.holding(l, cmd.Name, cmd.Token); err != nil {
+		res.Err = err
+		return res
+	}
+	m.endLease(l, endReleased, m.clock)
+	m.handOn(l, &res.Events)
+	return res
+}
+
+// holding returns the lease of lock l (settled, possibly nil) if token holds
+// it, or the refusal that says why not.
+func (m *impl) holding(l *lockEntry, name string, token fence.Token) (*grant, error) {
+	if token > m.counter {
+		return nil, &fence.UnknownTokenError{Token: token, LastIssued: m.counter}
+	}
+	if l != nil {
+		switch {
+		case l.holder != nil && l.holder.token == token:
+			return l.holder, nil
+		case token == l.lastToken && l.lastEnd == endExpired:
+			return nil, &fence.LeaseExpiredError{Name: name, Token: token}
+		case token < l.lastToken:
+			return nil, &fence.StaleTokenError{Resource: name, Token: token, LastAccepted: l.lastToken}
+		}
+	}
+	return nil, &fence.NotHolderError{Name: name, Token: token}
+}
+
+// cancelWait: the client of a waiting acquire went away. A queued waiter is
+// removed; a waiter already granted whose lease is still held is released
+// (it never saw the grant) and the lock passes on. Otherwise nothing.
+func (m *impl) cancelWait(cmd Command) Result {
+	if err := m.validateCancelWait(cmd); err != nil {
+		return Result{Err: err}
+	}
+	var res Result
+	l := m.byName[cmd.Name]
+	if l == nil {
+		return res
+	}
+	m.settle(l, &res.Events)
+	defer m.touch(l)
+	r := m.live[cmd.RequestID]
+	if r == nil || r.name != cmd.Name {
+		return res
+	}
+	switch r.state {
+	case reqQueued:
+		for i, w := range l.queue {
+			if w == r {
+				l.queue = append(l.queue[:i:i], l.queue[i+1:]...)
+				break
+			}
+		}
+		if len(l.queue) == 0 {
+			l.queue = nil
+		}
+		delete(m.live, r.id)
+	case reqHeld:
+		m.endLease(l, endReleased, m.clock)
+		m.handOn(l, &res.Events)
+	}
+	return res
+}

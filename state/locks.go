@@ -1,0 +1,216 @@
+package state
+
+import (
+	"container/list"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// How a lock's last lease ended.
+type leaseEnd uint8
+
+const (
+	endNone     leaseEnd = iota // never granted, or still held
+	endReleased                 // released by its holder (or a cancelled wait)
+	endExpired                  // its TTL ran out in server time
+)
+
+// lockEntry is one lock: its holder, its FIFO waiters, and what is needed to
+// tell a stale token from an expired or a foreign one.
+type lockEntry struct {
+	name       string
+	holder     *grant      // nil when free
+	queue      []*request  // waiters, arrival order
+	lastToken  fence.Token // token of the last grant of this lock
+	lastOwner  string      // owner of the last grant
+	lastEnd    leaseEnd    // how the last grant ended (endNone while held)
+	freedAt    int64       // server time the lock last became free
+	delayUntil int64       // lock-delay end after an expiry; 0 when none
+
+	heapIndex int // position in deadlines, -1 when not there
+	deadline  int64
+	idleElem  *list.Element // position in idle, nil when not idle
+	idleSince int64         // server time it became idle
+}
+
+// grant is the current lease of a lock.
+type grant struct {
+	owner     string
+	token     fence.Token
+	ttl       time.Duration
+	expiresAt int64
+	lockDelay time.Duration
+	req       *request // the acquire's request_id, nil if none
+}
+
+func (g *grant) lease(name string, now int64) *fence.Lease {
+	return &fence.Lease{Name: name, Owner: g.owner, Token: g.token, TTL: g.ttl, Remaining: time.Duration(g.expiresAt - now)}
+}
+
+// lockFor returns the lock named name, creating a free one.
+func (m *impl) lockFor(name string) *lockEntry {
+	l := m.byName[name]
+	if l == nil {
+		l = &lockEntry{name: name, heapIndex: -1}
+		m.byName[name] = l
+	}
+	return l
+}
+
+// settle brings lock l up to server time: an expired lease ends (starting its
+// lock-delay), the lock passes to waiters in arrival order, and waits that ran
+// out end. Outcomes for waiters are appended to events in FIFO order.
+func (m *impl) settle(l *lockEntry, events *[]Event) {
+	now := m.clock
+	if l.holder != nil && l.holder.expiresAt <= now {
+		g := l.holder
+		m.endLease(l, endExpired, g.expiresAt)
+		if g.lockDelay > 0 {
+			l.delayUntil = g.expiresAt + int64(g.lockDelay)
+		}
+	}
+	if l.holder == nil && l.delayUntil != 0 && l.delayUntil <= now {
+		l.delayUntil = 0
+	}
+	m.handOn(l, events)
+	m.expireWaits(l, events)
+}
+
+// handOn grants a free lock to its first waiter whose wait had not run out
+// when the lock became available. The waiters before it had run out.
+func (m *impl) handOn(l *lockEntry, events *[]Event) {
+	for l.holder == nil && len(l.queue) > 0 {
+		available := max(l.freedAt, l.delayUntil)
+		if available > m.clock {
+			return
+		}
+		w := l.queue[0]
+		l.queue = l.queue[1:]
+		if w.deadline <= available {
+			m.waitRanOut(l, w, events)
+			continue
+		}
+		g := m.grantTo(l, w.owner, w.ttl, w.lockDelay, w)
+		*events = append(*events, Event{RequestID: w.id, Lease: g.lease(l.name, m.clock)})
+	}
+	if len(l.queue) == 0 {
+		l.queue = nil
+	}
+}
+
+// expireWaits ends the waits that ran out by server time, in arrival order.
+func (m *impl) expireWaits(l *lockEntry, events *[]Event) {
+	kept := l.queue[:0]
+	for _, w := range l.queue {
+		if w.deadline <= m.clock {
+			m.waitRanOut(l, w, events)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(l.queue[len(kept):])
+	l.queue = kept
+	if len(l.queue) == 0 {
+		l.queue = nil
+	}
+}
+
+func (m *impl) waitRanOut(l *lockEntry, w *request, events *[]Event) {
+	err := m.busy(l)
+	err.Waited = true
+	m.finish(w, outcomeWaitedOut)
+	*events = append(*events, Event{RequestID: w.id, Err: err})
+}
+
+// grantTo gives the free lock l a new lease with the next token.
+func (m *impl) grantTo(l *lockEntry, owner string, ttl, lockDelay time.Duration, req *request) *grant {
+	g := &grant{
+		owner:     owner,
+		token:     m.nextToken(),
+		ttl:       ttl,
+		expiresAt: m.clock + int64(ttl),
+		lockDelay: lockDelay,
+		req:       req,
+	}
+	l.holder = g
+	l.lastToken = g.token
+	l.lastOwner = owner
+	l.lastEnd = endNone
+	l.delayUntil = 0
+	if req != nil {
+		req.state = reqHeld
+		req.token = g.token
+		m.live[req.id] = req
+	}
+	return g
+}
+
+// endLease frees l; at is the server time the lease ended.
+func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
+	g := l.holder
+	l.holder = nil
+	l.lastEnd = how
+	l.freedAt = at
+	if g.req != nil {
+		out := outcomeReleased
+		if how == endExpired {
+			out = outcomeExpired
+		}
+		m.finish(g.req, out)
+	}
+}
+
+// busy describes why l cannot be granted now.
+func (m *impl) busy(l *lockEntry) *fence.BusyError {
+	now := m.clock
+	switch {
+	case l.holder != nil:
+		return &fence.BusyError{Name: l.name, Holder: l.holder.owner, Token: l.holder.token, Remaining: time.Duration(max(l.holder.expiresAt-now, 0))}
+	case l.delayUntil > now:
+		return &fence.BusyError{Name: l.name, Remaining: time.Duration(l.delayUntil - now), Delayed: true}
+	}
+	// Free, and a waiter's wait ran out before it became free: report the
+	// last holder.
+	return &fence.BusyError{Name: l.name, Holder: l.lastOwner, Token: l.lastToken}
+}
+
+// free reports whether l can be granted to a new acquirer now: no holder, no
+// lock-delay, nobody queued ahead.
+func (l *lockEntry) free(now int64) bool {
+	return l.holder == nil && l.delayUntil <= now && len(l.queue) == 0
+}
+
+// touch files l where it belongs after a change: in the deadline heap if
+// something is due on it, in the idle list (or deleted) if it is idle.
+func (m *impl) touch(l *lockEntry) {
+	if at, ok := l.nextDeadline(); ok {
+		m.deadlines.set(l, at)
+	} else {
+		m.deadlines.remove(l)
+	}
+	if l.holder == nil && len(l.queue) == 0 && l.delayUntil == 0 {
+		m.idle.add(l, m.clock)
+	} else {
+		m.idle.remove(l)
+	}
+}
+
+// nextDeadline is the earliest server time at which settling l changes it.
+func (l *lockEntry) nextDeadline() (int64, bool) {
+	at, ok := int64(0), false
+	consider := func(t int64) {
+		if !ok || t < at {
+			at, ok = t, true
+		}
+	}
+	if l.holder != nil {
+		consider(l.holder.expiresAt)
+	} else if l.delayUntil != 0 {
+		consider(l.delayUntil)
+	}
+	for _, w := range l.queue {
+		consider(w.deadline)
+	}
+	return at, ok
+}

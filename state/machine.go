@@ -1,0 +1,128 @@
+package state
+
+import (
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// Defaults for a zero Config.
+const (
+	DefaultMaxOps      = 100000
+	DefaultMaxRequests = 100000
+	DefaultIDRetention = 24 * time.Hour
+)
+
+// impl is the machine's state. Every field is plain data; nothing here reads
+// a clock, does I/O or iterates a map in a way that decides anything.
+type impl struct {
+	cfg     Config
+	clock   int64       // server time, ns: max of every cmd.Now seen
+	counter fence.Token // last token issued
+
+	byName    map[string]*lockEntry
+	deadlines deadlineHeap // locks with something due, by (deadline, name)
+	idle      idleLocks    // free locks kept as tombstones, oldest first
+
+	live     map[string]*request      // request_ids queued or holding a lock
+	requests memory[string, *request] // request_ids whose outcome is final
+	ops      memory[opKey, *opRecord] // op_ids of accepted writes and adds
+
+	resources map[string]*resource
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxTTL <= 0 {
+		c.MaxTTL = fence.DefaultMaxTTL
+	}
+	if c.MaxOps <= 0 {
+		c.MaxOps = DefaultMaxOps
+	}
+	if c.MaxRequests <= 0 {
+		c.MaxRequests = DefaultMaxRequests
+	}
+	if c.IDRetention <= 0 {
+		c.IDRetention = DefaultIDRetention
+	}
+	return c
+}
+
+func newMachine(cfg Config) *Machine {
+	m := &Machine{}
+	m.impl = *newImpl(cfg)
+	return m
+}
+
+func newImpl(cfg Config) *impl {
+	cfg = cfg.withDefaults()
+	return &impl{
+		cfg:       cfg,
+		byName:    map[string]*lockEntry{},
+		idle:      newIdleLocks(),
+		live:      map[string]*request{},
+		requests:  newMemory[string, *request](),
+		ops:       newMemory[opKey, *opRecord](),
+		resources: map[string]*resource{},
+	}
+}
+
+func (m *impl) now() int64             { return m.clock }
+func (m *impl) lastToken() fence.Token { return m.counter }
+
+// apply advances server time, forgets what retention allows, and runs cmd.
+func (m *impl) apply(cmd Command) Result {
+	if cmd.Now > m.clock {
+		m.clock = cmd.Now
+	}
+	m.forget()
+	switch cmd.Op {
+	case OpAcquire:
+		return m.acquire(cmd)
+	case OpRenew:
+		return m.renew(cmd)
+	case OpRelease:
+		return m.release(cmd)
+	case OpCancelWait:
+		return m.cancelWait(cmd)
+	case OpTick:
+		return m.tick()
+	case OpWrite:
+		return m.write(cmd)
+	case OpAdd:
+		return m.add(cmd)
+	case OpBumpToken:
+		return m.bumpToken(cmd)
+	}
+	return Result{Err: fence.Invalid("op", "a known operation (1..8)", itoa(int64(cmd.Op)))}
+}
+
+// tick expires everything due at server time and hands freed locks on.
+func (m *impl) tick() Result {
+	var res Result
+	for {
+		l, ok := m.deadlines.due(m.clock)
+		if !ok {
+			return res
+		}
+		m.settle(l, &res.Events)
+		m.touch(l)
+	}
+}
+
+// bumpToken raises the counter so the next grant is >= cmd.Token. It never
+// lowers it.
+func (m *impl) bumpToken(cmd Command) Result {
+	if err := fence.ValidateToken(cmd.Token); err != nil {
+		return Result{Err: err}
+	}
+	if cmd.Token-1 > m.counter {
+		m.counter = cmd.Token - 1
+	}
+	return Result{}
+}
+
+// nextToken issues the next token of the global counter.
+func (m *impl) nextToken() fence.Token {
+	m.counter++
+	return m.counter
+}

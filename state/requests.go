@@ -1,0 +1,90 @@
+package state
+
+import (
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+type requestState uint8
+
+const (
+	reqQueued requestState = iota + 1 // waiting in a lock's queue
+	reqHeld                           // granted and its lease still held
+	reqDone                           // outcome final: see outcome
+)
+
+type outcome uint8
+
+const (
+	outcomeNone      outcome = iota
+	outcomeReleased          // granted, then released (or given up)
+	outcomeExpired           // granted, then its lease expired
+	outcomeWaitedOut         // queued, and the wait ran out
+)
+
+// request is an acquire that carried a request_id. While queued or held it
+// is live (impl.live); once its outcome is final it moves to the bounded
+// request memory, so a retry learns that outcome instead of a second grant.
+type request struct {
+	id        string
+	name      string
+	owner     string
+	ttl       time.Duration
+	wait      time.Duration
+	lockDelay time.Duration
+	deadline  int64 // queued: server time the wait runs out
+	state     requestState
+	token     fence.Token // granted: the lease's token
+	outcome   outcome
+}
+
+// samePayload reports whether cmd is a retry of r. The wait is not part of
+// the payload: a client retrying may send only what is left of it.
+func (r *request) samePayload(cmd Command) bool {
+	return r.name == cmd.Name && r.owner == cmd.Owner && r.ttl == cmd.TTL && r.lockDelay == cmd.LockDelay
+}
+
+// findRequest returns the live or remembered request with this id.
+func (m *impl) findRequest(id string) *request {
+	if r := m.live[id]; r != nil {
+		return r
+	}
+	if r, ok := m.requests.get(id); ok {
+		return r
+	}
+	return nil
+}
+
+// finish makes r's outcome final and moves it from live to memory.
+func (m *impl) finish(r *request, out outcome) {
+	r.state = reqDone
+	r.outcome = out
+	r.deadline = 0
+	delete(m.live, r.id)
+	m.requests.put(r.id, r, m.clock)
+}
+
+// replay answers a retried acquire with the outcome of its first attempt.
+// The lock r names has been settled.
+func (m *impl) replay(r *request) Result {
+	switch r.state {
+	case reqQueued:
+		return Result{Queued: true, Replayed: true}
+	case reqHeld:
+		l := m.byName[r.name]
+		return Result{Lease: l.holder.lease(r.name, m.clock), Replayed: true}
+	}
+	switch r.outcome {
+	case outcomeExpired:
+		return Result{Err: &fence.LeaseExpiredError{Name: r.name, Token: r.token}, Replayed: true}
+	case outcomeReleased:
+		return Result{Err: &fence.NotHolderError{Name: r.name, Token: r.token}, Replayed: true}
+	}
+	err := &fence.BusyError{Name: r.name, Waited: true}
+	if l := m.byName[r.name]; l != nil {
+		err = m.busy(l)
+		err.Waited = true
+	}
+	return Result{Err: err, Replayed: true}
+}

@@ -1,0 +1,170 @@
+package state
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"math"
+	"strconv"
+
+	"github.com/fenceworks/fence"
+)
+
+// resource is a fenced value: it accepts a write only with a token at least
+// the last one it accepted (G4).
+type resource struct {
+	value     []byte
+	lastToken fence.Token
+	version   uint64 // accepted writes and adds
+}
+
+// opKey names an op_id within its resource.
+type opKey struct {
+	resource string
+	opID     string
+}
+
+// opRecord is the compact saved result of an accepted write or add: a hash
+// of the payload (a write's value is the request's own, so it is not kept)
+// and the facts to rebuild the reply.
+type opRecord struct {
+	payload  [sha256.Size]byte
+	token    fence.Token
+	version  uint64
+	addValue int64 // Add: the value after it
+}
+
+// payloadHash identifies (op, token, value or delta) of a write or add.
+func payloadHash(c Command) [sha256.Size]byte {
+	h := sha256.New()
+	var b [1 + 2*binary.MaxVarintLen64]byte
+	n := copy(b[:], []byte{byte(c.Op)})
+	n += binary.PutUvarint(b[n:], uint64(c.Token))
+	if c.Op == OpAdd {
+		n += binary.PutVarint(b[n:], c.Delta)
+	}
+	h.Write(b[:n])
+	if c.Op == OpWrite {
+		h.Write(c.Value)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// write replaces a resource's value if cmd.Token is not stale.
+func (m *impl) write(cmd Command) Result {
+	if err := m.validateWrite(cmd); err != nil {
+		return Result{Err: err}
+	}
+	if res, done := m.replayOp(cmd); done {
+		return res
+	}
+	r, err := m.fenced(cmd.Name, cmd.Token)
+	if err != nil {
+		return Result{Err: err}
+	}
+	r.value = bytes.Clone(cmd.Value)
+	return m.accepted(cmd, r, 0)
+}
+
+// add adds cmd.Delta to a resource holding a decimal integer (missing or
+// empty = 0) if cmd.Token is not stale.
+func (m *impl) add(cmd Command) Result {
+	if err := m.validateAdd(cmd); err != nil {
+		return Result{Err: err}
+	}
+	if res, done := m.replayOp(cmd); done {
+		return res
+	}
+	r, err := m.fenced(cmd.Name, cmd.Token)
+	if err != nil {
+		return Result{Err: err}
+	}
+	var cur int64
+	if len(r.value) > 0 {
+		cur, err = strconv.ParseInt(string(r.value), 10, 64)
+		if err != nil {
+			return Result{Err: fence.Invalid("value", "a decimal integer to add to", shorten(r.value))}
+		}
+	}
+	if (cmd.Delta > 0 && cur > math.MaxInt64-cmd.Delta) || (cmd.Delta < 0 && cur < math.MinInt64-cmd.Delta) {
+		return Result{Err: fence.Invalid("delta", "such that the sum fits in int64", itoa(cmd.Delta))}
+	}
+	sum := cur + cmd.Delta
+	r.value = strconv.AppendInt(nil, sum, 10)
+	return m.accepted(cmd, r, sum)
+}
+
+// replayOp returns the saved result of cmd's op_id, or a conflict. It comes
+// before the token check: an applied op stays applied.
+func (m *impl) replayOp(cmd Command) (Result, bool) {
+	if cmd.OpID == "" {
+		return Result{}, false
+	}
+	rec, ok := m.ops.get(opKey{cmd.Name, cmd.OpID})
+	if !ok {
+		return Result{}, false
+	}
+	if rec.payload != payloadHash(cmd) {
+		return Result{Err: &fence.OpConflictError{Field: "op_id", ID: cmd.OpID}}, true
+	}
+	st := &ResourceState{Resource: cmd.Name, LastToken: rec.token, Version: rec.version}
+	res := Result{Resource: st, Replayed: true}
+	if cmd.Op == OpAdd {
+		st.Value = strconv.AppendInt(nil, rec.addValue, 10)
+		res.AddValue = rec.addValue
+	} else {
+		st.Value = bytes.Clone(cmd.Value)
+	}
+	return res, true
+}
+
+// fenced returns resource name if token may write it: issued, and not older
+// than the last token it accepted.
+func (m *impl) fenced(name string, token fence.Token) (*resource, error) {
+	if token > m.counter {
+		return nil, &fence.UnknownTokenError{Token: token, LastIssued: m.counter}
+	}
+	r := m.resources[name]
+	if r == nil {
+		r = &resource{}
+		m.resources[name] = r // only reached when the write is accepted
+	}
+	if token < r.lastToken {
+		return nil, &fence.StaleTokenError{Resource: name, Token: token, LastAccepted: r.lastToken}
+	}
+	return r, nil
+}
+
+// accepted records the token and version of an applied op and remembers its
+// op_id.
+func (m *impl) accepted(cmd Command, r *resource, addValue int64) Result {
+	r.lastToken = cmd.Token
+	r.version++
+	if cmd.OpID != "" {
+		m.ops.put(opKey{cmd.Name, cmd.OpID}, &opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue}, m.clock)
+	}
+	res := Result{Resource: &ResourceState{Resource: cmd.Name, Value: bytes.Clone(r.value), LastToken: r.lastToken, Version: r.version}}
+	if cmd.Op == OpAdd {
+		res.AddValue = addValue
+	}
+	return res
+}
+
+func (m *impl) resource(name string) ResourceState {
+	r := m.resources[name]
+	if r == nil {
+		return ResourceState{Resource: name}
+	}
+	return ResourceState{Resource: name, Value: bytes.Clone(r.value), LastToken: r.lastToken, Version: r.version}
+}
+
+// shorten renders a value for an error message.
+func shorten(v []byte) string {
+	const n = 32
+	if len(v) > n {
+		return strconv.Quote(string(v[:n])) + "..."
+	}
+	return strconv.Quote(string(v))
+}

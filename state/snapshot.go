@@ -1,0 +1,279 @@
+package state
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// Snapshots are JSON, written in a fixed order (locks and resources by name,
+// memories and idle locks oldest first, waiters in arrival order), so the
+// same state always gives the same bytes. request_ids and op_ids are stored
+// as bytes because they need not be UTF-8.
+
+// snapshotFormat names the snapshot layout; Restore refuses any other.
+const snapshotFormat = "fence-state/1"
+
+// ErrBadSnapshot is wrapped by every Restore error.
+var ErrBadSnapshot = errors.New("state: bad snapshot")
+
+type snapDoc struct {
+	Format    string         `json:"format"`
+	Now       int64          `json:"now"`
+	Counter   fence.Token    `json:"counter"`
+	Locks     []snapLock     `json:"locks"`
+	Idle      []string       `json:"idle"`     // idle lock names, oldest first
+	Requests  []snapRequest  `json:"requests"` // final outcomes, oldest first
+	Ops       []snapOp       `json:"ops"`      // oldest first
+	Resources []snapResource `json:"resources"`
+}
+
+type snapLock struct {
+	Name       string        `json:"name"`
+	Holder     *snapGrant    `json:"holder,omitempty"`
+	Queue      []snapRequest `json:"queue,omitempty"`
+	LastToken  fence.Token   `json:"last_token"`
+	LastOwner  string        `json:"last_owner,omitempty"`
+	LastEnd    leaseEnd      `json:"last_end"`
+	FreedAt    int64         `json:"freed_at"`
+	DelayUntil int64         `json:"delay_until,omitempty"`
+	IdleSince  int64         `json:"idle_since,omitempty"`
+}
+
+type snapGrant struct {
+	Owner     string       `json:"owner"`
+	Token     fence.Token  `json:"token"`
+	TTL       int64        `json:"ttl"`
+	ExpiresAt int64        `json:"expires_at"`
+	LockDelay int64        `json:"lock_delay,omitempty"`
+	Request   *snapRequest `json:"request,omitempty"`
+}
+
+type snapRequest struct {
+	ID        []byte       `json:"id"`
+	Name      string       `json:"name"`
+	Owner     string       `json:"owner"`
+	TTL       int64        `json:"ttl"`
+	Wait      int64        `json:"wait"`
+	LockDelay int64        `json:"lock_delay"`
+	Deadline  int64        `json:"deadline,omitempty"`
+	State     requestState `json:"state"`
+	Token     fence.Token  `json:"token,omitempty"`
+	Outcome   outcome      `json:"outcome,omitempty"`
+	At        int64        `json:"at,omitempty"` // when remembered
+}
+
+type snapOp struct {
+	Resource string      `json:"resource"`
+	OpID     []byte      `json:"op_id"`
+	At       int64       `json:"at"`
+	Payload  []byte      `json:"payload"`
+	Token    fence.Token `json:"token"`
+	Version  uint64      `json:"version"`
+	AddValue int64       `json:"add_value,omitempty"`
+}
+
+type snapResource struct {
+	Name      string      `json:"name"`
+	Value     []byte      `json:"value"`
+	LastToken fence.Token `json:"last_token"`
+	Version   uint64      `json:"version"`
+}
+
+func (m *impl) snapshot(w io.Writer) error {
+	doc := snapDoc{Format: snapshotFormat, Now: m.clock, Counter: m.counter}
+	names := make([]string, 0, len(m.byName))
+	for name := range m.byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		doc.Locks = append(doc.Locks, snapLockOf(m.byName[name]))
+	}
+	m.idle.each(func(l *lockEntry) { doc.Idle = append(doc.Idle, l.name) })
+	m.requests.each(func(_ string, at int64, r *request) {
+		s := snapRequestOf(r)
+		s.At = at
+		doc.Requests = append(doc.Requests, s)
+	})
+	m.ops.each(func(k opKey, at int64, r *opRecord) {
+		doc.Ops = append(doc.Ops, snapOp{Resource: k.resource, OpID: []byte(k.opID), At: at, Payload: r.payload[:], Token: r.token, Version: r.version, AddValue: r.addValue})
+	})
+	names = names[:0]
+	for name := range m.resources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		r := m.resources[name]
+		doc.Resources = append(doc.Resources, snapResource{Name: name, Value: r.value, LastToken: r.lastToken, Version: r.version})
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+func snapLockOf(l *lockEntry) snapLock {
+	s := snapLock{Name: l.name, LastToken: l.lastToken, LastOwner: l.lastOwner, LastEnd: l.lastEnd, FreedAt: l.freedAt, DelayUntil: l.delayUntil}
+	if l.idleElem != nil {
+		s.IdleSince = l.idleSince
+	}
+	if g := l.holder; g != nil {
+		s.Holder = &snapGrant{Owner: g.owner, Token: g.token, TTL: int64(g.ttl), ExpiresAt: g.expiresAt, LockDelay: int64(g.lockDelay)}
+		if g.req != nil {
+			r := snapRequestOf(g.req)
+			s.Holder.Request = &r
+		}
+	}
+	for _, w := range l.queue {
+		s.Queue = append(s.Queue, snapRequestOf(w))
+	}
+	return s
+}
+
+func snapRequestOf(r *request) snapRequest {
+	return snapRequest{ID: []byte(r.id), Name: r.name, Owner: r.owner, TTL: int64(r.ttl), Wait: int64(r.wait), LockDelay: int64(r.lockDelay),
+		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome}
+}
+
+func (s snapRequest) request() *request {
+	return &request{id: string(s.ID), name: s.Name, owner: s.Owner, ttl: time.Duration(s.TTL), wait: time.Duration(s.Wait), lockDelay: time.Duration(s.LockDelay),
+		deadline: s.Deadline, state: s.State, token: s.Token, outcome: s.Outcome}
+}
+
+// restore decodes and checks a snapshot completely before it replaces
+// anything: on any error the machine is unchanged.
+func (m *impl) restore(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	var doc snapDoc
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data", ErrBadSnapshot)
+	}
+	n, err := fromSnapshot(m.cfg, &doc)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	*m = *n
+	return nil
+}
+
+// fromSnapshot builds a machine from doc, checking every invariant the
+// machine relies on.
+func fromSnapshot(cfg Config, doc *snapDoc) (*impl, error) {
+	if doc.Format != snapshotFormat {
+		return nil, fmt.Errorf("format %q, want %q", doc.Format, snapshotFormat)
+	}
+	m := newImpl(cfg)
+	m.clock, m.counter = doc.Now, doc.Counter
+	for i, s := range doc.Locks {
+		if err := fence.ValidateName("lock name", s.Name); err != nil {
+			return nil, err
+		}
+		if i > 0 && doc.Locks[i-1].Name >= s.Name {
+			return nil, fmt.Errorf("locks not sorted or repeated at %q", s.Name)
+		}
+		if s.LastToken > m.counter {
+			return nil, fmt.Errorf("lock %q: last token %d above counter %d", s.Name, s.LastToken, m.counter)
+		}
+		l := &lockEntry{name: s.Name, lastToken: s.LastToken, lastOwner: s.LastOwner, lastEnd: s.LastEnd, freedAt: s.FreedAt, delayUntil: s.DelayUntil, idleSince: s.IdleSince, heapIndex: -1}
+		if s.LastEnd > endExpired {
+			return nil, fmt.Errorf("lock %q: bad last_end %d", s.Name, s.LastEnd)
+		}
+		if g := s.Holder; g != nil {
+			if g.Token != s.LastToken || g.Token == 0 || s.LastEnd != endNone || g.TTL <= 0 || g.LockDelay < 0 {
+				return nil, fmt.Errorf("lock %q: inconsistent holder", s.Name)
+			}
+			l.holder = &grant{owner: g.Owner, token: g.Token, ttl: time.Duration(g.TTL), expiresAt: g.ExpiresAt, lockDelay: time.Duration(g.LockDelay)}
+			if g.Request != nil {
+				req := g.Request.request()
+				if req.state != reqHeld || req.token != g.Token || req.name != s.Name {
+					return nil, fmt.Errorf("lock %q: inconsistent holder request", s.Name)
+				}
+				if err := m.addLive(req); err != nil {
+					return nil, err
+				}
+				l.holder.req = req
+			}
+		}
+		for _, sw := range s.Queue {
+			w := sw.request()
+			if w.state != reqQueued || w.name != s.Name || w.id == "" {
+				return nil, fmt.Errorf("lock %q: inconsistent waiter", s.Name)
+			}
+			if err := m.addLive(w); err != nil {
+				return nil, err
+			}
+			l.queue = append(l.queue, w)
+		}
+		m.byName[s.Name] = l
+		if at, ok := l.nextDeadline(); ok {
+			m.deadlines.set(l, at)
+		}
+	}
+	for _, name := range doc.Idle {
+		l := m.byName[name]
+		if l == nil || l.idleElem != nil || l.holder != nil || len(l.queue) != 0 || l.delayUntil != 0 {
+			return nil, fmt.Errorf("idle lock %q: unknown, repeated or not idle", name)
+		}
+		if b := m.idle.order.Back(); b != nil && b.Value.(*lockEntry).idleSince > l.idleSince {
+			return nil, fmt.Errorf("idle lock %q: out of order", name)
+		}
+		m.idle.add(l, l.idleSince)
+	}
+	last := int64(0)
+	for _, s := range doc.Requests {
+		r := s.request()
+		if r.state != reqDone || r.id == "" || m.findRequest(r.id) != nil || s.At < last || r.token > m.counter {
+			return nil, fmt.Errorf("request %q: inconsistent, repeated or out of order", r.id)
+		}
+		last = s.At
+		m.requests.put(r.id, r, s.At)
+	}
+	last = 0
+	for _, s := range doc.Ops {
+		k := opKey{s.Resource, string(s.OpID)}
+		if _, dup := m.ops.get(k); dup || len(s.Payload) != sha256.Size || s.At < last || s.OpID == nil {
+			return nil, fmt.Errorf("op %q of %q: inconsistent, repeated or out of order", s.OpID, s.Resource)
+		}
+		last = s.At
+		rec := &opRecord{token: s.Token, version: s.Version, addValue: s.AddValue}
+		copy(rec.payload[:], s.Payload)
+		m.ops.put(k, rec, s.At)
+	}
+	for i, s := range doc.Resources {
+		if i > 0 && doc.Resources[i-1].Name >= s.Name {
+			return nil, fmt.Errorf("resources not sorted or repeated at %q", s.Name)
+		}
+		if s.LastToken > m.counter {
+			return nil, fmt.Errorf("resource %q: last token %d above counter %d", s.Name, s.LastToken, m.counter)
+		}
+		m.resources[s.Name] = &resource{value: s.Value, lastToken: s.LastToken, version: s.Version}
+	}
+	return m, nil
+}
+
+func (m *impl) addLive(r *request) error {
+	if r.id == "" || m.live[r.id] != nil {
+		return fmt.Errorf("request %q: empty or repeated", r.id)
+	}
+	m.live[r.id] = r
+	return nil
+}

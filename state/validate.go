@@ -1,0 +1,78 @@
+package state
+
+import (
+	"strconv"
+
+	"github.com/fenceworks/fence"
+)
+
+// Validation of each command's fields, in a fixed order so the first bad
+// field is the one reported. A refused command changes nothing.
+
+func (m *impl) validateAcquire(c Command) error {
+	return first(
+		fence.ValidateName("name", c.Name),
+		fence.ValidateOwner(c.Owner),
+		fence.ValidateTTL(c.TTL, m.cfg.MaxTTL),
+		fence.ValidateDuration("wait", c.Wait, fence.MaxWait),
+		fence.ValidateDuration("lock_delay", c.LockDelay, fence.MaxLockDelay),
+		fence.ValidateID("request_id", c.RequestID),
+		requestIDForWait(c),
+	)
+}
+
+func requestIDForWait(c Command) error {
+	if c.Wait > 0 && c.RequestID == "" {
+		return fence.Invalid("request_id", "not empty when wait > 0", "")
+	}
+	return nil
+}
+
+func (m *impl) validateRenew(c Command) error {
+	var ttl error
+	if c.TTL != 0 {
+		ttl = fence.ValidateTTL(c.TTL, m.cfg.MaxTTL)
+	}
+	return first(fence.ValidateName("name", c.Name), fence.ValidateToken(c.Token), ttl)
+}
+
+func (m *impl) validateRelease(c Command) error {
+	return first(fence.ValidateName("name", c.Name), fence.ValidateToken(c.Token))
+}
+
+func (m *impl) validateCancelWait(c Command) error {
+	var empty error
+	if c.RequestID == "" {
+		empty = fence.Invalid("request_id", "not empty", "")
+	}
+	return first(fence.ValidateName("name", c.Name), empty, fence.ValidateID("request_id", c.RequestID))
+}
+
+func (m *impl) validateWrite(c Command) error {
+	return first(
+		fence.ValidateName("resource", c.Name),
+		fence.ValidateToken(c.Token),
+		fence.ValidateValue(c.Value),
+		fence.ValidateID("op_id", c.OpID),
+	)
+}
+
+func (m *impl) validateAdd(c Command) error {
+	return first(
+		fence.ValidateName("resource", c.Name),
+		fence.ValidateToken(c.Token),
+		fence.ValidateID("op_id", c.OpID),
+	)
+}
+
+// first returns the first non-nil error.
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
