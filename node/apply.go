@@ -1,0 +1,130 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenceworks/fence/state"
+)
+
+// defaultEnqueueTimeout bounds how long a proposal may wait to enter raft's
+// apply queue when the caller's context has no deadline.
+const defaultEnqueueTimeout = 10 * time.Second
+
+// cancelWaitTimeout bounds the OpCancelWait proposed for a waiter whose
+// caller went away.
+const cancelWaitTimeout = 5 * time.Second
+
+// Apply proposes cmd through raft and returns its state.Result once it is
+// committed (fsync'd) and applied. The node sets cmd.Now from its leader
+// clock; the caller's value is ignored.
+//
+// An OpAcquire with Wait > 0 that is queued does not return until its
+// Event arrives (granted, or the wait ran out: Result.Err is a
+// *fence.BusyError with Waited) or ctx ends; see the package doc for what
+// happens to a waiter whose context ends.
+//
+// The error is nil, ErrNotLeader, ErrClosed, ctx.Err() (a waiting acquire
+// abandoned), or a raft failure; a Fence refusal is Result.Err.
+func (n *Node) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	if cmd.Op == state.OpAcquire && cmd.Wait > 0 {
+		return n.acquireWaiting(ctx, cmd)
+	}
+	return n.propose(ctx, cmd)
+}
+
+// propose stamps cmd with the leader clock and runs it through raft.
+func (n *Node) propose(ctx context.Context, cmd state.Command) (state.Result, error) {
+	select {
+	case <-n.closing:
+		return state.Result{}, ErrClosed
+	default:
+	}
+	c := n.clock.Load()
+	if c == nil {
+		return state.Result{}, ErrNotLeader
+	}
+	cmd.Now = c.now()
+	data, err := cmd.MarshalBinary()
+	if err != nil {
+		return state.Result{}, fmt.Errorf("node: encode command: %w", err)
+	}
+	timeout := defaultEnqueueTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	f := n.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return state.Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return state.Result{}, ErrClosed
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			if ctx.Err() != nil {
+				return state.Result{}, ctx.Err()
+			}
+		}
+		return state.Result{}, fmt.Errorf("node: apply: %w", err)
+	}
+	switch r := f.Response().(type) {
+	case state.Result:
+		return r, nil
+	case error:
+		return state.Result{}, r
+	default:
+		return state.Result{}, fmt.Errorf("node: unexpected apply response %T", r)
+	}
+}
+
+// acquireWaiting runs a blocking acquire: register the waiter, propose,
+// and if queued wait for the Event.
+func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Result, error) {
+	generated := cmd.RequestID == ""
+	if generated {
+		cmd.RequestID = newRequestID()
+	}
+	ch := n.wait.add(cmd.RequestID)
+	defer n.wait.remove(cmd.RequestID, ch)
+	res, err := n.propose(ctx, cmd)
+	if err != nil || !res.Queued {
+		return res, err
+	}
+	select {
+	case ev := <-ch:
+		return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
+	case <-ctx.Done():
+		n.abandonWait(cmd, ch, generated)
+		return state.Result{}, ctx.Err()
+	case <-n.closing:
+		return state.Result{}, ErrClosed
+	}
+}
+
+// abandonWait withdraws a queued acquire whose caller went away. If the
+// grant was applied first and nobody but this node knows the request_id,
+// the lease is released at once.
+func (n *Node) abandonWait(cmd state.Command, ch chan state.Event, generated bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
+	defer cancel()
+	_, err := n.propose(ctx, state.Command{Op: state.OpCancelWait, Name: cmd.Name, RequestID: cmd.RequestID})
+	if err != nil {
+		n.cfg.Logger.Warn("cancel of abandoned wait failed", "name", cmd.Name, "request_id", cmd.RequestID, "err", err)
+	}
+	select {
+	case ev := <-ch:
+		if ev.Lease == nil || !generated {
+			return
+		}
+		_, err := n.propose(ctx, state.Command{Op: state.OpRelease, Name: ev.Lease.Name, Token: ev.Lease.Token})
+		if err != nil {
+			n.cfg.Logger.Warn("release of abandoned grant failed", "name", cmd.Name, "token", ev.Lease.Token, "err", err)
+		}
+	default:
+	}
+}

@@ -1,0 +1,39 @@
+// Package node runs one Fence node: a hashicorp/raft instance (a single voter
+// by default) whose FSM is a state.Machine, with a raft-boltdb log and stable
+// store (fsync'd before every reply, G6), file snapshots, the leader clock of
+// DESIGN.md §2, the expiry ticker, waiters for blocking acquires and
+// linearizable reads.
+//
+// # Time
+//
+// The node never puts wall-clock time into a command. On taking office, after
+// a raft barrier (so every committed entry has been applied), the leader reads
+// base = Machine.Now() and starts a monotonic stopwatch; its clock is
+// base + elapsed, and every proposed command carries Now = clock. Time with
+// no leader — a single node that is down — therefore does not count: leases
+// are extended by the gap, never shortened.
+//
+// # Expiry
+//
+// A goroutine on the leader sleeps until Machine.NextDeadline() (re-read after
+// every applied batch) and then proposes one state.OpTick, which expires what
+// is due and hands freed locks to their next waiters in that one apply.
+//
+// # Blocking acquires
+//
+// An acquire with Wait > 0 registers a waiter for its request_id (a random one
+// is made when the caller gave none) before it is proposed, because the
+// grant may be applied before raft's future returns. The waiter receives the
+// state.Event of the grant or of the wait running out. If the caller's
+// context ends first, the node proposes state.OpCancelWait so the lock is not
+// handed to a client that went away; if the grant won that race and the
+// request_id was made by the node (so nobody can ever learn of the lease), the
+// node releases it; with a caller's request_id the lease is kept, since a retry
+// with that request_id returns it (G5), and it otherwise expires by its TTL.
+//
+// # Reads
+//
+// Reads use the read-index protocol: note raft's commit index, confirm
+// leadership with VerifyLeader, wait until the FSM has applied up to the noted
+// index, then read the machine under a read lock at the leader's clock.
+package node

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenceworks/fence/state"
+)
+
+// fsm adapts a state.Machine to raft.BatchingFSM.
+//
+// Contract: raft calls ApplyBatch, Apply, Snapshot and Restore from its one
+// FSM goroutine, never concurrently with each other; readers (the node's read
+// methods, the clock and the ticker) may run at any time and take mu for
+// reading. After every batch the fsm publishes its applied index, dispatches
+// the batch's Events to waiters, and kicks the ticker.
+type fsm struct {
+	mu sync.RWMutex
+	m  *state.Machine
+
+	applied  atomic.Uint64 // last log index applied (or known applied)
+	appliedC chan struct{} // closed and replaced when applied advances; guarded by amu
+	amu      sync.Mutex
+
+	waiters *waiters
+	kick    chan struct{} // cap 1: wakes the ticker
+	onBatch func(n int)   // metrics hook (may be nil)
+}
+
+var _ raft.BatchingFSM = (*fsm)(nil)
+
+func newFSM(m *state.Machine, w *waiters) *fsm {
+	return &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), appliedC: make(chan struct{})}
+}
+
+// ApplyBatch applies committed entries in order under one write lock. Each
+// response is a state.Result, an error (an undecodable command: it changes
+// nothing), or nil (a configuration entry).
+func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	var events []state.Event
+	f.mu.Lock()
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		var cmd state.Command
+		if err := cmd.UnmarshalBinary(l.Data); err != nil {
+			out[i] = fmt.Errorf("node: undecodable command at index %d: %w", l.Index, err)
+			continue
+		}
+		res := f.m.Apply(cmd)
+		events = append(events, res.Events...)
+		out[i] = res
+	}
+	f.mu.Unlock()
+	if len(logs) > 0 {
+		f.advance(logs[len(logs)-1].Index)
+	}
+	for _, ev := range events {
+		f.waiters.deliver(ev)
+	}
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+	if f.onBatch != nil {
+		f.onBatch(len(logs))
+	}
+	return out
+}
+
+// Apply applies one entry (raft uses ApplyBatch; this completes raft.FSM).
+func (f *fsm) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// advance records that everything up to index has been applied.
+func (f *fsm) advance(index uint64) {
+	f.amu.Lock()
+	if index > f.applied.Load() {
+		f.applied.Store(index)
+		close(f.appliedC)
+		f.appliedC = make(chan struct{})
+	}
+	f.amu.Unlock()
+}
+
+// appliedWait returns the applied index and a channel closed when it next
+// advances.
+func (f *fsm) appliedWait() (uint64, <-chan struct{}) {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	return f.applied.Load(), f.appliedC
+}
+
+// Snapshot copies the state under a read lock; raft persists the copy while
+// applies go on.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	var buf bytes.Buffer
+	f.mu.RLock()
+	err := f.m.Snapshot(&buf)
+	f.mu.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("node: snapshot: %w", err)
+	}
+	return &fsmSnapshot{data: buf.Bytes()}, nil
+}
+
+// Restore replaces the state with a snapshot.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.m.Restore(rc); err != nil {
+		return fmt.Errorf("node: restore: %w", err)
+	}
+	return nil
+}
+
+// read runs fn on the machine under a read lock.
+func (f *fsm) read(fn func(m *state.Machine)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.m)
+}
+
+type fsmSnapshot struct{ data []byte }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}

@@ -1,0 +1,209 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state"
+)
+
+// Node is one Fence node. Its methods are safe for concurrent use.
+type Node struct {
+	cfg   Config
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	fsm   *fsm
+	wait  *waiters
+
+	clock     atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
+	officeC   chan struct{}               // cap 1: wakes the ticker on leadership change
+	ticks     atomic.Uint64
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+// Open opens (or creates) the node in cfg.DataDir. On first start it
+// bootstraps a one-voter cluster; on restart it recovers from its log and
+// snapshots and does not bootstrap again. Open returns once the node leads
+// and its leader clock runs (or fails after cfg.ReadyTimeout). A second
+// process on the same DataDir fails after cfg.LockTimeout.
+func Open(cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if cfg.DataDir == "" {
+		return nil, fence.Invalid("data_dir", "not empty", "")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	dbPath := filepath.Join(cfg.DataDir, "raft.db")
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        dbPath,
+		BoltOptions: &bbolt.Options{Timeout: cfg.LockTimeout},
+		NoSync:      false, // fsync before reply (G6)
+	})
+	if err != nil {
+		if errors.Is(err, bbolt.ErrTimeout) {
+			return nil, fmt.Errorf("node: %s is locked by another process (is another fence server using data dir %s?): %w", dbPath, cfg.DataDir, err)
+		}
+		return nil, fmt.Errorf("node: open %s: %w", dbPath, err)
+	}
+	n, err := open(cfg, store)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func open(cfg Config, store *raftboltdb.BoltStore) (*Node, error) {
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLogger(cfg.Logger))
+	if err != nil {
+		return nil, fmt.Errorf("node: snapshot store: %w", err)
+	}
+	trans := cfg.Transport
+	if trans == nil {
+		_, trans = raft.NewInmemTransport(raft.ServerAddress(cfg.NodeID))
+	}
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("node: inspect state: %w", err)
+	}
+	w := newWaiters()
+	n := &Node{
+		cfg:     cfg,
+		store:   store,
+		wait:    w,
+		fsm:     newFSM(state.New(state.Config{MaxTTL: cfg.MaxTTL}), w),
+		officeC: make(chan struct{}, 1),
+		closing: make(chan struct{}),
+	}
+	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, store, store, snaps, trans)
+	if err != nil {
+		return nil, fmt.Errorf("node: start raft: %w", err)
+	}
+	n.raft = r
+	if !existing {
+		boot := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter,
+			ID:       raft.ServerID(cfg.NodeID),
+			Address:  trans.LocalAddr(),
+		}}}
+		if err := r.BootstrapCluster(boot).Error(); err != nil {
+			r.Shutdown()
+			return nil, fmt.Errorf("node: bootstrap: %w", err)
+		}
+		cfg.Logger.Info("bootstrapped a new single-node cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID)
+	}
+	n.wg.Add(2)
+	go n.watchLeadership()
+	go n.runTicker()
+	if err := n.awaitOffice(cfg.ReadyTimeout); err != nil {
+		n.Close()
+		return nil, err
+	}
+	cfg.Logger.Info("node ready", "node_id", cfg.NodeID, "server_time", time.Duration(n.clock.Load().base), "last_token", n.LastToken())
+	return n, nil
+}
+
+// awaitOffice waits until the leader clock runs.
+func (n *Node) awaitOffice(timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for n.clock.Load() == nil {
+		select {
+		case <-deadline.C:
+			return fmt.Errorf("node: did not become leader within %s: %w", timeout, ErrNotLeader)
+		case <-poll.C:
+		}
+	}
+	return nil
+}
+
+// watchLeadership opens a term of office (barrier, then base = Now()) when
+// raft makes this node leader, and closes it when leadership is lost.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case leader := <-n.raft.LeaderCh():
+			n.clock.Store(nil)
+			if leader {
+				n.takeOffice()
+			}
+			n.signalOffice()
+		}
+	}
+}
+
+func (n *Node) takeOffice() {
+	// The barrier returns once everything committed before it is applied.
+	if err := n.raft.Barrier(0).Error(); err != nil {
+		n.cfg.Logger.Warn("leader barrier failed", "err", err)
+		return
+	}
+	if n.raft.State() != raft.Leader {
+		return
+	}
+	// Entries up to the barrier are applied, including ones raft does not
+	// hand to the FSM (noop, barrier): reads may count on it.
+	n.fsm.advance(n.raft.AppliedIndex())
+	var base int64
+	n.fsm.read(func(m *state.Machine) { base = m.Now() })
+	n.clock.Store(&leaderClock{base: base, start: time.Now()})
+	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", n.raft.CurrentTerm())
+}
+
+func (n *Node) signalOffice() {
+	select {
+	case n.officeC <- struct{}{}:
+	default:
+	}
+}
+
+// Now is the leader clock in nanoseconds of server time, or ErrNotLeader.
+func (n *Node) Now() (int64, error) {
+	c := n.clock.Load()
+	if c == nil {
+		return 0, ErrNotLeader
+	}
+	return c.now(), nil
+}
+
+// LastToken is the last token issued by the applied state (0 if none).
+func (n *Node) LastToken() fence.Token {
+	var t fence.Token
+	n.fsm.read(func(m *state.Machine) { t = m.LastToken() })
+	return t
+}
+
+// Close stops the ticker, fails waiting acquires with ErrClosed, shuts raft
+// down and closes the stores. It is safe to call more than once.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.closing)
+		n.clock.Store(nil)
+		err := n.raft.Shutdown().Error()
+		n.wg.Wait()
+		if cerr := n.store.Close(); err == nil {
+			err = cerr
+		}
+		n.closeErr = err
+	})
+	return n.closeErr
+}

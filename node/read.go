@@ -1,0 +1,67 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fenceworks/fence/state"
+)
+
+// readIndex makes a read linearizable (read-index protocol): note the
+// commit index, confirm leadership, wait until the FSM has applied up to the
+// noted index. It returns the leader clock to read at.
+func (n *Node) readIndex(ctx context.Context) (int64, error) {
+	if n.clock.Load() == nil {
+		return 0, ErrNotLeader
+	}
+	ci := n.raft.CommitIndex()
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	for {
+		applied, next := n.fsm.appliedWait()
+		if applied >= ci {
+			break
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-n.closing:
+			return 0, ErrClosed
+		}
+	}
+	return n.Now()
+}
+
+// Lock describes one lock, linearizably, at the leader clock.
+func (n *Node) Lock(ctx context.Context, name string) (state.LockInfo, error) {
+	now, err := n.readIndex(ctx)
+	if err != nil {
+		return state.LockInfo{}, err
+	}
+	var li state.LockInfo
+	n.fsm.read(func(m *state.Machine) { li = m.Lock(name, now) })
+	return li, nil
+}
+
+// Locks lists the locks whose names start with prefix, sorted by name.
+func (n *Node) Locks(ctx context.Context, prefix string) ([]state.LockInfo, error) {
+	now, err := n.readIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []state.LockInfo
+	n.fsm.read(func(m *state.Machine) { out = m.Locks(prefix, now) })
+	return out, nil
+}
+
+// Resource reads a fenced resource, linearizably.
+func (n *Node) Resource(ctx context.Context, name string) (state.ResourceState, error) {
+	if _, err := n.readIndex(ctx); err != nil {
+		return state.ResourceState{}, err
+	}
+	var rs state.ResourceState
+	n.fsm.read(func(m *state.Machine) { rs = m.Resource(name) })
+	return rs, nil
+}

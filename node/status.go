@@ -1,0 +1,65 @@
+package node
+
+import (
+	"github.com/hashicorp/raft"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state"
+)
+
+// Status is a snapshot of the node for health checks and metrics.
+type Status struct {
+	Leader       bool        // raft says this node leads
+	InOffice     bool        // the leader clock runs (barrier done)
+	CommitIndex  uint64      // raft's commit index
+	AppliedIndex uint64      // the FSM's applied index
+	LastToken    fence.Token // last token issued
+	ServerTime   int64       // leader clock (0 when not in office)
+	Waiters      int         // blocking acquires waiting on this node
+	Ticks        uint64      // OpTicks proposed by this node's ticker
+}
+
+// Ready reports whether the node can serve: it leads, its clock runs, and
+// its FSM has applied everything committed.
+func (s Status) Ready() bool {
+	return s.Leader && s.InOffice && s.AppliedIndex >= s.CommitIndex
+}
+
+// Status reports the node's state. It is cheap (no raft round trip).
+func (n *Node) Status() Status {
+	s := Status{
+		Leader:       n.raft.State() == raft.Leader,
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.fsm.applied.Load(),
+		Waiters:      n.wait.count(),
+		Ticks:        n.ticks.Load(),
+	}
+	if c := n.clock.Load(); c != nil {
+		s.InOffice = true
+		s.ServerTime = c.now()
+	}
+	n.fsm.read(func(m *state.Machine) { s.LastToken = m.LastToken() })
+	return s
+}
+
+// HeldLeases counts the locks held at the leader clock (a full scan: meant
+// for metrics scrapes, not hot paths).
+func (n *Node) HeldLeases() int {
+	now, err := n.Now()
+	if err != nil {
+		return 0
+	}
+	held := 0
+	n.fsm.read(func(m *state.Machine) {
+		for _, li := range m.Locks("", now) {
+			if li.Lease != nil {
+				held++
+			}
+		}
+	})
+	return held
+}
+
+// OnBatch registers fn to be called after each applied batch with its size
+// (for metrics). Call it before serving.
+func (n *Node) OnBatch(fn func(entries int)) { n.fsm.onBatch = fn }

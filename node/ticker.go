@@ -1,0 +1,75 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/fenceworks/fence/state"
+)
+
+// runTicker drives expiry on the leader: it sleeps until the machine's next
+// deadline by the leader clock and proposes one OpTick. Any applied batch
+// (kick) or change of office makes it look again, so ticks are coalesced:
+// one tick expires everything due.
+func (n *Node) runTicker() {
+	defer n.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var lastTick int64 = -1
+	for {
+		c := n.clock.Load()
+		if c == nil {
+			select {
+			case <-n.closing:
+				return
+			case <-n.officeC:
+			}
+			continue
+		}
+		var at int64
+		var ok bool
+		n.fsm.read(func(m *state.Machine) { at, ok = m.NextDeadline() })
+		if ok && at <= lastTick {
+			// A tick at or after this deadline was applied and it is
+			// still pending: do not spin; wait for the next change.
+			ok = false
+		}
+		if !ok {
+			select {
+			case <-n.closing:
+				return
+			case <-n.officeC:
+			case <-n.fsm.kick:
+			}
+			continue
+		}
+		if d := time.Duration(at - c.now()); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-n.closing:
+				timer.Stop()
+				return
+			case <-n.officeC:
+			case <-n.fsm.kick:
+			case <-timer.C:
+			}
+			timer.Stop()
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
+		now := c.now()
+		_, err := n.propose(ctx, state.Command{Op: state.OpTick})
+		cancel()
+		if err != nil {
+			n.cfg.Logger.Warn("tick failed", "err", err)
+			select {
+			case <-n.closing:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		lastTick = now
+		n.ticks.Add(1)
+	}
+}

@@ -1,0 +1,54 @@
+package server
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// Config configures a server and the node behind it.
+type Config struct {
+	// Listen is the TCP address Run listens on, default "127.0.0.1:7420".
+	Listen string
+	// DataDir holds the node's raft log and snapshots, default "./fence-data".
+	DataDir string
+	// MaxTTL is the largest lease TTL accepted, default fence.DefaultMaxTTL.
+	MaxTTL time.Duration
+	// Logger receives server, node and raft logs; default text to stderr.
+	Logger *slog.Logger
+	// NodeID is the raft server ID, default "fence-1".
+	NodeID string
+	// ShutdownTimeout bounds the drain of in-flight requests on shutdown,
+	// default 10s; connections still open after it are closed.
+	ShutdownTimeout time.Duration
+	// LockTimeout bounds the wait for the data directory's file lock, after
+	// which a second server on the same DataDir fails; default 1s.
+	LockTimeout time.Duration
+}
+
+// DefaultListen and DefaultDataDir are the defaults of `fence serve`.
+const (
+	DefaultListen  = "127.0.0.1:7420"
+	DefaultDataDir = "./fence-data"
+)
+
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = fence.DefaultMaxTTL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	return c
+}

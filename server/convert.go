@@ -1,0 +1,47 @@
+package server
+
+import (
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/state"
+)
+
+func leaseToProto(l *fence.Lease) *fencev1.Lease {
+	if l == nil {
+		return nil
+	}
+	return &fencev1.Lease{
+		Name:      l.Name,
+		Owner:     l.Owner,
+		Token:     uint64(l.Token),
+		Ttl:       durationpb.New(l.TTL),
+		Remaining: durationpb.New(l.Remaining),
+	}
+}
+
+func lockToProto(li state.LockInfo) *fencev1.LockInfo {
+	p := &fencev1.LockInfo{
+		Name:      li.Name,
+		Lease:     leaseToProto(li.Lease),
+		Waiters:   uint32(li.Waiters),
+		LastToken: uint64(li.LastToken),
+	}
+	if li.LockDelayRemaining > 0 {
+		p.LockDelayRemaining = durationpb.New(li.LockDelayRemaining)
+	}
+	return p
+}
+
+func resourceToProto(rs *state.ResourceState) *fencev1.ResourceState {
+	if rs == nil {
+		return nil
+	}
+	return &fencev1.ResourceState{
+		Resource:  rs.Resource,
+		Value:     rs.Value,
+		LastToken: uint64(rs.LastToken),
+		Version:   rs.Version,
+	}
+}

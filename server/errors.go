@@ -1,0 +1,34 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/node"
+)
+
+// errShuttingDown answers requests cut short by a shutdown.
+var errShuttingDown = errors.New("server is shutting down")
+
+// connectError maps an error from validation, the node or the machine to the
+// *connect.Error the client sees. Node-level failures (not leader, closed,
+// shutting down) are Unavailable so clients retry elsewhere; unexpected
+// errors are logged and Internal.
+func (s *Server) connectError(ctx context.Context, procedure string, err error) error {
+	switch {
+	case fence.ReasonOf(err) != "":
+		return apierr.ToConnect(err)
+	case errors.Is(err, node.ErrNotLeader):
+		return connect.NewError(connect.CodeUnavailable, err)
+	case errors.Is(err, node.ErrClosed) || s.draining():
+		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return apierr.ToConnect(err)
+	}
+	s.log.Error("request failed", "procedure", procedure, "err", err)
+	return connect.NewError(connect.CodeInternal, err)
+}

@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/fenceworks/fence/node"
+)
+
+// metrics are the server's Prometheus collectors, in a registry of its own
+// (several servers may live in one process, e.g. in tests).
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	apply    prometheus.Histogram
+	batch    prometheus.Histogram
+}
+
+func newMetrics(n *node.Node) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fence_requests_total", Help: "API requests by procedure and Connect code.",
+		}, []string{"procedure", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fence_request_duration_seconds", Help: "API request latency by procedure and Connect code.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"procedure", "code"}),
+		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fence_raft_apply_duration_seconds", Help: "Time from proposing a command to its applied result (commit, fsync, apply).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fence_raft_apply_batch_entries", Help: "Log entries applied per FSM batch (group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.apply, m.batch,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_leases_held", Help: "Locks held now (leader clock)."},
+			func() float64 { return float64(n.HeldLeases()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_waiters", Help: "Blocking acquires waiting on this node."},
+			func() float64 { return float64(n.Status().Waiters) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_last_token", Help: "Last fencing token issued."},
+			func() float64 { return float64(n.LastToken()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fence_ticks_total", Help: "Expiry ticks proposed by this node."},
+			func() float64 { return float64(n.Status().Ticks) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_ready", Help: "1 when the node leads and has applied all it committed."},
+			func() float64 {
+				if n.Status().Ready() {
+					return 1
+				}
+				return 0
+			}),
+	)
+	n.OnBatch(func(entries int) { m.batch.Observe(float64(entries)) })
+	return m
+}
+
+// interceptor counts and times every unary call.
+func (m *metrics) interceptor() connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			start := time.Now()
+			res, err := next(ctx, req)
+			code := "ok"
+			if err != nil {
+				code = connect.CodeOf(err).String()
+			}
+			proc := req.Spec().Procedure
+			m.requests.WithLabelValues(proc, code).Inc()
+			m.latency.WithLabelValues(proc, code).Observe(time.Since(start).Seconds())
+			return res, err
+		}
+	})
+}

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/state"
+)
+
+// maxRequestBytes bounds a request message: a 1 MiB value (base64 in JSON)
+// with room to spare, so an oversized value reaches validation and gets a
+// typed refusal naming the field.
+const maxRequestBytes = 4 << 20
+
+// Server is the Fence API in front of one node.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	node    *node.Node
+	metrics *metrics
+	handler http.Handler
+	http    *http.Server
+
+	baseCtx    context.Context // parent of every request context
+	cancelBase context.CancelFunc
+	drainOnce  sync.Once
+	drainC     chan struct{}
+}
+
+// New opens (or creates) the node in cfg.DataDir and builds the handlers. It
+// does not listen; call Serve, or mount Handler.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	n, err := node.Open(node.Config{
+		DataDir: cfg.DataDir, NodeID: cfg.NodeID, MaxTTL: cfg.MaxTTL,
+		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, node: n, drainC: make(chan struct{})}
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.metrics = newMetrics(n)
+
+	opts := []connect.HandlerOption{
+		connect.WithInterceptors(s.metrics.interceptor()),
+		connect.WithReadMaxBytes(maxRequestBytes),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(fencev1connect.NewLockServiceHandler(lockService{s}, opts...))
+	mux.Handle(fencev1connect.NewResourceServiceHandler(resourceService{s}, opts...))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	s.handler = mux
+
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{
+		Handler:           mux,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Handler is the API, /healthz, /readyz and /metrics on one mux (for
+// httptest and for embedding).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Node is the node behind the server.
+func (s *Server) Node() *node.Node { return s.node }
+
+// Serve serves HTTP/1.1 and unencrypted HTTP/2 on ln until Shutdown or
+// Close; it then returns nil.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections, cancels waiting acquires (their
+// clients get Unavailable and their waits are withdrawn from the queue),
+// drains in-flight requests until ctx ends (then closes what is left), and
+// closes the node: raft stops and the stores close.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.drainOnce.Do(func() { close(s.drainC) })
+	s.cancelBase()
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.log.Warn("drain timed out; closing open connections", "err", err)
+		s.http.Close()
+	}
+	if nerr := s.node.Close(); nerr != nil && err == nil {
+		err = nerr
+	}
+	return err
+}
+
+// Close shuts down at once: open connections are closed, then the node.
+func (s *Server) Close() error {
+	s.drainOnce.Do(func() { close(s.drainC) })
+	s.cancelBase()
+	s.http.Close()
+	return s.node.Close()
+}
+
+func (s *Server) draining() bool {
+	select {
+	case <-s.drainC:
+		return true
+	default:
+		return false
+	}
+}
+
+// apply proposes cmd; a Fence refusal comes back as the error.
+func (s *Server) apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	start := time.Now()
+	res, err := s.node.Apply(ctx, cmd)
+	if err != nil {
+		return res, err
+	}
+	if !(cmd.Op == state.OpAcquire && cmd.Wait > 0) {
+		s.metrics.apply.Observe(time.Since(start).Seconds())
+	}
+	if res.Err != nil {
+		return res, res.Err
+	}
+	return res, nil
+}
+
+// Run opens (or creates) the node in cfg.DataDir, serves the API on
+// cfg.Listen until ctx is cancelled, then shuts down gracefully: in-flight
+// requests drain for up to cfg.ShutdownTimeout, raft stops, the stores
+// close. It logs "fence serving on http://ADDR" once ready.
+func Run(ctx context.Context, cfg Config) error {
+	cfg = cfg.withDefaults()
+	if err := fence.ValidateTTL(cfg.MaxTTL, cfg.MaxTTL); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	s, err := New(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.Serve(ln) }()
+	s.log.Info("fence serving on http://"+ln.Addr().String(), "data_dir", cfg.DataDir, "last_token", s.node.LastToken())
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		s.Close()
+		return err
+	}
+	s.log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	err = s.Shutdown(sctx)
+	<-serveErr
+	s.log.Info("stopped")
+	return err
+}
