@@ -1,0 +1,45 @@
+// Package redisguard makes a Redis-held value refuse writes from an owner
+// that is no longer current: the fencing-token check for data kept in Redis.
+//
+// Every write carries the writer's fencing token. One Lua script — loaded
+// once, run by EVALSHA (EVAL only when the server's script cache lost it) —
+// compares that token with the last token accepted for the resource, and
+// writes the value and the token together, in one atomic step on the Redis
+// server. An older token is refused with a [*fence.StaleTokenError] naming
+// both tokens; an equal token is accepted (the current owner writes again).
+// Nothing is read by the client and written back later, so no other owner can
+// slip in between the compare and the write.
+//
+// # Keys
+//
+// For Options.Prefix P and resource R the guard uses:
+//
+//	{P:R}                 hash: value, token, version  (no TTL unless Options.KeyTTL)
+//	{P:R}:op:<hex op_id>  string: the saved result of one op_id (expires after Options.OpTTL)
+//
+// Both keys of a resource share the hash tag {P:R}, so they live in one Redis
+// Cluster slot and the script may touch both. The op_id is hex-encoded, and P
+// may not contain braces, so no two resources or op_ids ever share a key.
+// The prefix belongs to the guard: keep other data out of it.
+//
+// # Idempotency
+//
+// A write with an op_id is remembered for OpTTL (default 24h). A repeat of
+// the same op_id returns the saved result, with Result.Replayed set, and does
+// not apply again — even if a newer token has been accepted since (the replay
+// check comes before the token check, as in the Fence server's own store). The
+// same op_id with a different operation, token or payload is refused with a
+// [*fence.OpConflictError]. After OpTTL the op_id is forgotten and a repeat
+// would apply again: choose OpTTL longer than any client retries.
+//
+// # Limits
+//
+// [Guard.Check] advances only the token, for users who keep the value
+// elsewhere; it is atomic only with what this script writes. A value written
+// to another store after Check returns is NOT fenced: another owner may check
+// a newer token between the two steps. Use Check only as an early refusal, or
+// keep the value in the guard with [Guard.Set] and [Guard.Add].
+//
+// [MaxToken] scans the prefix: it is O(number of keys under the prefix) and
+// meant for operators (the floor of a restore), not for the request path.
+package redisguard

@@ -1,0 +1,67 @@
+package redisguard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/fenceworks/fence"
+	redisguard "github.com/fenceworks/fence/guard/redis"
+	"github.com/redis/go-redis/v9"
+)
+
+func exampleClient() *redis.Client {
+	addr := os.Getenv("FENCE_TEST_REDIS")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	if opts, err := redis.ParseURL(addr); err == nil {
+		return redis.NewClient(opts)
+	}
+	return redis.NewClient(&redis.Options{Addr: addr})
+}
+
+// The seed's story on Redis: worker B (token 2) writes 8, worker A wakes up
+// with token 1 and tries 5 — the script refuses it.
+func Example() {
+	ctx := context.Background()
+	rdb := exampleClient()
+	defer rdb.Close()
+	g, err := redisguard.New(rdb, redisguard.Options{Prefix: "example.seed"})
+	if err != nil {
+		panic(err)
+	}
+	defer rdb.Del(ctx, "{example.seed:sku-42}")
+
+	if _, err := g.Set(ctx, "sku-42", 2, []byte("8"), ""); err != nil {
+		panic(err)
+	}
+	_, err = g.Set(ctx, "sku-42", 1, []byte("5"), "")
+	var stale *fence.StaleTokenError
+	if errors.As(err, &stale) {
+		fmt.Println("refused:", err)
+	}
+	st, _ := g.Get(ctx, "sku-42")
+	fmt.Printf("stock=%s last_token=%d\n", st.Value, st.Token)
+	// Output:
+	// refused: token 1 is older than accepted token 2
+	// stock=8 last_token=2
+}
+
+// A retried Add with the same op_id is not applied twice.
+func ExampleGuard_Add() {
+	ctx := context.Background()
+	rdb := exampleClient()
+	defer rdb.Close()
+	g, _ := redisguard.New(rdb, redisguard.Options{Prefix: "example.add"})
+	defer rdb.Del(ctx, "{example.add:stock}", "{example.add:stock}:op:6f702d31")
+
+	r, _ := g.Add(ctx, "stock", 2, -3, "op-1")
+	fmt.Println(r.Sum, r.Replayed)
+	r, _ = g.Add(ctx, "stock", 2, -3, "op-1") // the reply was lost; retry
+	fmt.Println(r.Sum, r.Replayed)
+	// Output:
+	// -3 false
+	// -3 true
+}

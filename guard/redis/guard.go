@@ -1,0 +1,126 @@
+package redisguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/fenceworks/fence"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrCorrupt: a key under the guard's prefix does not hold what the guard
+// wrote (someone else wrote it). The guard refuses to touch it.
+var ErrCorrupt = errors.New("redisguard: corrupt guard key")
+
+// Guard fences values kept in Redis. It is safe for concurrent use; every
+// method is one round trip running one atomic script (Get: one HMGET).
+type Guard struct {
+	rdb  redis.UniversalClient
+	opts Options
+}
+
+// New returns a Guard over rdb (a *redis.Client, *redis.ClusterClient or
+// *redis.Ring). It does not contact Redis; invalid Options are refused with
+// a *fence.InvalidError.
+func New(rdb redis.UniversalClient, opts Options) (*Guard, error) {
+	if rdb == nil {
+		return nil, fence.Invalid("rdb", "a Redis client", "nil")
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{rdb: rdb, opts: o}, nil
+}
+
+// Prefix returns the key prefix in use.
+func (g *Guard) Prefix() string { return g.opts.Prefix }
+
+// Result is what an accepted (or replayed) write returns.
+type Result struct {
+	Token    fence.Token // the last accepted token after the write: the caller's
+	Version  int64       // number of Set/Add accepted on the resource, this one included
+	Value    []byte      // the resource's value after the write (Check: nil)
+	Sum      int64       // Add: the integer value after the addition
+	Replayed bool        // the op_id was applied before; nothing was applied now
+}
+
+// Set writes value to resource if token is not older than the last token
+// accepted there, and records token as the last accepted — one atomic step.
+// An older token gets a *fence.StaleTokenError (errors.Is fence.ErrStaleToken)
+// carrying both tokens, and nothing changes. A non-empty opID makes the write
+// idempotent for Options.OpTTL (see the package doc).
+func (g *Guard) Set(ctx context.Context, resource string, token fence.Token, value []byte, opID string) (Result, error) {
+	if err := fence.ValidateValue(value); err != nil {
+		return Result{}, err
+	}
+	res, err := g.run(ctx, "set", resource, token, string(value), opID)
+	if err == nil {
+		res.Value = value
+	}
+	return res, err
+}
+
+// Add adds delta to the integer value of resource (a missing value counts
+// as 0) under the same rule as Set. A value that is not a decimal int64, or
+// a sum that overflows, is refused with a *fence.InvalidError (field
+// "value") and nothing changes.
+func (g *Guard) Add(ctx context.Context, resource string, token fence.Token, delta int64, opID string) (Result, error) {
+	res, err := g.run(ctx, "add", resource, token, strconv.FormatInt(delta, 10), opID)
+	if err != nil {
+		return res, err
+	}
+	if res.Sum, err = strconv.ParseInt(string(res.Value), 10, 64); err != nil {
+		return Result{}, fmt.Errorf("%w: resource %q value %q", ErrCorrupt, resource, res.Value)
+	}
+	return res, nil
+}
+
+// Check advances the last accepted token of resource to token, or refuses an
+// older token with a *fence.StaleTokenError; the value is untouched.
+//
+// Check is atomic only with what this guard's script writes. A write the
+// caller then makes elsewhere is a second step, and another owner with a
+// newer token may check in between: that write is not fenced. Use Check as
+// an early refusal, or keep the data in the guard with Set and Add.
+func (g *Guard) Check(ctx context.Context, resource string, token fence.Token) (Result, error) {
+	return g.run(ctx, "check", resource, token, "", "")
+}
+
+// State is what Get reads.
+type State struct {
+	Value   []byte
+	Token   fence.Token // the last accepted token; 0: never written
+	Version int64
+}
+
+// Get reads the value, last accepted token and version of resource. A
+// resource never written reads as the zero State.
+func (g *Guard) Get(ctx context.Context, resource string) (State, error) {
+	if err := fence.ValidateName("resource", resource); err != nil {
+		return State{}, err
+	}
+	vals, err := g.rdb.HMGet(ctx, resourceKey(g.opts.Prefix, resource), "value", "token", "version").Result()
+	if err != nil {
+		return State{}, err
+	}
+	var st State
+	if s, ok := vals[0].(string); ok {
+		st.Value = []byte(s)
+	}
+	if s, ok := vals[1].(string); ok {
+		t, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return State{}, fmt.Errorf("%w: resource %q token %q", ErrCorrupt, resource, s)
+		}
+		st.Token = fence.Token(t)
+	}
+	if s, ok := vals[2].(string); ok {
+		if st.Version, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return State{}, fmt.Errorf("%w: resource %q version %q", ErrCorrupt, resource, s)
+		}
+	}
+	return st, nil
+}
