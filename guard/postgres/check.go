@@ -1,0 +1,64 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
+	"github.com/jackc/pgx/v5"
+)
+
+// Check advances the default guard table. See Guard.Check.
+func Check(ctx context.Context, tx Querier, resource string, token fence.Token) error {
+	return defaultGuard.Check(ctx, tx, resource, token)
+}
+
+// Check accepts token for resource if it is at least the last token accepted
+// there, and records it as the last accepted — in one statement, inside the
+// caller's transaction tx:
+//
+//	INSERT INTO fence_guard AS g (resource, last_token, updated_at) VALUES ($1, $2, now())
+//	ON CONFLICT (resource) DO UPDATE SET last_token = EXCLUDED.last_token, updated_at = now()
+//	WHERE g.last_token <= EXCLUDED.last_token
+//	RETURNING last_token
+//
+// An equal token is accepted (the current owner may write again). An older
+// token is refused with *fence.StaleTokenError (errors.Is
+// fence.ErrStaleToken) carrying both tokens; nothing changes and tx stays
+// usable, but the caller must not commit its write — roll back.
+//
+// The statement locks the guard row until tx ends, so concurrent writers to
+// the same resource are serialised: a writer with an older token waits for
+// the newer one to commit and is then refused. Do the guarded write in the
+// same transaction, after Check, and commit: the data and the token advance
+// become visible together or not at all.
+//
+// Under REPEATABLE READ or SERIALIZABLE isolation a concurrent advance makes
+// the statement fail with a serialization error (SQLSTATE 40001) that the
+// caller retries like any other; READ COMMITTED (PostgreSQL's default) never
+// does.
+//
+// A token of 0 or above fence.MaxTokenJSONInt, or an empty, oversize or
+// non-UTF-8 resource, is refused with *fence.InvalidError before any SQL runs.
+func (g *Guard) Check(ctx context.Context, tx Querier, resource string, token fence.Token) error {
+	if err := sqlguard.ValidateCheck(resource, token); err != nil {
+		return err
+	}
+	var accepted int64
+	err := tx.QueryRow(ctx, g.sql.check, resource, int64(token)).Scan(&accepted)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("guard/postgres: check %q: %w", resource, err)
+	}
+	// Refused: the row exists with a newer token (and is locked by this
+	// statement). Read it for the facts.
+	var last int64
+	if err := tx.QueryRow(ctx, g.sql.last, resource).Scan(&last); err != nil {
+		return fmt.Errorf("guard/postgres: check %q: token %d refused, reading the last token: %w", resource, token, err)
+	}
+	return &fence.StaleTokenError{Resource: resource, Token: token, LastAccepted: fence.Token(last)}
+}
