@@ -1,0 +1,45 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/fenceworks/fence"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0 // done
+	exitError   = 1 // any other failure (server unreachable, ...)
+	exitUsage   = 2 // bad flags or arguments, or INVALID_ARGUMENT from the server
+	exitBusy    = 3 // BUSY: the lock is held, or the wait ran out
+	exitRefused = 4 // STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT
+)
+
+// exitCodeOf maps an error to the exit code. OP_CONFLICT counts as a
+// refusal (4): like a stale token it is the store refusing an operation
+// because of what it has already recorded, and repeating the command cannot
+// succeed.
+func exitCodeOf(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	switch fence.ReasonOf(err) {
+	case fence.ReasonInvalid:
+		return exitUsage
+	case fence.ReasonBusy:
+		return exitBusy
+	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired,
+		fence.ReasonUnknownToken, fence.ReasonOpConflict:
+		return exitRefused
+	}
+	var usage *usageError
+	if errors.As(err, &usage) {
+		return exitUsage
+	}
+	return exitError
+}
+
+// usageError is a bad argument found by the CLI itself.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/fenceworks/fence"
+)
+
+// renewCmd extends a lease held by --token.
+func renewCmd(g *globals, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("renew", "NAME --token N [--ttl D]", g, stderr)
+	token := fs.Uint64("token", 0, "the lease's token (required)")
+	ttl := fs.Duration("ttl", 0, "new TTL (default: the lease's current TTL)")
+	pos, err := parseExact(fs, args, "NAME")
+	if err != nil {
+		return usageExit(err)
+	}
+	c, err := g.dial()
+	if err != nil {
+		return fail(g, stdout, stderr, err)
+	}
+	defer c.Close()
+	ctx, cancel := g.context(0)
+	defer cancel()
+	l, err := c.Renew(ctx, pos[0], fence.Token(*token), *ttl)
+	if err != nil {
+		return fail(g, stdout, stderr, err)
+	}
+	emit(g, stdout,
+		fmt.Sprintf("renewed %s token=%d ttl=%s remaining=%s", l.Name, l.Token, l.TTL, l.Remaining),
+		leaseJSON{Name: l.Name, Owner: l.Owner, Token: uint64(l.Token), TTL: l.TTL.String(), Remaining: l.Remaining.String()})
+	return exitOK
+}

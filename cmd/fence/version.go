@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise it comes from the module's build info.
+var version = ""
+
+func versionCmd(g *globals, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", "", g, stderr)
+	if _, err := parseExact(fs, args); err != nil {
+		return usageExit(err)
+	}
+	v := version
+	if v == "" {
+		v = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+	}
+	emit(g, stdout, fmt.Sprintf("fence %s %s", v, runtime.Version()),
+		map[string]string{"version": v, "go": runtime.Version()})
+	return exitOK
+}
