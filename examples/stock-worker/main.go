@@ -14,7 +14,7 @@
 //
 //	acquired lock=stock/sku-42 token=2 ttl=30s
 //	written sku=sku-42 qty=8 token=2
-//	refused reason=STALE_TOKEN token=1 last_accepted=2: token 1 is older than accepted token 2
+//	refused reason=STALE_TOKEN token=1 last_accepted=2 (token 1 is older than accepted token 2)
 //	applied op_id=sale-1 sku=sku-42 qty=7 token=2
 //	replayed op_id=sale-1 sku=sku-42 qty=7 token=2
 //
@@ -164,9 +164,9 @@ func fail(err error) int {
 	if r := fence.ReasonOf(err); r != "" {
 		var stale *fence.StaleTokenError
 		if errors.As(err, &stale) {
-			fmt.Printf("refused reason=%s token=%d last_accepted=%d: %v\n", r, stale.Token, stale.LastAccepted, err)
+			fmt.Printf("refused reason=%s token=%d last_accepted=%d (%v)\n", r, stale.Token, stale.LastAccepted, err)
 		} else {
-			fmt.Printf("refused reason=%s: %v\n", r, err)
+			fmt.Printf("refused reason=%s (%v)\n", r, err)
 		}
 		switch r {
 		case fence.ReasonBusy:
