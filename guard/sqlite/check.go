@@ -1,0 +1,61 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
+	"database/sql"
+)
+
+// Check advances the default guard table. See Guard.Check.
+func Check(ctx context.Context, tx Querier, resource string, token fence.Token) error {
+	return defaultGuard.Check(ctx, tx, resource, token)
+}
+
+// Check accepts token for resource if it is at least the last token accepted
+// there, and records it as the last accepted — in one statement, inside the
+// caller's transaction tx:
+//
+//	INSERT INTO fence_guard AS g (resource, last_token, updated_at) VALUES (?1, ?2, <now>)
+//	ON CONFLICT (resource) DO UPDATE SET last_token = excluded.last_token, updated_at = excluded.updated_at
+//	WHERE g.last_token <= excluded.last_token
+//	RETURNING last_token
+//
+// An equal token is accepted (the current owner may write again). An older
+// token is refused with *fence.StaleTokenError (errors.Is
+// fence.ErrStaleToken) carrying both tokens; nothing changes and tx stays
+// usable, but the caller must not commit its write — roll back.
+//
+// The statement takes SQLite's write lock, which the transaction then holds
+// until it ends, so concurrent writers are serialised: the data and the
+// token advance become visible together or not at all. Do the guarded write
+// in the same transaction, after Check, and commit. Open the database with
+// a busy timeout (_pragma=busy_timeout(5000)) so that writers wait for the
+// lock instead of failing with SQLITE_BUSY, and with _txlock=immediate so a
+// transaction that reads before it calls Check takes the lock at BEGIN.
+//
+// A token of 0 or above fence.MaxTokenJSONInt, or an empty, oversize or
+// non-UTF-8 resource, is refused with *fence.InvalidError before any SQL runs.
+func (g *Guard) Check(ctx context.Context, tx Querier, resource string, token fence.Token) error {
+	if err := sqlguard.ValidateCheck(resource, token); err != nil {
+		return err
+	}
+	var accepted int64
+	err := tx.QueryRowContext(ctx, g.sql.check, resource, int64(token)).Scan(&accepted)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("guard/sqlite: check %q: %w", resource, err)
+	}
+	// Refused: the row exists with a newer token (and is locked by this
+	// statement). Read it for the facts.
+	var last int64
+	if err := tx.QueryRowContext(ctx, g.sql.last, resource).Scan(&last); err != nil {
+		return fmt.Errorf("guard/sqlite: check %q: token %d refused, reading the last token: %w", resource, token, err)
+	}
+	return &fence.StaleTokenError{Resource: resource, Token: token, LastAccepted: fence.Token(last)}
+}

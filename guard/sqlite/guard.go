@@ -1,0 +1,96 @@
+package sqlite
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
+)
+
+// Default table names.
+const (
+	DefaultTable    = "fence_guard"
+	DefaultOpsTable = "fence_ops"
+)
+
+// Options configures a Guard. The zero value means the defaults.
+type Options struct {
+	// Table is the guard table (resource → last accepted token), default
+	// "fence_guard". A plain identifier, optionally schema-qualified.
+	Table string
+	// OpsTable keeps the op records of Do, default "fence_ops".
+	OpsTable string
+	// Retention: op records older than this may be removed (default 24h).
+	// A retry of an op_id older than Retention may be applied again; its
+	// token is still checked.
+	Retention time.Duration
+	// PruneEvery: one Do call in PruneEvery also removes its resource's op
+	// records older than Retention (default 1000; negative: never, leaving
+	// it to Prune).
+	PruneEvery int
+}
+
+// Guard checks fencing tokens in SQLite tables. It holds only the table
+// names and SQL text (and a call counter for pruning), so one Guard is safe
+// for concurrent use by any number of goroutines and connections.
+type Guard struct {
+	table, ops string // quoted names
+	opsIndex   string // quoted index name, in the op table's schema
+	retention  time.Duration
+	pruner     *sqlguard.Pruner
+	sql        statements
+}
+
+// New returns a Guard for the tables named in opts. A name that is not a
+// plain SQL identifier, or a negative Retention, is refused with
+// *fence.InvalidError.
+func New(opts Options) (*Guard, error) {
+	if opts.Table == "" {
+		opts.Table = DefaultTable
+	}
+	if opts.OpsTable == "" {
+		opts.OpsTable = DefaultOpsTable
+	}
+	if opts.Retention == 0 {
+		opts.Retention = sqlguard.DefaultRetention
+	}
+	if opts.Retention < 0 {
+		return nil, invalidRetention(opts.Retention)
+	}
+	table, err := sqlguard.ParseIdent("table", opts.Table)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := sqlguard.ParseIdent("ops_table", opts.OpsTable)
+	if err != nil {
+		return nil, err
+	}
+	idx := ops[len(ops)-1] + "_created_at_idx"
+	if len(idx) > sqlguard.MaxIdentBytes {
+		idx = idx[:sqlguard.MaxIdentBytes]
+	}
+	// SQLite qualifies the index, not its table: "s"."t_idx" ON "t".
+	index := append(append([]string(nil), ops[:len(ops)-1]...), idx)
+	g := &Guard{
+		table:     sqlguard.Quote(table),
+		ops:       sqlguard.Quote(ops),
+		opsIndex:  sqlguard.Quote(index),
+		retention: opts.Retention,
+		pruner:    sqlguard.NewPruner(opts.PruneEvery),
+	}
+	g.sql = newStatements(g.table, g.ops, g.opsIndex, sqlguard.Quote(ops[len(ops)-1:]))
+	return g, nil
+}
+
+// defaultGuard serves the package-level functions.
+var defaultGuard = func() *Guard {
+	g, err := New(Options{})
+	if err != nil {
+		panic(fmt.Sprintf("guard/sqlite: default options: %v", err)) // constant input, cannot happen
+	}
+	return g
+}()
+
+// Default returns the Guard of the default tables, used by the package-level
+// functions.
+func Default() *Guard { return defaultGuard }

@@ -1,0 +1,27 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fenceworks/fence"
+)
+
+// MaxToken returns the largest token the default guard table has accepted.
+// See Guard.MaxToken.
+func MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
+	return defaultGuard.MaxToken(ctx, db)
+}
+
+// MaxToken returns the largest last_token in g's guard table, 0 if it is
+// empty. `fence guard max-token` prints it, and `fence restore` uses it as a
+// floor so that no token issued after a restore is below one a store has
+// already accepted. Tokens of the column pattern live in the user's tables
+// and are not seen here.
+func (g *Guard) MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
+	var max int64
+	if err := db.QueryRowContext(ctx, g.sql.maxToken).Scan(&max); err != nil {
+		return 0, fmt.Errorf("guard/sqlite: max token: %w", err)
+	}
+	return fence.Token(max), nil
+}
