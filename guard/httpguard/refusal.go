@@ -1,0 +1,53 @@
+package httpguard
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/fenceworks/fence"
+)
+
+// Refusal is the JSON body of every answer the middleware makes itself.
+type Refusal struct {
+	Reason       fence.Reason `json:"reason"`                  // STALE_TOKEN, INVALID_ARGUMENT, INTERNAL...
+	Resource     string       `json:"resource,omitempty"`      // STALE_TOKEN
+	Token        fence.Token  `json:"token,omitempty"`         // STALE_TOKEN: the request's token
+	LastAccepted fence.Token  `json:"last_accepted,omitempty"` // STALE_TOKEN: the newer token
+	Field        string       `json:"field,omitempty"`         // INVALID_ARGUMENT: the header
+	Bound        string       `json:"bound,omitempty"`         // INVALID_ARGUMENT: the rule
+	Message      string       `json:"message"`
+}
+
+// ReasonInternal marks a store or commit failure (HTTP 500); its details
+// go to the server log, not to the client.
+const ReasonInternal fence.Reason = "INTERNAL"
+
+var errCommit = errors.New("the guarded write could not be committed; nothing was applied, or the outcome is unknown if the store failed during commit")
+
+// refusalOf maps an error to its status and body.
+func refusalOf(err error) (int, Refusal) {
+	var (
+		stale *fence.StaleTokenError
+		inv   *fence.InvalidError
+	)
+	switch {
+	case errors.As(err, &stale):
+		return http.StatusConflict, Refusal{Reason: fence.ReasonStaleToken, Resource: stale.Resource,
+			Token: stale.Token, LastAccepted: stale.LastAccepted, Message: stale.Error()}
+	case errors.As(err, &inv):
+		return http.StatusBadRequest, Refusal{Reason: fence.ReasonInvalid, Field: inv.Field, Bound: inv.Bound, Message: inv.Error()}
+	case err == errCommit:
+		return http.StatusInternalServerError, Refusal{Reason: ReasonInternal, Message: err.Error()}
+	case fence.ReasonOf(err) != "":
+		return http.StatusConflict, Refusal{Reason: fence.ReasonOf(err), Message: err.Error()}
+	}
+	return http.StatusInternalServerError, Refusal{Reason: ReasonInternal, Message: "the guard store failed; nothing was applied"}
+}
+
+func writeRefusal(w http.ResponseWriter, err error) {
+	status, body := refusalOf(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,32 @@
+package httpguard
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/fenceworks/fence"
+)
+
+// ResponseError returns nil for a 2xx response. For any other status it
+// reads (up to 64 KiB of) the body and returns the typed error the
+// middleware's JSON names — *fence.StaleTokenError for 409 STALE_TOKEN,
+// *fence.InvalidError for 400 INVALID_ARGUMENT — or an error with the
+// status and body. The caller still closes resp.Body.
+func ResponseError(resp *http.Response) error {
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var ref Refusal
+	if json.Unmarshal(body, &ref) == nil {
+		switch {
+		case resp.StatusCode == http.StatusConflict && ref.Reason == fence.ReasonStaleToken:
+			return &fence.StaleTokenError{Resource: ref.Resource, Token: ref.Token, LastAccepted: ref.LastAccepted}
+		case resp.StatusCode == http.StatusBadRequest && ref.Reason == fence.ReasonInvalid:
+			return &fence.InvalidError{Field: ref.Field, Bound: ref.Bound}
+		}
+	}
+	return fmt.Errorf("httpguard: %s: %s", resp.Status, body)
+}
