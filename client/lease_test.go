@@ -1,0 +1,130 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/client"
+)
+
+func TestKeepAliveHoldsLeasePastTTL(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	c := newClient(t)
+	const ttl = 600 * time.Millisecond
+	l, err := c.Acquire(ctx, name, client.TTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Deadline()
+	time.Sleep(3 * ttl)
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease ended after 3×TTL with keepalive: %v", err)
+	}
+	if !l.Deadline().After(first) {
+		t.Errorf("deadline did not move: %v then %v", first, l.Deadline())
+	}
+	_, err = newClient(t).Acquire(ctx, name, client.TTL(ttl))
+	var busy *fence.BusyError
+	if !errors.As(err, &busy) || busy.Token != l.Token() {
+		t.Fatalf("another acquire after 3×TTL: got %v, want busy with holder token %d", err, l.Token())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Done()
+	if !errors.Is(l.Err(), client.ErrReleased) {
+		t.Errorf("Err after Release = %v, want ErrReleased", l.Err())
+	}
+}
+
+func TestLeaseDoneWhenServerStops(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	url, stop := testServer(t)
+	c := newClientFor(t, url, client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	l, err := c.Acquire(ctx, name, client.TTL(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	<-l.Done() // closes by the safe deadline: no renew can succeed now
+	if !errors.Is(l.Err(), client.ErrLeaseLost) || !errors.Is(l.Err(), client.ErrDeadlinePassed) {
+		t.Fatalf("Err = %v, want a LostError caused by ErrDeadlinePassed", l.Err())
+	}
+	if now := time.Now(); now.Before(l.Deadline()) {
+		t.Errorf("reported lost at %v, before its safe deadline %v although only the deadline can end it", now, l.Deadline())
+	}
+	if !errors.Is(leaseCause(l), l.Err()) {
+		t.Errorf("context cause %v, want %v", leaseCause(l), l.Err())
+	}
+}
+
+func TestLeaseDoneWhenRenewRefused(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	c := newClient(t)
+	l, err := c.Acquire(ctx, name, client.TTL(10*time.Second), client.KeepAlive(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone with the token releases it behind the lease's back: the next
+	// background renew is refused.
+	if err := newClient(t).Release(ctx, name, l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Done()
+	var lost *client.LostError
+	if !errors.As(l.Err(), &lost) || lost.Token != l.Token() {
+		t.Fatalf("Err = %v, want *client.LostError for token %d", l.Err(), l.Token())
+	}
+	if r := fence.ReasonOf(l.Err()); r != fence.ReasonNotHolder && r != fence.ReasonLeaseExpired {
+		t.Fatalf("Err reason %q (%v), want NOT_HOLDER or LEASE_EXPIRED from the refused renew", r, l.Err())
+	}
+	if err := l.Renew(ctx); !errors.Is(err, client.ErrLeaseLost) {
+		t.Errorf("Renew after loss = %v, want ErrLeaseLost (a lost lease is never renewed)", err)
+	}
+}
+
+func TestLeaseManualRenewRefusedEndsLease(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	c := newClient(t)
+	l, err := c.Acquire(ctx, name, client.TTL(10*time.Second), client.KeepAlive(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("renew of a held lease: %v", err)
+	}
+	if err := c.Release(ctx, name, l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	err = l.Renew(ctx)
+	if !errors.Is(err, client.ErrLeaseLost) {
+		t.Fatalf("renew after release by token = %v, want ErrLeaseLost", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed after a refused renew")
+	}
+}
+
+func TestClientCloseEndsLeases(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	c, err := client.New(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(ctx, name, client.TTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	<-l.Done()
+	if !errors.Is(l.Err(), client.ErrClientClosed) {
+		t.Fatalf("Err = %v, want ErrClientClosed", l.Err())
+	}
+	if _, err := c.Acquire(ctx, name+"-2"); !errors.Is(err, client.ErrClientClosed) {
+		t.Fatalf("Acquire after Close = %v, want ErrClientClosed", err)
+	}
+}
