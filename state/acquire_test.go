@@ -162,4 +162,3 @@ func wantConflict(field, id string) func(*testing.T, *Machine, Result) {
 		}
 	}
 }
-

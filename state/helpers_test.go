@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -70,4 +71,23 @@ func errAs[E error](t *testing.T, err error) E {
 		t.Fatalf("error %v (%T), want %T", err, err, e)
 	}
 	return e
+}
+
+// describe renders a result for comparison (errors by message, leases by
+// value).
+func describe(r Result) string {
+	s := fmt.Sprintf("err=%v queued=%v replayed=%v add=%d", r.Err, r.Queued, r.Replayed, r.AddValue)
+	if r.Lease != nil {
+		s += fmt.Sprintf(" lease=%+v", *r.Lease)
+	}
+	if r.Resource != nil {
+		s += fmt.Sprintf(" resource=%q/%q/%d/%d", r.Resource.Resource, r.Resource.Value, r.Resource.LastToken, r.Resource.Version)
+	}
+	for _, e := range r.Events {
+		s += fmt.Sprintf(" event=%s/%v", e.RequestID, e.Err)
+		if e.Lease != nil {
+			s += fmt.Sprintf("/%+v", *e.Lease)
+		}
+	}
+	return s
 }
