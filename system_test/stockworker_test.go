@@ -16,7 +16,7 @@ import (
 // it, A exits 4 printing STALE_TOKEN, and the row says 8. Then a sale of 1
 // is sent twice with one op_id (a retry after a lost reply), and once more by
 // a later worker: it applies once — the row says 7, not 6 or 5 — and the
-// repeats report "replayed".
+// repeats report "replayed"; the op_id reused for a sale of 2 is refused.
 func TestStockWorker(t *testing.T) {
 	dsn := postgresDSN(t)
 	conn := pgConn(t, dsn)
@@ -84,6 +84,16 @@ func TestStockWorker(t *testing.T) {
 	}
 	if code := later.Wait(); code != 0 {
 		t.Fatalf("later worker exit code %d, want 0", code)
+	}
+	// The same op_id for a different operation is refused.
+	conflict := worker("conflicting worker", "--owner", "worker-c", "--ttl", "30s", "--wait", "60s",
+		"--add", "-2", "--op-id", "sale-1")
+	conflict.Line() // acquired
+	if line := conflict.Line(); !strings.HasPrefix(line, "refused ") || field(t, line, "reason") != "OP_CONFLICT" {
+		t.Fatalf("op_id sale-1 reused for a sale of 2: %q, want refused reason=OP_CONFLICT", line)
+	}
+	if code := conflict.Wait(); code != 4 {
+		t.Fatalf("conflicting worker exit code %d, want 4", code)
 	}
 	if qty, _ := stockRow(t, conn, stockTable, guardTable, sku); qty != 7 {
 		t.Fatalf("after the sale and its retries: qty %d, want 7 (applied once)", qty)

@@ -19,7 +19,8 @@
 //	replayed op_id=sale-1 sku=sku-42 qty=7 token=2
 //
 // Exit codes follow the fence CLI: 0 ok, 1 error, 2 usage, 3 busy (the lock
-// is held, or the wait ran out), 4 fencing refusal (stale token).
+// is held, or the wait ran out), 4 refusal (stale token; an op_id reused for
+// a different operation).
 package main
 
 import (
@@ -173,7 +174,8 @@ func fail(err error) int {
 			return exitBusy
 		case fence.ReasonInvalid:
 			return exitUsage
-		case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired, fence.ReasonUnknownToken:
+		case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired,
+			fence.ReasonUnknownToken, fence.ReasonOpConflict:
 			return exitFencing
 		}
 		return exitError
