@@ -2,12 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
-	"database/sql"
 )
 
 // Check advances the default guard table. See Guard.Check.
