@@ -79,13 +79,14 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string {
+	left := e.Remaining.Round(time.Millisecond)
 	switch {
 	case e.Delayed:
-		return fmt.Sprintf("lock %q is in lock-delay for %s more", e.Name, e.Remaining)
+		return fmt.Sprintf("lock %q is in lock-delay for %s more", e.Name, left)
 	case e.Waited:
-		return fmt.Sprintf("lock %q is held by %q (token %d, %s left); the wait ran out", e.Name, e.Holder, e.Token, e.Remaining)
+		return fmt.Sprintf("lock %q is held by %q (token %d, %s left); the wait ran out", e.Name, e.Holder, e.Token, left)
 	}
-	return fmt.Sprintf("lock %q is held by %q (token %d, %s left)", e.Name, e.Holder, e.Token, e.Remaining)
+	return fmt.Sprintf("lock %q is held by %q (token %d, %s left)", e.Name, e.Holder, e.Token, left)
 }
 
 // Is reports ErrBusy.
