@@ -54,7 +54,7 @@ func TestMachineMatchesModel(t *testing.T) {
 		m, ref := New(Config{}), newModel()
 		var now int64
 		var lastGrant fence.Token
-		leaseEnds := map[string]int64{}       // lock -> end of its current lease
+		leaseEnds := map[string]int64{}      // lock -> end of its current lease
 		leaseTok := map[string]fence.Token{} // lock -> token of that lease
 		var released fence.Token             // token released by this step
 		grant := func(l *fence.Lease) {
