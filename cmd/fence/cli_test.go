@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fenceworks/fence"
+)
+
+func TestParseArgsInterspersed(t *testing.T) {
+	g := &globals{}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs)
+	ttl := fs.Duration("ttl", 0, "")
+	pos, after, err := parseArgs(fs, []string{"NAME", "--ttl", "5s", "--json", "--server", "http://h:1", "--", "sh", "-c", "--ttl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pos, []string{"NAME"}) || !slices.Equal(after, []string{"sh", "-c", "--ttl"}) {
+		t.Fatalf("pos %q after %q", pos, after)
+	}
+	if ttl.String() != "5s" || !g.json || g.server != "http://h:1" {
+		t.Fatalf("flags: ttl %s json %v server %q", ttl, g.json, g.server)
+	}
+}
+
+// runCLI runs the CLI in process.
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestUsageExitCodes(t *testing.T) {
+	t.Setenv("FENCE_SERVER", "http://127.0.0.1:1") // nothing listens there
+	cases := []struct {
+		args []string
+		want int
+	}{
+		{nil, exitUsage},
+		{[]string{"frobnicate"}, exitUsage},
+		{[]string{"--bogus", "acquire"}, exitUsage},
+		{[]string{"acquire"}, exitUsage},                          // no NAME
+		{[]string{"acquire", "x"}, exitUsage},                     // no --ttl
+		{[]string{"acquire", "x", "--ttl", "soon"}, exitUsage},    // not a duration
+		{[]string{"acquire", "x", "--ttl", "1ms"}, exitUsage},     // below MinTTL: INVALID_ARGUMENT
+		{[]string{"acquire", "a", "b", "--ttl", "1s"}, exitUsage}, // two names
+		{[]string{"write", "r", "--token", "0"}, exitUsage},       // token 0: INVALID_ARGUMENT
+		{[]string{"write", "r", "--token", "-1"}, exitUsage},      // not a uint
+		{[]string{"add", "r", "--token", "1", "--delta", "x"}, exitUsage},
+		{[]string{"run", "x", "--ttl", "1s"}, exitUsage},          // no command
+		{[]string{"run", "--ttl", "1s", "--", "true"}, exitUsage}, // no NAME before --
+		{[]string{"lab", "--unit", "1ms"}, exitUsage},
+		{[]string{"serve", "--max-ttl", "1ms"}, exitUsage},
+		{[]string{"read", "r", "--timeout", "200ms"}, exitError}, // server unreachable
+		{[]string{"version"}, exitOK},
+		{[]string{"help"}, exitOK},
+		{[]string{"acquire", "-h"}, exitOK},
+	}
+	for _, tc := range cases {
+		if code, _, stderr := runCLI(tc.args...); code != tc.want {
+			t.Errorf("fence %q: exit %d, want %d (stderr %q)", tc.args, code, tc.want, stderr)
+		}
+	}
+}
+
+func TestExitCodeOfReasons(t *testing.T) {
+	cases := []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{errors.New("connection refused"), exitError},
+		{&usageError{"x"}, exitUsage},
+		{&fence.InvalidError{Field: "ttl", Bound: "at least 10ms"}, exitUsage},
+		{&fence.BusyError{Name: "x"}, exitBusy},
+		{&fence.BusyError{Name: "x", Waited: true}, exitBusy},
+		{&fence.StaleTokenError{Token: 1, LastAccepted: 2}, exitRefused},
+		{&fence.NotHolderError{}, exitRefused},
+		{&fence.LeaseExpiredError{}, exitRefused},
+		{&fence.UnknownTokenError{}, exitRefused},
+		{&fence.OpConflictError{}, exitRefused},
+	}
+	for _, tc := range cases {
+		if got := exitCodeOf(tc.err); got != tc.want {
+			t.Errorf("exitCodeOf(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestFailPrintsReasonAndFacts(t *testing.T) {
+	var o, e bytes.Buffer
+	code := fail(&globals{json: true}, &o, &e, &fence.StaleTokenError{Resource: "stock", Token: 1, LastAccepted: 2})
+	if code != exitRefused {
+		t.Fatalf("exit %d", code)
+	}
+	if got := e.String(); got != "STALE_TOKEN: token 1 is older than accepted token 2\n" {
+		t.Errorf("stderr %q", got)
+	}
+	want := `{"error":{"last_accepted":2,"message":"token 1 is older than accepted token 2","reason":"STALE_TOKEN","resource":"stock","token":1}}` + "\n"
+	if o.String() != want {
+		t.Errorf("json %s, want %s", o.String(), want)
+	}
+}
+
+func TestValueRendering(t *testing.T) {
+	if v, b := valueJSON([]byte("8")); v != "8" || b {
+		t.Errorf("valueJSON(8) = %q %v", v, b)
+	}
+	if v, b := valueJSON([]byte{0xff, 0}); v != "/wA=" || !b {
+		t.Errorf("valueJSON(ff00) = %q %v", v, b)
+	}
+	for in, want := range map[string]string{"8": "8", "": `""`, "a b": `"a b"`, "\xff": "base64:/w=="} {
+		if got := valueHuman([]byte(in)); got != want {
+			t.Errorf("valueHuman(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if !strings.Contains(usageText, "run NAME --ttl D") {
+		t.Error("usage lacks run")
+	}
+}

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fenceBin is the fence binary, built once by TestMain.
+var fenceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fence-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fenceBin = filepath.Join(dir, "fence")
+	build := exec.Command("go", "build", "-o", fenceBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build fence:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// serveProc is a `fence serve` process on a free loopback port.
+type serveProc struct {
+	url string
+	cmd *exec.Cmd
+}
+
+var servingRe = regexp.MustCompile(`fence serving on (http://127\.0\.0\.1:\d+)`)
+
+// startServe runs `fence serve --listen 127.0.0.1:0` in a temp dir and
+// waits for the address it logs. It is stopped at cleanup.
+func startServe(t *testing.T) *serveProc {
+	t.Helper()
+	cmd := exec.Command(fenceBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := servingRe.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		close(found)
+	}()
+	p := &serveProc{cmd: cmd}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	url, ok := <-found
+	if !ok {
+		t.Fatal("fence serve exited before serving")
+	}
+	p.url = url
+	return p
+}
+
+// result of one fence process.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// fenceRun runs the binary to completion against url.
+func fenceRun(t *testing.T, url string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(fenceBin, args...)
+	cmd.Env = append(os.Environ(), "FENCE_SERVER="+url)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatal(err)
+	}
+	return result{cmd.ProcessState.ExitCode(), o.String(), e.String()}
+}
+
+func (r result) want(t *testing.T, code int, what string) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: exit %d, want %d\nstdout: %s\nstderr: %s", what, r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+var tokenRe = regexp.MustCompile(`token=(\d+)`)
+
+func tokenOf(t *testing.T, out string) uint64 {
+	t.Helper()
+	m := tokenRe.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no token= in %q", out)
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	return n
+}
+
+func TestProcessAcquireBusyWriteStale(t *testing.T) {
+	srv := startServe(t)
+	a := fenceRun(t, srv.url, "acquire", "sku-42", "--ttl", "30s", "--owner", "worker-a").want(t, 0, "acquire")
+	if !strings.HasPrefix(a.stdout, "acquired sku-42 token=") || !strings.Contains(a.stdout, "ttl=30s") {
+		t.Fatalf("acquire output %q", a.stdout)
+	}
+	tokA := tokenOf(t, a.stdout)
+
+	busy := fenceRun(t, srv.url, "acquire", "sku-42", "--ttl", "5s").want(t, exitBusy, "acquire held lock")
+	if !strings.HasPrefix(busy.stderr, "BUSY: ") || !strings.Contains(busy.stderr, "worker-a") {
+		t.Fatalf("busy stderr %q", busy.stderr)
+	}
+	// The same with --json after the name, --json before the subcommand.
+	bj := fenceRun(t, srv.url, "--json", "acquire", "sku-42", "--ttl", "5s").want(t, exitBusy, "acquire --json held lock")
+	var busyJSON struct {
+		Error struct {
+			Reason      string `json:"reason"`
+			Holder      string `json:"holder"`
+			HolderToken uint64 `json:"holder_token"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(bj.stdout), &busyJSON); err != nil || busyJSON.Error.Reason != "BUSY" ||
+		busyJSON.Error.Holder != "worker-a" || busyJSON.Error.HolderToken != tokA {
+		t.Fatalf("busy json %q: %+v %v", bj.stdout, busyJSON, err)
+	}
+
+	// A newer owner on another lock writes first; A's older token is refused.
+	b := fenceRun(t, srv.url, "acquire", "other", "--ttl", "30s", "--json").want(t, 0, "acquire --json")
+	var lease map[string]any
+	if err := json.Unmarshal([]byte(b.stdout), &lease); err != nil {
+		t.Fatal(err)
+	}
+	tokB, isNumber := lease["token"].(float64) // a JSON number, not a string
+	if !isNumber || uint64(tokB) <= tokA {
+		t.Fatalf("json token %#v (want a number > %d) in %s", lease["token"], tokA, b.stdout)
+	}
+	w := fenceRun(t, srv.url, "write", "stock", "--token", fmt.Sprint(uint64(tokB)), "--value", "8", "--json").want(t, 0, "write")
+	var state struct {
+		Value     string `json:"value"`
+		LastToken uint64 `json:"last_token"`
+		Version   uint64 `json:"version"`
+		Replayed  *bool  `json:"replayed"`
+	}
+	if err := json.Unmarshal([]byte(w.stdout), &state); err != nil || state.Value != "8" || state.LastToken != uint64(tokB) ||
+		state.Replayed == nil || *state.Replayed {
+		t.Fatalf("write json %s: %+v", w.stdout, state)
+	}
+	stale := fenceRun(t, srv.url, "write", "stock", "--token", fmt.Sprint(tokA), "--value", "5").want(t, exitRefused, "stale write")
+	wantMsg := fmt.Sprintf("STALE_TOKEN: token %d is older than accepted token %d\n", tokA, uint64(tokB))
+	if stale.stderr != wantMsg {
+		t.Fatalf("stale stderr %q, want %q", stale.stderr, wantMsg)
+	}
+	r := fenceRun(t, srv.url, "read", "stock").want(t, 0, "read")
+	if want := fmt.Sprintf("stock value=8 last_token=%d version=1\n", uint64(tokB)); r.stdout != want {
+		t.Fatalf("read %q, want %q", r.stdout, want)
+	}
+	// Invalid argument from the server (TTL above its maximum): exit 2.
+	inv := fenceRun(t, srv.url, "acquire", "x", "--ttl", "48h").want(t, exitUsage, "ttl above max")
+	if !strings.HasPrefix(inv.stderr, "INVALID_ARGUMENT: ") || !strings.Contains(inv.stderr, "ttl") {
+		t.Fatalf("invalid stderr %q", inv.stderr)
+	}
+	// Not the holder: exit 4.
+	fenceRun(t, srv.url, "release", "sku-42", "--token", fmt.Sprint(uint64(tokB))).want(t, exitRefused, "release by non-holder")
+	fenceRun(t, srv.url, "release", "sku-42", "--token", fmt.Sprint(tokA)).want(t, 0, "release")
+	fenceRun(t, srv.url, "add", "counter", "--token", fmt.Sprint(uint64(tokB)), "--delta", "-3", "--op-id", "o1").want(t, 0, "add")
+	again := fenceRun(t, srv.url, "add", "counter", "--token", fmt.Sprint(uint64(tokB)), "--delta", "-3", "--op-id", "o1").want(t, 0, "add replay")
+	if !strings.Contains(again.stdout, "value=-3") || !strings.Contains(again.stdout, "replayed") {
+		t.Fatalf("add replay %q", again.stdout)
+	}
+	ls := fenceRun(t, srv.url, "locks").want(t, 0, "locks")
+	if !strings.Contains(ls.stdout, "other") || strings.Contains(ls.stdout, "sku-42") {
+		t.Fatalf("locks %q: want other held, sku-42 released", ls.stdout)
+	}
+}
+
+func TestProcessRunChildSeesToken(t *testing.T) {
+	srv := startServe(t)
+	r := fenceRun(t, srv.url, "run", "job", "--ttl", "2s", "--", "sh", "-c", `echo "lock=$FENCE_LOCK token=$FENCE_TOKEN"; exit 7`)
+	r.want(t, 7, "run exits with the child's status")
+	if !strings.HasPrefix(r.stdout, "lock=job token=") || tokenOf(t, r.stdout) == 0 {
+		t.Fatalf("child output %q", r.stdout)
+	}
+	// Released at the end: another acquire succeeds at once.
+	fenceRun(t, srv.url, "acquire", "job", "--ttl", "1s").want(t, 0, "acquire after run")
+}
+
+// startRun starts `fence run` with a child that reports its signals, and
+// waits until the child runs.
+// Wait for it with <-exited, never cmd.Wait.
+func startRun(t *testing.T, url string, args ...string) (cmd *exec.Cmd, exited <-chan struct{}, stdout, stderr *lockedBuffer) {
+	t.Helper()
+	cmd = exec.Command(fenceBin, args...)
+	cmd.Env = append(os.Environ(), "FENCE_SERVER="+url)
+	stdout, stderr = &lockedBuffer{}, &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	for !strings.Contains(stdout.String(), "started") {
+		select {
+		case <-done:
+			t.Fatalf("fence run exited early: %s", stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return cmd, done, stdout, stderr
+}
+
+const trapChild = `trap 'echo got-term; exit 0' TERM; echo started; while :; do sleep 0.05; done`
+
+func TestProcessRunLeaseLostStopsChild(t *testing.T) {
+	srv := startServe(t)
+	cmd, exited, stdout, stderr := startRun(t, srv.url, "run", "job", "--ttl", "500ms", "--grace", "5s", "--", "sh", "-c", trapChild)
+	// Freeze the server: no renew can succeed, so the lease is lost by its
+	// safe deadline and the child must be stopped.
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.cmd.Process.Signal(syscall.SIGCONT)
+	<-exited
+	if cmd.ProcessState.ExitCode() != exitError {
+		t.Fatalf("fence run: exit %d, want 1 (child exited 0 after the lease was lost)\nstderr: %s", cmd.ProcessState.ExitCode(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "got-term") {
+		t.Fatalf("child did not get SIGTERM; stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "lost") {
+		t.Fatalf("stderr does not say the lease was lost: %q", stderr.String())
+	}
+}
+
+func TestProcessRunKillsAfterGrace(t *testing.T) {
+	srv := startServe(t)
+	cmd, exited, _, stderr := startRun(t, srv.url, "run", "job", "--ttl", "300ms", "--grace", "200ms", "--",
+		"sh", "-c", `trap '' TERM; echo started; while :; do sleep 0.05; done`)
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.cmd.Process.Signal(syscall.SIGCONT)
+	<-exited
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("exit %d, want %d (child ignoring SIGTERM is killed)\nstderr: %s", code, 128+int(syscall.SIGKILL), stderr.String())
+	}
+}
+
+func TestProcessRunForwardsSIGTERM(t *testing.T) {
+	srv := startServe(t)
+	cmd, exited, stdout, stderr := startRun(t, srv.url, "run", "job", "--ttl", "5s", "--", "sh", "-c",
+		`trap 'echo got-term; exit 3' TERM; echo started; while :; do sleep 0.05; done`)
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+	if code := cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(stdout.String(), "got-term") {
+		t.Fatalf("exit %d stdout %q stderr %q; want the child's 3 after it got SIGTERM", code, stdout.String(), stderr.String())
+	}
+	fenceRun(t, srv.url, "acquire", "job", "--ttl", "1s").want(t, 0, "acquire after run released")
+}
+
+func TestProcessLab(t *testing.T) {
+	r := fenceRun(t, "http://127.0.0.1:1", "lab", "--unit", "50ms").want(t, 0, "lab")
+	for _, want := range []string{"Moment | Event | Expected result", "Verification | Without fencing token | With token check",
+		"Remaining stock 5 — old value won", "Receives STALE_TOKEN", "PASS: every row matches the seed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("lab output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// Against a running, already used server.
+	srv := startServe(t)
+	fenceRun(t, srv.url, "acquire", "warmup", "--ttl", "1s").want(t, 0, "warm up")
+	j := fenceRun(t, srv.url, "lab", "--unit", "50ms", "--server", srv.url, "--json").want(t, 0, "lab --server --json")
+	var out struct {
+		OK     bool `json:"ok"`
+		Fenced struct {
+			TokenA uint64 `json:"token_a"`
+			TokenB uint64 `json:"token_b"`
+		} `json:"fenced"`
+	}
+	if err := json.Unmarshal([]byte(j.stdout), &out); err != nil || !out.OK || out.Fenced.TokenA <= 1 || out.Fenced.TokenB <= out.Fenced.TokenA {
+		t.Fatalf("lab json %s: %+v %v", j.stdout, out, err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*lockedBuffer)(nil)
