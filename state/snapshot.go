@@ -238,6 +238,11 @@ func fromSnapshot(cfg Config, doc *snapDoc) (*impl, error) {
 		}
 		m.idle.add(l, l.idleSince)
 	}
+	for _, s := range doc.Locks {
+		if l := m.byName[s.Name]; l.idleElem == nil && l.holder == nil && len(l.queue) == 0 && l.delayUntil == 0 {
+			return nil, fmt.Errorf("lock %q is idle but not listed as idle", s.Name)
+		}
+	}
 	last := int64(0)
 	for _, s := range doc.Requests {
 		r := s.request()

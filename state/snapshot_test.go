@@ -85,6 +85,7 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 		"truncated":       string(good[:len(good)/2]),
 		"token > counter": strings.Replace(string(good), `"counter":3`, `"counter":1`, 1),
 		"bad payload":     `{"format":"fence-state/1","now":0,"counter":0,"locks":null,"idle":null,"requests":null,"ops":[{"resource":"s","op_id":"AA==","at":0,"payload":"AA==","token":1,"version":1}],"resources":null}`,
+		"idle not listed": strings.Replace(string(good), `"idle":["idle"]`, `"idle":[]`, 1),
 		"idle not a lock": `{"format":"fence-state/1","now":0,"counter":0,"locks":null,"idle":["x"],"requests":null,"ops":null,"resources":null}`,
 	} {
 		t.Run(name, func(t *testing.T) {
