@@ -57,14 +57,14 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu        sync.Mutex
-	ttl       time.Duration
-	deadline  time.Time   // local safe deadline, monotonic
-	watch     *time.Timer // fires at deadline
-	err       error       // why it ended; nil while held
-	lastErr   error       // last transient renew failure
-	lastSent  time.Time // send time of the last successful grant or renew
-	loopDone  chan struct{}
+	mu       sync.Mutex
+	ttl      time.Duration
+	deadline time.Time   // local safe deadline, monotonic
+	watch    *time.Timer // fires at deadline
+	err      error       // why it ended; nil while held
+	lastErr  error       // last transient renew failure
+	lastSent time.Time   // send time of the last successful grant or renew
+	loopDone chan struct{}
 }
 
 func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Duration) *Lease {

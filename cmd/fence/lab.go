@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"flag"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"

@@ -136,4 +136,3 @@ func stdinIsTerminal() bool {
 	_, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS)
 	return err == nil
 }
-
