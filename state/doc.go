@@ -25,6 +25,14 @@
 // A lease that expires (not one released) with a lock-delay keeps the lock
 // from being granted until expiry + lock-delay.
 //
+// [Machine.NextDeadline] also reports the end of a lock-delay on a lock with
+// no waiters: the Tick at that instant makes the lock idle so its tombstone
+// can later be forgotten.
+//
+// Reads ([Machine.Lock], [Machine.Locks]) change nothing: at the time asked
+// they show a lease past its expiry as gone (with its lock-delay), but a
+// waiter holds the lock only once a command (a Tick) has handed it over.
+//
 // Renew and release refusals: a token above the counter was never issued
 // (UnknownToken); the lock's last token whose lease expired gets
 // LeaseExpired; a token older than the lock's last grant gets StaleToken;
