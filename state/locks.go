@@ -70,10 +70,12 @@ func (m *impl) settle(l *lockEntry, events *[]Event) {
 			l.delayUntil = g.expiresAt + int64(g.lockDelay)
 		}
 	}
+	// handOn needs the delay's end: a waiter whose wait ran out before it
+	// never had the chance. A grant clears it; otherwise clear it once passed.
+	m.handOn(l, events)
 	if l.holder == nil && l.delayUntil != 0 && l.delayUntil <= now {
 		l.delayUntil = 0
 	}
-	m.handOn(l, events)
 	m.expireWaits(l, events)
 }
 

@@ -187,3 +187,16 @@ func TestCancelWait(t *testing.T) {
 		}
 	})
 }
+
+func TestLateTickRespectsLockDelay(t *testing.T) {
+	// A's lease ends at 5s, its lock-delay at 7s. B's wait ends at 6s, so
+	// B had run out before the lock became available; a tick as late as 8s
+	// must still say so and hand the lock to C.
+	m := queued(t, 2*time.Second, 6*time.Second, time.Minute)
+	r := mustOK(t, m, tick(at(8)))
+	if len(r.Events) != 2 {
+		t.Fatalf("events %+v", r.Events)
+	}
+	wantWaitedEvent(t, r.Events[0], "rb")
+	wantGrantEvent(t, r.Events[1], "rc", 2, 3*time.Second)
+}
