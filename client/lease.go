@@ -145,11 +145,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 
 // Release frees the lock on the server and ends the lease (Err becomes
 // ErrReleased). The keepalive stops even when the release fails, in which
-// case the lease expires by its TTL.
+// case the lease expires by its TTL. Releasing twice is a no-op; releasing a
+// lost lease returns why it was lost and sends nothing.
 func (l *Lease) Release(ctx context.Context) error {
-	if err := l.Err(); err != nil && err != ErrReleased {
-		// Already lost: nothing is held. Report why.
-		return err
+	switch err := l.Err(); {
+	case err == ErrReleased:
+		return nil // released before
+	case err != nil && err != ErrClientClosed:
+		return err // lost: nothing is held; report why
 	}
 	err := l.c.Release(ctx, l.name, l.token)
 	l.stop(ErrReleased)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 )
@@ -130,4 +132,26 @@ func TestClientCloseEndsLeases(t *testing.T) {
 	if _, err := c.Acquire(ctx, name+"-2"); !errors.Is(err, client.ErrClientClosed) {
 		t.Fatalf("Acquire after Close = %v, want ErrClientClosed", err)
 	}
+}
+
+func TestReleaseStopsKeepAliveGoroutines(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	ignore := goleak.IgnoreCurrent()
+	c, err := client.New(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(ctx, name, client.TTL(time.Second), client.KeepAlive(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // a few background renewals
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("second Release = %v, want nil", err)
+	}
+	c.Close()
+	goleak.VerifyNone(t, ignore)
 }

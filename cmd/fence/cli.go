@@ -19,9 +19,10 @@ const defaultServer = "http://127.0.0.1:7420"
 
 // globals are the flags every subcommand accepts, before or after its name.
 type globals struct {
-	server  string
-	json    bool
-	timeout time.Duration
+	server    string
+	serverSet bool // --server was given (not only FENCE_SERVER or the default)
+	json      bool
+	timeout   time.Duration
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -79,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
+	g.noteServerFlag(fs)
 	rest := fs.Args()
 	if len(rest) == 0 {
 		fmt.Fprint(stderr, usageText)
@@ -152,6 +154,11 @@ func usageExit(err error) int {
 		return exitOK
 	}
 	return exitUsage
+}
+
+// noteServerFlag records whether fs parsed --server.
+func (g *globals) noteServerFlag(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) { g.serverSet = g.serverSet || f.Name == "server" })
 }
 
 // dial returns a client for --server.

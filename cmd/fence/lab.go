@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,10 +35,9 @@ func labCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if *unit < 2*fence.MinTTL {
 		return fail(g, stdout, stderr, &usageError{fmt.Sprintf("lab: --unit must be at least %s", 2*fence.MinTTL)})
 	}
-	serverSet := false
-	fs.Visit(func(f *flag.Flag) { serverSet = serverSet || f.Name == "server" })
+	g.noteServerFlag(fs)
 	endpoint, where := g.server, "given"
-	if !serverSet {
+	if !g.serverSet {
 		url, stop, err := startLabServer()
 		if err != nil {
 			return fail(g, stdout, stderr, fmt.Errorf("lab: embedded server: %w", err))
