@@ -11,7 +11,8 @@ import (
 // send time of the last successful renew. A transient failure is retried
 // with backoff; a refusal ends the lease. The deadline watch (checkDeadline)
 // ends it independently when the safe deadline passes first, which also
-// cancels a renew in flight. The loop returns when the lease ends.
+// cancels a renew in flight. The loop returns when the lease ends or
+// Release stops it.
 func (l *Lease) keepAliveLoop() {
 	defer close(l.loopDone)
 	pause := l.c.cfg.backoffMin
@@ -19,13 +20,13 @@ func (l *Lease) keepAliveLoop() {
 	for {
 		t := time.NewTimer(time.Until(next))
 		select {
-		case <-l.ctx.Done():
+		case <-l.kaCtx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
 		sent := time.Now()
-		granted, err := l.c.renewAttempt(l.ctx, l.c.pick(), l.name, l.token, 0)
+		granted, err := l.c.renewAttempt(l.kaCtx, l.c.pick(), l.name, l.token, 0)
 		switch {
 		case err == nil:
 			if l.extend(granted, sent) != nil {
@@ -33,7 +34,7 @@ func (l *Lease) keepAliveLoop() {
 			}
 			pause = l.c.cfg.backoffMin
 			next = l.nextRenew()
-		case l.ctx.Err() != nil:
+		case l.kaCtx.Err() != nil:
 			return
 		case fence.ReasonOf(toError("renew", err)) != "":
 			l.stop(&LostError{Name: l.name, Token: l.token, Cause: toError("renew", err)})

@@ -56,6 +56,10 @@ type Lease struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// kaCtx bounds the keepalive loop; Release cancels it first so that a
+	// renew racing with the release is not taken for a loss.
+	kaCtx    context.Context
+	kaCancel context.CancelFunc
 
 	mu       sync.Mutex
 	ttl      time.Duration
@@ -69,9 +73,10 @@ type Lease struct {
 
 func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Duration) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	kaCtx, kaCancel := context.WithCancel(ctx)
 	l := &Lease{
 		c: c, name: granted.Name, owner: granted.Owner, token: granted.Token,
-		keepAlive: keepAlive, ctx: ctx, cancel: cancel,
+		keepAlive: keepAlive, ctx: ctx, cancel: cancel, kaCtx: kaCtx, kaCancel: kaCancel,
 		ttl:      granted.TTL,
 		deadline: fence.SafeDeadline(sent, granted.Remaining, c.cfg.drift),
 		lastSent: sent,
@@ -154,6 +159,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	case err != nil && err != ErrClientClosed:
 		return err // lost: nothing is held; report why
 	}
+	l.kaCancel()
+	<-l.loopDone
 	err := l.c.Release(ctx, l.name, l.token)
 	l.stop(ErrReleased)
 	return err
@@ -229,6 +236,7 @@ func (l *Lease) stop(reason error) {
 	}
 	l.mu.Unlock()
 	l.cancel(reason)
+	l.kaCancel()
 	l.c.untrack(l)
 	if errors.Is(reason, ErrLeaseLost) {
 		l.c.cfg.logger.Warn("fence: lease lost", "lock", l.name, "token", l.token, "err", reason)
