@@ -28,10 +28,10 @@ func Example() {
 		panic(err)
 	}
 	<-a.Done() // A's client learns the lease is lost by its safe deadline...
-	time.Sleep(20 * time.Millisecond)
 
-	// ...and B takes over with a newer token and writes.
-	b, err := c.Acquire(ctx, "example/sku-42", client.TTL(5*time.Second), client.Owner("worker-b"))
+	// ...and B, queued until the server expires A's lease, takes over with a
+	// newer token and writes.
+	b, err := c.Acquire(ctx, "example/sku-42", client.TTL(5*time.Second), client.Owner("worker-b"), client.Wait(5*time.Second))
 	if err != nil {
 		panic(err)
 	}

@@ -98,7 +98,9 @@ func playSeed(ctx context.Context, a, b *client.Client, lock string, store labSt
 	}
 
 	at(6)
-	leaseB, err := b.Acquire(ctx, lock, client.TTL(5*unit), client.Owner("worker-b"))
+	// A wait of one unit absorbs the server's expiry latency; the lock is
+	// free by now, so it is granted at once.
+	leaseB, err := b.Acquire(ctx, lock, client.TTL(5*unit), client.Owner("worker-b"), client.Wait(unit))
 	if err != nil {
 		r.err = fmt.Errorf("t=6: B acquire: %w", err)
 		return r
