@@ -329,3 +329,14 @@ func (b *lockedBuffer) String() string {
 }
 
 var _ io.Writer = (*lockedBuffer)(nil)
+
+func TestProcessServeStopsOnSIGTERM(t *testing.T) {
+	srv := startServe(t)
+	fenceRun(t, srv.url, "acquire", "x", "--ttl", "1s").want(t, 0, "acquire")
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.cmd.Wait(); err != nil {
+		t.Fatalf("fence serve after SIGTERM: %v, want a clean exit 0", err)
+	}
+}
