@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fenceworks/fence/guard/postgres"
 	"github.com/jackc/pgx/v5"
 )
+
+// benchOpSeq makes every Do of every benchmark run a new op (a repeated
+// op_id would be a cheap replay).
+var benchOpSeq atomic.Int64
 
 // BenchmarkGuardedTx compares, in one process, the same stock update as a
 // plain transaction, guarded by Check, in the column pattern, and through
@@ -70,7 +75,7 @@ func BenchmarkGuardedTx(b *testing.B) {
 		})
 	})
 	run("do", func(i int) error {
-		op := postgres.Op{Resource: "sku-42", Token: token, ID: "bench-" + b.Name() + "-" + strconv.Itoa(i), Payload: []byte(strconv.Itoa(i))}
+		op := postgres.Op{Resource: "sku-42", Token: token, ID: "bench-" + strconv.FormatInt(benchOpSeq.Add(1), 10), Payload: []byte(strconv.Itoa(i))}
 		_, _, err := g.Do(ctx, db, op, func(tx pgx.Tx) ([]byte, error) {
 			_, err := tx.Exec(ctx, update, i, "sku-42")
 			return nil, err

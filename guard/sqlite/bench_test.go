@@ -4,10 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fenceworks/fence/guard/sqlite"
 )
+
+// benchOpSeq makes every Do of every benchmark run a new op (a repeated
+// op_id would be a cheap replay).
+var benchOpSeq atomic.Int64
 
 // BenchmarkGuardedTx compares, in one process, the same stock update as a
 // plain transaction, guarded by Check, in the column pattern, and through
@@ -69,7 +74,7 @@ func BenchmarkGuardedTx(b *testing.B) {
 		})
 	})
 	run("do", func(i int) error {
-		op := sqlite.Op{Resource: "sku-42", Token: token, ID: "bench-" + b.Name() + "-" + strconv.Itoa(i), Payload: []byte(strconv.Itoa(i))}
+		op := sqlite.Op{Resource: "sku-42", Token: token, ID: "bench-" + strconv.FormatInt(benchOpSeq.Add(1), 10), Payload: []byte(strconv.Itoa(i))}
 		_, _, err := g.Do(ctx, db, op, func(tx *sql.Tx) ([]byte, error) {
 			_, err := tx.ExecContext(ctx, update, i, "sku-42")
 			return nil, err
