@@ -85,8 +85,7 @@ func (n *Node) propose(ctx context.Context, cmd state.Command) (state.Result, er
 // acquireWaiting runs a blocking acquire: register the waiter, propose,
 // and if queued wait for the Event.
 func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Result, error) {
-	generated := cmd.RequestID == ""
-	if generated {
+	if cmd.RequestID == "" {
 		cmd.RequestID = newRequestID()
 	}
 	ch := n.wait.add(cmd.RequestID)
@@ -99,7 +98,7 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 	case ev := <-ch:
 		return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
 	case <-ctx.Done():
-		n.abandonWait(cmd, ch, generated)
+		n.abandonWait(cmd)
 		return state.Result{}, ctx.Err()
 	case <-n.closing:
 		return state.Result{}, ErrClosed
@@ -107,24 +106,13 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 }
 
 // abandonWait withdraws a queued acquire whose caller went away. If the
-// grant was applied first and nobody but this node knows the request_id,
-// the lease is released at once.
-func (n *Node) abandonWait(cmd state.Command, ch chan state.Event, generated bool) {
+// grant won the race, the machine's OpCancelWait releases that lease (and
+// hands the lock on), so no lock is left with a client that went away.
+func (n *Node) abandonWait(cmd state.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
 	defer cancel()
 	_, err := n.propose(ctx, state.Command{Op: state.OpCancelWait, Name: cmd.Name, RequestID: cmd.RequestID})
 	if err != nil {
 		n.cfg.Logger.Warn("cancel of abandoned wait failed", "name", cmd.Name, "request_id", cmd.RequestID, "err", err)
-	}
-	select {
-	case ev := <-ch:
-		if ev.Lease == nil || !generated {
-			return
-		}
-		_, err := n.propose(ctx, state.Command{Op: state.OpRelease, Name: ev.Lease.Name, Token: ev.Lease.Token})
-		if err != nil {
-			n.cfg.Logger.Warn("release of abandoned grant failed", "name", cmd.Name, "token", ev.Lease.Token, "err", err)
-		}
-	default:
 	}
 }

@@ -26,10 +26,8 @@
 // grant may be applied before raft's future returns. The waiter receives the
 // state.Event of the grant or of the wait running out. If the caller's
 // context ends first, the node proposes state.OpCancelWait so the lock is not
-// handed to a client that went away; if the grant won that race and the
-// request_id was made by the node (so nobody can ever learn of the lease), the
-// node releases it; with a caller's request_id the lease is kept, since a retry
-// with that request_id returns it (G5), and it otherwise expires by its TTL.
+// handed to a client that went away: the machine drops the queued request,
+// or, if the grant won the race, releases that lease and hands the lock on.
 //
 // # Reads
 //

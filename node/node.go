@@ -161,8 +161,11 @@ func (n *Node) takeOffice() {
 		return
 	}
 	// Entries up to the barrier are applied, including ones raft does not
-	// hand to the FSM (noop, barrier): reads may count on it.
-	n.fsm.advance(n.raft.AppliedIndex())
+	// hand to the FSM (noop, barrier): reads may count on it. The barrier's
+	// index is the last index: nothing is proposed while the clock is nil.
+	// (raft.AppliedIndex may still lag here: raft sets it after handing the
+	// batch to the FSM goroutine, which can answer the barrier first.)
+	n.fsm.advance(n.raft.LastIndex())
 	var base int64
 	n.fsm.read(func(m *state.Machine) { base = m.Now() })
 	n.clock.Store(&leaderClock{base: base, start: time.Now()})

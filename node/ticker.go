@@ -58,6 +58,7 @@ func (n *Node) runTicker() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
 		now := c.now()
+		n.ticks.Add(1)
 		_, err := n.propose(ctx, state.Command{Op: state.OpTick})
 		cancel()
 		if err != nil {
@@ -70,6 +71,5 @@ func (n *Node) runTicker() {
 			continue
 		}
 		lastTick = now
-		n.ticks.Add(1)
 	}
 }
