@@ -24,7 +24,7 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			_, url := startServer(b)
+			s, url := startServer(b)
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}}
 			lc := fencev1connect.NewLockServiceClient(hc, url)
 			var next atomic.Int64
@@ -68,7 +68,23 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
 			b.ReportMetric(float64(all[len(all)*50/100].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(all[min(len(all)-1, len(all)*99/100)].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(meanBatch(s), "entries/batch")
 			hc.CloseIdleConnections()
 		})
 	}
+}
+
+// meanBatch is the mean number of log entries per applied FSM batch (how
+// well concurrent proposals were group-committed).
+func meanBatch(s *Server) float64 {
+	mfs, _ := s.metrics.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "fence_raft_apply_batch_entries" {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() > 0 {
+				return h.GetSampleSum() / float64(h.GetSampleCount())
+			}
+		}
+	}
+	return 0
 }

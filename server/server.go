@@ -23,6 +23,9 @@ import (
 // typed refusal naming the field.
 const maxRequestBytes = 4 << 20
 
+// compressMinBytes: replies smaller than this are sent uncompressed.
+const compressMinBytes = 4 << 10
+
 // Server is the Fence API in front of one node.
 type Server struct {
 	cfg     Config
@@ -56,6 +59,9 @@ func New(cfg Config) (*Server, error) {
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(s.metrics.interceptor()),
 		connect.WithReadMaxBytes(maxRequestBytes),
+		// Replies are small: gzip costs more CPU than it saves (it was
+		// 18% of CPU at 64 clients). Large Read replies still compress.
+		connect.WithCompressMinBytes(compressMinBytes),
 	}
 	mux := http.NewServeMux()
 	mux.Handle(fencev1connect.NewLockServiceHandler(lockService{s}, opts...))
