@@ -1,0 +1,61 @@
+package apierr
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+)
+
+// Every refusal survives the round trip to a Connect error and back: same
+// sentinel, same facts, the server's message, and the connect code.
+func TestRoundTrip(t *testing.T) {
+	cases := []struct {
+		err      error
+		sentinel error
+		code     connect.Code
+	}{
+		{&fence.BusyError{Name: "l", Holder: "a", Token: 3, Remaining: 2 * time.Second, Waited: true}, fence.ErrBusy, connect.CodeResourceExhausted},
+		{&fence.BusyError{Name: "l", Remaining: time.Second, Delayed: true}, fence.ErrBusy, connect.CodeResourceExhausted},
+		{&fence.StaleTokenError{Resource: "r", Token: 1, LastAccepted: 2}, fence.ErrStaleToken, connect.CodeFailedPrecondition},
+		{&fence.NotHolderError{Name: "l", Token: 4}, fence.ErrNotHolder, connect.CodeFailedPrecondition},
+		{&fence.LeaseExpiredError{Name: "l", Token: 4}, fence.ErrLeaseExpired, connect.CodeFailedPrecondition},
+		{&fence.UnknownTokenError{Token: 9, LastIssued: 5}, fence.ErrUnknownToken, connect.CodeFailedPrecondition},
+		{&fence.OpConflictError{Field: "op_id", ID: "x"}, fence.ErrOpConflict, connect.CodeAlreadyExists},
+		{&fence.InvalidError{Field: "ttl", Bound: "at least 10ms"}, fence.ErrInvalid, connect.CodeInvalidArgument},
+	}
+	for _, tc := range cases {
+		ce := ToConnect(tc.err)
+		if ce.Code() != tc.code || ce.Message() != tc.err.Error() || len(ce.Details()) != 1 {
+			t.Fatalf("ToConnect(%v) = %v (%d details)", tc.err, ce, len(ce.Details()))
+		}
+		back := FromConnect(ce)
+		if !errors.Is(back, tc.sentinel) || back.Error() != tc.err.Error() {
+			t.Fatalf("FromConnect(%v) = %v, want %v", ce, back, tc.err)
+		}
+		var got *connect.Error
+		if !errors.As(back, &got) || got.Code() != tc.code {
+			t.Fatalf("FromConnect result does not carry the connect error")
+		}
+		if d, want := Detail(back), Detail(tc.err); d.String() != want.String() {
+			t.Fatalf("facts changed: %v, want %v", d, want)
+		}
+	}
+}
+
+func TestNonRefusals(t *testing.T) {
+	if ToConnect(nil) != nil || FromConnect(nil) != nil {
+		t.Fatal("nil must map to nil")
+	}
+	plain := errors.New("boom")
+	if c := ToConnect(plain).Code(); c != connect.CodeInternal {
+		t.Fatalf("plain error code = %v, want internal", c)
+	}
+	ce := connect.NewError(connect.CodeUnavailable, plain)
+	if FromConnect(ce) != error(ce) {
+		t.Fatal("a connect error without a Fence detail must come back unchanged")
+	}
+}
