@@ -46,7 +46,8 @@ var (
 )
 
 // binary builds the main package pkg (relative to the module root) once per
-// test run and returns the path of the executable.
+// test run and returns the path of the executable. Under -race the program
+// is built with -race as well (see checkRaces).
 func binary(t testing.TB, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -58,7 +59,11 @@ func binary(t testing.TB, pkg string) string {
 		return path
 	}
 	out := filepath.Join(binDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
-	cmd := exec.Command(goTool(), "build", "-o", out, pkg)
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(goTool(), append(args, pkg)...)
 	cmd.Dir = moduleRoot(t)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		buildErrs[pkg] = fmt.Errorf("%v\n%s", err, msg)
@@ -66,6 +71,16 @@ func binary(t testing.TB, pkg string) string {
 	}
 	built[pkg] = out
 	return out
+}
+
+// checkRaces fails the test if a program built with -race reported a data
+// race in its output (a process killed with SIGKILL reports nothing of the
+// races it had not yet printed).
+func checkRaces(t testing.TB, name, output string) {
+	t.Helper()
+	if strings.Contains(output, "WARNING: DATA RACE") {
+		t.Errorf("%s reported a data race", name)
+	}
 }
 
 func goTool() string {
@@ -148,6 +163,7 @@ func startServer(t testing.TB) *fenceServer {
 			s.cmd.Process.Kill()
 			<-s.exited
 		}
+		checkRaces(t, "fence serve", s.log.String())
 		if t.Failed() {
 			t.Logf("fence serve output (%s):\n%s", s.dataDir, s.log.String())
 		}
@@ -328,6 +344,7 @@ func startProc(t testing.TB, name, bin string, env []string, args ...string) *pr
 			p.cmd.Process.Kill() // works on a stopped process too
 			<-p.exited
 		}
+		checkRaces(t, name, p.output.String())
 		if t.Failed() {
 			t.Logf("%s %q output:\n%s", name, args, p.output.String())
 		}
