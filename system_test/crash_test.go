@@ -23,7 +23,23 @@ type crashClient struct {
 	acked     int          // the last acknowledged value (0: none)
 	ackedTok  uint64       // the token of that write
 	ackedN    uint64       // number of acknowledged writes, all rounds
+
+	lock     string      // the lock of the current round
+	held     uint64      // the token of the last acknowledged grant of lock
+	released leaseStatus // what became of it
+	// acquiring: an acquire was sent after that, with no answer yet — it
+	// may have been granted with a reply lost to the kill.
+	acquiring bool
 }
+
+// leaseStatus is what a client knows of its last acknowledged grant.
+type leaseStatus int
+
+const (
+	leaseHeld      leaseStatus = iota // no release sent: it must survive the crash
+	leaseReleasing                    // release sent, no answer: held or free
+	leaseReleased                     // release acknowledged: free
+)
 
 // roundToken is a token and the round (between two kills) it was received in.
 type roundToken struct {
@@ -35,7 +51,8 @@ type roundToken struct {
 // release concurrently; the server is killed with SIGKILL once enough writes
 // have been acknowledged; it is restarted on the same data directory. Then
 // every token granted is greater than every token any client received before,
-// and every acknowledged write is still there. Three rounds.
+// every acknowledged write is still there, and every acknowledged grant or
+// release too. Three rounds.
 func TestCrashKill9(t *testing.T) {
 	srv := startServer(t)
 	c := connectAPI(srv)
@@ -115,6 +132,30 @@ func TestCrashKill9(t *testing.T) {
 			}
 		}
 
+		// G6 for grants: an acknowledged lease survives with its token, and
+		// an acknowledged release stays released. (Leases are 10 minutes
+		// long and server time stands still while the server is down.)
+		for _, cl := range cs {
+			cl.mu.Lock()
+			lock, held, status, acquiring := cl.lock, cl.held, cl.released, cl.acquiring
+			cl.mu.Unlock()
+			if held == 0 {
+				continue
+			}
+			info, err := c.get(ctx, lock)
+			if err != nil {
+				t.Fatalf("round %d: get %s after restart: %v", round, lock, err)
+			}
+			got := info.GetLease().GetToken()
+			switch {
+			case acquiring && got > held: // granted, reply lost
+			case status == leaseHeld && got != held,
+				status == leaseReleasing && got != held && got != 0,
+				status == leaseReleased && got != 0:
+				t.Errorf("round %d: lock %s after restart held with token %d; the client's last grant was %d (status %d, acquiring %v)", round, lock, got, held, status, acquiring)
+			}
+		}
+
 		// G1 across the restart: a fresh grant is above everything seen.
 		lease, err := c.acquire(ctx, fmt.Sprintf("crash/after-%d", round), "checker", time.Minute, 0)
 		if err != nil {
@@ -133,14 +174,21 @@ func TestCrashKill9(t *testing.T) {
 // being killed) end nothing: the loop retries until cancelled.
 func (cl *crashClient) load(ctx context.Context, t *testing.T, c api, round int, acked func()) {
 	lock := fmt.Sprintf("crash/lock-%d-r%d", cl.id, round)
+	cl.mu.Lock()
+	cl.lock, cl.held = lock, 0
+	cl.mu.Unlock()
 	for ctx.Err() == nil {
-		lease, err := c.acquire(ctx, lock, fmt.Sprintf("client-%d", cl.id), 30*time.Second, 10*time.Second)
+		cl.mu.Lock()
+		cl.acquiring = true
+		cl.mu.Unlock()
+		lease, err := c.acquire(ctx, lock, fmt.Sprintf("client-%d", cl.id), 10*time.Minute, 10*time.Second)
 		if err != nil {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
 		tok := lease.GetToken()
 		cl.mu.Lock()
+		cl.held, cl.released, cl.acquiring = tok, leaseHeld, false
 		cl.tokens = append(cl.tokens, roundToken{round, tok})
 		cl.attempted++
 		value := cl.attempted
@@ -157,7 +205,14 @@ func (cl *crashClient) load(ctx context.Context, t *testing.T, c api, round int,
 			cl.mu.Unlock()
 			acked()
 		}
-		c.release(ctx, lock, tok)
+		cl.mu.Lock()
+		cl.released = leaseReleasing
+		cl.mu.Unlock()
+		if err := c.release(ctx, lock, tok); err == nil {
+			cl.mu.Lock()
+			cl.released = leaseReleased
+			cl.mu.Unlock()
+		}
 	}
 }
 
