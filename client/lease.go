@@ -121,10 +121,20 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // Err is nil while the lease is held; then why it ended: a *LostError
 // (errors.Is ErrLeaseLost; its Cause is the renew refusal or
 // ErrDeadlinePassed), ErrReleased, or ErrClientClosed.
+//
+// Err never lags the clock: once the safe deadline has passed it reports the
+// loss even if the deadline timer has not run yet (G8).
 func (l *Lease) Err() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	err, passed := l.err, l.watch != nil && !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if err == nil && passed {
+		l.checkDeadline()
+		l.mu.Lock()
+		err = l.err
+		l.mu.Unlock()
+	}
+	return err
 }
 
 // Renew renews the lease now with its current TTL and moves its deadline.
