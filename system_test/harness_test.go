@@ -342,6 +342,8 @@ func startProc(t testing.TB, name, bin string, env []string, args ...string) *pr
 		case <-p.exited:
 		default:
 			p.cmd.Process.Kill() // works on a stopped process too
+			for range p.lines {  // unblock the reader if nobody read its lines
+			}
 			<-p.exited
 		}
 		checkRaces(t, name, p.output.String())
