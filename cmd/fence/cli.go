@@ -88,6 +88,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	name, rest := rest[0], rest[1:]
 	if name == "guard" {
+		if g.json && len(rest) > 0 { // the global --json applies to guard commands too
+			rest = append([]string{rest[0], "--json"}, rest[1:]...)
+		}
 		return guardCmd(rest, stdout, stderr)
 	}
 	if name == "help" {

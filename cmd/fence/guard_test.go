@@ -161,6 +161,11 @@ func TestGuardMaxTokenSQLite(t *testing.T) {
 		}
 	}
 	wantMaxToken(t, "55", "--sqlite", path)
+	// The global --json, given before the command, applies to guard too.
+	var out, errb strings.Builder
+	if code := run([]string{"--json", "guard", "max-token", "--sqlite", path}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"max_token":55`) {
+		t.Errorf("fence --json guard max-token: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
 	missing := filepath.Join(t.TempDir(), "missing.db")
 	if code, _, _ := runGuard("max-token", "--sqlite", missing); code != 1 {
 		t.Errorf("missing file: exit %d, want 1", code)
