@@ -56,7 +56,11 @@ type roundToken struct {
 func TestCrashKill9(t *testing.T) {
 	srv := startServer(t)
 	c := connectAPI(srv)
-	const clients, rounds, acksPerRound = 6, 3, 40
+	const clients, acksPerRound = 6, 40
+	rounds := 3
+	if testing.Short() {
+		rounds = 1
+	}
 
 	cs := make([]*crashClient, clients)
 	for i := range cs {
