@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // lockJSON is one lock in the --json output of locks.
@@ -53,9 +54,9 @@ func locksCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		if l.Lease != nil {
 			j.Lease = &leaseJSON{Name: l.Lease.Name, Owner: l.Lease.Owner, Token: uint64(l.Lease.Token),
 				TTL: l.Lease.TTL.String(), Remaining: l.Lease.Remaining.String()}
-			token, owner, remaining = l.Lease.Token.String(), l.Lease.Owner, l.Lease.Remaining.String()
+			token, owner, remaining = l.Lease.Token.String(), l.Lease.Owner, l.Lease.Remaining.Round(time.Millisecond).String()
 		} else if l.LockDelayRemaining > 0 {
-			remaining = "delay " + l.LockDelayRemaining.String()
+			remaining = "delay " + l.LockDelayRemaining.Round(time.Millisecond).String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", l.Name, token, owner, remaining, l.Waiters)
 		out = append(out, j)
