@@ -26,10 +26,18 @@ type badInput struct {
 	json      []byte // the body of a plain JSON POST
 	grpc      []byte // the protobuf message sent over gRPC
 	// field is the field the ErrorDetail must name. "" for inputs refused
-	// while decoding the message (malformed bodies, invalid UTF-8 strings):
-	// Connect answers those with invalid_argument before any handler runs,
-	// and with no ErrorDetail.
+	// while decoding a gRPC message (malformed bodies, invalid UTF-8
+	// strings): Connect answers those with invalid_argument before any
+	// handler runs, and with no ErrorDetail.
 	field string
+}
+
+// jsonFields are the fields named over JSON where gRPC names none: the
+// server checks a JSON body itself before Connect decodes it ("body" when
+// it is not a JSON object at all).
+var jsonFields = map[string]string{
+	"name not UTF-8": "name",
+	"malformed body": "body",
 }
 
 func mustProto(m proto.Message) []byte {
@@ -118,7 +126,11 @@ func TestBadInput(t *testing.T) {
 			if status != http.StatusBadRequest || je.Code != "invalid_argument" {
 				t.Fatalf("HTTP %d code %q (%s), want 400 invalid_argument", status, je.Code, body)
 			}
-			checkDetail(t, detail, in.field, je.Message)
+			field := in.field
+			if f, ok := jsonFields[in.name]; ok {
+				field = f
+			}
+			checkDetail(t, detail, field, je.Message)
 		})
 		t.Run("grpc/"+in.name, func(t *testing.T) {
 			err := rawGRPC(ctx, srv, in.procedure, in.grpc)
