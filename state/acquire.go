@@ -29,7 +29,7 @@ func (m *impl) acquire(cmd Command) Result {
 	}
 
 	switch {
-	case l == nil || l.free(m.clock):
+	case l == nil || l.free(m.expiryTime()):
 		if l == nil {
 			l = m.lockFor(cmd.Name)
 			defer m.touch(l)

@@ -25,9 +25,17 @@ const (
 // Command is one state change. The node that proposes it (the raft leader)
 // sets Now, the server time in nanoseconds of the leader clock (DESIGN.md §2);
 // the machine keeps now = max(now, cmd.Now) and never reads a clock.
+//
+// Slack (>= 0) is how far behind Now this command's expiry decisions are
+// made: it expires leases, ends waits and lock-delays as of the decision
+// time max(previous decision time, Now - Slack), while the grants and
+// renewals it makes start at now. The node sets it to cover the commit lag
+// (see doc.go, Time), so no lease ends before its TTL has passed since it
+// was committed (G3).
 type Command struct {
 	Op        Op
 	Now       int64
+	Slack     time.Duration
 	Name      string
 	Owner     string
 	TTL       time.Duration
@@ -129,10 +137,18 @@ func (m *Machine) Now() int64 { return m.now() }
 // LastToken is the last token issued (0 if none).
 func (m *Machine) LastToken() fence.Token { return m.lastToken() }
 
-// NextDeadline is the earliest server time at which an OpTick would change
+// NextDeadline is the earliest decision time at which an OpTick would change
 // something (a lease expiry, a wait running out, a lock-delay ending for a
-// lock with waiters). ok is false when nothing is pending.
+// lock with waiters). ok is false when nothing is pending. It is in decision
+// time (see Command.Slack): a tick stamped with Now and Slack acts on it only
+// when Now - Slack >= at, so the node proposes the tick once its clock minus
+// the slack it stamps has reached at.
 func (m *Machine) NextDeadline() (at int64, ok bool) { return m.nextDeadline() }
+
+// MaxSlack is the largest Slack any applied command carried (0 if none). A
+// new leader starts its commit-lag estimate from it, so a lag charged by an
+// earlier leader is not forgotten across a change of leader or a restart.
+func (m *Machine) MaxSlack() time.Duration { return m.maxSlack }
 
 // Lock describes lock name at server time now.
 func (m *Machine) Lock(name string, now int64) LockInfo { return m.lock(name, now) }

@@ -27,6 +27,7 @@ import (
 //	  8 Value      uvarint length + bytes
 //	  9 Delta      zigzag varint
 //	 10 OpID       uvarint length + bytes
+//	 11 Slack      uvarint (ns; a negative Slack does not encode)
 //
 // A field is present exactly when it is not zero (an empty Value is absent),
 // so every command has one encoding; the decoder refuses a present zero
@@ -52,6 +53,7 @@ const (
 	fValue
 	fDelta
 	fOpID
+	fSlack
 	fieldCount
 )
 
@@ -76,6 +78,10 @@ func encodeCommand(c Command) ([]byte, error) {
 	set(fValue, len(c.Value) != 0)
 	set(fDelta, c.Delta != 0)
 	set(fOpID, c.OpID != "")
+	set(fSlack, c.Slack != 0)
+	if c.Slack < 0 {
+		return nil, fmt.Errorf("%w: negative slack %s", ErrBadCommand, c.Slack)
+	}
 
 	data := len(c.Name) + len(c.Owner) + len(c.RequestID) + len(c.Value) + len(c.OpID)
 	if data > MaxCommandBytes {
@@ -108,6 +114,9 @@ func encodeCommand(c Command) ([]byte, error) {
 	str(fValue, string(c.Value))
 	num(fDelta, c.Delta)
 	str(fOpID, c.OpID)
+	if mask&(1<<fSlack) != 0 {
+		b = binary.AppendUvarint(b, uint64(c.Slack))
+	}
 	if len(b) > MaxCommandBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
 	}
@@ -164,6 +173,13 @@ func decodeCommand(out *Command, b []byte) error {
 	}
 	if has(fOpID) {
 		c.OpID = d.str()
+	}
+	if has(fSlack) {
+		v := d.uvarint()
+		if v > math.MaxInt64 {
+			return fmt.Errorf("%w: slack %d out of range", ErrBadCommand, v)
+		}
+		c.Slack = time.Duration(v)
 	}
 	switch {
 	case d.err != nil:

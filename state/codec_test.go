@@ -20,6 +20,8 @@ var codecSamples = []Command{
 	{Op: OpAdd, Name: "n", Token: 2, Delta: math.MinInt64, OpID: "op"},
 	{Op: OpBumpToken, Token: 1 << 40},
 	{Op: 200, Name: "unknown ops still encode"},
+	{Op: OpTick, Now: 5, Slack: 3 * time.Millisecond},
+	{Op: OpAcquire, Now: 1, Slack: math.MaxInt64, Name: "x", Owner: "A", TTL: time.Second, OpID: "o"},
 }
 
 func sameCommand(a, b Command) bool {
@@ -50,7 +52,7 @@ func TestCodecRefuses(t *testing.T) {
 		"version 0":       {0, 5, 0},
 		"truncated":       good[:len(good)-1],
 		"trailing":        append(bytes.Clone(good), 0),
-		"unknown field":   {1, 5, 0x80, 0x10},
+		"unknown field":   {1, 5, 0x80, 0x20},
 		"zero present":    {1, 5, 1, 0},
 		"overlong varint": {1, 5, 0x81, 0x00, 2},
 		"huge length":     {1, 5, 2, 0xff, 0xff, 0xff, 0xff, 0x0f},
@@ -60,6 +62,13 @@ func TestCodecRefuses(t *testing.T) {
 		if err := c.UnmarshalBinary(b); !errors.Is(err, ErrBadCommand) {
 			t.Errorf("%s: err %v, want ErrBadCommand", name, err)
 		}
+	}
+	if _, err := (Command{Op: OpTick, Slack: -1}).MarshalBinary(); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("negative slack encoded: %v", err)
+	}
+	var c Command
+	if err := c.UnmarshalBinary([]byte{1, 5, 0x80, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("slack above MaxInt64 decoded: %v (%+v)", err, c)
 	}
 	big := Command{Op: OpWrite, Name: "s", Value: make([]byte, MaxCommandBytes)}
 	if _, err := big.MarshalBinary(); !errors.Is(err, ErrBadCommand) {
@@ -81,6 +90,8 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{1, 5, 0x80, 0x10})
 	f.Add([]byte{1, 1, 0xff, 0x0f})
+	f.Add([]byte{1, 5, 0x81, 0x10, 0x0a, 0x05})                                                 // tick, Now and Slack
+	f.Add([]byte{1, 5, 0x80, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}) // slack > MaxInt64
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c Command
 		if err := c.UnmarshalBinary(b); err != nil {

@@ -20,10 +20,11 @@
 // then runs a full TTL from that command's time.
 //
 // Expiry is applied by OpTick for everything due ([Machine.NextDeadline]
-// says when) and lazily by any command that touches the lock. A lease expires
-// at the time of its grant or last renewal plus its TTL, never earlier (G3).
-// A lease that expires (not one released) with a lock-delay keeps the lock
-// from being granted until expiry + lock-delay.
+// says when) and lazily by any command that touches the lock. A lease ends
+// at the time of its grant or last renewal plus its TTL, as seen from the
+// decision time (see Time): never earlier (G3). A lease that expires (not
+// one released) with a lock-delay keeps the lock from being granted until
+// expiry + lock-delay.
 //
 // [Machine.NextDeadline] also reports the end of a lock-delay on a lock with
 // no waiters: the Tick at that instant makes the lock idle so its tombstone
@@ -38,6 +39,23 @@
 // LeaseExpired; a token older than the lock's last grant gets StaleToken;
 // anything else (a released lease, a token of another lock, a lock never
 // seen) gets NotHolder.
+//
+// # Time
+//
+// Each command carries Now and Slack. Server time (Machine.Now) is the
+// largest Now applied; grants and renewals start at it, waits are counted
+// from it, and remaining times reported to clients count from it. Every
+// expiry decision — a lease ending (lazily, by a Tick, or as seen by a
+// renew, a release or a request_id replay), a wait running out, a lock-delay
+// ending, and whether a waiter's wait had run out when the lock became
+// available — is made at the decision time instead: the largest Now - Slack
+// applied so far (and at least 0). It never decreases and never exceeds
+// server time. The node sets Slack to the commit lag it has measured, so a
+// lease granted by a command stamped P and committed at C ≤ P + lag is never
+// expired by a command stamped before C + TTL (the node package doc has the
+// argument). [Machine.NextDeadline] is in decision time; [Machine.MaxSlack]
+// is the largest Slack applied. Both the decision time and MaxSlack are in
+// snapshots.
 //
 // # Idempotency
 //

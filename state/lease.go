@@ -43,7 +43,7 @@ func (m *impl) release(cmd Command) Result {
 		res.Err = err
 		return res
 	}
-	m.endLease(l, endReleased, m.clock)
+	m.endLease(l, endReleased, m.expiryTime())
 	m.handOn(l, &res.Events)
 	return res
 }
@@ -98,7 +98,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 		}
 		delete(m.live, r.id)
 	case reqHeld:
-		m.endLease(l, endReleased, m.clock)
+		m.endLease(l, endReleased, m.expiryTime())
 		m.handOn(l, &res.Events)
 	}
 	return res

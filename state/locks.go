@@ -44,8 +44,10 @@ type grant struct {
 	req       *request // the acquire's request_id, nil if none
 }
 
+// lease describes g at server time now. Remaining is floored at 0: a lease
+// still held as of the decision time may be past its end as of now.
 func (g *grant) lease(name string, now int64) *fence.Lease {
-	return &fence.Lease{Name: name, Owner: g.owner, Token: g.token, TTL: g.ttl, Remaining: time.Duration(g.expiresAt - now)}
+	return &fence.Lease{Name: name, Owner: g.owner, Token: g.token, TTL: g.ttl, Remaining: time.Duration(max(g.expiresAt-now, 0))}
 }
 
 // lockFor returns the lock named name, creating a free one.
@@ -62,7 +64,7 @@ func (m *impl) lockFor(name string) *lockEntry {
 // lock-delay), the lock passes to waiters in arrival order, and waits that ran
 // out end. Outcomes for waiters are appended to events in FIFO order.
 func (m *impl) settle(l *lockEntry, events *[]Event) {
-	now := m.clock
+	now := m.expiryTime()
 	if l.holder != nil && l.holder.expiresAt <= now {
 		g := l.holder
 		m.endLease(l, endExpired, g.expiresAt)
@@ -84,7 +86,7 @@ func (m *impl) settle(l *lockEntry, events *[]Event) {
 func (m *impl) handOn(l *lockEntry, events *[]Event) {
 	for l.holder == nil && len(l.queue) > 0 {
 		available := max(l.freedAt, l.delayUntil)
-		if available > m.clock {
+		if available > m.expiryTime() {
 			return
 		}
 		w := l.queue[0]
@@ -105,7 +107,7 @@ func (m *impl) handOn(l *lockEntry, events *[]Event) {
 func (m *impl) expireWaits(l *lockEntry, events *[]Event) {
 	kept := l.queue[:0]
 	for _, w := range l.queue {
-		if w.deadline <= m.clock {
+		if w.deadline <= m.expiryTime() {
 			m.waitRanOut(l, w, events)
 			continue
 		}
@@ -148,7 +150,9 @@ func (m *impl) grantTo(l *lockEntry, owner string, ttl, lockDelay time.Duration,
 	return g
 }
 
-// endLease frees l; at is the server time the lease ended.
+// endLease frees l; at is the decision time the lease ended (its expiry, or
+// the decision time of the release, so a waiter's wait is compared with it
+// in decision time too).
 func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
 	g := l.holder
 	l.holder = nil
@@ -163,24 +167,25 @@ func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
 	}
 }
 
-// busy describes why l cannot be granted now.
+// busy describes why l cannot be granted now (l is settled: its state is as
+// of the decision time; Remaining counts from now, floored at 0).
 func (m *impl) busy(l *lockEntry) *fence.BusyError {
 	now := m.clock
 	switch {
 	case l.holder != nil:
 		return &fence.BusyError{Name: l.name, Holder: l.holder.owner, Token: l.holder.token, Remaining: time.Duration(max(l.holder.expiresAt-now, 0))}
-	case l.delayUntil > now:
-		return &fence.BusyError{Name: l.name, Remaining: time.Duration(l.delayUntil - now), Delayed: true}
+	case l.delayUntil > m.expiryTime():
+		return &fence.BusyError{Name: l.name, Remaining: time.Duration(max(l.delayUntil-now, 0)), Delayed: true}
 	}
 	// Free, and a waiter's wait ran out before it became free: report the
 	// last holder.
 	return &fence.BusyError{Name: l.name, Holder: l.lastOwner, Token: l.lastToken}
 }
 
-// free reports whether l can be granted to a new acquirer now: no holder, no
-// lock-delay, nobody queued ahead.
-func (l *lockEntry) free(now int64) bool {
-	return l.holder == nil && l.delayUntil <= now && len(l.queue) == 0
+// free reports whether l can be granted to a new acquirer at decision time
+// at: no holder, no lock-delay, nobody queued ahead.
+func (l *lockEntry) free(at int64) bool {
+	return l.holder == nil && l.delayUntil <= at && len(l.queue) == 0
 }
 
 // touch files l where it belongs after a change: in the deadline heap if

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"math"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -16,9 +17,11 @@ const (
 // impl is the machine's state. Every field is plain data; nothing here reads
 // a clock, does I/O or iterates a map in a way that decides anything.
 type impl struct {
-	cfg     Config
-	clock   int64       // server time, ns: max of every cmd.Now seen
-	counter fence.Token // last token issued
+	cfg      Config
+	clock    int64         // server time, ns: max of every cmd.Now seen
+	decided  int64         // decision time, ns: max of every cmd.Now - cmd.Slack, and 0
+	maxSlack time.Duration // largest cmd.Slack applied
+	counter  fence.Token   // last token issued
 
 	byName    map[string]*lockEntry
 	deadlines deadlineHeap // locks with something due, by (deadline, name)
@@ -66,13 +69,30 @@ func newImpl(cfg Config) *impl {
 	}
 }
 
-func (m *impl) now() int64             { return m.clock }
+func (m *impl) now() int64 { return m.clock }
+
+// expiryTime is the decision time: every expiry decision (a lease's end, a
+// wait running out, a lock-delay ending, whether a lease is still held) is
+// made as of it, never as of clock. It is at most clock and never decreases.
+// Grants and renewals start at clock; remaining times reported to clients
+// are counted from clock (shorter, so conservative for them).
+func (m *impl) expiryTime() int64      { return m.decided }
 func (m *impl) lastToken() fence.Token { return m.counter }
 
 // apply advances server time, forgets what retention allows, and runs cmd.
 func (m *impl) apply(cmd Command) Result {
 	if cmd.Now > m.clock {
 		m.clock = cmd.Now
+	}
+	if cmd.Slack < 0 {
+		return Result{Err: fence.Invalid("slack", ">= 0", cmd.Slack.String())}
+	}
+	m.maxSlack = max(m.maxSlack, cmd.Slack)
+	// cmd.Now - cmd.Slack, not clock - cmd.Slack: the slack was measured
+	// from this command's own stamp (a command proposed earlier may be
+	// applied after a later one). No overflow: Slack >= 0 is checked above.
+	if cmd.Now >= math.MinInt64+int64(cmd.Slack) {
+		m.decided = max(m.decided, cmd.Now-int64(cmd.Slack))
 	}
 	m.forget()
 	switch cmd.Op {
@@ -100,7 +120,7 @@ func (m *impl) apply(cmd Command) Result {
 func (m *impl) tick() Result {
 	var res Result
 	for {
-		l, ok := m.deadlines.due(m.clock)
+		l, ok := m.deadlines.due(m.expiryTime())
 		if !ok {
 			return res
 		}

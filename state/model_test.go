@@ -10,8 +10,11 @@ import (
 
 // model is the reference: the rules of doc.go written as plainly as possible
 // (no heap, no memories, no tombstones, no lock-delay, nothing forgotten).
+// Expiry (leases, waits) is decided at decided = max over commands of
+// Now - Slack; grants and renewals start at now.
 type model struct {
 	now     int64
+	decided int64
 	counter fence.Token
 	locks   map[string]*mLock
 	reqs    map[string]*mReq
@@ -57,7 +60,7 @@ func (m *model) lock(name string) *mLock {
 
 func (m *model) busy(name string, l *mLock) *fence.BusyError {
 	if l.held {
-		return &fence.BusyError{Name: name, Holder: l.owner, Token: l.token, Remaining: time.Duration(l.exp - m.now)}
+		return &fence.BusyError{Name: name, Holder: l.owner, Token: l.token, Remaining: time.Duration(max(l.exp-m.now, 0))}
 	}
 	return &fence.BusyError{Name: name, Holder: l.lastOwner, Token: l.lastTok}
 }
@@ -79,9 +82,10 @@ func (m *model) end(l *mLock, state string, at int64) {
 }
 
 // settle: expire the lease, hand on to waiters whose wait covered the
-// instant the lock freed, then end the waits that ran out by now.
+// instant the lock freed, then end the waits that ran out, all as of the
+// decision time.
 func (m *model) settle(name string, l *mLock, ev *[]Event) {
-	if l.held && l.exp <= m.now {
+	if l.held && l.exp <= m.decided {
 		m.end(l, "expired", l.exp)
 	}
 	for !l.held && len(l.queue) > 0 {
@@ -95,7 +99,7 @@ func (m *model) settle(name string, l *mLock, ev *[]Event) {
 	}
 	var keep []*mReq
 	for _, w := range l.queue {
-		if w.deadline <= m.now {
+		if w.deadline <= m.decided {
 			m.waited(name, l, w, ev)
 		} else {
 			keep = append(keep, w)
@@ -113,6 +117,7 @@ func (m *model) waited(name string, l *mLock, w *mReq, ev *[]Event) {
 
 func (m *model) apply(c Command) (r Result) {
 	m.now = max(m.now, c.Now)
+	m.decided = max(m.decided, c.Now-int64(c.Slack))
 	switch c.Op {
 	case OpTick:
 		type due struct {
@@ -130,7 +135,7 @@ func (m *model) apply(c Command) (r Result) {
 					at = w.deadline
 				}
 			}
-			if at >= 0 && at <= m.now {
+			if at >= 0 && at <= m.decided {
 				ds = append(ds, due{at, name})
 			}
 		}
@@ -152,7 +157,7 @@ func (m *model) apply(c Command) (r Result) {
 			case q.state == "queued":
 				r.Queued = true
 			case q.state == "held":
-				r.Lease = &fence.Lease{Name: c.Name, Owner: l.owner, Token: l.token, TTL: l.ttl, Remaining: time.Duration(l.exp - m.now)}
+				r.Lease = &fence.Lease{Name: c.Name, Owner: l.owner, Token: l.token, TTL: l.ttl, Remaining: time.Duration(max(l.exp-m.now, 0))}
 			case q.state == "expired":
 				r.Err = &fence.LeaseExpiredError{Name: c.Name, Token: q.token}
 			case q.state == "released":
@@ -191,7 +196,7 @@ func (m *model) apply(c Command) (r Result) {
 			l.exp = m.now + int64(l.ttl)
 			r.Lease = &fence.Lease{Name: c.Name, Owner: l.owner, Token: l.token, TTL: l.ttl, Remaining: l.ttl}
 		case l.held && l.token == c.Token:
-			m.end(l, "released", m.now)
+			m.end(l, "released", m.decided)
 			m.settle(c.Name, l, &r.Events)
 		case c.Token == l.lastTok && l.lastExpired:
 			r.Err = &fence.LeaseExpiredError{Name: c.Name, Token: c.Token}

@@ -14,6 +14,7 @@ import (
 func genCommand(t *rapid.T, now int64) Command {
 	c := Command{
 		Now:   now,
+		Slack: rapid.SampledFrom([]time.Duration{0, 0, 0, 250 * time.Millisecond, time.Second, 3 * time.Second}).Draw(t, "slack"),
 		Name:  rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name"),
 		Owner: rapid.SampledFrom([]string{"A", "B"}).Draw(t, "owner"),
 		Token: fence.Token(rapid.IntRange(1, 8).Draw(t, "token")),
@@ -32,7 +33,7 @@ func genCommand(t *rapid.T, now int64) Command {
 	case 4:
 		c.Op, c.Owner = OpRelease, ""
 	case 5, 6:
-		c = Command{Op: OpTick, Now: now}
+		c = Command{Op: OpTick, Now: now, Slack: c.Slack}
 	case 7:
 		c.Op, c.Owner, c.Name = OpWrite, "", "s"
 		c.Value = []byte(rapid.SampledFrom([]string{"", "1", "7", "x"}).Draw(t, "value"))
@@ -46,13 +47,15 @@ func genCommand(t *rapid.T, now int64) Command {
 }
 
 // TestMachineMatchesModel runs random command sequences against the machine
-// and the reference model: every result must agree, tokens strictly increase,
-// a lock is never granted while an earlier lease on it is unexpired, and a
-// snapshot restored into a fresh machine carries on identically.
+// and the reference model (commands carry random Slack): every result must
+// agree, tokens strictly increase, a lock is never granted while an earlier
+// lease on it is unexpired as of the decision time (max of Now - Slack: G3
+// with the commit lag the slack stands for), and a snapshot restored into a
+// fresh machine carries on identically.
 func TestMachineMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m, ref := New(Config{}), newModel()
-		var now int64
+		var now, decided int64
 		var lastGrant fence.Token
 		leaseEnds := map[string]int64{}      // lock -> end of its current lease
 		leaseTok := map[string]fence.Token{} // lock -> token of that lease
@@ -61,8 +64,8 @@ func TestMachineMatchesModel(t *testing.T) {
 			if l.Token <= lastGrant {
 				t.Fatalf("token %d after %d", l.Token, lastGrant)
 			}
-			if leaseEnds[l.Name] > now && leaseTok[l.Name] != released {
-				t.Fatalf("lock %s granted at %d while a lease runs to %d", l.Name, now, leaseEnds[l.Name])
+			if leaseEnds[l.Name] > decided && leaseTok[l.Name] != released {
+				t.Fatalf("lock %s granted at decision time %d while a lease runs to %d", l.Name, decided, leaseEnds[l.Name])
 			}
 			lastGrant = l.Token
 			leaseEnds[l.Name] = now + int64(l.Remaining)
@@ -72,6 +75,7 @@ func TestMachineMatchesModel(t *testing.T) {
 		for range steps {
 			now += int64(rapid.IntRange(0, 12).Draw(t, "dt")) * int64(250*time.Millisecond)
 			c := genCommand(t, now)
+			decided = max(decided, now-int64(c.Slack))
 			got, want := m.Apply(c), ref.apply(c)
 			released = 0
 			if c.Op == OpRelease && got.Err == nil {

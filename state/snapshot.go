@@ -27,6 +27,8 @@ var ErrBadSnapshot = errors.New("state: bad snapshot")
 type snapDoc struct {
 	Format    string         `json:"format"`
 	Now       int64          `json:"now"`
+	Decided   int64          `json:"decided"`             // decision time (Command.Slack)
+	MaxSlack  int64          `json:"max_slack,omitempty"` // largest Slack applied
 	Counter   fence.Token    `json:"counter"`
 	Locks     []snapLock     `json:"locks"`
 	Idle      []string       `json:"idle"`     // idle lock names, oldest first
@@ -88,7 +90,7 @@ type snapResource struct {
 }
 
 func (m *impl) snapshot(w io.Writer) error {
-	doc := snapDoc{Format: snapshotFormat, Now: m.clock, Counter: m.counter}
+	doc := snapDoc{Format: snapshotFormat, Now: m.clock, Decided: m.decided, MaxSlack: int64(m.maxSlack), Counter: m.counter}
 	names := make([]string, 0, len(m.byName))
 	for name := range m.byName {
 		names = append(names, name)
@@ -183,6 +185,10 @@ func fromSnapshot(cfg Config, doc *snapDoc) (*impl, error) {
 	}
 	m := newImpl(cfg)
 	m.clock, m.counter = doc.Now, doc.Counter
+	if doc.Decided < 0 || doc.Decided > max(doc.Now, 0) || doc.MaxSlack < 0 {
+		return nil, fmt.Errorf("decided %d or max_slack %d out of range (0 <= decided <= now %d, max_slack >= 0)", doc.Decided, doc.MaxSlack, doc.Now)
+	}
+	m.decided, m.maxSlack = doc.Decided, time.Duration(doc.MaxSlack)
 	for i, s := range doc.Locks {
 		if err := fence.ValidateName("lock name", s.Name); err != nil {
 			return nil, err
