@@ -1,8 +1,19 @@
 // Package node runs one Fence node: a hashicorp/raft instance (a single voter
-// by default) whose FSM is a state.Machine, with a raft-boltdb log and stable
+// by default) whose FSM is a state.Machine, with a durable log and stable
 // store (fsync'd before every reply, G6), file snapshots, the leader clock of
 // DESIGN.md §2, the expiry ticker, waiters for blocking acquires and
 // linearizable reads.
+//
+// # Log store
+//
+// A new data dir gets hashicorp/raft-wal (DataDir/wal): each batch of
+// entries is appended to a segment file with one fsync. A dir that already
+// holds a raft-boltdb log (DataDir/raft.db, two fsyncs per batch) keeps
+// using it; Config.LogStore can name either kind, and a dir holding the
+// other kind is refused (logs are not migrated). Concurrent proposals are
+// group-committed: raft writes what queued during the previous fsync as one
+// batch. A running node holds an flock on DataDir/LOCK, so a second process
+// on the same dir fails after Config.LockTimeout.
 //
 // # Time
 //

@@ -9,3 +9,6 @@ var ErrNotLeader = errors.New("node: not the leader")
 
 // ErrClosed: the node is shut down.
 var ErrClosed = errors.New("node: closed")
+
+// ErrDirLocked: another process holds the data directory (its LOCK file).
+var ErrDirLocked = errors.New("node: data dir locked by another process")

@@ -1,17 +1,13 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
@@ -21,7 +17,8 @@ import (
 type Node struct {
 	cfg   Config
 	raft  *raft.Raft
-	store *raftboltdb.BoltStore
+	store *logStore
+	lock  *dirLock
 	fsm   *fsm
 	wait  *waiters
 
@@ -47,27 +44,30 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	dbPath := filepath.Join(cfg.DataDir, "raft.db")
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        dbPath,
-		BoltOptions: &bbolt.Options{Timeout: cfg.LockTimeout},
-		NoSync:      false, // fsync before reply (G6)
-	})
+	lock, err := lockDir(cfg.DataDir, cfg.LockTimeout)
 	if err != nil {
-		if errors.Is(err, bbolt.ErrTimeout) {
-			return nil, fmt.Errorf("node: %s is locked by another process (is another fence server using data dir %s?): %w", dbPath, cfg.DataDir, err)
-		}
-		return nil, fmt.Errorf("node: open %s: %w", dbPath, err)
+		return nil, err
 	}
-	n, err := open(cfg, store)
+	kind, err := chooseLogStore(cfg.DataDir, cfg.LogStore)
 	if err != nil {
-		store.Close()
+		lock.unlock()
+		return nil, err
+	}
+	store, err := openLogStore(cfg, kind)
+	if err != nil {
+		lock.unlock()
+		return nil, err
+	}
+	n, err := open(cfg, store, lock)
+	if err != nil {
+		store.close()
+		lock.unlock()
 		return nil, err
 	}
 	return n, nil
 }
 
-func open(cfg Config, store *raftboltdb.BoltStore) (*Node, error) {
+func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLogger(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
@@ -76,7 +76,7 @@ func open(cfg Config, store *raftboltdb.BoltStore) (*Node, error) {
 	if trans == nil {
 		_, trans = raft.NewInmemTransport(raft.ServerAddress(cfg.NodeID))
 	}
-	existing, err := raft.HasExistingState(store, store, snaps)
+	existing, err := raft.HasExistingState(store.log, store.stable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("node: inspect state: %w", err)
 	}
@@ -84,12 +84,13 @@ func open(cfg Config, store *raftboltdb.BoltStore) (*Node, error) {
 	n := &Node{
 		cfg:     cfg,
 		store:   store,
+		lock:    lock,
 		wait:    w,
 		fsm:     newFSM(state.New(state.Config{MaxTTL: cfg.MaxTTL}), w),
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
-	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, store, store, snaps, trans)
+	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, store.log, store.stable, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
@@ -104,7 +105,7 @@ func open(cfg Config, store *raftboltdb.BoltStore) (*Node, error) {
 			r.Shutdown()
 			return nil, fmt.Errorf("node: bootstrap: %w", err)
 		}
-		cfg.Logger.Info("bootstrapped a new single-node cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID)
+		cfg.Logger.Info("bootstrapped a new single-node cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "log_store", store.kind)
 	}
 	n.wg.Add(2)
 	go n.watchLeadership()
@@ -167,8 +168,9 @@ func (n *Node) takeOffice() {
 	// batch to the FSM goroutine, which can answer the barrier first.)
 	n.fsm.advance(n.raft.LastIndex())
 	var base int64
-	n.fsm.read(func(m *state.Machine) { base = m.Now() })
-	n.clock.Store(&leaderClock{base: base, start: time.Now()})
+	var maxSlack time.Duration
+	n.fsm.read(func(m *state.Machine) { base, maxSlack = m.Now(), m.MaxSlack() })
+	n.clock.Store(newLeaderClock(base, maxSlack))
 	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", n.raft.CurrentTerm())
 }
 
@@ -203,8 +205,11 @@ func (n *Node) Close() error {
 		n.clock.Store(nil)
 		err := n.raft.Shutdown().Error()
 		n.wg.Wait()
-		if cerr := n.store.Close(); err == nil {
+		if cerr := n.store.close(); err == nil {
 			err = cerr
+		}
+		if lerr := n.lock.unlock(); err == nil {
+			err = lerr
 		}
 		n.closeErr = err
 	})

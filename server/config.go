@@ -18,6 +18,9 @@ type Config struct {
 	MaxTTL time.Duration
 	// Logger receives server, node and raft logs; default text to stderr.
 	Logger *slog.Logger
+	// LogStore is node.LogStoreWAL or node.LogStoreBolt; empty means the
+	// kind the data dir holds, or the WAL for a new dir (see node.Config).
+	LogStore string
 	// NodeID is the raft server ID, default "fence-1".
 	NodeID string
 	// ShutdownTimeout bounds the drain of in-flight requests on shutdown,

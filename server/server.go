@@ -46,7 +46,7 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	n, err := node.Open(node.Config{
-		DataDir: cfg.DataDir, NodeID: cfg.NodeID, MaxTTL: cfg.MaxTTL,
+		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, MaxTTL: cfg.MaxTTL,
 		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout,
 	})
 	if err != nil {
