@@ -34,11 +34,13 @@ func (n *Node) Apply(ctx context.Context, cmd state.Command) (state.Result, erro
 	if cmd.Op == state.OpAcquire && cmd.Wait > 0 {
 		return n.acquireWaiting(ctx, cmd)
 	}
-	return n.propose(ctx, cmd)
+	return n.propose(ctx, &cmd)
 }
 
-// propose stamps cmd with the leader clock and runs it through raft.
-func (n *Node) propose(ctx context.Context, cmd state.Command) (state.Result, error) {
+// propose stamps cmd with the leader clock (Now, and the Slack that covers
+// the commit lag: doc.go, Expiry and G3) and runs it through raft. cmd is
+// left as stamped.
+func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, error) {
 	select {
 	case <-n.closing:
 		return state.Result{}, ErrClosed
@@ -48,9 +50,11 @@ func (n *Node) propose(ctx context.Context, cmd state.Command) (state.Result, er
 	if c == nil {
 		return state.Result{}, ErrNotLeader
 	}
-	cmd.Now = c.now()
+	var ticket uint64
+	cmd.Now, cmd.Slack, ticket = c.lag.stamp(c)
 	data, err := cmd.MarshalBinary()
 	if err != nil {
+		c.lag.done(c, ticket, false)
 		return state.Result{}, fmt.Errorf("node: encode command: %w", err)
 	}
 	timeout := defaultEnqueueTimeout
@@ -58,7 +62,9 @@ func (n *Node) propose(ctx context.Context, cmd state.Command) (state.Result, er
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
 	f := n.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
+	err = f.Error()
+	c.lag.done(c, ticket, err == nil)
+	if err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 			errors.Is(err, raft.ErrLeadershipTransferInProgress):
@@ -90,7 +96,7 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 	}
 	ch := n.wait.add(cmd.RequestID)
 	defer n.wait.remove(cmd.RequestID, ch)
-	res, err := n.propose(ctx, cmd)
+	res, err := n.propose(ctx, &cmd)
 	if err != nil || !res.Queued {
 		return res, err
 	}
@@ -111,7 +117,7 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 func (n *Node) abandonWait(cmd state.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
 	defer cancel()
-	_, err := n.propose(ctx, state.Command{Op: state.OpCancelWait, Name: cmd.Name, RequestID: cmd.RequestID})
+	_, err := n.propose(ctx, &state.Command{Op: state.OpCancelWait, Name: cmd.Name, RequestID: cmd.RequestID})
 	if err != nil {
 		n.cfg.Logger.Warn("cancel of abandoned wait failed", "name", cmd.Name, "request_id", cmd.RequestID, "err", err)
 	}

@@ -8,7 +8,8 @@ import (
 )
 
 // runTicker drives expiry on the leader: it sleeps until the machine's next
-// deadline by the leader clock and proposes one OpTick. Any applied batch
+// deadline (decision time) is reached by the leader clock minus the current
+// slack, and proposes one OpTick. Any applied batch
 // (kick) or change of office makes it look again, so ticks are coalesced:
 // one tick expires everything due.
 func (n *Node) runTicker() {
@@ -43,7 +44,9 @@ func (n *Node) runTicker() {
 			}
 			continue
 		}
-		if d := time.Duration(at - c.now()); d > 0 {
+		// at is in decision time: a tick acts on it once Now - Slack >= at.
+		if now, slack := c.lag.peek(c); now-int64(slack) < at {
+			d := time.Duration(at-now) + slack
 			timer.Reset(d)
 			select {
 			case <-n.closing:
@@ -57,9 +60,9 @@ func (n *Node) runTicker() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
-		now := c.now()
+		tick := state.Command{Op: state.OpTick}
 		n.ticks.Add(1)
-		_, err := n.propose(ctx, state.Command{Op: state.OpTick})
+		_, err := n.propose(ctx, &tick)
 		cancel()
 		if err != nil {
 			n.cfg.Logger.Warn("tick failed", "err", err)
@@ -70,6 +73,6 @@ func (n *Node) runTicker() {
 			}
 			continue
 		}
-		lastTick = now
+		lastTick = tick.Now - int64(tick.Slack) // its decision time (at least)
 	}
 }
