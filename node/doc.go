@@ -26,9 +26,45 @@
 //
 // # Expiry
 //
-// A goroutine on the leader sleeps until Machine.NextDeadline() (re-read after
-// every applied batch) and then proposes one state.OpTick, which expires what
-// is due and hands freed locks to their next waiters in that one apply.
+// A goroutine on the leader sleeps until clock - slack reaches
+// Machine.NextDeadline() (a decision time; both re-read after every applied
+// batch) and then proposes one state.OpTick, which expires what is due and
+// hands freed locks to their next waiters in that one apply.
+//
+// # G3: no expiry before TTL after the commit
+//
+// A command is stamped when proposed, but committed (fsync'd) a little later,
+// so counting a lease from its stamp would let it end up to one commit lag
+// early. Each term keeps the largest commit lag it has seen, maxLag (lag =
+// leader clock when raft's future returns the applied result, minus the
+// command's Now), and the Now of every proposal in flight. Every command Q is
+// stamped with Slack = max(maxLag, Q.Now - oldest in-flight Now), and the
+// machine makes Q's expiry decisions at Q.Now - Slack (never earlier than a
+// previous decision), while Q's own grants and renewals start at Q.Now.
+//
+// Why it holds (clock = this leader's monotonic clock): lease g is stamped
+// P, committed at C, and its result seen at A_g >= C, so lag_g = A_g - P >=
+// C - P. Only a command Q applied after g can expire it, and only if
+// Q.Now - Slack_Q >= P + TTL (g's lease starts at the machine time of its
+// apply, which is >= P). If Q was stamped before P, Q.Now - Slack_Q <= Q.Now
+// < P. If Q was stamped while g was in flight, Slack_Q >= Q.Now - P, so its
+// decision time is <= P. If Q was stamped after A_g, Slack_Q >= maxLag >=
+// lag_g, so Q.Now >= P + TTL + lag_g >= C + TTL: the lease ended no earlier
+// than TTL after its commit. Stamping and the in-flight set share one mutex,
+// so one of the three cases always applies.
+//
+// Across terms: a new leader's clock starts at base = Machine.Now(), so time
+// with no leader does not count, and its maxLag starts at Machine.MaxSlack()
+// (the largest Slack ever applied), so a lag charged in an earlier term is
+// still charged. What remains is a grant whose result its leader never saw
+// (it lost office or crashed between commit and apply-seen): its own lag was
+// never measured, and the splice of the two terms' clocks at base may drop up
+// to that lag if it exceeds MaxSlack. Its proposer never answered the client,
+// whose own deadline counted from its send time keeps it safe (G8).
+//
+// The cost: leases live up to maxLag longer than their TTL, ticks come
+// maxLag later, and maxLag (like MaxSlack) never decreases — one slow fsync
+// lengthens every later lease by that much.
 //
 // # Blocking acquires
 //
