@@ -46,12 +46,14 @@
 // P, committed at C, and its result seen at A_g >= C, so lag_g = A_g - P >=
 // C - P. Only a command Q applied after g can expire it, and only if
 // Q.Now - Slack_Q >= P + TTL (g's lease starts at the machine time of its
-// apply, which is >= P). If Q was stamped before P, Q.Now - Slack_Q <= Q.Now
-// < P. If Q was stamped while g was in flight, Slack_Q >= Q.Now - P, so its
-// decision time is <= P. If Q was stamped after A_g, Slack_Q >= maxLag >=
-// lag_g, so Q.Now >= P + TTL + lag_g >= C + TTL: the lease ended no earlier
-// than TTL after its commit. Stamping and the in-flight set share one mutex,
-// so one of the three cases always applies.
+// apply, which is >= P and >= every decision time before it). If Q was
+// stamped before g, Q.Now - Slack_Q <= Q.Now <= P. If Q was stamped while g
+// was in flight, Slack_Q >= Q.Now - P, so its decision time is <= P. If Q
+// was stamped after A_g, Slack_Q >= maxLag >= lag_g, so Q.Now >= P + TTL +
+// lag_g >= C + TTL: the lease ended no earlier than TTL after its commit.
+// Stamping and the in-flight set share one mutex, so one of the three cases
+// always applies. Renewals are the same with P their stamp; a lock handed to
+// a waiter is a grant by the command that hands it on.
 //
 // Across terms: a new leader's clock starts at base = Machine.Now(), so time
 // with no leader does not count, and its maxLag starts at Machine.MaxSlack()
