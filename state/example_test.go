@@ -53,3 +53,23 @@ func ExampleMachine_Apply_wait() {
 	// queued: true
 	// b-1 granted token 2
 }
+
+// Slack: the node stamps each command with the commit lag it has seen, and
+// the machine decides expiry that far behind Now, so a lease committed 3ms
+// after its stamp still lives its full TTL after the commit.
+func ExampleCommand_slack() {
+	m := state.New(state.Config{})
+	ms := int64(time.Millisecond)
+	const slack = 3 * time.Millisecond
+	m.Apply(state.Command{Op: state.OpAcquire, Now: 0, Slack: slack, Name: "job", Owner: "A", TTL: time.Second})
+
+	early := m.Apply(state.Command{Op: state.OpAcquire, Now: 1002 * ms, Slack: slack, Name: "job", Owner: "B", TTL: time.Second})
+	fmt.Println("at 1002ms:", early.Err)
+	late := m.Apply(state.Command{Op: state.OpAcquire, Now: 1003 * ms, Slack: slack, Name: "job", Owner: "B", TTL: time.Second})
+	fmt.Println("at 1003ms: B got token", late.Lease.Token)
+	fmt.Println("max slack:", m.MaxSlack())
+	// Output:
+	// at 1002ms: lock "job" is held by "A" (token 1, 0s left)
+	// at 1003ms: B got token 2
+	// max slack: 3ms
+}
