@@ -11,10 +11,6 @@ import (
 	"github.com/fenceworks/fence/state"
 )
 
-// defaultEnqueueTimeout bounds how long a proposal may wait to enter raft's
-// apply queue when the caller's context has no deadline.
-const defaultEnqueueTimeout = 10 * time.Second
-
 // cancelWaitTimeout bounds the OpCancelWait proposed for a waiter whose
 // caller went away.
 const cancelWaitTimeout = 5 * time.Second
@@ -57,7 +53,10 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 		c.lag.done(c, ticket, false)
 		return state.Result{}, fmt.Errorf("node: encode command: %w", err)
 	}
-	timeout := defaultEnqueueTimeout
+	// Without a deadline the enqueue waits like the commit after it does
+	// (until raft takes the entry or shuts down): a timeout would cost a
+	// timer per proposal on the hot path.
+	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}

@@ -64,7 +64,13 @@ func checkJSONBodies(next http.Handler) http.Handler {
 }
 
 func isPlainJSON(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	ct := r.Header.Get("Content-Type")
+	// Binary protobuf and gRPC, the hot path, skip the media-type parse
+	// (it allocates).
+	if !strings.Contains(strings.ToLower(ct), "json") {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
 		return false
 	}

@@ -63,13 +63,17 @@ func New(cfg Config) (*Server, error) {
 		// 18% of CPU at 64 clients). Large Read replies still compress.
 		connect.WithCompressMinBytes(compressMinBytes),
 	}
+	lockPath, lockHandler := fencev1connect.NewLockServiceHandler(lockService{s}, opts...)
+	resPath, resHandler := fencev1connect.NewResourceServiceHandler(resourceService{s}, opts...)
 	mux := http.NewServeMux()
-	mux.Handle(fencev1connect.NewLockServiceHandler(lockService{s}, opts...))
-	mux.Handle(fencev1connect.NewResourceServiceHandler(resourceService{s}, opts...))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	s.handler = checkJSONBodies(mux)
+	s.handler = checkJSONBodies(apiRouter{
+		{prefix: lockPath, h: lockHandler},
+		{prefix: resPath, h: resHandler},
+		{prefix: "/", h: mux},
+	})
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
