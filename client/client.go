@@ -69,6 +69,10 @@ func New(url string, opts ...Option) (*Client, error) {
 // client (h2c for http://) for gRPC.
 func defaultHTTPClient(p Protocol) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Go's default keeps 2 idle connections per host: with more concurrent
+	// calls (keepalives of many leases, parallel writes) connections would
+	// be closed and reopened all the time.
+	t.MaxIdleConnsPerHost = 256
 	if p == ProtocolGRPC {
 		var ps http.Protocols
 		ps.SetHTTP2(true)

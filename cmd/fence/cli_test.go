@@ -125,3 +125,12 @@ func TestValueRendering(t *testing.T) {
 		t.Error("usage lacks run")
 	}
 }
+
+func TestServeRefusesUnknownLogStore(t *testing.T) {
+	var out, errb strings.Builder
+	dir := t.TempDir()
+	code := run([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--log-store", "nope"}, &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), "log_store") {
+		t.Fatalf("serve --log-store nope: exit %d, stderr %q; want %d naming log_store", code, errb.String(), exitUsage)
+	}
+}

@@ -16,10 +16,11 @@ import (
 // serveCmd runs a single-node server until SIGINT or SIGTERM, then shuts it
 // down gracefully.
 func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--max-ttl D]", g, stderr)
+	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt]", g, stderr)
 	listen := fs.String("listen", server.DefaultListen, "TCP address to listen on")
 	dataDir := fs.String("data-dir", server.DefaultDataDir, "directory for the raft log and snapshots")
 	maxTTL := fs.Duration("max-ttl", fence.DefaultMaxTTL, "largest lease TTL accepted")
+	logStore := fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")
 	if _, err := parseExact(fs, args); err != nil {
 		return usageExit(err)
 	}
@@ -29,7 +30,7 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	err := server.Run(ctx, server.Config{Listen: *listen, DataDir: *dataDir, MaxTTL: *maxTTL, Logger: logger})
+	err := server.Run(ctx, server.Config{Listen: *listen, DataDir: *dataDir, MaxTTL: *maxTTL, LogStore: *logStore, Logger: logger})
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
