@@ -30,7 +30,7 @@ func acquireCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(err)
 	}
-	if *ttl == 0 {
+	if !wasSet(fs, "ttl") {
 		return fail(g, stdout, stderr, &usageError{"acquire: --ttl is required"})
 	}
 	if *requestID == "" {

@@ -152,6 +152,14 @@ func parseExact(fs *flag.FlagSet, args []string, what ...string) ([]string, erro
 	return pos, nil
 }
 
+// wasSet reports whether fs parsed the flag name, so that a required flag
+// given an empty or zero value is told apart from one left out.
+func wasSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func usageExit(err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK

@@ -46,13 +46,13 @@ func TestUsageExitCodes(t *testing.T) {
 		{nil, exitUsage},
 		{[]string{"frobnicate"}, exitUsage},
 		{[]string{"--bogus", "acquire"}, exitUsage},
-		{[]string{"acquire"}, exitUsage},                          // no NAME
-		{[]string{"acquire", "x"}, exitUsage},                     // no --ttl
-		{[]string{"acquire", "x", "--ttl", "soon"}, exitUsage},    // not a duration
-		{[]string{"acquire", "x", "--ttl", "1ms"}, exitUsage},     // below MinTTL: INVALID_ARGUMENT
-		{[]string{"acquire", "a", "b", "--ttl", "1s"}, exitUsage}, // two names
-		{[]string{"write", "r", "--token", "0"}, exitUsage},       // token 0: INVALID_ARGUMENT
-		{[]string{"write", "r", "--token", "-1"}, exitUsage},      // not a uint
+		{[]string{"acquire"}, exitUsage},                                    // no NAME
+		{[]string{"acquire", "x"}, exitUsage},                               // no --ttl
+		{[]string{"acquire", "x", "--ttl", "soon"}, exitUsage},              // not a duration
+		{[]string{"acquire", "x", "--ttl", "1ms"}, exitUsage},               // below MinTTL: INVALID_ARGUMENT
+		{[]string{"acquire", "a", "b", "--ttl", "1s"}, exitUsage},           // two names
+		{[]string{"write", "r", "--token", "0", "--value", "v"}, exitUsage}, // token 0: INVALID_ARGUMENT
+		{[]string{"write", "r", "--token", "-1"}, exitUsage},                // not a uint
 		{[]string{"add", "r", "--token", "1", "--delta", "x"}, exitUsage},
 		{[]string{"run", "x", "--ttl", "1s"}, exitUsage},          // no command
 		{[]string{"run", "--ttl", "1s", "--", "true"}, exitUsage}, // no NAME before --
@@ -66,6 +66,27 @@ func TestUsageExitCodes(t *testing.T) {
 	for _, tc := range cases {
 		if code, _, stderr := runCLI(tc.args...); code != tc.want {
 			t.Errorf("fence %q: exit %d, want %d (stderr %q)", tc.args, code, tc.want, stderr)
+		}
+	}
+}
+
+// TestRequiredFlagsNamed: a required flag left out is named as missing, and
+// one given a zero value is refused by its bound, not reported as missing.
+func TestRequiredFlagsNamed(t *testing.T) {
+	t.Setenv("FENCE_SERVER", "http://127.0.0.1:1") // nothing listens there
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"acquire", "x"}, "--ttl is required"},
+		{[]string{"acquire", "x", "--ttl", "0"}, "invalid ttl 0s: must be at least"},
+		{[]string{"run", "x", "--ttl", "0", "--", "true"}, "invalid ttl 0s: must be at least"},
+		{[]string{"write", "r", "--token", "1"}, "--value is required"},
+	}
+	for _, tc := range cases {
+		code, _, stderr := runCLI(tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("fence %q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
 	}
 }

@@ -178,6 +178,12 @@ func TestProcessAcquireBusyWriteStale(t *testing.T) {
 	if stale.stderr != wantMsg {
 		t.Fatalf("stale stderr %q, want %q", stale.stderr, wantMsg)
 	}
+	// A forgotten --value is a usage error, not a write of nothing: the
+	// read below still sees 8 at version 1.
+	nov := fenceRun(t, srv.url, "write", "stock", "--token", fmt.Sprint(uint64(tokB))).want(t, exitUsage, "write without --value")
+	if !strings.Contains(nov.stderr, "--value is required") {
+		t.Fatalf("write without --value: stderr %q", nov.stderr)
+	}
 	r := fenceRun(t, srv.url, "read", "stock").want(t, 0, "read")
 	if want := fmt.Sprintf("stock value=8 last_token=%d version=1\n", uint64(tokB)); r.stdout != want {
 		t.Fatalf("read %q, want %q", r.stdout, want)

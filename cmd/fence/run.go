@@ -41,7 +41,7 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	if *ttl == 0 {
+	if !wasSet(fs, "ttl") {
 		return fail(g, stdout, stderr, &usageError{"run: --ttl is required"})
 	}
 	name, argv := pos[0], append(pos[1:], after...)

@@ -12,11 +12,14 @@ import (
 func writeCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("write", "RESOURCE --token N --value V [--op-id S]", g, stderr)
 	token := fs.Uint64("token", 0, "fencing token (required)")
-	value := fs.String("value", "", "value to write")
+	value := fs.String("value", "", "value to write (required; --value '' writes an empty value)")
 	opID := fs.String("op-id", "", "idempotency key: a repeated op-id is not applied twice (default: random)")
 	pos, err := parseExact(fs, args, "RESOURCE")
 	if err != nil {
 		return usageExit(err)
+	}
+	if !wasSet(fs, "value") { // a forgotten --value must not overwrite the resource with nothing
+		return fail(g, stdout, stderr, &usageError{"write: --value is required"})
 	}
 	c, err := g.dial()
 	if err != nil {
