@@ -150,6 +150,14 @@ func (m *Machine) NextDeadline() (at int64, ok bool) { return m.nextDeadline() }
 // earlier leader is not forgotten across a change of leader or a restart.
 func (m *Machine) MaxSlack() time.Duration { return m.maxSlack }
 
+// LatestExpiry is the latest expiry, in decision time, among the leases the
+// machine still holds (a lease past its expiry that no command has settled
+// yet counts too); ok is false when no lock is held. A new leader keeps its
+// slack at MaxSlack until its clock passes at + MaxSlack, so lags charged by
+// earlier leaders protect the leases they granted and no others. It scans
+// every lock (O(locks)): meant for taking office, not for hot paths.
+func (m *Machine) LatestExpiry() (at int64, ok bool) { return m.latestExpiry() }
+
 // Lock describes lock name at server time now.
 func (m *Machine) Lock(name string, now int64) LockInfo { return m.lock(name, now) }
 

@@ -1,0 +1,12 @@
+package state
+
+// latestExpiry is the max expiresAt over held leases. Map order does not
+// matter: the max is the same whatever order the locks are visited in.
+func (m *impl) latestExpiry() (at int64, ok bool) {
+	for _, l := range m.byName {
+		if g := l.holder; g != nil && (!ok || g.expiresAt > at) {
+			at, ok = g.expiresAt, true
+		}
+	}
+	return at, ok
+}
