@@ -87,5 +87,5 @@ func validateAcquire(name string, cfg acquireConfig) error {
 	if err := fence.ValidateDuration("lock_delay", cfg.lockDelay, fence.MaxLockDelay); err != nil {
 		return err
 	}
-	return fence.ValidateID("request_id", cfg.requestID)
+	return validateWireID("request_id", cfg.requestID)
 }

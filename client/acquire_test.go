@@ -171,7 +171,8 @@ func TestAcquireInvalidInputTyped(t *testing.T) {
 		{"x", []client.AcquireOption{client.Wait(-time.Second)}, "wait"},
 		{"x", []client.AcquireOption{client.LockDelay(25 * time.Hour)}, "lock_delay"},
 		{"x", []client.AcquireOption{client.Owner(string(make([]byte, fence.MaxOwnerBytes+1)))}, "owner"},
-		{"x", []client.AcquireOption{client.TTL(25 * time.Hour)}, "ttl"}, // refused by the server
+		{"x", []client.AcquireOption{client.TTL(25 * time.Hour)}, "ttl"},      // refused by the server
+		{"x", []client.AcquireOption{client.RequestID("\xfe")}, "request_id"}, // a protobuf string cannot carry it
 	}
 	for _, tc := range cases {
 		_, err := c.Acquire(ctx, tc.name, tc.opts...)

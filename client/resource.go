@@ -110,5 +110,5 @@ func validateOp(resource string, token fence.Token, opID string) error {
 	if err := fence.ValidateToken(token); err != nil {
 		return err
 	}
-	return fence.ValidateID("op_id", opID)
+	return validateWireID("op_id", opID)
 }

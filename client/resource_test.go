@@ -113,6 +113,12 @@ func TestWriteInvalidInputTyped(t *testing.T) {
 			t.Errorf("write(%q, %d, %d bytes) = %v, want invalid %s", tc.res, tc.token, len(tc.value), err, tc.field)
 		}
 	}
+	// An op_id that a protobuf string cannot carry is refused by name, not
+	// as an internal marshalling error.
+	var inv *fence.InvalidError
+	if _, err := c.Write(ctx, "r", 1, nil, client.OpID("op\xff")); !errors.As(err, &inv) || inv.Field != "op_id" {
+		t.Errorf("write with a non-UTF-8 op_id = %v, want invalid op_id", err)
+	}
 	// A token never issued is refused by the server.
 	_, err := c.Write(ctx, uniq(t), 1<<50, []byte("x"))
 	if !errors.Is(err, fence.ErrUnknownToken) {
