@@ -41,9 +41,13 @@ func Check(ctx context.Context, tx Querier, resource string, token fence.Token) 
 // does.
 //
 // A token of 0 or above fence.MaxTokenJSONInt, or an empty, oversize or
-// non-UTF-8 resource, is refused with *fence.InvalidError before any SQL runs.
+// non-UTF-8 resource, or one holding a NUL byte (PostgreSQL text cannot), is
+// refused with *fence.InvalidError before any SQL runs.
 func (g *Guard) Check(ctx context.Context, tx Querier, resource string, token fence.Token) error {
 	if err := sqlguard.ValidateCheck(resource, token); err != nil {
+		return err
+	}
+	if err := validateText(resource, ""); err != nil {
 		return err
 	}
 	var accepted int64

@@ -54,10 +54,14 @@ func Do(ctx context.Context, db Beginner, op Op, fn func(tx pgx.Tx) ([]byte, err
 // Retention: see Options.Retention and Options.PruneEvery, and Prune. A
 // retry that comes after its record was removed is treated as new.
 //
-// Invalid input (see Check; an empty or oversize op.ID) is refused with
-// *fence.InvalidError before any SQL runs.
+// Invalid input (see Check; an empty or oversize op.ID, or one that is not
+// UTF-8 or holds a NUL byte) is refused with *fence.InvalidError before any
+// SQL runs.
 func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx pgx.Tx) ([]byte, error)) (result []byte, replayed bool, err error) {
 	if err := sqlguard.ValidateOp(op.Resource, op.Token, op.ID); err != nil {
+		return nil, false, err
+	}
+	if err := validateText(op.Resource, op.ID); err != nil {
 		return nil, false, err
 	}
 	hash := sqlguard.PayloadHash(op.Payload)

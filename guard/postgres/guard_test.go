@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -223,4 +224,38 @@ func (s *store) Stock(ctx context.Context, key string) (qty int64, token fence.T
 	var tok int64
 	err = s.db.QueryRow(ctx, fmt.Sprintf(`SELECT qty, fence_token FROM %s WHERE sku = $1`, s.tt.stock), key).Scan(&qty, &tok)
 	return qty, fence.Token(tok), err
+}
+
+// TestRefusesWhatTextCannotHold: a NUL byte in the resource or op_id, or an
+// op_id that is not UTF-8, is *fence.InvalidError naming the field — not an
+// SQLSTATE 22021 that aborts the caller's transaction.
+func TestRefusesWhatTextCannotHold(t *testing.T) {
+	db := testPool(t)
+	tt := newTestTables(t, db)
+	g, err := postgres.New(postgres.Options{Table: tt.guard, OpsTable: tt.ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := g.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var inv *fence.InvalidError
+	if err := g.Check(ctx, tx, "sku\x0042", 1); !errors.As(err, &inv) || inv.Field != "resource" {
+		t.Fatalf("Check with a NUL in the resource = %v, want invalid resource", err)
+	}
+	if err := g.Check(ctx, tx, "sku-42", 1); err != nil {
+		t.Fatalf("the transaction is unusable after the refused check: %v", err)
+	}
+	for _, id := range []string{"op\x00", "op\xff"} {
+		_, _, err := g.Do(ctx, db, postgres.Op{Resource: "sku-42", Token: 1, ID: id}, func(pgx.Tx) ([]byte, error) { return nil, nil })
+		if !errors.As(err, &inv) || inv.Field != "op_id" {
+			t.Errorf("Do with op_id %q = %v, want invalid op_id", id, err)
+		}
+	}
 }
