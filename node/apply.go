@@ -50,7 +50,7 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 	cmd.Now, cmd.Slack, ticket = c.lag.stamp(c)
 	data, err := cmd.MarshalBinary()
 	if err != nil {
-		c.lag.done(c, ticket, false)
+		c.lag.done(c, ticket, false, 0)
 		return state.Result{}, fmt.Errorf("node: encode command: %w", err)
 	}
 	// Without a deadline the enqueue waits like the commit after it does
@@ -62,8 +62,8 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 	}
 	f := n.raft.Apply(data, timeout)
 	err = f.Error()
-	c.lag.done(c, ticket, err == nil)
 	if err != nil {
+		c.lag.done(c, ticket, false, 0)
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 			errors.Is(err, raft.ErrLeadershipTransferInProgress):
@@ -79,12 +79,31 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 	}
 	switch r := f.Response().(type) {
 	case state.Result:
+		c.lag.done(c, ticket, true, longestStarted(r))
 		return r, nil
 	case error:
+		c.lag.done(c, ticket, true, 0)
 		return state.Result{}, r
 	default:
+		c.lag.done(c, ticket, true, 0)
 		return state.Result{}, fmt.Errorf("node: unexpected apply response %T", r)
 	}
+}
+
+// longestStarted is the longest TTL among the leases res started: its grant
+// or renewal, and every lock it handed to a waiter (0 if none). Only these
+// need the command's commit lag charged (doc.go, G3).
+func longestStarted(res state.Result) time.Duration {
+	var d time.Duration
+	if res.Lease != nil {
+		d = res.Lease.TTL
+	}
+	for _, ev := range res.Events {
+		if ev.Lease != nil {
+			d = max(d, ev.Lease.TTL)
+		}
+	}
+	return d
 }
 
 // acquireWaiting runs a blocking acquire: register the waiter, propose,

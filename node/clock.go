@@ -12,12 +12,16 @@ type leaderClock struct {
 	lag   commitLag
 }
 
-// newLeaderClock opens a term at server time base. The commit lag starts at
-// maxSlack, the largest Slack the machine has applied, so a lag charged by an
-// earlier term is not forgotten.
-func newLeaderClock(base int64, maxSlack time.Duration) *leaderClock {
+// newLeaderClock opens a term at server time base. If leases are held,
+// latest is the latest expiry among them (Machine.LatestExpiry) and the term
+// starts with maxSlack (Machine.MaxSlack, the largest Slack applied) charged
+// until clock latest + maxSlack: a lag charged by an earlier term still
+// protects the leases it was charged for, and no others (doc.go, G3).
+func newLeaderClock(base int64, maxSlack time.Duration, latest int64, held bool) *leaderClock {
 	c := &leaderClock{base: base, start: time.Now()}
-	c.lag.maxLag = int64(maxSlack)
+	if held {
+		c.lag.charges.charge(latest+int64(maxSlack), int64(maxSlack))
+	}
 	return c
 }
 

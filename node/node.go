@@ -167,10 +167,14 @@ func (n *Node) takeOffice() {
 	// (raft.AppliedIndex may still lag here: raft sets it after handing the
 	// batch to the FSM goroutine, which can answer the barrier first.)
 	n.fsm.advance(n.raft.LastIndex())
-	var base int64
+	var base, latest int64
+	var held bool
 	var maxSlack time.Duration
-	n.fsm.read(func(m *state.Machine) { base, maxSlack = m.Now(), m.MaxSlack() })
-	n.clock.Store(newLeaderClock(base, maxSlack))
+	n.fsm.read(func(m *state.Machine) {
+		base, maxSlack = m.Now(), m.MaxSlack()
+		latest, held = m.LatestExpiry()
+	})
+	n.clock.Store(newLeaderClock(base, maxSlack, latest, held))
 	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", n.raft.CurrentTerm())
 }
 

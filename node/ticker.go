@@ -45,8 +45,13 @@ func (n *Node) runTicker() {
 			continue
 		}
 		// at is in decision time: a tick acts on it once Now - Slack >= at.
-		if now, slack := c.lag.peek(c); now-int64(slack) < at {
+		// The charged slack may fall (at falls) before the tick is due:
+		// wake then and look again.
+		if now, slack, falls := c.lag.peek(c); now-int64(slack) < at {
 			d := time.Duration(at-now) + slack
+			if falls < now+int64(d) {
+				d = time.Duration(falls - now)
+			}
 			timer.Reset(d)
 			select {
 			case <-n.closing:
