@@ -53,7 +53,7 @@ func acquireCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return fail(g, stdout, stderr, err)
 	}
 	emit(g, stdout,
-		fmt.Sprintf("acquired %s token=%d ttl=%s", lease.Name(), lease.Token(), lease.TTL()),
+		fmt.Sprintf("acquired %s token=%d ttl=%s", nameHuman(lease.Name()), lease.Token(), lease.TTL()),
 		acquireJSON{Name: lease.Name(), Owner: lease.Owner(), Token: uint64(lease.Token()),
 			TTL: lease.TTL().String(), RequestID: *requestID})
 	return exitOK

@@ -58,7 +58,7 @@ func locksCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		} else if l.LockDelayRemaining > 0 {
 			remaining = "delay " + l.LockDelayRemaining.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", l.Name, token, owner, remaining, l.Waiters)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", nameHuman(l.Name), token, nameHuman(owner), remaining, l.Waiters)
 		out = append(out, j)
 	}
 	tw.Flush()

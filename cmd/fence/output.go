@@ -100,3 +100,15 @@ func valueHuman(v []byte) string {
 	}
 	return s
 }
+
+// nameHuman renders a lock, resource or owner name for a human line: as is
+// when every character is printable, quoted otherwise, so that a name with a
+// tab, newline, NUL or terminal escape cannot break a table or the terminal.
+func nameHuman(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

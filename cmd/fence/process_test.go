@@ -346,3 +346,21 @@ func TestProcessServeStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("fence serve after SIGTERM: %v, want a clean exit 0", err)
 	}
 }
+
+// TestProcessLocksQuotesControlCharacters: a lock name or owner holding a
+// newline, tab or terminal escape is printed quoted, one line per lock, so
+// it can neither break the table nor reach the terminal raw.
+func TestProcessLocksQuotesControlCharacters(t *testing.T) {
+	srv := startServe(t)
+	name, owner := "evil\n\x1b[2Jlock", "a\tb"
+	a := fenceRun(t, srv.url, "acquire", name, "--ttl", "1m", "--owner", owner).want(t, 0, "acquire")
+	if want := fmt.Sprintf("acquired %q token=", name); !strings.HasPrefix(a.stdout, want) {
+		t.Fatalf("acquire printed %q, want it to start with %q", a.stdout, want)
+	}
+	ls := fenceRun(t, srv.url, "locks").want(t, 0, "locks")
+	lines := strings.Split(strings.TrimSuffix(ls.stdout, "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], strconv.Quote(name)) || !strings.Contains(lines[1], strconv.Quote(owner)) ||
+		strings.ContainsAny(ls.stdout, "\x1b\t") {
+		t.Fatalf("locks printed %q: want a header and one line with the quoted name and owner", ls.stdout)
+	}
+}

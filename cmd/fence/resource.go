@@ -27,7 +27,7 @@ func toResourceJSON(r client.Resource, withReplayed bool) resourceJSON {
 
 // resourceLine is the human line of a resource state.
 func resourceLine(verb string, r client.Resource) string {
-	s := fmt.Sprintf("%s%s value=%s last_token=%d version=%d", verb, r.Resource, valueHuman(r.Value), r.LastToken, r.Version)
+	s := fmt.Sprintf("%s%s value=%s last_token=%d version=%d", verb, nameHuman(r.Resource), valueHuman(r.Value), r.LastToken, r.Version)
 	if r.Replayed {
 		s += " (replayed: op_id already applied)"
 	}
