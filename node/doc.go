@@ -35,38 +35,62 @@
 //
 // A command is stamped when proposed, but committed (fsync'd) a little later,
 // so counting a lease from its stamp would let it end up to one commit lag
-// early. Each term keeps the largest commit lag it has seen, maxLag (lag =
-// leader clock when raft's future returns the applied result, minus the
-// command's Now), and the Now of every proposal in flight. Every command Q is
-// stamped with Slack = max(maxLag, Q.Now - oldest in-flight Now), and the
-// machine makes Q's expiry decisions at Q.Now - Slack (never earlier than a
-// previous decision), while Q's own grants and renewals start at Q.Now.
+// early. Each term keeps the Now of every proposal in flight and a set of
+// charges (until, lag). When raft's future returns a command's applied
+// result at leader clock A, its lag is A - Now; if the command started
+// leases — its grant or renewal, and every lock it handed to a waiter — and
+// d is the longest TTL among them, (A + d, lag) is charged. Every command Q
+// is stamped with Slack = max(largest lag charged with until > Q.Now,
+// Q.Now - oldest in-flight Now), and the machine makes Q's expiry decisions
+// at Q.Now - Slack (never earlier than a previous decision), while Q's own
+// grants and renewals start at Q.Now. A charge whose until has passed is
+// dropped: the slack decays once the leases it protected are over.
 //
-// Why it holds (clock = this leader's monotonic clock): lease g is stamped
-// P, committed at C, and its result seen at A_g >= C, so lag_g = A_g - P >=
-// C - P. Only a command Q applied after g can expire it, and only if
-// Q.Now - Slack_Q >= P + TTL (g's lease starts at the machine time of its
-// apply, which is >= P and >= every decision time before it). If Q was
-// stamped before g, Q.Now - Slack_Q <= Q.Now <= P. If Q was stamped while g
-// was in flight, Slack_Q >= Q.Now - P, so its decision time is <= P. If Q
-// was stamped after A_g, Slack_Q >= maxLag >= lag_g, so Q.Now >= P + TTL +
-// lag_g >= C + TTL: the lease ended no earlier than TTL after its commit.
-// Stamping and the in-flight set share one mutex, so one of the three cases
-// always applies. Renewals are the same with P their stamp; a lock handed to
-// a waiter is a grant by the command that hands it on.
+// Why it holds (clock = this leader's monotonic clock): lease g is started by
+// a command stamped P with TTL d, committed at C, and its result seen at
+// A >= C, so lag = A - P >= C - P and the charge is (A + d, lag) or one that
+// covers it (later until and larger lag). g starts at the machine time of
+// its apply, which is >= P and >= every decision time before it, so g ends
+// only when some command Q applied after it has Q.Now - Slack_Q >= P + d.
+// If Q was stamped before g, Q.Now - Slack_Q <= Q.Now <= P. If Q was stamped
+// while g was in flight, Slack_Q >= Q.Now - P, so its decision time is <= P.
+// If Q was stamped after A (stamping, the in-flight set and charging share
+// one mutex, so one of the three cases applies): either Q.Now < A + d, the
+// charge is live and Slack_Q >= lag, so Q.Now >= P + d + lag = A + d; or
+// Q.Now >= A + d already. Either way Q.Now >= A + d >= C + d: the lease ended
+// no earlier than d after its commit. A renewal is the same with P its stamp
+// and d its new TTL; a lock handed to a waiter is a lease started by the
+// command that hands it on. A command that starts no lease charges nothing
+// (its lag is kept only as a metric).
 //
 // Across terms: a new leader's clock starts at base = Machine.Now(), so time
-// with no leader does not count, and its maxLag starts at Machine.MaxSlack()
-// (the largest Slack ever applied), so a lag charged in an earlier term is
-// still charged. What remains is a grant whose result its leader never saw
-// (it lost office or crashed between commit and apply-seen): its own lag was
-// never measured, and the splice of the two terms' clocks at base may drop up
-// to that lag if it exceeds MaxSlack. Its proposer never answered the client,
-// whose own deadline counted from its send time keeps it safe (G8).
+// with no leader does not count. If leases are held, it starts with one
+// charge (L + M, M), where M = Machine.MaxSlack() (the largest Slack ever
+// applied) and L = Machine.LatestExpiry() (the latest expiry among held
+// leases). Take a lease g of an earlier term, expiring at E <= L, whose
+// lag was carried: some command stamped after A_g was applied. If that
+// command was stamped while g's charge was live, its Slack >= lag_g, so
+// M >= lag_g; a command Q of the new term ends g only if Q.Now - Slack_Q >=
+// E, and either the charge is live (Slack_Q >= M) or Q.Now >= L + M; both
+// give Q.Now >= E + M >= P + d + lag_g = A_g + d >= C + d. If it was stamped
+// after the charge ended, base >= A_g + d >= C + d already. A lease not held
+// at takeoffice can no longer be ended, so only held leases matter. What
+// remains is a lease whose lag was never carried: its leader never saw its
+// result, or lost office or crashed before any later command was applied.
+// Its lag is lost with the term, and the splice of the two terms' clocks at
+// base may drop up to that lag. The lease still ends no earlier than d
+// after its stamp on the leader clocks (base >= P, and the new clock reaches
+// P + d no sooner than the old one would have), so a client, whose deadline
+// counts from its send time before P, is still safe (G8).
 //
-// The cost: leases live up to maxLag longer than their TTL, ticks come
-// maxLag later, and maxLag (like MaxSlack) never decreases — one slow fsync
-// lengthens every later lease by that much.
+// The cost: a lease started by a slow commit, and every lease and tick
+// decided while its charge is live, runs up to that lag late — until that
+// lease's TTL plus the lag has passed; after a restart, up to MaxSlack late
+// until the leases held at the restart are over. Charges are kept as their
+// Pareto frontier (a charge with an earlier until and a smaller lag than
+// another is dropped), at most 64 apart: past that, the two neighbours with
+// the closest lags merge into one with the later until and the larger lag,
+// which only lengthens the slack.
 //
 // # Blocking acquires
 //

@@ -146,8 +146,9 @@ func (m *Machine) LastToken() fence.Token { return m.lastToken() }
 func (m *Machine) NextDeadline() (at int64, ok bool) { return m.nextDeadline() }
 
 // MaxSlack is the largest Slack any applied command carried (0 if none). A
-// new leader starts its commit-lag estimate from it, so a lag charged by an
-// earlier leader is not forgotten across a change of leader or a restart.
+// new leader charges it until LatestExpiry() + MaxSlack(), so a lag charged
+// by an earlier leader still protects the leases held across a change of
+// leader or a restart.
 func (m *Machine) MaxSlack() time.Duration { return m.maxSlack }
 
 // LatestExpiry is the latest expiry, in decision time, among the leases the
