@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -30,8 +31,10 @@ func fail(g *globals, stdout, stderr io.Writer, err error) int {
 	reason := fence.ReasonOf(err)
 	if reason != "" {
 		fmt.Fprintf(stderr, "%s: %v\n", reason, err)
+	} else if msg := err.Error(); strings.HasPrefix(msg, "fence: ") {
+		fmt.Fprintln(stderr, msg) // the client's errors already say "fence: "
 	} else {
-		fmt.Fprintf(stderr, "fence: %v\n", err)
+		fmt.Fprintf(stderr, "fence: %s\n", msg)
 	}
 	if g.json {
 		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": errorJSON(err)})
