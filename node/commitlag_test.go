@@ -298,6 +298,11 @@ func TestSlackDecaysAfterLease(t *testing.T) {
 	}
 	_, before, stamped, u := holdApply(t, n, acquire("slow", ttl), 100*time.Millisecond)
 	last, _ := c.lag.lastCharge()
+	// Status reports the slack a command stamped now carries: while the
+	// charge runs, at least its lag (it only falls once the clock passed it).
+	if st := n.Status(); st.ServerTime < last.until && st.Slack < time.Duration(last.lag) {
+		t.Fatalf("Status at %v: slack %v, want >= %v until %v", time.Duration(st.ServerTime), st.Slack, time.Duration(last.lag), time.Duration(last.until))
+	}
 	if now := last.until - last.lag - int64(ttl); last.lag < u-stamped || now < before || now > stamped {
 		t.Fatalf("charged %v: want a lag >= %v until lag + TTL after a Now in [%v, %v]", last, u-stamped, before, stamped)
 	}
@@ -328,6 +333,9 @@ func TestSlackDecaysAfterLease(t *testing.T) {
 	}
 	if got, _ := c.lag.lastCharge(); got != last {
 		t.Fatalf("the tick charged %v", got)
+	}
+	if st := n.Status(); !st.InOffice || st.Slack != 0 {
+		t.Fatalf("Status: in office %v, slack %v; want in office with slack 0", st.InOffice, st.Slack)
 	}
 }
 

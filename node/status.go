@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/fenceworks/fence"
@@ -17,6 +19,10 @@ type Status struct {
 	ServerTime   int64       // leader clock (0 when not in office)
 	Waiters      int         // blocking acquires waiting on this node
 	Ticks        uint64      // OpTicks proposed by this node's ticker
+	// Slack is what a command stamped now would carry: how far expiry
+	// decisions lag the leader clock to cover commit latency (G3). Leases
+	// last this much longer than their TTL; 0 when not in office.
+	Slack time.Duration
 }
 
 // Ready reports whether the node can serve: it leads, its clock runs, and
@@ -36,7 +42,7 @@ func (n *Node) Status() Status {
 	}
 	if c := n.clock.Load(); c != nil {
 		s.InOffice = true
-		s.ServerTime = c.now()
+		s.ServerTime, s.Slack, _ = c.lag.peek(c)
 	}
 	n.fsm.read(func(m *state.Machine) { s.LastToken = m.LastToken() })
 	return s

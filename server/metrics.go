@@ -48,6 +48,8 @@ func newMetrics(n *node.Node) *metrics {
 			func() float64 { return float64(n.Status().Waiters) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_last_token", Help: "Last fencing token issued."},
 			func() float64 { return float64(n.LastToken()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_expiry_slack_seconds", Help: "How far expiry decisions lag the leader clock to cover commit latency (G3): leases last this much longer than their TTL."},
+			func() float64 { return n.Status().Slack.Seconds() }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fence_ticks_total", Help: "Expiry ticks proposed by this node."},
 			func() float64 { return float64(n.Status().Ticks) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_ready", Help: "1 when the node leads and has applied all it committed."},

@@ -310,7 +310,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	code, body := get("/metrics")
 	for _, want := range []string{
 		`fence_requests_total{code="ok",procedure="/fence.v1.LockService/Acquire"} 1`,
-		"fence_leases_held 1", "fence_last_token 1", "fence_waiters 0", "fence_ticks_total",
+		"fence_leases_held 1", "fence_last_token 1", "fence_waiters 0", "fence_ticks_total", "fence_expiry_slack_seconds",
 		"fence_raft_apply_duration_seconds_count 1", "fence_request_duration_seconds_bucket", "fence_ready 1",
 	} {
 		if code != 200 || !strings.Contains(body, want) {
