@@ -30,7 +30,7 @@ fmt:
 
 ## bench: the benchmarks behind docs/benchmarks.md
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3s ./state/ ./server/ ./guard/...
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./state/ ./node/ ./server/ ./guard/...
 
 ## lab: the seed's scenario against an embedded server
 lab: build

@@ -52,12 +52,18 @@ type roundToken struct {
 // have been acknowledged; it is restarted on the same data directory. Then
 // every token granted is greater than every token any client received before,
 // every acknowledged write is still there, and every acknowledged grant or
-// release too. Three rounds.
+// release too. Both log stores: raft-wal (the default) and raft-boltdb.
 func TestCrashKill9(t *testing.T) {
-	srv := startServer(t)
+	// The default log store (raft-wal) gets three rounds; raft-boltdb, which
+	// `fence serve --log-store bolt` selects, gets one.
+	t.Run("wal", func(t *testing.T) { crashKill9(t, 3) })
+	t.Run("bolt", func(t *testing.T) { crashKill9(t, 1, "--log-store", "bolt") })
+}
+
+func crashKill9(t *testing.T, rounds int, serveArgs ...string) {
+	srv := startServer(t, serveArgs...)
 	c := connectAPI(srv)
 	const clients, acksPerRound = 6, 40
-	rounds := 3
 	if testing.Short() {
 		rounds = 1
 	}

@@ -146,6 +146,8 @@ type fenceServer struct {
 	addr    string
 	log     logBuffer
 	starts  int
+	// extraArgs are added to every `fence serve` start (e.g. --log-store).
+	extraArgs []string
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
@@ -155,9 +157,9 @@ type fenceServer struct {
 // startServer starts `fence serve` on a free loopback port with a fresh data
 // directory and waits until /readyz answers 200. The process is killed at the
 // end of the test; its output is logged if the test failed.
-func startServer(t testing.TB) *fenceServer {
+func startServer(t testing.TB, extraArgs ...string) *fenceServer {
 	t.Helper()
-	s := &fenceServer{t: t, bin: fenceBinary(t), dataDir: filepath.Join(t.TempDir(), "data")}
+	s := &fenceServer{t: t, bin: fenceBinary(t), dataDir: filepath.Join(t.TempDir(), "data"), extraArgs: extraArgs}
 	t.Cleanup(func() {
 		if s.running() {
 			s.cmd.Process.Kill()
@@ -198,8 +200,8 @@ func (s *fenceServer) start() {
 			s.addr = freeAddr(s.t)
 		}
 		s.starts++
-		fmt.Fprintf(&s.log, "=== start %d: serve --listen %s --data-dir %s\n", s.starts, s.addr, s.dataDir)
-		cmd := exec.Command(s.bin, "serve", "--listen", s.addr, "--data-dir", s.dataDir)
+		fmt.Fprintf(&s.log, "=== start %d: serve --listen %s --data-dir %s %s\n", s.starts, s.addr, s.dataDir, strings.Join(s.extraArgs, " "))
+		cmd := exec.Command(s.bin, append([]string{"serve", "--listen", s.addr, "--data-dir", s.dataDir}, s.extraArgs...)...)
 		cmd.Stdout = &s.log
 		cmd.Stderr = &s.log
 		if err := cmd.Start(); err != nil {
