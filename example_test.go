@@ -1,0 +1,55 @@
+package fence_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// A refusal is a value with facts: errors.Is names the kind, errors.As
+// gives the numbers. This is what a store says to the seed's worker A.
+func ExampleStaleTokenError() {
+	var err error = fmt.Errorf("write stock/sku-42: %w",
+		&fence.StaleTokenError{Resource: "stock/sku-42", Token: 1, LastAccepted: 2})
+
+	fmt.Println(errors.Is(err, fence.ErrStaleToken))
+	var stale *fence.StaleTokenError
+	if errors.As(err, &stale) {
+		fmt.Printf("refused: token %d, the store has accepted %d\n", stale.Token, stale.LastAccepted)
+	}
+	fmt.Println(fence.ReasonOf(err))
+	fmt.Println(err)
+	// Output:
+	// true
+	// refused: token 1, the store has accepted 2
+	// STALE_TOKEN
+	// write stock/sku-42: token 1 is older than accepted token 2
+}
+
+// Bad input is refused with the field and the bound.
+func ExampleValidateTTL() {
+	err := fence.ValidateTTL(5*time.Millisecond, fence.DefaultMaxTTL)
+	var inv *fence.InvalidError
+	if errors.As(err, &inv) {
+		fmt.Printf("%s: %s (%v)\n", inv.Field, inv.Bound, errors.Is(err, fence.ErrInvalid))
+	}
+	fmt.Println(fence.ValidateTTL(5*time.Second, fence.DefaultMaxTTL))
+	// Output:
+	// ttl: at least 10ms (true)
+	// <nil>
+}
+
+// A client that sent its request at sent and was told the lease has
+// remaining left may act as the holder until SafeDeadline: the remaining
+// time less the clock-drift margin (1% here, at least 5ms).
+func ExampleSafeDeadline() {
+	sent := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	d := fence.SafeDeadline(sent, 5*time.Second, fence.DefaultDrift)
+	fmt.Println(d.Sub(sent))
+	fmt.Println(fence.SafeDeadline(sent, 100*time.Millisecond, fence.DefaultDrift).Sub(sent))
+	// Output:
+	// 4.95s
+	// 95ms
+}
