@@ -51,7 +51,8 @@ var subcommands = map[string]subcommand{
 const usageText = `usage: fence [--server URL] [--json] [--timeout D] COMMAND [ARGS]
 
 commands:
-  serve [--listen ADDR] [--data-dir DIR] [--max-ttl D]   run a single-node server
+  serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt]
+                                                         run a single-node server
   acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
   renew NAME --token N [--ttl D]
   release NAME --token N

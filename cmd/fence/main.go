@@ -1,6 +1,6 @@
 // Command fence is the Fence server and its command-line client.
 //
-//	fence serve [--listen ADDR] [--data-dir DIR] [--max-ttl D]
+//	fence serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt]
 //	fence acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
 //	fence renew NAME --token N [--ttl D]
 //	fence release NAME --token N
