@@ -43,7 +43,14 @@ func startServer(tb testing.TB) (*Server, string) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
+	// The testing package keeps a finished cleanup in its slice's backing
+	// array, so a closure holding s would keep the closed server (and
+	// its state) reachable into the next benchmark run; hold it in a box
+	// that the cleanup empties.
+	box := &struct{ s *Server }{s}
 	tb.Cleanup(func() {
+		s := box.s
+		box.s = nil
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
