@@ -2,12 +2,14 @@ package client
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // Acquire takes lock name and returns the held Lease, renewed in the
@@ -21,14 +23,19 @@ import (
 // All attempts of one call carry the same request_id, so when a reply is
 // lost and the call retries, the server returns the lease it already granted
 // instead of a second one (G5). Attempts resend the same request, including
-// the full Wait. A lease obtained with Wait is renewed once before it is
+// the full Wait. If a retry learns that the lease granted to an earlier
+// attempt has already ended (a wait cancelled when its connection dropped,
+// or a lease that expired meanwhile), the caller never held it, and the
+// call asks again with a fresh request_id — unless the request_id is the
+// caller's own (RequestID), in which case that certain answer is returned. A lease obtained with Wait is renewed once before it is
 // returned, so that its deadline counts from a fresh send time.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
 	cfg := acquireConfig{ttl: DefaultTTL, owner: defaultOwner()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.requestID == "" {
+	ownID := cfg.requestID == ""
+	if ownID {
 		cfg.requestID = newID()
 	}
 	if err := validateAcquire(name, cfg); err != nil {
@@ -40,10 +47,19 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	}
 	var granted fence.Lease
 	var sent time.Time
-	err := c.withRetry(ctx, "acquire", func(ctx context.Context, ep *endpoint, _ int) error {
+	err := c.withRetry(ctx, "acquire", func(ctx context.Context, ep *endpoint, n int) error {
 		sent = time.Now()
 		resp, err := ep.locks.Acquire(ctx, connect.NewRequest(req))
 		if err != nil {
+			if n > 0 && ownID && grantEnded(err) {
+				// An earlier attempt of this call was granted and that
+				// lease has ended since (its wait was cancelled when the
+				// connection dropped, or it expired while we retried). We
+				// never saw it, so we never held it: ask again, as a new
+				// request.
+				req.RequestId = newID()
+				return errAskAgain
+			}
 			return err
 		}
 		granted = leaseFromProto(resp.Msg.GetLease())
@@ -69,6 +85,13 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	}
 	l.start()
 	return l, nil
+}
+
+// grantEnded reports a retried acquire told that the lease its request_id
+// was granted has ended.
+func grantEnded(err error) bool {
+	typed := apierr.FromConnect(err)
+	return errors.Is(typed, fence.ErrNotHolder) || errors.Is(typed, fence.ErrLeaseExpired)
 }
 
 func validateAcquire(name string, cfg acquireConfig) error {

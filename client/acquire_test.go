@@ -137,6 +137,51 @@ func TestAcquireRetryAfterLostReplyReturnsSameLease(t *testing.T) {
 	}
 }
 
+// A retry that learns the lease its first attempt was granted has ended
+// (here released behind the client's back, as the server does when a
+// dropped connection abandons a wait) holds nothing: the call asks again as
+// a new request and gets a new lease, never the ended one. With a
+// request_id of the caller's own, the caller gets the certain answer.
+func TestAcquireRetryAfterGrantEndedAsksAgain(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	other := newClient(t)
+	var ended fence.Token
+	endGrant := func() {
+		info, err := other.Get(ctx, name)
+		if err != nil || info.Lease == nil {
+			t.Errorf("after the lost reply: lock %+v, %v; want held", info, err)
+			return
+		}
+		ended = info.Lease.Token
+		if err := other.Release(ctx, name, ended); err != nil {
+			t.Errorf("release behind the client's back: %v", err)
+		}
+	}
+
+	proxy, url := newLossyProxy(t, serverURL, "Acquire")
+	proxy.afterLoss = endGrant
+	l, err := newClientFor(t, url).Acquire(ctx, name, client.TTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer l.Release(ctx)
+	if ended == 0 || l.Token() <= ended {
+		t.Fatalf("got token %d; want a new grant after the ended one (%d)", l.Token(), ended)
+	}
+	if proxy.count() != 3 {
+		t.Fatalf("proxy saw %d Acquire attempts, want 3 (lost reply, ended grant, new request)", proxy.count())
+	}
+	l.Release(ctx)
+
+	proxy2, url2 := newLossyProxy(t, serverURL, "Acquire")
+	proxy2.afterLoss = endGrant
+	_, err = newClientFor(t, url2).Acquire(ctx, name, client.TTL(10*time.Second), client.RequestID("mine-"+name))
+	var nh *fence.NotHolderError
+	if !errors.As(err, &nh) || nh.Token != ended {
+		t.Fatalf("own request_id whose grant ended: got %v, want *fence.NotHolderError with token %d", err, ended)
+	}
+}
+
 func TestAcquireSameRequestIDSameLease(t *testing.T) {
 	ctx, name := ctxFor(t), uniq(t)
 	c := newClient(t)

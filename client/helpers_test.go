@@ -50,6 +50,9 @@ type lossyProxy struct {
 	method string
 	proxy  *httputil.ReverseProxy
 	target *url.URL
+	// afterLoss, if set, runs after the server applied the first request
+	// and before its reply is lost.
+	afterLoss func()
 
 	mu    sync.Mutex
 	calls int
@@ -89,6 +92,9 @@ func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+	}
+	if p.afterLoss != nil {
+		p.afterLoss()
 	}
 	http.Error(w, "reply lost", http.StatusServiceUnavailable)
 }

@@ -37,6 +37,9 @@ func (c *Client) withRetry(ctx context.Context, op string, attempt func(ctx cont
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if errors.Is(err, errAskAgain) {
+				err = ctx.Err() // the last attempt's own error was not a failure
+			}
 			return toError(op, err)
 		case <-t.C:
 		}
@@ -44,10 +47,17 @@ func (c *Client) withRetry(ctx context.Context, op string, attempt func(ctx cont
 	}
 }
 
+// errAskAgain: the attempt learned for certain that it holds nothing and
+// changed its request so that the next attempt is a new one.
+var errAskAgain = errors.New("fence: ask again with a new request")
+
 // retriable reports a failure after which the request may not have reached
 // the server, or the server asks to come back: transport errors (which
 // Connect reports as Unavailable) and Unavailable answers.
 func retriable(err error) bool {
+	if errors.Is(err, errAskAgain) {
+		return true
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
