@@ -293,7 +293,7 @@ func TestProcessRunForwardsSIGTERM(t *testing.T) {
 }
 
 func TestProcessLab(t *testing.T) {
-	r := fenceRun(t, "http://127.0.0.1:1", "lab", "--unit", "50ms").want(t, 0, "lab")
+	r := fenceRun(t, "http://127.0.0.1:1", "lab", "--unit", "150ms").want(t, 0, "lab")
 	for _, want := range []string{"Moment | Event | Expected result", "Verification | Without fencing token | With token check",
 		"Remaining stock 5 — old value won", "Receives STALE_TOKEN", "PASS: every row matches the seed"} {
 		if !strings.Contains(r.stdout, want) {
@@ -303,7 +303,7 @@ func TestProcessLab(t *testing.T) {
 	// Against a running, already used server.
 	srv := startServe(t)
 	fenceRun(t, srv.url, "acquire", "warmup", "--ttl", "1s").want(t, 0, "warm up")
-	j := fenceRun(t, srv.url, "lab", "--unit", "50ms", "--server", srv.url, "--json").want(t, 0, "lab --server --json")
+	j := fenceRun(t, srv.url, "lab", "--unit", "150ms", "--server", srv.url, "--json").want(t, 0, "lab --server --json")
 	var out struct {
 		OK     bool `json:"ok"`
 		Fenced struct {
