@@ -1,14 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,42 +14,16 @@ import (
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/testutil"
 )
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // Run serves until its context is cancelled and returns nil; a second Run
 // on the same data dir while the first runs fails clearly; a restart on the
 // same data dir keeps the token counter.
 func TestRunShutdownAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
-	var logs syncBuffer
+	addr := testutil.FreeAddr(t)
+	var logs testutil.Buffer
 	cfg := Config{Listen: addr, DataDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil)), LockTimeout: 100 * time.Millisecond}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,7 +52,7 @@ func TestRunShutdownAndRestart(t *testing.T) {
 	}
 
 	second := cfg
-	second.Listen = freeAddr(t)
+	second.Listen = testutil.FreeAddr(t)
 	second.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := Run(context.Background(), second); err == nil || !strings.Contains(err.Error(), "locked by another process") {
 		t.Fatalf("second Run on the same data dir = %v, want a clear lock error", err)
@@ -95,7 +66,7 @@ func TestRunShutdownAndRestart(t *testing.T) {
 
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	logs = syncBuffer{}
+	logs = testutil.Buffer{}
 	go func() { done <- Run(ctx, cfg) }()
 	for !strings.Contains(logs.String(), "fence serving on") {
 		select {

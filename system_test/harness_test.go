@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenceworks/fence/internal/testutil"
 )
 
 // hangGuard bounds every wait in the harness. It is not a timing assertion:
@@ -105,38 +106,6 @@ func moduleRoot(t testing.TB) string {
 
 func fenceBinary(t testing.TB) string { return binary(t, "./cmd/fence") }
 
-// freeAddr returns a loopback address that was free a moment ago. Another
-// process may take it before we bind it; callers retry on bind failure.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
-// logBuffer collects a process's output for the test log; safe for concurrent
-// writes from os/exec's copying goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // fenceServer is one `fence serve` process and its data directory, which
 // outlives the process so that the server can be restarted on it.
 type fenceServer struct {
@@ -144,7 +113,7 @@ type fenceServer struct {
 	bin     string
 	dataDir string
 	addr    string
-	log     logBuffer
+	log     testutil.Buffer
 	starts  int
 	// extraArgs are added to every `fence serve` start (e.g. --log-store).
 	extraArgs []string
@@ -197,7 +166,7 @@ func (s *fenceServer) start() {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		if s.addr == "" || attempt > 0 {
-			s.addr = freeAddr(s.t)
+			s.addr = testutil.FreeAddr(s.t)
 		}
 		s.starts++
 		fmt.Fprintf(&s.log, "=== start %d: serve --listen %s --data-dir %s %s\n", s.starts, s.addr, s.dataDir, strings.Join(s.extraArgs, " "))
@@ -303,7 +272,7 @@ type proc struct {
 		Close() error
 	}
 	lines  chan string
-	output logBuffer // stdout and stderr, for the log
+	output testutil.Buffer // stdout and stderr, for the log
 	exited chan struct{}
 	state  *os.ProcessState
 }

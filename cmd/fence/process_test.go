@@ -5,17 +5,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenceworks/fence/internal/testutil"
 )
 
 // fenceBin is the fence binary, built once by TestMain.
@@ -221,11 +221,11 @@ func TestProcessRunChildSeesToken(t *testing.T) {
 // startRun starts `fence run` with a child that reports its signals, and
 // waits until the child runs.
 // Wait for it with <-exited, never cmd.Wait.
-func startRun(t *testing.T, url string, args ...string) (cmd *exec.Cmd, exited <-chan struct{}, stdout, stderr *lockedBuffer) {
+func startRun(t *testing.T, url string, args ...string) (cmd *exec.Cmd, exited <-chan struct{}, stdout, stderr *testutil.Buffer) {
 	t.Helper()
 	cmd = exec.Command(fenceBin, args...)
 	cmd.Env = append(os.Environ(), "FENCE_SERVER="+url)
-	stdout, stderr = &lockedBuffer{}, &lockedBuffer{}
+	stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -315,26 +315,6 @@ func TestProcessLab(t *testing.T) {
 		t.Fatalf("lab json %s: %+v %v", j.stdout, out, err)
 	}
 }
-
-// lockedBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-var _ io.Writer = (*lockedBuffer)(nil)
 
 func TestProcessServeStopsOnSIGTERM(t *testing.T) {
 	srv := startServe(t)
