@@ -2,9 +2,6 @@ package postgres
 
 import (
 	"fmt"
-	"time"
-
-	"github.com/fenceworks/fence"
 )
 
 // statements is the SQL of one Guard, built once from its table names.
@@ -56,8 +53,4 @@ VALUES ($1, $2, $3, $4, $5, now())`, ops),
 	FOR UPDATE SKIP LOCKED)`, ops),
 		maxToken: fmt.Sprintf(`SELECT coalesce(max(last_token), 0) FROM %s`, table),
 	}
-}
-
-func invalidRetention(d time.Duration) error {
-	return fence.Invalid("retention", "at least 0s", d.String())
 }

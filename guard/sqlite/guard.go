@@ -9,8 +9,8 @@ import (
 
 // Default table names.
 const (
-	DefaultTable    = "fence_guard"
-	DefaultOpsTable = "fence_ops"
+	DefaultTable    = sqlguard.DefaultTable
+	DefaultOpsTable = sqlguard.DefaultOpsTable
 )
 
 // Options configures a Guard. The zero value means the defaults.
@@ -45,37 +45,18 @@ type Guard struct {
 // plain SQL identifier, or a negative Retention, is refused with
 // *fence.InvalidError.
 func New(opts Options) (*Guard, error) {
-	if opts.Table == "" {
-		opts.Table = DefaultTable
-	}
-	if opts.OpsTable == "" {
-		opts.OpsTable = DefaultOpsTable
-	}
-	if opts.Retention == 0 {
-		opts.Retention = sqlguard.DefaultRetention
-	}
-	if opts.Retention < 0 {
-		return nil, invalidRetention(opts.Retention)
-	}
-	table, err := sqlguard.ParseIdent("table", opts.Table)
+	t, err := sqlguard.ResolveTables(opts.Table, opts.OpsTable, opts.Retention)
 	if err != nil {
 		return nil, err
 	}
-	ops, err := sqlguard.ParseIdent("ops_table", opts.OpsTable)
-	if err != nil {
-		return nil, err
-	}
-	idx := ops[len(ops)-1] + "_created_at_idx"
-	if len(idx) > sqlguard.MaxIdentBytes {
-		idx = idx[:sqlguard.MaxIdentBytes]
-	}
+	table, ops, idx := t.Table, t.Ops, t.OpsIndex
 	// SQLite qualifies the index, not its table: "s"."t_idx" ON "t".
 	index := append(append([]string(nil), ops[:len(ops)-1]...), idx)
 	g := &Guard{
 		table:     sqlguard.Quote(table),
 		ops:       sqlguard.Quote(ops),
 		opsIndex:  sqlguard.Quote(index),
-		retention: opts.Retention,
+		retention: t.Retention,
 		pruner:    sqlguard.NewPruner(opts.PruneEvery),
 	}
 	g.sql = newStatements(g.table, g.ops, g.opsIndex, sqlguard.Quote(ops[len(ops)-1:]))

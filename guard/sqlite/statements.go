@@ -3,8 +3,6 @@ package sqlite
 import (
 	"fmt"
 	"time"
-
-	"github.com/fenceworks/fence"
 )
 
 // nowSQL is the current time as created_at and updated_at store it: UTC
@@ -58,7 +56,3 @@ VALUES (?1, ?2, ?3, ?4, ?5, %s)`, ops, nowSQL),
 
 // ageModifier is the SQLite date modifier that goes back d.
 func ageModifier(d time.Duration) string { return fmt.Sprintf("-%.3f seconds", d.Seconds()) }
-
-func invalidRetention(d time.Duration) error {
-	return fence.Invalid("retention", "at least 0s", d.String())
-}

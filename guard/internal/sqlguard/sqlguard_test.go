@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fenceworks/fence"
 )
@@ -92,6 +93,37 @@ func TestValidateOp(t *testing.T) {
 		var inv *fence.InvalidError
 		if err := ValidateOp(c.res, c.tok, c.op); !errors.As(err, &inv) || inv.Field != c.field {
 			t.Errorf("ValidateOp(%q, %d, %q) = %v, want invalid %s", c.res, c.tok, c.op, err, c.field)
+		}
+	}
+}
+
+func TestResolveTables(t *testing.T) {
+	got, err := ResolveTables("", "", 0)
+	if err != nil || Quote(got.Table) != `"fence_guard"` || Quote(got.Ops) != `"fence_ops"` ||
+		got.OpsIndex != "fence_ops_created_at_idx" || got.Retention != DefaultRetention {
+		t.Fatalf("defaults: %+v, %v", got, err)
+	}
+	got, err = ResolveTables("app.guard", "app.ops", time.Hour)
+	if err != nil || Quote(got.Table) != `"app"."guard"` || Quote(got.Ops) != `"app"."ops"` || got.OpsIndex != "ops_created_at_idx" || got.Retention != time.Hour {
+		t.Fatalf("schema-qualified: %+v, %v", got, err)
+	}
+	long, err := ResolveTables("", strings.Repeat("o", MaxIdentBytes), 0)
+	if err != nil || len(long.OpsIndex) != MaxIdentBytes {
+		t.Fatalf("a long ops table: index %q, %v; want it cut to %d bytes", long.OpsIndex, err, MaxIdentBytes)
+	}
+	for _, tc := range []struct {
+		table, ops string
+		retention  time.Duration
+		field      string
+	}{
+		{"no;such", "", 0, "table"},
+		{"", "bad table", 0, "ops_table"},
+		{"", "", -time.Second, "retention"},
+	} {
+		_, err := ResolveTables(tc.table, tc.ops, tc.retention)
+		var inv *fence.InvalidError
+		if !errors.As(err, &inv) || inv.Field != tc.field {
+			t.Errorf("ResolveTables(%q, %q, %v) = %v; want *fence.InvalidError on %s", tc.table, tc.ops, tc.retention, err, tc.field)
 		}
 	}
 }
