@@ -71,42 +71,48 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx pgx.Tx) (
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // no-op after Commit
 
-	checkErr := g.Check(ctx, tx, op.Resource, op.Token)
-	var stale *fence.StaleTokenError
-	if checkErr != nil && !errors.As(checkErr, &stale) {
-		return nil, false, checkErr
-	}
-	// After Check this statement sees every op committed before we got the
-	// guard row lock (READ COMMITTED takes a new snapshot per statement).
-	if saved, found, err := g.lookupOp(ctx, tx, op, hash); found || err != nil {
-		return saved, found && err == nil, err
-	}
-	if checkErr != nil {
-		return nil, false, checkErr
-	}
-	result, err = fn(tx)
-	if err != nil {
-		return nil, false, err
-	}
-	if _, err := tx.Exec(ctx, g.sql.saveOp, op.Resource, op.ID, hash, result, int64(op.Token)); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			// Someone saved this op without holding the guard row lock
-			// (rows written outside Do). Theirs stands: replay it.
-			_ = tx.Rollback(ctx)
-			return g.replayAfterConflict(ctx, db, op, hash)
-		}
-		return nil, false, fmt.Errorf("guard/postgres: do %q: saving the op record: %w", op.ID, err)
+	var saveConflict bool
+	steps := sqlguard.DoSteps{
+		Check: func() error { return g.Check(ctx, tx, op.Resource, op.Token) },
+		// After Check this statement sees every op committed before we got
+		// the guard row lock (READ COMMITTED takes a new snapshot per
+		// statement).
+		Lookup: func() ([]byte, bool, error) { return g.lookupOp(ctx, tx, op, hash) },
+		Apply:  func() ([]byte, error) { return fn(tx) },
+		Save: func(result []byte) error {
+			_, err := tx.Exec(ctx, g.sql.saveOp, op.Resource, op.ID, hash, result, int64(op.Token))
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+				saveConflict = true
+			}
+			if err != nil {
+				return fmt.Errorf("guard/postgres: do %q: saving the op record: %w", op.ID, err)
+			}
+			return nil
+		},
+		Commit: func() error {
+			if err := tx.Commit(ctx); err != nil {
+				return fmt.Errorf("guard/postgres: do %q: commit: %w", op.ID, err)
+			}
+			return nil
+		},
 	}
 	if g.pruner.Due() {
-		if _, err := tx.Exec(ctx, g.sql.pruneOne, op.Resource, g.retention.Seconds()); err != nil {
-			return nil, false, fmt.Errorf("guard/postgres: do %q: pruning old op records: %w", op.ID, err)
+		steps.Prune = func() error {
+			if _, err := tx.Exec(ctx, g.sql.pruneOne, op.Resource, g.retention.Seconds()); err != nil {
+				return fmt.Errorf("guard/postgres: do %q: pruning old op records: %w", op.ID, err)
+			}
+			return nil
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, false, fmt.Errorf("guard/postgres: do %q: commit: %w", op.ID, err)
+	result, replayed, err = sqlguard.RunDo(steps)
+	if saveConflict {
+		// Someone saved this op without holding the guard row lock (rows
+		// written outside Do). Theirs stands: replay it.
+		_ = tx.Rollback(ctx)
+		return g.replayAfterConflict(ctx, db, op, hash)
 	}
-	return result, false, nil
+	return result, replayed, err
 }
 
 // lookupOp returns the saved result of op if it was applied (found), or

@@ -66,33 +66,32 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) 
 	}
 	defer tx.Rollback() // no-op after Commit
 
-	checkErr := g.Check(ctx, tx, op.Resource, op.Token)
-	var stale *fence.StaleTokenError
-	if checkErr != nil && !errors.As(checkErr, &stale) {
-		return nil, false, checkErr
-	}
-	if saved, found, err := g.lookupOp(ctx, tx, op, hash); found || err != nil {
-		return saved, found && err == nil, err
-	}
-	if checkErr != nil {
-		return nil, false, checkErr
-	}
-	result, err = fn(tx)
-	if err != nil {
-		return nil, false, err
-	}
-	if _, err := tx.ExecContext(ctx, g.sql.saveOp, op.Resource, op.ID, hash, result, int64(op.Token)); err != nil {
-		return nil, false, fmt.Errorf("guard/sqlite: do %q: saving the op record: %w", op.ID, err)
+	steps := sqlguard.DoSteps{
+		Check:  func() error { return g.Check(ctx, tx, op.Resource, op.Token) },
+		Lookup: func() ([]byte, bool, error) { return g.lookupOp(ctx, tx, op, hash) },
+		Apply:  func() ([]byte, error) { return fn(tx) },
+		Save: func(result []byte) error {
+			if _, err := tx.ExecContext(ctx, g.sql.saveOp, op.Resource, op.ID, hash, result, int64(op.Token)); err != nil {
+				return fmt.Errorf("guard/sqlite: do %q: saving the op record: %w", op.ID, err)
+			}
+			return nil
+		},
+		Commit: func() error {
+			if err := tx.Commit(); err != nil {
+				return fmt.Errorf("guard/sqlite: do %q: commit: %w", op.ID, err)
+			}
+			return nil
+		},
 	}
 	if g.pruner.Due() {
-		if _, err := tx.ExecContext(ctx, g.sql.pruneOne, op.Resource, ageModifier(g.retention)); err != nil {
-			return nil, false, fmt.Errorf("guard/sqlite: do %q: pruning old op records: %w", op.ID, err)
+		steps.Prune = func() error {
+			if _, err := tx.ExecContext(ctx, g.sql.pruneOne, op.Resource, ageModifier(g.retention)); err != nil {
+				return fmt.Errorf("guard/sqlite: do %q: pruning old op records: %w", op.ID, err)
+			}
+			return nil
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fmt.Errorf("guard/sqlite: do %q: commit: %w", op.ID, err)
-	}
-	return result, false, nil
+	return sqlguard.RunDo(steps)
 }
 
 // lookupOp returns the saved result of op if it was applied (found), or

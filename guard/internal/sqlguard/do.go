@@ -1,0 +1,57 @@
+package sqlguard
+
+import (
+	"errors"
+
+	"github.com/fenceworks/fence"
+)
+
+// DoSteps are a SQL guard's store-specific steps of Do, all inside one
+// transaction that the guard begins before RunDo and rolls back after it
+// unless Commit ran.
+type DoSteps struct {
+	Check  func() error                                  // advance the guard row (takes its lock)
+	Lookup func() (result []byte, found bool, err error) // the op record; Replay's verdict if found
+	Apply  func() ([]byte, error)                        // the caller's fn
+	Save   func(result []byte) error                     // the op record
+	Prune  func() error                                  // nil: not due this call
+	Commit func() error
+}
+
+// RunDo is the order of the guards' Do, the one rule both stores share:
+//
+//  1. check the token (a stale token is remembered, not yet returned);
+//  2. look the op up: an applied op returns its saved result (replayed) or
+//     *fence.OpConflictError, even if its token has been overtaken since;
+//  3. a stale token is refused now;
+//  4. apply, save the op record, prune if due, commit.
+//
+// Any other error of a step is returned as it is.
+func RunDo(s DoSteps) (result []byte, replayed bool, err error) {
+	checkErr := s.Check()
+	var stale *fence.StaleTokenError
+	if checkErr != nil && !errors.As(checkErr, &stale) {
+		return nil, false, checkErr
+	}
+	if saved, found, err := s.Lookup(); found || err != nil {
+		return saved, found && err == nil, err
+	}
+	if checkErr != nil {
+		return nil, false, checkErr
+	}
+	if result, err = s.Apply(); err != nil {
+		return nil, false, err
+	}
+	if err := s.Save(result); err != nil {
+		return nil, false, err
+	}
+	if s.Prune != nil {
+		if err := s.Prune(); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := s.Commit(); err != nil {
+		return nil, false, err
+	}
+	return result, false, nil
+}
