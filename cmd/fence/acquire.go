@@ -41,13 +41,11 @@ func acquireCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if *owner != "" {
 		opts = append(opts, client.Owner(*owner))
 	}
-	c, err := g.dial()
+	c, ctx, done, err := g.call(*wait)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
-	defer c.Close()
-	ctx, cancel := g.context(*wait)
-	defer cancel()
+	defer done()
 	lease, err := c.Acquire(ctx, pos[0], opts...)
 	if err != nil {
 		return fail(g, stdout, stderr, err)

@@ -18,13 +18,11 @@ func addCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(err)
 	}
-	c, err := g.dial()
+	c, ctx, done, err := g.call(0)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
-	defer c.Close()
-	ctx, cancel := g.context(0)
-	defer cancel()
+	defer done()
 	var opts []client.OpOption
 	if *opID != "" {
 		opts = append(opts, client.OpID(*opID))

@@ -178,6 +178,17 @@ func (g *globals) dial() (*client.Client, error) {
 	return client.New(g.server)
 }
 
+// call sets up one API call: a client and the command's context (see
+// context). done closes both.
+func (g *globals) call(extra time.Duration) (c *client.Client, ctx context.Context, done func(), err error) {
+	c, err = g.dial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := g.context(extra)
+	return c, ctx, func() { cancel(); c.Close() }, nil
+}
+
 // context returns the command's context: canceled by SIGINT/SIGTERM and
 // after --timeout plus extra.
 func (g *globals) context(extra time.Duration) (context.Context, context.CancelFunc) {

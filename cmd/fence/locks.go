@@ -30,13 +30,11 @@ func locksCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	prefix := strings.Join(pos, "")
-	c, err := g.dial()
+	c, ctx, done, err := g.call(0)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
-	defer c.Close()
-	ctx, cancel := g.context(0)
-	defer cancel()
+	defer done()
 	locks, err := c.List(ctx, prefix)
 	if err != nil {
 		return fail(g, stdout, stderr, err)

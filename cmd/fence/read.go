@@ -9,13 +9,11 @@ func readCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(err)
 	}
-	c, err := g.dial()
+	c, ctx, done, err := g.call(0)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
-	defer c.Close()
-	ctx, cancel := g.context(0)
-	defer cancel()
+	defer done()
 	r, err := c.Read(ctx, pos[0])
 	if err != nil {
 		return fail(g, stdout, stderr, err)

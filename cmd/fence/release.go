@@ -15,13 +15,11 @@ func releaseCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(err)
 	}
-	c, err := g.dial()
+	c, ctx, done, err := g.call(0)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
-	defer c.Close()
-	ctx, cancel := g.context(0)
-	defer cancel()
+	defer done()
 	if err := c.Release(ctx, pos[0], fence.Token(*token)); err != nil {
 		return fail(g, stdout, stderr, err)
 	}

@@ -16,13 +16,11 @@ func renewCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(err)
 	}
-	c, err := g.dial()
+	c, ctx, done, err := g.call(0)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
-	defer c.Close()
-	ctx, cancel := g.context(0)
-	defer cancel()
+	defer done()
 	l, err := c.Renew(ctx, pos[0], fence.Token(*token), *ttl)
 	if err != nil {
 		return fail(g, stdout, stderr, err)

@@ -21,13 +21,11 @@ func writeCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if !wasSet(fs, "value") { // a forgotten --value must not overwrite the resource with nothing
 		return fail(g, stdout, stderr, &usageError{"write: --value is required"})
 	}
-	c, err := g.dial()
+	c, ctx, done, err := g.call(0)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
-	defer c.Close()
-	ctx, cancel := g.context(0)
-	defer cancel()
+	defer done()
 	var opts []client.OpOption
 	if *opID != "" {
 		opts = append(opts, client.OpID(*opID))
