@@ -26,7 +26,7 @@ const MinDriftMargin = 5 * time.Millisecond
 // SafeDeadline returns the local time until which a client may consider itself
 // the holder of a lease whose reply carried remaining, given that the request
 // was sent at sent (read from a monotonic clock) and the clocks may drift by
-// drift (a fraction, e.g. 0.01). See DESIGN.md §2.
+// drift (a fraction, e.g. 0.01). See docs/design.md §2.
 func SafeDeadline(sent time.Time, remaining time.Duration, drift float64) time.Time {
 	margin := time.Duration(float64(remaining) * drift)
 	if margin < MinDriftMargin {

@@ -1,7 +1,7 @@
 // Package node runs one Fence node: a hashicorp/raft instance (a single voter
 // by default) whose FSM is a state.Machine, with a durable log and stable
 // store (fsync'd before every reply, G6), file snapshots, the leader clock of
-// DESIGN.md §2, the expiry ticker, waiters for blocking acquires and
+// docs/design.md §2, the expiry ticker, waiters for blocking acquires and
 // linearizable reads.
 //
 // # Log store

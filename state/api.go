@@ -23,7 +23,7 @@ const (
 )
 
 // Command is one state change. The node that proposes it (the raft leader)
-// sets Now, the server time in nanoseconds of the leader clock (DESIGN.md §2);
+// sets Now, the server time in nanoseconds of the leader clock (docs/design.md §2);
 // the machine keeps now = max(now, cmd.Now) and never reads a clock.
 //
 // Slack (>= 0) is how far behind Now this command's expiry decisions are

@@ -3,7 +3,7 @@
 // free loopback ports in temporary directories, and drive them over the
 // network with real signals (SIGSTOP, SIGCONT, SIGTERM, SIGKILL).
 //
-// The tests here check the guarantees of DESIGN.md §1 from outside:
+// The tests here check the guarantees of docs/design.md §1 from outside:
 //
 //   - TestSeedPauseStaleWrite (G4): the seed's paused worker is refused.
 //   - TestCrashKill9 (G1, G6): kill -9 under load, restart, compare tokens
