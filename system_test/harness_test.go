@@ -313,9 +313,9 @@ func startProc(t testing.TB, name, bin string, env []string, args ...string) *pr
 		case <-p.exited:
 		default:
 			p.cmd.Process.Kill() // works on a stopped process too
-			for range p.lines {  // unblock the reader if nobody read its lines
+			if !p.drainUntilExited(time.After(hangGuard)) {
+				t.Errorf("%s: its output did not end %v after SIGKILL (a child of it still holds stdout?)", name, hangGuard)
 			}
-			<-p.exited
 		}
 		checkRaces(t, name, p.output.String())
 		if t.Failed() {
@@ -358,17 +358,35 @@ func (p *proc) Signal(sig syscall.Signal) {
 	}
 }
 
-// Wait waits for the process to exit and returns its exit code.
+// Wait waits for the process to exit and returns its exit code. A process
+// that does not exit within hangGuard is killed and fails the test.
 func (p *proc) Wait() int {
 	p.t.Helper()
-	for range p.lines { // drain, so the reader can finish
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(hangGuard):
-		p.t.Fatalf("%s did not exit; output:\n%s", p.name, p.output.String())
+	if !p.drainUntilExited(time.After(hangGuard)) {
+		p.cmd.Process.Kill()
+		p.t.Fatalf("%s did not exit within %v; killed; output:\n%s", p.name, hangGuard, p.output.String())
 	}
 	return p.state.ExitCode()
+}
+
+// drainUntilExited discards unread lines (so the reader can reach the end of
+// the output) until the process has been waited for, and reports false if
+// timeout fires first. The drain itself is bounded: the lines end only when
+// the process and everything that inherited its stdout have exited.
+func (p *proc) drainUntilExited(timeout <-chan time.Time) bool {
+	lines := p.lines
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				lines = nil
+			}
+		case <-p.exited:
+			return true
+		case <-timeout:
+			return false
+		}
+	}
 }
 
 // field returns the value of key=value in a worker's output line.

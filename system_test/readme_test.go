@@ -48,30 +48,35 @@ func TestReadmeCurl(t *testing.T) {
 		t.Skip("SKIP !!! curl is not installed; the README's curl tour did NOT run (CI=true makes this fail)")
 	}
 	root := moduleRoot(t)
-	ran := 0
 	for _, name := range []string{"README.md", "docs/curl-tour.md"} {
 		doc, err := os.ReadFile(filepath.Join(root, name))
-		if os.IsNotExist(err) {
-			t.Logf("%s does not exist", name)
-			continue
-		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v (the README's tour links to it, so it must exist)", name, err)
 		}
 		steps, err := parseCurlSteps(doc)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if len(steps) == 0 {
-			t.Logf("%s has no curl examples", name)
-			continue
+		if err := checkCurlSteps(name, steps); err != nil {
+			t.Fatal(err)
 		}
-		ran += len(steps)
 		t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) { runCurlSteps(t, steps) })
 	}
-	if ran == 0 {
-		t.Fatal("no curl example found in README.md or docs/curl-tour.md")
+}
+
+// checkCurlSteps refuses a document that lost its curl examples (no curl line
+// left, or none with its expected output shown), which would otherwise pass
+// by running nothing.
+func checkCurlSteps(name string, steps []curlStep) error {
+	if len(steps) == 0 {
+		return fmt.Errorf("%s has no curl example (a ```sh block with a curl line to 127.0.0.1:7420); the documented tour would not be tested", name)
 	}
+	for _, st := range steps {
+		if st.want != nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: none of its %d curl lines is followed by a ```json block of expected output", name, len(steps))
 }
 
 func runCurlSteps(t *testing.T, steps []curlStep) {
@@ -222,5 +227,28 @@ func TestParseCurlSteps(t *testing.T) {
 	}
 	if _, err := parseCurlSteps([]byte("```sh\ncurl 127.0.0.1:7420\n```\n```json\n{}\n{}\n```\n")); err == nil {
 		t.Fatal("a json block with more values than curl lines was accepted")
+	}
+}
+
+// TestCheckCurlSteps: a document whose curl blocks were removed or whose
+// expected outputs were dropped fails the README test instead of passing by
+// running nothing.
+func TestCheckCurlSteps(t *testing.T) {
+	for _, c := range []struct {
+		doc string
+		ok  bool
+	}{
+		{"# Tour\nNo blocks left.\n", false},
+		{"```console\n$ curl -s http://127.0.0.1:7420/x\n```\n", false},
+		{"```sh\ncurl -s http://127.0.0.1:7420/x\n```\n", false},
+		{"```sh\ncurl -s http://127.0.0.1:7420/x\n```\n```json\n{}\n```\n", true},
+	} {
+		steps, err := parseCurlSteps([]byte(c.doc))
+		if err != nil {
+			t.Fatalf("%q: %v", c.doc, err)
+		}
+		if err := checkCurlSteps("doc.md", steps); (err == nil) != c.ok {
+			t.Errorf("checkCurlSteps(%q) = %v, want ok=%v", c.doc, err, c.ok)
+		}
 	}
 }
