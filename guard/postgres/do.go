@@ -41,7 +41,9 @@ func Do(ctx context.Context, db Beginner, op Op, fn func(tx pgx.Tx) ([]byte, err
 //  4. calls fn(tx) — fn makes the protected write in tx and returns the
 //     result to remember (it must not commit or roll back tx);
 //  5. saves the op record (resource, op_id, payload hash, result, token,
-//     created_at) and commits.
+//     created_at) and commits. created_at is clock_timestamp() at the save,
+//     not the transaction's start (now()): a transaction that waited longer
+//     than Retention is still kept Retention after it saved.
 //
 // If fn returns an error, the transaction rolls back — the data and the
 // token advance alike — and Do returns that error unchanged. If the commit

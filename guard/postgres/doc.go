@@ -35,7 +35,8 @@
 //
 // # Retention of op records
 //
-// An op record is kept at least Options.Retention (default 24h). One Do
+// An op record is kept at least Options.Retention (default 24h), counted
+// from when Do saved it (clock_timestamp(), not the transaction's start). One Do
 // call in Options.PruneEvery (default 1000) also deletes its own resource's
 // records older than that, inside its transaction; Prune deletes old records
 // of every resource and is meant for a periodic job. A retry whose record has

@@ -31,7 +31,7 @@ func Migrate(ctx context.Context, db Beginner) error { return defaultGuard.Migra
 //		payload_hash bytea       NOT NULL,
 //		result       bytea,
 //		token        bigint      NOT NULL,
-//		created_at   timestamptz NOT NULL DEFAULT now(),
+//		created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
 //		PRIMARY KEY (resource, op_id)
 //	);
 //	CREATE INDEX IF NOT EXISTS "fence_ops_created_at_idx" ON "fence_ops" (created_at);

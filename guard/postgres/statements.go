@@ -30,7 +30,7 @@ func newStatements(table, ops, opsIndex string) statements {
 	payload_hash bytea       NOT NULL,
 	result       bytea,
 	token        bigint      NOT NULL,
-	created_at   timestamptz NOT NULL DEFAULT now(),
+	created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
 	PRIMARY KEY (resource, op_id)
 )`, ops),
 			fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (created_at)`, opsIndex, ops),
@@ -42,7 +42,7 @@ RETURNING last_token`, table),
 		last:     fmt.Sprintf(`SELECT last_token FROM %s WHERE resource = $1`, table),
 		lookupOp: fmt.Sprintf(`SELECT payload_hash, result FROM %s WHERE resource = $1 AND op_id = $2`, ops),
 		saveOp: fmt.Sprintf(`INSERT INTO %s (resource, op_id, payload_hash, result, token, created_at)
-VALUES ($1, $2, $3, $4, $5, now())`, ops),
+VALUES ($1, $2, $3, $4, $5, clock_timestamp())`, ops),
 		pruneOne: fmt.Sprintf(`DELETE FROM %[1]s WHERE (resource, op_id) IN (
 	SELECT resource, op_id FROM %[1]s
 	WHERE resource = $1 AND created_at < now() - $2::float8 * interval '1 second'
