@@ -50,8 +50,11 @@
 // token the guard table has accepted: `fence restore` uses it as a floor so
 // tokens never go back below what the database has seen.
 //
-// Interfaces: Querier and Execer are satisfied by pgx.Tx, *pgx.Conn and
-// *pgxpool.Pool; Beginner by *pgxpool.Pool and *pgx.Conn. Every refusal is a
+// Interfaces: Check takes a Tx, which pgx.Tx satisfies and *pgxpool.Pool
+// and *pgx.Conn do not (a pool would commit the token apart from the write);
+// Querier and Execer (MaxToken, Column.CheckRows, Prune) are satisfied by
+// pgx.Tx, *pgx.Conn and *pgxpool.Pool; Beginner by *pgxpool.Pool and
+// *pgx.Conn. Every refusal is a
 // typed error from package fence, usable with errors.Is and errors.As;
 // invalid input (token 0, empty resource, bad table name) is an
 // *fence.InvalidError naming the field and the bound.
