@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-short vet fmt bench proto lab clean
+.PHONY: run build test test-short vet fmt bench mutate proto lab clean
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -31,6 +31,34 @@ fmt:
 ## bench: the benchmarks behind docs/benchmarks.md
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./state/ ./node/ ./server/ ./guard/...
+
+## mutate: mutation testing with gremlins, one package at a time (scores in docs/testing.md)
+##   make mutate MUTATE_PKGS="state guard/internal/sqlguard"   # a subset
+##   MUTATE_TIMEOUT: a mutant's test run may take this many times the package's
+##   measured test time before it counts as TIMED OUT (generous for a noisy 2-core box)
+GREMLINS_VERSION ?= v0.6.0
+GREMLINS         := bin/tools/gremlins-$(GREMLINS_VERSION)
+MUTATE_PKGS      ?= state node client guard/internal/sqlguard guard/postgres guard/sqlite guard/redis guard/httpguard
+MUTATE_WORKERS   ?= 1
+MUTATE_TIMEOUT   ?= 8
+MUTATE_OUT       ?= bin/mutate
+
+mutate: $(GREMLINS)
+	@mkdir -p $(MUTATE_OUT)
+	@for p in $(MUTATE_PKGS); do \
+	  out=$(MUTATE_OUT)/$$(echo $$p | tr / _); \
+	  echo "=== gremlins $$p (log $$out.log, results $$out.json)"; \
+	  GOFLAGS="$$GOFLAGS -count=1" ./$(GREMLINS) unleash --workers $(MUTATE_WORKERS) \
+	    --timeout-coefficient $(MUTATE_TIMEOUT) -o $$out.json $(CURDIR)/$$p > $$out.log 2>&1; \
+	  status=$$?; grep -E '^(Killed|Lived|Timed out|Not covered|Not viable|Skipped|Test efficacy|Mutator coverage)' $$out.log; \
+	  grep -E 'LIVED|TIMED OUT' $$out.log; \
+	  [ $$status -eq 0 ] || { echo "gremlins failed on $$p (exit $$status), see $$out.log"; exit 1; }; \
+	done
+
+$(GREMLINS):
+	@mkdir -p bin/tools
+	GOBIN=$(CURDIR)/bin/tools/.install $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	mv bin/tools/.install/gremlins $@
 
 ## lab: the seed's scenario against an embedded server
 lab: build
