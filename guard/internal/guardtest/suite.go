@@ -62,6 +62,23 @@ func lastToken(t *testing.T, s Store, resource string) fence.Token {
 	return tok
 }
 
+// opCount counts the op records, failing the test if it cannot.
+func opCount(t *testing.T, s Store) int {
+	t.Helper()
+	n, err := s.OpCount(context.Background())
+	must(t, err)
+	return n
+}
+
+// dataSeq reads the data row's seq (0 when there is none), failing the test
+// if it cannot.
+func dataSeq(t *testing.T, s Store, resource string) int64 {
+	t.Helper()
+	_, seq, _, err := s.Data(context.Background(), resource)
+	must(t, err)
+	return seq
+}
+
 func wantStale(t *testing.T, err error, resource string, token, last fence.Token) {
 	t.Helper()
 	if !errors.Is(err, fence.ErrStaleToken) {
@@ -250,10 +267,10 @@ func testRepeatedOp(t *testing.T, newStore NewStore) {
 	if calls != 1 {
 		t.Fatalf("fn called %d times, want 1", calls)
 	}
-	if _, seq, _, _ := s.Data(ctx, "sku-42"); seq != 1 {
+	if seq := dataSeq(t, s, "sku-42"); seq != 1 {
 		t.Fatalf("data row written %d times, want 1", seq)
 	}
-	if n, _ := s.OpCount(ctx); n != 1 {
+	if n := opCount(t, s); n != 1 {
 		t.Fatalf("op records = %d, want 1", n)
 	}
 }
@@ -313,7 +330,7 @@ func testStaleNewOp(t *testing.T, newStore NewStore) {
 	if called {
 		t.Fatal("fn was called with a stale token")
 	}
-	if n, _ := s.OpCount(ctx); n != 0 {
+	if n := opCount(t, s); n != 0 {
 		t.Fatalf("op records = %d after a stale op, want 0", n)
 	}
 }
@@ -357,7 +374,7 @@ func testConcurrentSameOp(t *testing.T, newStore NewStore) {
 	if calls.Load() != 1 || fresh != 1 {
 		t.Fatalf("fn called %d times, %d callers saw a fresh apply; want 1 and 1", calls.Load(), fresh)
 	}
-	if _, seq, _, _ := s.Data(ctx, "r"); seq != 1 {
+	if seq := dataSeq(t, s, "r"); seq != 1 {
 		t.Fatalf("data row written %d times, want 1", seq)
 	}
 }
@@ -388,7 +405,7 @@ func testMaxToken(t *testing.T, newStore NewStore) {
 	must(t, s.Check(ctx, "a", 3))
 	must(t, s.Check(ctx, "b", 9))
 	must(t, s.Check(ctx, "c", 5))
-	_ = s.Check(ctx, "b", 4) // refused; changes nothing
+	wantStale(t, s.Check(ctx, "b", 4), "b", 4, 9) // refused; changes nothing
 	if max, err := s.MaxToken(ctx); err != nil || max != 9 {
 		t.Fatalf("MaxToken = %d, %v; want 9", max, err)
 	}
@@ -428,11 +445,11 @@ func testDoPrunes(t *testing.T, newStore NewStore) {
 	do("other", "op-x")
 	must(t, s.AgeOps(ctx, 48*time.Hour)) // older than the default 24h retention
 	do("r", "op-2")                      // call 3: prunes r's old records, not other's
-	if n, _ := s.OpCount(ctx); n != 2 {
+	if n := opCount(t, s); n != 2 {
 		t.Fatalf("op records = %d, want 2 (op-x of the other resource, and op-2)", n)
 	}
 	do("r", "op-3") // call 4: does not prune
-	if n, _ := s.OpCount(ctx); n != 3 {
+	if n := opCount(t, s); n != 3 {
 		t.Fatalf("op records = %d, want 3", n)
 	}
 }

@@ -36,7 +36,11 @@ type Backend struct {
 func Run(t *testing.T, b Backend) {
 	srv := httptest.NewServer(httpguard.Middleware(b.Store, httpguard.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, _ := httpguard.FromContext(r.Context())
-		body, _ := io.ReadAll(r.Body)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		seq, err := b.Write(r, f.Resource, string(body))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -75,7 +79,10 @@ func (s *suite) send(t *testing.T, resource string, tok fence.Token, value strin
 		t.Fatalf("PUT: %v", err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("PUT: reading the answer: %v", err)
+	}
 	return resp.StatusCode, string(body)
 }
 
@@ -124,7 +131,9 @@ func (s *suite) badHeader(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var ref httpguard.Refusal
-	_ = json.NewDecoder(resp.Body).Decode(&ref)
+	if err := json.NewDecoder(resp.Body).Decode(&ref); err != nil {
+		t.Fatalf("missing token: %d, body is not a refusal: %v", resp.StatusCode, err)
+	}
 	if resp.StatusCode != 400 || ref.Field != httpguard.HeaderToken {
 		t.Fatalf("missing token: %d %+v", resp.StatusCode, ref)
 	}
