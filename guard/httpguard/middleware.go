@@ -48,7 +48,11 @@ func Middleware(store Store, opts Options) func(http.Handler) http.Handler {
 			}
 			tx, err := store.Begin(r.Context(), f.Resource, f.Token)
 			if err != nil {
-				if fence.ReasonOf(err) == "" {
+				var retry *RetryableError
+				switch {
+				case errors.As(err, &retry):
+					log.WarnContext(r.Context(), "httpguard: begin: transient, answered 503", "resource", f.Resource, "token", uint64(f.Token), "err", err)
+				case fence.ReasonOf(err) == "":
 					log.ErrorContext(r.Context(), "httpguard: begin", "resource", f.Resource, "token", uint64(f.Token), "err", err)
 				}
 				writeRefusal(w, err)
@@ -72,7 +76,12 @@ func Middleware(store Store, opts Options) func(http.Handler) http.Handler {
 			committed = true
 			if err := tx.Commit(r.Context()); err != nil {
 				log.ErrorContext(r.Context(), "httpguard: commit", "resource", f.Resource, "token", uint64(f.Token), "err", err)
-				writeRefusal(w, errCommit)
+				var retry *RetryableError
+				if errors.As(err, &retry) {
+					writeRefusal(w, err) // 503: the store aborted the transaction, nothing was applied
+				} else {
+					writeRefusal(w, errCommit)
+				}
 				return
 			}
 			rec.sendTo(w)

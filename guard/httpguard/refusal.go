@@ -10,7 +10,7 @@ import (
 
 // Refusal is the JSON body of every answer the middleware makes itself.
 type Refusal struct {
-	Reason       fence.Reason `json:"reason"`                  // STALE_TOKEN, INVALID_ARGUMENT, INTERNAL...
+	Reason       fence.Reason `json:"reason"`                  // STALE_TOKEN, INVALID_ARGUMENT, UNAVAILABLE, INTERNAL...
 	Resource     string       `json:"resource,omitempty"`      // STALE_TOKEN
 	Token        fence.Token  `json:"token,omitempty"`         // STALE_TOKEN: the request's token
 	LastAccepted fence.Token  `json:"last_accepted,omitempty"` // STALE_TOKEN: the newer token
@@ -30,8 +30,11 @@ func refusalOf(err error) (int, Refusal) {
 	var (
 		stale *fence.StaleTokenError
 		inv   *fence.InvalidError
+		retry *RetryableError
 	)
 	switch {
+	case errors.As(err, &retry):
+		return http.StatusServiceUnavailable, Refusal{Reason: ReasonUnavailable, Message: "a transient store failure (serialization failure or deadlock); nothing was applied: retry the request"}
 	case errors.As(err, &stale):
 		return http.StatusConflict, Refusal{Reason: fence.ReasonStaleToken, Resource: stale.Resource,
 			Token: stale.Token, LastAccepted: stale.LastAccepted, Message: stale.Error()}
@@ -47,6 +50,10 @@ func refusalOf(err error) (int, Refusal) {
 
 func writeRefusal(w http.ResponseWriter, err error) {
 	status, body := refusalOf(err)
+	var retry *RetryableError
+	if errors.As(err, &retry) {
+		w.Header().Set("Retry-After", retryAfterHeader(retry.retryAfter()))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)

@@ -2,9 +2,12 @@ package httpguard
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/fenceworks/fence"
 )
@@ -12,7 +15,8 @@ import (
 // ResponseError returns nil for a 2xx response. For any other status it
 // reads (up to 64 KiB of) the body and returns the typed error the
 // middleware's JSON names — *fence.StaleTokenError for 409 STALE_TOKEN,
-// *fence.InvalidError for 400 INVALID_ARGUMENT — or an error with the
+// *fence.InvalidError for 400 INVALID_ARGUMENT, *RetryableError (with the
+// Retry-After) for 503 UNAVAILABLE — or an error with the
 // status and body. The caller still closes resp.Body.
 func ResponseError(resp *http.Response) error {
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
@@ -26,6 +30,12 @@ func ResponseError(resp *http.Response) error {
 			return &fence.StaleTokenError{Resource: ref.Resource, Token: ref.Token, LastAccepted: ref.LastAccepted}
 		case resp.StatusCode == http.StatusBadRequest && ref.Reason == fence.ReasonInvalid:
 			return &fence.InvalidError{Field: ref.Field, Bound: ref.Bound}
+		case resp.StatusCode == http.StatusServiceUnavailable && ref.Reason == ReasonUnavailable:
+			after := DefaultRetryAfter
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+				after = time.Duration(s) * time.Second
+			}
+			return &RetryableError{Err: errors.New(ref.Message), After: after}
 		}
 	}
 	return fmt.Errorf("httpguard: %s: %s", resp.Status, body)

@@ -2,15 +2,25 @@
 // check is guard/postgres's Check inside a pgx transaction that the handler
 // then writes its data in. Atomic across processes and hosts: the guard row
 // stays locked until the transaction ends.
+//
+// Under REPEATABLE READ or SERIALIZABLE (Store.TxOptions) the database may
+// abort a transaction with a serialization failure (SQLSTATE 40001), and
+// under any level with a deadlock (40P01). Nothing was applied then, and the
+// same request may simply be sent again: when that happens in Begin or
+// Commit the middleware answers 503 Service Unavailable with Retry-After
+// (httpguard.RetryableError), not 500. A handler whose own statement fails
+// that way answers httpguard.WriteError(w, pgstore.Retryable(err)).
 package pgstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/guard/httpguard"
 	"github.com/fenceworks/fence/guard/postgres"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Store begins a transaction on DB and checks the token in it.
@@ -22,7 +32,8 @@ type Store struct {
 }
 
 // Begin starts a transaction and runs the guard's Check in it. A refused
-// check rolls the transaction back and returns the refusal.
+// check rolls the transaction back and returns the refusal; a serialization
+// failure or deadlock is returned as a *httpguard.RetryableError.
 func (s *Store) Begin(ctx context.Context, resource string, token fence.Token) (httpguard.Tx, error) {
 	g := s.Guard
 	if g == nil {
@@ -30,13 +41,31 @@ func (s *Store) Begin(ctx context.Context, resource string, token fence.Token) (
 	}
 	tx, err := s.DB.BeginTx(ctx, s.TxOptions)
 	if err != nil {
-		return nil, err
+		return nil, Retryable(err)
 	}
 	if err := g.Check(ctx, tx, resource, token); err != nil {
 		_ = tx.Rollback(ctx)
-		return nil, err
+		return nil, Retryable(err)
 	}
-	return tx, nil // pgx.Tx is an httpguard.Tx
+	return guardTx{tx}, nil
+}
+
+// guardTx is the request's pgx.Tx; its Commit reports a serialization
+// failure or deadlock as a *httpguard.RetryableError.
+type guardTx struct{ pgx.Tx }
+
+func (t guardTx) Commit(ctx context.Context) error { return Retryable(t.Tx.Commit(ctx)) }
+
+// Retryable returns err wrapped in a *httpguard.RetryableError if it is a
+// PostgreSQL serialization failure (SQLSTATE 40001) or deadlock (40P01) —
+// the transaction was aborted, nothing was applied, and the request may be
+// sent again — and err unchanged otherwise (nil stays nil).
+func Retryable(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
+		return &httpguard.RetryableError{Err: err}
+	}
+	return err
 }
 
 // Tx returns the request's guard transaction, to write the fenced data in.
@@ -45,6 +74,9 @@ func Tx(ctx context.Context) (pgx.Tx, bool) {
 	if !ok {
 		return nil, false
 	}
-	tx, ok := f.Tx.(pgx.Tx)
-	return tx, ok
+	tx, ok := f.Tx.(guardTx)
+	if !ok {
+		return nil, false
+	}
+	return tx.Tx, true
 }
