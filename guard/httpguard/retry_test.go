@@ -14,7 +14,9 @@ import (
 // commitFails is a Store whose transactions fail to commit with err.
 type commitFails struct{ err error }
 
-func (s commitFails) Begin(context.Context, string, fence.Token) (Tx, error) { return failingTx(s), nil }
+func (s commitFails) Begin(context.Context, string, fence.Token) (Tx, error) {
+	return failingTx(s), nil
+}
 
 type failingTx commitFails
 
