@@ -29,6 +29,24 @@ type Config struct {
 	// LockTimeout bounds the wait for the data directory's file lock, after
 	// which a second server on the same DataDir fails; default 1s.
 	LockTimeout time.Duration
+	// ReadyTimeout bounds how long New waits for the node to take office
+	// (replaying its log included); past it New fails. Default 10s
+	// (node.Config.ReadyTimeout).
+	ReadyTimeout time.Duration
+
+	// MaxConns caps open client connections, default DefaultMaxConns; more
+	// wait in the kernel's accept queue until one closes.
+	MaxConns int
+	// ReadHeaderTimeout bounds reading a request's header, default
+	// DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included, default
+	// DefaultReadTimeout. It does not bound a blocking acquire's wait (the
+	// body is read before the wait starts; see limits.go).
+	ReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long, default
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
 }
 
 // DefaultListen and DefaultDataDir are the defaults of `fence serve`.
@@ -52,6 +70,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	return c
 }

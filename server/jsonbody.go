@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -46,11 +47,20 @@ func checkJSONBodies(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
-		r.Body.Close()
-		if err != nil || len(body) > maxRequestBytes {
-			// Too large or unreadable: let Connect refuse it in its own words.
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		// limitBodies, in front, makes a body over maxRequestBytes fail
+		// with its refusal.
+		orig := r.Body
+		body, err := io.ReadAll(orig)
+		if ce := new(connect.Error); errors.As(err, &ce) {
+			refuse(w, r, ce)
+			return
+		}
+		if err != nil {
+			// Unreadable (the client went away, or the read timed out):
+			// Connect reads the same error and answers in its own words.
+			// The body is not closed: a read on a closed body is another
+			// error.
+			r.Body = prefixedBody{Reader: io.MultiReader(bytes.NewReader(body), orig), c: orig}
 			next.ServeHTTP(w, r)
 			return
 		}

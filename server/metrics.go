@@ -21,7 +21,7 @@ type metrics struct {
 	batch    prometheus.Histogram
 }
 
-func newMetrics(n *node.Node) *metrics {
+func newMetrics(n *node.Node, conns *connCount) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -50,6 +50,8 @@ func newMetrics(n *node.Node) *metrics {
 			func() float64 { return float64(n.LastToken()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_expiry_slack_seconds", Help: "How far expiry decisions lag the leader clock to cover commit latency (G3): leases last this much longer than their TTL."},
 			func() float64 { return n.Status().Slack.Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_http_connections", Help: "Open client connections (at most --max-conns)."},
+			func() float64 { return float64(conns.open.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fence_ticks_total", Help: "Expiry ticks proposed by this node."},
 			func() float64 { return float64(n.Status().Ticks) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_ready", Help: "1 when the node leads and has applied all it committed."},

@@ -39,6 +39,7 @@ type Server struct {
 	cancelBase context.CancelFunc
 	drainOnce  sync.Once
 	drainC     chan struct{}
+	conns      connCount // client connections (Serve's listener)
 }
 
 // New opens (or creates) the node in cfg.DataDir and builds the handlers. It
@@ -47,18 +48,21 @@ func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	n, err := node.Open(node.Config{
 		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, MaxTTL: cfg.MaxTTL,
-		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout,
+		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, node: n, drainC: make(chan struct{})}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
-	s.metrics = newMetrics(n)
+	s.metrics = newMetrics(n, &s.conns)
 
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(s.metrics.interceptor()),
+		// limitBodies and limitedGzip refuse a larger message first, with
+		// invalid_argument naming the limit; this is a backstop.
 		connect.WithReadMaxBytes(maxRequestBytes),
+		connect.WithCompression("gzip", newLimitedGzip, newGzipCompressor),
 		// Replies are small: gzip costs more CPU than it saves (it was
 		// 18% of CPU at 64 clients). Large Read replies still compress.
 		connect.WithCompressMinBytes(compressMinBytes),
@@ -69,11 +73,11 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	s.handler = checkJSONBodies(apiRouter{
+	s.handler = limitBodies(checkJSONBodies(apiRouter{
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
 		{prefix: "/", h: mux},
-	})
+	}))
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -81,8 +85,10 @@ func New(cfg Config) (*Server, error) {
 	s.http = &http.Server{
 		Handler:           s.handler,
 		Protocols:         protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
@@ -98,8 +104,9 @@ func (s *Server) Node() *node.Node { return s.node }
 
 // Serve serves HTTP/1.1 and unencrypted HTTP/2 on ln until Shutdown or
 // Close; it then returns nil.
+// At most cfg.MaxConns connections are open at once.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.http.Serve(ln)
+	err := s.http.Serve(newLimitListener(ln, s.cfg.MaxConns, &s.conns))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -33,7 +33,20 @@ func TestMain(m *testing.M) {
 // a loopback port and returns its base URL.
 func startServer(tb testing.TB) (*Server, string) {
 	tb.Helper()
-	s, err := New(Config{DataDir: tb.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return startServerWith(tb, Config{})
+}
+
+// startServerWith is startServer with cfg (DataDir and Logger are filled in
+// when empty).
+func startServerWith(tb testing.TB, cfg Config) (*Server, string) {
+	tb.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = tb.TempDir()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
