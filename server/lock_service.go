@@ -27,6 +27,11 @@ func (h lockService) Acquire(ctx context.Context, req *connect.Request[fencev1.A
 		fence.ValidateID("request_id", m.GetRequestId())); err != nil {
 		return nil, h.s.connectError(ctx, proc, err)
 	}
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, wait, cancel = boundWait(ctx, wait)
+		defer cancel()
+	}
 	res, err := h.s.apply(ctx, state.Command{
 		Op: state.OpAcquire, Name: m.GetName(), Owner: m.GetOwner(), TTL: ttl, Wait: wait,
 		LockDelay: delay, RequestID: m.GetRequestId(),
