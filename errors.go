@@ -27,6 +27,10 @@ var (
 	ErrOpConflict = errors.New("fence: op_id reused with a different payload")
 	// ErrInvalid: a request field is out of bounds. *InvalidError names it.
 	ErrInvalid = errors.New("fence: invalid argument")
+	// ErrResourceExhausted: the store is at one of its configured limits
+	// (waiters, resources, remembered ids). *ResourceExhaustedError names
+	// the limit. Nothing was changed; the same request may succeed later.
+	ErrResourceExhausted = errors.New("fence: resource exhausted")
 )
 
 // Reason is the stable machine-readable name of a refusal, as sent in API
@@ -42,6 +46,9 @@ const (
 	ReasonUnknownToken Reason = "UNKNOWN_TOKEN"
 	ReasonOpConflict   Reason = "OP_CONFLICT"
 	ReasonInvalid      Reason = "INVALID_ARGUMENT"
+	// ReasonResourceExhausted shares its transport code with ReasonBusy
+	// (Connect resource_exhausted, HTTP 429); the reason tells them apart.
+	ReasonResourceExhausted Reason = "RESOURCE_EXHAUSTED"
 )
 
 // ReasonOf returns the reason of a Fence refusal, or "" if err is not one.
@@ -63,6 +70,8 @@ func ReasonOf(err error) Reason {
 		return ReasonOpConflict
 	case errors.Is(err, ErrInvalid):
 		return ReasonInvalid
+	case errors.Is(err, ErrResourceExhausted):
+		return ReasonResourceExhausted
 	}
 	return ""
 }
@@ -181,4 +190,29 @@ func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 // Invalid returns an *InvalidError.
 func Invalid(field, bound, value string) error {
 	return &InvalidError{Field: field, Bound: bound, Value: value}
+}
+
+// ResourceExhaustedError: a request was refused because the store is at a
+// configured limit. Limit names it (for example `waiters on lock "x"` or
+// "remembered op_ids"), Bound states it ("at most 1024"), Got is what the
+// store holds now ("" if not useful). Nothing was changed.
+type ResourceExhaustedError struct {
+	Limit string
+	Bound string
+	Got   string
+}
+
+func (e *ResourceExhaustedError) Error() string {
+	if e.Got != "" {
+		return fmt.Sprintf("resource exhausted: %s: %s (now %s)", e.Limit, e.Bound, e.Got)
+	}
+	return fmt.Sprintf("resource exhausted: %s: %s", e.Limit, e.Bound)
+}
+
+// Is reports ErrResourceExhausted.
+func (e *ResourceExhaustedError) Is(target error) bool { return target == ErrResourceExhausted }
+
+// Exhausted returns a *ResourceExhaustedError.
+func Exhausted(limit, bound, got string) error {
+	return &ResourceExhaustedError{Limit: limit, Bound: bound, Got: got}
 }

@@ -30,23 +30,36 @@ func (m *impl) acquire(cmd Command) Result {
 
 	switch {
 	case l == nil || l.free(m.expiryTime()):
+		var req *request
+		if cmd.RequestID != "" {
+			if err := m.admitRequest(); err != nil {
+				res.Err = err
+				return res
+			}
+			req = m.newRequest(cmd)
+		}
 		if l == nil {
 			l = m.lockFor(cmd.Name)
 			defer m.touch(l)
 		}
-		var req *request
-		if cmd.RequestID != "" {
-			req = m.newRequest(cmd)
-		}
 		g := m.grantTo(l, cmd.Owner, cmd.TTL, cmd.LockDelay, req)
 		res.Lease = g.lease(l.name, m.clock)
+		if req != nil {
+			res.Attempt = req.attempt
+		}
 	case cmd.Wait > 0:
+		if err := first(m.admitWaiter(l), m.admitRequest()); err != nil {
+			res.Err = err
+			return res
+		}
 		req := m.newRequest(cmd)
 		req.state = reqQueued
 		req.deadline = m.clock + int64(cmd.Wait)
 		l.queue = append(l.queue, req)
+		m.waiting++
 		m.live[req.id] = req
 		res.Queued = true
+		res.Attempt = req.attempt
 	default:
 		res.Err = m.busy(l)
 	}
@@ -61,5 +74,6 @@ func (m *impl) newRequest(cmd Command) *request {
 		ttl:       cmd.TTL,
 		wait:      cmd.Wait,
 		lockDelay: cmd.LockDelay,
+		attempt:   1,
 	}
 }

@@ -20,7 +20,7 @@ func runScenarios(t *testing.T, cases []scenario) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := New(tc.cfg)
+			m := NewWithConfig(tc.cfg)
 			for _, c := range tc.setup {
 				if r := m.Apply(c); r.Err != nil {
 					t.Fatalf("setup %+v: %v", c, r.Err)

@@ -12,14 +12,16 @@ type Op uint8
 
 // The operations. Their numbers are part of the log format: never renumber.
 const (
-	OpAcquire    Op = 1 // Name, Owner, TTL, Wait, RequestID, LockDelay
-	OpRenew      Op = 2 // Name, Token, TTL (0: the lease's current TTL)
-	OpRelease    Op = 3 // Name, Token
-	OpCancelWait Op = 4 // Name, RequestID: the waiter gave up (its client went away)
-	OpTick       Op = 5 // only Now: expire what is due, hand freed locks to waiters
-	OpWrite      Op = 6 // Name (resource), Token, Value, OpID
-	OpAdd        Op = 7 // Name (resource), Token, Delta, OpID
-	OpBumpToken  Op = 8 // Token: raise the counter so the next grant is >= Token (restore floor)
+	OpAcquire    Op = 1  // Name, Owner, TTL, Wait, RequestID, LockDelay
+	OpRenew      Op = 2  // Name, Token, TTL (0: the lease's current TTL)
+	OpRelease    Op = 3  // Name, Token
+	OpCancelWait Op = 4  // Name, RequestID, Attempt: that attempt of the waiter gave up (its client went away)
+	OpTick       Op = 5  // only Now: expire what is due, hand freed locks to waiters
+	OpWrite      Op = 6  // Name (resource), Token, Value, OpID
+	OpAdd        Op = 7  // Name (resource), Token, Delta, OpID
+	OpBumpToken  Op = 8  // Token: raise the counter so the next grant is >= Token (restore floor)
+	OpConfig     Op = 9  // Config: the rules for every later command (see Config)
+	OpDelete     Op = 10 // Name (resource), Token, OpID: delete a fenced resource, fenced like a write
 )
 
 // Command is one state change. The node that proposes it (the raft leader)
@@ -46,6 +48,14 @@ type Command struct {
 	Value     []byte
 	Delta     int64
 	OpID      string
+	// Attempt (OpCancelWait) is the attempt of the request that gave up, as
+	// reported in Result.Attempt or Event.Attempt; the cancel is a no-op
+	// unless it is still the request's current attempt. 0 cancels whatever
+	// attempt is current: the meaning of a format-1 cancel, kept so old
+	// logs replay as they were applied; a node always sends the attempt.
+	Attempt uint32
+	// Config (OpConfig) is the complete new configuration.
+	Config Config
 }
 
 // Result is what Apply returns for one command.
@@ -67,6 +77,12 @@ type Result struct {
 	Replayed bool
 	// AddValue is the integer value after an Add.
 	AddValue int64
+	// Attempt is set by every Acquire with a RequestID that is granted,
+	// queued or replayed: the request's attempt generation. The first
+	// attempt is 1; each applied retry of a request still queued or holding
+	// its lock makes a new attempt (+1). A cancel names the attempt it
+	// cancels (Command.Attempt).
+	Attempt uint32
 	// Events are the outcomes for queued acquirers that this apply decided:
 	// a grant, or a wait that ran out. Any command may produce them (a
 	// Release hands the lock to the next waiter in the same apply).
@@ -76,6 +92,7 @@ type Result struct {
 // Event is the final outcome of a queued acquire.
 type Event struct {
 	RequestID string
+	Attempt   uint32       // the request's attempt when the outcome was decided
 	Lease     *fence.Lease // granted; Remaining is the full TTL
 	Err       error        // *fence.BusyError with Waited: the wait ran out
 }
@@ -86,6 +103,9 @@ type ResourceState struct {
 	Value     []byte
 	LastToken fence.Token
 	Version   uint64
+	// Deleted: the resource was deleted (OpDelete) and not written since;
+	// Value is empty, LastToken and Version are kept.
+	Deleted bool
 }
 
 // LockInfo describes one lock at a given server time.
@@ -95,15 +115,18 @@ type LockInfo struct {
 	Waiters            int
 	LockDelayRemaining time.Duration
 	LastToken          fence.Token
+	// Free: an acquire applied now would be granted (no lease held, no
+	// lock-delay running and nobody queued as of the machine's decision
+	// time, which is what Apply judges by).
+	Free bool
 }
 
-// Config bounds what the machine accepts and remembers. The zero value means
-// the defaults below. Every replica must use the same Config.
-type Config struct {
-	MaxTTL      time.Duration // default fence.DefaultMaxTTL
-	MaxOps      int           // op_ids remembered, default 100000
-	MaxRequests int           // request_ids remembered, default 100000
-	IDRetention time.Duration // server-time age after which ids are forgotten, default 24h
+// QueuedRequest is a waiting acquire: its lock, request_id and current
+// attempt.
+type QueuedRequest struct {
+	Name      string
+	RequestID string
+	Attempt   uint32
 }
 
 // Machine is the deterministic state of one Fence store: locks and their
@@ -125,8 +148,45 @@ type Machine struct {
 }
 
 // New returns an empty machine: no locks, token counter at 0 (the first grant
-// gets token 1), server time 0.
-func New(cfg Config) *Machine { return newMachine(cfg) }
+// gets token 1), server time 0, and InitialConfig, the rules of the log
+// format before any OpConfig. The only legal way to change the rules of a
+// running store is an OpConfig in its log.
+//
+// New(cfg) is the old form, the same as NewWithConfig(cfg): it is kept only
+// so that a caller that still builds its machine from flags compiles until
+// it proposes an OpConfig instead, and will be removed. A replica built
+// that way breaks the contract (its rules are not in its log).
+func New(cfg ...Config) *Machine {
+	if len(cfg) > 0 {
+		return NewWithConfig(cfg[0])
+	}
+	return newMachine(InitialConfig(), false)
+}
+
+// NewWithConfig returns an empty machine with cfg (its zero fields taken
+// from InitialConfig). It is for tests and for tools that build a store
+// from nothing; a replica must start with New and learn its rules from the
+// log. It panics if the result does not pass Config.Validate.
+func NewWithConfig(cfg Config) *Machine {
+	cfg = cfg.withInitial()
+	if err := cfg.Validate(); err != nil {
+		panic("state.NewWithConfig: " + err.Error())
+	}
+	return newMachine(cfg, true)
+}
+
+// Config returns the rules in force: InitialConfig, or what the last
+// applied OpConfig (or restored snapshot) set.
+func (m *Machine) Config() Config { return m.cfg }
+
+// Queued lists the queued acquires, by lock name and then in arrival order.
+func (m *Machine) Queued() []QueuedRequest { return m.queued() }
+
+// OldestIDAge is how long ago, in server time now (clamped to at least
+// Now()), the oldest remembered op_id or request_id was remembered; 0 when
+// none is. Ids are forgotten at Config.IDRetention, or earlier (by count)
+// once older than Config.MinIDRetention.
+func (m *Machine) OldestIDAge(now int64) time.Duration { return m.oldestIDAge(now) }
 
 // Apply executes one command at server time max(Now(), cmd.Now).
 func (m *Machine) Apply(cmd Command) Result { return m.apply(cmd) }
@@ -159,13 +219,26 @@ func (m *Machine) MaxSlack() time.Duration { return m.maxSlack }
 // every lock (O(locks)): meant for taking office, not for hot paths.
 func (m *Machine) LatestExpiry() (at int64, ok bool) { return m.latestExpiry() }
 
-// Lock describes lock name at server time now.
+// Lock describes lock name as Apply would judge it now: leases, lock-delays
+// and waits are judged at the machine's decision time (as Apply does);
+// now (server time, clamped to at least Now()) only counts the remaining
+// times reported.
 func (m *Machine) Lock(name string, now int64) LockInfo { return m.lock(name, now) }
 
 // Locks describes the locks whose names start with prefix, sorted by name,
-// at server time now. A lock that is free, not delayed and has no waiters is
-// not listed.
-func (m *Machine) Locks(prefix string, now int64) []LockInfo { return m.locks(prefix, now) }
+// as Lock does. A free lock (LockInfo.Free) is not listed.
+func (m *Machine) Locks(prefix string, now int64) []LockInfo {
+	out, _ := m.locksPage(prefix, "", 0, now)
+	return out
+}
+
+// LocksPage is Locks one page at a time: the listed locks whose names are
+// after after (all when after is ""), at most limit of them (no limit when
+// limit <= 0). next is the name to pass as after for the next page, "" when
+// this page is the last.
+func (m *Machine) LocksPage(prefix, after string, limit int, now int64) (locks []LockInfo, next string) {
+	return m.locksPage(prefix, after, limit, now)
+}
 
 // Resource returns a fenced resource (the zero state with Resource set if it
 // was never written).

@@ -9,7 +9,7 @@ import (
 )
 
 func BenchmarkApplyAcquireRelease(b *testing.B) {
-	m := New(Config{})
+	m := New()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		r := m.Apply(acq(int64(i), "x", "A", time.Second))
@@ -20,7 +20,7 @@ func BenchmarkApplyAcquireRelease(b *testing.B) {
 // BenchmarkApplyAcquireReleaseManyLocks cycles one lock while 100k others
 // are held: the deadline heap keeps each apply O(log n).
 func BenchmarkApplyAcquireReleaseManyLocks(b *testing.B) {
-	m := New(Config{})
+	m := New()
 	for i := range 100000 {
 		m.Apply(acq(0, fmt.Sprint("held-", i), "A", time.Hour))
 	}
@@ -37,7 +37,7 @@ func BenchmarkApplyAcquireReleaseManyLocks(b *testing.B) {
 }
 
 func BenchmarkTickExpiry(b *testing.B) {
-	m := New(Config{})
+	m := New()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		now := int64(i) * int64(time.Millisecond)

@@ -10,9 +10,9 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// Command encoding for the replicated log, version 1:
+// Command encoding for the replicated log, versions 1 and 2:
 //
-//	byte     version (1)
+//	byte     version (1 or 2)
 //	byte     op
 //	uvarint  mask: which fields follow (bit i = field i below)
 //	fields, in this order, only those in mask:
@@ -28,14 +28,30 @@ import (
 //	  9 Delta      zigzag varint
 //	 10 OpID       uvarint length + bytes
 //	 11 Slack      uvarint (ns; a negative Slack does not encode)
+//	 12 Attempt    uvarint                      (version 2 only)
+//	 13 Config     uvarint config mask, then    (version 2 only)
+//	               its present fields in this order, each a zigzag varint:
+//	               0 MaxTTL (ns), 1 MaxOps, 2 MaxRequests, 3 IDRetention
+//	               (ns), 4 MinIDRetention (ns), 5 MaxWaitersPerLock,
+//	               6 MaxWaiters, 7 MaxResources, 8 MaxResourceBytes
+//
+// Version 2 is written exactly when a command needs it: op OpConfig or
+// OpDelete, or a non-zero Attempt or Config. Every other command is
+// written as version 1, byte for byte as before version 2 existed, so a
+// log written by an older version decodes exactly as it did, and an older
+// version refuses (rather than misreads) what it cannot apply.
 //
 // A field is present exactly when it is not zero (an empty Value is absent),
 // so every command has one encoding; the decoder refuses a present zero
 // field, unknown mask bits, truncation, trailing bytes, and commands larger
 // than MaxCommandBytes.
 
-// CommandVersion is the first byte of an encoded command.
-const CommandVersion = 1
+// CommandVersion is the first byte of an encoded command that needs none
+// of version 2 (see above); CommandVersion2 of one that does.
+const (
+	CommandVersion  = 1
+	CommandVersion2 = 2
+)
 
 // MaxCommandBytes bounds an encoded command: a maximal value plus room for
 // every other field.
@@ -54,8 +70,42 @@ const (
 	fDelta
 	fOpID
 	fSlack
+	fieldCountV1
+	fAttempt = iota - 1
+	fConfig
 	fieldCount
 )
+
+// Config fields, in encoding order.
+const (
+	cMaxTTL = iota
+	cMaxOps
+	cMaxRequests
+	cIDRetention
+	cMinIDRetention
+	cMaxWaitersPerLock
+	cMaxWaiters
+	cMaxResources
+	cMaxResourceBytes
+	configFieldCount
+)
+
+// configInts lists c's fields as int64s in encoding order.
+func configInts(c Config) [configFieldCount]int64 {
+	return [configFieldCount]int64{int64(c.MaxTTL), int64(c.MaxOps), int64(c.MaxRequests), int64(c.IDRetention),
+		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources), c.MaxResourceBytes}
+}
+
+// configOf is the inverse of configInts.
+func configOf(v [configFieldCount]int64) Config {
+	return Config{MaxTTL: time.Duration(v[0]), MaxOps: int(v[1]), MaxRequests: int(v[2]), IDRetention: time.Duration(v[3]),
+		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]), MaxResourceBytes: v[8]}
+}
+
+// needsV2 reports whether c must be written as version 2.
+func needsV2(c Command) bool {
+	return c.Op == OpConfig || c.Op == OpDelete || c.Attempt != 0 || c.Config != (Config{})
+}
 
 // ErrBadCommand is wrapped by every decoding error.
 var ErrBadCommand = errors.New("state: malformed command")
@@ -79,6 +129,8 @@ func encodeCommand(c Command) ([]byte, error) {
 	set(fDelta, c.Delta != 0)
 	set(fOpID, c.OpID != "")
 	set(fSlack, c.Slack != 0)
+	set(fAttempt, c.Attempt != 0)
+	set(fConfig, c.Config != (Config{}))
 	if c.Slack < 0 {
 		return nil, fmt.Errorf("%w: negative slack %s", ErrBadCommand, c.Slack)
 	}
@@ -88,7 +140,11 @@ func encodeCommand(c Command) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadCommand, data, MaxCommandBytes)
 	}
 	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCount)+data)
-	b = append(b, CommandVersion, byte(c.Op))
+	version := byte(CommandVersion)
+	if needsV2(c) {
+		version = CommandVersion2
+	}
+	b = append(b, version, byte(c.Op))
 	b = binary.AppendUvarint(b, mask)
 	str := func(i int, s string) {
 		if mask&(1<<i) != 0 {
@@ -117,6 +173,24 @@ func encodeCommand(c Command) ([]byte, error) {
 	if mask&(1<<fSlack) != 0 {
 		b = binary.AppendUvarint(b, uint64(c.Slack))
 	}
+	if mask&(1<<fAttempt) != 0 {
+		b = binary.AppendUvarint(b, uint64(c.Attempt))
+	}
+	if mask&(1<<fConfig) != 0 {
+		vals := configInts(c.Config)
+		var cmask uint64
+		for i, v := range vals {
+			if v != 0 {
+				cmask |= 1 << i
+			}
+		}
+		b = binary.AppendUvarint(b, cmask)
+		for _, v := range vals {
+			if v != 0 {
+				b = binary.AppendVarint(b, v)
+			}
+		}
+	}
 	if len(b) > MaxCommandBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
 	}
@@ -130,14 +204,19 @@ func decodeCommand(out *Command, b []byte) error {
 	if len(b) < 3 {
 		return fmt.Errorf("%w: %d bytes, too short", ErrBadCommand, len(b))
 	}
-	if b[0] != CommandVersion {
+	fields := fieldCountV1
+	switch b[0] {
+	case CommandVersion:
+	case CommandVersion2:
+		fields = fieldCount
+	default:
 		return fmt.Errorf("%w: unknown version %d", ErrBadCommand, b[0])
 	}
 	d := decoder{b: b[2:]}
 	c := Command{Op: Op(b[1])}
 	mask := d.uvarint()
 	d.zero = false // an empty mask is fine
-	if d.err == nil && mask>>fieldCount != 0 {
+	if d.err == nil && mask>>fields != 0 {
 		return fmt.Errorf("%w: unknown fields in mask %#x", ErrBadCommand, mask)
 	}
 	has := func(i int) bool { return d.err == nil && mask&(1<<i) != 0 }
@@ -181,6 +260,29 @@ func decodeCommand(out *Command, b []byte) error {
 		}
 		c.Slack = time.Duration(v)
 	}
+	if has(fAttempt) {
+		v := d.uvarint()
+		if v > math.MaxUint32 {
+			return fmt.Errorf("%w: attempt %d out of range", ErrBadCommand, v)
+		}
+		c.Attempt = uint32(v)
+	}
+	if has(fConfig) {
+		cmask := d.uvarint()
+		if d.err == nil && cmask>>configFieldCount != 0 {
+			return fmt.Errorf("%w: unknown config fields in mask %#x", ErrBadCommand, cmask)
+		}
+		var vals [configFieldCount]int64
+		for i := range vals {
+			if d.err == nil && cmask&(1<<i) != 0 {
+				vals[i] = d.varint()
+			}
+		}
+		c.Config = configOf(vals)
+		if configInts(c.Config) != vals {
+			return fmt.Errorf("%w: config field out of range", ErrBadCommand)
+		}
+	}
 	switch {
 	case d.err != nil:
 		return d.err
@@ -188,6 +290,8 @@ func decodeCommand(out *Command, b []byte) error {
 		return fmt.Errorf("%w: %d trailing bytes", ErrBadCommand, len(d.b))
 	case d.zero:
 		return fmt.Errorf("%w: a field is present with a zero value", ErrBadCommand)
+	case needsV2(c) != (b[0] == CommandVersion2):
+		return fmt.Errorf("%w: version %d for a command that is written as the other version", ErrBadCommand, b[0])
 	}
 	*out = c
 	return nil

@@ -22,6 +22,14 @@ var codecSamples = []Command{
 	{Op: 200, Name: "unknown ops still encode"},
 	{Op: OpTick, Now: 5, Slack: 3 * time.Millisecond},
 	{Op: OpAcquire, Now: 1, Slack: math.MaxInt64, Name: "x", Owner: "A", TTL: time.Second, OpID: "o"},
+	{Op: OpCancelWait, Now: 3, Name: "x", RequestID: "r", Attempt: 7},
+	{Op: OpCancelWait, Name: "x", RequestID: "r", Attempt: math.MaxUint32},
+	{Op: OpConfig, Now: 9, Config: DefaultConfig()},
+	{Op: OpConfig, Config: InitialConfig()},
+	{Op: OpConfig, Config: Config{MaxTTL: -1, MaxResourceBytes: math.MinInt64, MaxWaiters: math.MaxInt64}},
+	{Op: OpConfig},
+	{Op: OpDelete, Now: 4, Name: "stock", Token: 3, OpID: "d1"},
+	{Op: OpDelete},
 }
 
 func sameCommand(a, b Command) bool {
@@ -45,6 +53,28 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCodecVersion1Unchanged: commands that need nothing of version 2 are
+// written byte for byte as before version 2 existed (so a log written by an
+// older version decodes as it did), and the others are version 2.
+func TestCodecVersion1Unchanged(t *testing.T) {
+	for _, tc := range []struct {
+		c    Command
+		want []byte
+	}{
+		{Command{Op: OpTick}, []byte{1, 5, 0}},
+		{Command{Op: OpCancelWait, Name: "x", RequestID: "r"}, []byte{1, 4, 0x42, 1, 'x', 1, 'r'}},
+		{Command{Op: OpAdd, Now: 1, Name: "n", Token: 2, Delta: -1, OpID: "o"}, []byte{1, 7, 0x83, 0x0d, 2, 1, 'n', 2, 1, 1, 'o'}},
+		{Command{Op: OpCancelWait, Name: "x", RequestID: "r", Attempt: 2}, []byte{2, 4, 0xc2, 0x20, 1, 'x', 1, 'r', 2}},
+		{Command{Op: OpDelete, Name: "x", Token: 1}, []byte{2, 10, 0x82, 0x01, 1, 'x', 1}},
+		{Command{Op: OpConfig, Config: Config{MaxOps: 3, MaxResourceBytes: 1}}, []byte{2, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}},
+	} {
+		b, err := tc.c.MarshalBinary()
+		if err != nil || !bytes.Equal(b, tc.want) {
+			t.Errorf("%+v: %x (%v), want %x", tc.c, b, err, tc.want)
+		}
+	}
+}
+
 func TestCodecRefuses(t *testing.T) {
 	good, _ := Command{Op: OpWrite, Name: "s", Token: 1, Value: []byte("v")}.MarshalBinary()
 	for name, b := range map[string][]byte{
@@ -57,6 +87,15 @@ func TestCodecRefuses(t *testing.T) {
 		"overlong varint": {1, 5, 0x81, 0x00, 2},
 		"huge length":     {1, 5, 2, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		"oversized":       make([]byte, MaxCommandBytes+1),
+		"v2 not needed":   {2, 5, 0},
+		"v1 config op":    {1, 9, 0},
+		"v1 delete op":    {1, 10, 0},
+		"v1 attempt":      {1, 4, 0x80, 0x20, 1},
+		"attempt > 2^32":  {2, 4, 0x80, 0x20, 0x80, 0x80, 0x80, 0x80, 0x10},
+		"config mask 0":   {2, 9, 0x80, 0x40, 0},
+		"config unknown":  {2, 9, 0x80, 0x40, 0x80, 0x04, 2},
+		"config zero":     {2, 9, 0x80, 0x40, 1, 0},
+		"v3":              {3, 5, 0},
 	} {
 		var c Command
 		if err := c.UnmarshalBinary(b); !errors.Is(err, ErrBadCommand) {
@@ -92,6 +131,10 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte{1, 1, 0xff, 0x0f})
 	f.Add([]byte{1, 5, 0x81, 0x10, 0x0a, 0x05})                                                 // tick, Now and Slack
 	f.Add([]byte{1, 5, 0x80, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}) // slack > MaxInt64
+	f.Add([]byte{2, 5, 0x80, 0x20, 0x01})                                                       // version 2 for a command that is version 1
+	f.Add([]byte{1, 9, 0x00})                                                                   // OpConfig as version 1
+	f.Add([]byte{2, 4, 0x80, 0x60, 0x01, 0x01, 0x02})                                           // cancel with attempt and a config
+	f.Add([]byte{2, 9, 0x80, 0x40, 0x80, 0x04, 0x02})                                           // config mask with an unknown field
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c Command
 		if err := c.UnmarshalBinary(b); err != nil {
@@ -109,6 +152,6 @@ func FuzzDecodeCommand(f *testing.F) {
 			t.Fatalf("decode(encode(c)) != c: %+v vs %+v (%v)", c, d, err)
 		}
 		// Applying any decodable command never panics either.
-		New(Config{}).Apply(c)
+		New().Apply(c)
 	})
 }

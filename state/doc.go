@@ -7,6 +7,35 @@
 // with [Command.MarshalBinary]) and applies them in log order on every
 // replica; [Machine.Snapshot] and [Machine.Restore] move the whole state.
 //
+// # Contract: the log decides
+//
+// Replaying the same log gives the same state on any node, with any flags,
+// on any version that can read it. Every rule that can change a command's
+// outcome is either a constant of the log format or recorded in the log:
+// the rules of the second kind are a [Config], set by an [OpConfig] command
+// and carried by snapshots. A machine starts from [InitialConfig] ([New]);
+// an OpConfig applies to the commands after it and never undoes what was
+// decided before it (a lease granted with a TTL above a lowered MaxTTL
+// keeps it). The only legal way to change the rules of a running store is
+// an OpConfig in its log: the node proposes one when the operator's
+// configuration differs from [Machine.Config]. [NewWithConfig] is for tests
+// and tools, never for a replica.
+//
+// # Config
+//
+// [InitialConfig] is the rule set of log format 1, which had no OpConfig:
+// a log or snapshot written before OpConfig existed replays under exactly
+// the rules that decided it (100,000 ids of each kind, forgotten by count
+// at any age or after 24 h; no caps; the largest MaxTTL, since that code
+// refused a TTL above the server's flag before proposing it). Replaying it
+// "identically" requires those rules, including the silent forgetting
+// (fault G5 of that format): replay must reproduce what was acknowledged,
+// not what should have been. [DefaultConfig] is what a node proposes when
+// the operator sets nothing: ids kept at least 3 minutes and at most 24
+// hours, up to a million of each; at most 1,024 waiters on a lock and
+// 100,000 in all; at most 100,000 fenced resources holding 256 MiB of
+// values. [Config.Validate] names the first field out of bounds.
+//
 // # Locks
 //
 // An acquire is granted when the lock is free: no unexpired lease, no

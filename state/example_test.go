@@ -12,7 +12,7 @@ import (
 // The seed's story: A's lease runs out while it is paused, B takes over,
 // and A's late write is refused by the fenced resource.
 func Example() {
-	m := state.New(state.Config{})
+	m := state.New()
 	sec := int64(time.Second)
 
 	a := m.Apply(state.Command{Op: state.OpAcquire, Now: 0, Name: "sku-42", Owner: "A", TTL: 5 * time.Second})
@@ -40,7 +40,7 @@ func Example() {
 // A blocking acquire queues; the release hands the lock over in the same
 // apply, reported as an Event for the waiter's request_id.
 func ExampleMachine_Apply_wait() {
-	m := state.New(state.Config{})
+	m := state.New()
 	m.Apply(state.Command{Op: state.OpAcquire, Name: "job", Owner: "A", TTL: time.Minute})
 	q := m.Apply(state.Command{Op: state.OpAcquire, Name: "job", Owner: "B", TTL: time.Minute, Wait: time.Minute, RequestID: "b-1"})
 	fmt.Println("queued:", q.Queued)
@@ -58,7 +58,7 @@ func ExampleMachine_Apply_wait() {
 // the machine decides expiry that far behind Now, so a lease committed 3ms
 // after its stamp still lives its full TTL after the commit.
 func ExampleCommand_slack() {
-	m := state.New(state.Config{})
+	m := state.New()
 	ms := int64(time.Millisecond)
 	const slack = 3 * time.Millisecond
 	m.Apply(state.Command{Op: state.OpAcquire, Now: 0, Slack: slack, Name: "job", Owner: "A", TTL: time.Second})

@@ -11,7 +11,7 @@ import (
 // TestG1MonotonicTokens: every grant's token is greater than all before it,
 // across locks, hand-ons, restore from a snapshot, and a restore floor.
 func TestG1MonotonicTokens(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	var last fence.Token
 	check := func(l *fence.Lease) {
 		t.Helper()
@@ -29,7 +29,7 @@ func TestG1MonotonicTokens(t *testing.T) {
 	if err := m.Snapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
-	r := New(Config{})
+	r := New()
 	if err := r.Restore(&snap); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestG1MonotonicTokens(t *testing.T) {
 // TestG2Exclusion: while a lease is unexpired nobody else is granted the
 // lock — neither a try-acquire, nor a waiter, nor a retried request_id.
 func TestG2Exclusion(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustGrant(t, m, acq(0, "x", "A", 5*time.Second), 1)
 	mustOK(t, m, waitAcq(0, "x", "B", time.Second, time.Minute, "w"))
 	for _, now := range []int64{0, at(1), at(4.999), at(5) - 1} {
@@ -64,7 +64,7 @@ func TestG2Exclusion(t *testing.T) {
 // in server time, and commands carrying an older time (a leader with a
 // slower clock) cannot shorten it.
 func TestG3NoEarlyExpiry(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustGrant(t, m, acq(at(10), "x", "A", 5*time.Second), 1)
 	mustOK(t, m, tick(at(3))) // a stale clock: server time stays at 10s
 	if d, _ := m.NextDeadline(); d != at(15) {
@@ -84,7 +84,7 @@ func TestG3NoEarlyExpiry(t *testing.T) {
 // TestG4FencedWrites: a write is accepted only with a token at least the
 // last accepted and actually issued; equal tokens are accepted.
 func TestG4FencedWrites(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustGrant(t, m, acq(0, "x", "A", time.Second), 1)
 	mustGrant(t, m, acq(at(1), "x", "B", time.Second), 2)
 	mustOK(t, m, write(at(1), "r", 2, "b1", ""))
@@ -99,7 +99,7 @@ func TestG4FencedWrites(t *testing.T) {
 // TestG5Idempotency: a repeated op_id is not applied again, and a repeated
 // request_id returns the same lease rather than a second grant.
 func TestG5Idempotency(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	c := Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: 5 * time.Second, RequestID: "req"}
 	first := mustGrant(t, m, c, 1)
 	c.Now = at(1)

@@ -8,7 +8,7 @@ import (
 // LatestExpiry follows grants, renewals, releases and expiries, and counts a
 // lease past its expiry until a command settles it.
 func TestLatestExpiry(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	if _, ok := m.LatestExpiry(); ok {
 		t.Fatal("empty machine reports a held lease")
 	}

@@ -67,9 +67,11 @@ func (m *impl) holding(l *lockEntry, name string, token fence.Token) (*grant, er
 	return nil, &fence.NotHolderError{Name: name, Token: token}
 }
 
-// cancelWait: the client of a waiting acquire went away. A queued waiter is
-// removed; a waiter already granted whose lease is still held is released
-// (it never saw the grant) and the lock passes on. Otherwise nothing.
+// cancelWait: the client of one attempt of a waiting acquire went away. If
+// that attempt is still the request's current one (or cmd.Attempt is 0, a
+// format-1 cancel), a queued waiter is removed and a waiter already granted
+// whose lease is still held is released (it never saw the grant) and the
+// lock passes on. Otherwise nothing: a newer attempt owns the request.
 func (m *impl) cancelWait(cmd Command) Result {
 	if err := m.validateCancelWait(cmd); err != nil {
 		return Result{Err: err}
@@ -82,7 +84,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 	m.settle(l, &res.Events)
 	defer m.touch(l)
 	r := m.live[cmd.RequestID]
-	if r == nil || r.name != cmd.Name {
+	if r == nil || r.name != cmd.Name || (cmd.Attempt != 0 && cmd.Attempt != r.attempt) {
 		return res
 	}
 	switch r.state {
@@ -90,6 +92,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 		for i, w := range l.queue {
 			if w == r {
 				l.queue = append(l.queue[:i:i], l.queue[i+1:]...)
+				m.waiting--
 				break
 			}
 		}

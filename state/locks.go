@@ -91,12 +91,13 @@ func (m *impl) handOn(l *lockEntry, events *[]Event) {
 		}
 		w := l.queue[0]
 		l.queue = l.queue[1:]
+		m.waiting--
 		if w.deadline <= available {
 			m.waitRanOut(l, w, events)
 			continue
 		}
 		g := m.grantTo(l, w.owner, w.ttl, w.lockDelay, w)
-		*events = append(*events, Event{RequestID: w.id, Lease: g.lease(l.name, m.clock)})
+		*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Lease: g.lease(l.name, m.clock)})
 	}
 	if len(l.queue) == 0 {
 		l.queue = nil
@@ -108,6 +109,7 @@ func (m *impl) expireWaits(l *lockEntry, events *[]Event) {
 	kept := l.queue[:0]
 	for _, w := range l.queue {
 		if w.deadline <= m.expiryTime() {
+			m.waiting--
 			m.waitRanOut(l, w, events)
 			continue
 		}
@@ -124,7 +126,7 @@ func (m *impl) waitRanOut(l *lockEntry, w *request, events *[]Event) {
 	err := m.busy(l)
 	err.Waited = true
 	m.finish(w, outcomeWaitedOut)
-	*events = append(*events, Event{RequestID: w.id, Err: err})
+	*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Err: err})
 }
 
 // grantTo gives the free lock l a new lease with the next token.

@@ -7,21 +7,15 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// Defaults for a zero Config.
-const (
-	DefaultMaxOps      = 100000
-	DefaultMaxRequests = 100000
-	DefaultIDRetention = 24 * time.Hour
-)
-
 // impl is the machine's state. Every field is plain data; nothing here reads
 // a clock, does I/O or iterates a map in a way that decides anything.
 type impl struct {
-	cfg      Config
-	clock    int64         // server time, ns: max of every cmd.Now seen
-	decided  int64         // decision time, ns: max of every cmd.Now - cmd.Slack, and 0
-	maxSlack time.Duration // largest cmd.Slack applied
-	counter  fence.Token   // last token issued
+	cfg        Config
+	configured bool          // an OpConfig was applied (or NewWithConfig): attempt generations count
+	clock      int64         // server time, ns: max of every cmd.Now seen
+	decided    int64         // decision time, ns: max of every cmd.Now - cmd.Slack, and 0
+	maxSlack   time.Duration // largest cmd.Slack applied
+	counter    fence.Token   // last token issued
 
 	byName    map[string]*lockEntry
 	deadlines deadlineHeap // locks with something due, by (deadline, name)
@@ -31,33 +25,19 @@ type impl struct {
 	requests memory[string, *request] // request_ids whose outcome is final
 	ops      memory[opKey, *opRecord] // op_ids of accepted writes and adds
 
-	resources map[string]*resource
+	resources     map[string]*resource
+	resourceBytes int64 // sum of len(value) over resources
+	waiting       int   // queued acquires on all locks
 }
 
-func (c Config) withDefaults() Config {
-	if c.MaxTTL <= 0 {
-		c.MaxTTL = fence.DefaultMaxTTL
-	}
-	if c.MaxOps <= 0 {
-		c.MaxOps = DefaultMaxOps
-	}
-	if c.MaxRequests <= 0 {
-		c.MaxRequests = DefaultMaxRequests
-	}
-	if c.IDRetention <= 0 {
-		c.IDRetention = DefaultIDRetention
-	}
-	return c
-}
-
-func newMachine(cfg Config) *Machine {
+func newMachine(cfg Config, configured bool) *Machine {
 	m := &Machine{}
 	m.impl = *newImpl(cfg)
+	m.configured = configured
 	return m
 }
 
 func newImpl(cfg Config) *impl {
-	cfg = cfg.withDefaults()
 	return &impl{
 		cfg:       cfg,
 		byName:    map[string]*lockEntry{},
@@ -112,8 +92,12 @@ func (m *impl) apply(cmd Command) Result {
 		return m.add(cmd)
 	case OpBumpToken:
 		return m.bumpToken(cmd)
+	case OpConfig:
+		return m.setConfig(cmd)
+	case OpDelete:
+		return m.del(cmd)
 	}
-	return Result{Err: fence.Invalid("op", "a known operation (1..8)", itoa(int64(cmd.Op)))}
+	return Result{Err: fence.Invalid("op", "a known operation (1..10)", itoa(int64(cmd.Op)))}
 }
 
 // tick expires everything due at server time and hands freed locks on.

@@ -1,6 +1,11 @@
 package state
 
-import "container/list"
+import (
+	"container/list"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
 
 // memory remembers ids (request_ids, op_ids) in the order they were put,
 // bounded by count and by server-time age. Since server time never goes
@@ -38,17 +43,37 @@ func (m *memory[K, V]) put(k K, v V, at int64) {
 	m.items[k] = m.order.PushBack(&memEntry[K, V]{key: k, at: at, val: v})
 }
 
-// forget drops the oldest entries beyond max and those at least retention
-// old at server time now.
-func (m *memory[K, V]) forget(now, retention int64, max int) {
+// oldest returns when the oldest entry was remembered.
+func (m *memory[K, V]) oldest() (int64, bool) {
+	if e := m.order.Front(); e != nil {
+		return e.Value.(*memEntry[K, V]).at, true
+	}
+	return 0, false
+}
+
+// forget drops the entries at least retention old at server time now, and
+// the oldest beyond max as long as they are at least minRetention old.
+func (m *memory[K, V]) forget(now, retention, minRetention int64, max int) {
 	for e := m.order.Front(); e != nil; e = m.order.Front() {
 		me := e.Value.(*memEntry[K, V])
-		if m.order.Len() <= max && now-me.at < retention {
+		age := now - me.at
+		if age < retention && (m.order.Len() <= max || age < minRetention) {
 			return
 		}
 		m.order.Remove(e)
 		delete(m.items, me.key)
 	}
+}
+
+// full reports whether a new id must be refused: max entries are
+// remembered (forget has run, so the oldest is younger than minRetention
+// or there are exactly max) and the oldest is younger than minRetention.
+func (m *memory[K, V]) full(now, minRetention int64, max int) bool {
+	if minRetention <= 0 || m.order.Len() < max {
+		return false
+	}
+	at, ok := m.oldest()
+	return !ok || now-at < minRetention
 }
 
 // each calls f on every entry, oldest first.
@@ -63,8 +88,44 @@ func (m *memory[K, V]) each(f func(k K, at int64, v V)) {
 // memories and to the tombstones of idle locks. It runs at the start of
 // every Apply, after server time advanced.
 func (m *impl) forget() {
-	retention := int64(m.cfg.IDRetention)
-	m.requests.forget(m.clock, retention, m.cfg.MaxRequests)
-	m.ops.forget(m.clock, retention, m.cfg.MaxOps)
+	retention, minimum := int64(m.cfg.IDRetention), int64(m.cfg.MinIDRetention)
+	m.requests.forget(m.clock, retention, minimum, m.cfg.MaxRequests)
+	m.ops.forget(m.clock, retention, minimum, m.cfg.MaxOps)
 	m.idle.forget(m.clock, retention, m.cfg.MaxRequests, func(l *lockEntry) { delete(m.byName, l.name) })
+}
+
+// admitOp refuses a new op_id when the op_id memory is full of ids younger
+// than MinIDRetention: forgetting one would break the promise that a retry
+// within MinIDRetention is never applied twice.
+func (m *impl) admitOp() error {
+	if m.ops.full(m.clock, int64(m.cfg.MinIDRetention), m.cfg.MaxOps) {
+		return fence.Exhausted("remembered op_ids (config.max_ops)",
+			"at most "+utoa(m.cfg.MaxOps)+" younger than "+m.cfg.MinIDRetention.String(), utoa(m.ops.len()))
+	}
+	return nil
+}
+
+// admitRequest is admitOp for a new request_id. Only ended requests are
+// counted: a request admitted while queued or holding is remembered when it
+// ends even if the memory is full then, so the memory may exceed
+// MaxRequests by the number of requests live at that moment.
+func (m *impl) admitRequest() error {
+	if m.requests.full(m.clock, int64(m.cfg.MinIDRetention), m.cfg.MaxRequests) {
+		return fence.Exhausted("remembered request_ids (config.max_requests)",
+			"at most "+utoa(m.cfg.MaxRequests)+" younger than "+m.cfg.MinIDRetention.String(), utoa(m.requests.len()))
+	}
+	return nil
+}
+
+// oldestIDAge is the age at now of the oldest remembered op_id or
+// request_id.
+func (m *impl) oldestIDAge(now int64) time.Duration {
+	now = max(now, m.clock)
+	var age int64
+	for _, f := range []func() (int64, bool){m.ops.oldest, m.requests.oldest} {
+		if at, ok := f(); ok {
+			age = max(age, now-at)
+		}
+	}
+	return time.Duration(age)
 }

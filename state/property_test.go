@@ -54,7 +54,7 @@ func genCommand(t *rapid.T, now int64) Command {
 // fresh machine carries on identically.
 func TestMachineMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m, ref := New(Config{}), newModel()
+		m, ref := New(), newModel()
 		var now, decided int64
 		var lastGrant fence.Token
 		leaseEnds := map[string]int64{}      // lock -> end of its current lease
@@ -108,7 +108,7 @@ func TestMachineMatchesModel(t *testing.T) {
 				if err := m.Snapshot(&a); err != nil {
 					t.Fatal(err)
 				}
-				restored := New(Config{})
+				restored := New()
 				if err := restored.Restore(bytes.NewReader(a.Bytes())); err != nil {
 					t.Fatal(err)
 				}

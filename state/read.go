@@ -6,55 +6,103 @@ import (
 	"time"
 )
 
-// Reads never change state. They describe a lock as a Tick at server time
-// now would leave it only as far as its own lease goes: a lease past its
-// expiry shows as gone (with its lock-delay), but waiters are not handed the
-// lock until a command applies it.
+// Reads never change state. They judge a lock as the next command would:
+// at the machine's decision time (Apply's view, see doc.go, Time), with the
+// lock settled as settle would settle it — a lease past its end is gone
+// (starting its lock-delay), a waiter whose wait had not run out when the
+// lock became available is about to be granted (so the lock is not free),
+// and waits that ran out are not counted. now (server time, at least
+// Now()) only counts the remaining times reported.
 
 func (m *impl) lock(name string, now int64) LockInfo {
-	now = max(now, m.clock)
 	l := m.byName[name]
 	if l == nil {
-		return LockInfo{Name: name}
+		return LockInfo{Name: name, Free: true}
 	}
-	return l.info(now)
+	return m.info(l, max(now, m.clock))
 }
 
-func (l *lockEntry) info(now int64) LockInfo {
+// info describes l as settle at the decision time would leave it.
+func (m *impl) info(l *lockEntry, now int64) LockInfo {
+	d := m.expiryTime()
 	info := LockInfo{Name: l.name, LastToken: l.lastToken}
-	for _, w := range l.queue {
-		if w.deadline > now {
+	g, freedAt, delayUntil := l.holder, l.freedAt, l.delayUntil
+	if g != nil && g.expiresAt <= d {
+		freedAt = g.expiresAt
+		if g.lockDelay > 0 {
+			delayUntil = g.expiresAt + int64(g.lockDelay)
+		}
+		g = nil
+	}
+	queue := l.queue
+	if g == nil {
+		// handOn: the waiters whose wait ran out before the lock became
+		// available are gone; the first other one is about to be granted.
+		if available := max(freedAt, delayUntil); available <= d {
+			for len(queue) > 0 && queue[0].deadline <= available {
+				queue = queue[1:]
+			}
+			if len(queue) > 0 {
+				// Granted by the next command, its wait having not run out
+				// when the lock became available: it counts as a waiter
+				// (whose lease is not issued yet) even if its wait has run
+				// out since.
+				delayUntil = 0 // a grant clears it
+				info.Waiters++
+				queue = queue[1:]
+			}
+		}
+	}
+	for _, w := range queue {
+		if w.deadline > d {
 			info.Waiters++
 		}
 	}
-	delayUntil := l.delayUntil
-	if g := l.holder; g != nil {
-		if g.expiresAt > now {
-			info.Lease = g.lease(l.name, now)
-		} else if g.lockDelay > 0 {
-			delayUntil = g.expiresAt + int64(g.lockDelay)
-		}
+	delayed := g == nil && delayUntil > d
+	if g != nil {
+		info.Lease = g.lease(l.name, now)
+	} else if delayed {
+		info.LockDelayRemaining = time.Duration(max(delayUntil-now, 0))
 	}
-	if info.Lease == nil && delayUntil > now {
-		info.LockDelayRemaining = time.Duration(delayUntil - now)
-	}
+	info.Free = g == nil && !delayed && info.Waiters == 0
 	return info
 }
 
-func (m *impl) locks(prefix string, now int64) []LockInfo {
+func (m *impl) locksPage(prefix, after string, limit int, now int64) ([]LockInfo, string) {
 	now = max(now, m.clock)
 	var names []string
 	for name := range m.byName {
-		if strings.HasPrefix(name, prefix) {
+		if strings.HasPrefix(name, prefix) && name > after {
 			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
 	var out []LockInfo
 	for _, name := range names {
-		info := m.byName[name].info(now)
-		if info.Lease != nil || info.Waiters > 0 || info.LockDelayRemaining > 0 {
-			out = append(out, info)
+		info := m.info(m.byName[name], now)
+		if info.Free {
+			continue
+		}
+		if limit > 0 && len(out) == limit {
+			return out, out[len(out)-1].Name
+		}
+		out = append(out, info)
+	}
+	return out, ""
+}
+
+func (m *impl) queued() []QueuedRequest {
+	var names []string
+	for name, l := range m.byName {
+		if len(l.queue) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var out []QueuedRequest
+	for _, name := range names {
+		for _, w := range m.byName[name].queue {
+			out = append(out, QueuedRequest{Name: name, RequestID: w.id, Attempt: w.attempt})
 		}
 	}
 	return out

@@ -6,14 +6,14 @@ import (
 )
 
 func TestLocksListing(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustOK(t, m, acq(0, "job/b", "A", 10*time.Second))
 	mustOK(t, m, acq(0, "job/a", "A", 10*time.Second))
 	mustOK(t, m, waitAcq(0, "job/a", "B", time.Second, time.Minute, "w"))
 	mustOK(t, m, Command{Op: OpAcquire, Name: "job/delayed", Owner: "A", TTL: time.Second, LockDelay: time.Minute})
 	mustOK(t, m, acq(0, "job/released", "A", time.Second))
 	mustOK(t, m, rel(0, "job/released", 4))
-	mustOK(t, m, acq(0, "other", "A", 10*time.Second))
+	mustOK(t, m, acq(at(2), "other", "A", 10*time.Second)) // decision time 2s
 
 	got := m.Locks("job/", at(2))
 	var names []string
@@ -27,7 +27,7 @@ func TestLocksListing(t *testing.T) {
 	if a.Lease == nil || a.Lease.Owner != "A" || a.Lease.Remaining != 8*time.Second || a.Waiters != 1 || a.LastToken != 2 {
 		t.Fatalf("job/a: %+v lease %+v", a, a.Lease)
 	}
-	// The delayed lock's lease expired at 1s; reads see the delay without a tick.
+	// The delayed lock's lease expired at 1s, before the decision time: reads see the delay without a tick.
 	if d := got[2]; d.Lease != nil || d.LockDelayRemaining != 59*time.Second || d.LastToken != 3 {
 		t.Fatalf("job/delayed: %+v", d)
 	}

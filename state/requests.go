@@ -37,6 +37,18 @@ type request struct {
 	state     requestState
 	token     fence.Token // granted: the lease's token
 	outcome   outcome
+	attempt   uint32 // attempt generation: 1, then +1 per applied retry while live
+}
+
+// retry makes a new attempt of a live request (saturating: after 2^32-1
+// retries the last attempt stays current). Attempts count only once an
+// OpConfig has been applied: a format-1 log has none, and keeping its
+// requests at attempt 1 makes a replica that restores a format-1 snapshot
+// and one that replays the format-1 log agree.
+func (m *impl) retry(r *request) {
+	if m.configured && r.attempt < 1<<32-1 {
+		r.attempt++
+	}
 }
 
 // samePayload reports whether cmd is a retry of r. The wait is not part of
@@ -66,12 +78,22 @@ func (m *impl) finish(r *request, out outcome) {
 }
 
 // replay answers a retried acquire with the outcome of its first attempt.
-// The lock r names has been settled.
+// A retry of a request still queued or holding its lock is a new attempt:
+// from now on only a cancel naming this attempt ends it. The lock r names
+// has been settled.
 func (m *impl) replay(r *request) Result {
+	res := m.replayOutcome(r)
+	res.Attempt = r.attempt
+	return res
+}
+
+func (m *impl) replayOutcome(r *request) Result {
 	switch r.state {
 	case reqQueued:
+		m.retry(r)
 		return Result{Queued: true, Replayed: true}
 	case reqHeld:
+		m.retry(r)
 		l := m.byName[r.name]
 		return Result{Lease: l.holder.lease(r.name, m.clock), Replayed: true}
 	}

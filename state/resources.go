@@ -13,9 +13,11 @@ import (
 // resource is a fenced value: it accepts a write only with a token at least
 // the last one it accepted (G4).
 type resource struct {
+	name      string // the map key; op_id keys share its bytes
 	value     []byte
 	lastToken fence.Token
-	version   uint64 // accepted writes and adds
+	version   uint64 // accepted writes, adds and deletes
+	deleted   bool   // deleted and not written since: a tombstone keeping lastToken
 }
 
 // opKey names an op_id within its resource.
@@ -61,15 +63,20 @@ func (m *impl) write(cmd Command) Result {
 		return res
 	}
 	r, err := m.fenced(cmd.Name, cmd.Token)
+	if err == nil {
+		err = m.admitChange(cmd, r, len(cmd.Value))
+	}
 	if err != nil {
 		return Result{Err: err}
 	}
-	r.value = bytes.Clone(cmd.Value)
+	r = m.resourceFor(cmd.Name, r)
+	m.setValue(r, bytes.Clone(cmd.Value))
+	r.deleted = false
 	return m.accepted(cmd, r, 0)
 }
 
-// add adds cmd.Delta to a resource holding a decimal integer (missing or
-// empty = 0) if cmd.Token is not stale.
+// add adds cmd.Delta to a resource holding a decimal integer (missing,
+// deleted or empty = 0) if cmd.Token is not stale.
 func (m *impl) add(cmd Command) Result {
 	if err := m.validateAdd(cmd); err != nil {
 		return Result{Err: err}
@@ -82,7 +89,7 @@ func (m *impl) add(cmd Command) Result {
 		return Result{Err: err}
 	}
 	var cur int64
-	if len(r.value) > 0 {
+	if r != nil && len(r.value) > 0 {
 		cur, err = strconv.ParseInt(string(r.value), 10, 64)
 		if err != nil {
 			return Result{Err: fence.Invalid("value", "a decimal integer to add to", shorten(r.value))}
@@ -92,8 +99,24 @@ func (m *impl) add(cmd Command) Result {
 		return Result{Err: fence.Invalid("delta", "such that the sum fits in int64", itoa(cmd.Delta))}
 	}
 	sum := cur + cmd.Delta
-	r.value = strconv.AppendInt(nil, sum, 10)
+	v := strconv.AppendInt(nil, sum, 10)
+	if err := m.admitChange(cmd, r, len(v)); err != nil {
+		return Result{Err: err}
+	}
+	r = m.resourceFor(cmd.Name, r)
+	m.setValue(r, v)
+	r.deleted = false
 	return m.accepted(cmd, r, sum)
+}
+
+// admitChange checks the caps a change of r to size bytes could pass: the
+// resource caps, and room to remember cmd's op_id.
+func (m *impl) admitChange(cmd Command, r *resource, size int) error {
+	var op error
+	if cmd.OpID != "" {
+		op = m.admitOp()
+	}
+	return first(m.admitResource(cmd.Name, r, size), op)
 }
 
 // replayOp returns the saved result of cmd's op_id, or a conflict. It comes
@@ -111,30 +134,39 @@ func (m *impl) replayOp(cmd Command) (Result, bool) {
 	}
 	st := &ResourceState{Resource: cmd.Name, LastToken: rec.token, Version: rec.version}
 	res := Result{Resource: st, Replayed: true}
-	if cmd.Op == OpAdd {
+	switch cmd.Op {
+	case OpAdd:
 		st.Value = strconv.AppendInt(nil, rec.addValue, 10)
 		res.AddValue = rec.addValue
-	} else {
+	case OpDelete:
+		st.Deleted = true
+	default:
 		st.Value = bytes.Clone(cmd.Value)
 	}
 	return res, true
 }
 
-// fenced returns resource name if token may write it: issued, and not older
-// than the last token it accepted.
+// fenced returns resource name (nil if it does not exist) if token may
+// change it: issued, and not older than the last token it accepted.
 func (m *impl) fenced(name string, token fence.Token) (*resource, error) {
 	if token > m.counter {
 		return nil, &fence.UnknownTokenError{Token: token, LastIssued: m.counter}
 	}
 	r := m.resources[name]
-	if r == nil {
-		r = &resource{}
-		m.resources[name] = r // only reached when the write is accepted
-	}
-	if token < r.lastToken {
+	if r != nil && token < r.lastToken {
 		return nil, &fence.StaleTokenError{Resource: name, Token: token, LastAccepted: r.lastToken}
 	}
 	return r, nil
+}
+
+// resourceFor returns r, or a new resource name when r is nil (only once
+// the change is accepted).
+func (m *impl) resourceFor(name string, r *resource) *resource {
+	if r == nil {
+		r = &resource{name: name}
+		m.resources[name] = r
+	}
+	return r
 }
 
 // accepted records the token and version of an applied op and remembers its
@@ -143,9 +175,9 @@ func (m *impl) accepted(cmd Command, r *resource, addValue int64) Result {
 	r.lastToken = cmd.Token
 	r.version++
 	if cmd.OpID != "" {
-		m.ops.put(opKey{cmd.Name, cmd.OpID}, &opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue}, m.clock)
+		m.ops.put(opKey{r.name, cmd.OpID}, &opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue}, m.clock)
 	}
-	res := Result{Resource: &ResourceState{Resource: cmd.Name, Value: bytes.Clone(r.value), LastToken: r.lastToken, Version: r.version}}
+	res := Result{Resource: r.state()}
 	if cmd.Op == OpAdd {
 		res.AddValue = addValue
 	}
@@ -157,7 +189,35 @@ func (m *impl) resource(name string) ResourceState {
 	if r == nil {
 		return ResourceState{Resource: name}
 	}
-	return ResourceState{Resource: name, Value: bytes.Clone(r.value), LastToken: r.lastToken, Version: r.version}
+	return *r.state()
+}
+
+func (r *resource) state() *ResourceState {
+	return &ResourceState{Resource: r.name, Value: bytes.Clone(r.value), LastToken: r.lastToken, Version: r.version, Deleted: r.deleted}
+}
+
+// del deletes a fenced resource if cmd.Token is not stale: its value and
+// its bytes go, its last token and version stay (a tombstone, counted in
+// MaxResources), so a stale writer is refused after the delete as before
+// it. A resource never written gets a tombstone too.
+func (m *impl) del(cmd Command) Result {
+	if err := m.validateDelete(cmd); err != nil {
+		return Result{Err: err}
+	}
+	if res, done := m.replayOp(cmd); done {
+		return res
+	}
+	r, err := m.fenced(cmd.Name, cmd.Token)
+	if err == nil {
+		err = m.admitChange(cmd, r, 0)
+	}
+	if err != nil {
+		return Result{Err: err}
+	}
+	r = m.resourceFor(cmd.Name, r)
+	m.setValue(r, nil)
+	r.deleted = true
+	return m.accepted(cmd, r, 0)
 }
 
 // shorten renders a value for an error message.

@@ -10,7 +10,7 @@ import (
 
 func TestRetention(t *testing.T) {
 	t.Run("op_ids beyond MaxOps are forgotten oldest first", func(t *testing.T) {
-		m := New(Config{MaxOps: 2})
+		m := NewWithConfig(Config{MaxOps: 2})
 		mustOK(t, m, acq(0, "x", "A", time.Second))
 		for i := range 3 {
 			mustOK(t, m, add(0, "s", 1, 1, fmt.Sprint("op", i)))
@@ -27,7 +27,7 @@ func TestRetention(t *testing.T) {
 		}
 	})
 	t.Run("op_ids older than IDRetention are forgotten", func(t *testing.T) {
-		m := New(Config{IDRetention: time.Minute})
+		m := NewWithConfig(Config{IDRetention: time.Minute})
 		mustOK(t, m, acq(0, "x", "A", time.Second))
 		mustOK(t, m, add(0, "s", 1, 1, "op"))
 		if r := mustOK(t, m, add(at(59), "s", 1, 1, "op")); !r.Replayed {
@@ -38,7 +38,7 @@ func TestRetention(t *testing.T) {
 		}
 	})
 	t.Run("request_ids are forgotten after their outcome is old", func(t *testing.T) {
-		m := New(Config{IDRetention: time.Minute})
+		m := NewWithConfig(Config{IDRetention: time.Minute})
 		c := Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: time.Hour, RequestID: "r"}
 		mustGrant(t, m, c, 1)
 		mustOK(t, m, rel(at(61), "x", 1)) // held for longer than the retention: still known
@@ -48,7 +48,7 @@ func TestRetention(t *testing.T) {
 		mustGrant(t, m, c, 2) // forgotten: a new request
 	})
 	t.Run("request_ids beyond MaxRequests are forgotten; held ones are not", func(t *testing.T) {
-		m := New(Config{MaxRequests: 1})
+		m := NewWithConfig(Config{MaxRequests: 1})
 		held := Command{Op: OpAcquire, Name: "h", Owner: "A", TTL: time.Hour, RequestID: "held"}
 		mustGrant(t, m, held, 1)
 		for i := range 3 {
@@ -65,7 +65,7 @@ func TestRetention(t *testing.T) {
 		}
 	})
 	t.Run("idle locks are tombstones, then forgotten", func(t *testing.T) {
-		m := New(Config{IDRetention: time.Minute})
+		m := NewWithConfig(Config{IDRetention: time.Minute})
 		mustGrant(t, m, acq(0, "x", "A", time.Second), 1)
 		mustOK(t, m, tick(at(1)))
 		errAs[*fence.LeaseExpiredError](t, m.Apply(rel(at(30), "x", 1)).Err)
@@ -75,7 +75,7 @@ func TestRetention(t *testing.T) {
 		}
 	})
 	t.Run("lock entries do not leak", func(t *testing.T) {
-		m := New(Config{MaxRequests: 10})
+		m := NewWithConfig(Config{MaxRequests: 10})
 		for i := range 1000 {
 			name := fmt.Sprint("lock-", i)
 			mustOK(t, m, acq(int64(i), name, "A", time.Second))
@@ -87,7 +87,7 @@ func TestRetention(t *testing.T) {
 		}
 	})
 	t.Run("a delayed lock is kept until its delay ends", func(t *testing.T) {
-		m := New(Config{IDRetention: time.Second, MaxRequests: 1})
+		m := NewWithConfig(Config{IDRetention: time.Second, MaxRequests: 1})
 		mustOK(t, m, Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: time.Second, LockDelay: time.Hour})
 		mustOK(t, m, tick(at(10)))
 		wantBusy("", 0, time.Hour-9*time.Second, true)(t, m, m.Apply(acq(at(10), "x", "B", time.Second)))

@@ -11,7 +11,7 @@ import (
 // time): A's lease expires while it is paused, B takes over with token 2 and
 // writes, and A's late write with token 1 is refused at the store.
 func TestSeedTimeline(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustGrant(t, m, acq(at(0), "sku-42", "A", 5*time.Second), 1)
 
 	busy := errAs[*fence.BusyError](t, m.Apply(acq(at(4), "sku-42", "B", 5*time.Second)).Err)

@@ -80,14 +80,14 @@ func TestSlackDelaysExpiry(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := New(Config{})
+			m := New()
 			mustGrant(t, m, grantA, 1)
 			if d, ok := m.NextDeadline(); !ok || d != t0+int64(ttl) {
 				t.Fatalf("next deadline %d, want %d (decision time: no slack in it)", d, t0+int64(ttl))
 			}
 			tc.held(t, m, m.Apply(withSlack(tc.cmd(end-1), slack)))
 
-			m = New(Config{})
+			m = New()
 			mustGrant(t, m, grantA, 1)
 			tc.expired(t, m, m.Apply(withSlack(tc.cmd(end), slack)))
 		})
@@ -99,7 +99,7 @@ func TestSlackDelaysExpiry(t *testing.T) {
 // the command's Now.
 func TestSlackWaiterGrant(t *testing.T) {
 	const slack = 300 * time.Millisecond
-	m := New(Config{})
+	m := New()
 	mustGrant(t, m, acq(0, "x", "A", 5*time.Second), 1)
 	if r := mustOK(t, m, waitAcq(at(1), "x", "B", 2*time.Second, time.Minute, "rb")); !r.Queued {
 		t.Fatal("B not queued")
@@ -120,7 +120,7 @@ func TestSlackWaiterGrant(t *testing.T) {
 // decided in decision time too.
 func TestSlackWaitsAndLockDelay(t *testing.T) {
 	const slack = time.Second
-	m := New(Config{})
+	m := New()
 	mustOK(t, m, Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: 2 * time.Second, LockDelay: 3 * time.Second})
 	mustOK(t, m, waitAcq(0, "x", "B", time.Second, time.Second, "rb"))
 	if r := m.Apply(withSlack(tick(at(2)-1), slack)); len(r.Events) != 0 {
@@ -140,7 +140,7 @@ func TestSlackWaitsAndLockDelay(t *testing.T) {
 // the same apply whatever the slack, also to one whose wait ends between
 // the decision time and Now.
 func TestSlackReleaseHandsOn(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustGrant(t, m, acq(0, "x", "A", 10*time.Second), 1)
 	mustOK(t, m, waitAcq(0, "x", "B", time.Second, 2*time.Second, "rb"))
 	r := mustOK(t, m, withSlack(rel(at(2.5), "x", 1), time.Second))
@@ -152,7 +152,7 @@ func TestSlackReleaseHandsOn(t *testing.T) {
 // TestSlackDecisionTimeMonotonic: a command with a larger slack never
 // decides at an earlier time than one before it did.
 func TestSlackDecisionTimeMonotonic(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustGrant(t, m, acq(0, "x", "A", 5*time.Second), 1)
 	mustOK(t, m, write(at(6), "s", 1, "v", "")) // decision time 6s
 	r := m.Apply(withSlack(renew(at(6), "x", 1, 0), 5*time.Second))
@@ -162,7 +162,7 @@ func TestSlackDecisionTimeMonotonic(t *testing.T) {
 // TestSlackReplayHeldRemaining: a request_id replay of a lease still held in
 // decision time but past its end as of Now reports Remaining 0, not less.
 func TestSlackReplayHeldRemaining(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	c := Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: time.Second, RequestID: "r"}
 	mustGrant(t, m, c, 1)
 	c.Now, c.Slack = at(1.5), time.Second
@@ -173,7 +173,7 @@ func TestSlackReplayHeldRemaining(t *testing.T) {
 }
 
 func TestSlackRefusesNegative(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	r := m.Apply(Command{Op: OpTick, Now: 5, Slack: -1})
 	if e := errAs[*fence.InvalidError](t, r.Err); e.Field != "slack" {
 		t.Fatalf("%+v: want the field named", e)
@@ -185,7 +185,7 @@ func TestSlackRefusesNegative(t *testing.T) {
 
 // TestSlackSnapshot: the decision time and MaxSlack survive a snapshot.
 func TestSlackSnapshot(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustGrant(t, m, acq(0, "x", "A", 5*time.Second), 1)
 	mustOK(t, m, withSlack(write(at(6), "s", 1, "v", ""), 40*time.Millisecond)) // decision time 6s-40ms
 	mustOK(t, m, withSlack(tick(at(1)), 7*time.Millisecond))
@@ -196,7 +196,7 @@ func TestSlackSnapshot(t *testing.T) {
 	if err := m.Snapshot(&b); err != nil {
 		t.Fatal(err)
 	}
-	r := New(Config{})
+	r := New()
 	if err := r.Restore(bytes.NewReader(b.Bytes())); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestSlackSnapshot(t *testing.T) {
 		"negative decided":   `{"format":"fence-state/1","now":5,"decided":-1,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
 		"negative max_slack": `{"format":"fence-state/1","now":5,"decided":1,"max_slack":-1,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
 	} {
-		if err := New(Config{}).Restore(bytes.NewReader([]byte(doc))); err == nil {
+		if err := New().Restore(bytes.NewReader([]byte(doc))); err == nil {
 			t.Errorf("%s: restored", name)
 		}
 	}

@@ -18,23 +18,32 @@ import (
 // same state always gives the same bytes. request_ids and op_ids are stored
 // as bytes because they need not be UTF-8.
 
-// snapshotFormat names the snapshot layout; Restore refuses any other.
-const snapshotFormat = "fence-state/1"
+// snapshotFormat names the snapshot layout Snapshot writes. Restore reads
+// it and snapshotFormat1, the layout before OpConfig existed: a format-1
+// snapshot has no config (it restores with InitialConfig, the rules the
+// code that wrote it applied), no attempts (every request is at attempt 1)
+// and no deleted resources.
+const (
+	snapshotFormat  = "fence-state/2"
+	snapshotFormat1 = "fence-state/1"
+)
 
 // ErrBadSnapshot is wrapped by every Restore error.
 var ErrBadSnapshot = errors.New("state: bad snapshot")
 
 type snapDoc struct {
-	Format    string         `json:"format"`
-	Now       int64          `json:"now"`
-	Decided   int64          `json:"decided"`             // decision time (Command.Slack)
-	MaxSlack  int64          `json:"max_slack,omitempty"` // largest Slack applied
-	Counter   fence.Token    `json:"counter"`
-	Locks     []snapLock     `json:"locks"`
-	Idle      []string       `json:"idle"`     // idle lock names, oldest first
-	Requests  []snapRequest  `json:"requests"` // final outcomes, oldest first
-	Ops       []snapOp       `json:"ops"`      // oldest first
-	Resources []snapResource `json:"resources"`
+	Format     string         `json:"format"`
+	Now        int64          `json:"now"`
+	Decided    int64          `json:"decided"`             // decision time (Command.Slack)
+	MaxSlack   int64          `json:"max_slack,omitempty"` // largest Slack applied
+	Counter    fence.Token    `json:"counter"`
+	Config     *snapConfig    `json:"config,omitempty"`     // format 2: the rules in force
+	Configured bool           `json:"configured,omitempty"` // format 2: an OpConfig was applied
+	Locks      []snapLock     `json:"locks"`
+	Idle       []string       `json:"idle"`     // idle lock names, oldest first
+	Requests   []snapRequest  `json:"requests"` // final outcomes, oldest first
+	Ops        []snapOp       `json:"ops"`      // oldest first
+	Resources  []snapResource `json:"resources"`
 }
 
 type snapLock struct {
@@ -69,7 +78,30 @@ type snapRequest struct {
 	State     requestState `json:"state"`
 	Token     fence.Token  `json:"token,omitempty"`
 	Outcome   outcome      `json:"outcome,omitempty"`
-	At        int64        `json:"at,omitempty"` // when remembered
+	At        int64        `json:"at,omitempty"`      // when remembered
+	Attempt   uint32       `json:"attempt,omitempty"` // format 2
+}
+
+type snapConfig struct {
+	MaxTTL            int64 `json:"max_ttl"`
+	MaxOps            int   `json:"max_ops"`
+	MaxRequests       int   `json:"max_requests"`
+	IDRetention       int64 `json:"id_retention"`
+	MinIDRetention    int64 `json:"min_id_retention"`
+	MaxWaitersPerLock int   `json:"max_waiters_per_lock"`
+	MaxWaiters        int   `json:"max_waiters"`
+	MaxResources      int   `json:"max_resources"`
+	MaxResourceBytes  int64 `json:"max_resource_bytes"`
+}
+
+func snapConfigOf(c Config) *snapConfig {
+	return &snapConfig{int64(c.MaxTTL), c.MaxOps, c.MaxRequests, int64(c.IDRetention), int64(c.MinIDRetention),
+		c.MaxWaitersPerLock, c.MaxWaiters, c.MaxResources, c.MaxResourceBytes}
+}
+
+func (s *snapConfig) config() Config {
+	return Config{time.Duration(s.MaxTTL), s.MaxOps, s.MaxRequests, time.Duration(s.IDRetention), time.Duration(s.MinIDRetention),
+		s.MaxWaitersPerLock, s.MaxWaiters, s.MaxResources, s.MaxResourceBytes}
 }
 
 type snapOp struct {
@@ -87,10 +119,12 @@ type snapResource struct {
 	Value     []byte      `json:"value"`
 	LastToken fence.Token `json:"last_token"`
 	Version   uint64      `json:"version"`
+	Deleted   bool        `json:"deleted,omitempty"` // format 2
 }
 
 func (m *impl) snapshot(w io.Writer) error {
-	doc := snapDoc{Format: snapshotFormat, Now: m.clock, Decided: m.decided, MaxSlack: int64(m.maxSlack), Counter: m.counter}
+	doc := snapDoc{Format: snapshotFormat, Now: m.clock, Decided: m.decided, MaxSlack: int64(m.maxSlack), Counter: m.counter,
+		Config: snapConfigOf(m.cfg), Configured: m.configured}
 	names := make([]string, 0, len(m.byName))
 	for name := range m.byName {
 		names = append(names, name)
@@ -115,7 +149,7 @@ func (m *impl) snapshot(w io.Writer) error {
 	sort.Strings(names)
 	for _, name := range names {
 		r := m.resources[name]
-		doc.Resources = append(doc.Resources, snapResource{Name: name, Value: r.value, LastToken: r.lastToken, Version: r.version})
+		doc.Resources = append(doc.Resources, snapResource{Name: name, Value: r.value, LastToken: r.lastToken, Version: r.version, Deleted: r.deleted})
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -145,12 +179,12 @@ func snapLockOf(l *lockEntry) snapLock {
 
 func snapRequestOf(r *request) snapRequest {
 	return snapRequest{ID: []byte(r.id), Name: r.name, Owner: r.owner, TTL: int64(r.ttl), Wait: int64(r.wait), LockDelay: int64(r.lockDelay),
-		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome}
+		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome, Attempt: r.attempt}
 }
 
 func (s snapRequest) request() *request {
 	return &request{id: string(s.ID), name: s.Name, owner: s.Owner, ttl: time.Duration(s.TTL), wait: time.Duration(s.Wait), lockDelay: time.Duration(s.LockDelay),
-		deadline: s.Deadline, state: s.State, token: s.Token, outcome: s.Outcome}
+		deadline: s.Deadline, state: s.State, token: s.Token, outcome: s.Outcome, attempt: s.Attempt}
 }
 
 // restore decodes and checks a snapshot completely before it replaces
@@ -169,7 +203,7 @@ func (m *impl) restore(r io.Reader) error {
 	if dec.More() {
 		return fmt.Errorf("%w: trailing data", ErrBadSnapshot)
 	}
-	n, err := fromSnapshot(m.cfg, &doc)
+	n, err := fromSnapshot(&doc)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
@@ -179,11 +213,38 @@ func (m *impl) restore(r io.Reader) error {
 
 // fromSnapshot builds a machine from doc, checking every invariant the
 // machine relies on.
-func fromSnapshot(cfg Config, doc *snapDoc) (*impl, error) {
-	if doc.Format != snapshotFormat {
-		return nil, fmt.Errorf("format %q, want %q", doc.Format, snapshotFormat)
+func fromSnapshot(doc *snapDoc) (*impl, error) {
+	cfg, configured := InitialConfig(), false
+	switch doc.Format {
+	case snapshotFormat:
+		if doc.Config == nil {
+			return nil, fmt.Errorf("no config")
+		}
+		cfg, configured = doc.Config.config(), doc.Configured
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+	case snapshotFormat1:
+		if doc.Config != nil || doc.Configured {
+			return nil, fmt.Errorf("format %q has no config", doc.Format)
+		}
+	default:
+		return nil, fmt.Errorf("format %q, want %q or %q", doc.Format, snapshotFormat, snapshotFormat1)
+	}
+	v1 := doc.Format == snapshotFormat1
+	// attempt checks a request's attempt: none in format 1 (it restores as
+	// 1), at least 1 in format 2.
+	attempt := func(r *request) error {
+		switch {
+		case v1 && r.attempt == 0:
+			r.attempt = 1
+		case v1 || r.attempt == 0:
+			return fmt.Errorf("request %q: attempt %d in format %q", r.id, r.attempt, doc.Format)
+		}
+		return nil
 	}
 	m := newImpl(cfg)
+	m.configured = configured
 	m.clock, m.counter = doc.Now, doc.Counter
 	if doc.Decided < 0 || doc.Decided > max(doc.Now, 0) || doc.MaxSlack < 0 {
 		return nil, fmt.Errorf("decided %d or max_slack %d out of range (0 <= decided <= now %d, max_slack >= 0)", doc.Decided, doc.MaxSlack, doc.Now)
@@ -213,6 +274,9 @@ func fromSnapshot(cfg Config, doc *snapDoc) (*impl, error) {
 				if req.state != reqHeld || req.token != g.Token || req.name != s.Name {
 					return nil, fmt.Errorf("lock %q: inconsistent holder request", s.Name)
 				}
+				if err := attempt(req); err != nil {
+					return nil, err
+				}
 				if err := m.addLive(req); err != nil {
 					return nil, err
 				}
@@ -224,6 +288,10 @@ func fromSnapshot(cfg Config, doc *snapDoc) (*impl, error) {
 			if w.state != reqQueued || w.name != s.Name || w.id == "" {
 				return nil, fmt.Errorf("lock %q: inconsistent waiter", s.Name)
 			}
+			if err := attempt(w); err != nil {
+				return nil, err
+			}
+			m.waiting++
 			if err := m.addLive(w); err != nil {
 				return nil, err
 			}
@@ -255,6 +323,9 @@ func fromSnapshot(cfg Config, doc *snapDoc) (*impl, error) {
 		if r.state != reqDone || r.id == "" || m.findRequest(r.id) != nil || s.At < last || r.token > m.counter {
 			return nil, fmt.Errorf("request %q: inconsistent, repeated or out of order", r.id)
 		}
+		if err := attempt(r); err != nil {
+			return nil, err
+		}
 		last = s.At
 		m.requests.put(r.id, r, s.At)
 	}
@@ -276,7 +347,11 @@ func fromSnapshot(cfg Config, doc *snapDoc) (*impl, error) {
 		if s.LastToken > m.counter {
 			return nil, fmt.Errorf("resource %q: last token %d above counter %d", s.Name, s.LastToken, m.counter)
 		}
-		m.resources[s.Name] = &resource{value: s.Value, lastToken: s.LastToken, version: s.Version}
+		if s.Deleted && (v1 || len(s.Value) != 0) {
+			return nil, fmt.Errorf("resource %q: deleted with a value, or in format %q", s.Name, doc.Format)
+		}
+		m.resources[s.Name] = &resource{name: s.Name, value: s.Value, lastToken: s.LastToken, version: s.Version, deleted: s.Deleted}
+		m.resourceBytes += int64(len(s.Value))
 	}
 	return m, nil
 }

@@ -12,7 +12,7 @@ import (
 // remembered outcomes, op_ids and resources.
 func busyMachine(t *testing.T) *Machine {
 	t.Helper()
-	m := New(Config{})
+	m := New()
 	mustOK(t, m, Command{Op: OpAcquire, Name: "held", Owner: "A", TTL: 10 * time.Second, RequestID: "r-held"})
 	mustOK(t, m, waitAcq(0, "held", "B", time.Second, time.Minute, "r-wait"))
 	mustOK(t, m, Command{Op: OpAcquire, Name: "delayed", Owner: "A", TTL: time.Second, LockDelay: time.Hour})
@@ -39,7 +39,7 @@ func TestSnapshotRestore(t *testing.T) {
 	if again := snapshotBytes(t, busyMachine(t)); !bytes.Equal(snap, again) {
 		t.Fatal("the same state gave different snapshot bytes")
 	}
-	b := New(Config{})
+	b := New()
 	if err := b.Restore(bytes.NewReader(snap)); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 		"empty":           "",
 		"not json":        "garbage",
 		"trailing data":   string(good) + "{}",
-		"wrong format":    strings.Replace(string(good), "fence-state/1", "fence-state/9", 1),
+		"wrong format":    strings.Replace(string(good), "fence-state/2", "fence-state/9", 1),
 		"unknown field":   strings.Replace(string(good), `"now"`, `"nope":1,"now"`, 1),
 		"truncated":       string(good[:len(good)/2]),
 		"token > counter": strings.Replace(string(good), `"counter":3`, `"counter":1`, 1),

@@ -57,6 +57,14 @@ func (m *impl) validateWrite(c Command) error {
 	)
 }
 
+func (m *impl) validateDelete(c Command) error {
+	return first(
+		fence.ValidateName("resource", c.Name),
+		fence.ValidateToken(c.Token),
+		fence.ValidateID("op_id", c.OpID),
+	)
+}
+
 func (m *impl) validateAdd(c Command) error {
 	return first(
 		fence.ValidateName("resource", c.Name),

@@ -43,12 +43,12 @@ func TestBounds(t *testing.T) {
 		{"write op_id over 256 bytes", Command{Op: OpWrite, Name: "s", Token: 1, OpID: long(257)}, "op_id", "at most 256 bytes"},
 		{"add token 0", Command{Op: OpAdd, Name: "s", Delta: 1}, "token", "at least 1"},
 		{"bump token 0", Command{Op: OpBumpToken}, "token", "at least 1"},
-		{"unknown op", Command{Op: 0}, "op", "a known operation (1..8)"},
-		{"unknown op 99", Command{Op: 99}, "op", "a known operation (1..8)"},
+		{"unknown op", Command{Op: 0}, "op", "a known operation (1..10)"},
+		{"unknown op 99", Command{Op: 99}, "op", "a known operation (1..10)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := New(Config{})
+			m := NewWithConfig(DefaultConfig())
 			mustGrant(t, m, acq(0, "x", "A", time.Minute), 1)
 			mustOK(t, m, write(0, "s", 1, "v", "op"))
 			var before bytes.Buffer
@@ -72,7 +72,7 @@ func TestBounds(t *testing.T) {
 }
 
 func TestConfiguredMaxTTL(t *testing.T) {
-	m := New(Config{MaxTTL: time.Minute})
+	m := NewWithConfig(Config{MaxTTL: time.Minute})
 	e := errAs[*fence.InvalidError](t, m.Apply(acq(0, "x", "A", 2*time.Minute)).Err)
 	if e.Field != "ttl" || e.Bound != "at most 1m0s" {
 		t.Fatalf("%+v", e)
@@ -80,7 +80,7 @@ func TestConfiguredMaxTTL(t *testing.T) {
 }
 
 func TestBumpToken(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustOK(t, m, Command{Op: OpBumpToken, Token: 100})
 	mustGrant(t, m, acq(0, "x", "A", time.Second), 100)
 	mustOK(t, m, Command{Op: OpBumpToken, Token: 50}) // never lowers
@@ -88,7 +88,7 @@ func TestBumpToken(t *testing.T) {
 }
 
 func TestServerTimeNeverGoesBack(t *testing.T) {
-	m := New(Config{})
+	m := New()
 	mustOK(t, m, tick(at(10)))
 	mustGrant(t, m, acq(at(3), "x", "A", time.Second), 1)
 	if m.Now() != at(10) {

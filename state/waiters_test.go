@@ -11,7 +11,7 @@ import (
 // waiters B and C (requests rb, rc) waiting wb and wc.
 func queued(t *testing.T, d, wb, wc time.Duration) *Machine {
 	t.Helper()
-	m := New(Config{})
+	m := New()
 	mustOK(t, m, Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: 5 * time.Second, LockDelay: d})
 	for _, c := range []Command{waitAcq(0, "x", "B", 3*time.Second, wb, "rb"), waitAcq(0, "x", "C", 3*time.Second, wc, "rc")} {
 		if r := mustOK(t, m, c); !r.Queued {
@@ -127,7 +127,7 @@ func TestWaitersFIFO(t *testing.T) {
 		wantGrantEvent(t, r.Events[0], "rb", 2, 3*time.Second)
 	})
 	t.Run("events of one tick across locks come in deadline order", func(t *testing.T) {
-		m := New(Config{})
+		m := New()
 		mustOK(t, m, acq(0, "b", "A", 2*time.Second))
 		mustOK(t, m, acq(0, "a", "A", 3*time.Second))
 		mustOK(t, m, waitAcq(0, "a", "W", time.Second, time.Minute, "wa"))
@@ -138,7 +138,7 @@ func TestWaitersFIFO(t *testing.T) {
 		}
 	})
 	t.Run("wait > 0 needs a request_id", func(t *testing.T) {
-		m := New(Config{})
+		m := New()
 		e := errAs[*fence.InvalidError](t, m.Apply(waitAcq(0, "x", "A", time.Second, time.Second, "")).Err)
 		if e.Field != "request_id" || e.Bound != "not empty when wait > 0" {
 			t.Fatalf("%+v", e)
@@ -179,7 +179,7 @@ func TestCancelWait(t *testing.T) {
 		}
 	})
 	t.Run("a lease acquired without waiting is not released by a wrong name", func(t *testing.T) {
-		m := New(Config{})
+		m := New()
 		mustOK(t, m, Command{Op: OpAcquire, Name: "y", Owner: "A", TTL: time.Second, RequestID: "ra"})
 		mustOK(t, m, cancel(0, "ra")) // names lock x, not y
 		if m.Lock("y", 0).Lease == nil {

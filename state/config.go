@@ -1,0 +1,133 @@
+package state
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// Config holds every rule that can change the outcome of a command: the
+// largest TTL, how ids are remembered, and the caps on waiters and fenced
+// resources. It is part of the replicated state, never a flag of one
+// process: a machine starts from InitialConfig, an OpConfig in the log
+// replaces it for the commands after it, and snapshots carry it (see the
+// package doc, Config). A zero cap (MaxWaitersPerLock, MaxWaiters,
+// MaxResources, MaxResourceBytes) means no cap; a zero MinIDRetention means
+// ids may be forgotten by count at any age (the format-1 rule).
+type Config struct {
+	MaxTTL            time.Duration // greatest TTL of an acquire or renew
+	MaxOps            int           // op_ids remembered (see Retention)
+	MaxRequests       int           // request_ids with a final outcome remembered; also idle-lock tombstones
+	IDRetention       time.Duration // server-time age at which an id is forgotten
+	MinIDRetention    time.Duration // no id younger than this is forgotten; a new id is refused instead
+	MaxWaitersPerLock int           // queued acquires on one lock
+	MaxWaiters        int           // queued acquires on all locks
+	MaxResources      int           // fenced resources, deleted ones (tombstones) included
+	MaxResourceBytes  int64         // total bytes of the values of all fenced resources
+}
+
+// Bounds Validate enforces.
+const (
+	MaxIDMemory       = 10_000_000          // greatest MaxOps and MaxRequests
+	LongestRetention  = 30 * 24 * time.Hour // greatest IDRetention
+	ShortestRetention = time.Second         // least IDRetention
+)
+
+// DefaultConfig is the configuration a node proposes (with OpConfig) when
+// the operator sets no flag: ids remembered at least 3 minutes and at most
+// 24 hours, up to a million of each, and caps on waiters and resources.
+// 3 minutes at 5,000 id-bearing operations per second is 900,000 ids, so
+// the stated load fits in MaxOps and MaxRequests.
+func DefaultConfig() Config {
+	return Config{
+		MaxTTL:            fence.DefaultMaxTTL,
+		MaxOps:            1_000_000,
+		MaxRequests:       1_000_000,
+		IDRetention:       24 * time.Hour,
+		MinIDRetention:    3 * time.Minute,
+		MaxWaitersPerLock: 1024,
+		MaxWaiters:        100_000,
+		MaxResources:      100_000,
+		MaxResourceBytes:  256 << 20,
+	}
+}
+
+// InitialConfig is the configuration of a machine before any OpConfig has
+// been applied: a constant of the log format. It is exactly the rule set
+// the format-1 code applied (which had no OpConfig), so a log or snapshot
+// written before OpConfig existed replays to the same state: 100,000 ids of
+// each kind forgotten by count at any age or after 24 hours, no caps, and
+// MaxTTL at its largest (that code refused a TTL above the server's flag
+// before proposing it, so every acquire in such a log is within any
+// MaxTTL a server could have had). A node proposes its configuration with
+// OpConfig once it takes office, before it serves.
+func InitialConfig() Config {
+	return Config{
+		MaxTTL:      fence.LongestMaxTTL,
+		MaxOps:      100_000,
+		MaxRequests: 100_000,
+		IDRetention: 24 * time.Hour,
+	}
+}
+
+// Validate reports the first field out of bounds as a *fence.InvalidError
+// naming it (as "config.max_ttl", ...) and its bound.
+func (c Config) Validate() error {
+	d := func(field string, v, lo, hi time.Duration) error {
+		if v < lo || v > hi {
+			return fence.Invalid("config."+field, "between "+lo.String()+" and "+hi.String(), v.String())
+		}
+		return nil
+	}
+	n := func(field string, v, lo, hi int64) error {
+		if v < lo || v > hi {
+			return fence.Invalid("config."+field, "between "+itoa(lo)+" and "+itoa(hi), itoa(v))
+		}
+		return nil
+	}
+	const unbounded = 1<<63 - 1
+	return first(
+		d("max_ttl", c.MaxTTL, fence.MinTTL, fence.LongestMaxTTL),
+		n("max_ops", int64(c.MaxOps), 1, MaxIDMemory),
+		n("max_requests", int64(c.MaxRequests), 1, MaxIDMemory),
+		d("id_retention", c.IDRetention, ShortestRetention, LongestRetention),
+		d("min_id_retention", c.MinIDRetention, 0, c.IDRetention),
+		n("max_waiters_per_lock", int64(c.MaxWaitersPerLock), 0, unbounded),
+		n("max_waiters", int64(c.MaxWaiters), 0, unbounded),
+		n("max_resources", int64(c.MaxResources), 0, unbounded),
+		n("max_resource_bytes", c.MaxResourceBytes, 0, unbounded),
+	)
+}
+
+// withInitial fills the zero fields of c from InitialConfig (NewWithConfig).
+func (c Config) withInitial() Config {
+	i := InitialConfig()
+	if c.MaxTTL == 0 {
+		c.MaxTTL = i.MaxTTL
+	}
+	if c.MaxOps == 0 {
+		c.MaxOps = i.MaxOps
+	}
+	if c.MaxRequests == 0 {
+		c.MaxRequests = i.MaxRequests
+	}
+	if c.IDRetention == 0 {
+		c.IDRetention = i.IDRetention
+	}
+	return c
+}
+
+// setConfig applies an OpConfig: the new rules hold for later commands. It
+// changes nothing already decided (a lease granted with a TTL above the new
+// MaxTTL keeps it; ids and waiters above a new cap stay until they end).
+func (m *impl) setConfig(cmd Command) Result {
+	if err := cmd.Config.Validate(); err != nil {
+		return Result{Err: err}
+	}
+	m.cfg = cmd.Config
+	m.configured = true
+	return Result{}
+}
+
+func utoa(n int) string { return strconv.Itoa(n) }
