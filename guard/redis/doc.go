@@ -12,15 +12,32 @@
 //
 // # Keys
 //
-// For Options.Prefix P and resource R the guard uses:
+// For Options.Prefix P (n = len(P), in decimal) and resource R the guard uses:
 //
-//	{P:R}                 hash: value, token, version  (no TTL unless Options.KeyTTL)
-//	{P:R}:op:<hex op_id>  string: the saved result of one op_id (expires after Options.OpTTL)
+//	{n:P:R}                 hash: value, token, version  (no TTL unless Options.KeyTTL)
+//	{n:P:R}:op:<hex op_id>  string: the saved result of one op_id (expires after Options.OpTTL)
 //
-// Both keys of a resource share the hash tag {P:R}, so they live in one Redis
-// Cluster slot and the script may touch both. The op_id is hex-encoded, and P
-// may not contain braces, so no two resources or op_ids ever share a key.
-// The prefix belongs to the guard: keep other data out of it.
+// The length makes the encoding injective: prefix "a" with resource "x:R"
+// and prefix "a:x" with resource "R" are different keys. Both keys of a
+// resource share the hash tag, so they live in one Redis Cluster slot and
+// the script may touch both. The op_id is hex-encoded and P may not contain
+// braces or glob characters, so no two (prefix, resource, op_id) ever share
+// a key; KeyPattern(P) matches exactly P's keys. The prefix belongs to the
+// guard: keep other data out of it. Keys of the earlier layout {P:R} are not
+// read (see docs/guards.md for the migration).
+//
+// # Durability
+//
+// A guard that forgets a token accepts the stale writer it exists to
+// refuse. The first write of a Guard (or Guard.VerifyDurability) reads
+// CONFIG GET appendonly, appendfsync and maxmemory-policy on every node and
+// refuses with a [*DurabilityError] unless they are appendonly yes,
+// appendfsync always and noeviction (or volatile-* when Options.KeyTTL is
+// 0), or when CONFIG is renamed or forbidden and the settings cannot be
+// read. Options.AcceptVolatile writes anyway, after one loud logged warning.
+// Options.WaitReplicas makes every accepted write WAIT for that many
+// replicas; fewer within Options.WaitTimeout give a [*ReplicationError]
+// (applied on the master, retry with the same op_id).
 //
 // # Idempotency
 //

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -26,6 +28,9 @@ func redisOptions() (*redis.Options, error) {
 	}
 	return &redis.Options{Addr: addr}, nil
 }
+
+// quietLogger drops the AcceptVolatile warning in tests that mean to accept.
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // redisReachable is decided once in TestMain.
 var redisReachable error
@@ -97,6 +102,12 @@ func newTestGuard(t testing.TB, opts Options) (*Guard, *redis.Client) {
 	t.Helper()
 	rdb, prefix := testRedis(t)
 	opts.Prefix = prefix
+	// The test Redis runs without persistence; tests that do not test the
+	// durability check accept it, quietly.
+	opts.AcceptVolatile = true
+	if opts.Logger == nil {
+		opts.Logger = quietLogger
+	}
 	g, err := New(rdb, opts)
 	if err != nil {
 		t.Fatal(err)

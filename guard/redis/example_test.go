@@ -28,11 +28,14 @@ func Example() {
 	ctx := context.Background()
 	rdb := exampleClient()
 	defer rdb.Close()
-	g, err := redisguard.New(rdb, redisguard.Options{Prefix: "example.seed"})
+	// The test Redis runs without persistence: AcceptVolatile lets the guard
+	// use it (with a logged warning). In production configure appendonly yes,
+	// appendfsync always and maxmemory-policy noeviction, and leave it unset.
+	g, err := redisguard.New(rdb, redisguard.Options{Prefix: "example.seed", AcceptVolatile: true})
 	if err != nil {
 		panic(err)
 	}
-	defer rdb.Del(ctx, "{example.seed:sku-42}")
+	defer rdb.Del(ctx, "{12:example.seed:sku-42}")
 
 	if _, err := g.Set(ctx, "sku-42", 2, []byte("8"), ""); err != nil {
 		panic(err)
@@ -54,8 +57,11 @@ func ExampleGuard_Add() {
 	ctx := context.Background()
 	rdb := exampleClient()
 	defer rdb.Close()
-	g, _ := redisguard.New(rdb, redisguard.Options{Prefix: "example.add"})
-	defer rdb.Del(ctx, "{example.add:stock}", "{example.add:stock}:op:6f702d31")
+	g, err := redisguard.New(rdb, redisguard.Options{Prefix: "example.add", AcceptVolatile: true}) // see Example
+	if err != nil {
+		panic(err)
+	}
+	defer rdb.Del(ctx, "{11:example.add:stock}", "{11:example.add:stock}:op:6f702d31")
 
 	r, _ := g.Add(ctx, "stock", 2, -3, "op-1")
 	fmt.Println(r.Sum, r.Replayed)

@@ -19,11 +19,15 @@ var ErrCorrupt = errors.New("redisguard: corrupt guard key")
 type Guard struct {
 	rdb  redis.UniversalClient
 	opts Options
+	dur  durability
 }
 
 // New returns a Guard over rdb (a *redis.Client, *redis.ClusterClient or
-// *redis.Ring). It does not contact Redis; invalid Options are refused with
-// a *fence.InvalidError.
+// *redis.Ring). It does not contact Redis: the first write checks the
+// server's durability settings (see VerifyDurability; call it yourself to
+// fail fast at startup). Invalid Options are refused with a
+// *fence.InvalidError, and so is WaitReplicas with a client that cannot
+// WAIT on the connection that wrote (a *redis.Ring).
 func New(rdb redis.UniversalClient, opts Options) (*Guard, error) {
 	if rdb == nil {
 		return nil, fence.Invalid("rdb", "a Redis client", "nil")
@@ -31,6 +35,13 @@ func New(rdb redis.UniversalClient, opts Options) (*Guard, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if o.WaitReplicas > 0 {
+		switch rdb.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, fence.Invalid("wait_replicas", "0 with a "+fmt.Sprintf("%T", rdb)+" (WAIT needs a *redis.Client or *redis.ClusterClient)", strconv.Itoa(o.WaitReplicas))
+		}
 	}
 	return &Guard{rdb: rdb, opts: o}, nil
 }

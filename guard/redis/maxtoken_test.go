@@ -26,7 +26,10 @@ func TestMaxToken(t *testing.T) {
 	}
 	mustSet(t, g, "r5", 90000, "v", "") // one resource moves up
 	// A resource under another prefix does not count.
-	other, _ := New(rdb, Options{Prefix: g.Prefix() + "x"})
+	other, err := New(rdb, Options{Prefix: g.Prefix() + "x", AcceptVolatile: true, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { deletePrefix(rdb, g.Prefix()+"x") })
 	mustSet(t, other, "r", 1<<40, "v", "")
 	m, err := MaxToken(ctx, rdb, g.Prefix())

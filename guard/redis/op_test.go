@@ -73,7 +73,7 @@ func TestKeyExpiry(t *testing.T) {
 		t.Fatalf("after expiry = %+v, want applied again", r)
 	}
 
-	g2, err := New(rdb, Options{Prefix: g.Prefix(), KeyTTL: time.Hour})
+	g2, err := New(rdb, Options{Prefix: g.Prefix(), KeyTTL: time.Hour, AcceptVolatile: true, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}

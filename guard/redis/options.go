@@ -1,6 +1,8 @@
 package redisguard
 
 import (
+	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +31,33 @@ type Options struct {
 	// token. 0 (the default) keeps resource keys forever: a forgotten token
 	// lets a stale writer in again, so set KeyTTL only far above any lease.
 	KeyTTL time.Duration
+
+	// AcceptVolatile lets the guard write to a Redis server whose settings
+	// can lose accepted tokens (no appendonly, appendfsync other than always,
+	// an evicting maxmemory-policy) or cannot be read (CONFIG renamed or
+	// forbidden). Without it the first write fails with a *DurabilityError
+	// (see Guard.VerifyDurability); with it the guard logs one loud warning
+	// and writes. Set it for tests, caches, or a server you have verified
+	// yourself when CONFIG is unavailable.
+	AcceptVolatile bool
+	// Logger receives that warning (default slog.Default()).
+	Logger *slog.Logger
+
+	// WaitReplicas, when positive, makes every accepted or replayed write
+	// (Set, Add, Check) wait — WAIT numreplicas timeout, on the connection
+	// that wrote — until that many replicas have acknowledged it. Fewer
+	// within WaitTimeout give a *ReplicationError: the write was applied on
+	// the master but may be lost by a failover. Needs a *redis.Client or a
+	// *redis.ClusterClient. Default 0: do not wait.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT (default 1s when WaitReplicas > 0, at
+	// least 1ms).
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is Options.WaitTimeout when WaitReplicas > 0 and
+// WaitTimeout is 0.
+const DefaultWaitTimeout = time.Second
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
@@ -46,6 +74,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.KeyTTL < 0 || (o.KeyTTL > 0 && o.KeyTTL < time.Millisecond) {
 		return o, fence.Invalid("key_ttl", "0 (no TTL) or at least 1ms", o.KeyTTL.String())
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.WaitReplicas < 0 {
+		return o, fence.Invalid("wait_replicas", "at least 0", strconv.Itoa(o.WaitReplicas))
+	}
+	switch {
+	case o.WaitTimeout < 0 || (o.WaitTimeout > 0 && o.WaitTimeout < time.Millisecond):
+		return o, fence.Invalid("wait_timeout", "0 (the default 1s) or at least 1ms", o.WaitTimeout.String())
+	case o.WaitTimeout == 0 && o.WaitReplicas > 0:
+		o.WaitTimeout = DefaultWaitTimeout
 	}
 	return o, nil
 }

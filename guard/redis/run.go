@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fenceworks/fence"
+	"github.com/redis/go-redis/v9"
 )
 
 // run validates the arguments, runs the guard script and maps its reply.
@@ -18,16 +19,58 @@ func (g *Guard) run(ctx context.Context, mode, resource string, token fence.Toke
 	if err := fence.ValidateID("op_id", opID); err != nil {
 		return Result{}, err
 	}
+	if err := g.VerifyDurability(ctx); err != nil {
+		return Result{}, err
+	}
 	keys := []string{resourceKey(g.opts.Prefix, resource)}
 	if opID != "" {
 		keys = append(keys, opKey(g.opts.Prefix, resource, opID))
 	}
-	reply, err := guardScript.Run(ctx, g.rdb, keys,
-		mode, uint64(token), payload, g.opts.OpTTL.Milliseconds(), g.opts.KeyTTL.Milliseconds()).Slice()
+	args := []any{mode, uint64(token), payload, g.opts.OpTTL.Milliseconds(), g.opts.KeyTTL.Milliseconds()}
+	if g.opts.WaitReplicas > 0 {
+		return g.runAndWait(ctx, keys, args, resource, token, opID)
+	}
+	reply, err := guardScript.Run(ctx, g.rdb, keys, args...).Slice()
 	if err != nil {
 		return Result{}, err
 	}
 	return parseReply(reply, resource, token, opID)
+}
+
+// runAndWait runs the script and, if it accepted or replayed, WAITs on the
+// same connection (WAIT counts the acknowledgements of the writes made by
+// its own connection) for Options.WaitReplicas replicas.
+func (g *Guard) runAndWait(ctx context.Context, keys []string, args []any, resource string, token fence.Token, opID string) (Result, error) {
+	var client *redis.Client
+	switch c := g.rdb.(type) {
+	case *redis.Client:
+		client = c
+	case *redis.ClusterClient:
+		var err error
+		if client, err = c.MasterForKey(ctx, keys[0]); err != nil {
+			return Result{}, err
+		}
+	default: // New refuses WaitReplicas with other clients
+		return Result{}, fmt.Errorf("redisguard: cannot WAIT through a %T", g.rdb)
+	}
+	conn := client.Conn()
+	defer conn.Close()
+	reply, err := guardScript.Run(ctx, conn, keys, args...).Slice()
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := parseReply(reply, resource, token, opID)
+	if err != nil {
+		return res, err
+	}
+	acked, err := conn.Wait(ctx, g.opts.WaitReplicas, g.opts.WaitTimeout).Result()
+	if err != nil {
+		return res, &ReplicationError{Want: g.opts.WaitReplicas, Got: -1, Result: res, Err: err}
+	}
+	if int(acked) < g.opts.WaitReplicas {
+		return res, &ReplicationError{Want: g.opts.WaitReplicas, Got: int(acked), Result: res}
+	}
+	return res, nil
 }
 
 // parseReply turns the script's reply into a Result or a typed error.
