@@ -24,8 +24,11 @@ const cancelWaitTimeout = 5 * time.Second
 // *fence.BusyError with Waited) or ctx ends; see the package doc for what
 // happens to a waiter whose context ends.
 //
-// The error is nil, ErrNotLeader, ErrClosed, ctx.Err() (a waiting acquire
-// abandoned), or a raft failure; a Fence refusal is Result.Err.
+// The error is nil, ErrNotLeader (nothing was applied), ErrClosed (the node
+// is closed or failed; nothing was proposed), ctx.Err() (a waiting acquire
+// abandoned, or the proposal never reached raft), or an error wrapping
+// ErrUnknownOutcome (the command may have been applied: retry it with the
+// same op_id or request_id); a Fence refusal is Result.Err.
 func (n *Node) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
 	if cmd.Op == state.OpAcquire && cmd.Wait > 0 {
 		return n.acquireWaiting(ctx, cmd)
@@ -40,6 +43,8 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 	select {
 	case <-n.closing:
 		return state.Result{}, ErrClosed
+	case <-n.fail.down:
+		return state.Result{}, fmt.Errorf("%w: fatal storage error: %v", ErrClosed, n.fail.failed())
 	default:
 	}
 	c := n.clock.Load()
@@ -61,21 +66,37 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
 	f := n.raft.Apply(data, timeout)
-	err = f.Error()
+	err, ok := n.await(f)
+	if !ok {
+		c.lag.done(c, ticket, false, 0)
+		return state.Result{}, n.unknown(errors.New("raft future abandoned"))
+	}
 	if err != nil {
 		c.lag.done(c, ticket, false, 0)
 		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-			errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			// Refused before it was appended.
 			return state.Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
-		case errors.Is(err, raft.ErrRaftShutdown):
-			return state.Result{}, ErrClosed
 		case errors.Is(err, raft.ErrEnqueueTimeout):
+			// Never handed to raft.
 			if ctx.Err() != nil {
 				return state.Result{}, ctx.Err()
 			}
+			return state.Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		case errors.Is(err, raft.ErrLeadershipLost):
+			// Appended, maybe committed by the next leader.
+			return state.Result{}, fmt.Errorf("%w (%w): %v", ErrUnknownOutcome, ErrNotLeader, err)
 		}
-		return state.Result{}, fmt.Errorf("node: apply: %w", err)
+		// Shut down with the entry in flight (it may be committed and
+		// applied on replay), or a log write failed (fail-stop).
+		return state.Result{}, n.unknown(err)
+	}
+	if err := n.fail.failed(); err != nil {
+		// Committed before the failure perhaps, but this node stopped
+		// acknowledging when it failed: the client retries elsewhere or
+		// after the restart, which answers from the log.
+		c.lag.done(c, ticket, false, 0)
+		return state.Result{}, n.unknown(err)
 	}
 	switch r := f.Response().(type) {
 	case state.Result:
@@ -87,6 +108,19 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 	default:
 		c.lag.done(c, ticket, true, 0)
 		return state.Result{}, fmt.Errorf("node: unexpected apply response %T", r)
+	}
+}
+
+// unknown wraps cause in ErrUnknownOutcome, and in ErrClosed when the node
+// is closed or has failed.
+func (n *Node) unknown(cause error) error {
+	select {
+	case <-n.closing:
+		return fmt.Errorf("%w (%w): %v", ErrUnknownOutcome, ErrClosed, cause)
+	case <-n.fail.down:
+		return fmt.Errorf("%w (%w: fatal storage error): %v", ErrUnknownOutcome, ErrClosed, cause)
+	default:
+		return fmt.Errorf("%w: %v", ErrUnknownOutcome, cause)
 	}
 }
 

@@ -35,9 +35,29 @@ type Config struct {
 	// ReadyTimeout bounds how long Open waits for the single voter to elect
 	// itself and take office. Default 10s.
 	ReadyTimeout time.Duration
-	// SnapshotThreshold is the number of log entries after which raft takes
-	// a snapshot. Default 8192.
+	// SnapshotThreshold is the number of log entries after which the node
+	// takes a snapshot (and raft compacts the log). Default 8192.
 	SnapshotThreshold uint64
+	// SnapshotBytes is the size of command data appended to the log after
+	// which the node takes a snapshot, whatever the entry count, so a
+	// restart replays a bounded log. Default 64 MiB.
+	SnapshotBytes uint64
+	// WALSegmentSize is the size of raft-wal's segment files (each is
+	// preallocated). Default 64 MiB (raft-wal's default).
+	WALSegmentSize int
+	// OnFatal is called once, with the error, when a write to the raft log,
+	// stable store or snapshot store fails: the node cannot know what is
+	// durable and stops acknowledging (fail-stop). Default: log the error
+	// and os.Exit(70). A restart recovers every acknowledged entry.
+	OnFatal func(error)
+
+	// TrailingLogs is how many entries raft keeps in the log behind a
+	// snapshot (for a follower catching up). Default 10240.
+	TrailingLogs uint64
+
+	// wrapLog, for tests, wraps the log store under the node's fail-stop
+	// guard (to inject slow or failing writes).
+	wrapLog func(raft.LogStore) raft.LogStore
 }
 
 func (c Config) withDefaults() Config {
@@ -59,6 +79,12 @@ func (c Config) withDefaults() Config {
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
 	}
+	if c.SnapshotBytes == 0 {
+		c.SnapshotBytes = 64 << 20
+	}
+	if c.OnFatal == nil {
+		c.OnFatal = defaultOnFatal(c)
+	}
 	return c
 }
 
@@ -79,7 +105,14 @@ func (c Config) raftConfig() *raft.Config {
 	// nothing (docs/benchmarks.md).
 	rc.MaxAppendEntries = 128
 	rc.BatchApplyCh = true
+	// The node's snapshot trigger (snapshots.go) watches the entry count
+	// and the bytes appended after every write; raft's own check, every
+	// SnapshotInterval, is a backstop.
 	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.SnapshotInterval = 30 * time.Second
+	if c.TrailingLogs > 0 {
+		rc.TrailingLogs = c.TrailingLogs
+	}
 	rc.Logger = newHCLogger(c.Logger)
 	return rc
 }

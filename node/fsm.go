@@ -28,8 +28,10 @@ type fsm struct {
 	amu      sync.Mutex
 
 	waiters *waiters
-	kick    chan struct{} // cap 1: wakes the ticker
-	onBatch func(n int)   // metrics hook (may be nil)
+	kick    chan struct{}               // cap 1: wakes the ticker
+	onBatch atomic.Pointer[func(n int)] // metrics hook (nil: none); set at any time
+
+	restores atomic.Uint64 // snapshots restored
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -69,8 +71,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	case f.kick <- struct{}{}:
 	default:
 	}
-	if f.onBatch != nil {
-		f.onBatch(len(logs))
+	if fn := f.onBatch.Load(); fn != nil {
+		(*fn)(len(logs))
 	}
 	return out
 }
@@ -120,6 +122,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := f.m.Restore(rc); err != nil {
 		return fmt.Errorf("node: restore: %w", err)
 	}
+	f.restores.Add(1)
 	return nil
 }
 

@@ -7,11 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 
 	"github.com/fenceworks/fence"
@@ -39,6 +43,9 @@ type logStore struct {
 	log    raft.LogStore
 	stable raft.StableStore
 	closer io.Closer
+	// syncs counts the fsyncs of WAL segment files (0 for bolt, whose
+	// fsyncs are not observable: boltOptions keeps them on).
+	syncs atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -87,11 +94,7 @@ func openLogStore(cfg Config, kind string) (*logStore, error) {
 	switch kind {
 	case LogStoreBolt:
 		path := filepath.Join(cfg.DataDir, boltFileName)
-		s, err := raftboltdb.New(raftboltdb.Options{
-			Path:        path,
-			BoltOptions: &bbolt.Options{Timeout: cfg.LockTimeout},
-			NoSync:      false, // fsync before reply (G6)
-		})
+		s, err := raftboltdb.New(boltOptions(path, cfg.LockTimeout))
 		if err != nil {
 			if errors.Is(err, bbolt.ErrTimeout) {
 				return nil, fmt.Errorf("node: %s is locked by another process (is another fence server using data dir %s?): %w", path, cfg.DataDir, ErrDirLocked)
@@ -109,12 +112,32 @@ func openLogStore(cfg Config, kind string) (*logStore, error) {
 		// The meta store is ours to close: WAL.Close leaves it open (and
 		// its bolt flock held) in raft-wal v0.4.0.
 		meta := &metadb.BoltMetaDB{}
-		w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(newHCLogger(cfg.Logger).Named("wal")))
+		st := &logStore{kind: kind}
+		size := cfg.WALSegmentSize
+		if size == 0 {
+			size = wal.DefaultSegmentSize
+		}
+		w, err := wal.Open(dir,
+			wal.WithMetaStore(meta),
+			wal.WithSegmentSize(size),
+			wal.WithSegmentFiler(segment.NewFiler(dir, countingVFS{walfs.New(), &st.syncs})),
+			wal.WithLogger(newHCLogger(cfg.Logger).Named("wal")))
 		if err != nil {
 			meta.Close()
 			return nil, fmt.Errorf("node: open wal %s: %w", dir, err)
 		}
-		return &logStore{kind: kind, log: w, stable: w, closer: walCloser{w, meta}}, nil
+		st.log, st.stable, st.closer = w, w, walCloser{w, meta}
+		return st, nil
+	}
+}
+
+// boltOptions opens raft-boltdb with fsync on: every StoreLogs is
+// durable before raft acknowledges it (G6).
+func boltOptions(path string, lockTimeout time.Duration) raftboltdb.Options {
+	return raftboltdb.Options{
+		Path:        path,
+		BoltOptions: &bbolt.Options{Timeout: lockTimeout},
+		NoSync:      false, // fsync before reply (G6)
 	}
 }
 

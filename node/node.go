@@ -21,6 +21,9 @@ type Node struct {
 	lock  *dirLock
 	fsm   *fsm
 	wait  *waiters
+	fail  *failStop
+	log   *guardedLog
+	snap  *snapTrigger
 
 	clock     atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
 	officeC   chan struct{}               // cap 1: wakes the ticker on leadership change
@@ -90,7 +93,20 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
-	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, store.log, store.stable, snaps, trans)
+	n.fail = newFailStop(func(err error) {
+		n.clock.Store(nil) // acknowledge nothing more, serve no reads
+		n.signalOffice()
+		cfg.OnFatal(err)
+	})
+	var logs raft.LogStore = store.log
+	if cfg.wrapLog != nil {
+		logs = cfg.wrapLog(logs)
+	}
+	n.log = &guardedLog{LogStore: logs, fs: n.fail}
+	n.snap = newSnapTrigger(cfg, n.log)
+	n.log.wrote = n.snap.check
+	gsnaps := &guardedSnapshots{SnapshotStore: snaps, fs: n.fail, mark: n.snap.mark, done: n.snap.done}
+	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, &guardedStable{StableStore: store.stable, fs: n.fail}, gsnaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
@@ -107,9 +123,10 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 		}
 		cfg.Logger.Info("bootstrapped a new single-node cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "log_store", store.kind)
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.runTicker()
+	go n.runSnapshots()
 	if err := n.awaitOffice(cfg.ReadyTimeout); err != nil {
 		n.Close()
 		return nil, err
@@ -118,7 +135,9 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 	return n, nil
 }
 
-// awaitOffice waits until the leader clock runs.
+// awaitOffice waits until the leader clock runs. Giving up leaves nothing
+// waiting: the caller closes the node, and takeOffice's wait for its
+// barrier ends with it.
 func (n *Node) awaitOffice(timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -127,11 +146,35 @@ func (n *Node) awaitOffice(timeout time.Duration) error {
 	for n.clock.Load() == nil {
 		select {
 		case <-deadline.C:
-			return fmt.Errorf("node: did not become leader within %s: %w", timeout, ErrNotLeader)
+			return fmt.Errorf("node: not ready within the ready timeout (%s): still replaying the log or electing itself: %w", timeout, ErrNotLeader)
+		case <-n.fail.down:
+			return fmt.Errorf("node: fatal storage error while starting: %w", n.fail.failed())
 		case <-poll.C:
 		}
 	}
 	return nil
+}
+
+// await waits for raft future f, or until the node closes or fails. raft
+// never answers a future still queued when it shuts down, so waiting on
+// f.Error() alone could hang Close forever (the helper goroutine of such a
+// future stays blocked; it holds nothing). ok is false when the wait was
+// given up: f's outcome is unknown.
+func (n *Node) await(f raft.Future) (err error, ok bool) {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err, true
+	case <-n.closing:
+	case <-n.fail.down:
+	}
+	select {
+	case err := <-done:
+		return err, true
+	default:
+		return nil, false
+	}
 }
 
 // watchLeadership opens a term of office (barrier, then base = Now()) when
@@ -144,7 +187,7 @@ func (n *Node) watchLeadership() {
 			return
 		case leader := <-n.raft.LeaderCh():
 			n.clock.Store(nil)
-			if leader {
+			if leader && n.fail.failed() == nil {
 				n.takeOffice()
 			}
 			n.signalOffice()
@@ -154,7 +197,11 @@ func (n *Node) watchLeadership() {
 
 func (n *Node) takeOffice() {
 	// The barrier returns once everything committed before it is applied.
-	if err := n.raft.Barrier(0).Error(); err != nil {
+	err, ok := n.await(n.raft.Barrier(0))
+	if !ok {
+		return // closing, or failed
+	}
+	if err != nil {
 		n.cfg.Logger.Warn("leader barrier failed", "err", err)
 		return
 	}
@@ -175,6 +222,10 @@ func (n *Node) takeOffice() {
 		latest, held = m.LatestExpiry()
 	})
 	n.clock.Store(newLeaderClock(base, maxSlack, latest, held))
+	if n.fail.failed() != nil {
+		n.clock.Store(nil) // a fatal error raced the takeoffice
+		return
+	}
 	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", n.raft.CurrentTerm())
 }
 

@@ -23,12 +23,20 @@ type Status struct {
 	// decisions lag the leader clock to cover commit latency (G3). Leases
 	// last this much longer than their TTL; 0 when not in office.
 	Slack time.Duration
+	// Fatal is the storage error that stopped the node (fail-stop, see
+	// Config.OnFatal), or nil.
+	Fatal error
+	// LogSyncs counts the fsyncs of the WAL's segment files (0 with the
+	// bolt log store).
+	LogSyncs uint64
+	// Snapshots counts the snapshots this process has written.
+	Snapshots uint64
 }
 
 // Ready reports whether the node can serve: it leads, its clock runs, and
 // its FSM has applied everything committed.
 func (s Status) Ready() bool {
-	return s.Leader && s.InOffice && s.AppliedIndex >= s.CommitIndex
+	return s.Leader && s.InOffice && s.Fatal == nil && s.AppliedIndex >= s.CommitIndex
 }
 
 // Status reports the node's state. It is cheap (no raft round trip).
@@ -39,6 +47,9 @@ func (n *Node) Status() Status {
 		AppliedIndex: n.fsm.applied.Load(),
 		Waiters:      n.wait.count(),
 		Ticks:        n.ticks.Load(),
+		Fatal:        n.fail.failed(),
+		LogSyncs:     n.store.syncs.Load(),
+		Snapshots:    n.snap.taken.Load(),
 	}
 	if c := n.clock.Load(); c != nil {
 		s.InOffice = true
@@ -67,5 +78,13 @@ func (n *Node) HeldLeases() int {
 }
 
 // OnBatch registers fn to be called after each applied batch with its size
-// (for metrics). Call it before serving.
-func (n *Node) OnBatch(fn func(entries int)) { n.fsm.onBatch = fn }
+// (for metrics), replacing any earlier fn (nil removes it). It may be called
+// at any time, also while batches are applied; fn runs on raft's FSM
+// goroutine and must not block.
+func (n *Node) OnBatch(fn func(entries int)) {
+	if fn == nil {
+		n.fsm.onBatch.Store(nil)
+		return
+	}
+	n.fsm.onBatch.Store(&fn)
+}

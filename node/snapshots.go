@@ -1,0 +1,98 @@
+package node
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// snapTrigger decides when the node takes a snapshot: once the log written
+// since the last snapshot holds Config.SnapshotThreshold entries or
+// Config.SnapshotBytes bytes of command data, whichever comes first. raft's
+// own trigger only looks every SnapshotInterval and only counts entries, so
+// a burst of millions of commands (or of large writes) between two looks
+// left a log that a restart had to replay in full. A restart now restores
+// the last snapshot and replays at most about one threshold of entries.
+type snapTrigger struct {
+	cfg         Config
+	log         *guardedLog
+	bytesMark   atomic.Uint64 // log counters when the last written snapshot began
+	entriesMark atomic.Uint64
+	taken       atomic.Uint64 // snapshots written by this process
+	c           chan struct{} // cap 1: wakes runSnapshots
+}
+
+func newSnapTrigger(cfg Config, log *guardedLog) *snapTrigger {
+	return &snapTrigger{cfg: cfg, log: log, c: make(chan struct{}, 1)}
+}
+
+// due reports whether the log since the last snapshot is over a bound.
+func (t *snapTrigger) due() bool {
+	return t.log.stored.Load()-t.bytesMark.Load() >= t.cfg.SnapshotBytes ||
+		t.log.entries.Load()-t.entriesMark.Load() >= t.cfg.SnapshotThreshold
+}
+
+// check runs after every log write: it wakes runSnapshots when due.
+func (t *snapTrigger) check() {
+	if t.due() {
+		select {
+		case t.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+type snapMark struct{ bytes, entries uint64 }
+
+// mark is taken when raft creates a snapshot: the snapshot covers at least
+// what was written to the log by then (raft snapshots the applied state,
+// which may lag the log a little; the next trigger catches that up).
+func (t *snapTrigger) mark() any {
+	return snapMark{t.log.stored.Load(), t.log.entries.Load()}
+}
+
+// done is called when a snapshot has been written.
+func (t *snapTrigger) done(m any) {
+	sm := m.(snapMark)
+	storeMax(&t.bytesMark, sm.bytes)
+	storeMax(&t.entriesMark, sm.entries)
+	t.taken.Add(1)
+}
+
+func storeMax(v *atomic.Uint64, x uint64) {
+	for {
+		old := v.Load()
+		if x <= old || v.CompareAndSwap(old, x) {
+			return
+		}
+	}
+}
+
+// runSnapshots takes a snapshot whenever the trigger says it is due.
+func (n *Node) runSnapshots() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-n.snap.c:
+		}
+		if !n.snap.due() {
+			continue
+		}
+		err, ok := n.await(n.raft.Snapshot())
+		if !ok {
+			return
+		}
+		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			n.cfg.Logger.Warn("snapshot failed", "err", err)
+			select {
+			case <-n.closing:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
