@@ -43,5 +43,6 @@ func resourceToProto(rs *state.ResourceState) *fencev1.ResourceState {
 		Value:     rs.Value,
 		LastToken: uint64(rs.LastToken),
 		Version:   rs.Version,
+		Deleted:   rs.Deleted,
 	}
 }

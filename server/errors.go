@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -21,6 +22,10 @@ var errShuttingDown = errors.New("server is shutting down")
 func (s *Server) connectError(ctx context.Context, procedure string, err error) error {
 	switch {
 	case fence.ReasonOf(err) != "":
+		var limit *fence.ResourceExhaustedError
+		if errors.As(err, &limit) {
+			s.metrics.exhausted.WithLabelValues(limitLabel(limit.Limit)).Inc()
+		}
 		return apierr.ToConnect(err)
 	case errors.Is(err, node.ErrNotLeader):
 		return connect.NewError(connect.CodeUnavailable, err)
@@ -31,4 +36,15 @@ func (s *Server) connectError(ctx context.Context, procedure string, err error) 
 	}
 	s.log.Error("request failed", "procedure", procedure, "err", err)
 	return connect.NewError(connect.CodeInternal, err)
+}
+
+// limitLabel is the metric label of a limit: the config field it names
+// (`waiters on lock "x" (config.max_waiters_per_lock)` is
+// "max_waiters_per_lock"), so lock names never become label values.
+func limitLabel(limit string) string {
+	i := strings.LastIndex(limit, "(config.")
+	if i < 0 || !strings.HasSuffix(limit, ")") {
+		return "other"
+	}
+	return limit[i+len("(config.") : len(limit)-1]
 }

@@ -22,14 +22,15 @@ import (
 
 // jsonRequests names the message each unary JSON POST must decode into.
 var jsonRequests = map[string]func() proto.Message{
-	fencev1connect.LockServiceAcquireProcedure:   func() proto.Message { return new(fencev1.AcquireRequest) },
-	fencev1connect.LockServiceRenewProcedure:     func() proto.Message { return new(fencev1.RenewRequest) },
-	fencev1connect.LockServiceReleaseProcedure:   func() proto.Message { return new(fencev1.ReleaseRequest) },
-	fencev1connect.LockServiceGetProcedure:       func() proto.Message { return new(fencev1.GetRequest) },
-	fencev1connect.LockServiceListProcedure:      func() proto.Message { return new(fencev1.ListRequest) },
-	fencev1connect.ResourceServiceWriteProcedure: func() proto.Message { return new(fencev1.WriteRequest) },
-	fencev1connect.ResourceServiceAddProcedure:   func() proto.Message { return new(fencev1.AddRequest) },
-	fencev1connect.ResourceServiceReadProcedure:  func() proto.Message { return new(fencev1.ReadRequest) },
+	fencev1connect.LockServiceAcquireProcedure:    func() proto.Message { return new(fencev1.AcquireRequest) },
+	fencev1connect.LockServiceRenewProcedure:      func() proto.Message { return new(fencev1.RenewRequest) },
+	fencev1connect.LockServiceReleaseProcedure:    func() proto.Message { return new(fencev1.ReleaseRequest) },
+	fencev1connect.LockServiceGetProcedure:        func() proto.Message { return new(fencev1.GetRequest) },
+	fencev1connect.LockServiceListProcedure:       func() proto.Message { return new(fencev1.ListRequest) },
+	fencev1connect.ResourceServiceWriteProcedure:  func() proto.Message { return new(fencev1.WriteRequest) },
+	fencev1connect.ResourceServiceAddProcedure:    func() proto.Message { return new(fencev1.AddRequest) },
+	fencev1connect.ResourceServiceReadProcedure:   func() proto.Message { return new(fencev1.ReadRequest) },
+	fencev1connect.ResourceServiceDeleteProcedure: func() proto.Message { return new(fencev1.DeleteRequest) },
 }
 
 // checkJSONBodies gives a JSON request that the protobuf decoder would refuse

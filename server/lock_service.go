@@ -88,14 +88,17 @@ func (h lockService) Get(ctx context.Context, req *connect.Request[fencev1.GetRe
 
 func (h lockService) List(ctx context.Context, req *connect.Request[fencev1.ListRequest]) (*connect.Response[fencev1.ListResponse], error) {
 	const proc = fencev1connect.LockServiceListProcedure
-	if err := validatePrefix(req.Msg.GetPrefix()); err != nil {
+	m := req.Msg
+	size, serr := pageSize(m.GetPageSize())
+	after, terr := decodePageToken(m.GetPageToken())
+	if err := firstErr(validatePrefix(m.GetPrefix()), serr, terr); err != nil {
 		return nil, h.s.connectError(ctx, proc, err)
 	}
-	locks, err := h.s.node.Locks(ctx, req.Msg.GetPrefix())
+	locks, next, err := h.s.node.LocksPage(ctx, m.GetPrefix(), after, size)
 	if err != nil {
 		return nil, h.s.connectError(ctx, proc, err)
 	}
-	out := &fencev1.ListResponse{Locks: make([]*fencev1.LockInfo, 0, len(locks))}
+	out := &fencev1.ListResponse{Locks: make([]*fencev1.LockInfo, 0, len(locks)), NextPageToken: encodePageToken(next)}
 	for _, li := range locks {
 		out.Locks = append(out.Locks, lockToProto(li))
 	}

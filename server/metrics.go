@@ -19,6 +19,9 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	apply    prometheus.Histogram
 	batch    prometheus.Histogram
+	// exhausted counts RESOURCE_EXHAUSTED refusals by limit (the config
+	// field: max_waiters_per_lock, max_ops, ...).
+	exhausted *prometheus.CounterVec
 }
 
 func newMetrics(n *node.Node, conns *connCount) *metrics {
@@ -40,7 +43,10 @@ func newMetrics(n *node.Node, conns *connCount) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.apply, m.batch,
+	m.exhausted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_resource_exhausted_total", Help: "Requests refused with RESOURCE_EXHAUSTED, by the limit reached (its config field).",
+	}, []string{"limit"})
+	m.reg.MustRegister(m.requests, m.latency, m.apply, m.batch, m.exhausted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_leases_held", Help: "Locks held now (leader clock)."},
 			func() float64 { return float64(n.HeldLeases()) }),

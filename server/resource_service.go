@@ -62,3 +62,20 @@ func (h resourceService) Read(ctx context.Context, req *connect.Request[fencev1.
 	}
 	return connect.NewResponse(&fencev1.ReadResponse{State: resourceToProto(&rs)}), nil
 }
+
+func (h resourceService) Delete(ctx context.Context, req *connect.Request[fencev1.DeleteRequest]) (*connect.Response[fencev1.DeleteResponse], error) {
+	const proc = fencev1connect.ResourceServiceDeleteProcedure
+	m := req.Msg
+	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
+		fence.ValidateID("op_id", m.GetOpId())); err != nil {
+		return nil, h.s.connectError(ctx, proc, err)
+	}
+	res, err := h.s.apply(ctx, state.Command{Op: state.OpDelete, Name: m.GetResource(), Token: fence.Token(m.GetToken()), OpID: m.GetOpId()})
+	if err != nil {
+		return nil, h.s.connectError(ctx, proc, err)
+	}
+	if res.Resource == nil {
+		return nil, h.s.connectError(ctx, proc, errors.New("delete applied without a resource state"))
+	}
+	return connect.NewResponse(&fencev1.DeleteResponse{State: resourceToProto(res.Resource), Replayed: res.Replayed}), nil
+}

@@ -26,6 +26,8 @@ func TestRoundTrip(t *testing.T) {
 		{&fence.UnknownTokenError{Token: 9, LastIssued: 5}, fence.ErrUnknownToken, connect.CodeFailedPrecondition},
 		{&fence.OpConflictError{Field: "op_id", ID: "x"}, fence.ErrOpConflict, connect.CodeAlreadyExists},
 		{&fence.InvalidError{Field: "ttl", Bound: "at least 10ms"}, fence.ErrInvalid, connect.CodeInvalidArgument},
+		{&fence.ResourceExhaustedError{Limit: `waiters on lock "x"`, Bound: "at most 1024", Got: "1024"}, fence.ErrResourceExhausted, connect.CodeResourceExhausted},
+		{&fence.ResourceExhaustedError{Limit: "remembered op_ids", Bound: "at most 1000000"}, fence.ErrResourceExhausted, connect.CodeResourceExhausted},
 	}
 	for _, tc := range cases {
 		ce := ToConnect(tc.err)
@@ -57,5 +59,23 @@ func TestNonRefusals(t *testing.T) {
 	ce := connect.NewError(connect.CodeUnavailable, plain)
 	if FromConnect(ce) != error(ce) {
 		t.Fatal("a connect error without a Fence detail must come back unchanged")
+	}
+}
+
+// RESOURCE_EXHAUSTED and BUSY share a code; the reason tells them apart, so
+// neither comes back as the other, and the limit's facts survive errors.As.
+func TestResourceExhaustedIsNotBusy(t *testing.T) {
+	sent := &fence.ResourceExhaustedError{Limit: "fenced resources", Bound: "at most 100000", Got: "100000"}
+	back := FromConnect(ToConnect(sent))
+	var got *fence.ResourceExhaustedError
+	if !errors.As(back, &got) || *got != *sent {
+		t.Fatalf("round trip = %#v, want %#v", got, sent)
+	}
+	if errors.Is(back, fence.ErrBusy) || fence.ReasonOf(back) != fence.ReasonResourceExhausted {
+		t.Fatalf("%v: reason %q, busy %t; want RESOURCE_EXHAUSTED and not BUSY", back, fence.ReasonOf(back), errors.Is(back, fence.ErrBusy))
+	}
+	busy := FromConnect(ToConnect(&fence.BusyError{Name: "l", Holder: "a", Token: 1}))
+	if errors.Is(busy, fence.ErrResourceExhausted) {
+		t.Fatalf("BUSY came back as resource exhausted: %v", busy)
 	}
 }

@@ -11,6 +11,9 @@
 //
 //	BUSY                        ResourceExhausted (HTTP 429): distinct from fencing
 //	                            refusals by code alone; retry later is the remedy
+//	RESOURCE_EXHAUSTED          ResourceExhausted (HTTP 429) too: a configured
+//	                            limit of the store (waiters, resources, remembered
+//	                            ids); told apart from BUSY by the detail's reason
 //	STALE_TOKEN, NOT_HOLDER,
 //	LEASE_EXPIRED, UNKNOWN_TOKEN FailedPrecondition (HTTP 400)
 //	OP_CONFLICT                 AlreadyExists (HTTP 409)

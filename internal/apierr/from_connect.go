@@ -54,6 +54,8 @@ func FromDetail(d *fencev1.ErrorDetail) error {
 		return &fence.OpConflictError{Field: d.GetField(), ID: d.GetId()}
 	case fence.ReasonInvalid:
 		return &fence.InvalidError{Field: d.GetField(), Bound: d.GetBound()}
+	case fence.ReasonResourceExhausted:
+		return &fence.ResourceExhaustedError{Limit: d.GetLimit(), Bound: d.GetBound(), Got: d.GetGot()}
 	}
 	return nil
 }

@@ -14,7 +14,8 @@ import (
 // CodeOf is the Connect code for a Fence reason ("" maps to Unknown).
 func CodeOf(r fence.Reason) connect.Code {
 	switch r {
-	case fence.ReasonBusy:
+	case fence.ReasonBusy, fence.ReasonResourceExhausted:
+		// Told apart by the detail's reason.
 		return connect.CodeResourceExhausted
 	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired, fence.ReasonUnknownToken:
 		return connect.CodeFailedPrecondition
@@ -72,6 +73,7 @@ func Detail(err error) *fencev1.ErrorDetail {
 		unknown  *fence.UnknownTokenError
 		conflict *fence.OpConflictError
 		invalid  *fence.InvalidError
+		limit    *fence.ResourceExhaustedError
 	)
 	switch {
 	case errors.As(err, &busy):
@@ -90,6 +92,8 @@ func Detail(err error) *fencev1.ErrorDetail {
 		d.Field, d.Id = conflict.Field, conflict.ID
 	case errors.As(err, &invalid):
 		d.Field, d.Bound = invalid.Field, invalid.Bound
+	case errors.As(err, &limit):
+		d.Limit, d.Bound, d.Got = limit.Limit, limit.Bound, limit.Got
 	}
 	return d
 }

@@ -1,0 +1,155 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/internal/apierr"
+)
+
+// Delete is fenced like Write: a stale token is refused, the holder's
+// delete empties the value and keeps the last token (so the stale token is
+// still refused after it), and a retried op_id is replayed.
+func TestDelete(t *testing.T) {
+	_, url := startServer(t)
+	ctx := context.Background()
+	for _, c := range protocols(url) {
+		t.Run(c.name, func(t *testing.T) {
+			lock, res := "d-"+c.name, "dr-"+c.name
+			acquire := func(owner string) uint64 {
+				a, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: lock, Owner: owner, Ttl: durationpb.New(time.Hour)}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a.Msg.Lease.Token
+			}
+			ta := acquire("A")
+			if _, err := c.res.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{Resource: res, Token: ta, Value: []byte("v")})); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{Name: lock, Token: ta})); err != nil {
+				t.Fatal(err)
+			}
+			tb := acquire("B")
+			if _, err := c.res.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{Resource: res, Token: tb, Value: []byte("w")})); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.res.Delete(ctx, connect.NewRequest(&fencev1.DeleteRequest{Resource: res, Token: ta}))
+			var stale *fence.StaleTokenError
+			if !errors.As(apierr.FromConnect(err), &stale) || stale.Token != fence.Token(ta) || stale.LastAccepted != fence.Token(tb) {
+				t.Fatalf("delete with the old token = %v, want STALE_TOKEN %d < %d", err, ta, tb)
+			}
+			del := &fencev1.DeleteRequest{Resource: res, Token: tb, OpId: "del-" + c.name}
+			d, err := c.res.Delete(ctx, connect.NewRequest(del))
+			if err != nil || !d.Msg.State.Deleted || len(d.Msg.State.Value) != 0 || d.Msg.State.LastToken != tb || d.Msg.Replayed {
+				t.Fatalf("delete = %v, %v; want deleted, empty, last token %d", d, err, tb)
+			}
+			d2, err := c.res.Delete(ctx, connect.NewRequest(del))
+			if err != nil || !d2.Msg.Replayed || d2.Msg.State.Version != d.Msg.State.Version {
+				t.Fatalf("retried delete = %v, %v; want the saved result", d2, err)
+			}
+			rd, err := c.res.Read(ctx, connect.NewRequest(&fencev1.ReadRequest{Resource: res}))
+			if err != nil || !rd.Msg.State.Deleted || len(rd.Msg.State.Value) != 0 || rd.Msg.State.LastToken != tb {
+				t.Fatalf("read after delete = %v, %v", rd, err)
+			}
+			_, err = c.res.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{Resource: res, Token: ta, Value: []byte("late")}))
+			if !errors.Is(apierr.FromConnect(err), fence.ErrStaleToken) {
+				t.Fatalf("old token's write after the delete = %v, want STALE_TOKEN", err)
+			}
+			checkInvalid(t, func() error {
+				_, err := c.res.Delete(ctx, connect.NewRequest(&fencev1.DeleteRequest{Resource: res}))
+				return err
+			}(), "token")
+		})
+	}
+}
+
+// List pages through every lock once, in name order; page_size and
+// page_token out of bounds are invalid_argument naming the field.
+func TestListPages(t *testing.T) {
+	_, url := startServer(t)
+	ctx := context.Background()
+	c := protocols(url)[1]
+	var want []string
+	for i := range 25 {
+		name := fmt.Sprintf("p/%02d", i)
+		want = append(want, name)
+		if _, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Ttl: durationpb.New(time.Hour)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "q", Ttl: durationpb.New(time.Hour)})); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var sizes []int
+	tok := ""
+	for {
+		l, err := c.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{Prefix: "p/", PageSize: 10, PageToken: tok}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(l.Msg.Locks))
+		for _, li := range l.Msg.Locks {
+			got = append(got, li.Name)
+		}
+		if tok = l.Msg.NextPageToken; tok == "" {
+			break
+		}
+		if len(sizes) > 10 {
+			t.Fatalf("List does not end: pages %v", sizes)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(sizes) != "[10 10 5]" {
+		t.Fatalf("pages %v listed %v, want [10 10 5] listing %v", sizes, got, want)
+	}
+	// The default page holds them all.
+	l, err := c.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{}))
+	if err != nil || len(l.Msg.Locks) != 26 || l.Msg.NextPageToken != "" {
+		t.Fatalf("default page = %d locks, next %q, %v; want 26 and no next page", len(l.Msg.GetLocks()), l.Msg.GetNextPageToken(), err)
+	}
+
+	for _, p := range protocols(url) {
+		_, err := p.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{PageSize: MaxPageSize + 1}))
+		checkInvalid(t, err, "page_size")
+		if inv := new(fence.InvalidError); !errors.As(apierr.FromConnect(err), &inv) || !strings.Contains(inv.Bound, fmt.Sprint(MaxPageSize)) {
+			t.Fatalf("page_size refusal %v does not name the bound %d", err, MaxPageSize)
+		}
+		_, err = p.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{PageToken: "not a token"}))
+		checkInvalid(t, err, "page_token")
+	}
+}
+
+// An outcome the node does not know is unavailable (the client retries
+// with the same id), not internal; a RESOURCE_EXHAUSTED refusal is counted
+// by its limit.
+func TestErrorMapping(t *testing.T) {
+	s, url := startServer(t)
+	ctx := context.Background()
+	ex := fence.Exhausted(`waiters on lock "x" (config.max_waiters_per_lock)`, "at most 2", "2")
+	got := s.connectError(ctx, "p", ex)
+	var back *fence.ResourceExhaustedError
+	if connect.CodeOf(got) != connect.CodeResourceExhausted || !errors.As(apierr.FromConnect(got), &back) || back.Limit != ex.(*fence.ResourceExhaustedError).Limit {
+		t.Fatalf("connectError(%v) = %v, want resource_exhausted with the limit", ex, got)
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `fence_resource_exhausted_total{limit="max_waiters_per_lock"} 1`; !strings.Contains(string(body), want) {
+		t.Fatalf("/metrics lacks %q", want)
+	}
+}
