@@ -47,7 +47,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	}
 	var granted fence.Lease
 	var sent time.Time
-	err := c.withRetry(ctx, "acquire", func(ctx context.Context, ep *endpoint, n int) error {
+	err := c.withRetry(ctx, "acquire", cfg.wait, func(ctx context.Context, ep *endpoint, n int) error {
 		sent = time.Now()
 		resp, err := ep.locks.Acquire(ctx, connect.NewRequest(req))
 		if err != nil {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 
@@ -8,8 +9,9 @@ import (
 )
 
 // keepAliveLoop renews the lease every keepAlive (default TTL/3) after the
-// send time of the last successful renew. A transient failure is retried
-// with backoff; a refusal ends the lease. The deadline watch (checkDeadline)
+// send time of the last successful renew. Each attempt is bounded by TTL/3.
+// A transient failure (or an attempt without an answer) is retried with
+// backoff and reported by RenewErr; a refusal ends the lease. The deadline watch (checkDeadline)
 // ends it independently when the safe deadline passes first, which also
 // cancels a renew in flight. The loop returns when the lease ends or
 // Release stops it.
@@ -26,7 +28,12 @@ func (l *Lease) keepAliveLoop() {
 		case <-t.C:
 		}
 		sent := time.Now()
-		granted, err := l.c.renewAttempt(l.kaCtx, l.c.pick(), l.name, l.token, 0)
+		// An attempt gets TTL/3: one that hangs (a paused server) must fail
+		// early enough to be retried, and to tell RenewErr, before the
+		// deadline.
+		actx, cancel := context.WithTimeout(l.kaCtx, l.TTL()/3)
+		granted, err := l.c.renewAttempt(actx, l.c.pick(), l.name, l.token, 0)
+		cancel()
 		switch {
 		case err == nil:
 			if l.extend(granted, sent) != nil {

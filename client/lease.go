@@ -176,8 +176,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
-// extend moves the deadline after a successful renew sent at sent. A renew
-// whose reply arrives after the lease was declared lost does not revive it.
+// extend moves the deadline after a successful renew sent at sent. The
+// newest observation wins: a renew sent after the last one sets the
+// deadline even when it is earlier (the TTL was shortened, e.g. by a renew
+// with a shorter --ttl elsewhere); a reply to an older send can only pull
+// the deadline in, never push it out. A renew whose reply arrives after the
+// lease was declared lost does not revive it.
 func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -185,18 +189,30 @@ func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
 		return l.err
 	}
 	d := fence.SafeDeadline(sent, granted.Remaining, l.c.cfg.drift)
-	if d.After(l.deadline) {
+	newer := sent.After(l.lastSent)
+	if newer || d.Before(l.deadline) {
 		l.deadline = d
 		if l.watch != nil {
 			l.watch.Reset(time.Until(d))
 		}
 	}
-	l.ttl = granted.TTL
-	l.lastErr = nil
-	if sent.After(l.lastSent) {
+	if newer {
+		l.ttl = granted.TTL
 		l.lastSent = sent
 	}
+	l.lastErr = nil
 	return nil
+}
+
+// RenewErr is the error of the last background renewal when it failed (or
+// got no answer within TTL/3) and no renewal has succeeded since; nil while
+// renewals succeed. A lease whose renewals fail is lost at Deadline unless
+// one succeeds before: a holder that needs time to stop (fence run) starts
+// stopping when RenewErr is set and Deadline is near.
+func (l *Lease) RenewErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastErr
 }
 
 // start arms the deadline watch and the keepalive loop.

@@ -42,7 +42,7 @@ func (c *Client) renew(ctx context.Context, name string, token fence.Token, ttl 
 	}
 	var out fence.Lease
 	var sent time.Time
-	err := c.withRetry(ctx, "renew", func(ctx context.Context, ep *endpoint, _ int) error {
+	err := c.withRetry(ctx, "renew", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		sent = time.Now()
 		var err error
 		out, err = c.renewAttempt(ctx, ep, name, token, ttl)
@@ -69,7 +69,7 @@ func (c *Client) Release(ctx context.Context, name string, token fence.Token) er
 		return err
 	}
 	req := &fencev1.ReleaseRequest{Name: name, Token: uint64(token)}
-	return c.withRetry(ctx, "release", func(ctx context.Context, ep *endpoint, n int) error {
+	return c.withRetry(ctx, "release", 0, func(ctx context.Context, ep *endpoint, n int) error {
 		_, err := ep.locks.Release(ctx, connect.NewRequest(req))
 		if n > 0 && err != nil && errors.Is(toError("release", err), fence.ErrNotHolder) {
 			return nil
@@ -84,7 +84,7 @@ func (c *Client) Get(ctx context.Context, name string) (LockInfo, error) {
 		return LockInfo{}, err
 	}
 	var out LockInfo
-	err := c.withRetry(ctx, "get", func(ctx context.Context, ep *endpoint, _ int) error {
+	err := c.withRetry(ctx, "get", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		resp, err := ep.locks.Get(ctx, connect.NewRequest(&fencev1.GetRequest{Name: name}))
 		if err != nil {
 			return err
@@ -102,7 +102,7 @@ func (c *Client) Get(ctx context.Context, name string) (LockInfo, error) {
 // sorted by name. Free locks without waiters or lock-delay are not listed.
 func (c *Client) List(ctx context.Context, prefix string) ([]LockInfo, error) {
 	var out []LockInfo
-	err := c.withRetry(ctx, "list", func(ctx context.Context, ep *endpoint, _ int) error {
+	err := c.withRetry(ctx, "list", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		resp, err := ep.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{Prefix: prefix}))
 		if err != nil {
 			return err

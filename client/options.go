@@ -30,6 +30,10 @@ type config struct {
 	logger     *slog.Logger
 	backoffMin time.Duration
 	backoffMax time.Duration
+	// attemptTimeout bounds one attempt (plus the wait of a waiting
+	// acquire); failFast: a first attempt that cannot connect fails the call.
+	attemptTimeout time.Duration
+	failFast       bool
 }
 
 func defaultConfig() config {
@@ -38,8 +42,35 @@ func defaultConfig() config {
 		logger:     slog.New(slog.DiscardHandler),
 		backoffMin: 25 * time.Millisecond,
 		backoffMax: time.Second,
+
+		attemptTimeout: DefaultAttemptTimeout,
 	}
 }
+
+// DefaultAttemptTimeout bounds one attempt of a call when WithAttemptTimeout
+// is not given.
+const DefaultAttemptTimeout = 10 * time.Second
+
+// WithAttemptTimeout bounds each attempt of a call: an attempt without an
+// answer after d (after wait + d for an Acquire with Wait) is abandoned and
+// the call retries, with the same request_id or op_id, within its context
+// (default DefaultAttemptTimeout, 10s). The keepalive bounds its own
+// attempts by TTL/3 instead. d <= 0 keeps the default.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(cfg *config) {
+		if d > 0 {
+			cfg.attemptTimeout = d
+		}
+	}
+}
+
+// WithFailFast makes a call whose first attempt cannot connect to the
+// server at all (connection refused, unknown host, no route) fail at once
+// with an *UnreachableError instead of retrying until its context ends.
+// Failures after the server was reached are retried as usual. Command-line
+// tools want this; long-running workers usually do not (a server restarting
+// refuses connections for a moment).
+func WithFailFast() Option { return func(cfg *config) { cfg.failFast = true } }
 
 // WithHTTPClient sets the HTTP client. For ProtocolGRPC it must speak
 // HTTP/2 (for http:// endpoints, unencrypted HTTP/2).

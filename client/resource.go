@@ -36,7 +36,7 @@ func (c *Client) Write(ctx context.Context, resource string, token fence.Token, 
 	}
 	req := &fencev1.WriteRequest{Resource: resource, Token: uint64(token), Value: value, OpId: cfg.opID}
 	var out Resource
-	err := c.withRetry(ctx, "write", func(ctx context.Context, ep *endpoint, _ int) error {
+	err := c.withRetry(ctx, "write", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		resp, err := ep.resources.Write(ctx, connect.NewRequest(req))
 		if err != nil {
 			return err
@@ -58,7 +58,7 @@ func (c *Client) Add(ctx context.Context, resource string, token fence.Token, de
 	}
 	req := &fencev1.AddRequest{Resource: resource, Token: uint64(token), Delta: delta, OpId: cfg.opID}
 	var out Resource
-	err := c.withRetry(ctx, "add", func(ctx context.Context, ep *endpoint, _ int) error {
+	err := c.withRetry(ctx, "add", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		resp, err := ep.resources.Add(ctx, connect.NewRequest(req))
 		if err != nil {
 			return err
@@ -78,7 +78,7 @@ func (c *Client) Read(ctx context.Context, resource string) (Resource, error) {
 		return Resource{}, err
 	}
 	var out Resource
-	err := c.withRetry(ctx, "read", func(ctx context.Context, ep *endpoint, _ int) error {
+	err := c.withRetry(ctx, "read", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		resp, err := ep.resources.Read(ctx, connect.NewRequest(&fencev1.ReadRequest{Resource: resource}))
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"connectrpc.com/connect"
@@ -14,21 +15,36 @@ import (
 )
 
 // withRetry calls attempt until it succeeds, fails with an error that a
-// retry cannot change, or ctx is done. Only transport failures and
-// Unavailable answers are retried; the caller makes a retry safe by sending
-// the same request_id or op_id every time. attempt gets the attempt number,
-// from 0.
-func (c *Client) withRetry(ctx context.Context, op string, attempt func(ctx context.Context, ep *endpoint, n int) error) error {
+// retry cannot change, or ctx is done. Only transport failures, Unavailable
+// answers and attempts that ran out of their own time are retried; the
+// caller makes a retry safe by sending the same request_id or op_id every
+// time. Each attempt gets a context bounded by wait plus the attempt timeout
+// (wait is 0 except for a waiting acquire) and the attempt number, from 0.
+//
+// When ctx ends with a cause (a lease's Context when the lease is lost), the
+// error returned wraps that cause too, so that errors.Is(err, ErrLeaseLost)
+// holds for a call made under a lost lease's context.
+func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, attempt func(ctx context.Context, ep *endpoint, n int) error) error {
 	if c.isClosed() {
 		return ErrClientClosed
 	}
 	pause := c.cfg.backoffMin
 	for n := 0; ; n++ {
-		err := attempt(ctx, c.pick(), n)
+		ep := c.pick()
+		err := c.bounded(ctx, wait, func(actx context.Context) error { return attempt(actx, ep, n) })
 		if err == nil {
 			return nil
 		}
-		if !retriable(err) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			if errors.Is(err, errAskAgain) {
+				err = ctx.Err()
+			}
+			return withCause(ctx, toError(op, err))
+		}
+		if n == 0 && c.cfg.failFast && cannotConnect(err) {
+			return &UnreachableError{URL: ep.url, Err: err}
+		}
+		if !retriable(err) {
 			return toError(op, err)
 		}
 		c.cfg.logger.Debug("fence: retrying", "op", op, "attempt", n+1, "err", err)
@@ -40,12 +56,29 @@ func (c *Client) withRetry(ctx context.Context, op string, attempt func(ctx cont
 			if errors.Is(err, errAskAgain) {
 				err = ctx.Err() // the last attempt's own error was not a failure
 			}
-			return toError(op, err)
+			return withCause(ctx, toError(op, err))
 		case <-t.C:
 		}
 		pause = min(2*pause, c.cfg.backoffMax)
 	}
 }
+
+// bounded runs one attempt under a context that ends wait plus the attempt
+// timeout from now. An attempt that ran out of its own time (ctx itself
+// still live) returns an error wrapping errAttemptTimeout, which is retried.
+func (c *Client) bounded(ctx context.Context, wait time.Duration, attempt func(context.Context) error) error {
+	actx, cancel := context.WithTimeoutCause(ctx, wait+c.cfg.attemptTimeout, errAttemptTimeout)
+	defer cancel()
+	err := attempt(actx)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errAttemptTimeout) {
+		return fmt.Errorf("%w after %s: %w", errAttemptTimeout, wait+c.cfg.attemptTimeout, err)
+	}
+	return err
+}
+
+// errAttemptTimeout: one attempt got no answer within its bound. Its outcome
+// is unknown; a retry with the same id learns it.
+var errAttemptTimeout = errors.New("attempt timed out")
 
 // errAskAgain: the attempt learned for certain that it holds nothing and
 // changed its request so that the next attempt is a new one.
@@ -53,9 +86,11 @@ var errAskAgain = errors.New("fence: ask again with a new request")
 
 // retriable reports a failure after which the request may not have reached
 // the server, or the server asks to come back: transport errors (which
-// Connect reports as Unavailable) and Unavailable answers.
+// Connect reports as Unavailable), Unavailable answers and attempts that ran
+// out of their own time. RESOURCE_EXHAUSTED (a server limit) and BUSY are
+// not retried: waiting for them is the caller's decision.
 func retriable(err error) bool {
-	if errors.Is(err, errAskAgain) {
+	if errors.Is(err, errAskAgain) || errors.Is(err, errAttemptTimeout) {
 		return true
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -63,6 +98,62 @@ func retriable(err error) bool {
 	}
 	return connect.CodeOf(err) == connect.CodeUnavailable
 }
+
+// cannotConnect reports a failure to open a connection at all: refused,
+// unknown host, no route. The request never reached a server.
+func cannotConnect(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// UnreachableError: with WithFailFast, the first attempt of a call could
+// not connect to the server at URL.
+type UnreachableError struct {
+	URL string
+	Err error // the dial error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("fence: cannot reach the server at %s: %v", e.URL, dialCause(e.Err))
+}
+
+// Unwrap returns the dial error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// dialCause is the innermost useful part of a dial error ("connection
+// refused"), without Connect's and net's wrapping.
+func dialCause(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns
+	}
+	return err
+}
+
+// withCause adds the cause of ctx's end to err when it says more than the
+// plain context error (a lost lease, a released one, a closed client).
+func withCause(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	if cause == nil || cause == ctx.Err() || errors.Is(err, cause) {
+		return err
+	}
+	return &causedError{err: err, cause: cause}
+}
+
+// causedError is a call's error when its context ended for a reason of its
+// own: it matches both (errors.Is err, errors.Is cause).
+type causedError struct{ err, cause error }
+
+func (e *causedError) Error() string   { return fmt.Sprintf("%v (%v)", e.err, e.cause) }
+func (e *causedError) Unwrap() []error { return []error{e.cause, e.err} }
 
 // toError turns an API error into the typed fence error it carries, or
 // wraps it with the operation's name.

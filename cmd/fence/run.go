@@ -17,11 +17,13 @@ import (
 )
 
 // runCmd holds lock NAME while CMD runs: CMD gets FENCE_LOCK and FENCE_TOKEN
-// in its environment, the lease is kept alive, and if the lease is lost CMD
-// gets SIGTERM, then SIGKILL after --grace. The lock is released at the end
-// and fence exits with CMD's status (128+signal when a signal killed it; 1
-// when CMD exited 0 but the lease had been lost, so that a run that lost its
-// lock never reports success).
+// in its environment and the lease is kept alive. CMD is gone by the
+// lease's safe deadline (G8): SIGKILL goes out just before that deadline,
+// and when renewals fail SIGTERM goes out --grace before the SIGKILL (see
+// superviseChild). The lock is
+// released at the end and fence exits with CMD's status (128+signal when a
+// signal killed it; 1 when CMD exited 0 after it was told to stop, so that a
+// run that lost, or was about to lose, its lock never reports success).
 //
 // CMD runs in its own process group, so that the signals reach its children
 // too — unless stdin is a terminal, where CMD stays in the foreground group
@@ -30,7 +32,7 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "NAME --ttl D [--wait D] [--grace D] [--owner S] -- CMD ARGS...", g, stderr)
 	ttl := fs.Duration("ttl", 0, "lease TTL (required); renewed every TTL/3 while CMD runs")
 	wait := fs.Duration("wait", 0, "queue for the lock up to this long (0: try once)")
-	grace := fs.Duration("grace", 5*time.Second, "after SIGTERM, wait this long before SIGKILL")
+	grace := fs.Duration("grace", 5*time.Second, "when renewals fail, SIGTERM goes out this long before the SIGKILL that ends CMD just before the lease's safe deadline")
 	owner := fs.String("owner", "", "owner label (default hostname:pid)")
 	pos, after, err := parseArgs(fs, args)
 	if err != nil {
@@ -72,6 +74,14 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 }
 
 // superviseChild runs argv while lease is held and returns its exit code.
+//
+// G8: the child is gone by the lease's safe deadline (Lease.Deadline,
+// counted from the send time of the last successful grant or renew): SIGKILL
+// goes out killMargin before it, or grace after a SIGTERM if that is
+// earlier. While renewals fail (Lease.RenewErr), SIGTERM goes out grace
+// before that SIGKILL (at once if the failure is known later). A renew
+// refused by the server (the lease is lost before its deadline) sends
+// SIGTERM at once. Signals fence itself gets are passed on to the child.
 func superviseChild(lease *client.Lease, argv []string, grace time.Duration, stdout, stderr io.Writer) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "FENCE_LOCK="+lease.Name(), "FENCE_TOKEN="+lease.Token().String())
@@ -96,28 +106,119 @@ func superviseChild(lease *client.Lease, argv []string, grace time.Duration, std
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 
+	p := stopPlan{grace: grace, margin: killMargin(lease.TTL())}
+	tick := pollInterval(lease.TTL())
 	leaseDone := lease.Done()
-	var killTimer <-chan time.Time
-	lost := false
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
+		switch act, why := p.next(time.Now(), lease.Deadline(), lease.RenewErr(), lease.Err()); act {
+		case sendTerm:
+			fmt.Fprintf(stderr, "fence run: %s; stopping %s: SIGTERM now, SIGKILL in %s at the latest\n",
+				why, argv[0], p.killAt(lease.Deadline()).Sub(time.Now()).Round(time.Millisecond))
+			kill(syscall.SIGTERM)
+		case sendKill:
+			fmt.Fprintf(stderr, "fence run: %s; killing %s (SIGKILL)\n", why, argv[0])
+			kill(syscall.SIGKILL)
+		}
+		timer.Reset(max(min(time.Until(p.wake(lease.Deadline())), tick), 0))
 		select {
 		case <-exited:
-			return childStatus(cmd.ProcessState, lost)
+			return childStatus(cmd.ProcessState, p.stopping())
 		case s := <-sigs:
 			kill(s.(syscall.Signal))
 		case <-leaseDone:
 			leaseDone = nil
-			if errors.Is(lease.Err(), client.ErrLeaseLost) {
-				lost = true
-				fmt.Fprintf(stderr, "fence run: %v; stopping %s (SIGTERM, SIGKILL after %s)\n", lease.Err(), argv[0], grace)
-				kill(syscall.SIGTERM)
-				killTimer = time.After(grace)
-			}
-		case <-killTimer:
-			kill(syscall.SIGKILL)
+		case <-timer.C:
 		}
 	}
 }
+
+// killMargin is how long before the safe deadline SIGKILL goes out, so that
+// the kernel has ended the child by the deadline itself: 100ms, or TTL/10
+// for shorter TTLs.
+func killMargin(ttl time.Duration) time.Duration { return min(100*time.Millisecond, ttl/10) }
+
+// pollInterval bounds how long the supervisor goes without looking at the
+// lease (a renew that shortened the deadline, a failure that started):
+// TTL/20 within [5ms, 100ms].
+func pollInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/20, 5*time.Millisecond), 100*time.Millisecond)
+}
+
+// action is what the supervisor does to the child now.
+type action int
+
+const (
+	nothing action = iota
+	sendTerm
+	sendKill
+)
+
+// stopPlan decides when the child of fence run gets SIGTERM and SIGKILL.
+// It is pure: next is called with the lease's state at each wake.
+type stopPlan struct {
+	grace, margin time.Duration
+	termAt        time.Time // when SIGTERM went out (zero: not yet)
+	killed        bool
+}
+
+// killAt is when SIGKILL goes out: margin before deadline, or grace after
+// SIGTERM if that is earlier.
+func (p *stopPlan) killAt(deadline time.Time) time.Time {
+	at := deadline.Add(-p.margin)
+	if !p.termAt.IsZero() && p.termAt.Add(p.grace).Before(at) {
+		at = p.termAt.Add(p.grace)
+	}
+	return at
+}
+
+// next returns the action due at now for a lease with this deadline,
+// renewal failure (nil while renewals succeed) and end (nil while held), and
+// why.
+func (p *stopPlan) next(now, deadline time.Time, renewErr, ended error) (action, string) {
+	if p.killed {
+		return nothing, ""
+	}
+	lost := errors.Is(ended, client.ErrLeaseLost)
+	if !now.Before(p.killAt(deadline)) || (lost && !now.Before(deadline)) {
+		p.killed = true
+		if p.termAt.IsZero() {
+			p.termAt = now
+		}
+		if lost {
+			return sendKill, ended.Error()
+		}
+		return sendKill, fmt.Sprintf("the lease's safe deadline is %s away", deadline.Sub(now).Round(time.Millisecond))
+	}
+	if !p.termAt.IsZero() {
+		return nothing, ""
+	}
+	switch {
+	case lost:
+		p.termAt = now
+		return sendTerm, ended.Error()
+	case renewErr != nil && !now.Before(deadline.Add(-p.margin-p.grace)):
+		p.termAt = now
+		return sendTerm, fmt.Sprintf("renewals of the lease are failing (%v); it is lost at its safe deadline in %s unless one succeeds",
+			renewErr, deadline.Sub(now).Round(time.Millisecond))
+	}
+	return nothing, ""
+}
+
+// wake is the next moment next may act, if the lease does not change.
+func (p *stopPlan) wake(deadline time.Time) time.Time {
+	at := p.killAt(deadline)
+	if p.termAt.IsZero() {
+		if t := deadline.Add(-p.margin - p.grace); t.Before(at) {
+			at = t
+		}
+	}
+	return at
+}
+
+// stopping reports whether the child was told to stop because of the lease.
+func (p *stopPlan) stopping() bool { return !p.termAt.IsZero() }
 
 // childStatus is the exit code for a finished child: its status, or
 // 128+signal; 1 when it exited 0 after the lease was lost.
