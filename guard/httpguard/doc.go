@@ -22,10 +22,14 @@
 // followed by a separate write is exactly the race fencing exists to close.
 // So the middleware does not just check: it hands the open transaction to the
 // handler through the request context ([FromContext]), buffers the
-// handler's response, and commits only if the handler answered 2xx (rolling
-// back on any other status or a panic). The client sees success only after
-// the commit; a failed commit becomes a 500. The handler must do its write
-// inside that transaction, on the resource the request names.
+// handler's response (at most Options.MaxBuffer bytes; more rolls back and
+// answers 500), and commits only if the handler answered 2xx (rolling back
+// on any other status or a panic; 1xx answers such as 103 Early Hints are
+// passed on and are not final). The client sees nothing of the answer
+// before the commit — Flush does not send it early; a failed commit becomes
+// a 500, or a 503 with Retry-After when the store reports a
+// [RetryableError] (a serialization failure or deadlock). The handler must
+// do its write inside that transaction, on the resource the request names.
 //
 // Which stores make this atomic:
 //

@@ -2,6 +2,7 @@ package httpguard
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -17,6 +18,13 @@ type Options struct {
 	// Logger receives store and commit failures (default slog.Default()).
 	// Their details are not sent to the client.
 	Logger *slog.Logger
+	// MaxBuffer bounds the response body a handler may write: it is held
+	// in memory until the commit (default DefaultMaxBuffer, 1 MiB; negative
+	// panics in Middleware). A handler that writes more gets
+	// ErrResponseTooLarge from Write, its transaction is rolled back, and
+	// the client gets 500 — fenced answers are not streamed, because
+	// nothing may reach the client before the write is committed.
+	MaxBuffer int
 }
 
 // Middleware fences the handlers it wraps with store. For each request it:
@@ -32,12 +40,24 @@ type Options struct {
 //     failed, so that a client never sees success for a write that was not
 //     committed.
 //
-// Responses are buffered whole: the wrapped handlers should answer small
-// bodies, and cannot stream (the writer is not an http.Flusher).
+// Responses are held whole until the commit, at most Options.MaxBuffer
+// bytes. 1xx informational answers (103 Early Hints) are not final: they
+// reach the client at once and the handler's next status decides. The
+// writer is an http.Flusher whose Flush does nothing (held output is sent
+// after the commit, never before); it cannot be hijacked; Unwrap gives
+// http.ResponseController the underlying writer (for deadlines — writing to
+// it directly would bypass the guard).
 func Middleware(store Store, opts Options) func(http.Handler) http.Handler {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	maxBuffer := opts.MaxBuffer
+	switch {
+	case maxBuffer < 0:
+		panic(fmt.Sprintf("httpguard: Options.MaxBuffer %d is negative", maxBuffer))
+	case maxBuffer == 0:
+		maxBuffer = DefaultMaxBuffer
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +79,7 @@ func Middleware(store Store, opts Options) func(http.Handler) http.Handler {
 				return
 			}
 			f.Tx = tx
-			rec := newRecorder()
+			rec := newRecorder(w, maxBuffer)
 			committed := false
 			defer func() {
 				if !committed {
@@ -69,6 +89,11 @@ func Middleware(store Store, opts Options) func(http.Handler) http.Handler {
 				}
 			}()
 			next.ServeHTTP(rec, r.WithContext(withFenced(r.Context(), f)))
+			if rec.overflowed {
+				log.ErrorContext(r.Context(), "httpguard: response larger than MaxBuffer, rolled back", "resource", f.Resource, "token", uint64(f.Token), "max_buffer", maxBuffer)
+				writeRefusal(w, errTooLarge)
+				return // rolled back by the deferred call
+			}
 			if rec.status < 200 || rec.status > 299 {
 				rec.sendTo(w)
 				return // rolled back by the deferred call

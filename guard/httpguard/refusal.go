@@ -23,6 +23,8 @@ type Refusal struct {
 // go to the server log, not to the client.
 const ReasonInternal fence.Reason = "INTERNAL"
 
+var errTooLarge = errors.New("the handler's response was larger than the middleware may hold until the commit (Options.MaxBuffer); nothing was applied")
+
 var errCommit = errors.New("the guarded write could not be committed; nothing was applied, or the outcome is unknown if the store failed during commit")
 
 // refusalOf maps an error to its status and body.
@@ -40,7 +42,7 @@ func refusalOf(err error) (int, Refusal) {
 			Token: stale.Token, LastAccepted: stale.LastAccepted, Message: stale.Error()}
 	case errors.As(err, &inv):
 		return http.StatusBadRequest, Refusal{Reason: fence.ReasonInvalid, Field: inv.Field, Bound: inv.Bound, Message: inv.Error()}
-	case err == errCommit:
+	case err == errCommit || err == errTooLarge:
 		return http.StatusInternalServerError, Refusal{Reason: ReasonInternal, Message: err.Error()}
 	case fence.ReasonOf(err) != "":
 		return http.StatusConflict, Refusal{Reason: fence.ReasonOf(err), Message: err.Error()}
