@@ -51,7 +51,8 @@ func genCommand(t *rapid.T, now int64) Command {
 // agree, tokens strictly increase, a lock is never granted while an earlier
 // lease on it is unexpired as of the decision time (max of Now - Slack: G3
 // with the commit lag the slack stands for), and a snapshot restored into a
-// fresh machine carries on identically.
+// fresh machine carries on identically. Reads agree with Apply: a lock reads
+// free iff an acquire at the same decision time is granted.
 func TestMachineMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m, ref := New(), newModel()
@@ -75,8 +76,15 @@ func TestMachineMatchesModel(t *testing.T) {
 		for range steps {
 			now += int64(rapid.IntRange(0, 12).Draw(t, "dt")) * int64(250*time.Millisecond)
 			c := genCommand(t, now)
+			// Reads judge as Apply does: when c's decision time is the
+			// machine's, a plain acquire is granted iff the lock reads free.
+			checkFree := c.Op == OpAcquire && c.Wait == 0 && c.RequestID == "" && now-int64(c.Slack) <= decided
+			free := m.Lock(c.Name, now).Free
 			decided = max(decided, now-int64(c.Slack))
 			got, want := m.Apply(c), ref.apply(c)
+			if checkFree && free != (got.Lease != nil) {
+				t.Fatalf("%+v: lock read free=%v, acquire: %s", c, free, describe(got))
+			}
 			released = 0
 			if c.Op == OpRelease && got.Err == nil {
 				released = c.Token // a grant after it on this lock is a hand-on

@@ -1,0 +1,173 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// Fault 1 (G1 broken by a flag): A holds "a" with a 2h TTL (token 1), B
+// holds "b" (token 2); the operator lowers the largest TTL to 1h. The
+// lowered bound is an OpConfig in the log: the held lease stays, the counter
+// does not move, and only later acquires see the new bound.
+func TestLoweredMaxTTLKeepsAcknowledgedLeases(t *testing.T) {
+	cfg := DefaultConfig()
+	log := []Command{
+		{Op: OpConfig, Now: at(0), Config: cfg},
+		acq(at(1), "a", "A", 2*time.Hour),
+		acq(at(2), "b", "B", time.Minute),
+	}
+	lower := cfg
+	lower.MaxTTL = time.Hour
+	log = append(log, Command{Op: OpConfig, Now: at(3), Config: lower})
+
+	m := New()
+	for _, c := range log {
+		mustOK(t, m, c)
+	}
+	if m.Config() != lower {
+		t.Fatalf("config %+v, want %+v", m.Config(), lower)
+	}
+	if li := m.Lock("a", at(3)); li.Lease == nil || li.Lease.Token != 1 || li.Lease.TTL != 2*time.Hour {
+		t.Fatalf("a after the lower bound: %+v", li)
+	}
+	if li := m.Lock("b", at(3)); li.Lease == nil || li.Lease.Token != 2 {
+		t.Fatalf("b after the lower bound: %+v", li)
+	}
+	if m.LastToken() != 2 {
+		t.Fatalf("counter %d, want 2", m.LastToken())
+	}
+	e := errAs[*fence.InvalidError](t, m.Apply(acq(at(4), "c", "C", 2*time.Hour)).Err)
+	if e.Field != "ttl" || e.Bound != "at most 1h0m0s" {
+		t.Fatalf("refusal %+v, want ttl at most 1h", e)
+	}
+	// A renewal that keeps the lease's own TTL is not a new bound: A keeps
+	// its acknowledged 2h lease alive. Asking for more than the bound is.
+	if r := mustOK(t, m, renew(at(5), "a", 1, 0)); r.Lease.TTL != 2*time.Hour {
+		t.Fatalf("renew kept TTL %v", r.Lease.TTL)
+	}
+	errAs[*fence.InvalidError](t, m.Apply(renew(at(5), "a", 1, 90*time.Minute)).Err)
+	mustGrant(t, m, acq(at(6), "c", "C", time.Hour), 3)
+
+	// Replaying the same log gives the same state whatever a process was
+	// started with: the machine's decisions depend only on the log.
+	want := snapshotBytes(t, replay(t, New(), log))
+	for _, start := range []Config{{MaxTTL: time.Hour}, {MaxTTL: 30 * time.Minute, MaxOps: 3}, {MaxTTL: 48 * time.Hour}, DefaultConfig()} {
+		got := snapshotBytes(t, replay(t, NewWithConfig(start), log))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("replay from %+v differs:\n%s\n%s", start, got, want)
+		}
+	}
+}
+
+func replay(t *testing.T, m *Machine, log []Command) *Machine {
+	t.Helper()
+	for _, c := range log {
+		mustOK(t, m, c)
+	}
+	return m
+}
+
+// A log written before OpConfig existed (format 1) was decided by a server
+// whose --max-ttl may have been above today's default. It replays under
+// InitialConfig, the rules of format 1, so it grants what was granted,
+// whatever the process is started with.
+func TestFormat1LogReplaysAsDecided(t *testing.T) {
+	log := []Command{
+		acq(at(1), "a", "A", 72*time.Hour), // a server started with --max-ttl 96h
+		acq(at(2), "b", "B", time.Minute),
+	}
+	m := New()
+	mustGrant(t, m, log[0], 1)
+	mustGrant(t, m, log[1], 2)
+	if m.Config() != InitialConfig() {
+		t.Fatalf("config %+v, want InitialConfig", m.Config())
+	}
+}
+
+func TestOpConfigRefusesNonsense(t *testing.T) {
+	ok := DefaultConfig()
+	cases := []struct {
+		field string
+		f     func(*Config)
+	}{
+		{"config.max_ttl", func(c *Config) { c.MaxTTL = 0 }},
+		{"config.max_ttl", func(c *Config) { c.MaxTTL = fence.LongestMaxTTL + 1 }},
+		{"config.max_ops", func(c *Config) { c.MaxOps = 0 }},
+		{"config.max_ops", func(c *Config) { c.MaxOps = MaxIDMemory + 1 }},
+		{"config.max_requests", func(c *Config) { c.MaxRequests = -1 }},
+		{"config.id_retention", func(c *Config) { c.IDRetention = time.Millisecond }},
+		{"config.id_retention", func(c *Config) { c.IDRetention = LongestRetention + 1 }},
+		{"config.min_id_retention", func(c *Config) { c.MinIDRetention = -1 }},
+		{"config.min_id_retention", func(c *Config) { c.MinIDRetention = c.IDRetention + 1 }},
+		{"config.max_waiters_per_lock", func(c *Config) { c.MaxWaitersPerLock = -1 }},
+		{"config.max_waiters", func(c *Config) { c.MaxWaiters = -1 }},
+		{"config.max_resources", func(c *Config) { c.MaxResources = -1 }},
+		{"config.max_resource_bytes", func(c *Config) { c.MaxResourceBytes = -1 }},
+	}
+	for _, tc := range cases {
+		c := ok
+		tc.f(&c)
+		m := New()
+		before := snapshotBytes(t, m)
+		r := m.Apply(Command{Op: OpConfig, Config: c})
+		e := errAs[*fence.InvalidError](t, r.Err)
+		if e.Field != tc.field || e.Bound == "" || !errors.Is(c.Validate(), fence.ErrInvalid) {
+			t.Errorf("%+v: %+v, want field %s", c, e, tc.field)
+		}
+		if !bytes.Equal(before, snapshotBytes(t, m)) || m.Config() != InitialConfig() {
+			t.Errorf("%s: a refused OpConfig changed the machine", tc.field)
+		}
+	}
+	for _, c := range []Config{DefaultConfig(), InitialConfig()} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// The config is in the snapshot; a format-1 snapshot (no config) restores
+// with InitialConfig, the rules that decided it.
+func TestSnapshotCarriesConfig(t *testing.T) {
+	m := New()
+	c := DefaultConfig()
+	c.MaxTTL = time.Hour
+	mustOK(t, m, Command{Op: OpConfig, Config: c})
+	var b bytes.Buffer
+	if err := m.Snapshot(&b); err != nil {
+		t.Fatal(err)
+	}
+	n := NewWithConfig(Config{MaxTTL: 48 * time.Hour})
+	if err := n.Restore(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n.Config() != c {
+		t.Fatalf("restored config %+v, want %+v", n.Config(), c)
+	}
+	old := `{"format":"fence-state/1","now":5,"decided":5,"counter":1,"locks":[{"name":"x","holder":{"owner":"A","token":1,"ttl":60000000000,"expires_at":60000000000,"request":{"id":"cg==","name":"x","owner":"A","ttl":60000000000,"wait":0,"lock_delay":0,"state":2,"token":1}},"last_token":1,"last_owner":"A","last_end":0,"freed_at":0}],"idle":null,"requests":null,"ops":null,"resources":[{"name":"s","value":"Nw==","last_token":1,"version":1}]}`
+	if err := n.Restore(bytes.NewReader([]byte(old))); err != nil {
+		t.Fatal(err)
+	}
+	if n.Config() != InitialConfig() {
+		t.Fatalf("format-1 snapshot restored with %+v, want InitialConfig", n.Config())
+	}
+	r := mustOK(t, n, Command{Op: OpAcquire, Now: 6, Name: "x", Owner: "A", TTL: time.Minute, RequestID: "r"})
+	if !r.Replayed || r.Lease.Token != 1 || r.Attempt != 1 {
+		t.Fatalf("format-1 request: %+v", r)
+	}
+	if rs := n.Resource("s"); string(rs.Value) != "7" || rs.Deleted {
+		t.Fatalf("format-1 resource: %+v", rs)
+	}
+	for _, bad := range []string{
+		`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"config":{"max_ttl":1},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
+		`{"format":"fence-state/2","now":0,"decided":0,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
+		`{"format":"fence-state/2","now":0,"decided":0,"counter":0,"config":{"max_ttl":0,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
+	} {
+		if err := New().Restore(bytes.NewReader([]byte(bad))); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("%s: %v, want ErrBadSnapshot", bad, err)
+		}
+	}
+}
