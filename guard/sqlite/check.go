@@ -11,13 +11,14 @@ import (
 )
 
 // Check advances the default guard table. See Guard.Check.
-func Check(ctx context.Context, tx Querier, resource string, token fence.Token) error {
+func Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
 	return defaultGuard.Check(ctx, tx, resource, token)
 }
 
 // Check accepts token for resource if it is at least the last token accepted
 // there, and records it as the last accepted — in one statement, inside the
-// caller's transaction tx:
+// caller's transaction tx (a *sql.Tx: on a *sql.DB the check would commit by
+// itself, apart from the caller's write):
 //
 //	INSERT INTO fence_guard AS g (resource, last_token, updated_at) VALUES (?1, ?2, <now>)
 //	ON CONFLICT (resource) DO UPDATE SET last_token = excluded.last_token, updated_at = excluded.updated_at
@@ -39,7 +40,7 @@ func Check(ctx context.Context, tx Querier, resource string, token fence.Token) 
 //
 // A token of 0 or above fence.MaxTokenJSONInt, or an empty, oversize or
 // non-UTF-8 resource, is refused with *fence.InvalidError before any SQL runs.
-func (g *Guard) Check(ctx context.Context, tx Querier, resource string, token fence.Token) error {
+func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
 	if err := sqlguard.ValidateCheck(resource, token); err != nil {
 		return err
 	}

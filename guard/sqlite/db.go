@@ -6,11 +6,10 @@ import (
 )
 
 // Querier runs one statement that returns at most one row. *sql.Tx, *sql.DB
-// and *sql.Conn satisfy it.
-//
-// For Check to be atomic with the caller's write it must be the caller's
-// transaction (*sql.Tx): the token advance becomes visible only when that
-// transaction commits, together with the write.
+// and *sql.Conn satisfy it. The read-only helpers (MaxToken,
+// Column.CheckRows) take it; Check takes a *sql.Tx, so that the token
+// advance becomes visible only when the caller's transaction commits,
+// together with the write.
 type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }

@@ -54,7 +54,9 @@
 // reports the largest token the guard table has accepted (`fence guard
 // max-token --sqlite PATH`).
 //
-// Interfaces: Querier and Execer are satisfied by *sql.Tx, *sql.DB and
-// *sql.Conn; Beginner by *sql.DB and *sql.Conn. Every refusal is a typed
+// Interfaces: Check takes a *sql.Tx (on a *sql.DB it would commit the token
+// apart from the write); Querier and Execer (MaxToken, Column.CheckRows,
+// Prune) are satisfied by *sql.Tx, *sql.DB and *sql.Conn; Beginner by
+// *sql.DB and *sql.Conn. Every refusal is a typed
 // error from package fence, usable with errors.Is and errors.As.
 package sqlite

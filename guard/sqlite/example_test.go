@@ -150,7 +150,14 @@ func ExampleMaxToken() {
 		resource string
 		token    fence.Token
 	}{{"sku-1", 3}, {"sku-2", 9}, {"sku-3", 5}} {
-		if err := sqlite.Check(ctx, db, c.resource, c.token); err != nil { // no tx: fine for a demo, not for a write
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := sqlite.Check(ctx, tx, c.resource, c.token); err != nil {
+			log.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
 			log.Fatal(err)
 		}
 	}

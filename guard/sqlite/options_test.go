@@ -67,7 +67,14 @@ func TestQualifiedTables(t *testing.T) {
 	if err := g.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Check(ctx, db, "r", 4); err != nil {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check(ctx, tx, "r", 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if max, err := g.MaxToken(ctx, db); err != nil || max != 4 {
