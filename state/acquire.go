@@ -42,6 +42,9 @@ func (m *impl) acquire(cmd Command) Result {
 			l = m.lockFor(cmd.Name)
 			defer m.touch(l)
 		}
+		if req != nil {
+			req.name = l.name // share the bytes: remembered requests are many
+		}
 		g := m.grantTo(l, cmd.Owner, cmd.TTL, cmd.LockDelay, req)
 		res.Lease = g.lease(l.name, m.clock)
 		if req != nil {
@@ -53,6 +56,7 @@ func (m *impl) acquire(cmd Command) Result {
 			return res
 		}
 		req := m.newRequest(cmd)
+		req.name = l.name
 		req.state = reqQueued
 		req.deadline = m.clock + int64(cmd.Wait)
 		l.queue = append(l.queue, req)

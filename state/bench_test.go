@@ -2,6 +2,8 @@ package state
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +60,52 @@ func BenchmarkEncodeDecode(b *testing.B) {
 		if err := d.UnmarshalBinary(buf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkIDMemoryBytes measures the heap one remembered id costs: n writes
+// with distinct op_ids (26 bytes, as the client's rand.Text ids) to one
+// resource, and n acquires with distinct request_ids of one lock, each
+// released so its outcome is remembered. Every string of a command is a
+// fresh copy, as when commands are decoded from the log. Run it alone, once:
+//
+//	go test -run XXX -bench IDMemoryBytes -benchtime 1x ./state/
+//
+// It reports bytes/op_id and bytes/request_id (heap in use after a GC,
+// divided by n); the figures are in doc.go (Retention).
+func BenchmarkIDMemoryBytes(b *testing.B) {
+	const n = 200_000
+	id := func(i int) string { return fmt.Sprintf("%026d", i) }
+	heap := func() uint64 {
+		runtime.GC()
+		var s runtime.MemStats
+		runtime.ReadMemStats(&s)
+		return s.HeapAlloc
+	}
+	for range b.N {
+		m := NewWithConfig(DefaultConfig())
+		m.Apply(Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: time.Hour})
+		before := heap()
+		for i := range n {
+			m.Apply(Command{Op: OpWrite, Name: strings.Clone("stock"), Token: 1, Value: []byte("7"), OpID: id(i)})
+		}
+		after := heap()
+		if m.ops.len() != n {
+			b.Fatalf("%d op_ids remembered", m.ops.len())
+		}
+		b.ReportMetric(float64(after-before)/n, "bytes/op_id")
+
+		m = NewWithConfig(DefaultConfig())
+		before = heap()
+		for i := range n {
+			r := m.Apply(Command{Op: OpAcquire, Name: strings.Clone("x"), Owner: strings.Clone("worker-1"), TTL: time.Minute, RequestID: id(i)})
+			m.Apply(Command{Op: OpRelease, Name: "x", Token: r.Lease.Token})
+		}
+		after = heap()
+		if m.requests.len() != n {
+			b.Fatalf("%d request_ids remembered", m.requests.len())
+		}
+		b.ReportMetric(float64(after-before)/n, "bytes/request_id")
+		runtime.KeepAlive(m)
 	}
 }

@@ -21,9 +21,9 @@ type impl struct {
 	deadlines deadlineHeap // locks with something due, by (deadline, name)
 	idle      idleLocks    // free locks kept as tombstones, oldest first
 
-	live     map[string]*request      // request_ids queued or holding a lock
-	requests memory[string, *request] // request_ids whose outcome is final
-	ops      memory[opKey, *opRecord] // op_ids of accepted writes and adds
+	live     map[string]*request         // request_ids queued or holding a lock
+	requests memory[string, doneRequest] // request_ids whose outcome is final
+	ops      memory[opKey, opRecord]     // op_ids of accepted writes and adds
 
 	resources     map[string]*resource
 	resourceBytes int64 // sum of len(value) over resources
@@ -43,8 +43,8 @@ func newImpl(cfg Config) *impl {
 		byName:    map[string]*lockEntry{},
 		idle:      newIdleLocks(),
 		live:      map[string]*request{},
-		requests:  newMemory[string, *request](),
-		ops:       newMemory[opKey, *opRecord](),
+		requests:  newMemory[string, doneRequest](),
+		ops:       newMemory[opKey, opRecord](),
 		resources: map[string]*resource{},
 	}
 }

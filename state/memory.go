@@ -1,7 +1,6 @@
 package state
 
 import (
-	"container/list"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -10,9 +9,17 @@ import (
 // memory remembers ids (request_ids, op_ids) in the order they were put,
 // bounded by count and by server-time age. Since server time never goes
 // back, insertion order is age order and both bounds evict from the front.
+//
+// It holds up to a million ids of each kind, so it is compact: the entries
+// (key, time, value inline) sit in one ring buffer in insertion order, and
+// the map holds only each key's sequence number — no per-entry allocation
+// beyond the key's own bytes. doc.go (Retention) has the bytes per id.
 type memory[K comparable, V any] struct {
-	items map[K]*list.Element
-	order *list.List // of *memEntry[K, V], oldest first
+	index map[K]uint64     // key -> sequence number of its entry
+	ring  []memEntry[K, V] // circular, oldest at head
+	head  int              // ring index of the oldest entry
+	n     int              // entries in the ring
+	first uint64           // sequence number of the oldest entry
 }
 
 type memEntry[K comparable, V any] struct {
@@ -21,47 +28,80 @@ type memEntry[K comparable, V any] struct {
 	val V
 }
 
+const minRing = 64
+
 func newMemory[K comparable, V any]() memory[K, V] {
-	return memory[K, V]{items: map[K]*list.Element{}, order: list.New()}
+	return memory[K, V]{index: map[K]uint64{}}
 }
 
-func (m *memory[K, V]) len() int { return m.order.Len() }
+func (m *memory[K, V]) len() int { return m.n }
+
+// entry returns the entry with sequence number seq (first <= seq < first+n).
+func (m *memory[K, V]) entry(seq uint64) *memEntry[K, V] {
+	return &m.ring[(m.head+int(seq-m.first))%len(m.ring)]
+}
 
 func (m *memory[K, V]) get(k K) (V, bool) {
-	if e, ok := m.items[k]; ok {
-		return e.Value.(*memEntry[K, V]).val, true
+	if seq, ok := m.index[k]; ok {
+		return m.entry(seq).val, true
 	}
 	var zero V
 	return zero, false
 }
 
-// put remembers v under k as of server time at (as the newest entry).
+// put remembers v under k as of server time at (as the newest entry). A key
+// put again points at its new entry; the old one is dropped in its turn.
 func (m *memory[K, V]) put(k K, v V, at int64) {
-	if e, ok := m.items[k]; ok {
-		m.order.Remove(e)
+	if m.n == len(m.ring) {
+		m.resize(max(minRing, 2*len(m.ring)))
 	}
-	m.items[k] = m.order.PushBack(&memEntry[K, V]{key: k, at: at, val: v})
+	seq := m.first + uint64(m.n)
+	m.n++
+	*m.entry(seq) = memEntry[K, V]{key: k, at: at, val: v}
+	m.index[k] = seq
+}
+
+// pop forgets the oldest entry.
+func (m *memory[K, V]) pop() {
+	e := m.entry(m.first)
+	if m.index[e.key] == m.first {
+		delete(m.index, e.key)
+	}
+	*e = memEntry[K, V]{}
+	m.head = (m.head + 1) % len(m.ring)
+	m.first++
+	m.n--
+	if len(m.ring) > minRing && m.n <= len(m.ring)/4 {
+		m.resize(len(m.ring) / 2)
+	}
+}
+
+// resize moves the entries, in order, to a ring of size size (>= n).
+func (m *memory[K, V]) resize(size int) {
+	ring := make([]memEntry[K, V], size)
+	for i := range m.n {
+		ring[i] = m.ring[(m.head+i)%len(m.ring)]
+	}
+	m.ring, m.head = ring, 0
 }
 
 // oldest returns when the oldest entry was remembered.
 func (m *memory[K, V]) oldest() (int64, bool) {
-	if e := m.order.Front(); e != nil {
-		return e.Value.(*memEntry[K, V]).at, true
+	if m.n == 0 {
+		return 0, false
 	}
-	return 0, false
+	return m.entry(m.first).at, true
 }
 
 // forget drops the entries at least retention old at server time now, and
 // the oldest beyond max as long as they are at least minRetention old.
 func (m *memory[K, V]) forget(now, retention, minRetention int64, max int) {
-	for e := m.order.Front(); e != nil; e = m.order.Front() {
-		me := e.Value.(*memEntry[K, V])
-		age := now - me.at
-		if age < retention && (m.order.Len() <= max || age < minRetention) {
+	for m.n > 0 {
+		age := now - m.entry(m.first).at
+		if age < retention && (m.n <= max || age < minRetention) {
 			return
 		}
-		m.order.Remove(e)
-		delete(m.items, me.key)
+		m.pop()
 	}
 }
 
@@ -69,7 +109,7 @@ func (m *memory[K, V]) forget(now, retention, minRetention int64, max int) {
 // remembered (forget has run, so the oldest is younger than minRetention
 // or there are exactly max) and the oldest is younger than minRetention.
 func (m *memory[K, V]) full(now, minRetention int64, max int) bool {
-	if minRetention <= 0 || m.order.Len() < max {
+	if minRetention <= 0 || m.n < max {
 		return false
 	}
 	at, ok := m.oldest()
@@ -78,9 +118,11 @@ func (m *memory[K, V]) full(now, minRetention int64, max int) bool {
 
 // each calls f on every entry, oldest first.
 func (m *memory[K, V]) each(f func(k K, at int64, v V)) {
-	for e := m.order.Front(); e != nil; e = e.Next() {
-		me := e.Value.(*memEntry[K, V])
-		f(me.key, me.at, me.val)
+	for i := range m.n {
+		e := m.entry(m.first + uint64(i))
+		if m.index[e.key] == m.first+uint64(i) {
+			f(e.key, e.at, e.val)
+		}
 	}
 }
 

@@ -57,13 +57,36 @@ func (r *request) samePayload(cmd Command) bool {
 	return r.name == cmd.Name && r.owner == cmd.Owner && r.ttl == cmd.TTL && r.lockDelay == cmd.LockDelay
 }
 
-// findRequest returns the live or remembered request with this id.
+// doneRequest is a request whose outcome is final, as remembered: only
+// what a retry is compared with and answered from, held inline in the
+// request memory (no allocation of its own beyond its strings).
+type doneRequest struct {
+	name, owner string
+	ttl         time.Duration
+	lockDelay   time.Duration
+	token       fence.Token
+	attempt     uint32
+	outcome     outcome
+}
+
+func (r *request) done() doneRequest {
+	return doneRequest{name: r.name, owner: r.owner, ttl: r.ttl, lockDelay: r.lockDelay, token: r.token, attempt: r.attempt, outcome: r.outcome}
+}
+
+// request rebuilds the request d remembers (state reqDone).
+func (d doneRequest) request(id string) *request {
+	return &request{id: id, name: d.name, owner: d.owner, ttl: d.ttl, lockDelay: d.lockDelay, token: d.token, attempt: d.attempt,
+		outcome: d.outcome, state: reqDone}
+}
+
+// findRequest returns the live or remembered request with this id. A
+// remembered one is a copy: changing it changes nothing.
 func (m *impl) findRequest(id string) *request {
 	if r := m.live[id]; r != nil {
 		return r
 	}
-	if r, ok := m.requests.get(id); ok {
-		return r
+	if d, ok := m.requests.get(id); ok {
+		return d.request(id)
 	}
 	return nil
 }
@@ -74,7 +97,7 @@ func (m *impl) finish(r *request, out outcome) {
 	r.outcome = out
 	r.deadline = 0
 	delete(m.live, r.id)
-	m.requests.put(r.id, r, m.clock)
+	m.requests.put(r.id, r.done(), m.clock)
 }
 
 // replay answers a retried acquire with the outcome of its first attempt.

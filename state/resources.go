@@ -30,14 +30,20 @@ type opKey struct {
 // of the payload (a write's value is the request's own, so it is not kept)
 // and the facts to rebuild the reply.
 type opRecord struct {
-	payload  [sha256.Size]byte
+	payload  [payloadSize]byte
 	token    fence.Token
 	version  uint64
 	addValue int64 // Add: the value after it
 }
 
-// payloadHash identifies (op, token, value or delta) of a write or add.
-func payloadHash(c Command) [sha256.Size]byte {
+// payloadSize is how much of the SHA-256 of a payload an op_id record
+// keeps: 128 bits tell payloads apart (a collision would need 2^64 tries by
+// the client that owns the op_id), at half the memory.
+const payloadSize = 16
+
+// payloadHash identifies (op, token, value or delta) of a write, add or
+// delete.
+func payloadHash(c Command) [payloadSize]byte {
 	h := sha256.New()
 	var b [1 + 2*binary.MaxVarintLen64]byte
 	n := copy(b[:], []byte{byte(c.Op)})
@@ -49,8 +55,8 @@ func payloadHash(c Command) [sha256.Size]byte {
 	if c.Op == OpWrite {
 		h.Write(c.Value)
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	var sum [payloadSize]byte
+	copy(sum[:], h.Sum(nil))
 	return sum
 }
 
@@ -175,7 +181,7 @@ func (m *impl) accepted(cmd Command, r *resource, addValue int64) Result {
 	r.lastToken = cmd.Token
 	r.version++
 	if cmd.OpID != "" {
-		m.ops.put(opKey{r.name, cmd.OpID}, &opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue}, m.clock)
+		m.ops.put(opKey{r.name, cmd.OpID}, opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue}, m.clock)
 	}
 	res := Result{Resource: r.state()}
 	if cmd.Op == OpAdd {

@@ -134,12 +134,12 @@ func (m *impl) snapshot(w io.Writer) error {
 		doc.Locks = append(doc.Locks, snapLockOf(m.byName[name]))
 	}
 	m.idle.each(func(l *lockEntry) { doc.Idle = append(doc.Idle, l.name) })
-	m.requests.each(func(_ string, at int64, r *request) {
-		s := snapRequestOf(r)
+	m.requests.each(func(id string, at int64, d doneRequest) {
+		s := snapRequestOf(d.request(id))
 		s.At = at
 		doc.Requests = append(doc.Requests, s)
 	})
-	m.ops.each(func(k opKey, at int64, r *opRecord) {
+	m.ops.each(func(k opKey, at int64, r opRecord) {
 		doc.Ops = append(doc.Ops, snapOp{Resource: k.resource, OpID: []byte(k.opID), At: at, Payload: r.payload[:], Token: r.token, Version: r.version, AddValue: r.addValue})
 	})
 	names = names[:0]
@@ -327,17 +327,21 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			return nil, err
 		}
 		last = s.At
-		m.requests.put(r.id, r, s.At)
+		m.requests.put(r.id, r.done(), s.At)
 	}
 	last = 0
 	for _, s := range doc.Ops {
 		k := opKey{s.Resource, string(s.OpID)}
-		if _, dup := m.ops.get(k); dup || len(s.Payload) != sha256.Size || s.At < last || s.OpID == nil {
+		size := payloadSize // format 1 kept the whole SHA-256; the first bytes are the same
+		if v1 {
+			size = sha256.Size
+		}
+		if _, dup := m.ops.get(k); dup || len(s.Payload) != size || s.At < last || s.OpID == nil {
 			return nil, fmt.Errorf("op %q of %q: inconsistent, repeated or out of order", s.OpID, s.Resource)
 		}
 		last = s.At
-		rec := &opRecord{token: s.Token, version: s.Version, addValue: s.AddValue}
-		copy(rec.payload[:], s.Payload)
+		rec := opRecord{token: s.Token, version: s.Version, addValue: s.AddValue}
+		copy(rec.payload[:], s.Payload[:payloadSize])
 		m.ops.put(k, rec, s.At)
 	}
 	for i, s := range doc.Resources {
