@@ -16,6 +16,7 @@ import (
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/node"
 )
 
 // Delete is fenced like Write: a stale token is refused, the holder's
@@ -137,6 +138,14 @@ func TestListPages(t *testing.T) {
 func TestErrorMapping(t *testing.T) {
 	s, url := startServer(t)
 	ctx := context.Background()
+	for _, err := range []error{
+		fmt.Errorf("apply: %w", node.ErrUnknownOutcome),
+		fmt.Errorf("%w: %w", node.ErrUnknownOutcome, context.Canceled),
+	} {
+		if got := s.connectError(ctx, "p", err); connect.CodeOf(got) != connect.CodeUnavailable {
+			t.Fatalf("connectError(%v) = %v, want unavailable", err, got)
+		}
+	}
 	ex := fence.Exhausted(`waiters on lock "x" (config.max_waiters_per_lock)`, "at most 2", "2")
 	got := s.connectError(ctx, "p", ex)
 	var back *fence.ResourceExhaustedError

@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state"
 )
 
 // Config configures a server and the node behind it.
@@ -15,7 +15,19 @@ type Config struct {
 	// DataDir holds the node's raft log and snapshots, default "./fence-data".
 	DataDir string
 	// MaxTTL is the largest lease TTL accepted, default fence.DefaultMaxTTL.
+	// Set, it overrides Rules.MaxTTL.
 	MaxTTL time.Duration
+	// Rules are the rules the operator wants recorded in the log (largest
+	// TTL, id memory, caps on waiters and resources): once the node takes
+	// office it proposes them if the recorded ones differ, and they apply
+	// to later commands only (see state.Config). The zero value means
+	// state.DefaultConfig().
+	Rules state.Config
+	// WaiterGrace is how long a node that took office waits for the
+	// clients of queued acquires to retry before it drops the waiters
+	// nobody waits for (node.Config.WaiterGrace); 0 means the node's
+	// default.
+	WaiterGrace time.Duration
 	// Logger receives server, node and raft logs; default text to stderr.
 	Logger *slog.Logger
 	// LogStore is node.LogStoreWAL or node.LogStoreBolt; empty means the
@@ -62,9 +74,13 @@ func (c Config) withDefaults() Config {
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
 	}
-	if c.MaxTTL == 0 {
-		c.MaxTTL = fence.DefaultMaxTTL
+	if c.Rules == (state.Config{}) {
+		c.Rules = state.DefaultConfig()
 	}
+	if c.MaxTTL != 0 {
+		c.Rules.MaxTTL = c.MaxTTL
+	}
+	c.MaxTTL = c.Rules.MaxTTL
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -17,8 +17,10 @@ var errShuttingDown = errors.New("server is shutting down")
 
 // connectError maps an error from validation, the node or the machine to the
 // *connect.Error the client sees. Node-level failures (not leader, closed,
-// shutting down) are Unavailable so clients retry elsewhere; unexpected
-// errors are logged and Internal.
+// shutting down) are Unavailable so clients retry elsewhere; so is an
+// outcome the node does not know (node.ErrUnknownOutcome: the command may
+// yet be applied), so clients retry with the same op_id or request_id and
+// get the first outcome; unexpected errors are logged and Internal.
 func (s *Server) connectError(ctx context.Context, procedure string, err error) error {
 	switch {
 	case fence.ReasonOf(err) != "":
@@ -27,6 +29,9 @@ func (s *Server) connectError(ctx context.Context, procedure string, err error) 
 			s.metrics.exhausted.WithLabelValues(limitLabel(limit.Limit)).Inc()
 		}
 		return apierr.ToConnect(err)
+	case errors.Is(err, node.ErrUnknownOutcome):
+		s.log.Warn("outcome unknown; the client may retry with the same id", "procedure", procedure, "err", err)
+		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, node.ErrNotLeader):
 		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, node.ErrClosed) || s.draining():

@@ -110,3 +110,33 @@ func TestShutdownEndsWaiters(t *testing.T) {
 		t.Fatalf("waiting acquire at shutdown = %v, want unavailable", err)
 	}
 }
+
+// Run warns when it listens where other machines can reach it (there is no
+// TLS and no auth), and not on loopback.
+func TestRunWarnsOffLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		warn   bool
+	}{{"127.0.0.1:0", false}, {"0.0.0.0:0", true}} {
+		var logs testutil.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, Config{Listen: tc.listen, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		}()
+		for !strings.Contains(logs.String(), "fence serving on") {
+			select {
+			case err := <-done:
+				t.Fatalf("Run returned early: %v", err)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "non-loopback address without TLS or authentication"); got != tc.warn {
+			t.Fatalf("--listen %s: warning logged = %t, want %t\n%s", tc.listen, got, tc.warn, logs.String())
+		}
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/state"
@@ -170,7 +169,7 @@ func (s *Server) apply(ctx context.Context, cmd state.Command) (state.Result, er
 // close. It logs "fence serving on http://ADDR" once ready.
 func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.withDefaults()
-	if err := fence.ValidateTTL(cfg.MaxTTL, cfg.MaxTTL); err != nil {
+	if err := cfg.Rules.Validate(); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -185,6 +184,11 @@ func Run(ctx context.Context, cfg Config) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.Serve(ln) }()
 	s.log.Info("fence serving on http://"+ln.Addr().String(), "data_dir", cfg.DataDir, "last_token", s.node.LastToken())
+	if !loopback(ln.Addr()) {
+		s.log.Warn("listening on a non-loopback address without TLS or authentication (Fence has neither yet): " +
+			"anyone who can reach " + ln.Addr().String() + " can take and release locks and write resources; " +
+			"listen on 127.0.0.1 or keep the port on a trusted network")
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
@@ -198,4 +202,11 @@ func Run(ctx context.Context, cfg Config) error {
 	<-serveErr
 	s.log.Info("stopped")
 	return err
+}
+
+// loopback reports whether addr is a loopback address (127.0.0.0/8, ::1).
+// A listener on every interface (0.0.0.0, ::) is not.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

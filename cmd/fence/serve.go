@@ -2,37 +2,109 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/server"
+	"github.com/fenceworks/fence/state"
 )
 
 // serveCmd runs a single-node server until SIGINT or SIGTERM, then shuts it
 // down gracefully.
 func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt]", g, stderr)
-	listen := fs.String("listen", server.DefaultListen, "TCP address to listen on")
+	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [limits and rules, see below]", g, stderr)
+	listen := fs.String("listen", server.DefaultListen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
 	dataDir := fs.String("data-dir", server.DefaultDataDir, "directory for the raft log and snapshots")
-	maxTTL := fs.Duration("max-ttl", fence.DefaultMaxTTL, "largest lease TTL accepted")
 	logStore := fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")
+	readyTimeout := fs.Duration("ready-timeout", 10*time.Second, "how long to wait for the node to replay its log and take office before giving up (exit 1)")
+	waiterGrace := fs.Duration("waiter-grace", 5*time.Second, "after taking office, how long queued acquires have to be retried by their clients before they are dropped")
+
+	// Connection limits (this process only).
+	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "most client connections open at once; more wait to be accepted")
+	readHeaderTimeout := fs.Duration("read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed to read a request's header")
+	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "time allowed to read a whole request, body included (not a blocking acquire's wait)")
+	idleTimeout := fs.Duration("idle-timeout", server.DefaultIdleTimeout, "close a keep-alive connection idle this long")
+
+	// Rules recorded in the log: they apply to commands after the node
+	// records them, never to a replay.
+	def := state.DefaultConfig()
+	maxTTL := fs.Duration("max-ttl", def.MaxTTL, "rule: largest lease TTL accepted")
+	maxWaitersPerLock := fs.Int("max-waiters-per-lock", def.MaxWaitersPerLock, "rule: most queued acquires on one lock (0: no cap)")
+	maxWaiters := fs.Int("max-waiters", def.MaxWaiters, "rule: most queued acquires on all locks (0: no cap)")
+	maxResources := fs.Int("max-resources", def.MaxResources, "rule: most fenced resources, deleted ones included (0: no cap)")
+	maxResourceBytes := fs.Int64("max-resource-bytes", def.MaxResourceBytes, "rule: most bytes of all fenced resource values (0: no cap)")
+	idRetention := fs.Duration("id-retention", def.IDRetention, "rule: an op_id or request_id is remembered at most this long")
+	minIDRetention := fs.Duration("min-id-retention", def.MinIDRetention, "rule: an id is remembered at least this long; when memory is full of younger ids, new ids are refused (RESOURCE_EXHAUSTED)")
+	maxIDs := fs.Int("max-ids", def.MaxOps, "rule: most op_ids, and most request_ids, remembered")
 	if _, err := parseExact(fs, args); err != nil {
 		return usageExit(err)
 	}
 	if *maxTTL < fence.MinTTL {
 		return fail(g, stdout, stderr, &usageError{fmt.Sprintf("serve: --max-ttl must be at least %s", fence.MinTTL)})
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ready-timeout", *readyTimeout}, {"read-header-timeout", *readHeaderTimeout}, {"read-timeout", *readTimeout}, {"idle-timeout", *idleTimeout}} {
+		if d.v <= 0 {
+			return fail(g, stdout, stderr, &usageError{fmt.Sprintf("serve: --%s must be more than 0", d.name)})
+		}
+	}
+	if *waiterGrace < 0 {
+		return fail(g, stdout, stderr, &usageError{"serve: --waiter-grace must not be negative"})
+	}
+	if *maxConns < 1 {
+		return fail(g, stdout, stderr, &usageError{"serve: --max-conns must be at least 1"})
+	}
+	rules := state.Config{
+		MaxTTL: *maxTTL, MaxOps: *maxIDs, MaxRequests: *maxIDs, IDRetention: *idRetention, MinIDRetention: *minIDRetention,
+		MaxWaitersPerLock: *maxWaitersPerLock, MaxWaiters: *maxWaiters, MaxResources: *maxResources, MaxResourceBytes: *maxResourceBytes,
+	}
+	if err := rules.Validate(); err != nil {
+		return fail(g, stdout, stderr, &usageError{"serve: " + flagError(err)})
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	err := server.Run(ctx, server.Config{Listen: *listen, DataDir: *dataDir, MaxTTL: *maxTTL, LogStore: *logStore, Logger: logger})
+	err := server.Run(ctx, server.Config{
+		Listen: *listen, DataDir: *dataDir, LogStore: *logStore, Logger: logger,
+		Rules: rules, ReadyTimeout: *readyTimeout, WaiterGrace: *waiterGrace,
+		MaxConns: *maxConns, ReadHeaderTimeout: *readHeaderTimeout, ReadTimeout: *readTimeout, IdleTimeout: *idleTimeout,
+	})
+	if errors.Is(err, node.ErrNotLeader) {
+		// Open gave up waiting for the node to take office.
+		err = fmt.Errorf("serve: gave up after --ready-timeout %s: %w (a large log takes longer to replay: raise --ready-timeout)", *readyTimeout, err)
+	}
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
 	return exitOK
+}
+
+// flagError names the flag of a state.Config field refused by Validate
+// ("config.max_ttl" is --max-ttl; max_ops and max_requests are --max-ids).
+func flagError(err error) string {
+	var inv *fence.InvalidError
+	if !errors.As(err, &inv) {
+		return err.Error()
+	}
+	name := strings.TrimPrefix(inv.Field, "config.")
+	if name == "max_ops" || name == "max_requests" {
+		name = "max_ids"
+	}
+	msg := "--" + strings.ReplaceAll(name, "_", "-") + " must be " + inv.Bound
+	if inv.Value != "" {
+		msg += " (got " + inv.Value + ")"
+	}
+	return msg
 }
