@@ -22,12 +22,24 @@
 // (guarantee G8). [Lease.Err] says why.
 //
 // A lease obtained after a wait is renewed once before Acquire returns it,
-// so its deadline counts from a fresh send time.
+// so its deadline counts from a fresh send time. A renew that reports a
+// shorter remaining TTL than before (the TTL was shortened on the server)
+// pulls the deadline in. [Lease.RenewErr] reports background renewals that
+// are failing, before the lease is lost.
+//
+// A call made under a lease's context after the lease ended fails with an
+// error that matches both context.Canceled and the reason the lease ended
+// (errors.Is(err, ErrLeaseLost) for a lost lease).
 //
 // # Retries
 //
 // Every call is retried with backoff, within its context, when the server
-// cannot be reached or answers Unavailable. Retries are made safe by ids:
+// cannot be reached or answers Unavailable, or when one attempt gets no
+// answer within its own bound: [WithAttemptTimeout] (default 10s), plus the
+// wait of a waiting acquire; a background renewal gets TTL/3. A limit
+// (RESOURCE_EXHAUSTED) or BUSY is returned, never retried. [WithFailFast]
+// makes a call whose first attempt cannot connect at all fail at once with
+// an [UnreachableError] (the CLI uses it). Retries are made safe by ids:
 // an Acquire carries one request_id (fresh per call unless [RequestID] is
 // given) across all its attempts, so a retry after a lost reply returns the
 // same lease, never a second one (G5); Write and Add carry one op_id (fresh
