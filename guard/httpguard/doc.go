@@ -6,7 +6,7 @@
 //
 //	Fence-Token:    the writer's fencing token, decimal, in [1, 2^53-1] (required)
 //	Fence-Resource: the fenced resource, 1..512 bytes of UTF-8 (required)
-//	Fence-Op-Id:    an idempotency key, at most 256 bytes (optional; passed to the handler)
+//	Fence-Op-Id:    an idempotency key, at most 256 bytes (optional; see Idempotency)
 //
 // # Server
 //
@@ -46,6 +46,17 @@
 // Redis cannot hold a transaction open across a handler, so there is no
 // Redis Store: a service keeping its data in Redis should write through
 // guard/redis (Set/Add), which checks and writes in one script.
+//
+// # Idempotency
+//
+// With a Fence-Op-Id and an [OpStore] (pgstore, sqlitestore and
+// [MemoryStore] are), the middleware remembers the committed answer of the
+// request and replays it, marked Fence-Replayed: true, to a retry — without
+// running the handler, and even if a newer token was accepted in between:
+// the op lookup decides before the token check, as in the guards' Do and
+// guard/redis. The same op_id with another method, URI or body is refused
+// with 409 OP_CONFLICT. The request body is read whole for that comparison,
+// at most Options.MaxBody bytes (413 beyond).
 //
 // Not solved here (see docs/guards.md): permissions (any client can send any
 // header — authenticate first), and an external API the handler calls, which

@@ -1,10 +1,14 @@
 package httpguard
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/fenceworks/fence"
 )
@@ -25,6 +29,12 @@ type Options struct {
 	// the client gets 500 — fenced answers are not streamed, because
 	// nothing may reach the client before the write is committed.
 	MaxBuffer int
+	// MaxBody bounds the request body of a request with a Fence-Op-Id when
+	// the store is an OpStore: the middleware reads it whole, to tell a
+	// retry from another request under the same op_id (default
+	// DefaultMaxBody, 1 MiB; negative panics in Middleware). A larger body
+	// gets 413 and a JSON body naming the bound.
+	MaxBody int
 }
 
 // Middleware fences the handlers it wraps with store. For each request it:
@@ -32,13 +42,19 @@ type Options struct {
 //  1. reads Fence-Token, Fence-Resource and Fence-Op-Id; a missing or
 //     malformed header gets 400 and a JSON body naming it;
 //  2. begins a guard transaction with store.Begin; a stale token gets 409
-//     and a JSON body with both tokens, and the handler is not called;
+//     and a JSON body with both tokens, and the handler is not called.
+//     With a Fence-Op-Id and an OpStore it calls BeginOp instead: an op
+//     applied before is answered with its saved answer (header
+//     Fence-Replayed: true) without calling the handler — also when a newer
+//     token has been accepted since — and the same op_id with another
+//     method, URI or body gets 409 OP_CONFLICT;
 //  3. calls the handler with the accepted Fenced (and its Tx) in the request
 //     context, buffering the response;
-//  4. commits if the handler answered 2xx, else rolls back (also on panic),
-//     and only then sends the buffered response — or a 500 if the commit
-//     failed, so that a client never sees success for a write that was not
-//     committed.
+//  4. commits if the handler answered 2xx (saving the answer first, for an
+//     op), else rolls back (also on panic), and only then sends the
+//     buffered response — or a 500 if the commit failed (503 with
+//     Retry-After for a RetryableError), so that a client never sees
+//     success for a write that was not committed.
 //
 // Responses are held whole until the commit, at most Options.MaxBuffer
 // bytes. 1xx informational answers (103 Early Hints) are not final: they
@@ -47,69 +63,146 @@ type Options struct {
 // after the commit, never before); it cannot be hijacked; Unwrap gives
 // http.ResponseController the underlying writer (for deadlines — writing to
 // it directly would bypass the guard).
+//
+// A Store that is not an OpStore passes Fence-Op-Id to the handler
+// (Fenced.OpID) and remembers nothing: a retry after a newer token is then
+// refused as stale.
 func Middleware(store Store, opts Options) func(http.Handler) http.Handler {
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
+	m := &middleware{store: store, log: opts.Logger, resourceOf: opts.Resource,
+		maxBuffer: bound("MaxBuffer", opts.MaxBuffer, DefaultMaxBuffer), maxBody: bound("MaxBody", opts.MaxBody, DefaultMaxBody)}
+	if m.log == nil {
+		m.log = slog.Default()
 	}
-	maxBuffer := opts.MaxBuffer
-	switch {
-	case maxBuffer < 0:
-		panic(fmt.Sprintf("httpguard: Options.MaxBuffer %d is negative", maxBuffer))
-	case maxBuffer == 0:
-		maxBuffer = DefaultMaxBuffer
-	}
+	m.opStore, _ = store.(OpStore)
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			f, err := parseHeaders(r.Header, opts.Resource, r)
-			if err != nil {
-				writeRefusal(w, err)
-				return
-			}
-			tx, err := store.Begin(r.Context(), f.Resource, f.Token)
-			if err != nil {
-				var retry *RetryableError
-				switch {
-				case errors.As(err, &retry):
-					log.WarnContext(r.Context(), "httpguard: begin: transient, answered 503", "resource", f.Resource, "token", uint64(f.Token), "err", err)
-				case fence.ReasonOf(err) == "":
-					log.ErrorContext(r.Context(), "httpguard: begin", "resource", f.Resource, "token", uint64(f.Token), "err", err)
-				}
-				writeRefusal(w, err)
-				return
-			}
-			f.Tx = tx
-			rec := newRecorder(w, maxBuffer)
-			committed := false
-			defer func() {
-				if !committed {
-					if err := tx.Rollback(r.Context()); err != nil && !errors.Is(err, ErrTxDone) {
-						log.WarnContext(r.Context(), "httpguard: rollback", "resource", f.Resource, "err", err)
-					}
-				}
-			}()
-			next.ServeHTTP(rec, r.WithContext(withFenced(r.Context(), f)))
-			if rec.overflowed {
-				log.ErrorContext(r.Context(), "httpguard: response larger than MaxBuffer, rolled back", "resource", f.Resource, "token", uint64(f.Token), "max_buffer", maxBuffer)
-				writeRefusal(w, errTooLarge)
-				return // rolled back by the deferred call
-			}
-			if rec.status < 200 || rec.status > 299 {
-				rec.sendTo(w)
-				return // rolled back by the deferred call
-			}
-			committed = true
-			if err := tx.Commit(r.Context()); err != nil {
-				log.ErrorContext(r.Context(), "httpguard: commit", "resource", f.Resource, "token", uint64(f.Token), "err", err)
-				var retry *RetryableError
-				if errors.As(err, &retry) {
-					writeRefusal(w, err) // 503: the store aborted the transaction, nothing was applied
-				} else {
-					writeRefusal(w, errCommit)
-				}
-				return
-			}
-			rec.sendTo(w)
-		})
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 	}
+}
+
+func bound(name string, v, def int) int {
+	switch {
+	case v < 0:
+		panic(fmt.Sprintf("httpguard: Options.%s %d is negative", name, v))
+	case v == 0:
+		return def
+	}
+	return v
+}
+
+type middleware struct {
+	store              Store
+	opStore            OpStore // store, if it remembers ops
+	log                *slog.Logger
+	resourceOf         func(*http.Request) string
+	maxBuffer, maxBody int
+}
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	ctx := r.Context()
+	f, err := parseHeaders(r.Header, m.resourceOf, r)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	var (
+		tx   Tx
+		opTx OpTx
+	)
+	if f.OpID != "" && m.opStore != nil {
+		body, err := io.ReadAll(io.LimitReader(r.Body, int64(m.maxBody)+1))
+		if err != nil {
+			writeRefusal(w, fence.Invalid("body", "readable", err.Error()))
+			return
+		}
+		if len(body) > m.maxBody {
+			writeRefusal(w, &bodyTooLargeError{max: m.maxBody})
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		op := Op{Resource: f.Resource, Token: f.Token, ID: f.OpID, Payload: opPayload(r, body)}
+		var (
+			saved    []byte
+			replayed bool
+		)
+		opTx, saved, replayed, err = m.opStore.BeginOp(ctx, op)
+		switch {
+		case err != nil:
+			m.beginFailed(ctx, w, f, err)
+			return
+		case replayed:
+			if err := replay(w, saved); err != nil {
+				m.log.ErrorContext(ctx, "httpguard: replay", "resource", f.Resource, "op_id", f.OpID, "err", err)
+				writeRefusal(w, err)
+			}
+			return
+		}
+		tx = opTx
+	} else {
+		if tx, err = m.store.Begin(ctx, f.Resource, f.Token); err != nil {
+			m.beginFailed(ctx, w, f, err)
+			return
+		}
+	}
+	f.Tx = tx
+	rec := newRecorder(w, m.maxBuffer)
+	committed := false
+	defer func() {
+		if !committed {
+			if err := tx.Rollback(ctx); err != nil && !errors.Is(err, ErrTxDone) {
+				m.log.WarnContext(ctx, "httpguard: rollback", "resource", f.Resource, "err", err)
+			}
+		}
+	}()
+	next.ServeHTTP(rec, r.WithContext(withFenced(ctx, f)))
+	if rec.overflowed {
+		m.log.ErrorContext(ctx, "httpguard: response larger than MaxBuffer, rolled back", "resource", f.Resource, "token", uint64(f.Token), "max_buffer", m.maxBuffer)
+		writeRefusal(w, errTooLarge)
+		return // rolled back by the deferred call
+	}
+	if rec.status < 200 || rec.status > 299 {
+		rec.sendTo(w)
+		return // rolled back by the deferred call
+	}
+	if opTx != nil {
+		a, err := rec.answer()
+		if err == nil {
+			err = opTx.SaveOp(ctx, a)
+		}
+		if err != nil {
+			m.log.ErrorContext(ctx, "httpguard: saving the op's answer, rolled back", "resource", f.Resource, "op_id", f.OpID, "err", err)
+			writeRefusal(w, err)
+			return // rolled back by the deferred call
+		}
+	}
+	committed = true
+	if err := tx.Commit(ctx); err != nil {
+		m.log.ErrorContext(ctx, "httpguard: commit", "resource", f.Resource, "token", uint64(f.Token), "err", err)
+		var retry *RetryableError
+		if errors.As(err, &retry) {
+			writeRefusal(w, err) // 503: the store aborted the transaction, nothing was applied
+		} else {
+			writeRefusal(w, errCommit)
+		}
+		return
+	}
+	rec.sendTo(w)
+}
+
+// beginFailed answers a refused or failed Begin/BeginOp.
+func (m *middleware) beginFailed(ctx context.Context, w http.ResponseWriter, f Fenced, err error) {
+	var retry *RetryableError
+	switch {
+	case errors.As(err, &retry):
+		m.log.WarnContext(ctx, "httpguard: begin: transient, answered 503", "resource", f.Resource, "token", uint64(f.Token), "err", err)
+	case fence.ReasonOf(err) == "":
+		m.log.ErrorContext(ctx, "httpguard: begin", "resource", f.Resource, "token", uint64(f.Token), "err", err)
+	}
+	writeRefusal(w, err)
+}
+
+// bodyTooLargeError is a request body over Options.MaxBody: 413.
+type bodyTooLargeError struct{ max int }
+
+func (e *bodyTooLargeError) Error() string {
+	return "request body larger than " + strconv.Itoa(e.max) + " bytes (Options.MaxBody)"
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/fenceworks/fence"
 )
@@ -34,7 +35,11 @@ func refusalOf(err error) (int, Refusal) {
 		inv   *fence.InvalidError
 		retry *RetryableError
 	)
+	var tooLarge *bodyTooLargeError
 	switch {
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, Refusal{Reason: fence.ReasonInvalid, Field: "body",
+			Bound: "at most " + strconv.Itoa(tooLarge.max) + " bytes with Fence-Op-Id", Message: tooLarge.Error()}
 	case errors.As(err, &retry):
 		return http.StatusServiceUnavailable, Refusal{Reason: ReasonUnavailable, Message: "a transient store failure (serialization failure or deadlock); nothing was applied: retry the request"}
 	case errors.As(err, &stale):

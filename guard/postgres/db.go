@@ -13,9 +13,11 @@ import (
 // advance by itself, in autocommit, separately from the caller's write: a
 // newer owner could then write in between, and a failed write would leave
 // the token advanced. Commit and Rollback are in the interface only to tell
-// a transaction from a pool at compile time; Check never calls them.
+// a transaction from a pool at compile time; Check, CheckOp and SaveOp never
+// call them.
 type Tx interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 }

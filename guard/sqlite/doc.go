@@ -36,7 +36,9 @@
 //     function, save its result — one transaction. A retry with the same
 //     op_id returns the saved result without applying again, even after a
 //     newer token took over; the same op_id with a different payload is
-//     refused with *fence.OpConflictError.
+//     refused with *fence.OpConflictError. CheckOp and SaveOp are Do split
+//     in two, in your own transaction, for callers that cannot pass Do a
+//     function (httpguard's stores).
 //
 // # Retention of op records
 //

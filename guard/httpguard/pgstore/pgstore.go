@@ -50,6 +50,38 @@ func (s *Store) Begin(ctx context.Context, resource string, token fence.Token) (
 	return guardTx{tx}, nil
 }
 
+// BeginOp starts a transaction and runs the guard's CheckOp in it (the op
+// lookup decides before the token: see httpguard.OpStore). The op's answer
+// is saved in the guard's op table (fence_ops), with the handler's writes.
+func (s *Store) BeginOp(ctx context.Context, op httpguard.Op) (httpguard.OpTx, []byte, bool, error) {
+	g := s.Guard
+	if g == nil {
+		g = postgres.Default()
+	}
+	tx, err := s.DB.BeginTx(ctx, s.TxOptions)
+	if err != nil {
+		return nil, nil, false, Retryable(err)
+	}
+	pop := postgres.Op(op)
+	saved, replayed, err := g.CheckOp(ctx, tx, pop)
+	if err != nil || replayed {
+		_ = tx.Rollback(ctx)
+		return nil, saved, replayed, Retryable(err)
+	}
+	return opTx{guardTx{tx}, g, pop}, nil, false, nil
+}
+
+// opTx is the transaction of a request with an op_id.
+type opTx struct {
+	guardTx
+	g  *postgres.Guard
+	op postgres.Op
+}
+
+func (t opTx) SaveOp(ctx context.Context, answer []byte) error {
+	return Retryable(t.g.SaveOp(ctx, t.Tx, t.op, answer))
+}
+
 // guardTx is the request's pgx.Tx; its Commit reports a serialization
 // failure or deadlock as a *httpguard.RetryableError.
 type guardTx struct{ pgx.Tx }
@@ -74,9 +106,11 @@ func Tx(ctx context.Context) (pgx.Tx, bool) {
 	if !ok {
 		return nil, false
 	}
-	tx, ok := f.Tx.(guardTx)
-	if !ok {
-		return nil, false
+	switch tx := f.Tx.(type) {
+	case guardTx:
+		return tx.Tx, true
+	case opTx:
+		return tx.Tx, true
 	}
-	return tx.Tx, true
+	return nil, false
 }

@@ -39,6 +39,38 @@ func (s *Store) Begin(ctx context.Context, resource string, token fence.Token) (
 	return sqlTx{tx}, nil
 }
 
+// BeginOp starts a transaction and runs the guard's CheckOp in it (the op
+// lookup decides before the token: see httpguard.OpStore). The op's answer
+// is saved in the guard's op table (fence_ops), with the handler's writes.
+func (s *Store) BeginOp(ctx context.Context, op httpguard.Op) (httpguard.OpTx, []byte, bool, error) {
+	g := s.Guard
+	if g == nil {
+		g = sqlite.Default()
+	}
+	tx, err := s.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	sop := sqlite.Op(op)
+	saved, replayed, err := g.CheckOp(ctx, tx, sop)
+	if err != nil || replayed {
+		_ = tx.Rollback()
+		return nil, saved, replayed, err
+	}
+	return sqlOpTx{sqlTx{tx}, g, sop}, nil, false, nil
+}
+
+// sqlOpTx is the transaction of a request with an op_id.
+type sqlOpTx struct {
+	sqlTx
+	g  *sqlite.Guard
+	op sqlite.Op
+}
+
+func (t sqlOpTx) SaveOp(ctx context.Context, answer []byte) error {
+	return t.g.SaveOp(ctx, t.tx, t.op, answer)
+}
+
 // sqlTx adapts *sql.Tx to httpguard.Tx.
 type sqlTx struct{ tx *sql.Tx }
 
@@ -58,6 +90,11 @@ func Tx(ctx context.Context) (*sql.Tx, bool) {
 	if !ok {
 		return nil, false
 	}
-	t, ok := f.Tx.(sqlTx)
-	return t.tx, ok
+	switch t := f.Tx.(type) {
+	case sqlTx:
+		return t.tx, true
+	case sqlOpTx:
+		return t.tx, true
+	}
+	return nil, false
 }

@@ -28,16 +28,8 @@ type DoSteps struct {
 //
 // Any other error of a step is returned as it is.
 func RunDo(s DoSteps) (result []byte, replayed bool, err error) {
-	checkErr := s.Check()
-	var stale *fence.StaleTokenError
-	if checkErr != nil && !errors.As(checkErr, &stale) {
-		return nil, false, checkErr
-	}
-	if saved, found, err := s.Lookup(); found || err != nil {
-		return saved, found && err == nil, err
-	}
-	if checkErr != nil {
-		return nil, false, checkErr
+	if saved, replayed, err := RunBegin(s.Check, s.Lookup); replayed || err != nil {
+		return saved, replayed, err
 	}
 	if result, err = s.Apply(); err != nil {
 		return nil, false, err
@@ -54,4 +46,21 @@ func RunDo(s DoSteps) (result []byte, replayed bool, err error) {
 		return nil, false, err
 	}
 	return result, false, nil
+}
+
+// RunBegin is the first half of RunDo, for callers that apply the op
+// themselves later in the same transaction (httpguard's stores): check the
+// token, look the op up (a found op is replayed, or a conflict, even if its
+// token has been overtaken), then refuse a stale token. replayed = false
+// and err = nil mean: apply the op now.
+func RunBegin(check func() error, lookup func() ([]byte, bool, error)) (saved []byte, replayed bool, err error) {
+	checkErr := check()
+	var stale *fence.StaleTokenError
+	if checkErr != nil && !errors.As(checkErr, &stale) {
+		return nil, false, checkErr
+	}
+	if saved, found, err := lookup(); found || err != nil {
+		return saved, found && err == nil, err
+	}
+	return nil, false, checkErr
 }

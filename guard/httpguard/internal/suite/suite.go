@@ -58,6 +58,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("BadHeaderGets400", s.badHeader)
 	t.Run("HandlerFailureRollsBackDataAndToken", s.rollback)
 	t.Run("ConcurrentWritersHistory", s.concurrent)
+	t.Run("RetryOfAppliedOpReplaysAfterNewerToken", s.opReplay)
 }
 
 type suite struct {
@@ -84,6 +85,60 @@ func (s *suite) send(t *testing.T, resource string, tok fence.Token, value strin
 		t.Fatalf("PUT: reading the answer: %v", err)
 	}
 	return resp.StatusCode, string(body)
+}
+
+// sendOp PUTs value to resource with token and op_id and returns the
+// status, body and whether the answer was replayed.
+func (s *suite) sendOp(t *testing.T, resource string, tok fence.Token, value, opID string) (int, string, bool) {
+	t.Helper()
+	c := &http.Client{Transport: &httpguard.Transport{Lease: lease(tok), Resource: resource}}
+	req, _ := http.NewRequestWithContext(httpguard.WithOpID(t.Context(), opID), http.MethodPut, s.url, strings.NewReader(value))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("PUT: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("PUT: reading the answer: %v", err)
+	}
+	return resp.StatusCode, string(body), resp.Header.Get(httpguard.HeaderReplayed) == "true"
+}
+
+// A retry of an applied op gets the saved answer, without applying again —
+// also after a newer token was accepted (the replay decides first, as in the
+// guards' Do and guard/redis). Another request under the op_id conflicts; a
+// new op with a stale token is refused; a failed op is not remembered.
+func (s *suite) opReplay(t *testing.T) {
+	if code, body, replayed := s.sendOp(t, "op-r", 2, "a", "op-1"); code != 200 || body != "1" || replayed {
+		t.Fatalf("first attempt: %d %q replayed=%v", code, body, replayed)
+	}
+	if code, body := s.send(t, "op-r", 3, "b"); code != 200 || body != "2" {
+		t.Fatalf("newer owner: %d %q", code, body)
+	}
+	if code, body, replayed := s.sendOp(t, "op-r", 2, "a", "op-1"); code != 200 || body != "1" || !replayed {
+		t.Fatalf("retry of the applied op after a newer token: %d %q replayed=%v; want its saved answer 200 \"1\", replayed", code, body, replayed)
+	}
+	s.want(t, "op-r", "b", 2, 3)
+	code, body, _ := s.sendOp(t, "op-r", 2, "other", "op-1")
+	var ref httpguard.Refusal
+	if err := json.Unmarshal([]byte(body), &ref); err != nil || code != http.StatusConflict || ref.Reason != fence.ReasonOpConflict {
+		t.Fatalf("another body under op-1: %d %q; want 409 OP_CONFLICT", code, body)
+	}
+	code, body, _ = s.sendOp(t, "op-r", 2, "c", "op-2")
+	if err := json.Unmarshal([]byte(body), &ref); err != nil || code != http.StatusConflict || ref.Reason != fence.ReasonStaleToken || ref.LastAccepted != 3 {
+		t.Fatalf("a new op with a stale token: %d %q; want 409 STALE_TOKEN", code, body)
+	}
+	for i := 0; i < 2; i++ {
+		if code, _, replayed := s.sendOp(t, "op-r", 4, "fail", "op-3"); code != http.StatusUnprocessableEntity || replayed {
+			t.Fatalf("failing op, attempt %d: %d replayed=%v; want the handler's 422 each time", i, code, replayed)
+		}
+	}
+	s.want(t, "op-r", "b", 2, 3)
+	if code, body, replayed := s.sendOp(t, "op-r", 4, "d", "op-4"); code != 200 || body != "3" || replayed {
+		t.Fatalf("a new op: %d %q replayed=%v", code, body, replayed)
+	}
+	s.want(t, "op-r", "d", 3, 4)
 }
 
 func (s *suite) want(t *testing.T, resource, value string, seq int64, tok fence.Token) {

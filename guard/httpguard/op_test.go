@@ -1,0 +1,83 @@
+package httpguard
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fenceworks/fence"
+)
+
+// MemoryStore remembers op answers: a retry of an applied op, sent after a
+// newer token was accepted, gets the saved answer and the handler does not
+// run again; another request under the op_id is a conflict.
+func TestMemoryStoreReplaysOps(t *testing.T) {
+	var (
+		store MemoryStore
+		calls atomic.Int32
+	)
+	srv := httptest.NewServer(Middleware(&store, Options{MaxBody: 8})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		w.Header().Set("X-Call", fmt.Sprint(n))
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "call %d wrote %s", n, body)
+	})))
+	defer srv.Close()
+	send := func(tok fence.Token, op, body string) (*http.Response, string) {
+		t.Helper()
+		c := &http.Client{Transport: &Transport{Lease: staticToken(tok), Resource: "r"}}
+		ctx := t.Context()
+		if op != "" {
+			ctx = WithOpID(ctx, op)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/orders?x=1", strings.NewReader(body))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	if resp, body := send(2, "op-1", "a"); resp.StatusCode != 201 || body != "call 1 wrote a" {
+		t.Fatalf("first: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := send(3, "", "b"); resp.StatusCode != 201 {
+		t.Fatalf("newer token: %d", resp.StatusCode)
+	}
+	resp, body := send(2, "op-1", "a")
+	if resp.StatusCode != 201 || body != "call 1 wrote a" || resp.Header.Get("X-Call") != "1" || resp.Header.Get(HeaderReplayed) != "true" {
+		t.Fatalf("retry after a newer token: %d %q %v; want call 1's answer, replayed", resp.StatusCode, body, resp.Header)
+	}
+	if calls.Load() != 2 || store.LastToken("r") != 3 {
+		t.Fatalf("handler ran %d times, last token %d; want 2 and 3", calls.Load(), store.LastToken("r"))
+	}
+	var ref Refusal
+	resp, body = send(2, "op-1", "z")
+	if err := json.Unmarshal([]byte(body), &ref); err != nil || resp.StatusCode != 409 || ref.Reason != fence.ReasonOpConflict {
+		t.Fatalf("another body under op-1: %d %q", resp.StatusCode, body)
+	}
+	resp, body = send(2, "op-2", "a")
+	if err := json.Unmarshal([]byte(body), &ref); err != nil || resp.StatusCode != 409 || ref.Reason != fence.ReasonStaleToken {
+		t.Fatalf("a new op with a stale token: %d %q", resp.StatusCode, body)
+	}
+	resp, body = send(3, "op-3", "123456789")
+	if err := json.Unmarshal([]byte(body), &ref); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge || ref.Field != "body" {
+		t.Fatalf("a body over MaxBody with an op_id: %d %q; want 413 naming body", resp.StatusCode, body)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("handler ran %d times, want 2", calls.Load())
+	}
+}
