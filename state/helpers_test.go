@@ -76,15 +76,15 @@ func errAs[E error](t *testing.T, err error) E {
 // describe renders a result for comparison (errors by message, leases by
 // value).
 func describe(r Result) string {
-	s := fmt.Sprintf("err=%v queued=%v replayed=%v add=%d", r.Err, r.Queued, r.Replayed, r.AddValue)
+	s := fmt.Sprintf("err=%v queued=%v replayed=%v add=%d attempt=%d", r.Err, r.Queued, r.Replayed, r.AddValue, r.Attempt)
 	if r.Lease != nil {
 		s += fmt.Sprintf(" lease=%+v", *r.Lease)
 	}
 	if r.Resource != nil {
-		s += fmt.Sprintf(" resource=%q/%q/%d/%d", r.Resource.Resource, r.Resource.Value, r.Resource.LastToken, r.Resource.Version)
+		s += fmt.Sprintf(" resource=%q/%q/%d/%d/deleted=%v", r.Resource.Resource, r.Resource.Value, r.Resource.LastToken, r.Resource.Version, r.Resource.Deleted)
 	}
 	for _, e := range r.Events {
-		s += fmt.Sprintf(" event=%s/%v", e.RequestID, e.Err)
+		s += fmt.Sprintf(" event=%s#%d/%v", e.RequestID, e.Attempt, e.Err)
 		if e.Lease != nil {
 			s += fmt.Sprintf("/%+v", *e.Lease)
 		}

@@ -9,7 +9,9 @@ import (
 )
 
 // model is the reference: the rules of doc.go written as plainly as possible
-// (no heap, no memories, no tombstones, no lock-delay, nothing forgotten).
+// (no heap, no memories, no tombstones, no lock-delay, nothing forgotten,
+// no caps). It is the rules after an OpConfig: retries of live requests make
+// new attempts, and a cancel acts only on the attempt it names.
 // Expiry (leases, waits) is decided at decided = max over commands of
 // Now - Slack; grants and renewals start at now.
 type model struct {
@@ -38,6 +40,7 @@ type mReq struct {
 	ttl                    time.Duration
 	deadline               int64
 	token                  fence.Token
+	attempt                uint32
 }
 
 type mOp struct {
@@ -94,7 +97,7 @@ func (m *model) settle(name string, l *mLock, ev *[]Event) {
 		if w.deadline <= l.freedAt {
 			m.waited(name, l, w, ev)
 		} else {
-			*ev = append(*ev, Event{RequestID: w.id, Lease: m.grant(name, l, w.owner, w.ttl, w)})
+			*ev = append(*ev, Event{RequestID: w.id, Attempt: w.attempt, Lease: m.grant(name, l, w.owner, w.ttl, w)})
 		}
 	}
 	var keep []*mReq
@@ -112,7 +115,7 @@ func (m *model) waited(name string, l *mLock, w *mReq, ev *[]Event) {
 	w.state = "waited"
 	b := m.busy(name, l)
 	b.Waited = true
-	*ev = append(*ev, Event{RequestID: w.id, Err: b})
+	*ev = append(*ev, Event{RequestID: w.id, Attempt: w.attempt, Err: b})
 }
 
 func (m *model) apply(c Command) (r Result) {
@@ -151,9 +154,16 @@ func (m *model) apply(c Command) (r Result) {
 		m.settle(c.Name, l, &r.Events)
 		if q := m.reqs[c.RequestID]; q != nil {
 			r.Replayed = true
+			if q.state == "queued" || q.state == "held" {
+				q.attempt++
+			}
+			r.Attempt = q.attempt
 			switch {
 			case q.name != c.Name || q.owner != c.Owner || q.ttl != c.TTL:
-				r.Replayed, r.Err = false, &fence.OpConflictError{Field: "request_id", ID: q.id}
+				r.Replayed, r.Err, r.Attempt = false, &fence.OpConflictError{Field: "request_id", ID: q.id}, 0
+				if q.state == "queued" || q.state == "held" {
+					q.attempt--
+				}
 			case q.state == "queued":
 				r.Queued = true
 			case q.state == "held":
@@ -170,7 +180,8 @@ func (m *model) apply(c Command) (r Result) {
 		}
 		var q *mReq
 		if c.RequestID != "" {
-			q = &mReq{id: c.RequestID, name: c.Name, owner: c.Owner, ttl: c.TTL, state: "queued", deadline: m.now + int64(c.Wait)}
+			q = &mReq{id: c.RequestID, name: c.Name, owner: c.Owner, ttl: c.TTL, state: "queued", deadline: m.now + int64(c.Wait), attempt: 1}
+			r.Attempt = 1
 		}
 		switch {
 		case !l.held && len(l.queue) == 0:
@@ -205,17 +216,39 @@ func (m *model) apply(c Command) (r Result) {
 		default:
 			r.Err = &fence.NotHolderError{Name: c.Name, Token: c.Token}
 		}
-	case OpWrite, OpAdd:
+	case OpCancelWait:
+		l := m.lock(c.Name)
+		m.settle(c.Name, l, &r.Events)
+		q := m.reqs[c.RequestID]
+		if q == nil || q.name != c.Name || (c.Attempt != 0 && c.Attempt != q.attempt) {
+			return r
+		}
+		switch q.state {
+		case "queued":
+			for i, w := range l.queue {
+				if w == q {
+					l.queue = append(l.queue[:i:i], l.queue[i+1:]...)
+				}
+			}
+			delete(m.reqs, q.id)
+		case "held":
+			m.end(l, "released", m.decided)
+			m.settle(c.Name, l, &r.Events)
+		}
+	case OpWrite, OpAdd, OpDelete:
 		key := [2]string{c.Name, c.OpID}
 		if op, ok := m.ops[key]; ok && c.OpID != "" {
 			if op.c.Op != c.Op || op.c.Token != c.Token || string(op.c.Value) != string(c.Value) || op.c.Delta != c.Delta {
 				return Result{Err: &fence.OpConflictError{Field: "op_id", ID: c.OpID}}
 			}
-			v := string(c.Value)
-			if c.Op == OpAdd {
-				v = strconv.FormatInt(op.sum, 10)
+			var v []byte
+			switch c.Op {
+			case OpAdd:
+				v = []byte(strconv.FormatInt(op.sum, 10))
+			case OpWrite:
+				v = c.Value
 			}
-			return Result{Replayed: true, AddValue: op.sum, Resource: &ResourceState{Resource: c.Name, Value: []byte(v), LastToken: op.last, Version: op.ver}}
+			return Result{Replayed: true, AddValue: op.sum, Resource: &ResourceState{Resource: c.Name, Value: v, LastToken: op.last, Version: op.ver, Deleted: c.Op == OpDelete}}
 		}
 		st := m.res[c.Name]
 		if st == nil {
@@ -235,9 +268,12 @@ func (m *model) apply(c Command) (r Result) {
 			}
 			sum = cur + c.Delta
 			st.Value = []byte(strconv.FormatInt(sum, 10))
-		} else {
+		} else if c.Op == OpWrite {
 			st.Value = c.Value
+		} else {
+			st.Value = nil
 		}
+		st.Deleted = c.Op == OpDelete
 		st.LastToken, st.Version, m.res[c.Name] = c.Token, st.Version+1, st
 		if c.OpID != "" {
 			m.ops[key] = mOp{c: c, last: c.Token, ver: st.Version, sum: sum}

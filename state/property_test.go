@@ -19,7 +19,7 @@ func genCommand(t *rapid.T, now int64) Command {
 		Owner: rapid.SampledFrom([]string{"A", "B"}).Draw(t, "owner"),
 		Token: fence.Token(rapid.IntRange(1, 8).Draw(t, "token")),
 	}
-	switch rapid.IntRange(0, 9).Draw(t, "op") {
+	switch rapid.IntRange(0, 11).Draw(t, "op") {
 	case 0, 1, 2:
 		c.Op = OpAcquire
 		c.Token = 0
@@ -34,6 +34,13 @@ func genCommand(t *rapid.T, now int64) Command {
 		c.Op, c.Owner = OpRelease, ""
 	case 5, 6:
 		c = Command{Op: OpTick, Now: now, Slack: c.Slack}
+	case 9:
+		c = Command{Op: OpCancelWait, Now: now, Slack: c.Slack, Name: c.Name,
+			RequestID: rapid.SampledFrom([]string{"r1", "r2", "r3", "r4"}).Draw(t, "rid"),
+			Attempt:   uint32(rapid.IntRange(0, 3).Draw(t, "attempt"))}
+	case 10:
+		c.Op, c.Owner, c.Name = OpDelete, "", "s"
+		c.OpID = rapid.SampledFrom([]string{"", "o1", "o2"}).Draw(t, "op_id")
 	case 7:
 		c.Op, c.Owner, c.Name = OpWrite, "", "s"
 		c.Value = []byte(rapid.SampledFrom([]string{"", "1", "7", "x"}).Draw(t, "value"))
@@ -55,7 +62,7 @@ func genCommand(t *rapid.T, now int64) Command {
 // free iff an acquire at the same decision time is granted.
 func TestMachineMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m, ref := New(), newModel()
+		m, ref := NewWithConfig(InitialConfig()), newModel() // configured: attempts count
 		var now, decided int64
 		var lastGrant fence.Token
 		leaseEnds := map[string]int64{}      // lock -> end of its current lease
@@ -80,12 +87,16 @@ func TestMachineMatchesModel(t *testing.T) {
 			// machine's, a plain acquire is granted iff the lock reads free.
 			checkFree := c.Op == OpAcquire && c.Wait == 0 && c.RequestID == "" && now-int64(c.Slack) <= decided
 			free := m.Lock(c.Name, now).Free
+			var cancelled fence.Token // a cancel of the holding attempt releases its lease
+			if r := m.live[c.RequestID]; c.Op == OpCancelWait && r != nil && r.state == reqHeld && r.name == c.Name && (c.Attempt == 0 || c.Attempt == r.attempt) {
+				cancelled = r.token
+			}
 			decided = max(decided, now-int64(c.Slack))
 			got, want := m.Apply(c), ref.apply(c)
 			if checkFree && free != (got.Lease != nil) {
 				t.Fatalf("%+v: lock read free=%v, acquire: %s", c, free, describe(got))
 			}
-			released = 0
+			released = cancelled
 			if c.Op == OpRelease && got.Err == nil {
 				released = c.Token // a grant after it on this lock is a hand-on
 			}

@@ -1,0 +1,69 @@
+package state
+
+import (
+	"fmt"
+	"testing"
+)
+
+// The ring keeps insertion order through growth, wrap-around and shrinking,
+// and a key put again is found at its new entry.
+func TestMemoryRing(t *testing.T) {
+	m := newMemory[string, int]()
+	check := func(from, to int) {
+		t.Helper()
+		var got []string
+		m.each(func(k string, at int64, v int) {
+			if k != fmt.Sprint(v) || at != int64(v) {
+				t.Fatalf("entry %s at %d holds %d", k, at, v)
+			}
+			got = append(got, k)
+		})
+		if len(got) != to-from || m.len() != to-from {
+			t.Fatalf("%d entries (len %d), want %d..%d", len(got), m.len(), from, to)
+		}
+		for i, k := range got {
+			if k != fmt.Sprint(from+i) {
+				t.Fatalf("entry %d is %s, want %d", i, k, from+i)
+			}
+			if v, ok := m.get(k); !ok || v != from+i {
+				t.Fatalf("get %s: %d %v", k, v, ok)
+			}
+		}
+		if at, ok := m.oldest(); (to > from) != ok || (ok && at != int64(from)) {
+			t.Fatalf("oldest %d %v, want %d", at, ok, from)
+		}
+	}
+	for i := range 1000 {
+		m.put(fmt.Sprint(i), i, int64(i))
+	}
+	check(0, 1000)
+	m.forget(1000, 1<<62, 0, 10) // by count
+	check(990, 1000)
+	if len(m.ring) > 64 {
+		t.Fatalf("ring of %d kept for 10 entries", len(m.ring))
+	}
+	for i := 1000; i < 1100; i++ { // wraps around, then grows
+		m.put(fmt.Sprint(i), i, int64(i))
+	}
+	check(990, 1100)
+	m.forget(1100, 1100-1050, 0, 1<<30) // by age: at <= 1050 goes
+	check(1051, 1100)
+	m.forget(1100, 1<<62, 1100-1060, 10) // by count, but only those at least 40 old
+	check(1061, 1100)
+	if _, ok := m.get("1000"); ok {
+		t.Fatal("forgotten key still found")
+	}
+	m.forget(1<<62, 1, 0, 0)
+	check(0, 0)
+
+	// A key put again: the newer entry wins; the older is dropped in its turn.
+	m.put("a", 1, 1)
+	m.put("a", 2, 2)
+	if v, _ := m.get("a"); v != 2 {
+		t.Fatalf("a = %d", v)
+	}
+	m.pop()
+	if v, ok := m.get("a"); !ok || v != 2 {
+		t.Fatalf("dropping the older entry lost the newer: %d %v", v, ok)
+	}
+}
