@@ -49,8 +49,9 @@
 // The package-level functions use the tables fence_guard and fence_ops.
 // New(Options{Table, OpsTable}) makes a Guard for other names (plain
 // identifiers, optionally schema-qualified). MaxToken reports the largest
-// token the guard table has accepted: `fence restore` uses it as a floor so
-// tokens never go back below what the database has seen.
+// token the guard table has accepted: the floor a restore of the Fence server
+// must stay above, so tokens never go back below what the database has seen
+// (`fence restore --floor-from` is planned).
 //
 // Interfaces: Check takes a Tx, which pgx.Tx satisfies and *pgxpool.Pool
 // and *pgx.Conn do not (a pool would commit the token apart from the write);
