@@ -184,6 +184,25 @@ func TestSlowAndGreedyClientsAreCut(t *testing.T) {
 		t.Fatalf("oversized header answered %.80q, want 431", got)
 	}
 
+	// Over h2c a trickled body ends its stream: the request is answered
+	// (deadline_exceeded) although the body never ends.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte(`{"name":"x`))
+	req, _ := http.NewRequest(http.MethodPost, url+fencev1connect.LockServiceAcquireProcedure, pr)
+	req.Header.Set("Content-Type", "application/json")
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	resp, err := h2cClient().Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("h2c request with a trickled body: %v (not answered within %s?)", err, hangGuard)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || !strings.Contains(string(body), "deadline_exceeded") {
+		t.Fatalf("h2c trickled body answered %s %d %s, want HTTP/2 deadline_exceeded", resp.Proto, resp.StatusCode, body)
+	}
+
 	lc := protocols(url)[0].locks
 	if _, err := lc.Acquire(context.Background(), connect.NewRequest(&fencev1.AcquireRequest{Name: "ok", Ttl: durationpb.New(time.Second)})); err != nil {
 		t.Fatalf("server not serving after slow clients: %v", err)
