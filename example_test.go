@@ -53,3 +53,22 @@ func ExampleSafeDeadline() {
 	// 4.95s
 	// 95ms
 }
+
+// A store at one of its limits refuses with the limit named; nothing was
+// changed, and the same request may succeed once there is room. The
+// reason tells it from BUSY, which shares its transport code.
+func ExampleResourceExhaustedError() {
+	var err error = &fence.ResourceExhaustedError{Limit: `waiters on lock "x"`, Bound: "at most 1024", Got: "1024"}
+	var ex *fence.ResourceExhaustedError
+	if errors.As(err, &ex) {
+		fmt.Println(ex.Limit, "/", ex.Bound)
+	}
+	fmt.Println(errors.Is(err, fence.ErrResourceExhausted), errors.Is(err, fence.ErrBusy))
+	fmt.Println(fence.ReasonOf(err))
+	fmt.Println(err)
+	// Output:
+	// waiters on lock "x" / at most 1024
+	// true false
+	// RESOURCE_EXHAUSTED
+	// resource exhausted: waiters on lock "x": at most 1024 (now 1024)
+}

@@ -59,9 +59,17 @@
 // no waiters: the Tick at that instant makes the lock idle so its tombstone
 // can later be forgotten.
 //
-// Reads ([Machine.Lock], [Machine.Locks]) change nothing: at the time asked
-// they show a lease past its expiry as gone (with its lock-delay), but a
-// waiter holds the lock only once a command (a Tick) has handed it over.
+// Reads ([Machine.Lock], [Machine.Locks], [Machine.LocksPage]) change
+// nothing and judge as Apply does: at the machine's decision time (see
+// Time), with the lock settled as the next command would settle it — a
+// lease past its end is gone (its lock-delay starts), a waiter about to be
+// handed the lock makes it not free, waits that ran out are not counted.
+// So a lock reads free ([LockInfo.Free]) iff an acquire applied now (at the
+// same decision time) is granted. The time passed to a read only counts the
+// remaining times it reports (from server time, so a lease still held at
+// the decision time may show 0 left).
+//
+// [Machine.Queued] lists the waiting acquires with their attempts.
 //
 // Renew and release refusals: a token above the counter was never issued
 // (UnknownToken); the lock's last token whose lease expired gets
@@ -96,32 +104,97 @@
 // it, because a retry may carry only what is left of the wait. A try-acquire
 // refused as busy is not remembered.
 //
-// op_id: keyed by (resource, op_id). An accepted write or add is remembered
-// with a hash of (op, token, value or delta) and its token, version and (for
-// add) value. A repeat with the same payload returns that saved result
-// (Replayed) before any token check — an applied op stays applied even after
-// a newer token arrived — and a different payload is OpConflict. Refused
-// operations are not remembered.
+// Attempts: each applied retry of a request still queued or holding its
+// lock is a new attempt of it (Result.Attempt: 1 for the first, then +1;
+// Event.Attempt says which attempt a grant or a wait's end found). An
+// OpCancelWait names the attempt whose client went away and acts only if it
+// is still the current one: a retry that arrived first owns the wait (or
+// the lease a grant gave it), and the first attempt's late cancel is a
+// no-op. A cancel with Attempt 0 is a format-1 cancel and acts on whatever
+// attempt is current. Attempts count from the first OpConfig: before it (a
+// format-1 log) every request stays at attempt 1, so that a replica that
+// restored a format-1 snapshot and one that replayed the format-1 log agree.
+//
+// op_id: keyed by (resource, op_id). An accepted write, add or delete is
+// remembered with a hash of (op, token, value or delta) — the first 128 bits
+// of its SHA-256 — and its token, version and (for add) value. A repeat with
+// the same payload returns that saved result (Replayed) before any token
+// check — an applied op stays applied even after a newer token arrived — and
+// a different payload is OpConflict. Refused operations are not remembered.
+//
+// # Fenced resources and delete
+//
+// A write, add or delete of a resource is accepted with a token issued by
+// the store (else UnknownToken) and not older than the last one it accepted
+// (else StaleToken). [OpDelete] drops the value (and its bytes from the
+// total) but keeps the resource as a tombstone with its last token and
+// version ([ResourceState.Deleted]): a stale writer is refused after a
+// delete as before it, and a later write or add (with a token at least the
+// delete's) revives it. A delete of a resource never written leaves a
+// tombstone too. Tombstones are never forgotten and count in
+// Config.MaxResources (with 0 bytes of value).
+//
+// # Caps
+//
+// A command that would take the store over a cap of its Config is refused
+// with a *fence.ResourceExhaustedError naming the limit (and the config
+// field) and changes nothing: a new waiter beyond MaxWaitersPerLock on its
+// lock or MaxWaiters in all; a new resource beyond MaxResources; a write or
+// add that grows the total of values beyond MaxResourceBytes (a change that
+// does not grow it is accepted); a new op_id or request_id the id memory
+// cannot hold (Retention). A cap is checked after the token: a stale token
+// is refused as stale. The bound itself is allowed. What a lowered cap
+// already exceeds stays until it ends.
 //
 // # Retention (what is forgotten, and when)
 //
+// The promise (G5): an id is remembered for at least Config.MinIDRetention
+// (3 minutes by default) after it was remembered, in server time — a retry
+// within that window is never applied twice — and forgotten after at most
+// Config.IDRetention (24 hours). Between the two, ids are forgotten by
+// count, oldest first, once Config.MaxOps (op_ids) or Config.MaxRequests
+// (request_id outcomes) are remembered. When the memory is full and its
+// oldest id is younger than MinIDRetention, a command that would remember a
+// new id is refused with a *fence.ResourceExhaustedError naming the limit
+// (it is not applied; the client may retry later); a young id is never
+// forgotten to make room. Commands without an id, and retries of
+// remembered ids, are not refused. The stated load: 5,000 id-bearing
+// operations per second for the 3-minute window is 900,000 ids, within the
+// default million of each kind. [Machine.OldestIDAge] is the age of the
+// oldest remembered id (the server exports it as a metric).
+//
 // At the start of every Apply, after server time advanced, the machine
 // forgets, oldest first:
-//   - remembered request_id outcomes beyond Config.MaxRequests, or whose
-//     outcome became final at least Config.IDRetention ago in server time.
-//     Requests still queued or holding their lock are never forgotten: they
-//     are part of the lock.
-//   - remembered op_ids beyond Config.MaxOps, or accepted at least
-//     Config.IDRetention ago.
-//   - tombstones: a lock that is free, not delayed and without waiters is
-//     kept with its last token (so late renews and releases get StaleToken
-//     or LeaseExpired) until it has been idle for Config.IDRetention, or
-//     beyond Config.MaxRequests idle locks. After that a renew or release
-//     with an old token of that lock gets NotHolder.
+//   - remembered request_id outcomes at least IDRetention old (counted from
+//     when the outcome became final), and beyond MaxRequests those at least
+//     MinIDRetention old. Requests still queued or holding their lock are
+//     never forgotten: they are part of the lock. Only final outcomes are
+//     counted, and a request admitted while queued or holding is remembered
+//     when it ends even if the memory is full then, so the memory may exceed
+//     MaxRequests by the number of requests live at that moment.
+//   - remembered op_ids at least IDRetention old, and beyond MaxOps those at
+//     least MinIDRetention old.
+//   - tombstones of locks: a lock that is free, not delayed and without
+//     waiters is kept with its last token (so late renews and releases get
+//     StaleToken or LeaseExpired) until it has been idle for IDRetention, or
+//     beyond MaxRequests idle locks. After that a renew or release with an
+//     old token of that lock gets NotHolder (still a refusal).
+//
+// With MinIDRetention 0 (InitialConfig, the format-1 rules) ids are
+// forgotten by count at any age, as the format-1 code did: replaying such a
+// log reproduces what it acknowledged. A node proposes DefaultConfig (or
+// the operator's) with OpConfig, and the promise holds from that entry on.
+//
+// Memory: a remembered op_id or request_id costs about 200 bytes of heap
+// with 26-byte ids (BenchmarkIDMemoryBytes: 200 and 198 bytes at 200,000
+// ids, 216 and 196 at 1,000,000), plus the bytes of distinct names and
+// owners. The default caps (a million of each) are about 420 MB when full,
+// which a steady load keeps them: plan for it or lower MaxOps/MaxRequests
+// (and with them the load the window holds).
 //
 // Fenced resources (their value, last token and version) are data and are
-// never forgotten.
+// never forgotten; deleted ones stay as tombstones.
 //
 // After an id is forgotten, a retry with it is a new request. Clients must
-// not retry older than the retention (24 h by default).
+// not retry an id older than MinIDRetention and expect it to be remembered.
 package state
