@@ -23,6 +23,8 @@ import (
 // It is an OpStore: the answers of requests with an op_id are kept in
 // memory for OpRetention (default 24h; a resource's expired answers are
 // dropped when it is next used with an op_id), and lost on restart too.
+// Memory grows with the ops of one retention window: size OpRetention to
+// your op rate.
 type MemoryStore struct {
 	// OpRetention is how long an op's answer is replayed (0: 24h).
 	OpRetention time.Duration
@@ -35,6 +37,9 @@ type memResource struct {
 	turn chan struct{}    // holds one value while a Tx on the resource is open
 	last fence.Token      // guarded by MemoryStore.mu
 	ops  map[string]memOp // op_id → answer; used only by the holder of turn
+	// order lists ops by commit time (commits are serialised by turn), so
+	// expired answers are dropped from its front.
+	order []string
 }
 
 type memOp struct {
@@ -69,10 +74,13 @@ func (s *MemoryStore) BeginOp(ctx context.Context, op Op) (OpTx, []byte, bool, e
 			retention = DefaultOpRetention
 		}
 		now := time.Now()
-		for id, o := range res.ops {
-			if now.Sub(o.at) > retention {
-				delete(res.ops, id)
+		for len(res.order) > 0 {
+			id := res.order[0]
+			if o, ok := res.ops[id]; ok && now.Sub(o.at) <= retention {
+				break
 			}
+			delete(res.ops, id)
+			res.order = res.order[1:]
 		}
 		o, found := res.ops[op.ID]
 		if !found {
@@ -189,6 +197,7 @@ func (tx *memTx) end(commit bool) error {
 					tx.res.ops = make(map[string]memOp)
 				}
 				tx.res.ops[tx.opID] = memOp{hash: tx.hash, answer: tx.answer, at: time.Now()}
+				tx.res.order = append(tx.res.order, tx.opID)
 			}
 		}
 		<-tx.res.turn

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fenceworks/fence"
 )
@@ -79,5 +80,41 @@ func TestMemoryStoreReplaysOps(t *testing.T) {
 	}
 	if calls.Load() != 2 {
 		t.Fatalf("handler ran %d times, want 2", calls.Load())
+	}
+}
+
+// MemoryStore forgets an op's answer after OpRetention: a retry then runs
+// the handler again (its token is still checked).
+func TestMemoryStoreOpRetention(t *testing.T) {
+	store := MemoryStore{OpRetention: time.Nanosecond}
+	begin := func(id string) (bool, error) {
+		tx, _, replayed, err := store.BeginOp(t.Context(), Op{Resource: "r", Token: 1, ID: id, Payload: []byte("p")})
+		if err != nil || replayed {
+			return replayed, err
+		}
+		if err := tx.SaveOp(t.Context(), []byte(`{"status":200}`)); err != nil {
+			return false, err
+		}
+		return false, tx.Commit(t.Context())
+	}
+	for i := 0; i < 3; i++ {
+		if replayed, err := begin("op-" + fmt.Sprint(i)); replayed || err != nil {
+			t.Fatalf("op %d: replayed=%v err=%v", i, replayed, err)
+		}
+	}
+	// Every answer is older than 1ns by now: the retry applies again, and
+	// the expired answers are dropped.
+	if replayed, err := begin("op-0"); replayed || err != nil {
+		t.Fatalf("op-0 after its retention: replayed=%v err=%v; want applied again", replayed, err)
+	}
+	if res := store.resources["r"]; len(res.ops) != 1 || len(res.order) != 1 {
+		t.Fatalf("after expiry: %d answers kept (%d in order), want only the new op-0", len(res.ops), len(res.order))
+	}
+	store.OpRetention = time.Hour
+	if replayed, err := begin("op-9"); replayed || err != nil {
+		t.Fatalf("op-9: replayed=%v err=%v", replayed, err)
+	}
+	if replayed, err := begin("op-9"); !replayed || err != nil {
+		t.Fatalf("op-9 again within the hour: replayed=%v err=%v; want a replay", replayed, err)
 	}
 }
