@@ -2,6 +2,7 @@ package httpguard
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -67,8 +68,13 @@ func TestMemoryStoreReplaysOps(t *testing.T) {
 	}
 	var ref Refusal
 	resp, body = send(2, "op-1", "z")
-	if err := json.Unmarshal([]byte(body), &ref); err != nil || resp.StatusCode != 409 || ref.Reason != fence.ReasonOpConflict {
+	if err := json.Unmarshal([]byte(body), &ref); err != nil || resp.StatusCode != 409 || ref.Reason != fence.ReasonOpConflict || ref.OpID != "op-1" {
 		t.Fatalf("another body under op-1: %d %q", resp.StatusCode, body)
+	}
+	resp.Body = io.NopCloser(strings.NewReader(body))
+	var conflict *fence.OpConflictError
+	if err := ResponseError(resp); !errors.As(err, &conflict) || conflict.Field != "op_id" || conflict.ID != "op-1" {
+		t.Fatalf("ResponseError of the conflict = %v; want *fence.OpConflictError for op-1", err)
 	}
 	resp, body = send(2, "op-2", "a")
 	if err := json.Unmarshal([]byte(body), &ref); err != nil || resp.StatusCode != 409 || ref.Reason != fence.ReasonStaleToken {

@@ -15,7 +15,8 @@ type Refusal struct {
 	Resource     string       `json:"resource,omitempty"`      // STALE_TOKEN
 	Token        fence.Token  `json:"token,omitempty"`         // STALE_TOKEN: the request's token
 	LastAccepted fence.Token  `json:"last_accepted,omitempty"` // STALE_TOKEN: the newer token
-	Field        string       `json:"field,omitempty"`         // INVALID_ARGUMENT: the header
+	Field        string       `json:"field,omitempty"`         // INVALID_ARGUMENT: the header; OP_CONFLICT: "op_id"
+	OpID         string       `json:"op_id,omitempty"`         // OP_CONFLICT: the op_id used with another request
 	Bound        string       `json:"bound,omitempty"`         // INVALID_ARGUMENT: the rule
 	Message      string       `json:"message"`
 }
@@ -35,8 +36,13 @@ func refusalOf(err error) (int, Refusal) {
 		inv   *fence.InvalidError
 		retry *RetryableError
 	)
-	var tooLarge *bodyTooLargeError
+	var (
+		tooLarge *bodyTooLargeError
+		conflict *fence.OpConflictError
+	)
 	switch {
+	case errors.As(err, &conflict):
+		return http.StatusConflict, Refusal{Reason: fence.ReasonOpConflict, Field: conflict.Field, OpID: conflict.ID, Message: conflict.Error()}
 	case errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge, Refusal{Reason: fence.ReasonInvalid, Field: "body",
 			Bound: "at most " + strconv.Itoa(tooLarge.max) + " bytes with Fence-Op-Id", Message: tooLarge.Error()}
