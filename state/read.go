@@ -70,23 +70,21 @@ func (m *impl) info(l *lockEntry, now int64) LockInfo {
 
 func (m *impl) locksPage(prefix, after string, limit int, now int64) ([]LockInfo, string) {
 	now = max(now, m.clock)
-	var names []string
-	for name := range m.byName {
+	// Free locks (idle tombstones among them) are dropped before sorting:
+	// only the listed ones are sorted. Map order decides nothing: the
+	// result is sorted by name.
+	var out []LockInfo
+	for name, l := range m.byName {
 		if strings.HasPrefix(name, prefix) && name > after {
-			names = append(names, name)
+			if info := m.info(l, now); !info.Free {
+				out = append(out, info)
+			}
 		}
 	}
-	sort.Strings(names)
-	var out []LockInfo
-	for _, name := range names {
-		info := m.info(m.byName[name], now)
-		if info.Free {
-			continue
-		}
-		if limit > 0 && len(out) == limit {
-			return out, out[len(out)-1].Name
-		}
-		out = append(out, info)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit:limit]
+		return out, out[limit-1].Name
 	}
 	return out, ""
 }
