@@ -1,11 +1,13 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/fenceworks/fence"
+	"pgregory.net/rapid"
 )
 
 // Fault 4 (G5 under ordinary load): an add whose reply was lost is retried
@@ -109,4 +111,61 @@ func TestFormat1ForgetsByCount(t *testing.T) {
 	if r := mustOK(t, m, add(0, "n", 1, 1, "first")); r.Replayed || r.AddValue != 2 {
 		t.Fatalf("format-1 rules: %+v", r)
 	}
+}
+
+// TestIDMemoryProperty: whatever the load and the (small) limits, an op_id
+// accepted less than MinIDRetention ago is never applied again — its retry
+// is Replayed — a refused new id changes nothing, and the memory holds at
+// most MaxOps ids (one more until the next apply trims the oldest).
+func TestIDMemoryProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		maxOps := rapid.IntRange(1, 8).Draw(t, "max_ops")
+		minRet := time.Duration(rapid.IntRange(1, 6).Draw(t, "min_id_retention_s")) * time.Second
+		c := DefaultConfig()
+		c.MaxOps, c.MinIDRetention, c.IDRetention = maxOps, minRet, minRet+time.Duration(rapid.IntRange(0, 6).Draw(t, "extra_s"))*time.Second
+		m := New()
+		if r := m.Apply(Command{Op: OpConfig, Config: c}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if r := m.Apply(acq(0, "x", "A", time.Hour)); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		accepted := map[string]int64{} // op_id -> when it was applied
+		var now int64
+		value := int64(0)
+		for range rapid.IntRange(1, 200).Draw(t, "steps") {
+			now += int64(rapid.IntRange(0, 1500).Draw(t, "dt_ms")) * int64(time.Millisecond)
+			id := fmt.Sprint("op-", rapid.IntRange(0, 15).Draw(t, "id"))
+			r := m.Apply(add(now, "n", 1, 1, id))
+			at, seen := accepted[id]
+			switch {
+			case r.Err != nil:
+				if !errors.Is(r.Err, fence.ErrResourceExhausted) {
+					t.Fatalf("%s at %d: %v", id, now, r.Err)
+				}
+				if seen && now-at < int64(minRet) {
+					t.Fatalf("%s accepted at %d refused as new at %d: forgotten within MinIDRetention", id, at, now)
+				}
+			case r.Replayed:
+				if !seen {
+					t.Fatalf("%s replayed but never accepted", id)
+				}
+			default:
+				if seen && now-at < int64(minRet) {
+					t.Fatalf("%s accepted at %d applied again at %d", id, at, now)
+				}
+				accepted[id] = now
+				value++
+			}
+			if rs := m.Resource("n"); string(rs.Value) != fmt.Sprint(value) && value > 0 {
+				t.Fatalf("value %q, want %d", rs.Value, value)
+			}
+			if m.ops.len() > maxOps+1 {
+				t.Fatalf("%d op_ids remembered, MaxOps %d", m.ops.len(), maxOps)
+			}
+			if age := m.OldestIDAge(now); age >= c.IDRetention+time.Duration(1500*time.Millisecond) {
+				t.Fatalf("oldest id %v old, IDRetention %v", age, c.IDRetention)
+			}
+		}
+	})
 }
