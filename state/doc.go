@@ -190,7 +190,9 @@
 // ids, 216 and 196 at 1,000,000), plus the bytes of distinct names and
 // owners. The default caps (a million of each) are about 420 MB when full,
 // which a steady load keeps them: plan for it or lower MaxOps/MaxRequests
-// (and with them the load the window holds).
+// (and with them the load the window holds). Snapshots (JSON) cost about 0.6 s
+// to write and 1.8 s to restore per million remembered ids on a 2-core
+// machine (BenchmarkSnapshotIDs).
 //
 // Fenced resources (their value, last token and version) are data and are
 // never forgotten; deleted ones stay as tombstones.

@@ -24,14 +24,30 @@ type memory[K comparable, V any] struct {
 
 type memEntry[K comparable, V any] struct {
 	key K
-	at  int64 // server time it was remembered
+	at  int64 // server time it was remembered (>= 0); dead: -1
 	val V
 }
+
+// dead marks an entry whose key was put again: the index points at the
+// newer entry, and this one is skipped until it is popped.
+const dead = -1
 
 const minRing = 64
 
 func newMemory[K comparable, V any]() memory[K, V] {
 	return memory[K, V]{index: map[K]uint64{}}
+}
+
+// reserve makes room for n entries at once (a restore knows how many).
+func (m *memory[K, V]) reserve(n int) {
+	if n > len(m.ring)-m.n {
+		m.resize(max(minRing, m.n+n))
+		index := make(map[K]uint64, m.n+n)
+		for k, seq := range m.index {
+			index[k] = seq
+		}
+		m.index = index
+	}
 }
 
 func (m *memory[K, V]) len() int { return m.n }
@@ -49,9 +65,13 @@ func (m *memory[K, V]) get(k K) (V, bool) {
 	return zero, false
 }
 
-// put remembers v under k as of server time at (as the newest entry). A key
-// put again points at its new entry; the old one is dropped in its turn.
+// put remembers v under k as of server time at (>= 0, as the newest
+// entry). A key put again points at its new entry; the old one is dead and
+// dropped in its turn (the machine never puts a remembered key again).
 func (m *memory[K, V]) put(k K, v V, at int64) {
+	if seq, ok := m.index[k]; ok {
+		m.entry(seq).at = dead
+	}
 	if m.n == len(m.ring) {
 		m.resize(max(minRing, 2*len(m.ring)))
 	}
@@ -64,7 +84,7 @@ func (m *memory[K, V]) put(k K, v V, at int64) {
 // pop forgets the oldest entry.
 func (m *memory[K, V]) pop() {
 	e := m.entry(m.first)
-	if m.index[e.key] == m.first {
+	if e.at != dead {
 		delete(m.index, e.key)
 	}
 	*e = memEntry[K, V]{}
@@ -87,18 +107,21 @@ func (m *memory[K, V]) resize(size int) {
 
 // oldest returns when the oldest entry was remembered.
 func (m *memory[K, V]) oldest() (int64, bool) {
-	if m.n == 0 {
-		return 0, false
+	for i := range m.n {
+		if at := m.entry(m.first + uint64(i)).at; at != dead {
+			return at, true
+		}
 	}
-	return m.entry(m.first).at, true
+	return 0, false
 }
 
 // forget drops the entries at least retention old at server time now, and
 // the oldest beyond max as long as they are at least minRetention old.
 func (m *memory[K, V]) forget(now, retention, minRetention int64, max int) {
 	for m.n > 0 {
-		age := now - m.entry(m.first).at
-		if age < retention && (m.n <= max || age < minRetention) {
+		at := m.entry(m.first).at
+		age := now - at
+		if at != dead && age < retention && (m.n <= max || age < minRetention) {
 			return
 		}
 		m.pop()
@@ -119,8 +142,7 @@ func (m *memory[K, V]) full(now, minRetention int64, max int) bool {
 // each calls f on every entry, oldest first.
 func (m *memory[K, V]) each(f func(k K, at int64, v V)) {
 	for i := range m.n {
-		e := m.entry(m.first + uint64(i))
-		if m.index[e.key] == m.first+uint64(i) {
+		if e := m.entry(m.first + uint64(i)); e.at != dead {
 			f(e.key, e.at, e.val)
 		}
 	}

@@ -134,6 +134,12 @@ func (m *impl) snapshot(w io.Writer) error {
 		doc.Locks = append(doc.Locks, snapLockOf(m.byName[name]))
 	}
 	m.idle.each(func(l *lockEntry) { doc.Idle = append(doc.Idle, l.name) })
+	if n := m.requests.len(); n > 0 {
+		doc.Requests = make([]snapRequest, 0, n)
+	}
+	if n := m.ops.len(); n > 0 {
+		doc.Ops = make([]snapOp, 0, n)
+	}
 	m.requests.each(func(id string, at int64, d doneRequest) {
 		s := snapRequestOf(d.request(id))
 		s.At = at
@@ -318,6 +324,8 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		}
 	}
 	last := int64(0)
+	m.requests.reserve(len(doc.Requests))
+	m.ops.reserve(len(doc.Ops))
 	for _, s := range doc.Requests {
 		r := s.request()
 		if r.state != reqDone || r.id == "" || m.findRequest(r.id) != nil || s.At < last || r.token > m.counter {
