@@ -30,11 +30,24 @@
 // refused a TTL above the server's flag before proposing it). Replaying it
 // "identically" requires those rules, including the silent forgetting
 // (fault G5 of that format): replay must reproduce what was acknowledged,
-// not what should have been. [DefaultConfig] is what a node proposes when
+// not what should have been. (The one assumption: every refusal of a TTL
+// above the flag happened in the server, before the log; a format-1 log
+// written by calling the node directly with such a TTL would replay as a
+// grant.) Attempt generations likewise count only from the first OpConfig
+// (see Idempotency). [DefaultConfig] is what a node proposes when
 // the operator sets nothing: ids kept at least 3 minutes and at most 24
 // hours, up to a million of each; at most 1,024 waiters on a lock and
 // 100,000 in all; at most 100,000 fenced resources holding 256 MiB of
-// values. [Config.Validate] names the first field out of bounds.
+// values. [Config.Validate] names the first field out of bounds; an
+// OpConfig that fails it is refused and changes nothing. A renewal with TTL
+// 0 keeps its lease's own TTL even above a lowered MaxTTL (the lease was
+// acknowledged with it); a renewal asking for more than MaxTTL is refused.
+//
+// The command codec writes version 2 only for what version 1 cannot say
+// (OpConfig, OpDelete, a cancel's Attempt); every other command is encoded
+// byte for byte as before, and snapshots are "fence-state/2" (Restore also
+// reads "fence-state/1"). An older binary refuses what it cannot apply
+// rather than misreading it.
 //
 // # Locks
 //
