@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 
 	"connectrpc.com/connect"
@@ -100,20 +102,50 @@ func (c *Client) Get(ctx context.Context, name string) (LockInfo, error) {
 
 // List describes the locks whose names start with prefix ("" for all),
 // sorted by name. Free locks without waiters or lock-delay are not listed.
+// It reads every page (ListPage) and returns them all; each page is one
+// call with its own retries, so a list taken while locks change is not one
+// snapshot: a lock may appear as it was when its page was read.
 func (c *Client) List(ctx context.Context, prefix string) ([]LockInfo, error) {
 	var out []LockInfo
-	err := c.withRetry(ctx, "list", 0, func(ctx context.Context, ep *endpoint, _ int) error {
-		resp, err := ep.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{Prefix: prefix}))
+	token := ""
+	for {
+		page, next, err := c.ListPage(ctx, prefix, token, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+// ListPage reads one page of List: at most size locks (0: the server's
+// default, 1000; at most 10,000) after the page that returned pageToken
+// ("" for the first page). next is the token of the following page, "" on
+// the last one.
+func (c *Client) ListPage(ctx context.Context, prefix, pageToken string, size int) (locks []LockInfo, next string, err error) {
+	if size < 0 || size > math.MaxUint32 {
+		return nil, "", fence.Invalid("page_size", "0 or more", fmt.Sprint(size))
+	}
+	req := &fencev1.ListRequest{Prefix: prefix, PageToken: pageToken, PageSize: uint32(size)}
+	err = c.withRetry(ctx, "list", 0, func(ctx context.Context, ep *endpoint, _ int) error {
+		resp, err := ep.locks.List(ctx, connect.NewRequest(req))
 		if err != nil {
 			return err
 		}
-		out = out[:0]
+		locks = locks[:0]
 		for _, l := range resp.Msg.GetLocks() {
-			out = append(out, lockFromProto(l))
+			locks = append(locks, lockFromProto(l))
 		}
+		next = resp.Msg.GetNextPageToken()
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, "", err
+	}
+	return locks, next, nil
 }
 
 // maxDuration leaves the upper TTL bound to the server, whose maximum is

@@ -71,6 +71,33 @@ func (c *Client) Add(ctx context.Context, resource string, token fence.Token, de
 	return out, err
 }
 
+// Delete removes the value of resource under the same fencing rule and
+// op_id as Write: a token older than the last one accepted for it is
+// refused with *fence.StaleTokenError. The resource's last accepted token
+// is kept (a stale writer stays refused after the delete); the returned
+// state is the one after the delete.
+func (c *Client) Delete(ctx context.Context, resource string, token fence.Token, opts ...OpOption) (Resource, error) {
+	cfg := opConfigOf(opts)
+	if err := validateOp(resource, token, cfg.opID); err != nil {
+		return Resource{}, err
+	}
+	req := &fencev1.DeleteRequest{Resource: resource, Token: uint64(token), OpId: cfg.opID}
+	var out Resource
+	err := c.withRetry(ctx, "delete", 0, func(ctx context.Context, ep *endpoint, _ int) error {
+		resp, err := ep.resources.Delete(ctx, connect.NewRequest(req))
+		if err != nil {
+			return err
+		}
+		out = resourceFromProto(resp.Msg.GetState())
+		if out.Resource == "" {
+			out.Resource = resource
+		}
+		out.Replayed = resp.Msg.GetReplayed()
+		return nil
+	})
+	return out, err
+}
+
 // Read returns the state of resource (empty, with LastToken 0, if it was
 // never written).
 func (c *Client) Read(ctx context.Context, resource string) (Resource, error) {

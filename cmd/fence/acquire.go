@@ -14,18 +14,18 @@ type acquireJSON struct {
 	Owner     string `json:"owner"`
 	Token     uint64 `json:"token"`
 	TTL       string `json:"ttl"`
-	RequestID string `json:"request_id"`
+	RequestID string `json:"requestId"`
 }
 
 // acquireCmd takes a lock and prints its token. The lease is not kept alive:
 // it lives for its TTL unless renewed (fence renew) or released.
 func acquireCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("acquire", "NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]", g, stderr)
-	ttl := fs.Duration("ttl", 0, "lease TTL (required)")
+	ttl := duration(fs, "ttl", 0, "lease TTL (required)")
 	owner := fs.String("owner", "", "owner label (default hostname:pid)")
-	wait := fs.Duration("wait", 0, "queue for the lock up to this long (0: try once)")
+	wait := duration(fs, "wait", 0, "queue for the lock up to this long (0: try once)")
 	requestID := fs.String("request-id", "", "idempotency key: repeat it to get the same lease (default: random)")
-	lockDelay := fs.Duration("lock-delay", 0, "after this lease expires, keep the lock free this long")
+	lockDelay := duration(fs, "lock-delay", 0, "after this lease expires, keep the lock free this long")
 	pos, err := parseExact(fs, args, "NAME")
 	if err != nil {
 		return usageExit(err)
@@ -53,7 +53,7 @@ func acquireCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	emit(g, stdout,
 		fmt.Sprintf("acquired %s token=%d ttl=%s", nameHuman(lease.Name()), lease.Token(), lease.TTL()),
 		acquireJSON{Name: lease.Name(), Owner: lease.Owner(), Token: uint64(lease.Token()),
-			TTL: lease.TTL().String(), RequestID: *requestID})
+			TTL: jsonDuration(lease.TTL()), RequestID: *requestID})
 	return exitOK
 }
 

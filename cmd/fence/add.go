@@ -18,6 +18,9 @@ func addCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(err)
 	}
+	if err := requireToken(fs, "add"); err != nil {
+		return fail(g, stdout, stderr, err)
+	}
 	c, ctx, done, err := g.call(0)
 	if err != nil {
 		return fail(g, stdout, stderr, err)

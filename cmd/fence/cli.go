@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,15 +23,16 @@ const defaultServer = "http://127.0.0.1:7420"
 // globals are the flags every subcommand accepts, before or after its name.
 type globals struct {
 	server    string
-	serverSet bool // --server was given (not only FENCE_SERVER or the default)
+	serverSet bool // --server or FENCE_SERVER was given (not only the default)
 	json      bool
 	timeout   time.Duration
+	stdout    io.Writer // where --help goes
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.server, "server", g.server, "server `URL` (env FENCE_SERVER)")
-	fs.BoolVar(&g.json, "json", g.json, "print one JSON object")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long (added to any --wait)")
+	fs.BoolVar(&g.json, "json", g.json, "print one JSON object (field names as in the API's JSON)")
+	durationVar(fs, &g.timeout, "timeout", g.timeout, "give up after this long (added to any --wait)")
 }
 
 // subcommand runs with the globals parsed so far and its own arguments.
@@ -36,6 +40,8 @@ type subcommand func(g *globals, args []string, stdout, stderr io.Writer) int
 
 var subcommands = map[string]subcommand{
 	"serve":   serveCmd,
+	"hold":    holdCmd,
+	"delete":  deleteCmd,
 	"acquire": acquireCmd,
 	"renew":   renewCmd,
 	"release": releaseCmd,
@@ -48,7 +54,14 @@ var subcommands = map[string]subcommand{
 	"version": versionCmd,
 }
 
-const usageText = `usage: fence [--server URL] [--json] [--timeout D] COMMAND [ARGS]
+const usageText = `usage: fence [global flags] COMMAND [ARGS]
+
+global flags (before or after COMMAND):
+  --server URL   the server (default http://127.0.0.1:7420; env FENCE_SERVER)
+  --json         print one JSON object (field names as in the API's JSON; tokens as numbers)
+  --timeout D    give up after D (default 10s; added to any --wait)
+  -h, --help     print help (also: fence COMMAND --help)
+  --version      print the version
 
 commands:
   serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt]
@@ -56,32 +69,45 @@ commands:
   acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
   renew NAME --token N [--ttl D]
   release NAME --token N
+  hold NAME [--ttl D] [--wait D] [--owner S]              hold NAME until Ctrl-C
+  run NAME --ttl D [--wait D] [--grace D] -- CMD ARGS...   run CMD while holding NAME
   locks [PREFIX]
   write RESOURCE --token N --value V [--op-id S]
   add RESOURCE --token N --delta N [--op-id S]
+  delete RESOURCE --token N [--op-id S]
   read RESOURCE
-  run NAME --ttl D [--wait D] [--grace D] -- CMD ARGS...   run CMD while holding NAME
-  lab [--unit D]                                          play the seed's scenario
+  lab [--unit D] [--embedded]                             play the seed's scenario
   guard max-token ...                                     inspect a guard store
   version
 
-exit codes: 0 ok, 1 error, 2 usage, 3 busy, 4 refused (stale token, not holder, ...)
+durations take a unit: 500ms, 30s, 5m, 1h.
+exit codes: 0 ok, 1 error (server unreachable, ...), 2 usage or invalid argument,
+  3 busy, 4 refused (stale token, not holder, ...), 5 resource exhausted (a server limit)
 `
 
 // run is the whole CLI; main only exits with its result.
 func run(args []string, stdout, stderr io.Writer) int {
-	g := &globals{server: defaultServer, timeout: 10 * time.Second}
+	g := &globals{server: defaultServer, timeout: 10 * time.Second, stdout: stdout}
 	if s := os.Getenv("FENCE_SERVER"); s != "" {
-		g.server = s
+		g.server, g.serverSet = s, true
 	}
 	fs := flag.NewFlagSet("fence", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usageText) }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usageText) }
 	g.register(fs)
+	help := registerHelp(fs, stdout)
+	showVersion := fs.Bool("version", false, "print the version")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
+	if help.asked {
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	}
 	g.noteServerFlag(fs)
+	if *showVersion {
+		return versionCmd(g, nil, stdout, stderr)
+	}
 	rest := fs.Args()
 	if len(rest) == 0 {
 		fmt.Fprint(stderr, usageText)
@@ -95,27 +121,165 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return guardCmd(rest, stdout, stderr)
 	}
 	if name == "help" {
+		if len(rest) > 0 { // fence help COMMAND
+			return run(append(rest[:1:1], "--help"), stdout, stderr)
+		}
 		fmt.Fprint(stdout, usageText)
 		return exitOK
 	}
 	cmd, ok := subcommands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "fence: unknown command %q\n%s", name, usageText)
+		fmt.Fprintf(stderr, "fence: unknown command %q", name)
+		if s := suggest(name); s != "" {
+			fmt.Fprintf(stderr, "; did you mean %q?", s)
+		}
+		fmt.Fprintf(stderr, "\n(fence --help lists the commands)\n")
 		return exitUsage
 	}
 	return cmd(g, rest, stdout, stderr)
 }
 
-// newFlagSet returns the flag set of a subcommand, with the globals.
+// suggest returns the command closest to a mistyped name (at most two
+// edits away, or a prefix of it), or "".
+func suggest(name string) string {
+	names := append(slices.Sorted(maps.Keys(subcommands)), "guard", "help")
+	best, bestD := "", 3
+	for _, n := range names {
+		d := editDistance(name, n)
+		if strings.HasPrefix(n, name) && len(name) >= 2 {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// helpFlag is -h/--help: asked is set when it was given. The flag package's
+// own -h prints the usage to the error output; this one lets the caller
+// print it to stdout and exit 0.
+type helpFlag struct {
+	asked bool
+	out   io.Writer // stdout
+}
+
+func (h *helpFlag) String() string   { return "false" }
+func (h *helpFlag) IsBoolFlag() bool { return true }
+func (h *helpFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	h.asked = h.asked || v
+	return err
+}
+
+// registerHelp defines -h and --help on fs; the usage goes to out.
+func registerHelp(fs *flag.FlagSet, out io.Writer) *helpFlag {
+	if out == nil {
+		out = os.Stdout
+	}
+	h := &helpFlag{out: out}
+	fs.Var(h, "h", "print this help on stdout (also --help)")
+	fs.Var(h, "help", "print this help on stdout")
+	return h
+}
+
+// durationValue is a time.Duration flag that explains a missing unit.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+			return errors.New("a duration needs a unit, e.g. 30s (500ms, 5m, 1h)")
+		}
+		return errors.New("not a duration: want a number with a unit, e.g. 30s (500ms, 5m, 1h)")
+	}
+	*v.d = d
+	return nil
+}
+
+// durationVar defines a duration flag with durationValue.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	if !strings.Contains(usage, "`") {
+		usage += ", a `duration` such as 30s"
+	}
+	fs.Var(durationValue{p}, name, usage)
+}
+
+// duration defines a duration flag and returns where its value goes.
+func duration(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	durationVar(fs, p, name, def, usage)
+	return p
+}
+
+// requireToken refuses a command whose --token was left out.
+func requireToken(fs *flag.FlagSet, cmd string) error {
+	if !wasSet(fs, "token") {
+		return &usageError{cmd + ": --token is required"}
+	}
+	return nil
+}
+
+// newFlagSet returns the flag set of a subcommand, with the globals and
+// -h/--help. parseArgs prints the usage to stdout on --help.
 func newFlagSet(name, usage string, g *globals, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fence "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fence %s %s\n", name, usage)
+		fmt.Fprintf(fs.Output(), "usage: fence %s %s\n", name, usage)
 		fs.PrintDefaults()
 	}
 	g.register(fs)
+	registerHelp(fs, g.stdout)
 	return fs
+}
+
+// checkHelp prints the usage to stdout and returns flag.ErrHelp when fs
+// parsed -h or --help.
+func checkHelp(fs *flag.FlagSet) error {
+	f := fs.Lookup("help")
+	if f == nil {
+		return nil
+	}
+	h, ok := f.Value.(*helpFlag)
+	if !ok || !h.asked {
+		return nil
+	}
+	errOut := fs.Output()
+	fs.SetOutput(h.out)
+	fs.Usage()
+	fs.SetOutput(errOut)
+	return flag.ErrHelp
 }
 
 // parseArgs parses flags placed anywhere among the positional arguments.
@@ -130,6 +294,9 @@ func parseArgs(fs *flag.FlagSet, args []string) (pos, after []string, err error)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
+			if err := checkHelp(fs); err != nil {
+				return nil, nil, err
+			}
 			return pos, after, nil
 		}
 		pos, args = append(pos, args[0]), args[1:]
@@ -168,14 +335,17 @@ func usageExit(err error) int {
 	return exitUsage
 }
 
-// noteServerFlag records whether fs parsed --server.
+// noteServerFlag records whether fs parsed --server (FENCE_SERVER is noted
+// by run).
 func (g *globals) noteServerFlag(fs *flag.FlagSet) {
 	fs.Visit(func(f *flag.Flag) { g.serverSet = g.serverSet || f.Name == "server" })
 }
 
-// dial returns a client for --server.
+// dial returns a client for --server. A server that refuses the
+// connection fails the command at once (client.WithFailFast), with a hint
+// (see fail).
 func (g *globals) dial() (*client.Client, error) {
-	return client.New(g.server)
+	return client.New(g.server, client.WithFailFast())
 }
 
 // call sets up one API call: a client and the command's context (see

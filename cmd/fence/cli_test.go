@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -107,6 +108,8 @@ func TestExitCodeOfReasons(t *testing.T) {
 		{&fence.LeaseExpiredError{}, exitRefused},
 		{&fence.UnknownTokenError{}, exitRefused},
 		{&fence.OpConflictError{}, exitRefused},
+		{&fence.ResourceExhaustedError{Limit: `waiters on lock "x"`, Bound: "at most 1024"}, exitLimit},
+		{fmt.Errorf("fence: acquire: %w", &fence.ResourceExhaustedError{Limit: "remembered request_ids"}), exitLimit},
 	}
 	for _, tc := range cases {
 		if got := exitCodeOf(tc.err); got != tc.want {
@@ -124,7 +127,7 @@ func TestFailPrintsReasonAndFacts(t *testing.T) {
 	if got := e.String(); got != "STALE_TOKEN: token 1 is older than accepted token 2\n" {
 		t.Errorf("stderr %q", got)
 	}
-	want := `{"error":{"last_accepted":2,"message":"token 1 is older than accepted token 2","reason":"STALE_TOKEN","resource":"stock","token":1}}` + "\n"
+	want := `{"error":{"lastAccepted":2,"message":"token 1 is older than accepted token 2","name":"stock","reason":"STALE_TOKEN","token":1}}` + "\n"
 	if o.String() != want {
 		t.Errorf("json %s, want %s", o.String(), want)
 	}

@@ -13,12 +13,14 @@ const (
 	exitUsage   = 2 // bad flags or arguments, or INVALID_ARGUMENT from the server
 	exitBusy    = 3 // BUSY: the lock is held, or the wait ran out
 	exitRefused = 4 // STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT
+	exitLimit   = 5 // RESOURCE_EXHAUSTED: a server limit (waiters, resources, remembered ids)
 )
 
 // exitCodeOf maps an error to the exit code. OP_CONFLICT counts as a
 // refusal (4): like a stale token it is the store refusing an operation
 // because of what it has already recorded, and repeating the command cannot
-// succeed.
+// succeed. RESOURCE_EXHAUSTED (5) is neither busy nor a refusal: the server
+// is at a configured limit, and a repeat may succeed once load drops.
 func exitCodeOf(err error) int {
 	if err == nil {
 		return exitOK
@@ -28,6 +30,8 @@ func exitCodeOf(err error) int {
 		return exitUsage
 	case fence.ReasonBusy:
 		return exitBusy
+	case fence.ReasonResourceExhausted:
+		return exitLimit
 	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired,
 		fence.ReasonUnknownToken, fence.ReasonOpConflict:
 		return exitRefused

@@ -25,7 +25,9 @@ import (
 const guardUsage = `usage: fence guard max-token (--postgres DSN | --redis ADDR [--redis-prefix P] | --sqlite PATH) [--table T] [--json] [--timeout D]
 
 max-token prints the largest fencing token a guard store has accepted
-(0 if none); fence restore --floor-from uses it as a floor.
+(0 if none). A planned command, fence restore --floor-from (it does not
+exist yet), will use it as the token floor when a server is restored from
+a backup.
   --postgres DSN     a PostgreSQL connection string (guard table, default fence_guard)
   --redis ADDR       a Redis address host:port or redis:// URL (keys under --redis-prefix, default "fence")
   --sqlite PATH      an existing SQLite database file (opened read-only)
@@ -54,7 +56,8 @@ func guardCmd(args []string, stdout, stderr io.Writer) int {
 func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fence guard max-token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, guardUsage) }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), guardUsage) }
+	registerHelp(fs, stdout)
 	var (
 		pgDSN, redisAddr, redisPrefix, sqlitePath, table string
 		asJSON                                           bool
@@ -66,8 +69,11 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&sqlitePath, "sqlite", "", "SQLite database `PATH`")
 	fs.StringVar(&table, "table", "", "guard `table` (default fence_guard)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	fs.DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
+	durationVar(fs, &timeout, "timeout", 10*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
+		return usageExit(err)
+	}
+	if err := checkHelp(fs); err != nil {
 		return usageExit(err)
 	}
 	usage := func(msg string) int {
@@ -115,7 +121,7 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 		return guardFail(stdout, stderr, asJSON, err)
 	}
 	if asJSON {
-		_ = json.NewEncoder(stdout).Encode(map[string]any{"store": store, "max_token": uint64(max)})
+		_ = json.NewEncoder(stdout).Encode(map[string]any{"store": store, "maxToken": uint64(max)})
 	} else {
 		fmt.Fprintln(stdout, uint64(max))
 	}

@@ -52,7 +52,7 @@ func wantMaxToken(t *testing.T, want string, args ...string) {
 	}
 	code, out, _ = runGuard(append([]string{"max-token", "--json"}, args...)...)
 	var obj struct {
-		MaxToken json.Number `json:"max_token"`
+		MaxToken json.Number `json:"maxToken"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &obj) != nil || obj.MaxToken.String() != want {
 		t.Fatalf("max-token --json %v: exit %d, %q", args, code, out)
@@ -169,7 +169,7 @@ func TestGuardMaxTokenSQLite(t *testing.T) {
 	wantMaxToken(t, "55", "--sqlite", path)
 	// The global --json, given before the command, applies to guard too.
 	var out, errb strings.Builder
-	if code := run([]string{"--json", "guard", "max-token", "--sqlite", path}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"max_token":55`) {
+	if code := run([]string{"--json", "guard", "max-token", "--sqlite", path}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"maxToken":55`) {
 		t.Errorf("fence --json guard max-token: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 	missing := filepath.Join(t.TempDir(), "missing.db")

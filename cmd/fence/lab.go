@@ -23,12 +23,14 @@ import (
 // comparison tables with what it observed. It exits 0 only if every row
 // came out as the seed says.
 //
-// By default it starts an embedded server in a temporary directory on a
-// free loopback port; --server URL plays against a running one (lock and
-// resource names get a random suffix, so a used server is fine).
+// It plays against the server of --server or FENCE_SERVER when either is
+// given (lock and resource names get a random suffix, so a used server is
+// fine); otherwise, or with --embedded, against a server it starts in a
+// temporary directory on a free loopback port.
 func labCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lab", "[--server URL] [--unit D]", g, stderr)
-	unit := fs.Duration("unit", 200*time.Millisecond, "real time of one seed second")
+	fs := newFlagSet("lab", "[--server URL] [--unit D] [--embedded]", g, stderr)
+	unit := duration(fs, "unit", 200*time.Millisecond, "real time of one seed second")
+	embedded := fs.Bool("embedded", false, "play against a temporary embedded server even when --server or FENCE_SERVER is set")
 	if _, err := parseExact(fs, args); err != nil {
 		return usageExit(err)
 	}
@@ -37,7 +39,10 @@ func labCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	g.noteServerFlag(fs)
 	endpoint, where := g.server, "given"
-	if !g.serverSet {
+	if *embedded && wasSet(fs, "server") {
+		return fail(g, stdout, stderr, &usageError{"lab: give --server or --embedded, not both"})
+	}
+	if !g.serverSet || *embedded {
 		url, stop, err := startLabServer()
 		if err != nil {
 			return fail(g, stdout, stderr, fmt.Errorf("lab: embedded server: %w", err))
@@ -215,11 +220,11 @@ func labJSON(endpoint string, unit time.Duration, runs [2]labRun, checks []labCh
 			return errorJSON(err)
 		}
 		return map[string]any{
-			"token_a": uint64(r.tokenA), "token_b": uint64(r.tokenB),
-			"b_at_4": errStr(r.busyAt4), "a_lost_at_units": float64(r.aLostAt) / float64(unit),
-			"b_write_8": errStr(r.bWrite8Err), "a_write_5": errStr(r.aWrite5Err),
-			"stock_after_a": r.afterA, "b_retry_9": errStr(r.retry9Err),
-			"stock_final": r.final, "last_token_final": uint64(r.finalLast),
+			"tokenA": uint64(r.tokenA), "tokenB": uint64(r.tokenB),
+			"bAt4": errStr(r.busyAt4), "aLostAtUnits": float64(r.aLostAt) / float64(unit),
+			"bWrite8": errStr(r.bWrite8Err), "aWrite5": errStr(r.aWrite5Err),
+			"stockAfterA": r.afterA, "bRetry9": errStr(r.retry9Err),
+			"stockFinal": r.final, "lastTokenFinal": uint64(r.finalLast),
 		}
 	}
 	cs := make([]map[string]any, 0, len(checks))

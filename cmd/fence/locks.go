@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fenceworks/fence/client"
 )
 
 // lockJSON is one lock in the --json output of locks.
@@ -13,13 +15,15 @@ type lockJSON struct {
 	Name               string     `json:"name"`
 	Lease              *leaseJSON `json:"lease,omitempty"`
 	Waiters            int        `json:"waiters"`
-	LockDelayRemaining string     `json:"lock_delay_remaining,omitempty"`
-	LastToken          uint64     `json:"last_token"`
+	LockDelayRemaining string     `json:"lockDelayRemaining,omitempty"`
+	LastToken          uint64     `json:"lastToken"`
 }
 
-// locksCmd lists the locks whose names start with PREFIX.
+// locksCmd lists the locks whose names start with PREFIX, reading every
+// page of the server's List.
 func locksCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("locks", "[PREFIX]", g, stderr)
+	fs := newFlagSet("locks", "[PREFIX] [--page-size N]", g, stderr)
+	pageSize := fs.Int("page-size", 0, "locks per List request (0: the server's default, 1000; at most 10000); all pages are printed")
 	pos, after, err := parseArgs(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -35,9 +39,17 @@ func locksCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return fail(g, stdout, stderr, err)
 	}
 	defer done()
-	locks, err := c.List(ctx, prefix)
-	if err != nil {
-		return fail(g, stdout, stderr, err)
+	var locks []client.LockInfo
+	for token := ""; ; {
+		page, next, err := c.ListPage(ctx, prefix, token, *pageSize)
+		if err != nil {
+			return fail(g, stdout, stderr, err)
+		}
+		locks = append(locks, page...)
+		if next == "" {
+			break
+		}
+		token = next
 	}
 	out := make([]lockJSON, 0, len(locks))
 	var b strings.Builder
@@ -46,12 +58,12 @@ func locksCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	for _, l := range locks {
 		j := lockJSON{Name: l.Name, Waiters: l.Waiters, LastToken: uint64(l.LastToken)}
 		if l.LockDelayRemaining > 0 {
-			j.LockDelayRemaining = l.LockDelayRemaining.String()
+			j.LockDelayRemaining = jsonDuration(l.LockDelayRemaining)
 		}
 		token, owner, remaining := "-", "-", "-"
 		if l.Lease != nil {
 			j.Lease = &leaseJSON{Name: l.Lease.Name, Owner: l.Lease.Owner, Token: uint64(l.Lease.Token),
-				TTL: l.Lease.TTL.String(), Remaining: l.Lease.Remaining.String()}
+				TTL: jsonDuration(l.Lease.TTL), Remaining: jsonDuration(l.Lease.Remaining)}
 			token, owner, remaining = l.Lease.Token.String(), l.Lease.Owner, l.Lease.Remaining.Round(time.Millisecond).String()
 		} else if l.LockDelayRemaining > 0 {
 			remaining = "delay " + l.LockDelayRemaining.Round(time.Millisecond).String()

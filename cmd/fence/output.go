@@ -8,10 +8,12 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/client"
 )
 
 // emit prints the result of a command: obj as one JSON object with --json,
@@ -26,7 +28,9 @@ func emit(g *globals, stdout io.Writer, human string, obj any) {
 }
 
 // fail reports err and returns its exit code: "REASON: message" on stderr,
-// and with --json also {"error": {...}} on stdout.
+// and with --json also {"error": {...}} on stdout, with the field names of
+// the API's ErrorDetail (holderToken, lastAccepted, ...). An unreachable
+// server gets a hint naming --server and FENCE_SERVER.
 func fail(g *globals, stdout, stderr io.Writer, err error) int {
 	reason := fence.ReasonOf(err)
 	if reason != "" {
@@ -35,6 +39,10 @@ func fail(g *globals, stdout, stderr io.Writer, err error) int {
 		fmt.Fprintln(stderr, msg) // the client's errors already say "fence: "
 	} else {
 		fmt.Fprintf(stderr, "fence: %s\n", msg)
+	}
+	var unreachable *client.UnreachableError
+	if errors.As(err, &unreachable) {
+		fmt.Fprintf(stderr, "hint: is a server running there? Start one with `fence serve`, or point --server or FENCE_SERVER at yours.\n")
 	}
 	if g.json {
 		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": errorJSON(err)})
@@ -45,6 +53,10 @@ func fail(g *globals, stdout, stderr io.Writer, err error) int {
 // errorJSON is the error object: reason, message and the facts.
 func errorJSON(err error) map[string]any {
 	out := map[string]any{"message": err.Error()}
+	var unreachable *client.UnreachableError
+	if errors.As(err, &unreachable) {
+		out["unreachable"] = unreachable.URL
+	}
 	if r := fence.ReasonOf(err); r != "" {
 		out["reason"] = string(r)
 	}
@@ -56,25 +68,52 @@ func errorJSON(err error) map[string]any {
 		unknown *fence.UnknownTokenError
 		op      *fence.OpConflictError
 		inv     *fence.InvalidError
+		limit   *fence.ResourceExhaustedError
 	)
 	switch {
 	case errors.As(err, &busy):
-		out["name"], out["holder"], out["holder_token"] = busy.Name, busy.Holder, uint64(busy.Token)
-		out["remaining"], out["delayed"], out["waited"] = busy.Remaining.String(), busy.Delayed, busy.Waited
+		out["name"], out["holder"], out["holderToken"] = busy.Name, busy.Holder, uint64(busy.Token)
+		out["remaining"], out["delayed"], out["waited"] = jsonDuration(busy.Remaining), busy.Delayed, busy.Waited
 	case errors.As(err, &stale):
-		out["resource"], out["token"], out["last_accepted"] = stale.Resource, uint64(stale.Token), uint64(stale.LastAccepted)
+		out["name"], out["token"], out["lastAccepted"] = stale.Resource, uint64(stale.Token), uint64(stale.LastAccepted)
 	case errors.As(err, &holder):
 		out["name"], out["token"] = holder.Name, uint64(holder.Token)
 	case errors.As(err, &expired):
 		out["name"], out["token"] = expired.Name, uint64(expired.Token)
 	case errors.As(err, &unknown):
-		out["token"], out["last_issued"] = uint64(unknown.Token), uint64(unknown.LastIssued)
+		out["token"], out["lastAccepted"] = uint64(unknown.Token), uint64(unknown.LastIssued) // the API's name: the last issued token
 	case errors.As(err, &op):
 		out["field"], out["id"] = op.Field, op.ID
 	case errors.As(err, &inv):
 		out["field"], out["bound"] = inv.Field, inv.Bound
+	case errors.As(err, &limit):
+		out["limit"], out["bound"] = limit.Limit, limit.Bound
+		if limit.Got != "" {
+			out["got"] = limit.Got
+		}
 	}
 	return out
+}
+
+// jsonDuration renders d as the API's JSON does (proto3 JSON: seconds with
+// an "s" suffix and 0, 3, 6 or 9 decimals: "5s", "0.250s", "90s").
+func jsonDuration(d time.Duration) string {
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	secs, nanos := int64(d/time.Second), int64(d%time.Second)
+	frac := ""
+	switch {
+	case nanos == 0:
+	case nanos%1e6 == 0:
+		frac = fmt.Sprintf(".%03d", nanos/1e6)
+	case nanos%1e3 == 0:
+		frac = fmt.Sprintf(".%06d", nanos/1e3)
+	default:
+		frac = fmt.Sprintf(".%09d", nanos)
+	}
+	return fmt.Sprintf("%s%d%ss", sign, secs, frac)
 }
 
 // valueJSON renders a value as text when it is valid UTF-8, else as base64

@@ -144,7 +144,7 @@ func TestProcessAcquireBusyWriteStale(t *testing.T) {
 		Error struct {
 			Reason      string `json:"reason"`
 			Holder      string `json:"holder"`
-			HolderToken uint64 `json:"holder_token"`
+			HolderToken uint64 `json:"holderToken"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(bj.stdout), &busyJSON); err != nil || busyJSON.Error.Reason != "BUSY" ||
@@ -165,7 +165,7 @@ func TestProcessAcquireBusyWriteStale(t *testing.T) {
 	w := fenceRun(t, srv.url, "write", "stock", "--token", fmt.Sprint(uint64(tokB)), "--value", "8", "--json").want(t, 0, "write")
 	var state struct {
 		Value     string `json:"value"`
-		LastToken uint64 `json:"last_token"`
+		LastToken uint64 `json:"lastToken"`
 		Version   uint64 `json:"version"`
 		Replayed  *bool  `json:"replayed"`
 	}
@@ -293,25 +293,31 @@ func TestProcessRunForwardsSIGTERM(t *testing.T) {
 }
 
 func TestProcessLab(t *testing.T) {
-	r := fenceRun(t, "http://127.0.0.1:1", "lab", "--unit", "150ms").want(t, 0, "lab")
+	// FENCE_SERVER set but --embedded: a temporary server of its own.
+	r := fenceRun(t, "http://127.0.0.1:1", "lab", "--unit", "150ms", "--embedded").want(t, 0, "lab")
+	if !strings.Contains(r.stdout, "(embedded, temporary)") {
+		t.Errorf("lab --embedded did not say it used an embedded server:\n%s", r.stdout)
+	}
 	for _, want := range []string{"Moment | Event | Expected result", "Verification | Without fencing token | With token check",
 		"Remaining stock 5 — old value won", "Receives STALE_TOKEN", "PASS: every row matches the seed"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("lab output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	// Against a running, already used server.
+	// Against a running, already used server, named only by FENCE_SERVER.
 	srv := startServe(t)
 	fenceRun(t, srv.url, "acquire", "warmup", "--ttl", "1s").want(t, 0, "warm up")
-	j := fenceRun(t, srv.url, "lab", "--unit", "150ms", "--server", srv.url, "--json").want(t, 0, "lab --server --json")
+	j := fenceRun(t, srv.url, "lab", "--unit", "150ms", "--json").want(t, 0, "lab --json with FENCE_SERVER")
 	var out struct {
-		OK     bool `json:"ok"`
+		Server string `json:"server"`
+		OK     bool   `json:"ok"`
 		Fenced struct {
-			TokenA uint64 `json:"token_a"`
-			TokenB uint64 `json:"token_b"`
+			TokenA uint64 `json:"tokenA"`
+			TokenB uint64 `json:"tokenB"`
 		} `json:"fenced"`
 	}
-	if err := json.Unmarshal([]byte(j.stdout), &out); err != nil || !out.OK || out.Fenced.TokenA <= 1 || out.Fenced.TokenB <= out.Fenced.TokenA {
+	if err := json.Unmarshal([]byte(j.stdout), &out); err != nil || !out.OK || out.Server != srv.url ||
+		out.Fenced.TokenA <= 1 || out.Fenced.TokenB <= out.Fenced.TokenA {
 		t.Fatalf("lab json %s: %+v %v", j.stdout, out, err)
 	}
 }

@@ -11,10 +11,13 @@ import (
 func renewCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("renew", "NAME --token N [--ttl D]", g, stderr)
 	token := fs.Uint64("token", 0, "the lease's token (required)")
-	ttl := fs.Duration("ttl", 0, "new TTL (default: the lease's current TTL)")
+	ttl := duration(fs, "ttl", 0, "new TTL (default: the lease's current TTL)")
 	pos, err := parseExact(fs, args, "NAME")
 	if err != nil {
 		return usageExit(err)
+	}
+	if err := requireToken(fs, "renew"); err != nil {
+		return fail(g, stdout, stderr, err)
 	}
 	c, ctx, done, err := g.call(0)
 	if err != nil {
@@ -27,6 +30,6 @@ func renewCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	emit(g, stdout,
 		fmt.Sprintf("renewed %s token=%d ttl=%s remaining=%s", l.Name, l.Token, l.TTL, l.Remaining),
-		leaseJSON{Name: l.Name, Owner: l.Owner, Token: uint64(l.Token), TTL: l.TTL.String(), Remaining: l.Remaining.String()})
+		leaseJSON{Name: l.Name, Owner: l.Owner, Token: uint64(l.Token), TTL: jsonDuration(l.TTL), Remaining: jsonDuration(l.Remaining)})
 	return exitOK
 }

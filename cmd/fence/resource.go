@@ -10,8 +10,8 @@ import (
 type resourceJSON struct {
 	Resource    string `json:"resource"`
 	Value       string `json:"value"`
-	ValueBase64 bool   `json:"value_base64,omitempty"` // Value is base64: the bytes are not UTF-8
-	LastToken   uint64 `json:"last_token"`
+	ValueBase64 bool   `json:"valueBase64,omitempty"` // Value is base64: the bytes are not UTF-8
+	LastToken   uint64 `json:"lastToken"`
 	Version     uint64 `json:"version"`
 	Replayed    *bool  `json:"replayed,omitempty"` // write and add only
 }

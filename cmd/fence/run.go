@@ -30,9 +30,9 @@ import (
 // so that it can read the terminal; then only CMD itself is signalled.
 func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "NAME --ttl D [--wait D] [--grace D] [--owner S] -- CMD ARGS...", g, stderr)
-	ttl := fs.Duration("ttl", 0, "lease TTL (required); renewed every TTL/3 while CMD runs")
-	wait := fs.Duration("wait", 0, "queue for the lock up to this long (0: try once)")
-	grace := fs.Duration("grace", 5*time.Second, "when renewals fail, SIGTERM goes out this long before the SIGKILL that ends CMD just before the lease's safe deadline")
+	ttl := duration(fs, "ttl", 0, "lease TTL (required); renewed every TTL/3 while CMD runs")
+	wait := duration(fs, "wait", 0, "queue for the lock up to this long (0: try once)")
+	grace := duration(fs, "grace", 5*time.Second, "when renewals fail, SIGTERM goes out this long before the SIGKILL that ends CMD just before the lease's safe deadline")
 	owner := fs.String("owner", "", "owner label (default hostname:pid)")
 	pos, after, err := parseArgs(fs, args)
 	if err != nil {

@@ -18,6 +18,9 @@ func writeCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(err)
 	}
+	if err := requireToken(fs, "write"); err != nil {
+		return fail(g, stdout, stderr, err)
+	}
 	if !wasSet(fs, "value") { // a forgotten --value must not overwrite the resource with nothing
 		return fail(g, stdout, stderr, &usageError{"write: --value is required"})
 	}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/fenceworks/fence/client"
+)
+
+// holdJSON is the --json output of hold: one object when the lock is held,
+// one when hold ends.
+type holdJSON struct {
+	Name     string `json:"name"`
+	Owner    string `json:"owner"`
+	Token    uint64 `json:"token"`
+	TTL      string `json:"ttl"`
+	Holding  bool   `json:"holding"`
+	Released bool   `json:"released,omitempty"`
+	Lost     string `json:"lost,omitempty"`
+}
+
+// holdCmd takes lock NAME and holds it, renewing it in the background,
+// until SIGINT (Ctrl-C) or SIGTERM; then it releases it and exits 0. Like
+// `etcdctl lock NAME` without a command. If the lease is lost meanwhile it
+// says so and exits 1.
+func holdCmd(g *globals, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("hold", "NAME [--ttl D] [--wait D] [--owner S]", g, stderr)
+	ttl := duration(fs, "ttl", client.DefaultTTL, "lease TTL, renewed every TTL/3 while held")
+	wait := duration(fs, "wait", 0, "queue for the lock up to this long (0: try once)")
+	owner := fs.String("owner", "", "owner label (default hostname:pid)")
+	pos, err := parseExact(fs, args, "NAME")
+	if err != nil {
+		return usageExit(err)
+	}
+	// Signals are caught from the start, so that a Ctrl-C during the wait
+	// abandons it and one just after the grant releases the lock.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	c, err := g.dial()
+	if err != nil {
+		return fail(g, stdout, stderr, err)
+	}
+	defer c.Close()
+	opts := []client.AcquireOption{client.TTL(*ttl), client.Wait(*wait)}
+	if *owner != "" {
+		opts = append(opts, client.Owner(*owner))
+	}
+	actx, cancel := g.context(*wait)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	lease, err := c.Acquire(actx, pos[0], opts...)
+	cancel()
+	if err != nil {
+		return fail(g, stdout, stderr, err)
+	}
+	out := holdJSON{Name: lease.Name(), Owner: lease.Owner(), Token: uint64(lease.Token()), TTL: jsonDuration(lease.TTL()), Holding: true}
+	emit(g, stdout, fmt.Sprintf("holding %s token=%d ttl=%s (Ctrl-C to release)", nameHuman(lease.Name()), lease.Token(), lease.TTL()), out)
+
+	select {
+	case <-sigs:
+	case <-lease.Done():
+		out.Holding, out.Lost = false, lease.Err().Error()
+		if g.json {
+			emit(g, stdout, "", out)
+		}
+		return fail(g, io.Discard, stderr, fmt.Errorf("hold %s: %w", lease.Name(), lease.Err()))
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	if err := lease.Release(rctx); err != nil {
+		if errors.Is(err, client.ErrLeaseLost) {
+			out.Lost = err.Error()
+		}
+		out.Holding = false
+		if g.json {
+			emit(g, stdout, "", out)
+		}
+		return fail(g, io.Discard, stderr, fmt.Errorf("hold %s: release: %w", lease.Name(), err))
+	}
+	out.Holding, out.Released = false, true
+	emit(g, stdout, fmt.Sprintf("released %s token=%d", nameHuman(lease.Name()), lease.Token()), out)
+	return exitOK
+}
