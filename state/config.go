@@ -27,6 +27,11 @@ type Config struct {
 	MaxResourceBytes  int64         // total bytes of the values of all fenced resources
 }
 
+// MaxIdleLocks bounds the tombstones of idle locks whatever MaxRequests is:
+// a constant of the log format (it equals format 1's MaxRequests, which
+// bounded them then, so format-1 logs replay as they were decided).
+const MaxIdleLocks = 100_000
+
 // Bounds Validate enforces.
 const (
 	MaxIDMemory       = 10_000_000          // greatest MaxOps and MaxRequests

@@ -189,9 +189,10 @@
 //     least MinIDRetention old.
 //   - tombstones of locks: a lock that is free, not delayed and without
 //     waiters is kept with its last token (so late renews and releases get
-//     StaleToken or LeaseExpired) until it has been idle for IDRetention, or
-//     beyond MaxRequests idle locks. After that a renew or release with an
-//     old token of that lock gets NotHolder (still a refusal).
+//     StaleToken or LeaseExpired) until it has been idle for IDRetention,
+//     or beyond min(MaxRequests, MaxIdleLocks) idle locks (100,000, a
+//     constant of the format). After that a renew or release with an old
+//     token of that lock gets NotHolder (still a refusal).
 //
 // With MinIDRetention 0 (InitialConfig, the format-1 rules) ids are
 // forgotten by count at any age, as the format-1 code did: replaying such a

@@ -6,7 +6,8 @@ import "container/list"
 // oldest first. They are kept as tombstones — the last token and how its
 // lease ended — so a late renew or release still learns it is stale or
 // expired rather than merely not the holder. Tombstones are forgotten like
-// ids (doc.go): after IDRetention, or beyond MaxRequests of them.
+// ids (doc.go): after IDRetention, or beyond min(MaxRequests, MaxIdleLocks)
+// of them.
 type idleLocks struct {
 	order *list.List // of *lockEntry
 }

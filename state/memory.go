@@ -155,7 +155,7 @@ func (m *impl) forget() {
 	retention, minimum := int64(m.cfg.IDRetention), int64(m.cfg.MinIDRetention)
 	m.requests.forget(m.clock, retention, minimum, m.cfg.MaxRequests)
 	m.ops.forget(m.clock, retention, minimum, m.cfg.MaxOps)
-	m.idle.forget(m.clock, retention, m.cfg.MaxRequests, func(l *lockEntry) { delete(m.byName, l.name) })
+	m.idle.forget(m.clock, retention, min(m.cfg.MaxRequests, MaxIdleLocks), func(l *lockEntry) { delete(m.byName, l.name) })
 }
 
 // admitOp refuses a new op_id when the op_id memory is full of ids younger

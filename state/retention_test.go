@@ -98,3 +98,20 @@ func TestRetention(t *testing.T) {
 		mustGrant(t, m, acq(at(3601), "x", "B", time.Second), 2)
 	})
 }
+
+// Idle-lock tombstones stay bounded by MaxIdleLocks when MaxRequests is
+// larger (DefaultConfig: a million).
+func TestIdleLocksBounded(t *testing.T) {
+	m := configured(t)
+	for i := range MaxIdleLocks + 1 {
+		name := fmt.Sprint("lock-", i)
+		mustGrant(t, m, acq(0, name, "A", time.Second), fence.Token(i+1))
+		mustOK(t, m, rel(0, name, fence.Token(i+1)))
+	}
+	mustOK(t, m, tick(0))
+	if n := m.idle.len(); n != MaxIdleLocks {
+		t.Fatalf("%d tombstones, want %d", n, MaxIdleLocks)
+	}
+	errAs[*fence.NotHolderError](t, m.Apply(rel(0, "lock-0", 1)).Err)
+	errAs[*fence.StaleTokenError](t, m.Apply(rel(0, "lock-1", 1)).Err)
+}
