@@ -73,3 +73,41 @@ func ExampleCommand_slack() {
 	// at 1003ms: B got token 2
 	// max slack: 3ms
 }
+
+// The rules are in the log: an OpConfig lowers the largest TTL for the
+// commands after it, and the lease acknowledged before it keeps its TTL and
+// its token.
+func ExampleOpConfig() {
+	m := state.New() // InitialConfig: the rules before any OpConfig
+	cfg := state.DefaultConfig()
+	m.Apply(state.Command{Op: state.OpConfig, Config: cfg})
+	a := m.Apply(state.Command{Op: state.OpAcquire, Name: "a", Owner: "A", TTL: 2 * time.Hour})
+
+	cfg.MaxTTL = time.Hour
+	m.Apply(state.Command{Op: state.OpConfig, Config: cfg})
+	fmt.Println("max ttl now:", m.Config().MaxTTL)
+	fmt.Println("a still held with", m.Lock("a", 0).Lease.TTL, "token", a.Lease.Token)
+	b := m.Apply(state.Command{Op: state.OpAcquire, Name: "b", Owner: "B", TTL: 2 * time.Hour})
+	fmt.Println("b:", b.Err)
+	// Output:
+	// max ttl now: 1h0m0s
+	// a still held with 2h0m0s token 1
+	// b: invalid ttl 2h0m0s: must be at most 1h0m0s
+}
+
+// A retried blocking acquire is a new attempt; the first attempt's late
+// cancel names attempt 1 and changes nothing.
+func ExampleMachine_Queued() {
+	m := state.New()
+	m.Apply(state.Command{Op: state.OpConfig, Config: state.DefaultConfig()})
+	m.Apply(state.Command{Op: state.OpAcquire, Name: "job", Owner: "A", TTL: time.Minute})
+	wait := state.Command{Op: state.OpAcquire, Name: "job", Owner: "B", TTL: time.Minute, Wait: time.Minute, RequestID: "b-1"}
+	first := m.Apply(wait)
+	retry := m.Apply(wait)
+	fmt.Println("attempts:", first.Attempt, retry.Attempt)
+	m.Apply(state.Command{Op: state.OpCancelWait, Name: "job", RequestID: "b-1", Attempt: first.Attempt})
+	fmt.Printf("%+v\n", m.Queued())
+	// Output:
+	// attempts: 1 2
+	// [{Name:job RequestID:b-1 Attempt:2}]
+}
