@@ -49,9 +49,9 @@ var servingRe = regexp.MustCompile(`fence serving on (http://127\.0\.0\.1:\d+)`)
 
 // startServe runs `fence serve --listen 127.0.0.1:0` in a temp dir and
 // waits for the address it logs. It is stopped at cleanup.
-func startServe(t *testing.T) *serveProc {
+func startServe(t *testing.T, extraArgs ...string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(fenceBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	cmd := exec.Command(fenceBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, extraArgs...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -2,18 +2,27 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // TestHelpGoesToStdout: every way of asking for help prints the usage on
@@ -309,4 +318,44 @@ func TestProcessDeleteAndLocksPages(t *testing.T) {
 		t.Fatalf("read after delete %q: want an empty value and the last token kept", r.stdout)
 	}
 	fenceRun(t, srv.url, "write", "doc", "--token", old, "--value", "late").want(t, exitRefused, "stale write after delete")
+}
+
+// limitServer answers every Write with the server's RESOURCE_EXHAUSTED
+// refusal (as internal/apierr encodes it) and counts the attempts.
+type limitServer struct {
+	fencev1connect.UnimplementedResourceServiceHandler
+	calls atomic.Int32
+}
+
+func (s *limitServer) Write(context.Context, *connect.Request[fencev1.WriteRequest]) (*connect.Response[fencev1.WriteResponse], error) {
+	s.calls.Add(1)
+	return nil, apierr.ToConnect(&fence.ResourceExhaustedError{Limit: "fenced resources", Bound: "at most 1"})
+}
+
+// TestResourceExhaustedExit5: a server limit is reported as
+// RESOURCE_EXHAUSTED with exit code 5, naming the limit, after one attempt.
+func TestResourceExhaustedExit5(t *testing.T) {
+	ls := &limitServer{}
+	mux := http.NewServeMux()
+	mux.Handle(fencev1connect.NewResourceServiceHandler(ls))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	code, stdout, stderr := runCLI("--server", srv.URL, "write", "r2", "--token", "1", "--value", "v", "--json")
+	if code != exitLimit || !strings.HasPrefix(stderr, "RESOURCE_EXHAUSTED: ") || !strings.Contains(stderr, "fenced resources: at most 1") {
+		t.Fatalf("exit %d stderr %q: want %d and RESOURCE_EXHAUSTED naming the limit", code, stderr, exitLimit)
+	}
+	var out struct {
+		Error struct {
+			Reason string `json:"reason"`
+			Limit  string `json:"limit"`
+			Bound  string `json:"bound"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Error.Reason != "RESOURCE_EXHAUSTED" ||
+		out.Error.Limit != "fenced resources" || out.Error.Bound != "at most 1" {
+		t.Fatalf("json %s: %+v %v", stdout, out, err)
+	}
+	if n := ls.calls.Load(); n != 1 {
+		t.Fatalf("%d attempts, want 1: a limit is not retried", n)
+	}
 }
