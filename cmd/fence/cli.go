@@ -226,6 +226,44 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
+// unitHint wraps a duration flag defined with fs.Duration, so that a
+// number without a unit gets the same explanation as a durationValue.
+type unitHint struct{ flag.Getter }
+
+func (u unitHint) String() string {
+	if u.Getter == nil { // the zero value flag.PrintDefaults makes
+		return "0s"
+	}
+	return u.Getter.String()
+}
+
+func (u unitHint) Set(s string) error {
+	if err := u.Getter.Set(s); err != nil {
+		return durationValue{new(time.Duration)}.Set(s)
+	}
+	return nil
+}
+
+// hintDurationUnits makes every time.Duration flag of fs (those a
+// subcommand defined with fs.Duration too) explain a missing unit, until
+// restore is called (the usage then names them "duration" again).
+func hintDurationUnits(fs *flag.FlagSet) (restore func()) {
+	orig := map[*flag.Flag]flag.Value{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, isDuration := g.Get().(time.Duration); isDuration {
+				orig[f], f.Value = f.Value, unitHint{g}
+			}
+		}
+	})
+	return func() {
+		for f, v := range orig {
+			f.Value = v
+		}
+		clear(orig)
+	}
+}
+
 // durationVar defines a duration flag with durationValue.
 func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
 	*p = def
@@ -288,12 +326,15 @@ func parseArgs(fs *flag.FlagSet, args []string) (pos, after []string, err error)
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, after = args[:i], args[i+1:]
 	}
+	restore := hintDurationUnits(fs)
+	defer restore()
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
+			restore()
 			if err := checkHelp(fs); err != nil {
 				return nil, nil, err
 			}

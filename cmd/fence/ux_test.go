@@ -32,7 +32,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"}, {"help", "acquire"},
 		{"acquire", "--help"}, {"acquire", "x", "-h"}, {"run", "-h"}, {"hold", "--help"}, {"delete", "-h"},
-		{"locks", "-h"}, {"lab", "-h"}, {"guard", "--help"}, {"guard", "max-token", "-h"},
+		{"locks", "-h"}, {"lab", "-h"}, {"serve", "--help"}, {"guard", "--help"}, {"guard", "max-token", "-h"},
 	} {
 		code, stdout, stderr := runCLI(args...)
 		if code != exitOK || !strings.HasPrefix(stdout, "usage: fence") || stderr != "" {
@@ -83,6 +83,7 @@ func TestDurationNeedsUnit(t *testing.T) {
 	for _, args := range [][]string{
 		{"acquire", "x", "--ttl", "30"}, {"run", "x", "--ttl", "5", "--", "true"}, {"hold", "x", "--wait", "2.5"},
 		{"read", "x", "--timeout", "10"}, {"--timeout", "10", "read", "x"}, {"guard", "max-token", "--sqlite", "x", "--timeout", "3"},
+		{"serve", "--max-ttl", "3600"}, // a flag of serve's own, defined with fs.Duration
 	} {
 		code, _, stderr := runCLI(args...)
 		if code != exitUsage || !strings.Contains(stderr, "a duration needs a unit, e.g. 30s") {
