@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -30,7 +31,9 @@ const cancelWaitTimeout = 5 * time.Second
 // ErrUnknownOutcome (the command may have been applied: retry it with the
 // same op_id or request_id); a Fence refusal is Result.Err.
 func (n *Node) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
-	if cmd.Op == state.OpAcquire && cmd.Wait > 0 {
+	// An acquire with a request_id may be the retry of a queued one (even
+	// with Wait 0): it waits for the Event like the first attempt.
+	if cmd.Op == state.OpAcquire && (cmd.Wait > 0 || cmd.RequestID != "") {
 		return n.acquireWaiting(ctx, cmd)
 	}
 	return n.propose(ctx, &cmd)
@@ -51,6 +54,12 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 	if c == nil {
 		return state.Result{}, ErrNotLeader
 	}
+	return n.proposeWith(ctx, c, cmd)
+}
+
+// proposeWith is propose with the leader clock c (takeOffice proposes with
+// its clock before publishing it).
+func (n *Node) proposeWith(ctx context.Context, c *leaderClock, cmd *state.Command) (state.Result, error) {
 	var ticket uint64
 	cmd.Now, cmd.Slack, ticket = c.lag.stamp(c)
 	data, err := cmd.MarshalBinary()
@@ -141,7 +150,10 @@ func longestStarted(res state.Result) time.Duration {
 }
 
 // acquireWaiting runs a blocking acquire: register the waiter, propose,
-// and if queued wait for the Event.
+// and if queued wait for the Event. The wait is bounded by cmd.Wait plus
+// Config.WaitMargin even when ctx has no deadline: the machine ends the
+// wait at cmd.Wait (an Event), so the margin only covers a retry of a
+// request queued earlier (whose own wait may end later) and commit lag.
 func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Result, error) {
 	if cmd.RequestID == "" {
 		cmd.RequestID = newRequestID()
@@ -152,25 +164,42 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 	if err != nil || !res.Queued {
 		return res, err
 	}
+	bound := time.NewTimer(cmd.Wait + n.cfg.WaitMargin)
+	defer bound.Stop()
 	select {
 	case ev := <-ch:
 		return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
 	case <-ctx.Done():
-		n.abandonWait(cmd)
+		n.abandonWait(cmd.Name, cmd.RequestID, res.Attempt)
 		return state.Result{}, ctx.Err()
+	case <-bound.C:
+		select {
+		case ev := <-ch: // it came just now
+			return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
+		default:
+		}
+		if err := n.abandonWait(cmd.Name, cmd.RequestID, res.Attempt); err != nil {
+			return state.Result{}, fmt.Errorf("%w: a wait past its bound could not be withdrawn: %v", ErrUnknownOutcome, err)
+		}
+		// Withdrawn (or, had the grant won the race, released): the
+		// caller holds nothing, as when a wait runs out.
+		return state.Result{Err: &fence.BusyError{Name: cmd.Name, Waited: true}, Events: res.Events}, nil
 	case <-n.closing:
 		return state.Result{}, ErrClosed
 	}
 }
 
-// abandonWait withdraws a queued acquire whose caller went away. If the
-// grant won the race, the machine's OpCancelWait releases that lease (and
-// hands the lock on), so no lock is left with a client that went away.
-func (n *Node) abandonWait(cmd state.Command) {
+// abandonWait withdraws attempt of a queued acquire whose caller went away
+// (or whose wait ran past its bound). If the grant won the race, the
+// machine's OpCancelWait releases that lease (and hands the lock on), so no
+// lock is left with a client that went away. If a retry of the request made
+// a newer attempt, the cancel is a no-op: the retry owns the wait.
+func (n *Node) abandonWait(name, requestID string, attempt uint32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
 	defer cancel()
-	_, err := n.propose(ctx, &state.Command{Op: state.OpCancelWait, Name: cmd.Name, RequestID: cmd.RequestID})
+	_, err := n.propose(ctx, &state.Command{Op: state.OpCancelWait, Name: name, RequestID: requestID, Attempt: attempt})
 	if err != nil {
-		n.cfg.Logger.Warn("cancel of abandoned wait failed", "name", cmd.Name, "request_id", cmd.RequestID, "err", err)
+		n.cfg.Logger.Warn("cancel of abandoned wait failed", "name", name, "request_id", requestID, "attempt", attempt, "err", err)
 	}
+	return err
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state"
 )
 
 // Config configures a node. The zero value (with DataDir set) is a single
@@ -21,8 +21,17 @@ type Config struct {
 	LogStore string
 	// NodeID is the raft server ID, default "fence-1".
 	NodeID string
-	// MaxTTL is the largest lease TTL the machine accepts, default
-	// fence.DefaultMaxTTL. Every replica must use the same value.
+	// Rules are the operator's desired state rules (flags): MaxTTL, id
+	// memory, caps. Zero fields take state.DefaultConfig's values. They are
+	// not handed to the machine: the machine's rules are in its log (it
+	// starts from state.InitialConfig, a constant of the log format). Once
+	// in office, a node whose recorded rules (Node.Rules) differ proposes
+	// an OpConfig with these, which applies only to later commands. So a
+	// restart with different flags keeps every acknowledged lease and
+	// token. Open refuses rules that fail state.Config.Validate.
+	Rules state.Config
+	// MaxTTL, if set and Rules.MaxTTL is not, is Rules.MaxTTL (older
+	// callers).
 	MaxTTL time.Duration
 	// Logger receives node and raft logs; default slog.Default().
 	Logger *slog.Logger
@@ -51,6 +60,14 @@ type Config struct {
 	// and os.Exit(70). A restart recovers every acknowledged entry.
 	OnFatal func(error)
 
+	// WaiterGrace is how long a node that took office waits for clients to
+	// re-attach to acquires that were queued when it took office (a retry
+	// with the same request_id) before it withdraws the others: a waiter
+	// nobody waits for is never granted a lock. Default 5s.
+	WaiterGrace time.Duration
+	// WaitMargin bounds a blocking acquire at its Wait plus this margin
+	// even when the caller's context has no deadline. Default 2s.
+	WaitMargin time.Duration
 	// TrailingLogs is how many entries raft keeps in the log behind a
 	// snapshot (for a follower catching up). Default 10240.
 	TrailingLogs uint64
@@ -64,9 +81,11 @@ func (c Config) withDefaults() Config {
 	if c.NodeID == "" {
 		c.NodeID = "fence-1"
 	}
-	if c.MaxTTL == 0 {
-		c.MaxTTL = fence.DefaultMaxTTL
+	if c.Rules.MaxTTL == 0 {
+		c.Rules.MaxTTL = c.MaxTTL
 	}
+	c.Rules = withDefaultRules(c.Rules)
+	c.MaxTTL = c.Rules.MaxTTL
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -82,10 +101,49 @@ func (c Config) withDefaults() Config {
 	if c.SnapshotBytes == 0 {
 		c.SnapshotBytes = 64 << 20
 	}
+	if c.WaiterGrace == 0 {
+		c.WaiterGrace = 5 * time.Second
+	}
+	if c.WaitMargin == 0 {
+		c.WaitMargin = 2 * time.Second
+	}
 	if c.OnFatal == nil {
 		c.OnFatal = defaultOnFatal(c)
 	}
 	return c
+}
+
+// withDefaultRules fills the zero fields of r from state.DefaultConfig.
+func withDefaultRules(r state.Config) state.Config {
+	d := state.DefaultConfig()
+	if r.MaxTTL == 0 {
+		r.MaxTTL = d.MaxTTL
+	}
+	if r.MaxOps == 0 {
+		r.MaxOps = d.MaxOps
+	}
+	if r.MaxRequests == 0 {
+		r.MaxRequests = d.MaxRequests
+	}
+	if r.IDRetention == 0 {
+		r.IDRetention = d.IDRetention
+	}
+	if r.MinIDRetention == 0 {
+		r.MinIDRetention = d.MinIDRetention
+	}
+	if r.MaxWaitersPerLock == 0 {
+		r.MaxWaitersPerLock = d.MaxWaitersPerLock
+	}
+	if r.MaxWaiters == 0 {
+		r.MaxWaiters = d.MaxWaiters
+	}
+	if r.MaxResources == 0 {
+		r.MaxResources = d.MaxResources
+	}
+	if r.MaxResourceBytes == 0 {
+		r.MaxResourceBytes = d.MaxResourceBytes
+	}
+	return r
 }
 
 // raftConfig tunes raft for a single voter: it elects itself quickly, and

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -28,6 +29,7 @@ type Node struct {
 	clock     atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
 	officeC   chan struct{}               // cap 1: wakes the ticker on leadership change
 	ticks     atomic.Uint64
+	reaped    atomic.Uint64 // orphan reaps completed
 	closing   chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -43,6 +45,9 @@ func Open(cfg Config) (*Node, error) {
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {
 		return nil, fence.Invalid("data_dir", "not empty", "")
+	}
+	if err := cfg.Rules.Validate(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
@@ -89,7 +94,7 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 		store:   store,
 		lock:    lock,
 		wait:    w,
-		fsm:     newFSM(state.New(state.Config{MaxTTL: cfg.MaxTTL}), w),
+		fsm:     newFSM(state.New(), w), // rules come from the log (Config.Rules)
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
@@ -217,16 +222,40 @@ func (n *Node) takeOffice() {
 	var base, latest int64
 	var held bool
 	var maxSlack time.Duration
+	var recorded state.Config
+	var queued []state.QueuedRequest
 	n.fsm.read(func(m *state.Machine) {
 		base, maxSlack = m.Now(), m.MaxSlack()
 		latest, held = m.LatestExpiry()
+		recorded, queued = m.Config(), m.Queued()
 	})
-	n.clock.Store(newLeaderClock(base, maxSlack, latest, held))
+	c := newLeaderClock(base, maxSlack, latest, held)
+	// The rules in force are the log's. If the operator asks for others,
+	// propose them before serving: they apply to later commands only.
+	if recorded != n.cfg.Rules {
+		n.cfg.Logger.Info("proposing the configured rules: the recorded ones differ (they apply to later commands only)",
+			"recorded", fmt.Sprintf("%+v", recorded), "configured", fmt.Sprintf("%+v", n.cfg.Rules))
+		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
+		res, err := n.proposeWith(ctx, c, &state.Command{Op: state.OpConfig, Config: n.cfg.Rules})
+		cancel()
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			n.cfg.Logger.Error("proposing the configured rules failed; not taking office", "err", err)
+			return
+		}
+	}
+	n.clock.Store(c)
 	if n.fail.failed() != nil {
 		n.clock.Store(nil) // a fatal error raced the takeoffice
 		return
 	}
-	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", n.raft.CurrentTerm())
+	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", n.raft.CurrentTerm(), "queued_waiters", len(queued))
+	if len(queued) > 0 {
+		n.wg.Add(1)
+		go n.reapOrphans(c, queued)
+	}
 }
 
 func (n *Node) signalOffice() {

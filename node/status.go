@@ -31,6 +31,14 @@ type Status struct {
 	LogSyncs uint64
 	// Snapshots counts the snapshots this process has written.
 	Snapshots uint64
+	// OldestIDAge is the age, in server time, of the oldest remembered
+	// op_id or request_id (state.Machine.OldestIDAge), 0 if none.
+	OldestIDAge time.Duration
+	// Queued is the number of acquires queued in the machine (on all
+	// locks, whoever waits for them); Waiters counts those waiting here.
+	Queued int
+	// Rules are the rules recorded in the log and in force.
+	Rules state.Config
 }
 
 // Ready reports whether the node can serve: it leads, its clock runs, and
@@ -55,8 +63,26 @@ func (n *Node) Status() Status {
 		s.InOffice = true
 		s.ServerTime, s.Slack, _ = c.lag.peek(c)
 	}
-	n.fsm.read(func(m *state.Machine) { s.LastToken = m.LastToken() })
+	n.fsm.read(func(m *state.Machine) {
+		s.LastToken = m.LastToken()
+		now := s.ServerTime
+		if now == 0 {
+			now = m.Now()
+		}
+		s.OldestIDAge = m.OldestIDAge(now)
+		s.Queued = len(m.Queued())
+		s.Rules = m.Config()
+	})
 	return s
+}
+
+// Rules returns the rules recorded in the log and in force: what the
+// server must validate requests against (never its own flags, which apply
+// only once the node has proposed them; see Config.Rules).
+func (n *Node) Rules() state.Config {
+	var c state.Config
+	n.fsm.read(func(m *state.Machine) { c = m.Config() })
+	return c
 }
 
 // HeldLeases counts the locks held at the leader clock (a full scan: meant

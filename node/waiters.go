@@ -61,6 +61,13 @@ func (w *waiters) deliver(ev state.Event) {
 	}
 }
 
+// has reports whether a waiter is registered for id.
+func (w *waiters) has(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.m[id]) > 0
+}
+
 // count is the number of registered waiters.
 func (w *waiters) count() int {
 	w.mu.Lock()

@@ -1,0 +1,142 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state"
+)
+
+type applied struct {
+	res state.Result
+	err error
+}
+
+func applyAsync(n *Node, ctx context.Context, cmd state.Command) <-chan applied {
+	out := make(chan applied, 1)
+	go func() {
+		res, err := n.Apply(ctx, cmd)
+		out <- applied{res, err}
+	}()
+	return out
+}
+
+// recv returns what ch delivers; a hang guard (not a timing assertion)
+// turns a waiter that is never told into a failure.
+func recv(t *testing.T, ch <-chan applied) applied {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(30 * time.Second):
+		t.Fatal("a waiting acquire was never answered")
+		return applied{}
+	}
+}
+
+// waitApplied waits until the FSM has applied index i.
+func waitApplied(n *Node, i uint64) {
+	for {
+		cur, next := n.fsm.appliedWait()
+		if cur >= i {
+			return
+		}
+		<-next
+	}
+}
+
+// Two concurrent attempts of one request_id (a client retry while the first
+// attempt still waits) both get the grant.
+func TestSameRequestIDWaitersAllTold(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	holder := mustApply(t, n, acquire("job", time.Hour)).Lease
+	cmd := acquire("job", time.Hour)
+	cmd.RequestID, cmd.Wait = "req-1", time.Hour
+	ctx := context.Background()
+
+	first := applyAsync(n, ctx, cmd)
+	waitFor(t, n, "job", func(li state.LockInfo) bool { return li.Waiters == 1 })
+	before := n.fsm.applied.Load()
+	second := applyAsync(n, ctx, cmd)
+	waitApplied(n, before+1) // the retry was applied while queued
+	for n.wait.count() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	mustApply(t, n, state.Command{Op: state.OpRelease, Name: "job", Token: holder.Token})
+	for i, ch := range []<-chan applied{first, second} {
+		a := recv(t, ch)
+		if a.err != nil || a.res.Err != nil || a.res.Lease == nil || a.res.Lease.Token != holder.Token+1 {
+			t.Errorf("attempt %d = %+v, %v; want the grant with token %d", i+1, a.res, a.err, holder.Token+1)
+		}
+	}
+}
+
+// A retry of a queued acquire sent with wait=0 is not answered "queued with
+// no lease" (which the server reported as internal): it waits like the
+// first attempt, bounded by its wait plus Config.WaitMargin, and then it is
+// withdrawn and answered busy.
+func TestQueuedRetryWithNoWait(t *testing.T) {
+	n, err := Open(Config{DataDir: t.TempDir(), Logger: quietLogger(), WaitMargin: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	holder := mustApply(t, n, acquire("job", time.Hour)).Lease
+	cmd := acquire("job", time.Hour)
+	cmd.RequestID, cmd.Wait = "req-1", time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := applyAsync(n, ctx, cmd)
+	waitFor(t, n, "job", func(li state.LockInfo) bool { return li.Waiters == 1 })
+
+	retry := cmd
+	retry.Wait = 0
+	res, err := n.Apply(context.Background(), retry)
+	var busy *fence.BusyError
+	if err != nil || !errors.As(res.Err, &busy) || !busy.Waited {
+		t.Fatalf("queued retry with wait=0 = %+v, %v; want busy (Waited) after its bound", res, err)
+	}
+	// The retry owned the wait and withdrew it: the holder's release leaves
+	// the lock free.
+	mustApply(t, n, state.Command{Op: state.OpRelease, Name: "job", Token: holder.Token})
+	li, err := n.Lock(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li.Lease != nil || li.Waiters != 0 {
+		t.Fatalf("lock after the withdrawn retry and the release = %+v, want free", li)
+	}
+	cancel()
+	<-first
+}
+
+// A waiting acquire is bounded by its wait plus the margin even when the
+// caller's context never ends and the machine's Event never comes to this
+// node.
+func TestWaitBoundedWithoutDeadline(t *testing.T) {
+	n, err := Open(Config{DataDir: t.TempDir(), Logger: quietLogger(), WaitMargin: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	mustApply(t, n, acquire("job", time.Hour))
+	cmd := acquire("job", time.Hour)
+	cmd.RequestID, cmd.Wait = "req-1", time.Hour
+	// Queue the request with a long wait, then retry it with a short one:
+	// the machine keeps the first deadline, the retry's bound is short.
+	ctx, cancel := context.WithCancel(context.Background())
+	first := applyAsync(n, ctx, cmd)
+	waitFor(t, n, "job", func(li state.LockInfo) bool { return li.Waiters == 1 })
+	retry := cmd
+	retry.Wait = 20 * time.Millisecond
+	res, err := n.Apply(context.Background(), retry)
+	var busy *fence.BusyError
+	if err != nil || !errors.As(res.Err, &busy) || !busy.Waited {
+		t.Fatalf("retry = %+v, %v; want busy (Waited) at its bound", res, err)
+	}
+	cancel()
+	<-first
+}
