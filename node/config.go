@@ -22,7 +22,10 @@ type Config struct {
 	// NodeID is the raft server ID, default "fence-1".
 	NodeID string
 	// Rules are the operator's desired state rules (flags): MaxTTL, id
-	// memory, caps. Zero fields take state.DefaultConfig's values. They are
+	// memory, caps. The zero value means state.DefaultConfig; otherwise a
+	// zero MaxTTL, MaxOps, MaxRequests or IDRetention takes DefaultConfig's
+	// value and the other fields mean what they mean in state.Config (0: no
+	// cap). They are
 	// not handed to the machine: the machine's rules are in its log (it
 	// starts from state.InitialConfig, a constant of the log format). Once
 	// in office, a node whose recorded rules (Node.Rules) differ proposes
@@ -30,8 +33,8 @@ type Config struct {
 	// restart with different flags keeps every acknowledged lease and
 	// token. Open refuses rules that fail state.Config.Validate.
 	Rules state.Config
-	// MaxTTL, if set and Rules.MaxTTL is not, is Rules.MaxTTL (older
-	// callers).
+	// MaxTTL, if set and Rules is zero, means state.DefaultConfig with this
+	// MaxTTL (for older callers).
 	MaxTTL time.Duration
 	// Logger receives node and raft logs; default slog.Default().
 	Logger *slog.Logger
@@ -81,7 +84,8 @@ func (c Config) withDefaults() Config {
 	if c.NodeID == "" {
 		c.NodeID = "fence-1"
 	}
-	if c.Rules.MaxTTL == 0 {
+	if c.Rules == (state.Config{}) && c.MaxTTL != 0 {
+		c.Rules = state.DefaultConfig()
 		c.Rules.MaxTTL = c.MaxTTL
 	}
 	c.Rules = withDefaultRules(c.Rules)
@@ -113,9 +117,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// withDefaultRules fills the zero fields of r from state.DefaultConfig.
+// withDefaultRules completes the desired rules: the zero Rules are
+// state.DefaultConfig; otherwise the fields that cannot be zero (MaxTTL,
+// MaxOps, MaxRequests, IDRetention) take DefaultConfig's values when zero,
+// and the others keep state.Config's meaning of zero (no cap; ids may be
+// forgotten by count at any age).
 func withDefaultRules(r state.Config) state.Config {
 	d := state.DefaultConfig()
+	if r == (state.Config{}) {
+		return d
+	}
 	if r.MaxTTL == 0 {
 		r.MaxTTL = d.MaxTTL
 	}
@@ -127,21 +138,6 @@ func withDefaultRules(r state.Config) state.Config {
 	}
 	if r.IDRetention == 0 {
 		r.IDRetention = d.IDRetention
-	}
-	if r.MinIDRetention == 0 {
-		r.MinIDRetention = d.MinIDRetention
-	}
-	if r.MaxWaitersPerLock == 0 {
-		r.MaxWaitersPerLock = d.MaxWaitersPerLock
-	}
-	if r.MaxWaiters == 0 {
-		r.MaxWaiters = d.MaxWaiters
-	}
-	if r.MaxResources == 0 {
-		r.MaxResources = d.MaxResources
-	}
-	if r.MaxResourceBytes == 0 {
-		r.MaxResourceBytes = d.MaxResourceBytes
 	}
 	return r
 }

@@ -28,7 +28,7 @@ func openRules(t *testing.T, dir string, rules state.Config) *Node {
 // back; only later acquires see the new bound.
 func TestLowerMaxTTLAfterRestartKeepsLeases(t *testing.T) {
 	dir := t.TempDir()
-	n := openRules(t, dir, state.Config{MaxTTL: 24 * time.Hour})
+	n := openRules(t, dir, withMaxTTL(24*time.Hour))
 	if got := n.Rules().MaxTTL; got != 24*time.Hour {
 		t.Fatalf("recorded MaxTTL = %s, want the configured 24h", got)
 	}
@@ -39,7 +39,7 @@ func TestLowerMaxTTLAfterRestartKeepsLeases(t *testing.T) {
 	}
 	n.Close()
 
-	n = openRules(t, dir, state.Config{MaxTTL: time.Hour})
+	n = openRules(t, dir, withMaxTTL(time.Hour))
 	if got := n.Rules().MaxTTL; got != time.Hour {
 		t.Fatalf("recorded MaxTTL after restart = %s, want the new 1h", got)
 	}
@@ -112,11 +112,32 @@ func TestRulesProposedOnlyWhenTheyDiffer(t *testing.T) {
 	}
 	from = n.raft.LastIndex() + 1
 	n.Close()
-	n = openRules(t, dir, state.Config{MaxWaitersPerLock: 7})
+	n = openRules(t, dir, func() state.Config { c := state.DefaultConfig(); c.MaxWaitersPerLock = 7; return c }())
 	if k := configEntries(t, n, from); k != 1 {
 		t.Fatalf("%d OpConfig entries after a restart with other rules, want 1", k)
 	}
 	if got := n.Rules().MaxWaitersPerLock; got != 7 {
 		t.Fatalf("recorded MaxWaitersPerLock = %d, want 7", got)
+	}
+}
+
+func withMaxTTL(d time.Duration) state.Config {
+	c := state.DefaultConfig()
+	c.MaxTTL = d
+	return c
+}
+
+// The zero Rules are state.DefaultConfig; in other Rules a zero cap means
+// no cap, as in state.Config (fence serve's "0: no cap").
+func TestRulesDefaults(t *testing.T) {
+	if got := withDefaultRules(state.Config{}); got != state.DefaultConfig() {
+		t.Fatalf("zero rules = %+v, want DefaultConfig", got)
+	}
+	got := withDefaultRules(state.Config{MaxTTL: time.Hour})
+	if got.MaxTTL != time.Hour || got.MaxOps != state.DefaultConfig().MaxOps || got.MaxWaitersPerLock != 0 {
+		t.Fatalf("rules with only MaxTTL = %+v, want MaxTTL 1h, default id memory, no waiter cap", got)
+	}
+	if c := (Config{MaxTTL: time.Hour}).withDefaults(); c.Rules.MaxTTL != time.Hour || c.Rules.MaxWaitersPerLock != state.DefaultConfig().MaxWaitersPerLock {
+		t.Fatalf("Config.MaxTTL alone gives rules %+v, want DefaultConfig with MaxTTL 1h", c.Rules)
 	}
 }
