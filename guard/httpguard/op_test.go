@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,14 +24,18 @@ func TestMemoryStoreReplaysOps(t *testing.T) {
 		store MemoryStore
 		calls atomic.Int32
 	)
-	srv := httptest.NewServer(Middleware(&store, Options{MaxBody: 8})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(Middleware(&store, Options{MaxBody: 10})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			t.Error(err)
 		}
 		w.Header().Set("X-Call", fmt.Sprint(n))
-		w.WriteHeader(http.StatusCreated)
+		status := http.StatusCreated
+		if s, ok := strings.CutPrefix(string(body), "status="); ok {
+			status, _ = strconv.Atoi(s)
+		}
+		w.WriteHeader(status)
 		fmt.Fprintf(w, "call %d wrote %s", n, body)
 	})))
 	defer srv.Close()
@@ -80,12 +85,23 @@ func TestMemoryStoreReplaysOps(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &ref); err != nil || resp.StatusCode != 409 || ref.Reason != fence.ReasonStaleToken {
 		t.Fatalf("a new op with a stale token: %d %q", resp.StatusCode, body)
 	}
-	resp, body = send(3, "op-3", "123456789")
+	resp, body = send(3, "op-3", "12345678901")
 	if err := json.Unmarshal([]byte(body), &ref); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge || ref.Field != "body" {
 		t.Fatalf("a body over MaxBody with an op_id: %d %q; want 413 naming body", resp.StatusCode, body)
 	}
 	if calls.Load() != 2 {
 		t.Fatalf("handler ran %d times, want 2", calls.Load())
+	}
+	// The edges: a body of exactly MaxBody (10) bytes is taken; answers 200
+	// and 299 are replayed as they were.
+	for i, body := range []string{"status=200", "status=299"} {
+		op := fmt.Sprintf("op-edge-%d", i)
+		first, firstBody := send(3, op, body)
+		again, againBody := send(3, op, body)
+		if first.StatusCode != again.StatusCode || firstBody != againBody || again.Header.Get(HeaderReplayed) != "true" {
+			t.Fatalf("%s (%q): first %d %q, retry %d %q replayed %q; want the same answer replayed",
+				op, body, first.StatusCode, firstBody, again.StatusCode, againBody, again.Header.Get(HeaderReplayed))
+		}
 	}
 }
 

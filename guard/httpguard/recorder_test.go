@@ -150,3 +150,42 @@ func TestResponseControllerDeadlines(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 }
+
+// spyWriter records what reaches the real connection.
+type spyWriter struct {
+	header http.Header
+	codes  []int
+	body   strings.Builder
+}
+
+func (s *spyWriter) Header() http.Header {
+	if s.header == nil {
+		s.header = http.Header{}
+	}
+	return s.header
+}
+func (s *spyWriter) WriteHeader(code int)        { s.codes = append(s.codes, code) }
+func (s *spyWriter) Write(p []byte) (int, error) { return s.body.Write(p) }
+
+// Every 1xx but 101 — 100 and 199 at the edges — is passed on and is not
+// final; any 2xx, 299 included, commits.
+func TestInformationalStatusesAreNotFinal(t *testing.T) {
+	var store MemoryStore
+	h := Middleware(&store, Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusContinue)
+		w.WriteHeader(199)
+		w.WriteHeader(299)
+		fmt.Fprint(w, "done")
+	}))
+	req := httptest.NewRequest(http.MethodPut, "/", nil)
+	req.Header.Set(HeaderToken, "5")
+	req.Header.Set(HeaderResource, "r")
+	var spy spyWriter
+	h.ServeHTTP(&spy, req)
+	if fmt.Sprint(spy.codes) != "[100 199 299]" || spy.body.String() != "done" {
+		t.Fatalf("sent statuses %v body %q; want [100 199 299] \"done\"", spy.codes, spy.body.String())
+	}
+	if got := store.LastToken("r"); got != 5 {
+		t.Fatalf("last token %d; want 5 (299 commits)", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,3 +64,14 @@ func TestRetryableStoreErrorGets503(t *testing.T) {
 type beginFails struct{ err error }
 
 func (s beginFails) Begin(context.Context, string, fence.Token) (Tx, error) { return nil, s.err }
+
+func TestRetryableErrorMessage(t *testing.T) {
+	if msg := (&RetryableError{}).Error(); strings.Contains(msg, "nil") || !strings.Contains(msg, "retry") {
+		t.Errorf("without a cause: %q", msg)
+	}
+	cause := errors.New("SQLSTATE 40001")
+	err := &RetryableError{Err: cause}
+	if !strings.Contains(err.Error(), "SQLSTATE 40001") || !errors.Is(err, cause) {
+		t.Errorf("with a cause: %q, unwraps to it: %v", err.Error(), errors.Is(err, cause))
+	}
+}
