@@ -17,6 +17,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/internal/apierr"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/state"
 )
 
 // Delete is fenced like Write: a stale token is refused, the holder's
@@ -160,5 +161,91 @@ func TestErrorMapping(t *testing.T) {
 	resp.Body.Close()
 	if want := `fence_resource_exhausted_total{limit="max_waiters_per_lock"} 1`; !strings.Contains(string(body), want) {
 		t.Fatalf("/metrics lacks %q", want)
+	}
+}
+
+// The rules in Config reach the machine: over a cap, a request is refused
+// with RESOURCE_EXHAUSTED naming the limit (not BUSY), and counted.
+func TestRulesReachTheMachine(t *testing.T) {
+	rules := state.DefaultConfig()
+	rules.MaxWaitersPerLock = 1
+	s, url := startServerWith(t, Config{Rules: rules})
+	ctx := context.Background()
+	c := protocols(url)[1]
+	if _, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "A", Ttl: durationpb.New(time.Hour)})); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, err := c.locks.Acquire(wctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "B", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Hour)}))
+		waited <- err
+	}()
+	for s.node.Status().Waiters == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// (Without the cap, C would wait 2s and get BUSY.)
+	_, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "C", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(2 * time.Second)}))
+	var ex *fence.ResourceExhaustedError
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !errors.As(apierr.FromConnect(err), &ex) ||
+		errors.Is(apierr.FromConnect(err), fence.ErrBusy) || !strings.Contains(ex.Limit, "max_waiters_per_lock") || ex.Bound != "at most 1" {
+		t.Fatalf("second waiter = %v, want RESOURCE_EXHAUSTED naming max_waiters_per_lock, at most 1", err)
+	}
+	cancel()
+	<-waited
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `fence_resource_exhausted_total{limit="max_waiters_per_lock"} 1`; !strings.Contains(string(body), want) {
+		t.Fatalf("/metrics lacks %q", want)
+	}
+}
+
+// fence_oldest_remembered_id_age_seconds is 0 with no id remembered and
+// grows from the first op_id on.
+func TestOldestIDAgeMetric(t *testing.T) {
+	_, url := startServer(t)
+	age := func() float64 {
+		t.Helper()
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "fence_oldest_remembered_id_age_seconds "); ok {
+				var f float64
+				if _, err := fmt.Sscan(v, &f); err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+		}
+		t.Fatal("/metrics lacks fence_oldest_remembered_id_age_seconds")
+		return 0
+	}
+	if a := age(); a != 0 {
+		t.Fatalf("age with no id remembered = %v, want 0", a)
+	}
+	c := protocols(url)[1]
+	ctx := context.Background()
+	a, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "l", Ttl: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.res.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{Resource: "r", Token: a.Msg.Lease.Token, Value: []byte("v"), OpId: "first"})); err != nil {
+		t.Fatal(err)
+	}
+	first := age()
+	if first <= 0 {
+		t.Fatalf("age after an op_id = %v, want > 0", first)
+	}
+	if second := age(); second < first {
+		t.Fatalf("age went back from %v to %v", first, second)
 	}
 }

@@ -56,6 +56,8 @@ func newMetrics(n *node.Node, conns *connCount) *metrics {
 			func() float64 { return float64(n.LastToken()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_expiry_slack_seconds", Help: "How far expiry decisions lag the leader clock to cover commit latency (G3): leases last this much longer than their TTL."},
 			func() float64 { return n.Status().Slack.Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_oldest_remembered_id_age_seconds", Help: "Age in server time of the oldest remembered op_id or request_id: how far back a retry is still recognised (at least --min-id-retention once the id memory is full)."},
+			func() float64 { return n.Status().OldestIDAge.Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_http_connections", Help: "Open client connections (at most --max-conns)."},
 			func() float64 { return float64(conns.open.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fence_ticks_total", Help: "Expiry ticks proposed by this node."},

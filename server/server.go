@@ -46,8 +46,8 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	n, err := node.Open(node.Config{
-		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, MaxTTL: cfg.MaxTTL,
-		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout,
+		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, Rules: cfg.Rules,
+		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout, WaiterGrace: cfg.WaiterGrace,
 	})
 	if err != nil {
 		return nil, err
