@@ -6,9 +6,19 @@
 // Every request is validated before it is proposed (bad input gets
 // invalid_argument with a fencev1.ErrorDetail naming the field and the
 // bound, and changes nothing); every refusal is mapped by package
-// internal/apierr (BUSY is ResourceExhausted; fencing refusals are
-// FailedPrecondition; OP_CONFLICT is AlreadyExists); a node that is not the
-// leader, or is shutting down, answers Unavailable.
+// internal/apierr (BUSY and RESOURCE_EXHAUSTED are ResourceExhausted, told
+// apart by the detail's reason; fencing refusals are FailedPrecondition;
+// OP_CONFLICT is AlreadyExists); a node that is not the leader, or is
+// shutting down, answers Unavailable, and so does a command whose outcome
+// the node does not know (node.ErrUnknownOutcome: the client retries with
+// the same id).
+//
+// Limits against slow and greedy clients (limits.go): a connection cap
+// (Config.MaxConns), header and whole-request read deadlines that never cut
+// a blocking acquire's wait, a header cap, and a 4 MiB cap on a request
+// message (on the wire and once decompressed) refused with invalid_argument
+// naming it. A waiting acquire's handler is bounded by its wait plus a
+// margin and answers before the client's own deadline (wait.go).
 //
 // Run is what `fence serve` calls; New, Serve, Handler and Shutdown are the
 // lower-level pieces for in-process tests and `fence lab`.
