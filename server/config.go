@@ -59,6 +59,9 @@ type Config struct {
 	// IdleTimeout closes a keep-alive connection idle this long, default
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// WriteTimeout bounds writing a reply once it is ready (a blocking
+	// acquire's once its wait is over), default DefaultWriteTimeout.
+	WriteTimeout time.Duration
 }
 
 // DefaultListen and DefaultDataDir are the defaults of `fence serve`.
@@ -98,6 +101,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 	return c
 }

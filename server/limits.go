@@ -22,7 +22,8 @@ import (
 // Limits against slow and greedy clients. Each one ends what a single client
 // can hold: a connection slot (MaxConns), a header (ReadHeaderTimeout,
 // maxHeaderBytes), a request body (ReadTimeout, maxRequestBytes, also once
-// decompressed), an idle keep-alive connection (IdleTimeout).
+// decompressed), a reply it does not read (WriteTimeout, writes.go), an
+// idle keep-alive connection (IdleTimeout).
 //
 // ReadTimeout bounds reading a request, body included, and nothing after it:
 // a blocking acquire's body is small and read at once, then its handler
@@ -41,6 +42,9 @@ const (
 	DefaultReadTimeout = 30 * time.Second
 	// DefaultIdleTimeout closes a keep-alive connection idle this long.
 	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultWriteTimeout bounds writing a reply once it is ready
+	// (writes.go).
+	DefaultWriteTimeout = 30 * time.Second
 
 	// maxHeaderBytes bounds a request header (Connect and gRPC send well
 	// under 1 KiB).

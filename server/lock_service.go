@@ -19,6 +19,9 @@ var _ fencev1connect.LockServiceHandler = lockService{}
 
 func (h lockService) Acquire(ctx context.Context, req *connect.Request[fencev1.AcquireRequest]) (*connect.Response[fencev1.AcquireResponse], error) {
 	const proc = fencev1connect.LockServiceAcquireProcedure
+	// The reply's write deadline starts when it is ready (writes.go):
+	// Connect writes it after this returns.
+	defer replyReady(ctx)
 	m := req.Msg
 	ttl, terr := requiredTTL(m.GetTtl(), h.s.cfg.MaxTTL)
 	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)

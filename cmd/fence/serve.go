@@ -33,6 +33,7 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	readHeaderTimeout := fs.Duration("read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed to read a request's header")
 	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "time allowed to read a whole request, body included (not a blocking acquire's wait)")
 	idleTimeout := fs.Duration("idle-timeout", server.DefaultIdleTimeout, "close a keep-alive connection idle this long")
+	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "time allowed to write a reply once it is ready (a blocking acquire's once its wait ends); a client that does not read loses its connection")
 
 	// Rules recorded in the log: they apply to commands after the node
 	// records them, never to a replay.
@@ -54,7 +55,7 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ready-timeout", *readyTimeout}, {"read-header-timeout", *readHeaderTimeout}, {"read-timeout", *readTimeout}, {"idle-timeout", *idleTimeout}} {
+	}{{"ready-timeout", *readyTimeout}, {"read-header-timeout", *readHeaderTimeout}, {"read-timeout", *readTimeout}, {"idle-timeout", *idleTimeout}, {"write-timeout", *writeTimeout}} {
 		if d.v <= 0 {
 			return fail(g, stdout, stderr, &usageError{fmt.Sprintf("serve: --%s must be more than 0", d.name)})
 		}
@@ -79,7 +80,7 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	err := server.Run(ctx, server.Config{
 		Listen: *listen, DataDir: *dataDir, LogStore: *logStore, Logger: logger,
 		Rules: rules, ReadyTimeout: *readyTimeout, WaiterGrace: *waiterGrace,
-		MaxConns: *maxConns, ReadHeaderTimeout: *readHeaderTimeout, ReadTimeout: *readTimeout, IdleTimeout: *idleTimeout,
+		MaxConns: *maxConns, ReadHeaderTimeout: *readHeaderTimeout, ReadTimeout: *readTimeout, IdleTimeout: *idleTimeout, WriteTimeout: *writeTimeout,
 	})
 	if errors.Is(err, node.ErrNotLeader) {
 		// Open gave up waiting for the node to take office.
