@@ -15,6 +15,44 @@
 // batch. A running node holds an flock on DataDir/LOCK, so a second process
 // on the same dir fails after Config.LockTimeout.
 //
+// # Fail-stop
+//
+// The log store, raft's stable store and the snapshot store are wrapped so
+// that any write error (disk full, I/O error) is fatal: the node records
+// it, stops acknowledging (a proposal in flight or made later gets an error
+// wrapping ErrUnknownOutcome or ErrClosed, reads get ErrNotLeader, it never
+// takes office again) and calls Config.OnFatal, which by default logs and
+// exits with status 70. A log that failed an append may hold part of a
+// batch, and raft-wal refuses every later append after one: serving on
+// would either wedge or lie. A restart replays what is durable. An Apply
+// whose entry was handed to raft but whose fate is unknown (leadership
+// lost, shutdown or failure in flight) returns ErrUnknownOutcome: the
+// client retries with the same op_id or request_id. WAL segment fsyncs are
+// counted (Status.LogSyncs).
+//
+// # Snapshots
+//
+// The node takes a snapshot once the log written since the last one holds
+// Config.SnapshotThreshold entries or Config.SnapshotBytes bytes of command
+// data (raft's own check, every 30s, is a backstop), and raft then compacts
+// the log behind it, keeping Config.TrailingLogs entries. A restart
+// restores the last snapshot and replays the short tail. Open gives up
+// after Config.ReadyTimeout, and then closes everything: raft never answers
+// a future still queued when it shuts down, so the node never waits on a
+// raft future without also watching its own shutdown (Node.await).
+//
+// # Rules
+//
+// The machine's rules (state.Config: MaxTTL, id memory, caps) are in its
+// log, never in flags: the FSM starts from state.New (the log format's
+// initial rules) and learns the rest from OpConfig entries and snapshots.
+// Config.Rules is what the operator wants; once in office, before its clock
+// runs (so before it serves), a node whose recorded rules (Node.Rules)
+// differ proposes them as an OpConfig, logging both. They apply to later
+// commands only, so a restart with a lower MaxTTL keeps every acknowledged
+// lease and token. Whoever validates a request before proposing it must use
+// Node.Rules, not its flags.
+//
 // # Time
 //
 // The node never puts wall-clock time into a command. On taking office, after
@@ -94,13 +132,27 @@
 //
 // # Blocking acquires
 //
-// An acquire with Wait > 0 registers a waiter for its request_id (a random one
-// is made when the caller gave none) before it is proposed, because the
-// grant may be applied before raft's future returns. The waiter receives the
-// state.Event of the grant or of the wait running out. If the caller's
-// context ends first, the node proposes state.OpCancelWait so the lock is not
-// handed to a client that went away: the machine drops the queued request,
-// or, if the grant won the race, releases that lease and hands the lock on.
+// An acquire with Wait > 0, or with a RequestID (it may be the retry of a
+// queued one, even with Wait 0), registers a waiter for its request_id (a
+// random one is made when the caller gave none) before it is proposed,
+// because the grant may be applied before raft's future returns. Each call
+// registers its own waiter, so every attempt of one request_id waiting here
+// receives the state.Event of the grant or of the wait running out. The
+// wait is bounded by Wait + Config.WaitMargin even if the caller's context
+// has no deadline; past the bound, or when the caller's context ends, the
+// node proposes state.OpCancelWait naming the attempt its acquire was
+// applied as (Result.Attempt): the machine drops the queued request, or, if
+// the grant won the race, releases that lease and hands the lock on. If a
+// retry of the same request_id was applied since, it made a newer attempt
+// and the cancel is a no-op: the first attempt's dropped connection cannot
+// cancel the retry's wait, nor release the lease the retry returned.
+//
+// Orphans: acquires queued when a node takes office were waited for on a
+// node that is gone (a crash, a restart). After Config.WaiterGrace the node
+// cancels (with the attempt recorded at takeoffice) every one that no call
+// on this node waits for; a client that retried within the grace made a
+// newer attempt and keeps its place. So a dead waiter is never granted a
+// lock that would then sit unused for its whole TTL.
 //
 // # Reads
 //
