@@ -51,12 +51,12 @@ func TestWaitShorterThanClientDeadline(t *testing.T) {
 			if _, err := c.locks.Acquire(context.Background(), connect.NewRequest(&fencev1.AcquireRequest{Name: name, Owner: "A", Ttl: durationpb.New(time.Hour)})); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 			defer cancel()
 			_, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Owner: "B", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Hour)}))
 			var busy *fence.BusyError
 			if !errors.As(apierr.FromConnect(err), &busy) || !busy.Waited || busy.Holder != "A" {
-				t.Fatalf("acquire with a 2s deadline and a 1h wait = %v, want BUSY (the wait ran out) before the deadline", err)
+				t.Fatalf("acquire with a 4s deadline and a 1h wait = %v, want BUSY (the wait ran out) before the deadline", err)
 			}
 		})
 	}
