@@ -280,7 +280,11 @@ func TestSlowCommitDelaysExpiry(t *testing.T) {
 		t.Fatalf("waiter got %+v", res)
 	}
 	var wEnd int64
-	n.fsm.read(func(m *state.Machine) { wEnd, _ = m.NextDeadline() })
+	var pending bool
+	n.fsm.read(func(m *state.Machine) { wEnd, pending = m.NextDeadline() })
+	if !pending {
+		t.Fatal("no deadline pending although the waiter holds the lock")
+	}
 	if start := wEnd - int64(time.Hour); start < u+int64(ttl) {
 		t.Fatalf("lease handed on at %v, before TTL %v after the grant was seen committed (%v)", time.Duration(start), ttl, time.Duration(u))
 	}
@@ -364,7 +368,11 @@ func TestNewTermChargesMaxSlackForHeldLeases(t *testing.T) {
 	b := mustApply(t, n, acquire("b", 2*time.Hour)) // carries the lag as Slack
 	var maxSlack time.Duration
 	var latest int64
-	n.fsm.read(func(m *state.Machine) { maxSlack = m.MaxSlack(); latest, _ = m.LatestExpiry() })
+	var held bool
+	n.fsm.read(func(m *state.Machine) { maxSlack = m.MaxSlack(); latest, held = m.LatestExpiry() })
+	if !held {
+		t.Fatal("LatestExpiry says no lock is held")
+	}
 	if maxSlack < 20*time.Millisecond {
 		t.Fatalf("MaxSlack %v, want at least the 20ms the apply was held", maxSlack)
 	}

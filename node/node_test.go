@@ -178,7 +178,10 @@ func TestCancelledWaiterIsNotHandedTheLock(t *testing.T) {
 		t.Fatalf("waiters after cancel = %d, want 0", li.Waiters)
 	}
 	mustApply(t, n, state.Command{Op: state.OpRelease, Name: "job", Token: a.Token})
-	li, _ = n.Lock(context.Background(), "job")
+	li, err = n.Lock(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if li.Lease != nil {
 		t.Fatalf("after release the lock is held by %+v; it went to a waiter that had left", li.Lease)
 	}
