@@ -79,12 +79,18 @@ func diskSeq(value []byte) int {
 // refusing or misreporting; after the filesystem is enlarged and the server
 // restarted, every acknowledged write is there and no token is granted
 // twice.
+// Both log stores: raft-wal (the default) and raft-boltdb.
 func TestNodeDiskFull(t *testing.T) {
+	t.Run("wal", func(t *testing.T) { diskFull(t) })
+	t.Run("bolt", func(t *testing.T) { diskFull(t, "--log-store", "bolt") })
+}
+
+func diskFull(t *testing.T, serveArgs ...string) {
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	// The WAL preallocates 64 MiB segments: the first fits, its successor
 	// does not.
 	mountTmpfs(t, mnt, "80m")
-	srv := startServerIn(t, filepath.Join(mnt, "data"))
+	srv := startServerIn(t, filepath.Join(mnt, "data"), serveArgs...)
 	c := connectAPI(srv)
 
 	const clients, valueSize = 4, 256 << 10
