@@ -33,8 +33,11 @@
 // # Snapshots
 //
 // The node takes a snapshot once the log written since the last one holds
-// Config.SnapshotThreshold entries or Config.SnapshotBytes bytes of command
-// data (raft's own check, every 30s, is a backstop), and raft then compacts
+// Config.SnapshotBytes bytes of command data, or Config.SnapshotThreshold
+// entries and at least one entry per 256 bytes of the last snapshot (a
+// large state is serialised whole while applies wait, so it is snapshotted
+// about as often as the log it saves replaying grows; raft's own check,
+// every 30s, is a backstop), and raft then compacts
 // the log behind it, keeping Config.TrailingLogs entries. A restart
 // restores the last snapshot and replays the short tail. Open gives up
 // after Config.ReadyTimeout, and then closes everything: raft never answers

@@ -138,7 +138,7 @@ type guardedSnapshots struct {
 	raft.SnapshotStore
 	fs   *failStop
 	mark func() any
-	done func(mark any)
+	done func(mark any, size uint64)
 }
 
 func (g *guardedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
@@ -160,10 +160,12 @@ type guardedSink struct {
 	raft.SnapshotSink
 	g    *guardedSnapshots
 	mark any
+	size uint64
 }
 
 func (s *guardedSink) Write(p []byte) (int, error) {
 	n, err := s.SnapshotSink.Write(p)
+	s.size += uint64(n)
 	if err != nil {
 		err = fmt.Errorf("node: snapshot write failed: %w", err)
 		s.g.fs.fatal(err)
@@ -178,7 +180,7 @@ func (s *guardedSink) Close() error {
 		return err
 	}
 	if s.g.done != nil {
-		s.g.done(s.mark)
+		s.g.done(s.mark, s.size)
 	}
 	return nil
 }
