@@ -96,12 +96,13 @@ func TestOrphanedWaitersWithdrawnAfterGrace(t *testing.T) {
 		}
 	}
 
-	n, err := Open(Config{DataDir: dir, Logger: quietLogger(), WaiterGrace: 2 * time.Second})
+	n, err := Open(Config{DataDir: dir, Logger: quietLogger()}) // the default grace, 5s
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	// The live client retries (same request_id) within the grace.
+	// The live client retries (same request_id) within the grace, which
+	// starts at takeoffice, just before Open returns.
 	l = applyAsync(n, context.Background(), live)
 	waitUntil(t, "the live client re-attached", func() bool { return queuedAttempt(n, "live-client") == 2 })
 	waitUntil(t, "the orphans were reaped", func() bool { return n.reaped.Load() == 1 })
