@@ -37,17 +37,6 @@ func recv(t *testing.T, ch <-chan applied) applied {
 	}
 }
 
-// waitApplied waits until the FSM has applied index i.
-func waitApplied(n *Node, i uint64) {
-	for {
-		cur, next := n.fsm.appliedWait()
-		if cur >= i {
-			return
-		}
-		<-next
-	}
-}
-
 // Two concurrent attempts of one request_id (a client retry while the first
 // attempt still waits) both get the grant.
 func TestSameRequestIDWaitersAllTold(t *testing.T) {
@@ -59,11 +48,10 @@ func TestSameRequestIDWaitersAllTold(t *testing.T) {
 
 	first := applyAsync(n, ctx, cmd)
 	waitFor(t, n, "job", func(li state.LockInfo) bool { return li.Waiters == 1 })
-	before := n.fsm.applied.Load()
 	second := applyAsync(n, ctx, cmd)
-	waitApplied(n, before+1) // the retry was applied while queued
-	for n.wait.count() < 2 {
-		time.Sleep(time.Millisecond)
+	waitUntil(t, "the retry was applied while queued", func() bool { return queuedAttempt(n, "req-1") == 2 })
+	if got := n.wait.count(); got != 2 {
+		t.Fatalf("%d waiters registered, want both attempts", got)
 	}
 	mustApply(t, n, state.Command{Op: state.OpRelease, Name: "job", Token: holder.Token})
 	for i, ch := range []<-chan applied{first, second} {
