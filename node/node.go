@@ -136,7 +136,11 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	cfg.Logger.Info("node ready", "node_id", cfg.NodeID, "server_time", time.Duration(n.clock.Load().base), "last_token", n.LastToken())
+	var base int64
+	if c := n.clock.Load(); c != nil { // nil only if a fatal error came since
+		base = c.base
+	}
+	cfg.Logger.Info("node ready", "node_id", cfg.NodeID, "server_time", time.Duration(base), "last_token", n.LastToken())
 	return n, nil
 }
 
