@@ -187,6 +187,10 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 		return state.Result{Err: &fence.BusyError{Name: cmd.Name, Waited: true}, Events: res.Events}, nil
 	case <-n.closing:
 		return state.Result{}, ErrClosed
+	case <-n.fail.down:
+		// Queued, and the node stopped: after a restart the request is
+		// an orphan unless its client retries (package doc, Orphans).
+		return state.Result{}, n.unknown(errors.New("queued when the node failed"))
 	}
 }
 
