@@ -62,4 +62,3 @@ func TestGuardsFailStop(t *testing.T) {
 		}
 	}
 }
-
