@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,6 +154,23 @@ func TestInvalidInput(t *testing.T) {
 	for _, o := range []Options{{Prefix: "a{b"}, {Prefix: "a*"}, {OpTTL: -time.Second}, {OpTTL: time.Microsecond}, {KeyTTL: -1}} {
 		if _, err := New(g.rdb, o); !errors.Is(err, fence.ErrInvalid) {
 			t.Errorf("New(%+v) = %v, want invalid", o, err)
+		}
+	}
+	// The edges of the prefix and TTL rules.
+	for _, o := range []Options{
+		{Prefix: strings.Repeat("p", MaxPrefixBytes)},
+		{Prefix: "azAZ09._-:/"},
+		{KeyTTL: time.Millisecond, OpTTL: time.Millisecond},
+		{WaitReplicas: 1, WaitTimeout: time.Millisecond},
+	} {
+		if _, err := New(g.rdb, o); err != nil {
+			t.Errorf("New(%+v) = %v, want accepted", o, err)
+		}
+	}
+	for _, p := range []string{strings.Repeat("p", MaxPrefixBytes+1), "a`", "a@", "a[", "a{", "a~", "a b", "a*", "a?", "ä"} {
+		var inv *fence.InvalidError
+		if _, err := New(g.rdb, Options{Prefix: p}); !errors.As(err, &inv) || inv.Field != "prefix" {
+			t.Errorf("prefix %q: %v, want invalid prefix", p, err)
 		}
 	}
 	if _, err := New(nil, Options{}); !errors.Is(err, fence.ErrInvalid) {
