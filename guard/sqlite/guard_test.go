@@ -120,6 +120,27 @@ func (s *store) Do(ctx context.Context, op guardtest.Op, fn func(write func(int6
 	})
 }
 
+func (s *store) SplitDo(ctx context.Context, op guardtest.Op, fn func(write func(int64) error) ([]byte, error)) ([]byte, bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	defer tx.Rollback()
+	sop := sqlite.Op(op)
+	saved, replayed, err := s.g.CheckOp(ctx, tx, sop)
+	if err != nil || replayed {
+		return saved, replayed, err
+	}
+	result, err := fn(func(v int64) error { _, err := write(ctx, tx, op.Resource, v); return err })
+	if err != nil {
+		return nil, false, err
+	}
+	if err := s.g.SaveOp(ctx, tx, sop, result); err != nil {
+		return nil, false, err
+	}
+	return result, false, tx.Commit()
+}
+
 func (s *store) MaxToken(ctx context.Context) (fence.Token, error) { return s.g.MaxToken(ctx, s.db) }
 
 func (s *store) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {

@@ -44,6 +44,11 @@ type Store interface {
 	// Do runs the guard's Do; write upserts the data row (as GuardedWrite,
 	// without the Check) inside Do's transaction.
 	Do(ctx context.Context, op Op, fn func(write func(value int64) error) ([]byte, error)) (result []byte, replayed bool, err error)
+	// SplitDo is Do made of the guard's CheckOp and SaveOp in one
+	// transaction: CheckOp; unless it replays or refuses, fn (whose write
+	// upserts the data row in the transaction), SaveOp with fn's result,
+	// commit. The suite's Do tests run against it too.
+	SplitDo(ctx context.Context, op Op, fn func(write func(value int64) error) ([]byte, error)) (result []byte, replayed bool, err error)
 	// MaxToken runs the guard's MaxToken.
 	MaxToken(ctx context.Context) (fence.Token, error)
 	// Prune runs the guard's Prune.

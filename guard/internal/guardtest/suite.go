@@ -43,6 +43,23 @@ func Run(t *testing.T, newStore NewStore) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore) })
 	}
+	// The same rules hold for Do split into CheckOp and SaveOp.
+	split := func(t *testing.T, o Options) Store { return splitStore{newStore(t, o)} }
+	for _, tc := range tests {
+		switch tc.name {
+		case "InvalidInputRefused", "FailingFnRollsBackDataAndToken", "RepeatedOpAppliesOnce",
+			"RetryOfAppliedOpReplaysAfterNewerToken", "ConflictingPayloadRefused", "StaleNewOpRefused",
+			"ConcurrentSameOpAppliesOnce", "DoPrunesEveryN":
+			t.Run("SplitDo/"+tc.name, func(t *testing.T) { tc.fn(t, split) })
+		}
+	}
+}
+
+// splitStore answers Do with the Store's SplitDo.
+type splitStore struct{ Store }
+
+func (s splitStore) Do(ctx context.Context, op Op, fn func(write func(value int64) error) ([]byte, error)) ([]byte, bool, error) {
+	return s.Store.SplitDo(ctx, op, fn)
 }
 
 func must(t *testing.T, err error) {
