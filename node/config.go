@@ -72,7 +72,9 @@ type Config struct {
 	// even when the caller's context has no deadline. Default 2s.
 	WaitMargin time.Duration
 	// TrailingLogs is how many entries raft keeps in the log behind a
-	// snapshot (for a follower catching up). Default 10240.
+	// snapshot (for a follower catching up; a single node needs none).
+	// Default 1024 (raft's 10240 could keep 10 GiB of 1 MiB writes on
+	// disk); the WAL frees whole segments only.
 	TrailingLogs uint64
 
 	// wrapLog, for tests, wraps the log store under the node's fail-stop
@@ -164,6 +166,7 @@ func (c Config) raftConfig() *raft.Config {
 	// SnapshotInterval, is a backstop.
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.SnapshotInterval = 30 * time.Second
+	rc.TrailingLogs = 1024
 	if c.TrailingLogs > 0 {
 		rc.TrailingLogs = c.TrailingLogs
 	}
