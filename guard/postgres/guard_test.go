@@ -267,16 +267,21 @@ func TestRefusesWhatTextCannotHold(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	var inv *fence.InvalidError
-	if err := g.Check(ctx, tx, "sku\x0042", 1); !errors.As(err, &inv) || inv.Field != "resource" {
-		t.Fatalf("Check with a NUL in the resource = %v, want invalid resource", err)
+	for _, res := range []string{"sku\x0042", "\x00sku"} {
+		if err := g.Check(ctx, tx, res, 1); !errors.As(err, &inv) || inv.Field != "resource" {
+			t.Fatalf("Check with a NUL in the resource %q = %v, want invalid resource", res, err)
+		}
 	}
 	if err := g.Check(ctx, tx, "sku-42", 1); err != nil {
 		t.Fatalf("the transaction is unusable after the refused check: %v", err)
 	}
-	for _, id := range []string{"op\x00", "op\xff"} {
+	for _, id := range []string{"op\x00", "\x00op", "op\xff"} {
 		_, _, err := g.Do(ctx, db, postgres.Op{Resource: "sku-42", Token: 1, ID: id}, func(pgx.Tx) ([]byte, error) { return nil, nil })
 		if !errors.As(err, &inv) || inv.Field != "op_id" {
 			t.Errorf("Do with op_id %q = %v, want invalid op_id", id, err)
 		}
+	}
+	if _, err := g.Prune(ctx, db, 0); err != nil {
+		t.Errorf("Prune(0) = %v; 0 is a valid age (every record)", err)
 	}
 }
