@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -51,7 +50,7 @@ func (l *Lease) keepAliveLoop() {
 			l.lastErr = err
 			l.mu.Unlock()
 			l.c.cfg.logger.Debug("fence: renew failed, retrying", "lock", l.name, "token", l.token, "err", err)
-			next = time.Now().Add(pause/2 + rand.N(pause/2+1))
+			next = time.Now().Add(jitter(pause))
 			pause = min(2*pause, max(l.interval(), l.c.cfg.backoffMin))
 		}
 	}

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,9 @@ func TestLeaseDoneWhenServerStops(t *testing.T) {
 	<-l.Done() // closes by the safe deadline: no renew can succeed now
 	if !errors.Is(l.Err(), client.ErrLeaseLost) || !errors.Is(l.Err(), client.ErrDeadlinePassed) {
 		t.Fatalf("Err = %v, want a LostError caused by ErrDeadlinePassed", l.Err())
+	}
+	if !strings.Contains(l.Err().Error(), "last renew error") {
+		t.Errorf("Err = %v, want it to name the last renew error (renewals failed: the server is gone)", l.Err())
 	}
 	if now := time.Now(); now.Before(l.Deadline()) {
 		t.Errorf("reported lost at %v, before its safe deadline %v although only the deadline can end it", now, l.Deadline())

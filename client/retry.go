@@ -48,8 +48,7 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 			return toError(op, err)
 		}
 		c.cfg.logger.Debug("fence: retrying", "op", op, "attempt", n+1, "err", err)
-		jittered := pause/2 + rand.N(pause/2+1)
-		t := time.NewTimer(jittered)
+		t := time.NewTimer(jitter(pause))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -74,6 +73,12 @@ func (c *Client) bounded(ctx context.Context, wait time.Duration, attempt func(c
 		return fmt.Errorf("%w after %s: %w", errAttemptTimeout, wait+c.cfg.attemptTimeout, err)
 	}
 	return err
+}
+
+// jitter returns a random pause in [pause/2, pause], so that clients that
+// failed together do not retry together.
+func jitter(pause time.Duration) time.Duration {
+	return pause/2 + rand.N(pause/2+1)
 }
 
 // errAttemptTimeout: one attempt got no answer within its bound. Its outcome
