@@ -227,16 +227,19 @@ func (n *Node) takeOffice() {
 	var held bool
 	var maxSlack time.Duration
 	var recorded state.Config
+	var configured bool
 	var queued []state.QueuedRequest
 	n.fsm.read(func(m *state.Machine) {
 		base, maxSlack = m.Now(), m.MaxSlack()
 		latest, held = m.LatestExpiry()
-		recorded, queued = m.Config(), m.Queued()
+		recorded, configured, queued = m.Config(), m.Configured(), m.Queued()
 	})
 	c := newLeaderClock(base, maxSlack, latest, held)
 	// The rules in force are the log's. If the operator asks for others,
-	// propose them before serving: they apply to later commands only.
-	if recorded != n.cfg.Rules {
+	// propose them before serving: they apply to later commands only. A log
+	// that never recorded rules gets them even when they equal format 1's,
+	// so attempts count from here on (per-attempt cancels need them).
+	if recorded != n.cfg.Rules || !configured {
 		n.cfg.Logger.Info("proposing the configured rules: the recorded ones differ (they apply to later commands only)",
 			"recorded", fmt.Sprintf("%+v", recorded), "configured", fmt.Sprintf("%+v", n.cfg.Rules))
 		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)

@@ -141,3 +141,20 @@ func TestRulesDefaults(t *testing.T) {
 		t.Fatalf("Config.MaxTTL alone gives rules %+v, want DefaultConfig with MaxTTL 1h", c.Rules)
 	}
 }
+
+// A log that never recorded rules gets an OpConfig even when the operator's
+// rules equal format 1's (state.InitialConfig): without it the machine does
+// not count attempts, and a first attempt's late cancel would withdraw its
+// own retry (issue 6, fault 2).
+func TestRulesRecordedEvenWhenEqualToInitial(t *testing.T) {
+	dir := t.TempDir()
+	n := openRules(t, dir, state.InitialConfig())
+	if k := configEntries(t, n, 1); k != 1 {
+		t.Fatalf("%d OpConfig entries after a first start with InitialConfig rules, want 1", k)
+	}
+	var configured bool
+	n.fsm.read(func(m *state.Machine) { configured = m.Configured() })
+	if !configured {
+		t.Fatal("machine not configured after the first start: attempts would not count")
+	}
+}

@@ -179,6 +179,13 @@ func NewWithConfig(cfg Config) *Machine {
 // applied OpConfig (or restored snapshot) set.
 func (m *Machine) Config() Config { return m.cfg }
 
+// Configured reports whether the log ever recorded rules (an OpConfig was
+// applied, or the machine was made with NewWithConfig). Until then the
+// machine runs format 1's rules and per-attempt cancels do not count
+// attempts, so a node proposes an OpConfig when this is false even if the
+// rules it wants equal InitialConfig.
+func (m *Machine) Configured() bool { return m.configured }
+
 // Queued lists the queued acquires, by lock name and then in arrival order.
 func (m *Machine) Queued() []QueuedRequest { return m.queued() }
 
