@@ -83,6 +83,8 @@ func TestRequiredFlagsNamed(t *testing.T) {
 		{[]string{"acquire", "x", "--ttl", "0"}, "invalid ttl 0s: must be at least"},
 		{[]string{"run", "x", "--ttl", "0", "--", "true"}, "invalid ttl 0s: must be at least"},
 		{[]string{"write", "r", "--token", "1"}, "--value is required"},
+		// 0 would silently become the node's 5s default: refused instead.
+		{[]string{"serve", "--waiter-grace", "0"}, "--waiter-grace must be more than 0"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := runCLI(tc.args...)

@@ -60,8 +60,10 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			return fail(g, stdout, stderr, &usageError{fmt.Sprintf("serve: --%s must be more than 0", d.name)})
 		}
 	}
-	if *waiterGrace < 0 {
-		return fail(g, stdout, stderr, &usageError{"serve: --waiter-grace must not be negative"})
+	if *waiterGrace <= 0 {
+		// 0 is refused, not read as "no grace": the node takes 0 as its
+		// default (5s), and a client retrying a wait needs some time anyway.
+		return fail(g, stdout, stderr, &usageError{"serve: --waiter-grace must be more than 0"})
 	}
 	if *maxConns < 1 {
 		return fail(g, stdout, stderr, &usageError{"serve: --max-conns must be at least 1"})
