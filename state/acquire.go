@@ -30,6 +30,10 @@ func (m *impl) acquire(cmd Command) Result {
 
 	switch {
 	case l == nil || l.free(m.expiryTime()):
+		if err := m.admitLock(l, &res.Events); err != nil {
+			res.Err = err
+			return res
+		}
 		var req *request
 		if cmd.RequestID != "" {
 			if err := m.admitRequest(); err != nil {

@@ -23,6 +23,38 @@ func (m *impl) admitWaiter(l *lockEntry) error {
 	return nil
 }
 
+// admitLock refuses an acquire that would make lock l (nil if it does not
+// exist, else settled) exist beyond MaxLocks: locks held, delayed or with
+// waiters. Idle tombstones do not count (MaxIdleLocks bounds them), and a
+// lock that already exists is not new. At the cap, everything due is
+// settled first (as a Tick would, its events appended to events), so a
+// lease past its end that no command has settled yet does not count.
+func (m *impl) admitLock(l *lockEntry, events *[]Event) error {
+	c := m.cfg.MaxLocks
+	if c <= 0 || (l != nil && !l.free(m.expiryTime())) {
+		return nil
+	}
+	n := m.existingLocks(l)
+	if n >= c {
+		m.settleDue(events)
+		n = m.existingLocks(l)
+	}
+	if n >= c {
+		return fence.Exhausted("locks held, delayed or with waiters (config.max_locks)", "at most "+utoa(c), utoa(n))
+	}
+	return nil
+}
+
+// existingLocks counts the locks held, delayed or with waiters other than
+// l, which is free (or nil).
+func (m *impl) existingLocks(l *lockEntry) int {
+	n := len(m.byName) - m.idle.len()
+	if l != nil && l.idleElem == nil {
+		n-- // l is free but not yet filed as idle (it became free in its settle)
+	}
+	return n
+}
+
 // admitResource refuses a change of resource name (nil if it does not
 // exist yet) to a value of size bytes that would create a resource beyond
 // MaxResources or grow the total of values beyond MaxResourceBytes.

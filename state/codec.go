@@ -33,7 +33,13 @@ import (
 //	               its present fields in this order, each a zigzag varint:
 //	               0 MaxTTL (ns), 1 MaxOps, 2 MaxRequests, 3 IDRetention
 //	               (ns), 4 MinIDRetention (ns), 5 MaxWaitersPerLock,
-//	               6 MaxWaiters, 7 MaxResources, 8 MaxResourceBytes
+//	               6 MaxWaiters, 7 MaxResources, 8 MaxResourceBytes,
+//	               9 MaxLocks
+//
+// Config field 9 (MaxLocks) was added after the others: an OpConfig
+// written before it has no bit 9 and decodes with MaxLocks 0 (no cap, the
+// rule it was applied under), and an older binary refuses a config mask
+// with bit 9 (unknown field) rather than apply it without the cap.
 //
 // Version 2 is written exactly when a command needs it: op OpConfig or
 // OpDelete, or a non-zero Attempt or Config. Every other command is
@@ -87,19 +93,20 @@ const (
 	cMaxWaiters
 	cMaxResources
 	cMaxResourceBytes
+	cMaxLocks
 	configFieldCount
 )
 
 // configInts lists c's fields as int64s in encoding order.
 func configInts(c Config) [configFieldCount]int64 {
 	return [configFieldCount]int64{int64(c.MaxTTL), int64(c.MaxOps), int64(c.MaxRequests), int64(c.IDRetention),
-		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources), c.MaxResourceBytes}
+		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources), c.MaxResourceBytes, int64(c.MaxLocks)}
 }
 
 // configOf is the inverse of configInts.
 func configOf(v [configFieldCount]int64) Config {
 	return Config{MaxTTL: time.Duration(v[0]), MaxOps: int(v[1]), MaxRequests: int(v[2]), IDRetention: time.Duration(v[3]),
-		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]), MaxResourceBytes: v[8]}
+		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]), MaxResourceBytes: v[8], MaxLocks: int(v[9])}
 }
 
 // needsV2 reports whether c must be written as version 2.

@@ -13,7 +13,7 @@ import (
 // process: a machine starts from InitialConfig, an OpConfig in the log
 // replaces it for the commands after it, and snapshots carry it (see the
 // package doc, Config). A zero cap (MaxWaitersPerLock, MaxWaiters,
-// MaxResources, MaxResourceBytes) means no cap; a zero MinIDRetention means
+// MaxResources, MaxResourceBytes, MaxLocks) means no cap; a zero MinIDRetention means
 // ids may be forgotten by count at any age (the format-1 rule).
 type Config struct {
 	MaxTTL            time.Duration // greatest TTL of an acquire or renew
@@ -25,6 +25,7 @@ type Config struct {
 	MaxWaiters        int           // queued acquires on all locks
 	MaxResources      int           // fenced resources, deleted ones (tombstones) included
 	MaxResourceBytes  int64         // total bytes of the values of all fenced resources
+	MaxLocks          int           // locks that exist: held, delayed or with waiters (idle tombstones are bounded by MaxIdleLocks)
 }
 
 // MaxIdleLocks bounds the tombstones of idle locks whatever MaxRequests is:
@@ -55,6 +56,7 @@ func DefaultConfig() Config {
 		MaxWaiters:        100_000,
 		MaxResources:      100_000,
 		MaxResourceBytes:  256 << 20,
+		MaxLocks:          1_000_000,
 	}
 }
 
@@ -102,6 +104,7 @@ func (c Config) Validate() error {
 		n("max_waiters", int64(c.MaxWaiters), 0, unbounded),
 		n("max_resources", int64(c.MaxResources), 0, unbounded),
 		n("max_resource_bytes", c.MaxResourceBytes, 0, unbounded),
+		n("max_locks", int64(c.MaxLocks), 0, unbounded),
 	)
 }
 

@@ -107,6 +107,7 @@ func TestOpConfigRefusesNonsense(t *testing.T) {
 		{"config.max_waiters", func(c *Config) { c.MaxWaiters = -1 }},
 		{"config.max_resources", func(c *Config) { c.MaxResources = -1 }},
 		{"config.max_resource_bytes", func(c *Config) { c.MaxResourceBytes = -1 }},
+		{"config.max_locks", func(c *Config) { c.MaxLocks = -1 }},
 	}
 	for _, tc := range cases {
 		c := ok

@@ -37,8 +37,9 @@
 // (see Idempotency). [DefaultConfig] is what a node proposes when
 // the operator sets nothing: ids kept at least 3 minutes and at most 24
 // hours, up to a million of each; at most 1,024 waiters on a lock and
-// 100,000 in all; at most 100,000 fenced resources holding 256 MiB of
-// values. [Config.Validate] names the first field out of bounds; an
+// 100,000 in all; at most a million locks held, delayed or with waiters
+// (MaxLocks; 0, no cap, in InitialConfig); at most 100,000 fenced
+// resources holding 256 MiB of values. [Config.Validate] names the first field out of bounds; an
 // OpConfig that fails it is refused and changes nothing. A renewal with TTL
 // 0 keeps its lease's own TTL even above a lowered MaxTTL (the lease was
 // acknowledged with it); a renewal asking for more than MaxTTL is refused.
@@ -152,7 +153,10 @@
 // A command that would take the store over a cap of its Config is refused
 // with a *fence.ResourceExhaustedError naming the limit (and the config
 // field) and changes nothing: a new waiter beyond MaxWaitersPerLock on its
-// lock or MaxWaiters in all; a new resource beyond MaxResources; a write or
+// lock or MaxWaiters in all; an acquire that would make a lock exist
+// beyond MaxLocks (locks held, delayed or with waiters; a lock already
+// existing is not new, an idle tombstone does not count, and at the cap
+// everything due is settled first, as a Tick would); a new resource beyond MaxResources; a write or
 // add that grows the total of values beyond MaxResourceBytes (a change that
 // does not grow it is accepted); a new op_id or request_id the id memory
 // cannot hold (Retention). A cap is checked after the token: a stale token
@@ -193,6 +197,9 @@
 //     or beyond min(MaxRequests, MaxIdleLocks) idle locks (100,000, a
 //     constant of the format). After that a renew or release with an old
 //     token of that lock gets NotHolder (still a refusal).
+//     A tombstone holds the lock's name (at most 512 bytes), its last
+//     owner (at most 256) and a few hundred bytes of bookkeeping: at most
+//     about 100 MB for 100,000 with the longest names.
 //
 // With MinIDRetention 0 (InitialConfig, the format-1 rules) ids are
 // forgotten by count at any age, as the format-1 code did: replaying such a

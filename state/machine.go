@@ -103,12 +103,18 @@ func (m *impl) apply(cmd Command) Result {
 // tick expires everything due at server time and hands freed locks on.
 func (m *impl) tick() Result {
 	var res Result
+	m.settleDue(&res.Events)
+	return res
+}
+
+// settleDue settles every lock with something due at the decision time.
+func (m *impl) settleDue(events *[]Event) {
 	for {
 		l, ok := m.deadlines.due(m.expiryTime())
 		if !ok {
-			return res
+			return
 		}
-		m.settle(l, &res.Events)
+		m.settle(l, events)
 		m.touch(l)
 	}
 }

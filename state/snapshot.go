@@ -92,16 +92,17 @@ type snapConfig struct {
 	MaxWaiters        int   `json:"max_waiters"`
 	MaxResources      int   `json:"max_resources"`
 	MaxResourceBytes  int64 `json:"max_resource_bytes"`
+	MaxLocks          int   `json:"max_locks,omitempty"` // added later: absent is 0 (no cap); an older binary refuses the unknown field
 }
 
 func snapConfigOf(c Config) *snapConfig {
 	return &snapConfig{int64(c.MaxTTL), c.MaxOps, c.MaxRequests, int64(c.IDRetention), int64(c.MinIDRetention),
-		c.MaxWaitersPerLock, c.MaxWaiters, c.MaxResources, c.MaxResourceBytes}
+		c.MaxWaitersPerLock, c.MaxWaiters, c.MaxResources, c.MaxResourceBytes, c.MaxLocks}
 }
 
 func (s *snapConfig) config() Config {
 	return Config{time.Duration(s.MaxTTL), s.MaxOps, s.MaxRequests, time.Duration(s.IDRetention), time.Duration(s.MinIDRetention),
-		s.MaxWaitersPerLock, s.MaxWaiters, s.MaxResources, s.MaxResourceBytes}
+		s.MaxWaitersPerLock, s.MaxWaiters, s.MaxResources, s.MaxResourceBytes, s.MaxLocks}
 }
 
 type snapOp struct {
