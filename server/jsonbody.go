@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
@@ -91,10 +92,11 @@ func isPlainJSON(r *http.Request) bool {
 
 // jsonFieldError returns nil if body decodes into the message, else an
 // *fence.InvalidError naming the offending field (or "body" when the body
-// is not a JSON object at all).
+// is not a JSON object at all). Unknown fields are refused, not discarded:
+// a misspelled op_id would otherwise turn an idempotent write into one
+// that is applied every time it is sent.
 func jsonFieldError(body []byte, newMsg func() proto.Message) error {
-	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
-	err := opts.Unmarshal(body, newMsg())
+	err := strictJSON.Unmarshal(body, newMsg())
 	if err == nil {
 		return nil
 	}
@@ -107,14 +109,44 @@ func jsonFieldError(body []byte, newMsg func() proto.Message) error {
 		names = append(names, name)
 	}
 	sort.Strings(names) // report the same field every time
+	md := newMsg().ProtoReflect().Descriptor()
+	for _, name := range names {
+		if jsonField(md, name) == nil {
+			return fence.Invalid(name, fieldsOf(md), "")
+		}
+	}
 	for _, name := range names {
 		one, _ := json.Marshal(map[string]json.RawMessage{name: fields[name]})
-		if ferr := opts.Unmarshal(one, newMsg()); ferr != nil {
+		if ferr := strictJSON.Unmarshal(one, newMsg()); ferr != nil {
 			return fence.Invalid(snake(name), fieldBound(ferr), "")
 		}
 	}
 	// Every field decodes alone but not together (e.g. a field given twice).
 	return fence.Invalid("body", protoMessage(err), "")
+}
+
+// strictJSON is the JSON decoder of request bodies: proto3 JSON, unknown
+// fields refused.
+var strictJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
+
+// jsonField is the field protojson decodes name into (its JSON name,
+// lockDelay, or its proto name, lock_delay), or nil.
+func jsonField(md protoreflect.MessageDescriptor, name string) protoreflect.FieldDescriptor {
+	if fd := md.Fields().ByJSONName(name); fd != nil {
+		return fd
+	}
+	return md.Fields().ByTextName(name)
+}
+
+// fieldsOf is the bound an unknown field broke: `a field of
+// fence.v1.AddRequest (resource, token, delta, op_id)`.
+func fieldsOf(md protoreflect.MessageDescriptor) string {
+	fs := md.Fields()
+	names := make([]string, fs.Len())
+	for i := range names {
+		names[i] = string(fs.Get(i).Name())
+	}
+	return "a field of " + string(md.FullName()) + " (" + strings.Join(names, ", ") + ")"
 }
 
 // fieldBound turns a protojson error into the rule the field broke.

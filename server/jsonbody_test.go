@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -64,5 +66,135 @@ func TestBadJSONNamesTheField(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"after-bad-json"`) {
 		t.Fatalf("after bad input: status %d body %s", resp.StatusCode, body)
+	}
+}
+
+// jsonReply is a unary Connect JSON reply: the body, or the error and its
+// ErrorDetail.
+type jsonReply struct {
+	status  int
+	body    string
+	code    string
+	message string
+	detail  *fencev1.ErrorDetail // nil when there is none
+}
+
+// postJSON POSTs body to url+path with Content-Type application/json and
+// the given extra headers, and decodes a Connect error reply.
+func postJSON(t *testing.T, url, path string, body []byte, header map[string]string) jsonReply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	r := jsonReply{status: resp.StatusCode, body: string(raw)}
+	if resp.StatusCode == http.StatusOK {
+		return r
+	}
+	var e struct {
+		Code, Message string
+		Details       []struct{ Type, Value string }
+	}
+	if err := json.Unmarshal(raw, &e); err != nil {
+		t.Fatalf("%s %s: status %d, undecodable error body %q", path, body, resp.StatusCode, raw)
+	}
+	r.code, r.message = e.Code, e.Message
+	if len(e.Details) == 1 {
+		b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(e.Details[0].Value, "="))
+		var d fencev1.ErrorDetail
+		if err != nil || proto.Unmarshal(b, &d) != nil {
+			t.Fatalf("%s %s: undecodable detail %q", path, body, e.Details[0].Value)
+		}
+		r.detail = &d
+	}
+	return r
+}
+
+// wantInvalidJSON checks r is invalid_argument with an INVALID_ARGUMENT
+// detail for field whose bound contains bound, and a message that contains
+// message.
+func wantInvalidJSON(t *testing.T, what string, r jsonReply, field, bound, message string) {
+	t.Helper()
+	if r.status != http.StatusBadRequest || r.code != "invalid_argument" || r.detail == nil {
+		t.Fatalf("%s: status %d body %s; want 400 invalid_argument with one detail", what, r.status, r.body)
+	}
+	d := r.detail
+	if d.Reason != "INVALID_ARGUMENT" || d.Field != field || !strings.Contains(d.Bound, bound) || !strings.Contains(r.message, message) {
+		t.Fatalf("%s: detail reason=%s field=%q bound=%q, message %q; want INVALID_ARGUMENT, %q, bound containing %q, message containing %q",
+			what, d.Reason, d.Field, d.Bound, r.message, field, bound, message)
+	}
+}
+
+// TestUnknownJSONFieldsRefused: a field the request message does not have
+// is refused with invalid_argument naming it, not silently dropped. Before,
+// `opID` (neither op_id nor opId) was ignored and an add sent three times
+// was applied three times; `bogus` was granted; `wiat` made a wait a try.
+func TestUnknownJSONFieldsRefused(t *testing.T) {
+	_, url := startServer(t)
+	lease := postJSON(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"typo-lock","owner":"A","ttl":"3600s"}`), nil)
+	var got struct{ Lease struct{ Token string } }
+	if lease.status != http.StatusOK || json.Unmarshal([]byte(lease.body), &got) != nil {
+		t.Fatalf("acquire: %d %s", lease.status, lease.body)
+	}
+	tok := got.Lease.Token
+
+	typo := []byte(`{"resource":"typo","token":` + tok + `,"delta":1,"opID":"once"}`)
+	for i := 0; i < 3; i++ {
+		wantInvalidJSON(t, "add with opID", postJSON(t, url, "/fence.v1.ResourceService/Add", typo, nil),
+			"opID", "a field of fence.v1.AddRequest (resource, token, delta, op_id)", "invalid opID: must be a field of fence.v1.AddRequest")
+	}
+	read := postJSON(t, url, "/fence.v1.ResourceService/Read", []byte(`{"resource":"typo"}`), nil)
+	if read.status != http.StatusOK || strings.Contains(read.body, `"version"`) {
+		t.Fatalf("after three refused adds: read %d %s; want the resource never written", read.status, read.body)
+	}
+	// Both spellings protojson knows stay accepted, and keep idempotency.
+	for _, spelling := range []string{"op_id", "opId", "op_id"} {
+		r := postJSON(t, url, "/fence.v1.ResourceService/Add", []byte(`{"resource":"typo","token":`+tok+`,"delta":1,"`+spelling+`":"once"}`), nil)
+		if r.status != http.StatusOK || !strings.Contains(r.body, `"value":"1"`) {
+			t.Fatalf("add with %s: %d %s; want value 1 every time", spelling, r.status, r.body)
+		}
+	}
+
+	wantInvalidJSON(t, "acquire with bogus", postJSON(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"x","ttl":"5s","bogus":1}`), nil),
+		"bogus", "a field of fence.v1.AcquireRequest", "invalid bogus")
+	wantInvalidJSON(t, "acquire with wiat", postJSON(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"typo-lock","owner":"B","ttl":"5s","wiat":"2s"}`), nil),
+		"wiat", "a field of fence.v1.AcquireRequest", "invalid wiat")
+	if r := postJSON(t, url, "/fence.v1.LockService/Get", []byte(`{"name":"x"}`), nil); r.status != http.StatusOK || strings.Contains(r.body, "lease") {
+		t.Fatalf("get x after a refused acquire: %d %s; want no lease", r.status, r.body)
+	}
+
+	// Gzip-compressed JSON is decoded by Connect (no detail), and refused too.
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	zw.Write(typo)
+	zw.Close()
+	r := postJSON(t, url, "/fence.v1.ResourceService/Add", zipped.Bytes(), map[string]string{"Content-Encoding": "gzip"})
+	if r.status != http.StatusBadRequest || r.code != "invalid_argument" || !strings.Contains(r.message, "invalid opID: must be a field of fence.v1.AddRequest") {
+		t.Fatalf("gzipped add with opID: %d %s; want 400 invalid_argument naming opID", r.status, r.body)
+	}
+
+	// Binary protobuf keeps accepting unknown fields (field 99, varint 1).
+	msg, err := proto.Marshal(&fencev1.GetRequest{Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg = append(msg, 0x98, 0x06, 0x01)
+	resp, err := http.Post(url+"/fence.v1.LockService/Get", "application/proto", bytes.NewReader(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("binary get with an unknown field: status %d; want 200", resp.StatusCode)
 	}
 }

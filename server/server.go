@@ -66,6 +66,7 @@ func New(cfg Config) (*Server, error) {
 		// 18% of CPU at 64 clients). Large Read replies still compress.
 		connect.WithCompressMinBytes(compressMinBytes),
 	}
+	opts = append(opts, jsonCodecs()...)
 	lockPath, lockHandler := fencev1connect.NewLockServiceHandler(lockService{s}, opts...)
 	resPath, resHandler := fencev1connect.NewResourceServiceHandler(resourceService{s}, opts...)
 	mux := http.NewServeMux()
