@@ -128,7 +128,8 @@ func (c Config) withInitial() Config {
 
 // setConfig applies an OpConfig: the new rules hold for later commands. It
 // changes nothing already decided (a lease granted with a TTL above the new
-// MaxTTL keeps it; ids and waiters above a new cap stay until they end).
+// MaxTTL keeps its remaining time, though its renewals are cut to the new
+// bound; ids and waiters above a new cap stay until they end).
 func (m *impl) setConfig(cmd Command) Result {
 	if err := cmd.Config.Validate(); err != nil {
 		return Result{Err: err}

@@ -44,13 +44,26 @@ func TestLoweredMaxTTLKeepsAcknowledgedLeases(t *testing.T) {
 	if e.Field != "ttl" || e.Bound != "at most 1h0m0s" {
 		t.Fatalf("refusal %+v, want ttl at most 1h", e)
 	}
-	// A renewal that keeps the lease's own TTL is not a new bound: A keeps
-	// its acknowledged 2h lease alive. Asking for more than the bound is.
-	if r := mustOK(t, m, renew(at(5), "a", 1, 0)); r.Lease.TTL != 2*time.Hour {
-		t.Fatalf("renew kept TTL %v", r.Lease.TTL)
+	// A's 2h lease keeps its remaining time, but a renewal is cut to the
+	// new bound, even one asking for the lease's own TTL (TTL 0): else a
+	// lease granted under the old bound would be renewed above the new
+	// one forever. Asking for more than the bound is refused.
+	if li := m.Lock("a", at(5)); li.Lease.Remaining != 2*time.Hour-4*time.Second {
+		t.Fatalf("a before its renewal: %+v", li.Lease)
+	}
+	if r := mustOK(t, m, renew(at(5), "a", 1, 0)); r.Lease.TTL != time.Hour || r.Lease.Remaining != time.Hour {
+		t.Fatalf("renew with TTL 0 above the lowered bound: %+v, want TTL and remaining 1h", r.Lease)
 	}
 	errAs[*fence.InvalidError](t, m.Apply(renew(at(5), "a", 1, 90*time.Minute)).Err)
+	if r := mustOK(t, m, renew(at(5), "a", 1, 0)); r.Lease.TTL != time.Hour {
+		t.Fatalf("second renewal: %+v", r.Lease)
+	}
+	mustOK(t, m, tick(at(5)+int64(time.Hour)))
+	if li := m.Lock("a", at(5)+int64(time.Hour)); li.Lease != nil {
+		t.Fatalf("a renewed past the lowered bound: %+v", li.Lease)
+	}
 	mustGrant(t, m, acq(at(6), "c", "C", time.Hour), 3)
+	log = append(log, renew(at(5), "a", 1, 0))
 
 	// Replaying the same log gives the same state whatever a process was
 	// started with: the machine's decisions depend only on the log.

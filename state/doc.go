@@ -16,8 +16,9 @@
 // and carried by snapshots. A machine starts from [InitialConfig] ([New]);
 // an OpConfig applies to the commands after it and never undoes what was
 // decided before it (a lease granted with a TTL above a lowered MaxTTL
-// keeps it). The only legal way to change the rules of a running store is
-// an OpConfig in its log: the node proposes one when the operator's
+// keeps its remaining time; its renewals are cut to the new bound). The
+// only legal way to change the rules of a running store is an OpConfig in
+// its log: the node proposes one when the operator's
 // configuration differs from [Machine.Config]. [NewWithConfig] is for tests
 // and tools, never for a replica.
 //
@@ -40,9 +41,12 @@
 // 100,000 in all; at most a million locks held, delayed or with waiters
 // (MaxLocks; 0, no cap, in InitialConfig); at most 100,000 fenced
 // resources holding 256 MiB of values. [Config.Validate] names the first field out of bounds; an
-// OpConfig that fails it is refused and changes nothing. A renewal with TTL
-// 0 keeps its lease's own TTL even above a lowered MaxTTL (the lease was
-// acknowledged with it); a renewal asking for more than MaxTTL is refused.
+// OpConfig that fails it is refused and changes nothing. A lease granted
+// under a higher MaxTTL keeps the time it has left, but every renewal is
+// cut to the MaxTTL in force: one with TTL 0 (the lease's own) renews for
+// min(own TTL, MaxTTL), and the lease's TTL becomes that; a renewal asking
+// for more than MaxTTL is refused. (Only once an OpConfig was applied, so
+// a format-1 log replays as decided.)
 //
 // The command codec writes version 2 only for what version 1 cannot say
 // (OpConfig, OpDelete, a cancel's Attempt); every other command is encoded

@@ -3,7 +3,7 @@ package state
 import "github.com/fenceworks/fence"
 
 // renew extends the lease of the current holder of cmd.Name by cmd.TTL (or
-// its own TTL when cmd.TTL is 0), counted from now.
+// its own TTL when cmd.TTL is 0, cut to MaxTTL), counted from now.
 func (m *impl) renew(cmd Command) Result {
 	if err := m.validateRenew(cmd); err != nil {
 		return Result{Err: err}
@@ -21,6 +21,13 @@ func (m *impl) renew(cmd Command) Result {
 	}
 	if cmd.TTL != 0 {
 		g.ttl = cmd.TTL
+	}
+	// A lease granted under a higher MaxTTL keeps the time it has left, but
+	// each renewal is cut to the bound in force (else TTL 0 would renew it
+	// above the bound forever). Only once configured: a format-1 log
+	// replays as it was decided (its MaxTTL is the largest anyway).
+	if m.configured && g.ttl > m.cfg.MaxTTL {
+		g.ttl = m.cfg.MaxTTL
 	}
 	g.expiresAt = m.clock + int64(g.ttl)
 	res.Lease = g.lease(l.name, m.clock)
