@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"sort"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -92,7 +93,8 @@ func isPlainJSON(r *http.Request) bool {
 
 // jsonFieldError returns nil if body decodes into the message, else an
 // *fence.InvalidError naming the offending field (or "body" when the body
-// is not a JSON object at all). Unknown fields are refused, not discarded:
+// is not a JSON object at all) and the rule it broke, in words of its own
+// (never the decoder's message). Unknown fields are refused, not discarded:
 // a misspelled op_id would otherwise turn an idempotent write into one
 // that is applied every time it is sent.
 func jsonFieldError(body []byte, newMsg func() proto.Message) error {
@@ -100,34 +102,111 @@ func jsonFieldError(body []byte, newMsg func() proto.Message) error {
 	if err == nil {
 		return nil
 	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return fence.Invalid("body", "a JSON object ("+protoMessage(err)+")", "")
+	if got := notAnObject(body); got != "" {
+		return fence.Invalid("body", "a JSON object, got "+got, "")
 	}
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names) // report the same field every time
 	md := newMsg().ProtoReflect().Descriptor()
-	for _, name := range names {
-		if jsonField(md, name) == nil {
-			return fence.Invalid(name, fieldsOf(md), "")
+	members := objectMembers(body)
+	seen := make(map[protoreflect.Name]string, len(members))
+	for _, m := range members {
+		fd := jsonField(md, m.name)
+		if fd == nil {
+			return fence.Invalid(m.name, fieldsOf(md), "")
+		}
+		if prev, dup := seen[fd.Name()]; dup {
+			return fence.Invalid(string(fd.Name()), fmt.Sprintf("given once (got %q and %q)", prev, m.name), "")
+		}
+		seen[fd.Name()] = m.name
+	}
+	for _, m := range members {
+		one, _ := json.Marshal(m.name)
+		one = append(append(append(append([]byte("{"), one...), ':'), m.value...), '}')
+		if strictJSON.Unmarshal(one, newMsg()) != nil {
+			fd := jsonField(md, m.name)
+			return fence.Invalid(string(fd.Name()), fieldBound(fd, m.value), "")
 		}
 	}
-	for _, name := range names {
-		one, _ := json.Marshal(map[string]json.RawMessage{name: fields[name]})
-		if ferr := strictJSON.Unmarshal(one, newMsg()); ferr != nil {
-			return fence.Invalid(snake(name), fieldBound(ferr), "")
-		}
-	}
-	// Every field decodes alone but not together (e.g. a field given twice).
-	return fence.Invalid("body", protoMessage(err), "")
+	// Not reached with the request messages of this API: every member
+	// decodes alone and none is repeated.
+	return fence.Invalid("body", "a JSON object that decodes as "+string(md.FullName()), "")
 }
 
 // strictJSON is the JSON decoder of request bodies: proto3 JSON, unknown
 // fields refused.
 var strictJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
+
+// notAnObject describes body ("null", "an array", "malformed JSON (at byte
+// 7)", ...) when it is not one JSON object; it returns "" when it is.
+func notAnObject(body []byte) string {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return "an empty body"
+	}
+	var v any
+	if err := json.Unmarshal(trimmed, &v); err != nil {
+		var syn *json.SyntaxError
+		switch {
+		case err.Error() == "unexpected end of JSON input":
+			return fmt.Sprintf("JSON that ends early (after %d bytes)", len(body))
+		case errors.As(err, &syn):
+			return fmt.Sprintf("malformed JSON (at byte %d)", int64(len(body)-len(bytes.TrimLeft(body, " \t\r\n")))+syn.Offset)
+		}
+		return "malformed JSON"
+	}
+	return jsonKind(trimmed)
+}
+
+// jsonKind names the kind of the JSON value raw ("" for an object).
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return ""
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 'n':
+		return "null"
+	case 't':
+		return "true"
+	case 'f':
+		return "false"
+	}
+	return "a number"
+}
+
+// member is one "name": value of a JSON object, in body order.
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// objectMembers lists the members of body, a valid JSON object, in order
+// and with repeats (encoding/json's map would keep only the last).
+func objectMembers(body []byte) []member {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // {
+		return nil
+	}
+	var out []member
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return out
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return out
+		}
+		out = append(out, member{name, v})
+	}
+	return out
+}
 
 // jsonField is the field protojson decodes name into (its JSON name,
 // lockDelay, or its proto name, lock_delay), or nil.
@@ -149,31 +228,79 @@ func fieldsOf(md protoreflect.MessageDescriptor) string {
 	return "a field of " + string(md.FullName()) + " (" + strings.Join(names, ", ") + ")"
 }
 
-// fieldBound turns a protojson error into the rule the field broke.
-func fieldBound(err error) string {
-	msg := protoMessage(err)
-	switch {
-	case strings.Contains(msg, "google.protobuf.Duration"):
-		return `a duration in seconds such as "5s" or "0.25s"`
-	case strings.Contains(msg, "UTF-8"):
+// durationBound is the rule of a proto3 JSON duration.
+const durationBound = `a duration in seconds such as "5s" or "0.25s"`
+
+// fieldBound is the rule raw, the JSON value of fd that protojson refused,
+// broke.
+func fieldBound(fd protoreflect.FieldDescriptor, raw json.RawMessage) string {
+	const digits = " (a JSON number or a string of digits)"
+	switch fd.Kind() {
+	case protoreflect.MessageKind:
+		if fd.Message().FullName() == "google.protobuf.Duration" {
+			return durationBound
+		}
+		return "a JSON object"
+	case protoreflect.StringKind:
+		if got := jsonKind(raw); got != "a string" {
+			return "a JSON string, got " + got
+		}
+		if esc := loneSurrogate(raw); esc != "" {
+			return "valid UTF-8 (a lone surrogate " + esc + ")"
+		}
 		return "valid UTF-8"
-	case strings.Contains(msg, "uint64") || strings.Contains(msg, "uint32"):
-		return "an unsigned integer (a JSON number or a string of digits)"
-	case strings.Contains(msg, "int64"):
-		return "an integer (a JSON number or a string of digits)"
-	case strings.Contains(msg, "bytes"):
-		return "base64"
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return "an unsigned 64-bit integer" + digits
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return "an unsigned 32-bit integer" + digits
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return "a 64-bit integer" + digits
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return "a 32-bit integer" + digits
+	case protoreflect.BytesKind:
+		return "base64 (standard or URL-safe alphabet)"
+	case protoreflect.BoolKind:
+		return "true or false"
 	}
-	return msg
+	return "a JSON " + fd.Kind().String()
 }
 
-// protoMessage strips protojson's "proto: (line 1:7): " prefix.
-func protoMessage(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, "): "); i >= 0 && strings.HasPrefix(msg, "proto:") {
-		msg = msg[i+3:]
+// loneSurrogate returns the first \uXXXX escape in raw (a JSON string) that
+// is half of a UTF-16 surrogate pair without its other half, or "".
+func loneSurrogate(raw []byte) string {
+	s := string(raw)
+	// esc returns the code unit of a \uXXXX escape at s[i:], or -1.
+	esc := func(i int) int {
+		if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(s[i+2:i+6], 16, 16)
+		if err != nil {
+			return -1
+		}
+		return int(n)
 	}
-	return strings.TrimPrefix(msg, "proto: ")
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		u := esc(i)
+		switch {
+		case u < 0:
+			i++ // an escape like \" or \\: skip the escaped character
+		case u >= 0xD800 && u <= 0xDBFF:
+			if low := esc(i + 6); low >= 0xDC00 && low <= 0xDFFF {
+				i += 11
+				continue
+			}
+			return s[i : i+6]
+		case u >= 0xDC00 && u <= 0xDFFF:
+			return s[i : i+6]
+		default:
+			i += 5
+		}
+	}
+	return ""
 }
 
 // snake turns a JSON name (lockDelay or lock_delay) into the proto field name.

@@ -29,7 +29,7 @@ func TestBadJSONNamesTheField(t *testing.T) {
 		{"/fence.v1.LockService/Acquire", `{"name":"x","ttl":"250ms"}`, "ttl", `"0.25s"`},
 		{"/fence.v1.LockService/Acquire", `{"name":"x","ttl":"5s","lockDelay":"soon"}`, "lock_delay", "duration"},
 		{"/fence.v1.LockService/Acquire", "{\"name\":\"\xff\xfe\",\"ttl\":\"5s\"}", "name", "valid UTF-8"},
-		{"/fence.v1.LockService/Renew", `{"name":"x","token":"-1"}`, "token", "unsigned integer"},
+		{"/fence.v1.LockService/Renew", `{"name":"x","token":"-1"}`, "token", "unsigned 64-bit integer"},
 		{"/fence.v1.ResourceService/Add", `{"resource":"r","token":1,"delta":"many"}`, "delta", "integer"},
 		{"/fence.v1.ResourceService/Write", `{"resource":"r","token":1,"value":"not base64!"}`, "value", "base64"},
 	} {
@@ -196,5 +196,46 @@ func TestUnknownJSONFieldsRefused(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("binary get with an unknown field: status %d; want 200", resp.StatusCode)
+	}
+}
+
+// TestJSONRefusalsReadWell: every JSON body the decoder refuses is answered
+// "invalid FIELD: must be RULE" in words of the server's own, never the
+// decoder's ("must be unexpected token null", "must be unexpected EOF").
+func TestJSONRefusalsReadWell(t *testing.T) {
+	_, url := startServer(t)
+	const acquire, list = "/fence.v1.LockService/Acquire", "/fence.v1.LockService/List"
+	for _, tc := range []struct {
+		path, body, field, bound string
+	}{
+		{acquire, `null`, "body", "a JSON object, got null"},
+		{acquire, ` [1,2]`, "body", "a JSON object, got an array"},
+		{acquire, `"x"`, "body", "a JSON object, got a string"},
+		{acquire, `7`, "body", "a JSON object, got a number"},
+		{acquire, `true`, "body", "a JSON object, got true"},
+		{acquire, ``, "body", "a JSON object, got an empty body"},
+		{acquire, `{"name": "x", "ttl": `, "body", "a JSON object, got JSON that ends early (after 21 bytes)"},
+		{acquire, `{"name":"x"} extra`, "body", "a JSON object, got malformed JSON (at byte 14)"},
+		{acquire, `{"name":"x","ttl":"5s",}`, "body", "a JSON object, got malformed JSON (at byte 24)"},
+		{acquire, `{"name":"x\ud800","ttl":"5s"}`, "name", `valid UTF-8 (a lone surrogate \ud800)`},
+		{acquire, `{"name":"\\\udc00x","ttl":"5s"}`, "name", `valid UTF-8 (a lone surrogate \udc00)`},
+		{acquire, `{"name":"\ud800\u0041","ttl":"5s"}`, "name", `valid UTF-8 (a lone surrogate \ud800)`},
+		{acquire, "{\"owner\":\"\xff\",\"name\":\"x\",\"ttl\":\"5s\"}", "owner", "valid UTF-8"},
+		{acquire, `{"name":"\ud83d\ude00","ttl":"5"}`, "ttl", `a duration in seconds such as "5s" or "0.25s"`},
+		{acquire, `{"name":1,"ttl":"5s"}`, "name", "a JSON string, got a number"},
+		{acquire, `{"name":"x","ttl":{}}`, "ttl", `a duration in seconds such as "5s" or "0.25s"`},
+		{acquire, `{"name":"x","name":"y","ttl":"5s"}`, "name", `given once (got "name" and "name")`},
+		{acquire, `{"name":"x","requestId":"a","request_id":"b","ttl":"5s"}`, "request_id", `given once (got "requestId" and "request_id")`},
+		{list, `{"pageSize":5000000000}`, "page_size", "an unsigned 32-bit integer (a JSON number or a string of digits)"},
+		{"/fence.v1.LockService/Renew", `{"name":"x","token":-1}`, "token", "an unsigned 64-bit integer (a JSON number or a string of digits)"},
+		{"/fence.v1.ResourceService/Add", `{"resource":"r","token":1,"delta":1.5}`, "delta", "a 64-bit integer (a JSON number or a string of digits)"},
+		{"/fence.v1.ResourceService/Write", `{"resource":"r","token":1,"value":"no!"}`, "value", "base64 (standard or URL-safe alphabet)"},
+	} {
+		r := postJSON(t, url, tc.path, []byte(tc.body), nil)
+		want := "invalid " + tc.field + ": must be " + tc.bound
+		wantInvalidJSON(t, tc.body, r, tc.field, tc.bound, want)
+		if r.message != want || r.detail.Bound != tc.bound {
+			t.Errorf("%s %q: message %q bound %q; want %q", tc.path, tc.body, r.message, r.detail.Bound, want)
+		}
 	}
 }
