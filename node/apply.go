@@ -162,16 +162,26 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 	ch := n.wait.add(cmd.RequestID)
 	defer n.wait.remove(cmd.RequestID, ch)
 	res, err := n.propose(ctx, &cmd)
-	if err != nil || !res.Queued {
+	if err != nil {
+		// Another attempt here may have left the queue entry to this one
+		// (endAttempt): if this was the last, withdraw it as that one
+		// would have (a no-op if this attempt was applied after all).
+		if last, highest := n.wait.leave(cmd.RequestID, ch, 0); last && highest > 0 {
+			n.abandonWait(cmd.Name, cmd.RequestID, highest)
+		}
 		return res, err
 	}
+	if !res.Queued {
+		return res, nil
+	}
+	n.wait.saw(cmd.RequestID, res.Attempt)
 	bound := time.NewTimer(cmd.Wait + n.cfg.WaitMargin)
 	defer bound.Stop()
 	select {
 	case ev := <-ch:
 		return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
 	case <-ctx.Done():
-		n.abandonWait(cmd.Name, cmd.RequestID, res.Attempt)
+		n.endAttempt(cmd.Name, cmd.RequestID, ch, res.Attempt)
 		return state.Result{}, ctx.Err()
 	case <-bound.C:
 		select {
@@ -179,11 +189,12 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 			return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
 		default:
 		}
-		if err := n.abandonWait(cmd.Name, cmd.RequestID, res.Attempt); err != nil {
+		if err := n.endAttempt(cmd.Name, cmd.RequestID, ch, res.Attempt); err != nil {
 			return state.Result{}, fmt.Errorf("%w: a wait past its bound could not be withdrawn: %v", ErrUnknownOutcome, err)
 		}
-		// Withdrawn (or, had the grant won the race, released): the
-		// caller holds nothing, as when a wait runs out.
+		// Withdrawn (or, had the grant won the race, released), or left
+		// to another attempt of the request waiting here: this caller
+		// holds nothing, as when a wait runs out.
 		return state.Result{Err: &fence.BusyError{Name: cmd.Name, Waited: true}, Events: res.Events}, nil
 	case <-n.closing:
 		return state.Result{}, ErrClosed
@@ -192,6 +203,21 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 		// an orphan unless its client retries (package doc, Orphans).
 		return state.Result{}, n.unknown(errors.New("queued when the node failed"))
 	}
+}
+
+// endAttempt ends one attempt (waiting on ch, applied as attempt) of a
+// queued acquire whose caller went away or whose wait ran past its bound.
+// While another attempt of the same request_id still waits on this node,
+// the queue entry is its: nothing is proposed. The last attempt to end
+// withdraws it naming the highest attempt this node has seen for it, so
+// the entry is not left queued for nobody. A retry applied meanwhile (a
+// newer attempt) still makes that cancel a no-op.
+func (n *Node) endAttempt(name, requestID string, ch chan state.Event, attempt uint32) error {
+	last, highest := n.wait.leave(requestID, ch, attempt)
+	if !last {
+		return nil
+	}
+	return n.abandonWait(name, requestID, highest)
 }
 
 // abandonWait withdraws attempt of a queued acquire whose caller went away

@@ -143,12 +143,17 @@
 // receives the state.Event of the grant or of the wait running out. The
 // wait is bounded by Wait + Config.WaitMargin even if the caller's context
 // has no deadline; past the bound, or when the caller's context ends, the
-// node proposes state.OpCancelWait naming the attempt its acquire was
-// applied as (Result.Attempt): the machine drops the queued request, or, if
-// the grant won the race, releases that lease and hands the lock on. If a
-// retry of the same request_id was applied since, it made a newer attempt
-// and the cancel is a no-op: the first attempt's dropped connection cannot
-// cancel the retry's wait, nor release the lease the retry returned.
+// attempt ends. If another attempt of the same request_id is still
+// registered on this node, it owns the queue entry and nothing is
+// proposed (a retry that gives up first must not withdraw the wait its
+// first, still connected, attempt is in). The last attempt to end proposes
+// state.OpCancelWait naming the highest attempt this node has seen for the
+// request_id (Result.Attempt, Event.Attempt), so the entry is not left
+// queued for nobody: the machine drops the queued request, or, if the
+// grant won the race, releases that lease and hands the lock on. If a
+// retry was applied since (a newer attempt, on its way here or on another
+// connection), the cancel is a no-op: a dropped connection cannot cancel
+// the retry's wait, nor release the lease the retry returned.
 //
 // Orphans: acquires queued when a node takes office were waited for on a
 // node that is gone (a crash, a restart). After Config.WaiterGrace the node

@@ -12,19 +12,37 @@ import (
 // them, by request_id. A waiter is registered before its acquire is
 // proposed and removed by its owner; deliver never blocks (each waiter
 // channel has room for its one final Event).
+//
+// Several attempts of one request_id (a client's retry while its first
+// connection still waits) wait on one queue entry, so an attempt that
+// gives up must not withdraw it while another attempt here still waits:
+// leave tells the attempt that ends whether it was the last one, and the
+// highest attempt this node has seen for the request_id (from Result.Attempt
+// and Event.Attempt), which the last one's cancel must name.
 type waiters struct {
 	mu sync.Mutex
-	m  map[string][]chan state.Event
+	m  map[string]*waitEntry
 	n  int
 }
 
-func newWaiters() *waiters { return &waiters{m: make(map[string][]chan state.Event)} }
+// waitEntry is the attempts of one request_id waiting on this node.
+type waitEntry struct {
+	chans   []chan state.Event
+	attempt uint32 // highest attempt seen while any was registered
+}
+
+func newWaiters() *waiters { return &waiters{m: make(map[string]*waitEntry)} }
 
 // add registers a waiter for id.
 func (w *waiters) add(id string) chan state.Event {
 	ch := make(chan state.Event, 1)
 	w.mu.Lock()
-	w.m[id] = append(w.m[id], ch)
+	e := w.m[id]
+	if e == nil {
+		e = &waitEntry{}
+		w.m[id] = e
+	}
+	e.chans = append(e.chans, ch)
 	w.n++
 	w.mu.Unlock()
 	return ch
@@ -34,18 +52,46 @@ func (w *waiters) add(id string) chan state.Event {
 func (w *waiters) remove(id string, ch chan state.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	list := w.m[id]
-	for i, c := range list {
+	w.removeLocked(id, ch)
+}
+
+// leave unregisters ch, an attempt that gives up having been applied as
+// attempt. last reports whether no other attempt of id is registered here
+// now; highest is the highest attempt seen for id (at least attempt).
+func (w *waiters) leave(id string, ch chan state.Event, attempt uint32) (last bool, highest uint32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	highest = attempt
+	if e := w.m[id]; e != nil {
+		highest = max(highest, e.attempt)
+	}
+	w.removeLocked(id, ch)
+	return w.m[id] == nil, highest
+}
+
+func (w *waiters) removeLocked(id string, ch chan state.Event) {
+	e := w.m[id]
+	if e == nil {
+		return
+	}
+	for i, c := range e.chans {
 		if c == ch {
-			list = append(list[:i:i], list[i+1:]...)
+			e.chans = append(e.chans[:i:i], e.chans[i+1:]...)
 			w.n--
 			break
 		}
 	}
-	if len(list) == 0 {
+	if len(e.chans) == 0 {
 		delete(w.m, id)
-	} else {
-		w.m[id] = list
+	}
+}
+
+// saw records that id was applied as attempt (while a waiter is registered).
+func (w *waiters) saw(id string, attempt uint32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := w.m[id]; e != nil {
+		e.attempt = max(e.attempt, attempt)
 	}
 }
 
@@ -53,7 +99,12 @@ func (w *waiters) remove(id string, ch chan state.Event) {
 func (w *waiters) deliver(ev state.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, ch := range w.m[ev.RequestID] {
+	e := w.m[ev.RequestID]
+	if e == nil {
+		return
+	}
+	e.attempt = max(e.attempt, ev.Attempt)
+	for _, ch := range e.chans {
 		select {
 		case ch <- ev:
 		default:
@@ -65,7 +116,7 @@ func (w *waiters) deliver(ev state.Event) {
 func (w *waiters) has(id string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.m[id]) > 0
+	return w.m[id] != nil
 }
 
 // count is the number of registered waiters.
