@@ -19,7 +19,11 @@
 // ready (writes.go), a header cap, and a 4 MiB cap on a request
 // message (on the wire and once decompressed) refused with invalid_argument
 // naming it. A waiting acquire's handler is bounded by its wait plus a
-// margin and answers before the client's own deadline (wait.go).
+// margin and answers before the client's own deadline; a deadline that
+// leaves no more than the reply margin makes it a try (wait.go). A
+// malformed Connect-Timeout-Ms or grpc-timeout is refused like any bad
+// input (timeout.go), and so is a JSON field the request message does not
+// have (jsonbody.go, codec.go).
 //
 // Run is what `fence serve` calls; New, Serve, Handler and Shutdown are the
 // lower-level pieces for in-process tests and `fence lab`.

@@ -10,9 +10,10 @@ import (
 // after its client had given up and retried).
 const (
 	// replyMargin is kept between the end of a wait and the client's own
-	// deadline (Connect-Timeout-Ms, grpc-timeout): the machine ends the
-	// wait and the answer (the grant or BUSY) travels back within it. It is
-	// at most a quarter of the client's budget.
+	// deadline (Connect-Timeout-Ms, grpc-timeout): the proposal commits,
+	// the machine ends the wait and the answer (the grant or BUSY) travels
+	// back within it. A client whose deadline leaves no more than this
+	// gets a try instead of a wait.
 	replyMargin = time.Second
 	// handlerMargin is how much longer than its wait a waiting handler may
 	// run: the machine ends a wait by itself at its deadline; past this the
@@ -20,18 +21,26 @@ const (
 	handlerMargin = 5 * time.Second
 )
 
-// boundWait returns the wait to propose and the context to wait in. A wait
-// longer than the client's deadline allows (its budget less the reply
-// margin) is shortened, so the client hears the grant or BUSY (Waited)
-// before it gives up instead of a grant it never sees. The context ends
-// handlerMargin after the wait even when the client set no deadline.
+// boundWait returns the context to apply in, the wait to propose, and the
+// context's cancel. A wait longer than the client's deadline allows (its
+// budget less replyMargin) is shortened, so the client hears the grant or
+// BUSY (waited) before it gives up instead of a grant it never sees. The
+// context ends handlerMargin after the wait even when the client set no
+// deadline.
+//
+// A client deadline that leaves replyMargin or less (Connect-Timeout-Ms:
+// 100) makes the acquire a try: granted at once or BUSY. The try is applied
+// in a context without the client's deadline (bounded by handlerMargin), so
+// the client hears the machine's answer, never a bare deadline_exceeded
+// because the commit took longer than its budget on a loaded machine.
 func boundWait(ctx context.Context, wait time.Duration) (context.Context, time.Duration, context.CancelFunc) {
 	if dl, ok := ctx.Deadline(); ok {
 		budget := time.Until(dl)
-		margin := min(replyMargin, budget/4)
-		if budget-margin < wait {
-			wait = max(budget-margin, time.Millisecond)
+		if budget <= replyMargin {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handlerMargin)
+			return ctx, 0, cancel
 		}
+		wait = min(wait, budget-replyMargin)
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait+handlerMargin)
 	return ctx, wait, cancel

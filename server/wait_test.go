@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +40,54 @@ func TestBoundWait(t *testing.T) {
 	defer cancel3()
 	if wait != time.Second {
 		t.Fatalf("a wait that fits the client deadline was changed to %s", wait)
+	}
+
+	// A client deadline that leaves no more than the reply margin makes a
+	// try, in a context the client's deadline does not end.
+	for _, budget := range []time.Duration{replyMargin, 100 * time.Millisecond, -time.Second} {
+		tight, cancelTight := context.WithTimeout(context.Background(), budget)
+		before := time.Now()
+		ctx, wait, cancel := boundWait(tight, time.Hour)
+		dl, ok := ctx.Deadline()
+		if wait != 0 || !ok || dl.Before(before.Add(handlerMargin)) {
+			t.Errorf("%s client budget, 1h wait: wait %s, deadline in %s (ok %t); want a try (0) with a deadline %s away", budget, wait, time.Until(dl), ok, handlerMargin)
+		}
+		cancelTight()
+		if ctx.Err() != nil {
+			t.Errorf("%s client budget: the try's context ended with the client's: %v", budget, ctx.Err())
+		}
+		cancel()
+	}
+}
+
+// TestTinyClientDeadlineIsATry: with a client deadline shorter than the
+// reply margin (Connect-Timeout-Ms: 1, grpc-timeout: 1m) a waiting acquire
+// is answered by the machine as a try, BUSY on a held lock and the grant on
+// a free one, never deadline_exceeded before the server answered (it was:
+// the wait was shortened to 1ms and the client's deadline cut the commit).
+func TestTinyClientDeadlineIsATry(t *testing.T) {
+	_, url := startServer(t)
+	hold := postJSON(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"tiny-held","owner":"A","ttl":"3600s"}`), nil)
+	if hold.status != http.StatusOK {
+		t.Fatalf("acquire: %d %s", hold.status, hold.body)
+	}
+	tiny := map[string]string{"Connect-Timeout-Ms": "1"}
+	r := postJSON(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"tiny-held","owner":"B","ttl":"5s","wait":"20s"}`), tiny)
+	if r.status != http.StatusTooManyRequests || r.detail == nil || r.detail.Reason != "BUSY" || r.detail.Holder != "A" || r.detail.Waited {
+		t.Fatalf("1ms deadline, 20s wait on a held lock: %d %s; want BUSY held by A, not waited", r.status, r.body)
+	}
+	r = postJSON(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"tiny-free","owner":"B","ttl":"5s","wait":"20s"}`), tiny)
+	if r.status != http.StatusOK || !strings.Contains(r.body, `"owner":"B"`) {
+		t.Fatalf("1ms deadline, 20s wait on a free lock: %d %s; want the grant", r.status, r.body)
+	}
+
+	grpc := protocols(url)[1]
+	req := connect.NewRequest(&fencev1.AcquireRequest{Name: "tiny-held", Owner: "C", Ttl: durationpb.New(5 * time.Second), Wait: durationpb.New(20 * time.Second)})
+	req.Header().Set("Grpc-Timeout", "1m")
+	_, err := grpc.locks.Acquire(context.Background(), req)
+	var busy *fence.BusyError
+	if !errors.As(apierr.FromConnect(err), &busy) || busy.Holder != "A" || busy.Waited {
+		t.Fatalf("gRPC, 1ms deadline, 20s wait on a held lock: %v; want BUSY held by A, not waited", err)
 	}
 }
 
