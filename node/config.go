@@ -73,14 +73,18 @@ type Config struct {
 	WaitMargin time.Duration
 	// TrailingLogs is how many entries raft keeps in the log behind a
 	// snapshot (for a follower catching up; a single node needs none).
-	// Default 1024 (raft's 10240 could keep 10 GiB of 1 MiB writes on
-	// disk); the WAL frees whole segments only.
+	// Default 64 (DefaultTrailingLogs): entries may be 1 MiB writes, so
+	// raft's 10240 could keep 10 GiB on disk and 1024 kept 1 GiB. The
+	// WAL frees whole segments only (see the package doc, Snapshots).
 	TrailingLogs uint64
 
 	// wrapLog, for tests, wraps the log store under the node's fail-stop
 	// guard (to inject slow or failing writes).
 	wrapLog func(raft.LogStore) raft.LogStore
 }
+
+// DefaultTrailingLogs is Config.TrailingLogs when unset.
+const DefaultTrailingLogs = 64
 
 func (c Config) withDefaults() Config {
 	if c.NodeID == "" {
@@ -166,7 +170,7 @@ func (c Config) raftConfig() *raft.Config {
 	// SnapshotInterval, is a backstop.
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.SnapshotInterval = 30 * time.Second
-	rc.TrailingLogs = 1024
+	rc.TrailingLogs = DefaultTrailingLogs
 	if c.TrailingLogs > 0 {
 		rc.TrailingLogs = c.TrailingLogs
 	}

@@ -38,8 +38,12 @@
 // large state is serialised whole while applies wait, so it is snapshotted
 // about as often as the log it saves replaying grows; raft's own check,
 // every 30s, is a backstop), and raft then compacts
-// the log behind it, keeping Config.TrailingLogs entries. A restart
-// restores the last snapshot and replays the short tail. Open gives up
+// the log behind it, keeping Config.TrailingLogs entries (default 64).
+// raft-wal deletes a segment file only once every entry in it is
+// compacted, and preallocates the next, so the WAL dir holds at most about
+// SnapshotBytes + TrailingLogs × the largest entry + two segments
+// (TestWALSegmentsDeletedAfterSnapshots). A restart restores the last
+// snapshot and replays the short tail. Open gives up
 // after Config.ReadyTimeout, and then closes everything: raft never answers
 // a future still queued when it shuts down, so the node never waits on a
 // raft future without also watching its own shutdown (Node.await).
