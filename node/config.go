@@ -66,7 +66,8 @@ type Config struct {
 	// WaiterGrace is how long a node that took office waits for clients to
 	// re-attach to acquires that were queued when it took office (a retry
 	// with the same request_id) before it withdraws the others: a waiter
-	// nobody waits for is never granted a lock. Default 5s.
+	// nobody waits for holds a lock at most this long (it may be granted
+	// during the grace; its cancel then releases the lease). Default 5s.
 	WaiterGrace time.Duration
 	// WaitMargin bounds a blocking acquire at its Wait plus this margin
 	// even when the caller's context has no deadline. Default 2s.

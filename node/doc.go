@@ -163,8 +163,10 @@
 // node that is gone (a crash, a restart). After Config.WaiterGrace the node
 // cancels (with the attempt recorded at takeoffice) every one that no call
 // on this node waits for; a client that retried within the grace made a
-// newer attempt and keeps its place. So a dead waiter is never granted a
-// lock that would then sit unused for its whole TTL.
+// newer attempt and keeps its place. During the grace an orphan may be
+// granted the lock (it is first in line); its cancel at the grace's end
+// then releases that lease and hands the lock on, so a dead waiter holds a
+// lock for at most the grace, never its whole TTL.
 //
 // # Reads
 //

@@ -8,8 +8,9 @@ import (
 
 // reapOrphans withdraws the acquires that were queued when this node took
 // office (clock c) and that no client waits for: their clients waited on a
-// node that is gone (a crash, a restart), and granting them the lock would
-// leave it with nobody for a whole TTL. Clients get Config.WaiterGrace to
+// node that is gone (a crash, a restart), and a lock granted to them would
+// sit with nobody for a whole TTL. One granted during the grace is released
+// by its cancel (the machine releases a held request's lease). Clients get Config.WaiterGrace to
 // re-attach (a retry with the same request_id registers a live attempt here
 // and makes a newer attempt, so the cancel below, which names the attempt
 // recorded at takeoffice, is a no-op for it). It gives up if the node
