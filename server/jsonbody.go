@@ -111,7 +111,11 @@ func jsonFieldError(body []byte, newMsg func() proto.Message) error {
 	for _, m := range members {
 		fd := jsonField(md, m.name)
 		if fd == nil {
-			return fence.Invalid(m.name, fieldsOf(md), "")
+			name := m.name
+			if name == "" {
+				name = `""`
+			}
+			return fence.Invalid(name, fieldsOf(md), "")
 		}
 		if prev, dup := seen[fd.Name()]; dup {
 			return fence.Invalid(string(fd.Name()), fmt.Sprintf("given once (got %q and %q)", prev, m.name), "")
@@ -142,7 +146,9 @@ func notAnObject(body []byte) string {
 	if len(trimmed) == 0 {
 		return "an empty body"
 	}
-	var v any
+	// Into a RawMessage: only the syntax is checked (a number like 1e400
+	// is valid JSON, though no float64 holds it).
+	var v json.RawMessage
 	if err := json.Unmarshal(trimmed, &v); err != nil {
 		var syn *json.SyntaxError
 		switch {

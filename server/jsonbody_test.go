@@ -227,6 +227,8 @@ func TestJSONRefusalsReadWell(t *testing.T) {
 		{acquire, `{"name":"x","name":"y","ttl":"5s"}`, "name", `given once (got "name" and "name")`},
 		{acquire, `{"name":"x","requestId":"a","request_id":"b","ttl":"5s"}`, "request_id", `given once (got "requestId" and "request_id")`},
 		{list, `{"pageSize":5000000000}`, "page_size", "an unsigned 32-bit integer (a JSON number or a string of digits)"},
+		{"/fence.v1.LockService/Renew", `{"name":"x","token":1e400}`, "token", "an unsigned 64-bit integer (a JSON number or a string of digits)"},
+		{"/fence.v1.LockService/Renew", `{"name":"x","":1}`, `""`, "a field of fence.v1.RenewRequest (name, token, ttl)"},
 		{"/fence.v1.LockService/Renew", `{"name":"x","token":-1}`, "token", "an unsigned 64-bit integer (a JSON number or a string of digits)"},
 		{"/fence.v1.ResourceService/Add", `{"resource":"r","token":1,"delta":1.5}`, "delta", "a 64-bit integer (a JSON number or a string of digits)"},
 		{"/fence.v1.ResourceService/Write", `{"resource":"r","token":1,"value":"no!"}`, "value", "base64 (standard or URL-safe alphabet)"},
