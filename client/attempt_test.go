@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/internal/testutil"
 )
 
 // holdProxy forwards HTTP requests to a real server, except the first
@@ -79,7 +81,9 @@ func (p *holdProxy) count() int {
 func TestAcquireAttemptBoundedByWait(t *testing.T) {
 	name := uniq(t)
 	p, url := newHoldProxy(t, serverURL, "Acquire", 1)
-	c := newClientFor(t, url, client.WithAttemptTimeout(200*time.Millisecond))
+	var log testutil.Buffer
+	c := newClientFor(t, url, client.WithAttemptTimeout(200*time.Millisecond),
+		client.WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	// The caller's context outlasts the 300ms bound by far, but ends before
 	// the default attempt timeout (10s): a bound not applied fails here.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -91,6 +95,11 @@ func TestAcquireAttemptBoundedByWait(t *testing.T) {
 	defer l.Release(context.Background())
 	if n := p.count(); n != 2 {
 		t.Fatalf("%d acquire attempts reached the proxy, want 2 (one stalled, one retried)", n)
+	}
+	// The retry is logged with its number and why: the first attempt's
+	// bound, wait + attempt timeout.
+	if out := log.String(); !strings.Contains(out, "attempt=1") || !strings.Contains(out, "attempt timed out after 300ms") {
+		t.Errorf("retry log %q: want attempt=1 and the 300ms bound", out)
 	}
 }
 

@@ -30,3 +30,18 @@ func TestErrReportsPassedDeadline(t *testing.T) {
 		t.Fatal("Done not closed once Err reported the loss")
 	}
 }
+
+// TestStopBeforeStart: a lease ended before it was started (its Client was
+// closed while Acquire ran) has no timer to stop; stop must not touch it.
+func TestStopBeforeStart(t *testing.T) {
+	c, err := New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l := newLease(c, fence.Lease{Name: "x", Token: 7, TTL: time.Second, Remaining: time.Second}, time.Now(), -1)
+	l.stop(ErrClientClosed)
+	if !errors.Is(l.Err(), ErrClientClosed) {
+		t.Fatalf("Err = %v, want ErrClientClosed", l.Err())
+	}
+}
