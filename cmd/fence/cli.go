@@ -64,14 +64,14 @@ global flags (before or after COMMAND):
   --version      print the version
 
 commands:
-  serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt]
-                                                         run a single-node server
+  serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] ...  run a single-node server
+                                                          (fence serve --help: all its flags)
   acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
   renew NAME --token N [--ttl D]
   release NAME --token N
   hold NAME [--ttl D] [--wait D] [--owner S]              hold NAME until Ctrl-C
   run NAME --ttl D [--wait D] [--grace D] -- CMD ARGS...   run CMD while holding NAME
-  locks [PREFIX]
+  locks [PREFIX] [--page-size N]                          list held, delayed or waited-for locks
   write RESOURCE --token N --value V [--op-id S]
   add RESOURCE --token N --delta N [--op-id S]
   delete RESOURCE --token N [--op-id S]
