@@ -89,3 +89,20 @@ func TestMutantMaxLocksReacquireSettlesOnlyItsLock(t *testing.T) {
 		t.Fatalf("tick: %s, want wb granted", describe(r))
 	}
 }
+
+// A waiter handed the lock leaves the MaxWaiters count, so another client
+// can queue behind it. (Kills handOn's "m.waiting--" → "m.waiting++".)
+func TestMutantGrantedWaiterFreesItsWaiterSlot(t *testing.T) {
+	m := NewWithConfig(Config{MaxWaiters: 1})
+	mustGrant(t, m, acq(0, "a", "A", time.Minute), 1)
+	if r := mustOK(t, m, waitAcq(0, "a", "B", time.Minute, time.Minute, "w1")); !r.Queued {
+		t.Fatalf("w1 not queued: %s", describe(r))
+	}
+	r := mustOK(t, m, rel(0, "a", 1))
+	if len(r.Events) != 1 || r.Events[0].Lease == nil {
+		t.Fatalf("release: %s, want w1 granted", describe(r))
+	}
+	if r := mustOK(t, m, waitAcq(0, "a", "C", time.Minute, time.Minute, "w2")); !r.Queued {
+		t.Fatalf("w2 behind the granted w1: %s, want queued", describe(r))
+	}
+}
