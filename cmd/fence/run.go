@@ -80,8 +80,10 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 // goes out killMargin before it, or grace after a SIGTERM if that is
 // earlier. While renewals fail (Lease.RenewErr), SIGTERM goes out grace
 // before that SIGKILL (at once if the failure is known later). A renew
-// refused by the server (the lease is lost before its deadline) sends
-// SIGTERM at once. Signals fence itself gets are passed on to the child.
+// refused by the server (the lease is lost before its deadline: it was
+// released with its token, or expired, and may be granted again already)
+// sends SIGKILL at once, with no grace. Signals fence itself gets are
+// passed on to the child.
 func superviseChild(lease *client.Lease, argv []string, grace time.Duration, stdout, stderr io.Writer) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "FENCE_LOCK="+lease.Name(), "FENCE_TOKEN="+lease.Token().String())
@@ -180,8 +182,11 @@ func (p *stopPlan) next(now, deadline time.Time, renewErr, ended error) (action,
 	if p.killed {
 		return nothing, ""
 	}
+	// lost: the server refused a renewal (NOT_HOLDER, STALE_TOKEN,
+	// LEASE_EXPIRED) or the deadline passed. Either way the lock may already
+	// be someone else's, so there is no grace left to give: SIGKILL now.
 	lost := errors.Is(ended, client.ErrLeaseLost)
-	if !now.Before(p.killAt(deadline)) || (lost && !now.Before(deadline)) {
+	if !now.Before(p.killAt(deadline)) || lost {
 		p.killed = true
 		if p.termAt.IsZero() {
 			p.termAt = now
@@ -195,9 +200,6 @@ func (p *stopPlan) next(now, deadline time.Time, renewErr, ended error) (action,
 		return nothing, ""
 	}
 	switch {
-	case lost:
-		p.termAt = now
-		return sendTerm, ended.Error()
 	case renewErr != nil && !now.Before(deadline.Add(-p.margin-p.grace)):
 		p.termAt = now
 		return sendTerm, fmt.Sprintf("renewals of the lease are failing (%v); it is lost at its safe deadline in %s unless one succeeds",

@@ -43,11 +43,13 @@ func TestStopPlan(t *testing.T) {
 		{"grace longer than the time left: SIGTERM as soon as renewals fail", 5 * time.Second, []step{
 			{0, nil, nil, nothing}, {400, failing, nil, sendTerm}, {899, nil, nil, nothing}, {900, nil, nil, sendKill},
 		}},
-		{"renew refused: SIGTERM at once, SIGKILL by the deadline", 5 * time.Second, []step{
-			{200, nil, lost, sendTerm}, {899, nil, lost, nothing}, {900, nil, lost, sendKill},
+		// The server refused a renewal: the lock may be another's already,
+		// so no grace: SIGKILL at once, whatever --grace says.
+		{"renew refused: SIGKILL at once, no grace", 5 * time.Second, []step{
+			{200, nil, lost, sendKill}, {300, nil, lost, nothing}, {900, nil, lost, nothing},
 		}},
-		{"renew refused, short grace: SIGKILL grace after the SIGTERM", 100 * time.Millisecond, []step{
-			{200, nil, lost, sendTerm}, {299, nil, lost, nothing}, {300, nil, lost, sendKill},
+		{"renew refused after a SIGTERM for failing renewals: SIGKILL at once", 300 * time.Millisecond, []step{
+			{600, failing, nil, sendTerm}, {650, nil, lost, sendKill},
 		}},
 		{"lost past the deadline without a SIGTERM: SIGKILL at once", 300 * time.Millisecond, []step{
 			{1000, nil, lost, sendKill},
