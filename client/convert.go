@@ -50,5 +50,6 @@ func resourceFromProto(p *fencev1.ResourceState) Resource {
 		Value:     p.GetValue(),
 		LastToken: fence.Token(p.GetLastToken()),
 		Version:   p.GetVersion(),
+		Deleted:   p.GetDeleted(),
 	}
 }

@@ -38,12 +38,15 @@ func TestDeleteFencedLikeWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Value) != 0 || st.LastToken != b.Token() || st.Replayed || st.Resource != res {
+	if len(st.Value) != 0 || st.LastToken != b.Token() || st.Replayed || st.Resource != res || !st.Deleted {
 		t.Fatalf("after delete: %+v, want empty value, last token %d", st, b.Token())
 	}
 	again, err := c.Delete(ctx, res, b.Token(), client.OpID("del-"+name))
 	if err != nil || !again.Replayed {
 		t.Fatalf("delete replay: %+v %v, want Replayed", again, err)
+	}
+	if rd, err := c.Read(ctx, res); err != nil || !rd.Deleted || rd.LastToken != b.Token() {
+		t.Fatalf("read after delete: %+v %v, want Deleted with last token %d", rd, err, b.Token())
 	}
 	if _, err := c.Write(ctx, res, a.Token(), []byte("5")); !errors.Is(err, fence.ErrStaleToken) {
 		t.Fatalf("stale write after delete: %v, want ErrStaleToken", err)

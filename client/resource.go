@@ -15,6 +15,9 @@ type Resource struct {
 	Value     []byte
 	LastToken fence.Token // the last token accepted for this resource
 	Version   uint64      // number of accepted writes and adds
+	// Deleted: the resource was deleted (Delete) and not written since; its
+	// value is empty, and LastToken still fences stale writers.
+	Deleted bool
 	// Replayed (Write, Add): the op_id was applied before; this is its saved
 	// result and nothing was applied again.
 	Replayed bool

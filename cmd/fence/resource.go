@@ -14,11 +14,12 @@ type resourceJSON struct {
 	LastToken   uint64 `json:"lastToken"`
 	Version     uint64 `json:"version"`
 	Replayed    *bool  `json:"replayed,omitempty"` // write and add only
+	Deleted     bool   `json:"deleted,omitempty"`  // as the API: deleted and not written since
 }
 
 func toResourceJSON(r client.Resource, withReplayed bool) resourceJSON {
 	v, b64 := valueJSON(r.Value)
-	out := resourceJSON{Resource: r.Resource, Value: v, ValueBase64: b64, LastToken: uint64(r.LastToken), Version: r.Version}
+	out := resourceJSON{Resource: r.Resource, Value: v, ValueBase64: b64, LastToken: uint64(r.LastToken), Version: r.Version, Deleted: r.Deleted}
 	if withReplayed {
 		out.Replayed = &r.Replayed
 	}
@@ -28,6 +29,9 @@ func toResourceJSON(r client.Resource, withReplayed bool) resourceJSON {
 // resourceLine is the human line of a resource state.
 func resourceLine(verb string, r client.Resource) string {
 	s := fmt.Sprintf("%s%s value=%s last_token=%d version=%d", verb, nameHuman(r.Resource), valueHuman(r.Value), r.LastToken, r.Version)
+	if r.Deleted {
+		s += " (deleted)"
+	}
 	if r.Replayed {
 		s += " (replayed: op_id already applied)"
 	}

@@ -315,8 +315,12 @@ func TestProcessDeleteAndLocksPages(t *testing.T) {
 		t.Fatalf("delete replay printed %q", again.stdout)
 	}
 	r := fenceRun(t, srv.url, "read", "doc").want(t, 0, "read")
-	if !strings.Contains(r.stdout, `value=""`) || !strings.Contains(r.stdout, "last_token="+cur) {
-		t.Fatalf("read after delete %q: want an empty value and the last token kept", r.stdout)
+	if !strings.Contains(r.stdout, `value=""`) || !strings.Contains(r.stdout, "last_token="+cur) || !strings.Contains(r.stdout, "(deleted)") {
+		t.Fatalf("read after delete %q: want an empty value, the last token kept, and (deleted)", r.stdout)
+	}
+	rj := fenceRun(t, srv.url, "--json", "read", "doc").want(t, 0, "read --json")
+	if !strings.Contains(rj.stdout, `"deleted":true`) {
+		t.Fatalf("read --json after delete %q: want \"deleted\":true as the API says", rj.stdout)
 	}
 	fenceRun(t, srv.url, "write", "doc", "--token", old, "--value", "late").want(t, exitRefused, "stale write after delete")
 }
