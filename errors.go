@@ -31,6 +31,11 @@ var (
 	// (waiters, resources, remembered ids). *ResourceExhaustedError names
 	// the limit. Nothing was changed; the same request may succeed later.
 	ErrResourceExhausted = errors.New("fence: resource exhausted")
+	// ErrLeaseLost: the caller's lease ended before it was released (a
+	// renewal was refused, or its safe deadline passed without one). The
+	// Go client's lost-lease errors, and a call made under a lost lease's
+	// context, match it (client.ErrLeaseLost is this value).
+	ErrLeaseLost = errors.New("fence: lease lost")
 )
 
 // Reason is the stable machine-readable name of a refusal, as sent in API

@@ -177,7 +177,7 @@ func TestWriteUnderLostLeaseIsErrLeaseLost(t *testing.T) {
 	}
 	<-l.Done()
 	_, err = c.Write(l.Context(), name+"/res", l.Token(), []byte("8"))
-	if !errors.Is(err, client.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, client.ErrLeaseLost) || !errors.Is(err, fence.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("write under a lost lease: %v, want errors.Is ErrLeaseLost and context.Canceled", err)
 	}
 	var lost *client.LostError

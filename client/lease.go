@@ -13,8 +13,9 @@ import (
 // Errors that say why a lease ended; Lease.Err returns them (or a
 // *LostError).
 var (
-	// ErrLeaseLost matches every *LostError.
-	ErrLeaseLost = errors.New("fence: lease lost")
+	// ErrLeaseLost matches every *LostError. It is fence.ErrLeaseLost, so
+	// errors.Is works with either name.
+	ErrLeaseLost = fence.ErrLeaseLost
 	// ErrDeadlinePassed: the safe deadline passed before a renew succeeded.
 	ErrDeadlinePassed = errors.New("safe deadline passed without a successful renew")
 	// ErrReleased: the lease was released with Lease.Release.
