@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -41,8 +42,25 @@ func TestMain(m *testing.M) {
 
 // serveProc is a `fence serve` process on a free loopback port.
 type serveProc struct {
-	url string
-	cmd *exec.Cmd
+	url    string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd.Wait returned; never call cmd.Wait directly
+	err    error         // cmd.Wait's result, set before exited is closed
+}
+
+// procLimit bounds every wait for a fence process in these tests, so a
+// process that never exits fails its test instead of hanging the run until
+// go test's -timeout.
+const procLimit = 60 * time.Second
+
+// waitExited waits for exited, failing the test after procLimit.
+func waitExited(t *testing.T, exited <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-exited:
+	case <-time.After(procLimit):
+		t.Fatalf("%s did not exit within %s", what, procLimit)
+	}
 }
 
 var servingRe = regexp.MustCompile(`fence serving on (http://127\.0\.0\.1:\d+)`)
@@ -73,10 +91,17 @@ func startServe(t *testing.T, extraArgs ...string) *serveProc {
 		close(found)
 	}()
 	p := &serveProc{cmd: cmd}
+	p.exited = make(chan struct{})
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGCONT)
 		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
+		select {
+		case <-p.exited:
+		case <-time.After(procLimit):
+			cmd.Process.Kill()
+			t.Errorf("fence serve did not exit within %s of SIGTERM; killed", procLimit)
+		}
 	})
 	url, ok := <-found
 	if !ok {
@@ -95,11 +120,16 @@ type result struct {
 // fenceRun runs the binary to completion against url.
 func fenceRun(t *testing.T, url string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(fenceBin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), procLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, fenceBin, args...)
 	cmd.Env = append(os.Environ(), "FENCE_SERVER="+url)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("fence %q did not exit within %s (killed)\nstdout: %s\nstderr: %s", args, procLimit, o.String(), e.String())
+	}
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatal(err)
 	}
@@ -232,11 +262,21 @@ func startRun(t *testing.T, url string, args ...string) (cmd *exec.Cmd, exited <
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(procLimit):
+			t.Errorf("fence run still not reaped %s after SIGKILL", procLimit)
+		}
+	})
+	giveUp := time.After(procLimit)
 	for !strings.Contains(stdout.String(), "started") {
 		select {
 		case <-done:
 			t.Fatalf("fence run exited early: %s", stderr.String())
+		case <-giveUp:
+			t.Fatalf("fence run's child did not start within %s: %s", procLimit, stderr.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -254,7 +294,7 @@ func TestProcessRunLeaseLostStopsChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.cmd.Process.Signal(syscall.SIGCONT)
-	<-exited
+	waitExited(t, exited, "fence run")
 	if cmd.ProcessState.ExitCode() != exitError {
 		t.Fatalf("fence run: exit %d, want 1 (child exited 0 after the lease was lost)\nstderr: %s", cmd.ProcessState.ExitCode(), stderr.String())
 	}
@@ -274,7 +314,7 @@ func TestProcessRunKillsAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.cmd.Process.Signal(syscall.SIGCONT)
-	<-exited
+	waitExited(t, exited, "fence run")
 	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGKILL) {
 		t.Fatalf("exit %d, want %d (child ignoring SIGTERM is killed)\nstderr: %s", code, 128+int(syscall.SIGKILL), stderr.String())
 	}
@@ -285,7 +325,7 @@ func TestProcessRunForwardsSIGTERM(t *testing.T) {
 	cmd, exited, stdout, stderr := startRun(t, srv.url, "run", "job", "--ttl", "5s", "--", "sh", "-c",
 		`trap 'echo got-term; exit 3' TERM; echo started; while :; do sleep 0.05; done`)
 	cmd.Process.Signal(syscall.SIGTERM)
-	<-exited
+	waitExited(t, exited, "fence run")
 	if code := cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(stdout.String(), "got-term") {
 		t.Fatalf("exit %d stdout %q stderr %q; want the child's 3 after it got SIGTERM", code, stdout.String(), stderr.String())
 	}
@@ -328,8 +368,9 @@ func TestProcessServeStopsOnSIGTERM(t *testing.T) {
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.cmd.Wait(); err != nil {
-		t.Fatalf("fence serve after SIGTERM: %v, want a clean exit 0", err)
+	waitExited(t, srv.exited, "fence serve after SIGTERM")
+	if srv.err != nil {
+		t.Fatalf("fence serve after SIGTERM: %v, want a clean exit 0", srv.err)
 	}
 }
 

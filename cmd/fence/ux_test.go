@@ -264,9 +264,14 @@ func TestProcessHold(t *testing.T) {
 		exited <- cmd.Wait()
 	}()
 	t.Cleanup(func() { cmd.Process.Kill() })
-	first, ok := <-lines
+	var first string
+	var ok bool
+	select {
+	case first, ok = <-lines:
+	case <-time.After(procLimit):
+		t.Fatalf("fence hold printed nothing within %s; stderr %q", procLimit, stderr.String())
+	}
 	if !ok || !strings.HasPrefix(first, "holding h token=") || !strings.Contains(first, "Ctrl-C") {
-		<-exited
 		t.Fatalf("fence hold printed %q; stderr %q", first, stderr.String())
 	}
 	tok := tokenOf(t, first)
@@ -276,11 +281,21 @@ func TestProcessHold(t *testing.T) {
 		t.Fatalf("busy %s: want the holder's token %d", busy.stdout, tok)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
-	if last := <-lines; !strings.HasPrefix(last, "released h token=") {
-		t.Fatalf("fence hold did not say it released: %q", last)
+	select {
+	case last := <-lines:
+		if !strings.HasPrefix(last, "released h token=") {
+			t.Fatalf("fence hold did not say it released: %q", last)
+		}
+	case <-time.After(procLimit):
+		t.Fatalf("fence hold said nothing within %s of SIGINT", procLimit)
 	}
-	if err := <-exited; err != nil {
-		t.Fatalf("fence hold after SIGINT: %v, want exit 0; stderr %q", err, stderr.String())
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("fence hold after SIGINT: %v, want exit 0; stderr %q", err, stderr.String())
+		}
+	case <-time.After(procLimit):
+		t.Fatalf("fence hold did not exit within %s of SIGINT", procLimit)
 	}
 	fenceRun(t, srv.url, "acquire", "h", "--ttl", "1s").want(t, 0, "acquire after hold released")
 }
