@@ -130,23 +130,10 @@ func (c Config) withDefaults() Config {
 // and the others keep state.Config's meaning of zero (no cap; ids may be
 // forgotten by count at any age).
 func withDefaultRules(r state.Config) state.Config {
-	d := state.DefaultConfig()
 	if r == (state.Config{}) {
-		return d
+		return state.DefaultConfig()
 	}
-	if r.MaxTTL == 0 {
-		r.MaxTTL = d.MaxTTL
-	}
-	if r.MaxOps == 0 {
-		r.MaxOps = d.MaxOps
-	}
-	if r.MaxRequests == 0 {
-		r.MaxRequests = d.MaxRequests
-	}
-	if r.IDRetention == 0 {
-		r.IDRetention = d.IDRetention
-	}
-	return r
+	return r.WithRequiredFrom(state.DefaultConfig())
 }
 
 // raftConfig tunes raft for a single voter: it elects itself quickly, and

@@ -109,19 +109,24 @@ func (c Config) Validate() error {
 }
 
 // withInitial fills the zero fields of c from InitialConfig (NewWithConfig).
-func (c Config) withInitial() Config {
-	i := InitialConfig()
+func (c Config) withInitial() Config { return c.WithRequiredFrom(InitialConfig()) }
+
+// WithRequiredFrom is c with each field that cannot be zero (MaxTTL,
+// MaxOps, MaxRequests, IDRetention) taken from d where c's is zero. The
+// other fields keep their value, zero included (no cap; ids forgotten by
+// count at any age).
+func (c Config) WithRequiredFrom(d Config) Config {
 	if c.MaxTTL == 0 {
-		c.MaxTTL = i.MaxTTL
+		c.MaxTTL = d.MaxTTL
 	}
 	if c.MaxOps == 0 {
-		c.MaxOps = i.MaxOps
+		c.MaxOps = d.MaxOps
 	}
 	if c.MaxRequests == 0 {
-		c.MaxRequests = i.MaxRequests
+		c.MaxRequests = d.MaxRequests
 	}
 	if c.IDRetention == 0 {
-		c.IDRetention = i.IDRetention
+		c.IDRetention = d.IDRetention
 	}
 	return c
 }

@@ -185,3 +185,20 @@ func TestSnapshotCarriesConfig(t *testing.T) {
 		}
 	}
 }
+
+// WithRequiredFrom takes exactly the four fields that cannot be zero from
+// its argument, and only where they are zero: a set field and a zero cap
+// ("no cap") are kept.
+func TestWithRequiredFrom(t *testing.T) {
+	d := DefaultConfig()
+	if got, want := (Config{}).WithRequiredFrom(d), (Config{MaxTTL: d.MaxTTL, MaxOps: d.MaxOps, MaxRequests: d.MaxRequests, IDRetention: d.IDRetention}); got != want {
+		t.Fatalf("zero config = %+v, want %+v", got, want)
+	}
+	set := Config{MaxTTL: time.Hour, MaxOps: 7, MaxRequests: 8, IDRetention: time.Minute, MaxLocks: 3}
+	if got := set.WithRequiredFrom(d); got != set {
+		t.Fatalf("set config = %+v, want it unchanged", got)
+	}
+	if got := (Config{}).withInitial(); got != InitialConfig() {
+		t.Fatalf("withInitial of the zero config = %+v, want InitialConfig", got)
+	}
+}
