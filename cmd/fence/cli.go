@@ -402,6 +402,28 @@ func (g *globals) call(extra time.Duration) (c *client.Client, ctx context.Conte
 
 // context returns the command's context: canceled by SIGINT/SIGTERM and
 // after --timeout plus extra.
+// acquireKept dials the server and takes lock name with a lease the client
+// keeps alive, for run and hold. SIGINT or SIGTERM during the wait abandons
+// it (see context). On success the caller closes c.
+func (g *globals) acquireKept(name string, ttl, wait time.Duration, owner string) (c *client.Client, lease *client.Lease, err error) {
+	c, err = g.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []client.AcquireOption{client.TTL(ttl), client.Wait(wait)}
+	if owner != "" {
+		opts = append(opts, client.Owner(owner))
+	}
+	ctx, cancel := g.context(wait)
+	defer cancel()
+	lease, err = c.Acquire(ctx, name, opts...)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, lease, nil
+}
+
 func (g *globals) context(extra time.Duration) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	if g.timeout <= 0 {

@@ -38,34 +38,17 @@ func holdCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageExit(err)
 	}
-	// Signals are caught from the start, so that a Ctrl-C during the wait
-	// abandons it and one just after the grant releases the lock.
+	// Signals are caught from the start, so that one just after the grant
+	// releases the lock (one during the wait abandons it: acquireKept).
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	c, err := g.dial()
+	c, lease, err := g.acquireKept(pos[0], *ttl, *wait, *owner)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
 	defer c.Close()
-	opts := []client.AcquireOption{client.TTL(*ttl), client.Wait(*wait)}
-	if *owner != "" {
-		opts = append(opts, client.Owner(*owner))
-	}
-	actx, cancel := g.context(*wait)
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-actx.Done():
-		}
-	}()
-	lease, err := c.Acquire(actx, pos[0], opts...)
-	cancel()
-	if err != nil {
-		return fail(g, stdout, stderr, err)
-	}
 	out := holdJSON{Name: lease.Name(), Owner: lease.Owner(), Token: uint64(lease.Token()), TTL: jsonDuration(lease.TTL()), Holding: true}
 	emit(g, stdout, fmt.Sprintf("holding %s token=%d ttl=%s (Ctrl-C to release)", nameHuman(lease.Name()), lease.Token(), lease.TTL()), out)
 

@@ -48,21 +48,11 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	name, argv := pos[0], append(pos[1:], after...)
 
-	c, err := g.dial()
+	c, lease, err := g.acquireKept(name, *ttl, *wait, *owner)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
 	defer c.Close()
-	opts := []client.AcquireOption{client.TTL(*ttl), client.Wait(*wait)}
-	if *owner != "" {
-		opts = append(opts, client.Owner(*owner))
-	}
-	actx, cancel := g.context(*wait)
-	lease, err := c.Acquire(actx, name, opts...)
-	cancel()
-	if err != nil {
-		return fail(g, stdout, stderr, err)
-	}
 	code := superviseChild(lease, argv, *grace, stdout, stderr)
 
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
