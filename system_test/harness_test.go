@@ -128,7 +128,13 @@ type fenceServer struct {
 // end of the test; its output is logged if the test failed.
 func startServer(t testing.TB, extraArgs ...string) *fenceServer {
 	t.Helper()
-	s := &fenceServer{t: t, bin: fenceBinary(t), dataDir: filepath.Join(t.TempDir(), "data"), extraArgs: extraArgs}
+	return startServerIn(t, filepath.Join(t.TempDir(), "data"), extraArgs...)
+}
+
+// startServerIn is startServer with the data directory at dataDir.
+func startServerIn(t testing.TB, dataDir string, extraArgs ...string) *fenceServer {
+	t.Helper()
+	s := &fenceServer{t: t, bin: fenceBinary(t), dataDir: dataDir, extraArgs: extraArgs}
 	t.Cleanup(func() {
 		if s.running() {
 			s.cmd.Process.Kill()

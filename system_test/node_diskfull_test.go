@@ -44,24 +44,6 @@ func resizeTmpfs(t *testing.T, dir, size string) {
 	}
 }
 
-// startServerIn is startServer with the data directory at dataDir.
-func startServerIn(t *testing.T, dataDir string, extraArgs ...string) *fenceServer {
-	t.Helper()
-	s := &fenceServer{t: t, bin: fenceBinary(t), dataDir: dataDir, extraArgs: extraArgs}
-	t.Cleanup(func() {
-		if s.running() {
-			s.cmd.Process.Kill()
-			<-s.exited
-		}
-		checkRaces(t, "fence serve", s.log.String())
-		if t.Failed() {
-			t.Logf("fence serve output (%s):\n%s", s.dataDir, s.log.String())
-		}
-	})
-	s.start()
-	return s
-}
-
 // diskValue is write seq of a disk-full client: its number, then padding.
 func diskValue(seq int, size int) string {
 	head := fmt.Sprintf("seq=%09d;", seq)
