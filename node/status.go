@@ -70,7 +70,7 @@ func (n *Node) Status() Status {
 			now = m.Now()
 		}
 		s.OldestIDAge = m.OldestIDAge(now)
-		s.Queued = len(m.Queued())
+		s.Queued = m.Waiting() // a counter: Status is polled by health checks
 		s.Rules = m.Config()
 	})
 	return s

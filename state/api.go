@@ -189,6 +189,10 @@ func (m *Machine) Configured() bool { return m.configured }
 // Queued lists the queued acquires, by lock name and then in arrival order.
 func (m *Machine) Queued() []QueuedRequest { return m.queued() }
 
+// Waiting is the number of queued acquires on all locks, len(Queued())
+// without listing them (the count config.max_waiters caps).
+func (m *Machine) Waiting() int { return m.waiting }
+
 // OldestIDAge is how long ago, in server time now (clamped to at least
 // Now()), the oldest remembered op_id or request_id was remembered; 0 when
 // none is. Ids are forgotten at Config.IDRetention, or earlier (by count)

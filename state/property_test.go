@@ -122,6 +122,9 @@ func TestMachineMatchesModel(t *testing.T) {
 			if m.LastToken() != ref.counter {
 				t.Fatalf("counter %d, model %d", m.LastToken(), ref.counter)
 			}
+			if w, q := m.Waiting(), len(m.Queued()); w != q {
+				t.Fatalf("Waiting() = %d, but %d acquires are queued", w, q)
+			}
 			if rapid.IntRange(0, 9).Draw(t, "snapshot") == 0 {
 				var a, b bytes.Buffer
 				if err := m.Snapshot(&a); err != nil {
