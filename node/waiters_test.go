@@ -120,6 +120,16 @@ func TestWaitBoundedWithoutDeadline(t *testing.T) {
 	if err != nil || !errors.As(res.Err, &busy) || !busy.Waited {
 		t.Fatalf("retry = %+v, %v; want busy (Waited) at its bound", res, err)
 	}
+	// The retry ran out while attempt 1 still waits here: the entry (now
+	// at the retry's attempt) is attempt 1's, and nothing withdrew it.
+	if got := queuedAttempt(n, "req-1"); got != 2 {
+		t.Fatalf("after the retry's bound the request is at attempt %d (0: not queued), want still queued at 2", got)
+	}
 	cancel()
-	<-first
+	if a := recv(t, first); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("attempt 1 after its caller left = %+v, %v; want context.Canceled", a.res, a.err)
+	}
+	if got := queuedAttempt(n, "req-1"); got != 0 {
+		t.Fatalf("after every attempt gave up the request is still queued at attempt %d", got)
+	}
 }
