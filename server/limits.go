@@ -85,7 +85,7 @@ func limitBodies(next http.Handler) http.Handler {
 		// net/http looks at the body it made once the handler returns (to
 		// decide whether the connection can be reused): give it back.
 		defer func() { r.Body = orig }()
-		body := &limitedBody{rc: orig, left: limit}
+		body := newLimitedBody(orig, limit)
 		if r.ProtoMajor == 1 {
 			body.h1 = w.Header()
 		}
@@ -135,23 +135,63 @@ type prefixedBody struct {
 
 func (b prefixedBody) Close() error { return b.c.Close() }
 
-// limitedBody reads at most left more bytes of rc; one byte more is the
-// tooLarge refusal (sticky). Over HTTP/1.x (h1 is the response header) a
-// body that fails (too large, too slow: ReadTimeout, or cut) also ends the
-// connection after the reply: net/http would otherwise keep it for the next
-// request, so a client trickling bodies would hold its slot for IdleTimeout.
-type limitedBody struct {
-	rc   io.ReadCloser
+// capped reads at most left more bytes of r; a byte more is the refusal
+// tooLarge(what), sticky. It is the one bound of limitedBody (on the wire)
+// and limitedGzip (once decompressed).
+type capped struct {
+	r    io.Reader
 	left int64
-	err  error
-	h1   http.Header
+	what string
+	over error
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.over != nil {
+		return 0, c.over
+	}
+	if c.left <= 0 {
+		// At the limit: only the end of the body is allowed.
+		var one [1]byte
+		for {
+			n, err := c.r.Read(one[:])
+			if n > 0 {
+				c.over = tooLarge(c.what)
+				return 0, c.over
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+// limitedBody is a request body capped at its limit. Over HTTP/1.x (h1 is
+// the response header) a body that fails (too large, too slow: ReadTimeout,
+// or cut) also ends the connection after the reply: net/http would
+// otherwise keep it for the next request, so a client trickling bodies
+// would hold its slot for IdleTimeout. Its failure is sticky.
+type limitedBody struct {
+	capped
+	rc  io.ReadCloser
+	err error
+	h1  http.Header
+}
+
+func newLimitedBody(rc io.ReadCloser, limit int64) *limitedBody {
+	return &limitedBody{capped: capped{r: rc, left: limit}, rc: rc}
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	n, err := b.read(p)
+	n, err := b.capped.Read(p)
 	if err != nil && err != io.EOF {
 		b.err = err
 		if b.h1 != nil {
@@ -161,72 +201,24 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *limitedBody) read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// At the limit: only the end of the body is allowed.
-		var one [1]byte
-		for {
-			n, err := b.rc.Read(one[:])
-			if n > 0 {
-				return 0, tooLarge("")
-			}
-			if err != nil {
-				return 0, err
-			}
-		}
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
 func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // limitedGzip is Connect's gzip decompressor with the same bound on what it
 // inflates to, so a small compressed body cannot become a large message
 // (Connect's own bound would answer resource_exhausted with no detail).
 type limitedGzip struct {
-	gz   gzip.Reader
-	left int64
-	err  error
+	gz gzip.Reader
+	capped
 }
 
 func newLimitedGzip() connect.Decompressor { return &limitedGzip{} }
 
 func (d *limitedGzip) Reset(r io.Reader) error {
-	d.left, d.err = maxRequestBytes, nil
+	d.capped = capped{r: &d.gz, left: maxRequestBytes, what: " once decompressed"}
 	return d.gz.Reset(r)
 }
 
 func (d *limitedGzip) Close() error { return d.gz.Close() }
-
-func (d *limitedGzip) Read(p []byte) (int, error) {
-	if d.err != nil {
-		return 0, d.err
-	}
-	if d.left <= 0 {
-		var one [1]byte
-		for {
-			n, err := d.gz.Read(one[:])
-			if n > 0 {
-				d.err = tooLarge(" once decompressed")
-				return 0, d.err
-			}
-			if err != nil {
-				return 0, err
-			}
-		}
-	}
-	if int64(len(p)) > d.left {
-		p = p[:d.left]
-	}
-	n, err := d.gz.Read(p)
-	d.left -= int64(n)
-	return n, err
-}
 
 func newGzipCompressor() connect.Compressor { return gzip.NewWriter(io.Discard) }
 

@@ -57,17 +57,21 @@ func TestBodyOverLimit(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		res  fencev1connect.ResourceServiceClient
+		gzip bool // small on the wire: refused by limitedGzip, once decompressed
 	}{
-		{"connect-proto", fencev1connect.NewResourceServiceClient(h1, url)},
-		{"connect-json", fencev1connect.NewResourceServiceClient(h1, url, connect.WithProtoJSON())},
-		{"connect-gzip", fencev1connect.NewResourceServiceClient(h1, url, connect.WithSendGzip())},
-		{"grpc-h2c", fencev1connect.NewResourceServiceClient(h2cClient(), url, connect.WithGRPC())},
-		{"grpc-h2c-gzip", fencev1connect.NewResourceServiceClient(h2cClient(), url, connect.WithGRPC(), connect.WithSendGzip())},
-		{"grpc-web", fencev1connect.NewResourceServiceClient(h1, url, connect.WithGRPCWeb())},
+		{"connect-proto", fencev1connect.NewResourceServiceClient(h1, url), false},
+		{"connect-json", fencev1connect.NewResourceServiceClient(h1, url, connect.WithProtoJSON()), false},
+		{"connect-gzip", fencev1connect.NewResourceServiceClient(h1, url, connect.WithSendGzip()), true},
+		{"grpc-h2c", fencev1connect.NewResourceServiceClient(h2cClient(), url, connect.WithGRPC()), false},
+		{"grpc-h2c-gzip", fencev1connect.NewResourceServiceClient(h2cClient(), url, connect.WithGRPC(), connect.WithSendGzip()), true},
+		{"grpc-web", fencev1connect.NewResourceServiceClient(h1, url, connect.WithGRPCWeb()), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := c.res.Write(ctx, connect.NewRequest(big))
 			checkBodyLimit(t, err)
+			if got := strings.Contains(err.Error(), "once decompressed"); got != c.gzip {
+				t.Fatalf("err = %v: names the decompressed size %v, want %v", err, got, c.gzip)
+			}
 			if _, err := c.res.Read(ctx, connect.NewRequest(&fencev1.ReadRequest{Resource: "r"})); err != nil {
 				t.Fatalf("server not serving after an oversized body: %v", err)
 			}
