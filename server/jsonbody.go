@@ -68,7 +68,7 @@ func checkJSONBodies(next http.Handler) http.Handler {
 			return
 		}
 		if bad := jsonFieldError(body, newMsg); bad != nil {
-			_ = connect.NewErrorWriter().Write(w, r, apierr.ToConnect(bad))
+			refuse(w, r, apierr.ToConnect(bad))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -102,10 +102,14 @@ func limitBodies(next http.Handler) http.Handler {
 
 // refuse answers err in the request's protocol (Connect, gRPC or gRPC-Web).
 // The unread rest of the body is left to net/http (it drains a little for
-// keep-alive, else closes the connection).
+// keep-alive, else closes the connection). Every refusal in front of
+// Connect (limitBodies, checkTimeouts, checkJSONBodies) goes through it.
 func refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
-	_ = connect.NewErrorWriter().Write(w, r, err)
+	_ = errorWriter.Write(w, r, err)
 }
+
+// errorWriter is built once: an ErrorWriter holds no per-request state.
+var errorWriter = connect.NewErrorWriter()
 
 // checkGRPCPrefix reads a gRPC request's envelope prefix, refuses a
 // compressed message with no compression named and a message over the limit,

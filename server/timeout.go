@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"connectrpc.com/connect"
-
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/internal/apierr"
 )
@@ -31,7 +29,7 @@ func checkTimeouts(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, api := jsonRequests[r.URL.Path]; api {
 			if bad := timeoutError(r.Header); bad != nil {
-				_ = connect.NewErrorWriter().Write(w, r, apierr.ToConnect(bad))
+				refuse(w, r, apierr.ToConnect(bad))
 				return
 			}
 		}
