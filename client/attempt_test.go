@@ -168,15 +168,8 @@ func TestRenewWithShorterTTLPullsDeadlineIn(t *testing.T) {
 func TestWriteUnderLostLeaseIsErrLeaseLost(t *testing.T) {
 	ctx, name := ctxFor(t), uniq(t)
 	c := newClient(t)
-	l, err := c.Acquire(ctx, name, client.TTL(10*time.Second), client.KeepAlive(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := newClient(t).Release(ctx, name, l.Token()); err != nil {
-		t.Fatal(err)
-	}
-	<-l.Done()
-	_, err = c.Write(l.Context(), name+"/res", l.Token(), []byte("8"))
+	l := lostBehindItsBack(t, ctx, c, name)
+	_, err := c.Write(l.Context(), name+"/res", l.Token(), []byte("8"))
 	if !errors.Is(err, client.ErrLeaseLost) || !errors.Is(err, fence.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("write under a lost lease: %v, want errors.Is ErrLeaseLost and context.Canceled", err)
 	}

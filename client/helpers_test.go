@@ -116,3 +116,30 @@ func listenLoopback(t *testing.T) net.Listener {
 
 // leaseCause is context.Cause of the lease's context.
 func leaseCause(l *client.Lease) error { return context.Cause(l.Context()) }
+
+// waitDone waits for l to end; a lease that has not ended by the end of ctx
+// fails its test instead of hanging the run.
+func waitDone(t *testing.T, ctx context.Context, l *client.Lease) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-ctx.Done():
+		t.Fatalf("lease %d still not ended: %v", l.Token(), ctx.Err())
+	}
+}
+
+// lostBehindItsBack acquires name on c with a fast keepalive, then has
+// another client release it with its token, so the next background renew
+// is refused; it returns the lease once it has ended.
+func lostBehindItsBack(t *testing.T, ctx context.Context, c *client.Client, name string) *client.Lease {
+	t.Helper()
+	l, err := c.Acquire(ctx, name, client.TTL(10*time.Second), client.KeepAlive(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t).Release(ctx, name, l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, ctx, l)
+	return l
+}

@@ -39,7 +39,7 @@ func TestKeepAliveHoldsLeasePastTTL(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	<-l.Done()
+	waitDone(t, ctx, l)
 	if !errors.Is(l.Err(), client.ErrReleased) {
 		t.Errorf("Err after Release = %v, want ErrReleased", l.Err())
 	}
@@ -54,7 +54,7 @@ func TestLeaseDoneWhenServerStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	<-l.Done() // closes by the safe deadline: no renew can succeed now
+	waitDone(t, ctx, l) // closes by the safe deadline: no renew can succeed now
 	if !errors.Is(l.Err(), client.ErrLeaseLost) || !errors.Is(l.Err(), client.ErrDeadlinePassed) {
 		t.Fatalf("Err = %v, want a LostError caused by ErrDeadlinePassed", l.Err())
 	}
@@ -71,17 +71,9 @@ func TestLeaseDoneWhenServerStops(t *testing.T) {
 
 func TestLeaseDoneWhenRenewRefused(t *testing.T) {
 	ctx, name := ctxFor(t), uniq(t)
-	c := newClient(t)
-	l, err := c.Acquire(ctx, name, client.TTL(10*time.Second), client.KeepAlive(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Someone with the token releases it behind the lease's back: the next
 	// background renew is refused.
-	if err := newClient(t).Release(ctx, name, l.Token()); err != nil {
-		t.Fatal(err)
-	}
-	<-l.Done()
+	l := lostBehindItsBack(t, ctx, newClient(t), name)
 	var lost *client.LostError
 	if !errors.As(l.Err(), &lost) || lost.Token != l.Token() {
 		t.Fatalf("Err = %v, want *client.LostError for token %d", l.Err(), l.Token())
@@ -129,7 +121,7 @@ func TestClientCloseEndsLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	<-l.Done()
+	waitDone(t, ctx, l)
 	if !errors.Is(l.Err(), client.ErrClientClosed) {
 		t.Fatalf("Err = %v, want ErrClientClosed", l.Err())
 	}
