@@ -1,15 +1,14 @@
 package redisguard
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -97,7 +96,7 @@ func TestVolatileRedisRefused(t *testing.T) {
 		t.Fatalf("a refused guard wrote %d keys", n)
 	}
 
-	var logged syncBuffer
+	var logged testutil.Buffer
 	g, err = New(rdb, Options{Prefix: prefix, AcceptVolatile: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -189,22 +188,4 @@ func TestWaitReplicas(t *testing.T) {
 	if _, err := New(ring, Options{}); err != nil {
 		t.Errorf("New(ring) without WaitReplicas = %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
