@@ -42,11 +42,19 @@ var jsonRequests = map[string]func() proto.Message{
 // own error carries no detail, so the check runs in front of it. Only
 // uncompressed unary JSON POSTs (curl's path) are looked at; gRPC and binary
 // protobuf pass through untouched, and a body that decodes is handed on
-// byte for byte.
+// byte for byte. Every API request's deadline header is checked first
+// (timeoutError): one lookup of the path serves both checks.
 func checkJSONBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		newMsg, ok := jsonRequests[r.URL.Path]
-		if !ok || r.Method != http.MethodPost || !isPlainJSON(r) {
+		newMsg, api := jsonRequests[r.URL.Path]
+		if api {
+			// The deadline header first, in every protocol (timeout.go).
+			if bad := timeoutError(r.Header); bad != nil {
+				refuse(w, r, apierr.ToConnect(bad))
+				return
+			}
+		}
+		if !api || r.Method != http.MethodPost || !isPlainJSON(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -103,7 +103,7 @@ func limitBodies(next http.Handler) http.Handler {
 // refuse answers err in the request's protocol (Connect, gRPC or gRPC-Web).
 // The unread rest of the body is left to net/http (it drains a little for
 // keep-alive, else closes the connection). Every refusal in front of
-// Connect (limitBodies, checkTimeouts, checkJSONBodies) goes through it.
+// Connect (limitBodies, checkJSONBodies) goes through it.
 func refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
 	_ = errorWriter.Write(w, r, err)
 }

@@ -73,11 +73,11 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	s.handler = limitWrites(limitBodies(checkTimeouts(checkJSONBodies(apiRouter{
+	s.handler = limitWrites(limitBodies(checkJSONBodies(apiRouter{
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
 		{prefix: "/", h: mux},
-	}))), cfg.WriteTimeout)
+	})), cfg.WriteTimeout)
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)

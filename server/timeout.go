@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // Bounds of the client deadline headers, from the Connect and gRPC
@@ -16,27 +15,16 @@ const (
 	grpcTimeoutBound    = "1 to 8 ASCII digits and a unit (H, M, S, m, u or n)"
 )
 
-// checkTimeouts refuses an API request whose deadline header is malformed
-// the way every other bad input is refused: invalid_argument with an
-// ErrorDetail naming the header and its bound. Connect's own refusal of a
-// malformed value carries no detail, and it reads Connect-Timeout-Ms 0 or
-// -5 as a deadline already past (deadline_exceeded at once), which no
-// Connect client sends: a client whose deadline has passed does not call.
-// grpc-timeout "0n" is what gRPC clients send for a deadline already past,
-// so it stays accepted (deadline_exceeded); only a malformed grpc-timeout
-// is refused here.
-func checkTimeouts(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, api := jsonRequests[r.URL.Path]; api {
-			if bad := timeoutError(r.Header); bad != nil {
-				refuse(w, r, apierr.ToConnect(bad))
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
+// timeoutError is the refusal of an API request whose deadline header is malformed,
+// made the way every other bad input is refused: invalid_argument with an
+// ErrorDetail naming the header and its bound (checkJSONBodies answers it,
+// in front of Connect). Connect's own refusal of a malformed value carries
+// no detail, and it reads Connect-Timeout-Ms 0 or -5 as a deadline already
+// past (deadline_exceeded at once), which no Connect client sends: a client
+// whose deadline has passed does not call. grpc-timeout "0n" is what gRPC
+// clients send for a deadline already past, so it stays accepted
+// (deadline_exceeded); only a malformed grpc-timeout is refused.
+//
 // timeoutError checks the deadline header of the request's protocol: the
 // gRPC one (grpc-timeout, for gRPC and gRPC-Web) or Connect's
 // (Connect-Timeout-Ms). An absent or empty header is no deadline.
