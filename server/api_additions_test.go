@@ -153,13 +153,7 @@ func TestErrorMapping(t *testing.T) {
 	if connect.CodeOf(got) != connect.CodeResourceExhausted || !errors.As(apierr.FromConnect(got), &back) || back.Limit != ex.(*fence.ResourceExhaustedError).Limit {
 		t.Fatalf("connectError(%v) = %v, want resource_exhausted with the limit", ex, got)
 	}
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := `fence_resource_exhausted_total{limit="max_waiters_per_lock"} 1`; !strings.Contains(string(body), want) {
+	if want := `fence_resource_exhausted_total{limit="max_waiters_per_lock"} 1`; !strings.Contains(scrapeMetrics(t, url), want) {
 		t.Fatalf("/metrics lacks %q", want)
 	}
 }
@@ -194,13 +188,7 @@ func TestRulesReachTheMachine(t *testing.T) {
 	}
 	cancel()
 	<-waited
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := `fence_resource_exhausted_total{limit="max_waiters_per_lock"} 1`; !strings.Contains(string(body), want) {
+	if want := `fence_resource_exhausted_total{limit="max_waiters_per_lock"} 1`; !strings.Contains(scrapeMetrics(t, url), want) {
 		t.Fatalf("/metrics lacks %q", want)
 	}
 }
@@ -211,13 +199,7 @@ func TestOldestIDAgeMetric(t *testing.T) {
 	_, url := startServer(t)
 	age := func() float64 {
 		t.Helper()
-		resp, err := http.Get(url + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		for _, line := range strings.Split(string(body), "\n") {
+		for _, line := range strings.Split(scrapeMetrics(t, url), "\n") {
 			if v, ok := strings.CutPrefix(line, "fence_oldest_remembered_id_age_seconds "); ok {
 				var f float64
 				if _, err := fmt.Sscan(v, &f); err != nil {
@@ -248,4 +230,20 @@ func TestOldestIDAgeMetric(t *testing.T) {
 	if second := age(); second < first {
 		t.Fatalf("age went back from %v to %v", first, second)
 	}
+}
+
+// scrapeMetrics returns the server's /metrics page; anything but a 200 with
+// a whole body fails the test.
+func scrapeMetrics(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: status %d, %v", resp.StatusCode, err)
+	}
+	return string(body)
 }
