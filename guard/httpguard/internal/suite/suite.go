@@ -73,22 +73,12 @@ func (l lease) Token() fence.Token { return fence.Token(l) }
 // send PUTs value to resource with token and returns the status and body.
 func (s *suite) send(t *testing.T, resource string, tok fence.Token, value string) (int, string) {
 	t.Helper()
-	c := &http.Client{Transport: &httpguard.Transport{Lease: lease(tok), Resource: resource}}
-	req, _ := http.NewRequest(http.MethodPut, s.url, strings.NewReader(value))
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("PUT: %v", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("PUT: reading the answer: %v", err)
-	}
-	return resp.StatusCode, string(body)
+	code, body, _ := s.sendOp(t, resource, tok, value, "")
+	return code, body
 }
 
-// sendOp PUTs value to resource with token and op_id and returns the
-// status, body and whether the answer was replayed.
+// sendOp PUTs value to resource with token and op_id ("" sends none) and
+// returns the status, body and whether the answer was replayed.
 func (s *suite) sendOp(t *testing.T, resource string, tok fence.Token, value, opID string) (int, string, bool) {
 	t.Helper()
 	c := &http.Client{Transport: &httpguard.Transport{Lease: lease(tok), Resource: resource}}
