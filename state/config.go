@@ -139,9 +139,24 @@ func (m *impl) setConfig(cmd Command) Result {
 	if err := cmd.Config.Validate(); err != nil {
 		return Result{Err: err}
 	}
+	// An id accepted under the old minimum retention was promised it: a
+	// lower minimum applies to ids accepted from now on, so the old one
+	// still holds until every id accepted before now has had it.
+	if old := m.minRetention(); cmd.Config.MinIDRetention < old {
+		m.keepMin, m.keepMinUntil = old, m.clock+int64(old)
+	}
 	m.cfg = cmd.Config
 	m.configured = true
 	return Result{}
+}
+
+// minRetention is the minimum retention in force now: Config.MinIDRetention,
+// or a larger one an OpConfig lowered less than that long ago.
+func (m *impl) minRetention() time.Duration {
+	if m.clock < m.keepMinUntil {
+		return max(m.cfg.MinIDRetention, m.keepMin)
+	}
+	return m.cfg.MinIDRetention
 }
 
 func utoa(n int) string { return strconv.Itoa(n) }

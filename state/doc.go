@@ -178,7 +178,10 @@
 // oldest id is younger than MinIDRetention, a command that would remember a
 // new id is refused with a *fence.ResourceExhaustedError naming the limit
 // (it is not applied; the client may retry later); a young id is never
-// forgotten to make room. Commands without an id, and retries of
+// forgotten to make room. An OpConfig that lowers MinIDRetention (or
+// IDRetention below it) applies to ids accepted from then on: the old
+// minimum still holds until it has passed since the OpConfig, so an id keeps
+// the window it was accepted under. Commands without an id, and retries of
 // remembered ids, are not refused. The stated load: 5,000 id-bearing
 // operations per second for the 3-minute window is 900,000 ids, within the
 // default million of each kind. [Machine.OldestIDAge] is the age of the

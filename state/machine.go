@@ -16,6 +16,11 @@ type impl struct {
 	decided    int64         // decision time, ns: max of every cmd.Now - cmd.Slack, and 0
 	maxSlack   time.Duration // largest cmd.Slack applied
 	counter    fence.Token   // last token issued
+	// keepMin and keepMinUntil hold a lowered MinIDRetention to its old
+	// value for the ids accepted under it: until server time keepMinUntil
+	// the minimum retention is at least keepMin (see minRetention).
+	keepMin      time.Duration
+	keepMinUntil int64
 
 	byName    map[string]*lockEntry
 	deadlines deadlineHeap // locks with something due, by (deadline, name)

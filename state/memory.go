@@ -152,7 +152,8 @@ func (m *memory[K, V]) each(f func(k K, at int64, v V)) {
 // memories and to the tombstones of idle locks. It runs at the start of
 // every Apply, after server time advanced.
 func (m *impl) forget() {
-	retention, minimum := int64(m.cfg.IDRetention), int64(m.cfg.MinIDRetention)
+	minimum := int64(m.minRetention())
+	retention := max(int64(m.cfg.IDRetention), minimum)
 	m.requests.forget(m.clock, retention, minimum, m.cfg.MaxRequests)
 	m.ops.forget(m.clock, retention, minimum, m.cfg.MaxOps)
 	m.idle.forget(m.clock, retention, min(m.cfg.MaxRequests, MaxIdleLocks), func(l *lockEntry) { delete(m.byName, l.name) })
@@ -162,9 +163,9 @@ func (m *impl) forget() {
 // than MinIDRetention: forgetting one would break the promise that a retry
 // within MinIDRetention is never applied twice.
 func (m *impl) admitOp() error {
-	if m.ops.full(m.clock, int64(m.cfg.MinIDRetention), m.cfg.MaxOps) {
+	if minimum := m.minRetention(); m.ops.full(m.clock, int64(minimum), m.cfg.MaxOps) {
 		return fence.Exhausted("remembered op_ids (config.max_ops)",
-			"at most "+utoa(m.cfg.MaxOps)+" younger than "+m.cfg.MinIDRetention.String(), utoa(m.ops.len()))
+			"at most "+utoa(m.cfg.MaxOps)+" younger than "+minimum.String(), utoa(m.ops.len()))
 	}
 	return nil
 }
@@ -174,9 +175,9 @@ func (m *impl) admitOp() error {
 // ends even if the memory is full then, so the memory may exceed
 // MaxRequests by the number of requests live at that moment.
 func (m *impl) admitRequest() error {
-	if m.requests.full(m.clock, int64(m.cfg.MinIDRetention), m.cfg.MaxRequests) {
+	if minimum := m.minRetention(); m.requests.full(m.clock, int64(minimum), m.cfg.MaxRequests) {
 		return fence.Exhausted("remembered request_ids (config.max_requests)",
-			"at most "+utoa(m.cfg.MaxRequests)+" younger than "+m.cfg.MinIDRetention.String(), utoa(m.requests.len()))
+			"at most "+utoa(m.cfg.MaxRequests)+" younger than "+minimum.String(), utoa(m.requests.len()))
 	}
 	return nil
 }

@@ -32,18 +32,22 @@ const (
 var ErrBadSnapshot = errors.New("state: bad snapshot")
 
 type snapDoc struct {
-	Format     string         `json:"format"`
-	Now        int64          `json:"now"`
-	Decided    int64          `json:"decided"`             // decision time (Command.Slack)
-	MaxSlack   int64          `json:"max_slack,omitempty"` // largest Slack applied
-	Counter    fence.Token    `json:"counter"`
-	Config     *snapConfig    `json:"config,omitempty"`     // format 2: the rules in force
-	Configured bool           `json:"configured,omitempty"` // format 2: an OpConfig was applied
-	Locks      []snapLock     `json:"locks"`
-	Idle       []string       `json:"idle"`     // idle lock names, oldest first
-	Requests   []snapRequest  `json:"requests"` // final outcomes, oldest first
-	Ops        []snapOp       `json:"ops"`      // oldest first
-	Resources  []snapResource `json:"resources"`
+	Format     string      `json:"format"`
+	Now        int64       `json:"now"`
+	Decided    int64       `json:"decided"`             // decision time (Command.Slack)
+	MaxSlack   int64       `json:"max_slack,omitempty"` // largest Slack applied
+	Counter    fence.Token `json:"counter"`
+	Config     *snapConfig `json:"config,omitempty"`     // format 2: the rules in force
+	Configured bool        `json:"configured,omitempty"` // format 2: an OpConfig was applied
+	// format 2: a lowered MinIDRetention still held at its old value until
+	// server time keep_min_until
+	KeepMin      int64          `json:"keep_min,omitempty"`
+	KeepMinUntil int64          `json:"keep_min_until,omitempty"`
+	Locks        []snapLock     `json:"locks"`
+	Idle         []string       `json:"idle"`     // idle lock names, oldest first
+	Requests     []snapRequest  `json:"requests"` // final outcomes, oldest first
+	Ops          []snapOp       `json:"ops"`      // oldest first
+	Resources    []snapResource `json:"resources"`
 }
 
 type snapLock struct {
@@ -125,7 +129,7 @@ type snapResource struct {
 
 func (m *impl) snapshot(w io.Writer) error {
 	doc := snapDoc{Format: snapshotFormat, Now: m.clock, Decided: m.decided, MaxSlack: int64(m.maxSlack), Counter: m.counter,
-		Config: snapConfigOf(m.cfg), Configured: m.configured}
+		Config: snapConfigOf(m.cfg), Configured: m.configured, KeepMin: int64(m.keepMin), KeepMinUntil: m.keepMinUntil}
 	names := make([]string, 0, len(m.byName))
 	for name := range m.byName {
 		names = append(names, name)
@@ -250,8 +254,12 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		}
 		return nil
 	}
+	if doc.KeepMin < 0 || (v1 && (doc.KeepMin != 0 || doc.KeepMinUntil != 0)) {
+		return nil, fmt.Errorf("keep_min %d (until %d) in format %q", doc.KeepMin, doc.KeepMinUntil, doc.Format)
+	}
 	m := newImpl(cfg)
 	m.configured = configured
+	m.keepMin, m.keepMinUntil = time.Duration(doc.KeepMin), doc.KeepMinUntil
 	m.clock, m.counter = doc.Now, doc.Counter
 	if doc.Decided < 0 || doc.Decided > max(doc.Now, 0) || doc.MaxSlack < 0 {
 		return nil, fmt.Errorf("decided %d or max_slack %d out of range (0 <= decided <= now %d, max_slack >= 0)", doc.Decided, doc.MaxSlack, doc.Now)
