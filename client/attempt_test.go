@@ -42,11 +42,9 @@ func newHoldProxy(t *testing.T, target, method string, hold int) (*holdProxy, st
 	}
 	p := &holdProxy{method: method, hold: hold, proxy: httputil.NewSingleHostReverseProxy(u),
 		stop: make(chan struct{}), answered: make(chan struct{}, 100)}
-	srv := &http.Server{Handler: p}
-	ln := listenLoopback(t)
-	go srv.Serve(ln)
-	t.Cleanup(func() { close(p.stop); srv.Close() })
-	return p, "http://" + ln.Addr().String()
+	url := serveLoopback(t, p)
+	t.Cleanup(func() { close(p.stop) }) // before the server closes: cleanups run last first
+	return p, url
 }
 
 func (p *holdProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -340,18 +338,15 @@ func TestFailFastUnreachable(t *testing.T) {
 func TestResourceExhaustedNotRetried(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url := serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		calls++
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, `{"code":"resource_exhausted","message":"waiters on lock \"x\": at most 1024"}`)
-	})}
-	ln := listenLoopback(t)
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	c := newClientFor(t, "http://"+ln.Addr().String())
+	}))
+	c := newClientFor(t, url)
 	_, err := c.Acquire(ctxFor(t), "x", client.TTL(time.Second), client.Wait(time.Second))
 	if err == nil || errors.Is(err, fence.ErrBusy) {
 		t.Fatalf("acquire: %v, want the limit error", err)

@@ -64,11 +64,18 @@ func newLossyProxy(t *testing.T, target, method string) (*lossyProxy, string) {
 		t.Fatal(err)
 	}
 	p := &lossyProxy{method: method, target: u, proxy: httputil.NewSingleHostReverseProxy(u)}
-	srv := &http.Server{Handler: p}
+	return p, serveLoopback(t, p)
+}
+
+// serveLoopback serves h on a loopback port until the test ends and
+// returns its URL.
+func serveLoopback(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := &http.Server{Handler: h}
 	ln := listenLoopback(t)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return p, "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String()
 }
 
 func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
