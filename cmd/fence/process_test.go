@@ -391,3 +391,43 @@ func TestProcessLocksQuotesControlCharacters(t *testing.T) {
 		t.Fatalf("locks printed %q: want a header and one line with the quoted name and owner", ls.stdout)
 	}
 }
+
+// TestProcessRunKilledTakesChildAlong: fence run killed with SIGKILL cannot
+// signal its child, so the kernel must (Pdeathsig): the child must not run
+// on past the lease while another owner gets the lock.
+func TestProcessRunKilledTakesChildAlong(t *testing.T) {
+	srv := startServe(t)
+	cmd, exited, stdout, _ := startRun(t, srv.url, "run", "job", "--ttl", "1s", "--",
+		"sh", "-c", `echo started; echo "pid=$$"; exec sleep 600`)
+	var pid int
+	giveUp := time.After(procLimit)
+	for pid == 0 {
+		if m := regexp.MustCompile(`pid=(\d+)`).FindStringSubmatch(stdout.String()); m != nil {
+			pid, _ = strconv.Atoi(m[1])
+			break
+		}
+		select {
+		case <-giveUp:
+			t.Fatalf("child never printed its pid: %q", stdout.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitExited(t, exited, "fence run after SIGKILL")
+	// The child is reaped by init once the kernel killed it; until then it
+	// may linger as a zombie, which runs nothing.
+	deadline := time.Now().Add(procLimit)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return // gone, or a zombie
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("fence run's child %d still runs %s after fence run was killed", pid, procLimit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -79,7 +79,10 @@ func superviseChild(lease *client.Lease, argv []string, grace time.Duration, std
 	cmd.Env = append(os.Environ(), "FENCE_LOCK="+lease.Name(), "FENCE_TOKEN="+lease.Token().String())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	group := !stdinIsTerminal()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+	// Pdeathsig: if fence run itself dies (kill -9, a crash), the kernel
+	// kills the child too, instead of leaving it to run on past the lease.
+	// It reaches only the direct child, not processes it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group, Pdeathsig: syscall.SIGKILL}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
