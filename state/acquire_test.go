@@ -124,12 +124,24 @@ func TestAcquire(t *testing.T) {
 					t.Fatalf("%+v waiters %d", r, m.Lock("x", at(1)).Waiters)
 				}
 			}},
-		{name: "retried request_id after the wait ran out is busy with Waited", setup: []Command{
+		// Nothing was granted under rb: a retry after its wait ran out is a
+		// new request answered with the lock as it is now (queued again
+		// while A holds it; granted once A is gone), never the old BUSY
+		// replayed with a holder who may have left.
+		{name: "retried request_id after the wait ran out queues again", setup: []Command{
 			acq(0, "x", "A", ttl), waitAcq(0, "x", "B", ttl, time.Second, "rb"), tick(at(1))},
 			cmd: waitAcq(at(2), "x", "B", ttl, time.Second, "rb"), check: func(t *testing.T, m *Machine, r Result) {
-				b := errAs[*fence.BusyError](t, r.Err)
-				if !b.Waited || b.Holder != "A" || !r.Replayed || m.Lock("x", at(2)).Waiters != 0 {
-					t.Fatalf("%+v", b)
+				if r.Err != nil || !r.Queued || r.Replayed || m.Lock("x", at(2)).Waiters != 1 {
+					t.Fatalf("%+v waiters %d, want queued anew", r, m.Lock("x", at(2)).Waiters)
+				}
+			}},
+		{name: "retried request_id after the wait ran out is granted once the lock is free", setup: []Command{
+			acq(0, "x", "A", ttl), waitAcq(0, "x", "B", ttl, time.Second, "rb"), tick(at(1)), rel(at(1.5), "x", 1)},
+			cmd: waitAcq(at(2), "x", "B", ttl, time.Second, "rb"), check: func(t *testing.T, m *Machine, r Result) {
+				wantToken(2)(t, m, r)
+				again := m.Apply(waitAcq(at(3), "x", "B", ttl, time.Second, "rb"))
+				if again.Lease == nil || again.Lease.Token != 2 || !again.Replayed {
+					t.Fatalf("retry of the granted rb = %+v, want the same lease (token 2), replayed", again)
 				}
 			}},
 		{name: "request_id with another owner conflicts", setup: []Command{

@@ -117,10 +117,13 @@
 // request_id: a retried acquire gets the outcome of its first attempt — the
 // same lease (Remaining recomputed) while it is held; LeaseExpired or
 // NotHolder with its token once it expired or was released; Queued while it
-// waits; Busy with Waited once the wait ran out. It is never granted twice.
-// The payload compared is (name, owner, ttl, lock_delay); wait is not part of
-// it, because a retry may carry only what is left of the wait. A try-acquire
-// refused as busy is not remembered.
+// waits. It is never granted twice. The payload compared is (name, owner,
+// ttl, lock_delay); wait is not part of it, because a retry may carry only
+// what is left of the wait. A try-acquire refused as busy is not
+// remembered, and neither (once the machine is configured) is one whose
+// wait ran out: nothing was granted under its id, so a retry is a new
+// request, answered with the lock as it is now. (Format 1 replayed the old
+// BUSY, with the holder as it was then; format-1 logs still replay so.)
 //
 // Attempts: each applied retry of a request still queued or holding its
 // lock is a new attempt of it (Result.Attempt: 1 for the first, then +1;

@@ -81,6 +81,14 @@ func (m *memory[K, V]) put(k K, v V, at int64) {
 	m.index[k] = seq
 }
 
+// remove forgets k now (its entry is dead until popped).
+func (m *memory[K, V]) remove(k K) {
+	if seq, ok := m.index[k]; ok {
+		m.entry(seq).at = dead
+		delete(m.index, k)
+	}
+}
+
 // pop forgets the oldest entry.
 func (m *memory[K, V]) pop() {
 	e := m.entry(m.first)

@@ -152,6 +152,9 @@ func (m *model) apply(c Command) (r Result) {
 		}
 		l := m.lock(c.Name)
 		m.settle(c.Name, l, &r.Events)
+		if q := m.reqs[c.RequestID]; q != nil && q.state == "waited" && q.name == c.Name && q.owner == c.Owner && q.ttl == c.TTL {
+			delete(m.reqs, c.RequestID) // never granted: a retry is a new request
+		}
 		if q := m.reqs[c.RequestID]; q != nil {
 			r.Replayed = true
 			if q.state == "queued" || q.state == "held" {
