@@ -36,6 +36,10 @@ var (
 	// Go client's lost-lease errors, and a call made under a lost lease's
 	// context, match it (client.ErrLeaseLost is this value).
 	ErrLeaseLost = errors.New("fence: lease lost")
+	// ErrSessionExpired: the session named by the request has ended (it
+	// expired, was closed, or was never opened). Every lease bound to it
+	// is lost and its waits have ended. *SessionExpiredError names it.
+	ErrSessionExpired = errors.New("fence: session expired")
 )
 
 // Reason is the stable machine-readable name of a refusal, as sent in API
@@ -54,6 +58,9 @@ const (
 	// ReasonResourceExhausted shares its transport code with ReasonBusy
 	// (Connect resource_exhausted, HTTP 429); the reason tells them apart.
 	ReasonResourceExhausted Reason = "RESOURCE_EXHAUSTED"
+	// ReasonSessionExpired: the request's session has ended; every lease
+	// bound to it is lost.
+	ReasonSessionExpired Reason = "SESSION_EXPIRED"
 )
 
 // ReasonOf returns the reason of a Fence refusal, or "" if err is not one.
@@ -77,6 +84,8 @@ func ReasonOf(err error) Reason {
 		return ReasonInvalid
 	case errors.Is(err, ErrResourceExhausted):
 		return ReasonResourceExhausted
+	case errors.Is(err, ErrSessionExpired):
+		return ReasonSessionExpired
 	}
 	return ""
 }
@@ -221,3 +230,17 @@ func (e *ResourceExhaustedError) Is(target error) bool { return target == ErrRes
 func Exhausted(limit, bound, got string) error {
 	return &ResourceExhaustedError{Limit: limit, Bound: bound, Got: got}
 }
+
+// SessionExpiredError: Session has ended (expired, closed, or never
+// opened). Every lease bound to it has been released or has expired, and
+// its queued acquires have ended.
+type SessionExpiredError struct {
+	Session uint64
+}
+
+func (e *SessionExpiredError) Error() string {
+	return fmt.Sprintf("session %d has expired or was closed; its leases are lost", e.Session)
+}
+
+// Is reports ErrSessionExpired.
+func (e *SessionExpiredError) Is(target error) bool { return target == ErrSessionExpired }

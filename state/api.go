@@ -22,6 +22,10 @@ const (
 	OpBumpToken  Op = 8  // Token: raise the counter so the next grant is >= Token (restore floor)
 	OpConfig     Op = 9  // Config: the rules for every later command (see Config)
 	OpDelete     Op = 10 // Name (resource), Token, OpID: delete a fenced resource, fenced like a write
+	// Sessions (see session.go).
+	OpSessionOpen      Op = 11 // TTL, RequestID (optional: the open's idempotency key): Result.Session
+	OpSessionKeepAlive Op = 12 // Session, TTL (0: the session's TTL): extend it to now + TTL
+	OpSessionClose     Op = 13 // Session: end it; its leases are released and handed on, its waits end
 )
 
 // Command is one state change. The node that proposes it (the raft leader)
@@ -56,6 +60,16 @@ type Command struct {
 	Attempt uint32
 	// Config (OpConfig) is the complete new configuration.
 	Config Config
+	// Session binds the command to a live session (0: none). An OpAcquire
+	// with a Session is session-bound: its TTL is ignored and the lease
+	// lives as long as the session (see session.go).
+	Session uint64
+	// Seq (> 0, with Session) makes the command exactly-once: a retry with
+	// the same Seq returns the saved Result (Replayed) and applies nothing.
+	Seq uint64
+	// Ack (with Session) is the lowest Seq whose reply the client has not
+	// received: every saved result with a lower Seq is forgotten.
+	Ack uint64
 }
 
 // Result is what Apply returns for one command.
@@ -83,6 +97,9 @@ type Result struct {
 	// its lock makes a new attempt (+1). A cancel names the attempt it
 	// cancels (Command.Attempt).
 	Attempt uint32
+	// Session is set by OpSessionOpen and OpSessionKeepAlive, and by a
+	// Renew of a session-bound lease (which keeps its session alive).
+	Session *SessionInfo
 	// Events are the outcomes for queued acquirers that this apply decided:
 	// a grant, or a wait that ran out. Any command may produce them (a
 	// Release hands the lock to the next waiter in the same apply).
@@ -95,6 +112,14 @@ type Event struct {
 	Attempt   uint32       // the request's attempt when the outcome was decided
 	Lease     *fence.Lease // granted; Remaining is the full TTL
 	Err       error        // *fence.BusyError with Waited: the wait ran out
+}
+
+// SessionInfo describes a live session at a given server time.
+type SessionInfo struct {
+	ID        uint64
+	TTL       time.Duration // extended by this much by every keepalive
+	Remaining time.Duration // left in server time, floored at 0
+	Leases    int           // leases bound to it
 }
 
 // ResourceState is a fenced resource as stored.
@@ -250,6 +275,15 @@ func (m *Machine) Locks(prefix string, now int64) []LockInfo {
 func (m *Machine) LocksPage(prefix, after string, limit int, now int64) (locks []LockInfo, next string) {
 	return m.locksPage(prefix, after, limit, now)
 }
+
+// Session describes live session id as of server time now (clamped to at
+// least Now()); ok is false if it is not live (never opened, closed, or
+// expired as of the decision time).
+func (m *Machine) Session(id uint64, now int64) (info SessionInfo, ok bool) { return m.sessionInfo(id, now) }
+
+// Sessions is the number of sessions the machine holds (expired ones not
+// yet settled by a command included).
+func (m *Machine) Sessions() int { return m.sessionCount() }
 
 // Resource returns a fenced resource (the zero state with Resource set if it
 // was never written).

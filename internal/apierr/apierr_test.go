@@ -28,6 +28,7 @@ func TestRoundTrip(t *testing.T) {
 		{&fence.InvalidError{Field: "ttl", Bound: "at least 10ms"}, fence.ErrInvalid, connect.CodeInvalidArgument},
 		{&fence.ResourceExhaustedError{Limit: `waiters on lock "x"`, Bound: "at most 1024", Got: "1024"}, fence.ErrResourceExhausted, connect.CodeResourceExhausted},
 		{&fence.ResourceExhaustedError{Limit: "remembered op_ids", Bound: "at most 1000000"}, fence.ErrResourceExhausted, connect.CodeResourceExhausted},
+		{&fence.SessionExpiredError{Session: 7}, fence.ErrSessionExpired, connect.CodeFailedPrecondition},
 	}
 	for _, tc := range cases {
 		ce := ToConnect(tc.err)

@@ -56,6 +56,8 @@ func FromDetail(d *fencev1.ErrorDetail) error {
 		return &fence.InvalidError{Field: d.GetField(), Bound: d.GetBound()}
 	case fence.ReasonResourceExhausted:
 		return &fence.ResourceExhaustedError{Limit: d.GetLimit(), Bound: d.GetBound(), Got: d.GetGot()}
+	case fence.ReasonSessionExpired:
+		return &fence.SessionExpiredError{Session: d.GetSession()}
 	}
 	return nil
 }

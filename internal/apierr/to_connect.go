@@ -17,7 +17,7 @@ func CodeOf(r fence.Reason) connect.Code {
 	case fence.ReasonBusy, fence.ReasonResourceExhausted:
 		// Told apart by the detail's reason.
 		return connect.CodeResourceExhausted
-	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired, fence.ReasonUnknownToken:
+	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired, fence.ReasonUnknownToken, fence.ReasonSessionExpired:
 		return connect.CodeFailedPrecondition
 	case fence.ReasonOpConflict:
 		return connect.CodeAlreadyExists
@@ -74,6 +74,7 @@ func Detail(err error) *fencev1.ErrorDetail {
 		conflict *fence.OpConflictError
 		invalid  *fence.InvalidError
 		limit    *fence.ResourceExhaustedError
+		session  *fence.SessionExpiredError
 	)
 	switch {
 	case errors.As(err, &busy):
@@ -94,6 +95,8 @@ func Detail(err error) *fencev1.ErrorDetail {
 		d.Field, d.Bound = invalid.Field, invalid.Bound
 	case errors.As(err, &limit):
 		d.Limit, d.Bound, d.Got = limit.Limit, limit.Bound, limit.Got
+	case errors.As(err, &session):
+		d.Session = session.Session
 	}
 	return d
 }
