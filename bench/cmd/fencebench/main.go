@@ -1,0 +1,143 @@
+// Command fencebench measures Fence against etcd and Redis on this machine:
+// it builds and starts every server in its own process on free loopback
+// ports and temp dirs, runs the workloads with each system's own Go client,
+// interleaved round by round, and prints the tables (markdown) that
+// docs/benchmarks.md holds between <!-- bench:begin --> and
+// <!-- bench:end -->; -docs rewrites that section in place.
+//
+//	cd bench && go run ./cmd/fencebench -docs ../docs/benchmarks.md   # full
+//	cd bench && go run ./cmd/fencebench -quick                        # < 3 min
+//	cd bench && go run ./cmd/fencebench -smoke                        # seconds
+//
+// Run it from the bench directory (or pass -repo and -bench-dir).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fenceworks/fence/bench"
+)
+
+func main() {
+	if bench.IsChild() {
+		os.Exit(bench.ChildMain())
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+type intList []int
+
+func (l *intList) String() string {
+	var s []string
+	for _, n := range *l {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a list of positive counts, got %q", v)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+func run(args []string) int {
+	mode := "full"
+	for _, a := range args {
+		switch strings.TrimLeft(a, "-") {
+		case "quick", "quick=true":
+			mode = "quick"
+		case "smoke", "smoke=true":
+			mode = "smoke"
+		}
+	}
+	cfg := bench.ForMode(mode)
+	fs := flag.NewFlagSet("fencebench", flag.ContinueOnError)
+	fs.Bool("quick", false, "quick mode: short runs, 10,000 held leases, a 2,000-lease storm (under 3 minutes on 2 cores)")
+	fs.Bool("smoke", false, "smoke mode: tiny counts, a few seconds per system (the smoke test)")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds of workloads 1-3")
+	fs.StringVar(&cfg.Systems, "systems", cfg.Systems, "comma-separated systems (default: all registered: "+strings.Join(bench.Registered(), ", ")+")")
+	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, "workloads to run: 1 uncontended, 2 fenced write, 3 handoff, 4 held leases, 5 expiry storm")
+	w1 := intList(cfg.W1Clients)
+	fs.Var(&w1, "w1-clients", "client counts of workload 1")
+	fs.DurationVar(&cfg.W1Duration, "w1-duration", cfg.W1Duration, "timed window of one workload-1 run")
+	w2 := intList(cfg.W2Clients)
+	fs.Var(&w2, "w2-clients", "client counts of workload 2")
+	fs.DurationVar(&cfg.W2Duration, "w2-duration", cfg.W2Duration, "timed window of one workload-2 run")
+	fs.IntVar(&cfg.W3Clients, "w3-clients", cfg.W3Clients, "clients handing one lock around (workload 3)")
+	fs.DurationVar(&cfg.W3Duration, "w3-duration", cfg.W3Duration, "timed window of one workload-3 run")
+	fs.IntVar(&cfg.W4N, "held", cfg.W4N, "leases held at once (workload 4)")
+	fs.IntVar(&cfg.W4Workers, "held-workers", cfg.W4Workers, "concurrent acquirers of workload 4")
+	fs.IntVar(&cfg.W4Rounds, "held-rounds", cfg.W4Rounds, "rounds of workload 4")
+	fs.IntVar(&cfg.W5N, "storm", cfg.W5N, "leases (and waiters) of the expiry storm (workload 5)")
+	fs.IntVar(&cfg.W5Workers, "storm-workers", cfg.W5Workers, "concurrent acquirers of the storm's holders")
+	fs.IntVar(&cfg.W5Rounds, "storm-rounds", cfg.W5Rounds, "rounds of workload 5")
+	fs.DurationVar(&cfg.W5MinTTL, "storm-min-ttl", cfg.W5MinTTL, "least time from a storm's start to its holders' TTL end")
+	fs.IntVar(&cfg.W5EtcdTTL, "storm-etcd-ttl", cfg.W5EtcdTTL, "etcd session TTL (seconds) of the storm's holders")
+	fs.DurationVar(&cfg.RedisRetry, "redis-retry", cfg.RedisRetry, "Redis: least pause between polls of a waiting acquire")
+	fs.DurationVar(&cfg.RedisStormRetry, "redis-storm-retry", cfg.RedisStormRetry, "Redis: the same in the storm")
+	fs.StringVar(&cfg.Repo, "repo", cfg.Repo, "repository root (to build fence)")
+	fs.StringVar(&cfg.BenchDir, "bench-dir", cfg.BenchDir, "the bench module (to build etcdserver)")
+	fs.StringVar(&cfg.FenceBin, "fence-bin", "", "a fence binary to use instead of building one")
+	fs.StringVar(&cfg.EtcdBin, "etcd-bin", "", "an etcdserver binary to use instead of building one")
+	fs.StringVar(&cfg.RedisBin, "redis-bin", cfg.RedisBin, "redis-server")
+	fs.StringVar(&cfg.Tmp, "tmp", "", "parent of the temp dirs (default $TMPDIR)")
+	docs := fs.String("docs", "", "rewrite the bench section of this file (docs/benchmarks.md) with the results")
+	jsonOut := fs.String("json", "", "also write the raw results as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg.W1Clients, cfg.W2Clients = w1, w2
+	cfg.Log = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fencebench:", err)
+		return 1
+	}
+	command := "cd bench && go run ./cmd/fencebench " + strings.Join(args, " ")
+	if len(args) == 0 {
+		command = strings.TrimSpace(command)
+	}
+	md := rep.Markdown(bench.Environment(cfg), command)
+	fmt.Print(md)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "fencebench:", err)
+			return 1
+		}
+	}
+	if *docs != "" {
+		if err := bench.WriteSection(*docs, md); err != nil {
+			fmt.Fprintln(os.Stderr, "fencebench:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "fencebench: wrote the section of %s (%s)\n", *docs, time.Now().UTC().Format(time.RFC3339))
+	}
+	if p := rep.Problems(); len(p) > 0 {
+		fmt.Fprintln(os.Stderr, "fencebench: problems:")
+		for _, x := range p {
+			fmt.Fprintln(os.Stderr, "  "+x)
+		}
+		return 1
+	}
+	return 0
+}

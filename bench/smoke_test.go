@@ -1,0 +1,101 @@
+package bench_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence/bench"
+)
+
+// The workloads 4–5 client runs as a child process; in the test it is this
+// test binary.
+func TestMain(m *testing.M) {
+	if bench.IsChild() {
+		os.Exit(bench.ChildMain())
+	}
+	os.Exit(m.Run())
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestSmoke runs the whole runner with tiny counts against real processes —
+// fence built from this checkout, etcd built from this module, two
+// redis-server — and checks only that every system produced results in
+// every workload without errors. It asserts no speed.
+func TestSmoke(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server not found: %v", err)
+		}
+		t.Skipf("!!! SKIPPING: redis-server not found (%v)", err)
+	}
+	cfg := bench.ForMode("smoke")
+	cfg.Repo, cfg.BenchDir = "..", "."
+	cfg.Tmp = t.TempDir()
+	cfg.Log = logWriter{t}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ChildExe = exe
+	// A prebuilt fence (for running this test against another checkout's
+	// binary); by default the test builds ../cmd/fence.
+	cfg.FenceBin = os.Getenv("FENCEBENCH_FENCE_BIN")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems() {
+		t.Error(p)
+	}
+	want := bench.Registered()
+	if len(rep.Systems) != len(want) {
+		t.Errorf("ran systems %v, want every registered one %v", rep.Systems, want)
+	}
+	md := rep.Markdown(bench.Environment(cfg), "go test ./bench")
+	for _, sys := range rep.Systems {
+		if n := strings.Count(md, "| "+sys+" |"); n < 3 {
+			t.Errorf("report has %d rows for %s, want one per table:\n%s", n, sys, md)
+		}
+	}
+	if strings.Contains(md, "failed") {
+		t.Errorf("report shows a failed run:\n%s", md)
+	}
+}
+
+// TestWriteSection keeps everything outside the markers and replaces what is
+// between them.
+func TestWriteSection(t *testing.T) {
+	path := t.TempDir() + "/b.md"
+	if err := os.WriteFile(path, []byte("# Benchmarks\n\nold text\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.WriteSection(path, "first\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.WriteSection(path, "second\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	want := "# Benchmarks\n\nold text\n\n" + bench.BeginMarker + "\nsecond\n" + bench.EndMarker + "\n"
+	if string(b) != want {
+		t.Fatalf("got %q, want %q", b, want)
+	}
+	if err := os.WriteFile(path, []byte("a\n"+bench.BeginMarker+"\nx\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.WriteSection(path, "y"); err == nil {
+		t.Fatal("a begin marker without an end marker was accepted")
+	}
+}
