@@ -45,8 +45,10 @@ type fenceClient struct {
 	addr string
 }
 
-func (f *fenceClient) Worker(ctx context.Context, i int) (Worker, error) { return fenceWorker{f.c}, nil }
-func (f *fenceClient) Close() error                                     { return f.c.Close() }
+func (f *fenceClient) Worker(ctx context.Context, i int) (Worker, error) {
+	return fenceWorker{f.c}, nil
+}
+func (f *fenceClient) Close() error { return f.c.Close() }
 
 // Queued reads the server's fence_waiters gauge (all locks; the runner's
 // servers serve one workload at a time).
