@@ -4,8 +4,15 @@ import "github.com/fenceworks/fence"
 
 // acquire grants lock cmd.Name when it is free, queues the request when
 // cmd.Wait > 0, and is busy otherwise. A request_id seen before gets the
-// outcome of its first attempt.
+// outcome of its first attempt. With cmd.Session (live: sequenced checked
+// it) the acquire is session-bound: its TTL is ignored, and the lease (or
+// the wait) belongs to the session.
 func (m *impl) acquire(cmd Command) Result {
+	var s *session
+	if cmd.Session != 0 {
+		cmd.TTL = 0
+		s = m.sessions[cmd.Session]
+	}
 	if err := m.validateAcquire(cmd); err != nil {
 		return Result{Err: err}
 	}
@@ -45,11 +52,11 @@ func (m *impl) acquire(cmd Command) Result {
 		}
 		var req *request
 		if cmd.RequestID != "" {
-			if err := m.admitRequest(); err != nil {
+			if err := m.admitRequestID(cmd.RequestID); err != nil {
 				res.Err = err
 				return res
 			}
-			req = m.newRequest(cmd)
+			req = m.newRequest(cmd, s)
 		}
 		if l == nil {
 			l = m.lockFor(cmd.Name)
@@ -58,17 +65,20 @@ func (m *impl) acquire(cmd Command) Result {
 		if req != nil {
 			req.name = l.name // share the bytes: remembered requests are many
 		}
-		g := m.grantTo(l, cmd.Owner, cmd.TTL, cmd.LockDelay, req)
+		g := m.grantTo(l, cmd.Owner, cmd.TTL, cmd.LockDelay, req, s)
 		res.Lease = g.lease(l.name, m.clock)
 		if req != nil {
 			res.Attempt = req.attempt
 		}
 	case cmd.Wait > 0:
-		if err := first(m.admitWaiter(l), m.admitRequest()); err != nil {
+		if err := first(m.admitWaiter(l), m.admitRequestID(cmd.RequestID)); err != nil {
 			res.Err = err
 			return res
 		}
-		req := m.newRequest(cmd)
+		req := m.newRequest(cmd, s)
+		if s != nil {
+			s.addWaiter(req)
+		}
 		req.name = l.name
 		req.state = reqQueued
 		req.deadline = m.clock + int64(cmd.Wait)
@@ -83,8 +93,9 @@ func (m *impl) acquire(cmd Command) Result {
 	return res
 }
 
-func (m *impl) newRequest(cmd Command) *request {
+func (m *impl) newRequest(cmd Command, s *session) *request {
 	return &request{
+		sess:      s,
 		id:        cmd.RequestID,
 		name:      cmd.Name,
 		owner:     cmd.Owner,
@@ -93,4 +104,14 @@ func (m *impl) newRequest(cmd Command) *request {
 		lockDelay: cmd.LockDelay,
 		attempt:   1,
 	}
+}
+
+// admitRequestID is admitRequest for id, except that a SessionRequestID is
+// never remembered in the request memory (its session's saved result
+// answers its retries), so it needs no room there.
+func (m *impl) admitRequestID(id string) error {
+	if generatedID(id) {
+		return nil
+	}
+	return m.admitRequest()
 }

@@ -292,6 +292,13 @@ func (m *Machine) Resource(name string) ResourceState { return m.resource(name) 
 // Snapshot writes the whole state to w.
 func (m *Machine) Snapshot(w io.Writer) error { return m.snapshot(w) }
 
+// SnapshotView copies the whole state into a value that shares nothing
+// the machine changes, without encoding it: call it where Snapshot would
+// be called (under the lock that serialises Apply), then write the view
+// with its WriteTo outside that lock, while Apply goes on. The bytes
+// written are those Snapshot would have written at the time of the copy.
+func (m *Machine) SnapshotView() *SnapshotView { return m.snapshotView() }
+
 // Restore replaces the whole state with one written by Snapshot.
 func (m *Machine) Restore(r io.Reader) error { return m.restore(r) }
 

@@ -28,18 +28,26 @@ import (
 //	  9 Delta      zigzag varint
 //	 10 OpID       uvarint length + bytes
 //	 11 Slack      uvarint (ns; a negative Slack does not encode)
-//	 12 Attempt    uvarint                      (version 2 only)
-//	 13 Config     uvarint config mask, then    (version 2 only)
+//	 12 Attempt    uvarint                      (version 2 and 3)
+//	 13 Config     uvarint config mask, then    (version 2 and 3)
 //	               its present fields in this order, each a zigzag varint:
 //	               0 MaxTTL (ns), 1 MaxOps, 2 MaxRequests, 3 IDRetention
 //	               (ns), 4 MinIDRetention (ns), 5 MaxWaitersPerLock,
 //	               6 MaxWaiters, 7 MaxResources, 8 MaxResourceBytes,
-//	               9 MaxLocks
+//	               9 MaxLocks, 10 MaxSessions, 11 MaxSessionResults
+//	 14 Session    uvarint                      (version 3 only)
+//	 15 Seq        uvarint                      (version 3 only)
+//	 16 Ack        uvarint                      (version 3 only)
 //
-// Config field 9 (MaxLocks) was added after the others: an OpConfig
-// written before it has no bit 9 and decodes with MaxLocks 0 (no cap, the
-// rule it was applied under), and an older binary refuses a config mask
-// with bit 9 (unknown field) rather than apply it without the cap.
+// Config fields 9 (MaxLocks), 10 and 11 (MaxSessions, MaxSessionResults)
+// were added after the others: an OpConfig written before them has no
+// such bit and decodes with the field 0 (no cap, the rule it was applied
+// under), and an older binary refuses a config mask with an unknown bit
+// rather than apply it without the cap.
+//
+// Version 3 is written exactly when a command needs it: a session op
+// (OpSessionOpen, OpSessionKeepAlive, OpSessionClose) or a non-zero
+// Session, Seq or Ack. An older binary refuses it (unknown version).
 //
 // Version 2 is written exactly when a command needs it: op OpConfig or
 // OpDelete, or a non-zero Attempt or Config. Every other command is
@@ -53,10 +61,12 @@ import (
 // than MaxCommandBytes.
 
 // CommandVersion is the first byte of an encoded command that needs none
-// of version 2 (see above); CommandVersion2 of one that does.
+// of version 2 (see above); CommandVersion2 of one that needs version 2
+// but not 3; CommandVersion3 of one that needs sessions.
 const (
 	CommandVersion  = 1
 	CommandVersion2 = 2
+	CommandVersion3 = 3
 )
 
 // MaxCommandBytes bounds an encoded command: a maximal value plus room for
@@ -79,7 +89,11 @@ const (
 	fieldCountV1
 	fAttempt = iota - 1
 	fConfig
-	fieldCount
+	fieldCount // version 2
+	fSession   = iota - 2
+	fSeq
+	fAck
+	fieldCountV3
 )
 
 // Config fields, in encoding order.
@@ -94,24 +108,44 @@ const (
 	cMaxResources
 	cMaxResourceBytes
 	cMaxLocks
+	cMaxSessions
+	cMaxSessionResults
 	configFieldCount
 )
 
 // configInts lists c's fields as int64s in encoding order.
 func configInts(c Config) [configFieldCount]int64 {
 	return [configFieldCount]int64{int64(c.MaxTTL), int64(c.MaxOps), int64(c.MaxRequests), int64(c.IDRetention),
-		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources), c.MaxResourceBytes, int64(c.MaxLocks)}
+		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources), c.MaxResourceBytes, int64(c.MaxLocks),
+		int64(c.MaxSessions), int64(c.MaxSessionResults)}
 }
 
 // configOf is the inverse of configInts.
 func configOf(v [configFieldCount]int64) Config {
 	return Config{MaxTTL: time.Duration(v[0]), MaxOps: int(v[1]), MaxRequests: int(v[2]), IDRetention: time.Duration(v[3]),
-		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]), MaxResourceBytes: v[8], MaxLocks: int(v[9])}
+		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]), MaxResourceBytes: v[8], MaxLocks: int(v[9]),
+		MaxSessions: int(v[10]), MaxSessionResults: int(v[11])}
 }
 
-// needsV2 reports whether c must be written as version 2.
+// needsV2 reports whether c must be written as version 2 (or 3).
 func needsV2(c Command) bool {
 	return c.Op == OpConfig || c.Op == OpDelete || c.Attempt != 0 || c.Config != (Config{})
+}
+
+// needsV3 reports whether c must be written as version 3.
+func needsV3(c Command) bool {
+	return c.Op == OpSessionOpen || c.Op == OpSessionKeepAlive || c.Op == OpSessionClose || c.Session != 0 || c.Seq != 0 || c.Ack != 0
+}
+
+// versionOf is the version c is written as.
+func versionOf(c Command) byte {
+	switch {
+	case needsV3(c):
+		return CommandVersion3
+	case needsV2(c):
+		return CommandVersion2
+	}
+	return CommandVersion
 }
 
 // ErrBadCommand is wrapped by every decoding error.
@@ -138,6 +172,9 @@ func encodeCommand(c Command) ([]byte, error) {
 	set(fSlack, c.Slack != 0)
 	set(fAttempt, c.Attempt != 0)
 	set(fConfig, c.Config != (Config{}))
+	set(fSession, c.Session != 0)
+	set(fSeq, c.Seq != 0)
+	set(fAck, c.Ack != 0)
 	if c.Slack < 0 {
 		return nil, fmt.Errorf("%w: negative slack %s", ErrBadCommand, c.Slack)
 	}
@@ -146,12 +183,8 @@ func encodeCommand(c Command) ([]byte, error) {
 	if data > MaxCommandBytes {
 		return nil, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadCommand, data, MaxCommandBytes)
 	}
-	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCount)+data)
-	version := byte(CommandVersion)
-	if needsV2(c) {
-		version = CommandVersion2
-	}
-	b = append(b, version, byte(c.Op))
+	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCountV3+configFieldCount)+data)
+	b = append(b, versionOf(c), byte(c.Op))
 	b = binary.AppendUvarint(b, mask)
 	str := func(i int, s string) {
 		if mask&(1<<i) != 0 {
@@ -198,6 +231,14 @@ func encodeCommand(c Command) ([]byte, error) {
 			}
 		}
 	}
+	for _, f := range [...]struct {
+		i int
+		v uint64
+	}{{fSession, c.Session}, {fSeq, c.Seq}, {fAck, c.Ack}} {
+		if mask&(1<<f.i) != 0 {
+			b = binary.AppendUvarint(b, f.v)
+		}
+	}
 	if len(b) > MaxCommandBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
 	}
@@ -216,6 +257,8 @@ func decodeCommand(out *Command, b []byte) error {
 	case CommandVersion:
 	case CommandVersion2:
 		fields = fieldCount
+	case CommandVersion3:
+		fields = fieldCountV3
 	default:
 		return fmt.Errorf("%w: unknown version %d", ErrBadCommand, b[0])
 	}
@@ -290,6 +333,15 @@ func decodeCommand(out *Command, b []byte) error {
 			return fmt.Errorf("%w: config field out of range", ErrBadCommand)
 		}
 	}
+	if has(fSession) {
+		c.Session = d.uvarint()
+	}
+	if has(fSeq) {
+		c.Seq = d.uvarint()
+	}
+	if has(fAck) {
+		c.Ack = d.uvarint()
+	}
 	switch {
 	case d.err != nil:
 		return d.err
@@ -297,8 +349,8 @@ func decodeCommand(out *Command, b []byte) error {
 		return fmt.Errorf("%w: %d trailing bytes", ErrBadCommand, len(d.b))
 	case d.zero:
 		return fmt.Errorf("%w: a field is present with a zero value", ErrBadCommand)
-	case needsV2(c) != (b[0] == CommandVersion2):
-		return fmt.Errorf("%w: version %d for a command that is written as the other version", ErrBadCommand, b[0])
+	case versionOf(c) != b[0]:
+		return fmt.Errorf("%w: version %d for a command that is written as version %d", ErrBadCommand, b[0], versionOf(c))
 	}
 	*out = c
 	return nil

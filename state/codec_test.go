@@ -30,6 +30,12 @@ var codecSamples = []Command{
 	{Op: OpConfig},
 	{Op: OpDelete, Now: 4, Name: "stock", Token: 3, OpID: "d1"},
 	{Op: OpDelete},
+	{Op: OpSessionOpen, Now: 2, TTL: 10 * time.Second, RequestID: "open-1"},
+	{Op: OpSessionKeepAlive, Session: 1},
+	{Op: OpSessionClose, Session: math.MaxUint64, Seq: 3, Ack: 2},
+	{Op: OpAcquire, Now: 3, Name: "x", Owner: "A", Wait: time.Second, Session: 7, Seq: math.MaxUint64, Ack: 1},
+	{Op: OpCancelWait, Name: "x", RequestID: "r", Attempt: 2, Session: 1},
+	{Op: OpConfig, Config: Config{MaxSessions: math.MaxInt64, MaxSessionResults: -1}},
 }
 
 func sameCommand(a, b Command) bool {
@@ -67,6 +73,9 @@ func TestCodecVersion1Unchanged(t *testing.T) {
 		{Command{Op: OpCancelWait, Name: "x", RequestID: "r", Attempt: 2}, []byte{2, 4, 0xc2, 0x20, 1, 'x', 1, 'r', 2}},
 		{Command{Op: OpDelete, Name: "x", Token: 1}, []byte{2, 10, 0x82, 0x01, 1, 'x', 1}},
 		{Command{Op: OpConfig, Config: Config{MaxOps: 3, MaxResourceBytes: 1}}, []byte{2, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}},
+		{Command{Op: OpSessionOpen, TTL: 1}, []byte{3, 11, 0x08, 2}},
+		{Command{Op: OpSessionKeepAlive, Session: 1, Seq: 2, Ack: 1}, []byte{3, 12, 0x80, 0x80, 0x07, 1, 2, 1}},
+		{Command{Op: OpConfig, Config: Config{MaxSessions: 1, MaxSessionResults: 2}}, []byte{2, 9, 0x80, 0x40, 0x80, 0x18, 2, 4}},
 	} {
 		b, err := tc.c.MarshalBinary()
 		if err != nil || !bytes.Equal(b, tc.want) {
@@ -93,7 +102,12 @@ func TestCodecRefuses(t *testing.T) {
 		"v1 attempt":      {1, 4, 0x80, 0x20, 1},
 		"attempt > 2^32":  {2, 4, 0x80, 0x20, 0x80, 0x80, 0x80, 0x80, 0x10},
 		"config mask 0":   {2, 9, 0x80, 0x40, 0},
-		"config unknown":  {2, 9, 0x80, 0x40, 0x80, 0x08, 2},
+		"config unknown":  {2, 9, 0x80, 0x40, 0x80, 0x20, 2},
+		"v2 session op":   {2, 11, 0},
+		"v1 session":      {1, 5, 0x80, 0x80, 0x01, 1},
+		"v2 seq":          {2, 4, 0x80, 0x80, 0x02, 1},
+		"v3 not needed":   {3, 10, 0},
+		"v4":              {4, 11, 0},
 		"config zero":     {2, 9, 0x80, 0x40, 1, 0},
 		"v3":              {3, 5, 0},
 	} {
@@ -135,6 +149,9 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte{1, 9, 0x00})                                                                   // OpConfig as version 1
 	f.Add([]byte{2, 4, 0x80, 0x60, 0x01, 0x01, 0x02})                                           // cancel with attempt and a config
 	f.Add([]byte{2, 9, 0x80, 0x40, 0x80, 0x04, 0x02})                                           // config mask with an unknown field
+	f.Add([]byte{3, 12, 0x80, 0x80, 0x07, 1, 2, 1})                                             // keepalive with session, seq, ack
+	f.Add([]byte{2, 1, 0x80, 0x80, 0x01, 1})                                                    // a session as version 2
+	f.Add([]byte{3, 5, 0x80, 0x80, 0x08, 1})                                                    // an unknown field in version 3
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c Command
 		if err := c.UnmarshalBinary(b); err != nil {

@@ -13,7 +13,8 @@ import (
 // process: a machine starts from InitialConfig, an OpConfig in the log
 // replaces it for the commands after it, and snapshots carry it (see the
 // package doc, Config). A zero cap (MaxWaitersPerLock, MaxWaiters,
-// MaxResources, MaxResourceBytes, MaxLocks) means no cap; a zero MinIDRetention means
+// MaxResources, MaxResourceBytes, MaxLocks, MaxSessions,
+// MaxSessionResults) means no cap; a zero MinIDRetention means
 // ids may be forgotten by count at any age (the format-1 rule).
 type Config struct {
 	MaxTTL            time.Duration // greatest TTL of an acquire or renew
@@ -26,6 +27,8 @@ type Config struct {
 	MaxResources      int           // fenced resources, deleted ones (tombstones) included
 	MaxResourceBytes  int64         // total bytes of the values of all fenced resources
 	MaxLocks          int           // locks that exist: held, delayed or with waiters (idle tombstones are bounded by MaxIdleLocks)
+	MaxSessions       int           // live sessions
+	MaxSessionResults int           // saved unacknowledged results of sequenced commands, per session
 }
 
 // MaxIdleLocks bounds the tombstones of idle locks whatever MaxRequests is:
@@ -57,6 +60,8 @@ func DefaultConfig() Config {
 		MaxResources:      100_000,
 		MaxResourceBytes:  256 << 20,
 		MaxLocks:          1_000_000,
+		MaxSessions:       100_000,
+		MaxSessionResults: 4_096,
 	}
 }
 
@@ -105,6 +110,8 @@ func (c Config) Validate() error {
 		n("max_resources", int64(c.MaxResources), 0, unbounded),
 		n("max_resource_bytes", c.MaxResourceBytes, 0, unbounded),
 		n("max_locks", int64(c.MaxLocks), 0, unbounded),
+		n("max_sessions", int64(c.MaxSessions), 0, unbounded),
+		n("max_session_results", int64(c.MaxSessionResults), 0, unbounded),
 	)
 }
 

@@ -58,9 +58,11 @@ func (h deadlineHeap) due(now int64) (*lockEntry, bool) {
 	return h[0], true
 }
 
+// nextDeadline is the earliest of the lock heap's and the session heap's.
 func (m *impl) nextDeadline() (int64, bool) {
-	if len(m.deadlines) == 0 {
-		return 0, false
+	at, ok := m.nextSessionDeadline()
+	if len(m.deadlines) > 0 && (!ok || m.deadlines[0].deadline < at) {
+		at, ok = m.deadlines[0].deadline, true
 	}
-	return m.deadlines[0].deadline, true
+	return at, ok
 }

@@ -3,7 +3,9 @@ package state
 import "github.com/fenceworks/fence"
 
 // renew extends the lease of the current holder of cmd.Name by cmd.TTL (or
-// its own TTL when cmd.TTL is 0, cut to MaxTTL), counted from now.
+// its own TTL when cmd.TTL is 0, cut to MaxTTL), counted from now. The
+// renewal of a session-bound lease is a keepalive of its session (cmd.TTL
+// becomes the session's TTL unless 0) and reports the session too.
 func (m *impl) renew(cmd Command) Result {
 	if err := m.validateRenew(cmd); err != nil {
 		return Result{Err: err}
@@ -17,6 +19,12 @@ func (m *impl) renew(cmd Command) Result {
 	g, err := m.holding(l, cmd.Name, cmd.Token)
 	if err != nil {
 		res.Err = err
+		return res
+	}
+	if g.sess != nil {
+		m.keepAlive(g.sess, cmd.TTL)
+		res.Lease = g.lease(l.name, m.clock)
+		res.Session = g.sess.info(m.clock)
 		return res
 	}
 	if cmd.TTL != 0 {
@@ -107,6 +115,12 @@ func (m *impl) cancelWait(cmd Command) Result {
 			l.queue = nil
 		}
 		delete(m.live, r.id)
+		if r.sess != nil && r.sess.waiters != nil {
+			delete(r.sess.waiters, r.id)
+		}
+		// Not remembered (nothing was granted); a session's saved result
+		// may still refer to it: a retry of its seq is a new request.
+		r.state, r.outcome, r.deadline = reqDone, outcomeCancelled, 0
 	case reqHeld:
 		m.endLease(l, endReleased, m.expiryTime())
 		m.handOn(l, &res.Events)

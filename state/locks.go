@@ -42,12 +42,31 @@ type grant struct {
 	expiresAt int64
 	lockDelay time.Duration
 	req       *request // the acquire's request_id, nil if none
+	// sess is the session the lease is bound to (nil: a standalone lease).
+	// A bound lease has no TTL or expiry of its own (ttl and expiresAt are
+	// 0): it ends when its session does, and the lock's deadline heap does
+	// not hold it (the session heap does).
+	sess *session
+}
+
+// end is the server time the lease ends at (its session's expiry for a
+// bound lease).
+func (g *grant) end() int64 {
+	if g.sess != nil {
+		return g.sess.expiresAt
+	}
+	return g.expiresAt
 }
 
 // lease describes g at server time now. Remaining is floored at 0: a lease
-// still held as of the decision time may be past its end as of now.
+// still held as of the decision time may be past its end as of now. A
+// session-bound lease reports its session's TTL and remaining time.
 func (g *grant) lease(name string, now int64) *fence.Lease {
-	return &fence.Lease{Name: name, Owner: g.owner, Token: g.token, TTL: g.ttl, Remaining: time.Duration(max(g.expiresAt-now, 0))}
+	ttl := g.ttl
+	if g.sess != nil {
+		ttl = g.sess.ttl
+	}
+	return &fence.Lease{Name: name, Owner: g.owner, Token: g.token, TTL: ttl, Remaining: time.Duration(max(g.end()-now, 0))}
 }
 
 // lockFor returns the lock named name, creating a free one.
@@ -65,7 +84,8 @@ func (m *impl) lockFor(name string) *lockEntry {
 // out end. Outcomes for waiters are appended to events in FIFO order.
 func (m *impl) settle(l *lockEntry, events *[]Event) {
 	now := m.expiryTime()
-	if l.holder != nil && l.holder.expiresAt <= now {
+	// A session-bound lease ends only with its session (settleSessions).
+	if l.holder != nil && l.holder.sess == nil && l.holder.expiresAt <= now {
 		g := l.holder
 		m.endLease(l, endExpired, g.expiresAt)
 		if g.lockDelay > 0 {
@@ -92,11 +112,17 @@ func (m *impl) handOn(l *lockEntry, events *[]Event) {
 		w := l.queue[0]
 		l.queue = l.queue[1:]
 		m.waiting--
+		if w.sess != nil && w.sess.expiresAt <= m.expiryTime() {
+			// Its session is past its expiry (it ends later in this
+			// apply): it ends with it, and is not granted.
+			m.sessionEndedWait(w, events)
+			continue
+		}
 		if w.deadline <= available {
 			m.waitRanOut(l, w, events)
 			continue
 		}
-		g := m.grantTo(l, w.owner, w.ttl, w.lockDelay, w)
+		g := m.grantTo(l, w.owner, w.ttl, w.lockDelay, w, w.sess)
 		*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Lease: g.lease(l.name, m.clock)})
 	}
 	if len(l.queue) == 0 {
@@ -129,8 +155,9 @@ func (m *impl) waitRanOut(l *lockEntry, w *request, events *[]Event) {
 	*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Err: err})
 }
 
-// grantTo gives the free lock l a new lease with the next token.
-func (m *impl) grantTo(l *lockEntry, owner string, ttl, lockDelay time.Duration, req *request) *grant {
+// grantTo gives the free lock l a new lease with the next token, bound to
+// session s if it is not nil (then ttl is ignored).
+func (m *impl) grantTo(l *lockEntry, owner string, ttl, lockDelay time.Duration, req *request, s *session) *grant {
 	g := &grant{
 		owner:     owner,
 		token:     m.nextToken(),
@@ -138,6 +165,14 @@ func (m *impl) grantTo(l *lockEntry, owner string, ttl, lockDelay time.Duration,
 		expiresAt: m.clock + int64(ttl),
 		lockDelay: lockDelay,
 		req:       req,
+		sess:      s,
+	}
+	if s != nil {
+		g.ttl, g.expiresAt = 0, 0
+		s.bind(l)
+		if req != nil && s.waiters != nil {
+			delete(s.waiters, req.id)
+		}
 	}
 	l.holder = g
 	l.lastToken = g.token
@@ -160,6 +195,9 @@ func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
 	l.holder = nil
 	l.lastEnd = how
 	l.freedAt = at
+	if g.sess != nil {
+		delete(g.sess.leases, l.name)
+	}
 	if g.req != nil {
 		out := outcomeReleased
 		if how == endExpired {
@@ -175,7 +213,7 @@ func (m *impl) busy(l *lockEntry) *fence.BusyError {
 	now := m.clock
 	switch {
 	case l.holder != nil:
-		return &fence.BusyError{Name: l.name, Holder: l.holder.owner, Token: l.holder.token, Remaining: time.Duration(max(l.holder.expiresAt-now, 0))}
+		return &fence.BusyError{Name: l.name, Holder: l.holder.owner, Token: l.holder.token, Remaining: time.Duration(max(l.holder.end()-now, 0))}
 	case l.delayUntil > m.expiryTime():
 		return &fence.BusyError{Name: l.name, Remaining: time.Duration(max(l.delayUntil-now, 0)), Delayed: true}
 	}
@@ -214,7 +252,9 @@ func (l *lockEntry) nextDeadline() (int64, bool) {
 		}
 	}
 	if l.holder != nil {
-		consider(l.holder.expiresAt)
+		if l.holder.sess == nil { // a bound lease's end is its session's
+			consider(l.holder.expiresAt)
+		}
 	} else if l.delayUntil != 0 {
 		consider(l.delayUntil)
 	}

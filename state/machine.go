@@ -33,6 +33,11 @@ type impl struct {
 	resources     map[string]*resource
 	resourceBytes int64 // sum of len(value) over resources
 	waiting       int   // queued acquires on all locks
+
+	sessions       map[uint64]*session // live sessions by id
+	sessionHeap    sessionHeap         // live sessions by (expiresAt, id)
+	opens          map[string]*session // live sessions by the RequestID of their open
+	sessionCounter uint64              // last session id issued
 }
 
 func newMachine(cfg Config, configured bool) *Machine {
@@ -51,6 +56,8 @@ func newImpl(cfg Config) *impl {
 		requests:  newMemory[string, doneRequest](),
 		ops:       newMemory[opKey, opRecord](),
 		resources: map[string]*resource{},
+		sessions:  map[uint64]*session{},
+		opens:     map[string]*session{},
 	}
 }
 
@@ -80,6 +87,19 @@ func (m *impl) apply(cmd Command) Result {
 		m.decided = max(m.decided, cmd.Now-int64(cmd.Slack))
 	}
 	m.forget()
+	// Sessions due at the decision time end first, so no command sees a
+	// session (or a lease bound to one) past its expiry, tick or not.
+	var events []Event
+	m.settleSessions(&events)
+	res := m.sequenced(cmd)
+	if len(events) > 0 {
+		res.Events = append(events, res.Events...)
+	}
+	return res
+}
+
+// dispatch runs cmd (its session, if any, is live).
+func (m *impl) dispatch(cmd Command) Result {
 	switch cmd.Op {
 	case OpAcquire:
 		return m.acquire(cmd)
@@ -101,8 +121,14 @@ func (m *impl) apply(cmd Command) Result {
 		return m.setConfig(cmd)
 	case OpDelete:
 		return m.del(cmd)
+	case OpSessionOpen:
+		return m.openSession(cmd)
+	case OpSessionKeepAlive:
+		return m.sessionKeepAlive(cmd)
+	case OpSessionClose:
+		return m.sessionClose(cmd)
 	}
-	return Result{Err: fence.Invalid("op", "a known operation (1..10)", itoa(int64(cmd.Op)))}
+	return Result{Err: fence.Invalid("op", "a known operation (1..13)", itoa(int64(cmd.Op)))}
 }
 
 // tick expires everything due at server time and hands freed locks on.
@@ -112,8 +138,10 @@ func (m *impl) tick() Result {
 	return res
 }
 
-// settleDue settles every lock with something due at the decision time.
+// settleDue ends every session and settles every lock with something due
+// at the decision time.
 func (m *impl) settleDue(events *[]Event) {
+	m.settleSessions(events)
 	for {
 		l, ok := m.deadlines.due(m.expiryTime())
 		if !ok {

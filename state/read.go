@@ -27,10 +27,10 @@ func (m *impl) info(l *lockEntry, now int64) LockInfo {
 	d := m.expiryTime()
 	info := LockInfo{Name: l.name, LastToken: l.lastToken}
 	g, freedAt, delayUntil := l.holder, l.freedAt, l.delayUntil
-	if g != nil && g.expiresAt <= d {
-		freedAt = g.expiresAt
+	if g != nil && g.end() <= d {
+		freedAt = g.end()
 		if g.lockDelay > 0 {
-			delayUntil = g.expiresAt + int64(g.lockDelay)
+			delayUntil = g.end() + int64(g.lockDelay)
 		}
 		g = nil
 	}

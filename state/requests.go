@@ -21,6 +21,8 @@ const (
 	outcomeReleased          // granted, then released (or given up)
 	outcomeExpired           // granted, then its lease expired
 	outcomeWaitedOut         // queued, and the wait ran out
+	outcomeSessionEnded      // queued, and its session ended (never remembered: nothing was granted)
+	outcomeCancelled         // queued, and cancelled (never remembered: nothing was granted)
 )
 
 // request is an acquire that carried a request_id. While queued or held it
@@ -38,6 +40,7 @@ type request struct {
 	token     fence.Token // granted: the lease's token
 	outcome   outcome
 	attempt   uint32 // attempt generation: 1, then +1 per applied retry while live
+	sess      *session // session-bound: the session it was made on (nil: none)
 }
 
 // retry makes a new attempt of a live request (saturating: after 2^32-1
@@ -52,9 +55,20 @@ func (m *impl) retry(r *request) {
 }
 
 // samePayload reports whether cmd is a retry of r. The wait is not part of
-// the payload: a client retrying may send only what is left of it.
+// the payload: a client retrying may send only what is left of it. A
+// session-bound acquire has TTL 0 (its TTL is ignored) and, while live,
+// must come on the same session.
 func (r *request) samePayload(cmd Command) bool {
-	return r.name == cmd.Name && r.owner == cmd.Owner && r.ttl == cmd.TTL && r.lockDelay == cmd.LockDelay
+	return r.name == cmd.Name && r.owner == cmd.Owner && r.ttl == cmd.TTL && r.lockDelay == cmd.LockDelay &&
+		(r.state == reqDone || r.sessionID() == cmd.Session) // a remembered outcome does not keep its session
+}
+
+// sessionID is the id of r's session, 0 if none.
+func (r *request) sessionID() uint64 {
+	if r.sess == nil {
+		return 0
+	}
+	return r.sess.id
 }
 
 // doneRequest is a request whose outcome is final, as remembered: only
@@ -91,13 +105,20 @@ func (m *impl) findRequest(id string) *request {
 	return nil
 }
 
-// finish makes r's outcome final and moves it from live to memory.
+// finish makes r's outcome final and moves it from live to memory. A
+// request with a SessionRequestID is not remembered there: only its
+// session's saved result refers to it (it is answered by seq).
 func (m *impl) finish(r *request, out outcome) {
 	r.state = reqDone
 	r.outcome = out
 	r.deadline = 0
 	delete(m.live, r.id)
-	m.requests.put(r.id, r.done(), m.clock)
+	if r.sess != nil && r.sess.waiters != nil {
+		delete(r.sess.waiters, r.id)
+	}
+	if !generatedID(r.id) {
+		m.requests.put(r.id, r.done(), m.clock)
+	}
 }
 
 // replay answers a retried acquire with the outcome of its first attempt.
@@ -125,6 +146,8 @@ func (m *impl) replayOutcome(r *request) Result {
 		return Result{Err: &fence.LeaseExpiredError{Name: r.name, Token: r.token}, Replayed: true}
 	case outcomeReleased:
 		return Result{Err: &fence.NotHolderError{Name: r.name, Token: r.token}, Replayed: true}
+	case outcomeSessionEnded:
+		return Result{Err: &fence.SessionExpiredError{Session: r.sessionID()}, Replayed: true}
 	}
 	err := &fence.BusyError{Name: r.name, Waited: true}
 	if l := m.byName[r.name]; l != nil {

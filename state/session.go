@@ -1,15 +1,308 @@
 package state
 
-import "strconv"
+import (
+	"container/heap"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// Sessions (see doc.go, Sessions). A session is opened with a TTL and
+// lives until server time passes its last keepalive plus its TTL, as seen
+// from the decision time (like a lease), or until it is closed. Leases
+// acquired with the session (session-bound) have no expiry of their own:
+// they end when the session does, all in the same apply, and each freed
+// lock is handed to its next waiter in that apply. The session's queued
+// acquires end with it (an Event with a *fence.SessionExpiredError).
+//
+// A session never outlives its expiry as of the decision time: every Apply
+// first ends the sessions that are due (settleSessions), so no command's
+// outcome depends on whether a Tick ran before it.
+
+// sessionRequestPrefix starts every SessionRequestID: a request_id with it
+// is reserved for the acquire it names.
+const sessionRequestPrefix = "\x00s"
 
 // SessionRequestID is the request_id of the session-bound acquire with
 // sequence number seq on session: the machine gives such an acquire this
 // id when it has none, and a node registers the acquire's waiter under it.
 // It starts with a NUL byte, which no client request_id may contain.
 func SessionRequestID(session, seq uint64) string {
-	return "\x00s" + strconv.FormatUint(session, 10) + "." + strconv.FormatUint(seq, 10)
+	return sessionRequestPrefix + strconv.FormatUint(session, 10) + "." + strconv.FormatUint(seq, 10)
 }
 
-// STUB until the state helper lands sessions.
-func (m *impl) sessionInfo(id uint64, now int64) (SessionInfo, bool) { return SessionInfo{}, false }
-func (m *impl) sessionCount() int                                    { return 0 }
+// session is one client session. Its memory is O(its leases + its queued
+// acquires + its unacknowledged saved results): about 250 bytes for the
+// session itself, about 60 bytes per bound lease (a map entry; the lease
+// itself is the lock's), about 60 per queued acquire (a map entry; the
+// request is the lock's) and, per saved result, about 100 bytes plus the
+// result (a lease, a resource state without a write's value, or an error:
+// typically 100 to 300 bytes more), at most Config.MaxSessionResults of
+// them. Nothing of a session outlives it.
+type session struct {
+	id        uint64
+	ttl       time.Duration // the keepalive's extension
+	expiresAt int64         // server time of the last keepalive + ttl; ends when the decision time reaches it
+	openID    string        // the open's idempotency key ("" if none)
+	openTTL   time.Duration // the TTL the open asked for (a retried open must ask the same)
+
+	leases  map[string]*lockEntry // locks it holds, by name (nil when none)
+	waiters map[string]*request   // its queued acquires, by request_id (nil when none)
+
+	results []savedResult // unacknowledged results of sequenced commands, by seq
+	floor   uint64        // every seq below it was acknowledged: refused
+
+	heapIndex int // position in impl.sessionHeap, -1 when not there
+}
+
+// info describes s at server time now.
+func (s *session) info(now int64) *SessionInfo {
+	return &SessionInfo{ID: s.id, TTL: s.ttl, Remaining: time.Duration(max(s.expiresAt-now, 0)), Leases: len(s.leases)}
+}
+
+// sessionHeap orders live sessions by (expiresAt, id): a total order, so
+// which session ends first never depends on the heap's history.
+type sessionHeap []*session
+
+func (h sessionHeap) Len() int { return len(h) }
+func (h sessionHeap) Less(i, j int) bool {
+	if h[i].expiresAt != h[j].expiresAt {
+		return h[i].expiresAt < h[j].expiresAt
+	}
+	return h[i].id < h[j].id
+}
+func (h sessionHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex = i
+	h[j].heapIndex = j
+}
+func (h *sessionHeap) Push(x any) {
+	s := x.(*session)
+	s.heapIndex = len(*h)
+	*h = append(*h, s)
+}
+func (h *sessionHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	s.heapIndex = -1
+	return s
+}
+
+// set files s at its expiresAt.
+func (h *sessionHeap) set(s *session) {
+	if s.heapIndex >= 0 {
+		heap.Fix(h, s.heapIndex)
+		return
+	}
+	heap.Push(h, s)
+}
+
+func (h *sessionHeap) remove(s *session) {
+	if s.heapIndex >= 0 {
+		heap.Remove(h, s.heapIndex)
+	}
+}
+
+// liveSession returns session id if it is live, else the refusal.
+func (m *impl) liveSession(id uint64) (*session, error) {
+	if s := m.sessions[id]; s != nil {
+		return s, nil
+	}
+	return nil, &fence.SessionExpiredError{Session: id}
+}
+
+// openSession opens a session with cmd.TTL. A retried open (the same
+// RequestID) while its session is live gets that session (Replayed).
+func (m *impl) openSession(cmd Command) Result {
+	if err := first(fence.ValidateTTL(cmd.TTL, m.cfg.MaxTTL), fence.ValidateID("request_id", cmd.RequestID)); err != nil {
+		return Result{Err: err}
+	}
+	if cmd.RequestID != "" {
+		if s := m.opens[cmd.RequestID]; s != nil {
+			if s.openTTL != cmd.TTL {
+				return Result{Err: &fence.OpConflictError{Field: "request_id", ID: cmd.RequestID}}
+			}
+			return Result{Session: s.info(m.clock), Replayed: true}
+		}
+	}
+	if c := m.cfg.MaxSessions; c > 0 && len(m.sessions) >= c {
+		return Result{Err: fence.Exhausted("sessions (config.max_sessions)", "at most "+utoa(c), utoa(len(m.sessions)))}
+	}
+	m.sessionCounter++
+	s := &session{id: m.sessionCounter, ttl: cmd.TTL, expiresAt: m.clock + int64(cmd.TTL), openID: cmd.RequestID, openTTL: cmd.TTL, heapIndex: -1}
+	m.sessions[s.id] = s
+	m.sessionHeap.set(s)
+	if s.openID != "" {
+		m.opens[s.openID] = s
+	}
+	return Result{Session: s.info(m.clock)}
+}
+
+// keepAlive extends live session s to now + ttl (ttl 0: its own TTL; once
+// configured, cut to MaxTTL as a renewal is). ttl has been validated.
+func (m *impl) keepAlive(s *session, ttl time.Duration) {
+	if ttl != 0 {
+		s.ttl = ttl
+	}
+	if m.configured && s.ttl > m.cfg.MaxTTL {
+		s.ttl = m.cfg.MaxTTL
+	}
+	s.expiresAt = m.clock + int64(s.ttl)
+	m.sessionHeap.set(s)
+}
+
+// sessionKeepAlive applies OpSessionKeepAlive.
+func (m *impl) sessionKeepAlive(cmd Command) Result {
+	s, err := m.liveSession(cmd.Session)
+	if err == nil && cmd.TTL != 0 {
+		err = fence.ValidateTTL(cmd.TTL, m.cfg.MaxTTL)
+	}
+	if err != nil {
+		return Result{Err: err}
+	}
+	m.keepAlive(s, cmd.TTL)
+	return Result{Session: s.info(m.clock)}
+}
+
+// sessionClose applies OpSessionClose: the session ends as if each of its
+// leases were released (no lock-delay).
+func (m *impl) sessionClose(cmd Command) Result {
+	s, err := m.liveSession(cmd.Session)
+	if err != nil {
+		return Result{Err: err}
+	}
+	var res Result
+	m.endSession(s, false, &res.Events)
+	return res
+}
+
+// settleSessions ends every session due at the decision time, in
+// (expiresAt, id) order. It runs at the start of every Apply.
+func (m *impl) settleSessions(events *[]Event) {
+	for len(m.sessionHeap) > 0 && m.sessionHeap[0].expiresAt <= m.expiryTime() {
+		m.endSession(m.sessionHeap[0], true, events)
+	}
+}
+
+// endSession ends s: its queued acquires end with a SessionExpiredError
+// event (by lock name, then arrival order), then each lease it holds ends
+// (by lock name) — as expired at s.expiresAt, starting its lock-delay, when
+// expired is set, else as released now — and the lock is handed on. Its
+// saved results are forgotten. O(k log k) for k leases and waiters (plus
+// the queues of the locks it waits on), never a scan of all locks.
+func (m *impl) endSession(s *session, expired bool, events *[]Event) {
+	delete(m.sessions, s.id)
+	m.sessionHeap.remove(s)
+	if s.openID != "" && m.opens[s.openID] == s {
+		delete(m.opens, s.openID)
+	}
+	if len(s.waiters) > 0 {
+		names := make([]string, 0, len(s.waiters))
+		for _, w := range s.waiters {
+			names = append(names, w.name)
+		}
+		sort.Strings(names)
+		for i, name := range names {
+			if i > 0 && names[i-1] == name {
+				continue
+			}
+			l := m.byName[name]
+			kept := l.queue[:0]
+			for _, w := range l.queue {
+				if w.sess != s {
+					kept = append(kept, w)
+					continue
+				}
+				m.waiting--
+				m.sessionEndedWait(w, events)
+			}
+			clear(l.queue[len(kept):])
+			l.queue = kept
+			if len(l.queue) == 0 {
+				l.queue = nil
+			}
+			m.settle(l, events)
+			m.touch(l)
+		}
+	}
+	s.waiters = nil
+	if len(s.leases) > 0 {
+		names := make([]string, 0, len(s.leases))
+		for name := range s.leases {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			l := s.leases[name]
+			g := l.holder
+			if expired {
+				m.endLease(l, endExpired, s.expiresAt)
+				if g.lockDelay > 0 {
+					l.delayUntil = s.expiresAt + int64(g.lockDelay)
+				}
+			} else {
+				m.endLease(l, endReleased, m.expiryTime())
+			}
+			m.settle(l, events)
+			m.touch(l)
+		}
+	}
+	s.leases = nil
+	clear(s.results)
+	s.results = nil
+}
+
+// sessionEndedWait ends queued acquire w (already out of its lock's queue
+// and counted out of m.waiting) because its session ended. Nothing was
+// granted under its id, so it is not remembered (as a wait that ran out).
+func (m *impl) sessionEndedWait(w *request, events *[]Event) {
+	s := w.sess
+	delete(m.live, w.id)
+	if s.waiters != nil {
+		delete(s.waiters, w.id)
+	}
+	w.state, w.outcome, w.deadline = reqDone, outcomeSessionEnded, 0
+	*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Err: &fence.SessionExpiredError{Session: s.id}})
+}
+
+// bind records that s holds lock l.
+func (s *session) bind(l *lockEntry) {
+	if s.leases == nil {
+		s.leases = map[string]*lockEntry{}
+	}
+	s.leases[l.name] = l
+}
+
+// addWaiter records that s waits with r.
+func (s *session) addWaiter(r *request) {
+	if s.waiters == nil {
+		s.waiters = map[string]*request{}
+	}
+	s.waiters[r.id] = r
+}
+
+// generatedID reports whether id is reserved for session acquires.
+func generatedID(id string) bool { return strings.HasPrefix(id, sessionRequestPrefix) }
+
+func (m *impl) sessionInfo(id uint64, now int64) (SessionInfo, bool) {
+	s := m.sessions[id]
+	if s == nil || s.expiresAt <= m.expiryTime() {
+		return SessionInfo{}, false
+	}
+	return *s.info(max(now, m.clock)), true
+}
+
+func (m *impl) sessionCount() int { return len(m.sessions) }
+
+// nextSessionDeadline is the earliest expiry of a live session.
+func (m *impl) nextSessionDeadline() (int64, bool) {
+	if len(m.sessionHeap) == 0 {
+		return 0, false
+	}
+	return m.sessionHeap[0].expiresAt, true
+}

@@ -19,12 +19,14 @@ import (
 // as bytes because they need not be UTF-8.
 
 // snapshotFormat names the snapshot layout Snapshot writes. Restore reads
-// it and snapshotFormat1, the layout before OpConfig existed: a format-1
-// snapshot has no config (it restores with InitialConfig, the rules the
-// code that wrote it applied), no attempts (every request is at attempt 1)
-// and no deleted resources.
+// it, snapshotFormat2 (the layout before sessions: no sessions, no session
+// counter, no session config) and snapshotFormat1, the layout before
+// OpConfig existed: a format-1 snapshot has no config (it restores with
+// InitialConfig, the rules the code that wrote it applied), no attempts
+// (every request is at attempt 1) and no deleted resources.
 const (
-	snapshotFormat  = "fence-state/2"
+	snapshotFormat  = "fence-state/3"
+	snapshotFormat2 = "fence-state/2"
 	snapshotFormat1 = "fence-state/1"
 )
 
@@ -48,6 +50,9 @@ type snapDoc struct {
 	Requests     []snapRequest  `json:"requests"` // final outcomes, oldest first
 	Ops          []snapOp       `json:"ops"`      // oldest first
 	Resources    []snapResource `json:"resources"`
+	// format 3: the last session id issued and the live sessions, by id
+	SessionCounter uint64        `json:"session_counter,omitempty"`
+	Sessions       []snapSession `json:"sessions,omitempty"`
 }
 
 type snapLock struct {
@@ -69,6 +74,7 @@ type snapGrant struct {
 	ExpiresAt int64        `json:"expires_at"`
 	LockDelay int64        `json:"lock_delay,omitempty"`
 	Request   *snapRequest `json:"request,omitempty"`
+	Session   uint64       `json:"session,omitempty"` // format 3: bound to it (TTL and ExpiresAt 0)
 }
 
 type snapRequest struct {
@@ -84,6 +90,7 @@ type snapRequest struct {
 	Outcome   outcome      `json:"outcome,omitempty"`
 	At        int64        `json:"at,omitempty"`      // when remembered
 	Attempt   uint32       `json:"attempt,omitempty"` // format 2
+	Session   uint64       `json:"session,omitempty"` // format 3: session-bound
 }
 
 type snapConfig struct {
@@ -97,16 +104,18 @@ type snapConfig struct {
 	MaxResources      int   `json:"max_resources"`
 	MaxResourceBytes  int64 `json:"max_resource_bytes"`
 	MaxLocks          int   `json:"max_locks,omitempty"` // added later: absent is 0 (no cap); an older binary refuses the unknown field
+	MaxSessions       int   `json:"max_sessions,omitempty"`        // format 3 (absent: 0)
+	MaxSessionResults int   `json:"max_session_results,omitempty"` // format 3 (absent: 0)
 }
 
 func snapConfigOf(c Config) *snapConfig {
 	return &snapConfig{int64(c.MaxTTL), c.MaxOps, c.MaxRequests, int64(c.IDRetention), int64(c.MinIDRetention),
-		c.MaxWaitersPerLock, c.MaxWaiters, c.MaxResources, c.MaxResourceBytes, c.MaxLocks}
+		c.MaxWaitersPerLock, c.MaxWaiters, c.MaxResources, c.MaxResourceBytes, c.MaxLocks, c.MaxSessions, c.MaxSessionResults}
 }
 
 func (s *snapConfig) config() Config {
 	return Config{time.Duration(s.MaxTTL), s.MaxOps, s.MaxRequests, time.Duration(s.IDRetention), time.Duration(s.MinIDRetention),
-		s.MaxWaitersPerLock, s.MaxWaiters, s.MaxResources, s.MaxResourceBytes, s.MaxLocks}
+		s.MaxWaitersPerLock, s.MaxWaiters, s.MaxResources, s.MaxResourceBytes, s.MaxLocks, s.MaxSessions, s.MaxSessionResults}
 }
 
 type snapOp struct {
@@ -127,8 +136,32 @@ type snapResource struct {
 	Deleted   bool        `json:"deleted,omitempty"` // format 2
 }
 
+// SnapshotView is a copy of a machine's whole state, taken by
+// Machine.SnapshotView, that shares nothing the machine changes: writing
+// it (WriteTo, the JSON encoding, the costly part) needs no lock and may
+// run while the machine applies commands.
+type SnapshotView struct{ doc *snapDoc }
+
+// WriteTo writes the snapshot (the bytes Machine.Snapshot writes for the
+// state when the view was taken) to w.
+func (v *SnapshotView) WriteTo(w io.Writer) (int64, error) {
+	b, err := json.Marshal(v.doc)
+	if err != nil {
+		return 0, err
+	}
+	n, err := w.Write(b)
+	return int64(n), err
+}
+
 func (m *impl) snapshot(w io.Writer) error {
-	doc := snapDoc{Format: snapshotFormat, Now: m.clock, Decided: m.decided, MaxSlack: int64(m.maxSlack), Counter: m.counter,
+	_, err := m.snapshotView().WriteTo(w)
+	return err
+}
+
+// snapshotView copies the state into plain slices: O(state), no encoding.
+// Strings and resource values are shared (never changed in place).
+func (m *impl) snapshotView() *SnapshotView {
+	doc := &snapDoc{Format: snapshotFormat, Now: m.clock, Decided: m.decided, MaxSlack: int64(m.maxSlack), Counter: m.counter,
 		Config: snapConfigOf(m.cfg), Configured: m.configured, KeepMin: int64(m.keepMin), KeepMinUntil: m.keepMinUntil}
 	names := make([]string, 0, len(m.byName))
 	for name := range m.byName {
@@ -162,12 +195,9 @@ func (m *impl) snapshot(w io.Writer) error {
 		r := m.resources[name]
 		doc.Resources = append(doc.Resources, snapResource{Name: name, Value: r.value, LastToken: r.lastToken, Version: r.version, Deleted: r.deleted})
 	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
+	doc.SessionCounter = m.sessionCounter
+	doc.Sessions = m.snapSessions()
+	return &SnapshotView{doc: doc}
 }
 
 func snapLockOf(l *lockEntry) snapLock {
@@ -177,6 +207,9 @@ func snapLockOf(l *lockEntry) snapLock {
 	}
 	if g := l.holder; g != nil {
 		s.Holder = &snapGrant{Owner: g.owner, Token: g.token, TTL: int64(g.ttl), ExpiresAt: g.expiresAt, LockDelay: int64(g.lockDelay)}
+		if g.sess != nil {
+			s.Holder.Session = g.sess.id
+		}
 		if g.req != nil {
 			r := snapRequestOf(g.req)
 			s.Holder.Request = &r
@@ -190,7 +223,7 @@ func snapLockOf(l *lockEntry) snapLock {
 
 func snapRequestOf(r *request) snapRequest {
 	return snapRequest{ID: []byte(r.id), Name: r.name, Owner: r.owner, TTL: int64(r.ttl), Wait: int64(r.wait), LockDelay: int64(r.lockDelay),
-		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome, Attempt: r.attempt}
+		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome, Attempt: r.attempt, Session: r.sessionID()}
 }
 
 func (s snapRequest) request() *request {
@@ -227,7 +260,7 @@ func (m *impl) restore(r io.Reader) error {
 func fromSnapshot(doc *snapDoc) (*impl, error) {
 	cfg, configured := InitialConfig(), false
 	switch doc.Format {
-	case snapshotFormat:
+	case snapshotFormat, snapshotFormat2:
 		if doc.Config == nil {
 			return nil, fmt.Errorf("no config")
 		}
@@ -240,9 +273,12 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			return nil, fmt.Errorf("format %q has no config", doc.Format)
 		}
 	default:
-		return nil, fmt.Errorf("format %q, want %q or %q", doc.Format, snapshotFormat, snapshotFormat1)
+		return nil, fmt.Errorf("format %q, want %q, %q or %q", doc.Format, snapshotFormat, snapshotFormat2, snapshotFormat1)
 	}
 	v1 := doc.Format == snapshotFormat1
+	if doc.Format != snapshotFormat && (doc.SessionCounter != 0 || len(doc.Sessions) != 0 || cfg.MaxSessions != 0 || cfg.MaxSessionResults != 0) {
+		return nil, fmt.Errorf("format %q has no sessions", doc.Format)
+	}
 	// attempt checks a request's attempt: none in format 1 (it restores as
 	// 1), at least 1 in format 2.
 	attempt := func(r *request) error {
@@ -265,6 +301,20 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		return nil, fmt.Errorf("decided %d or max_slack %d out of range (0 <= decided <= now %d, max_slack >= 0)", doc.Decided, doc.MaxSlack, doc.Now)
 	}
 	m.decided, m.maxSlack = doc.Decided, time.Duration(doc.MaxSlack)
+	if err := m.restoreSessions(doc); err != nil {
+		return nil, err
+	}
+	// session returns the session a snapshot's grant or request names (nil
+	// for 0), which must be live.
+	session := func(id uint64) (*session, error) {
+		if id == 0 {
+			return nil, nil
+		}
+		if s := m.sessions[id]; s != nil {
+			return s, nil
+		}
+		return nil, fmt.Errorf("unknown session %d", id)
+	}
 	for i, s := range doc.Locks {
 		if err := fence.ValidateName("lock name", s.Name); err != nil {
 			return nil, err
@@ -280,15 +330,27 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			return nil, fmt.Errorf("lock %q: bad last_end %d", s.Name, s.LastEnd)
 		}
 		if g := s.Holder; g != nil {
-			if g.Token != s.LastToken || g.Token == 0 || s.LastEnd != endNone || g.TTL <= 0 || g.LockDelay < 0 {
+			sess, err := session(g.Session)
+			if err != nil {
+				return nil, fmt.Errorf("lock %q: %v", s.Name, err)
+			}
+			own := g.TTL > 0 // a standalone lease has its own TTL; a bound one none
+			if sess != nil {
+				own = g.TTL == 0 && g.ExpiresAt == 0
+			}
+			if g.Token != s.LastToken || g.Token == 0 || s.LastEnd != endNone || !own || g.LockDelay < 0 {
 				return nil, fmt.Errorf("lock %q: inconsistent holder", s.Name)
 			}
-			l.holder = &grant{owner: g.Owner, token: g.Token, ttl: time.Duration(g.TTL), expiresAt: g.ExpiresAt, lockDelay: time.Duration(g.LockDelay)}
+			l.holder = &grant{owner: g.Owner, token: g.Token, ttl: time.Duration(g.TTL), expiresAt: g.ExpiresAt, lockDelay: time.Duration(g.LockDelay), sess: sess}
+			if sess != nil {
+				sess.bind(l)
+			}
 			if g.Request != nil {
 				req := g.Request.request()
-				if req.state != reqHeld || req.token != g.Token || req.name != s.Name {
+				if req.state != reqHeld || req.token != g.Token || req.name != s.Name || g.Request.Session != g.Session {
 					return nil, fmt.Errorf("lock %q: inconsistent holder request", s.Name)
 				}
+				req.sess = sess
 				if err := attempt(req); err != nil {
 					return nil, err
 				}
@@ -302,6 +364,13 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			w := sw.request()
 			if w.state != reqQueued || w.name != s.Name || w.id == "" {
 				return nil, fmt.Errorf("lock %q: inconsistent waiter", s.Name)
+			}
+			sess, err := session(sw.Session)
+			if err != nil {
+				return nil, fmt.Errorf("lock %q: waiter: %v", s.Name, err)
+			}
+			if w.sess = sess; sess != nil {
+				sess.addWaiter(w)
 			}
 			if err := attempt(w); err != nil {
 				return nil, err
@@ -373,6 +442,9 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		}
 		m.resources[s.Name] = &resource{name: s.Name, value: s.Value, lastToken: s.LastToken, version: s.Version, deleted: s.Deleted}
 		m.resourceBytes += int64(len(s.Value))
+	}
+	if err := m.restoreResults(doc); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -84,7 +84,7 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 		"empty":           "",
 		"not json":        "garbage",
 		"trailing data":   string(good) + "{}",
-		"wrong format":    strings.Replace(string(good), "fence-state/2", "fence-state/9", 1),
+		"wrong format":    strings.Replace(string(good), "fence-state/3", "fence-state/9", 1),
 		"unknown field":   strings.Replace(string(good), `"now"`, `"nope":1,"now"`, 1),
 		"truncated":       string(good[:len(good)/2]),
 		"token > counter": strings.Replace(string(good), `"counter":3`, `"counter":1`, 1),

@@ -10,15 +10,30 @@ import (
 // field is the one reported. A refused command changes nothing.
 
 func (m *impl) validateAcquire(c Command) error {
+	var ttl error
+	if c.Session == 0 { // a session-bound lease lasts as long as its session
+		ttl = fence.ValidateTTL(c.TTL, m.cfg.MaxTTL)
+	}
 	return first(
 		fence.ValidateName("name", c.Name),
 		fence.ValidateOwner(c.Owner),
-		fence.ValidateTTL(c.TTL, m.cfg.MaxTTL),
+		ttl,
 		fence.ValidateDuration("wait", c.Wait, fence.MaxWait),
 		fence.ValidateDuration("lock_delay", c.LockDelay, fence.MaxLockDelay),
 		fence.ValidateID("request_id", c.RequestID),
 		requestIDForWait(c),
+		reservedRequestID(c),
 	)
+}
+
+// reservedRequestID refuses a request_id starting as a SessionRequestID
+// unless it is exactly the one of this acquire's session and seq: no
+// client may take over the id of another session's acquire.
+func reservedRequestID(c Command) error {
+	if generatedID(c.RequestID) && (c.Session == 0 || c.Seq == 0 || c.RequestID != SessionRequestID(c.Session, c.Seq)) {
+		return fence.Invalid("request_id", "not starting with NUL 's' (reserved for session acquires)", strconv.Quote(c.RequestID))
+	}
+	return nil
 }
 
 func requestIDForWait(c Command) error {

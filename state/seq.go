@@ -1,0 +1,197 @@
+package state
+
+import (
+	"bytes"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/fenceworks/fence"
+)
+
+// Exactly-once by sequence number (see doc.go, Sessions). A command with a
+// Session and Seq > 0 is answered once: its Result is saved on the session
+// until the client acknowledges it (a later command's Ack above its Seq),
+// and a retry of the Seq gets the saved Result (Replayed) without applying
+// anything. A saved acquire that was granted or queued refers to its
+// request and answers a retry with the request's current outcome (as a
+// request_id retry would), so a retry of a wait that was granted since
+// gets the lease.
+
+// savedResult is the answer to one sequenced command, kept on its session
+// until acknowledged.
+type savedResult struct {
+	seq  uint64
+	op   Op
+	name string
+	hash [payloadSize]byte // write, add, delete: payloadHash of the command
+	req  *request          // acquire granted or queued: answered with its current outcome
+	res  Result            // otherwise: the result (no Events; a write's Resource without its value)
+}
+
+// takesSession reports whether op may carry a Session (and Seq and Ack).
+func takesSession(op Op) bool {
+	switch op {
+	case OpAcquire, OpRenew, OpRelease, OpWrite, OpAdd, OpDelete, OpSessionKeepAlive, OpSessionClose:
+		return true
+	}
+	return false
+}
+
+// sequenced checks cmd's session, applies its Ack, answers a retried Seq
+// from the saved results, and otherwise dispatches cmd and saves its
+// result when it is sequenced.
+func (m *impl) sequenced(cmd Command) Result {
+	if cmd.Session == 0 {
+		switch {
+		case cmd.Op == OpSessionKeepAlive || cmd.Op == OpSessionClose:
+			return Result{Err: fence.Invalid("session", "a session id (not 0)", "0")}
+		case cmd.Seq != 0:
+			return Result{Err: fence.Invalid("seq", "0 without a session", u64toa(cmd.Seq))}
+		case cmd.Ack != 0:
+			return Result{Err: fence.Invalid("ack", "0 without a session", u64toa(cmd.Ack))}
+		}
+		return m.dispatch(cmd)
+	}
+	if !takesSession(cmd.Op) {
+		return Result{Err: fence.Invalid("session", "0 for op "+itoa(int64(cmd.Op)), u64toa(cmd.Session))}
+	}
+	s, err := m.liveSession(cmd.Session)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if cmd.Seq == 0 {
+		s.acknowledge(cmd.Ack)
+		return m.dispatch(cmd)
+	}
+	if cmd.Ack > cmd.Seq {
+		return Result{Err: fence.Invalid("ack", "at most seq "+u64toa(cmd.Seq), u64toa(cmd.Ack))}
+	}
+	s.acknowledge(cmd.Ack)
+	if cmd.Seq < s.floor {
+		return Result{Err: fence.Invalid("seq", ">= "+u64toa(s.floor)+" (already acknowledged)", u64toa(cmd.Seq))}
+	}
+	if i, ok := s.find(cmd.Seq); ok {
+		if res, done := m.replaySaved(s, i, cmd); done {
+			return res
+		}
+	}
+	if c := m.cfg.MaxSessionResults; c > 0 && len(s.results) >= c {
+		return Result{Err: fence.Exhausted("saved results on session "+u64toa(s.id)+" (config.max_session_results)",
+			"at most "+utoa(c), utoa(len(s.results)))}
+	}
+	if cmd.Op == OpAcquire && cmd.RequestID == "" {
+		cmd.RequestID = SessionRequestID(s.id, cmd.Seq)
+	}
+	res := m.dispatch(cmd)
+	if m.sessions[s.id] == s { // not when cmd ended it
+		s.save(m.saved(cmd, res))
+	}
+	return res
+}
+
+// replaySaved answers cmd from s.results[i]. done is false when the saved
+// acquire's wait was cancelled (its client went away, nothing was
+// granted): the entry is dropped and cmd is a new request.
+func (m *impl) replaySaved(s *session, i int, cmd Command) (res Result, done bool) {
+	sv := &s.results[i]
+	conflict := sv.op != cmd.Op || sv.name != cmd.Name
+	switch cmd.Op {
+	case OpWrite, OpAdd, OpDelete:
+		conflict = conflict || sv.hash != payloadHash(cmd)
+	}
+	if conflict {
+		return Result{Err: &fence.OpConflictError{Field: "seq", ID: u64toa(cmd.Seq)}}, true
+	}
+	if r := sv.req; r != nil {
+		if r.state == reqDone && r.outcome == outcomeCancelled {
+			s.results = slices.Delete(s.results, i, i+1) // zeroes the freed slot
+			return Result{}, false
+		}
+		if l := m.byName[r.name]; l != nil {
+			m.settle(l, &res.Events)
+			defer m.touch(l)
+		}
+		out := m.replay(r)
+		out.Events = res.Events
+		return out, true
+	}
+	out := cloneResult(sv.res)
+	out.Replayed = true
+	if cmd.Op == OpWrite && out.Resource != nil {
+		out.Resource.Value = bytes.Clone(cmd.Value) // not kept: the retry carries it
+	}
+	return out, true
+}
+
+// saved is what s keeps of cmd's result res.
+func (m *impl) saved(cmd Command, res Result) savedResult {
+	sv := savedResult{seq: cmd.Seq, op: cmd.Op, name: cmd.Name}
+	switch cmd.Op {
+	case OpWrite, OpAdd, OpDelete:
+		sv.hash = payloadHash(cmd)
+	}
+	if cmd.Op == OpAcquire && (res.Lease != nil || res.Queued) {
+		if r := m.live[cmd.RequestID]; r != nil {
+			sv.req = r
+			return sv
+		}
+	}
+	sv.res = cloneResult(res)
+	sv.res.Events = nil
+	sv.res.Replayed = false
+	if cmd.Op == OpWrite && sv.res.Resource != nil {
+		sv.res.Resource.Value = nil
+	}
+	return sv
+}
+
+// cloneResult copies r's pointers so the saved copy and the caller's do not
+// share anything mutable (Events are shared: saved results have none).
+func cloneResult(r Result) Result {
+	if r.Lease != nil {
+		l := *r.Lease
+		r.Lease = &l
+	}
+	if r.Resource != nil {
+		st := *r.Resource
+		st.Value = bytes.Clone(st.Value)
+		r.Resource = &st
+	}
+	if r.Session != nil {
+		si := *r.Session
+		r.Session = &si
+	}
+	return r
+}
+
+// find returns the index of seq in s.results.
+func (s *session) find(seq uint64) (int, bool) {
+	i := sort.Search(len(s.results), func(i int) bool { return s.results[i].seq >= seq })
+	return i, i < len(s.results) && s.results[i].seq == seq
+}
+
+// save files sv by its seq (not present yet).
+func (s *session) save(sv savedResult) {
+	i, _ := s.find(sv.seq)
+	s.results = append(s.results, savedResult{})
+	copy(s.results[i+1:], s.results[i:])
+	s.results[i] = sv
+}
+
+// acknowledge forgets the saved results below ack and raises the floor
+// to it: a seq below the floor is refused from now on.
+func (s *session) acknowledge(ack uint64) {
+	if ack <= s.floor {
+		return
+	}
+	s.floor = ack
+	i, _ := s.find(ack)
+	clear(s.results[:i])
+	s.results = s.results[i:]
+	if len(s.results) == 0 {
+		s.results = nil
+	}
+}
+
+func u64toa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -1,0 +1,337 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+func openSess(now int64, ttl time.Duration) Command {
+	return Command{Op: OpSessionOpen, Now: now, TTL: ttl}
+}
+
+func keepAlive(now int64, sess uint64, ttl time.Duration) Command {
+	return Command{Op: OpSessionKeepAlive, Now: now, Session: sess, TTL: ttl}
+}
+
+func closeSess(now int64, sess uint64) Command {
+	return Command{Op: OpSessionClose, Now: now, Session: sess}
+}
+
+// sAcq is a session-bound acquire with seq (its TTL is ignored).
+func sAcq(now int64, sess, seq uint64, name, owner string, wait time.Duration) Command {
+	return Command{Op: OpAcquire, Now: now, Name: name, Owner: owner, Wait: wait, Session: sess, Seq: seq}
+}
+
+// mustOpen opens a session and returns its id.
+func mustOpen(t *testing.T, m *Machine, c Command) uint64 {
+	t.Helper()
+	r := mustOK(t, m, c)
+	if r.Session == nil || r.Session.ID == 0 {
+		t.Fatalf("%+v: no session in %s", c, describe(r))
+	}
+	return r.Session.ID
+}
+
+// eventsByID indexes events by request id, failing on a repeated id.
+func eventsByID(t *testing.T, evs []Event) map[string]Event {
+	t.Helper()
+	out := map[string]Event{}
+	for _, e := range evs {
+		if _, dup := out[e.RequestID]; dup {
+			t.Fatalf("two events for %q", e.RequestID)
+		}
+		out[e.RequestID] = e
+	}
+	return out
+}
+
+func TestSessionOpenIDsAndInfo(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	a := mustOpen(t, m, openSess(0, 5*time.Second))
+	b := mustOpen(t, m, openSess(0, 7*time.Second))
+	if a != 1 || b != 2 {
+		t.Fatalf("ids %d, %d, want 1, 2", a, b)
+	}
+	mustOK(t, m, closeSess(sec, a))
+	if c := mustOpen(t, m, openSess(sec, 5*time.Second)); c != 3 {
+		t.Fatalf("id after a close %d, want 3 (never reused)", c)
+	}
+	info, ok := m.Session(b, 2*sec)
+	if !ok || info.TTL != 7*time.Second || info.Remaining != 5*time.Second {
+		t.Fatalf("session %d at 2s: %+v %v, want ttl 7s remaining 5s", b, info, ok)
+	}
+	if _, ok := m.Session(a, 2*sec); ok {
+		t.Fatalf("closed session %d reads live", a)
+	}
+	if m.Sessions() != 2 {
+		t.Fatalf("Sessions() = %d, want 2", m.Sessions())
+	}
+	for _, ttl := range []time.Duration{0, fence.MinTTL - 1, DefaultConfig().MaxTTL + 1} {
+		if e := errAs[*fence.InvalidError](t, m.Apply(openSess(2*sec, ttl)).Err); e.Field != "ttl" {
+			t.Fatalf("open with ttl %s: field %q", ttl, e.Field)
+		}
+	}
+}
+
+func TestSessionOpenIdempotent(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	c := openSess(0, 5*time.Second)
+	c.RequestID = "nonce"
+	id := mustOpen(t, m, c)
+	c.Now = sec
+	r := mustOK(t, m, c)
+	if !r.Replayed || r.Session.ID != id || r.Session.Remaining != 4*time.Second {
+		t.Fatalf("retried open: %s %+v, want session %d replayed with 4s left", describe(r), r.Session, id)
+	}
+	c.TTL = 6 * time.Second
+	errAs[*fence.OpConflictError](t, m.Apply(c).Err)
+	c.TTL = 5 * time.Second
+	mustOK(t, m, closeSess(sec, id))
+	if again := mustOpen(t, m, c); again == id {
+		t.Fatalf("open after its session ended got the ended session %d", id)
+	}
+}
+
+// TestSessionExpiryOneApply: one tick at the session's expiry ends every
+// lease it holds and hands each lock to its waiter, all in that apply; the
+// lease with a lock-delay delays its lock instead.
+func TestSessionExpiryOneApply(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	s := mustOpen(t, m, openSess(0, 5*time.Second))
+	for i, name := range []string{"c", "a", "b", "d"} {
+		c := sAcq(0, s, uint64(i+1), name, "S", 0)
+		if name == "d" {
+			c.LockDelay = 2 * time.Second
+		}
+		mustGrant(t, m, c, fence.Token(i+1))
+	}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		if r := mustOK(t, m, waitAcq(sec, name, "W", 10*time.Second, time.Minute, "w-"+name)); !r.Queued {
+			t.Fatalf("waiter on %s not queued: %s", name, describe(r))
+		}
+	}
+	if at, ok := m.NextDeadline(); !ok || at != 5*sec {
+		t.Fatalf("NextDeadline %d %v, want the session's expiry 5s", at, ok)
+	}
+	if r := m.Apply(tick(5*sec - 1)); len(r.Events) != 0 {
+		t.Fatalf("tick before the expiry: %s", describe(r))
+	}
+	r := mustOK(t, m, tick(5*sec))
+	if len(r.Events) != 3 {
+		t.Fatalf("tick at expiry: %s, want 3 grants in one apply", describe(r))
+	}
+	for i, name := range []string{"a", "b", "c"} { // by lock name
+		e := r.Events[i]
+		if e.RequestID != "w-"+name || e.Lease == nil || e.Lease.Name != name || e.Lease.Owner != "W" {
+			t.Fatalf("event %d: %+v, want the grant of %s to W", i, e, name)
+		}
+	}
+	if info := m.Lock("d", 5*sec); info.LockDelayRemaining != 2*time.Second || info.Lease != nil {
+		t.Fatalf("lock d after its session expired: %+v, want 2s of lock-delay", info)
+	}
+	if _, ok := m.Session(s, 5*sec); ok || m.Sessions() != 0 {
+		t.Fatalf("session %d still live after its expiry", s)
+	}
+	r = mustOK(t, m, tick(7*sec))
+	if len(r.Events) != 1 || r.Events[0].RequestID != "w-d" || r.Events[0].Lease == nil {
+		t.Fatalf("tick at the lock-delay's end: %s, want the grant of d", describe(r))
+	}
+}
+
+// TestSessionCloseNoLockDelay: a close releases (no lock-delay) and hands on
+// in the same apply.
+func TestSessionCloseNoLockDelay(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	s := mustOpen(t, m, openSess(0, 5*time.Second))
+	c := sAcq(0, s, 1, "a", "S", 0)
+	c.LockDelay = 3 * time.Second
+	mustGrant(t, m, c, 1)
+	mustOK(t, m, waitAcq(0, "a", "W", 10*time.Second, time.Minute, "w"))
+	r := mustOK(t, m, closeSess(sec, s))
+	if len(r.Events) != 1 || r.Events[0].Lease == nil || r.Events[0].Lease.Token != 2 {
+		t.Fatalf("close: %s, want the grant to w in the same apply", describe(r))
+	}
+	errAs[*fence.SessionExpiredError](t, m.Apply(closeSess(sec, s)).Err)
+}
+
+// TestSessionWaiterEnds: a session's queued acquire ends with the session
+// (SESSION_EXPIRED event), out of its lock's queue and the waiting count.
+func TestSessionWaiterEnds(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		m := NewWithConfig(DefaultConfig())
+		mustGrant(t, m, acq(0, "a", "A", time.Minute), 1)
+		s := mustOpen(t, m, openSess(0, 5*time.Second))
+		r := mustOK(t, m, sAcq(0, s, 1, "a", "S", time.Minute))
+		if !r.Queued || m.Waiting() != 1 {
+			t.Fatalf("session acquire: %s, waiting %d", describe(r), m.Waiting())
+		}
+		if q := m.Queued(); len(q) != 1 || q[0].RequestID != SessionRequestID(s, 1) {
+			t.Fatalf("queued %+v, want the session's request id", q)
+		}
+		if closed {
+			r = mustOK(t, m, closeSess(sec, s))
+		} else {
+			r = mustOK(t, m, tick(5*sec))
+		}
+		if len(r.Events) != 1 || r.Events[0].RequestID != SessionRequestID(s, 1) {
+			t.Fatalf("end (closed %v): %s, want the waiter's end", closed, describe(r))
+		}
+		if e := errAs[*fence.SessionExpiredError](t, r.Events[0].Err); e.Session != s || !errors.Is(r.Events[0].Err, fence.ErrSessionExpired) {
+			t.Fatalf("event error %v", r.Events[0].Err)
+		}
+		if m.Waiting() != 0 || len(m.Queued()) != 0 || m.Lock("a", 5*sec).Waiters != 0 {
+			t.Fatalf("waiter still counted: waiting %d queued %v", m.Waiting(), m.Queued())
+		}
+		mustOK(t, m, rel(5*sec, "a", 1)) // nobody to hand to
+		mustGrant(t, m, acq(5*sec, "a", "B", time.Minute), 2)
+	}
+}
+
+// TestSessionExpiredLockGrantedWithoutTick: a lock held by a session past
+// its expiry is free for the next acquire even if no tick ran.
+func TestSessionExpiredLockGrantedWithoutTick(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	s := mustOpen(t, m, openSess(0, 5*time.Second))
+	mustGrant(t, m, sAcq(0, s, 1, "a", "S", 0), 1)
+	errAs[*fence.BusyError](t, m.Apply(acq(5*sec-1, "a", "B", time.Minute)).Err)
+	if info := m.Lock("a", 5*sec-1); info.Free {
+		t.Fatalf("lock a reads free before the session's expiry")
+	}
+	r := m.Apply(acq(5*sec, "a", "B", time.Minute))
+	if r.Err != nil || r.Lease == nil || r.Lease.Token != 2 {
+		t.Fatalf("acquire after the expiry, no tick: %s", describe(r))
+	}
+	// Slack: the decision time is behind, the session still lives.
+	m2 := NewWithConfig(DefaultConfig())
+	s = mustOpen(t, m2, openSess(0, 5*time.Second))
+	mustGrant(t, m2, sAcq(0, s, 1, "a", "S", 0), 1)
+	c := acq(6*sec, "a", "B", time.Minute)
+	c.Slack = 2 * time.Second
+	errAs[*fence.BusyError](t, m2.Apply(c).Err)
+}
+
+// TestSessionRemainingFollowsKeepAlive: a bound lease reports its session's
+// TTL and remaining time; a keepalive (or a renew of the lease) moves both.
+func TestSessionRemainingFollowsKeepAlive(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	s := mustOpen(t, m, openSess(0, 5*time.Second))
+	c := sAcq(0, s, 1, "a", "S", 0)
+	c.TTL = time.Hour // ignored
+	l := mustGrant(t, m, c, 1)
+	if l.TTL != 5*time.Second || l.Remaining != 5*time.Second {
+		t.Fatalf("bound lease %+v, want the session's 5s", *l)
+	}
+	r := mustOK(t, m, keepAlive(3*sec, s, 0))
+	if r.Session == nil || r.Session.Remaining != 5*time.Second || r.Session.Leases != 1 {
+		t.Fatalf("keepalive: %+v", r.Session)
+	}
+	if info := m.Lock("a", 4*sec); info.Lease == nil || info.Lease.Remaining != 4*time.Second {
+		t.Fatalf("lock at 4s: %+v, want 4s left (keepalive at 3s + 5s)", info.Lease)
+	}
+	r = mustOK(t, m, renew(4*sec, "a", 1, 9*time.Second))
+	if r.Lease == nil || r.Lease.TTL != 9*time.Second || r.Lease.Remaining != 9*time.Second || r.Session == nil || r.Session.TTL != 9*time.Second {
+		t.Fatalf("renew of a bound lease: %s session %+v", describe(r), r.Session)
+	}
+	if at, ok := m.NextDeadline(); !ok || at != 13*sec {
+		t.Fatalf("NextDeadline %d, want 13s (the session's new expiry)", at)
+	}
+	errAs[*fence.BusyError](t, m.Apply(acq(12*sec, "a", "B", time.Minute)).Err)
+	mustGrant(t, m, acq(13*sec, "a", "B", time.Minute), 2)
+}
+
+func TestSessionRefusals(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	s := mustOpen(t, m, openSess(0, 5*time.Second))
+	mustGrant(t, m, sAcq(0, s, 1, "a", "S", 0), 1)
+	mustOK(t, m, tick(5*sec))
+	for _, c := range []Command{
+		sAcq(5*sec, s, 2, "b", "S", 0),
+		{Op: OpAcquire, Now: 5 * sec, Name: "b", Owner: "S", Session: s},
+		{Op: OpAdd, Now: 5 * sec, Name: "n", Token: 1, Delta: 1, Session: s, Seq: 1},
+		keepAlive(5*sec, s, 0),
+		closeSess(5*sec, s),
+		keepAlive(5*sec, 99, 0),
+	} {
+		if e := errAs[*fence.SessionExpiredError](t, m.Apply(c).Err); e.Session != c.Session {
+			t.Fatalf("%+v: session %d", c, e.Session)
+		}
+	}
+	for _, tc := range []struct {
+		c     Command
+		field string
+	}{
+		{Command{Op: OpAdd, Name: "n", Token: 1, Delta: 1, Seq: 1}, "seq"},
+		{Command{Op: OpTick, Session: 1}, "session"},
+		{Command{Op: OpSessionKeepAlive}, "session"},
+		{Command{Op: OpAcquire, Name: "x", Owner: "o", TTL: time.Second, RequestID: SessionRequestID(1, 1)}, "request_id"},
+	} {
+		if e := errAs[*fence.InvalidError](t, m.Apply(tc.c).Err); e.Field != tc.field {
+			t.Fatalf("%+v: field %q, want %q", tc.c, e.Field, tc.field)
+		}
+	}
+	s2 := mustOpen(t, m, openSess(5*sec, 5*time.Second))
+	c := sAcq(5*sec, s2, 1, "x", "o", time.Second)
+	c.RequestID = SessionRequestID(s2, 2) // another seq's id
+	if e := errAs[*fence.InvalidError](t, m.Apply(c).Err); e.Field != "request_id" {
+		t.Fatalf("another seq's request id: field %q", e.Field)
+	}
+}
+
+func TestSessionCap(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxSessions = 2
+	m := NewWithConfig(cfg)
+	mustOpen(t, m, openSess(0, 5*time.Second))
+	mustOpen(t, m, openSess(0, 6*time.Second))
+	e := errAs[*fence.ResourceExhaustedError](t, m.Apply(openSess(0, 5*time.Second)).Err)
+	if e.Bound != "at most 2" {
+		t.Fatalf("bound %q", e.Bound)
+	}
+	mustOpen(t, m, openSess(5*sec, 5*time.Second)) // the first expired
+}
+
+// TestSessionSnapshotRoundTrip: a state with sessions restores to a
+// machine that writes the same bytes and carries on identically.
+func TestSessionSnapshotRoundTrip(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	s := mustOpen(t, m, Command{Op: OpSessionOpen, TTL: 5 * time.Second, RequestID: "n"})
+	mustGrant(t, m, sAcq(0, s, 1, "a", "S", 0), 1)
+	mustGrant(t, m, acq(0, "b", "B", time.Minute), 2)
+	mustOK(t, m, sAcq(0, s, 2, "b", "S", time.Minute))
+	mustOK(t, m, Command{Op: OpAdd, Name: "n", Token: 2, Delta: 1, Session: s, Seq: 3})
+	m.Apply(Command{Op: OpAdd, Name: "n", Token: 1, Delta: 1, Session: s, Seq: 4}) // stale: a saved refusal
+	var b1 bytes.Buffer
+	if err := m.Snapshot(&b1); err != nil {
+		t.Fatal(err)
+	}
+	m2 := New()
+	if err := m2.Restore(bytes.NewReader(b1.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	var b2 bytes.Buffer
+	if _, err := m2.SnapshotView().WriteTo(&b2); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b1.Bytes(), b2.Bytes()) {
+		t.Fatalf("restore then snapshot differs:\n%s\n%s", b1.Bytes(), b2.Bytes())
+	}
+	for _, c := range []Command{
+		{Op: OpAdd, Now: sec, Name: "n", Token: 1, Delta: 1, Session: s, Seq: 4},
+		{Op: OpAdd, Now: sec, Name: "n", Token: 2, Delta: 1, Session: s, Seq: 3},
+		sAcq(sec, s, 2, "b", "S", time.Minute),
+		rel(sec, "b", 2),
+		sAcq(sec, s, 2, "b", "S", time.Minute),
+		keepAlive(2*sec, s, 0),
+		{Op: OpSessionOpen, Now: 2 * sec, TTL: 5 * time.Second, RequestID: "n"},
+		tick(7 * sec),
+	} {
+		r1, r2 := m.Apply(c), m2.Apply(c)
+		if describe(r1) != describe(r2) {
+			t.Fatalf("%+v: original %s, restored %s", c, describe(r1), describe(r2))
+		}
+	}
+}
