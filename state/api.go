@@ -279,7 +279,9 @@ func (m *Machine) LocksPage(prefix, after string, limit int, now int64) (locks [
 // Session describes live session id as of server time now (clamped to at
 // least Now()); ok is false if it is not live (never opened, closed, or
 // expired as of the decision time).
-func (m *Machine) Session(id uint64, now int64) (info SessionInfo, ok bool) { return m.sessionInfo(id, now) }
+func (m *Machine) Session(id uint64, now int64) (info SessionInfo, ok bool) {
+	return m.sessionInfo(id, now)
+}
 
 // Sessions is the number of sessions the machine holds (expired ones not
 // yet settled by a command included).

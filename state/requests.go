@@ -17,12 +17,12 @@ const (
 type outcome uint8
 
 const (
-	outcomeNone      outcome = iota
-	outcomeReleased          // granted, then released (or given up)
-	outcomeExpired           // granted, then its lease expired
-	outcomeWaitedOut         // queued, and the wait ran out
-	outcomeSessionEnded      // queued, and its session ended (never remembered: nothing was granted)
-	outcomeCancelled         // queued, and cancelled (never remembered: nothing was granted)
+	outcomeNone         outcome = iota
+	outcomeReleased             // granted, then released (or given up)
+	outcomeExpired              // granted, then its lease expired
+	outcomeWaitedOut            // queued, and the wait ran out
+	outcomeSessionEnded         // queued, and its session ended (never remembered: nothing was granted)
+	outcomeCancelled            // queued, and cancelled (never remembered: nothing was granted)
 )
 
 // request is an acquire that carried a request_id. While queued or held it
@@ -39,7 +39,7 @@ type request struct {
 	state     requestState
 	token     fence.Token // granted: the lease's token
 	outcome   outcome
-	attempt   uint32 // attempt generation: 1, then +1 per applied retry while live
+	attempt   uint32   // attempt generation: 1, then +1 per applied retry while live
 	sess      *session // session-bound: the session it was made on (nil: none)
 }
 

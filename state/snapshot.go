@@ -103,7 +103,7 @@ type snapConfig struct {
 	MaxWaiters        int   `json:"max_waiters"`
 	MaxResources      int   `json:"max_resources"`
 	MaxResourceBytes  int64 `json:"max_resource_bytes"`
-	MaxLocks          int   `json:"max_locks,omitempty"` // added later: absent is 0 (no cap); an older binary refuses the unknown field
+	MaxLocks          int   `json:"max_locks,omitempty"`           // added later: absent is 0 (no cap); an older binary refuses the unknown field
 	MaxSessions       int   `json:"max_sessions,omitempty"`        // format 3 (absent: 0)
 	MaxSessionResults int   `json:"max_session_results,omitempty"` // format 3 (absent: 0)
 }
