@@ -49,10 +49,11 @@
 // a format-1 log replays as decided.)
 //
 // The command codec writes version 2 only for what version 1 cannot say
-// (OpConfig, OpDelete, a cancel's Attempt); every other command is encoded
-// byte for byte as before, and snapshots are "fence-state/2" (Restore also
-// reads "fence-state/1"). An older binary refuses what it cannot apply
-// rather than misreading it.
+// (OpConfig, OpDelete, a cancel's Attempt) and version 3 only for sessions
+// (the session ops, or a Session, Seq or Ack); every other command is
+// encoded byte for byte as before. Snapshots are "fence-state/3" (Restore
+// also reads "fence-state/2" and "fence-state/1"). An older binary refuses
+// what it cannot apply rather than misreading it.
 //
 // # Locks
 //
@@ -142,6 +143,58 @@
 // the same payload returns that saved result (Replayed) before any token
 // check — an applied op stays applied even after a newer token arrived — and
 // a different payload is OpConflict. Refused operations are not remembered.
+//
+// # Sessions
+//
+// [OpSessionOpen] opens a session with a TTL (fence.MinTTL..MaxTTL) and
+// returns its id (1, 2, ...: a counter in the state, never reused). A
+// RequestID on the open is its idempotency key: a retried open with it
+// while its session is live gets that session (Replayed). A session ends
+// when the decision time reaches its last keepalive ([OpSessionKeepAlive],
+// or the renewal of one of its leases) plus its TTL — never earlier, as a
+// lease (G3) — or when it is closed ([OpSessionClose]). Every Apply first
+// ends the sessions due at its decision time (by expiry, then id), so no
+// command's outcome depends on whether a Tick ran; [Machine.NextDeadline]
+// includes the earliest session expiry. Config.MaxSessions caps the live
+// sessions (an open beyond it is refused).
+//
+// An acquire with a Session is session-bound: its TTL is ignored (the lease
+// reports the session's TTL and remaining time) and it ends with the
+// session: on expiry as EXPIRED at the session's expiry (its lock-delay
+// applies), on close as released (no lock-delay). All of a session's
+// leases end in the one apply that ends it, each lock (by name) handed to
+// its next waiter in that apply, and its queued acquires end with an Event
+// carrying a *fence.SessionExpiredError. Ending a session costs O(k log k)
+// for its k leases and waiters (plus the queues of the locks it waits on),
+// never a scan of all locks or sessions. A session-bound acquire with a Seq
+// and no RequestID gets the RequestID [SessionRequestID](session, seq); a
+// RequestID with that reserved prefix naming another session or seq is
+// refused. Such ids are not remembered in the request memory: the
+// session's saved result answers their retries.
+//
+// Exactly-once: a command with a Session and Seq > 0 (acquire, renew,
+// release, write, add, delete, keepalive, close) is answered once. Its Ack
+// (at most its Seq) first forgets the session's saved results below Ack
+// and raises the session's floor to it; a Seq below the floor is refused
+// (*fence.InvalidError, field "seq"); a Seq with a saved result gets it
+// (Replayed, no Events but those of this apply; another op or payload for
+// the same Seq is an OpConflict); otherwise the command is applied and its
+// Result saved. A saved acquire that was granted or queued answers with its
+// request's current outcome (queued: a new attempt; granted and held: the
+// lease; ended: that end); one whose wait was cancelled is applied anew.
+// Config.MaxSessionResults bounds the saved results of a session: a new Seq
+// beyond it is refused (ResourceExhausted) until the client acknowledges.
+// A command on a session that is not live gets *fence.SessionExpiredError;
+// a session's saved results end with it.
+//
+// Memory: a session costs O(its leases + its queued acquires + its
+// unacknowledged saved results): about 250 bytes, plus about 60 bytes per
+// bound lease or queued acquire, plus about 100 to 400 bytes per saved
+// result (a write's value is not kept). With the defaults (100,000
+// sessions, 4,096 saved results each) the saved results could reach about
+// 100 GB if every client stopped acknowledging: the bound that matters is
+// acknowledgement (a client acknowledges every reply it receives), and
+// MaxSessionResults is the guard against one that does not.
 //
 // # Fenced resources and delete
 //
