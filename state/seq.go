@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/fenceworks/fence"
 )
@@ -13,7 +14,9 @@ import (
 // Session and Seq > 0 is answered once: its Result is saved on the session
 // until the client acknowledges it (a later command's Ack above its Seq),
 // and a retry of the Seq gets the saved Result (Replayed) without applying
-// anything. A saved acquire that was granted or queued refers to its
+// anything; the remaining times of its lease or session are counted down
+// by the server time passed since (a retry never extends what a client
+// believes it holds). A saved acquire that was granted or queued refers to its
 // request and answers a retry with the request's current outcome (as a
 // request_id retry would), so a retry of a wait that was granted since
 // gets the lease.
@@ -24,6 +27,7 @@ type savedResult struct {
 	seq  uint64
 	op   Op
 	name string
+	at   int64             // server time it was saved
 	hash [payloadSize]byte // write, add, delete: payloadHash of the command
 	req  *request          // acquire granted or queued: answered with its current outcome
 	res  Result            // otherwise: the result (no Events; a write's Resource without its value)
@@ -118,6 +122,15 @@ func (m *impl) replaySaved(s *session, i int, cmd Command) (res Result, done boo
 	}
 	out := cloneResult(sv.res)
 	out.Replayed = true
+	// Remaining times count from now, as every reply's do: a client turns
+	// them into deadlines from when it sent the retry.
+	elapsed := time.Duration(m.clock - sv.at)
+	if out.Lease != nil {
+		out.Lease.Remaining = max(out.Lease.Remaining-elapsed, 0)
+	}
+	if out.Session != nil {
+		out.Session.Remaining = max(out.Session.Remaining-elapsed, 0)
+	}
 	if cmd.Op == OpWrite && out.Resource != nil {
 		out.Resource.Value = bytes.Clone(cmd.Value) // not kept: the retry carries it
 	}
@@ -126,7 +139,7 @@ func (m *impl) replaySaved(s *session, i int, cmd Command) (res Result, done boo
 
 // saved is what s keeps of cmd's result res.
 func (m *impl) saved(cmd Command, res Result) savedResult {
-	sv := savedResult{seq: cmd.Seq, op: cmd.Op, name: cmd.Name}
+	sv := savedResult{seq: cmd.Seq, op: cmd.Op, name: cmd.Name, at: m.clock}
 	switch cmd.Op {
 	case OpWrite, OpAdd, OpDelete:
 		sv.hash = payloadHash(cmd)

@@ -76,8 +76,9 @@ func TestSeqRetryAppliedOnce(t *testing.T) {
 	if r := check(8, true); string(r.Resource.Value) != "v" || r.Resource.Version != 1 {
 		t.Fatalf("retried write: %s", describe(r))
 	}
-	if a, b := check(9, false), check(10, true); b.Lease.Remaining != a.Lease.Remaining || b.Session == nil {
-		t.Fatalf("retried renew gets the saved lease: %s / %s", describe(a), describe(b))
+	if a, b := check(9, false), check(10, true); b.Lease.Token != a.Lease.Token || b.Lease.Remaining != a.Lease.Remaining-time.Second ||
+		b.Session == nil || b.Session.Remaining != a.Session.Remaining-time.Second {
+		t.Fatalf("retried renew 1s later gets the saved lease, 1s less left: %s / %s", describe(a), describe(b))
 	}
 	if r := check(13, true); !r.Queued || r.Attempt != 2 {
 		t.Fatalf("retried queued acquire: %s, want queued, a new attempt", describe(r))

@@ -32,6 +32,7 @@ type snapSaved struct {
 	Seq      uint64         `json:"seq"`
 	Op       Op             `json:"op"`
 	Name     string         `json:"name,omitempty"`
+	At       int64          `json:"at"`
 	Hash     []byte         `json:"hash,omitempty"`
 	Request  *snapRequest   `json:"request,omitempty"` // a granted or queued acquire: answered by the request's outcome
 	Err      *snapError     `json:"err,omitempty"`
@@ -169,7 +170,7 @@ func (m *impl) snapSessions() []snapSession {
 }
 
 func snapSavedOf(sv savedResult) snapSaved {
-	out := snapSaved{Seq: sv.seq, Op: sv.op, Name: sv.name}
+	out := snapSaved{Seq: sv.seq, Op: sv.op, Name: sv.name, At: sv.at}
 	if sv.hash != ([payloadSize]byte{}) {
 		out.Hash = bytesOf(sv.hash)
 	}
@@ -231,7 +232,10 @@ func (m *impl) restoreResults(doc *snapDoc) error {
 			if sv.Seq == 0 || sv.Seq < s.floor || (i > 0 && ss.Results[i-1].Seq >= sv.Seq) {
 				return fmt.Errorf("session %d: saved result %d below the floor or out of order", s.id, sv.Seq)
 			}
-			r := savedResult{seq: sv.Seq, op: sv.Op, name: sv.Name}
+			if sv.At > doc.Now {
+				return fmt.Errorf("session %d: saved result %d after server time", s.id, sv.Seq)
+			}
+			r := savedResult{seq: sv.Seq, op: sv.Op, name: sv.Name, at: sv.At}
 			if sv.Hash != nil {
 				if len(sv.Hash) != payloadSize {
 					return fmt.Errorf("session %d: saved result %d: bad hash", s.id, sv.Seq)
