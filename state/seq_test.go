@@ -37,6 +37,7 @@ func sequencedLog() []Command {
 		{Op: OpRelease, Now: 7 * sec, Name: "a", Token: 1, Session: 1, Seq: 8, Ack: 7},
 		{Op: OpRelease, Now: 7 * sec, Name: "a", Token: 1, Session: 1, Seq: 8, Ack: 7},
 		tick(8 * sec),
+		sAdd(8*sec, 1, 3, 3, 1, 7), // below the floor (7): refused, not applied again
 	}
 	return log
 }
@@ -88,6 +89,9 @@ func TestSeqRetryAppliedOnce(t *testing.T) {
 	}
 	if r := check(18, true); r.Err != nil {
 		t.Fatalf("retried release: %s", describe(r))
+	}
+	if e := errAs[*fence.InvalidError](t, res[20].Err); e.Field != "seq" {
+		t.Fatalf("retry below the floor: %+v", e)
 	}
 }
 
