@@ -136,6 +136,13 @@ func BenchmarkSnapshotIDs(b *testing.B) {
 			}
 		}
 	})
+	b.Run("view", func(b *testing.B) { // the copy under the node's lock; WriteTo runs outside it
+		for b.Loop() {
+			if v := m.SnapshotView(); v == nil {
+				b.Fatal("no view")
+			}
+		}
+	})
 	b.Run("restore", func(b *testing.B) {
 		for b.Loop() {
 			if err := New().Restore(bytes.NewReader(data)); err != nil {
@@ -144,4 +151,58 @@ func BenchmarkSnapshotIDs(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(len(data)), "snapshot_bytes")
+}
+
+// BenchmarkSessionBytes: heap per session holding one bound lease, and per
+// unacknowledged saved result (a sequenced add), 20,000 sessions.
+func BenchmarkSessionBytes(b *testing.B) {
+	const n, k = 20_000, 8
+	heap := func() uint64 {
+		runtime.GC()
+		var s runtime.MemStats
+		runtime.ReadMemStats(&s)
+		return s.HeapAlloc
+	}
+	for range b.N {
+		m := NewWithConfig(DefaultConfig())
+		m.Apply(Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: time.Hour})
+		before := heap()
+		for i := range n {
+			r := m.Apply(Command{Op: OpSessionOpen, TTL: time.Hour})
+			m.Apply(Command{Op: OpAcquire, Name: fmt.Sprintf("lock-%06d", i), Owner: "worker-1", Session: r.Session.ID})
+		}
+		mid := heap()
+		for i := range n {
+			for j := range k {
+				m.Apply(Command{Op: OpAdd, Name: "counter", Token: 1, Delta: 1, Session: uint64(i + 1), Seq: uint64(j + 1), Ack: 1})
+			}
+		}
+		after := heap()
+		if m.Sessions() != n {
+			b.Fatalf("%d sessions", m.Sessions())
+		}
+		b.ReportMetric(float64(mid-before)/n, "bytes/session+lease")
+		b.ReportMetric(float64(after-mid)/(n*k), "bytes/saved_result")
+		runtime.KeepAlive(m)
+	}
+}
+
+// BenchmarkSessionExpiry: one tick ends a session holding 10,000 leases,
+// each with a waiter that gets the lock in that tick.
+func BenchmarkSessionExpiry(b *testing.B) {
+	const k = 10_000
+	for b.Loop() {
+		b.StopTimer()
+		m := NewWithConfig(DefaultConfig())
+		s := m.Apply(Command{Op: OpSessionOpen, TTL: time.Second}).Session.ID
+		for i := range k {
+			name := fmt.Sprintf("lock-%06d", i)
+			m.Apply(Command{Op: OpAcquire, Name: name, Owner: "S", Session: s})
+			m.Apply(Command{Op: OpAcquire, Name: name, Owner: "W", TTL: time.Minute, Wait: time.Hour, RequestID: name})
+		}
+		b.StartTimer()
+		if r := m.Apply(Command{Op: OpTick, Now: int64(time.Second)}); len(r.Events) != k {
+			b.Fatalf("%d events", len(r.Events))
+		}
+	}
 }
