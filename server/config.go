@@ -62,6 +62,13 @@ type Config struct {
 	// WriteTimeout bounds writing a reply once it is ready (a blocking
 	// acquire's once its wait is over), default DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// MaxStreams caps the open SessionService.Stream streams, default
+	// DefaultMaxStreams; more are refused with resource_exhausted.
+	MaxStreams int
+	// MaxStreamRequests caps the requests in flight on one stream, default
+	// DefaultMaxStreamRequests; more are answered at once with
+	// RESOURCE_EXHAUSTED and not applied (stream.go).
+	MaxStreamRequests int
 }
 
 // DefaultListen and DefaultDataDir are the defaults of `fence serve`.
@@ -104,6 +111,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = DefaultMaxStreams
+	}
+	if c.MaxStreamRequests == 0 {
+		c.MaxStreamRequests = DefaultMaxStreamRequests
 	}
 	return c
 }

@@ -46,3 +46,10 @@ func resourceToProto(rs *state.ResourceState) *fencev1.ResourceState {
 		Deleted:   rs.Deleted,
 	}
 }
+
+func sessionToProto(si *state.SessionInfo) *fencev1.Session {
+	if si == nil {
+		return nil
+	}
+	return &fencev1.Session{Id: si.ID, Ttl: durationpb.New(si.TTL), Remaining: durationpb.New(si.Remaining)}
+}

@@ -24,10 +24,7 @@ var errShuttingDown = errors.New("server is shutting down")
 func (s *Server) connectError(ctx context.Context, procedure string, err error) error {
 	switch {
 	case fence.ReasonOf(err) != "":
-		var limit *fence.ResourceExhaustedError
-		if errors.As(err, &limit) {
-			s.metrics.exhausted.WithLabelValues(limitLabel(limit.Limit)).Inc()
-		}
+		s.countRefusal(err)
 		return apierr.ToConnect(err)
 	case errors.Is(err, node.ErrUnknownOutcome):
 		s.log.Warn("outcome unknown; the client may retry with the same id", "procedure", procedure, "err", err)
@@ -41,6 +38,14 @@ func (s *Server) connectError(ctx context.Context, procedure string, err error) 
 	}
 	s.log.Error("request failed", "procedure", procedure, "err", err)
 	return connect.NewError(connect.CodeInternal, err)
+}
+
+// countRefusal counts a RESOURCE_EXHAUSTED refusal by its limit.
+func (s *Server) countRefusal(err error) {
+	var limit *fence.ResourceExhaustedError
+	if errors.As(err, &limit) {
+		s.metrics.exhausted.WithLabelValues(limitLabel(limit.Limit)).Inc()
+	}
 }
 
 // limitLabel is the metric label of a limit: the config field it names

@@ -24,15 +24,18 @@ import (
 
 // jsonRequests names the message each unary JSON POST must decode into.
 var jsonRequests = map[string]func() proto.Message{
-	fencev1connect.LockServiceAcquireProcedure:    func() proto.Message { return new(fencev1.AcquireRequest) },
-	fencev1connect.LockServiceRenewProcedure:      func() proto.Message { return new(fencev1.RenewRequest) },
-	fencev1connect.LockServiceReleaseProcedure:    func() proto.Message { return new(fencev1.ReleaseRequest) },
-	fencev1connect.LockServiceGetProcedure:        func() proto.Message { return new(fencev1.GetRequest) },
-	fencev1connect.LockServiceListProcedure:       func() proto.Message { return new(fencev1.ListRequest) },
-	fencev1connect.ResourceServiceWriteProcedure:  func() proto.Message { return new(fencev1.WriteRequest) },
-	fencev1connect.ResourceServiceAddProcedure:    func() proto.Message { return new(fencev1.AddRequest) },
-	fencev1connect.ResourceServiceReadProcedure:   func() proto.Message { return new(fencev1.ReadRequest) },
-	fencev1connect.ResourceServiceDeleteProcedure: func() proto.Message { return new(fencev1.DeleteRequest) },
+	fencev1connect.LockServiceAcquireProcedure:      func() proto.Message { return new(fencev1.AcquireRequest) },
+	fencev1connect.LockServiceRenewProcedure:        func() proto.Message { return new(fencev1.RenewRequest) },
+	fencev1connect.LockServiceReleaseProcedure:      func() proto.Message { return new(fencev1.ReleaseRequest) },
+	fencev1connect.LockServiceGetProcedure:          func() proto.Message { return new(fencev1.GetRequest) },
+	fencev1connect.LockServiceListProcedure:         func() proto.Message { return new(fencev1.ListRequest) },
+	fencev1connect.ResourceServiceWriteProcedure:    func() proto.Message { return new(fencev1.WriteRequest) },
+	fencev1connect.ResourceServiceAddProcedure:      func() proto.Message { return new(fencev1.AddRequest) },
+	fencev1connect.ResourceServiceReadProcedure:     func() proto.Message { return new(fencev1.ReadRequest) },
+	fencev1connect.ResourceServiceDeleteProcedure:   func() proto.Message { return new(fencev1.DeleteRequest) },
+	fencev1connect.SessionServiceOpenProcedure:      func() proto.Message { return new(fencev1.OpenSessionRequest) },
+	fencev1connect.SessionServiceKeepAliveProcedure: func() proto.Message { return new(fencev1.KeepAliveRequest) },
+	fencev1connect.SessionServiceCloseProcedure:     func() proto.Message { return new(fencev1.CloseSessionRequest) },
 }
 
 // checkJSONBodies gives a JSON request that the protobuf decoder would refuse
@@ -135,12 +138,30 @@ func jsonFieldError(body []byte, newMsg func() proto.Message) error {
 		one = append(append(append(append([]byte("{"), one...), ':'), m.value...), '}')
 		if strictJSON.Unmarshal(one, newMsg()) != nil {
 			fd := jsonField(md, m.name)
+			if bad := nestedFieldError(newMsg, fd, m.value); bad != nil {
+				return bad
+			}
 			return fence.Invalid(string(fd.Name()), fieldBound(fd, m.value), "")
 		}
 	}
 	// Not reached with the request messages of this API: every member
 	// decodes alone and none is repeated.
 	return fence.Invalid("body", "a JSON object that decodes as "+string(md.FullName()), "")
+}
+
+// nestedFieldError names the field inside a message-typed member (a
+// SessionRef: "session.seq") when its value is a JSON object that does not
+// decode; nil when it is not one.
+func nestedFieldError(newMsg func() proto.Message, fd protoreflect.FieldDescriptor, value []byte) error {
+	if fd.Kind() != protoreflect.MessageKind || fd.IsList() || fd.IsMap() || fd.Message().FullName() == "google.protobuf.Duration" || jsonKind(value) != "" {
+		return nil
+	}
+	newInner := func() proto.Message { return newMsg().ProtoReflect().NewField(fd).Message().Interface() }
+	var inv *fence.InvalidError
+	if err := jsonFieldError(value, newInner); errors.As(err, &inv) && inv.Field != "body" {
+		return fence.Invalid(string(fd.Name())+"."+inv.Field, inv.Bound, "")
+	}
+	return nil
 }
 
 // strictJSON is the JSON decoder of request bodies: proto3 JSON, unknown

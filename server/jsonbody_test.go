@@ -151,7 +151,7 @@ func TestUnknownJSONFieldsRefused(t *testing.T) {
 	typo := []byte(`{"resource":"typo","token":` + tok + `,"delta":1,"opID":"once"}`)
 	for i := 0; i < 3; i++ {
 		wantInvalidJSON(t, "add with opID", postJSON(t, url, "/fence.v1.ResourceService/Add", typo, nil),
-			"opID", "a field of fence.v1.AddRequest (resource, token, delta, op_id)", "invalid opID: must be a field of fence.v1.AddRequest")
+			"opID", "a field of fence.v1.AddRequest (resource, token, delta, op_id, session)", "invalid opID: must be a field of fence.v1.AddRequest")
 	}
 	read := postJSON(t, url, "/fence.v1.ResourceService/Read", []byte(`{"resource":"typo"}`), nil)
 	if read.status != http.StatusOK || strings.Contains(read.body, `"version"`) {
@@ -228,7 +228,7 @@ func TestJSONRefusalsReadWell(t *testing.T) {
 		{acquire, `{"name":"x","requestId":"a","request_id":"b","ttl":"5s"}`, "request_id", `given once (got "requestId" and "request_id")`},
 		{list, `{"pageSize":5000000000}`, "page_size", "an unsigned 32-bit integer (a JSON number or a string of digits)"},
 		{"/fence.v1.LockService/Renew", `{"name":"x","token":1e400}`, "token", "an unsigned 64-bit integer (a JSON number or a string of digits)"},
-		{"/fence.v1.LockService/Renew", `{"name":"x","":1}`, `""`, "a field of fence.v1.RenewRequest (name, token, ttl)"},
+		{"/fence.v1.LockService/Renew", `{"name":"x","":1}`, `""`, "a field of fence.v1.RenewRequest (name, token, ttl, session)"},
 		{"/fence.v1.LockService/Renew", `{"name":"x","token":-1}`, "token", "an unsigned 64-bit integer (a JSON number or a string of digits)"},
 		{"/fence.v1.ResourceService/Add", `{"resource":"r","token":1,"delta":1.5}`, "delta", "a 64-bit integer (a JSON number or a string of digits)"},
 		{"/fence.v1.ResourceService/Write", `{"resource":"r","token":1,"value":"no!"}`, "value", "base64 (standard or URL-safe alphabet)"},

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 
 	"connectrpc.com/connect"
 
@@ -18,63 +17,24 @@ type lockService struct{ s *Server }
 var _ fencev1connect.LockServiceHandler = lockService{}
 
 func (h lockService) Acquire(ctx context.Context, req *connect.Request[fencev1.AcquireRequest]) (*connect.Response[fencev1.AcquireResponse], error) {
-	const proc = fencev1connect.LockServiceAcquireProcedure
 	// The reply's write deadline starts when it is ready (writes.go):
 	// Connect writes it after this returns.
 	defer replyReady(ctx)
 	m := req.Msg
-	ttl, terr := requiredTTL(m.GetTtl(), h.s.cfg.MaxTTL)
-	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)
-	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)
-	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateOwner(m.GetOwner()), terr, werr, derr,
-		fence.ValidateID("request_id", m.GetRequestId())); err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	if wait > 0 {
-		var cancel context.CancelFunc
-		ctx, wait, cancel = boundWait(ctx, wait)
-		defer cancel()
-	}
-	res, err := h.s.apply(ctx, state.Command{
-		Op: state.OpAcquire, Name: m.GetName(), Owner: m.GetOwner(), TTL: ttl, Wait: wait,
-		LockDelay: delay, RequestID: m.GetRequestId(),
-	})
-	if err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	if res.Lease == nil {
-		return nil, h.s.connectError(ctx, proc, errors.New("acquire applied without a lease"))
-	}
-	return connect.NewResponse(&fencev1.AcquireResponse{Lease: leaseToProto(res.Lease)}), nil
+	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return h.s.acquireCommand(m, b) })
+	return unary(ctx, h.s, fencev1connect.LockServiceAcquireProcedure, cmd, err, acquireReply)
 }
 
 func (h lockService) Renew(ctx context.Context, req *connect.Request[fencev1.RenewRequest]) (*connect.Response[fencev1.RenewResponse], error) {
-	const proc = fencev1connect.LockServiceRenewProcedure
 	m := req.Msg
-	ttl, terr := optionalTTL(m.GetTtl(), h.s.cfg.MaxTTL)
-	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateToken(fence.Token(m.GetToken())), terr); err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	res, err := h.s.apply(ctx, state.Command{Op: state.OpRenew, Name: m.GetName(), Token: fence.Token(m.GetToken()), TTL: ttl})
-	if err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	if res.Lease == nil {
-		return nil, h.s.connectError(ctx, proc, errors.New("renew applied without a lease"))
-	}
-	return connect.NewResponse(&fencev1.RenewResponse{Lease: leaseToProto(res.Lease)}), nil
+	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return h.s.renewCommand(m, b) })
+	return unary(ctx, h.s, fencev1connect.LockServiceRenewProcedure, cmd, err, renewReply)
 }
 
 func (h lockService) Release(ctx context.Context, req *connect.Request[fencev1.ReleaseRequest]) (*connect.Response[fencev1.ReleaseResponse], error) {
-	const proc = fencev1connect.LockServiceReleaseProcedure
 	m := req.Msg
-	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateToken(fence.Token(m.GetToken()))); err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	if _, err := h.s.apply(ctx, state.Command{Op: state.OpRelease, Name: m.GetName(), Token: fence.Token(m.GetToken())}); err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	return connect.NewResponse(&fencev1.ReleaseResponse{}), nil
+	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return releaseCommand(m, b) })
+	return unary(ctx, h.s, fencev1connect.LockServiceReleaseProcedure, cmd, err, releaseReply)
 }
 
 func (h lockService) Get(ctx context.Context, req *connect.Request[fencev1.GetRequest]) (*connect.Response[fencev1.GetResponse], error) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,9 +23,11 @@ type metrics struct {
 	// exhausted counts RESOURCE_EXHAUSTED refusals by limit (the config
 	// field: max_waiters_per_lock, max_ops, ...).
 	exhausted *prometheus.CounterVec
+	// streamRequests counts the messages of SessionService.Stream by op.
+	streamRequests *prometheus.CounterVec
 }
 
-func newMetrics(n *node.Node, conns *connCount) *metrics {
+func newMetrics(n *node.Node, conns *connCount, streams *atomic.Int64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -46,7 +49,12 @@ func newMetrics(n *node.Node, conns *connCount) *metrics {
 	m.exhausted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fence_resource_exhausted_total", Help: "Requests refused with RESOURCE_EXHAUSTED, by the limit reached (its config field).",
 	}, []string{"limit"})
-	m.reg.MustRegister(m.requests, m.latency, m.apply, m.batch, m.exhausted,
+	m.streamRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_stream_requests_total", Help: "Requests received on SessionService.Stream streams, by op (none: a message without one).",
+	}, []string{"op"})
+	m.reg.MustRegister(m.requests, m.latency, m.apply, m.batch, m.exhausted, m.streamRequests,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_streams", Help: "Open SessionService.Stream streams (at most --max-streams)."},
+			func() float64 { return float64(streams.Load()) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_leases_held", Help: "Locks held now (leader clock)."},
 			func() float64 { return float64(n.HeldLeases()) }),
@@ -74,20 +82,40 @@ func newMetrics(n *node.Node, conns *connCount) *metrics {
 	return m
 }
 
-// interceptor counts and times every unary call.
-func (m *metrics) interceptor() connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			start := time.Now()
-			res, err := next(ctx, req)
-			code := "ok"
-			if err != nil {
-				code = connect.CodeOf(err).String()
-			}
-			proc := req.Spec().Procedure
-			m.requests.WithLabelValues(proc, code).Inc()
-			m.latency.WithLabelValues(proc, code).Observe(time.Since(start).Seconds())
-			return res, err
-		}
-	})
+// interceptor counts and times every call: a unary one when it is
+// answered, a SessionService.Stream when it ends (its messages are counted
+// by fence_stream_requests_total).
+func (m *metrics) interceptor() connect.Interceptor { return callMetrics{m} }
+
+type callMetrics struct{ m *metrics }
+
+func (c callMetrics) observe(proc string, start time.Time, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	c.m.requests.WithLabelValues(proc, code).Inc()
+	c.m.latency.WithLabelValues(proc, code).Observe(time.Since(start).Seconds())
+}
+
+func (c callMetrics) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
+		res, err := next(ctx, req)
+		c.observe(req.Spec().Procedure, start, err)
+		return res, err
+	}
+}
+
+func (c callMetrics) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (c callMetrics) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		err := next(ctx, conn)
+		c.observe(conn.Spec().Procedure, start, err)
+		return err
+	}
 }

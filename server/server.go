@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -25,6 +26,10 @@ const maxRequestBytes = 4 << 20
 // compressMinBytes: replies smaller than this are sent uncompressed.
 const compressMinBytes = 4 << 10
 
+// http2PingEvery: an HTTP/2 connection silent this long is pinged, and
+// closed if the ping is not answered within as long again.
+const http2PingEvery = 15 * time.Second
+
 // Server is the Fence API in front of one node.
 type Server struct {
 	cfg     Config
@@ -38,7 +43,8 @@ type Server struct {
 	cancelBase context.CancelFunc
 	drainOnce  sync.Once
 	drainC     chan struct{}
-	conns      connCount // client connections (Serve's listener)
+	conns      connCount    // client connections (Serve's listener)
+	streams    atomic.Int64 // open SessionService.Stream streams
 }
 
 // New opens (or creates) the node in cfg.DataDir and builds the handlers. It
@@ -54,7 +60,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, node: n, drainC: make(chan struct{})}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
-	s.metrics = newMetrics(n, &s.conns)
+	s.metrics = newMetrics(n, &s.conns, &s.streams)
 
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(s.metrics.interceptor()),
@@ -69,22 +75,29 @@ func New(cfg Config) (*Server, error) {
 	opts = append(opts, jsonCodecs()...)
 	lockPath, lockHandler := fencev1connect.NewLockServiceHandler(lockService{s}, opts...)
 	resPath, resHandler := fencev1connect.NewResourceServiceHandler(resourceService{s}, opts...)
+	sessPath, sessHandler := fencev1connect.NewSessionServiceHandler(sessionService{s}, opts...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	s.handler = limitWrites(limitBodies(checkJSONBodies(apiRouter{
+	// SessionService.Stream has limits of its own (stream_http.go).
+	s.handler = serveStreams(sessHandler, limitWrites(limitBodies(checkJSONBodies(apiRouter{
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
+		{prefix: sessPath, h: sessHandler},
 		{prefix: "/", h: mux},
-	})), cfg.WriteTimeout)
+	})), cfg.WriteTimeout), cfg.WriteTimeout)
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
-		Handler:           s.handler,
-		Protocols:         protocols,
+		Handler:   s.handler,
+		Protocols: protocols,
+		// A client that vanished without closing its connection (a
+		// crashed host, a partition) is noticed by a ping that goes
+		// unanswered: its streams end and their waits are withdrawn.
+		HTTP2:             &http.HTTP2Config{SendPingTimeout: http2PingEvery, PingTimeout: http2PingEvery},
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		IdleTimeout:       cfg.IdleTimeout,

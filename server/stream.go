@@ -1,0 +1,397 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/state"
+)
+
+// SessionService.Stream carries one session's requests and replies over one
+// long-lived HTTP/2 stream (gRPC, gRPC-Web or Connect streaming; HTTP/1.1
+// cannot carry a bidi stream and is answered 505).
+//
+// The first message must name the session (else invalid_argument naming
+// "session"); the stream starts with a keepalive of it, so a session that
+// has ended ends the stream at once with failed_precondition and a
+// SESSION_EXPIRED detail. A first message with no op only names the
+// session; one with an op is served like every later message.
+//
+// Every message with an op is validated like the unary call of the same
+// op, bound to the stream's session (the seq and ack of the message; a
+// SessionRef inside the op is ignored) and run concurrently with the
+// others: each in a goroutine of its own, so the node groups what arrives
+// together into one raft proposal batch and a blocking acquire holds back
+// no other reply. There is no order among the requests in flight on one
+// stream; a client that needs one applied before another waits for the
+// first one's reply. Replies carry the message's call and come as each
+// completes; a Fence refusal is a reply with ErrorDetail and message (and
+// replayed when it is the saved result of the seq). A failure that is not
+// a refusal (the node lost leadership, an outcome it does not know, the
+// server shutting down) ends the stream with its Connect error; the client
+// opens a new stream and resends what was not answered, with the same seq.
+//
+// Bounds: at most Config.MaxStreams streams are open at once (more are
+// refused with resource_exhausted, limit max_streams); on one stream at
+// most Config.MaxStreamRequests requests, and maxStreamBytes of their
+// messages, are in flight at once: a request beyond either is answered at
+// once with RESOURCE_EXHAUSTED and nothing is applied (the client resends it
+// later with the same seq). A message is at most maxRequestBytes like a
+// unary request (a larger one ends the stream with invalid_argument naming
+// "body"). The first message must arrive within Config.ReadTimeout; after
+// it a stream may stay idle for as long as the client keeps it (its
+// keepalives may travel on it or not). A reply must be written within
+// Config.WriteTimeout of when it is ready, else the stream is reset.
+//
+// When the stream ends (the client closed its side: once every reply is
+// sent; the client went away, or a failure: at once) the requests still in
+// flight are cancelled: a queued acquire is withdrawn from its queue (a
+// grant that won the race is released). The session itself is not closed:
+// the client may open a new stream and go on; the session ends by Close or
+// by its TTL.
+const (
+	// DefaultMaxStreams is the default cap on open SessionService.Stream
+	// streams.
+	DefaultMaxStreams = 10000
+	// DefaultMaxStreamRequests is the default cap on the requests in flight
+	// on one stream.
+	DefaultMaxStreamRequests = 1024
+	// maxStreamBytes bounds the messages in flight on one stream (the sum
+	// of their encoded sizes): four of the largest.
+	maxStreamBytes = 4 * maxRequestBytes
+	// replyQueue is how many replies may wait for the stream's sender
+	// before the requests answering them wait too.
+	replyQueue = 64
+)
+
+// sessionStream is one SessionService.Stream being served.
+type sessionStream struct {
+	s       *Server
+	st      *connect.BidiStream[fencev1.SessionRequest, fencev1.SessionReply]
+	conn    *streamConn // nil when Handler is mounted without serveStreams
+	session uint64
+
+	ctx    context.Context // ends with the stream: in-flight requests are cancelled
+	cancel context.CancelFunc
+
+	replies  chan *fencev1.SessionReply // to the sender
+	wg       sync.WaitGroup             // requests in flight
+	inflight atomic.Int64
+	bytes    atomic.Int64
+
+	mu      sync.Mutex
+	failure error // the first failure; it ends the stream
+}
+
+const streamProc = fencev1connect.SessionServiceStreamProcedure
+
+// serveStream serves one stream until the client ends it or it fails.
+func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1.SessionRequest, fencev1.SessionReply]) error {
+	if n := s.streams.Add(1); n > int64(s.cfg.MaxStreams) {
+		s.streams.Add(-1)
+		return s.connectError(ctx, streamProc, &fence.ResourceExhaustedError{
+			Limit: "open session streams (config.max_streams)", Bound: fmt.Sprintf("at most %d", s.cfg.MaxStreams), Got: fmt.Sprint(n - 1),
+		})
+	}
+	defer s.streams.Add(-1)
+	conn := streamConnOf(ctx)
+	first, err := st.Receive()
+	if err != nil {
+		return s.receiveError(err)
+	}
+	if first.GetSession() == 0 {
+		return s.connectError(ctx, streamProc, fence.Invalid("session", "set on the first message (the id SessionService.Open returned)", ""))
+	}
+	// The session must be live; connecting is a sign of life, so this is
+	// a keepalive.
+	if _, err := s.apply(ctx, state.Command{Op: state.OpSessionKeepAlive, Session: first.GetSession()}); err != nil {
+		return s.connectError(ctx, streamProc, err)
+	}
+	// From here the stream may idle as long as the client keeps it.
+	conn.noReadDeadline()
+	ss := &sessionStream{s: s, st: st, conn: conn, session: first.GetSession(), replies: make(chan *fencev1.SessionReply, replyQueue)}
+	ss.ctx, ss.cancel = context.WithCancel(ctx)
+	defer ss.cancel()
+	return ss.serve(first)
+}
+
+// serve dispatches first and every later message until the client's side
+// ends, then waits for the requests in flight and their replies.
+func (ss *sessionStream) serve(first *fencev1.SessionRequest) error {
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		ss.sendLoop()
+	}()
+	ss.dispatch(first, true)
+	for {
+		m, err := ss.st.Receive()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				// Gone, cut, or unreadable: what is in flight is
+				// cancelled (waits withdrawn), not waited for.
+				ss.end(ss.s.receiveError(err))
+			}
+			break
+		}
+		ss.dispatch(m, false)
+	}
+	ss.wg.Wait()
+	close(ss.replies)
+	<-sent
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.failure
+}
+
+// end records the stream's first failure and ends it: in-flight requests
+// are cancelled and the request body is closed, so Receive returns.
+func (ss *sessionStream) end(err error) {
+	ss.mu.Lock()
+	if ss.failure == nil {
+		ss.failure = err
+	}
+	ss.mu.Unlock()
+	ss.cancel()
+	ss.conn.closeBody()
+}
+
+// receiveError is the Connect error that ends a stream whose Receive
+// failed.
+func (s *Server) receiveError(err error) error {
+	if s.draining() {
+		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
+	}
+	if ce := new(connect.Error); errors.As(err, &ce) {
+		return ce
+	}
+	return connect.NewError(connect.CodeCanceled, err)
+}
+
+// dispatch starts serving one message, or answers it at once when it is
+// refused before anything runs.
+func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
+	if first && m.GetOp() == nil {
+		return // it only names the session
+	}
+	c, err := ss.call(m)
+	ss.s.metrics.streamRequests.WithLabelValues(c.op).Inc()
+	if err != nil {
+		ss.reply(ss.s.refusal(m.GetCall(), err, false))
+		return
+	}
+	size := int64(proto.Size(m))
+	n, b := ss.inflight.Add(1), ss.bytes.Add(size)
+	if max := int64(ss.s.cfg.MaxStreamRequests); n > max || b > maxStreamBytes {
+		ss.inflight.Add(-1)
+		ss.bytes.Add(-size)
+		limit := &fence.ResourceExhaustedError{Limit: "requests in flight on one stream (config.max_stream_requests)", Bound: fmt.Sprintf("at most %d", max), Got: fmt.Sprint(n - 1)}
+		if n <= max {
+			limit = &fence.ResourceExhaustedError{Limit: "request bytes in flight on one stream", Bound: fmt.Sprintf("at most %d", maxStreamBytes), Got: fmt.Sprint(b - size)}
+		}
+		ss.reply(ss.s.refusal(m.GetCall(), limit, false))
+		return
+	}
+	ss.wg.Add(1)
+	go func() {
+		defer func() {
+			ss.inflight.Add(-1)
+			ss.bytes.Add(-size)
+			ss.wg.Done()
+		}()
+		ss.do(m.GetCall(), c)
+	}()
+}
+
+// do runs one request and queues its reply, or ends the stream.
+func (ss *sessionStream) do(call uint64, c streamCall) {
+	var (
+		r        *fencev1.SessionReply
+		replayed bool
+		err      error
+	)
+	if c.cmd != nil {
+		var res state.Result
+		res, err = ss.s.run(ss.ctx, *c.cmd)
+		if err == nil {
+			r, err = c.reply(res)
+		}
+		replayed = res.Replayed
+	} else {
+		r, err = c.read(ss.ctx)
+	}
+	switch {
+	case err == nil:
+		r.Call, r.Replayed = call, replayed
+	case fence.ReasonOf(err) != "":
+		r = ss.s.refusal(call, err, replayed)
+	case ss.ctx.Err() == nil && c.cmd != nil && c.cmd.Op == state.OpAcquire &&
+		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		// The wait ran past the handler's bound (boundWait) while the
+		// stream lives: the node withdrew it, so the caller holds
+		// nothing, as when a wait runs out.
+		r = ss.s.refusal(call, &fence.BusyError{Name: c.cmd.Name, Waited: true}, false)
+	default:
+		ss.end(ss.s.connectError(ss.ctx, streamProc, err))
+		return
+	}
+	ss.reply(r)
+}
+
+// reply queues r for the sender.
+func (ss *sessionStream) reply(r *fencev1.SessionReply) { ss.replies <- r }
+
+// sendLoop sends the queued replies until the queue is closed: what is
+// ready is sent under one write deadline. After a failed send it keeps
+// draining the queue (nothing waits on a stream that has ended).
+func (ss *sessionStream) sendLoop() {
+	failed := false
+	for r := range ss.replies {
+		if failed {
+			continue
+		}
+		ss.conn.writeWithin(ss.s.cfg.WriteTimeout)
+		err := ss.st.Send(r)
+	batch:
+		for err == nil {
+			select {
+			case more, ok := <-ss.replies:
+				if !ok {
+					break batch
+				}
+				err = ss.st.Send(more)
+			default:
+				break batch
+			}
+		}
+		ss.conn.writeWithin(0)
+		if err != nil {
+			failed = true
+			ss.end(ss.s.receiveError(err))
+		}
+	}
+}
+
+// refusal is the reply to call refused with err (a Fence refusal).
+func (s *Server) refusal(call uint64, err error, replayed bool) *fencev1.SessionReply {
+	s.countRefusal(err)
+	return &fencev1.SessionReply{Call: call, Result: &fencev1.SessionReply_Error{Error: apierr.Detail(err)}, Message: err.Error(), Replayed: replayed}
+}
+
+// streamCall is one message of a stream made ready to run: a command to
+// propose and the reply made of its result, or a read.
+type streamCall struct {
+	op    string // the metrics label: the op's field name
+	cmd   *state.Command
+	reply func(state.Result) (*fencev1.SessionReply, error)
+	read  func(context.Context) (*fencev1.SessionReply, error)
+}
+
+// call validates m and binds its command to the stream's session (a
+// SessionRef inside the op is ignored). A message's own session, when set,
+// must be the stream's.
+func (ss *sessionStream) call(m *fencev1.SessionRequest) (streamCall, error) {
+	s := ss.s
+	b := binding{session: ss.session, seq: m.GetSeq(), ack: m.GetAck()}
+	berr := checkBinding(b, "session", "ack")
+	if m.GetSession() != 0 && m.GetSession() != ss.session {
+		berr = fence.Invalid("session", fmt.Sprintf("0 or the stream's session (%d)", ss.session), fmt.Sprint(m.GetSession()))
+	}
+	var (
+		c   streamCall
+		cmd state.Command
+		err error
+	)
+	switch op := m.GetOp().(type) {
+	case *fencev1.SessionRequest_KeepAlive:
+		cmd, err = s.keepAliveCommand(op.KeepAlive, b)
+		c = cmdCall("keep_alive", cmd, keepAliveReply, func(r *fencev1.KeepAliveResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_KeepAlive{KeepAlive: r}}
+		})
+	case *fencev1.SessionRequest_Acquire:
+		cmd, err = s.acquireCommand(op.Acquire, b)
+		c = cmdCall("acquire", cmd, acquireReply, func(r *fencev1.AcquireResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Acquire{Acquire: r}}
+		})
+	case *fencev1.SessionRequest_Renew:
+		cmd, err = s.renewCommand(op.Renew, b)
+		c = cmdCall("renew", cmd, renewReply, func(r *fencev1.RenewResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Renew{Renew: r}}
+		})
+	case *fencev1.SessionRequest_Release:
+		cmd, err = releaseCommand(op.Release, b)
+		c = cmdCall("release", cmd, releaseReply, func(r *fencev1.ReleaseResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Release{Release: r}}
+		})
+	case *fencev1.SessionRequest_Write:
+		cmd, err = writeCommand(op.Write, b)
+		c = cmdCall("write", cmd, writeReply, func(r *fencev1.WriteResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Write{Write: r}}
+		})
+	case *fencev1.SessionRequest_Add:
+		cmd, err = addCommand(op.Add, b)
+		c = cmdCall("add", cmd, addReply, func(r *fencev1.AddResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Add{Add: r}}
+		})
+	case *fencev1.SessionRequest_Delete:
+		cmd, err = deleteCommand(op.Delete, b)
+		c = cmdCall("delete", cmd, deleteReply, func(r *fencev1.DeleteResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Delete{Delete: r}}
+		})
+	case *fencev1.SessionRequest_Close:
+		cmd, err = closeCommand(b)
+		c = cmdCall("close", cmd, closeReply, func(r *fencev1.CloseSessionResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Close{Close: r}}
+		})
+	case *fencev1.SessionRequest_Read:
+		// Reads go through the node's read path (linearizable, nothing
+		// proposed); seq and ack mean nothing to them.
+		name := op.Read.GetResource()
+		err = fence.ValidateName("resource", name)
+		c = streamCall{op: "read", read: func(ctx context.Context) (*fencev1.SessionReply, error) {
+			rs, err := s.node.Resource(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Read{Read: &fencev1.ReadResponse{State: resourceToProto(&rs)}}}, nil
+		}}
+		return c, err
+	case *fencev1.SessionRequest_Get:
+		name := op.Get.GetName()
+		err = fence.ValidateName("name", name)
+		c = streamCall{op: "get", read: func(ctx context.Context) (*fencev1.SessionReply, error) {
+			li, err := s.node.Lock(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Get{Get: &fencev1.GetResponse{Lock: lockToProto(li)}}}, nil
+		}}
+		return c, err
+	default:
+		return streamCall{op: "none"}, fence.Invalid("op", "one of keep_alive, acquire, renew, release, write, add, delete, read, get, close", "")
+	}
+	return c, firstErr(err, berr)
+}
+
+// cmdCall is the streamCall that proposes cmd and replies with what reply
+// makes of its result, wrapped in a SessionReply.
+func cmdCall[Res any](op string, cmd state.Command, reply func(state.Result) (*Res, error), wrap func(*Res) *fencev1.SessionReply) streamCall {
+	return streamCall{op: op, cmd: &cmd, reply: func(res state.Result) (*fencev1.SessionReply, error) {
+		out, err := reply(res)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(out), nil
+	}}
+}

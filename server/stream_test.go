@@ -1,0 +1,468 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/apierr"
+)
+
+// sessionClients are the SessionService clients of each protocol that can
+// carry a bidi stream (HTTP/2 without TLS).
+func sessionClients(url string) []struct {
+	name string
+	c    fencev1connect.SessionServiceClient
+} {
+	h2 := h2cClient()
+	return []struct {
+		name string
+		c    fencev1connect.SessionServiceClient
+	}{
+		{"grpc", fencev1connect.NewSessionServiceClient(h2, url, connect.WithGRPC())},
+		{"connect-json", fencev1connect.NewSessionServiceClient(h2, url, connect.WithProtoJSON())},
+	}
+}
+
+// openSession opens a session with ttl and returns its id.
+func openSession(t *testing.T, c fencev1connect.SessionServiceClient, ttl time.Duration) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	r, err := c.Open(ctx, connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(ttl)}))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if r.Msg.Session.GetId() == 0 || r.Msg.Session.GetTtl().AsDuration() != ttl {
+		t.Fatalf("Open = %v, want an id and ttl %s", r.Msg.Session, ttl)
+	}
+	return r.Msg.Session.GetId()
+}
+
+// testStream is one SessionService.Stream from the client's side: what it
+// receives is queued on replies, and its end (the error Receive returned)
+// on end.
+type testStream struct {
+	t       *testing.T
+	s       *connect.BidiStreamForClient[fencev1.SessionRequest, fencev1.SessionReply]
+	cancel  context.CancelFunc
+	replies chan *fencev1.SessionReply
+	end     chan error
+}
+
+// startStream opens a stream and sends first.
+func startStream(t *testing.T, c fencev1connect.SessionServiceClient, first *fencev1.SessionRequest) *testStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testStream{t: t, s: c.Stream(ctx), cancel: cancel, replies: make(chan *fencev1.SessionReply, 1024), end: make(chan error, 1)}
+	ts.send(first)
+	go func() {
+		for {
+			r, err := ts.s.Receive()
+			if err != nil {
+				ts.end <- err
+				return
+			}
+			ts.replies <- r
+		}
+	}()
+	t.Cleanup(func() {
+		ts.drop()
+		select {
+		case <-ts.end:
+		case <-time.After(hangGuard):
+			t.Error("stream's Receive never returned after cancel")
+		}
+	})
+	return ts
+}
+
+// drop ends the stream from the client's side as a client that goes away
+// does: its context ends and the stream is reset. (Cancelling the context
+// alone does not reset a stream whose reply headers have come while its
+// request side is open: net/http's HTTP/2 transport notices the cancel
+// only once the request body ends. Closing the response resets it.)
+func (ts *testStream) drop() {
+	ts.cancel()
+	_ = ts.s.CloseResponse()
+}
+
+func (ts *testStream) send(m *fencev1.SessionRequest) {
+	ts.t.Helper()
+	if err := ts.s.Send(m); err != nil {
+		ts.t.Fatalf("Send(%v): %v", m, err)
+	}
+}
+
+// next returns the next reply; the stream's end fails the test.
+func (ts *testStream) next() *fencev1.SessionReply {
+	ts.t.Helper()
+	select {
+	case r := <-ts.replies:
+		return r
+	case err := <-ts.end:
+		ts.end <- err
+		ts.t.Fatalf("stream ended waiting for a reply: %v", err)
+	case <-time.After(hangGuard):
+		ts.t.Fatalf("no reply within %s", hangGuard)
+	}
+	return nil
+}
+
+// ended returns the error the stream ended with (the Receive that failed).
+func (ts *testStream) ended() error {
+	ts.t.Helper()
+	select {
+	case r := <-ts.replies:
+		ts.t.Fatalf("reply %v, want the stream to end", r)
+	case err := <-ts.end:
+		ts.end <- err
+		return err
+	case <-time.After(hangGuard):
+		ts.t.Fatalf("stream did not end within %s", hangGuard)
+	}
+	return nil
+}
+
+// call sends m and returns its reply (no other request may be in flight).
+func (ts *testStream) call(m *fencev1.SessionRequest) *fencev1.SessionReply {
+	ts.t.Helper()
+	ts.send(m)
+	r := ts.next()
+	if r.GetCall() != m.GetCall() {
+		ts.t.Fatalf("reply to call %d, want %d: %v", r.GetCall(), m.GetCall(), r)
+	}
+	return r
+}
+
+// refusedWith checks r is a refusal whose reason is reason and returns the
+// typed refusal.
+func refusedWith(t *testing.T, r *fencev1.SessionReply, reason fence.Reason) error {
+	t.Helper()
+	d := r.GetError()
+	if d == nil || d.GetReason() != string(reason) || r.GetMessage() == "" {
+		t.Fatalf("reply %v, want a %s refusal with a message", r, reason)
+	}
+	return apierr.FromDetail(d)
+}
+
+// lockOf reads lock name through LockService.Get.
+func lockOf(t *testing.T, url, name string) *fencev1.LockInfo {
+	t.Helper()
+	g, err := protocols(url)[1].locks.Get(context.Background(), connect.NewRequest(&fencev1.GetRequest{Name: name}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.Msg.Lock
+}
+
+// until polls cond, bounded by hangGuard.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hangGuard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, hangGuard)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func acquireOp(name, owner string, wait time.Duration) *fencev1.SessionRequest_Acquire {
+	a := &fencev1.AcquireRequest{Name: name, Owner: owner}
+	if wait > 0 {
+		a.Wait = durationpb.New(wait)
+	}
+	return &fencev1.SessionRequest_Acquire{Acquire: a}
+}
+
+// The issue's story on a stream, through gRPC and Connect JSON: open a
+// session, acquire on it (no ttl: the session's), write fenced with its
+// token, close the session: the lock is free at once, and the stream's
+// next request is SESSION_EXPIRED.
+func TestStreamSessionFlow(t *testing.T) {
+	_, url := startServer(t)
+	for _, sc := range sessionClients(url) {
+		t.Run(sc.name, func(t *testing.T) {
+			lock, res := "flow-"+sc.name, "flow-r-"+sc.name
+			id := openSession(t, sc.c, time.Minute)
+			ts := startStream(t, sc.c, &fencev1.SessionRequest{Session: id})
+			a := ts.call(&fencev1.SessionRequest{Call: 1, Seq: 1, Ack: 1, Op: acquireOp(lock, "me", 0)})
+			l := a.GetAcquire().GetLease()
+			if l.GetToken() == 0 || l.GetOwner() != "me" || l.GetTtl().AsDuration() != time.Minute || a.GetReplayed() {
+				t.Fatalf("acquire on the session = %v, want a lease with the session's ttl", a)
+			}
+			w := ts.call(&fencev1.SessionRequest{Call: 2, Seq: 2, Ack: 2, Op: &fencev1.SessionRequest_Write{
+				Write: &fencev1.WriteRequest{Resource: res, Token: l.GetToken(), Value: []byte("v1")}}})
+			if w.GetWrite().GetState().GetLastToken() != l.GetToken() || string(w.GetWrite().GetState().GetValue()) != "v1" {
+				t.Fatalf("fenced write = %v", w)
+			}
+			rd := ts.call(&fencev1.SessionRequest{Call: 3, Op: &fencev1.SessionRequest_Read{Read: &fencev1.ReadRequest{Resource: res}}})
+			if string(rd.GetRead().GetState().GetValue()) != "v1" {
+				t.Fatalf("read = %v", rd)
+			}
+			g := ts.call(&fencev1.SessionRequest{Call: 4, Op: &fencev1.SessionRequest_Get{Get: &fencev1.GetRequest{Name: lock}}})
+			if g.GetGet().GetLock().GetLease().GetToken() != l.GetToken() {
+				t.Fatalf("get = %v", g)
+			}
+			if _, err := sc.c.Close(context.Background(), connect.NewRequest(&fencev1.CloseSessionRequest{Session: id})); err != nil {
+				t.Fatal(err)
+			}
+			if li := lockOf(t, url, lock); li.GetLease() != nil {
+				t.Fatalf("lock after the session closed = %v, want free", li)
+			}
+			r := ts.call(&fencev1.SessionRequest{Call: 5, Seq: 3, Ack: 3, Op: acquireOp(lock, "me", 0)})
+			var ended *fence.SessionExpiredError
+			if err := refusedWith(t, r, fence.ReasonSessionExpired); !errors.As(err, &ended) || ended.Session != id {
+				t.Fatalf("acquire after close = %v, want SESSION_EXPIRED naming session %d", r, id)
+			}
+			// The client closes its side: the stream ends cleanly.
+			if err := ts.s.CloseRequest(); err != nil {
+				t.Fatal(err)
+			}
+			if err := ts.ended(); !errors.Is(err, io.EOF) {
+				t.Fatalf("stream after CloseRequest ended with %v, want EOF", err)
+			}
+		})
+	}
+}
+
+// A blocking acquire on a stream holds back no other reply: a keepalive
+// and an add sent after it are answered while it waits, and it is granted
+// when the holder lets go.
+func TestStreamBlockingAcquireDoesNotDelayOthers(t *testing.T) {
+	_, url := startServer(t)
+	c := sessionClients(url)[0].c
+	ctx := context.Background()
+	locks := protocols(url)[1].locks
+	held, err := locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "busy", Owner: "other", Ttl: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := openSession(t, c, time.Minute)
+	ts := startStream(t, c, &fencev1.SessionRequest{Session: id, Call: 1, Seq: 1, Ack: 1, Op: acquireOp("busy", "me", time.Hour)})
+	ts.send(&fencev1.SessionRequest{Call: 2, Seq: 2, Ack: 1, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{}}})
+	if r := ts.next(); r.GetCall() != 2 || r.GetKeepAlive().GetSession().GetId() != id {
+		t.Fatalf("first reply = %v, want the keepalive (call 2) while the acquire waits", r)
+	}
+	if li := lockOf(t, url, "busy"); li.GetWaiters() != 1 {
+		t.Fatalf("lock = %v, want the stream's acquire queued", li)
+	}
+	if _, err := locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{Name: "busy", Token: held.Msg.Lease.Token})); err != nil {
+		t.Fatal(err)
+	}
+	if r := ts.next(); r.GetCall() != 1 || r.GetAcquire().GetLease().GetToken() <= held.Msg.Lease.Token {
+		t.Fatalf("reply = %v, want the acquire (call 1) granted after the release", r)
+	}
+}
+
+// A session that has ended is SESSION_EXPIRED everywhere: a new stream for
+// it ends at once with failed_precondition, a unary session-bound call and
+// a keepalive are refused. Both ends: Close, and the TTL running out.
+func TestSessionExpiredOnStreamAndUnary(t *testing.T) {
+	_, url := startServer(t)
+	c := sessionClients(url)[0].c
+	ctx := context.Background()
+	closed := openSession(t, c, time.Minute)
+	if _, err := c.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: closed})); err != nil {
+		t.Fatal(err)
+	}
+	expired := openSession(t, c, fence.MinTTL)
+	until(t, "the 10ms session expires", func() bool {
+		_, err := c.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{Session: expired}))
+		return errors.Is(apierr.FromConnect(err), fence.ErrSessionExpired)
+	})
+	for _, id := range []uint64{closed, expired} {
+		wantExpired := func(what string, err error) {
+			t.Helper()
+			var se *fence.SessionExpiredError
+			if connect.CodeOf(err) != connect.CodeFailedPrecondition || !errors.As(apierr.FromConnect(err), &se) || se.Session != id {
+				t.Fatalf("%s on ended session %d = %v, want failed_precondition SESSION_EXPIRED naming it", what, id, err)
+			}
+		}
+		ts := startStream(t, c, &fencev1.SessionRequest{Session: id})
+		wantExpired("stream", ts.ended())
+		_, err := c.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{Session: id}))
+		wantExpired("keepalive", err)
+		_, err = c.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
+		wantExpired("close", err)
+		for _, pc := range protocols(url) {
+			_, err = pc.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "x", Session: &fencev1.SessionRef{Id: id, Seq: 1}}))
+			wantExpired(pc.name+" acquire", err)
+		}
+	}
+}
+
+// A seq retried on a new stream (the first one broke before its reply
+// came) gets the saved result, replayed, and is applied once.
+func TestStreamRetriedSeqAppliesOnce(t *testing.T) {
+	_, url := startServer(t)
+	c := sessionClients(url)[0].c
+	id := openSession(t, c, time.Minute)
+	first := startStream(t, c, &fencev1.SessionRequest{Session: id})
+	a := first.call(&fencev1.SessionRequest{Call: 1, Seq: 1, Ack: 1, Op: acquireOp("counter-lock", "me", 0)})
+	tok := a.GetAcquire().GetLease().GetToken()
+	add := &fencev1.SessionRequest{Call: 2, Seq: 2, Ack: 2, Op: &fencev1.SessionRequest_Add{Add: &fencev1.AddRequest{Resource: "counter", Token: tok, Delta: 5}}}
+	r := first.call(add)
+	if r.GetAdd().GetValue() != 5 || r.GetReplayed() {
+		t.Fatalf("add = %v, want 5, not replayed", r)
+	}
+	first.drop() // the stream breaks; the client resends seq 2 on a new one
+	if err := first.ended(); connect.CodeOf(err) != connect.CodeCanceled {
+		t.Fatalf("cancelled stream ended with %v", err)
+	}
+	second := startStream(t, c, &fencev1.SessionRequest{Session: id})
+	add.Call = 7
+	r = second.call(add)
+	if r.GetAdd().GetValue() != 5 || !r.GetReplayed() || !r.GetAdd().GetReplayed() {
+		t.Fatalf("retried add = %v, want the saved 5, replayed", r)
+	}
+	rd := second.call(&fencev1.SessionRequest{Call: 8, Op: &fencev1.SessionRequest_Read{Read: &fencev1.ReadRequest{Resource: "counter"}}})
+	if v := rd.GetRead().GetState().GetVersion(); v != 1 {
+		t.Fatalf("counter version = %d (%v), want 1: the add applied once", v, rd)
+	}
+	// The lease lives on with the session across streams.
+	if li := lockOf(t, url, "counter-lock"); li.GetLease().GetToken() != tok {
+		t.Fatalf("lock = %v, want still held with token %d", li, tok)
+	}
+}
+
+// A first message that names no session ends the stream with
+// invalid_argument naming "session"; later messages are checked like unary
+// requests and refused one by one, the stream serving on.
+func TestStreamBadMessages(t *testing.T) {
+	_, url := startServer(t)
+	for _, sc := range sessionClients(url) {
+		t.Run(sc.name, func(t *testing.T) {
+			ts := startStream(t, sc.c, &fencev1.SessionRequest{Call: 1, Op: acquireOp("x", "me", 0)})
+			checkInvalid(t, ts.ended(), "session")
+
+			id := openSession(t, sc.c, time.Minute)
+			ts = startStream(t, sc.c, &fencev1.SessionRequest{Session: id})
+			for _, tc := range []struct {
+				m     *fencev1.SessionRequest
+				field string
+			}{
+				{&fencev1.SessionRequest{Call: 1}, "op"},
+				{&fencev1.SessionRequest{Call: 2, Op: acquireOp("", "me", 0)}, "name"},
+				{&fencev1.SessionRequest{Call: 3, Op: &fencev1.SessionRequest_Acquire{Acquire: &fencev1.AcquireRequest{Name: "x", Ttl: durationpb.New(time.Millisecond)}}}, "ttl"},
+				{&fencev1.SessionRequest{Call: 4, Seq: 3, Ack: 4, Op: acquireOp("x", "me", 0)}, "ack"},
+				{&fencev1.SessionRequest{Call: 5, Session: id + 1, Op: acquireOp("x", "me", 0)}, "session"},
+				{&fencev1.SessionRequest{Call: 6, Op: &fencev1.SessionRequest_Write{Write: &fencev1.WriteRequest{Resource: "r", Token: 0}}}, "token"},
+				{&fencev1.SessionRequest{Call: 7, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{Ttl: durationpb.New(25 * time.Hour)}}}, "ttl"},
+				{&fencev1.SessionRequest{Call: 8, Op: &fencev1.SessionRequest_Read{Read: &fencev1.ReadRequest{}}}, "resource"},
+			} {
+				r := ts.call(tc.m)
+				var inv *fence.InvalidError
+				if err := refusedWith(t, r, fence.ReasonInvalid); !errors.As(err, &inv) || inv.Field != tc.field || inv.Bound == "" {
+					t.Fatalf("%v: reply %v, want INVALID_ARGUMENT naming %q with a bound", tc.m, r, tc.field)
+				}
+			}
+			// Still serving.
+			if r := ts.call(&fencev1.SessionRequest{Call: 9, Seq: 1, Ack: 1, Op: acquireOp("ok-"+sc.name, "me", 0)}); r.GetAcquire() == nil {
+				t.Fatalf("acquire after bad messages = %v", r)
+			}
+		})
+	}
+}
+
+// A stream dropped while its acquire waits: the wait is withdrawn from the
+// queue (the lock is not handed to nobody when its holder lets go), and
+// the session lives on.
+func TestStreamDroppedMidWaitWithdrawsTheWait(t *testing.T) {
+	s, url := startServer(t)
+	c := sessionClients(url)[0].c
+	ctx := context.Background()
+	locks := protocols(url)[1].locks
+	held, err := locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "w", Owner: "other", Ttl: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := openSession(t, c, time.Minute)
+	ts := startStream(t, c, &fencev1.SessionRequest{Session: id, Call: 1, Seq: 1, Ack: 1, Op: acquireOp("w", "me", time.Hour)})
+	until(t, "the stream's acquire queues", func() bool { return lockOf(t, url, "w").GetWaiters() == 1 })
+	ts.drop()
+	ts.ended()
+	until(t, "the dropped stream's wait is withdrawn", func() bool {
+		return lockOf(t, url, "w").GetWaiters() == 0 && s.node.Status().Waiters == 0
+	})
+	if _, err := locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{Name: "w", Token: held.Msg.Lease.Token})); err != nil {
+		t.Fatal(err)
+	}
+	if li := lockOf(t, url, "w"); li.GetLease() != nil {
+		t.Fatalf("lock after the release = %v, want free (no grant to the dropped stream)", li)
+	}
+	if _, err := c.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{Session: id})); err != nil {
+		t.Fatalf("session after its stream dropped: %v, want alive", err)
+	}
+}
+
+// Bounds: streams over MaxStreams are refused; requests over
+// MaxStreamRequests in flight on one stream are answered
+// RESOURCE_EXHAUSTED at once; a message over the request limit ends the
+// stream with invalid_argument naming "body".
+func TestStreamLimits(t *testing.T) {
+	_, url := startServerWith(t, Config{MaxStreams: 1, MaxStreamRequests: 1})
+	c := sessionClients(url)[0].c
+	ctx := context.Background()
+	locks := protocols(url)[1].locks
+	if _, err := locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "lim", Owner: "other", Ttl: durationpb.New(time.Hour)})); err != nil {
+		t.Fatal(err)
+	}
+	id := openSession(t, c, time.Minute)
+	ts := startStream(t, c, &fencev1.SessionRequest{Session: id, Call: 1, Seq: 1, Ack: 1, Op: acquireOp("lim", "me", time.Hour)})
+	r := ts.call(&fencev1.SessionRequest{Call: 2, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{}}})
+	var ex *fence.ResourceExhaustedError
+	if err := refusedWith(t, r, fence.ReasonResourceExhausted); !errors.As(err, &ex) || !strings.Contains(ex.Limit, "max_stream_requests") || ex.Bound != "at most 1" {
+		t.Fatalf("second request in flight = %v, want RESOURCE_EXHAUSTED naming max_stream_requests, at most 1", r)
+	}
+	other := startStream(t, c, &fencev1.SessionRequest{Session: id})
+	err := other.ended()
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !errors.As(apierr.FromConnect(err), &ex) || !strings.Contains(ex.Limit, "max_streams") {
+		t.Fatalf("second stream = %v, want resource_exhausted naming max_streams", err)
+	}
+	if m := scrapeMetrics(t, url); !strings.Contains(m, "fence_streams 1") || !strings.Contains(m, `fence_stream_requests_total{op="acquire"} 1`) ||
+		!strings.Contains(m, `fence_resource_exhausted_total{limit="max_streams"} 1`) {
+		t.Fatalf("/metrics lacks the stream gauges and counters:\n%s", m)
+	}
+	ts.drop()
+	ts.ended()
+	until(t, "the first stream's slot is free", func() bool { return strings.Contains(scrapeMetrics(t, url), "fence_streams 0") })
+
+	big := startStream(t, c, &fencev1.SessionRequest{Session: id})
+	// The send may fail as the server ends the stream; the end tells why.
+	_ = big.s.Send(&fencev1.SessionRequest{Call: 3, Op: &fencev1.SessionRequest_Write{Write: &fencev1.WriteRequest{Resource: "r", Token: 1, Value: make([]byte, maxRequestBytes)}}})
+	checkBodyLimit(t, big.ended())
+}
+
+// The Stream procedure's deadline header is checked like every call's.
+func TestStreamMalformedDeadline(t *testing.T) {
+	_, url := startServer(t)
+	c := fencev1connect.NewSessionServiceClient(h2cClient(), url, connect.WithGRPC(), connect.WithInterceptors(headerInterceptor{"Grpc-Timeout", "soon"}))
+	ts := startStream(t, c, &fencev1.SessionRequest{Session: 1})
+	checkInvalid(t, ts.ended(), "grpc-timeout")
+}
+
+// headerInterceptor sets a header on every streaming call of a client.
+type headerInterceptor struct{ key, value string }
+
+func (h headerInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+func (h headerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set(h.key, h.value)
+		return conn
+	}
+}
+func (h headerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
