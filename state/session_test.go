@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -333,5 +334,76 @@ func TestSessionSnapshotRoundTrip(t *testing.T) {
 		if describe(r1) != describe(r2) {
 			t.Fatalf("%+v: original %s, restored %s", c, describe(r1), describe(r2))
 		}
+	}
+}
+
+// sessionMachine is a machine with a session holding a and waiting on b,
+// and saved results.
+func sessionMachine(t *testing.T) *Machine {
+	t.Helper()
+	m := NewWithConfig(DefaultConfig())
+	s := mustOpen(t, m, Command{Op: OpSessionOpen, TTL: 5 * time.Second, RequestID: "n"})
+	mustGrant(t, m, sAcq(0, s, 1, "a", "S", 0), 1)
+	mustGrant(t, m, acq(0, "b", "B", time.Minute), 2)
+	mustOK(t, m, sAcq(0, s, 2, "b", "S", time.Minute))
+	mustOK(t, m, Command{Op: OpAdd, Name: "n", Token: 1, Delta: 1, Session: s, Seq: 3})
+	return m
+}
+
+func TestRestoreRejectsBadSessions(t *testing.T) {
+	good := string(snapshotBytes(t, sessionMachine(t)))
+	for name, in := range map[string]string{
+		"format 2 with sessions": strings.Replace(good, "fence-state/3", "fence-state/2", 1),
+		"unknown session":        strings.Replace(good, `"session":1},"last_token":1`, `"session":2},"last_token":1`, 1),
+		"id above counter":       strings.Replace(good, `"session_counter":1`, `"session_counter":0`, 1),
+		"lease not listed":       strings.Replace(good, `"leases":["a"]`, `"leases":["b"]`, 1),
+		"bound with a ttl":       strings.Replace(good, `"token":1,"ttl":0,"expires_at":0`, `"token":1,"ttl":5,"expires_at":0`, 1),
+		"saved below floor":      strings.Replace(good, `"open_ttl":5000000000,`, `"open_ttl":5000000000,"floor":2,`, 1),
+		"saved out of order":     strings.Replace(good, `{"seq":3`, `{"seq":1`, 1),
+		"saved queued not live":  strings.Replace(good, `{"seq":2,"op":1,"name":"b","at":0,"request":{"id":"AHMxLjI=`, `{"seq":2,"op":1,"name":"b","at":0,"request":{"id":"AHMxLjM=`, 1),
+		"saved in the future":    strings.Replace(good, `{"seq":3,"op":7,"name":"n","at":0`, `{"seq":3,"op":7,"name":"n","at":1`, 1),
+		"bad error type":         strings.Replace(good, `"add_value":1}`, `"add_value":1,"err":{"type":"NoSuchError"}}`, 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if in == good {
+				t.Fatal("the case changes nothing")
+			}
+			if err := New().Restore(strings.NewReader(in)); !errors.Is(err, ErrBadSnapshot) {
+				t.Fatalf("err %v, want ErrBadSnapshot", err)
+			}
+		})
+	}
+}
+
+// TestSnapshotViewIsACopy: a view taken before more commands writes the
+// state as it was when taken, while the machine goes on (run with -race:
+// the write runs beside the applies).
+func TestSnapshotViewIsACopy(t *testing.T) {
+	m := sessionMachine(t)
+	want := snapshotBytes(t, m)
+	v := m.SnapshotView()
+	done := make(chan []byte)
+	go func() {
+		var b bytes.Buffer
+		if _, err := v.WriteTo(&b); err != nil {
+			t.Error(err)
+		}
+		done <- b.Bytes()
+	}()
+	for i := range 200 {
+		now := int64(i) * sec / 10
+		m.Apply(Command{Op: OpAdd, Now: now, Name: "n", Token: 2, Delta: 1, Session: 1, Seq: uint64(4 + i), Ack: uint64(4 + i)})
+		m.Apply(write(now, "n", 2, "x", ""))
+		m.Apply(keepAlive(now, 1, 0))
+		m.Apply(Command{Op: OpAcquire, Now: now, Name: "c", Owner: "C", TTL: time.Second, Wait: time.Minute, RequestID: "c"})
+		m.Apply(tick(now))
+	}
+	m.Apply(closeSess(20*sec, 1))
+	if got := <-done; !bytes.Equal(got, want) {
+		t.Fatalf("the view changed with the machine:\n%s\n%s", got, want)
+	}
+	var again bytes.Buffer
+	if _, err := v.WriteTo(&again); err != nil || !bytes.Equal(again.Bytes(), want) {
+		t.Fatalf("a second WriteTo differs (%v)", err)
 	}
 }
