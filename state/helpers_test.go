@@ -83,6 +83,9 @@ func describe(r Result) string {
 	if r.Resource != nil {
 		s += fmt.Sprintf(" resource=%q/%q/%d/%d/deleted=%v", r.Resource.Resource, r.Resource.Value, r.Resource.LastToken, r.Resource.Version, r.Resource.Deleted)
 	}
+	if r.Session != nil {
+		s += fmt.Sprintf(" session=%+v", *r.Session)
+	}
 	for _, e := range r.Events {
 		s += fmt.Sprintf(" event=%s#%d/%v", e.RequestID, e.Attempt, e.Err)
 		if e.Lease != nil {

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,43 @@ func TestSnapshotViewIsACopy(t *testing.T) {
 	var again bytes.Buffer
 	if _, err := v.WriteTo(&again); err != nil || !bytes.Equal(again.Bytes(), want) {
 		t.Fatalf("a second WriteTo differs (%v)", err)
+	}
+}
+
+// TestSessionEndDeterministic: a session's locks are ended and handed on by
+// lock name whatever order they were taken in, and the same log gives the
+// same events and snapshot bytes on every run (map order decides nothing).
+func TestSessionEndDeterministic(t *testing.T) {
+	names := []string{"m", "c", "x", "a", "q", "b", "z", "k"}
+	run := func(order []string) (string, []byte) {
+		m := NewWithConfig(DefaultConfig())
+		s := mustOpen(t, m, openSess(0, 5*time.Second))
+		for i, name := range order {
+			mustOK(t, m, sAcq(0, s, uint64(i+1), name, "S", 0))
+			mustOK(t, m, waitAcq(0, name, "W", time.Minute, time.Minute, "w-"+name))
+		}
+		r := mustOK(t, m, tick(5*sec))
+		var got string
+		for _, e := range r.Events {
+			got += e.Lease.Name
+		}
+		return got, snapshotBytes(t, m)
+	}
+	want, wantBytes := run(names)
+	if want != "abckmqxz" {
+		t.Fatalf("hand-on order %q, want by lock name", want)
+	}
+	for i := range 20 {
+		order := append([]string(nil), names...)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		got, b := run(order)
+		if got != want {
+			t.Fatalf("run %d: order %q, want %q", i, got, want)
+		}
+		if i%2 == 0 && !bytes.Equal(b, wantBytes) {
+			t.Fatalf("run %d: the same log gave other snapshot bytes", i)
+		}
 	}
 }
