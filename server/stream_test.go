@@ -466,3 +466,73 @@ func (h headerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc)
 func (h headerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
 }
+
+// A stream outlives ReadTimeout (it bounds only the wait for the first
+// message): an acquire on it that waits four read timeouts is granted,
+// and the stream serves on.
+func TestStreamOutlivesReadTimeout(t *testing.T) {
+	const readTimeout = 200 * time.Millisecond
+	_, url := startServerWith(t, Config{ReadTimeout: readTimeout})
+	c := sessionClients(url)[0].c
+	if _, err := protocols(url)[1].locks.Acquire(context.Background(), connect.NewRequest(&fencev1.AcquireRequest{Name: "long", Ttl: durationpb.New(4 * readTimeout)})); err != nil {
+		t.Fatal(err)
+	}
+	id := openSession(t, c, time.Minute)
+	ts := startStream(t, c, &fencev1.SessionRequest{Session: id})
+	if r := ts.call(&fencev1.SessionRequest{Call: 1, Seq: 1, Ack: 1, Op: acquireOp("long", "w", time.Minute)}); r.GetAcquire().GetLease().GetOwner() != "w" {
+		t.Fatalf("waiting acquire on the stream = %v, want granted once the holder's lease ended", r)
+	}
+	if r := ts.call(&fencev1.SessionRequest{Call: 2, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{}}}); r.GetKeepAlive() == nil {
+		t.Fatalf("keepalive after the wait = %v", r)
+	}
+}
+
+// A stream whose first message does not come within ReadTimeout ends (it
+// would hold a slot of MaxStreams for nothing).
+func TestStreamFirstMessageWithinReadTimeout(t *testing.T) {
+	_, url := startServerWith(t, Config{ReadTimeout: 200 * time.Millisecond})
+	c := sessionClients(url)[0].c
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := c.Stream(ctx)
+	if err := st.Send(nil); err != nil { // the headers, no message
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := st.Receive()
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("Receive = a reply, want the stream to end")
+		}
+	case <-time.After(hangGuard):
+		t.Fatalf("a stream without a first message still open after %s", hangGuard)
+	}
+	until(t, "the stream's slot is free", func() bool { return strings.Contains(scrapeMetrics(t, url), "fence_streams 0") })
+}
+
+// Shutdown ends open streams (and the waits in flight on them) with
+// unavailable instead of waiting for them.
+func TestShutdownEndsStreams(t *testing.T) {
+	s, url := startServer(t)
+	c := sessionClients(url)[0].c
+	ctx := context.Background()
+	if _, err := protocols(url)[1].locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "sd", Ttl: durationpb.New(time.Hour)})); err != nil {
+		t.Fatal(err)
+	}
+	id := openSession(t, c, time.Minute)
+	ts := startStream(t, c, &fencev1.SessionRequest{Session: id})
+	ts.send(&fencev1.SessionRequest{Call: 1, Seq: 1, Ack: 1, Op: acquireOp("sd", "w", time.Hour)})
+	until(t, "the acquire queues", func() bool { return s.node.Status().Waiters == 1 })
+	sctx, cancel := context.WithTimeout(ctx, hangGuard)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown = %v, want the stream ended, not drained until the timeout", err)
+	}
+	if err := ts.ended(); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("stream at shutdown ended with %v, want unavailable", err)
+	}
+}
