@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -30,31 +31,30 @@ const ChildEnv = "FENCEBENCH_CHILD"
 
 // ChildSpec tells a child what to do.
 type ChildSpec struct {
-	Kind    string        // "held" or "storm"
-	System  string        // system name
-	Addr    string        // server address
-	N       int           // leases
-	Workers int           // concurrent acquirers of the holders
-	TTL     time.Duration // storm: time from the start to the holders' deadline (per-lease TTL systems)
-	EtcdTTL int           // etcd session TTL, seconds
-	Retry   time.Duration // Redis polling pause
+	Kind     string        // "held", "storm-hold" or "storm-wait"
+	System   string        // system name
+	Addr     string        // server address
+	N        int           // leases
+	Workers  int           // concurrent acquirers of the holders
+	Deadline time.Time     // storm: when the holders' TTL ends (systems whose leases carry their own TTL)
+	EtcdTTL  int           // session TTL of etcd and fence-session, seconds
+	Retry    time.Duration // Redis polling pause
 }
 
 // ChildReport is what a child reports.
 type ChildReport struct {
-	Kind     string
+	Kind     string        // "held", "expired", "queued", "storm"
 	Held     int           // leases held (holders)
 	Errors   int           // failed acquires
 	FirstErr string        // the first failure
 	Grant    time.Duration // held: time to grant all N
 	// storm
-	Setup    time.Duration // from start until every waiter was queued
-	Overran  bool          // the TTL ended before every waiter was queued
+	QueuedAt time.Time     // every waiter was queued
+	TEnd     time.Time     // the holders' TTL ends
 	Granted  int           // waiters granted
 	LastLag  time.Duration // last waiter's grant − TTL end
 	P50Lag   time.Duration
 	P99Lag   time.Duration
-	Duration time.Duration // whole child run
 }
 
 // IsChild reports whether this process was started as a child.
@@ -68,7 +68,7 @@ func ChildMain() int {
 		return 2
 	}
 	if spec.EtcdTTL > 0 {
-		etcdSessionTTL = spec.EtcdTTL
+		sessionTTL = spec.EtcdTTL
 	}
 	if spec.Retry > 0 {
 		RedisRetry = spec.Retry
@@ -79,13 +79,18 @@ func ChildMain() int {
 		return 2
 	}
 	ctx := context.Background()
-	var rep ChildReport
+	in := bufio.NewReader(os.Stdin)
 	var err error
 	switch spec.Kind {
 	case "held":
-		rep, err = childHeld(ctx, sys, spec)
-	case "storm":
-		rep, err = childStorm(ctx, sys, spec)
+		var rep ChildReport
+		if rep, err = childHeld(ctx, sys, spec); err == nil {
+			emit(rep)
+		}
+	case "storm-hold":
+		err = childStormHold(ctx, sys, spec, in)
+	case "storm-wait":
+		err = childStormWait(ctx, sys, spec, in)
 	default:
 		err = fmt.Errorf("unknown kind %q", spec.Kind)
 	}
@@ -93,10 +98,8 @@ func ChildMain() int {
 		fmt.Fprintln(os.Stderr, "fencebench child:", err)
 		return 1
 	}
-	b, _ := json.Marshal(rep)
-	fmt.Println(string(b))
 	// Hold everything until the runner has measured and closes stdin.
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	_, _ = io.Copy(io.Discard, in)
 	return 0
 }
 
@@ -153,73 +156,115 @@ func childHeld(ctx context.Context, sys System, spec ChildSpec) (ChildReport, er
 	return ChildReport{Kind: "held", Held: held, Errors: int(e.n.Load()), FirstErr: e.first, Grant: time.Since(start)}, nil
 }
 
-func childStorm(ctx context.Context, sys System, spec ChildSpec) (ChildReport, error) {
+// childStormHold holds N leases whose TTL ends at spec.Deadline (systems
+// whose leases carry their own TTL), reports, and on "expire" from stdin
+// stops renewing (Worker.Expire) and reports when the TTL ends. The runner
+// then kills it with SIGKILL, so nothing of it renews any more.
+func childStormHold(ctx context.Context, sys System, spec ChildSpec, in *bufio.Reader) error {
 	start := time.Now()
-	deadline := start.Add(spec.TTL)
 	holders, err := sys.Open(ctx, spec.Addr, spec.Workers)
 	if err != nil {
-		return ChildReport{}, err
+		return err
 	}
-	hw, held, e, err := holdAll(ctx, holders, "w5/", spec.N, spec.Workers, AcquireOpts{Deadline: deadline, Hold: true})
+	hw, held, e, err := holdAll(ctx, holders, "w5/", spec.N, spec.Workers, AcquireOpts{Deadline: spec.Deadline, Hold: true})
 	if err != nil {
-		return ChildReport{}, err
+		return err
 	}
-	waiters, err := sys.Open(ctx, spec.Addr, spec.N)
-	if err != nil {
-		return ChildReport{}, err
+	logf("storm: %d held in %v, %d errors (%s)", held, time.Since(start).Round(time.Millisecond), e.n.Load(), e.first)
+	emit(ChildReport{Kind: "held", Held: held, Errors: int(e.n.Load()), FirstErr: e.first, Grant: time.Since(start)})
+	if _, err := in.ReadString('\n'); err != nil {
+		return err
 	}
-	grants := make([]time.Time, spec.N)
-	var wg sync.WaitGroup
-	wctx, cancel := context.WithTimeout(ctx, spec.TTL+10*time.Minute)
-	defer cancel()
-	werr := &errs{}
-	for k := range spec.N {
-		w, err := waiters.Worker(ctx, k)
-		if err != nil {
-			return ChildReport{}, err
-		}
-		wg.Go(func() {
-			if _, err := w.Acquire(wctx, "w5/"+strconv.Itoa(k), AcquireOpts{Wait: spec.TTL + 10*time.Minute, Hold: true, TTL: time.Hour}); err != nil {
-				werr.add(err)
-				return
-			}
-			grants[k] = time.Now()
-		})
-	}
-	// Wait until every waiter is queued.
-	var queuedAt time.Time
-	for {
-		q, err := waiters.Queued(ctx, "w5/", held)
-		if err == nil && q >= held {
-			queuedAt = time.Now()
-			break
-		}
-		if wctx.Err() != nil {
-			return ChildReport{}, fmt.Errorf("waiters never all queued (last count %d of %d, err %v)", q, held, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// Stop renewing: the TTL ends at the deadline, or when each session's
-	// lease runs out.
 	var tEnd time.Time
 	for _, w := range hw {
 		t, err := w.Expire(ctx)
 		if err != nil {
-			return ChildReport{}, err
+			return err
 		}
 		if t.After(tEnd) {
 			tEnd = t
 		}
 	}
 	if tEnd.IsZero() {
-		tEnd = deadline
+		tEnd = spec.Deadline
 	}
-	wg.Wait()
-	rep := ChildReport{Kind: "storm", Held: held, Errors: int(e.n.Load() + werr.n.Load()), FirstErr: e.first,
-		Setup: queuedAt.Sub(start), Overran: queuedAt.After(tEnd), Duration: time.Since(start)}
-	if rep.FirstErr == "" {
-		rep.FirstErr = werr.first
+	emit(ChildReport{Kind: "expired", TEnd: tEnd})
+	return nil
+}
+
+// childStormWait queues one waiting acquire on each of the N locks,
+// reports when all are queued, reads the holders' TTL end from stdin, and
+// reports when each waiter got its lock.
+func childStormWait(ctx context.Context, sys System, spec ChildSpec, in *bufio.Reader) error {
+	start := time.Now()
+	waiters, err := sys.Open(ctx, spec.Addr, spec.N)
+	if err != nil {
+		return err
 	}
+	grants := make([]time.Time, spec.N)
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	wait := time.Until(spec.Deadline) + 10*time.Minute
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	werr := &errs{}
+	for k := range spec.N {
+		w, err := waiters.Worker(ctx, k)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			if _, err := w.Acquire(wctx, "w5/"+strconv.Itoa(k), AcquireOpts{Wait: wait, Hold: true, TTL: time.Hour}); err != nil {
+				werr.add(err)
+				return
+			}
+			grants[k] = time.Now()
+			granted.Add(1)
+		})
+	}
+	lastLog := time.Now()
+	for {
+		q, err := waiters.Queued(ctx, "w5/", spec.N)
+		// A waiter that failed or was already granted (the holders' TTL
+		// ended early) will not queue.
+		gone := int(werr.n.Load() + granted.Load())
+		if err == nil && q+gone >= spec.N {
+			break
+		}
+		if time.Since(lastLog) > 2*time.Second {
+			logf("storm: %d of %d waiters queued, %d failed or granted (%s), probe error %v", q, spec.N, gone, werr.first, err)
+			lastLog = time.Now()
+		}
+		if wctx.Err() != nil {
+			return fmt.Errorf("waiters never all queued (last count %d of %d, %d failed or granted: %s; probe error %v)", q, spec.N, gone, werr.first, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	queuedAt := time.Now()
+	logf("storm: waiters queued after %v", queuedAt.Sub(start).Round(time.Millisecond))
+	emit(ChildReport{Kind: "queued", QueuedAt: queuedAt})
+	line, err := in.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	var tEnd time.Time
+	if err := tEnd.UnmarshalText([]byte(strings.TrimSpace(line))); err != nil {
+		return fmt.Errorf("bad TTL end %q: %w", line, err)
+	}
+	logf("storm: the holders' TTL ends in %v", time.Until(tEnd).Round(time.Millisecond))
+	waited := make(chan struct{})
+	go func() { wg.Wait(); close(waited) }()
+	for t := time.NewTicker(2 * time.Second); ; {
+		select {
+		case <-waited:
+		case <-t.C:
+			logf("storm: %d of %d waiters granted, %d failed", granted.Load(), spec.N, werr.n.Load())
+			continue
+		}
+		t.Stop()
+		break
+	}
+	rep := ChildReport{Kind: "storm", Errors: int(werr.n.Load()), FirstErr: werr.first, QueuedAt: queuedAt, TEnd: tEnd}
 	var lags []time.Duration
 	for _, g := range grants {
 		if !g.IsZero() {
@@ -233,7 +278,19 @@ func childStorm(ctx context.Context, sys System, spec ChildSpec) (ChildReport, e
 		rep.P50Lag = percentile(lags, 0.5)
 		rep.P99Lag = percentile(lags, 0.99)
 	}
-	return rep, nil
+	emit(rep)
+	return nil
+}
+
+// emit writes a report line to stdout.
+func emit(r ChildReport) {
+	b, _ := json.Marshal(r)
+	fmt.Println(string(b))
+}
+
+// logf writes a progress line to stderr (the runner copies it to its log).
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "child: "+format+"\n", args...)
 }
 
 // child is a running child process.
@@ -241,10 +298,32 @@ type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	out    *bufio.Reader
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 }
 
-func startChild(exe string, spec ChildSpec) (*child, error) {
+// lockedBuffer keeps what a child writes to stderr, and copies it to log.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	log io.Writer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.log != nil {
+		_, _ = l.log.Write(p)
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startChild(exe string, spec ChildSpec, log io.Writer) (*child, error) {
 	b, _ := json.Marshal(spec)
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), ChildEnv+"="+string(b))
@@ -257,12 +336,12 @@ func startChild(exe string, spec ChildSpec) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{log: log}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &child{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), stderr: &stderr}, nil
+	return &child{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), stderr: stderr}, nil
 }
 
 // report reads the child's report line.
@@ -288,6 +367,17 @@ func lastBytes(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// send writes a line to the child's stdin.
+func (c *child) send(line string) error {
+	_, err := io.WriteString(c.stdin, line+"\n")
+	return err
+}
+
+// kill ends the child at once (SIGKILL), as a crash would.
+func (c *child) kill() {
+	_ = c.cmd.Process.Kill()
 }
 
 // stop closes the child's stdin and waits for it (killing it after 30s).

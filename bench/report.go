@@ -160,7 +160,7 @@ func (r *Report) Markdown(env Env, command string) string {
 	p("- Servers: each in its own process on loopback with a temp data dir — `fence serve` (raft log, fsync before every reply); ")
 	p("etcd (single member, fsync per commit); `redis-server --appendonly yes --appendfsync always` (redis-always) and `--appendfsync everysec` (redis-everysec, may lose the last second on a crash), `--save \"\"`.\n")
 	p("- Clients, each system's own Go client: fence-unary = package `client` as it is (one unary Connect call per operation over HTTP/1.1 keep-alive, a background keepalive per lease); ")
-	p("etcd = `concurrency.Mutex` on a `concurrency.Session` (one `clientv3.Client`; a session per worker, at most %d); ", etcdSessions)
+	p("etcd = `concurrency.Mutex` on a `concurrency.Session` (one `clientv3.Client`; a session per worker, at most %d); ", maxSessions)
 	p("Redis = `SET key random NX PX ttl`, release by a Lua compare-and-delete, waiting by polling every %v–%v (go-redis v9). ", c.RedisRetry, 2*c.RedisRetry)
 	p("**Redis has no fencing token**: its \"fenced write\" below is a plain `SET` a stale owner can still make.\n")
 	if !contains(r.Systems, "fence-session") {
@@ -229,7 +229,7 @@ func (r *Report) Markdown(env Env, command string) string {
 	if len(r.W1) > 0 {
 		p("### 1. Uncontended acquire → release\n\n")
 		p("Each client loops acquire → release on its own lock (no two clients share one) for %v per run, after 3 warm-up cycles; latency is the acquire's. ", c.W1Duration)
-		p("Fence and Redis: TTL 10 s; etcd: the session's lease (TTL %d s).\n\n", etcdSessionTTL)
+		p("Fence and Redis: TTL 10 s; etcd: the session's lease (TTL %d s).\n\n", sessionTTL)
 		opsTable(r.W1, c.W1Clients)
 	}
 	if len(r.W2) > 0 {
@@ -283,7 +283,7 @@ func (r *Report) Markdown(env Env, command string) string {
 		p("A fresh server per run; a child process of the runner acquires the leases with %d concurrent acquirers and holds them; ", c.W4Workers)
 		p("then the runner reads VmRSS of the server and of that client process (`/proc/PID/status`). ")
 		p("How each holds them: fence-unary — one lease per lock, TTL 1 h, **keepalive off** (`client.KeepAlive(-1)`; the unary client has no cheaper way: with keepalive on, each lease is a goroutine and a renew every TTL/3); ")
-		p("etcd — a mutex per lock on %d sessions (leases) kept alive by the client; Redis — one key per lock with PX 1 h. %d round(s).\n\n", min(c.W4Workers, etcdSessions), c.W4Rounds)
+		p("etcd — a mutex per lock on %d sessions (leases) kept alive by the client; Redis — one key per lock with PX 1 h. %d round(s).\n\n", min(c.W4Workers, maxSessions), c.W4Rounds)
 		p("| system | held | time to grant all | grants/s | server RSS MB (empty → held) | client RSS MB | client peak MB | server CPU-s / 10k | errors |\n")
 		p("|---|%s\n", sep(8))
 		for _, sys := range r.Systems {
@@ -318,10 +318,12 @@ func (r *Report) Markdown(env Env, command string) string {
 	}
 	if len(r.W5) > 0 {
 		p("### 5. Expiry storm: %s leases expire, one waiter queued on each\n\n", num(float64(c.W5N)))
-		p("A fresh server per run; a child process acquires the leases (%d acquirers), then queues one waiting acquire on each lock (one goroutine per waiter), ", c.W5Workers)
-		p("waits until the server reports them all queued, and stops renewing. The clock starts when the holders' TTL ends: for fence-unary and Redis every lease was acquired with a TTL ending at one instant (set so that the set-up fits before it); ")
-		p("for etcd the holders' %d sessions (TTL %d s) are orphaned (`Session.Orphan`: no more keepalives, no revoke) and the TTL end is the latest of their leases' remaining TTL (`TimeToLive`). ", min(c.W5Workers, etcdSessions), c.W5EtcdTTL)
-		p("Redis waiters poll every %v–%v (no queue). \"overran\" = the TTL ended before every waiter was queued (the run then measures less than the full storm).\n\n", c.RedisStormRetry, 2*c.RedisStormRetry)
+		p("A fresh server per run. One child process of the runner acquires the leases (%d acquirers); a second one queues one waiting acquire on each lock (a goroutine per waiter) ", c.W5Workers)
+		p("and reports when the server shows them all queued. Then the holder stops renewing and is killed (SIGKILL), and the clock starts when the holders' TTL ends: ")
+		p("fence-unary and Redis — every lease was acquired with a TTL ending at one instant, set so that the set-up fits before it; ")
+		p("etcd — the holders' %d sessions (TTL %d s) are orphaned (`Session.Orphan`: no more keepalives, no revoke) and the TTL end is the latest of their leases' remaining TTL (`TimeToLive`); ", min(c.W5Workers, maxSessions), c.W5EtcdTTL)
+		p("fence-session — the holders' %d sessions (TTL %d s) stop with the process; the TTL end is the latest safe deadline the client computed from its last keepalive (send time + remaining × 0.99: at most 1%% of the TTL before the server's expiry). ", min(c.W5Workers, maxSessions), c.W5EtcdTTL)
+		p("Redis waiters poll every %v–%v (no queue). \"overran\" = the TTL ended before every waiter was queued (the run then measures less than the full storm). Client peak RSS is the waiters' process.\n\n", c.RedisStormRetry, 2*c.RedisStormRetry)
 		p("| system | waiters granted | TTL end → all hold | p50 | p99 | set-up | overran | server peak RSS MB | client peak RSS MB | errors |\n")
 		p("|---|%s\n", sep(9))
 		for _, sys := range r.Systems {

@@ -62,12 +62,12 @@ func ForMode(mode string) Config {
 		c.W1Clients, c.W2Clients, c.W3Clients = []int{1, 4}, []int{2}, 4
 		c.W1Duration, c.W2Duration, c.W3Duration = 300*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond
 		c.W4N, c.W4Workers, c.W4Rounds = 200, 8, 1
-		c.W5N, c.W5Workers, c.W5Rounds, c.W5MinTTL, c.W5EtcdTTL = 100, 8, 1, 2*time.Second, 2
+		c.W5N, c.W5Workers, c.W5Rounds, c.W5MinTTL, c.W5EtcdTTL = 100, 8, 1, 2*time.Second, 3
 	case "quick":
 		c.W1Duration, c.W2Duration, c.W3Duration = 700*time.Millisecond, 700*time.Millisecond, 1500*time.Millisecond
 		c.W2Clients = []int{16}
 		c.W4N, c.W4Rounds = 10_000, 1
-		c.W5N, c.W5Rounds, c.W5MinTTL, c.W5EtcdTTL = 2_000, 1, 3*time.Second, 3
+		c.W5N, c.W5Rounds, c.W5MinTTL = 2_000, 1, 3*time.Second
 	default:
 		c.Mode = "full"
 		c.W1Duration, c.W2Duration, c.W3Duration = 5*time.Second, 5*time.Second, 10*time.Second
@@ -285,7 +285,7 @@ func (c *Config) runHeld(s System, round int) (HeldResult, error) {
 	defer srv.Stop()
 	res.ServerRSSBefore, _, _ = RSS(srv.Pid())
 	cpu0, _ := CPUSeconds(srv.Pid())
-	ch, err := startChild(c.ChildExe, ChildSpec{Kind: "held", System: s.Name(), Addr: srv.Addr, N: c.W4N, Workers: c.W4Workers})
+	ch, err := startChild(c.ChildExe, ChildSpec{Kind: "held", System: s.Name(), Addr: srv.Addr, N: c.W4N, Workers: c.W4Workers}, c.Log)
 	if err != nil {
 		return res, err
 	}
@@ -308,11 +308,12 @@ func (c *Config) runHeld(s System, round int) (HeldResult, error) {
 	return res, nil
 }
 
-// runStorm: a fresh server; a child process holds N leases, queues one
-// waiter on each, lets the holders' TTL end, and reports when the waiters
-// got their locks. The holders' deadline (systems whose leases carry their
-// own TTL) leaves room for the set-up: four times the time workload 4 took
-// to grant as many, at least W5MinTTL.
+// runStorm: a fresh server; one child process holds N leases, a second
+// one queues a waiter on each; when all are queued the holder stops
+// renewing and is killed (SIGKILL), and the waiter reports when each waiter
+// got its lock, from the holders' TTL end. For systems whose leases carry
+// their own TTL the holders' deadline leaves room for the set-up: four times
+// the time workload 4 took to grant as many, at least W5MinTTL.
 func (c *Config) runStorm(s System, round int, held []HeldResult) (StormResult, error) {
 	res := StormResult{System: s.Name(), Round: round, N: c.W5N}
 	ttl := c.W5MinTTL
@@ -332,19 +333,53 @@ func (c *Config) runStorm(s System, round int, held []HeldResult) (StormResult, 
 		return res, err
 	}
 	defer srv.Stop()
-	ch, err := startChild(c.ChildExe, ChildSpec{Kind: "storm", System: s.Name(), Addr: srv.Addr, N: c.W5N,
-		Workers: c.W5Workers, TTL: ttl, EtcdTTL: c.W5EtcdTTL, Retry: c.RedisStormRetry})
+	start := time.Now()
+	spec := ChildSpec{System: s.Name(), Addr: srv.Addr, N: c.W5N, Workers: c.W5Workers,
+		Deadline: start.Add(ttl), EtcdTTL: c.W5EtcdTTL, Retry: c.RedisStormRetry}
+	spec.Kind = "storm-hold"
+	h, err := startChild(c.ChildExe, spec, c.Log)
 	if err != nil {
 		return res, err
 	}
-	defer ch.stop()
-	cr, err := ch.report()
+	defer h.stop()
+	hr, err := h.report()
+	if err != nil {
+		return res, err
+	}
+	res.Held, res.Errors, res.FirstErr = hr.Held, hr.Errors, hr.FirstErr
+	spec.Kind = "storm-wait"
+	w, err := startChild(c.ChildExe, spec, c.Log)
+	if err != nil {
+		return res, err
+	}
+	defer w.stop()
+	wr, err := w.report()
+	if err != nil {
+		return res, err
+	}
+	if err := h.send("expire"); err != nil {
+		return res, err
+	}
+	er, err := h.report()
+	if err != nil {
+		return res, err
+	}
+	h.kill()
+	tEnd, _ := er.TEnd.MarshalText()
+	if err := w.send(string(tEnd)); err != nil {
+		return res, err
+	}
+	cr, err := w.report()
 	if err != nil {
 		return res, err
 	}
 	_, res.ServerPeak, _ = RSS(srv.Pid())
-	_, res.ClientPeak, _ = RSS(ch.cmd.Process.Pid)
-	res.Held, res.Granted, res.Errors, res.FirstErr = cr.Held, cr.Granted, cr.Errors, cr.FirstErr
-	res.Setup, res.Overran, res.LastLag, res.P50Lag, res.P99Lag = cr.Setup, cr.Overran, cr.LastLag, cr.P50Lag, cr.P99Lag
+	_, res.ClientPeak, _ = RSS(w.cmd.Process.Pid)
+	res.Granted, res.Errors = cr.Granted, res.Errors+cr.Errors
+	if res.FirstErr == "" {
+		res.FirstErr = cr.FirstErr
+	}
+	res.Setup, res.Overran = wr.QueuedAt.Sub(start), wr.QueuedAt.After(er.TEnd)
+	res.LastLag, res.P50Lag, res.P99Lag = cr.LastLag, cr.P50Lag, cr.P99Lag
 	return res, nil
 }

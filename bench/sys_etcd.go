@@ -20,13 +20,15 @@ func init() { Register(etcdSystem{}) }
 // transaction guarded by the mutex's IsOwner() comparison.
 type etcdSystem struct{}
 
-// etcdSessions is the most sessions a client opens; workers beyond it share
-// them (their lock names differ, so their mutex keys do too).
-const etcdSessions = 64
+// maxSessions is the most sessions a client of a session system (etcd,
+// fence-session) opens; workers beyond it share them (their lock names
+// differ, so their etcd mutex keys do too).
+const maxSessions = 64
 
-// etcdSessionTTL is the TTL, in seconds, of every session (etcd's own
-// default is 60; a shorter one makes the storm's expiry come sooner).
-var etcdSessionTTL = 10
+// sessionTTL is the TTL, in seconds, of every session of etcd and
+// fence-session (etcd's own default is 60; a shorter one makes the storm's
+// expiry come sooner). The storm's child processes set it.
+var sessionTTL = 10
 
 func (etcdSystem) Name() string   { return "etcd" }
 func (etcdSystem) Server() string { return "etcd" }
@@ -52,13 +54,13 @@ type etcdClient struct {
 }
 
 func (e *etcdClient) Worker(ctx context.Context, i int) (Worker, error) {
-	k := i % etcdSessions
+	k := i % maxSessions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s, ok := e.sessions[k]
 	if !ok {
 		var err error
-		s, err = concurrency.NewSession(e.cli, concurrency.WithTTL(etcdSessionTTL))
+		s, err = concurrency.NewSession(e.cli, concurrency.WithTTL(sessionTTL))
 		if err != nil {
 			return nil, err
 		}
