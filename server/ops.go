@@ -67,10 +67,18 @@ func (s *Server) acquireCommand(m *fencev1.AcquireRequest, b binding) (state.Com
 		fence.ValidateID("request_id", m.GetRequestId())); err != nil {
 		return state.Command{}, err
 	}
-	return b.bind(state.Command{
+	cmd := b.bind(state.Command{
 		Op: state.OpAcquire, Name: m.GetName(), Owner: m.GetOwner(), TTL: ttl, Wait: wait,
 		LockDelay: delay, RequestID: m.GetRequestId(),
-	}), nil
+	})
+	if cmd.RequestID == "" && cmd.Session != 0 && cmd.Seq != 0 {
+		// The id the machine gives it: the node registers its waiter
+		// under it, so a retry of the seq (a new attempt of the same
+		// request, maybe on another stream while this one still waits)
+		// is answered where it waits.
+		cmd.RequestID = state.SessionRequestID(cmd.Session, cmd.Seq)
+	}
+	return cmd, nil
 }
 
 func (s *Server) renewCommand(m *fencev1.RenewRequest, b binding) (state.Command, error) {

@@ -536,3 +536,56 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatalf("stream at shutdown ended with %v, want unavailable", err)
 	}
 }
+
+// A client whose stream broke without the server noticing yet resends a
+// queued acquire's seq on a new stream: the retry is a new attempt of the
+// same request, answered on the new stream when the lock is handed on, and
+// the old stream's end (its attempt withdrawn) does not take the lease
+// away.
+func TestStreamRetryOfAQueuedAcquire(t *testing.T) {
+	_, url := startServer(t)
+	c := sessionClients(url)[0].c
+	ctx := context.Background()
+	locks := protocols(url)[1].locks
+	held, err := locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "q", Owner: "other", Ttl: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := openSession(t, c, time.Minute)
+	acquire := &fencev1.SessionRequest{Call: 1, Seq: 1, Ack: 1, Op: acquireOp("q", "me", time.Hour)}
+	old := startStream(t, c, &fencev1.SessionRequest{Session: id})
+	old.send(acquire)
+	until(t, "the acquire queues", func() bool { return lockOf(t, url, "q").GetWaiters() == 1 })
+	retry := startStream(t, c, &fencev1.SessionRequest{Session: id})
+	retry.send(acquire)
+	// The retry is received before the release; a keepalive behind it on
+	// the same stream is answered once both are in.
+	if r := retry.call(&fencev1.SessionRequest{Call: 2, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{}}}); r.GetKeepAlive() == nil {
+		t.Fatalf("keepalive = %v", r)
+	}
+	until(t, "the retry is applied (still one waiter)", func() bool { return lockOf(t, url, "q").GetWaiters() == 1 })
+	if _, err := locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{Name: "q", Token: held.Msg.Lease.Token})); err != nil {
+		t.Fatal(err)
+	}
+	r := retry.next()
+	tok := r.GetAcquire().GetLease().GetToken()
+	if r.GetCall() != 1 || tok <= held.Msg.Lease.Token || r.GetAcquire().GetLease().GetOwner() != "me" {
+		t.Fatalf("retried acquire = %v, want granted on the new stream", r)
+	}
+	// The old stream may have heard the grant too (the same lease); it
+	// drops now.
+	old.drop()
+	for done := false; !done; {
+		select {
+		case <-old.replies:
+		case err := <-old.end:
+			old.end <- err
+			done = true
+		case <-time.After(hangGuard):
+			t.Fatalf("dropped stream did not end within %s", hangGuard)
+		}
+	}
+	if r := retry.call(&fencev1.SessionRequest{Call: 3, Op: &fencev1.SessionRequest_Get{Get: &fencev1.GetRequest{Name: "q"}}}); r.GetGet().GetLock().GetLease().GetToken() != tok {
+		t.Fatalf("lock after the old stream dropped = %v, want still held with token %d", r, tok)
+	}
+}
