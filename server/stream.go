@@ -107,6 +107,9 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	defer s.streams.Add(-1)
 	conn := streamConnOf(ctx)
 	first, err := st.Receive()
+	if errors.Is(err, io.EOF) {
+		first, err = new(fencev1.SessionRequest), nil // closed before naming a session
+	}
 	if err != nil {
 		return s.receiveError(err)
 	}

@@ -15,6 +15,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/state"
 )
 
 // sessionClients are the SessionService clients of each protocol that can
@@ -588,4 +589,37 @@ func TestStreamRetryOfAQueuedAcquire(t *testing.T) {
 	if r := retry.call(&fencev1.SessionRequest{Call: 3, Op: &fencev1.SessionRequest_Get{Get: &fencev1.GetRequest{Name: "q"}}}); r.GetGet().GetLock().GetLease().GetToken() != tok {
 		t.Fatalf("lock after the old stream dropped = %v, want still held with token %d", r, tok)
 	}
+}
+
+// A stream client that stops reading its replies loses the stream once a
+// reply cannot be written within WriteTimeout (it would hold a slot of
+// MaxStreams and a goroutine per request forever); its slot is freed.
+func TestStreamUnreadRepliesAreCut(t *testing.T) {
+	s, url := startServerWith(t, Config{WriteTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	a, err := s.Node().Apply(ctx, state.Command{Op: state.OpAcquire, Name: "big", TTL: time.Hour})
+	if err != nil || a.Err != nil {
+		t.Fatal(err, a.Err)
+	}
+	if w, err := s.Node().Apply(ctx, state.Command{Op: state.OpWrite, Name: "big", Token: a.Lease.Token, Value: make([]byte, fence.MaxValueBytes)}); err != nil || w.Err != nil {
+		t.Fatal(err, w.Err)
+	}
+	c := sessionClients(url)[0].c
+	id := openSession(t, c, time.Minute)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := c.Stream(sctx)
+	// 64 reads of 1 MiB, more than the client's HTTP/2 receive window
+	// holds, and no Receive.
+	for i := range 64 {
+		m := &fencev1.SessionRequest{Call: uint64(i), Op: &fencev1.SessionRequest_Read{Read: &fencev1.ReadRequest{Resource: "big"}}}
+		if i == 0 {
+			m.Session = id
+		}
+		if err := st.Send(m); err != nil {
+			break // the server has ended the stream
+		}
+	}
+	until(t, "the unread stream is cut", func() bool { return s.streams.Load() == 0 })
+	_ = st.CloseResponse()
 }
