@@ -1,7 +1,17 @@
-// Package server serves the Fence API over HTTP: fence.v1.LockService and
-// fence.v1.ResourceService as Connect handlers on one mux (gRPC, gRPC-Web and
-// plain JSON or binary POSTs, over HTTP/1.1 and unencrypted HTTP/2), plus
-// /healthz, /readyz and /metrics, in front of one node.Node.
+// Package server serves the Fence API over HTTP: fence.v1.LockService,
+// fence.v1.ResourceService and fence.v1.SessionService as Connect handlers
+// on one mux (gRPC, gRPC-Web and plain JSON or binary POSTs, over HTTP/1.1
+// and unencrypted HTTP/2), plus /healthz, /readyz and /metrics, in front of
+// one node.Node.
+//
+// Sessions: SessionService.Open, KeepAlive and Close are unary calls like
+// the others; the mutating calls (Acquire, Renew, Release, Write, Add,
+// Delete) take an optional SessionRef that binds them to a session and,
+// with seq, makes them exactly-once (a session-bound acquire may leave ttl
+// absent: the lease lives as long as the session). SessionService.Stream
+// carries one session's requests and replies over one HTTP/2 stream,
+// served concurrently (stream.go has its contract and bounds;
+// stream_http.go the HTTP limits it has instead of a unary call's).
 //
 // Every request is validated before it is proposed (bad input gets
 // invalid_argument with a fencev1.ErrorDetail naming the field and the
