@@ -57,9 +57,9 @@ func checkBinding(b binding, sessionField, ackField string) error {
 // absent (the lease lasts as long as its session; a ttl given is checked
 // and then ignored by the machine); a standalone one must set it.
 func (s *Server) acquireCommand(m *fencev1.AcquireRequest, b binding) (state.Command, error) {
-	ttl, terr := requiredTTL(m.GetTtl(), s.cfg.MaxTTL)
-	if b.session != 0 {
-		ttl, terr = optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
+	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
+	if b.session == 0 && m.GetTtl() == nil {
+		terr = fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s) unless the acquire is bound to a session (session.id)", fence.MinTTL, s.cfg.MaxTTL), "")
 	}
 	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)
 	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)
