@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
 )
@@ -21,9 +19,18 @@ const cancelWaitTimeout = 5 * time.Second
 // clock; the caller's value is ignored.
 //
 // An OpAcquire with Wait > 0 that is queued does not return until its
-// Event arrives (granted, or the wait ran out: Result.Err is a
-// *fence.BusyError with Waited) or ctx ends; see the package doc for what
-// happens to a waiter whose context ends.
+// Event arrives (granted; the wait ran out: Result.Err is a
+// *fence.BusyError with Waited; or, for a session-bound acquire, its
+// session ended: a *fence.SessionExpiredError) or ctx ends; see the
+// package doc for what happens to a waiter whose context ends. A
+// session-bound acquire with a Seq and no RequestID is given
+// state.SessionRequestID(Session, Seq), so a retry of the same seq (Seq >
+// 0, even with Wait 0: it may be the retry of a queued one) waits for the
+// same Event.
+//
+// Session commands (OpSessionOpen, OpSessionKeepAlive, OpSessionClose) and
+// sequenced commands are proposed like any other; a retry of a sequenced
+// command returns the saved Result (Replayed).
 //
 // The error is nil, ErrNotLeader (nothing was applied), ErrClosed (the node
 // is closed or failed; nothing was proposed), ctx.Err() (a waiting acquire
@@ -31,6 +38,12 @@ const cancelWaitTimeout = 5 * time.Second
 // ErrUnknownOutcome (the command may have been applied: retry it with the
 // same op_id or request_id); a Fence refusal is Result.Err.
 func (n *Node) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	// A sequenced session-bound acquire is known by its session and seq:
+	// the machine gives it that request_id when it has none, and its
+	// waiter must be registered under the same one.
+	if cmd.Op == state.OpAcquire && cmd.Session != 0 && cmd.Seq > 0 && cmd.RequestID == "" {
+		cmd.RequestID = state.SessionRequestID(cmd.Session, cmd.Seq)
+	}
 	// An acquire with a request_id may be the retry of a queued one (even
 	// with Wait 0): it waits for the Event like the first attempt.
 	if cmd.Op == state.OpAcquire && (cmd.Wait > 0 || cmd.RequestID != "") {
@@ -57,70 +70,6 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 	return n.proposeWith(ctx, c, cmd)
 }
 
-// proposeWith is propose with the leader clock c (takeOffice proposes with
-// its clock before publishing it).
-func (n *Node) proposeWith(ctx context.Context, c *leaderClock, cmd *state.Command) (state.Result, error) {
-	var ticket uint64
-	cmd.Now, cmd.Slack, ticket = c.lag.stamp(c)
-	data, err := cmd.MarshalBinary()
-	if err != nil {
-		c.lag.done(c, ticket, false, 0)
-		return state.Result{}, fmt.Errorf("node: encode command: %w", err)
-	}
-	// Without a deadline the enqueue waits like the commit after it does
-	// (until raft takes the entry or shuts down): a timeout would cost a
-	// timer per proposal on the hot path.
-	var timeout time.Duration
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
-	// Waited on directly, not through Node.await: a goroutine per proposal
-	// cost ~10% of throughput at 64 proposers. raft answers every future it
-	// has taken when it loses leadership (also after a fatal store error);
-	// only one still queued at Shutdown is never answered, and Close comes
-	// after the server has drained its requests.
-	f := n.raft.Apply(data, timeout)
-	err = f.Error()
-	if err != nil {
-		c.lag.done(c, ticket, false, 0)
-		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			// Refused before it was appended.
-			return state.Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
-		case errors.Is(err, raft.ErrEnqueueTimeout):
-			// Never handed to raft.
-			if ctx.Err() != nil {
-				return state.Result{}, ctx.Err()
-			}
-			return state.Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
-		case errors.Is(err, raft.ErrLeadershipLost):
-			// Appended, maybe committed by the next leader.
-			return state.Result{}, fmt.Errorf("%w (%w): %v", ErrUnknownOutcome, ErrNotLeader, err)
-		}
-		// Shut down with the entry in flight (it may be committed and
-		// applied on replay), or a log write failed (fail-stop).
-		return state.Result{}, n.unknown(err)
-	}
-	if err := n.fail.failed(); err != nil {
-		// Committed before the failure perhaps, but this node stopped
-		// acknowledging when it failed: the client retries elsewhere or
-		// after the restart, which answers from the log.
-		c.lag.done(c, ticket, false, 0)
-		return state.Result{}, n.unknown(err)
-	}
-	switch r := f.Response().(type) {
-	case state.Result:
-		c.lag.done(c, ticket, true, longestStarted(r))
-		return r, nil
-	case error:
-		c.lag.done(c, ticket, true, 0)
-		return state.Result{}, r
-	default:
-		c.lag.done(c, ticket, true, 0)
-		return state.Result{}, fmt.Errorf("node: unexpected apply response %T", r)
-	}
-}
-
 // unknown wraps cause in ErrUnknownOutcome, and in ErrClosed when the node
 // is closed or has failed.
 func (n *Node) unknown(cause error) error {
@@ -135,12 +84,17 @@ func (n *Node) unknown(cause error) error {
 }
 
 // longestStarted is the longest TTL among the leases res started: its grant
-// or renewal, and every lock it handed to a waiter (0 if none). Only these
-// need the command's commit lag charged (doc.go, G3).
+// or renewal, every lock it handed to a waiter (also those a session's end
+// freed), and the session period it started (an open or keepalive extends
+// the session, and with it every lease bound to it, by Session.TTL), 0 if
+// none. Only these need the command's commit lag charged (doc.go, G3).
 func longestStarted(res state.Result) time.Duration {
 	var d time.Duration
 	if res.Lease != nil {
 		d = res.Lease.TTL
+	}
+	if res.Session != nil {
+		d = max(d, res.Session.TTL)
 	}
 	for _, ev := range res.Events {
 		if ev.Lease != nil {

@@ -23,14 +23,27 @@ func BenchmarkApplyAcquireRelease(b *testing.B) {
 	for _, store := range []string{LogStoreWAL, LogStoreBolt} {
 		for _, proposers := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("store=%s/proposers=%d", store, proposers), func(b *testing.B) {
-				benchApply(b, store, proposers)
+				benchApply(b, store, proposers, 0)
 			})
 		}
 	}
 }
 
-func benchApply(b *testing.B, store string, proposers int) {
-	n, err := Open(Config{DataDir: b.TempDir(), LogStore: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+// BenchmarkGroupsInFlight is BenchmarkApplyAcquireRelease on the WAL with
+// 1, 2 or 4 command groups in flight (group.go; the default is
+// groupsInFlight).
+func BenchmarkGroupsInFlight(b *testing.B) {
+	for _, inFlight := range []int{1, 2, 4} {
+		for _, proposers := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("groups=%d/proposers=%d", inFlight, proposers), func(b *testing.B) {
+				benchApply(b, LogStoreWAL, proposers, inFlight)
+			})
+		}
+	}
+}
+
+func benchApply(b *testing.B, store string, proposers, inFlight int) {
+	n, err := Open(Config{DataDir: b.TempDir(), LogStore: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), groupsInFlight: inFlight})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,6 +89,9 @@ func benchApply(b *testing.B, store string, proposers int) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
 	if nb := batches.Load(); nb > 0 {
 		b.ReportMetric(float64(entries.Load())/float64(nb), "entries/batch")
+	}
+	if g := n.props.groups.Load(); g > 0 {
+		b.ReportMetric(float64(n.props.commands.Load())/float64(g), "cmds/entry")
 	}
 }
 

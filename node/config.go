@@ -82,6 +82,9 @@ type Config struct {
 	// wrapLog, for tests, wraps the log store under the node's fail-stop
 	// guard (to inject slow or failing writes).
 	wrapLog func(raft.LogStore) raft.LogStore
+	// groupsInFlight, for benchmarks, overrides how many command groups
+	// may be in flight (0: groupsInFlight).
+	groupsInFlight int
 }
 
 // DefaultTrailingLogs is Config.TrailingLogs when unset.

@@ -10,10 +10,23 @@
 // entries is appended to a segment file with one fsync. A dir that already
 // holds a raft-boltdb log (DataDir/raft.db, two fsyncs per batch) keeps
 // using it; Config.LogStore can name either kind, and a dir holding the
-// other kind is refused (logs are not migrated). Concurrent proposals are
-// group-committed: raft writes what queued during the previous fsync as one
-// batch. A running node holds an flock on DataDir/LOCK, so a second process
-// on the same dir fails after Config.LockTimeout.
+// other kind is refused (logs are not migrated). A running node holds an
+// flock on DataDir/LOCK, so a second process on the same dir fails after
+// Config.LockTimeout.
+//
+// # Group commit
+//
+// Concurrent proposals are grouped twice. The node writes the commands
+// that queue while earlier groups are in flight as one log entry (a group
+// entry: first byte 0xC1, the group's one Now and Slack, then each command
+// as state encodes it; group.go, groupcodec.go), with no timer: on an idle
+// node a command is proposed at once, alone. The FSM applies a group's
+// commands in order under one lock and answers each caller with its own
+// Result; a failure (leadership lost, a fatal store error) answers every
+// command of the group with the error (ErrNotLeader, ErrUnknownOutcome,
+// ErrClosed). Entries written before groups existed (one command each)
+// still apply as they did. Then raft writes the entries that queued during
+// the previous fsync as one batch.
 //
 // # Fail-stop
 //
@@ -78,12 +91,14 @@
 //
 // # G3: no expiry before TTL after the commit
 //
-// A command is stamped when proposed, but committed (fsync'd) a little later,
+// A command is stamped when proposed (a group once, as one command that
+// starts every lease its commands start), but committed (fsync'd) a little later,
 // so counting a lease from its stamp would let it end up to one commit lag
 // early. Each term keeps the Now of every proposal in flight and a set of
 // charges (until, lag). When raft's future returns a command's applied
 // result at leader clock A, its lag is A - Now; if the command started
-// leases — its grant or renewal, and every lock it handed to a waiter — and
+// leases — its grant or renewal, every lock it handed to a waiter, and the
+// session period an open or keepalive starts — and
 // d is the longest TTL among them, (A + d, lag) is charged. Every command Q
 // is stamped with Slack = max(largest lag charged with until > Q.Now,
 // Q.Now - oldest in-flight Now), and the machine makes Q's expiry decisions
@@ -159,6 +174,13 @@
 // connection), the cancel is a no-op: a dropped connection cannot cancel
 // the retry's wait, nor release the lease the retry returned.
 //
+// A session-bound acquire with a Seq waits under
+// state.SessionRequestID(Session, Seq), which the node sets as its
+// RequestID when it has none (the machine would give it the same), so a
+// client that resends the seq after a lost connection re-attaches to the
+// same wait. Its Event may also end it with a *fence.SessionExpiredError:
+// the session was closed or expired while it waited.
+//
 // Orphans: acquires queued when a node takes office were waited for on a
 // node that is gone (a crash, a restart). After Config.WaiterGrace the node
 // cancels (with the attempt recorded at takeoffice) every one that no call
@@ -166,7 +188,11 @@
 // newer attempt and keeps its place. During the grace an orphan may be
 // granted the lock (it is first in line); its cancel at the grace's end
 // then releases that lease and hands the lock on, so a dead waiter holds a
-// lock for at most the grace, never its whole TTL.
+// lock for at most the grace, never its whole TTL. Session-bound waiters
+// follow the same rule: a live session does not make its queued acquire
+// wanted (its client may be gone with its stream, the session not yet
+// expired), and a client that reconnects resends every unanswered seq,
+// which re-attaches under the same request_id within the grace.
 //
 // # Reads
 //

@@ -40,15 +40,32 @@ func newFSM(m *state.Machine, w *waiters) *fsm {
 	return &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), appliedC: make(chan struct{})}
 }
 
-// ApplyBatch applies committed entries in order under one write lock. Each
-// response is a state.Result, an error (an undecodable command: it changes
-// nothing), or nil (a configuration entry).
+// ApplyBatch applies committed entries in order under one write lock. An
+// entry is one command (written before group commit) or a group of
+// commands (groupcodec.go), applied in order. Each response is a
+// state.Result (one command), a []state.Result (a group, in its order), an
+// error (an undecodable entry: it changes nothing), or nil (a
+// configuration entry).
 func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	var events []state.Event
 	f.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
+			continue
+		}
+		if isGroup(l.Data) {
+			cmds, err := decodeGroup(l.Data)
+			if err != nil {
+				out[i] = fmt.Errorf("node: undecodable group at index %d: %w", l.Index, err)
+				continue
+			}
+			rs := make([]state.Result, len(cmds))
+			for j, cmd := range cmds {
+				rs[j] = f.m.Apply(cmd)
+				events = append(events, rs[j].Events...)
+			}
+			out[i] = rs
 			continue
 		}
 		var cmd state.Command
@@ -64,9 +81,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	if len(logs) > 0 {
 		f.advance(logs[len(logs)-1].Index)
 	}
-	for _, ev := range events {
-		f.waiters.deliver(ev)
-	}
+	f.waiters.deliverAll(events)
 	select {
 	case f.kick <- struct{}{}:
 	default:

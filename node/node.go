@@ -25,6 +25,7 @@ type Node struct {
 	fail  *failStop
 	log   *guardedLog
 	snap  *snapTrigger
+	props *proposer
 
 	clock     atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
 	officeC   chan struct{}               // cap 1: wakes the ticker on leadership change
@@ -95,6 +96,7 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 		lock:    lock,
 		wait:    w,
 		fsm:     newFSM(state.New(), w), // rules come from the log (Config.Rules)
+		props:   newProposer(cfg.groupsInFlight),
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}

@@ -13,8 +13,11 @@ import (
 // by its cancel (the machine releases a held request's lease). Clients get Config.WaiterGrace to
 // re-attach (a retry with the same request_id registers a live attempt here
 // and makes a newer attempt, so the cancel below, which names the attempt
-// recorded at takeoffice, is a no-op for it). It gives up if the node
-// leaves office or closes.
+// recorded at takeoffice, is a no-op for it). Session-bound acquires are
+// treated alike: their client re-attaches by resending the seq, whose
+// request_id is SessionRequestID(session, seq); a live session alone does
+// not keep its queued acquire. It gives up if the node leaves office or
+// closes.
 func (n *Node) reapOrphans(c *leaderClock, queued []state.QueuedRequest) {
 	defer n.wg.Done()
 	grace := time.NewTimer(n.cfg.WaiterGrace)

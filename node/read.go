@@ -65,3 +65,14 @@ func (n *Node) Resource(ctx context.Context, name string) (state.ResourceState, 
 	n.fsm.read(func(m *state.Machine) { rs = m.Resource(name) })
 	return rs, nil
 }
+
+// Session describes live session id, linearizably, at the leader clock; ok
+// is false if it is not live (never opened, closed, or expired).
+func (n *Node) Session(ctx context.Context, id uint64) (info state.SessionInfo, ok bool, err error) {
+	now, err := n.readIndex(ctx)
+	if err != nil {
+		return state.SessionInfo{}, false, err
+	}
+	n.fsm.read(func(m *state.Machine) { info, ok = m.Session(id, now) })
+	return info, ok, nil
+}

@@ -85,9 +85,17 @@ func configEntries(t *testing.T, n *Node, from uint64) int {
 		if err := n.log.GetLog(i, &l); err != nil {
 			t.Fatalf("GetLog(%d): %v", i, err)
 		}
-		var cmd state.Command
-		if l.Type == raft.LogCommand && cmd.UnmarshalBinary(l.Data) == nil && cmd.Op == state.OpConfig {
-			k++
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmds, err := decodeEntry(l.Data)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		for _, cmd := range cmds {
+			if cmd.Op == state.OpConfig {
+				k++
+			}
 		}
 	}
 	return k

@@ -39,6 +39,13 @@ type Status struct {
 	Queued int
 	// Rules are the rules recorded in the log and in force.
 	Rules state.Config
+	// Sessions is the number of sessions the machine holds
+	// (state.Machine.Sessions).
+	Sessions int
+	// Proposals counts the commands this process proposed, Groups the log
+	// entries they were grouped into (group commit): Proposals/Groups is
+	// the mean group size.
+	Proposals, Groups uint64
 }
 
 // Ready reports whether the node can serve: it leads, its clock runs, and
@@ -58,6 +65,8 @@ func (n *Node) Status() Status {
 		Fatal:        n.fail.failed(),
 		LogSyncs:     n.store.syncs.Load(),
 		Snapshots:    n.snap.taken.Load(),
+		Proposals:    n.props.commands.Load(),
+		Groups:       n.props.groups.Load(),
 	}
 	if c := n.clock.Load(); c != nil {
 		s.InOffice = true
@@ -72,6 +81,7 @@ func (n *Node) Status() Status {
 		s.OldestIDAge = m.OldestIDAge(now)
 		s.Queued = m.Waiting() // a counter: Status is polled by health checks
 		s.Rules = m.Config()
+		s.Sessions = m.Sessions()
 	})
 	return s
 }
