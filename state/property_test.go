@@ -87,12 +87,15 @@ func TestMachineMatchesModel(t *testing.T) {
 			// machine's, a plain acquire is granted iff the lock reads free.
 			checkFree := c.Op == OpAcquire && c.Wait == 0 && c.RequestID == "" && now-int64(c.Slack) <= decided
 			free := m.Lock(c.Name, now).Free
-			var cancelled fence.Token // a cancel of the holding attempt releases its lease
-			if r := m.live[c.RequestID]; c.Op == OpCancelWait && r != nil && r.state == reqHeld && r.name == c.Name && (c.Attempt == 0 || c.Attempt == r.attempt) {
-				cancelled = r.token
-			}
+			// A cancel of the holding attempt releases its lease, including
+			// a lease its own settle just granted the waiter.
+			var cancelled fence.Token
+			cancelReq := m.live[c.RequestID]
 			decided = max(decided, now-int64(c.Slack))
 			got, want := m.Apply(c), ref.apply(c)
+			if r := cancelReq; c.Op == OpCancelWait && r != nil && r.name == c.Name && r.state == reqDone && r.outcome == outcomeReleased {
+				cancelled = r.token
+			}
 			if checkFree && free != (got.Lease != nil) {
 				t.Fatalf("%+v: lock read free=%v, acquire: %s", c, free, describe(got))
 			}

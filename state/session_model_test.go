@@ -26,7 +26,7 @@ type sessClient struct {
 // TestSessionsProperty runs random sessions (open, keepalive, close,
 // session-bound acquires with and without waits, sequenced adds, retries of
 // any seq with any ack so far, standalone acquires, renews, releases,
-// ticks, random Slack) and checks after every step:
+// cancels of waits (session ones included), ticks, random Slack) and checks after every step:
 //   - exactly-once: an add under a seq is applied at most once (the
 //     counter equals the adds applied fresh), a retry answers as the first;
 //   - G3 for sessions: a session is never ended (SESSION_EXPIRED) before
@@ -69,7 +69,7 @@ func TestSessionsProperty(t *testing.T) {
 				}
 				return clients[rapid.IntRange(0, len(clients)-1).Draw(t, "client")]
 			}
-			switch op := rapid.IntRange(0, 11).Draw(t, "op"); {
+			switch op := rapid.IntRange(0, 12).Draw(t, "op"); {
 			case op == 0 || len(clients) == 0:
 				c = Command{Op: OpSessionOpen, TTL: rapid.SampledFrom([]time.Duration{2 * time.Second, 5 * time.Second}).Draw(t, "ttl"),
 					RequestID: rapid.SampledFrom([]string{"", "", "o1"}).Draw(t, "open_id")}
@@ -94,6 +94,12 @@ func TestSessionsProperty(t *testing.T) {
 			case op == 8 || op == 9:
 				cl = pick()
 				c = Command{Op: OpAdd, Session: cl.id, Name: "n", Token: fence.Token(rapid.IntRange(1, 3).Draw(t, "token")), Delta: 1}
+			case op == 12: // a waiter's client went away
+				rid := rapid.SampledFrom([]string{"x1", "x2"}).Draw(t, "rid")
+				if o := pick(); o != nil && o.nextSeq > 0 && rapid.Bool().Draw(t, "session_rid") {
+					rid = SessionRequestID(o.id, uint64(rapid.IntRange(1, int(o.nextSeq)).Draw(t, "cancel_seq")))
+				}
+				c = Command{Op: OpCancelWait, Name: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name"), RequestID: rid}
 			default: // retry an earlier seq
 				cl = pick()
 				if len(cl.sent) == 0 {
@@ -178,16 +184,23 @@ func TestSessionsProperty(t *testing.T) {
 
 			// No lock is taken from a session-bound holder that must live.
 			var grants []*fence.Lease
-			if r.Lease != nil && !r.Replayed {
-				grants = append(grants, r.Lease)
-			}
+			cancelled := map[fence.Token]bool{} // granted by the cancel's settle, then released by it
 			for _, e := range r.Events {
 				if e.Lease != nil {
 					grants = append(grants, e.Lease)
+					cancelled[e.Lease.Token] = c.Op == OpCancelWait && e.RequestID == c.RequestID
 				}
+			}
+			if r.Lease != nil && !r.Replayed {
+				grants = append(grants, r.Lease)
 			}
 			if c.Op == OpRelease && r.Err == nil && holders[c.Name].tok == c.Token {
 				delete(holders, c.Name)
+			}
+			if c.Op == OpCancelWait { // may release a granted wait
+				if l := m.byName[c.Name]; l == nil || l.holder == nil || l.holder.token != holders[c.Name].tok {
+					delete(holders, c.Name)
+				}
 			}
 			for _, g := range grants {
 				if h, ok := holders[g.Name]; ok && h.tok != g.Token {
@@ -200,6 +213,10 @@ func TestSessionsProperty(t *testing.T) {
 					} else if h.until > decided {
 						t.Fatalf("step %d: lock %s granted while a standalone lease runs to %d", step, g.Name, h.until)
 					}
+				}
+				if cancelled[g.Token] {
+					delete(holders, g.Name)
+					continue
 				}
 				h := holder{tok: g.Token, until: m.Now() + int64(g.Remaining)}
 				if l := m.byName[g.Name]; l != nil && l.holder != nil && l.holder.token == g.Token && l.holder.sess != nil {

@@ -446,3 +446,66 @@ func TestSessionEndDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionEndsTogether: two sessions due in the same apply; the lock the
+// first one frees is not handed to the second's waiter (its session is
+// ending too) but to the next live waiter.
+func TestSessionEndsTogether(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	a := mustOpen(t, m, openSess(0, 5*time.Second))
+	b := mustOpen(t, m, openSess(0, 5*time.Second))
+	mustGrant(t, m, sAcq(0, a, 1, "x", "A", 0), 1)
+	mustOK(t, m, sAcq(0, b, 1, "x", "B", time.Minute))
+	mustOK(t, m, waitAcq(0, "x", "W", time.Minute, time.Minute, "w"))
+	r := mustOK(t, m, tick(5*sec))
+	if len(r.Events) != 2 || !errors.Is(r.Events[0].Err, fence.ErrSessionExpired) || r.Events[0].RequestID != SessionRequestID(b, 1) ||
+		r.Events[1].RequestID != "w" || r.Events[1].Lease == nil || r.Events[1].Lease.Token != 2 {
+		t.Fatalf("both sessions due: %s, want b's waiter ended and the lock (token 2) to w", describe(r))
+	}
+}
+
+// TestSessionLeaseEnds: a closed session's lease reads as released
+// (NotHolder), an expired one's as expired (LeaseExpired).
+func TestSessionLeaseEnds(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	a := mustOpen(t, m, openSess(0, 5*time.Second))
+	b := mustOpen(t, m, openSess(0, 5*time.Second))
+	mustGrant(t, m, sAcq(0, a, 1, "x", "A", 0), 1)
+	mustGrant(t, m, sAcq(0, b, 1, "y", "B", 0), 2)
+	mustOK(t, m, closeSess(sec, a))
+	errAs[*fence.NotHolderError](t, m.Apply(rel(sec, "x", 1)).Err)
+	mustOK(t, m, tick(5*sec))
+	errAs[*fence.LeaseExpiredError](t, m.Apply(rel(5*sec, "y", 2)).Err)
+}
+
+// TestSessionRequestsNotRemembered: session acquires' generated ids take
+// no room in the request_id memory and are admitted when it is full.
+func TestSessionRequestsNotRemembered(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxRequests, cfg.MinIDRetention = 1, time.Minute
+	m := NewWithConfig(cfg)
+	r := mustOK(t, m, waitAcq(0, "full", "A", time.Second, 0, "only"))
+	mustOK(t, m, rel(0, "full", r.Lease.Token))
+	errAs[*fence.ResourceExhaustedError](t, m.Apply(waitAcq(0, "other", "A", time.Second, 0, "second")).Err)
+	s := mustOpen(t, m, openSess(0, time.Minute))
+	for seq := uint64(1); seq <= 3; seq++ {
+		l := mustGrant(t, m, sAcq(0, s, seq, "x", "S", 0), fence.Token(seq+1))
+		mustOK(t, m, rel(0, "x", l.Token))
+	}
+	if n := m.requests.len(); n != 1 {
+		t.Fatalf("%d request_ids remembered, want 1 (session acquires are not)", n)
+	}
+}
+
+// TestSessionKeepAliveCutToMaxTTL: once MaxTTL is lowered, a keepalive
+// with TTL 0 extends by at most the new MaxTTL.
+func TestSessionKeepAliveCutToMaxTTL(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	s := mustOpen(t, m, openSess(0, time.Hour))
+	cfg := DefaultConfig()
+	cfg.MaxTTL = time.Minute
+	mustOK(t, m, Command{Op: OpConfig, Config: cfg})
+	if r := mustOK(t, m, keepAlive(sec, s, 0)); r.Session.TTL != time.Minute || r.Session.Remaining != time.Minute {
+		t.Fatalf("keepalive after MaxTTL lowered: %+v, want 1m", r.Session)
+	}
+}

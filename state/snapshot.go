@@ -186,6 +186,15 @@ func (m *impl) snapshotView() *SnapshotView {
 	m.ops.each(func(k opKey, at int64, r opRecord) {
 		doc.Ops = append(doc.Ops, snapOp{Resource: k.resource, OpID: []byte(k.opID), At: at, Payload: r.payload[:], Token: r.token, Version: r.version, AddValue: r.addValue})
 	})
+	// The memories' lengths count removed entries too: none listed is
+	// written as none (null), as a restored machine, which has no removed
+	// entries, writes it.
+	if len(doc.Requests) == 0 {
+		doc.Requests = nil
+	}
+	if len(doc.Ops) == 0 {
+		doc.Ops = nil
+	}
 	names = names[:0]
 	for name := range m.resources {
 		names = append(names, name)
