@@ -29,7 +29,7 @@ func (fenceUnary) Server() string { return "fence" }
 func (fenceUnary) Fenced() bool   { return true }
 
 func (fenceUnary) Open(ctx context.Context, addr string, workers int) (Client, error) {
-	var opts []client.Option
+	opts := append([]client.Option(nil), unaryOptions...)
 	if workers > manyWorkers {
 		opts = append(opts, client.WithProtocol(client.ProtocolGRPC))
 	}

@@ -29,13 +29,20 @@ type OpsResult struct {
 // runOps runs clients workers, each on its own lock (distinct from every
 // other worker's), for dur after a short warm-up, and measures cycles/s,
 // acquire latency and the server's CPU.
-func runOps(ctx context.Context, sys System, srv *Server, round, clients int, dur time.Duration, write bool) (OpsResult, error) {
-	res := OpsResult{System: sys.Name(), Round: round, Clients: clients}
+func runOps(ctx context.Context, sys System, srv *Server, round, clients int, dur time.Duration, write bool) (res OpsResult, err error) {
+	res = OpsResult{System: sys.Name(), Round: round, Clients: clients}
 	cl, err := sys.Open(ctx, srv.Addr, clients)
 	if err != nil {
 		return res, err
 	}
-	defer cl.Close()
+	defer func() {
+		if err := closeBounded(cl); err != nil {
+			res.Errors++
+			if res.FirstErr == "" {
+				res.FirstErr = err.Error()
+			}
+		}
+	}()
 	ws := make([]Worker, clients)
 	for i := range ws {
 		if ws[i], err = cl.Worker(ctx, i); err != nil {
@@ -129,6 +136,19 @@ func runOps(ctx context.Context, sys System, srv *Server, round, clients int, du
 	return res, nil
 }
 
+// closeBounded closes cl, giving up after 10s: a Close that hangs is an
+// error of the run, not a hung benchmark.
+func closeBounded(cl Client) error {
+	done := make(chan error, 1)
+	go func() { done <- cl.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("client Close did not return within 10s")
+	}
+}
+
 // HandoffResult is one run of workload 3: clients hand one lock around.
 type HandoffResult struct {
 	System       string
@@ -148,13 +168,20 @@ type HandoffResult struct {
 // runHandoff: every worker loops acquire (waiting) → release on one lock
 // for dur. Grants after dur are not counted; each worker finishes its
 // pending acquire (the others stop, so it is granted) and releases.
-func runHandoff(ctx context.Context, sys System, srv *Server, round, clients int, dur time.Duration) (HandoffResult, error) {
-	res := HandoffResult{System: sys.Name(), Round: round, Clients: clients, PerClient: make([]int, clients)}
+func runHandoff(ctx context.Context, sys System, srv *Server, round, clients int, dur time.Duration) (res HandoffResult, err error) {
+	res = HandoffResult{System: sys.Name(), Round: round, Clients: clients, PerClient: make([]int, clients)}
 	cl, err := sys.Open(ctx, srv.Addr, clients)
 	if err != nil {
 		return res, err
 	}
-	defer cl.Close()
+	defer func() {
+		if err := closeBounded(cl); err != nil {
+			res.Errors++
+			if res.FirstErr == "" {
+				res.FirstErr = err.Error()
+			}
+		}
+	}()
 	ws := make([]Worker, clients)
 	for i := range ws {
 		if ws[i], err = cl.Worker(ctx, i); err != nil {
