@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-short vet fmt bench mutate proto lab clean
+.PHONY: run build test test-short vet fmt bench bench-quick mutate proto lab clean
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -17,6 +17,7 @@ build:
 ## test: every test, with the race detector
 test: vet
 	$(GO) test -race -count=1 -timeout 14m ./...
+	cd bench && $(GO) test -race -count=1 -timeout 5m ./...
 
 ## test-short: quick loop while developing
 test-short:
@@ -28,9 +29,20 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench: the benchmarks behind docs/benchmarks.md
+## bench: the benchmarks behind docs/benchmarks.md: the package benchmarks, then
+##   bench/cmd/fencebench (Fence against etcd 3.7.3 and Redis, servers in their own
+##   processes; rewrites its section of docs/benchmarks.md). The bench/ module is its
+##   own go.mod, so etcd never enters this one. BENCH_FLAGS adds runner flags
+##   (e.g. BENCH_FLAGS="-held 200000 -storm 20000"; `go run ./cmd/fencebench -h` in bench/).
+BENCH_TAGS  ?=
+BENCH_FLAGS ?=
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./state/ ./node/ ./server/ ./guard/...
+	cd bench && $(GO) run $(BENCH_TAGS) ./cmd/fencebench -docs ../docs/benchmarks.md $(BENCH_FLAGS)
+
+## bench-quick: the runner in quick mode (under 3 minutes on 2 cores); prints its tables, writes no file
+bench-quick:
+	cd bench && $(GO) run $(BENCH_TAGS) ./cmd/fencebench -quick $(BENCH_FLAGS)
 
 ## mutate: mutation testing with gremlins, one package at a time (scores in docs/testing.md)
 ##   make mutate MUTATE_PKGS="state guard/internal/sqlguard"   # a subset
