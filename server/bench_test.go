@@ -152,3 +152,107 @@ func meanBatch(s *Server) float64 {
 	}
 	return 0
 }
+
+// BenchmarkStreamAcquireRelease is BenchmarkAcquireRelease over one
+// SessionService.Stream (Connect streaming, binary protobuf, h2c): clients
+// goroutines share the stream of one session, each running acquire+release
+// cycles (session-bound, not sequenced) and waiting for its own replies.
+// The server runs each request in its own goroutine, so entries/batch
+// shows the group commit of what one stream carries.
+func BenchmarkStreamAcquireRelease(b *testing.B) {
+	for _, clients := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			s, url := startServer(b)
+			sc := fencev1connect.NewSessionServiceClient(h2cClient(), url)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			open, err := sc.Open(ctx, connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(time.Hour)}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := sc.Stream(ctx)
+			if err := st.Send(&fencev1.SessionRequest{Session: open.Msg.Session.GetId()}); err != nil {
+				b.Fatal(err)
+			}
+			mux := newReplyMux(st)
+			defer func() {
+				cancel()
+				_ = st.CloseResponse()
+				<-mux.done
+			}()
+			runCycles(b, s, clients, func() (cycle, error) {
+				return func(name string) error {
+					a, err := mux.call(&fencev1.SessionRequest{Op: &fencev1.SessionRequest_Acquire{Acquire: &fencev1.AcquireRequest{Name: name, Owner: "bench"}}})
+					if err != nil {
+						return err
+					}
+					_, err = mux.call(&fencev1.SessionRequest{Op: &fencev1.SessionRequest_Release{Release: &fencev1.ReleaseRequest{Name: name, Token: a.GetAcquire().GetLease().GetToken()}}})
+					return err
+				}, nil
+			})
+		})
+	}
+}
+
+// replyMux lets goroutines share one stream: call sends a request with a
+// fresh call id and waits for its reply.
+type replyMux struct {
+	st      *connect.BidiStreamForClient[fencev1.SessionRequest, fencev1.SessionReply]
+	send    sync.Mutex
+	mu      sync.Mutex
+	waiting map[uint64]chan *fencev1.SessionReply // nil once the stream ended
+	calls   atomic.Uint64
+	done    chan struct{}
+}
+
+func newReplyMux(st *connect.BidiStreamForClient[fencev1.SessionRequest, fencev1.SessionReply]) *replyMux {
+	m := &replyMux{st: st, waiting: map[uint64]chan *fencev1.SessionReply{}, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for {
+			r, err := st.Receive()
+			m.mu.Lock()
+			if err != nil {
+				for _, ch := range m.waiting {
+					close(ch)
+				}
+				m.waiting = nil
+				m.mu.Unlock()
+				return
+			}
+			ch := m.waiting[r.GetCall()]
+			delete(m.waiting, r.GetCall())
+			m.mu.Unlock()
+			if ch != nil {
+				ch <- r
+			}
+		}
+	}()
+	return m
+}
+
+func (m *replyMux) call(req *fencev1.SessionRequest) (*fencev1.SessionReply, error) {
+	req.Call = m.calls.Add(1)
+	ch := make(chan *fencev1.SessionReply, 1)
+	m.mu.Lock()
+	if m.waiting == nil {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("stream ended")
+	}
+	m.waiting[req.Call] = ch
+	m.mu.Unlock()
+	m.send.Lock()
+	err := m.st.Send(req)
+	m.send.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	r, ok := <-ch
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("stream ended before the reply to call %d", req.Call)
+	case r.GetError() != nil:
+		return nil, fmt.Errorf("call %d refused: %s", req.Call, r.GetMessage())
+	}
+	return r, nil
+}
