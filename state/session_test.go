@@ -509,3 +509,20 @@ func TestSessionKeepAliveCutToMaxTTL(t *testing.T) {
 		t.Fatalf("keepalive after MaxTTL lowered: %+v, want 1m", r.Session)
 	}
 }
+
+// TestSessionRequestIDOtherSession: a live request_id of one session's
+// acquire retried on another session (or none) is a conflict, not a replay.
+func TestSessionRequestIDOtherSession(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	a := mustOpen(t, m, openSess(0, time.Minute))
+	b := mustOpen(t, m, openSess(0, time.Minute))
+	c := Command{Op: OpAcquire, Name: "x", Owner: "S", Session: a, RequestID: "u"}
+	mustGrant(t, m, c, 1)
+	if r := mustOK(t, m, c); !r.Replayed {
+		t.Fatalf("retry on the same session: %s", describe(r))
+	}
+	c.Session = b
+	errAs[*fence.OpConflictError](t, m.Apply(c).Err)
+	c.Session, c.TTL = 0, time.Minute
+	errAs[*fence.OpConflictError](t, m.Apply(c).Err)
+}
