@@ -60,15 +60,22 @@ type Command struct {
 	Attempt uint32
 	// Config (OpConfig) is the complete new configuration.
 	Config Config
-	// Session binds the command to a live session (0: none). An OpAcquire
-	// with a Session is session-bound: its TTL is ignored and the lease
-	// lives as long as the session (see session.go).
+	// Session binds the command to a live session (0: none); a command
+	// naming a session that is not live is refused with
+	// *fence.SessionExpiredError. Only acquire, renew, release, write, add,
+	// delete, keepalive and close take one. An OpAcquire with a Session is
+	// session-bound: its TTL is ignored (it may be 0) and the lease lives
+	// as long as the session (see doc.go, Sessions).
 	Session uint64
 	// Seq (> 0, with Session) makes the command exactly-once: a retry with
-	// the same Seq returns the saved Result (Replayed) and applies nothing.
+	// the same Seq returns the saved Result (Replayed) and applies nothing;
+	// a Seq below the session's acknowledged floor is refused. A
+	// session-bound acquire with a Seq and no RequestID gets
+	// SessionRequestID(Session, Seq).
 	Seq uint64
-	// Ack (with Session) is the lowest Seq whose reply the client has not
-	// received: every saved result with a lower Seq is forgotten.
+	// Ack (with Session; at most Seq when Seq > 0) is the lowest Seq whose
+	// reply the client has not received: every saved result with a lower
+	// Seq is forgotten, and lower Seqs are refused from then on.
 	Ack uint64
 }
 
@@ -86,8 +93,9 @@ type Result struct {
 	// Resource is set by Write and Add (the state after the operation, or the
 	// saved result of a replayed op_id).
 	Resource *ResourceState
-	// Replayed: the op_id (or request_id) was applied before and this is the
-	// saved result; nothing was applied again.
+	// Replayed: the op_id (or request_id, or the session's Seq, or the
+	// open's RequestID) was applied before and this is the saved result;
+	// nothing was applied again.
 	Replayed bool
 	// AddValue is the integer value after an Add.
 	AddValue int64
@@ -110,8 +118,8 @@ type Result struct {
 type Event struct {
 	RequestID string
 	Attempt   uint32       // the request's attempt when the outcome was decided
-	Lease     *fence.Lease // granted; Remaining is the full TTL
-	Err       error        // *fence.BusyError with Waited: the wait ran out
+	Lease     *fence.Lease // granted; Remaining is the full TTL (a session-bound lease: its session's remaining time)
+	Err       error        // *fence.BusyError with Waited: the wait ran out; *fence.SessionExpiredError: its session ended
 }
 
 // SessionInfo describes a live session at a given server time.
@@ -234,8 +242,8 @@ func (m *Machine) Now() int64 { return m.now() }
 func (m *Machine) LastToken() fence.Token { return m.lastToken() }
 
 // NextDeadline is the earliest decision time at which an OpTick would change
-// something (a lease expiry, a wait running out, a lock-delay ending for a
-// lock with waiters). ok is false when nothing is pending. It is in decision
+// something (a lease expiry, a session expiry, a wait running out, a
+// lock-delay ending for a lock with waiters). ok is false when nothing is pending. It is in decision
 // time (see Command.Slack): a tick stamped with Now and Slack acts on it only
 // when Now - Slack >= at, so the node proposes the tick once its clock minus
 // the slack it stamps has reached at.
@@ -283,8 +291,9 @@ func (m *Machine) Session(id uint64, now int64) (info SessionInfo, ok bool) {
 	return m.sessionInfo(id, now)
 }
 
-// Sessions is the number of sessions the machine holds (expired ones not
-// yet settled by a command included).
+// Sessions is the number of live sessions the machine holds (every Apply
+// ends the sessions due at its decision time first, so none is past its
+// expiry as of Apply's decision time).
 func (m *Machine) Sessions() int { return m.sessionCount() }
 
 // Resource returns a fenced resource (the zero state with Resource set if it
