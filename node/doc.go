@@ -48,9 +48,10 @@
 // The node takes a snapshot once the log written since the last one holds
 // Config.SnapshotBytes bytes of command data, or Config.SnapshotThreshold
 // entries and at least one entry per 256 bytes of the last snapshot (a
-// large state is serialised whole while applies wait, so it is snapshotted
-// about as often as the log it saves replaying grows; raft's own check,
-// every 30s, is a backstop), and raft then compacts
+// large state is copied whole while applies wait, and then encoded and
+// written beside them, so it is snapshotted about as often as the log it
+// saves replaying grows; raft's own check, every 30s, is a backstop), and
+// raft then compacts
 // the log behind it, keeping Config.TrailingLogs entries (default 64).
 // raft-wal deletes a segment file only once every entry in it is
 // compacted, and preallocates the next, so the WAL dir holds at most about

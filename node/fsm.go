@@ -1,7 +1,7 @@
 package node
 
 import (
-	"bytes"
+	"bufio"
 	"fmt"
 	"io"
 	"sync"
@@ -116,17 +116,15 @@ func (f *fsm) appliedWait() (uint64, <-chan struct{}) {
 	return f.applied.Load(), f.appliedC
 }
 
-// Snapshot copies the state under a read lock; raft persists the copy while
-// applies go on.
+// Snapshot copies the state (state.Machine.SnapshotView: plain copies, no
+// encoding) under the read lock; raft encodes and writes the copy in
+// Persist, on its snapshot goroutine, while applies go on. Only the copy,
+// O(state), holds up applies (raft calls Snapshot on its FSM goroutine).
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	var buf bytes.Buffer
 	f.mu.RLock()
-	err := f.m.Snapshot(&buf)
+	v := f.m.SnapshotView()
 	f.mu.RUnlock()
-	if err != nil {
-		return nil, fmt.Errorf("node: snapshot: %w", err)
-	}
-	return &fsmSnapshot{data: buf.Bytes()}, nil
+	return &fsmSnapshot{view: v}, nil
 }
 
 // Restore replaces the state with a snapshot.
@@ -148,14 +146,20 @@ func (f *fsm) read(fn func(m *state.Machine)) {
 	fn(f.m)
 }
 
-type fsmSnapshot struct{ data []byte }
+// fsmSnapshot is a copy of the state, encoded when raft persists it.
+type fsmSnapshot struct{ view *state.SnapshotView }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.data); err != nil {
+	w := bufio.NewWriterSize(sink, 1<<20)
+	_, err := s.view.WriteTo(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
 		sink.Cancel()
-		return err
+		return fmt.Errorf("node: snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (s *fsmSnapshot) Release() {}
+func (s *fsmSnapshot) Release() { s.view = nil }

@@ -324,7 +324,7 @@ func TestGroupEntriesReplayToTheSameState(t *testing.T) {
 	if slices.Max(sizes) < 2 || !slices.ContainsFunc(cmds, func(c state.Command) bool { return c.Name == "old" }) {
 		t.Fatalf("log holds entries of %v commands; want a group and the single-command entry", sizes)
 	}
-	before, tokBefore := machineSnapshot(t, n), n.LastToken()
+	before, tokBefore := machineBytes(t, n), n.LastToken()
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -332,21 +332,10 @@ func TestGroupEntriesReplayToTheSameState(t *testing.T) {
 	if r := n.fsm.restores.Load(); r != 0 {
 		t.Fatalf("%d snapshots restored: the test must replay the log", r)
 	}
-	after, tokAfter := machineSnapshot(t, n), n.LastToken()
+	after, tokAfter := machineBytes(t, n), n.LastToken()
 	if tokAfter != tokBefore || !bytes.Equal(before, after) {
 		t.Fatalf("after replay: last token %d (was %d), state equal: %v", tokAfter, tokBefore, bytes.Equal(before, after))
 	}
-}
-
-func machineSnapshot(t *testing.T, n *Node) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	var err error
-	n.fsm.read(func(m *state.Machine) { err = m.Snapshot(&buf) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // The group codec round-trips and refuses every malformed entry without

@@ -229,14 +229,11 @@ func TestSessionEndHandsEveryLockOn(t *testing.T) {
 				}()
 			}
 			untilWaiting(t, n, k)
+			stopKeepalives()
 			commands0 := n.props.commands.Load()
 			before := n.LastToken()
-			switch how {
-			case "close":
-				stopKeepalives()
+			if how == "close" {
 				mustApply(t, n, state.Command{Op: state.OpSessionClose, Session: s})
-			case "expiry":
-				stopKeepalives()
 			}
 			tokens := map[fence.Token]bool{}
 			for range k {

@@ -32,9 +32,9 @@ func newSnapTrigger(cfg Config, log *guardedLog) *snapTrigger {
 // due reports whether the log since the last snapshot is over a bound:
 // SnapshotBytes of command data, or SnapshotThreshold entries and at least
 // one entry per snapshotBytesPerEntry bytes of the last snapshot. The
-// second part keeps the cost of snapshotting a large state (it is
-// serialised whole, and applies wait meanwhile) proportional to the log it
-// saves replaying: a restart replays about as long as it restores.
+// second part keeps the cost of snapshotting a large state (it is copied
+// whole while applies wait, then encoded beside them) proportional to the
+// log it saves replaying: a restart replays about as long as it restores.
 func (t *snapTrigger) due() bool {
 	if t.log.stored.Load()-t.bytesMark.Load() >= t.cfg.SnapshotBytes {
 		return true
