@@ -183,7 +183,7 @@ func encodeCommand(c Command) ([]byte, error) {
 	if data > MaxCommandBytes {
 		return nil, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadCommand, data, MaxCommandBytes)
 	}
-	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCountV3+configFieldCount)+data)
+	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCountV3)+data)
 	b = append(b, versionOf(c), byte(c.Op))
 	b = binary.AppendUvarint(b, mask)
 	str := func(i int, s string) {
