@@ -11,7 +11,10 @@ func (m *impl) acquire(cmd Command) Result {
 	var s *session
 	if cmd.Session != 0 {
 		cmd.TTL = 0
-		s = m.sessions[cmd.Session]
+		var err error
+		if s, err = m.liveSession(cmd.Session); err != nil {
+			return Result{Err: err}
+		}
 	}
 	if err := m.validateAcquire(cmd); err != nil {
 		return Result{Err: err}
