@@ -49,6 +49,9 @@ func Environment(cfg Config) Env {
 	if s := out(cfg.Repo, "git", "status", "--porcelain", "--untracked-files=no"); s != "" && s != "unknown" {
 		e.FenceCommit += " (plus uncommitted changes in the checkout)"
 	}
+	if cfg.FenceVersion != "" {
+		e.FenceCommit = cfg.FenceVersion
+	}
 	e.Etcd = "unknown"
 	if b, err := os.ReadFile(cfg.BenchDir + "/go.mod"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
@@ -401,21 +404,31 @@ func contains(xs []string, x string) bool {
 // WriteSection replaces the text between the markers in the file at path
 // with section (adding the markers at the end when the file has none),
 // keeping everything else.
-func WriteSection(path, section string) error {
+func WriteSection(path, section string) error { return WriteNamedSection(path, "", section) }
+
+// WriteNamedSection is WriteSection with the markers
+// "<!-- bench:begin NAME -->" and "<!-- bench:end NAME -->" (name "" =
+// the plain markers), so that one file can hold several runner sections.
+func WriteNamedSection(path, name, section string) error {
+	begin, end := BeginMarker, EndMarker
+	if name != "" {
+		begin = strings.TrimSuffix(BeginMarker, " -->") + " " + name + " -->"
+		end = strings.TrimSuffix(EndMarker, " -->") + " " + name + " -->"
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(b)
-	block := BeginMarker + "\n" + strings.TrimRight(section, "\n") + "\n" + EndMarker
-	i, j := strings.Index(s, BeginMarker), strings.Index(s, EndMarker)
+	block := begin + "\n" + strings.TrimRight(section, "\n") + "\n" + end
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	switch {
 	case i >= 0 && j > i:
-		s = s[:i] + block + s[j+len(EndMarker):]
+		s = s[:i] + block + s[j+len(end):]
 	case i < 0 && j < 0:
 		s = strings.TrimRight(s, "\n") + "\n\n" + block + "\n"
 	default:
-		return fmt.Errorf("%s: unmatched %s / %s", path, BeginMarker, EndMarker)
+		return fmt.Errorf("%s: unmatched %s / %s", path, begin, end)
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }

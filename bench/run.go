@@ -41,10 +41,13 @@ type Config struct {
 	Repo     string // repository root (the main module), to build fence
 	BenchDir string // the bench module, to build etcdserver
 	FenceBin string // prebuilt fence binary ("" = build it)
-	EtcdBin  string // prebuilt etcdserver ("" = build it)
-	RedisBin string // redis-server
-	ChildExe string // executable started as the workloads 4–5 client ("" = this one)
-	Tmp      string // parent of every temp dir ("" = os.TempDir)
+	// FenceVersion names the fence measured in the report ("" = the commit
+	// of Repo, from git).
+	FenceVersion string
+	EtcdBin      string // prebuilt etcdserver ("" = build it)
+	RedisBin     string // redis-server
+	ChildExe     string // executable started as the workloads 4–5 client ("" = this one)
+	Tmp          string // parent of every temp dir ("" = os.TempDir)
 
 	Log io.Writer // progress lines
 }
@@ -64,7 +67,7 @@ func ForMode(mode string) Config {
 		c.W4N, c.W4Workers, c.W4Rounds = 200, 8, 1
 		c.W5N, c.W5Workers, c.W5Rounds, c.W5MinTTL, c.W5EtcdTTL = 100, 8, 1, 2*time.Second, 3
 	case "quick":
-		c.W1Duration, c.W2Duration, c.W3Duration = 700*time.Millisecond, 700*time.Millisecond, 1500*time.Millisecond
+		c.W1Duration, c.W2Duration, c.W3Duration = 500*time.Millisecond, 500*time.Millisecond, time.Second
 		c.W2Clients = []int{16}
 		c.W4N, c.W4Rounds = 10_000, 1
 		c.W5N, c.W5Rounds, c.W5MinTTL = 2_000, 1, 3*time.Second

@@ -98,6 +98,8 @@ func run(args []string) int {
 	fs.StringVar(&cfg.RedisBin, "redis-bin", cfg.RedisBin, "redis-server")
 	fs.StringVar(&cfg.Tmp, "tmp", "", "parent of the temp dirs (default $TMPDIR)")
 	docs := fs.String("docs", "", "rewrite the bench section of this file (docs/benchmarks.md) with the results")
+	section := fs.String("section", "", "with -docs: the section's name (markers <!-- bench:begin NAME -->); \"\" = <!-- bench:begin -->")
+	fs.StringVar(&cfg.FenceVersion, "fence-version", "", "what to call the fence measured in the report (default: the commit of -repo)")
 	jsonOut := fs.String("json", "", "also write the raw results as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -126,7 +128,7 @@ func run(args []string) int {
 		}
 	}
 	if *docs != "" {
-		if err := bench.WriteSection(*docs, md); err != nil {
+		if err := bench.WriteNamedSection(*docs, *section, md); err != nil {
 			fmt.Fprintln(os.Stderr, "fencebench:", err)
 			return 1
 		}
