@@ -12,8 +12,17 @@ import (
 	"github.com/fenceworks/fence/internal/apierr"
 )
 
-// Acquire takes lock name and returns the held Lease, renewed in the
+// Acquire takes lock name and returns the held Lease, kept alive in the
 // background until it is released or lost.
+//
+// On a Client with a session (the default) the lease is bound to the
+// session unless TTL or KeepAlive is given: it has no TTL of its own, lives
+// while the session lives, and ends with it (see Lease). The request goes
+// over the session's stream with the session's next seq, so a resend after
+// a reconnect is applied once. With TTL or KeepAlive, or on a Client made
+// WithoutSession, the lease is standalone: it has its own TTL and is
+// renewed by its own keepalive, as described below. If the server does not
+// support sessions, leases are standalone with the session's TTL.
 //
 // Without Wait it tries once: a held lock is refused with *fence.BusyError
 // (holder, its token and remaining TTL). With Wait(d) the request queues
@@ -40,6 +49,15 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	}
 	if err := validateAcquire(name, cfg); err != nil {
 		return nil, err
+	}
+	if c.sess != nil && !cfg.own {
+		l, err := c.sess.acquire(ctx, name, cfg, ownID)
+		if !useUnary(err) {
+			return l, err
+		}
+		// The server has no sessions: a standalone lease with the
+		// session's TTL.
+		cfg.ttl = c.cfg.sessionTTL
 	}
 	req := &fencev1.AcquireRequest{
 		Name: name, Owner: cfg.owner, Ttl: durationOrNil(cfg.ttl), Wait: durationOrNil(cfg.wait),

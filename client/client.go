@@ -9,14 +9,16 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
 
 // Client talks to a Fence server. It is safe for concurrent use. Close it
-// when done: Close stops the keepalive of every lease it handed out.
+// when done: Close ends every lease it handed out and its session.
 type Client struct {
 	cfg       config
 	endpoints []*endpoint
+	sess      *session // nil with WithoutSession
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
@@ -46,6 +48,11 @@ func New(url string, opts ...Option) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("fence: endpoint %q: want a URL like http://127.0.0.1:7420", url)
 	}
+	if !cfg.noSession {
+		if err := fence.ValidateTTL(cfg.sessionTTL, maxDuration); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.httpClient == nil {
 		cfg.httpClient = defaultHTTPClient(cfg.protocol)
 	}
@@ -62,7 +69,11 @@ func New(url string, opts ...Option) (*Client, error) {
 		locks:     fencev1connect.NewLockServiceClient(cfg.httpClient, base, copts...),
 		resources: fencev1connect.NewResourceServiceClient(cfg.httpClient, base, copts...),
 	}
-	return &Client{cfg: cfg, endpoints: []*endpoint{ep}, leases: map[*Lease]struct{}{}}, nil
+	c := &Client{cfg: cfg, endpoints: []*endpoint{ep}, leases: map[*Lease]struct{}{}}
+	if !cfg.noSession {
+		c.sess = newSession(c, base, copts)
+	}
+	return c, nil
 }
 
 // defaultHTTPClient returns an HTTP/1.1 client for Connect, and an HTTP/2
@@ -88,10 +99,21 @@ func (c *Client) Endpoint() string { return c.pick().url }
 // pick returns the endpoint for the next attempt.
 func (c *Client) pick() *endpoint { return c.endpoints[0] }
 
-// Close stops the keepalive of every lease this client handed out (their
-// Done channels close with ErrClientClosed; the leases are not released on
-// the server and expire by TTL) and closes idle connections. Calls made
-// after Close fail with ErrClientClosed.
+// SessionID is the id of the Client's session on the server, 0 while none
+// is open (before the first session-bound call, after the session ended and
+// before the next call opens a new one, or with WithoutSession).
+func (c *Client) SessionID() uint64 {
+	if c.sess == nil {
+		return 0
+	}
+	return c.sess.ID()
+}
+
+// Close ends every lease this client handed out (their Done channels close
+// with ErrClientClosed) and closes idle connections. Standalone leases are
+// not released on the server and expire by their TTL; the session is closed
+// on the server (best effort, within 1s), which releases all its leases at
+// once. Calls made after Close fail with ErrClientClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -102,6 +124,9 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	for _, l := range leases {
 		l.stop(ErrClientClosed)
+	}
+	if c.sess != nil {
+		c.sess.close()
 	}
 	c.cfg.httpClient.CloseIdleConnections()
 	return nil

@@ -55,16 +55,27 @@ type Lease struct {
 	token     fence.Token
 	keepAlive time.Duration
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// kaCtx bounds the keepalive loop; Release cancels it first so that a
-	// renew racing with the release is not taken for a loss.
+	// sess is the session the lease is bound to (nil: a standalone lease)
+	// and gen the session's generation it was granted in. A session lease
+	// has no goroutine and no timer of its own: its deadline is the
+	// session's, and the session ends it.
+	sess *session
+	gen  uint64
+
+	done chan struct{} // closed when the lease ends
+	// kaCtx bounds the keepalive loop of a standalone lease; Release
+	// cancels it first so that a renew racing with the release is not
+	// taken for a loss.
 	kaCtx    context.Context
 	kaCancel context.CancelFunc
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// ctx is made on the first call of Context and canceled with err when
+	// the lease ends.
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
 	ttl      time.Duration
-	deadline time.Time   // local safe deadline, monotonic
+	deadline time.Time   // local safe deadline, monotonic (a session lease: set when it ends)
 	watch    *time.Timer // fires at deadline
 	err      error       // why it ended; nil while held
 	lastErr  error       // last transient renew failure
@@ -73,11 +84,10 @@ type Lease struct {
 }
 
 func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Duration) *Lease {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	kaCtx, kaCancel := context.WithCancel(ctx)
+	kaCtx, kaCancel := context.WithCancel(context.Background())
 	l := &Lease{
 		c: c, name: granted.Name, owner: granted.Owner, token: granted.Token,
-		keepAlive: keepAlive, ctx: ctx, cancel: cancel, kaCtx: kaCtx, kaCancel: kaCancel,
+		keepAlive: keepAlive, done: make(chan struct{}), kaCtx: kaCtx, kaCancel: kaCancel,
 		ttl:      granted.TTL,
 		deadline: fence.SafeDeadline(sent, granted.Remaining, c.cfg.drift),
 		lastSent: sent,
@@ -96,8 +106,12 @@ func (l *Lease) Owner() string { return l.owner }
 // write.
 func (l *Lease) Token() fence.Token { return l.token }
 
-// TTL is the TTL the lease was granted or last renewed with.
+// TTL is the TTL the lease was granted or last renewed with; for a lease
+// bound to a session, the session's TTL.
 func (l *Lease) TTL() time.Duration {
+	if l.sess != nil {
+		return l.sess.ttlOf()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ttl
@@ -105,19 +119,37 @@ func (l *Lease) TTL() time.Duration {
 
 // Deadline is the local safe deadline (monotonic clock): the lease is held
 // at least until then, as computed from the send time of the last
-// successful grant or renew (fence.SafeDeadline).
+// successful grant or renew (fence.SafeDeadline). For a lease bound to a
+// session it is the session's safe deadline, counted from the send time of
+// its last successful keepalive.
 func (l *Lease) Deadline() time.Time {
+	if l.sess != nil {
+		if d, ok := l.sess.deadlineOf(l.gen); ok {
+			return d
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadline
 }
 
 // Done is closed when the lease ends (lost, released, or client closed).
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Context is canceled when the lease ends; context.Cause returns Err. Use it
-// to bound work done as the owner.
-func (l *Lease) Context() context.Context { return l.ctx }
+// to bound work done as the owner. It is made on the first call (a lease
+// whose Context is never asked for costs no context).
+func (l *Lease) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+		if l.err != nil {
+			l.cancel(l.err)
+		}
+	}
+	return l.ctx
+}
 
 // Err is nil while the lease is held; then why it ended: a *LostError
 // (errors.Is ErrLeaseLost; its Cause is the renew refusal or
@@ -126,6 +158,12 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // Err never lags the clock: once the safe deadline has passed it reports the
 // loss even if the deadline timer has not run yet (G8).
 func (l *Lease) Err() error {
+	if l.sess != nil {
+		l.sess.checkPassed()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.err
+	}
 	l.mu.Lock()
 	err, passed := l.err, l.watch != nil && !time.Now().Before(l.deadline)
 	l.mu.Unlock()
@@ -144,8 +182,11 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	ctx, cancel := mergeDone(ctx, l.ctx)
+	ctx, cancel := mergeDone(ctx, l.Context())
 	defer cancel()
+	if l.sess != nil {
+		return l.sess.renewLease(ctx, l)
+	}
 	granted, sent, err := l.c.renew(ctx, l.name, l.token, 0)
 	if err != nil {
 		if fence.ReasonOf(err) != "" {
@@ -170,9 +211,14 @@ func (l *Lease) Release(ctx context.Context) error {
 	case err != nil && err != ErrClientClosed:
 		return err // lost: nothing is held; report why
 	}
+	if l.sess != nil {
+		err := l.sess.release(ctx, l.name, l.token)
+		l.stop(ErrReleased)
+		return err
+	}
 	l.kaCancel()
 	<-l.loopDone
-	err := l.c.Release(ctx, l.name, l.token)
+	err := l.c.releaseUnary(ctx, l.name, l.token)
 	l.stop(ErrReleased)
 	return err
 }
@@ -210,7 +256,13 @@ func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
 // renewals succeed. A lease whose renewals fail is lost at Deadline unless
 // one succeeds before: a holder that needs time to stop (fence run) starts
 // stopping when RenewErr is set and Deadline is near.
+//
+// For a lease bound to a session it is the error of the session's
+// keepalives (the stream broke, a keepalive got no answer).
 func (l *Lease) RenewErr() error {
+	if l.sess != nil {
+		return l.sess.keepAliveErr()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lastErr
@@ -261,9 +313,17 @@ func (l *Lease) stop(reason error) {
 	if l.watch != nil {
 		l.watch.Stop()
 	}
+	close(l.done)
+	if l.cancel != nil {
+		l.cancel(reason)
+	}
 	l.mu.Unlock()
-	l.cancel(reason)
-	l.kaCancel()
+	if l.kaCancel != nil {
+		l.kaCancel()
+	}
+	if l.sess != nil {
+		l.sess.forget(l)
+	}
 	l.c.untrack(l)
 	if errors.Is(reason, ErrLeaseLost) {
 		l.c.cfg.logger.Warn("fence: lease lost", "lock", l.name, "token", l.token, "err", reason)

@@ -66,10 +66,27 @@ func (c *Client) renewAttempt(ctx context.Context, ep *endpoint, name string, to
 // Release frees lock name held by token. When a retry follows an attempt
 // whose outcome is unknown and the server then answers that token does not
 // hold the lock, the first attempt released it, and Release returns nil.
+// While the Client's session is open it goes over the session's stream
+// (exactly once by seq), and a lease of this Client's session with that
+// token ends with ErrReleased.
 func (c *Client) Release(ctx context.Context, name string, token fence.Token) error {
 	if err := validateLockToken(name, token); err != nil {
 		return err
 	}
+	if c.sess.isOpen() {
+		err := c.sess.release(ctx, name, token)
+		if !useUnary(err) {
+			if l := c.sess.leaseOf(token); err == nil && l != nil && l.name == name {
+				l.stop(ErrReleased)
+			}
+			return err
+		}
+	}
+	return c.releaseUnary(ctx, name, token)
+}
+
+// releaseUnary is Release as one unary call with retries.
+func (c *Client) releaseUnary(ctx context.Context, name string, token fence.Token) error {
 	req := &fencev1.ReleaseRequest{Name: name, Token: uint64(token)}
 	return c.withRetry(ctx, "release", 0, func(ctx context.Context, ep *endpoint, n int) error {
 		_, err := ep.locks.Release(ctx, connect.NewRequest(req))

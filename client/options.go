@@ -25,15 +25,22 @@ const (
 
 type config struct {
 	httpClient *http.Client
-	protocol   Protocol
-	drift      float64
-	logger     *slog.Logger
-	backoffMin time.Duration
-	backoffMax time.Duration
+	// userHTTPClient: httpClient came from WithHTTPClient (the session's
+	// stream uses it too).
+	userHTTPClient bool
+	protocol       Protocol
+	drift          float64
+	logger         *slog.Logger
+	backoffMin     time.Duration
+	backoffMax     time.Duration
 	// attemptTimeout bounds one attempt (plus the wait of a waiting
 	// acquire); failFast: a first attempt that cannot connect fails the call.
 	attemptTimeout time.Duration
 	failFast       bool
+	// noSession: every lease is standalone (WithoutSession); sessionTTL:
+	// the TTL of the Client's session (WithSessionTTL).
+	noSession  bool
+	sessionTTL time.Duration
 }
 
 func defaultConfig() config {
@@ -44,8 +51,25 @@ func defaultConfig() config {
 		backoffMax: time.Second,
 
 		attemptTimeout: DefaultAttemptTimeout,
+		sessionTTL:     DefaultSessionTTL,
 	}
 }
+
+// DefaultSessionTTL is the TTL of a Client's session when WithSessionTTL is
+// not given.
+const DefaultSessionTTL = 10 * time.Second
+
+// WithoutSession turns the Client's session off: every lease is then
+// standalone, with its own TTL and its own keepalive (one goroutine and one
+// timer per lease), and every call is a unary HTTP/1.1 request — the
+// behaviour of clients before sessions.
+func WithoutSession() Option { return func(cfg *config) { cfg.noSession = true } }
+
+// WithSessionTTL sets the TTL of the Client's session (default
+// DefaultSessionTTL, 10s; at least fence.MinTTL, checked by New). The
+// session is kept alive every TTL/3, and its leases are lost locally when
+// its safe deadline passes without a successful keepalive.
+func WithSessionTTL(d time.Duration) Option { return func(cfg *config) { cfg.sessionTTL = d } }
 
 // DefaultAttemptTimeout bounds one attempt of a call when WithAttemptTimeout
 // is not given.
@@ -72,9 +96,12 @@ func WithAttemptTimeout(d time.Duration) Option {
 // refuses connections for a moment).
 func WithFailFast() Option { return func(cfg *config) { cfg.failFast = true } }
 
-// WithHTTPClient sets the HTTP client. For ProtocolGRPC it must speak
-// HTTP/2 (for http:// endpoints, unencrypted HTTP/2).
-func WithHTTPClient(c *http.Client) Option { return func(cfg *config) { cfg.httpClient = c } }
+// WithHTTPClient sets the HTTP client. For ProtocolGRPC, and for the
+// session's stream (unless WithoutSession), it must speak HTTP/2 (for
+// http:// endpoints, unencrypted HTTP/2).
+func WithHTTPClient(c *http.Client) Option {
+	return func(cfg *config) { cfg.httpClient, cfg.userHTTPClient = c, c != nil }
+}
 
 // WithProtocol chooses the wire protocol (default ProtocolConnect).
 func WithProtocol(p Protocol) Option { return func(cfg *config) { cfg.protocol = p } }
@@ -116,10 +143,14 @@ const DefaultTTL = 10 * time.Second
 type acquireConfig struct {
 	ttl, wait, lockDelay, keepAlive time.Duration
 	owner, requestID                string
+	// own: TTL or KeepAlive was given: the lease is standalone.
+	own bool
 }
 
 // TTL sets the lease TTL (default DefaultTTL, 10s; at least fence.MinTTL).
-func TTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.ttl = d } }
+// A lease with its own TTL is standalone even on a Client with a session:
+// it has its own keepalive and does not end with the session.
+func TTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.ttl, c.own = d, true } }
 
 // Owner sets the owner label (default "hostname:pid").
 func Owner(s string) AcquireOption { return func(c *acquireConfig) { c.owner = s } }
@@ -139,8 +170,10 @@ func RequestID(id string) AcquireOption { return func(c *acquireConfig) { c.requ
 
 // KeepAlive sets the interval of background renewals (default TTL/3). A
 // negative value disables them: the lease then lives until its deadline
-// unless renewed with Lease.Renew.
-func KeepAlive(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.keepAlive = d } }
+// unless renewed with Lease.Renew. Like TTL, it makes the lease standalone.
+func KeepAlive(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.keepAlive, c.own = d, true }
+}
 
 // OpOption configures one Write or Add.
 type OpOption func(*opConfig)

@@ -28,7 +28,10 @@ type Resource struct {
 // Write sets resource to value if token is at least the last token accepted
 // for it (G4); an older token is refused with *fence.StaleTokenError. The
 // write carries an op_id (fresh per call unless OpID is given) that makes
-// its retries safe.
+// its retries safe. While the Client's session is open (a lease was
+// acquired on it) the write goes over the session's stream with the next
+// seq (applied once even if resent after a reconnect); otherwise it is a
+// unary call.
 func (c *Client) Write(ctx context.Context, resource string, token fence.Token, value []byte, opts ...OpOption) (Resource, error) {
 	cfg := opConfigOf(opts)
 	if err := validateOp(resource, token, cfg.opID); err != nil {
@@ -38,6 +41,17 @@ func (c *Client) Write(ctx context.Context, resource string, token fence.Token, 
 		return Resource{}, err
 	}
 	req := &fencev1.WriteRequest{Resource: resource, Token: uint64(token), Value: value, OpId: cfg.opID}
+	if c.sess.isOpen() {
+		r, err := c.sess.resourceCall(ctx, "write", &fencev1.SessionRequest{Op: &fencev1.SessionRequest_Write{Write: req}})
+		if !useUnary(err) {
+			if err != nil {
+				return Resource{}, err
+			}
+			out := resourceFromProto(r.GetWrite().GetState())
+			out.Replayed = r.GetWrite().GetReplayed()
+			return out, nil
+		}
+	}
 	var out Resource
 	err := c.withRetry(ctx, "write", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		resp, err := ep.resources.Write(ctx, connect.NewRequest(req))
@@ -60,6 +74,18 @@ func (c *Client) Add(ctx context.Context, resource string, token fence.Token, de
 		return Resource{}, err
 	}
 	req := &fencev1.AddRequest{Resource: resource, Token: uint64(token), Delta: delta, OpId: cfg.opID}
+	if c.sess.isOpen() {
+		r, err := c.sess.resourceCall(ctx, "add", &fencev1.SessionRequest{Op: &fencev1.SessionRequest_Add{Add: req}})
+		if !useUnary(err) {
+			if err != nil {
+				return Resource{}, err
+			}
+			out := resourceFromProto(r.GetAdd().GetState())
+			out.Replayed = r.GetAdd().GetReplayed()
+			out.Int = r.GetAdd().GetValue()
+			return out, nil
+		}
+	}
 	var out Resource
 	err := c.withRetry(ctx, "add", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		resp, err := ep.resources.Add(ctx, connect.NewRequest(req))
@@ -85,6 +111,20 @@ func (c *Client) Delete(ctx context.Context, resource string, token fence.Token,
 		return Resource{}, err
 	}
 	req := &fencev1.DeleteRequest{Resource: resource, Token: uint64(token), OpId: cfg.opID}
+	if c.sess.isOpen() {
+		r, err := c.sess.resourceCall(ctx, "delete", &fencev1.SessionRequest{Op: &fencev1.SessionRequest_Delete{Delete: req}})
+		if !useUnary(err) {
+			if err != nil {
+				return Resource{}, err
+			}
+			out := resourceFromProto(r.GetDelete().GetState())
+			if out.Resource == "" {
+				out.Resource = resource
+			}
+			out.Replayed = r.GetDelete().GetReplayed()
+			return out, nil
+		}
+	}
 	var out Resource
 	err := c.withRetry(ctx, "delete", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		resp, err := ep.resources.Delete(ctx, connect.NewRequest(req))

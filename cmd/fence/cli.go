@@ -403,14 +403,17 @@ func (g *globals) call(extra time.Duration) (c *client.Client, ctx context.Conte
 // context returns the command's context: canceled by SIGINT/SIGTERM and
 // after --timeout plus extra.
 // acquireKept dials the server and takes lock name with a lease the client
-// keeps alive, for run and hold. SIGINT or SIGTERM during the wait abandons
-// it (see context). On success the caller closes c.
+// keeps alive, for run and hold: the lease is bound to the client's session,
+// whose TTL is ttl and whose keepalive (every TTL/3, over one stream) keeps
+// it. SIGINT or SIGTERM during the wait abandons it (see context). On
+// success the caller closes c (which closes the session: the lease is freed
+// if it was not released).
 func (g *globals) acquireKept(name string, ttl, wait time.Duration, owner string) (c *client.Client, lease *client.Lease, err error) {
-	c, err = g.dial()
+	c, err = client.New(g.server, client.WithFailFast(), client.WithSessionTTL(ttl))
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := []client.AcquireOption{client.TTL(ttl), client.Wait(wait)}
+	opts := []client.AcquireOption{client.Wait(wait)}
 	if owner != "" {
 		opts = append(opts, client.Owner(owner))
 	}
