@@ -51,26 +51,47 @@ var (
 // is built with -race as well (see checkRaces).
 func binary(t testing.TB, pkg string) string {
 	t.Helper()
+	return build(t, pkg, raceEnabled)
+}
+
+// plainBinary is binary without -race, for the tests whose point is scale
+// (tens of thousands of operations, which the race detector slows ~5x);
+// the same code runs under -race in the package tests and the other
+// system tests.
+func plainBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	return build(t, pkg, false)
+}
+
+func build(t testing.TB, pkg string, race bool) string {
+	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if err, ok := buildErrs[pkg]; ok {
-		t.Fatalf("build %s failed earlier: %v", pkg, err)
+	key := pkg
+	if !race && raceEnabled {
+		key += " (no race)"
 	}
-	if path, ok := built[pkg]; ok {
+	if err, ok := buildErrs[key]; ok {
+		t.Fatalf("build %s failed earlier: %v", key, err)
+	}
+	if path, ok := built[key]; ok {
 		return path
 	}
 	out := filepath.Join(binDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
 	args := []string{"build", "-o", out}
-	if raceEnabled {
+	if race {
 		args = append(args, "-race")
+	} else if raceEnabled {
+		out += "-norace"
+		args[2] = out
 	}
 	cmd := exec.Command(goTool(), append(args, pkg)...)
 	cmd.Dir = moduleRoot(t)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		buildErrs[pkg] = fmt.Errorf("%v\n%s", err, msg)
+		buildErrs[key] = fmt.Errorf("%v\n%s", err, msg)
 		t.Fatalf("go build %s: %v\n%s", pkg, err, msg)
 	}
-	built[pkg] = out
+	built[key] = out
 	return out
 }
 
@@ -134,7 +155,13 @@ func startServer(t testing.TB, extraArgs ...string) *fenceServer {
 // startServerIn is startServer with the data directory at dataDir.
 func startServerIn(t testing.TB, dataDir string, extraArgs ...string) *fenceServer {
 	t.Helper()
-	s := &fenceServer{t: t, bin: fenceBinary(t), dataDir: dataDir, extraArgs: extraArgs}
+	return startServerWith(t, fenceBinary(t), dataDir, extraArgs...)
+}
+
+// startServerWith is startServerIn with the fence binary bin.
+func startServerWith(t testing.TB, bin, dataDir string, extraArgs ...string) *fenceServer {
+	t.Helper()
+	s := &fenceServer{t: t, bin: bin, dataDir: dataDir, extraArgs: extraArgs}
 	t.Cleanup(func() {
 		if s.running() {
 			s.cmd.Process.Kill()
