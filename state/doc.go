@@ -40,7 +40,10 @@
 // hours, up to a million of each; at most 1,024 waiters on a lock and
 // 100,000 in all; at most a million locks held, delayed or with waiters
 // (MaxLocks; 0, no cap, in InitialConfig); at most 100,000 fenced
-// resources holding 256 MiB of values. [Config.Validate] names the first field out of bounds; an
+// resources holding 256 MiB of values; at most 100,000 live sessions
+// (MaxSessions) with 4,096 unacknowledged saved results each
+// (MaxSessionResults; both 0, no cap, in InitialConfig: format-1 and
+// format-2 logs have no sessions). [Config.Validate] names the first field out of bounds; an
 // OpConfig that fails it is refused and changes nothing. A lease granted
 // under a higher MaxTTL keeps the time it has left, but every renewal is
 // cut to the MaxTTL in force: one with TTL 0 (the lease's own) renews for
@@ -223,7 +226,9 @@
 // everything due is settled first, as a Tick would); a new resource beyond MaxResources; a write or
 // add that grows the total of values beyond MaxResourceBytes (a change that
 // does not grow it is accepted); a new op_id or request_id the id memory
-// cannot hold (Retention). A cap is checked after the token: a stale token
+// cannot hold (Retention); a session opened beyond MaxSessions; a new Seq on
+// a session holding MaxSessionResults unacknowledged results (a retry of a
+// saved Seq is still answered). A cap is checked after the token: a stale token
 // is refused as stale. The bound itself is allowed. What a lowered cap
 // already exceeds stays until it ends.
 //
