@@ -44,6 +44,8 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	maxResources := fs.Int("max-resources", def.MaxResources, "rule: most fenced resources, deleted ones included (0: no cap)")
 	maxResourceBytes := fs.Int64("max-resource-bytes", def.MaxResourceBytes, "rule: most bytes of all fenced resource values (0: no cap)")
 	maxLocks := fs.Int("max-locks", def.MaxLocks, "rule: most locks held, delayed or with waiters (0: no cap)")
+	maxSessions := fs.Int("max-sessions", def.MaxSessions, "rule: most live client sessions (0: no cap)")
+	maxSessionResults := fs.Int("max-session-results", def.MaxSessionResults, "rule: most unacknowledged saved results on one session (0: no cap)")
 	idRetention := fs.Duration("id-retention", def.IDRetention, "rule: an op_id or request_id is remembered at most this long")
 	minIDRetention := fs.Duration("min-id-retention", def.MinIDRetention, "rule: an id is remembered at least this long; when memory is full of younger ids, new ids are refused (RESOURCE_EXHAUSTED)")
 	maxIDs := fs.Int("max-ids", def.MaxOps, "rule: most op_ids, and most request_ids, remembered")
@@ -72,7 +74,7 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	rules := state.Config{
 		MaxTTL: *maxTTL, MaxOps: *maxIDs, MaxRequests: *maxIDs, IDRetention: *idRetention, MinIDRetention: *minIDRetention,
 		MaxWaitersPerLock: *maxWaitersPerLock, MaxWaiters: *maxWaiters, MaxResources: *maxResources, MaxResourceBytes: *maxResourceBytes,
-		MaxLocks: *maxLocks,
+		MaxLocks: *maxLocks, MaxSessions: *maxSessions, MaxSessionResults: *maxSessionResults,
 	}
 	if err := rules.Validate(); err != nil {
 		return fail(g, stdout, stderr, &usageError{"serve: " + flagError(err)})

@@ -1,0 +1,51 @@
+package system_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/apierr"
+)
+
+// `fence serve` proposes the session rules from its flags: with no flag
+// the caps of state.DefaultConfig (a serve that proposed 0, "no cap",
+// passed every other test), and --max-sessions caps live sessions, with
+// the refusal naming the limit. A restart with a higher cap applies it to
+// later opens only; the sessions opened before stay.
+func TestServeProposesSessionRules(t *testing.T) {
+	srv := startServer(t)
+	if log := srv.log.String(); !strings.Contains(log, "MaxSessions:100000 MaxSessionResults:4096") {
+		t.Fatalf("serve without session flags did not propose the default caps:\n%s", log)
+	}
+	srv.Stop()
+
+	srv = startServerIn(t, srv.dataDir, "--max-sessions", "2", "--max-session-results", "8")
+	sessions := fencev1connect.NewSessionServiceClient(&http.Client{Timeout: hangGuard}, srv.URL())
+	open := func() (uint64, error) {
+		resp, err := sessions.Open(context.Background(), connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(time.Minute)}))
+		if err != nil {
+			return 0, apierr.FromConnect(err)
+		}
+		return resp.Msg.GetSession().GetId(), nil
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := open(); err != nil {
+			t.Fatalf("open %d of 2: %v", i+1, err)
+		}
+	}
+	_, err := open()
+	var limit *fence.ResourceExhaustedError
+	if !errors.As(err, &limit) || !strings.Contains(limit.Bound, "2") {
+		t.Fatalf("third open with --max-sessions 2: %v, want RESOURCE_EXHAUSTED at most 2", err)
+	}
+}
