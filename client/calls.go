@@ -91,16 +91,6 @@ func (t *callTable) take(id uint64) *call {
 	return c
 }
 
-// restore puts back a call taken by take whose request must be sent again
-// (same call id, same seq).
-func (t *callTable) restore(c *call) {
-	t.pending[c.id] = c
-	if c.seq != 0 {
-		t.bySeq[c.seq] = c
-		t.floor = min(t.floor, c.seq)
-	}
-}
-
 // has reports whether c is still waiting for its reply.
 func (t *callTable) has(c *call) bool { return t.pending[c.id] == c }
 

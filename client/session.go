@@ -64,6 +64,9 @@ type session struct {
 	// again at deferUntil.
 	deferred   []*call
 	deferUntil time.Time
+	// streamCancel cancels the current stream (close uses it to stop a
+	// Send that blocks).
+	streamCancel context.CancelFunc
 }
 
 func newSession(c *Client, base string, copts []connect.ClientOption) *session {
@@ -316,7 +319,12 @@ func (s *session) checkDeadline() {
 	}
 	id, gen := s.id, s.gen
 	s.mu.Unlock()
-	if s.end(gen, cause, cause) {
+	if s.end(gen, cause, fmt.Errorf("fence: session %d lost: %w", id, cause)) {
+		// The stream got no keepalive through in time: do not wait for it
+		// (a Send may be stuck on a silent connection).
+		if s.conns != nil {
+			s.conns.cut()
+		}
 		go s.closeOnServer(id)
 	}
 }
@@ -422,10 +430,19 @@ func (s *session) close() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
+	cancelStream := s.streamCancel
 	s.mu.Unlock()
 	close(s.closing)
 	for _, c := range waiting {
 		c.finish(nil, ErrClientClosed)
+	}
+	// A Send blocked on a connection that stopped reading would keep run
+	// from seeing closing: cancel the stream and cut its connection.
+	if cancelStream != nil {
+		cancelStream()
+	}
+	if s.conns != nil {
+		s.conns.cut()
 	}
 	if started {
 		<-s.loopDone

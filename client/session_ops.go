@@ -19,8 +19,21 @@ func (s *session) acquire(ctx context.Context, name string, cfg acquireConfig, o
 	if !ownID {
 		req.RequestId = cfg.requestID // the caller's own key; else the server uses (session, seq)
 	}
-	r, gen, err := s.call(ctx, "acquire", &fencev1.SessionRequest{Op: &fencev1.SessionRequest_Acquire{Acquire: req}}, true)
-	if err != nil {
+	var r *fencev1.SessionReply
+	var gen uint64
+	for {
+		var err error
+		r, gen, err = s.call(ctx, "acquire", &fencev1.SessionRequest{Op: &fencev1.SessionRequest_Acquire{Acquire: req}}, true)
+		if err == nil {
+			break
+		}
+		if ownID && grantEnded(err) {
+			// Only a resend after a reconnect can hear this: the first
+			// send was granted and that lease ended since (the server
+			// releases a grant whose stream ended before its reply went
+			// out). We never held it: ask again, with a new seq.
+			continue
+		}
 		return nil, err
 	}
 	granted := leaseFromProto(r.GetAcquire().GetLease())

@@ -73,6 +73,9 @@ var errKeepAliveTimeout = errors.New("fence: session keepalive got no reply with
 // reports whether any reply came on it.
 func (s *session) serve(id, gen uint64) (err error, answered bool) {
 	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.streamCancel = cancel
+	s.mu.Unlock()
 	st := s.api.Stream(ctx)
 	recvErr := make(chan error, 1)
 	replied := make(chan struct{}, 1)
@@ -245,41 +248,40 @@ func (s *session) keepAliveDue() (wait time.Duration, hung bool) {
 
 // deliver hands a reply of the stream of generation gen to its call.
 func (s *session) deliver(gen uint64, r *fencev1.SessionReply) {
+	var err error
+	if det := r.GetError(); det != nil {
+		err = replyError(det, r.GetMessage())
+	}
+	full := streamFull(err)
 	s.mu.Lock()
 	if s.gen != gen {
 		s.mu.Unlock()
 		return
 	}
-	c := s.calls.take(r.GetCall())
+	c := s.calls.pending[r.GetCall()]
 	if c == nil {
 		s.mu.Unlock()
 		return
 	}
+	if full && !c.keepAlive {
+		// Too many requests in flight on the stream: nothing was applied.
+		// The call stays pending (so ack does not pass its seq) and is sent
+		// again shortly, with the same seq.
+		s.deferred = append(s.deferred, c)
+		if s.deferUntil.IsZero() {
+			s.deferUntil = time.Now().Add(s.c.cfg.backoffMin)
+		}
+		s.mu.Unlock()
+		s.kick()
+		return
+	}
+	s.calls.take(c.id)
 	if c == s.ka {
 		s.ka = nil
 	}
 	abandoned := c.abandoned
 	s.mu.Unlock()
 
-	var err error
-	if det := r.GetError(); det != nil {
-		err = replyError(det, r.GetMessage())
-	}
-	if streamFull(err) && !c.keepAlive {
-		// Too many requests in flight on the stream: nothing was applied;
-		// send it again shortly, with the same seq.
-		s.mu.Lock()
-		if s.gen == gen {
-			s.calls.restore(c)
-			s.deferred = append(s.deferred, c)
-			if s.deferUntil.IsZero() {
-				s.deferUntil = time.Now().Add(s.c.cfg.backoffMin)
-			}
-		}
-		s.mu.Unlock()
-		s.kick()
-		return
-	}
 	if errors.Is(err, fence.ErrSessionExpired) {
 		s.expired(gen, err)
 		c.finish(nil, err)

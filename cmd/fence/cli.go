@@ -405,7 +405,8 @@ func (g *globals) call(extra time.Duration) (c *client.Client, ctx context.Conte
 // acquireKept dials the server and takes lock name with a lease the client
 // keeps alive, for run and hold: the lease is bound to the client's session,
 // whose TTL is ttl and whose keepalive (every TTL/3, over one stream) keeps
-// it. SIGINT or SIGTERM during the wait abandons it (see context). On
+// it, and verifyHeld renews it every TTL/3 so that a release behind its back
+// is noticed. SIGINT or SIGTERM during the wait abandons it (see context). On
 // success the caller closes c (which closes the session: the lease is freed
 // if it was not released).
 func (g *globals) acquireKept(name string, ttl, wait time.Duration, owner string) (c *client.Client, lease *client.Lease, err error) {
@@ -424,6 +425,7 @@ func (g *globals) acquireKept(name string, ttl, wait time.Duration, owner string
 		c.Close()
 		return nil, nil, err
 	}
+	verifyHeld(lease)
 	return c, lease, nil
 }
 

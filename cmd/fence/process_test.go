@@ -306,6 +306,23 @@ func TestProcessRunLeaseLostStopsChild(t *testing.T) {
 	}
 }
 
+// A lease released behind fence run's back (by its token, from another
+// process) is noticed by the next renew of the lease, though the session
+// it is bound to stays alive: the child is killed at once, with no grace.
+func TestProcessRunReleasedBehindItsBackKillsChild(t *testing.T) {
+	srv := startServe(t)
+	cmd, exited, stdout, stderr := startRun(t, srv.url, "run", "job", "--ttl", "1500ms", "--grace", "5s", "--",
+		"sh", "-c", `echo "token=$FENCE_TOKEN"; `+trapChild)
+	fenceRun(t, srv.url, "release", "job", "--token", fmt.Sprint(tokenOf(t, stdout.String()))).want(t, 0, "release behind run's back")
+	waitExited(t, exited, "fence run")
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("exit %d, want %d (SIGKILL at once when the lease is lost)\nstdout: %s\nstderr: %s", code, 128+int(syscall.SIGKILL), stdout.String(), stderr.String())
+	}
+	if strings.Contains(stdout.String(), "got-term") || !strings.Contains(stderr.String(), "lost") {
+		t.Fatalf("want SIGKILL with no SIGTERM first and the loss named; stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+}
+
 func TestProcessRunKillsAfterGrace(t *testing.T) {
 	srv := startServe(t)
 	cmd, exited, _, stderr := startRun(t, srv.url, "run", "job", "--ttl", "300ms", "--grace", "200ms", "--",
