@@ -54,7 +54,7 @@ func benchApply(b *testing.B, store string, proposers, inFlight int) {
 	var failed atomic.Value
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for range proposers {
 		wg.Add(1)
 		go func() {
@@ -81,12 +81,13 @@ func benchApply(b *testing.B, store string, proposers, inFlight int) {
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/cycle")
 	if nb := batches.Load(); nb > 0 {
 		b.ReportMetric(float64(entries.Load())/float64(nb), "entries/batch")
 	}

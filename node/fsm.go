@@ -32,6 +32,8 @@ type fsm struct {
 	onBatch atomic.Pointer[func(n int)] // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
+
+	cmds []state.Command // decoding buffer of group entries (FSM goroutine only)
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -55,17 +57,19 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 			continue
 		}
 		if isGroup(l.Data) {
-			cmds, err := decodeGroup(l.Data)
+			cmds, err := decodeGroup(l.Data, f.cmds)
 			if err != nil {
 				out[i] = fmt.Errorf("node: undecodable group at index %d: %w", l.Index, err)
 				continue
 			}
 			rs := make([]state.Result, len(cmds))
-			for j, cmd := range cmds {
-				rs[j] = f.m.Apply(cmd)
+			for j := range cmds {
+				rs[j] = f.m.Apply(cmds[j])
 				events = append(events, rs[j].Events...)
 			}
 			out[i] = rs
+			clear(cmds) // keep no command's data alive
+			f.cmds = cmds[:0]
 			continue
 		}
 		var cmd state.Command

@@ -55,20 +55,18 @@ const (
 
 // proposal is one command waiting for its group.
 type proposal struct {
-	cmd  *state.Command // stamped (Now, Slack) when its group is proposed
-	c    *leaderClock   // the clock it is stamped with; a group has one
-	data []byte         // cmd encoded with Now = 0 and Slack = 0
-	done chan proposed  // cap 2: the lead (at most once), its answer (once)
-	gone bool           // withdrawn by its caller (guarded by proposer.mu)
-	lead bool           // its caller leads or was handed the lead (guarded by proposer.mu)
-}
-
-// proposed is a proposal's answer, or (lead) the hand-over of the lead:
-// its caller must lead the next group, then wait on.
-type proposed struct {
+	c     *leaderClock // the clock it is stamped with; a group has one
+	data  []byte       // the command encoded with Now = 0 and Slack = 0
+	now   int64        // the group's stamp, set when it is proposed
+	slack time.Duration
+	// done (cap 2) carries true once if the caller is handed the lead (it
+	// must lead the next group, then wait on), and false once when res
+	// and err hold its answer.
+	done chan bool
 	res  state.Result
 	err  error
-	lead bool
+	gone bool // withdrawn by its caller (guarded by proposer.mu)
+	lead bool // its caller leads or was handed the lead (guarded by proposer.mu)
 }
 
 // proposer is the queue of proposals and the count of leaders.
@@ -165,7 +163,7 @@ func (pr *proposer) handOff() {
 	for _, p := range pr.queue {
 		if !p.gone && !p.lead {
 			p.lead = true
-			p.done <- proposed{lead: true}
+			p.done <- true
 			return
 		}
 	}
@@ -181,27 +179,38 @@ func (n *Node) proposeWith(ctx context.Context, c *leaderClock, cmd *state.Comma
 	if err != nil {
 		return state.Result{}, fmt.Errorf("node: encode command: %w", err)
 	}
-	p := &proposal{cmd: cmd, c: c, data: data, done: make(chan proposed, 2)}
+	p := proposalPool.Get().(*proposal)
+	p.c, p.data = c, data
 	if n.props.enqueue(p) {
 		n.leadGroup()
 	}
 	ctxDone := ctx.Done()
 	for {
 		select {
-		case out := <-p.done:
-			if out.lead {
+		case lead := <-p.done:
+			if lead {
 				n.leadGroup()
 				continue
 			}
-			return out.res, out.err
+			cmd.Now, cmd.Slack = p.now, p.slack
+			res, err := p.res, p.err
+			// Answered: nothing refers to p any more (its lead, if any,
+			// came first; its group is done with it).
+			*p = proposal{done: p.done}
+			proposalPool.Put(p)
+			return res, err
 		case <-ctxDone:
 			if n.props.withdraw(p) {
-				return state.Result{}, ctx.Err()
+				return state.Result{}, ctx.Err() // p stays queued until a take drops it: not reused
 			}
 			ctxDone = nil // in a group, or leading: its answer comes
 		}
 	}
 }
+
+// proposalPool recycles answered proposals (and their channels): a
+// proposal is about as large as a Result.
+var proposalPool = sync.Pool{New: func() any { return &proposal{done: make(chan bool, 2)} }}
 
 // leadGroup takes the next group from the queue, proposes it, hands the
 // lead on and answers the group's proposals.
@@ -214,10 +223,11 @@ func (n *Node) leadGroup() {
 	n.props.handOff()
 	for i, p := range g {
 		if err != nil {
-			p.done <- proposed{err: err}
+			p.err = err
 		} else {
-			p.done <- proposed{res: res[i]}
+			p.res = res[i]
 		}
+		p.done <- false
 	}
 }
 
@@ -240,7 +250,7 @@ func (n *Node) runGroup(g []*proposal) ([]state.Result, error) {
 	}
 	data := appendGroupHeader(make([]byte, 0, size), now, slack, len(g))
 	for _, p := range g {
-		p.cmd.Now, p.cmd.Slack = now, slack
+		p.now, p.slack = now, slack
 		data = appendGroupCommand(data, p.data)
 	}
 	n.props.groups.Add(1)

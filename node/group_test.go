@@ -359,7 +359,7 @@ func TestGroupCodec(t *testing.T) {
 		return b
 	}
 	good := enc(12345, 7, cmds)
-	got, err := decodeGroup(good)
+	got, err := decodeGroup(good, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestGroupCodec(t *testing.T) {
 		}
 	}
 	for l := 0; l < len(good); l++ {
-		if _, err := decodeGroup(good[:l]); err == nil {
+		if _, err := decodeGroup(good[:l], nil); err == nil {
 			t.Fatalf("a group truncated to %d of %d bytes decoded", l, len(good))
 		}
 	}
@@ -386,7 +386,7 @@ func TestGroupCodec(t *testing.T) {
 		"single entry": func() []byte { d, _ := cmds[0].MarshalBinary(); return d }(),
 	}
 	for name, b := range bad {
-		if _, err := decodeGroup(b); err == nil || !errors.Is(err, errBadGroup) && !strings.Contains(err.Error(), "malformed") {
+		if _, err := decodeGroup(b, nil); err == nil || !errors.Is(err, errBadGroup) && !strings.Contains(err.Error(), "malformed") {
 			t.Fatalf("%s: decodeGroup = %v, want a malformed-group error", name, err)
 		}
 	}
@@ -403,7 +403,7 @@ func FuzzDecodeGroup(f *testing.F) {
 	f.Add(appendGroupCommand(appendGroupHeader(nil, 5, 1, 1), d))
 	f.Add([]byte{groupMarker, 0, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cmds, err := decodeGroup(b)
+		cmds, err := decodeGroup(b, nil)
 		if err != nil {
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/fenceworks/fence/state"
@@ -59,8 +60,9 @@ func appendGroupCommand(b, cmd []byte) []byte {
 }
 
 // decodeGroup decodes a group entry into its commands, each with the
-// group's Now and Slack. It never panics on any input.
-func decodeGroup(b []byte) ([]state.Command, error) {
+// group's Now and Slack, appended to dst[:0] (the FSM reuses one buffer).
+// It never panics on any input.
+func decodeGroup(b []byte, dst []state.Command) ([]state.Command, error) {
 	if !isGroup(b) {
 		return nil, fmt.Errorf("%w: no group marker", errBadGroup)
 	}
@@ -85,7 +87,8 @@ func decodeGroup(b []byte) ([]state.Command, error) {
 	if count > uint64(len(p))/2 {
 		return nil, fmt.Errorf("%w: count %d in %d bytes", errBadGroup, count, len(p))
 	}
-	cmds := make([]state.Command, count)
+	cmds := slices.Grow(dst[:0], int(count))[:count]
+	clear(cmds)
 	for i := range cmds {
 		n, k := binary.Uvarint(p)
 		if k <= 0 || n > uint64(len(p)-k) {
@@ -112,7 +115,7 @@ func decodeGroup(b []byte) ([]state.Command, error) {
 // command, or a group).
 func decodeEntry(b []byte) ([]state.Command, error) {
 	if isGroup(b) {
-		return decodeGroup(b)
+		return decodeGroup(b, nil)
 	}
 	var c state.Command
 	if err := c.UnmarshalBinary(b); err != nil {
