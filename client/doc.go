@@ -5,15 +5,58 @@
 // stops when the lease is lost:
 //
 //	c, err := client.New("http://127.0.0.1:7420")
-//	lease, err := c.Acquire(ctx, "sku-42", client.TTL(5*time.Second))
+//	lease, err := c.Acquire(ctx, "sku-42")
 //	defer lease.Release(context.Background())
 //	_, err = c.Write(lease.Context(), "stock/sku-42", lease.Token(), []byte("8"))
 //	if errors.Is(err, fence.ErrStaleToken) { /* a newer owner wrote first */ }
 //
-// # Leases
+// # Sessions
 //
-// [Client.Acquire] tries once, or with [Wait] queues FIFO on the server.
-// The returned [Lease] is renewed in the background about every TTL/3. Its
+// A Client has one session on the server (unless made [WithoutSession]):
+// one TTL ([WithSessionTTL], default [DefaultSessionTTL], 10s) and one
+// keepalive, every TTL/3, for all the leases acquired on it. It opens on
+// the first [Client.Acquire] without [TTL] or [KeepAlive]; [Client.SessionID]
+// tells which it is. Its requests, replies and keepalives travel over one
+// long-lived HTTP/2 stream (SessionService.Stream; h2c for http://), so a
+// waiting acquire holds back no other call, and held leases cost no
+// goroutine, timer or connection each (a Lease value and two map entries):
+// the whole session runs on two goroutines, one keepalive and one deadline
+// timer.
+//
+// A lease of the session has no TTL of its own: [Lease.TTL] is the
+// session's, [Lease.Deadline] the session's safe deadline — the send time
+// of its last successful keepalive plus the remaining TTL it reported, less
+// the drift margin (fence.SafeDeadline). [Lease.Done] fires when that
+// deadline passes without a successful keepalive (Err: a *LostError caused
+// by ErrDeadlinePassed), when the server says the session ended (Err
+// matches ErrLeaseLost and fence.ErrSessionExpired, for every lease of the
+// session at once), when a [Lease.Renew] of it is refused (it was released
+// with its token elsewhere: only a renew notices that), when it is
+// released, or when the Client is closed. A session that lost its leases
+// is closed on the server (best effort) and the next call opens a new one.
+//
+// Every mutating request on the session (Acquire, Release, Renew, and
+// Write, Add, Delete while the session is open) carries the session's next
+// seq and the lowest seq whose reply has not come (ack). If the stream
+// breaks, the Client reconnects with backoff, re-attaches the same session
+// and resends every unanswered request with its seq: the server applies each
+// seq once and answers a resend with the saved result. A keepalive without a
+// reply for TTL/3 counts as a broken stream (its connection is cut, unless
+// the HTTP client is the caller's own, [WithHTTPClient]). An
+// Acquire whose caller stops waiting (its context ends) stays queued on the
+// server, and a grant it gets later is released by the Client.
+//
+// [Client.Close] closes the session on the server, which frees all its
+// locks at once. Against a server without sessions, leases are standalone
+// with the session's TTL.
+//
+// # Standalone leases
+//
+// With [TTL] or [KeepAlive], or on a Client made [WithoutSession], a lease
+// is standalone: it has its own TTL and its own keepalive goroutine, and
+// outlives a failure of the session. [Client.Acquire] tries once, or with
+// [Wait] queues FIFO on the server.
+// A standalone [Lease] is renewed in the background about every TTL/3. Its
 // [Lease.Deadline] is a local safe deadline on the monotonic clock:
 // send_time + remaining × (1 − drift) for the last successful grant or renew
 // (see fence.SafeDeadline). [Lease.Done] and [Lease.Context] are closed when
@@ -33,7 +76,8 @@
 //
 // # Retries
 //
-// Every call is retried with backoff, within its context, when the server
+// Calls on the session's stream are resent after a reconnect, as above.
+// Every other call is retried with backoff, within its context, when the server
 // cannot be reached or answers Unavailable, or when one attempt gets no
 // answer within its own bound: [WithAttemptTimeout] (default 10s), plus the
 // wait of a waiting acquire; a background renewal gets TTL/3. A limit

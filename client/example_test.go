@@ -108,3 +108,38 @@ func ExampleOpID() {
 	// 10 false
 	// 10 true
 }
+
+// Leases acquired without a TTL are bound to the Client's session: one
+// keepalive, over one stream, keeps them all, and they all end together if
+// it fails. Release frees one; Close closes the session and frees the rest.
+func ExampleClient_Acquire_session() {
+	ctx := context.Background()
+	c, err := client.New(serverURL, client.WithSessionTTL(5*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	a, err := c.Acquire(ctx, "example/session/a")
+	if err != nil {
+		panic(err)
+	}
+	b, err := c.Acquire(ctx, "example/session/b")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("session open:", c.SessionID() != 0, "TTL:", a.TTL())
+	fmt.Println("same deadline:", a.Deadline().Equal(b.Deadline()))
+
+	// Writes go over the session's stream too, fenced as always.
+	r, _ := c.Add(ctx, "example/session/counter", a.Token(), 1)
+	fmt.Println("counter:", r.Int)
+
+	b.Release(ctx)
+	<-b.Done()
+	fmt.Println("b:", b.Err(), "- a held:", a.Err() == nil)
+	// Output:
+	// session open: true TTL: 5s
+	// same deadline: true
+	// counter: 1
+	// b: fence: lease released - a held: true
+}

@@ -40,7 +40,9 @@ func (e *LostError) Is(target error) bool { return target == ErrLeaseLost }
 // Unwrap returns the cause.
 func (e *LostError) Unwrap() error { return e.Cause }
 
-// Lease is a held lock with its fencing token, renewed in the background.
+// Lease is a held lock with its fencing token, kept alive in the
+// background: by its Client's session (a lease acquired without TTL or
+// KeepAlive; see the package doc) or by its own keepalive (standalone).
 //
 // The holder may act as owner only before Deadline, and must send Token with
 // every protected write so that the store refuses it if the lease was lost

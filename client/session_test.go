@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.uber.org/goleak"
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
@@ -364,4 +365,32 @@ func TestSessionAbandonedAcquireIsReleased(t *testing.T) {
 		t.Fatalf("lock not free after the abandoned acquire: %v", err)
 	}
 	l.Release(ctx)
+}
+
+// Close ends the session's goroutines (the stream's loop and reader) and
+// its leases, and closes the session on the server: the lock is free at
+// once, with no TTL to wait for.
+func TestSessionCloseStopsGoroutinesAndFreesLocks(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	ignore := goleak.IgnoreCurrent()
+	c, err := client.New(serverURL, client.WithSessionTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	waitDone(t, ctx, l)
+	if !errors.Is(l.Err(), client.ErrClientClosed) {
+		t.Fatalf("Err = %v, want ErrClientClosed", l.Err())
+	}
+	goleak.VerifyNone(t, ignore)
+	other := newClient(t, client.WithoutSession())
+	next, err := other.Acquire(ctx, name) // a try: no wait
+	if err != nil {
+		t.Fatalf("lock not freed by Close (TTL 1m): %v", err)
+	}
+	next.Release(ctx)
 }
