@@ -162,12 +162,12 @@ func (r *Report) Markdown(env Env, command string) string {
 	p("- Command: `%s`\n", command)
 	p("- Servers: each in its own process on loopback with a temp data dir — `fence serve` (raft log, fsync before every reply); ")
 	p("etcd (single member, fsync per commit); `redis-server --appendonly yes --appendfsync always` (redis-always) and `--appendfsync everysec` (redis-everysec, may lose the last second on a crash), `--save \"\"`.\n")
-	p("- Clients, each system's own Go client: fence-unary = package `client` as it is (one unary Connect call per operation over HTTP/1.1 keep-alive, a background keepalive per lease); ")
+	p("- Clients, each system's own Go client: fence-unary = package `client` with `WithoutSession()` (one unary Connect call per operation over HTTP/1.1 keep-alive, a background keepalive per lease); fence-session = package `client` as it is by default: one session per `client.Client` (a Client per worker, at most %d; session TTL %d s), every call and keepalive on its one h2c stream, session-bound leases (Acquire without TTL); ", maxSessions, sessionTTL)
 	p("etcd = `concurrency.Mutex` on a `concurrency.Session` (one `clientv3.Client`; a session per worker, at most %d); ", maxSessions)
 	p("Redis = `SET key random NX PX ttl`, release by a Lua compare-and-delete, waiting by polling every %v–%v (go-redis v9). ", c.RedisRetry, 2*c.RedisRetry)
 	p("**Redis has no fencing token**: its \"fenced write\" below is a plain `SET` a stale owner can still make.\n")
 	if !contains(r.Systems, "fence-session") {
-		p("- fence-session (the session path of the Go client) is not in this run: the runner has the slot (`-systems`), the client API had not landed when it ran.\n")
+		p("- fence-session (the session path of the Go client) is not in this run (`-systems`).\n")
 	}
 	p("- Workloads 1–3 run every system once per round, in the order %s, %d rounds; the tables show medians over rounds, the range of ops/s in brackets, and ", strings.Join(r.Systems, ", "), c.Rounds)
 	p("**\"X ÷ this\"** = the median over rounds of X's ops/s divided by this system's ops/s *in the same round* (> 1: X is faster). ")

@@ -206,6 +206,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			for _, n := range cfg.W1Clients {
 				for r := 1; r <= cfg.Rounds; r++ {
 					for _, s := range systems {
+						if err := ctx.Err(); err != nil {
+							return nil, err
+						}
 						res, err := runOps(ctx, s, ss[s.Server()], r, n, cfg.W1Duration, false)
 						if err != nil {
 							fail(fmt.Sprintf("w1 %s clients=%d round %d", s.Name(), n, r), err)
@@ -221,6 +224,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			for _, n := range cfg.W2Clients {
 				for r := 1; r <= cfg.Rounds; r++ {
 					for _, s := range systems {
+						if err := ctx.Err(); err != nil {
+							return nil, err
+						}
 						res, err := runOps(ctx, s, ss[s.Server()], r, n, cfg.W2Duration, true)
 						if err != nil {
 							fail(fmt.Sprintf("w2 %s clients=%d round %d", s.Name(), n, r), err)
@@ -235,6 +241,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.has("3") {
 			for r := 1; r <= cfg.Rounds; r++ {
 				for _, s := range systems {
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
 					res, err := runHandoff(ctx, s, ss[s.Server()], r, cfg.W3Clients, cfg.W3Duration)
 					if err != nil {
 						fail(fmt.Sprintf("w3 %s round %d", s.Name(), r), err)
@@ -250,6 +259,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.has("4") {
 		for r := 1; r <= cfg.W4Rounds; r++ {
 			for _, s := range systems {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
 				res, err := cfg.runHeld(s, r)
 				if err != nil {
 					fail(fmt.Sprintf("w4 %s round %d", s.Name(), r), err)
@@ -263,6 +275,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.has("5") {
 		for r := 1; r <= cfg.W5Rounds; r++ {
 			for _, s := range systems {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
 				res, err := cfg.runStorm(s, r, rep.W4)
 				if err != nil {
 					fail(fmt.Sprintf("w5 %s round %d", s.Name(), r), err)

@@ -29,7 +29,9 @@ func (fenceUnary) Server() string { return "fence" }
 func (fenceUnary) Fenced() bool   { return true }
 
 func (fenceUnary) Open(ctx context.Context, addr string, workers int) (Client, error) {
-	opts := append([]client.Option(nil), unaryOptions...)
+	// WithoutSession: every lease standalone with its own keepalive, one
+	// unary call per operation — the client before sessions.
+	opts := []client.Option{client.WithoutSession()}
 	if workers > manyWorkers {
 		opts = append(opts, client.WithProtocol(client.ProtocolGRPC))
 	}

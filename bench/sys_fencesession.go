@@ -1,5 +1,3 @@
-//go:build fencesession
-
 package bench
 
 import (
@@ -9,9 +7,6 @@ import (
 
 	"github.com/fenceworks/fence/client"
 )
-
-// Until the Go client's session API is committed, this system is built
-// only with -tags fencesession (see sys_fence_unary_opts*.go).
 
 func init() { Register(fenceSession{}) }
 
