@@ -433,7 +433,7 @@ func TestStreamLimits(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeResourceExhausted || !errors.As(apierr.FromConnect(err), &ex) || !strings.Contains(ex.Limit, "max_streams") {
 		t.Fatalf("second stream = %v, want resource_exhausted naming max_streams", err)
 	}
-	if m := scrapeMetrics(t, url); !strings.Contains(m, "fence_streams 1") || !strings.Contains(m, `fence_stream_requests_total{op="acquire"} 1`) ||
+	if m := scrapeMetrics(t, url); !strings.Contains(m, "fence_streams 1") || !strings.Contains(m, "fence_sessions 1") || !strings.Contains(m, `fence_stream_requests_total{op="acquire"} 1`) ||
 		!strings.Contains(m, `fence_resource_exhausted_total{limit="max_streams"} 1`) {
 		t.Fatalf("/metrics lacks the stream gauges and counters:\n%s", m)
 	}
