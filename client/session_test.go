@@ -341,16 +341,7 @@ func TestSessionAbandonedAcquireIsReleased(t *testing.T) {
 		_, err := c.Acquire(wctx, name, client.Wait(20*time.Second))
 		got <- err
 	}()
-	for {
-		info, err := holder.Get(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Waiters == 1 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitWaiters(t, ctx, holder, name, 1)
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned acquire = %v, want context.Canceled", err)
@@ -393,4 +384,73 @@ func TestSessionCloseStopsGoroutinesAndFreesLocks(t *testing.T) {
 		t.Fatalf("lock not freed by Close (TTL 1m): %v", err)
 	}
 	next.Release(ctx)
+}
+
+// A waiting acquire whose stream is cut is resent on the new stream with
+// the same seq and granted once: the caller gets the lease that holds the
+// lock, and nothing else of the session holds or waits for it.
+func TestSessionReconnectDuringWait(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	holder := newClient(t, client.WithoutSession())
+	h, err := holder.Acquire(ctx, name, client.TTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, url := newTCPProxy(t, serverURL)
+	c := newClientFor(t, url, client.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
+	if _, err := c.Acquire(ctx, name+"-open"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	var l *client.Lease
+	go func() {
+		var err error
+		l, err = c.Acquire(ctx, name, client.Wait(20*time.Second))
+		got <- err
+	}()
+	waitWaiters(t, ctx, holder, name, 1)
+	before := proxy.connections()
+	proxy.cut()
+	for proxy.connections() == before {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the client did not reconnect")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting acquire across the reconnect: %v", err)
+	}
+	info, err := holder.Get(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Lease == nil || info.Lease.Token != l.Token() || info.Waiters != 0 || l.Err() != nil {
+		t.Fatalf("lock %+v (lease %+v), lease err %v; want held by the returned lease %d and no waiter left", info, info.Lease, l.Err(), l.Token())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitWaiters waits until lock name has n queued acquirers.
+func waitWaiters(t *testing.T, ctx context.Context, c *client.Client, name string, n int) {
+	t.Helper()
+	for {
+		info, err := c.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters == n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("lock %s has %d waiters, want %d", name, info.Waiters, n)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
