@@ -17,7 +17,7 @@
 // # Group commit
 //
 // Concurrent proposals are grouped twice. The node writes the commands
-// that queue while earlier groups are in flight as one log entry (a group
+// that queue while the previous group is in flight as one log entry (a group
 // entry: first byte 0xC1, the group's one Now and Slack, then each command
 // as state encodes it; group.go, groupcodec.go), with no timer: on an idle
 // node a command is proposed at once, alone. The FSM applies a group's
