@@ -111,3 +111,33 @@ func TestWaitShorterThanClientDeadline(t *testing.T) {
 		})
 	}
 }
+
+// takeTry marks a request a try, and takes its deadline header off, only
+// when the deadline is positive and leaves no more than replyMargin.
+func TestTakeTry(t *testing.T) {
+	for _, tc := range []struct {
+		ct, key, value string
+		try            bool
+	}{
+		{"application/json", "Connect-Timeout-Ms", "1", true},
+		{"application/json", "Connect-Timeout-Ms", "1000", true},
+		{"application/json", "Connect-Timeout-Ms", "1001", false},
+		{"application/json", "Connect-Timeout-Ms", "0", false},
+		{"application/json", "Connect-Timeout-Ms", "soon", false},
+		{"application/grpc", "Grpc-Timeout", "1m", true},
+		{"application/grpc", "Grpc-Timeout", "999999u", true},
+		{"application/grpc", "Grpc-Timeout", "1S", true},
+		{"application/grpc", "Grpc-Timeout", "2S", false},
+		{"application/grpc", "Grpc-Timeout", "99999999H", false},
+		{"application/grpc", "Grpc-Timeout", "0n", false},
+		{"application/grpc+proto", "Connect-Timeout-Ms", "1", false},
+	} {
+		r, _ := http.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("Content-Type", tc.ct)
+		r.Header.Set(tc.key, tc.value)
+		got := takeTry(r)
+		if try := got.Context().Value(tryKey{}) != nil; try != tc.try || (got.Header.Get(tc.key) == "") != tc.try {
+			t.Errorf("%s %s: %s: try %t, header left %q; want try %t", tc.ct, tc.key, tc.value, try, got.Header.Get(tc.key), tc.try)
+		}
+	}
+}

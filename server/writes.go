@@ -26,6 +26,7 @@ func limitWrites(next http.Handler, timeout time.Duration) http.Handler {
 				// The connection's deadline from an earlier request.
 				_ = rc.SetWriteDeadline(time.Time{})
 			}
+			r = takeTry(r) // wait.go
 			r = r.WithContext(context.WithValue(r.Context(), replyKey{}, &replyDeadline{rc: rc, timeout: timeout}))
 		} else {
 			_ = rc.SetWriteDeadline(time.Now().Add(timeout))
