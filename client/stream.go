@@ -156,6 +156,10 @@ func (s *session) serve(id, gen uint64) (err error, answered bool) {
 				s.mu.Unlock()
 			}
 			if err := st.Send(m); err != nil {
+				// The stream is over; its status comes with Receive, which
+				// ends once the request side is closed too.
+				cancel()
+				_ = st.CloseRequest()
 				received = true
 				return streamErr(<-recvErr, err), false
 			}
