@@ -625,3 +625,33 @@ func TestStreamUnreadRepliesAreCut(t *testing.T) {
 	until(t, "the unread stream is cut", func() bool { return s.streams.Load() == 0 })
 	_ = st.CloseResponse()
 }
+
+// A session closed while an acquire of it waits on its stream: the wait
+// ends with SESSION_EXPIRED (the reply), the stream stays open, and the
+// lock stays with its holder with nobody queued.
+func TestStreamWaitEndsWithItsSession(t *testing.T) {
+	_, url := startServer(t)
+	c := sessionClients(url)[0].c
+	ctx := context.Background()
+	held, err := protocols(url)[1].locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "se", Owner: "other", Ttl: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := openSession(t, c, time.Minute)
+	ts := startStream(t, c, &fencev1.SessionRequest{Session: id, Call: 1, Seq: 1, Ack: 1, Op: acquireOp("se", "me", time.Hour)})
+	until(t, "the acquire queues", func() bool { return lockOf(t, url, "se").GetWaiters() == 1 })
+	if _, err := c.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id})); err != nil {
+		t.Fatal(err)
+	}
+	r := ts.next()
+	var se *fence.SessionExpiredError
+	if err := refusedWith(t, r, fence.ReasonSessionExpired); r.GetCall() != 1 || !errors.As(err, &se) || se.Session != id {
+		t.Fatalf("waiting acquire when its session closed = %v, want SESSION_EXPIRED for call 1", r)
+	}
+	if li := lockOf(t, url, "se"); li.GetWaiters() != 0 || li.GetLease().GetToken() != held.Msg.Lease.GetToken() {
+		t.Fatalf("lock = %v, want still held by other, nobody queued", li)
+	}
+	if r := ts.call(&fencev1.SessionRequest{Call: 2, Op: &fencev1.SessionRequest_Get{Get: &fencev1.GetRequest{Name: "se"}}}); r.GetGet() == nil {
+		t.Fatalf("get on the stream after its session closed = %v, want served", r)
+	}
+}
