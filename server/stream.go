@@ -47,7 +47,8 @@ import (
 // most Config.MaxStreamRequests requests, and maxStreamBytes of their
 // messages, are in flight at once: a request beyond either is answered at
 // once with RESOURCE_EXHAUSTED and nothing is applied (the client resends it
-// later with the same seq). A message is at most maxRequestBytes like a
+// later with the same seq). Keepalives have a bound of their own
+// (maxStreamKeepAlives) and never wait for room taken by other requests. A message is at most maxRequestBytes like a
 // unary request (a larger one ends the stream with invalid_argument naming
 // "body"). The first message must arrive within Config.ReadTimeout; after
 // it a stream may stay idle for as long as the client keeps it (its
@@ -70,6 +71,12 @@ const (
 	// maxStreamBytes bounds the messages in flight on one stream (the sum
 	// of their encoded sizes): four of the largest.
 	maxStreamBytes = 4 * maxRequestBytes
+	// maxStreamKeepAlives bounds the keepalives in flight on one stream.
+	// They are not counted in MaxStreamRequests: a stream whose every slot
+	// holds a waiting acquire must still keep its session alive (else the
+	// session, and every lease on it, would end because the client was
+	// waiting for locks).
+	maxStreamKeepAlives = 4
 	// replyQueue is how many replies may wait for the stream's sender
 	// before the requests answering them wait too.
 	replyQueue = 64
@@ -89,6 +96,9 @@ type sessionStream struct {
 	wg       sync.WaitGroup             // requests in flight
 	inflight atomic.Int64
 	bytes    atomic.Int64
+	// keepalives in flight: counted apart from inflight, so a stream full
+	// of waiting acquires can still keep its session alive.
+	keepalives atomic.Int64
 
 	mu      sync.Mutex
 	failure error // the first failure; it ends the stream
@@ -192,6 +202,22 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 	ss.s.metrics.streamRequests.WithLabelValues(c.op).Inc()
 	if err != nil {
 		ss.reply(ss.s.refusal(m.GetCall(), err, false))
+		return
+	}
+	if c.op == "keep_alive" {
+		if ss.keepalives.Add(1) > maxStreamKeepAlives {
+			ss.keepalives.Add(-1)
+			ss.reply(ss.s.refusal(m.GetCall(), &fence.ResourceExhaustedError{Limit: "keepalives in flight on one stream", Bound: fmt.Sprintf("at most %d", maxStreamKeepAlives)}, false))
+			return
+		}
+		ss.wg.Add(1)
+		go func() {
+			defer func() {
+				ss.keepalives.Add(-1)
+				ss.wg.Done()
+			}()
+			ss.do(m.GetCall(), c)
+		}()
 		return
 	}
 	size := int64(proto.Size(m))

@@ -423,10 +423,15 @@ func TestStreamLimits(t *testing.T) {
 	}
 	id := openSession(t, c, time.Minute)
 	ts := startStream(t, c, &fencev1.SessionRequest{Session: id, Call: 1, Seq: 1, Ack: 1, Op: acquireOp("lim", "me", time.Hour)})
-	r := ts.call(&fencev1.SessionRequest{Call: 2, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{}}})
+	r := ts.call(&fencev1.SessionRequest{Call: 2, Op: &fencev1.SessionRequest_Read{Read: &fencev1.ReadRequest{Resource: "r"}}})
 	var ex *fence.ResourceExhaustedError
 	if err := refusedWith(t, r, fence.ReasonResourceExhausted); !errors.As(err, &ex) || !strings.Contains(ex.Limit, "max_stream_requests") || ex.Bound != "at most 1" {
 		t.Fatalf("second request in flight = %v, want RESOURCE_EXHAUSTED naming max_stream_requests, at most 1", r)
+	}
+	// A keepalive is not held back by the waits filling the stream: the
+	// session must outlive a client that waits for locks.
+	if r := ts.call(&fencev1.SessionRequest{Call: 4, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{}}}); r.GetKeepAlive().GetSession().GetId() != id {
+		t.Fatalf("keepalive on a stream full of waits = %v, want the session kept alive", r)
 	}
 	other := startStream(t, c, &fencev1.SessionRequest{Session: id})
 	err := other.ended()
