@@ -187,7 +187,7 @@ func (n *Node) proposeWith(ctx context.Context, c *leaderClock, cmd *state.Comma
 	if n.props.enqueue(p) {
 		n.leadGroup()
 	}
-	ctxDone := ctx.Done()
+	ctxDone, closing := ctx.Done(), n.closing
 	for {
 		select {
 		case lead := <-p.done:
@@ -207,6 +207,13 @@ func (n *Node) proposeWith(ctx context.Context, c *leaderClock, cmd *state.Comma
 				return state.Result{}, ctx.Err() // p stays queued until a take drops it: not reused
 			}
 			ctxDone = nil // in a group, or leading: its answer comes
+		case <-closing:
+			// A queued proposal does not wait for a leader that may wait
+			// on a future raft never answers after Shutdown.
+			if n.props.withdraw(p) {
+				return state.Result{}, ErrClosed
+			}
+			closing = nil
 		}
 	}
 }

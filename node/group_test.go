@@ -421,3 +421,29 @@ func FuzzDecodeGroup(f *testing.F) {
 		}
 	})
 }
+
+// A proposal still queued when the node closes is answered ErrClosed at
+// once (nothing proposed), even while the group in flight is stuck in a
+// log write.
+func TestGroupQueuedProposalClosed(t *testing.T) {
+	n, gate := openGated(t, t.TempDir(), nil)
+	commands0 := n.props.commands.Load()
+	gate.close()
+	front := applyAsync(n, context.Background(), acquire("front", time.Hour))
+	untilQueued(t, n, commands0, 1)
+	for n.props.commands.Load() == commands0 {
+		time.Sleep(time.Millisecond) // front is in its group, stuck in the write
+	}
+	queued := applyAsync(n, context.Background(), acquire("queued", time.Hour))
+	untilQueued(t, n, commands0, 2)
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	if a := recv(t, queued); !errors.Is(a.err, ErrClosed) {
+		t.Fatalf("proposal queued at Close = %+v, %v; want ErrClosed", a.res, a.err)
+	}
+	gate.open()
+	recv(t, front) // answered one way or another
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
