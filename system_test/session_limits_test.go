@@ -29,7 +29,7 @@ func TestServeProposesSessionRules(t *testing.T) {
 	}
 	srv.Stop()
 
-	srv = startServerIn(t, srv.dataDir, "--max-sessions", "2", "--max-session-results", "8")
+	srv = startServerIn(t, srv.dataDir, "--max-sessions", "2", "--max-session-results", "8", "--max-streams", "1")
 	sessions := fencev1connect.NewSessionServiceClient(&http.Client{Timeout: hangGuard}, srv.URL())
 	open := func() (uint64, error) {
 		resp, err := sessions.Open(context.Background(), connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(time.Minute)}))
@@ -47,5 +47,23 @@ func TestServeProposesSessionRules(t *testing.T) {
 	var limit *fence.ResourceExhaustedError
 	if !errors.As(err, &limit) || !strings.Contains(limit.Bound, "2") {
 		t.Fatalf("third open with --max-sessions 2: %v, want RESOURCE_EXHAUSTED at most 2", err)
+	}
+
+	// --max-streams 1: a second stream is refused while the first is open.
+	streams := fencev1connect.NewSessionServiceClient(h2cClient(), srv.URL(), connect.WithGRPC())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := streams.Stream(ctx)
+	if err := first.Send(&fencev1.SessionRequest{Session: 1, Call: 1, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := first.Receive(); err != nil || r.GetKeepAlive() == nil {
+		t.Fatalf("first stream's keepalive: %v %v", r, err) // it is open and counted now
+	}
+	second := streams.Stream(ctx)
+	second.Send(&fencev1.SessionRequest{Session: 1})
+	_, err = second.Receive()
+	if !errors.As(apierr.FromConnect(err), &limit) || !strings.Contains(limit.Limit, "max_streams") {
+		t.Fatalf("second stream with --max-streams 1: %v, want RESOURCE_EXHAUSTED naming max_streams", err)
 	}
 }

@@ -30,6 +30,8 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 
 	// Connection limits (this process only).
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "most client connections open at once; more wait to be accepted")
+	maxStreams := fs.Int("max-streams", server.DefaultMaxStreams, "most session streams open at once; more are refused (RESOURCE_EXHAUSTED)")
+	maxStreamRequests := fs.Int("max-stream-requests", server.DefaultMaxStreamRequests, "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client")
 	readHeaderTimeout := fs.Duration("read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed to read a request's header")
 	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "time allowed to read a whole request, body included (not a blocking acquire's wait)")
 	idleTimeout := fs.Duration("idle-timeout", server.DefaultIdleTimeout, "close a keep-alive connection idle this long")
@@ -68,6 +70,9 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		// default (5s), and a client retrying a wait needs some time anyway.
 		return fail(g, stdout, stderr, &usageError{"serve: --waiter-grace must be more than 0"})
 	}
+	if *maxStreams < 1 || *maxStreamRequests < 1 {
+		return fail(g, stdout, stderr, &usageError{"serve: --max-streams and --max-stream-requests must be at least 1"})
+	}
 	if *maxConns < 1 {
 		return fail(g, stdout, stderr, &usageError{"serve: --max-conns must be at least 1"})
 	}
@@ -86,7 +91,7 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	err := server.Run(ctx, server.Config{
 		Listen: *listen, DataDir: *dataDir, LogStore: *logStore, Logger: logger,
 		Rules: rules, ReadyTimeout: *readyTimeout, WaiterGrace: *waiterGrace,
-		MaxConns: *maxConns, ReadHeaderTimeout: *readHeaderTimeout, ReadTimeout: *readTimeout, IdleTimeout: *idleTimeout, WriteTimeout: *writeTimeout,
+		MaxConns: *maxConns, MaxStreams: *maxStreams, MaxStreamRequests: *maxStreamRequests, ReadHeaderTimeout: *readHeaderTimeout, ReadTimeout: *readTimeout, IdleTimeout: *idleTimeout, WriteTimeout: *writeTimeout,
 	})
 	if errors.Is(err, node.ErrNotLeader) {
 		// Open gave up waiting for the node to take office.
