@@ -243,7 +243,14 @@ func (s *session) keepAliveDue() (wait time.Duration, hung bool) {
 		left := time.Until(s.ka.sent.Add(third))
 		return left, left <= 0
 	}
+	// Every TTL/3 after the last successful one — and no later than 2/3 of
+	// a TTL before the deadline, which a reply to an older send (a
+	// Lease.Renew) may have pulled in: a keepalive that then gets no reply
+	// is known to fail (RenewErr) a third of a TTL before the deadline.
 	next := s.lastSent.Add(third)
+	if d := s.deadline.Add(-2 * third); d.Before(next) {
+		next = d
+	}
 	if s.kaRetry.After(next) {
 		next = s.kaRetry
 	}
