@@ -47,8 +47,9 @@ type Config struct {
 	// ReadyTimeout bounds how long Open waits for the single voter to elect
 	// itself and take office. Default 10s.
 	ReadyTimeout time.Duration
-	// SnapshotThreshold is the number of log entries after which the node
-	// takes a snapshot (and raft compacts the log). Default 8192.
+	// SnapshotThreshold is the number of commands written to the log (a
+	// group entry counts its commands: a restart replays each) after which
+	// the node takes a snapshot (and raft compacts the log). Default 8192.
 	SnapshotThreshold uint64
 	// SnapshotBytes is the size of command data appended to the log after
 	// which the node takes a snapshot, whatever the entry count, so a

@@ -55,12 +55,13 @@ func defaultOnFatal(cfg Config) func(error) {
 }
 
 // guardedLog is raft's LogStore with fail-stop on write errors. It also
-// counts what it stored, for the size-based snapshot trigger.
+// counts what it stored (bytes, and commands: what a restart replays), for
+// the snapshot trigger.
 type guardedLog struct {
 	raft.LogStore
 	fs      *failStop
 	stored  atomic.Uint64 // bytes of entry data stored, ever (this process)
-	entries atomic.Uint64 // entries stored, ever (this process)
+	entries atomic.Uint64 // commands stored, ever (this process; a group entry counts its commands)
 	batches atomic.Uint64 // successful StoreLogs calls
 	wrote   func()        // called after each successful StoreLogs (may be nil)
 }
@@ -76,12 +77,13 @@ func (g *guardedLog) StoreLogs(logs []*raft.Log) error {
 		g.fs.fatal(err)
 		return err
 	}
-	var n uint64
+	var n, cmds uint64
 	for _, l := range logs {
 		n += uint64(len(l.Data))
+		cmds += entryCommandCount(l)
 	}
 	g.stored.Add(n)
-	g.entries.Add(uint64(len(logs)))
+	g.entries.Add(cmds)
 	g.batches.Add(1)
 	if g.wrote != nil {
 		g.wrote()

@@ -447,3 +447,34 @@ func TestGroupQueuedProposalClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The snapshot trigger counts commands, not log entries: a restart replays
+// every command of a group, so SnapshotThreshold commands written in a few
+// group entries are due for a snapshot.
+func TestSnapshotThresholdCountsGroupedCommands(t *testing.T) {
+	g := &gateLog{}
+	n, err := Open(Config{DataDir: t.TempDir(), Logger: quietLogger(), SnapshotThreshold: 32,
+		wrapLog: func(s raft.LogStore) raft.LogStore { g.LogStore = s; return g }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.open(); n.Close() })
+	taken, groups0, commands0 := n.snap.taken.Load(), n.props.groups.Load(), n.props.commands.Load()
+	g.close()
+	const k = 40
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mustApply(t, n, acquire(fmt.Sprintf("l-%d", i), time.Hour))
+		}()
+	}
+	untilQueued(t, n, commands0, k)
+	g.open()
+	wg.Wait()
+	if groups := n.props.groups.Load() - groups0; groups >= 32 {
+		t.Fatalf("%d commands went as %d entries: the test needs fewer entries than the threshold", k, groups)
+	}
+	waitSnapshots(t, n, taken+1)
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/fenceworks/fence/state"
 )
 
@@ -122,4 +124,25 @@ func decodeEntry(b []byte) ([]state.Command, error) {
 		return nil, err
 	}
 	return []state.Command{c}, nil
+}
+
+// entryCommandCount is the number of commands log entry l holds (what a
+// replay applies): a group's count, else 1 (one command, or an entry raft
+// applies itself).
+func entryCommandCount(l *raft.Log) uint64 {
+	if l.Type != raft.LogCommand || !isGroup(l.Data) {
+		return 1
+	}
+	p := l.Data[1:]
+	for range 2 { // Now, Slack
+		_, k := binary.Uvarint(p)
+		if k <= 0 {
+			return 1
+		}
+		p = p[k:]
+	}
+	if count, k := binary.Uvarint(p); k > 0 && count > 0 {
+		return count
+	}
+	return 1
 }

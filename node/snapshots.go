@@ -9,12 +9,13 @@ import (
 )
 
 // snapTrigger decides when the node takes a snapshot: once the log written
-// since the last snapshot holds Config.SnapshotThreshold entries or
-// Config.SnapshotBytes bytes of command data, whichever comes first. raft's
-// own trigger only looks every SnapshotInterval and only counts entries, so
-// a burst of millions of commands (or of large writes) between two looks
-// left a log that a restart had to replay in full. A restart now restores
-// the last snapshot and replays at most about one threshold of entries.
+// since the last snapshot holds Config.SnapshotThreshold commands (a group
+// entry counts its commands) or Config.SnapshotBytes bytes of command data,
+// whichever comes first. raft's own trigger only looks every
+// SnapshotInterval and only counts entries, so a burst of millions of
+// commands (or of large writes) between two looks left a log that a
+// restart had to replay in full. A restart now restores the last snapshot
+// and replays at most about one threshold of commands.
 type snapTrigger struct {
 	cfg         Config
 	log         *guardedLog
