@@ -112,8 +112,8 @@ func (c *Client) SessionID() uint64 {
 // Close ends every lease this client handed out (their Done channels close
 // with ErrClientClosed) and closes idle connections. Standalone leases are
 // not released on the server and expire by their TTL; the session is closed
-// on the server (best effort, within 1s), which releases all its leases at
-// once. Calls made after Close fail with ErrClientClosed.
+// on the server (best effort: one attempt, waited for up to 5s), which
+// releases all its leases at once. Calls made after Close fail with ErrClientClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true

@@ -369,10 +369,15 @@ func (s *session) expired(gen uint64, err error) {
 	s.end(gen, err, err)
 }
 
-// closeOnServer closes session id on the server, best effort, so that its
-// leases are freed now rather than when it expires.
+// closeTimeout bounds the Close of a session on the server: freeing
+// thousands of leases is one apply, but a slow one.
+const closeTimeout = 5 * time.Second
+
+// closeOnServer closes session id on the server, best effort (one attempt
+// within closeTimeout), so that its leases are freed now rather than when
+// it expires.
 func (s *session) closeOnServer(id uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	_, err := s.api.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
 	if err != nil {
