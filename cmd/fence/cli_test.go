@@ -110,6 +110,7 @@ func TestExitCodeOfReasons(t *testing.T) {
 		{&fence.LeaseExpiredError{}, exitRefused},
 		{&fence.UnknownTokenError{}, exitRefused},
 		{&fence.OpConflictError{}, exitRefused},
+		{&fence.SessionExpiredError{Session: 3}, exitRefused},
 		{&fence.ResourceExhaustedError{Limit: `waiters on lock "x"`, Bound: "at most 1024"}, exitLimit},
 		{fmt.Errorf("fence: acquire: %w", &fence.ResourceExhaustedError{Limit: "remembered request_ids"}), exitLimit},
 	}

@@ -12,7 +12,7 @@ const (
 	exitError   = 1 // any other failure (server unreachable, ...)
 	exitUsage   = 2 // bad flags or arguments, or INVALID_ARGUMENT from the server
 	exitBusy    = 3 // BUSY: the lock is held, or the wait ran out
-	exitRefused = 4 // STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT
+	exitRefused = 4 // STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT, SESSION_EXPIRED
 	exitLimit   = 5 // RESOURCE_EXHAUSTED: a server limit (waiters, resources, remembered ids)
 )
 
@@ -33,7 +33,7 @@ func exitCodeOf(err error) int {
 	case fence.ReasonResourceExhausted:
 		return exitLimit
 	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired,
-		fence.ReasonUnknownToken, fence.ReasonOpConflict:
+		fence.ReasonUnknownToken, fence.ReasonOpConflict, fence.ReasonSessionExpired:
 		return exitRefused
 	}
 	var usage *usageError
