@@ -286,6 +286,7 @@ func (r *Report) Markdown(env Env, command string) string {
 		p("A fresh server per run; a child process of the runner acquires the leases with %d concurrent acquirers and holds them; ", c.W4Workers)
 		p("then the runner reads VmRSS of the server and of that client process (`/proc/PID/status`). ")
 		p("How each holds them: fence-unary — one lease per lock, TTL 1 h, **keepalive off** (`client.KeepAlive(-1)`; the unary client has no cheaper way: with keepalive on, each lease is a goroutine and a renew every TTL/3); ")
+		p("fence-session — session-bound leases on %d sessions (one per acquirer's Client), each kept alive by one keepalive; ", min(c.W4Workers, maxSessions))
 		p("etcd — a mutex per lock on %d sessions (leases) kept alive by the client; Redis — one key per lock with PX 1 h. %d round(s).\n\n", min(c.W4Workers, maxSessions), c.W4Rounds)
 		p("| system | held | time to grant all | grants/s | server RSS MB (empty → held) | client RSS MB | client peak MB | server CPU-s / 10k | errors |\n")
 		p("|---|%s\n", sep(8))
@@ -385,7 +386,7 @@ func (r *Report) Markdown(env Env, command string) string {
 	if len(firsts)+len(r.Failures) > 0 {
 		p("Errors (the first of each run) and failed runs:\n\n")
 		for _, f := range append(r.Failures, firsts...) {
-			p("- %s\n", f)
+			p("- %s\n", oneLine(f))
 		}
 		p("\n")
 	}

@@ -49,7 +49,7 @@ type Config struct {
 	ChildExe     string // executable started as the workloads 4–5 client ("" = this one)
 	Tmp          string // parent of every temp dir ("" = os.TempDir)
 
-	Log io.Writer // progress lines
+	Log io.Writer `json:"-"` // progress lines
 }
 
 // ForMode returns the defaults of mode ("full", "quick", "smoke").
@@ -183,7 +183,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Fenced[s.Name()] = s.Fenced()
 	}
 	fail := func(what string, err error) {
-		msg := fmt.Sprintf("%s: %v", what, err)
+		msg := oneLine(fmt.Sprintf("%s: %v", what, err))
 		cfg.logf("FAILED %s", msg)
 		rep.Failures = append(rep.Failures, msg)
 	}
@@ -290,6 +290,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Finished = time.Now().UTC()
 	return rep, nil
+}
+
+// oneLine is s on one line, at most 400 bytes (a child's stderr can be
+// long).
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
 }
 
 // runHeld: a fresh server; a child process acquires N leases and holds them

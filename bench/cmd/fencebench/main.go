@@ -101,6 +101,8 @@ func run(args []string) int {
 	section := fs.String("section", "", "with -docs: the section's name (markers <!-- bench:begin NAME -->); \"\" = <!-- bench:begin -->")
 	fs.StringVar(&cfg.FenceVersion, "fence-version", "", "what to call the fence measured in the report (default: the commit of -repo)")
 	jsonOut := fs.String("json", "", "also write the raw results as JSON to this file")
+	fromJSON := fs.String("from-json", "", "run nothing: render the report saved by -json in this file (with -docs: write it)")
+	commandFlag := fs.String("command", "", "the command the report names (default: this one)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -109,16 +111,27 @@ func run(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := bench.Run(ctx, cfg)
+	var rep *bench.Report
+	var err error
+	if *fromJSON != "" {
+		rep = &bench.Report{}
+		b, rerr := os.ReadFile(*fromJSON)
+		if rerr == nil {
+			rerr = json.Unmarshal(b, rep)
+		}
+		err = rerr
+	} else {
+		rep, err = bench.Run(ctx, cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fencebench:", err)
 		return 1
 	}
-	command := "cd bench && go run ./cmd/fencebench " + strings.Join(args, " ")
-	if len(args) == 0 {
-		command = strings.TrimSpace(command)
+	command := strings.TrimSpace("cd bench && go run ./cmd/fencebench " + strings.Join(args, " "))
+	if *commandFlag != "" {
+		command = *commandFlag
 	}
-	md := rep.Markdown(bench.Environment(cfg), command)
+	md := rep.Markdown(bench.Environment(rep.Config), command)
 	fmt.Print(md)
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
