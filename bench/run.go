@@ -63,14 +63,14 @@ func ForMode(mode string) Config {
 	case "smoke":
 		c.Rounds = 1
 		c.W1Clients, c.W2Clients, c.W3Clients = []int{1, 4}, []int{2}, 4
-		c.W1Duration, c.W2Duration, c.W3Duration = 300*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond
-		c.W4N, c.W4Workers, c.W4Rounds = 200, 8, 1
-		c.W5N, c.W5Workers, c.W5Rounds, c.W5MinTTL, c.W5EtcdTTL = 100, 8, 1, 2*time.Second, 3
+		c.W1Duration, c.W2Duration, c.W3Duration = 200*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond
+		c.W4N, c.W4Workers, c.W4Rounds = 100, 8, 1
+		c.W5N, c.W5Workers, c.W5Rounds, c.W5MinTTL, c.W5EtcdTTL = 100, 8, 1, time.Second, 3
 	case "quick":
-		c.W1Duration, c.W2Duration, c.W3Duration = 500*time.Millisecond, 500*time.Millisecond, time.Second
+		c.W1Duration, c.W2Duration, c.W3Duration = 400*time.Millisecond, 400*time.Millisecond, 800*time.Millisecond
 		c.W2Clients = []int{16}
-		c.W4N, c.W4Rounds = 10_000, 1
-		c.W5N, c.W5Rounds, c.W5MinTTL = 2_000, 1, 3*time.Second
+		c.W4N, c.W4Rounds = 5_000, 1
+		c.W5N, c.W5Rounds, c.W5MinTTL, c.W5EtcdTTL = 1_000, 1, 2*time.Second, 5
 	default:
 		c.Mode = "full"
 		c.W1Duration, c.W2Duration, c.W3Duration = 5*time.Second, 5*time.Second, 10*time.Second

@@ -68,7 +68,7 @@ func run(args []string) int {
 	}
 	cfg := bench.ForMode(mode)
 	fs := flag.NewFlagSet("fencebench", flag.ContinueOnError)
-	fs.Bool("quick", false, "quick mode: short runs, 10,000 held leases, a 2,000-lease storm (under 3 minutes on 2 cores)")
+	fs.Bool("quick", false, "quick mode: short runs, 5,000 held leases, a 1,000-lease storm (under 3 minutes on 2 cores)")
 	fs.Bool("smoke", false, "smoke mode: tiny counts, a few seconds per system (the smoke test)")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds of workloads 1-3")
 	fs.StringVar(&cfg.Systems, "systems", cfg.Systems, "comma-separated systems (default: all registered: "+strings.Join(bench.Registered(), ", ")+")")
