@@ -34,15 +34,14 @@ fmt:
 ##   processes; rewrites its section of docs/benchmarks.md). The bench/ module is its
 ##   own go.mod, so etcd never enters this one. BENCH_FLAGS adds runner flags
 ##   (e.g. BENCH_FLAGS="-held 200000 -storm 20000"; `go run ./cmd/fencebench -h` in bench/).
-BENCH_TAGS  ?=
 BENCH_FLAGS ?=
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./state/ ./node/ ./server/ ./guard/...
-	cd bench && $(GO) run $(BENCH_TAGS) ./cmd/fencebench -docs ../docs/benchmarks.md $(BENCH_FLAGS)
+	cd bench && $(GO) run ./cmd/fencebench -docs ../docs/benchmarks.md $(BENCH_FLAGS)
 
 ## bench-quick: the runner in quick mode (under 3 minutes on 2 cores); prints its tables, writes no file
 bench-quick:
-	cd bench && $(GO) run $(BENCH_TAGS) ./cmd/fencebench -quick $(BENCH_FLAGS)
+	cd bench && $(GO) run ./cmd/fencebench -quick $(BENCH_FLAGS)
 
 ## mutate: mutation testing with gremlins, one package at a time (scores in docs/testing.md)
 ##   make mutate MUTATE_PKGS="state guard/internal/sqlguard"   # a subset
