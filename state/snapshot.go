@@ -143,14 +143,10 @@ type snapResource struct {
 type SnapshotView struct{ doc *snapDoc }
 
 // WriteTo writes the snapshot (the bytes Machine.Snapshot writes for the
-// state when the view was taken) to w.
+// state when the view was taken) to w, streamed: it buffers one list
+// element at a time, never the whole encoding (see snapshot_stream.go).
 func (v *SnapshotView) WriteTo(w io.Writer) (int64, error) {
-	b, err := json.Marshal(v.doc)
-	if err != nil {
-		return 0, err
-	}
-	n, err := w.Write(b)
-	return int64(n), err
+	return writeSnapDoc(w, v.doc)
 }
 
 func (m *impl) snapshot(w io.Writer) error {
