@@ -4,8 +4,13 @@ import "github.com/fenceworks/fence"
 
 // renew extends the lease of the current holder of cmd.Name by cmd.TTL (or
 // its own TTL when cmd.TTL is 0, cut to MaxTTL), counted from now. The
-// renewal of a session-bound lease is a keepalive of its session (cmd.TTL
-// becomes the session's TTL unless 0) and reports the session too.
+// renewal of a session-bound lease is a keepalive of its session with the
+// session's own TTL, and reports the session too. A TTL on such a renewal
+// is refused: it would change the TTL of every lease of the session, and
+// the session's client, which tracks one deadline for all of them, would
+// not know (a renew of one lease with 500ms ended its neighbours 29s
+// before the client's deadline for them). KeepAlive changes a session's
+// TTL.
 func (m *impl) renew(cmd Command) Result {
 	if err := m.validateRenew(cmd); err != nil {
 		return Result{Err: err}
@@ -22,7 +27,11 @@ func (m *impl) renew(cmd Command) Result {
 		return res
 	}
 	if g.sess != nil {
-		m.keepAlive(g.sess, cmd.TTL)
+		if cmd.TTL != 0 {
+			res.Err = fence.Invalid("ttl", "absent for a lease bound to a session (it lasts as long as session "+u64toa(g.sess.id)+"; KeepAlive changes the session's TTL)", cmd.TTL.String())
+			return res
+		}
+		m.keepAlive(g.sess, 0)
 		res.Lease = g.lease(l.name, m.clock)
 		res.Session = g.sess.info(m.clock)
 		return res

@@ -2,6 +2,8 @@ package state
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"slices"
 	"sort"
 	"strconv"
@@ -28,7 +30,7 @@ type savedResult struct {
 	op   Op
 	name string
 	at   int64             // server time it was saved
-	hash [payloadSize]byte // write, add, delete: payloadHash of the command
+	hash [payloadSize]byte // seqPayloadHash of the command
 	req  *request          // acquire granted or queued: answered with its current outcome
 	res  Result            // otherwise: the result (no Events; a write's Resource without its value)
 }
@@ -65,13 +67,13 @@ func (m *impl) sequenced(cmd Command) Result {
 		return Result{Err: err}
 	}
 	if cmd.Seq == 0 {
-		s.acknowledge(cmd.Ack)
+		m.acknowledge(s, cmd.Ack)
 		return m.dispatch(cmd)
 	}
 	if cmd.Ack > cmd.Seq {
 		return Result{Err: fence.Invalid("ack", "at most seq "+u64toa(cmd.Seq), u64toa(cmd.Ack))}
 	}
-	s.acknowledge(cmd.Ack)
+	m.acknowledge(s, cmd.Ack)
 	if cmd.Seq < s.floor {
 		return Result{Err: fence.Invalid("seq", ">= "+u64toa(s.floor)+" (already acknowledged)", u64toa(cmd.Seq))}
 	}
@@ -99,11 +101,7 @@ func (m *impl) sequenced(cmd Command) Result {
 // granted): the entry is dropped and cmd is a new request.
 func (m *impl) replaySaved(s *session, i int, cmd Command) (res Result, done bool) {
 	sv := &s.results[i]
-	conflict := sv.op != cmd.Op || sv.name != cmd.Name
-	switch cmd.Op {
-	case OpWrite, OpAdd, OpDelete:
-		conflict = conflict || sv.hash != payloadHash(cmd)
-	}
+	conflict := sv.op != cmd.Op || sv.name != cmd.Name || sv.hash != seqPayloadHash(cmd)
 	if conflict {
 		return Result{Err: &fence.OpConflictError{Field: "seq", ID: u64toa(cmd.Seq)}}, true
 	}
@@ -139,11 +137,7 @@ func (m *impl) replaySaved(s *session, i int, cmd Command) (res Result, done boo
 
 // saved is what s keeps of cmd's result res.
 func (m *impl) saved(cmd Command, res Result) savedResult {
-	sv := savedResult{seq: cmd.Seq, op: cmd.Op, name: cmd.Name, at: m.clock}
-	switch cmd.Op {
-	case OpWrite, OpAdd, OpDelete:
-		sv.hash = payloadHash(cmd)
-	}
+	sv := savedResult{seq: cmd.Seq, op: cmd.Op, name: cmd.Name, at: m.clock, hash: seqPayloadHash(cmd)}
 	if cmd.Op == OpAcquire && (res.Lease != nil || res.Queued) {
 		if r := m.live[cmd.RequestID]; r != nil {
 			sv.req = r
@@ -193,13 +187,17 @@ func (s *session) save(sv savedResult) {
 }
 
 // acknowledge forgets the saved results below ack and raises the floor
-// to it: a seq below the floor is refused from now on.
-func (s *session) acknowledge(ack uint64) {
+// to it: a seq below the floor is refused from now on. A forgotten
+// acquire's request that holds its lock is dropped too (answered).
+func (m *impl) acknowledge(s *session, ack uint64) {
 	if ack <= s.floor {
 		return
 	}
 	s.floor = ack
 	i, _ := s.find(ack)
+	for _, sv := range s.results[:i] {
+		m.answered(sv.req)
+	}
 	clear(s.results[:i])
 	s.results = s.results[i:]
 	if len(s.results) == 0 {
@@ -208,3 +206,56 @@ func (s *session) acknowledge(ack uint64) {
 }
 
 func u64toa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// answered drops the request of a session-bound acquire whose saved result
+// was acknowledged, when it holds its lock under its SessionRequestID: the
+// lease stays (bound to its session, released by token, ended with the
+// session), only the record of the acquire goes (about 190 bytes a held
+// lease: the request, its impl.live entry and its id). Nothing can name it
+// any more: its seq is refused below the floor, no client request_id starts
+// with the reserved prefix, a generated id is never remembered once final,
+// and the client that acknowledged had the reply, so no cancel of the
+// attempt it waited with comes (a cancel of an older attempt was a no-op
+// already). A queued request stays: its grant is yet to be told.
+func (m *impl) answered(r *request) {
+	if r == nil || r.state != reqHeld || r.sess == nil || !generatedID(r.id) {
+		return
+	}
+	l := m.byName[r.name]
+	if l == nil || l.holder == nil || l.holder.req != r {
+		return
+	}
+	l.holder.req = nil
+	delete(m.live, r.id)
+}
+
+// seqPayloadHash digests everything of cmd that a retry of the same seq
+// must repeat, beyond its op and name: the token, the delta, the value, the
+// op_id, the owner, the lock-delay, and the TTL of a renew or keepalive. A
+// retry that differs in any of them is OP_CONFLICT, never the saved result
+// of another request (a renew retried with another ttl was answered with
+// the first one's lease). Left out: an acquire's wait (a retry may send
+// what is left of it), its ttl (ignored on a session), and its request_id
+// (the machine fills it in for a session acquire).
+func seqPayloadHash(c Command) [payloadSize]byte {
+	h := sha256.New()
+	var b [1 + 4*binary.MaxVarintLen64]byte
+	n := copy(b[:], []byte{byte(c.Op)})
+	n += binary.PutUvarint(b[n:], uint64(c.Token))
+	n += binary.PutVarint(b[n:], c.Delta)
+	n += binary.PutVarint(b[n:], int64(c.LockDelay))
+	ttl := c.TTL
+	if c.Op == OpAcquire {
+		ttl = 0
+	}
+	n += binary.PutVarint(b[n:], int64(ttl))
+	h.Write(b[:n])
+	for _, f := range [][]byte{c.Value, []byte(c.OpID), []byte(c.Owner)} {
+		var l [binary.MaxVarintLen64]byte
+		h.Write(l[:binary.PutUvarint(l[:], uint64(len(f)))])
+		h.Write(f)
+	}
+	var sum [payloadSize]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}

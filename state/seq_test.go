@@ -247,6 +247,32 @@ func TestSeqConflict(t *testing.T) {
 		t.Fatalf("%+v", e)
 	}
 	errAs[*fence.OpConflictError](t, m.Apply(Command{Op: OpWrite, Name: "n", Token: 1, Value: []byte("x"), Session: s, Seq: 1}).Err)
+	// Every field a retry repeats counts: an op_id added, another owner
+	// or lock-delay, a renew's ttl (the second renew was answered with the
+	// first one's lease, as if renewed with the ttl it asked for).
+	withOpID := sAdd(0, s, 1, 1, 1, 1)
+	withOpID.OpID = "x"
+	errAs[*fence.OpConflictError](t, m.Apply(withOpID).Err)
+	standalone := mustGrant(t, m, acq(0, "r", "A", time.Minute), 2)
+	r1 := renew(0, "r", standalone.Token, 0)
+	r1.Session, r1.Seq, r1.Ack = s, 2, 1
+	mustOK(t, m, r1)
+	r2 := r1
+	r2.TTL = 50 * time.Second
+	errAs[*fence.OpConflictError](t, m.Apply(r2).Err)
+	a1 := sAcq(0, s, 3, "q", "S", 0)
+	mustOK(t, m, a1)
+	for _, change := range []func(*Command){
+		func(c *Command) { c.Owner = "T" },
+		func(c *Command) { c.LockDelay = time.Second },
+	} {
+		a2 := a1
+		change(&a2)
+		errAs[*fence.OpConflictError](t, m.Apply(a2).Err)
+	}
+	if r := mustOK(t, m, a1); !r.Replayed || r.Lease == nil {
+		t.Fatalf("the same acquire retried: %s, want the replayed lease", describe(r))
+	}
 	if got := m.Resource("n"); string(got.Value) != "1" {
 		t.Fatalf("n = %q, want 1", got.Value)
 	}

@@ -234,15 +234,23 @@ func TestSessionRemainingFollowsKeepAlive(t *testing.T) {
 	if info := m.Lock("a", 4*sec); info.Lease == nil || info.Lease.Remaining != 4*time.Second {
 		t.Fatalf("lock at 4s: %+v, want 4s left (keepalive at 3s + 5s)", info.Lease)
 	}
-	r = mustOK(t, m, renew(4*sec, "a", 1, 9*time.Second))
-	if r.Lease == nil || r.Lease.TTL != 9*time.Second || r.Lease.Remaining != 9*time.Second || r.Session == nil || r.Session.TTL != 9*time.Second {
+	// A renew with a TTL would change the TTL of every lease of the
+	// session behind its client's back: refused, nothing changed.
+	if e := errAs[*fence.InvalidError](t, m.Apply(renew(4*sec, "a", 1, 500*time.Millisecond)).Err); e.Field != "ttl" {
+		t.Fatalf("renew of a bound lease with a ttl: %+v, want invalid ttl", e)
+	}
+	if info, _ := m.Session(s, 4*sec); info.TTL != 5*time.Second || info.Remaining != 4*time.Second {
+		t.Fatalf("session after the refused renew: %+v, want TTL 5s, 4s left", info)
+	}
+	r = mustOK(t, m, renew(4*sec, "a", 1, 0))
+	if r.Lease == nil || r.Lease.TTL != 5*time.Second || r.Lease.Remaining != 5*time.Second || r.Session == nil || r.Session.TTL != 5*time.Second {
 		t.Fatalf("renew of a bound lease: %s session %+v", describe(r), r.Session)
 	}
-	if at, ok := m.NextDeadline(); !ok || at != 13*sec {
-		t.Fatalf("NextDeadline %d, want 13s (the session's new expiry)", at)
+	if at, ok := m.NextDeadline(); !ok || at != 9*sec {
+		t.Fatalf("NextDeadline %d, want 9s (the session's new expiry)", at)
 	}
-	errAs[*fence.BusyError](t, m.Apply(acq(12*sec, "a", "B", time.Minute)).Err)
-	mustGrant(t, m, acq(13*sec, "a", "B", time.Minute), 2)
+	errAs[*fence.BusyError](t, m.Apply(acq(8*sec, "a", "B", time.Minute)).Err)
+	mustGrant(t, m, acq(9*sec, "a", "B", time.Minute), 2)
 }
 
 func TestSessionRefusals(t *testing.T) {
@@ -361,7 +369,7 @@ func TestRestoreRejectsBadSessions(t *testing.T) {
 		"bound with a ttl":       strings.Replace(good, `"token":1,"ttl":0,"expires_at":0`, `"token":1,"ttl":5,"expires_at":0`, 1),
 		"saved below floor":      strings.Replace(good, `"open_ttl":5000000000,`, `"open_ttl":5000000000,"floor":2,`, 1),
 		"saved out of order":     strings.Replace(good, `{"seq":3`, `{"seq":1`, 1),
-		"saved queued not live":  strings.Replace(good, `{"seq":2,"op":1,"name":"b","at":0,"request":{"id":"AHMxLjI=`, `{"seq":2,"op":1,"name":"b","at":0,"request":{"id":"AHMxLjM=`, 1),
+		"saved queued not live":  strings.Replace(good, `"hash":"jpf9FCCvKN4Z5cRolWVH2w==","request":{"id":"AHMxLjI=`, `"hash":"jpf9FCCvKN4Z5cRolWVH2w==","request":{"id":"AHMxLjM=`, 1),
 		"saved in the future":    strings.Replace(good, `{"seq":3,"op":7,"name":"n","at":0`, `{"seq":3,"op":7,"name":"n","at":1`, 1),
 		"bad error type":         strings.Replace(good, `"add_value":1}`, `"add_value":1,"err":{"type":"NoSuchError"}}`, 1),
 	} {
