@@ -249,9 +249,11 @@ func unary[Res any](ctx context.Context, s *Server, proc string, cmd state.Comma
 // fields and binds the command to it.
 func withRef(ref *fencev1.SessionRef, build func(binding) (state.Command, error)) (state.Command, error) {
 	b, berr := refBinding(ref)
-	cmd, err := build(b)
-	if err == nil {
-		err = berr
+	if berr != nil {
+		// First: a broken ref also breaks what the op's checks assume
+		// (an acquire with session {id 0, seq 1} was refused naming
+		// ttl, as if it were meant to be standalone).
+		return state.Command{}, berr
 	}
-	return cmd, err
+	return build(b)
 }

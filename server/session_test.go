@@ -94,6 +94,7 @@ func TestSessionBadInput(t *testing.T) {
 		{"/fence.v1.SessionService/Close", `{"session":"0"}`, "session", "set"},
 		{"/fence.v1.LockService/Acquire", `{"name":"x"}`, "ttl", "set"},
 		{"/fence.v1.LockService/Acquire", `{"name":"x","ttl":"1s","session":{"seq":"1"}}`, "session.id", "set"},
+		{"/fence.v1.LockService/Acquire", `{"name":"x","session":{"id":"0","seq":"1"}}`, "session.id", "set"},
 		{"/fence.v1.LockService/Acquire", `{"name":"x","session":{"id":"1","seq":"2","ack":"3"}}`, "session.ack", "at most seq"},
 		{"/fence.v1.ResourceService/Write", `{"resource":"r","token":"1","session":{"ack":"1"}}`, "session.id", "set"},
 		{"/fence.v1.LockService/Release", `{"name":"x","token":"1","session":{"id":"1","sequence":"1"}}`, "session.sequence", "a field of fence.v1.SessionRef (id, seq, ack)"},
