@@ -166,4 +166,3 @@ func TestSessionResumesAcrossCutConnections(t *testing.T) {
 	}
 	t.Logf("%d adds across %d cuts and %d connections", acked.Load(), cuts.Load(), proxy.accept.Load())
 }
-
