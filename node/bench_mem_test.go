@@ -1,16 +1,10 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/fenceworks/fence/state"
 )
 
 // BenchmarkApplyMemLog is BenchmarkApplyAcquireRelease with the raft log in
@@ -29,48 +23,6 @@ func BenchmarkApplyMemLog(b *testing.B) {
 }
 
 func benchMemLog(b *testing.B, proposers, inFlight int) {
-	n, err := Open(Config{DataDir: b.TempDir(), Logger: quietLogger(), groupsInFlight: inFlight,
-		wrapLog: func(raft.LogStore) raft.LogStore { return raft.NewInmemStore() }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Close()
-	var next atomic.Int64
-	var failed atomic.Value
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime()
-	for range proposers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				name := fmt.Sprintf("bench-%d", i)
-				res, err := n.Apply(ctx, state.Command{Op: state.OpAcquire, Name: name, Owner: "bench", TTL: time.Minute})
-				if err == nil && res.Err == nil {
-					res, err = n.Apply(ctx, state.Command{Op: state.OpRelease, Name: name, Token: res.Lease.Token})
-				}
-				if err == nil {
-					err = res.Err
-				}
-				if err != nil {
-					failed.Store(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed, cpu := time.Since(start), cpuTime()-cpu0
-	b.StopTimer()
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
-	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/cycle")
+	benchApply(b, Config{groupsInFlight: inFlight,
+		wrapLog: func(raft.LogStore) raft.LogStore { return raft.NewInmemStore() }}, proposers)
 }

@@ -23,7 +23,7 @@ func BenchmarkApplyAcquireRelease(b *testing.B) {
 	for _, store := range []string{LogStoreWAL, LogStoreBolt} {
 		for _, proposers := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("store=%s/proposers=%d", store, proposers), func(b *testing.B) {
-				benchApply(b, store, proposers, 0)
+				benchApply(b, Config{LogStore: store}, proposers)
 			})
 		}
 	}
@@ -36,14 +36,18 @@ func BenchmarkGroupsInFlight(b *testing.B) {
 	for _, inFlight := range []int{1, 2, 4} {
 		for _, proposers := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("groups=%d/proposers=%d", inFlight, proposers), func(b *testing.B) {
-				benchApply(b, LogStoreWAL, proposers, inFlight)
+				benchApply(b, Config{LogStore: LogStoreWAL, groupsInFlight: inFlight}, proposers)
 			})
 		}
 	}
 }
 
-func benchApply(b *testing.B, store string, proposers, inFlight int) {
-	n, err := Open(Config{DataDir: b.TempDir(), LogStore: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), groupsInFlight: inFlight})
+// benchApply runs acquire+release cycles on distinct locks from proposers
+// goroutines through a node opened with cfg (its DataDir and Logger set
+// here).
+func benchApply(b *testing.B, cfg Config, proposers int) {
+	cfg.DataDir, cfg.Logger = b.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := Open(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
