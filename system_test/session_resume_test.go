@@ -119,7 +119,10 @@ func TestSessionResumesAcrossCutConnections(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < perAdder; i++ {
+			// At least perAdder adds each, and on until the proxy has cut
+			// the connection five times (a fast machine without -race
+			// finishes perAdder before the first cut).
+			for i := 0; (i < perAdder || cuts.Load() < 5) && ctx.Err() == nil; i++ {
 				if _, err := c.Add(ctx, "resume/counter", token, 1); err != nil {
 					mu.Lock()
 					failures = append(failures, err)
@@ -133,7 +136,7 @@ func TestSessionResumesAcrossCutConnections(t *testing.T) {
 	wg.Wait()
 	close(stop)
 
-	if cuts.Load() == 0 || proxy.accept.Load() < 2 {
+	if cuts.Load() < 5 || proxy.accept.Load() < 2 {
 		t.Fatalf("the connection was never cut under the adds (%d cuts, %d connections)", cuts.Load(), proxy.accept.Load())
 	}
 	if len(failures) > 0 {
@@ -148,8 +151,8 @@ func TestSessionResumesAcrossCutConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(r.Value), itoa(uint64(acked.Load())); got != want || acked.Load() != adders*perAdder {
-		t.Fatalf("counter = %s after %d acknowledged adds of %d (%d cuts): an add was applied twice or lost", got, acked.Load(), adders*perAdder, cuts.Load())
+	if got, want := string(r.Value), itoa(uint64(acked.Load())); got != want || acked.Load() < adders*perAdder {
+		t.Fatalf("counter = %s after %d acknowledged adds (at least %d sent, %d cuts): an add was applied twice or lost", got, acked.Load(), adders*perAdder, cuts.Load())
 	}
 	if id := c.SessionID(); id != session {
 		t.Fatalf("session changed from %d to %d: it was not resumed", session, id)
