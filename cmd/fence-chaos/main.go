@@ -1,0 +1,159 @@
+// Command fence-chaos is Fence's fault harness (package internal/chaos): it
+// starts a Fence server as a real process behind a fault-injecting proxy,
+// runs the seed's workload from worker processes against the built-in store
+// and a PostgreSQL guard store, injects faults on a seeded schedule, and
+// checks the recorded history for stale writes, token regressions,
+// overlapping holds, lost writes, double applies and linearizability.
+//
+//	fence-chaos run [-duration 1m] [-seed N] [-control] [-fence bin/fence] [-out DIR] ...
+//	fence-chaos worker ARGS      (started by run; one worker process)
+//
+// The last line of run is the summary; the exit code is 0 only when every
+// checker held (a -control run: when checker 1 caught the unfenced writes;
+// -expect-caught: when the run failed, for plantbug builds).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fenceworks/fence/internal/chaos"
+)
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "worker" {
+		return workerMain(args[1:])
+	}
+	if len(args) > 0 && args[0] == "run" {
+		args = args[1:]
+	}
+	return runMain(args, stdout, stderr)
+}
+
+func runMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fence-chaos run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	duration := fs.Duration("duration", time.Minute, "how long the workload runs under faults")
+	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the workers (0: pick one and print it)")
+	workers := fs.Int("workers", 5, "worker processes")
+	resources := fs.Int("resources", 3, "locks and resources (sku-0..sku-K-1)")
+	control := fs.Bool("control", false, "control run: the workers write to PostgreSQL without fencing; passes when the harness catches the stale writes")
+	fenceBin := fs.String("fence", "", "fence binary the nodes run (default: fence next to this binary, else bin/fence)")
+	out := fs.String("out", "", "directory for histories, logs and visualisations (default: a new temp dir, kept)")
+	pg := fs.String("pg", envOr("FENCE_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN of the guard store")
+	kinds := fs.String("faults", "", "comma-separated fault kinds (default: all): "+kindNames())
+	ttl := fs.Duration("ttl", time.Second, "TTL of standalone leases; worker pauses last 1.5–3× this")
+	sessionTTL := fs.Duration("session-ttl", time.Second, "TTL of the workers' sessions")
+	disk := fs.Int64("disk-mib", 64, "size of the tmpfs data dir for the disk-full fault, MiB")
+	plant := fs.String("plantbug", "", "FENCE_PLANTBUG for the server (needs a -tags plantbug build of fence)")
+	expectCaught := fs.Bool("expect-caught", false, "exit 0 only when the run FAILS its checks (for planted bugs)")
+	linTimeout := fs.Duration("lin-timeout", 2*time.Minute, "porcupine time bound")
+	quiet := fs.Bool("q", false, "print only the summary line")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *seed == 0 {
+		*seed = rand.Uint64()%1_000_000_000 + 1
+	}
+	cfg := chaos.Config{
+		FenceBin: *fenceBin, Duration: *duration, Seed: *seed, Workers: *workers,
+		Resources: *resources, Control: *control, PostgresDSN: *pg, TTL: *ttl,
+		SessionTTL: *sessionTTL, DiskBytes: *disk << 20, LinTimeout: *linTimeout, Log: stderr,
+	}
+	if *quiet {
+		cfg.Log = io.Discard
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "fence-chaos:", err)
+		return 1
+	}
+	cfg.WorkerBin = self
+	if cfg.FenceBin == "" {
+		cfg.FenceBin = filepath.Join(filepath.Dir(self), "fence")
+		if _, err := os.Stat(cfg.FenceBin); err != nil {
+			cfg.FenceBin = "bin/fence"
+		}
+	}
+	if *kinds != "" {
+		for _, k := range strings.Split(*kinds, ",") {
+			if !validKind(chaos.FaultKind(k)) {
+				fmt.Fprintf(stderr, "fence-chaos: -faults: unknown fault kind %q (known: %s)\n", k, kindNames())
+				return 2
+			}
+			cfg.Kinds = append(cfg.Kinds, chaos.FaultKind(k))
+		}
+	}
+	if *plant != "" {
+		cfg.ServerEnv = append(cfg.ServerEnv, "FENCE_PLANTBUG="+*plant)
+	}
+	if *out == "" {
+		d, err := os.MkdirTemp("", fmt.Sprintf("fence-chaos-%d-", *seed))
+		if err != nil {
+			fmt.Fprintln(stderr, "fence-chaos:", err)
+			return 1
+		}
+		*out = d
+	}
+	cfg.Dir = *out
+	fmt.Fprintf(stderr, "fence-chaos: seed=%d duration=%s control=%v out=%s (replay: fence-chaos run -seed %d -duration %s%s)\n",
+		*seed, *duration, *control, *out, *seed, *duration, map[bool]string{true: " -control"}[*control])
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "fence-chaos:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, sum.Line())
+	if *expectCaught {
+		if sum.Pass {
+			fmt.Fprintln(stderr, "fence-chaos: -expect-caught: the run passed every check; the planted bug was NOT caught")
+			return 1
+		}
+		return 0
+	}
+	if !sum.Pass {
+		fmt.Fprintf(stderr, "fence-chaos: FAILED; history and logs in %s\n", *out)
+		return 1
+	}
+	return 0
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func kindNames() string {
+	var s []string
+	for _, k := range chaos.AllFaults {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, ",")
+}
+
+func validKind(k chaos.FaultKind) bool {
+	for _, x := range chaos.AllFaults {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
