@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-short vet fmt bench bench-quick mutate proto lab clean
+.PHONY: run build test test-short vet fmt bench bench-quick mutate proto lab clean chaos chaos-plantbug
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -42,6 +42,28 @@ bench:
 ## bench-quick: the runner in quick mode (under 3 minutes on 2 cores); prints its tables, writes no file
 bench-quick:
 	cd bench && $(GO) run ./cmd/fencebench -quick $(BENCH_FLAGS)
+
+## chaos: a fault run and the control run (internal/chaos; docs/reliability.md).
+##   make chaos DURATION=10m SEED=N     # SEED=0 picks one and prints it
+##   CHAOS_FLAGS adds runner flags (`bin/fence-chaos run -h`), e.g. CHAOS_FLAGS="-workers 8 -faults worker-pause,server-kill"
+DURATION         ?= 10m
+SEED             ?= 0
+CONTROL_DURATION ?= 1m
+PLANT_DURATION   ?= 1m
+CHAOS_FLAGS      ?=
+chaos: build
+	$(GO) build -o bin/fence-chaos ./cmd/fence-chaos
+	./bin/fence-chaos run -fence $(BIN) -duration $(DURATION) -seed $(SEED) $(CHAOS_FLAGS)
+	./bin/fence-chaos run -fence $(BIN) -duration $(CONTROL_DURATION) -seed $(SEED) -control $(CHAOS_FLAGS)
+
+## chaos-plantbug: build fence with the planted bugs (-tags plantbug) and show the harness catches each
+chaos-plantbug:
+	$(GO) build -tags plantbug -o bin/fence-plantbug ./cmd/fence
+	$(GO) build -o bin/fence-chaos ./cmd/fence-chaos
+	@for b in skip-compare grant-held ids-forgotten; do \
+	  echo "=== planted bug $$b"; \
+	  ./bin/fence-chaos run -fence bin/fence-plantbug -plantbug $$b -expect-caught -duration $(PLANT_DURATION) -seed $(SEED) $(CHAOS_FLAGS) || exit 1; \
+	done
 
 ## mutate: mutation testing with gremlins, one package at a time (scores in docs/testing.md)
 ##   make mutate MUTATE_PKGS="state guard/internal/sqlguard"   # a subset
