@@ -1,0 +1,261 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/apierr"
+)
+
+// Fuzzing the request decoding through the real handlers: a real server
+// (real node, durable raft log in a temp dir) is built once per fuzz
+// process and its Handler is called in-process with the fuzzed body on a
+// fuzzed procedure. Every reply must be a success whose body decodes as the
+// procedure's response, or a well-formed Connect error: a known code with
+// the HTTP status Connect maps it to, never internal or unknown, and a
+// Fence ErrorDetail whose reason maps to that code wherever the server
+// owes one. After every input the server must still answer a good request.
+//
+// The inputs are (proc, flags, body): proc picks a procedure (modulo
+// len(fuzzProcs)); flags bit 0 gzips the body (Content-Encoding: gzip, so
+// Connect's codec decodes it, not checkJSONBodies), bit 1 sends the raw
+// bytes labelled gzip (the server's gzip reader gets garbage), bit 2 adds
+// "; charset=utf-8" to the JSON media type.
+//
+// Run: TMPDIR=/dev/shm go test -run '^$' -fuzz '^FuzzJSONRequest$' -fuzztime 3m -parallel 1 ./server
+// (the data dir on tmpfs makes each raft fsync cheap). Seeds live in
+// testdata/fuzz/FuzzJSONRequest and testdata/fuzz/FuzzProtoRequest.
+
+// fuzzProc is a procedure and its response message.
+type fuzzProc struct {
+	path  string
+	unary bool
+	resp  func() proto.Message
+}
+
+// fuzzProcs: the API's twelve unary procedures, the bidi stream (HTTP/1.1
+// requests to it are answered 505 by Connect), and a path that is none.
+var fuzzProcs = []fuzzProc{
+	{fencev1connect.LockServiceAcquireProcedure, true, func() proto.Message { return new(fencev1.AcquireResponse) }},
+	{fencev1connect.LockServiceRenewProcedure, true, func() proto.Message { return new(fencev1.RenewResponse) }},
+	{fencev1connect.LockServiceReleaseProcedure, true, func() proto.Message { return new(fencev1.ReleaseResponse) }},
+	{fencev1connect.LockServiceGetProcedure, true, func() proto.Message { return new(fencev1.GetResponse) }},
+	{fencev1connect.LockServiceListProcedure, true, func() proto.Message { return new(fencev1.ListResponse) }},
+	{fencev1connect.ResourceServiceWriteProcedure, true, func() proto.Message { return new(fencev1.WriteResponse) }},
+	{fencev1connect.ResourceServiceAddProcedure, true, func() proto.Message { return new(fencev1.AddResponse) }},
+	{fencev1connect.ResourceServiceReadProcedure, true, func() proto.Message { return new(fencev1.ReadResponse) }},
+	{fencev1connect.ResourceServiceDeleteProcedure, true, func() proto.Message { return new(fencev1.DeleteResponse) }},
+	{fencev1connect.SessionServiceOpenProcedure, true, func() proto.Message { return new(fencev1.OpenSessionResponse) }},
+	{fencev1connect.SessionServiceKeepAliveProcedure, true, func() proto.Message { return new(fencev1.KeepAliveResponse) }},
+	{fencev1connect.SessionServiceCloseProcedure, true, func() proto.Message { return new(fencev1.CloseSessionResponse) }},
+	{fencev1connect.SessionServiceStreamProcedure, false, nil},
+	{"/fence.v1.LockService/Nope", false, nil},
+}
+
+const (
+	fuzzGzip        = 1 << iota // gzip the body
+	fuzzBadGzip                 // label the raw body gzip
+	fuzzJSONCharset             // application/json; charset=utf-8
+)
+
+// fuzzRequestTimeout bounds one fuzzed request: an acquire that waits is cut
+// (deadline_exceeded) rather than stall the fuzzer.
+const fuzzRequestTimeout = 250 * time.Millisecond
+
+// fuzzServer builds a real server for a fuzz target, closed at cleanup.
+func fuzzServer(f *testing.F) *Server {
+	f.Helper()
+	s, err := New(Config{DataDir: f.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			f.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// serveFuzz sends body to proc through s's handler and returns the reply.
+func serveFuzz(s *Server, path, contentType string, flags uint8, body []byte, timeout time.Duration) *httptest.ResponseRecorder {
+	enc := ""
+	switch {
+	case flags&fuzzGzip != 0:
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write(body)
+		zw.Close()
+		body, enc = b.Bytes(), "gzip"
+	case flags&fuzzBadGzip != 0:
+		enc = "gzip"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	if enc != "" {
+		req.Header.Set("Content-Encoding", enc)
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+// connectErrorBody is a Connect unary error as it is sent.
+type connectErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Details []struct {
+		Type  string `json:"type"`
+		Value string `json:"value"`
+	} `json:"details"`
+}
+
+// checkFuzzReply fails t if the reply to a request of p is neither a
+// success nor a well-formed Connect error.
+// plainJSON: the body went through checkJSONBodies (uncompressed
+// application/json), which names the field of every refusal it makes.
+func checkFuzzReply(t *testing.T, p fuzzProc, binary, plainJSON bool, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	body := rec.Body.Bytes()
+	if !p.unary {
+		// The stream over HTTP/1.1 is refused by Connect (505); an
+		// unknown path is the mux's 404.
+		if rec.Code == http.StatusOK || rec.Code == http.StatusInternalServerError {
+			t.Fatalf("%s: status %d body %q", p.path, rec.Code, body)
+		}
+		return
+	}
+	if rec.Code == http.StatusOK {
+		msg := p.resp()
+		var err error
+		wantCT := "application/json"
+		if binary {
+			wantCT = "application/proto"
+			err = proto.Unmarshal(body, msg)
+		} else {
+			err = protojson.Unmarshal(body, msg)
+		}
+		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, wantCT) || err != nil {
+			t.Fatalf("%s: 200 with content type %q and a body that does not decode as %T (%v): %q", p.path, ct, msg, err, body)
+		}
+		return
+	}
+	var e connectErrorBody
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("%s: status %d with content type %q, want a Connect error (application/json): %q", p.path, rec.Code, ct, body)
+	}
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("%s: status %d, error body is not JSON (%v): %q", p.path, rec.Code, err, body)
+	}
+	var code connect.Code
+	if err := code.UnmarshalText([]byte(e.Code)); err != nil {
+		t.Fatalf("%s: status %d, unknown code %q: %q", p.path, rec.Code, e.Code, body)
+	}
+	if code == connect.CodeInternal || code == connect.CodeUnknown || e.Message == "" {
+		t.Fatalf("%s: status %d, code %s (an untyped failure) or no message: %q", p.path, rec.Code, code, body)
+	}
+	if want := fuzzCodeStatus[code]; rec.Code != want {
+		t.Fatalf("%s: code %s with HTTP status %d, Connect maps it to %d: %q", p.path, code, rec.Code, want, body)
+	}
+	var detail *fencev1.ErrorDetail
+	for _, d := range e.Details {
+		if d.Type != "fence.v1.ErrorDetail" {
+			t.Fatalf("%s: detail of type %q: %q", p.path, d.Type, body)
+		}
+		raw, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d.Value, "="))
+		detail = new(fencev1.ErrorDetail)
+		if err != nil || proto.Unmarshal(raw, detail) != nil {
+			t.Fatalf("%s: detail does not decode: %q", p.path, body)
+		}
+		if got := apierr.CodeOf(fence.Reason(detail.GetReason())); got != code {
+			t.Fatalf("%s: code %s with a detail of reason %q (code %s): %q", p.path, code, detail.GetReason(), got, body)
+		}
+	}
+	switch code {
+	case connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnavailable:
+		// Our deadline, or the node: no Fence refusal.
+	case connect.CodeInvalidArgument:
+		// Connect's own decoding errors (binary or compressed bodies)
+		// carry no detail; every refusal of a plain JSON body names a
+		// field, and never the "not reached" fallback.
+		if plainJSON && (detail == nil || detail.GetField() == "") {
+			t.Fatalf("%s: invalid_argument of a plain JSON body without a field: %q", p.path, body)
+		}
+		if detail != nil && detail.GetField() == "body" && strings.Contains(e.Message, "decodes as") {
+			t.Fatalf("%s: the fallback refusal (no member to blame) was reached: %q", p.path, body)
+		}
+	default:
+		// failed_precondition, resource_exhausted, already_exists: Fence
+		// refusals, which always carry their detail.
+		if detail == nil {
+			t.Fatalf("%s: %s without a Fence ErrorDetail: %q", p.path, code, body)
+		}
+	}
+}
+
+// fuzzCodeStatus is the Connect protocol's HTTP status of each code.
+var fuzzCodeStatus = map[connect.Code]int{
+	connect.CodeCanceled: 499, connect.CodeUnknown: 500, connect.CodeInvalidArgument: 400, connect.CodeDeadlineExceeded: 504,
+	connect.CodeNotFound: 404, connect.CodeAlreadyExists: 409, connect.CodePermissionDenied: 403, connect.CodeResourceExhausted: 429,
+	connect.CodeFailedPrecondition: 400, connect.CodeAborted: 409, connect.CodeOutOfRange: 400, connect.CodeUnimplemented: 501,
+	connect.CodeInternal: 500, connect.CodeUnavailable: 503, connect.CodeDataLoss: 500, connect.CodeUnauthenticated: 401,
+}
+
+// checkStillServing sends a good request and wants its success.
+func checkStillServing(t *testing.T, s *Server) {
+	t.Helper()
+	rec := serveFuzz(s, fencev1connect.LockServiceGetProcedure, "application/json", 0, []byte(`{"name":"fuzz-canary"}`), 10*time.Second)
+	var got fencev1.GetResponse
+	if rec.Code != http.StatusOK || protojson.Unmarshal(rec.Body.Bytes(), &got) != nil || got.GetLock().GetName() != "fuzz-canary" {
+		t.Fatalf("the server no longer answers a good request: %d %q", rec.Code, rec.Body.Bytes())
+	}
+}
+
+// FuzzJSONRequest fuzzes JSON request bodies (Connect unary, application/json).
+func FuzzJSONRequest(f *testing.F) {
+	f.Add(uint8(0), uint8(0), []byte(`{"name":"a","owner":"o","ttl":"5s"}`))
+	s := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, proc, flags uint8, body []byte) {
+		p := fuzzProcs[int(proc)%len(fuzzProcs)]
+		ct := "application/json"
+		if flags&fuzzJSONCharset != 0 {
+			ct += "; charset=utf-8"
+		}
+		rec := serveFuzz(s, p.path, ct, flags, body, fuzzRequestTimeout)
+		checkFuzzReply(t, p, false, flags&(fuzzGzip|fuzzBadGzip) == 0, rec)
+		checkStillServing(t, s)
+	})
+}
+
+// FuzzProtoRequest fuzzes binary protobuf request bodies (Connect unary,
+// application/proto).
+func FuzzProtoRequest(f *testing.F) {
+	seed, _ := proto.Marshal(&fencev1.AcquireRequest{Name: "a", Owner: "o"})
+	f.Add(uint8(0), uint8(0), seed)
+	s := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, proc, flags uint8, body []byte) {
+		p := fuzzProcs[int(proc)%len(fuzzProcs)]
+		rec := serveFuzz(s, p.path, "application/proto", flags, body, fuzzRequestTimeout)
+		checkFuzzReply(t, p, true, false, rec)
+		checkStillServing(t, s)
+	})
+}
