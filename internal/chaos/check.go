@@ -1,0 +1,484 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is the checkers' verdict on one history.
+type Report struct {
+	Ops int // operations in the history (every Op, of every outcome)
+
+	// StaleAccepted (checker 1): OK writes and adds whose token is below the
+	// token of an OK mutation with a lower version on the same resource.
+	// A fenced store must keep it 0; the control run (plain writes) must not.
+	StaleAccepted int
+	// TokensRegressed (checker 2): granted tokens that repeat an earlier
+	// grant, or are not above the token of a grant that returned before
+	// they were called.
+	TokensRegressed int
+	// Overlaps (checker 3): holds (a release's HeldFrom..HeldUntil) that
+	// overlap an earlier hold of another token of the same lock.
+	Overlaps int
+	// LostWrites (checker 4): acknowledged mutations the final state does
+	// not account for.
+	LostWrites int
+	// DoubleApplies (checker 5): mutations applied more often than the
+	// history allows.
+	DoubleApplies int
+
+	// Linearizable (checker 6): every register (store, resource) and every
+	// lock passed porcupine within the time limit.
+	Linearizable bool
+	LinearDetail string
+
+	// Problems: the first ~20 violations, human readable (worker#counter,
+	// tokens, versions, times), from every checker in turn.
+	Problems []string
+	// Visualizations: porcupine HTML files written for failing partitions.
+	Visualizations []string
+}
+
+// OK reports whether every checker held: no stale write accepted, no token
+// regressed, no overlap, no lost write, no double apply, linearizable.
+// A control run is expected to fail it with StaleAccepted > 0.
+func (r Report) OK() bool {
+	return r.StaleAccepted == 0 && r.TokensRegressed == 0 && r.Overlaps == 0 &&
+		r.LostWrites == 0 && r.DoubleApplies == 0 && r.Linearizable
+}
+
+// maxProblems bounds Report.Problems.
+const maxProblems = 20
+
+// Check runs the six checkers over a history (every worker's ops and the
+// harness's KindFinal reads, in any order). outDir receives porcupine's
+// visualisation of each non-linearizable partition (linear-<partition>.html);
+// linTimeout bounds porcupine on each partition (0: no bound); a partition
+// that times out makes Linearizable false.
+func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
+	r := Report{Ops: len(ops)}
+	h := newHistory(ops)
+
+	var probs [6][]string
+	r.StaleAccepted, probs[0] = checkStale(h)
+	r.TokensRegressed, probs[1] = checkTokens(h)
+	r.Overlaps, probs[2] = checkOverlaps(h)
+	r.LostWrites, probs[3] = checkLost(h)
+	r.DoubleApplies, probs[4] = checkDouble(h)
+	lin := checkLinear(h, outDir, linTimeout)
+	r.Linearizable, r.LinearDetail, probs[5], r.Visualizations = lin.ok, lin.detail, lin.problems, lin.files
+
+	r.Problems = interleave(probs[:], maxProblems)
+	return r
+}
+
+// interleave takes lines from each list in turn, up to max lines, and
+// says how many it left out.
+func interleave(lists [][]string, max int) []string {
+	total := 0
+	for _, l := range lists {
+		total += len(l)
+	}
+	var out []string
+	for i := 0; len(out) < max && len(out) < total; i++ {
+		for _, l := range lists {
+			if i < len(l) && len(out) < max {
+				out = append(out, l[i])
+			}
+		}
+	}
+	if total > len(out) {
+		out = append(out, fmt.Sprintf("... and %d more problems not shown", total-len(out)))
+	}
+	return out
+}
+
+// resKey names a register: one resource of one store.
+type resKey struct{ store, res string }
+
+func (k resKey) String() string { return k.store + ":" + k.res }
+
+// mutation is one logical write or add: the ops of one worker operation,
+// merged with every other op of the history that carries the same op_id on
+// the same resource (a retry recorded as a separate op is the same
+// mutation, applied at most once).
+type mutation struct {
+	Op              // the representative: the OK op that returned first, else the first op
+	call   int64    // the earliest Call of the group
+	oks    []Op     // the group's OK ops
+	ok     bool     // some op of the group got OK
+	vers   []uint64 // distinct versions reported by the group's OK ops, first the representative's
+	others []Op     // for vers[1:]: the OK op that reported it
+}
+
+// history is the input, indexed for the checkers.
+type history struct {
+	ops       []Op
+	muts      map[resKey][]*mutation // OK and unknown mutations
+	reads     map[resKey][]Op        // OK reads
+	finals    map[resKey][]Op        // KindFinal ops
+	acquires  []Op                   // OK acquires
+	releases  map[string][]Op        // every release, by lock
+	lockOps   map[string][]Op        // OK acquires and OK releases, by lock
+	resources []resKey               // sorted
+	locks     []string               // sorted
+}
+
+func newHistory(ops []Op) *history {
+	h := &history{
+		ops:      ops,
+		muts:     map[resKey][]*mutation{},
+		reads:    map[resKey][]Op{},
+		finals:   map[resKey][]Op{},
+		releases: map[string][]Op{},
+		lockOps:  map[string][]Op{},
+	}
+	type idKey struct {
+		k  resKey
+		id string
+	}
+	byID := map[idKey]*mutation{}
+	resSeen := map[resKey]bool{}
+	lockSeen := map[string]bool{}
+	sorted := append([]Op(nil), ops...)
+	SortOps(sorted)
+	for _, op := range sorted {
+		switch op.Kind {
+		case KindWrite, KindAdd:
+			k := resKey{op.Store, op.Res}
+			resSeen[k] = true
+			if op.Out != OutcomeOK && op.Out != OutcomeUnknown {
+				continue // stale or fail: definitely not applied
+			}
+			m := byID[idKey{k, op.OpID}]
+			if op.OpID == "" || m == nil {
+				m = &mutation{Op: op, call: op.Call}
+				h.muts[k] = append(h.muts[k], m)
+			}
+			if op.Out == OutcomeOK {
+				m.oks = append(m.oks, op)
+			}
+			if op.OpID != "" {
+				byID[idKey{k, op.OpID}] = m
+			}
+		case KindRead:
+			k := resKey{op.Store, op.Res}
+			resSeen[k] = true
+			if op.Out == OutcomeOK {
+				h.reads[k] = append(h.reads[k], op)
+			}
+		case KindFinal:
+			k := resKey{op.Store, op.Res}
+			resSeen[k] = true
+			h.finals[k] = append(h.finals[k], op)
+		case KindAcquire:
+			lockSeen[op.Lock] = true
+			if op.Out == OutcomeOK {
+				h.acquires = append(h.acquires, op)
+				h.lockOps[op.Lock] = append(h.lockOps[op.Lock], op)
+			}
+		case KindRelease:
+			lockSeen[op.Lock] = true
+			h.releases[op.Lock] = append(h.releases[op.Lock], op)
+			if op.Out == OutcomeOK {
+				h.lockOps[op.Lock] = append(h.lockOps[op.Lock], op)
+			}
+		}
+	}
+	for _, ms := range h.muts {
+		for _, m := range ms {
+			m.finish()
+		}
+	}
+	for k := range resSeen {
+		h.resources = append(h.resources, k)
+	}
+	sort.Slice(h.resources, func(i, j int) bool { return h.resources[i].String() < h.resources[j].String() })
+	for l := range lockSeen {
+		h.locks = append(h.locks, l)
+	}
+	sort.Strings(h.locks)
+	return h
+}
+
+// finish picks the representative (the OK op that returned first) and the
+// distinct versions of the group's OK ops.
+func (m *mutation) finish() {
+	if len(m.oks) == 0 {
+		return
+	}
+	sort.SliceStable(m.oks, func(i, j int) bool { return m.oks[i].Return < m.oks[j].Return })
+	m.Op, m.ok = m.oks[0], true
+	m.vers = []uint64{m.Version}
+	for _, o := range m.oks[1:] {
+		if !slices.Contains(m.vers, o.Version) {
+			m.vers = append(m.vers, o.Version)
+			m.others = append(m.others, o)
+		}
+	}
+}
+
+// okMuts returns the OK mutations of k sorted by version (then return).
+func (h *history) okMuts(k resKey) []*mutation {
+	var ms []*mutation
+	for _, m := range h.muts[k] {
+		if m.ok {
+			ms = append(ms, m)
+		}
+	}
+	sort.SliceStable(ms, func(i, j int) bool {
+		if ms[i].Version != ms[j].Version {
+			return ms[i].Version < ms[j].Version
+		}
+		return ms[i].Return < ms[j].Return
+	})
+	return ms
+}
+
+// lastFinal returns the last KindFinal op of k.
+func (h *history) lastFinal(k resKey) (Op, bool) {
+	fs := h.finals[k]
+	if len(fs) == 0 {
+		return Op{}, false
+	}
+	f := fs[0]
+	for _, o := range fs[1:] {
+		if o.Call >= f.Call {
+			f = o
+		}
+	}
+	return f, true
+}
+
+// ---- checker 1: no stale write accepted ----
+
+// checkStale orders each resource's OK mutations by the version they
+// report and counts those whose token is below the largest token of a
+// lower version: a write the store accepted after a newer owner's. Plain
+// (unfenced) writes count too: that is how the control run shows the
+// hazard.
+func checkStale(h *history) (int, []string) {
+	n := 0
+	var probs []string
+	for _, k := range h.resources {
+		var max *mutation
+		for _, m := range h.okMuts(k) {
+			if max != nil && m.Token < max.Token {
+				n++
+				probs = append(probs, fmt.Sprintf("stale write accepted on %s: %s %s token %d got version %d, after %s token %d version %d (%s)",
+					k, opName(m.Op), m.Kind, m.Token, m.Version, opName(max.Op), max.Token, max.Version, span(m.Op)))
+				continue
+			}
+			if max == nil || m.Token > max.Token {
+				max = m
+			}
+		}
+	}
+	return n, probs
+}
+
+// ---- checker 2: tokens unique and increasing ----
+
+// checkTokens counts granted tokens that repeat an earlier grant's, or are
+// not above the token of a grant that returned before they were called
+// (tokens come from one counter: a grant that begins after another ended
+// gets a larger token, on every lock and across restarts).
+func checkTokens(h *history) (int, []string) {
+	acq := h.acquires
+	bad := map[int]bool{}
+	var probs []string
+	first := map[uint64]int{}
+	for i, a := range acq {
+		if j, ok := first[a.Token]; ok {
+			bad[i] = true
+			probs = append(probs, fmt.Sprintf("token %d granted twice: %s on %s (%s) and %s on %s (%s)",
+				a.Token, opName(acq[j]), acq[j].Lock, span(acq[j]), opName(a), a.Lock, span(a)))
+			continue
+		}
+		first[a.Token] = i
+	}
+	byCall := make([]int, len(acq))
+	byRet := make([]int, len(acq))
+	for i := range acq {
+		byCall[i], byRet[i] = i, i
+	}
+	sort.SliceStable(byCall, func(i, j int) bool { return acq[byCall[i]].Call < acq[byCall[j]].Call })
+	sort.SliceStable(byRet, func(i, j int) bool { return acq[byRet[i]].Return < acq[byRet[j]].Return })
+	maxI, r := -1, 0
+	for _, b := range byCall {
+		for r < len(byRet) && acq[byRet[r]].Return < acq[b].Call {
+			if a := byRet[r]; maxI < 0 || acq[a].Token > acq[maxI].Token {
+				maxI = a
+			}
+			r++
+		}
+		if maxI >= 0 && acq[maxI].Token >= acq[b].Token && !bad[b] {
+			bad[b] = true
+			a := acq[maxI]
+			probs = append(probs, fmt.Sprintf("token regressed: %s got token %d on %s (%s), after %s got token %d on %s (returned %s)",
+				opName(acq[b]), acq[b].Token, acq[b].Lock, span(acq[b]), opName(a), a.Token, a.Lock, clock(a.Return)))
+		}
+	}
+	return len(bad), probs
+}
+
+// ---- checker 3: no overlapping holds ----
+
+// checkOverlaps counts, per lock, holds ([HeldFrom, HeldUntil] of a release
+// op) that begin before an earlier hold of another token ended.
+func checkOverlaps(h *history) (int, []string) {
+	n := 0
+	var probs []string
+	for _, l := range h.locks {
+		var hs []Op
+		for _, o := range h.releases[l] {
+			if o.HeldFrom > 0 && o.HeldUntil > o.HeldFrom {
+				hs = append(hs, o)
+			}
+		}
+		sort.SliceStable(hs, func(i, j int) bool { return hs[i].HeldFrom < hs[j].HeldFrom })
+		var cur *Op // the hold seen so far that ends last
+		for i := range hs {
+			o := &hs[i]
+			if cur != nil && o.HeldFrom < cur.HeldUntil && o.Token != cur.Token {
+				n++
+				probs = append(probs, fmt.Sprintf("overlap on lock %s: token %d (%s) held %s–%s, token %d (%s) held %s–%s",
+					l, cur.Token, opName(*cur), clock(cur.HeldFrom), clock(cur.HeldUntil),
+					o.Token, opName(*o), clock(o.HeldFrom), clock(o.HeldUntil)))
+			}
+			if cur == nil || o.HeldUntil > cur.HeldUntil {
+				cur = o
+			}
+		}
+	}
+	return n, probs
+}
+
+// ---- checker 4: no acknowledged write lost ----
+
+// checkLost compares each resource's final state with its OK mutations:
+// the final version counts at least one apply per OK mutation, no OK
+// mutation reports a version above it, and the final last token is at least
+// every OK fenced mutation's token. (That the final value is explained by
+// the mutations is checker 6: the final read is in its register history.)
+func checkLost(h *history) (int, []string) {
+	n := 0
+	var probs []string
+	for _, k := range h.resources {
+		ms := h.okMuts(k)
+		f, ok := h.lastFinal(k)
+		if !ok {
+			if len(ms) > 0 {
+				probs = append(probs, fmt.Sprintf("no final read of %s: its %d acknowledged mutations are not checked for loss", k, len(ms)))
+			}
+			continue
+		}
+		flagged := 0
+		for _, m := range ms {
+			switch {
+			case m.Version > f.Version:
+				flagged++
+				probs = append(probs, fmt.Sprintf("lost write on %s: %s %s token %d acknowledged version %d (%s), final version is %d",
+					k, opName(m.Op), m.Kind, m.Token, m.Version, span(m.Op), f.Version))
+			case m.Fenced && m.Token > f.LastToken:
+				flagged++
+				probs = append(probs, fmt.Sprintf("lost write on %s: %s %s token %d acknowledged version %d (%s), final last token is %d",
+					k, opName(m.Op), m.Kind, m.Token, m.Version, span(m.Op), f.LastToken))
+			}
+		}
+		lost := flagged
+		if short := len(ms) - int(f.Version); short > 0 {
+			if short > lost {
+				lost = short
+			}
+			probs = append(probs, fmt.Sprintf("lost writes on %s: %d mutations acknowledged, final version %d (final read %s)",
+				k, len(ms), f.Version, clock(f.Call)))
+		}
+		n += lost
+	}
+	return n, probs
+}
+
+// ---- checker 5: nothing applied twice ----
+
+// checkDouble counts applies the history cannot account for: an op_id
+// acknowledged with two versions, two different OK mutations reporting the
+// same version, and a final version above what the OK mutations (their
+// distinct versions) and the unknown ones (one apply each at most) allow.
+// A replayed result carries its original's version and is not counted.
+func checkDouble(h *history) (int, []string) {
+	n := 0
+	var probs []string
+	for _, k := range h.resources {
+		claimed := map[uint64]*mutation{}
+		nClaimed, unknown := 0, 0
+		for _, m := range h.muts[k] {
+			if !m.ok {
+				unknown++
+				continue
+			}
+			for _, o := range m.others {
+				n++
+				probs = append(probs, fmt.Sprintf("double apply on %s: op_id %q acknowledged as version %d (%s, %s) and as version %d (%s, %s)",
+					k, m.OpID, m.Version, opName(m.Op), span(m.Op), o.Version, opName(o), span(o)))
+			}
+			for i, v := range m.vers {
+				op := m.Op
+				if i > 0 {
+					op = m.others[i-1]
+				}
+				if prev := claimed[v]; prev != nil {
+					n++
+					probs = append(probs, fmt.Sprintf("version %d of %s reported by two mutations: %s %s token %d (%s) and %s %s token %d (%s)",
+						v, k, opName(prev.Op), prev.Kind, prev.Token, span(prev.Op), opName(op), op.Kind, op.Token, span(op)))
+					continue
+				}
+				claimed[v] = m
+				nClaimed++
+			}
+		}
+		f, ok := h.lastFinal(k)
+		if !ok {
+			continue
+		}
+		if extra := int(f.Version) - nClaimed - unknown; extra > 0 {
+			n += extra
+			probs = append(probs, fmt.Sprintf("double apply on %s: final version %d, but only %d acknowledged versions and %d unknown mutations (final read %s)",
+				k, f.Version, nClaimed, unknown, clock(f.Call)))
+		}
+	}
+	return n, probs
+}
+
+// ---- formatting ----
+
+func opName(o Op) string {
+	if o.Worker < 0 {
+		return fmt.Sprintf("harness#%d", o.N)
+	}
+	return fmt.Sprintf("w%d#%d", o.Worker, o.N)
+}
+
+// clock renders a Unix-nanosecond time as UTC time of day.
+func clock(ns int64) string {
+	if ns == 0 {
+		return "?"
+	}
+	return time.Unix(0, ns).UTC().Format("15:04:05.000000")
+}
+
+// span renders an op's call and return.
+func span(o Op) string {
+	var b strings.Builder
+	b.WriteString(clock(o.Call))
+	b.WriteString("→")
+	if o.Out == OutcomeUnknown || o.Return == 0 {
+		b.WriteString("unknown")
+	} else {
+		b.WriteString(clock(o.Return))
+	}
+	return b.String()
+}
