@@ -420,3 +420,294 @@ func TestCheckUnknownOpsNoFalseAlarm(t *testing.T) {
 		mustOK(t, Check(ops, t.TempDir(), 0))
 	}
 }
+
+// planted runs the simulator with a bug over a few seeds and returns the
+// reports.
+func planted(t *testing.T, cfg simConfig, seeds int) []Report {
+	t.Helper()
+	var rs []Report
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		cfg.seed = seed
+		if cfg.ops == 0 {
+			cfg.ops = 1500
+		}
+		rs = append(rs, Check(simulate(cfg), t.TempDir(), 0))
+	}
+	return rs
+}
+
+func TestCheckPlantedStaleAccept(t *testing.T) {
+	for _, r := range planted(t, simConfig{pauseP: 0.2, bugStaleAccept: 1}, 5) {
+		if r.StaleAccepted == 0 || r.Linearizable {
+			t.Fatalf("stale writes accepted, not flagged: %+v", r)
+		}
+		if r.TokensRegressed != 0 || r.Overlaps != 0 || r.DoubleApplies != 0 {
+			t.Fatalf("other checkers flagged: %+v", r)
+		}
+		if !strings.Contains(strings.Join(r.Problems, "\n"), "stale write accepted on ") {
+			t.Fatalf("no problem line: %q", r.Problems)
+		}
+	}
+}
+
+// The control run: plain writes, so a paused holder's write lands after a
+// newer owner's. Checker 1 must catch it; nothing else is wrong.
+func TestCheckControlRunCaught(t *testing.T) {
+	caught := 0
+	for _, r := range planted(t, simConfig{pauseP: 0.2, unknownP: 0.05, control: true, stores: []string{StorePostgres}}, 5) {
+		if r.TokensRegressed != 0 || r.Overlaps != 0 || r.LostWrites != 0 || r.DoubleApplies != 0 || !r.Linearizable {
+			t.Fatalf("control run: a checker other than 1 flagged it: %+v\n%s", r, strings.Join(r.Problems, "\n"))
+		}
+		if r.StaleAccepted > 0 {
+			caught++
+		}
+	}
+	if caught != 5 {
+		t.Fatalf("control run caught in %d of 5 histories", caught)
+	}
+}
+
+func TestCheckPlantedTokens(t *testing.T) {
+	for name, cfg := range map[string]simConfig{
+		"reuse":  {bugTokenReuse: 0.05},
+		"backup": {bugTokenBack: 0.02},
+	} {
+		for _, r := range planted(t, cfg, 3) {
+			if r.TokensRegressed == 0 {
+				t.Fatalf("%s: tokens not flagged: %+v", name, r)
+			}
+			if r.Overlaps != 0 {
+				t.Fatalf("%s: overlaps: %+v", name, r)
+			}
+		}
+	}
+}
+
+func TestCheckPlantedGrantHeld(t *testing.T) {
+	for _, r := range planted(t, simConfig{bugGrantHeld: 0.3}, 3) {
+		if r.Overlaps == 0 {
+			t.Fatalf("grant while held not flagged: %+v", r)
+		}
+		if r.TokensRegressed != 0 {
+			t.Fatalf("tokens flagged: %+v", r)
+		}
+	}
+}
+
+func TestCheckPlantedLostWrite(t *testing.T) {
+	for _, r := range planted(t, simConfig{bugLostWrite: 0.01}, 3) {
+		if r.LostWrites == 0 || r.Linearizable {
+			t.Fatalf("lost write not flagged: %+v", r)
+		}
+		if r.StaleAccepted != 0 || r.TokensRegressed != 0 || r.Overlaps != 0 {
+			t.Fatalf("other checkers flagged: %+v", r)
+		}
+	}
+}
+
+func TestCheckPlantedDoubleAdd(t *testing.T) {
+	for _, r := range planted(t, simConfig{bugDoubleAdd: 0.05}, 3) {
+		if r.DoubleApplies == 0 || r.Linearizable {
+			t.Fatalf("double apply not flagged: %+v", r)
+		}
+		if r.StaleAccepted != 0 || r.TokensRegressed != 0 || r.Overlaps != 0 || r.LostWrites != 0 {
+			t.Fatalf("other checkers flagged: %+v", r)
+		}
+	}
+}
+
+func TestCheckPlantedStaleRead(t *testing.T) {
+	for _, r := range planted(t, simConfig{bugStaleRead: 0.01}, 3) {
+		if r.Linearizable {
+			t.Fatalf("stale read not flagged: %+v", r)
+		}
+		if r.StaleAccepted != 0 || r.TokensRegressed != 0 || r.Overlaps != 0 || r.LostWrites != 0 || r.DoubleApplies != 0 {
+			t.Fatalf("other checkers flagged: %+v", r)
+		}
+	}
+}
+
+// ---- hand-written histories: exact counts ----
+
+// hb builds a history: each op gets the next counter of its worker.
+type hb struct {
+	ops []Op
+	n   map[int]int
+}
+
+func (b *hb) add(o Op) *hb {
+	if b.n == nil {
+		b.n = map[int]int{}
+	}
+	b.n[o.Worker]++
+	o.N = b.n[o.Worker]
+	if o.Out == "" {
+		o.Out = OutcomeOK
+	}
+	b.ops = append(b.ops, o)
+	return b
+}
+
+func wr(w int, tok uint64, val int64, ver uint64, call, ret int64) Op {
+	return Op{Worker: w, Kind: KindWrite, Store: StoreFence, Res: "stock/sku-0", Fenced: true, Token: tok, Value: val,
+		Call: call, Return: ret, Version: ver, LastToken: tok}
+}
+
+func fin(val int64, tok, ver uint64, at int64) Op {
+	return Op{Worker: -1, Kind: KindFinal, Store: StoreFence, Res: "stock/sku-0", Call: at, Return: at + 1,
+		ResValue: val, LastToken: tok, Version: ver}
+}
+
+func acq(w int, lock string, tok uint64, call, ret int64) Op {
+	return Op{Worker: w, Kind: KindAcquire, Lock: lock, Token: tok, Call: call, Return: ret}
+}
+
+func rel(w int, lock string, tok uint64, from, until, call, ret int64) Op {
+	return Op{Worker: w, Kind: KindRelease, Lock: lock, Token: tok, HeldFrom: from, HeldUntil: until, Call: call, Return: ret}
+}
+
+func TestCheckStaleExact(t *testing.T) {
+	// fenced: 5 then 3 accepted (the store skipped the compare)
+	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(2, 3, 8, 2, 30, 40)).add(fin(8, 5, 2, 100))
+	r := Check(b.ops, t.TempDir(), 0)
+	if r.StaleAccepted != 1 || r.Linearizable {
+		t.Fatalf("%+v", r)
+	}
+	if !strings.Contains(r.Problems[0], "w2#1 write token 3 got version 2, after w1#1 token 5 version 1") {
+		t.Fatalf("problem line: %q", r.Problems)
+	}
+	// the same order with tokens 3 then 5 is fine
+	b = (&hb{}).add(wr(1, 3, 9, 1, 10, 20)).add(wr(2, 5, 8, 2, 30, 40)).add(fin(8, 5, 2, 100))
+	mustOK(t, Check(b.ops, t.TempDir(), 0))
+
+	// control: plain writes with tokens 5, 3, 4, 6: 3 and 4 both came
+	// after 5 was accepted; the register is linearizable
+	b = &hb{}
+	for i, tok := range []uint64{5, 3, 4, 6} {
+		o := wr(i, tok, int64(10-i), uint64(i+1), int64(10+20*i), int64(20+20*i))
+		o.Fenced, o.LastToken, o.Store, o.Res = false, 0, StorePostgres, "sku-0"
+		b.add(o)
+	}
+	f := fin(7, 0, 4, 200)
+	f.Store, f.Res = StorePostgres, "sku-0"
+	b.add(f)
+	r = Check(b.ops, t.TempDir(), 0)
+	if r.StaleAccepted != 2 || !r.Linearizable || r.LostWrites != 0 || r.DoubleApplies != 0 {
+		t.Fatalf("control: %+v\n%s", r, strings.Join(r.Problems, "\n"))
+	}
+}
+
+func TestCheckTokensExact(t *testing.T) {
+	// concurrent grants may come in either order
+	b := (&hb{}).add(acq(1, "sku-0", 7, 10, 50)).add(acq(2, "sku-1", 6, 20, 30))
+	if r := Check(b.ops, "", 0); r.TokensRegressed != 0 {
+		t.Fatalf("concurrent grants flagged: %+v", r)
+	}
+	// a grant after another returned has a smaller token: on another
+	// lock (global order) and on the same lock
+	for _, lock := range []string{"sku-1", "sku-0"} {
+		b = (&hb{}).add(acq(1, "sku-0", 7, 10, 20)).add(acq(2, lock, 6, 30, 40))
+		r := Check(b.ops, "", 0)
+		if r.TokensRegressed != 1 || !strings.Contains(r.Problems[0], "token regressed: w2#1 got token 6 on "+lock) {
+			t.Fatalf("%s: %+v", lock, r)
+		}
+	}
+	// a token granted twice, concurrently
+	b = (&hb{}).add(acq(1, "sku-0", 7, 10, 50)).add(acq(2, "sku-1", 7, 20, 30))
+	if r := Check(b.ops, "", 0); r.TokensRegressed != 1 || !strings.Contains(r.Problems[0], "token 7 granted twice") {
+		t.Fatalf("%+v", r)
+	}
+	// refused and unknown acquires carry no token
+	b = (&hb{}).add(acq(1, "sku-0", 7, 10, 20))
+	b.add(Op{Worker: 2, Kind: KindAcquire, Lock: "sku-0", Call: 30, Out: OutcomeUnknown})
+	b.add(Op{Worker: 3, Kind: KindAcquire, Lock: "sku-0", Call: 30, Return: 40, Out: OutcomeFail})
+	if r := Check(b.ops, "", 0); !r.OK() {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestCheckOverlapsExact(t *testing.T) {
+	b := (&hb{}).
+		add(rel(1, "sku-0", 5, 10, 100, 100, 110)).
+		add(rel(2, "sku-0", 6, 100, 200, 200, 210)). // touches: fine
+		add(rel(3, "sku-1", 7, 50, 150, 150, 160))   // another lock: fine
+	if r := Check(b.ops, "", 0); r.Overlaps != 0 {
+		t.Fatalf("%+v", r)
+	}
+	b.add(rel(4, "sku-0", 8, 150, 160, 160, 170)) // inside token 6's hold
+	b.add(rel(5, "sku-0", 9, 190, 300, 300, 310)) // overlaps token 6's end
+	r := Check(b.ops, "", 0)
+	if r.Overlaps != 2 || !strings.Contains(r.Problems[0], "overlap on lock sku-0: token 6 (w2#1)") {
+		t.Fatalf("%+v", r)
+	}
+	// a stale or unknown release still carries its hold
+	b = (&hb{}).add(rel(1, "sku-0", 5, 10, 100, 100, 110))
+	o := rel(2, "sku-0", 6, 50, 60, 60, 0)
+	o.Out = OutcomeUnknown
+	b.add(o)
+	if r := Check(b.ops, "", 0); r.Overlaps != 1 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestCheckLostExact(t *testing.T) {
+	base := func() *hb { return (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(1, 5, 8, 2, 30, 40)) }
+	mustOK(t, Check(base().add(fin(8, 5, 2, 100)).ops, "", 0))
+	// the final state went back a version: the second write is lost
+	r := Check(base().add(fin(9, 5, 1, 100)).ops, "", 0)
+	if r.LostWrites != 1 || r.Linearizable {
+		t.Fatalf("%+v", r)
+	}
+	if !strings.Contains(r.Problems[0], "lost write on fence:stock/sku-0: w1#2 write token 5 acknowledged version 2") {
+		t.Fatalf("%q", r.Problems)
+	}
+	// the final last token is below two acknowledged writes'
+	if r := Check(base().add(fin(8, 4, 2, 100)).ops, "", 0); r.LostWrites != 2 {
+		t.Fatalf("%+v", r)
+	}
+	// two acknowledged writes that both claim version 1: one was lost
+	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(2, 6, 8, 1, 30, 40)).add(fin(8, 6, 1, 100))
+	if r := Check(b.ops, "", 0); r.LostWrites != 1 || r.DoubleApplies != 1 || r.Linearizable {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func add(w int, tok uint64, delta, after int64, ver uint64, id string, call, ret int64) Op {
+	return Op{Worker: w, Kind: KindAdd, Store: StoreFence, Res: "stock/sku-0", Fenced: true, Token: tok, Value: delta,
+		OpID: id, Call: call, Return: ret, ResValue: after, Version: ver, LastToken: tok}
+}
+
+func TestCheckDoubleExact(t *testing.T) {
+	// a replayed result carries the original's version: one apply
+	b := (&hb{}).add(add(1, 5, 5, 5, 1, "a", 10, 20))
+	o := add(1, 5, 5, 5, 1, "a", 30, 40)
+	o.Replayed = true
+	b.add(o).add(fin(5, 5, 1, 100))
+	mustOK(t, Check(b.ops, "", 0))
+
+	// an unknown attempt and its OK retry with the same op_id: one mutation
+	u := add(1, 5, 5, 0, 0, "a", 10, 0)
+	u.Out, u.ResValue, u.Version, u.LastToken = OutcomeUnknown, 0, 0, 0
+	b = (&hb{}).add(u).add(add(1, 5, 5, 5, 1, "a", 30, 40)).add(fin(5, 5, 1, 100))
+	mustOK(t, Check(b.ops, "", 0))
+
+	// the same op_id acknowledged twice with different versions
+	b = (&hb{}).add(add(1, 5, 5, 5, 1, "a", 10, 20)).add(add(1, 5, 5, 10, 2, "a", 30, 40)).add(fin(10, 5, 2, 100))
+	r := Check(b.ops, "", 0)
+	if r.DoubleApplies != 1 || r.Linearizable || !strings.Contains(r.Problems[0], `op_id "a" acknowledged as version 1`) {
+		t.Fatalf("%+v", r)
+	}
+
+	// one op applied twice (its id forgotten; the first reply was lost):
+	// the final version is one more than the history explains
+	b = (&hb{}).add(add(1, 5, 5, 10, 2, "a", 10, 40)).add(fin(10, 5, 2, 100))
+	r = Check(b.ops, "", 0)
+	if r.DoubleApplies != 1 || r.Linearizable || r.LostWrites != 0 {
+		t.Fatalf("%+v", r)
+	}
+	// ... unless an unknown mutation may have taken that version
+	u = add(2, 5, 5, 0, 0, "b", 5, 0)
+	u.Out, u.ResValue, u.Version, u.LastToken = OutcomeUnknown, 0, 0, 0
+	b.add(u)
+	mustOK(t, Check(b.ops, "", 0))
+}

@@ -1,0 +1,146 @@
+package chaos
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLinearStaleReadWritesVisualization(t *testing.T) {
+	dir := t.TempDir()
+	rd := Op{Worker: 3, Kind: KindRead, Store: StoreFence, Res: "stock/sku-0", Call: 50, Return: 60,
+		ResValue: 9, LastToken: 5, Version: 1} // version 2 had returned at 40
+	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(2, 6, 8, 2, 30, 40)).add(rd).add(fin(8, 6, 2, 100))
+	r := Check(b.ops, dir, time.Minute)
+	if r.Linearizable || r.StaleAccepted+r.TokensRegressed+r.Overlaps+r.LostWrites+r.DoubleApplies != 0 {
+		t.Fatalf("%+v", r)
+	}
+	want := filepath.Join(dir, "linear-register_fence_stock_sku-0.html")
+	if len(r.Visualizations) != 1 || r.Visualizations[0] != want {
+		t.Fatalf("visualizations %q, want %q", r.Visualizations, want)
+	}
+	html, err := os.ReadFile(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "<html") || !strings.Contains(string(html), "w3#1") {
+		t.Fatalf("not porcupine's visualisation of this history (%d bytes)", len(html))
+	}
+	if !strings.Contains(r.LinearDetail, "not linearizable: register fence:stock/sku-0") {
+		t.Fatalf("detail %q", r.LinearDetail)
+	}
+	p := strings.Join(r.Problems, "\n")
+	if !strings.Contains(p, "cannot place w3#1 read → 9 (token 5, ver 1)") || !strings.Contains(p, "see "+want) {
+		t.Fatalf("problems %q", r.Problems)
+	}
+	// the same read before the second write returned is linearizable
+	b.ops[2].Call, b.ops[2].Return = 25, 35
+	r = Check(b.ops, dir, time.Minute)
+	mustOK(t, r)
+	if len(r.Visualizations) != 0 {
+		t.Fatal(r.Visualizations)
+	}
+}
+
+func unknownWrite(w int, tok uint64, val int64, call int64) Op {
+	o := wr(w, tok, val, 0, call, 0)
+	o.Out, o.LastToken = OutcomeUnknown, 0
+	return o
+}
+
+func TestLinearUnknownMutations(t *testing.T) {
+	cases := []struct {
+		name string
+		ops  []Op
+		ok   bool
+	}{
+		{"never applied", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), fin(9, 5, 1, 100)}, true},
+		{"applied", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), fin(7, 6, 2, 100)}, true},
+		{"applied between", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), wr(1, 6, 4, 3, 50, 60), fin(4, 6, 3, 100)}, true},
+		// the unknown write was called after version 2 returned, so it
+		// cannot have taken version 2
+		{"applied before its call", []Op{wr(1, 5, 9, 1, 10, 20), wr(1, 6, 4, 3, 50, 60), unknownWrite(2, 6, 7, 70), fin(4, 6, 3, 100)}, false},
+		// token 3 is below the last token 5: it cannot have applied
+		{"stale cannot apply", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 3, 42, 30), fin(42, 5, 2, 100)}, false},
+		{"stale cannot apply 2", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 3, 42, 30), fin(42, 3, 2, 100)}, false},
+		// nor explain a value no mutation wrote
+		{"unexplained value", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), fin(8, 6, 2, 100)}, false},
+	}
+	for _, c := range cases {
+		b := &hb{}
+		for _, o := range c.ops {
+			b.add(o)
+		}
+		r := Check(b.ops, t.TempDir(), time.Minute)
+		if r.Linearizable != c.ok {
+			t.Errorf("%s: linearizable %v, want %v: %s", c.name, r.Linearizable, c.ok, strings.Join(r.Problems, "\n"))
+		}
+	}
+}
+
+// The harness's final read is placed after everything that returned, even
+// if its own call time is a little earlier.
+func TestLinearFinalIsLast(t *testing.T) {
+	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(1, 5, 8, 2, 30, 40)).add(fin(8, 5, 2, 35))
+	mustOK(t, Check(b.ops, "", 0))
+	b = (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(1, 5, 8, 2, 30, 40)).add(fin(9, 5, 1, 35))
+	if r := Check(b.ops, "", 0); r.Linearizable {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestLinearLocks(t *testing.T) {
+	cases := []struct {
+		name string
+		ops  []Op
+		ok   bool
+	}{
+		{"hand-off", []Op{acq(1, "sku-0", 5, 10, 20), rel(1, "sku-0", 5, 20, 30, 30, 40), acq(2, "sku-0", 6, 35, 50), rel(2, "sku-0", 6, 50, 60, 60, 70)}, true},
+		// the first lease expired (its release was refused) before
+		// the second grant
+		{"expiry", []Op{acq(1, "sku-0", 5, 10, 20), acq(2, "sku-0", 6, 30, 50),
+			func() Op { o := rel(1, "sku-0", 5, 20, 25, 60, 70); o.Out = OutcomeStale; return o }()}, true},
+		// a release acknowledged after another grant had returned: the
+		// lock was granted while held, or the release lied
+		{"release after regrant", []Op{acq(1, "sku-0", 5, 10, 20), acq(2, "sku-0", 6, 30, 40), rel(1, "sku-0", 5, 20, 25, 50, 60)}, false},
+		{"release of a token never held", []Op{acq(1, "sku-0", 5, 10, 20), rel(2, "sku-0", 4, 20, 25, 30, 40)}, false},
+		// a release retried after a lost reply is one op
+		{"retried release", []Op{acq(1, "sku-0", 5, 10, 20), rel(1, "sku-0", 5, 20, 30, 30, 90), acq(2, "sku-0", 6, 40, 50)}, true},
+	}
+	for _, c := range cases {
+		b := &hb{}
+		for _, o := range c.ops {
+			b.add(o)
+		}
+		dir := t.TempDir()
+		r := Check(b.ops, dir, time.Minute)
+		if r.Linearizable != c.ok {
+			t.Errorf("%s: linearizable %v, want %v: %s", c.name, r.Linearizable, c.ok, strings.Join(r.Problems, "\n"))
+		}
+		if !c.ok {
+			if _, err := os.Stat(filepath.Join(dir, "linear-lock_sku-0.html")); err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+		}
+	}
+}
+
+func TestLinearTimeout(t *testing.T) {
+	ops := simulate(simConfig{seed: 3, ops: 20000, locks: 1, stores: []string{StoreFence}})
+	r := Check(ops, t.TempDir(), time.Nanosecond)
+	if r.Linearizable || !strings.Contains(r.LinearDetail, "timed out on partition") || len(r.Visualizations) != 0 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// 20,000 ops of the workload (sequential per lock, concurrent across
+// locks, some unknown outcomes) check in a few seconds.
+func TestLinear20kOps(t *testing.T) {
+	ops := simulate(simConfig{seed: 9, ops: 20000, workers: 8, locks: 4, unknownP: 0.02, pauseP: 0.02, tryP: 0.2})
+	start := time.Now()
+	r := Check(ops, t.TempDir(), 2*time.Minute)
+	t.Logf("%d ops checked in %v: %s", len(ops), time.Since(start), r.LinearDetail)
+	mustOK(t, r)
+}
