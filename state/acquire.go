@@ -1,6 +1,9 @@
 package state
 
-import "github.com/fenceworks/fence"
+import (
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/plant"
+)
 
 // acquire grants lock cmd.Name when it is free, queues the request when
 // cmd.Wait > 0, and is busy otherwise. A request_id seen before gets the
@@ -48,7 +51,7 @@ func (m *impl) acquire(cmd Command) Result {
 	}
 
 	switch {
-	case l == nil || l.free(m.expiryTime()):
+	case l == nil || l.free(m.expiryTime()) || plant.On(plant.GrantHeld) && m.plantGrantHeld(l):
 		if err := m.admitLock(l, &res.Events); err != nil {
 			res.Err = err
 			return res

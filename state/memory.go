@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/plant"
 )
 
 // memory remembers ids (request_ids, op_ids) in the order they were put,
@@ -165,6 +166,9 @@ func (m *impl) forget() {
 	m.requests.forget(m.clock, retention, minimum, m.cfg.MaxRequests)
 	m.ops.forget(m.clock, retention, minimum, m.cfg.MaxOps)
 	m.idle.forget(m.clock, retention, min(m.cfg.MaxRequests, MaxIdleLocks), func(l *lockEntry) { delete(m.byName, l.name) })
+	if plant.On(plant.IDsForgotten) {
+		m.plantForgetOps()
+	}
 }
 
 // admitOp refuses a new op_id when the op_id memory is full of ids younger

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/plant"
 )
 
 // Exactly-once by sequence number (see doc.go, Sessions). A command with a
@@ -76,6 +77,9 @@ func (m *impl) sequenced(cmd Command) Result {
 	m.acknowledge(s, cmd.Ack)
 	if cmd.Seq < s.floor {
 		return Result{Err: fence.Invalid("seq", ">= "+u64toa(s.floor)+" (already acknowledged)", u64toa(cmd.Seq))}
+	}
+	if plant.On(plant.IDsForgotten) {
+		m.plantForgetSaved(s)
 	}
 	if i, ok := s.find(cmd.Seq); ok {
 		if res, done := m.replaySaved(s, i, cmd); done {
