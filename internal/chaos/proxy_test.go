@@ -1,0 +1,306 @@
+package chaos
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// upstream is a real TCP server: each accepted connection is handed to the
+// test (conns), and, when echo is set, echoes what it reads.
+type upstream struct {
+	ln    net.Listener
+	conns chan net.Conn
+}
+
+func startUpstream(t *testing.T, echo bool) *upstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{ln: ln, conns: make(chan net.Conn, 16)}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			if echo {
+				go io.Copy(c, c)
+			}
+			u.conns <- c
+		}
+	}()
+	return u
+}
+
+// next is the upstream side of the next connection the proxy made.
+func (u *upstream) next(t *testing.T) net.Conn {
+	t.Helper()
+	select {
+	case c := <-u.conns:
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection reached the upstream")
+		return nil
+	}
+}
+
+func newTestProxy(t *testing.T, up string) *Proxy {
+	t.Helper()
+	p, err := NewProxy("test", up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// send writes msg+"\n" on c.
+func send(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		t.Fatalf("write %q: %v", msg, err)
+	}
+}
+
+// recvLine reads one line from c within d: the line, or the error.
+func recvLine(c net.Conn, d time.Duration) (string, error) {
+	c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Time{})
+	var b []byte
+	one := make([]byte, 1)
+	for {
+		if _, err := c.Read(one); err != nil {
+			return string(b), err
+		}
+		if one[0] == '\n' {
+			return string(b), nil
+		}
+		b = append(b, one[0])
+	}
+}
+
+func expectLine(t *testing.T, c net.Conn, want string) {
+	t.Helper()
+	got, err := recvLine(c, 5*time.Second)
+	if err != nil || got != want {
+		t.Fatalf("read %q, %v; want %q", got, err, want)
+	}
+}
+
+// expectNothing: nothing arrives on c within d and c stays open.
+func expectNothing(t *testing.T, c net.Conn, d time.Duration, what string) {
+	t.Helper()
+	got, err := recvLine(c, d)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("%s: read %q, %v; want nothing (a timeout) on an open connection", what, got, err)
+	}
+}
+
+// expectCut: reading c ends with EOF or a reset, promptly.
+func expectCut(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	got, err := recvLine(c, 5*time.Second)
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("%s: read %q, %v; want the connection cut (EOF or reset)", what, got, err)
+	}
+}
+
+func TestProxyForwards(t *testing.T) {
+	up := startUpstream(t, true)
+	p := newTestProxy(t, up.ln.Addr().String())
+	if p.Addr() == "" || strings.HasSuffix(p.Addr(), ":0") {
+		t.Fatalf("Addr %q", p.Addr())
+	}
+	c := dial(t, p.Addr())
+	send(t, c, "hello")
+	expectLine(t, c, "hello")
+}
+
+// Reset cuts idle and busy connections alike, at both ends, and the proxy
+// goes on accepting on the same address.
+func TestProxyReset(t *testing.T) {
+	up := startUpstream(t, true)
+	p := newTestProxy(t, up.ln.Addr().String())
+	addr := p.Addr()
+
+	idle := dial(t, p.Addr())
+	send(t, idle, "one")
+	expectLine(t, idle, "one") // established and idle (a pooled keep-alive connection)
+	idleUp := up.next(t)
+
+	// A connection with bytes stuck in a blackhole is cut too.
+	stuck := dial(t, p.Addr())
+	send(t, stuck, "two")
+	expectLine(t, stuck, "two")
+	up.next(t)
+	if err := p.Blackhole(Downstream); err != nil {
+		t.Fatal(err)
+	}
+	send(t, stuck, "three")
+	expectNothing(t, stuck, 300*time.Millisecond, "blackholed reply")
+
+	if err := p.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	expectCut(t, idle, "idle client side after Reset")
+	expectCut(t, stuck, "blackholed client side after Reset")
+	// The server's end is closed as well (the echo server sees EOF and
+	// its io.Copy ends; our read of the raw conn sees the close).
+	idleUp.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := idleUp.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("upstream side after Reset: %v, want EOF", err)
+	}
+
+	if p.Addr() != addr {
+		t.Fatalf("address changed: %s -> %s", addr, p.Addr())
+	}
+	if err := p.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	fresh := dial(t, addr)
+	send(t, fresh, "four")
+	expectLine(t, fresh, "four")
+
+	// Twice more: Reset keeps working.
+	for i := 0; i < 2; i++ {
+		if err := p.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		expectCut(t, fresh, "after another Reset")
+		fresh = dial(t, addr)
+		send(t, fresh, "again")
+		expectLine(t, fresh, "again")
+	}
+}
+
+// A one-way blackhole stops one direction of open and new connections and
+// leaves the other flowing; Heal makes new connections work again.
+func TestProxyBlackholeOneWay(t *testing.T) {
+	up := startUpstream(t, false)
+	p := newTestProxy(t, up.ln.Addr().String())
+
+	for _, tc := range []struct {
+		dir       Direction
+		openFirst bool // the connection exists before the toxic
+	}{{Upstream, true}, {Downstream, true}, {Upstream, false}, {Downstream, false}, {Both, true}} {
+		var c, s net.Conn
+		if tc.openFirst {
+			c = dial(t, p.Addr())
+			s = up.next(t)
+			send(t, c, "warm") // both ways work before
+			expectLine(t, s, "warm")
+			send(t, s, "warm")
+			expectLine(t, c, "warm")
+		}
+		if err := p.Blackhole(tc.dir); err != nil {
+			t.Fatal(err)
+		}
+		if !tc.openFirst {
+			c = dial(t, p.Addr())
+			s = up.next(t)
+		}
+		send(t, c, "request")
+		if tc.dir == Downstream {
+			expectLine(t, s, "request")
+		} else {
+			expectNothing(t, s, 300*time.Millisecond, tc.dir.String()+": request")
+		}
+		send(t, s, "reply")
+		if tc.dir == Upstream {
+			expectLine(t, c, "reply")
+		} else {
+			expectNothing(t, c, 300*time.Millisecond, tc.dir.String()+": reply")
+		}
+		if got := p.Toxics(); len(got) == 0 {
+			t.Fatalf("Toxics() empty during a blackhole")
+		}
+		if err := p.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Toxics(); len(got) != 0 {
+			t.Fatalf("Toxics() after Heal: %v", got)
+		}
+		// A new connection flows both ways.
+		c2 := dial(t, p.Addr())
+		s2 := up.next(t)
+		send(t, c2, "after")
+		expectLine(t, s2, "after")
+		send(t, s2, "after")
+		expectLine(t, c2, "after")
+		c.Close()
+		c2.Close()
+	}
+}
+
+func TestProxyDelay(t *testing.T) {
+	up := startUpstream(t, true)
+	p := newTestProxy(t, up.ln.Addr().String())
+	const d = 200 * time.Millisecond
+	roundTrip := func(c net.Conn) time.Duration {
+		t0 := time.Now()
+		send(t, c, "x")
+		expectLine(t, c, "x")
+		return time.Since(t0)
+	}
+	open := dial(t, p.Addr())
+	roundTrip(open)
+	if err := p.Delay(d); err != nil {
+		t.Fatal(err)
+	}
+	if rt := roundTrip(open); rt < 2*d { // each direction is delayed
+		t.Fatalf("round trip on an open connection with Delay(%v): %v, want >= %v", d, rt, 2*d)
+	}
+	if rt := roundTrip(dial(t, p.Addr())); rt < 2*d {
+		t.Fatalf("round trip on a new connection with Delay(%v): %v, want >= %v", d, rt, 2*d)
+	}
+	if err := p.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if rt := roundTrip(open); rt >= 2*d {
+		t.Fatalf("round trip after Heal: %v, want < %v", rt, 2*d)
+	}
+}
+
+func TestProxyClose(t *testing.T) {
+	up := startUpstream(t, true)
+	p, err := NewProxy("close", up.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, p.Addr())
+	send(t, c, "x")
+	expectLine(t, c, "x")
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expectCut(t, c, "after Close")
+	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		t.Fatal("the proxy still accepts after Close")
+	}
+	if err := p.Reset(); err == nil {
+		t.Fatal("Reset after Close: no error")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
