@@ -379,7 +379,7 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	switch {
 	case w.cfg.Hold > 0:
 		sleepCtx(ctx, w.cfg.Hold)
-	case w.rng.IntN(4) == 0:
+	case w.rng.IntN(5) < 2:
 		sleepCtx(ctx, time.Duration(w.rng.Int64N(int64(w.cfg.TTL/2)+1)))
 	}
 	if ctx.Err() != nil {

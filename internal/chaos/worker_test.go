@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -497,6 +498,53 @@ func TestWorkerProcesses(t *testing.T) {
 		}
 	})
 
+	// SIGTERM while holding: the worker abandons the rest of its hold
+	// (the write is not sent), releases the lease, records the release and
+	// exits 0; the lock is free at once.
+	t.Run("sigterm-mid-hold", func(t *testing.T) {
+		url := startFence(t, fenceBin)
+		a := startWorkerProc(t, chaosBin, WorkerConfig{
+			ID: 1, Server: url, Resources: 1, History: filepath.Join(t.TempDir(), "a.jsonl"),
+			Seed: 3, Mode: "session", Hold: 30 * time.Second,
+		})
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ops := a.history(t)
+			if len(ops) > 0 && ops[len(ops)-1].Kind == KindRead {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no read in 20s: %+v", ops)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		start := time.Now()
+		a.stop(t)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the worker took %s to stop", d)
+		}
+		ops := a.history(t)
+		checkShape(t, ops, false)
+		if len(ops) != 3 || ops[0].Kind != KindAcquire || !ops[0].Session || ops[1].Kind != KindRead || ops[2].Kind != KindRelease || ops[2].Out != OutcomeOK {
+			t.Fatalf("history %+v: want acquire, read, release ok", ops)
+		}
+		cl, err := client.New(url, client.WithoutSession())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l, err := cl.Acquire(ctx, "sku-0", client.TTL(5*time.Second))
+		if err != nil {
+			t.Fatalf("sku-0 after the worker stopped: %v", err)
+		}
+		if uint64(l.Token()) <= ops[0].Token {
+			t.Fatalf("token %d after the worker's %d", l.Token(), ops[0].Token)
+		}
+		l.Release(ctx)
+	})
+
 	// The seed's hazard: worker A reads, is paused past its TTL mid-hold,
 	// B takes the lock and writes; A wakes and sends its write with its old
 	// token. A fenced store refuses it (stale); the control run's plain
@@ -634,3 +682,91 @@ func TestWorkerProcesses(t *testing.T) {
 		})
 	}
 }
+
+// flakyStore is a store whose adds answer from a script of outcomes; it
+// remembers the op_ids it was sent.
+type flakyStore struct {
+	fenceStore
+	fenced bool
+	script []Outcome
+	opIDs  []string
+}
+
+func (s *flakyStore) Fenced() bool { return s.fenced }
+
+func (s *flakyStore) Add(_ context.Context, _ *client.Client, _ int, _ fence.Token, delta int64, opID string) (storeMut, Outcome, uint64, error) {
+	s.opIDs = append(s.opIDs, opID)
+	out := s.script[0]
+	s.script = s.script[1:]
+	switch out {
+	case OutcomeOK:
+		return storeMut{Value: 12, Version: 4, LastToken: 9, Replayed: len(s.opIDs) > 1}, out, 0, nil
+	case OutcomeStale:
+		return storeMut{}, out, 11, &fence.StaleTokenError{Token: 9, LastAccepted: 11}
+	}
+	return storeMut{}, out, 0, context.DeadlineExceeded
+}
+
+// An add whose outcome is unknown is retried with the same op_id (and is
+// one Op: the first attempt's Call, the last reply's Return, the attempts
+// and the replay); without op_id idempotency (the control run) it is not.
+func TestWorkerAddRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fenced   bool
+		script   []Outcome
+		out      Outcome
+		attempts int
+	}{
+		{"replayed-after-unknowns", true, []Outcome{OutcomeUnknown, OutcomeUnknown, OutcomeOK}, OutcomeOK, 3},
+		{"stale-after-unknown", true, []Outcome{OutcomeUnknown, OutcomeStale}, OutcomeStale, 2},
+		{"control-not-retried", false, []Outcome{OutcomeUnknown, OutcomeOK}, OutcomeUnknown, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "h.jsonl")
+			rec, err := NewRecorder(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &wrk{cfg: WorkerConfig{ID: 2}, rec: rec, idBase: "w2-test"}
+			w.rng = newTestRand()
+			s := &flakyStore{fenced: tc.fenced, script: tc.script}
+			before := nowNano()
+			base := Op{Store: s.Name(), Res: s.Res(0), Fenced: s.Fenced()}
+			if err := w.add(context.Background(), s, &heldLease{k: 0}, base, 9); err != nil {
+				t.Fatal(err)
+			}
+			rec.Close()
+			f, _ := os.Open(path)
+			ops, err := ReadHistory(f)
+			f.Close()
+			if err != nil || len(ops) != 1 {
+				t.Fatalf("history: %v %+v", err, ops)
+			}
+			op := ops[0]
+			if op.Kind != KindAdd || op.Out != tc.out || op.Attempts != tc.attempts || len(s.opIDs) != tc.attempts || op.Token != 9 || op.Value != restockDelta {
+				t.Fatalf("op %+v after %d sends", op, len(s.opIDs))
+			}
+			if op.Call < before || (op.Out == OutcomeUnknown) != (op.Return == 0) || (op.Return != 0 && op.Return < op.Call) {
+				t.Fatalf("times of %+v (started after %d)", op, before)
+			}
+			for _, id := range s.opIDs {
+				if id != s.opIDs[0] || (tc.fenced && (id == "" || id != op.OpID)) || (!tc.fenced && (id != "" || op.OpID != "")) {
+					t.Fatalf("op_ids sent %q, recorded %q", s.opIDs, op.OpID)
+				}
+			}
+			switch tc.out {
+			case OutcomeOK:
+				if !op.Replayed || op.ResValue != 12 || op.Version != 4 || op.LastToken != 9 {
+					t.Fatalf("ok add: %+v", op)
+				}
+			case OutcomeStale:
+				if op.LastToken != 11 || op.Err == "" {
+					t.Fatalf("stale add: %+v", op)
+				}
+			}
+		})
+	}
+}
+
+func newTestRand() *mrand.Rand { return mrand.New(mrand.NewPCG(1, 2)) }
