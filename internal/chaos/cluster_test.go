@@ -1,0 +1,327 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence/client"
+)
+
+var (
+	fenceBinOnce sync.Once
+	fenceBinPath string
+	fenceBinErr  error
+)
+
+// testFenceBin is the fence binary the node tests run: $FENCE_CHAOS_FENCE_BIN
+// if set, else ./cmd/fence built once per test process (without -race: the
+// server's races are the server tests' business, and this keeps it fast)
+// into a temp dir. The package's TestMain is not this file's to define, so
+// the dir (one binary) is left in the OS temp dir.
+func testFenceBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("FENCE_CHAOS_FENCE_BIN"); p != "" {
+		return p
+	}
+	fenceBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fence-chaos-bin-")
+		if err != nil {
+			fenceBinErr = err
+			return
+		}
+		fenceBinPath = filepath.Join(dir, "fence")
+		cmd := exec.Command("go", "build", "-o", fenceBinPath, "./cmd/fence")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fenceBinErr = errors.New("go build ./cmd/fence: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if fenceBinErr != nil {
+		t.Fatal(fenceBinErr)
+	}
+	return fenceBinPath
+}
+
+// startTestNode starts a node with a fresh data dir, closed at the end.
+func startTestNode(t *testing.T, cfg NodeConfig) *Node {
+	t.Helper()
+	if cfg.Bin == "" {
+		cfg.Bin = testFenceBin(t)
+	}
+	dir := t.TempDir()
+	if cfg.DataDir == "" {
+		cfg.DataDir = filepath.Join(dir, "data")
+	}
+	if cfg.LogPath == "" {
+		cfg.LogPath = filepath.Join(dir, "node.log")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := StartNode(ctx, cfg)
+	if err != nil {
+		if cfg.DiskBytes > 0 && errors.Is(err, syscall.EPERM) && os.Getenv("CI") == "" {
+			t.Skipf("tmpfs not permitted here (CI runs it): %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("node output:\n%s", n.LogTail())
+		}
+	})
+	return n
+}
+
+func get(url string, timeout time.Duration) (int, error) {
+	c := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func newClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	c, err := client.New(url, client.WithoutSession(), client.WithAttemptTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// acquireToken takes lock name once through url and returns its token.
+func acquireToken(t *testing.T, url, name string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newClient(t, url)
+	l, err := c.Acquire(ctx, name, client.TTL(time.Minute))
+	if err != nil {
+		t.Fatalf("acquire %s via %s: %v", name, url, err)
+	}
+	return uint64(l.Token())
+}
+
+// processStopped reads whether pid is stopped (state T) from /proc.
+func processStopped(t *testing.T, pid int) bool {
+	t.Helper()
+	stopped, err := procStopped(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stopped
+}
+
+// The node's life: through its proxy, paused, killed and restarted with
+// other flags on the same address and data, closed.
+func TestNodeLifecycle(t *testing.T) {
+	n := startTestNode(t, NodeConfig{})
+	if n.URL() == n.DirectURL() || !strings.HasPrefix(n.URL(), "http://127.0.0.1:") {
+		t.Fatalf("URL %s, DirectURL %s", n.URL(), n.DirectURL())
+	}
+	if code, err := get(n.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
+		t.Fatalf("readyz through the proxy: %d %v", code, err)
+	}
+	tok1 := acquireToken(t, n.URL(), "life-1")
+
+	// Paused: no answer, through the proxy or directly; then it answers again.
+	if err := n.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if !n.Paused() || !processStopped(t, n.Pid()) {
+		t.Fatalf("after Pause: Paused %v, stopped %v", n.Paused(), processStopped(t, n.Pid()))
+	}
+	if code, err := get(n.DirectURL()+"/readyz", 500*time.Millisecond); err == nil {
+		t.Fatalf("a paused node answered %d", code)
+	}
+	if err := n.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if n.Paused() || processStopped(t, n.Pid()) {
+		t.Fatal("still stopped after Resume")
+	}
+	if code, err := get(n.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
+		t.Fatalf("readyz after Resume: %d %v", code, err)
+	}
+
+	// Killed while paused: SIGKILL still ends it.
+	if err := n.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	pid := n.Pid()
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if exited, code := n.Exited(); !exited || code != -1 || n.Running() || n.Paused() {
+		t.Fatalf("after Kill: exited %v code %d running %v paused %v", exited, code, n.Running(), n.Paused())
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("process %d after Kill: %v, want ESRCH (gone and reaped)", pid, err)
+	}
+	if err := n.Pause(); err == nil {
+		t.Fatal("Pause of a dead node: no error")
+	}
+	direct := n.DirectURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := n.Restart(ctx, "--max-ttl", "1h"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Restart(ctx); err == nil {
+		t.Fatal("Restart of a running node: no error")
+	}
+	if n.DirectURL() != direct || n.Pid() == pid || n.Starts() != 2 {
+		t.Fatalf("after Restart: %s (was %s), pid %d (was %d), starts %d", n.DirectURL(), direct, n.Pid(), pid, n.Starts())
+	}
+	if got := n.Args(); strings.Join(got, " ") != "--max-ttl 1h" {
+		t.Fatalf("Args after Restart: %q", got)
+	}
+	if exited, _ := n.Exited(); exited {
+		t.Fatal("Exited after Restart")
+	}
+	// Same data: the new grant's token is above the one before the kill.
+	if tok2 := acquireToken(t, n.URL(), "life-2"); tok2 <= tok1 {
+		t.Fatalf("token after restart %d, not above %d", tok2, tok1)
+	}
+	// The restart with --max-ttl 1h took: a 2h lease is refused.
+	c := newClient(t, n.URL())
+	if _, err := c.Acquire(ctx, "life-3", client.TTL(2*time.Hour)); err == nil {
+		t.Fatal("a 2h TTL was accepted after a restart with --max-ttl 1h")
+	}
+	log, _ := os.ReadFile(n.Config().LogPath)
+	if bytes.Count(log, []byte("start ")) < 2 || !bytes.Contains(log, []byte("--max-ttl 1h")) {
+		t.Fatalf("the log file does not show both starts:\n%s", log)
+	}
+
+	pid = n.Pid()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("process %d after Close: %v", pid, err)
+	}
+	if _, err := get(n.URL()+"/readyz", 500*time.Millisecond); err == nil {
+		t.Fatal("the proxy answers after Close")
+	}
+}
+
+// A start that fails (a bad flag) says why, and leaves nothing behind.
+func TestStartNodeFails(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := StartNode(ctx, NodeConfig{Bin: testFenceBin(t), DataDir: t.TempDir(), Args: []string{"--no-such-flag"}})
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Fatalf("StartNode with a bad flag: %v", err)
+	}
+}
+
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(b, []byte(" "+dir+" "))
+}
+
+// The tmpfs data dir: mounted at the size asked, shrunk by FillDisk so that
+// a new page cannot be had, given back by FreeDisk, unmounted by Close.
+func TestNodeDisk(t *testing.T) {
+	const size = 256 << 20
+	n := startTestNode(t, NodeConfig{DiskBytes: size})
+	dir := n.Config().DataDir
+	if !mounted(t, dir) {
+		t.Fatalf("%s is not a mount point", dir)
+	}
+	used, total, err := n.DiskUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// raft-wal preallocates its first 64 MiB segment.
+	if total != size || used < 64<<20 {
+		t.Fatalf("disk: %d used of %d, want a 64 MiB segment of %d", used, total, size)
+	}
+	if err := n.FillDisk(); err != nil {
+		t.Fatal(err)
+	}
+	if !n.DiskFull() {
+		t.Fatal("DiskFull false after FillDisk")
+	}
+	used, total, _ = n.DiskUsage()
+	if total-used > 64<<10 {
+		t.Fatalf("after FillDisk: %d of %d used, %d free", used, total, total-used)
+	}
+	probe := filepath.Join(dir, "probe")
+	err = os.WriteFile(probe, make([]byte, 1<<20), 0o644)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a 1 MiB write on the full disk: %v, want ENOSPC", err)
+	}
+	os.Remove(probe)
+	if err := n.FreeDisk(); err != nil {
+		t.Fatal(err)
+	}
+	if _, total, _ = n.DiskUsage(); total != size || n.DiskFull() {
+		t.Fatalf("after FreeDisk: size %d, full %v", total, n.DiskFull())
+	}
+	if err := os.WriteFile(probe, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatalf("a write after FreeDisk: %v", err)
+	}
+	os.Remove(probe)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if mounted(t, dir) {
+		t.Fatalf("%s still mounted after Close", dir)
+	}
+}
+
+// Cluster: endpoints in node order, through the proxies.
+func TestCluster(t *testing.T) {
+	bin := testFenceBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := StartCluster(ctx, []NodeConfig{
+		{Bin: bin, DataDir: filepath.Join(t.TempDir(), "a")},
+		{Bin: bin, DataDir: filepath.Join(t.TempDir(), "b")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eps := c.Endpoints()
+	if len(eps) != 2 || eps[0] != c.Nodes[0].URL() || eps[1] != c.Nodes[1].URL() || eps[0] == eps[1] {
+		t.Fatalf("Endpoints %v", eps)
+	}
+	for _, ep := range eps {
+		if code, err := get(ep+"/readyz", 5*time.Second); err != nil || code != 200 {
+			t.Fatalf("%s: %d %v", ep, code, err)
+		}
+	}
+	if _, err := c.Node(2); err == nil {
+		t.Fatal("Node(2) of two: no error")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if n.Running() {
+			t.Fatal("a node runs after Cluster.Close")
+		}
+	}
+}
