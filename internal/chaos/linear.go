@@ -86,9 +86,9 @@ func mix(h, v uint64) uint64 {
 // registerModel builds the model of one register. gaps[v] is true for the
 // versions 1..vmax that no OK mutation reports; tokens is false for a
 // register with plain writes.
-func registerModel(gaps []bool, vmax uint64, tokens bool) porcupine.Model {
+func registerModel(init regState, gaps []bool, vmax uint64, tokens bool) porcupine.Model {
 	return porcupine.Model{
-		Init: func() interface{} { return regState{} },
+		Init: func() interface{} { return init },
 		Step: func(s, in, out interface{}) (bool, interface{}) {
 			st := s.(regState)
 			i := in.(regInput)
@@ -192,9 +192,9 @@ func regApply(st regState, i regInput, tokens bool) regState {
 	return st
 }
 
-func lockModel() porcupine.Model {
+func lockModel(init lockState) porcupine.Model {
 	return porcupine.Model{
-		Init: func() interface{} { return lockState{} },
+		Init: func() interface{} { return init },
 		Step: func(s, in, _ interface{}) (bool, interface{}) {
 			st := s.(lockState)
 			i := in.(lockInput)
@@ -239,12 +239,51 @@ func describeMeta(m interface{}) string {
 	return fmt.Sprint(m)
 }
 
-// partition is one porcupine history with its model.
+// segTarget is the number of ops after which a partition is cut at the
+// next quiescent point. Porcupine keeps a bitset of the whole history per
+// state it caches (n²/8 bytes for n ops in a row): a 10-minute run has
+// partitions of 100,000 ops and more, which would take gigabytes in one piece.
+var segTarget = 1000
+
+// partition is the history of one register or lock, cut into segments that
+// porcupine checks one after the other.
+//
+// A cut is made at a quiescent point: every op of known outcome before it
+// returned before every one after it was called. Each linearization then
+// linearizes those before the cut first, and the state at the cut is known:
+//   - register: the state at the largest version observed before the cut
+//     (by a read, or the OK mutation that reported it). A mutation of
+//     unknown outcome that applied at a later version can as well be
+//     linearized after the cut: nothing before it observed it.
+//   - lock: the largest token granted so far (acquires linearize in token
+//     order), held unless its release was acknowledged.
+//
+// The next segment starts from that state. Unknown mutations called before a
+// segment ends are offered to it if they are still alive (a fenced one whose
+// token is below the state's last token can never apply) and the segment's
+// versions have a gap for them to fill; one may be offered to several
+// segments (checker 5 still counts applies against unknown mutations over
+// the whole history).
 type partition struct {
-	name  string
-	model porcupine.Model
-	ops   []porcupine.Operation
-	src   []Op // the Op behind each operation
+	name string
+	segs []*segment
+	nOps int // ops of the partition (each once)
+}
+
+type segment struct {
+	model    porcupine.Model
+	ops      []porcupine.Operation
+	src      []Op // the Op behind each operation
+	from, to int64
+}
+
+// entry is one op of a partition before it is put in a segment.
+type entry struct {
+	src       Op
+	call, ret int64
+	in, out   interface{}
+	unknown   bool
+	ver       uint64 // register: the version read or reported
 }
 
 // clients gives each (worker, unknown) pair its own row in a visualisation.
@@ -262,102 +301,228 @@ func (c clients) id(o Op, unknown bool) int {
 	return c[k]
 }
 
-func (p *partition) add(c clients, o Op, call, ret int64, in, out interface{}, unknown bool) {
-	if ret < call {
-		ret = call
+func newSegment(m porcupine.Model, es []entry) *segment {
+	s := &segment{model: m, from: math.MaxInt64}
+	c := clients{}
+	for _, e := range es {
+		meta := opName(e.src)
+		if e.src.Replayed {
+			meta += " (replayed)"
+		}
+		if e.src.OpID != "" {
+			meta += " op_id " + e.src.OpID
+		}
+		s.ops = append(s.ops, porcupine.Operation{
+			ClientId: c.id(e.src, e.unknown),
+			Input:    e.in,
+			Call:     e.call,
+			Output:   e.out,
+			Return:   e.ret,
+			Metadata: meta,
+		})
+		s.src = append(s.src, e.src)
+		if !e.unknown {
+			s.from = min(s.from, e.call)
+			s.to = max(s.to, e.ret)
+		}
 	}
-	meta := opName(o)
-	if o.Replayed {
-		meta += " (replayed)"
+	return s
+}
+
+// cuts splits finite entries (sorted by call) at quiescent points after at
+// least segTarget entries.
+func cuts(es []entry) [][]entry {
+	var out [][]entry
+	start := 0
+	maxRet := int64(math.MinInt64)
+	for i := range es {
+		maxRet = max(maxRet, es[i].ret)
+		if i+1 < len(es) && i+1-start >= segTarget && maxRet < es[i+1].call {
+			out = append(out, es[start:i+1])
+			start = i + 1
+		}
 	}
-	if o.OpID != "" {
-		meta += " op_id " + o.OpID
-	}
-	p.ops = append(p.ops, porcupine.Operation{
-		ClientId: c.id(o, unknown),
-		Input:    in,
-		Call:     call,
-		Output:   out,
-		Return:   ret,
-		Metadata: meta,
+	return append(out, es[start:])
+}
+
+func sortEntries(es []entry) {
+	sort.SliceStable(es, func(i, j int) bool {
+		if es[i].call != es[j].call {
+			return es[i].call < es[j].call
+		}
+		return es[i].ret < es[j].ret
 	})
-	p.src = append(p.src, o)
 }
 
 // partitions builds the register and lock histories.
 func (h *history) partitions() []*partition {
 	var ps []*partition
 	for _, k := range h.resources {
-		ms := h.muts[k]
-		reads := h.reads[k]
-		finals := h.finals[k]
-		if len(ms)+len(reads)+len(finals) == 0 {
-			continue
+		if p := h.registerPartition(k); p != nil {
+			ps = append(ps, p)
 		}
-		tokens := true
-		var vmax uint64
-		var maxRet int64
-		for _, m := range ms {
-			if !m.Fenced {
-				tokens = false
-			}
-			if m.ok {
-				vmax = max(vmax, m.Version)
-				maxRet = max(maxRet, m.Return)
-			}
-		}
-		for _, r := range reads {
-			vmax = max(vmax, r.Version)
-			maxRet = max(maxRet, r.Return)
-		}
-		for _, f := range finals {
-			vmax = max(vmax, f.Version)
-		}
-		gaps := make([]bool, vmax+1)
-		for v := uint64(1); v <= vmax; v++ {
-			gaps[v] = true
-		}
-		for _, m := range ms {
-			for _, v := range m.vers {
-				if v <= vmax {
-					gaps[v] = false
-				}
-			}
-		}
-		p := &partition{name: "register " + k.String(), model: registerModel(gaps, vmax, tokens)}
-		c := clients{}
-		for _, m := range ms {
-			in := regInput{kind: m.Kind, token: m.Token, value: m.Value, fenced: m.Fenced, unknown: !m.ok}
-			if !m.ok {
-				p.add(c, m.Op, m.call, math.MaxInt64, in, nil, true)
-				continue
-			}
-			out := regOutput{value: m.ResValue, last: m.LastToken, version: m.Version}
-			p.add(c, m.Op, m.call, m.Return, in, out, false)
-		}
-		for _, r := range reads {
-			p.add(c, r, r.Call, r.Return, regInput{kind: KindRead}, regOutput{value: r.ResValue, last: r.LastToken, version: r.Version}, false)
-		}
-		for _, f := range finals {
-			// the final read comes after everything that returned
-			call := max(f.Call, maxRet+1)
-			p.add(c, f, call, max(f.Return, call), regInput{kind: KindFinal}, regOutput{value: f.ResValue, last: f.LastToken, version: f.Version}, false)
-		}
-		ps = append(ps, p)
 	}
 	for _, l := range h.locks {
-		los := h.lockOps[l]
-		if len(los) == 0 {
-			continue
+		if p := h.lockPartition(l); p != nil {
+			ps = append(ps, p)
 		}
-		p := &partition{name: "lock " + l, model: lockModel()}
-		c := clients{}
-		for _, o := range los {
-			p.add(c, o, o.Call, o.Return, lockInput{acquire: o.Kind == KindAcquire, token: o.Token}, nil, false)
-		}
-		ps = append(ps, p)
 	}
 	return ps
+}
+
+func (h *history) registerPartition(k resKey) *partition {
+	ms, reads, finals := h.muts[k], h.reads[k], h.finals[k]
+	if len(ms)+len(reads)+len(finals) == 0 {
+		return nil
+	}
+	tokens := true
+	var vmax uint64
+	var maxRet int64
+	for _, m := range ms {
+		if !m.Fenced {
+			tokens = false
+		}
+		if m.ok {
+			vmax = max(vmax, m.Version)
+			maxRet = max(maxRet, m.Return)
+		}
+	}
+	for _, r := range reads {
+		vmax = max(vmax, r.Version)
+		maxRet = max(maxRet, r.Return)
+	}
+	for _, f := range finals {
+		vmax = max(vmax, f.Version)
+	}
+	// gaps[v]: no OK mutation reports version v; gapsUpTo[v]: how many
+	// gaps in 1..v
+	gaps := make([]bool, vmax+1)
+	for v := uint64(1); v <= vmax; v++ {
+		gaps[v] = true
+	}
+	for _, m := range ms {
+		for _, v := range m.vers {
+			if v <= vmax {
+				gaps[v] = false
+			}
+		}
+	}
+	gapsUpTo := make([]int, vmax+1)
+	for v := uint64(1); v <= vmax; v++ {
+		gapsUpTo[v] = gapsUpTo[v-1]
+		if gaps[v] {
+			gapsUpTo[v]++
+		}
+	}
+
+	var finite, unknown []entry
+	for _, m := range ms {
+		in := regInput{kind: m.Kind, token: m.Token, value: m.Value, fenced: m.Fenced, unknown: !m.ok}
+		if !m.ok {
+			unknown = append(unknown, entry{src: m.Op, call: m.call, ret: math.MaxInt64, in: in, unknown: true})
+			continue
+		}
+		out := regOutput{value: m.ResValue, last: m.LastToken, version: m.Version}
+		finite = append(finite, entry{src: m.Op, call: m.call, ret: max(m.Return, m.call), in: in, out: out, ver: m.Version})
+	}
+	for _, r := range reads {
+		finite = append(finite, entry{src: r, call: r.Call, ret: max(r.Return, r.Call), in: regInput{kind: KindRead},
+			out: regOutput{value: r.ResValue, last: r.LastToken, version: r.Version}, ver: r.Version})
+	}
+	for _, f := range finals {
+		// the final read comes after everything that returned
+		call := max(f.Call, maxRet+1)
+		finite = append(finite, entry{src: f, call: call, ret: max(f.Return, call), in: regInput{kind: KindFinal},
+			out: regOutput{value: f.ResValue, last: f.LastToken, version: f.Version}, ver: f.Version})
+	}
+	sortEntries(finite)
+	sortEntries(unknown)
+
+	p := &partition{name: "register " + k.String(), nOps: len(finite) + len(unknown)}
+	st := regState{}
+	segs := cuts(finite)
+	for i, seg := range segs {
+		// the state at the largest version the segment observes
+		end, vEnd := st, st.Ver
+		var def *entry
+		for j := range seg {
+			e := &seg[j]
+			if e.ver < vEnd {
+				continue
+			}
+			isRead := e.in.(regInput).kind == KindRead || e.in.(regInput).kind == KindFinal
+			if e.ver > vEnd || def == nil || isRead {
+				vEnd, def = e.ver, e
+			}
+		}
+		if def != nil {
+			in, out := def.in.(regInput), def.out.(regOutput)
+			end = regState{Ver: vEnd, Known: true, Value: out.value, Last: st.Last}
+			switch {
+			case in.kind == KindRead || in.kind == KindFinal:
+				end.Last = out.last
+			case in.kind == KindWrite:
+				end.Value = in.value
+			}
+			if in.kind != KindRead && in.kind != KindFinal && in.fenced {
+				end.Last = in.token
+			}
+			if !tokens {
+				end.Last = 0
+			}
+		}
+		es := append([]entry(nil), seg...)
+		segEnd := int64(math.MaxInt64)
+		if i+1 < len(segs) {
+			segEnd = segs[i+1][0].call
+		}
+		if vEnd > st.Ver && gapsUpTo[vEnd]-gapsUpTo[st.Ver] > 0 {
+			for _, u := range unknown {
+				if u.call >= segEnd {
+					break
+				}
+				if in := u.in.(regInput); tokens && in.fenced && in.token < st.Last {
+					continue // can never apply again
+				}
+				es = append(es, u)
+			}
+		}
+		p.segs = append(p.segs, newSegment(registerModel(st, gaps, vEnd, tokens), es))
+		st = end
+	}
+	return p
+}
+
+func (h *history) lockPartition(l string) *partition {
+	los := h.lockOps[l]
+	if len(los) == 0 {
+		return nil
+	}
+	var es []entry
+	for _, o := range los {
+		es = append(es, entry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token}})
+	}
+	sortEntries(es)
+	p := &partition{name: "lock " + l, nOps: len(es)}
+	st := lockState{}
+	for _, seg := range cuts(es) {
+		p.segs = append(p.segs, newSegment(lockModel(st), seg))
+		// acquires linearize in token order: the largest is the holder
+		// unless its release was acknowledged
+		end := st
+		for _, e := range seg {
+			if in := e.in.(lockInput); in.acquire && in.token > end.Max {
+				end.Max, end.Holder = in.token, in.token
+			}
+		}
+		for _, e := range seg {
+			if in := e.in.(lockInput); !in.acquire && in.token == end.Holder {
+				end.Holder = 0
+			}
+		}
+		st = end
+	}
+	return p
 }
 
 // fileName is the partition's name as a file name: linear-<partition>.html.
@@ -405,19 +570,19 @@ func checkLinear(h *history, outDir string, timeout time.Duration) linResult {
 	}
 	wg.Wait()
 
-	var lr linResult
-	lr.ok = true
+	lr := linResult{ok: true}
 	var bad, timedOut []string
-	nOps := 0
+	nOps, nSegs := 0, 0
 	for _, r := range results {
-		nOps += len(r.p.ops)
+		nOps += r.p.nOps
+		nSegs += len(r.p.segs)
 		switch r.res {
 		case porcupine.Ok:
 			continue
 		case porcupine.Unknown:
 			lr.ok = false
-			timedOut = append(timedOut, fmt.Sprintf("%s (%d ops)", r.p.name, len(r.p.ops)))
-			lr.problems = append(lr.problems, fmt.Sprintf("linearizability: timed out on partition %s (%d ops) after %v", r.p.name, len(r.p.ops), r.elapsed.Round(time.Millisecond)))
+			timedOut = append(timedOut, fmt.Sprintf("%s (%d ops)", r.p.name, r.p.nOps))
+			lr.problems = append(lr.problems, r.problem)
 		default:
 			lr.ok = false
 			bad = append(bad, r.p.name)
@@ -427,53 +592,75 @@ func checkLinear(h *history, outDir string, timeout time.Duration) linResult {
 			}
 		}
 	}
-	switch {
-	case lr.ok:
-		lr.detail = fmt.Sprintf("linearizable: %d partitions, %d ops", len(ps), nOps)
-	default:
-		var parts []string
-		if len(bad) > 0 {
-			parts = append(parts, "not linearizable: "+strings.Join(bad, ", "))
-		}
-		if len(timedOut) > 0 {
-			parts = append(parts, fmt.Sprintf("timed out on partition %s (limit %v)", strings.Join(timedOut, ", "), timeout))
-		}
-		lr.detail = strings.Join(parts, "; ")
+	if lr.ok {
+		lr.detail = fmt.Sprintf("linearizable: %d partitions (%d segments), %d ops", len(ps), nSegs, nOps)
+		return lr
 	}
+	var parts []string
+	if len(bad) > 0 {
+		parts = append(parts, "not linearizable: "+strings.Join(bad, ", "))
+	}
+	if len(timedOut) > 0 {
+		parts = append(parts, fmt.Sprintf("timed out on partition %s (limit %v each)", strings.Join(timedOut, ", "), timeout))
+	}
+	lr.detail = strings.Join(parts, "; ")
 	return lr
 }
 
+// checkPartition checks the segments in order within one time limit and
+// stops at the first that fails.
 func checkPartition(p *partition, outDir string, timeout time.Duration) partResult {
 	start := time.Now()
-	res := porcupine.CheckOperationsTimeout(p.model, p.ops, timeout)
-	r := partResult{p: p, res: res, elapsed: time.Since(start)}
-	if res != porcupine.Illegal {
+	r := partResult{p: p, res: porcupine.Ok}
+	for i, s := range p.segs {
+		left := time.Duration(0)
+		if timeout > 0 {
+			if left = timeout - time.Since(start); left <= 0 {
+				left = time.Nanosecond
+			}
+		}
+		res := porcupine.CheckOperationsTimeout(s.model, s.ops, left)
+		r.elapsed = time.Since(start)
+		where := ""
+		if len(p.segs) > 1 {
+			where = fmt.Sprintf(", segment %d of %d: %d ops %s–%s", i+1, len(p.segs), len(s.ops), clock(s.from), clock(s.to))
+		}
+		switch res {
+		case porcupine.Ok:
+			continue
+		case porcupine.Unknown:
+			r.res = res
+			r.problem = fmt.Sprintf("linearizability: timed out on partition %s (%d ops%s) after %v",
+				p.name, p.nOps, where, r.elapsed.Round(time.Millisecond))
+			return r
+		}
+		r.res = res
+		r.problem = fmt.Sprintf("not linearizable: %s (%d ops%s)", p.name, p.nOps, where)
+		// again, verbosely, for the visualisation and the op it got stuck on
+		vres, info := porcupine.CheckOperationsVerbose(s.model, s.ops, timeout)
+		if vres == porcupine.Illegal {
+			if stuck, n, ok := stuckOp(s, info); ok {
+				r.problem += fmt.Sprintf(": longest linearizable prefix has %d ops; cannot place %s %s (%s)",
+					n, opName(s.src[stuck]), s.model.DescribeOperation(s.ops[stuck].Input, s.ops[stuck].Output), span(s.src[stuck]))
+			}
+		}
+		if outDir != "" {
+			path := filepath.Join(outDir, p.fileName())
+			if err := visualize(s.model, info, path); err != nil {
+				r.problem += fmt.Sprintf(" (visualisation failed: %v)", err)
+			} else {
+				r.file = path
+				r.problem += " — see " + path
+			}
+		}
 		return r
-	}
-	// again, verbosely, for the visualisation and the op it got stuck on
-	vres, info := porcupine.CheckOperationsVerbose(p.model, p.ops, timeout)
-	r.problem = fmt.Sprintf("not linearizable: %s (%d ops)", p.name, len(p.ops))
-	if vres == porcupine.Illegal {
-		if stuck, n, ok := stuckOp(p, info); ok {
-			r.problem += fmt.Sprintf(": longest linearizable prefix has %d ops; cannot place %s %s (%s)",
-				n, opName(p.src[stuck]), p.model.DescribeOperation(p.ops[stuck].Input, p.ops[stuck].Output), span(p.src[stuck]))
-		}
-	}
-	if outDir != "" {
-		path := filepath.Join(outDir, p.fileName())
-		if err := visualize(p.model, info, path); err != nil {
-			r.problem += fmt.Sprintf(" (visualisation failed: %v)", err)
-		} else {
-			r.file = path
-			r.problem += " — see " + path
-		}
 	}
 	return r
 }
 
 // stuckOp finds, beyond the longest partial linearization, the op that
 // returned first: the one no linearization could fit in.
-func stuckOp(p *partition, info porcupine.LinearizationInfo) (int, int, bool) {
+func stuckOp(s *segment, info porcupine.LinearizationInfo) (int, int, bool) {
 	pls := info.PartialLinearizations()
 	if len(pls) == 0 {
 		return 0, 0, false
@@ -484,14 +671,14 @@ func stuckOp(p *partition, info porcupine.LinearizationInfo) (int, int, bool) {
 			longest = l
 		}
 	}
-	in := make([]bool, len(p.ops))
+	in := make([]bool, len(s.ops))
 	for _, i := range longest {
 		if i >= 0 && i < len(in) {
 			in[i] = true
 		}
 	}
-	cand := make([]int, 0, len(p.ops))
-	for i := range p.ops {
+	cand := make([]int, 0, len(s.ops))
+	for i := range s.ops {
 		if !in[i] {
 			cand = append(cand, i)
 		}
@@ -499,7 +686,7 @@ func stuckOp(p *partition, info porcupine.LinearizationInfo) (int, int, bool) {
 	if len(cand) == 0 {
 		return 0, 0, false
 	}
-	sort.SliceStable(cand, func(a, b int) bool { return p.ops[cand[a]].Return < p.ops[cand[b]].Return })
+	sort.SliceStable(cand, func(a, b int) bool { return s.ops[cand[a]].Return < s.ops[cand[b]].Return })
 	return cand[0], len(longest), true
 }
 
