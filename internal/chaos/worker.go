@@ -387,7 +387,12 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	}
 
 	wop := base
-	wop.Kind, wop.Token, wop.Value, wop.OpID, wop.Attempts = KindWrite, uint64(token), st.Value-1, w.opID(), 1
+	wop.Kind, wop.Token, wop.Value, wop.Attempts = KindWrite, uint64(token), st.Value-1, 1
+	if s.Name() == StoreFence {
+		// The built-in store's writes carry an op_id (the client's own
+		// retries resend it); a PostgreSQL write is Check + UPDATE, no id.
+		wop.OpID = w.opID()
+	}
 	wop.Call = nowNano()
 	// Not h.lease.Context(): a lost lease must not stop the write.
 	wctx, cancel := context.WithTimeout(ctx, workerOpTimeout)
@@ -453,9 +458,13 @@ func (w *wrk) add(ctx context.Context, s store, h *heldLease, base Op, token fen
 // released by token, so that the server says what it thinks.
 func (w *wrk) release(h *heldLease) error {
 	call := nowNano()
+	until := call
+	if d := h.lease.Deadline(); !d.IsZero() {
+		until = min(call, d.UnixNano())
+	}
 	op := Op{
 		Kind: KindRelease, Lock: lockName(h.k), Token: uint64(h.lease.Token()), Session: h.session,
-		HeldFrom: h.heldFrom, HeldUntil: min(call, h.lease.Deadline().UnixNano()), Call: call, Attempts: 1,
+		HeldFrom: h.heldFrom, HeldUntil: until, Call: call, Attempts: 1,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), workerOpTimeout)
 	defer cancel()

@@ -350,6 +350,9 @@ func checkShape(t *testing.T, ops []Op, control bool) {
 			if op.Kind != KindRead && op.Token != hold.Token {
 				t.Fatalf("%s: token is not the hold's %d", where, hold.Token)
 			}
+			if op.Kind == KindWrite && (op.OpID != "") != (op.Store == StoreFence) {
+				t.Fatalf("%s: op_id on a write (only the built-in store's writes carry one)", where)
+			}
 			if op.Kind == KindAdd && (op.Value != restockDelta || (op.Fenced && op.OpID == "") || op.Attempts < 1) {
 				t.Fatalf("%s: not a restock", where)
 			}
