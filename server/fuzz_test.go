@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
@@ -257,5 +260,113 @@ func FuzzProtoRequest(f *testing.F) {
 		rec := serveFuzz(s, p.path, "application/proto", flags, body, fuzzRequestTimeout)
 		checkFuzzReply(t, p, true, false, rec)
 		checkStillServing(t, s)
+	})
+}
+
+// rawMessage is a request message sent as its bytes, unchecked (rawCodec).
+type rawMessage struct{ b []byte }
+
+// rawCodec lets a client send any bytes as a binary protobuf message; it
+// decodes replies as protobuf.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(m any) ([]byte, error) {
+	if r, ok := m.(*rawMessage); ok {
+		return r.b, nil
+	}
+	return proto.Marshal(m.(proto.Message))
+}
+
+func (rawCodec) Unmarshal(b []byte, m any) error { return proto.Unmarshal(b, m.(proto.Message)) }
+
+// FuzzStreamRequest fuzzes the messages of SessionService.Stream (binary
+// protobuf over HTTP/2, Connect streaming or, flags bit 0, gRPC) on a real
+// listener. Each input opens a session, names it in a first message, then
+// sends msg1 and msg2 (when not empty), each prefixed with the session's id
+// (a later field in the fuzzed bytes overrides it), and reads the replies
+// until the stream ends:
+//   - a message that does not decode ends the stream with invalid_argument;
+//   - otherwise every reply answers a call that was sent and is a result or
+//     a typed refusal (an ErrorDetail with a reason and a message);
+//   - the stream ends cleanly or with a Connect code that is not internal
+//     or unknown;
+//   - afterwards the server answers a good request.
+func FuzzStreamRequest(f *testing.F) {
+	acq, _ := proto.Marshal(&fencev1.SessionRequest{Call: 1, Seq: 1, Op: &fencev1.SessionRequest_Acquire{Acquire: &fencev1.AcquireRequest{Name: "a", Owner: "o"}}})
+	f.Add(uint8(0), acq, []byte{})
+	_, url := startServerWith(f, Config{})
+	h2 := h2cClient()
+	f.Cleanup(h2.CloseIdleConnections)
+	opts := []connect.ClientOption{connect.WithCodec(rawCodec{})}
+	stream := [2]*connect.Client[rawMessage, fencev1.SessionReply]{
+		connect.NewClient[rawMessage, fencev1.SessionReply](h2, url+fencev1connect.SessionServiceStreamProcedure, opts...),
+		connect.NewClient[rawMessage, fencev1.SessionReply](h2, url+fencev1connect.SessionServiceStreamProcedure, append(opts, connect.WithGRPC())...),
+	}
+	sessions := fencev1connect.NewSessionServiceClient(h2, url)
+	locks := fencev1connect.NewLockServiceClient(h2, url)
+	f.Fuzz(func(t *testing.T, flags uint8, msg1, msg2 []byte) {
+		open, err := sessions.Open(context.Background(), connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(time.Minute)}))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		id := open.Msg.GetSession().GetId()
+		defer sessions.Close(context.Background(), connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
+		prefix, _ := proto.Marshal(&fencev1.SessionRequest{Session: id})
+
+		ctx, cancel := context.WithTimeout(context.Background(), 2*fuzzRequestTimeout)
+		defer cancel()
+		st := stream[flags&1].CallBidiStream(ctx)
+		calls := map[uint64]bool{}
+		undecodable := false
+		st.Send(&rawMessage{prefix}) // names the session: no reply
+		for _, msg := range [][]byte{msg1, msg2} {
+			if len(msg) == 0 || undecodable {
+				continue
+			}
+			b := append(slices.Clone(prefix), msg...)
+			var m fencev1.SessionRequest
+			if proto.Unmarshal(b, &m) != nil {
+				undecodable = true
+			} else {
+				calls[m.GetCall()] = true // answered, an op or not
+			}
+			st.Send(&rawMessage{b}) // a failed send shows in Receive
+		}
+		st.CloseRequest()
+		for {
+			r, err := st.Receive()
+			if err != nil {
+				code := connect.CodeOf(err)
+				switch {
+				case errors.Is(err, io.EOF):
+					if undecodable {
+						t.Fatalf("a message that does not decode was taken")
+					}
+				case code == connect.CodeInternal || code == connect.CodeUnknown:
+					t.Fatalf("stream ended with %v", err)
+				case undecodable && code != connect.CodeInvalidArgument && code != connect.CodeDeadlineExceeded:
+					t.Fatalf("a message that does not decode ended the stream with %v", err)
+				}
+				break
+			}
+			if !calls[r.GetCall()] {
+				t.Fatalf("reply %v to a call that was not sent (sent %v)", r, calls)
+			}
+			switch res := r.GetResult().(type) {
+			case nil:
+				t.Fatalf("reply %v without a result", r)
+			case *fencev1.SessionReply_Error:
+				if reason := fence.Reason(res.Error.GetReason()); apierr.CodeOf(reason) == connect.CodeUnknown || r.GetMessage() == "" {
+					t.Fatalf("refusal %v: unknown reason or no message", r)
+				}
+			}
+		}
+		st.CloseResponse()
+		g, err := locks.Get(context.Background(), connect.NewRequest(&fencev1.GetRequest{Name: "fuzz-canary"}))
+		if err != nil || g.Msg.GetLock().GetName() != "fuzz-canary" {
+			t.Fatalf("the server no longer answers a good request: %v %v", g, err)
+		}
 	})
 }
