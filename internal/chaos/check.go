@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -70,6 +71,9 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r.DoubleApplies, probs[4] = checkDouble(h)
 	lin := checkLinear(h, outDir, linTimeout)
 	r.Linearizable, r.LinearDetail, probs[5], r.Visualizations = lin.ok, lin.detail, lin.problems, lin.files
+	if h.noReturn > 0 {
+		r.LinearDetail += fmt.Sprintf(" (%d OK ops had no return time: taken as returning at +inf)", h.noReturn)
+	}
 
 	r.Problems = interleave(probs[:], maxProblems)
 	return r
@@ -108,33 +112,32 @@ func (k resKey) String() string { return k.store + ":" + k.res }
 type mutation struct {
 	Op              // the representative: the OK op that returned first, else the first op
 	call   int64    // the earliest Call of the group
-	oks    []Op     // the group's OK ops
+	oks    []*Op    // the group's OK ops
 	ok     bool     // some op of the group got OK
 	vers   []uint64 // distinct versions reported by the group's OK ops, first the representative's
-	others []Op     // for vers[1:]: the OK op that reported it
+	others []*Op    // for vers[1:]: the OK op that reported it
 }
 
 // history is the input, indexed for the checkers.
 type history struct {
-	ops       []Op
 	muts      map[resKey][]*mutation // OK and unknown mutations
-	reads     map[resKey][]Op        // OK reads
-	finals    map[resKey][]Op        // KindFinal ops
-	acquires  []Op                   // OK acquires
-	releases  map[string][]Op        // every release, by lock
-	lockOps   map[string][]Op        // OK acquires and OK releases, by lock
+	reads     map[resKey][]*Op       // OK reads
+	finals    map[resKey][]*Op       // OK KindFinal ops
+	acquires  []*Op                  // OK acquires
+	releases  map[string][]*Op       // every release, by lock
+	lockOps   map[string][]*Op       // OK acquires and OK releases, by lock
+	noReturn  int                    // OK ops without a return time
 	resources []resKey               // sorted
 	locks     []string               // sorted
 }
 
 func newHistory(ops []Op) *history {
 	h := &history{
-		ops:      ops,
 		muts:     map[resKey][]*mutation{},
-		reads:    map[resKey][]Op{},
-		finals:   map[resKey][]Op{},
-		releases: map[string][]Op{},
-		lockOps:  map[string][]Op{},
+		reads:    map[resKey][]*Op{},
+		finals:   map[resKey][]*Op{},
+		releases: map[string][]*Op{},
+		lockOps:  map[string][]*Op{},
 	}
 	type idKey struct {
 		k  resKey
@@ -143,8 +146,29 @@ func newHistory(ops []Op) *history {
 	byID := map[idKey]*mutation{}
 	resSeen := map[resKey]bool{}
 	lockSeen := map[string]bool{}
-	sorted := append([]Op(nil), ops...)
-	SortOps(sorted)
+	// pointers into ops (a long run's history is large), in SortOps order
+	sorted := make([]*Op, len(ops))
+	for i := range ops {
+		sorted[i] = &ops[i]
+		if o := sorted[i]; o.Out == OutcomeOK && o.Return < o.Call {
+			// an OK op without a return time: it returned at some
+			// time after its call, the weakest claim
+			c := *o
+			c.Return = math.MaxInt64
+			sorted[i] = &c
+			h.noReturn++
+		}
+	}
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.Call != b.Call {
+			return a.Call < b.Call
+		}
+		if a.Worker != b.Worker {
+			return a.Worker < b.Worker
+		}
+		return a.N < b.N
+	})
 	for _, op := range sorted {
 		switch op.Kind {
 		case KindWrite, KindAdd:
@@ -155,7 +179,7 @@ func newHistory(ops []Op) *history {
 			}
 			m := byID[idKey{k, op.OpID}]
 			if op.OpID == "" || m == nil {
-				m = &mutation{Op: op, call: op.Call}
+				m = &mutation{Op: *op, call: op.Call}
 				h.muts[k] = append(h.muts[k], m)
 			}
 			if op.Out == OutcomeOK {
@@ -173,7 +197,9 @@ func newHistory(ops []Op) *history {
 		case KindFinal:
 			k := resKey{op.Store, op.Res}
 			resSeen[k] = true
-			h.finals[k] = append(h.finals[k], op)
+			if op.Out == OutcomeOK || op.Out == "" {
+				h.finals[k] = append(h.finals[k], op)
+			}
 		case KindAcquire:
 			lockSeen[op.Lock] = true
 			if op.Out == OutcomeOK {
@@ -211,7 +237,7 @@ func (m *mutation) finish() {
 		return
 	}
 	sort.SliceStable(m.oks, func(i, j int) bool { return m.oks[i].Return < m.oks[j].Return })
-	m.Op, m.ok = m.oks[0], true
+	m.Op, m.ok = *m.oks[0], true
 	m.vers = []uint64{m.Version}
 	for _, o := range m.oks[1:] {
 		if !slices.Contains(m.vers, o.Version) {
@@ -239,10 +265,10 @@ func (h *history) okMuts(k resKey) []*mutation {
 }
 
 // lastFinal returns the last KindFinal op of k.
-func (h *history) lastFinal(k resKey) (Op, bool) {
+func (h *history) lastFinal(k resKey) (*Op, bool) {
 	fs := h.finals[k]
 	if len(fs) == 0 {
-		return Op{}, false
+		return nil, false
 	}
 	f := fs[0]
 	for _, o := range fs[1:] {
@@ -295,7 +321,7 @@ func checkTokens(h *history) (int, []string) {
 		if j, ok := first[a.Token]; ok {
 			bad[i] = true
 			probs = append(probs, fmt.Sprintf("token %d granted twice: %s on %s (%s) and %s on %s (%s)",
-				a.Token, opName(acq[j]), acq[j].Lock, span(acq[j]), opName(a), a.Lock, span(a)))
+				a.Token, opName(*acq[j]), acq[j].Lock, span(*acq[j]), opName(*a), a.Lock, span(*a)))
 			continue
 		}
 		first[a.Token] = i
@@ -319,7 +345,7 @@ func checkTokens(h *history) (int, []string) {
 			bad[b] = true
 			a := acq[maxI]
 			probs = append(probs, fmt.Sprintf("token regressed: %s got token %d on %s (%s), after %s got token %d on %s (returned %s)",
-				opName(acq[b]), acq[b].Token, acq[b].Lock, span(acq[b]), opName(a), a.Token, a.Lock, clock(a.Return)))
+				opName(*acq[b]), acq[b].Token, acq[b].Lock, span(*acq[b]), opName(*a), a.Token, a.Lock, clock(a.Return)))
 		}
 	}
 	return len(bad), probs
@@ -333,7 +359,7 @@ func checkOverlaps(h *history) (int, []string) {
 	n := 0
 	var probs []string
 	for _, l := range h.locks {
-		var hs []Op
+		var hs []*Op
 		for _, o := range h.releases[l] {
 			if o.HeldFrom > 0 && o.HeldUntil > o.HeldFrom {
 				hs = append(hs, o)
@@ -341,8 +367,7 @@ func checkOverlaps(h *history) (int, []string) {
 		}
 		sort.SliceStable(hs, func(i, j int) bool { return hs[i].HeldFrom < hs[j].HeldFrom })
 		var cur *Op // the hold seen so far that ends last
-		for i := range hs {
-			o := &hs[i]
+		for _, o := range hs {
 			if cur != nil && o.HeldFrom < cur.HeldUntil && o.Token != cur.Token {
 				n++
 				probs = append(probs, fmt.Sprintf("overlap on lock %s: token %d (%s) held %s–%s, token %d (%s) held %s–%s",
@@ -423,17 +448,17 @@ func checkDouble(h *history) (int, []string) {
 			for _, o := range m.others {
 				n++
 				probs = append(probs, fmt.Sprintf("double apply on %s: op_id %q acknowledged as version %d (%s, %s) and as version %d (%s, %s)",
-					k, m.OpID, m.Version, opName(m.Op), span(m.Op), o.Version, opName(o), span(o)))
+					k, m.OpID, m.Version, opName(m.Op), span(m.Op), o.Version, opName(*o), span(*o)))
 			}
 			for i, v := range m.vers {
-				op := m.Op
+				op := &m.Op
 				if i > 0 {
 					op = m.others[i-1]
 				}
 				if prev := claimed[v]; prev != nil {
 					n++
 					probs = append(probs, fmt.Sprintf("version %d of %s reported by two mutations: %s %s token %d (%s) and %s %s token %d (%s)",
-						v, k, opName(prev.Op), prev.Kind, prev.Token, span(prev.Op), opName(op), op.Kind, op.Token, span(op)))
+						v, k, opName(prev.Op), prev.Kind, prev.Token, span(prev.Op), opName(*op), op.Kind, op.Token, span(*op)))
 					continue
 				}
 				claimed[v] = m

@@ -711,3 +711,17 @@ func TestCheckDoubleExact(t *testing.T) {
 	b.add(u)
 	mustOK(t, Check(b.ops, "", 0))
 }
+
+// An OK op recorded without a return time is taken as returning at +inf:
+// it is not "before" anything, and the detail says so.
+func TestCheckOKWithoutReturn(t *testing.T) {
+	a := acq(1, "sku-0", 7, 10, 0)
+	b := (&hb{}).add(a).add(acq(2, "sku-1", 6, 30, 40))
+	r := Check(b.ops, "", 0)
+	if !r.OK() || !strings.Contains(r.LinearDetail, "1 OK ops had no return time") {
+		t.Fatalf("%+v", r)
+	}
+	if b.ops[0].Return != 0 {
+		t.Fatal("Check changed its input")
+	}
+}

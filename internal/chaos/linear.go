@@ -273,13 +273,13 @@ type partition struct {
 type segment struct {
 	model    porcupine.Model
 	ops      []porcupine.Operation
-	src      []Op // the Op behind each operation
+	src      []*Op // the Op behind each operation
 	from, to int64
 }
 
 // entry is one op of a partition before it is put in a segment.
 type entry struct {
-	src       Op
+	src       *Op
 	call, ret int64
 	in, out   interface{}
 	unknown   bool
@@ -305,7 +305,7 @@ func newSegment(m porcupine.Model, es []entry) *segment {
 	s := &segment{model: m, from: math.MaxInt64}
 	c := clients{}
 	for _, e := range es {
-		meta := opName(e.src)
+		meta := opName(*e.src)
 		if e.src.Replayed {
 			meta += " (replayed)"
 		}
@@ -313,7 +313,7 @@ func newSegment(m porcupine.Model, es []entry) *segment {
 			meta += " op_id " + e.src.OpID
 		}
 		s.ops = append(s.ops, porcupine.Operation{
-			ClientId: c.id(e.src, e.unknown),
+			ClientId: c.id(*e.src, e.unknown),
 			Input:    e.in,
 			Call:     e.call,
 			Output:   e.out,
@@ -419,11 +419,11 @@ func (h *history) registerPartition(k resKey) *partition {
 	for _, m := range ms {
 		in := regInput{kind: m.Kind, token: m.Token, value: m.Value, fenced: m.Fenced, unknown: !m.ok}
 		if !m.ok {
-			unknown = append(unknown, entry{src: m.Op, call: m.call, ret: math.MaxInt64, in: in, unknown: true})
+			unknown = append(unknown, entry{src: &m.Op, call: m.call, ret: math.MaxInt64, in: in, unknown: true})
 			continue
 		}
 		out := regOutput{value: m.ResValue, last: m.LastToken, version: m.Version}
-		finite = append(finite, entry{src: m.Op, call: m.call, ret: max(m.Return, m.call), in: in, out: out, ver: m.Version})
+		finite = append(finite, entry{src: &m.Op, call: m.call, ret: max(m.Return, m.call), in: in, out: out, ver: m.Version})
 	}
 	for _, r := range reads {
 		finite = append(finite, entry{src: r, call: r.Call, ret: max(r.Return, r.Call), in: regInput{kind: KindRead},
@@ -641,7 +641,7 @@ func checkPartition(p *partition, outDir string, timeout time.Duration) partResu
 		if vres == porcupine.Illegal {
 			if stuck, n, ok := stuckOp(s, info); ok {
 				r.problem += fmt.Sprintf(": longest linearizable prefix has %d ops; cannot place %s %s (%s)",
-					n, opName(s.src[stuck]), s.model.DescribeOperation(s.ops[stuck].Input, s.ops[stuck].Output), span(s.src[stuck]))
+					n, opName(*s.src[stuck]), s.model.DescribeOperation(s.ops[stuck].Input, s.ops[stuck].Output), span(*s.src[stuck]))
 			}
 		}
 		if outDir != "" {

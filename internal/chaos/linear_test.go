@@ -245,3 +245,15 @@ func TestLinearSegmentsLockState(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkCheck300k: a long run's history (300,000 ops of 8 workers on 4
+// locks and two stores, 2% unknown outcomes).
+func BenchmarkCheck300k(b *testing.B) {
+	ops := simulate(simConfig{seed: 1, ops: 300000, workers: 8, locks: 4, unknownP: 0.02, pauseP: 0.02, tryP: 0.2})
+	b.ResetTimer()
+	for range b.N {
+		if r := Check(ops, b.TempDir(), 5*time.Minute); !r.OK() {
+			b.Fatalf("%+v", r)
+		}
+	}
+}
