@@ -1,0 +1,323 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var allKinds = []FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
+	FaultConnBlackhole, FaultConnDelay, FaultConnOneWay, FaultDiskFull}
+
+func TestSchedule(t *testing.T) {
+	const ttl = time.Second
+	a := Schedule(42, time.Minute, allKinds, 5, ttl)
+	if b := Schedule(42, time.Minute, allKinds, 5, ttl); !reflect.DeepEqual(a, b) {
+		t.Fatal("the same seed gave two schedules")
+	}
+	if c := Schedule(43, time.Minute, allKinds, 5, ttl); reflect.DeepEqual(a, c) {
+		t.Fatal("seeds 42 and 43 gave the same schedule")
+	}
+	restarts := map[string]bool{}
+	for seed := uint64(0); seed < 200; seed++ {
+		s := Schedule(seed, time.Minute, allKinds, 5, ttl)
+		if len(s) <= len(allKinds) {
+			t.Fatalf("seed %d: %d faults in a minute", seed, len(s))
+		}
+		// The first round is every kind once.
+		first := map[FaultKind]bool{}
+		for _, f := range s[:len(allKinds)] {
+			first[f.Kind] = true
+		}
+		if len(first) != len(allKinds) {
+			t.Fatalf("seed %d: first round %v is not every kind", seed, s[:len(allKinds)])
+		}
+		var end time.Duration
+		for i, f := range s {
+			if f.At < end {
+				t.Fatalf("seed %d: fault %d (%s) starts before the previous one ends (%s)", seed, i, f, end)
+			}
+			end = f.At + f.For
+			if f.At < 500*time.Millisecond || end > time.Minute-500*time.Millisecond {
+				t.Fatalf("seed %d: fault %d (%s) outside warm-up and tail", seed, i, f)
+			}
+			switch f.Kind {
+			case FaultWorkerPause:
+				if f.For < 3*ttl/2 || f.For > 3*ttl || f.Target < 0 || f.Target >= 5 {
+					t.Fatalf("seed %d: %s: a worker pause must last 1.5–3× TTL on one of 5 workers", seed, f)
+				}
+			case FaultConnOneWay:
+				if f.Dir != Upstream && f.Dir != Downstream {
+					t.Fatalf("seed %d: %s: one-way without a direction", seed, f)
+				}
+			case FaultConnDelay:
+				if f.Delay <= 0 {
+					t.Fatalf("seed %d: %s: no delay", seed, f)
+				}
+			case FaultServerKill:
+				if len(f.RestartArgs) > 0 {
+					restarts[strings.Join(f.RestartArgs, " ")] = true
+				}
+			}
+			if f.Kind != FaultWorkerPause && f.Target != 0 {
+				t.Fatalf("seed %d: %s: one node, target %d", seed, f, f.Target)
+			}
+		}
+	}
+	for _, want := range []string{"--max-ttl 4s", "--max-ttl 1h", "--max-ttl 24h"} {
+		if !restarts[want] {
+			t.Errorf("no server-kill restarts with %q in 200 seeds (saw %v)", want, restarts)
+		}
+	}
+	// --max-ttl is at least 4× TTL, rounded up to whole seconds.
+	for seed := uint64(0); seed < 100; seed++ {
+		for _, f := range Schedule(seed, time.Minute, []FaultKind{FaultServerKill}, 0, 1300*time.Millisecond) {
+			if len(f.RestartArgs) == 2 && f.RestartArgs[1] != "1h" && f.RestartArgs[1] != "24h" && f.RestartArgs[1] != "6s" {
+				t.Fatalf("TTL 1.3s: %s, want --max-ttl 6s, 1h or 24h", f)
+			}
+		}
+	}
+	if s := Schedule(1, time.Minute, allKinds, 0, ttl); len(s) == 0 || containsKindIn(s, FaultWorkerPause) {
+		t.Fatalf("no workers: %v", s)
+	}
+	if s := Schedule(1, 2*time.Second, allKinds, 5, ttl); len(s) >= len(allKinds) {
+		t.Fatalf("2s cannot hold every kind: %v", s)
+	}
+	// Several nodes: node faults spread over them.
+	targets := map[int]bool{}
+	for _, f := range (ScheduleConfig{Seed: 7, Duration: 5 * time.Minute, Kinds: allKinds, Workers: 2, Nodes: 3, TTL: ttl}).Schedule() {
+		if f.Kind != FaultWorkerPause {
+			targets[f.Target] = true
+		}
+	}
+	if len(targets) != 3 {
+		t.Fatalf("node targets over 3 nodes: %v", targets)
+	}
+}
+
+func containsKindIn(s []Fault, k FaultKind) bool {
+	for _, f := range s {
+		if f.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// sleepers are stand-in worker processes (sleep), for worker-pause.
+type sleepers struct{ cmds []*exec.Cmd }
+
+func startSleepers(t *testing.T, n int) *sleepers {
+	t.Helper()
+	s := &sleepers{}
+	for i := 0; i < n; i++ {
+		cmd := exec.Command("sleep", "600")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		s.cmds = append(s.cmds, cmd)
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	return s
+}
+
+func (s *sleepers) Len() int { return len(s.cmds) }
+func (s *sleepers) Signal(i int, sig syscall.Signal) error {
+	if i < 0 || i >= len(s.cmds) {
+		return fmt.Errorf("no worker %d", i)
+	}
+	return s.cmds[i].Process.Signal(sig)
+}
+
+// syncBuffer is a log writer safe for the nemesis's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// runNemesis runs nem in the background; the returned func waits for it.
+func runNemesis(ctx context.Context, nem *Nemesis, sched []Fault) func() (map[FaultKind]int, error) {
+	type result struct {
+		counts map[FaultKind]int
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := nem.Run(ctx, sched)
+		done <- result{c, err}
+	}()
+	return func() (map[FaultKind]int, error) {
+		r := <-done
+		return r.counts, r.err
+	}
+}
+
+// Every fault kind once on a real node and stand-in workers, then a crash
+// the nemesis did not cause: each is applied and healed, the disk-full
+// makes the node fail-stop (exit 70) and it is restarted, the crash is
+// counted and repaired, and at the end nothing is left broken.
+func TestNemesisEveryFault(t *testing.T) {
+	node := startTestNode(t, NodeConfig{DiskBytes: 256 << 20})
+	workers := startSleepers(t, 2)
+	tok1 := acquireToken(t, node.URL(), "nemesis-before")
+
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	sched := []Fault{
+		{At: ms(200), For: ms(1000), Kind: FaultWorkerPause, Target: 1},
+		{At: ms(200), For: ms(500), Kind: FaultConnDelay, Delay: ms(100)}, // concurrent: another target
+		{At: ms(800), For: ms(400), Kind: FaultConnBlackhole, Dir: Both},
+		{At: ms(1300), For: ms(400), Kind: FaultConnOneWay, Dir: Downstream},
+		{At: ms(1800), For: ms(600), Kind: FaultConnReset},
+		{At: ms(2500), For: ms(400), Kind: FaultServerPause},
+		{At: ms(3000), For: ms(300), Kind: FaultServerKill, RestartArgs: []string{"--max-ttl", "1h"}},
+		{At: ms(3500), For: 20 * time.Second, Kind: FaultDiskFull}, // until the node fail-stops
+	}
+	var log syncBuffer
+	nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Workers: workers, Log: &log}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wait := runNemesis(ctx, nem, sched)
+
+	// While the worker pause lasts, the worker is stopped.
+	time.Sleep(ms(500))
+	if !processStopped(t, workers.cmds[1].Process.Pid) {
+		t.Error("worker 1 is not stopped during its pause")
+	}
+	// Once every fault is healed, a crash the nemesis did not cause.
+	deadline := time.Now().Add(50 * time.Second)
+	for len(nem.Events()) < len(sched) && time.Now().Before(deadline) {
+		time.Sleep(ms(50))
+	}
+	if len(nem.Events()) < len(sched) {
+		t.Fatalf("faults not all healed in time:\n%s", log.String())
+	}
+	pid := node.Pid()
+	syscall.Kill(pid, syscall.SIGKILL)
+	for (node.Pid() == pid || !node.Ready(ctx)) && time.Now().Before(deadline) {
+		time.Sleep(ms(50))
+	}
+	cancel()
+	counts, err := wait()
+	t.Logf("nemesis log:\n%s", log.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, k := range allKinds {
+		if counts[k] != 1 {
+			t.Errorf("%s applied %d times, want 1 (counts %v)", k, counts[k], counts)
+		}
+		if !strings.Contains(log.String(), "fault #") || !containsLine(log.String(), "fault #", string(k)) {
+			t.Errorf("no log line for %s", k)
+		}
+	}
+	if nem.Crashes() != 1 || !strings.Contains(strings.Join(nem.CrashNotes(), "\n"), "exited unexpectedly") {
+		t.Errorf("crashes %d %q, want the one the test caused", nem.Crashes(), nem.CrashNotes())
+	}
+	df := nem.DiskFull()
+	if len(df) != 1 || !df[0].FailStopped() || df[0].ExitCode != 70 || df[0].Wedged {
+		t.Errorf("disk-full results %+v, want one fail-stop with exit 70", df)
+	} else {
+		t.Logf("disk-full: the node took %d writes of 1 MiB before it fail-stopped", df[0].Writes)
+	}
+	for _, ev := range nem.Events() {
+		if ev.Kind == FaultServerKill && !strings.Contains(ev.Note, "--max-ttl") {
+			t.Errorf("server-kill event %q does not name its restart args", ev.Note)
+		}
+	}
+
+	// Everything healed: node running and ready through its proxy, no
+	// toxic, disk back to size, no worker stopped.
+	if !node.Running() || node.Paused() || !node.Ready(context.Background()) {
+		t.Fatalf("node after Run: running %v paused %v", node.Running(), node.Paused())
+	}
+	if code, err := get(node.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
+		t.Fatalf("readyz through the proxy after Run: %d %v", code, err)
+	}
+	if got := node.Proxy().Toxics(); len(got) != 0 {
+		t.Fatalf("toxics left: %v", got)
+	}
+	if _, size, _ := node.DiskUsage(); size != 256<<20 || node.DiskFull() {
+		t.Fatalf("disk after Run: size %d, full %v", size, node.DiskFull())
+	}
+	for i, c := range workers.cmds {
+		if processStopped(t, c.Process.Pid) {
+			t.Fatalf("worker %d left stopped", i)
+		}
+	}
+	// Every restart kept the data: a new grant's token is above the first.
+	if tok2 := acquireToken(t, node.URL(), "nemesis-after"); tok2 <= tok1 {
+		t.Fatalf("token after the run %d, not above %d before it", tok2, tok1)
+	}
+}
+
+func containsLine(log, a, b string) bool {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, a) && strings.Contains(l, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// The run's context ends in the middle of long faults: Run heals them at
+// once — the worker continued, the node restarted (after a kill) or
+// continued (after a pause) and its proxy healed — and returns.
+func TestNemesisHealsOnCancel(t *testing.T) {
+	for _, kind := range []FaultKind{FaultServerKill, FaultServerPause, FaultConnBlackhole} {
+		t.Run(string(kind), func(t *testing.T) {
+			node := startTestNode(t, NodeConfig{})
+			workers := startSleepers(t, 1)
+			var log syncBuffer
+			nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Workers: workers, Log: &log}
+			sched := []Fault{
+				{At: 0, For: time.Hour, Kind: FaultWorkerPause, Target: 0},
+				{At: 0, For: time.Hour, Kind: kind, Dir: Both},
+				{At: 2 * time.Hour, For: time.Second, Kind: FaultConnReset}, // never reached
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			t0 := time.Now()
+			counts, err := nem.Run(ctx, sched)
+			t.Logf("nemesis log:\n%s", log.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(t0); d > 30*time.Second {
+				t.Fatalf("Run took %v after its context ended", d)
+			}
+			if counts[FaultWorkerPause] != 1 || counts[kind] != 1 || counts[FaultConnReset] != 0 {
+				t.Fatalf("counts %v", counts)
+			}
+			if processStopped(t, workers.cmds[0].Process.Pid) {
+				t.Fatal("worker left stopped")
+			}
+			if !node.Running() || node.Paused() || processStopped(t, node.Pid()) {
+				t.Fatalf("node left down or stopped: running %v paused %v", node.Running(), node.Paused())
+			}
+			if code, err := get(node.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
+				t.Fatalf("readyz through the proxy: %d %v", code, err)
+			}
+			if nem.Crashes() != 0 {
+				t.Fatalf("crashes %v", nem.CrashNotes())
+			}
+		})
+	}
+}
