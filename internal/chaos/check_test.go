@@ -104,9 +104,6 @@ func simulate(cfg simConfig) []Op {
 	for _, st := range cfg.stores {
 		for k := 0; k < cfg.locks; k++ {
 			r := &simReg{}
-			if st == StorePostgres {
-				r.value = 100 // set up by the harness: version 0
-			}
 			s.regs[resKey{st, resName(st, k)}] = r
 		}
 	}

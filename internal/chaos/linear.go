@@ -17,8 +17,8 @@ import (
 // Checker 6: linearizability with porcupine, one partition per register
 // (store, resource) and one per lock, each with its own small model.
 //
-// Register model. State: value, last token, version (and whether the value
-// is known yet: a store may start with a value the history never wrote).
+// Register model. State: value, last token, version; every resource starts
+// at 0, 0, 0 (an absent resource reads so; PostgreSQL rows are set up so).
 // A read (or the harness's final read) must see exactly the state. An OK
 // fenced write or add is allowed iff its token is at least the last token;
 // it sets the last token to its own, and its version must be the state's
@@ -439,7 +439,7 @@ func (h *history) registerPartition(k resKey) *partition {
 	sortEntries(unknown)
 
 	p := &partition{name: "register " + k.String(), nOps: len(finite) + len(unknown)}
-	st := regState{}
+	st := regState{Known: true} // every resource starts as 0, token 0, version 0
 	segs := cuts(finite)
 	for i, seg := range segs {
 		// the state at the largest version the segment observes

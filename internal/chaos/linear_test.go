@@ -67,6 +67,9 @@ func TestLinearUnknownMutations(t *testing.T) {
 		{"stale cannot apply 2", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 3, 42, 30), fin(42, 3, 2, 100)}, false},
 		// nor explain a value no mutation wrote
 		{"unexplained value", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), fin(8, 6, 2, 100)}, false},
+		// every resource starts at 0
+		{"initial value", []Op{add(1, 5, 5, 5, 1, "a", 10, 20), fin(5, 5, 1, 100)}, true},
+		{"initial value not 0", []Op{add(1, 5, 5, 105, 1, "a", 10, 20), fin(105, 5, 1, 100)}, false},
 	}
 	for _, c := range cases {
 		b := &hb{}
