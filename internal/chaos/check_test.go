@@ -3,8 +3,11 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sim generates histories of the seed's workload against a model of the
@@ -720,5 +723,30 @@ func TestCheckOKWithoutReturn(t *testing.T) {
 	}
 	if b.ops[0].Return != 0 {
 		t.Fatal("Check changed its input")
+	}
+}
+
+// TestCheckHistoryFiles checks recorded histories: CHAOS_CHECK_HISTORY is a
+// glob of JSONL files (workers' histories and the final reads), e.g.
+//
+//	CHAOS_CHECK_HISTORY='/tmp/run/history-*.jsonl' go test -run HistoryFiles -v ./internal/chaos
+func TestCheckHistoryFiles(t *testing.T) {
+	glob := os.Getenv("CHAOS_CHECK_HISTORY")
+	if glob == "" {
+		t.Skip("CHAOS_CHECK_HISTORY not set")
+	}
+	paths, err := filepath.Glob(glob)
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("%q: %v (%d files)", glob, err, len(paths))
+	}
+	ops, err := ReadHistoryFiles(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := Check(ops, t.TempDir(), time.Minute)
+	t.Logf("%d files, checked in %v: %+v", len(paths), time.Since(start), r)
+	for _, p := range r.Problems {
+		t.Log(p)
 	}
 }
