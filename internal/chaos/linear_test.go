@@ -12,7 +12,8 @@ func TestLinearStaleReadWritesVisualization(t *testing.T) {
 	dir := t.TempDir()
 	rd := Op{Worker: 3, Kind: KindRead, Store: StoreFence, Res: "stock/sku-0", Call: 50, Return: 60,
 		ResValue: 9, LastToken: 5, Version: 1} // version 2 had returned at 40
-	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(2, 6, 8, 2, 30, 40)).add(rd).add(fin(8, 6, 2, 100))
+	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(2, 6, 8, 2, 30, 40)).add(rd).add(fin(77, 6, 3, 100))
+	b.add(unknownWrite(4, 6, 77, 45)) // version 3: drawn up to +inf
 	r := Check(b.ops, dir, time.Minute)
 	if r.Linearizable || r.StaleAccepted+r.TokensRegressed+r.Overlaps+r.LostWrites+r.DoubleApplies != 0 {
 		t.Fatalf("%+v", r)
@@ -25,7 +26,7 @@ func TestLinearStaleReadWritesVisualization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(html), "<html") || !strings.Contains(string(html), "w3#1") {
+	if !strings.Contains(string(html), "<html") || !strings.Contains(string(html), "w3#1") || !strings.Contains(string(html), "w4#1") {
 		t.Fatalf("not porcupine's visualisation of this history (%d bytes)", len(html))
 	}
 	if !strings.Contains(r.LinearDetail, "not linearizable: register fence:stock/sku-0") {
