@@ -61,7 +61,7 @@ const maxProblems = 20
 // that times out makes Linearizable false.
 func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
-	h := newHistory(ops)
+	h := newChkHistory(ops)
 
 	var probs [6][]string
 	r.StaleAccepted, probs[0] = checkStale(h)
@@ -75,13 +75,13 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 		r.LinearDetail += fmt.Sprintf(" (%d OK ops had no return time: taken as returning at +inf)", h.noReturn)
 	}
 
-	r.Problems = interleave(probs[:], maxProblems)
+	r.Problems = interleaveProblems(probs[:], maxProblems)
 	return r
 }
 
 // interleave takes lines from each list in turn, up to max lines, and
 // says how many it left out.
-func interleave(lists [][]string, max int) []string {
+func interleaveProblems(lists [][]string, max int) []string {
 	total := 0
 	for _, l := range lists {
 		total += len(l)
@@ -101,15 +101,15 @@ func interleave(lists [][]string, max int) []string {
 }
 
 // resKey names a register: one resource of one store.
-type resKey struct{ store, res string }
+type chkRes struct{ store, res string }
 
-func (k resKey) String() string { return k.store + ":" + k.res }
+func (k chkRes) String() string { return k.store + ":" + k.res }
 
 // mutation is one logical write or add: the ops of one worker operation,
 // merged with every other op of the history that carries the same op_id on
 // the same resource (a retry recorded as a separate op is the same
 // mutation, applied at most once).
-type mutation struct {
+type chkMutation struct {
 	Op              // the representative: the OK op that returned first, else the first op
 	call   int64    // the earliest Call of the group
 	oks    []*Op    // the group's OK ops
@@ -119,32 +119,32 @@ type mutation struct {
 }
 
 // history is the input, indexed for the checkers.
-type history struct {
-	muts      map[resKey][]*mutation // OK and unknown mutations
-	reads     map[resKey][]*Op       // OK reads
-	finals    map[resKey][]*Op       // OK KindFinal ops
-	acquires  []*Op                  // OK acquires
-	releases  map[string][]*Op       // every release, by lock
-	lockOps   map[string][]*Op       // OK acquires and OK releases, by lock
-	noReturn  int                    // OK ops without a return time
-	resources []resKey               // sorted
-	locks     []string               // sorted
+type chkHistory struct {
+	muts      map[chkRes][]*chkMutation // OK and unknown mutations
+	reads     map[chkRes][]*Op          // OK reads
+	finals    map[chkRes][]*Op          // OK KindFinal ops
+	acquires  []*Op                     // OK acquires
+	releases  map[string][]*Op          // every release, by lock
+	lockOps   map[string][]*Op          // OK acquires and OK releases, by lock
+	noReturn  int                       // OK ops without a return time
+	resources []chkRes                  // sorted
+	locks     []string                  // sorted
 }
 
-func newHistory(ops []Op) *history {
-	h := &history{
-		muts:     map[resKey][]*mutation{},
-		reads:    map[resKey][]*Op{},
-		finals:   map[resKey][]*Op{},
+func newChkHistory(ops []Op) *chkHistory {
+	h := &chkHistory{
+		muts:     map[chkRes][]*chkMutation{},
+		reads:    map[chkRes][]*Op{},
+		finals:   map[chkRes][]*Op{},
 		releases: map[string][]*Op{},
 		lockOps:  map[string][]*Op{},
 	}
 	type idKey struct {
-		k  resKey
+		k  chkRes
 		id string
 	}
-	byID := map[idKey]*mutation{}
-	resSeen := map[resKey]bool{}
+	byID := map[idKey]*chkMutation{}
+	resSeen := map[chkRes]bool{}
 	lockSeen := map[string]bool{}
 	// pointers into ops (a long run's history is large), in SortOps order
 	sorted := make([]*Op, len(ops))
@@ -172,14 +172,14 @@ func newHistory(ops []Op) *history {
 	for _, op := range sorted {
 		switch op.Kind {
 		case KindWrite, KindAdd:
-			k := resKey{op.Store, op.Res}
+			k := chkRes{op.Store, op.Res}
 			resSeen[k] = true
 			if op.Out != OutcomeOK && op.Out != OutcomeUnknown {
 				continue // stale or fail: definitely not applied
 			}
 			m := byID[idKey{k, op.OpID}]
 			if op.OpID == "" || m == nil {
-				m = &mutation{Op: *op, call: op.Call}
+				m = &chkMutation{Op: *op, call: op.Call}
 				h.muts[k] = append(h.muts[k], m)
 			}
 			if op.Out == OutcomeOK {
@@ -189,13 +189,13 @@ func newHistory(ops []Op) *history {
 				byID[idKey{k, op.OpID}] = m
 			}
 		case KindRead:
-			k := resKey{op.Store, op.Res}
+			k := chkRes{op.Store, op.Res}
 			resSeen[k] = true
 			if op.Out == OutcomeOK {
 				h.reads[k] = append(h.reads[k], op)
 			}
 		case KindFinal:
-			k := resKey{op.Store, op.Res}
+			k := chkRes{op.Store, op.Res}
 			resSeen[k] = true
 			if op.Out == OutcomeOK || op.Out == "" {
 				h.finals[k] = append(h.finals[k], op)
@@ -232,7 +232,7 @@ func newHistory(ops []Op) *history {
 
 // finish picks the representative (the OK op that returned first) and the
 // distinct versions of the group's OK ops.
-func (m *mutation) finish() {
+func (m *chkMutation) finish() {
 	if len(m.oks) == 0 {
 		return
 	}
@@ -248,8 +248,8 @@ func (m *mutation) finish() {
 }
 
 // okMuts returns the OK mutations of k sorted by version (then return).
-func (h *history) okMuts(k resKey) []*mutation {
-	var ms []*mutation
+func (h *chkHistory) okMuts(k chkRes) []*chkMutation {
+	var ms []*chkMutation
 	for _, m := range h.muts[k] {
 		if m.ok {
 			ms = append(ms, m)
@@ -265,7 +265,7 @@ func (h *history) okMuts(k resKey) []*mutation {
 }
 
 // lastFinal returns the last KindFinal op of k.
-func (h *history) lastFinal(k resKey) (*Op, bool) {
+func (h *chkHistory) lastFinal(k chkRes) (*Op, bool) {
 	fs := h.finals[k]
 	if len(fs) == 0 {
 		return nil, false
@@ -286,16 +286,16 @@ func (h *history) lastFinal(k resKey) (*Op, bool) {
 // lower version: a write the store accepted after a newer owner's. Plain
 // (unfenced) writes count too: that is how the control run shows the
 // hazard.
-func checkStale(h *history) (int, []string) {
+func checkStale(h *chkHistory) (int, []string) {
 	n := 0
 	var probs []string
 	for _, k := range h.resources {
-		var max *mutation
+		var max *chkMutation
 		for _, m := range h.okMuts(k) {
 			if max != nil && m.Token < max.Token {
 				n++
 				probs = append(probs, fmt.Sprintf("stale write accepted on %s: %s %s token %d got version %d, after %s token %d version %d (%s)",
-					k, opName(m.Op), m.Kind, m.Token, m.Version, opName(max.Op), max.Token, max.Version, span(m.Op)))
+					k, fmtOp(m.Op), m.Kind, m.Token, m.Version, fmtOp(max.Op), max.Token, max.Version, fmtSpan(m.Op)))
 				continue
 			}
 			if max == nil || m.Token > max.Token {
@@ -312,40 +312,40 @@ func checkStale(h *history) (int, []string) {
 // not above the token of a grant that returned before they were called
 // (tokens come from one counter: a grant that begins after another ended
 // gets a larger token, on every lock and across restarts).
-func checkTokens(h *history) (int, []string) {
-	acq := h.acquires
+func checkTokens(h *chkHistory) (int, []string) {
+	ckAcquire := h.acquires
 	bad := map[int]bool{}
 	var probs []string
 	first := map[uint64]int{}
-	for i, a := range acq {
+	for i, a := range ckAcquire {
 		if j, ok := first[a.Token]; ok {
 			bad[i] = true
 			probs = append(probs, fmt.Sprintf("token %d granted twice: %s on %s (%s) and %s on %s (%s)",
-				a.Token, opName(*acq[j]), acq[j].Lock, span(*acq[j]), opName(*a), a.Lock, span(*a)))
+				a.Token, fmtOp(*ckAcquire[j]), ckAcquire[j].Lock, fmtSpan(*ckAcquire[j]), fmtOp(*a), a.Lock, fmtSpan(*a)))
 			continue
 		}
 		first[a.Token] = i
 	}
-	byCall := make([]int, len(acq))
-	byRet := make([]int, len(acq))
-	for i := range acq {
+	byCall := make([]int, len(ckAcquire))
+	byRet := make([]int, len(ckAcquire))
+	for i := range ckAcquire {
 		byCall[i], byRet[i] = i, i
 	}
-	sort.SliceStable(byCall, func(i, j int) bool { return acq[byCall[i]].Call < acq[byCall[j]].Call })
-	sort.SliceStable(byRet, func(i, j int) bool { return acq[byRet[i]].Return < acq[byRet[j]].Return })
+	sort.SliceStable(byCall, func(i, j int) bool { return ckAcquire[byCall[i]].Call < ckAcquire[byCall[j]].Call })
+	sort.SliceStable(byRet, func(i, j int) bool { return ckAcquire[byRet[i]].Return < ckAcquire[byRet[j]].Return })
 	maxI, r := -1, 0
 	for _, b := range byCall {
-		for r < len(byRet) && acq[byRet[r]].Return < acq[b].Call {
-			if a := byRet[r]; maxI < 0 || acq[a].Token > acq[maxI].Token {
+		for r < len(byRet) && ckAcquire[byRet[r]].Return < ckAcquire[b].Call {
+			if a := byRet[r]; maxI < 0 || ckAcquire[a].Token > ckAcquire[maxI].Token {
 				maxI = a
 			}
 			r++
 		}
-		if maxI >= 0 && acq[maxI].Token >= acq[b].Token && !bad[b] {
+		if maxI >= 0 && ckAcquire[maxI].Token >= ckAcquire[b].Token && !bad[b] {
 			bad[b] = true
-			a := acq[maxI]
+			a := ckAcquire[maxI]
 			probs = append(probs, fmt.Sprintf("token regressed: %s got token %d on %s (%s), after %s got token %d on %s (returned %s)",
-				opName(*acq[b]), acq[b].Token, acq[b].Lock, span(*acq[b]), opName(*a), a.Token, a.Lock, clock(a.Return)))
+				fmtOp(*ckAcquire[b]), ckAcquire[b].Token, ckAcquire[b].Lock, fmtSpan(*ckAcquire[b]), fmtOp(*a), a.Token, a.Lock, fmtClock(a.Return)))
 		}
 	}
 	return len(bad), probs
@@ -355,7 +355,7 @@ func checkTokens(h *history) (int, []string) {
 
 // checkOverlaps counts, per lock, holds ([HeldFrom, HeldUntil] of a release
 // op) that begin before an earlier hold of another token ended.
-func checkOverlaps(h *history) (int, []string) {
+func checkOverlaps(h *chkHistory) (int, []string) {
 	n := 0
 	var probs []string
 	for _, l := range h.locks {
@@ -371,8 +371,8 @@ func checkOverlaps(h *history) (int, []string) {
 			if cur != nil && o.HeldFrom < cur.HeldUntil && o.Token != cur.Token {
 				n++
 				probs = append(probs, fmt.Sprintf("overlap on lock %s: token %d (%s) held %s–%s, token %d (%s) held %s–%s",
-					l, cur.Token, opName(*cur), clock(cur.HeldFrom), clock(cur.HeldUntil),
-					o.Token, opName(*o), clock(o.HeldFrom), clock(o.HeldUntil)))
+					l, cur.Token, fmtOp(*cur), fmtClock(cur.HeldFrom), fmtClock(cur.HeldUntil),
+					o.Token, fmtOp(*o), fmtClock(o.HeldFrom), fmtClock(o.HeldUntil)))
 			}
 			if cur == nil || o.HeldUntil > cur.HeldUntil {
 				cur = o
@@ -389,7 +389,7 @@ func checkOverlaps(h *history) (int, []string) {
 // mutation reports a version above it, and the final last token is at least
 // every OK fenced mutation's token. (That the final value is explained by
 // the mutations is checker 6: the final read is in its register history.)
-func checkLost(h *history) (int, []string) {
+func checkLost(h *chkHistory) (int, []string) {
 	n := 0
 	var probs []string
 	for _, k := range h.resources {
@@ -407,11 +407,11 @@ func checkLost(h *history) (int, []string) {
 			case m.Version > f.Version:
 				flagged++
 				probs = append(probs, fmt.Sprintf("lost write on %s: %s %s token %d acknowledged version %d (%s), final version is %d",
-					k, opName(m.Op), m.Kind, m.Token, m.Version, span(m.Op), f.Version))
+					k, fmtOp(m.Op), m.Kind, m.Token, m.Version, fmtSpan(m.Op), f.Version))
 			case m.Fenced && m.Token > f.LastToken:
 				flagged++
 				probs = append(probs, fmt.Sprintf("lost write on %s: %s %s token %d acknowledged version %d (%s), final last token is %d",
-					k, opName(m.Op), m.Kind, m.Token, m.Version, span(m.Op), f.LastToken))
+					k, fmtOp(m.Op), m.Kind, m.Token, m.Version, fmtSpan(m.Op), f.LastToken))
 			}
 		}
 		lost := flagged
@@ -420,7 +420,7 @@ func checkLost(h *history) (int, []string) {
 				lost = short
 			}
 			probs = append(probs, fmt.Sprintf("lost writes on %s: %d mutations acknowledged, final version %d (final read %s)",
-				k, len(ms), f.Version, clock(f.Call)))
+				k, len(ms), f.Version, fmtClock(f.Call)))
 		}
 		n += lost
 	}
@@ -434,11 +434,11 @@ func checkLost(h *history) (int, []string) {
 // same version, and a final version above what the OK mutations (their
 // distinct versions) and the unknown ones (one apply each at most) allow.
 // A replayed result carries its original's version and is not counted.
-func checkDouble(h *history) (int, []string) {
+func checkDouble(h *chkHistory) (int, []string) {
 	n := 0
 	var probs []string
 	for _, k := range h.resources {
-		claimed := map[uint64]*mutation{}
+		claimed := map[uint64]*chkMutation{}
 		nClaimed, unknown := 0, 0
 		for _, m := range h.muts[k] {
 			if !m.ok {
@@ -448,7 +448,7 @@ func checkDouble(h *history) (int, []string) {
 			for _, o := range m.others {
 				n++
 				probs = append(probs, fmt.Sprintf("double apply on %s: op_id %q acknowledged as version %d (%s, %s) and as version %d (%s, %s)",
-					k, m.OpID, m.Version, opName(m.Op), span(m.Op), o.Version, opName(*o), span(*o)))
+					k, m.OpID, m.Version, fmtOp(m.Op), fmtSpan(m.Op), o.Version, fmtOp(*o), fmtSpan(*o)))
 			}
 			for i, v := range m.vers {
 				op := &m.Op
@@ -458,7 +458,7 @@ func checkDouble(h *history) (int, []string) {
 				if prev := claimed[v]; prev != nil {
 					n++
 					probs = append(probs, fmt.Sprintf("version %d of %s reported by two mutations: %s %s token %d (%s) and %s %s token %d (%s)",
-						v, k, opName(prev.Op), prev.Kind, prev.Token, span(prev.Op), opName(*op), op.Kind, op.Token, span(*op)))
+						v, k, fmtOp(prev.Op), prev.Kind, prev.Token, fmtSpan(prev.Op), fmtOp(*op), op.Kind, op.Token, fmtSpan(*op)))
 					continue
 				}
 				claimed[v] = m
@@ -472,7 +472,7 @@ func checkDouble(h *history) (int, []string) {
 		if extra := int(f.Version) - nClaimed - unknown; extra > 0 {
 			n += extra
 			probs = append(probs, fmt.Sprintf("double apply on %s: final version %d, but only %d acknowledged versions and %d unknown mutations (final read %s)",
-				k, f.Version, nClaimed, unknown, clock(f.Call)))
+				k, f.Version, nClaimed, unknown, fmtClock(f.Call)))
 		}
 	}
 	return n, probs
@@ -480,7 +480,7 @@ func checkDouble(h *history) (int, []string) {
 
 // ---- formatting ----
 
-func opName(o Op) string {
+func fmtOp(o Op) string {
 	if o.Worker < 0 {
 		return fmt.Sprintf("harness#%d", o.N)
 	}
@@ -488,7 +488,7 @@ func opName(o Op) string {
 }
 
 // clock renders a Unix-nanosecond time as UTC time of day.
-func clock(ns int64) string {
+func fmtClock(ns int64) string {
 	if ns == 0 {
 		return "?"
 	}
@@ -496,14 +496,14 @@ func clock(ns int64) string {
 }
 
 // span renders an op's call and return.
-func span(o Op) string {
+func fmtSpan(o Op) string {
 	var b strings.Builder
-	b.WriteString(clock(o.Call))
+	b.WriteString(fmtClock(o.Call))
 	b.WriteString("→")
 	if o.Out == OutcomeUnknown || o.Return == 0 {
 		b.WriteString("unknown")
 	} else {
-		b.WriteString(clock(o.Return))
+		b.WriteString(fmtClock(o.Return))
 	}
 	return b.String()
 }

@@ -15,7 +15,7 @@ import (
 // read, write value-1, sometimes add +5 with an op_id, and release; faults
 // make outcomes unknown and leases expire under paused workers. Time is in
 // abstract units (nanoseconds for the checkers).
-type simConfig struct {
+type ckSimConfig struct {
 	seed     uint64
 	workers  int
 	locks    int
@@ -36,21 +36,21 @@ type simConfig struct {
 	bugStaleRead   float64 // a read returns the state before the last mutation
 }
 
-type simReg struct {
+type ckSimReg struct {
 	value     int64
 	last      uint64
 	version   uint64
-	prev      simRegSnap
+	prev      ckSimSnap
 	appliedBy string // op_id of the last mutation
 }
 
-type simRegSnap struct {
+type ckSimSnap struct {
 	value   int64
 	last    uint64
 	version uint64
 }
 
-type simWorker struct {
+type ckSimWorker struct {
 	busy    int64 // free from this time
 	n       int
 	holding bool
@@ -63,29 +63,29 @@ type simWorker struct {
 	read    int64
 }
 
-type sim struct {
-	cfg     simConfig
+type ckSim struct {
+	cfg     ckSimConfig
 	rng     *rand.Rand
 	now     int64
 	tok     uint64
 	holder  []uint64
 	expires []int64 // when an abandoned holder's lease ends
-	regs    map[resKey]*simReg
-	ws      []simWorker
+	regs    map[chkRes]*ckSimReg
+	ws      []ckSimWorker
 	ops     []Op
 	opids   int
 }
 
-const simTTL = 400
+const ckSimTTL = 400
 
-func resName(store string, k int) string {
+func ckResName(store string, k int) string {
 	if store == StoreFence {
 		return fmt.Sprintf("stock/sku-%d", k)
 	}
 	return fmt.Sprintf("sku-%d", k)
 }
 
-func simulate(cfg simConfig) []Op {
+func ckSimulate(cfg ckSimConfig) []Op {
 	if cfg.workers == 0 {
 		cfg.workers = 4
 	}
@@ -95,19 +95,19 @@ func simulate(cfg simConfig) []Op {
 	if cfg.stores == nil {
 		cfg.stores = []string{StoreFence, StorePostgres}
 	}
-	s := &sim{
+	s := &ckSim{
 		cfg:     cfg,
 		rng:     rand.New(rand.NewPCG(cfg.seed, 7)),
 		now:     1_000_000,
 		holder:  make([]uint64, cfg.locks),
 		expires: make([]int64, cfg.locks),
-		regs:    map[resKey]*simReg{},
-		ws:      make([]simWorker, cfg.workers),
+		regs:    map[chkRes]*ckSimReg{},
+		ws:      make([]ckSimWorker, cfg.workers),
 	}
 	for _, st := range cfg.stores {
 		for k := 0; k < cfg.locks; k++ {
-			r := &simReg{}
-			s.regs[resKey{st, resName(st, k)}] = r
+			r := &ckSimReg{}
+			s.regs[chkRes{st, ckResName(st, k)}] = r
 		}
 	}
 	for len(s.ops) < cfg.ops {
@@ -119,11 +119,11 @@ func simulate(cfg simConfig) []Op {
 		s.step(w)
 	}
 	// every worker stops; the harness reads every resource
-	s.now += 10 * simTTL
+	s.now += 10 * ckSimTTL
 	for _, st := range cfg.stores {
 		for k := 0; k < cfg.locks; k++ {
-			name := resName(st, k)
-			r := s.regs[resKey{st, name}]
+			name := ckResName(st, k)
+			r := s.regs[chkRes{st, name}]
 			s.now += 5
 			s.ops = append(s.ops, Op{Worker: -1, N: len(s.ops), Kind: KindFinal, Store: st, Res: name,
 				Call: s.now, Return: s.now + 2, Out: OutcomeOK, ResValue: r.value, LastToken: r.last, Version: r.version})
@@ -132,17 +132,17 @@ func simulate(cfg simConfig) []Op {
 	return s.ops
 }
 
-func (s *sim) chance(p float64) bool { return p > 0 && s.rng.Float64() < p }
+func (s *ckSim) chance(p float64) bool { return p > 0 && s.rng.Float64() < p }
 
 // begin makes the op of worker w applied at s.now: Call before, Return after.
-func (s *sim) begin(w int, kind Kind) Op {
+func (s *ckSim) begin(w int, kind Kind) Op {
 	ws := &s.ws[w]
 	ws.n++
 	call := max(ws.busy, s.now-int64(s.rng.IntN(20)))
 	return Op{Worker: w, N: ws.n, Kind: kind, Call: call, Out: OutcomeOK}
 }
 
-func (s *sim) end(w int, op Op) {
+func (s *ckSim) end(w int, op Op) {
 	ws := &s.ws[w]
 	if op.Out == OutcomeUnknown {
 		op.Return = 0
@@ -154,7 +154,7 @@ func (s *sim) end(w int, op Op) {
 	s.ops = append(s.ops, op)
 }
 
-func (s *sim) step(w int) {
+func (s *ckSim) step(w int) {
 	ws := &s.ws[w]
 	if !ws.holding {
 		s.acquire(w)
@@ -166,7 +166,7 @@ func (s *sim) step(w int) {
 		if s.holder[ws.lock] == ws.token {
 			s.holder[ws.lock] = 0
 		}
-		ws.busy = s.now + simTTL
+		ws.busy = s.now + ckSimTTL
 		return
 	}
 	kind := ws.script[0]
@@ -181,7 +181,7 @@ func (s *sim) step(w int) {
 	}
 }
 
-func (s *sim) acquire(w int) {
+func (s *ckSim) acquire(w int) {
 	ws := &s.ws[w]
 	k := s.rng.IntN(s.cfg.locks)
 	if s.holder[k] != 0 && s.expires[k] != 0 && s.now >= s.expires[k] {
@@ -215,7 +215,7 @@ func (s *sim) acquire(w int) {
 	op.Token = s.tok
 	if s.chance(s.cfg.unknownP) {
 		// granted, but the reply was lost: the lease is abandoned
-		s.expires[k] = s.now + simTTL
+		s.expires[k] = s.now + ckSimTTL
 		op.Token, op.Out = 0, OutcomeUnknown
 		s.end(w, op)
 		return
@@ -228,16 +228,16 @@ func (s *sim) acquire(w int) {
 		script = append(script, KindAdd)
 	}
 	script = append(script, KindRelease)
-	*ws = simWorker{busy: ws.busy, n: ws.n, holding: true, lock: k, token: op.Token, from: s.ops[len(s.ops)-1].Return, store: st, script: script}
+	*ws = ckSimWorker{busy: ws.busy, n: ws.n, holding: true, lock: k, token: op.Token, from: s.ops[len(s.ops)-1].Return, store: st, script: script}
 }
 
-func (s *sim) reg(w int) (*simReg, resKey) {
+func (s *ckSim) reg(w int) (*ckSimReg, chkRes) {
 	ws := &s.ws[w]
-	k := resKey{ws.store, resName(ws.store, ws.lock)}
+	k := chkRes{ws.store, ckResName(ws.store, ws.lock)}
 	return s.regs[k], k
 }
 
-func (s *sim) read(w int) {
+func (s *ckSim) read(w int) {
 	r, k := s.reg(w)
 	op := s.begin(w, KindRead)
 	op.Store, op.Res = k.store, k.res
@@ -255,9 +255,9 @@ func (s *sim) read(w int) {
 	s.end(w, op)
 }
 
-func (s *sim) apply(r *simReg, op Op) {
+func (s *ckSim) apply(r *ckSimReg, op Op) {
 	kind, token, v, fenced := op.Kind, op.Token, op.Value, op.Fenced
-	r.prev = simRegSnap{r.value, r.last, r.version}
+	r.prev = ckSimSnap{r.value, r.last, r.version}
 	r.appliedBy = op.OpID
 	r.version++
 	if kind == KindAdd {
@@ -270,7 +270,7 @@ func (s *sim) apply(r *simReg, op Op) {
 	}
 }
 
-func (s *sim) mutate(w int, kind Kind) {
+func (s *ckSim) mutate(w int, kind Kind) {
 	ws := &s.ws[w]
 	r, k := s.reg(w)
 	op := s.begin(w, kind)
@@ -331,7 +331,7 @@ func (s *sim) mutate(w int, kind Kind) {
 
 // retryAdd records a retry of an unknown add with the same op_id as a new
 // op: a replay of the earlier apply if there was one, else a fresh apply.
-func (s *sim) retryAdd(w int, first Op, r *simReg) {
+func (s *ckSim) retryAdd(w int, first Op, r *ckSimReg) {
 	s.now = max(s.now, s.ws[w].busy) + 1
 	op := s.begin(w, KindAdd)
 	op.Store, op.Res, op.Token, op.Fenced, op.Value, op.OpID = first.Store, first.Res, first.Token, first.Fenced, first.Value, first.OpID
@@ -350,7 +350,7 @@ func (s *sim) retryAdd(w int, first Op, r *simReg) {
 	s.end(w, op)
 }
 
-func (s *sim) release(w int) {
+func (s *ckSim) release(w int) {
 	ws := &s.ws[w]
 	op := s.begin(w, KindRelease)
 	op.Lock, op.Token, op.HeldFrom = fmt.Sprintf("sku-%d", ws.lock), ws.token, ws.from
@@ -366,25 +366,25 @@ func (s *sim) release(w int) {
 		if s.rng.IntN(2) == 0 {
 			s.holder[ws.lock] = 0
 		} else {
-			s.expires[ws.lock] = s.now + simTTL
+			s.expires[ws.lock] = s.now + ckSimTTL
 		}
 	default:
 		s.holder[ws.lock] = 0
 	}
 	s.end(w, op)
-	*ws = simWorker{busy: ws.busy, n: ws.n}
+	*ws = ckSimWorker{busy: ws.busy, n: ws.n}
 }
 
 // ---- tests ----
 
-func mustOK(t *testing.T, r Report) {
+func ckMustOK(t *testing.T, r Report) {
 	t.Helper()
 	if !r.OK() {
 		t.Fatalf("clean history flagged: %+v\n%s", r, strings.Join(r.Problems, "\n"))
 	}
 }
 
-func count(ops []Op, f func(Op) bool) int {
+func ckCount(ops []Op, f func(Op) bool) int {
 	n := 0
 	for _, o := range ops {
 		if f(o) {
@@ -396,9 +396,9 @@ func count(ops []Op, f func(Op) bool) int {
 
 func TestCheckCleanHistories(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
-		ops := simulate(simConfig{seed: seed, ops: 2000, tryP: 0.3})
+		ops := ckSimulate(ckSimConfig{seed: seed, ops: 2000, tryP: 0.3})
 		r := Check(ops, t.TempDir(), 0)
-		mustOK(t, r)
+		ckMustOK(t, r)
 		if r.Ops != len(ops) || len(r.Problems) != 0 || len(r.Visualizations) != 0 {
 			t.Fatalf("seed %d: %+v", seed, r)
 		}
@@ -410,20 +410,20 @@ func TestCheckCleanHistories(t *testing.T) {
 // op_id recorded as separate ops and replayed results: no false alarm.
 func TestCheckUnknownOpsNoFalseAlarm(t *testing.T) {
 	for seed := uint64(1); seed <= 30; seed++ {
-		ops := simulate(simConfig{seed: seed, ops: 1500, unknownP: 0.15, pauseP: 0.1, tryP: 0.2})
-		unknown := count(ops, func(o Op) bool { return o.Out == OutcomeUnknown })
-		stale := count(ops, func(o Op) bool { return o.Out == OutcomeStale && o.Kind != KindRelease })
-		replayed := count(ops, func(o Op) bool { return o.Replayed })
+		ops := ckSimulate(ckSimConfig{seed: seed, ops: 1500, unknownP: 0.15, pauseP: 0.1, tryP: 0.2})
+		unknown := ckCount(ops, func(o Op) bool { return o.Out == OutcomeUnknown })
+		stale := ckCount(ops, func(o Op) bool { return o.Out == OutcomeStale && o.Kind != KindRelease })
+		replayed := ckCount(ops, func(o Op) bool { return o.Replayed })
 		if unknown < 50 || stale == 0 || replayed == 0 {
 			t.Fatalf("seed %d: the history lacks what it should test: %d unknown, %d stale writes, %d replayed", seed, unknown, stale, replayed)
 		}
-		mustOK(t, Check(ops, t.TempDir(), 0))
+		ckMustOK(t, Check(ops, t.TempDir(), 0))
 	}
 }
 
 // planted runs the simulator with a bug over a few seeds and returns the
 // reports.
-func planted(t *testing.T, cfg simConfig, seeds int) []Report {
+func ckPlanted(t *testing.T, cfg ckSimConfig, seeds int) []Report {
 	t.Helper()
 	var rs []Report
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
@@ -431,13 +431,13 @@ func planted(t *testing.T, cfg simConfig, seeds int) []Report {
 		if cfg.ops == 0 {
 			cfg.ops = 1500
 		}
-		rs = append(rs, Check(simulate(cfg), t.TempDir(), 0))
+		rs = append(rs, Check(ckSimulate(cfg), t.TempDir(), 0))
 	}
 	return rs
 }
 
 func TestCheckPlantedStaleAccept(t *testing.T) {
-	for _, r := range planted(t, simConfig{pauseP: 0.2, bugStaleAccept: 1}, 5) {
+	for _, r := range ckPlanted(t, ckSimConfig{pauseP: 0.2, bugStaleAccept: 1}, 5) {
 		if r.StaleAccepted == 0 || r.Linearizable {
 			t.Fatalf("stale writes accepted, not flagged: %+v", r)
 		}
@@ -454,7 +454,7 @@ func TestCheckPlantedStaleAccept(t *testing.T) {
 // newer owner's. Checker 1 must catch it; nothing else is wrong.
 func TestCheckControlRunCaught(t *testing.T) {
 	caught := 0
-	for _, r := range planted(t, simConfig{pauseP: 0.2, unknownP: 0.05, control: true, stores: []string{StorePostgres}}, 5) {
+	for _, r := range ckPlanted(t, ckSimConfig{pauseP: 0.2, unknownP: 0.05, control: true, stores: []string{StorePostgres}}, 5) {
 		if r.TokensRegressed != 0 || r.Overlaps != 0 || r.LostWrites != 0 || r.DoubleApplies != 0 || !r.Linearizable {
 			t.Fatalf("control run: a checker other than 1 flagged it: %+v\n%s", r, strings.Join(r.Problems, "\n"))
 		}
@@ -468,11 +468,11 @@ func TestCheckControlRunCaught(t *testing.T) {
 }
 
 func TestCheckPlantedTokens(t *testing.T) {
-	for name, cfg := range map[string]simConfig{
+	for name, cfg := range map[string]ckSimConfig{
 		"reuse":  {bugTokenReuse: 0.05},
 		"backup": {bugTokenBack: 0.02},
 	} {
-		for _, r := range planted(t, cfg, 3) {
+		for _, r := range ckPlanted(t, cfg, 3) {
 			if r.TokensRegressed == 0 {
 				t.Fatalf("%s: tokens not flagged: %+v", name, r)
 			}
@@ -484,7 +484,7 @@ func TestCheckPlantedTokens(t *testing.T) {
 }
 
 func TestCheckPlantedGrantHeld(t *testing.T) {
-	for _, r := range planted(t, simConfig{bugGrantHeld: 0.3}, 3) {
+	for _, r := range ckPlanted(t, ckSimConfig{bugGrantHeld: 0.3}, 3) {
 		if r.Overlaps == 0 {
 			t.Fatalf("grant while held not flagged: %+v", r)
 		}
@@ -495,7 +495,7 @@ func TestCheckPlantedGrantHeld(t *testing.T) {
 }
 
 func TestCheckPlantedLostWrite(t *testing.T) {
-	for _, r := range planted(t, simConfig{bugLostWrite: 0.01}, 3) {
+	for _, r := range ckPlanted(t, ckSimConfig{bugLostWrite: 0.01}, 3) {
 		if r.LostWrites == 0 || r.Linearizable {
 			t.Fatalf("lost write not flagged: %+v", r)
 		}
@@ -506,7 +506,7 @@ func TestCheckPlantedLostWrite(t *testing.T) {
 }
 
 func TestCheckPlantedDoubleAdd(t *testing.T) {
-	for _, r := range planted(t, simConfig{bugDoubleAdd: 0.05}, 3) {
+	for _, r := range ckPlanted(t, ckSimConfig{bugDoubleAdd: 0.05}, 3) {
 		if r.DoubleApplies == 0 || r.Linearizable {
 			t.Fatalf("double apply not flagged: %+v", r)
 		}
@@ -517,7 +517,7 @@ func TestCheckPlantedDoubleAdd(t *testing.T) {
 }
 
 func TestCheckPlantedStaleRead(t *testing.T) {
-	for _, r := range planted(t, simConfig{bugStaleRead: 0.01}, 3) {
+	for _, r := range ckPlanted(t, ckSimConfig{bugStaleRead: 0.01}, 3) {
 		if r.Linearizable {
 			t.Fatalf("stale read not flagged: %+v", r)
 		}
@@ -530,12 +530,12 @@ func TestCheckPlantedStaleRead(t *testing.T) {
 // ---- hand-written histories: exact counts ----
 
 // hb builds a history: each op gets the next counter of its worker.
-type hb struct {
+type ckHist struct {
 	ops []Op
 	n   map[int]int
 }
 
-func (b *hb) add(o Op) *hb {
+func (b *ckHist) add(o Op) *ckHist {
 	if b.n == nil {
 		b.n = map[int]int{}
 	}
@@ -548,27 +548,27 @@ func (b *hb) add(o Op) *hb {
 	return b
 }
 
-func wr(w int, tok uint64, val int64, ver uint64, call, ret int64) Op {
+func ckWrite(w int, tok uint64, val int64, ver uint64, call, ret int64) Op {
 	return Op{Worker: w, Kind: KindWrite, Store: StoreFence, Res: "stock/sku-0", Fenced: true, Token: tok, Value: val,
 		Call: call, Return: ret, Version: ver, LastToken: tok}
 }
 
-func fin(val int64, tok, ver uint64, at int64) Op {
+func ckFinal(val int64, tok, ver uint64, at int64) Op {
 	return Op{Worker: -1, Kind: KindFinal, Store: StoreFence, Res: "stock/sku-0", Call: at, Return: at + 1,
 		ResValue: val, LastToken: tok, Version: ver}
 }
 
-func acq(w int, lock string, tok uint64, call, ret int64) Op {
+func ckAcquire(w int, lock string, tok uint64, call, ret int64) Op {
 	return Op{Worker: w, Kind: KindAcquire, Lock: lock, Token: tok, Call: call, Return: ret}
 }
 
-func rel(w int, lock string, tok uint64, from, until, call, ret int64) Op {
+func ckRelease(w int, lock string, tok uint64, from, until, call, ret int64) Op {
 	return Op{Worker: w, Kind: KindRelease, Lock: lock, Token: tok, HeldFrom: from, HeldUntil: until, Call: call, Return: ret}
 }
 
 func TestCheckStaleExact(t *testing.T) {
 	// fenced: 5 then 3 accepted (the store skipped the compare)
-	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(2, 3, 8, 2, 30, 40)).add(fin(8, 5, 2, 100))
+	b := (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20)).add(ckWrite(2, 3, 8, 2, 30, 40)).add(ckFinal(8, 5, 2, 100))
 	r := Check(b.ops, t.TempDir(), 0)
 	if r.StaleAccepted != 1 || r.Linearizable {
 		t.Fatalf("%+v", r)
@@ -577,18 +577,18 @@ func TestCheckStaleExact(t *testing.T) {
 		t.Fatalf("problem line: %q", r.Problems)
 	}
 	// the same order with tokens 3 then 5 is fine
-	b = (&hb{}).add(wr(1, 3, 9, 1, 10, 20)).add(wr(2, 5, 8, 2, 30, 40)).add(fin(8, 5, 2, 100))
-	mustOK(t, Check(b.ops, t.TempDir(), 0))
+	b = (&ckHist{}).add(ckWrite(1, 3, 9, 1, 10, 20)).add(ckWrite(2, 5, 8, 2, 30, 40)).add(ckFinal(8, 5, 2, 100))
+	ckMustOK(t, Check(b.ops, t.TempDir(), 0))
 
 	// control: plain writes with tokens 5, 3, 4, 6: 3 and 4 both came
 	// after 5 was accepted; the register is linearizable
-	b = &hb{}
+	b = &ckHist{}
 	for i, tok := range []uint64{5, 3, 4, 6} {
-		o := wr(i, tok, int64(10-i), uint64(i+1), int64(10+20*i), int64(20+20*i))
+		o := ckWrite(i, tok, int64(10-i), uint64(i+1), int64(10+20*i), int64(20+20*i))
 		o.Fenced, o.LastToken, o.Store, o.Res = false, 0, StorePostgres, "sku-0"
 		b.add(o)
 	}
-	f := fin(7, 0, 4, 200)
+	f := ckFinal(7, 0, 4, 200)
 	f.Store, f.Res = StorePostgres, "sku-0"
 	b.add(f)
 	r = Check(b.ops, t.TempDir(), 0)
@@ -599,26 +599,26 @@ func TestCheckStaleExact(t *testing.T) {
 
 func TestCheckTokensExact(t *testing.T) {
 	// concurrent grants may come in either order
-	b := (&hb{}).add(acq(1, "sku-0", 7, 10, 50)).add(acq(2, "sku-1", 6, 20, 30))
+	b := (&ckHist{}).add(ckAcquire(1, "sku-0", 7, 10, 50)).add(ckAcquire(2, "sku-1", 6, 20, 30))
 	if r := Check(b.ops, "", 0); r.TokensRegressed != 0 {
 		t.Fatalf("concurrent grants flagged: %+v", r)
 	}
 	// a grant after another returned has a smaller token: on another
 	// lock (global order) and on the same lock
 	for _, lock := range []string{"sku-1", "sku-0"} {
-		b = (&hb{}).add(acq(1, "sku-0", 7, 10, 20)).add(acq(2, lock, 6, 30, 40))
+		b = (&ckHist{}).add(ckAcquire(1, "sku-0", 7, 10, 20)).add(ckAcquire(2, lock, 6, 30, 40))
 		r := Check(b.ops, "", 0)
 		if r.TokensRegressed != 1 || !strings.Contains(r.Problems[0], "token regressed: w2#1 got token 6 on "+lock) {
 			t.Fatalf("%s: %+v", lock, r)
 		}
 	}
 	// a token granted twice, concurrently
-	b = (&hb{}).add(acq(1, "sku-0", 7, 10, 50)).add(acq(2, "sku-1", 7, 20, 30))
+	b = (&ckHist{}).add(ckAcquire(1, "sku-0", 7, 10, 50)).add(ckAcquire(2, "sku-1", 7, 20, 30))
 	if r := Check(b.ops, "", 0); r.TokensRegressed != 1 || !strings.Contains(r.Problems[0], "token 7 granted twice") {
 		t.Fatalf("%+v", r)
 	}
 	// refused and unknown acquires carry no token
-	b = (&hb{}).add(acq(1, "sku-0", 7, 10, 20))
+	b = (&ckHist{}).add(ckAcquire(1, "sku-0", 7, 10, 20))
 	b.add(Op{Worker: 2, Kind: KindAcquire, Lock: "sku-0", Call: 30, Out: OutcomeUnknown})
 	b.add(Op{Worker: 3, Kind: KindAcquire, Lock: "sku-0", Call: 30, Return: 40, Out: OutcomeFail})
 	if r := Check(b.ops, "", 0); !r.OK() {
@@ -627,22 +627,22 @@ func TestCheckTokensExact(t *testing.T) {
 }
 
 func TestCheckOverlapsExact(t *testing.T) {
-	b := (&hb{}).
-		add(rel(1, "sku-0", 5, 10, 100, 100, 110)).
-		add(rel(2, "sku-0", 6, 100, 200, 200, 210)). // touches: fine
-		add(rel(3, "sku-1", 7, 50, 150, 150, 160))   // another lock: fine
+	b := (&ckHist{}).
+		add(ckRelease(1, "sku-0", 5, 10, 100, 100, 110)).
+		add(ckRelease(2, "sku-0", 6, 100, 200, 200, 210)). // touches: fine
+		add(ckRelease(3, "sku-1", 7, 50, 150, 150, 160))   // another lock: fine
 	if r := Check(b.ops, "", 0); r.Overlaps != 0 {
 		t.Fatalf("%+v", r)
 	}
-	b.add(rel(4, "sku-0", 8, 150, 160, 160, 170)) // inside token 6's hold
-	b.add(rel(5, "sku-0", 9, 190, 300, 300, 310)) // overlaps token 6's end
+	b.add(ckRelease(4, "sku-0", 8, 150, 160, 160, 170)) // inside token 6's hold
+	b.add(ckRelease(5, "sku-0", 9, 190, 300, 300, 310)) // overlaps token 6's end
 	r := Check(b.ops, "", 0)
 	if r.Overlaps != 2 || !strings.Contains(r.Problems[0], "overlap on lock sku-0: token 6 (w2#1)") {
 		t.Fatalf("%+v", r)
 	}
 	// a stale or unknown release still carries its hold
-	b = (&hb{}).add(rel(1, "sku-0", 5, 10, 100, 100, 110))
-	o := rel(2, "sku-0", 6, 50, 60, 60, 0)
+	b = (&ckHist{}).add(ckRelease(1, "sku-0", 5, 10, 100, 100, 110))
+	o := ckRelease(2, "sku-0", 6, 50, 60, 60, 0)
 	o.Out = OutcomeUnknown
 	b.add(o)
 	if r := Check(b.ops, "", 0); r.Overlaps != 1 {
@@ -651,10 +651,10 @@ func TestCheckOverlapsExact(t *testing.T) {
 }
 
 func TestCheckLostExact(t *testing.T) {
-	base := func() *hb { return (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(1, 5, 8, 2, 30, 40)) }
-	mustOK(t, Check(base().add(fin(8, 5, 2, 100)).ops, "", 0))
+	base := func() *ckHist { return (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20)).add(ckWrite(1, 5, 8, 2, 30, 40)) }
+	ckMustOK(t, Check(base().add(ckFinal(8, 5, 2, 100)).ops, "", 0))
 	// the final state went back a version: the second write is lost
-	r := Check(base().add(fin(9, 5, 1, 100)).ops, "", 0)
+	r := Check(base().add(ckFinal(9, 5, 1, 100)).ops, "", 0)
 	if r.LostWrites != 1 || r.Linearizable {
 		t.Fatalf("%+v", r)
 	}
@@ -662,37 +662,37 @@ func TestCheckLostExact(t *testing.T) {
 		t.Fatalf("%q", r.Problems)
 	}
 	// the final last token is below two acknowledged writes'
-	if r := Check(base().add(fin(8, 4, 2, 100)).ops, "", 0); r.LostWrites != 2 {
+	if r := Check(base().add(ckFinal(8, 4, 2, 100)).ops, "", 0); r.LostWrites != 2 {
 		t.Fatalf("%+v", r)
 	}
 	// two acknowledged writes that both claim version 1: one was lost
-	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(2, 6, 8, 1, 30, 40)).add(fin(8, 6, 1, 100))
+	b := (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20)).add(ckWrite(2, 6, 8, 1, 30, 40)).add(ckFinal(8, 6, 1, 100))
 	if r := Check(b.ops, "", 0); r.LostWrites != 1 || r.DoubleApplies != 1 || r.Linearizable {
 		t.Fatalf("%+v", r)
 	}
 }
 
-func add(w int, tok uint64, delta, after int64, ver uint64, id string, call, ret int64) Op {
+func ckAdd(w int, tok uint64, delta, after int64, ver uint64, id string, call, ret int64) Op {
 	return Op{Worker: w, Kind: KindAdd, Store: StoreFence, Res: "stock/sku-0", Fenced: true, Token: tok, Value: delta,
 		OpID: id, Call: call, Return: ret, ResValue: after, Version: ver, LastToken: tok}
 }
 
 func TestCheckDoubleExact(t *testing.T) {
 	// a replayed result carries the original's version: one apply
-	b := (&hb{}).add(add(1, 5, 5, 5, 1, "a", 10, 20))
-	o := add(1, 5, 5, 5, 1, "a", 30, 40)
+	b := (&ckHist{}).add(ckAdd(1, 5, 5, 5, 1, "a", 10, 20))
+	o := ckAdd(1, 5, 5, 5, 1, "a", 30, 40)
 	o.Replayed = true
-	b.add(o).add(fin(5, 5, 1, 100))
-	mustOK(t, Check(b.ops, "", 0))
+	b.add(o).add(ckFinal(5, 5, 1, 100))
+	ckMustOK(t, Check(b.ops, "", 0))
 
 	// an unknown attempt and its OK retry with the same op_id: one mutation
-	u := add(1, 5, 5, 0, 0, "a", 10, 0)
+	u := ckAdd(1, 5, 5, 0, 0, "a", 10, 0)
 	u.Out, u.ResValue, u.Version, u.LastToken = OutcomeUnknown, 0, 0, 0
-	b = (&hb{}).add(u).add(add(1, 5, 5, 5, 1, "a", 30, 40)).add(fin(5, 5, 1, 100))
-	mustOK(t, Check(b.ops, "", 0))
+	b = (&ckHist{}).add(u).add(ckAdd(1, 5, 5, 5, 1, "a", 30, 40)).add(ckFinal(5, 5, 1, 100))
+	ckMustOK(t, Check(b.ops, "", 0))
 
 	// the same op_id acknowledged twice with different versions
-	b = (&hb{}).add(add(1, 5, 5, 5, 1, "a", 10, 20)).add(add(1, 5, 5, 10, 2, "a", 30, 40)).add(fin(10, 5, 2, 100))
+	b = (&ckHist{}).add(ckAdd(1, 5, 5, 5, 1, "a", 10, 20)).add(ckAdd(1, 5, 5, 10, 2, "a", 30, 40)).add(ckFinal(10, 5, 2, 100))
 	r := Check(b.ops, "", 0)
 	if r.DoubleApplies != 1 || r.Linearizable || !strings.Contains(r.Problems[0], `op_id "a" acknowledged as version 1`) {
 		t.Fatalf("%+v", r)
@@ -700,23 +700,23 @@ func TestCheckDoubleExact(t *testing.T) {
 
 	// one op applied twice (its id forgotten; the first reply was lost):
 	// the final version is one more than the history explains
-	b = (&hb{}).add(add(1, 5, 5, 10, 2, "a", 10, 40)).add(fin(10, 5, 2, 100))
+	b = (&ckHist{}).add(ckAdd(1, 5, 5, 10, 2, "a", 10, 40)).add(ckFinal(10, 5, 2, 100))
 	r = Check(b.ops, "", 0)
 	if r.DoubleApplies != 1 || r.Linearizable || r.LostWrites != 0 {
 		t.Fatalf("%+v", r)
 	}
 	// ... unless an unknown mutation may have taken that version
-	u = add(2, 5, 5, 0, 0, "b", 5, 0)
+	u = ckAdd(2, 5, 5, 0, 0, "b", 5, 0)
 	u.Out, u.ResValue, u.Version, u.LastToken = OutcomeUnknown, 0, 0, 0
 	b.add(u)
-	mustOK(t, Check(b.ops, "", 0))
+	ckMustOK(t, Check(b.ops, "", 0))
 }
 
 // An OK op recorded without a return time is taken as returning at +inf:
 // it is not "before" anything, and the detail says so.
 func TestCheckOKWithoutReturn(t *testing.T) {
-	a := acq(1, "sku-0", 7, 10, 0)
-	b := (&hb{}).add(a).add(acq(2, "sku-1", 6, 30, 40))
+	a := ckAcquire(1, "sku-0", 7, 10, 0)
+	b := (&ckHist{}).add(a).add(ckAcquire(2, "sku-1", 6, 30, 40))
 	r := Check(b.ops, "", 0)
 	if !r.OK() || !strings.Contains(r.LinearDetail, "1 OK ops had no return time") {
 		t.Fatalf("%+v", r)

@@ -78,7 +78,7 @@ type lockState struct {
 	Max    uint64
 }
 
-func mix(h, v uint64) uint64 {
+func hashMix(h, v uint64) uint64 {
 	h ^= v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
 	return h
 }
@@ -128,10 +128,10 @@ func registerModel(init regState, gaps []bool, vmax uint64, tokens bool) porcupi
 		},
 		Hash: func(s interface{}) uint64 {
 			st := s.(regState)
-			h := mix(uint64(st.Value), st.Last)
-			h = mix(h, st.Ver)
+			h := hashMix(uint64(st.Value), st.Last)
+			h = hashMix(h, st.Ver)
 			if st.Known {
-				h = mix(h, 1)
+				h = hashMix(h, 1)
 			}
 			return h
 		},
@@ -212,7 +212,7 @@ func lockModel(init lockState) porcupine.Model {
 		},
 		Hash: func(s interface{}) uint64 {
 			st := s.(lockState)
-			return mix(st.Holder, st.Max)
+			return hashMix(st.Holder, st.Max)
 		},
 		DescribeOperation: func(in, _ interface{}) string {
 			i := in.(lockInput)
@@ -264,13 +264,13 @@ var segTarget = 1000
 // versions have a gap for them to fill; one may be offered to several
 // segments (checker 5 still counts applies against unknown mutations over
 // the whole history).
-type partition struct {
+type linPartition struct {
 	name string
-	segs []*segment
+	segs []*linSegment
 	nOps int // ops of the partition (each once)
 }
 
-type segment struct {
+type linSegment struct {
 	model    porcupine.Model
 	ops      []porcupine.Operation
 	src      []*Op // the Op behind each operation
@@ -278,7 +278,7 @@ type segment struct {
 }
 
 // entry is one op of a partition before it is put in a segment.
-type entry struct {
+type linEntry struct {
 	src       *Op
 	call, ret int64
 	in, out   interface{}
@@ -287,9 +287,9 @@ type entry struct {
 }
 
 // clients gives each (worker, unknown) pair its own row in a visualisation.
-type clients map[[2]int]int
+type linClients map[[2]int]int
 
-func (c clients) id(o Op, unknown bool) int {
+func (c linClients) id(o Op, unknown bool) int {
 	k := [2]int{o.Worker, 0}
 	if unknown {
 		k[1] = 1
@@ -301,11 +301,11 @@ func (c clients) id(o Op, unknown bool) int {
 	return c[k]
 }
 
-func newSegment(m porcupine.Model, es []entry) *segment {
-	s := &segment{model: m, from: math.MaxInt64}
-	c := clients{}
+func newLinSegment(m porcupine.Model, es []linEntry) *linSegment {
+	s := &linSegment{model: m, from: math.MaxInt64}
+	c := linClients{}
 	for _, e := range es {
-		meta := opName(*e.src)
+		meta := fmtOp(*e.src)
 		if e.src.Replayed {
 			meta += " (replayed)"
 		}
@@ -331,8 +331,8 @@ func newSegment(m porcupine.Model, es []entry) *segment {
 
 // cuts splits finite entries (sorted by call) at quiescent points after at
 // least segTarget entries.
-func cuts(es []entry) [][]entry {
-	var out [][]entry
+func linCuts(es []linEntry) [][]linEntry {
+	var out [][]linEntry
 	start := 0
 	maxRet := int64(math.MinInt64)
 	for i := range es {
@@ -345,7 +345,7 @@ func cuts(es []entry) [][]entry {
 	return append(out, es[start:])
 }
 
-func sortEntries(es []entry) {
+func sortLinEntries(es []linEntry) {
 	sort.SliceStable(es, func(i, j int) bool {
 		if es[i].call != es[j].call {
 			return es[i].call < es[j].call
@@ -355,8 +355,8 @@ func sortEntries(es []entry) {
 }
 
 // partitions builds the register and lock histories.
-func (h *history) partitions() []*partition {
-	var ps []*partition
+func (h *chkHistory) partitions() []*linPartition {
+	var ps []*linPartition
 	for _, k := range h.resources {
 		if p := h.registerPartition(k); p != nil {
 			ps = append(ps, p)
@@ -370,7 +370,7 @@ func (h *history) partitions() []*partition {
 	return ps
 }
 
-func (h *history) registerPartition(k resKey) *partition {
+func (h *chkHistory) registerPartition(k chkRes) *linPartition {
 	ms, reads, finals := h.muts[k], h.reads[k], h.finals[k]
 	if len(ms)+len(reads)+len(finals) == 0 {
 		return nil
@@ -415,36 +415,36 @@ func (h *history) registerPartition(k resKey) *partition {
 		}
 	}
 
-	var finite, unknown []entry
+	var finite, unknown []linEntry
 	for _, m := range ms {
 		in := regInput{kind: m.Kind, token: m.Token, value: m.Value, fenced: m.Fenced, unknown: !m.ok}
 		if !m.ok {
-			unknown = append(unknown, entry{src: &m.Op, call: m.call, ret: math.MaxInt64, in: in, unknown: true})
+			unknown = append(unknown, linEntry{src: &m.Op, call: m.call, ret: math.MaxInt64, in: in, unknown: true})
 			continue
 		}
 		out := regOutput{value: m.ResValue, last: m.LastToken, version: m.Version}
-		finite = append(finite, entry{src: &m.Op, call: m.call, ret: max(m.Return, m.call), in: in, out: out, ver: m.Version})
+		finite = append(finite, linEntry{src: &m.Op, call: m.call, ret: max(m.Return, m.call), in: in, out: out, ver: m.Version})
 	}
 	for _, r := range reads {
-		finite = append(finite, entry{src: r, call: r.Call, ret: max(r.Return, r.Call), in: regInput{kind: KindRead},
+		finite = append(finite, linEntry{src: r, call: r.Call, ret: max(r.Return, r.Call), in: regInput{kind: KindRead},
 			out: regOutput{value: r.ResValue, last: r.LastToken, version: r.Version}, ver: r.Version})
 	}
 	for _, f := range finals {
 		// the final read comes after everything that returned
 		call := max(f.Call, maxRet+1)
-		finite = append(finite, entry{src: f, call: call, ret: max(f.Return, call), in: regInput{kind: KindFinal},
+		finite = append(finite, linEntry{src: f, call: call, ret: max(f.Return, call), in: regInput{kind: KindFinal},
 			out: regOutput{value: f.ResValue, last: f.LastToken, version: f.Version}, ver: f.Version})
 	}
-	sortEntries(finite)
-	sortEntries(unknown)
+	sortLinEntries(finite)
+	sortLinEntries(unknown)
 
-	p := &partition{name: "register " + k.String(), nOps: len(finite) + len(unknown)}
+	p := &linPartition{name: "register " + k.String(), nOps: len(finite) + len(unknown)}
 	st := regState{Known: true} // every resource starts as 0, token 0, version 0
-	segs := cuts(finite)
+	segs := linCuts(finite)
 	for i, seg := range segs {
 		// the state at the largest version the segment observes
 		end, vEnd := st, st.Ver
-		var def *entry
+		var def *linEntry
 		for j := range seg {
 			e := &seg[j]
 			if e.ver < vEnd {
@@ -471,7 +471,7 @@ func (h *history) registerPartition(k resKey) *partition {
 				end.Last = 0
 			}
 		}
-		es := append([]entry(nil), seg...)
+		es := append([]linEntry(nil), seg...)
 		segEnd := int64(math.MaxInt64)
 		if i+1 < len(segs) {
 			segEnd = segs[i+1][0].call
@@ -487,26 +487,26 @@ func (h *history) registerPartition(k resKey) *partition {
 				es = append(es, u)
 			}
 		}
-		p.segs = append(p.segs, newSegment(registerModel(st, gaps, vEnd, tokens), es))
+		p.segs = append(p.segs, newLinSegment(registerModel(st, gaps, vEnd, tokens), es))
 		st = end
 	}
 	return p
 }
 
-func (h *history) lockPartition(l string) *partition {
+func (h *chkHistory) lockPartition(l string) *linPartition {
 	los := h.lockOps[l]
 	if len(los) == 0 {
 		return nil
 	}
-	var es []entry
+	var es []linEntry
 	for _, o := range los {
-		es = append(es, entry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token}})
+		es = append(es, linEntry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token}})
 	}
-	sortEntries(es)
-	p := &partition{name: "lock " + l, nOps: len(es)}
+	sortLinEntries(es)
+	p := &linPartition{name: "lock " + l, nOps: len(es)}
 	st := lockState{}
-	for _, seg := range cuts(es) {
-		p.segs = append(p.segs, newSegment(lockModel(st), seg))
+	for _, seg := range linCuts(es) {
+		p.segs = append(p.segs, newLinSegment(lockModel(st), seg))
 		// acquires linearize in token order: the largest is the holder
 		// unless its release was acknowledged
 		end := st
@@ -526,7 +526,7 @@ func (h *history) lockPartition(l string) *partition {
 }
 
 // fileName is the partition's name as a file name: linear-<partition>.html.
-func (p *partition) fileName() string {
+func (p *linPartition) fileName() string {
 	s := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.':
@@ -545,7 +545,7 @@ type linResult struct {
 }
 
 type partResult struct {
-	p       *partition
+	p       *linPartition
 	res     porcupine.CheckResult
 	elapsed time.Duration
 	problem string
@@ -553,7 +553,7 @@ type partResult struct {
 }
 
 // checkLinear runs porcupine on every partition, a few at a time.
-func checkLinear(h *history, outDir string, timeout time.Duration) linResult {
+func checkLinear(h *chkHistory, outDir string, timeout time.Duration) linResult {
 	ps := h.partitions()
 	results := make([]partResult, len(ps))
 	par := min(runtime.GOMAXPROCS(0), 4)
@@ -609,7 +609,7 @@ func checkLinear(h *history, outDir string, timeout time.Duration) linResult {
 
 // checkPartition checks the segments in order within one time limit and
 // stops at the first that fails.
-func checkPartition(p *partition, outDir string, timeout time.Duration) partResult {
+func checkPartition(p *linPartition, outDir string, timeout time.Duration) partResult {
 	start := time.Now()
 	r := partResult{p: p, res: porcupine.Ok}
 	for i, s := range p.segs {
@@ -623,7 +623,7 @@ func checkPartition(p *partition, outDir string, timeout time.Duration) partResu
 		r.elapsed = time.Since(start)
 		where := ""
 		if len(p.segs) > 1 {
-			where = fmt.Sprintf(", segment %d of %d: %d ops %s–%s", i+1, len(p.segs), len(s.ops), clock(s.from), clock(s.to))
+			where = fmt.Sprintf(", segment %d of %d: %d ops %s–%s", i+1, len(p.segs), len(s.ops), fmtClock(s.from), fmtClock(s.to))
 		}
 		switch res {
 		case porcupine.Ok:
@@ -641,12 +641,12 @@ func checkPartition(p *partition, outDir string, timeout time.Duration) partResu
 		if vres == porcupine.Illegal {
 			if stuck, n, ok := stuckOp(s, info); ok {
 				r.problem += fmt.Sprintf(": longest linearizable prefix has %d ops; cannot place %s %s (%s)",
-					n, opName(*s.src[stuck]), s.model.DescribeOperation(s.ops[stuck].Input, s.ops[stuck].Output), span(*s.src[stuck]))
+					n, fmtOp(*s.src[stuck]), s.model.DescribeOperation(s.ops[stuck].Input, s.ops[stuck].Output), fmtSpan(*s.src[stuck]))
 			}
 		}
 		if outDir != "" {
 			path := filepath.Join(outDir, p.fileName())
-			if err := visualize(s.model, info, path); err != nil {
+			if err := linVisualize(s.model, info, path); err != nil {
 				r.problem += fmt.Sprintf(" (visualisation failed: %v)", err)
 			} else {
 				r.file = path
@@ -660,7 +660,7 @@ func checkPartition(p *partition, outDir string, timeout time.Duration) partResu
 
 // stuckOp finds, beyond the longest partial linearization, the op that
 // returned first: the one no linearization could fit in.
-func stuckOp(s *segment, info porcupine.LinearizationInfo) (int, int, bool) {
+func stuckOp(s *linSegment, info porcupine.LinearizationInfo) (int, int, bool) {
 	pls := info.PartialLinearizations()
 	if len(pls) == 0 {
 		return 0, 0, false
@@ -690,7 +690,7 @@ func stuckOp(s *segment, info porcupine.LinearizationInfo) (int, int, bool) {
 	return cand[0], len(longest), true
 }
 
-func visualize(m porcupine.Model, info porcupine.LinearizationInfo, path string) (err error) {
+func linVisualize(m porcupine.Model, info porcupine.LinearizationInfo, path string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("porcupine: %v", r)

@@ -12,8 +12,8 @@ func TestLinearStaleReadWritesVisualization(t *testing.T) {
 	dir := t.TempDir()
 	rd := Op{Worker: 3, Kind: KindRead, Store: StoreFence, Res: "stock/sku-0", Call: 50, Return: 60,
 		ResValue: 9, LastToken: 5, Version: 1} // version 2 had returned at 40
-	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(2, 6, 8, 2, 30, 40)).add(rd).add(fin(77, 6, 3, 100))
-	b.add(unknownWrite(4, 6, 77, 45)) // version 3: drawn up to +inf
+	b := (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20)).add(ckWrite(2, 6, 8, 2, 30, 40)).add(rd).add(ckFinal(77, 6, 3, 100))
+	b.add(ckUnknownWrite(4, 6, 77, 45)) // version 3: drawn up to +inf
 	r := Check(b.ops, dir, time.Minute)
 	if r.Linearizable || r.StaleAccepted+r.TokensRegressed+r.Overlaps+r.LostWrites+r.DoubleApplies != 0 {
 		t.Fatalf("%+v", r)
@@ -39,14 +39,14 @@ func TestLinearStaleReadWritesVisualization(t *testing.T) {
 	// the same read before the second write returned is linearizable
 	b.ops[2].Call, b.ops[2].Return = 25, 35
 	r = Check(b.ops, dir, time.Minute)
-	mustOK(t, r)
+	ckMustOK(t, r)
 	if len(r.Visualizations) != 0 {
 		t.Fatal(r.Visualizations)
 	}
 }
 
-func unknownWrite(w int, tok uint64, val int64, call int64) Op {
-	o := wr(w, tok, val, 0, call, 0)
+func ckUnknownWrite(w int, tok uint64, val int64, call int64) Op {
+	o := ckWrite(w, tok, val, 0, call, 0)
 	o.Out, o.LastToken = OutcomeUnknown, 0
 	return o
 }
@@ -57,23 +57,23 @@ func TestLinearUnknownMutations(t *testing.T) {
 		ops  []Op
 		ok   bool
 	}{
-		{"never applied", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), fin(9, 5, 1, 100)}, true},
-		{"applied", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), fin(7, 6, 2, 100)}, true},
-		{"applied between", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), wr(1, 6, 4, 3, 50, 60), fin(4, 6, 3, 100)}, true},
+		{"never applied", []Op{ckWrite(1, 5, 9, 1, 10, 20), ckUnknownWrite(2, 6, 7, 30), ckFinal(9, 5, 1, 100)}, true},
+		{"applied", []Op{ckWrite(1, 5, 9, 1, 10, 20), ckUnknownWrite(2, 6, 7, 30), ckFinal(7, 6, 2, 100)}, true},
+		{"applied between", []Op{ckWrite(1, 5, 9, 1, 10, 20), ckUnknownWrite(2, 6, 7, 30), ckWrite(1, 6, 4, 3, 50, 60), ckFinal(4, 6, 3, 100)}, true},
 		// the unknown write was called after version 2 returned, so it
 		// cannot have taken version 2
-		{"applied before its call", []Op{wr(1, 5, 9, 1, 10, 20), wr(1, 6, 4, 3, 50, 60), unknownWrite(2, 6, 7, 70), fin(4, 6, 3, 100)}, false},
+		{"applied before its call", []Op{ckWrite(1, 5, 9, 1, 10, 20), ckWrite(1, 6, 4, 3, 50, 60), ckUnknownWrite(2, 6, 7, 70), ckFinal(4, 6, 3, 100)}, false},
 		// token 3 is below the last token 5: it cannot have applied
-		{"stale cannot apply", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 3, 42, 30), fin(42, 5, 2, 100)}, false},
-		{"stale cannot apply 2", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 3, 42, 30), fin(42, 3, 2, 100)}, false},
+		{"stale cannot apply", []Op{ckWrite(1, 5, 9, 1, 10, 20), ckUnknownWrite(2, 3, 42, 30), ckFinal(42, 5, 2, 100)}, false},
+		{"stale cannot apply 2", []Op{ckWrite(1, 5, 9, 1, 10, 20), ckUnknownWrite(2, 3, 42, 30), ckFinal(42, 3, 2, 100)}, false},
 		// nor explain a value no mutation wrote
-		{"unexplained value", []Op{wr(1, 5, 9, 1, 10, 20), unknownWrite(2, 6, 7, 30), fin(8, 6, 2, 100)}, false},
+		{"unexplained value", []Op{ckWrite(1, 5, 9, 1, 10, 20), ckUnknownWrite(2, 6, 7, 30), ckFinal(8, 6, 2, 100)}, false},
 		// every resource starts at 0
-		{"initial value", []Op{add(1, 5, 5, 5, 1, "a", 10, 20), fin(5, 5, 1, 100)}, true},
-		{"initial value not 0", []Op{add(1, 5, 5, 105, 1, "a", 10, 20), fin(105, 5, 1, 100)}, false},
+		{"initial value", []Op{ckAdd(1, 5, 5, 5, 1, "a", 10, 20), ckFinal(5, 5, 1, 100)}, true},
+		{"initial value not 0", []Op{ckAdd(1, 5, 5, 105, 1, "a", 10, 20), ckFinal(105, 5, 1, 100)}, false},
 	}
 	for _, c := range cases {
-		b := &hb{}
+		b := &ckHist{}
 		for _, o := range c.ops {
 			b.add(o)
 		}
@@ -87,9 +87,9 @@ func TestLinearUnknownMutations(t *testing.T) {
 // The harness's final read is placed after everything that returned, even
 // if its own call time is a little earlier.
 func TestLinearFinalIsLast(t *testing.T) {
-	b := (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(1, 5, 8, 2, 30, 40)).add(fin(8, 5, 2, 35))
-	mustOK(t, Check(b.ops, "", 0))
-	b = (&hb{}).add(wr(1, 5, 9, 1, 10, 20)).add(wr(1, 5, 8, 2, 30, 40)).add(fin(9, 5, 1, 35))
+	b := (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20)).add(ckWrite(1, 5, 8, 2, 30, 40)).add(ckFinal(8, 5, 2, 35))
+	ckMustOK(t, Check(b.ops, "", 0))
+	b = (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20)).add(ckWrite(1, 5, 8, 2, 30, 40)).add(ckFinal(9, 5, 1, 35))
 	if r := Check(b.ops, "", 0); r.Linearizable {
 		t.Fatalf("%+v", r)
 	}
@@ -101,20 +101,20 @@ func TestLinearLocks(t *testing.T) {
 		ops  []Op
 		ok   bool
 	}{
-		{"hand-off", []Op{acq(1, "sku-0", 5, 10, 20), rel(1, "sku-0", 5, 20, 30, 30, 40), acq(2, "sku-0", 6, 35, 50), rel(2, "sku-0", 6, 50, 60, 60, 70)}, true},
+		{"hand-off", []Op{ckAcquire(1, "sku-0", 5, 10, 20), ckRelease(1, "sku-0", 5, 20, 30, 30, 40), ckAcquire(2, "sku-0", 6, 35, 50), ckRelease(2, "sku-0", 6, 50, 60, 60, 70)}, true},
 		// the first lease expired (its release was refused) before
 		// the second grant
-		{"expiry", []Op{acq(1, "sku-0", 5, 10, 20), acq(2, "sku-0", 6, 30, 50),
-			func() Op { o := rel(1, "sku-0", 5, 20, 25, 60, 70); o.Out = OutcomeStale; return o }()}, true},
+		{"expiry", []Op{ckAcquire(1, "sku-0", 5, 10, 20), ckAcquire(2, "sku-0", 6, 30, 50),
+			func() Op { o := ckRelease(1, "sku-0", 5, 20, 25, 60, 70); o.Out = OutcomeStale; return o }()}, true},
 		// a release acknowledged after another grant had returned: the
 		// lock was granted while held, or the release lied
-		{"release after regrant", []Op{acq(1, "sku-0", 5, 10, 20), acq(2, "sku-0", 6, 30, 40), rel(1, "sku-0", 5, 20, 25, 50, 60)}, false},
-		{"release of a token never held", []Op{acq(1, "sku-0", 5, 10, 20), rel(2, "sku-0", 4, 20, 25, 30, 40)}, false},
+		{"release after regrant", []Op{ckAcquire(1, "sku-0", 5, 10, 20), ckAcquire(2, "sku-0", 6, 30, 40), ckRelease(1, "sku-0", 5, 20, 25, 50, 60)}, false},
+		{"release of a token never held", []Op{ckAcquire(1, "sku-0", 5, 10, 20), ckRelease(2, "sku-0", 4, 20, 25, 30, 40)}, false},
 		// a release retried after a lost reply is one op
-		{"retried release", []Op{acq(1, "sku-0", 5, 10, 20), rel(1, "sku-0", 5, 20, 30, 30, 90), acq(2, "sku-0", 6, 40, 50)}, true},
+		{"retried release", []Op{ckAcquire(1, "sku-0", 5, 10, 20), ckRelease(1, "sku-0", 5, 20, 30, 30, 90), ckAcquire(2, "sku-0", 6, 40, 50)}, true},
 	}
 	for _, c := range cases {
-		b := &hb{}
+		b := &ckHist{}
 		for _, o := range c.ops {
 			b.add(o)
 		}
@@ -132,7 +132,7 @@ func TestLinearLocks(t *testing.T) {
 }
 
 func TestLinearTimeout(t *testing.T) {
-	ops := simulate(simConfig{seed: 3, ops: 20000, locks: 1, stores: []string{StoreFence}})
+	ops := ckSimulate(ckSimConfig{seed: 3, ops: 20000, locks: 1, stores: []string{StoreFence}})
 	r := Check(ops, t.TempDir(), time.Nanosecond)
 	if r.Linearizable || !strings.Contains(r.LinearDetail, "timed out on partition") || len(r.Visualizations) != 0 {
 		t.Fatalf("%+v", r)
@@ -142,15 +142,15 @@ func TestLinearTimeout(t *testing.T) {
 // 20,000 ops of the workload (sequential per lock, concurrent across
 // locks, some unknown outcomes) check in a few seconds.
 func TestLinear20kOps(t *testing.T) {
-	ops := simulate(simConfig{seed: 9, ops: 20000, workers: 8, locks: 4, unknownP: 0.02, pauseP: 0.02, tryP: 0.2})
+	ops := ckSimulate(ckSimConfig{seed: 9, ops: 20000, workers: 8, locks: 4, unknownP: 0.02, pauseP: 0.02, tryP: 0.2})
 	start := time.Now()
 	r := Check(ops, t.TempDir(), 2*time.Minute)
 	t.Logf("%d ops checked in %v: %s", len(ops), time.Since(start), r.LinearDetail)
-	mustOK(t, r)
+	ckMustOK(t, r)
 }
 
 // withSegments runs f with partitions cut every n ops (where quiescent).
-func withSegments(t *testing.T, n int, f func()) {
+func ckWithSegments(t *testing.T, n int, f func()) {
 	old := segTarget
 	segTarget = n
 	defer func() { segTarget = old }()
@@ -162,9 +162,9 @@ func withSegments(t *testing.T, n int, f func()) {
 // planted bug is still caught.
 func TestLinearSegmentsSameVerdicts(t *testing.T) {
 	for _, n := range []int{3, 17, 100} {
-		withSegments(t, n, func() {
+		ckWithSegments(t, n, func() {
 			for seed := uint64(1); seed <= 10; seed++ {
-				ops := simulate(simConfig{seed: seed, ops: 1500, unknownP: 0.15, pauseP: 0.1, tryP: 0.2})
+				ops := ckSimulate(ckSimConfig{seed: seed, ops: 1500, unknownP: 0.15, pauseP: 0.1, tryP: 0.2})
 				r := Check(ops, t.TempDir(), 0)
 				if !r.OK() {
 					t.Fatalf("segments of %d, seed %d: %+v\n%s", n, seed, r, strings.Join(r.Problems, "\n"))
@@ -173,13 +173,13 @@ func TestLinearSegmentsSameVerdicts(t *testing.T) {
 					t.Fatalf("not cut: %s", r.LinearDetail)
 				}
 			}
-			for name, cfg := range map[string]simConfig{
+			for name, cfg := range map[string]ckSimConfig{
 				"stale read":   {bugStaleRead: 0.01},
 				"lost write":   {bugLostWrite: 0.01},
 				"double add":   {bugDoubleAdd: 0.05},
 				"stale accept": {pauseP: 0.2, bugStaleAccept: 1},
 			} {
-				for _, r := range planted(t, cfg, 3) {
+				for _, r := range ckPlanted(t, cfg, 3) {
 					if r.Linearizable {
 						t.Fatalf("segments of %d: %s not caught by checker 6: %+v", n, name, r)
 					}
@@ -193,19 +193,19 @@ func TestLinearSegmentsSameVerdicts(t *testing.T) {
 // segments later; a stale unknown one may not.
 func TestLinearSegmentsUnknownAcrossCuts(t *testing.T) {
 	build := func(unknownTok uint64, finalVal int64, finalTok uint64) []Op {
-		b := &hb{}
-		b.add(wr(1, 5, 100, 1, 10, 20))
-		b.add(unknownWrite(2, unknownTok, 42, 25)) // may land any time after 25
+		b := &ckHist{}
+		b.add(ckWrite(1, 5, 100, 1, 10, 20))
+		b.add(ckUnknownWrite(2, unknownTok, 42, 25)) // may land any time after 25
 		at := int64(30)
 		for v := uint64(2); v <= 20; v++ {
-			b.add(wr(1, 6, int64(100+v), v, at, at+5))
+			b.add(ckWrite(1, 6, int64(100+v), v, at, at+5))
 			at += 10
 		}
 		// version 21 is nobody's: only the unknown write can have taken it
-		b.add(fin(finalVal, finalTok, 21, at+100))
+		b.add(ckFinal(finalVal, finalTok, 21, at+100))
 		return b.ops
 	}
-	withSegments(t, 2, func() {
+	ckWithSegments(t, 2, func() {
 		r := Check(build(6, 42, 6), t.TempDir(), 0)
 		if !r.OK() {
 			t.Fatalf("%+v", r)
@@ -227,13 +227,13 @@ func TestLinearSegmentsUnknownAcrossCuts(t *testing.T) {
 // The lock state carried over a cut: a release acknowledged after the next
 // grant, in a later segment than both grants.
 func TestLinearSegmentsLockState(t *testing.T) {
-	withSegments(t, 1, func() {
-		ok := (&hb{}).add(acq(1, "sku-0", 5, 10, 20)).add(rel(1, "sku-0", 5, 20, 30, 30, 40)).
-			add(acq(2, "sku-0", 6, 50, 60)).add(rel(2, "sku-0", 6, 60, 70, 70, 80))
+	ckWithSegments(t, 1, func() {
+		ok := (&ckHist{}).add(ckAcquire(1, "sku-0", 5, 10, 20)).add(ckRelease(1, "sku-0", 5, 20, 30, 30, 40)).
+			add(ckAcquire(2, "sku-0", 6, 50, 60)).add(ckRelease(2, "sku-0", 6, 60, 70, 70, 80))
 		if r := Check(ok.ops, t.TempDir(), 0); !r.OK() || !strings.Contains(r.LinearDetail, "(4 segments)") {
 			t.Fatalf("%+v", r)
 		}
-		bad := (&hb{}).add(acq(1, "sku-0", 5, 10, 20)).add(acq(2, "sku-0", 6, 30, 40)).add(rel(1, "sku-0", 5, 20, 25, 50, 60))
+		bad := (&ckHist{}).add(ckAcquire(1, "sku-0", 5, 10, 20)).add(ckAcquire(2, "sku-0", 6, 30, 40)).add(ckRelease(1, "sku-0", 5, 20, 25, 50, 60))
 		dir := t.TempDir()
 		r := Check(bad.ops, dir, 0)
 		if r.Linearizable || !strings.Contains(r.Problems[0], "segment 3 of 3") {
@@ -243,7 +243,7 @@ func TestLinearSegmentsLockState(t *testing.T) {
 			t.Fatal(err)
 		}
 		// a token below one granted in an earlier segment
-		back := (&hb{}).add(acq(1, "sku-0", 5, 10, 20)).add(rel(1, "sku-0", 5, 20, 25, 30, 40)).add(acq(2, "sku-0", 4, 50, 60))
+		back := (&ckHist{}).add(ckAcquire(1, "sku-0", 5, 10, 20)).add(ckRelease(1, "sku-0", 5, 20, 25, 30, 40)).add(ckAcquire(2, "sku-0", 4, 50, 60))
 		if r := Check(back.ops, t.TempDir(), 0); r.Linearizable {
 			t.Fatalf("%+v", r)
 		}
@@ -253,7 +253,7 @@ func TestLinearSegmentsLockState(t *testing.T) {
 // BenchmarkCheck300k: a long run's history (300,000 ops of 8 workers on 4
 // locks and two stores, 2% unknown outcomes).
 func BenchmarkCheck300k(b *testing.B) {
-	ops := simulate(simConfig{seed: 1, ops: 300000, workers: 8, locks: 4, unknownP: 0.02, pauseP: 0.02, tryP: 0.2})
+	ops := ckSimulate(ckSimConfig{seed: 1, ops: 300000, workers: 8, locks: 4, unknownP: 0.02, pauseP: 0.02, tryP: 0.2})
 	b.ResetTimer()
 	for range b.N {
 		if r := Check(ops, b.TempDir(), 5*time.Minute); !r.OK() {
