@@ -57,8 +57,10 @@ const maxProblems = 20
 // Check runs the six checkers over a history (every worker's ops and the
 // harness's KindFinal reads, in any order). outDir receives porcupine's
 // visualisation of each non-linearizable partition (linear-<partition>.html);
-// linTimeout bounds porcupine on each partition (0: no bound); a partition
-// that times out makes Linearizable false.
+// linTimeout bounds the whole linearizability check (0: no bound; the
+// partitions run a few at a time, each cut into segments of ~1000 ops); a
+// partition not done by then is reported as timed out and makes
+// Linearizable false.
 func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
 	h := newChkHistory(ops)

@@ -555,6 +555,10 @@ type partResult struct {
 // checkLinear runs porcupine on every partition, a few at a time.
 func checkLinear(h *chkHistory, outDir string, timeout time.Duration) linResult {
 	ps := h.partitions()
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
 	results := make([]partResult, len(ps))
 	par := min(runtime.GOMAXPROCS(0), 4)
 	sem := make(chan struct{}, par)
@@ -565,7 +569,7 @@ func checkLinear(h *chkHistory, outDir string, timeout time.Duration) linResult 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = checkPartition(p, outDir, timeout)
+			results[i] = checkPartition(p, outDir, deadline, timeout)
 		}()
 	}
 	wg.Wait()
@@ -601,25 +605,25 @@ func checkLinear(h *chkHistory, outDir string, timeout time.Duration) linResult 
 		parts = append(parts, "not linearizable: "+strings.Join(bad, ", "))
 	}
 	if len(timedOut) > 0 {
-		parts = append(parts, fmt.Sprintf("timed out on partition %s (limit %v each)", strings.Join(timedOut, ", "), timeout))
+		parts = append(parts, fmt.Sprintf("timed out on partition %s (limit %v for all)", strings.Join(timedOut, ", "), timeout))
 	}
 	lr.detail = strings.Join(parts, "; ")
 	return lr
 }
 
-// checkPartition checks the segments in order within one time limit and
-// stops at the first that fails.
-func checkPartition(p *linPartition, outDir string, timeout time.Duration) partResult {
+// checkPartition checks the segments in order until the deadline (zero:
+// none) and stops at the first that fails.
+func checkPartition(p *linPartition, outDir string, deadline time.Time, timeout time.Duration) partResult {
 	start := time.Now()
 	r := partResult{p: p, res: porcupine.Ok}
-	for i, s := range p.segs {
-		left := time.Duration(0)
-		if timeout > 0 {
-			if left = timeout - time.Since(start); left <= 0 {
-				left = time.Nanosecond
-			}
+	left := func() time.Duration {
+		if deadline.IsZero() {
+			return 0
 		}
-		res := porcupine.CheckOperationsTimeout(s.model, s.ops, left)
+		return max(time.Until(deadline), time.Nanosecond)
+	}
+	for i, s := range p.segs {
+		res := porcupine.CheckOperationsTimeout(s.model, s.ops, left())
 		r.elapsed = time.Since(start)
 		where := ""
 		if len(p.segs) > 1 {
@@ -636,8 +640,13 @@ func checkPartition(p *linPartition, outDir string, timeout time.Duration) partR
 		}
 		r.res = res
 		r.problem = fmt.Sprintf("not linearizable: %s (%d ops%s)", p.name, p.nOps, where)
-		// again, verbosely, for the visualisation and the op it got stuck on
-		vres, info := porcupine.CheckOperationsVerbose(s.model, s.ops, timeout)
+		// again, verbosely, for the visualisation and the op it got stuck
+		// on (given at least 10s, or the whole limit if shorter)
+		vt := left()
+		if timeout > 0 {
+			vt = max(vt, min(timeout, 10*time.Second))
+		}
+		vres, info := porcupine.CheckOperationsVerbose(s.model, s.ops, vt)
 		if vres == porcupine.Illegal {
 			if stuck, n, ok := stuckOp(s, info); ok {
 				r.problem += fmt.Sprintf(": longest linearizable prefix has %d ops; cannot place %s %s (%s)",
