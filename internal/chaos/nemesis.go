@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,17 +105,20 @@ func Schedule(seed uint64, d time.Duration, kinds []FaultKind, workers int, ttl 
 	return ScheduleConfig{Seed: seed, Duration: d, Kinds: kinds, Workers: workers, Nodes: 1, TTL: ttl}.Schedule()
 }
 
-// Schedule returns faults one after another (each starts after the previous
-// one's For and a gap of 0.2–1s), deterministic in the config. The first
-// round is every kind once, in a shuffled order, as far as the duration
-// allows; then kinds are drawn at random until the duration (less Tail)
-// is used up. Durations: worker-pause 1.5–3× TTL; server-pause,
-// conn-blackhole and conn-oneway 0.5–2× TTL (at least 300ms); conn-delay
-// 1–3× TTL with 50ms, 200ms or 600ms per direction; conn-reset 0.5–1.5s;
-// server-kill down for 0.2–1s and, one time in three, restarted with
-// --max-ttl 4×TTL, 1h or 24h; disk-full 4–8s (the time the node has to
-// fail-stop under the nemesis's large writes: about 64 MiB of them, as
-// raft-wal's preallocated segment must fill first).
+// Schedule returns the faults, deterministic in the config, sorted by At,
+// in two lanes. Node faults come one after another (each starts after the
+// previous one's For and a gap of 0.2–1s): the first round is every node
+// kind once, in a shuffled order, as far as the duration allows; then
+// kinds are drawn at random until the duration (less Tail) is used up.
+// Worker pauses, the seed's hazard, run alongside them, one after another
+// on a worker drawn each time, 0.5–2× TTL apart. Durations: worker-pause
+// 1.5–3× TTL; server-pause, conn-blackhole and conn-oneway 0.5–2× TTL (at
+// least 300ms); conn-delay 1–3× TTL with 50ms, 200ms or 600ms per
+// direction; conn-reset 0.5–1.5s; server-kill down for 0.2–1s and, one time
+// in three, restarted with --max-ttl 4×TTL (whole seconds, rounded up), 1h
+// or 24h; disk-full 4–8s (the time the node has to fail-stop under the
+// nemesis's large writes: about 64 MiB of them, as raft-wal's preallocated
+// segment must fill first).
 func (c ScheduleConfig) Schedule() []Fault {
 	if c.Nodes <= 0 {
 		c.Nodes = 1
@@ -183,6 +187,13 @@ func (c ScheduleConfig) Schedule() []Fault {
 		}
 		return f
 	}
+	// Node faults, one after another.
+	var nodeKinds []FaultKind
+	for _, k := range kinds {
+		if k != FaultWorkerPause {
+			nodeKinds = append(nodeKinds, k)
+		}
+	}
 	var out []Fault
 	at := c.Warmup
 	place := func(f Fault) bool {
@@ -194,16 +205,33 @@ func (c ScheduleConfig) Schedule() []Fault {
 		at += f.For + between(200*time.Millisecond, time.Second).Round(time.Millisecond)
 		return true
 	}
-	first := append([]FaultKind(nil), kinds...)
-	rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
-	for _, k := range first {
-		place(make1(k)) // one that does not fit is left out; a shorter one may still fit
-	}
-	for misses := 0; misses < 20; {
-		if !place(make1(kinds[rng.IntN(len(kinds))])) {
-			misses++
+	if len(nodeKinds) > 0 {
+		first := append([]FaultKind(nil), nodeKinds...)
+		rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+		for _, k := range first {
+			place(make1(k)) // one that does not fit is left out; a shorter one may still fit
+		}
+		for misses := 0; misses < 20; {
+			if !place(make1(nodeKinds[rng.IntN(len(nodeKinds))])) {
+				misses++
+			}
 		}
 	}
+	// Worker pauses, the seed's hazard, alongside: one after another, on
+	// a worker drawn each time, 0.5–2× TTL apart.
+	if len(nodeKinds) < len(kinds) {
+		at := c.Warmup
+		for {
+			f := make1(FaultWorkerPause)
+			if at+f.For > end {
+				break
+			}
+			f.At = at
+			out = append(out, f)
+			at += f.For + ttlTimes(0.5, 2)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	return out
 }
 

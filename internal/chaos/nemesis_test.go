@@ -30,20 +30,29 @@ func TestSchedule(t *testing.T) {
 		if len(s) <= len(allKinds) {
 			t.Fatalf("seed %d: %d faults in a minute", seed, len(s))
 		}
-		// The first round is every kind once.
+		// The first round of node faults is every node kind once; worker
+		// pauses run alongside.
 		first := map[FaultKind]bool{}
-		for _, f := range s[:len(allKinds)] {
-			first[f.Kind] = true
-		}
-		if len(first) != len(allKinds) {
-			t.Fatalf("seed %d: first round %v is not every kind", seed, s[:len(allKinds)])
-		}
-		var end time.Duration
-		for i, f := range s {
-			if f.At < end {
-				t.Fatalf("seed %d: fault %d (%s) starts before the previous one ends (%s)", seed, i, f, end)
+		pauses := 0
+		for _, f := range s {
+			if f.Kind == FaultWorkerPause {
+				pauses++
+			} else if len(first) < len(allKinds)-1 {
+				first[f.Kind] = true
 			}
-			end = f.At + f.For
+		}
+		if len(first) != len(allKinds)-1 || pauses < 10 {
+			t.Fatalf("seed %d: first round %v is not every node kind, or few pauses (%d)", seed, first, pauses)
+		}
+		ends := map[bool]time.Duration{} // by lane: worker pause or not
+		var last time.Duration
+		for i, f := range s {
+			lane := f.Kind == FaultWorkerPause
+			if f.At < ends[lane] || f.At < last {
+				t.Fatalf("seed %d: fault %d (%s) overlaps the previous one of its lane (%s), or is out of order", seed, i, f, ends[lane])
+			}
+			ends[lane], last = f.At+f.For, f.At
+			end := f.At + f.For
 			if f.At < 500*time.Millisecond || end > time.Minute-500*time.Millisecond {
 				t.Fatalf("seed %d: fault %d (%s) outside warm-up and tail", seed, i, f)
 			}
