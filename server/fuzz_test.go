@@ -223,13 +223,20 @@ var fuzzCodeStatus = map[connect.Code]int{
 	connect.CodeInternal: 500, connect.CodeUnavailable: 503, connect.CodeDataLoss: 500, connect.CodeUnauthenticated: 401,
 }
 
-// checkStillServing sends a good request and wants its success.
+// checkStillServing sends good requests and wants them answered: a read,
+// and an acquire that goes through raft and the machine (granted, or BUSY
+// when an input holds the lock or put it in lock-delay: a decision of the
+// machine either way).
 func checkStillServing(t *testing.T, s *Server) {
 	t.Helper()
 	rec := serveFuzz(s, fencev1connect.LockServiceGetProcedure, "application/json", 0, []byte(`{"name":"fuzz-canary"}`), 10*time.Second)
 	var got fencev1.GetResponse
 	if rec.Code != http.StatusOK || protojson.Unmarshal(rec.Body.Bytes(), &got) != nil || got.GetLock().GetName() != "fuzz-canary" {
 		t.Fatalf("the server no longer answers a good request: %d %q", rec.Code, rec.Body.Bytes())
+	}
+	rec = serveFuzz(s, fencev1connect.LockServiceAcquireProcedure, "application/json", 0, []byte(`{"name":"fuzz-canary","ttl":"0.01s"}`), 10*time.Second)
+	if rec.Code != http.StatusOK && !(rec.Code == http.StatusTooManyRequests && strings.Contains(rec.Body.String(), `lock \"fuzz-canary\" is`)) {
+		t.Fatalf("the server no longer applies a good acquire: %d %q", rec.Code, rec.Body.Bytes())
 	}
 }
 
