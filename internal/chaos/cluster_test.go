@@ -26,20 +26,26 @@ var (
 // testFenceBin is the fence binary the node tests run: $FENCE_CHAOS_FENCE_BIN
 // if set, else ./cmd/fence built once per test process (without -race: the
 // server's races are the server tests' business, and this keeps it fast)
-// into a temp dir. The package's TestMain is not this file's to define, so
-// the dir (one binary) is left in the OS temp dir.
+// next to the test binary (go test's work dir, removed after the run).
 func testFenceBin(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("FENCE_CHAOS_FENCE_BIN"); p != "" {
 		return p
 	}
 	fenceBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fence-chaos-bin-")
-		if err != nil {
-			fenceBinErr = err
-			return
+		// Next to the test binary: in go test's work dir, which it removes.
+		dir := ""
+		if exe, err := os.Executable(); err == nil {
+			dir = filepath.Dir(exe)
 		}
-		fenceBinPath = filepath.Join(dir, "fence")
+		fenceBinPath = filepath.Join(dir, "fence-for-chaos-tests")
+		if f, err := os.Create(fenceBinPath); err != nil || f.Close() != nil {
+			if dir, err = os.MkdirTemp("", "fence-chaos-bin-"); err != nil {
+				fenceBinErr = err
+				return
+			}
+			fenceBinPath = filepath.Join(dir, "fence")
+		}
 		cmd := exec.Command("go", "build", "-o", fenceBinPath, "./cmd/fence")
 		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
