@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -85,14 +86,29 @@ func toxi() *toxiproxy.ApiServer {
 //     fails with no reply (the outcome is unknown to the client) and an idle
 //     pooled connection is dropped.
 type Proxy struct {
-	mu       sync.Mutex
-	p        *toxiproxy.Proxy
 	addr     string
 	upstream string
 	name     string
-	closed   bool
-	toxics   map[string]bool // names of the toxics added since the last Heal
+	p        *toxiproxy.Proxy
+	op       chan struct{} // one toxiproxy call at a time
+	wedged   atomic.Bool   // a call did not return within proxyOpTimeout
+
+	mu     sync.Mutex
+	closed bool
+	toxics map[string]bool // names of the toxics added since the last Heal
 }
+
+// proxyOpTimeout bounds every toxiproxy call a Proxy makes. Removing a
+// toxic can hang in toxiproxy (Shopify/toxiproxy#412, #558: a link stuck
+// writing to a peer that does not read holds the toxic collection's lock):
+// the harness must not hang with it. A Proxy whose call did not return is
+// wedged: every later call fails at once with ErrProxyWedged.
+var proxyOpTimeout = 30 * time.Second
+
+// ErrProxyWedged: a toxiproxy call did not return in time (see Proxy).
+var ErrProxyWedged = errors.New("chaos: toxiproxy call did not return (proxy wedged)")
+
+var errProxyClosed = errors.New("chaos: proxy closed")
 
 // NewProxy starts a proxy named name on 127.0.0.1:0 forwarding to upstream
 // (host:port).
@@ -108,7 +124,8 @@ func NewProxyOn(name, listen, upstream string) (*Proxy, error) {
 	}
 	// Start has returned after the proxy's goroutine set Listen to the
 	// bound address (it sends on a channel after the write).
-	return &Proxy{p: p, addr: p.Listen, upstream: upstream, name: name, toxics: map[string]bool{}}, nil
+	return &Proxy{p: p, addr: p.Listen, upstream: upstream, name: name,
+		op: make(chan struct{}, 1), toxics: map[string]bool{}}, nil
 }
 
 // Addr is the proxy's listening address (host:port); clients dial it.
@@ -120,28 +137,61 @@ func (p *Proxy) Upstream() string { return p.upstream }
 // Name is the proxy's name.
 func (p *Proxy) Name() string { return p.name }
 
-var errProxyClosed = errors.New("chaos: proxy closed")
+// Wedged reports whether a toxiproxy call of this proxy did not return.
+func (p *Proxy) Wedged() bool { return p.wedged.Load() }
+
+// do runs f, one call at a time, within proxyOpTimeout.
+func (p *Proxy) do(what string, f func() error) error {
+	if p.wedged.Load() {
+		return fmt.Errorf("chaos: proxy %s: %s: %w", p.name, what, ErrProxyWedged)
+	}
+	t := time.NewTimer(proxyOpTimeout)
+	defer t.Stop()
+	select {
+	case p.op <- struct{}{}:
+	case <-t.C:
+		return fmt.Errorf("chaos: proxy %s: %s: %w", p.name, what, ErrProxyWedged)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer func() { <-p.op }()
+		done <- f()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		p.wedged.Store(true)
+		return fmt.Errorf("chaos: proxy %s: %s after %v: %w", p.name, what, proxyOpTimeout, ErrProxyWedged)
+	}
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
 
 // Reset cuts every open connection (both sides closed) and goes on
 // accepting new ones on the same address. Toxics in place stay in place.
 // While it restarts (a few milliseconds) a new connection may be refused.
 func (p *Proxy) Reset() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return errProxyClosed
-	}
-	p.p.Stop()
-	// The listener is closed; binding the same loopback port again can only
-	// fail if another process grabbed it in between: retry for a while.
-	var err error
-	for i := 0; i < 50; i++ {
-		if err = p.p.Start(); err == nil {
-			return nil
+	return p.do("reset", func() error {
+		if p.isClosed() {
+			return errProxyClosed
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("chaos: proxy %s: restart on %s after reset: %w", p.name, p.addr, err)
+		p.p.Stop()
+		// The listener is closed; binding the same loopback port again can
+		// only fail if another process grabbed it in between: retry a while.
+		var err error
+		for i := 0; i < 50; i++ {
+			if err = p.p.Start(); err == nil {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("chaos: proxy %s: restart on %s after reset: %w", p.name, p.addr, err)
+	})
 }
 
 // Blackhole drops the bytes flowing in dir (Both, Upstream: client→server,
@@ -164,13 +214,8 @@ func (p *Proxy) Delay(d time.Duration) error {
 	}
 	for _, s := range []string{"upstream", "downstream"} {
 		name := "delay_" + s
-		p.mu.Lock()
-		had := p.toxics[name]
-		p.mu.Unlock()
-		if had {
-			if err := p.remove(name); err != nil {
-				return err
-			}
+		if err := p.remove(name); err != nil {
+			return err
 		}
 		if err := p.add(name, "latency", s, fmt.Sprintf(`{"latency":%d}`, d.Milliseconds())); err != nil {
 			return err
@@ -180,33 +225,45 @@ func (p *Proxy) Delay(d time.Duration) error {
 }
 
 func (p *Proxy) add(name, typ, stream, attrs string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return errProxyClosed
-	}
-	if p.toxics[name] {
+	return p.do("add "+name, func() error {
+		p.mu.Lock()
+		closed, had := p.closed, p.toxics[name]
+		p.mu.Unlock()
+		if closed {
+			return errProxyClosed
+		}
+		if had {
+			return nil
+		}
+		js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
+		if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+			return fmt.Errorf("chaos: proxy %s: add %s: %w", p.name, name, err)
+		}
+		p.mu.Lock()
+		p.toxics[name] = true
+		p.mu.Unlock()
 		return nil
-	}
-	js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
-	if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-		return fmt.Errorf("chaos: proxy %s: add %s: %w", p.name, name, err)
-	}
-	p.toxics[name] = true
-	return nil
+	})
 }
 
+// remove removes toxic name if it is in place.
 func (p *Proxy) remove(name string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return errProxyClosed
-	}
-	delete(p.toxics, name)
-	if err := p.p.Toxics.RemoveToxic(toxiCtx, name); err != nil && !errors.Is(err, toxiproxy.ErrToxicNotFound) {
-		return fmt.Errorf("chaos: proxy %s: remove %s: %w", p.name, name, err)
-	}
-	return nil
+	return p.do("remove "+name, func() error {
+		p.mu.Lock()
+		closed, had := p.closed, p.toxics[name]
+		delete(p.toxics, name)
+		p.mu.Unlock()
+		if closed {
+			return errProxyClosed
+		}
+		if !had {
+			return nil
+		}
+		if err := p.p.Toxics.RemoveToxic(toxiCtx, name); err != nil && !errors.Is(err, toxiproxy.ErrToxicNotFound) {
+			return fmt.Errorf("chaos: proxy %s: remove %s: %w", p.name, name, err)
+		}
+		return nil
+	})
 }
 
 // Toxics lists the toxics in place, sorted ("blackhole_upstream",
@@ -225,24 +282,30 @@ func (p *Proxy) Toxics() []string {
 // Heal removes every toxic: data flows again (connections that were
 // blackholed are closed by toxiproxy as it removes the toxic; see Proxy).
 func (p *Proxy) Heal() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return errProxyClosed
-	}
-	p.p.Toxics.ResetToxics(toxiCtx)
-	clear(p.toxics)
-	return nil
+	return p.do("heal", func() error {
+		if p.isClosed() {
+			return errProxyClosed
+		}
+		p.p.Toxics.ResetToxics(toxiCtx)
+		p.mu.Lock()
+		clear(p.toxics)
+		p.mu.Unlock()
+		return nil
+	})
 }
 
-// Close stops the proxy and closes every connection through it.
+// Close stops the proxy and closes every connection through it. It is
+// idempotent.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return nil
 	}
 	p.closed = true
-	p.p.Stop()
-	return nil
+	p.mu.Unlock()
+	return p.do("close", func() error {
+		p.p.Stop()
+		return nil
+	})
 }

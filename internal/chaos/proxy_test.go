@@ -304,3 +304,25 @@ func TestProxyClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// A toxiproxy call that does not return (toxiproxy#412) does not hang the
+// harness: the call fails with ErrProxyWedged after proxyOpTimeout, and so
+// does every later one, at once.
+func TestProxyWedged(t *testing.T) {
+	up := startUpstream(t, true)
+	p := newTestProxy(t, up.ln.Addr().String())
+	old := proxyOpTimeout
+	proxyOpTimeout = 200 * time.Millisecond
+	defer func() { proxyOpTimeout = old }()
+	release := make(chan struct{})
+	defer close(release)
+	t0 := time.Now()
+	err := p.do("stuck", func() error { <-release; return nil })
+	if !errors.Is(err, ErrProxyWedged) || time.Since(t0) > 5*time.Second || !p.Wedged() {
+		t.Fatalf("a stuck call: %v after %v (wedged %v), want ErrProxyWedged after 200ms", err, time.Since(t0), p.Wedged())
+	}
+	t0 = time.Now()
+	if err := p.Heal(); !errors.Is(err, ErrProxyWedged) || time.Since(t0) > 100*time.Millisecond {
+		t.Fatalf("Heal on a wedged proxy: %v after %v", err, time.Since(t0))
+	}
+}
