@@ -91,7 +91,7 @@ func startTestNode(t *testing.T, cfg NodeConfig) *Node {
 	return n
 }
 
-func get(url string, timeout time.Duration) (int, error) {
+func getStatus(url string, timeout time.Duration) (int, error) {
 	c := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get(url)
 	if err != nil {
@@ -101,7 +101,7 @@ func get(url string, timeout time.Duration) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func newClient(t *testing.T, url string) *client.Client {
+func newTestClient(t *testing.T, url string) *client.Client {
 	t.Helper()
 	c, err := client.New(url, client.WithoutSession(), client.WithAttemptTimeout(2*time.Second))
 	if err != nil {
@@ -111,12 +111,12 @@ func newClient(t *testing.T, url string) *client.Client {
 	return c
 }
 
-// acquireToken takes lock name once through url and returns its token.
-func acquireToken(t *testing.T, url, name string) uint64 {
+// acquireTestToken takes lock name once through url and returns its token.
+func acquireTestToken(t *testing.T, url, name string) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c := newClient(t, url)
+	c := newTestClient(t, url)
 	l, err := c.Acquire(ctx, name, client.TTL(time.Minute))
 	if err != nil {
 		t.Fatalf("acquire %s via %s: %v", name, url, err)
@@ -124,8 +124,8 @@ func acquireToken(t *testing.T, url, name string) uint64 {
 	return uint64(l.Token())
 }
 
-// processStopped reads whether pid is stopped (state T) from /proc.
-func processStopped(t *testing.T, pid int) bool {
+// isStopped reads whether pid is stopped (state T) from /proc.
+func isStopped(t *testing.T, pid int) bool {
 	t.Helper()
 	stopped, err := procStopped(pid)
 	if err != nil {
@@ -141,28 +141,28 @@ func TestNodeLifecycle(t *testing.T) {
 	if n.URL() == n.DirectURL() || !strings.HasPrefix(n.URL(), "http://127.0.0.1:") {
 		t.Fatalf("URL %s, DirectURL %s", n.URL(), n.DirectURL())
 	}
-	if code, err := get(n.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
+	if code, err := getStatus(n.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
 		t.Fatalf("readyz through the proxy: %d %v", code, err)
 	}
-	tok1 := acquireToken(t, n.URL(), "life-1")
+	tok1 := acquireTestToken(t, n.URL(), "life-1")
 
 	// Paused: no answer, through the proxy or directly; then it answers again.
 	if err := n.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	if !n.Paused() || !processStopped(t, n.Pid()) {
-		t.Fatalf("after Pause: Paused %v, stopped %v", n.Paused(), processStopped(t, n.Pid()))
+	if !n.Paused() || !isStopped(t, n.Pid()) {
+		t.Fatalf("after Pause: Paused %v, stopped %v", n.Paused(), isStopped(t, n.Pid()))
 	}
-	if code, err := get(n.DirectURL()+"/readyz", 500*time.Millisecond); err == nil {
+	if code, err := getStatus(n.DirectURL()+"/readyz", 500*time.Millisecond); err == nil {
 		t.Fatalf("a paused node answered %d", code)
 	}
 	if err := n.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if n.Paused() || processStopped(t, n.Pid()) {
+	if n.Paused() || isStopped(t, n.Pid()) {
 		t.Fatal("still stopped after Resume")
 	}
-	if code, err := get(n.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
+	if code, err := getStatus(n.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
 		t.Fatalf("readyz after Resume: %d %v", code, err)
 	}
 
@@ -202,11 +202,11 @@ func TestNodeLifecycle(t *testing.T) {
 		t.Fatal("Exited after Restart")
 	}
 	// Same data: the new grant's token is above the one before the kill.
-	if tok2 := acquireToken(t, n.URL(), "life-2"); tok2 <= tok1 {
+	if tok2 := acquireTestToken(t, n.URL(), "life-2"); tok2 <= tok1 {
 		t.Fatalf("token after restart %d, not above %d", tok2, tok1)
 	}
 	// The restart with --max-ttl 1h took: a 2h lease is refused.
-	c := newClient(t, n.URL())
+	c := newTestClient(t, n.URL())
 	if _, err := c.Acquire(ctx, "life-3", client.TTL(2*time.Hour)); err == nil {
 		t.Fatal("a 2h TTL was accepted after a restart with --max-ttl 1h")
 	}
@@ -222,7 +222,7 @@ func TestNodeLifecycle(t *testing.T) {
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("process %d after Close: %v", pid, err)
 	}
-	if _, err := get(n.URL()+"/readyz", 500*time.Millisecond); err == nil {
+	if _, err := getStatus(n.URL()+"/readyz", 500*time.Millisecond); err == nil {
 		t.Fatal("the proxy answers after Close")
 	}
 }
@@ -237,7 +237,7 @@ func TestStartNodeFails(t *testing.T) {
 	}
 }
 
-func mounted(t *testing.T, dir string) bool {
+func isMountPoint(t *testing.T, dir string) bool {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -252,7 +252,7 @@ func TestNodeDisk(t *testing.T) {
 	const size = 256 << 20
 	n := startTestNode(t, NodeConfig{DiskBytes: size})
 	dir := n.Config().DataDir
-	if !mounted(t, dir) {
+	if !isMountPoint(t, dir) {
 		t.Fatalf("%s is not a mount point", dir)
 	}
 	used, total, err := n.DiskUsage()
@@ -292,7 +292,7 @@ func TestNodeDisk(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if mounted(t, dir) {
+	if isMountPoint(t, dir) {
 		t.Fatalf("%s still mounted after Close", dir)
 	}
 }
@@ -315,7 +315,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("Endpoints %v", eps)
 	}
 	for _, ep := range eps {
-		if code, err := get(ep+"/readyz", 5*time.Second); err != nil || code != 200 {
+		if code, err := getStatus(ep+"/readyz", 5*time.Second); err != nil || code != 200 {
 			t.Fatalf("%s: %d %v", ep, code, err)
 		}
 	}

@@ -347,13 +347,13 @@ func (n *Nemesis) Run(ctx context.Context, sched []Fault) (map[FaultKind]int, er
 	n.healAll(ctx)
 
 	counts := n.Counts()
-	n.logf("nemesis: done: %s", formatCounts(counts))
+	n.logf("nemesis: done: %s", formatFaultCounts(counts))
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return counts, errors.Join(n.errs...)
 }
 
-func formatCounts(c map[FaultKind]int) string {
+func formatFaultCounts(c map[FaultKind]int) string {
 	var parts []string
 	for _, k := range []FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
 		FaultConnBlackhole, FaultConnDelay, FaultConnOneWay, FaultDiskFull} {
@@ -449,7 +449,7 @@ func (n *Nemesis) healCtx(ctx context.Context) (context.Context, context.CancelF
 }
 
 // hold waits d or until ctx ends.
-func hold(ctx context.Context, d time.Duration) {
+func holdFor(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -522,7 +522,7 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 			return err.Error(), false, nil
 		}
 		start("SIGSTOP pid %d", node.Pid())
-		hold(ctx, f.For)
+		holdFor(ctx, f.For)
 		if err := node.Resume(); err != nil {
 			return "", true, err
 		}
@@ -534,7 +534,7 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 			return err.Error(), false, nil
 		}
 		start("SIGKILL pid %d", pid)
-		hold(ctx, f.For)
+		holdFor(ctx, f.For)
 		hctx, cancel := n.healCtx(ctx)
 		defer cancel()
 		t0 := time.Now()
@@ -557,7 +557,7 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 			if ctx.Err() != nil || time.Until(deadline) < n.ResetEvery {
 				break
 			}
-			hold(ctx, n.ResetEvery)
+			holdFor(ctx, n.ResetEvery)
 		}
 		return fmt.Sprintf("%d resets", resets), true, nil
 
@@ -571,7 +571,7 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 			return err.Error(), false, nil
 		}
 		start("dropping %s bytes", dir)
-		hold(ctx, f.For)
+		holdFor(ctx, f.For)
 		return "toxics removed", true, p.Heal()
 
 	case FaultConnDelay:
@@ -580,7 +580,7 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 			return err.Error(), false, nil
 		}
 		start("latency %s each way", f.Delay)
-		hold(ctx, f.For)
+		holdFor(ctx, f.For)
 		return "toxics removed", true, p.Heal()
 
 	case FaultDiskFull:
@@ -600,7 +600,7 @@ func (n *Nemesis) workerPause(ctx context.Context, i int, f Fault) (string, bool
 	n.paused[f.Target] = true
 	n.mu.Unlock()
 	n.logf("fault #%d %s: SIGSTOP", i, f)
-	hold(ctx, f.For)
+	holdFor(ctx, f.For)
 	err := n.Workers.Signal(f.Target, syscall.SIGCONT)
 	n.mu.Lock()
 	delete(n.paused, f.Target)
@@ -793,7 +793,7 @@ func (n *Nemesis) watch(ctx context.Context, i int) {
 			}
 			<-lane
 			if !node.Running() { // its restart failed: not again at once
-				hold(ctx, time.Second)
+				holdFor(ctx, time.Second)
 			}
 		case <-ctx.Done():
 			return

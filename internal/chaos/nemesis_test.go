@@ -12,22 +12,22 @@ import (
 	"time"
 )
 
-var allKinds = []FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
+var everyKind = []FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
 	FaultConnBlackhole, FaultConnDelay, FaultConnOneWay, FaultDiskFull}
 
 func TestSchedule(t *testing.T) {
 	const ttl = time.Second
-	a := Schedule(42, time.Minute, allKinds, 5, ttl)
-	if b := Schedule(42, time.Minute, allKinds, 5, ttl); !reflect.DeepEqual(a, b) {
+	a := Schedule(42, time.Minute, everyKind, 5, ttl)
+	if b := Schedule(42, time.Minute, everyKind, 5, ttl); !reflect.DeepEqual(a, b) {
 		t.Fatal("the same seed gave two schedules")
 	}
-	if c := Schedule(43, time.Minute, allKinds, 5, ttl); reflect.DeepEqual(a, c) {
+	if c := Schedule(43, time.Minute, everyKind, 5, ttl); reflect.DeepEqual(a, c) {
 		t.Fatal("seeds 42 and 43 gave the same schedule")
 	}
 	restarts := map[string]bool{}
 	for seed := uint64(0); seed < 200; seed++ {
-		s := Schedule(seed, time.Minute, allKinds, 5, ttl)
-		if len(s) <= len(allKinds) {
+		s := Schedule(seed, time.Minute, everyKind, 5, ttl)
+		if len(s) <= len(everyKind) {
 			t.Fatalf("seed %d: %d faults in a minute", seed, len(s))
 		}
 		// The first round of node faults is every node kind once; worker
@@ -37,11 +37,11 @@ func TestSchedule(t *testing.T) {
 		for _, f := range s {
 			if f.Kind == FaultWorkerPause {
 				pauses++
-			} else if len(first) < len(allKinds)-1 {
+			} else if len(first) < len(everyKind)-1 {
 				first[f.Kind] = true
 			}
 		}
-		if len(first) != len(allKinds)-1 || pauses < 10 {
+		if len(first) != len(everyKind)-1 || pauses < 10 {
 			t.Fatalf("seed %d: first round %v is not every node kind, or few pauses (%d)", seed, first, pauses)
 		}
 		ends := map[bool]time.Duration{} // by lane: worker pause or not
@@ -92,15 +92,15 @@ func TestSchedule(t *testing.T) {
 			}
 		}
 	}
-	if s := Schedule(1, time.Minute, allKinds, 0, ttl); len(s) == 0 || containsKindIn(s, FaultWorkerPause) {
+	if s := Schedule(1, time.Minute, everyKind, 0, ttl); len(s) == 0 || scheduleHas(s, FaultWorkerPause) {
 		t.Fatalf("no workers: %v", s)
 	}
-	if s := Schedule(1, 2*time.Second, allKinds, 5, ttl); len(s) >= len(allKinds) {
+	if s := Schedule(1, 2*time.Second, everyKind, 5, ttl); len(s) >= len(everyKind) {
 		t.Fatalf("2s cannot hold every kind: %v", s)
 	}
 	// Several nodes: node faults spread over them.
 	targets := map[int]bool{}
-	for _, f := range (ScheduleConfig{Seed: 7, Duration: 5 * time.Minute, Kinds: allKinds, Workers: 2, Nodes: 3, TTL: ttl}).Schedule() {
+	for _, f := range (ScheduleConfig{Seed: 7, Duration: 5 * time.Minute, Kinds: everyKind, Workers: 2, Nodes: 3, TTL: ttl}).Schedule() {
 		if f.Kind != FaultWorkerPause {
 			targets[f.Target] = true
 		}
@@ -110,7 +110,7 @@ func TestSchedule(t *testing.T) {
 	}
 }
 
-func containsKindIn(s []Fault, k FaultKind) bool {
+func scheduleHas(s []Fault, k FaultKind) bool {
 	for _, f := range s {
 		if f.Kind == k {
 			return true
@@ -119,12 +119,12 @@ func containsKindIn(s []Fault, k FaultKind) bool {
 	return false
 }
 
-// sleepers are stand-in worker processes (sleep), for worker-pause.
-type sleepers struct{ cmds []*exec.Cmd }
+// sleeperWorkers are stand-in worker processes (sleep), for worker-pause.
+type sleeperWorkers struct{ cmds []*exec.Cmd }
 
-func startSleepers(t *testing.T, n int) *sleepers {
+func startSleeperWorkers(t *testing.T, n int) *sleeperWorkers {
 	t.Helper()
-	s := &sleepers{}
+	s := &sleeperWorkers{}
 	for i := 0; i < n; i++ {
 		cmd := exec.Command("sleep", "600")
 		if err := cmd.Start(); err != nil {
@@ -136,34 +136,34 @@ func startSleepers(t *testing.T, n int) *sleepers {
 	return s
 }
 
-func (s *sleepers) Len() int { return len(s.cmds) }
-func (s *sleepers) Signal(i int, sig syscall.Signal) error {
+func (s *sleeperWorkers) Len() int { return len(s.cmds) }
+func (s *sleeperWorkers) Signal(i int, sig syscall.Signal) error {
 	if i < 0 || i >= len(s.cmds) {
 		return fmt.Errorf("no worker %d", i)
 	}
 	return s.cmds[i].Process.Signal(sig)
 }
 
-// syncBuffer is a log writer safe for the nemesis's goroutines and the test.
-type syncBuffer struct {
+// lockedBuffer is a log writer safe for the nemesis's goroutines and the test.
+type lockedBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
 }
 
-// runNemesis runs nem in the background; the returned func waits for it.
-func runNemesis(ctx context.Context, nem *Nemesis, sched []Fault) func() (map[FaultKind]int, error) {
+// runNemesisAsync runs nem in the background; the returned func waits for it.
+func runNemesisAsync(ctx context.Context, nem *Nemesis, sched []Fault) func() (map[FaultKind]int, error) {
 	type result struct {
 		counts map[FaultKind]int
 		err    error
@@ -185,8 +185,8 @@ func runNemesis(ctx context.Context, nem *Nemesis, sched []Fault) func() (map[Fa
 // counted and repaired, and at the end nothing is left broken.
 func TestNemesisEveryFault(t *testing.T) {
 	node := startTestNode(t, NodeConfig{DiskBytes: 256 << 20})
-	workers := startSleepers(t, 2)
-	tok1 := acquireToken(t, node.URL(), "nemesis-before")
+	workers := startSleeperWorkers(t, 2)
+	tok1 := acquireTestToken(t, node.URL(), "nemesis-before")
 
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	sched := []Fault{
@@ -199,15 +199,15 @@ func TestNemesisEveryFault(t *testing.T) {
 		{At: ms(3000), For: ms(300), Kind: FaultServerKill, RestartArgs: []string{"--max-ttl", "1h"}},
 		{At: ms(3500), For: 20 * time.Second, Kind: FaultDiskFull}, // until the node fail-stops
 	}
-	var log syncBuffer
+	var log lockedBuffer
 	nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Workers: workers, Log: &log}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	wait := runNemesis(ctx, nem, sched)
+	wait := runNemesisAsync(ctx, nem, sched)
 
 	// While the worker pause lasts, the worker is stopped.
 	time.Sleep(ms(500))
-	if !processStopped(t, workers.cmds[1].Process.Pid) {
+	if !isStopped(t, workers.cmds[1].Process.Pid) {
 		t.Error("worker 1 is not stopped during its pause")
 	}
 	// Once every fault is healed, a crash the nemesis did not cause.
@@ -229,11 +229,11 @@ func TestNemesisEveryFault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	for _, k := range allKinds {
+	for _, k := range everyKind {
 		if counts[k] != 1 {
 			t.Errorf("%s applied %d times, want 1 (counts %v)", k, counts[k], counts)
 		}
-		if !strings.Contains(log.String(), "fault #") || !containsLine(log.String(), "fault #", string(k)) {
+		if !strings.Contains(log.String(), "fault #") || !logHasLine(log.String(), "fault #", string(k)) {
 			t.Errorf("no log line for %s", k)
 		}
 	}
@@ -257,7 +257,7 @@ func TestNemesisEveryFault(t *testing.T) {
 	if !node.Running() || node.Paused() || !node.Ready(context.Background()) {
 		t.Fatalf("node after Run: running %v paused %v", node.Running(), node.Paused())
 	}
-	if code, err := get(node.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
+	if code, err := getStatus(node.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
 		t.Fatalf("readyz through the proxy after Run: %d %v", code, err)
 	}
 	if got := node.Proxy().Toxics(); len(got) != 0 {
@@ -267,17 +267,17 @@ func TestNemesisEveryFault(t *testing.T) {
 		t.Fatalf("disk after Run: size %d, full %v", size, node.DiskFull())
 	}
 	for i, c := range workers.cmds {
-		if processStopped(t, c.Process.Pid) {
+		if isStopped(t, c.Process.Pid) {
 			t.Fatalf("worker %d left stopped", i)
 		}
 	}
 	// Every restart kept the data: a new grant's token is above the first.
-	if tok2 := acquireToken(t, node.URL(), "nemesis-after"); tok2 <= tok1 {
+	if tok2 := acquireTestToken(t, node.URL(), "nemesis-after"); tok2 <= tok1 {
 		t.Fatalf("token after the run %d, not above %d before it", tok2, tok1)
 	}
 }
 
-func containsLine(log, a, b string) bool {
+func logHasLine(log, a, b string) bool {
 	for _, l := range strings.Split(log, "\n") {
 		if strings.Contains(l, a) && strings.Contains(l, b) {
 			return true
@@ -293,8 +293,8 @@ func TestNemesisHealsOnCancel(t *testing.T) {
 	for _, kind := range []FaultKind{FaultServerKill, FaultServerPause, FaultConnBlackhole} {
 		t.Run(string(kind), func(t *testing.T) {
 			node := startTestNode(t, NodeConfig{})
-			workers := startSleepers(t, 1)
-			var log syncBuffer
+			workers := startSleeperWorkers(t, 1)
+			var log lockedBuffer
 			nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Workers: workers, Log: &log}
 			sched := []Fault{
 				{At: 0, For: time.Hour, Kind: FaultWorkerPause, Target: 0},
@@ -315,13 +315,13 @@ func TestNemesisHealsOnCancel(t *testing.T) {
 			if counts[FaultWorkerPause] != 1 || counts[kind] != 1 || counts[FaultConnReset] != 0 {
 				t.Fatalf("counts %v", counts)
 			}
-			if processStopped(t, workers.cmds[0].Process.Pid) {
+			if isStopped(t, workers.cmds[0].Process.Pid) {
 				t.Fatal("worker left stopped")
 			}
-			if !node.Running() || node.Paused() || processStopped(t, node.Pid()) {
+			if !node.Running() || node.Paused() || isStopped(t, node.Pid()) {
 				t.Fatalf("node left down or stopped: running %v paused %v", node.Running(), node.Paused())
 			}
-			if code, err := get(node.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
+			if code, err := getStatus(node.URL()+"/readyz", 5*time.Second); err != nil || code != 200 {
 				t.Fatalf("readyz through the proxy: %d %v", code, err)
 			}
 			if nem.Crashes() != 0 {

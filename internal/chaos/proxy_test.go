@@ -10,20 +10,20 @@ import (
 	"time"
 )
 
-// upstream is a real TCP server: each accepted connection is handed to the
+// testUpstream is a real TCP server: each accepted connection is handed to the
 // test (conns), and, when echo is set, echoes what it reads.
-type upstream struct {
+type testUpstream struct {
 	ln    net.Listener
 	conns chan net.Conn
 }
 
-func startUpstream(t *testing.T, echo bool) *upstream {
+func startTestUpstream(t *testing.T, echo bool) *testUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &upstream{ln: ln, conns: make(chan net.Conn, 16)}
+	u := &testUpstream{ln: ln, conns: make(chan net.Conn, 16)}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -42,7 +42,7 @@ func startUpstream(t *testing.T, echo bool) *upstream {
 }
 
 // next is the upstream side of the next connection the proxy made.
-func (u *upstream) next(t *testing.T) net.Conn {
+func (u *testUpstream) next(t *testing.T) net.Conn {
 	t.Helper()
 	select {
 	case c := <-u.conns:
@@ -63,7 +63,7 @@ func newTestProxy(t *testing.T, up string) *Proxy {
 	return p
 }
 
-func dial(t *testing.T, addr string) net.Conn {
+func dialTest(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -73,8 +73,8 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// send writes msg+"\n" on c.
-func send(t *testing.T, c net.Conn, msg string) {
+// sendLine writes msg+"\n" on c.
+func sendLine(t *testing.T, c net.Conn, msg string) {
 	t.Helper()
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write([]byte(msg + "\n")); err != nil {
@@ -126,37 +126,37 @@ func expectCut(t *testing.T, c net.Conn, what string) {
 }
 
 func TestProxyForwards(t *testing.T) {
-	up := startUpstream(t, true)
+	up := startTestUpstream(t, true)
 	p := newTestProxy(t, up.ln.Addr().String())
 	if p.Addr() == "" || strings.HasSuffix(p.Addr(), ":0") {
 		t.Fatalf("Addr %q", p.Addr())
 	}
-	c := dial(t, p.Addr())
-	send(t, c, "hello")
+	c := dialTest(t, p.Addr())
+	sendLine(t, c, "hello")
 	expectLine(t, c, "hello")
 }
 
 // Reset cuts idle and busy connections alike, at both ends, and the proxy
 // goes on accepting on the same address.
 func TestProxyReset(t *testing.T) {
-	up := startUpstream(t, true)
+	up := startTestUpstream(t, true)
 	p := newTestProxy(t, up.ln.Addr().String())
 	addr := p.Addr()
 
-	idle := dial(t, p.Addr())
-	send(t, idle, "one")
+	idle := dialTest(t, p.Addr())
+	sendLine(t, idle, "one")
 	expectLine(t, idle, "one") // established and idle (a pooled keep-alive connection)
 	idleUp := up.next(t)
 
 	// A connection with bytes stuck in a blackhole is cut too.
-	stuck := dial(t, p.Addr())
-	send(t, stuck, "two")
+	stuck := dialTest(t, p.Addr())
+	sendLine(t, stuck, "two")
 	expectLine(t, stuck, "two")
 	up.next(t)
 	if err := p.Blackhole(Downstream); err != nil {
 		t.Fatal(err)
 	}
-	send(t, stuck, "three")
+	sendLine(t, stuck, "three")
 	expectNothing(t, stuck, 300*time.Millisecond, "blackholed reply")
 
 	if err := p.Reset(); err != nil {
@@ -177,8 +177,8 @@ func TestProxyReset(t *testing.T) {
 	if err := p.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := dial(t, addr)
-	send(t, fresh, "four")
+	fresh := dialTest(t, addr)
+	sendLine(t, fresh, "four")
 	expectLine(t, fresh, "four")
 
 	// Twice more: Reset keeps working.
@@ -187,8 +187,8 @@ func TestProxyReset(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectCut(t, fresh, "after another Reset")
-		fresh = dial(t, addr)
-		send(t, fresh, "again")
+		fresh = dialTest(t, addr)
+		sendLine(t, fresh, "again")
 		expectLine(t, fresh, "again")
 	}
 }
@@ -196,7 +196,7 @@ func TestProxyReset(t *testing.T) {
 // A one-way blackhole stops one direction of open and new connections and
 // leaves the other flowing; Heal makes new connections work again.
 func TestProxyBlackholeOneWay(t *testing.T) {
-	up := startUpstream(t, false)
+	up := startTestUpstream(t, false)
 	p := newTestProxy(t, up.ln.Addr().String())
 
 	for _, tc := range []struct {
@@ -205,27 +205,27 @@ func TestProxyBlackholeOneWay(t *testing.T) {
 	}{{Upstream, true}, {Downstream, true}, {Upstream, false}, {Downstream, false}, {Both, true}} {
 		var c, s net.Conn
 		if tc.openFirst {
-			c = dial(t, p.Addr())
+			c = dialTest(t, p.Addr())
 			s = up.next(t)
-			send(t, c, "warm") // both ways work before
+			sendLine(t, c, "warm") // both ways work before
 			expectLine(t, s, "warm")
-			send(t, s, "warm")
+			sendLine(t, s, "warm")
 			expectLine(t, c, "warm")
 		}
 		if err := p.Blackhole(tc.dir); err != nil {
 			t.Fatal(err)
 		}
 		if !tc.openFirst {
-			c = dial(t, p.Addr())
+			c = dialTest(t, p.Addr())
 			s = up.next(t)
 		}
-		send(t, c, "request")
+		sendLine(t, c, "request")
 		if tc.dir == Downstream {
 			expectLine(t, s, "request")
 		} else {
 			expectNothing(t, s, 300*time.Millisecond, tc.dir.String()+": request")
 		}
-		send(t, s, "reply")
+		sendLine(t, s, "reply")
 		if tc.dir == Upstream {
 			expectLine(t, c, "reply")
 		} else {
@@ -241,11 +241,11 @@ func TestProxyBlackholeOneWay(t *testing.T) {
 			t.Fatalf("Toxics() after Heal: %v", got)
 		}
 		// A new connection flows both ways.
-		c2 := dial(t, p.Addr())
+		c2 := dialTest(t, p.Addr())
 		s2 := up.next(t)
-		send(t, c2, "after")
+		sendLine(t, c2, "after")
 		expectLine(t, s2, "after")
-		send(t, s2, "after")
+		sendLine(t, s2, "after")
 		expectLine(t, c2, "after")
 		c.Close()
 		c2.Close()
@@ -253,16 +253,16 @@ func TestProxyBlackholeOneWay(t *testing.T) {
 }
 
 func TestProxyDelay(t *testing.T) {
-	up := startUpstream(t, true)
+	up := startTestUpstream(t, true)
 	p := newTestProxy(t, up.ln.Addr().String())
 	const d = 200 * time.Millisecond
 	roundTrip := func(c net.Conn) time.Duration {
 		t0 := time.Now()
-		send(t, c, "x")
+		sendLine(t, c, "x")
 		expectLine(t, c, "x")
 		return time.Since(t0)
 	}
-	open := dial(t, p.Addr())
+	open := dialTest(t, p.Addr())
 	roundTrip(open)
 	if err := p.Delay(d); err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestProxyDelay(t *testing.T) {
 	if rt := roundTrip(open); rt < 2*d { // each direction is delayed
 		t.Fatalf("round trip on an open connection with Delay(%v): %v, want >= %v", d, rt, 2*d)
 	}
-	if rt := roundTrip(dial(t, p.Addr())); rt < 2*d {
+	if rt := roundTrip(dialTest(t, p.Addr())); rt < 2*d {
 		t.Fatalf("round trip on a new connection with Delay(%v): %v, want >= %v", d, rt, 2*d)
 	}
 	if err := p.Heal(); err != nil {
@@ -282,13 +282,13 @@ func TestProxyDelay(t *testing.T) {
 }
 
 func TestProxyClose(t *testing.T) {
-	up := startUpstream(t, true)
+	up := startTestUpstream(t, true)
 	p, err := NewProxy("close", up.ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, p.Addr())
-	send(t, c, "x")
+	c := dialTest(t, p.Addr())
+	sendLine(t, c, "x")
 	expectLine(t, c, "x")
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestProxyClose(t *testing.T) {
 // harness: the call fails with ErrProxyWedged after proxyOpTimeout, and so
 // does every later one, at once.
 func TestProxyWedged(t *testing.T) {
-	up := startUpstream(t, true)
+	up := startTestUpstream(t, true)
 	p := newTestProxy(t, up.ln.Addr().String())
 	old := proxyOpTimeout
 	proxyOpTimeout = 200 * time.Millisecond
