@@ -35,7 +35,7 @@ type WorkerConfig struct {
 	Mode string
 	// Hold, when > 0, makes every iteration sleep exactly Hold between its
 	// read and its write (a test can then pause the worker mid-hold); 0:
-	// some iterations sleep up to TTL/2 there.
+	// half the iterations sleep up to TTL there.
 	Hold time.Duration
 }
 
@@ -379,8 +379,8 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	switch {
 	case w.cfg.Hold > 0:
 		sleepCtx(ctx, w.cfg.Hold)
-	case w.rng.IntN(5) < 2:
-		sleepCtx(ctx, time.Duration(w.rng.Int64N(int64(w.cfg.TTL/2)+1)))
+	case w.rng.IntN(2) == 0:
+		sleepCtx(ctx, time.Duration(w.rng.Int64N(int64(w.cfg.TTL)+1)))
 	}
 	if ctx.Err() != nil {
 		return nil

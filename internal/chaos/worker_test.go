@@ -368,15 +368,27 @@ func checkShape(t *testing.T, ops []Op, control bool) {
 type wtKey struct{ store, res string }
 
 // checkFaultFree checks a history made with no faults: every op definite
-// (no unknown, no stale), and per resource the OK mutations are versions
-// 1..n in order with non-decreasing tokens, each write the read before it
-// minus one, each add the value before plus 5, and the final read the last
-// mutation's value, version and token.
+// (no stale; unknown only for an op abandoned at SIGTERM), and per resource
+// the OK mutations are versions 1..n in order with non-decreasing tokens,
+// each write the read before it minus one, each add the value before plus
+// 5, and the final read the last mutation's value, version and token (or,
+// with a mutation abandoned at SIGTERM, possibly that one's).
 func checkFaultFree(t *testing.T, ops []Op, finals []Op) {
 	t.Helper()
 	muts := map[wtKey][]Op{}
+	abandoned := map[wtKey]Op{}
 	var lastRead = map[int]Op{} // per worker
 	for _, op := range ops {
+		if op.Out == OutcomeUnknown && strings.Contains(op.Err, "context canceled") {
+			if op.Kind == KindWrite || op.Kind == KindAdd {
+				k := wtKey{op.Store, op.Res}
+				if _, dup := abandoned[k]; dup {
+					t.Errorf("two abandoned mutations of %v", k)
+				}
+				abandoned[k] = op
+			}
+			continue
+		}
 		if op.Out == OutcomeUnknown || op.Out == OutcomeStale || op.Replayed {
 			t.Errorf("fault-free run: %+v", op)
 		}
@@ -426,6 +438,19 @@ func checkFaultFree(t *testing.T, ops []Op, finals []Op) {
 				value = m.ResValue
 			}
 		}
+		if a, ok := abandoned[wtKey{f.Store, f.Res}]; ok && f.Version == uint64(len(ms))+1 {
+			// The abandoned one was applied, after every OK one.
+			if a.Token < token {
+				t.Errorf("%s %s: abandoned %+v applied after token %d", f.Store, f.Res, a, token)
+			}
+			token = a.Token
+			if a.Kind == KindWrite {
+				value = a.Value
+			} else {
+				value += restockDelta
+			}
+			ms = append(ms, a)
+		}
 		if f.Version != uint64(len(ms)) || f.ResValue != value || f.LastToken != token {
 			t.Errorf("final %+v: want version %d value %d last token %d", f, len(ms), value, token)
 		}
@@ -451,10 +476,15 @@ func TestWorkerProcesses(t *testing.T) {
 			procs = append(procs, startWorkerProc(t, chaosBin, WorkerConfig{
 				ID: id, Server: url, Resources: K, Stores: []string{StoreFence, StorePostgres},
 				PostgresDSN: dsn, PGPrefix: prefix, History: filepath.Join(dir, fmt.Sprintf("w%d.jsonl", id)),
-				Seed: 42, TTL: 2 * time.Second, SessionTTL: 2 * time.Second,
+				Seed: 42, TTL: 2 * time.Second, SessionTTL: 2 * time.Second, Hold: time.Millisecond,
 			}))
 		}
 		time.Sleep(6 * time.Second)
+		// Both at once: after SIGTERM no worker starts an op, so an op
+		// abandoned by the shutdown is the last of its resource.
+		for _, p := range procs {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+		}
 		var all []Op
 		for _, p := range procs {
 			p.stop(t)
