@@ -45,7 +45,11 @@ const (
 	workerAttempt    = time.Second     // client.WithAttemptTimeout
 	workerOpTimeout  = 3 * time.Second // one read, write, add attempt or release
 	addRetryFor      = 6 * time.Second // retries of an add with the same op_id after unknown outcomes
-	restockDelta     = 5
+	// addAttempt bounds one call of an add: shorter than other ops, so that
+	// a blackhole or a server pause ends it unknown and the add is sent
+	// again with the same op_id in a new call (on the session: a new seq).
+	addAttempt   = 1500 * time.Millisecond
+	restockDelta = 5
 )
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
@@ -440,7 +444,7 @@ func (w *wrk) add(ctx context.Context, s store, h *heldLease, base Op, token fen
 	until := time.Now().Add(addRetryFor)
 	for {
 		op.Attempts++
-		actx, cancel := context.WithTimeout(ctx, workerOpTimeout)
+		actx, cancel := context.WithTimeout(ctx, addAttempt)
 		m, out, last, err := s.Add(actx, h.cl, h.k, token, restockDelta, op.OpID)
 		cancel()
 		w.fillMutation(&op, m, out, last, err)
