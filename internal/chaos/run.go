@@ -129,7 +129,7 @@ func (c *Config) defaults() error {
 		c.Kinds = AllFaults
 	}
 	if c.DiskBytes <= 0 {
-		c.DiskBytes = 64 << 20
+		c.DiskBytes = 160 << 20
 	}
 	if c.LinTimeout <= 0 {
 		c.LinTimeout = 2 * time.Minute

@@ -1,0 +1,239 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fenceworks/fence/internal/chaos"
+)
+
+// These are the harness's own runs in `make test`: a short seeded run with
+// every fault kind, the control run, and one run per planted bug. The seed is
+// printed (and taken from FENCE_CHAOS_SEED when set) so that a failure can be
+// replayed with `make chaos SEED=N DURATION=1m`. Artifacts of a failed run
+// are kept and their directory printed.
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// binaries builds fence, fence with the planted bugs, and fence-chaos once.
+// The server is built without -race: the harness's timing (pauses of
+// 1.5–3× a one-second TTL) is what the run is about, and the race detector's
+// slowdown on two cores would turn it into a test of the machine; the same
+// code runs under -race in every package test.
+func binaries(t *testing.T) (fence, plant, worker string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "fence-chaos-bin-")
+		if buildErr != nil {
+			return
+		}
+		root := moduleRoot(t)
+		for _, b := range []struct{ out, pkg, tags string }{
+			{"fence", "./cmd/fence", ""},
+			{"fence-plantbug", "./cmd/fence", "plantbug"},
+			{"fence-chaos", "./cmd/fence-chaos", ""},
+		} {
+			args := []string{"build", "-o", filepath.Join(binDir, b.out)}
+			if b.tags != "" {
+				args = append(args, "-tags", b.tags)
+			}
+			cmd := exec.Command("go", append(args, b.pkg)...)
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "fence"), filepath.Join(binDir, "fence-plantbug"), filepath.Join(binDir, "fence-chaos")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("FENCE_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err == nil {
+		err = conn.Ping(ctx)
+		conn.Close(ctx)
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL at %s: %v (CI must provide it)", dsn, err)
+		}
+		t.Skipf("PostgreSQL at %s: %v", dsn, err)
+	}
+	return dsn
+}
+
+func seed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("FENCE_CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("FENCE_CHAOS_SEED=%q: %v", s, err)
+		}
+		return n
+	}
+	return rand.Uint64()%1_000_000_000 + 1
+}
+
+// run runs one chaos configuration with its artifacts in a kept temp dir,
+// removed again when the run ended as the test expected.
+func run(t *testing.T, cfg chaos.Config, expectPass bool) chaos.Summary {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fence-chaos-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dir = dir
+	cfg.Log = testLog{t}
+	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", cfg.Seed, cfg.Duration)
+	if cfg.Control {
+		replay += " (control run)"
+	}
+	t.Logf("seed %d; artifacts in %s; replay: %s", cfg.Seed, dir, replay)
+	sum, err := chaos.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("harness error (artifacts in %s): %v", dir, err)
+	}
+	t.Log(sum.Line())
+	if sum.Pass == expectPass {
+		os.RemoveAll(dir)
+	} else {
+		t.Logf("artifacts kept in %s", dir)
+	}
+	return sum
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// mustHaveEveryFault: a run that did not inject every kind did not test what it says.
+func mustHaveEveryFault(t *testing.T, sum chaos.Summary, kinds []chaos.FaultKind) {
+	t.Helper()
+	for _, k := range kinds {
+		if sum.Faults[k] == 0 {
+			t.Errorf("fault %s was never injected (faults %v)", k, sum.Faults)
+		}
+	}
+}
+
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	fence, _, worker := binaries(t)
+	cfg := chaos.Config{
+		FenceBin: fence, WorkerBin: worker, Duration: 60 * time.Second, Seed: seed(t),
+		PostgresDSN: postgresDSN(t),
+	}
+	sum := run(t, cfg, true)
+	mustHaveEveryFault(t, sum, chaos.AllFaults)
+	if sum.Report.Ops < 200 {
+		t.Errorf("only %d ops in a minute: the workload barely ran", sum.Report.Ops)
+	}
+	if !sum.Pass {
+		t.Errorf("chaos run failed: %s\nproblems:\n%s", sum.Line(), strings.Join(sum.Report.Problems, "\n"))
+	}
+}
+
+func TestChaosControl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	fence, _, worker := binaries(t)
+	cfg := chaos.Config{
+		FenceBin: fence, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
+		PostgresDSN: postgresDSN(t), Control: true,
+		Kinds: []chaos.FaultKind{chaos.FaultWorkerPause, chaos.FaultConnDelay},
+	}
+	sum := run(t, cfg, true)
+	if sum.Report.StaleAccepted == 0 {
+		t.Errorf("control run: plain writes after a pause were not caught by checker 1: %s", sum.Line())
+	}
+	if !sum.Pass {
+		t.Errorf("control run failed: %s\nproblems:\n%s", sum.Line(), strings.Join(sum.Report.Problems, "\n"))
+	}
+}
+
+// TestChaosPlantedBugs: a build with a known fault compiled in must fail
+// the run, and fail it on the checker that fault breaks.
+func TestChaosPlantedBugs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	fence, plant, worker := binaries(t)
+	_ = fence
+	dsn := postgresDSN(t)
+	for _, tc := range []struct {
+		bug    string
+		kinds  []chaos.FaultKind
+		caught func(chaos.Report) bool
+		want   string
+	}{
+		{"skip-compare", []chaos.FaultKind{chaos.FaultWorkerPause},
+			func(r chaos.Report) bool { return r.StaleAccepted > 0 }, "stale_accepted > 0"},
+		{"grant-held", []chaos.FaultKind{chaos.FaultConnDelay},
+			func(r chaos.Report) bool { return r.Overlaps > 0 }, "overlaps > 0"},
+		{"ids-forgotten", []chaos.FaultKind{chaos.FaultConnReset, chaos.FaultConnBlackhole, chaos.FaultServerKill},
+			func(r chaos.Report) bool { return r.DoubleApplies > 0 || !r.Linearizable }, "double_applies > 0 or linearizable=no"},
+	} {
+		t.Run(tc.bug, func(t *testing.T) {
+			cfg := chaos.Config{
+				FenceBin: plant, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
+				PostgresDSN: dsn, Kinds: tc.kinds, ServerEnv: []string{"FENCE_PLANTBUG=" + tc.bug},
+			}
+			sum := run(t, cfg, false)
+			if sum.Pass {
+				t.Fatalf("planted bug %s: the run passed every check: %s", tc.bug, sum.Line())
+			}
+			if !tc.caught(sum.Report) {
+				t.Errorf("planted bug %s: want %s: %s", tc.bug, tc.want, sum.Line())
+			}
+		})
+	}
+}
