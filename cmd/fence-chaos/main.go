@@ -57,7 +57,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	kinds := fs.String("faults", "", "comma-separated fault kinds (default: all): "+kindNames())
 	ttl := fs.Duration("ttl", time.Second, "TTL of standalone leases; worker pauses last 1.5–3× this")
 	sessionTTL := fs.Duration("session-ttl", time.Second, "TTL of the workers' sessions")
-	disk := fs.Int64("disk-mib", 160, "size of the tmpfs data dir for the disk-full fault, MiB (raft-wal preallocates 64 MiB segments: the first must fit)")
+	disk := fs.Int64("disk-mib", 512, "size of the tmpfs data dir for the disk-full fault, MiB (raft-wal preallocates 64 MiB segments: the first must fit)")
 	plant := fs.String("plantbug", "", "FENCE_PLANTBUG for the server (needs a -tags plantbug build of fence)")
 	expectCaught := fs.Bool("expect-caught", false, "exit 0 only when the run FAILS its checks (for planted bugs)")
 	linTimeout := fs.Duration("lin-timeout", 2*time.Minute, "porcupine time bound")

@@ -66,6 +66,10 @@ type Summary struct {
 	// Crashes are node exits the nemesis did not cause (a panic, a race,
 	// a fatal error other than the disk-full fail-stop).
 	Crashes int
+	// Wedged counts disk-full faults after which the node neither exited
+	// nor became ready again once the disk had room (R2: fail-stop, never
+	// wedge); FailStops counts those it answered by exiting non-zero.
+	Wedged, FailStops int
 	// Pass: every checker held (a control run passes when checker 1 caught
 	// the hazard and every other checker held).
 	Pass bool
@@ -91,10 +95,10 @@ func (s Summary) Line() string {
 	if s.Control {
 		mode = "control"
 	}
-	return fmt.Sprintf("chaos %s seed=%d duration=%s ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d crashes=%d linearizable=%s result=%s",
+	return fmt.Sprintf("chaos %s seed=%d duration=%s ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d crashes=%d wedged=%d linearizable=%s result=%s",
 		mode, s.Seed, s.Duration, s.Report.Ops, strings.Join(kinds, ","), s.Report.StaleAccepted,
 		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.LostWrites, s.Report.DoubleApplies,
-		s.Crashes, lin, result)
+		s.Crashes, s.Wedged, lin, result)
 }
 
 func (c *Config) defaults() error {
@@ -129,7 +133,7 @@ func (c *Config) defaults() error {
 		c.Kinds = AllFaults
 	}
 	if c.DiskBytes <= 0 {
-		c.DiskBytes = 160 << 20
+		c.DiskBytes = 512 << 20 // raft-wal preallocates 64 MiB segments; tmpfs takes RAM only for pages used
 	}
 	if c.LinTimeout <= 0 {
 		c.LinTimeout = 2 * time.Minute
@@ -312,6 +316,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	procs.mu.Unlock()
 	sum.Crashes += nem.Crashes()
+	for _, note := range nem.CrashNotes() {
+		logf("crash: %s", note)
+	}
+	for _, d := range nem.DiskFull() {
+		if d.Wedged {
+			sum.Wedged++
+			logf("disk-full: node %d neither exited nor became ready after the disk had room again (wedged)", d.Node)
+		}
+		if d.FailStopped() {
+			sum.FailStops++
+		}
+	}
 
 	// Final state: every resource read directly from the node (no proxy).
 	if exited, _ := node.Exited(); exited {
@@ -346,7 +362,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum.Report = Check(ops, cfg.Dir, cfg.LinTimeout)
 	r := sum.Report
 	others := r.TokensRegressed == 0 && r.Overlaps == 0 && r.LostWrites == 0 &&
-		r.DoubleApplies == 0 && r.Linearizable && sum.Crashes == 0
+		r.DoubleApplies == 0 && r.Linearizable && sum.Crashes == 0 && sum.Wedged == 0
 	if cfg.Control {
 		sum.Pass = r.StaleAccepted > 0 && others
 	} else {
