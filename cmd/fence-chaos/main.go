@@ -6,6 +6,7 @@
 // overlapping holds, lost writes, double applies and linearizability.
 //
 //	fence-chaos run [-duration 1m] [-seed N] [-control] [-fence bin/fence] [-out DIR] ...
+//	fence-chaos check DIR        (check a recorded run again: its *.jsonl histories)
 //	fence-chaos worker ARGS      (started by run; one worker process)
 //
 // The last line of run is the summary; the exit code is 0 only when every
@@ -36,6 +37,9 @@ func main() {
 func realMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "worker" {
 		return workerMain(args[1:])
+	}
+	if len(args) > 0 && args[0] == "check" {
+		return checkMain(args[1:], stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "run" {
 		args = args[1:]
@@ -156,4 +160,56 @@ func validKind(k chaos.FaultKind) bool {
 		}
 	}
 	return false
+}
+
+// checkMain runs the checkers again on a run's recorded histories (every
+// *.jsonl file in DIR: the workers' and final.jsonl), for a replay of the
+// verdict without the run, or for a history edited by hand.
+func checkMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fence-chaos check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	linTimeout := fs.Duration("lin-timeout", 2*time.Minute, "porcupine time bound")
+	control := fs.Bool("control", false, "the history is a control run's: pass when checker 1 caught stale writes")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: fence-chaos check [-control] [-lin-timeout D] DIR")
+		return 2
+	}
+	dir := fs.Arg(0)
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		fmt.Fprintf(stderr, "fence-chaos check: no *.jsonl histories in %s\n", dir)
+		return 2
+	}
+	ops, err := chaos.ReadHistoryFiles(files...)
+	if err != nil {
+		fmt.Fprintln(stderr, "fence-chaos check:", err)
+		return 1
+	}
+	r := chaos.Check(ops, dir, *linTimeout)
+	for _, p := range r.Problems {
+		fmt.Fprintln(stderr, "problem:", p)
+	}
+	for _, v := range r.Visualizations {
+		fmt.Fprintln(stderr, "visualisation:", v)
+	}
+	lin := "yes"
+	if !r.Linearizable {
+		lin = "no (" + r.LinearDetail + ")"
+	}
+	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d linearizable=%s\n",
+		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.LostWrites, r.DoubleApplies, lin)
+	others := r.TokensRegressed == 0 && r.Overlaps == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 && r.Linearizable
+	if *control {
+		if r.StaleAccepted > 0 && others {
+			return 0
+		}
+		return 1
+	}
+	if r.StaleAccepted == 0 && others {
+		return 0
+	}
+	return 1
 }
