@@ -109,7 +109,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 			}
 		}
 		err = n.start(ctx, nil)
-		if err == nil || !pickPort || attempt == 4 || !strings.Contains(n.tail.String(), "address already in use") {
+		if err == nil || !pickPort || attempt == 4 || !strings.Contains(n.tail.lastStart(), "address already in use") {
 			break
 		}
 	}
@@ -207,7 +207,7 @@ func (n *Node) waitReady(ctx context.Context, done chan struct{}) error {
 			n.mu.Lock()
 			st := n.state
 			n.mu.Unlock()
-			return fmt.Errorf("chaos: %s exited before it was ready (%v); its output ends:\n%s", n.name(), st, n.tail.String())
+			return fmt.Errorf("chaos: %s exited before it was ready (%v); its output:\n%s", n.name(), st, n.tail.lastStart())
 		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -220,7 +220,7 @@ func (n *Node) waitReady(ctx context.Context, done chan struct{}) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("chaos: %s not ready: %w; its output ends:\n%s", n.name(), ctx.Err(), n.tail.String())
+			return fmt.Errorf("chaos: %s not ready: %w; its output:\n%s", n.name(), ctx.Err(), n.tail.lastStart())
 		case <-done:
 		case <-time.After(25 * time.Millisecond):
 		}
@@ -586,11 +586,11 @@ func (t *tailBuffer) String() string {
 	return string(t.b)
 }
 
-// lastStart is the output since the last start header.
+// lastStart is the output since the last start header (its line included).
 func (t *tailBuffer) lastStart() string {
 	s := t.String()
 	if i := strings.LastIndex(s, "\n=== "); i >= 0 {
-		return s[i:]
+		return s[i+1:]
 	}
 	return s
 }

@@ -296,6 +296,16 @@ type Nemesis struct {
 	lanes    map[string]chan struct{}
 	paused   map[int]bool // workers stopped by the nemesis
 	fills    int
+	down     map[int]*downNode // nodes the nemesis failed to restart
+}
+
+// downNode is a node whose restart failed: retried every 5s, not counted as
+// a crash again.
+type downNode struct {
+	since    time.Time
+	last     time.Time
+	attempts int
+	err      error
 }
 
 // Run applies sched, each fault at its At (faults on one node, or one
@@ -325,6 +335,7 @@ func (n *Nemesis) Run(ctx context.Context, sched []Fault) (map[FaultKind]int, er
 	n.events, n.crashes, n.diskFull, n.errs = nil, nil, nil, nil
 	n.lanes = map[string]chan struct{}{}
 	n.paused = map[int]bool{}
+	n.down = map[int]*downNode{}
 	n.mu.Unlock()
 	n.logf("nemesis: %d faults scheduled on %d node(s)", len(sched), len(n.Cluster.Nodes))
 
@@ -345,6 +356,12 @@ func (n *Nemesis) Run(ctx context.Context, sched []Fault) (map[FaultKind]int, er
 	}
 	wg.Wait()
 	n.healAll(ctx)
+	n.mu.Lock()
+	for i, d := range n.down {
+		n.errs = append(n.errs, fmt.Errorf("node %d could not be restarted (down since %s, %d attempts): %w",
+			i, d.since.UTC().Format("15:04:05.000"), d.attempts, d.err))
+	}
+	n.mu.Unlock()
 
 	counts := n.Counts()
 	n.logf("nemesis: done: %s", formatFaultCounts(counts))
@@ -535,11 +552,9 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 		}
 		start("SIGKILL pid %d", pid)
 		holdFor(ctx, f.For)
-		hctx, cancel := n.healCtx(ctx)
-		defer cancel()
 		t0 := time.Now()
-		if err := node.Restart(hctx, f.RestartArgs...); err != nil {
-			return "", true, fmt.Errorf("restart with %q: %w", f.RestartArgs, err)
+		if err := n.restart(ctx, f.Target, node, f.RestartArgs); err != nil {
+			return fmt.Sprintf("restart with %q FAILED: %s", f.RestartArgs, brief(err)), true, nil
 		}
 		return fmt.Sprintf("restarted pid %d with %q, ready in %s", node.Pid(), f.RestartArgs,
 			time.Since(t0).Round(time.Millisecond)), true, nil
@@ -646,12 +661,10 @@ func (n *Nemesis) diskFullFault(ctx context.Context, i int, f Fault, node *Node)
 	if res.Exited {
 		note = fmt.Sprintf("node exited with %v after %d large writes (fail-stop: %v); disk freed",
 			node.ExitState(), res.Writes, res.FailStopped())
-		hc, cancel := n.healCtx(ctx)
-		defer cancel()
 		t0 := time.Now()
-		if err := node.Restart(hc); err != nil {
+		if err := n.restart(ctx, f.Target, node, nil); err != nil {
 			n.recordDisk(res)
-			return note, true, fmt.Errorf("restart: %w", err)
+			return note + "; restart FAILED: " + brief(err), true, nil
 		}
 		note += fmt.Sprintf("; restarted, ready in %s", time.Since(t0).Round(time.Millisecond))
 	} else {
@@ -660,11 +673,9 @@ func (n *Nemesis) diskFullFault(ctx context.Context, i int, f Fault, node *Node)
 			res.Wedged = true
 			note += "; WEDGED: not ready 5s later, killed and restarted"
 			node.Kill()
-			hc, cancel := n.healCtx(ctx)
-			defer cancel()
-			if err := node.Restart(hc); err != nil {
+			if err := n.restart(ctx, f.Target, node, nil); err != nil {
 				n.recordDisk(res)
-				return note, true, fmt.Errorf("restart: %w", err)
+				return note + "; restart FAILED: " + brief(err), true, nil
 			}
 		}
 	}
@@ -748,10 +759,79 @@ func (n *Nemesis) ready(ctx context.Context, node *Node, d time.Duration) bool {
 	return true
 }
 
-// ensureRunning restarts node i if its process has exited (a crash: the
-// faults that stop a node restart it themselves before they let go of it).
+// restart restarts node i with args (within HealTimeout, even after ctx
+// ended). A failure marks the node down: ensureRunning retries it every 5s
+// and Run returns the error at the end unless a retry succeeds.
+func (n *Nemesis) restart(ctx context.Context, i int, node *Node, args []string) error {
+	hctx, cancel := n.healCtx(ctx)
+	defer cancel()
+	err := node.Restart(hctx, args...)
+	n.mu.Lock()
+	d := n.down[i]
+	if err != nil {
+		if d == nil {
+			d = &downNode{since: time.Now()}
+			n.down[i] = d
+		}
+		d.last, d.err = time.Now(), err
+		d.attempts++
+	} else {
+		delete(n.down, i)
+	}
+	n.mu.Unlock()
+	if err == nil && d != nil {
+		n.logf("node %d is back after %d failed restarts (down %s)", i, d.attempts, time.Since(d.since).Round(time.Millisecond))
+	}
+	return err
+}
+
+// Unrecovered describes the nodes the nemesis could not restart (after
+// Run: nodes left down).
+func (n *Nemesis) Unrecovered() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for i, d := range n.down {
+		out = append(out, fmt.Sprintf("node %d down since %s after %d failed restarts: %s",
+			i, d.since.UTC().Format("15:04:05.000"), d.attempts, brief(d.err)))
+	}
+	return out
+}
+
+// brief is err's first line and the last lines of the output it quotes.
+func brief(err error) string {
+	if err == nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	if len(lines) <= 4 {
+		return strings.Join(lines, " | ")
+	}
+	return lines[0] + " ... " + strings.Join(lines[len(lines)-3:], " | ")
+}
+
+// ensureRunning restarts node i if its process has exited: a crash (the
+// faults that stop a node restart it themselves before they let go of it),
+// or a node whose earlier restart failed (retried every 5s, not a new
+// crash).
 func (n *Nemesis) ensureRunning(ctx context.Context, i int, node *Node, when string) {
 	if node.Running() {
+		return
+	}
+	n.mu.Lock()
+	d := n.down[i]
+	var wait time.Duration
+	if d != nil {
+		wait = 5*time.Second - time.Since(d.last)
+	}
+	n.mu.Unlock()
+	if d != nil {
+		if wait > 0 && ctx.Err() == nil {
+			return
+		}
+		if err := n.restart(ctx, i, node, nil); err != nil {
+			n.logf("node %d still down: restart %d FAILED: %s", i, d.attempts, brief(err))
+		}
 		return
 	}
 	st := node.ExitState()
@@ -762,13 +842,8 @@ func (n *Nemesis) ensureRunning(ctx context.Context, i int, node *Node, when str
 	n.crashes = append(n.crashes, note)
 	n.mu.Unlock()
 	n.logf("CRASH %s", note)
-	hctx, cancel := n.healCtx(ctx)
-	defer cancel()
-	if err := node.Restart(hctx); err != nil {
-		n.mu.Lock()
-		n.errs = append(n.errs, fmt.Errorf("restart node %d after its crash: %w", i, err))
-		n.mu.Unlock()
-		n.logf("restart node %d after its crash FAILED: %v", i, err)
+	if err := n.restart(ctx, i, node, nil); err != nil {
+		n.logf("restart node %d after its crash FAILED: %s", i, brief(err))
 		return
 	}
 	n.logf("node %d restarted after its crash", i)
@@ -792,9 +867,6 @@ func (n *Nemesis) watch(ctx context.Context, i int) {
 				n.ensureRunning(ctx, i, node, "while no fault held it")
 			}
 			<-lane
-			if !node.Running() { // its restart failed: not again at once
-				holdFor(ctx, time.Second)
-			}
 		case <-ctx.Done():
 			return
 		case <-time.After(50 * time.Millisecond): // a fault has it

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -329,4 +330,57 @@ func TestNemesisHealsOnCancel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A restart that fails is not a crash: the node is marked down and retried
+// every 5s with its base args; one that comes back is forgotten, one that
+// never does is Run's error and in Unrecovered.
+func TestNemesisRestartFails(t *testing.T) {
+	t.Run("back", func(t *testing.T) {
+		node := startTestNode(t, NodeConfig{})
+		var log lockedBuffer
+		nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Log: &log}
+		sched := []Fault{{At: 0, For: 100 * time.Millisecond, Kind: FaultServerKill, RestartArgs: []string{"--no-such-flag"}}}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		wait := runNemesisAsync(ctx, nem, sched)
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(log.String(), "is back") && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+		counts, err := wait()
+		t.Logf("nemesis log:\n%s", log.String())
+		if err != nil || counts[FaultServerKill] != 1 || nem.Crashes() != 0 || len(nem.Unrecovered()) != 0 {
+			t.Fatalf("Run: %v, counts %v, crashes %v, unrecovered %v", err, counts, nem.CrashNotes(), nem.Unrecovered())
+		}
+		if !strings.Contains(log.String(), "FAILED") || !strings.Contains(log.String(), "is back after 1 failed restarts") {
+			t.Fatal("the log does not show the failed restart and the recovery")
+		}
+		if !node.Ready(context.Background()) {
+			t.Fatal("node not ready")
+		}
+	})
+	t.Run("never", func(t *testing.T) {
+		node := startTestNode(t, NodeConfig{})
+		dir := node.Config().DataDir
+		var log lockedBuffer
+		nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Log: &log}
+		sched := []Fault{{At: 0, For: 500 * time.Millisecond, Kind: FaultServerKill}}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		wait := runNemesisAsync(ctx, nem, sched)
+		// While the node is down, its data dir becomes a file: no restart works.
+		time.Sleep(250 * time.Millisecond)
+		if err := os.Rename(dir, dir+".away"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dir, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := wait()
+		t.Logf("nemesis log:\n%s", log.String())
+		if err == nil || !strings.Contains(err.Error(), "could not be restarted") || len(nem.Unrecovered()) != 1 || nem.Crashes() != 0 {
+			t.Fatalf("Run: %v; unrecovered %q; crashes %d", err, nem.Unrecovered(), nem.Crashes())
+		}
+	})
 }
