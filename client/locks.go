@@ -65,7 +65,9 @@ func (c *Client) renewAttempt(ctx context.Context, ep *endpoint, name string, to
 
 // Release frees lock name held by token. When a retry follows an attempt
 // whose outcome is unknown and the server then answers that token does not
-// hold the lock, the first attempt released it, and Release returns nil.
+// hold the lock, Release returns nil: the token holds the lock no longer,
+// either because the first attempt released it or because the lease expired
+// meanwhile (and the lock may have a new owner); the client cannot tell which.
 // While the Client's session is open it goes over the session's stream
 // (exactly once by seq), and a lease of this Client's session with that
 // token ends with ErrReleased.

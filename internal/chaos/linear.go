@@ -40,7 +40,9 @@ import (
 // Lock model. State: holder token (0: none) and the largest token granted.
 // An OK acquire needs a token above every token granted before it in the
 // linearization and makes it the holder; an OK release needs its token to be
-// the holder and frees the lock. A holder may vanish at any time (its lease
+// the holder and frees the lock (a standalone lease's release OK may also
+// come from a retry that found the token already gone: see lockInput.loose).
+// A holder may vanish at any time (its lease
 // expired): no step requires a free lock, so that costs no extra state. A
 // refused release or try-acquire (stale/fail) is always allowed and changes
 // nothing a later step depends on, and an acquire or release of unknown
@@ -71,6 +73,13 @@ type regState struct {
 type lockInput struct {
 	acquire bool
 	token   uint64
+	// loose: a standalone lease's release. client.Release retries a unary
+	// release whose outcome is unknown and takes the retry's "not holder"
+	// as success, which it also is when the lease had expired meanwhile
+	// and the lock moved on; so its OK says the token no longer holds the
+	// lock, not that this release freed it. A session's release is exactly
+	// once by seq: its OK is strict.
+	loose bool
 }
 
 type lockState struct {
@@ -205,7 +214,7 @@ func lockModel(init lockState) porcupine.Model {
 				return true, lockState{Holder: i.token, Max: i.token}
 			}
 			if st.Holder != i.token {
-				return false, st
+				return i.loose, st
 			}
 			st.Holder = 0
 			return true, st
@@ -218,6 +227,9 @@ func lockModel(init lockState) porcupine.Model {
 			i := in.(lockInput)
 			if i.acquire {
 				return fmt.Sprintf("acquire → token %d", i.token)
+			}
+			if i.loose {
+				return fmt.Sprintf("release token %d → ok (standalone: or already gone)", i.token)
 			}
 			return fmt.Sprintf("release token %d → ok", i.token)
 		},
@@ -500,7 +512,7 @@ func (h *chkHistory) lockPartition(l string) *linPartition {
 	}
 	var es []linEntry
 	for _, o := range los {
-		es = append(es, linEntry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token}})
+		es = append(es, linEntry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token, loose: o.Kind == KindRelease && !o.Session}})
 	}
 	sortLinEntries(es)
 	p := &linPartition{name: "lock " + l, nOps: len(es)}
