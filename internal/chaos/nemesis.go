@@ -266,6 +266,10 @@ type DiskFullResult struct {
 	ExitCode int  // its exit code (-1: a signal)
 	Writes   int  // the nemesis's large writes the node acknowledged meanwhile
 	Wedged   bool // it neither exited nor answered /readyz afterwards
+	// RestartFailed: the restart after the disk was freed failed (the
+	// node is then down: see Nemesis.Unrecovered), e.g. raft-wal's tail
+	// segment left "sealed" by the partial write that hit ENOSPC.
+	RestartFailed bool
 }
 
 // FailStopped: the node exited non-zero when its disk filled.
@@ -663,6 +667,7 @@ func (n *Nemesis) diskFullFault(ctx context.Context, i int, f Fault, node *Node)
 			node.ExitState(), res.Writes, res.FailStopped())
 		t0 := time.Now()
 		if err := n.restart(ctx, f.Target, node, nil); err != nil {
+			res.RestartFailed = true
 			n.recordDisk(res)
 			return note + "; restart FAILED: " + brief(err), true, nil
 		}
@@ -674,6 +679,7 @@ func (n *Nemesis) diskFullFault(ctx context.Context, i int, f Fault, node *Node)
 			note += "; WEDGED: not ready 5s later, killed and restarted"
 			node.Kill()
 			if err := n.restart(ctx, f.Target, node, nil); err != nil {
+				res.RestartFailed = true
 				n.recordDisk(res)
 				return note + "; restart FAILED: " + brief(err), true, nil
 			}

@@ -242,7 +242,7 @@ func TestNemesisEveryFault(t *testing.T) {
 		t.Errorf("crashes %d %q, want the one the test caused", nem.Crashes(), nem.CrashNotes())
 	}
 	df := nem.DiskFull()
-	if len(df) != 1 || !df[0].FailStopped() || df[0].ExitCode != 70 || df[0].Wedged {
+	if len(df) != 1 || !df[0].FailStopped() || df[0].ExitCode != 70 || df[0].Wedged || df[0].RestartFailed {
 		t.Errorf("disk-full results %+v, want one fail-stop with exit 70", df)
 	} else {
 		t.Logf("disk-full: the node took %d writes of 1 MiB before it fail-stopped", df[0].Writes)
