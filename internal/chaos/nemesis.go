@@ -285,6 +285,10 @@ type Nemesis struct {
 	HealTimeout time.Duration
 	// ResetEvery is conn-reset's interval during For (default 250ms).
 	ResetEvery time.Duration
+	// Custom injects faults of kinds this file does not know (the cluster
+	// issue's partitions between nodes, clock skew), by kind. They take
+	// turns with the other faults on node Target's lane.
+	Custom map[FaultKind]FaultFunc
 	// DiskFillValue is the size of the disk-full fault's writes (default
 	// fence.MaxValueBytes, 1 MiB). Negative: no writes, only the shrunk
 	// disk.
@@ -311,6 +315,13 @@ type downNode struct {
 	attempts int
 	err      error
 }
+
+// FaultFunc injects f, calls hold (which returns when f.For has passed or
+// the run's context ended), heals f and returns what happened: a note for
+// the log, whether it was applied (counted), and an error only for a heal
+// that failed. Use ctx only for the injection: it is done when hold returns
+// early.
+type FaultFunc func(ctx context.Context, f Fault, hold func()) (note string, applied bool, err error)
 
 // Run applies sched, each fault at its At (faults on one node, or one
 // worker, take turns: a fault waits for the previous one on its target to
@@ -528,6 +539,10 @@ func (n *Nemesis) run(ctx context.Context, i int, f Fault) {
 func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, applied bool, err error) {
 	if f.Kind == FaultWorkerPause {
 		return n.workerPause(ctx, i, f)
+	}
+	if fn, ok := n.Custom[f.Kind]; ok {
+		n.logf("fault #%d %s", i, f)
+		return fn(ctx, f, func() { holdFor(ctx, f.For) })
 	}
 	node, err := n.Cluster.Node(f.Target)
 	if err != nil {

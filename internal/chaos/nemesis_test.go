@@ -384,3 +384,35 @@ func TestNemesisRestartFails(t *testing.T) {
 		}
 	})
 }
+
+// A kind the nemesis does not know is injected by Nemesis.Custom (how the
+// cluster issue adds partitions and clock skew); without one it is skipped.
+func TestNemesisCustomFault(t *testing.T) {
+	node := startTestNode(t, NodeConfig{})
+	var log lockedBuffer
+	var held time.Duration
+	nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Log: &log,
+		Custom: map[FaultKind]FaultFunc{"partition": func(ctx context.Context, f Fault, hold func()) (string, bool, error) {
+			if err := node.Proxy().Blackhole(Both); err != nil {
+				return err.Error(), false, nil
+			}
+			t0 := time.Now()
+			hold()
+			held = time.Since(t0)
+			return "healed", true, node.Proxy().Heal()
+		}}}
+	sched := []Fault{
+		{At: 0, For: 300 * time.Millisecond, Kind: "partition"},
+		{At: 0, For: 300 * time.Millisecond, Kind: "clock-skew"}, // no FaultFunc: skipped
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	counts, err := nem.Run(ctx, sched)
+	t.Logf("nemesis log:\n%s", log.String())
+	if err != nil || counts["partition"] != 1 || counts["clock-skew"] != 0 || held < 300*time.Millisecond {
+		t.Fatalf("Run: %v, counts %v, held %v", err, counts, held)
+	}
+	if !logHasLine(log.String(), "skip", "clock-skew") || len(node.Proxy().Toxics()) != 0 {
+		t.Fatalf("clock-skew not skipped, or toxics left %v", node.Proxy().Toxics())
+	}
+}
