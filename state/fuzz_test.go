@@ -2,10 +2,15 @@ package state
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -206,18 +211,257 @@ func FuzzCommandEncode(f *testing.F) {
 func FuzzRestore(f *testing.F) {
 	f.Add(fuzzSnapshot(fuzzMachine()))
 	f.Add([]byte(`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`))
-	f.Fuzz(func(t *testing.T, snap []byte) {
-		m := fuzzMachine()
-		before := fuzzSnapshot(m)
-		if err := m.Restore(bytes.NewReader(snap)); err != nil {
-			if !errors.Is(err, ErrBadSnapshot) {
-				t.Fatalf("err %v, want ErrBadSnapshot", err)
-			}
-			if !bytes.Equal(before, fuzzSnapshot(m)) {
-				t.Fatal("a refused restore changed the machine")
-			}
-			return
+	f.Fuzz(checkRestore)
+}
+
+// checkRestore restores snap into a busy machine: a refusal must be
+// ErrBadSnapshot and change nothing; an accepted snapshot must give a
+// state whose own snapshot restores to the same bytes and behaves alike.
+func checkRestore(t *testing.T, snap []byte) {
+	t.Helper()
+	m := fuzzMachine()
+	before := fuzzSnapshot(m)
+	if err := m.Restore(bytes.NewReader(snap)); err != nil {
+		if !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("err %v, want ErrBadSnapshot", err)
 		}
-		checkSameBehaviour(t, m, checkSnapshotRestores(t, m))
+		if !bytes.Equal(before, fuzzSnapshot(m)) {
+			t.Fatal("a refused restore changed the machine")
+		}
+		return
+	}
+	checkSameBehaviour(t, m, checkSnapshotRestores(t, m))
+}
+
+// FuzzRestoreFields reaches the checks past JSON decoding: it edits up to
+// three fields of a real snapshot (formats 3, 2 and 1) and restores the
+// result with checkRestore. A field is picked by its index among the
+// document's scalar leaves (in key order); the value says how to change it:
+// a number becomes v>>2, moves by a small step, becomes an extreme, or
+// goes away; a bool flips; a string becomes another name of the document,
+// empty, or goes away.
+func FuzzRestoreFields(f *testing.F) {
+	bases := restoreBases()
+	for i := range bases {
+		f.Add(uint8(i), uint16(0), int64(1), uint16(0), int64(1), uint16(0), int64(1)) // unchanged
+	}
+	f.Fuzz(func(t *testing.T, base uint8, p1 uint16, v1 int64, p2 uint16, v2 int64, p3 uint16, v3 int64) {
+		doc := decodeJSONTree(bases[int(base)%len(bases)])
+		for _, e := range [...]struct {
+			p uint16
+			v int64
+		}{{p1, v1}, {p2, v2}, {p3, v3}} {
+			var paths [][]any
+			jsonLeaves(doc, nil, &paths)
+			if len(paths) == 0 {
+				break
+			}
+			editLeaf(doc, paths[int(e.p)%len(paths)], e.v)
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRestore(t, b)
 	})
+}
+
+// restoreBases are real snapshots: format 3 (fuzzMachine), and states
+// without sessions written as format 2 and format 1.
+func restoreBases() [][]byte {
+	cfg := DefaultConfig()
+	cfg.MaxSessions, cfg.MaxSessionResults = 0, 0
+	m := NewWithConfig(cfg)
+	for _, c := range []Command{
+		{Op: OpAcquire, Now: 1, Name: "held", Owner: "A", TTL: 10 * time.Second, RequestID: "r-held"},
+		{Op: OpAcquire, Now: 1, Name: "held", Owner: "B", TTL: time.Second, Wait: time.Minute, RequestID: "r-wait"},
+		{Op: OpAcquire, Now: 1, Name: "delayed", Owner: "A", TTL: time.Second, LockDelay: time.Hour},
+		{Op: OpAcquire, Now: 1, Name: "idle", Owner: "A", TTL: time.Second, RequestID: "r-idle"},
+		{Op: OpRelease, Now: 1, Name: "idle", Token: 3},
+		{Op: OpWrite, Now: 1, Name: "s", Token: 3, Value: []byte("9"), OpID: "w"},
+		{Op: OpAdd, Now: 1, Name: "n", Token: 3, Delta: 2, OpID: "a"},
+		{Op: OpDelete, Now: 1, Name: "s", Token: 3},
+		{Op: OpTick, Now: 2},
+	} {
+		if r := m.Apply(c); r.Err != nil {
+			panic(r.Err)
+		}
+	}
+	f3 := fuzzSnapshot(m)
+	f2 := bytes.Replace(f3, []byte(`"fence-state/3"`), []byte(`"fence-state/2"`), 1)
+	// Format 1: no config, no attempts, no deleted resources, whole
+	// SHA-256 payloads.
+	doc := decodeJSONTree(f3)
+	top := doc.(map[string]any)
+	top["format"] = "fence-state/1"
+	delete(top, "config")
+	delete(top, "configured")
+	var strip func(v any)
+	strip = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			delete(x, "attempt")
+			delete(x, "deleted")
+			if p, ok := x["payload"].(string); ok {
+				b, _ := base64.StdEncoding.DecodeString(p)
+				x["payload"] = base64.StdEncoding.EncodeToString(append(b, make([]byte, sha256.Size-len(b))...))
+			}
+			for _, c := range x {
+				strip(c)
+			}
+		case []any:
+			for _, c := range x {
+				strip(c)
+			}
+		}
+	}
+	strip(top)
+	f1, _ := json.Marshal(top)
+	out := [][]byte{fuzzSnapshot(fuzzMachine()), f2, f1}
+	for _, b := range out {
+		if err := New().Restore(bytes.NewReader(b)); err != nil {
+			panic(fmt.Sprintf("base snapshot does not restore: %v\n%s", err, b))
+		}
+	}
+	return out
+}
+
+// decodeJSONTree decodes b keeping numbers exact.
+func decodeJSONTree(b []byte) any {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// jsonLeaves appends the path (keys and indices) of every scalar in v, in
+// key order.
+func jsonLeaves(v any, path []any, out *[][]any) {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			jsonLeaves(x[k], append(slices.Clip(path), k), out)
+		}
+	case []any:
+		for i, c := range x {
+			jsonLeaves(c, append(slices.Clip(path), i), out)
+		}
+	default:
+		*out = append(*out, path)
+	}
+}
+
+// fuzzNames are the names a string field may take.
+var fuzzNames = []string{"", "held", "idle", "delayed", "bound", "s", "n", "gone", "AHMxLjE=", "ci1oZWxk", "fence-state/2"}
+
+// editLeaf changes the scalar at path in doc as v says (see
+// FuzzRestoreFields).
+func editLeaf(doc any, path []any, v int64) {
+	if len(path) == 0 {
+		return
+	}
+	parent := doc
+	for _, k := range path[:len(path)-1] {
+		switch x := parent.(type) {
+		case map[string]any:
+			parent = x[k.(string)]
+		case []any:
+			parent = x[k.(int)]
+		}
+	}
+	last := path[len(path)-1]
+	get := func() any {
+		if m, ok := parent.(map[string]any); ok {
+			return m[last.(string)]
+		}
+		return parent.([]any)[last.(int)]
+	}
+	set := func(val any, remove bool) {
+		switch x := parent.(type) {
+		case map[string]any:
+			if remove {
+				delete(x, last.(string))
+			} else {
+				x[last.(string)] = val
+			}
+		case []any:
+			x[last.(int)] = val // an element is never removed, only nulled
+		}
+	}
+	mode, x := v&3, v>>2
+	switch old := get().(type) {
+	case json.Number:
+		n, _ := old.Int64()
+		extremes := []string{"0", "-1", "1", "9223372036854775807", "-9223372036854775808", "18446744073709551615", "4294967296"}
+		switch mode {
+		case 0:
+			set(json.Number(strconv.FormatInt(x, 10)), false)
+		case 1:
+			set(json.Number(strconv.FormatInt(n+x%8, 10)), false)
+		case 2:
+			set(json.Number(extremes[uint64(x)%uint64(len(extremes))]), false)
+		default:
+			set(nil, true)
+		}
+	case bool:
+		set(!old, mode == 3)
+	case string:
+		switch mode {
+		case 0, 1:
+			set(fuzzNames[uint64(x)%uint64(len(fuzzNames))], false)
+		case 2:
+			set(old+old, false)
+		default:
+			set(nil, true)
+		}
+	default: // null
+		set(json.Number("1"), mode == 3)
+	}
+}
+
+// Regression (FuzzCommandEncode/068bf1095689ccfc): a session's saved result
+// keeps the refused command's name as it came, and the snapshot wrote it as
+// a JSON string, which turns a name that is not UTF-8 into U+FFFD. A retry
+// of the seq then got its saved refusal on the machine that applied the
+// log but OP_CONFLICT on one restored from the snapshot (replicas
+// diverged). The name is now written as bytes (name_bytes) when it is not
+// UTF-8.
+func TestSavedNameNotUTF8SurvivesRestore(t *testing.T) {
+	m := fuzzMachine()
+	retries := []Command{
+		{Op: OpSessionKeepAlive, Now: 4, Name: "\xbf", TTL: 71, Session: 1, Seq: 98},
+		{Op: OpAcquire, Now: 4, Name: "\xff", Owner: "S", Session: 1, Seq: 99},
+	}
+	for _, c := range retries {
+		if r := m.Apply(c); !errors.Is(r.Err, fence.ErrInvalid) {
+			t.Fatalf("%+v: %s, want INVALID_ARGUMENT", c, describe(r))
+		}
+	}
+	snap := fuzzSnapshot(m)
+	if !bytes.Contains(snap, []byte(`"name_bytes":"vw=="`)) {
+		t.Fatalf("the name is not written as bytes: %s", snap)
+	}
+	n := checkSnapshotRestores(t, m)
+	for _, c := range retries {
+		ra, rb := m.Apply(c), n.Apply(c)
+		if !ra.Replayed || !errors.Is(ra.Err, fence.ErrInvalid) || describe(ra) != describe(rb) {
+			t.Fatalf("retry of %+v: %s; restored: %s", c, describe(ra), describe(rb))
+		}
+	}
+	// One encoding: name_bytes only for a name that is not UTF-8, never
+	// with a name.
+	for _, bad := range []string{`"name_bytes":"YQ=="`, `"name":"a","name_bytes":"vw=="`} {
+		in := bytes.Replace(snap, []byte(`"name_bytes":"vw=="`), []byte(bad), 1)
+		if err := New().Restore(bytes.NewReader(in)); !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("%s: %v, want ErrBadSnapshot", bad, err)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fenceworks/fence"
 )
@@ -42,6 +43,12 @@ type snapSaved struct {
 	AddValue int64          `json:"add_value,omitempty"`
 	Attempt  uint32         `json:"attempt,omitempty"`
 	Session  *SessionInfo   `json:"session,omitempty"`
+
+	// NameBytes holds the name instead of Name when it is not valid UTF-8
+	// (a refused command's name is saved as it came): a JSON string would
+	// turn it into U+FFFD, and a retry of the seq would then conflict on a
+	// restored machine only. An older binary refuses the unknown field.
+	NameBytes []byte `json:"name_bytes,omitempty"`
 }
 
 // snapError is a typed refusal: Type names its type (as in package fence),
@@ -171,6 +178,9 @@ func (m *impl) snapSessions() []snapSession {
 
 func snapSavedOf(sv savedResult) snapSaved {
 	out := snapSaved{Seq: sv.seq, Op: sv.op, Name: sv.name, At: sv.at}
+	if !utf8.ValidString(sv.name) {
+		out.Name, out.NameBytes = "", []byte(sv.name)
+	}
 	if sv.hash != ([payloadSize]byte{}) {
 		out.Hash = bytesOf(sv.hash)
 	}
@@ -236,6 +246,12 @@ func (m *impl) restoreResults(doc *snapDoc) error {
 				return fmt.Errorf("session %d: saved result %d after server time", s.id, sv.Seq)
 			}
 			r := savedResult{seq: sv.Seq, op: sv.Op, name: sv.Name, at: sv.At}
+			if sv.NameBytes != nil {
+				if sv.Name != "" || utf8.Valid(sv.NameBytes) {
+					return fmt.Errorf("session %d: saved result %d: name_bytes with a name, or valid UTF-8", s.id, sv.Seq)
+				}
+				r.name = string(sv.NameBytes)
+			}
 			if sv.Hash != nil {
 				if len(sv.Hash) != payloadSize {
 					return fmt.Errorf("session %d: saved result %d: bad hash", s.id, sv.Seq)
