@@ -70,6 +70,10 @@ type Summary struct {
 	// nor became ready again once the disk had room (R2: fail-stop, never
 	// wedge); FailStops counts those it answered by exiting non-zero.
 	Wedged, FailStops int
+	// Unrecovered counts nodes that could not be restarted at all (after
+	// a disk-full, a kill or a crash): a node that fail-stops must come
+	// back once its cause is gone.
+	Unrecovered int
 	// Pass: every checker held (a control run passes when checker 1 caught
 	// the hazard and every other checker held).
 	Pass bool
@@ -95,10 +99,10 @@ func (s Summary) Line() string {
 	if s.Control {
 		mode = "control"
 	}
-	return fmt.Sprintf("chaos %s seed=%d duration=%s ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d crashes=%d wedged=%d linearizable=%s result=%s",
+	return fmt.Sprintf("chaos %s seed=%d duration=%s ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d crashes=%d wedged=%d unrecovered=%d linearizable=%s result=%s",
 		mode, s.Seed, s.Duration, s.Report.Ops, strings.Join(kinds, ","), s.Report.StaleAccepted,
 		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.LostWrites, s.Report.DoubleApplies,
-		s.Crashes, s.Wedged, lin, result)
+		s.Crashes, s.Wedged, s.Unrecovered, lin, result)
 }
 
 func (c *Config) defaults() error {
@@ -299,7 +303,14 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	counts, nerr := nem.Run(nctx, sched)
 	cancel()
 	sum.Faults = counts
-	if nerr != nil && !errors.Is(nerr, context.DeadlineExceeded) && !errors.Is(nerr, context.Canceled) {
+	// A node the nemesis could not bring back is a finding about Fence
+	// (R2: fail-stop, then restart), not a harness failure: it fails the
+	// run, and the history is still checked (without final reads).
+	sum.Unrecovered = len(nem.Unrecovered())
+	for _, u := range nem.Unrecovered() {
+		logf("unrecovered: %s", u)
+	}
+	if nerr != nil && sum.Unrecovered == 0 && !errors.Is(nerr, context.DeadlineExceeded) && !errors.Is(nerr, context.Canceled) {
 		return sum, fmt.Errorf("chaos: nemesis: %w", nerr)
 	}
 	if ctx.Err() != nil {
@@ -330,14 +341,20 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 
 	// Final state: every resource read directly from the node (no proxy).
-	if exited, _ := node.Exited(); exited {
+	var final []Op
+	if exited, _ := node.Exited(); exited && sum.Unrecovered == 0 {
 		if err := node.Restart(ctx); err != nil {
-			return sum, fmt.Errorf("chaos: restart node for the final reads: %w", err)
+			sum.Unrecovered++
+			logf("unrecovered: node 0 could not be restarted for the final reads: %v", err)
 		}
 	}
-	final, err := FinalReads(ctx, node.DirectURL(), cfg.PostgresDSN, prefix, cfg.Resources, cfg.Stores)
-	if err != nil {
-		return sum, fmt.Errorf("chaos: final reads: %w", err)
+	if sum.Unrecovered == 0 {
+		final, err = FinalReads(ctx, node.DirectURL(), cfg.PostgresDSN, prefix, cfg.Resources, cfg.Stores)
+		if err != nil {
+			return sum, fmt.Errorf("chaos: final reads: %w", err)
+		}
+	} else {
+		logf("no final reads: the node is down; checking the workers' histories alone")
 	}
 	finalPath := filepath.Join(cfg.Dir, "final.jsonl")
 	rec, err := NewRecorder(finalPath)
@@ -362,7 +379,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum.Report = Check(ops, cfg.Dir, cfg.LinTimeout)
 	r := sum.Report
 	others := r.TokensRegressed == 0 && r.Overlaps == 0 && r.LostWrites == 0 &&
-		r.DoubleApplies == 0 && r.Linearizable && sum.Crashes == 0 && sum.Wedged == 0
+		r.DoubleApplies == 0 && r.Linearizable && sum.Crashes == 0 && sum.Wedged == 0 && sum.Unrecovered == 0
 	if cfg.Control {
 		sum.Pass = r.StaleAccepted > 0 && others
 	} else {
