@@ -63,6 +63,10 @@ type Fault struct {
 	// RestartArgs are added to the node's args when server-kill restarts
 	// it (e.g. --max-ttl 1h): a restart with other flags.
 	RestartArgs []string
+	// Aimed (worker-pause): wait up to For for a worker in its write
+	// window (it read the stock and has yet to write: the seed's pause) and
+	// stop that one; Target when none is, or Workers cannot tell.
+	Aimed bool
 }
 
 func (f Fault) String() string {
@@ -161,6 +165,7 @@ func (c ScheduleConfig) Schedule() []Fault {
 		switch k {
 		case FaultWorkerPause:
 			f.For = ttlTimes(1.5, 3)
+			f.Aimed = rng.IntN(3) != 0 // two in three at the seed's window
 		case FaultServerPause, FaultConnBlackhole:
 			f.For = max(ttlTimes(0.5, 2), 300*time.Millisecond)
 		case FaultConnOneWay:
@@ -248,6 +253,14 @@ func containsKind(ks []FaultKind, k FaultKind) bool {
 type Workers interface {
 	Signal(i int, sig syscall.Signal) error
 	Len() int
+}
+
+// WindowWorkers are Workers that can tell which of them is in its write
+// window (between reading a resource and writing it under a lease), for
+// aimed worker pauses.
+type WindowWorkers interface {
+	Workers
+	InWindow(i int) bool
 }
 
 // Event is a fault as the nemesis applied it.
@@ -627,13 +640,17 @@ func (n *Nemesis) workerPause(ctx context.Context, i int, f Fault) (string, bool
 	if n.Workers == nil || f.Target < 0 || f.Target >= n.Workers.Len() {
 		return fmt.Sprintf("no worker %d", f.Target), false, nil
 	}
+	aim := ""
+	if ww, ok := n.Workers.(WindowWorkers); ok && f.Aimed {
+		f.Target, aim = aimAt(ctx, ww, f.Target, f.For)
+	}
 	if err := n.Workers.Signal(f.Target, syscall.SIGSTOP); err != nil {
 		return err.Error(), false, nil
 	}
 	n.mu.Lock()
 	n.paused[f.Target] = true
 	n.mu.Unlock()
-	n.logf("fault #%d %s: SIGSTOP", i, f)
+	n.logf("fault #%d %s: SIGSTOP worker %d%s", i, f, f.Target, aim)
 	holdFor(ctx, f.For)
 	err := n.Workers.Signal(f.Target, syscall.SIGCONT)
 	n.mu.Lock()
@@ -927,5 +944,24 @@ func (n *Nemesis) healAll(ctx context.Context) {
 		for i := 0; i < n.Workers.Len(); i++ {
 			n.Workers.Signal(i, syscall.SIGCONT) // a worker that has exited: nothing to do
 		}
+	}
+}
+
+// aimAt waits up to limit for a worker in its write window, looking from
+// target on, and returns it (with a note for the log), or target itself
+// when none entered one in time.
+func aimAt(ctx context.Context, ww WindowWorkers, target int, limit time.Duration) (int, string) {
+	deadline := time.Now().Add(limit)
+	for {
+		for j := 0; j < ww.Len(); j++ {
+			w := (target + j) % ww.Len()
+			if ww.InWindow(w) {
+				return w, " (aimed: in its write window)"
+			}
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return target, " (aimed, but no worker was in its write window)"
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -170,13 +170,24 @@ func freeAddr() (string, error) {
 
 // workerProcs are the worker processes, for the nemesis's pauses.
 type workerProcs struct {
-	mu    sync.Mutex
-	cmds  []*exec.Cmd
-	done  []chan struct{}
-	exits []error
+	mu      sync.Mutex
+	windows []string // each worker's write-window marker file (WorkerConfig.WindowFile)
+	cmds    []*exec.Cmd
+	done    []chan struct{}
+	exits   []error
 }
 
 func (w *workerProcs) Len() int { return len(w.cmds) }
+
+// InWindow: worker i is between its read and its write (its marker file
+// exists), where an aimed pause lands the seed's hazard.
+func (w *workerProcs) InWindow(i int) bool {
+	if i < 0 || i >= len(w.windows) {
+		return false
+	}
+	_, err := os.Stat(w.windows[i])
+	return err == nil
+}
 
 func (w *workerProcs) Signal(i int, sig syscall.Signal) error {
 	if i < 0 || i >= len(w.cmds) {
@@ -249,6 +260,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			Control: cfg.Control,
 		}
 		histories = append(histories, wc.History)
+		procs.windows = append(procs.windows, wc.WindowFile())
 		logFile, err := os.Create(filepath.Join(cfg.Dir, fmt.Sprintf("worker-%d.log", i)))
 		if err != nil {
 			return sum, err

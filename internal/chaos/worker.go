@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -183,6 +184,10 @@ type heldLease struct {
 }
 
 func nowNano() int64 { return time.Now().UnixNano() }
+
+// WindowFile is the marker file that exists while the worker is in its write
+// window (it read the stock and sleeps before writing): History + ".window".
+func (c WorkerConfig) WindowFile() string { return c.History + ".window" }
 
 // RunWorker runs the seed's workload until ctx ends, recording every
 // logical operation in cfg.History. Per iteration it picks a lock sku-k and
@@ -379,12 +384,20 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	}
 
 	// The pause window of the seed: the stock was read, the write is yet to
-	// come. A worker stopped here wakes up and writes anyway.
+	// come. A worker stopped here wakes up and writes anyway. The marker
+	// file tells the nemesis (aimed pauses) that this worker is in it.
+	var pause time.Duration
 	switch {
 	case w.cfg.Hold > 0:
-		sleepCtx(ctx, w.cfg.Hold)
+		pause = w.cfg.Hold
 	case w.rng.IntN(2) == 0:
-		sleepCtx(ctx, time.Duration(w.rng.Int64N(int64(w.cfg.TTL)+1)))
+		pause = time.Duration(w.rng.Int64N(int64(w.cfg.TTL) + 1))
+	}
+	if pause > 0 {
+		marker := w.cfg.WindowFile()
+		_ = os.WriteFile(marker, nil, 0o644)
+		sleepCtx(ctx, pause)
+		_ = os.Remove(marker)
 	}
 	if ctx.Err() != nil {
 		return nil
