@@ -279,18 +279,38 @@ func (p *Proxy) Toxics() []string {
 	return names
 }
 
-// Heal removes every toxic: data flows again (connections that were
-// blackholed are closed by toxiproxy as it removes the toxic; see Proxy).
+// Heal removes every toxic: data flows again. When toxics were in place it
+// also cuts every connection that had them (stop, remove, start on the same
+// address): toxiproxy's RemoveToxic flushes each link's buffered chunks with
+// a 5 s write bound per chunk, so removing a latency toxic from the link of
+// a paused (SIGSTOPped) client took 26 s in a run and held up the rest of
+// the schedule; with the links closed first there is nothing to flush.
 func (p *Proxy) Heal() error {
 	return p.do("heal", func() error {
 		if p.isClosed() {
 			return errProxyClosed
 		}
+		p.mu.Lock()
+		had := len(p.toxics) > 0
+		p.mu.Unlock()
+		if had {
+			p.p.Stop()
+		}
 		p.p.Toxics.ResetToxics(toxiCtx)
 		p.mu.Lock()
 		clear(p.toxics)
 		p.mu.Unlock()
-		return nil
+		if !had {
+			return nil
+		}
+		var err error
+		for i := 0; i < 50; i++ {
+			if err = p.p.Start(); err == nil {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("chaos: proxy %s: restart on %s after heal: %w", p.name, p.addr, err)
 	})
 }
 

@@ -276,9 +276,53 @@ func TestProxyDelay(t *testing.T) {
 	if err := p.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	if rt := roundTrip(open); rt >= 2*d {
+	// Heal cuts the connections that had the toxic (nothing left to
+	// flush: see Heal); a new one is not delayed.
+	open.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := open.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a connection that had the delay still open after Heal")
+	}
+	if rt := roundTrip(dialTest(t, p.Addr())); rt >= 2*d {
 		t.Fatalf("round trip after Heal: %v, want < %v", rt, 2*d)
 	}
+}
+
+// Heal must not wait on a client that does not read: the link of a paused
+// process has its reply stuck in a latency toxic, which toxiproxy's
+// RemoveToxic would flush with a 5 s bound per chunk.
+func TestProxyHealWithStuckReader(t *testing.T) {
+	up := startTestUpstream(t, true)
+	p := newTestProxy(t, up.ln.Addr().String())
+	if err := p.Delay(50 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// Clients that write a lot and never read: the echoes pile up in the
+	// downstream toxic and the clients' receive buffers.
+	big := []byte(strings.Repeat("y", 64<<10) + "\n")
+	for i := 0; i < 4; i++ {
+		c := dialTest(t, p.Addr())
+		go func() {
+			for j := 0; j < 64; j++ {
+				if _, err := c.Write(big); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // let the pipes fill (not a bound: Heal is checked for its effect)
+	healed := make(chan error, 1)
+	go func() { healed <- p.Heal() }()
+	// Heal's own bound is proxyOpTimeout (a wedged proxy): a flushing heal
+	// shows up as that error; a heal that cuts first returns nil.
+	if err := <-healed; err != nil {
+		t.Fatalf("Heal with stuck readers: %v", err)
+	}
+	if got := p.Toxics(); len(got) != 0 {
+		t.Fatalf("Toxics() after Heal: %v", got)
+	}
+	c := dialTest(t, p.Addr()) // and the proxy serves again
+	sendLine(t, c, "x")
+	expectLine(t, c, "x")
 }
 
 func TestProxyClose(t *testing.T) {
