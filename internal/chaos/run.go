@@ -70,6 +70,12 @@ type Summary struct {
 	// nor became ready again once the disk had room (R2: fail-stop, never
 	// wedge); FailStops counts those it answered by exiting non-zero.
 	Wedged, FailStops int
+	// Planned is the number of faults in the schedule. Missing are kinds
+	// that were scheduled but never applied (the nemesis fell behind, or
+	// could not inject them): the run did not test what it says, and
+	// fails. Unscheduled are requested kinds that did not fit the duration.
+	Planned              int
+	Missing, Unscheduled []FaultKind
 	// Unrecovered counts nodes that could not be restarted at all (after
 	// a disk-full, a kill or a crash): a node that fail-stops must come
 	// back once its cause is gone.
@@ -99,8 +105,12 @@ func (s Summary) Line() string {
 	if s.Control {
 		mode = "control"
 	}
+	faults := strings.Join(kinds, ",")
+	if len(s.Missing) > 0 {
+		faults += fmt.Sprintf(" missing=%v", s.Missing)
+	}
 	return fmt.Sprintf("chaos %s seed=%d duration=%s ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d crashes=%d wedged=%d unrecovered=%d linearizable=%s result=%s",
-		mode, s.Seed, s.Duration, s.Report.Ops, strings.Join(kinds, ","), s.Report.StaleAccepted,
+		mode, s.Seed, s.Duration, s.Report.Ops, faults, s.Report.StaleAccepted,
 		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.LostWrites, s.Report.DoubleApplies,
 		s.Crashes, s.Wedged, s.Unrecovered, lin, result)
 }
@@ -315,6 +325,25 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	counts, nerr := nem.Run(nctx, sched)
 	cancel()
 	sum.Faults = counts
+	sum.Planned = len(sched)
+	scheduled := map[FaultKind]bool{}
+	for _, f := range sched {
+		scheduled[f.Kind] = true
+	}
+	for _, k := range cfg.Kinds {
+		switch {
+		case !scheduled[k]:
+			sum.Unscheduled = append(sum.Unscheduled, k)
+		case counts[k] == 0:
+			sum.Missing = append(sum.Missing, k)
+		}
+	}
+	if len(sum.Unscheduled) > 0 {
+		logf("fault kinds that did not fit in %s: %v", cfg.Duration, sum.Unscheduled)
+	}
+	if len(sum.Missing) > 0 {
+		logf("fault kinds scheduled but never applied (the nemesis fell behind or could not inject them): %v", sum.Missing)
+	}
 	// A node the nemesis could not bring back is a finding about Fence
 	// (R2: fail-stop, then restart), not a harness failure: it fails the
 	// run, and the history is still checked (without final reads).
@@ -391,7 +420,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum.Report = Check(ops, cfg.Dir, cfg.LinTimeout)
 	r := sum.Report
 	others := r.TokensRegressed == 0 && r.Overlaps == 0 && r.LostWrites == 0 &&
-		r.DoubleApplies == 0 && r.Linearizable && sum.Crashes == 0 && sum.Wedged == 0 && sum.Unrecovered == 0
+		r.DoubleApplies == 0 && r.Linearizable && sum.Crashes == 0 && sum.Wedged == 0 && sum.Unrecovered == 0 && len(sum.Missing) == 0
 	if cfg.Control {
 		sum.Pass = r.StaleAccepted > 0 && others
 	} else {
