@@ -6,7 +6,7 @@
 // overlapping holds, lost writes, double applies and linearizability.
 //
 //	fence-chaos run [-duration 1m] [-seed N] [-control] [-fence bin/fence] [-out DIR] ...
-//	fence-chaos check DIR        (check a recorded run again: its *.jsonl histories)
+//	fence-chaos check DIR        (check a recorded run again: history-*.jsonl and final.jsonl)
 //	fence-chaos worker ARGS      (started by run; one worker process)
 //
 // The last line of run is the summary; the exit code is 0 only when every
@@ -162,8 +162,8 @@ func validKind(k chaos.FaultKind) bool {
 	return false
 }
 
-// checkMain runs the checkers again on a run's recorded histories (every
-// *.jsonl file in DIR: the workers' and final.jsonl), for a replay of the
+// checkMain runs the checkers again on a run's recorded histories (DIR's
+// history-*.jsonl, the workers', and final.jsonl), for a replay of the
 // verdict without the run, or for a history edited by hand.
 func checkMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fence-chaos check", flag.ContinueOnError)
@@ -178,10 +178,15 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	dir := fs.Arg(0)
-	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	files, err := filepath.Glob(filepath.Join(dir, "history-*.jsonl"))
 	if err != nil || len(files) == 0 {
-		fmt.Fprintf(stderr, "fence-chaos check: no *.jsonl histories in %s\n", dir)
+		fmt.Fprintf(stderr, "fence-chaos check: no history-*.jsonl in %s\n", dir)
 		return 2
+	}
+	// final.jsonl: the harness's final reads; without it the lost-write
+	// and double-apply checkers have nothing to explain, and the check fails.
+	if _, err := os.Stat(filepath.Join(dir, "final.jsonl")); err == nil {
+		files = append(files, filepath.Join(dir, "final.jsonl"))
 	}
 	ops, err := chaos.ReadHistoryFiles(files...)
 	if err != nil {
