@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -29,8 +30,9 @@ import (
 // fsm applies both kinds, so old logs replay as they were applied.
 //
 // The encoding is canonical: the decoder refuses a count of 0, a command
-// that carries its own Now or Slack, truncation and trailing bytes. An entry
-// that does not decode changes nothing (the same on every replay, R1).
+// that carries its own Now or Slack, a varint longer than its shortest
+// encoding, truncation and trailing bytes. An entry that does not decode
+// changes nothing (the same on every replay, R1).
 //
 // groupMarker must never be a state command version: state's versions
 // count up from 1 (1 and 2 exist), and state refuses unknown versions, so
@@ -70,17 +72,17 @@ func decodeGroup(b []byte, dst []state.Command) ([]state.Command, error) {
 	}
 	p := b[1:]
 	now, k := binary.Varint(p)
-	if k <= 0 {
+	if k <= 0 || k != uvarintLen(uint64(now)<<1^uint64(now>>63)) {
 		return nil, fmt.Errorf("%w: now", errBadGroup)
 	}
 	p = p[k:]
 	slack, k := binary.Uvarint(p)
-	if k <= 0 || slack > math.MaxInt64 {
+	if k <= 0 || k != uvarintLen(slack) || slack > math.MaxInt64 {
 		return nil, fmt.Errorf("%w: slack", errBadGroup)
 	}
 	p = p[k:]
 	count, k := binary.Uvarint(p)
-	if k <= 0 || count == 0 {
+	if k <= 0 || k != uvarintLen(count) || count == 0 {
 		return nil, fmt.Errorf("%w: count", errBadGroup)
 	}
 	p = p[k:]
@@ -93,7 +95,7 @@ func decodeGroup(b []byte, dst []state.Command) ([]state.Command, error) {
 	clear(cmds)
 	for i := range cmds {
 		n, k := binary.Uvarint(p)
-		if k <= 0 || n > uint64(len(p)-k) {
+		if k <= 0 || k != uvarintLen(n) || n > uint64(len(p)-k) {
 			return nil, fmt.Errorf("%w: command %d truncated", errBadGroup, i)
 		}
 		p = p[k:]
@@ -112,6 +114,10 @@ func decodeGroup(b []byte, dst []state.Command) ([]state.Command, error) {
 	}
 	return cmds, nil
 }
+
+// uvarintLen is the length of the shortest encoding of v: a longer one
+// (trailing 0x80 bytes) is refused, so every group has one encoding.
+func uvarintLen(v uint64) int { return max(1, (bits.Len64(v)+6)/7) }
 
 // decodeEntry decodes the commands of a command entry of either kind (one
 // command, or a group).
