@@ -107,6 +107,11 @@ func openLogStore(cfg Config, kind string) (*logStore, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("node: wal dir: %w", err)
 		}
+		// A tail segment a partial seal left refusing appends is repaired
+		// first (see countingFile.WriteAt).
+		if err := repairWALTail(dir, cfg.Logger); err != nil {
+			return nil, err
+		}
 		// raft-wal fsyncs every StoreLogs before it returns (G6) and keeps
 		// term and vote in its bolt meta file, also fsync'd.
 		// The meta store is ours to close: WAL.Close leaves it open (and

@@ -1,15 +1,26 @@
 package node
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 
 	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
 
 // countingVFS is raft-wal's file system with every successful fsync of a
 // segment file counted: a test (and Status.LogSyncs) can see that each
-// acknowledged command was synced before its reply (G6).
+// acknowledged command was synced before its reply (G6). Its files also
+// undo the bytes of a failed write (countingFile.WriteAt).
 type countingVFS struct {
 	*walfs.FS
 	syncs *atomic.Uint64
@@ -41,5 +52,258 @@ func (f countingFile) Sync() error {
 		return err
 	}
 	f.syncs.Add(1)
+	return nil
+}
+
+// WriteAt writes p at off. A write that fails after n > 0 bytes landed has
+// those bytes overwritten with zeros (and synced) before the error is
+// returned.
+//
+// Why: raft-wal v0.4.0 writes a segment only here (segment.Writer.flush,
+// one WriteAt per batch, at the end of the last commit). It seals a segment
+// by putting the index frame in the batch that crosses the segment's
+// preallocated size, so on a full disk that write is partial: the bytes
+// inside the preallocated area land, the rest fails with ENOSPC. On reopen
+// recoverTail ignores the uncommitted entries but still takes the start of
+// the index frame for a seal, and every Append then fails with "segment is
+// sealed": the node fail-stops at every restart, forever. With the bytes
+// zeroed, recovery stops at a zero frame header right after the last
+// commit, as if the write had never started. The zeroed range lies after
+// the last commit frame: nothing in it was acknowledged, and its pages were
+// just written, so rewriting them needs no new space.
+//
+// If zeroing fails too, both errors are returned; openLogStore's repair
+// (repairWALTail) handles what is left then (and a crash between the two
+// writes).
+func (f countingFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.WritableFile.WriteAt(p, off)
+	if err == nil && n < len(p) {
+		// io.WriterAt requires an error for a short write; raft-wal would
+		// take the whole batch as written.
+		err = fmt.Errorf("node: short write to segment file: %d of %d bytes at offset %d: %w", n, len(p), off, io.ErrShortWrite)
+	}
+	if err == nil || n <= 0 || (err == io.EOF && n == len(p)) {
+		// raft-wal takes io.EOF with every byte written as a success.
+		return n, err
+	}
+	if zerr := zeroFileRange(f.WritableFile, off, off+int64(n), false); zerr != nil {
+		return n, errors.Join(err, fmt.Errorf("node: zeroing the %d bytes a failed segment write left at offset %d: %w", n, off, zerr))
+	}
+	if serr := f.WritableFile.Sync(); serr != nil { // not counted: it acknowledges nothing
+		return n, errors.Join(err, fmt.Errorf("node: sync after zeroing the %d bytes a failed segment write left at offset %d: %w", n, off, serr))
+	}
+	return n, err
+}
+
+// zeroChunk bounds the buffer zeroFileRange writes from.
+const zeroChunk = 1 << 20
+
+// zeroFileRange writes zeros over [from, to) of f, front first (the frame
+// header at from is zeroed by the first write). With skipZero, a chunk
+// that already reads as zeros is left alone (no write: on a preallocated
+// file it would convert unwritten extents for nothing).
+func zeroFileRange(f interface {
+	io.ReaderAt
+	io.WriterAt
+}, from, to int64, skipZero bool) error {
+	zeros := make([]byte, min(to-from, zeroChunk))
+	var buf []byte
+	if skipZero {
+		buf = make([]byte, len(zeros))
+	}
+	for off := from; off < to; {
+		c := min(to-off, int64(len(zeros)))
+		if skipZero {
+			n, err := f.ReadAt(buf[:c], off)
+			if err != nil && !(errors.Is(err, io.EOF) && int64(n) == c) {
+				return err
+			}
+			if allZero(buf[:c]) {
+				off += c
+				continue
+			}
+		}
+		if _, err := f.WriteAt(zeros[:c], off); err != nil {
+			return err
+		}
+		off += c
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// raft-wal v0.4.0's segment format (segment/format.go): a 32-byte file
+// header, then 8-byte-aligned frames, each with an 8-byte header: type
+// (byte 0), three reserved bytes, then the payload length (entry and index
+// frames; the payload follows, padded to 8 bytes) or, for a commit frame,
+// the Castagnoli CRC32 of every byte since the end of the previous commit
+// frame (from offset 0 for the first one; a commit frame has no payload).
+// A frame header of type 0 or an unknown type ends the frames.
+const (
+	walFileHeaderLen  = 32
+	walFrameHeaderLen = 8
+	walFrameEntry     = 1
+	walFrameIndex     = 2
+	walFrameCommit    = 3
+)
+
+var walCRCTable = crc32.MakeTable(crc32.Castagnoli)
+
+// walTailScan is what raft-wal's recovery of a tail segment
+// (segment.Writer.recoverTail) decides about a file.
+type walTailScan struct {
+	// keep is where recovery puts the write offset: the end of the last
+	// complete commit frame (0 if none). Every byte after it is from a
+	// batch whose fsync never returned: never acknowledged.
+	keep int64
+	// indexes are the offsets of the index frame headers the scan met;
+	// recoverTail takes the segment for sealed if there is any.
+	indexes []int64
+}
+
+// scanWALTail reads a segment file the way raft-wal v0.4.0's
+// readThroughSegment and recoverTail do (checked against their code; the
+// tests check the outcome against raft-wal itself).
+func scanWALTail(f io.ReaderAt) (walTailScan, error) {
+	type commit struct {
+		off     int64
+		crc     uint32
+		entries int
+	}
+	var (
+		s           walTailScan
+		prev, final *commit
+		entries     int
+		hdr         [walFrameHeaderLen]byte
+	)
+scan:
+	for off := int64(walFileHeaderLen); ; {
+		n, err := f.ReadAt(hdr[:], off)
+		if errors.Is(err, io.EOF) {
+			if n < walFrameHeaderLen {
+				break
+			}
+			err = nil
+		}
+		if err != nil {
+			return s, fmt.Errorf("read frame header at offset %d: %w", off, err)
+		}
+		l := binary.LittleEndian.Uint32(hdr[4:8])
+		size := int64(walFrameHeaderLen)
+		switch hdr[0] {
+		case walFrameEntry:
+			entries++
+			size += int64(l) + int64(-l&7)
+		case walFrameIndex:
+			s.indexes = append(s.indexes, off)
+			size += int64(l) + int64(-l&7)
+		case walFrameCommit:
+			prev, final = final, &commit{off: off, crc: l, entries: entries}
+		default: // zeros, a torn header, or not a frame: the end
+			break scan
+		}
+		off += size
+	}
+	switch {
+	case final == nil:
+		s.keep = 0
+	case final.entries < entries:
+		// Entries after the last commit: that commit's batch was complete
+		// (recoverTail does not check its CRC then).
+		s.keep = final.off + walFrameHeaderLen
+	default:
+		var start int64
+		if prev != nil {
+			start = prev.off + walFrameHeaderLen
+		}
+		h := crc32.New(walCRCTable)
+		if _, err := io.Copy(h, io.NewSectionReader(f, start, final.off-start)); err != nil {
+			return s, fmt.Errorf("read the last batch (offsets %d to %d): %w", start, final.off, err)
+		}
+		switch {
+		case h.Sum32() == final.crc:
+			s.keep = final.off + walFrameHeaderLen
+		case prev != nil:
+			s.keep = prev.off + walFrameHeaderLen
+		}
+	}
+	return s, nil
+}
+
+// repairWALTail makes the tail segment of the WAL in dir appendable again
+// when a partial seal left it looking sealed: an index frame after the
+// last complete commit frame and no index frame before it (the
+// countingFile.WriteAt case, written by an older binary or by a crash
+// between the failed write and its zeroing). raft-wal would keep the
+// entries up to that commit, discard the rest, yet refuse every append
+// ("segment is sealed"). The repair zeroes the segment from the end of
+// that commit to the end of the file: only bytes raft-wal's own recovery
+// discards, none of them acknowledged. Recovery then keeps the same
+// entries and the segment takes appends.
+//
+// It runs before raft-wal opens dir, with the data dir locked, and changes
+// nothing in any other case (a sealed tail with a complete commit is left
+// to raft-wal, which refuses appends on it: see the log line).
+func repairWALTail(dir string, log *slog.Logger) error {
+	if !exists(filepath.Join(dir, metadb.FileName)) {
+		return nil // a new WAL
+	}
+	meta := &metadb.BoltMetaDB{}
+	st, err := meta.Load(dir)
+	if cerr := meta.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("node: read wal meta in %s: %w", dir, err)
+	}
+	if len(st.Segments) == 0 {
+		return nil
+	}
+	tail := st.Segments[len(st.Segments)-1]
+	if !tail.SealTime.IsZero() {
+		return nil // raft-wal starts a new segment
+	}
+	name := segment.FileName(tail)
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // raft-wal creates it
+	}
+	if err != nil {
+		return fmt.Errorf("node: wal tail repair: %w", err)
+	}
+	defer f.Close()
+	s, err := scanWALTail(f)
+	if err != nil {
+		return fmt.Errorf("node: wal tail repair: %s: %w", path, err)
+	}
+	if len(s.indexes) == 0 {
+		return nil
+	}
+	if s.indexes[0] < s.keep {
+		log.Warn("wal: the tail segment is sealed by a committed index frame but the meta data does not say so; raft-wal will refuse appends to it",
+			"segment", name, "index_frame", s.indexes[0], "committed_end", s.keep)
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("node: wal tail repair: %w", err)
+	}
+	if err := zeroFileRange(f, s.keep, fi.Size(), true); err != nil {
+		return fmt.Errorf("node: wal tail repair: zero %s from offset %d: %w", path, s.keep, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("node: wal tail repair: sync %s: %w", path, err)
+	}
+	log.Warn("wal: repaired the tail segment: a partial seal (an index frame with no commit after it, e.g. a write cut short by a full disk) had left it refusing appends; zeroed the unacknowledged bytes after its last commit",
+		"segment", name, "zeroed_from", s.keep, "zeroed_to", fi.Size(), "index_frame", s.indexes[len(s.indexes)-1])
 	return nil
 }
