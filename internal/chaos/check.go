@@ -31,6 +31,25 @@ type Report struct {
 	// history allows.
 	DoubleApplies int
 
+	// MissingFinal: resources (store, resource) that some op of the
+	// history touches but that have no OK final read (absent, torn, failed
+	// or of unknown outcome): checkers 4 and 5 could not check them.
+	MissingFinal int
+	// Malformed: records the checkers cannot take at their word: a
+	// definite outcome (ok, stale, fail) without a return time or returning
+	// before its call (taken as returning at +inf), an unknown kind or
+	// outcome (taken as unknown), a plain write refused as stale, and an OK
+	// acquire without a release record of its lock and token (checker 3
+	// sees holds only through release records).
+	Malformed int
+	// Empty: the history has no operation of any worker.
+	Empty bool
+	// StaleRefused (informational, not part of OK): fenced writes and adds
+	// refused as stale, i.e. how often fencing actually refused something.
+	// Those that quote the store's last token (rt) are checked by checker 6:
+	// the token must be below the register's last token, and rt equal to it.
+	StaleRefused int
+
 	// Linearizable (checker 6): every register (store, resource) and every
 	// lock passed porcupine within the time limit.
 	Linearizable bool
@@ -44,18 +63,27 @@ type Report struct {
 }
 
 // OK reports whether every checker held: no stale write accepted, no token
-// regressed, no overlap, no lost write, no double apply, linearizable.
-// A control run is expected to fail it with StaleAccepted > 0.
+// regressed, no overlap, no lost write, no double apply, linearizable, and
+// the history was complete enough to check: not empty, a final read of
+// every resource, no malformed record. A control run is expected to fail it
+// with StaleAccepted > 0 (OKExceptStale is the rest).
 func (r Report) OK() bool {
-	return r.StaleAccepted == 0 && r.TokensRegressed == 0 && r.Overlaps == 0 &&
-		r.LostWrites == 0 && r.DoubleApplies == 0 && r.Linearizable
+	return r.StaleAccepted == 0 && r.OKExceptStale()
+}
+
+// OKExceptStale is OK without checker 1: what a control run must pass.
+func (r Report) OKExceptStale() bool {
+	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 &&
+		r.Linearizable && r.MissingFinal == 0 && r.Malformed == 0 && !r.Empty
 }
 
 // maxProblems bounds Report.Problems.
 const maxProblems = 20
 
 // Check runs the six checkers over a history (every worker's ops and the
-// harness's KindFinal reads, in any order). outDir receives porcupine's
+// harness's KindFinal reads, in any order), and says what they could not
+// check: resources without an OK final read (MissingFinal), malformed
+// records (Malformed), no worker ops at all (Empty). outDir receives porcupine's
 // visualisation of each non-linearizable partition (linear-<partition>.html);
 // linTimeout bounds the whole linearizability check (0: no bound; the
 // partitions run a few at a time, each cut into segments of ~1000 ops); a
@@ -65,7 +93,7 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
 	h := newChkHistory(ops)
 
-	var probs [6][]string
+	var probs [9][]string
 	r.StaleAccepted, probs[0] = checkStale(h)
 	r.TokensRegressed, probs[1] = checkTokens(h)
 	r.Overlaps, probs[2] = checkOverlaps(h)
@@ -74,7 +102,14 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	lin := checkLinear(h, outDir, linTimeout)
 	r.Linearizable, r.LinearDetail, probs[5], r.Visualizations = lin.ok, lin.detail, lin.problems, lin.files
 	if h.noReturn > 0 {
-		r.LinearDetail += fmt.Sprintf(" (%d OK ops had no return time: taken as returning at +inf)", h.noReturn)
+		r.LinearDetail += fmt.Sprintf(" (%d ops of a definite outcome had no valid return time: taken as returning at +inf)", h.noReturn)
+	}
+	r.MissingFinal, probs[6] = checkFinals(h)
+	r.Malformed, probs[7] = len(h.malformed), h.malformed
+	r.StaleRefused = h.staleRefused
+	if h.workerOps == 0 {
+		r.Empty = true
+		probs[8] = []string{fmt.Sprintf("empty history: no operation of any worker (%d ops in all): nothing was checked", len(ops))}
 	}
 
 	r.Problems = interleaveProblems(probs[:], maxProblems)
@@ -122,15 +157,20 @@ type chkMutation struct {
 
 // history is the input, indexed for the checkers.
 type chkHistory struct {
-	muts      map[chkRes][]*chkMutation // OK and unknown mutations
-	reads     map[chkRes][]*Op          // OK reads
-	finals    map[chkRes][]*Op          // OK KindFinal ops
-	acquires  []*Op                     // OK acquires
-	releases  map[string][]*Op          // every release, by lock
-	lockOps   map[string][]*Op          // OK acquires and OK releases, by lock
-	noReturn  int                       // OK ops without a return time
-	resources []chkRes                  // sorted
-	locks     []string                  // sorted
+	muts         map[chkRes][]*chkMutation // OK and unknown mutations
+	reads        map[chkRes][]*Op          // OK reads
+	finals       map[chkRes][]*Op          // OK KindFinal ops
+	acquires     []*Op                     // OK acquires
+	releases     map[string][]*Op          // every release, by lock
+	lockOps      map[string][]*Op          // OK acquires and OK releases, by lock
+	refusals     map[chkRes][]*Op          // fenced writes/adds refused as stale that quote the last token
+	noReturn     int                       // ops of a definite outcome without a valid return time
+	malformed    []string                  // one problem line per malformed record
+	staleRefused int                       // fenced writes/adds refused as stale
+	workerOps    int                       // ops of workers (not the harness)
+	anyFinal     map[chkRes]*Op            // the last KindFinal op of each resource, of any outcome
+	resources    []chkRes                  // sorted
+	locks        []string                  // sorted
 }
 
 func newChkHistory(ops []Op) *chkHistory {
@@ -138,6 +178,8 @@ func newChkHistory(ops []Op) *chkHistory {
 		muts:     map[chkRes][]*chkMutation{},
 		reads:    map[chkRes][]*Op{},
 		finals:   map[chkRes][]*Op{},
+		refusals: map[chkRes][]*Op{},
+		anyFinal: map[chkRes]*Op{},
 		releases: map[string][]*Op{},
 		lockOps:  map[string][]*Op{},
 	}
@@ -152,13 +194,43 @@ func newChkHistory(ops []Op) *chkHistory {
 	sorted := make([]*Op, len(ops))
 	for i := range ops {
 		sorted[i] = &ops[i]
-		if o := sorted[i]; o.Out == OutcomeOK && o.Return < o.Call {
-			// an OK op without a return time: it returned at some
-			// time after its call, the weakest claim
-			c := *o
-			c.Return = math.MaxInt64
-			sorted[i] = &c
-			h.noReturn++
+		o := sorted[i]
+		if o.Worker >= 0 {
+			h.workerOps++
+		}
+		var c *Op // a corrected copy
+		switch o.Kind {
+		case KindAcquire, KindRelease, KindRead, KindWrite, KindAdd, KindFinal:
+		default:
+			h.malformedf("%s: unknown kind %q (%s): not checked", fmtOp(*o), o.Kind, fmtSpan(*o))
+		}
+		switch o.Out {
+		case OutcomeOK, OutcomeStale, OutcomeFail:
+			if o.Return == 0 || o.Return < o.Call {
+				// a definite outcome without a return time: it
+				// returned at some time after its call, the weakest
+				// claim
+				if o.Return == 0 {
+					h.malformedf("%s %s: outcome %s without a return time (called %s): taken as returning at +inf",
+						fmtOp(*o), o.Kind, o.Out, fmtClock(o.Call))
+				} else {
+					h.malformedf("%s %s: outcome %s returned %s, %v before its call %s: taken as returning at +inf",
+						fmtOp(*o), o.Kind, o.Out, fmtClock(o.Return), time.Duration(o.Call-o.Return), fmtClock(o.Call))
+				}
+				c = new(Op)
+				*c = *o
+				c.Return = math.MaxInt64
+				h.noReturn++
+			}
+		case OutcomeUnknown:
+		default:
+			h.malformedf("%s %s: unknown outcome %q (%s): taken as unknown", fmtOp(*o), o.Kind, o.Out, fmtSpan(*o))
+			c = new(Op)
+			*c = *o
+			c.Out, c.Return = OutcomeUnknown, 0
+		}
+		if c != nil {
+			sorted[i] = c
 		}
 	}
 	sort.SliceStable(sorted, func(i, j int) bool {
@@ -176,6 +248,18 @@ func newChkHistory(ops []Op) *chkHistory {
 		case KindWrite, KindAdd:
 			k := chkRes{op.Store, op.Res}
 			resSeen[k] = true
+			if op.Out == OutcomeStale {
+				switch {
+				case !op.Fenced:
+					h.malformedf("%s %s: a plain (unfenced) %s refused as stale (%s): plain writes compare no token",
+						fmtOp(*op), op.Kind, op.Kind, fmtSpan(*op))
+				case op.LastToken > 0:
+					h.staleRefused++
+					h.refusals[k] = append(h.refusals[k], op)
+				default:
+					h.staleRefused++
+				}
+			}
 			if op.Out != OutcomeOK && op.Out != OutcomeUnknown {
 				continue // stale or fail: definitely not applied
 			}
@@ -199,7 +283,10 @@ func newChkHistory(ops []Op) *chkHistory {
 		case KindFinal:
 			k := chkRes{op.Store, op.Res}
 			resSeen[k] = true
-			if op.Out == OutcomeOK || op.Out == "" {
+			if f := h.anyFinal[k]; f == nil || op.Call >= f.Call {
+				h.anyFinal[k] = op
+			}
+			if op.Out == OutcomeOK {
 				h.finals[k] = append(h.finals[k], op)
 			}
 		case KindAcquire:
@@ -221,6 +308,21 @@ func newChkHistory(ops []Op) *chkHistory {
 			m.finish()
 		}
 	}
+	// every OK acquire needs its release record: checker 3 sees holds
+	// only through them (a worker records one for every lease it got, lost
+	// or not, also when stopped)
+	released := map[lockTok]bool{}
+	for l, rs := range h.releases {
+		for _, o := range rs {
+			released[lockTok{l, o.Token}] = true
+		}
+	}
+	for _, a := range h.acquires {
+		if !released[lockTok{a.Lock, a.Token}] {
+			h.malformedf("hold without a release record: %s acquire of %s token %d (%s): checker 3 cannot see it",
+				fmtOp(*a), a.Lock, a.Token, fmtSpan(*a))
+		}
+	}
 	for k := range resSeen {
 		h.resources = append(h.resources, k)
 	}
@@ -230,6 +332,15 @@ func newChkHistory(ops []Op) *chkHistory {
 	}
 	sort.Strings(h.locks)
 	return h
+}
+
+type lockTok struct {
+	lock  string
+	token uint64
+}
+
+func (h *chkHistory) malformedf(format string, args ...any) {
+	h.malformed = append(h.malformed, "malformed record: "+fmt.Sprintf(format, args...))
 }
 
 // finish picks the representative (the OK op that returned first) and the
@@ -398,10 +509,7 @@ func checkLost(h *chkHistory) (int, []string) {
 		ms := h.okMuts(k)
 		f, ok := h.lastFinal(k)
 		if !ok {
-			if len(ms) > 0 {
-				probs = append(probs, fmt.Sprintf("no final read of %s: its %d acknowledged mutations are not checked for loss", k, len(ms)))
-			}
-			continue
+			continue // checkFinals says so
 		}
 		flagged := 0
 		for _, m := range ms {
@@ -427,6 +535,42 @@ func checkLost(h *chkHistory) (int, []string) {
 		n += lost
 	}
 	return n, probs
+}
+
+// ---- the final reads that checkers 4 and 5 need ----
+
+// checkFinals counts the resources some op touched that have no OK final
+// read: their acknowledged mutations are not checked for loss, nor their
+// applies counted.
+func checkFinals(h *chkHistory) (int, []string) {
+	n := 0
+	var probs []string
+	for _, k := range h.resources {
+		if _, ok := h.lastFinal(k); ok {
+			continue
+		}
+		n++
+		why := "no final read of " + k.String()
+		if f := h.anyFinal[k]; f != nil {
+			why = fmt.Sprintf("final read of %s not ok (%s %s, out %s%s)", k, fmtOp(*f), fmtSpan(*f), f.Out, errSuffix(f.Err))
+		}
+		ack := 0
+		for _, m := range h.muts[k] {
+			if m.ok {
+				ack++
+			}
+		}
+		probs = append(probs, fmt.Sprintf("%s: its %d acknowledged and %d unknown mutations are not checked for loss or double applies",
+			why, ack, len(h.muts[k])-ack))
+	}
+	return n, probs
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return ": " + e
 }
 
 // ---- checker 5: nothing applied twice ----

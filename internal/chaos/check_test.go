@@ -118,7 +118,14 @@ func ckSimulate(cfg ckSimConfig) []Op {
 		}
 		s.step(w)
 	}
-	// every worker stops; the harness reads every resource
+	// every worker stops, releasing the lease it holds (as a worker
+	// does on SIGTERM); the harness reads every resource
+	for w := range s.ws {
+		if s.ws[w].holding {
+			s.now = max(s.now, s.ws[w].busy) + 1
+			s.release(w)
+		}
+	}
 	s.now += 10 * ckSimTTL
 	for _, st := range cfg.stores {
 		for k := 0; k < cfg.locks; k++ {
@@ -618,7 +625,7 @@ func TestCheckTokensExact(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	// refused and unknown acquires carry no token
-	b = (&ckHist{}).add(ckAcquire(1, "sku-0", 7, 10, 20))
+	b = (&ckHist{}).add(ckAcquire(1, "sku-0", 7, 10, 20)).add(ckRelease(1, "sku-0", 7, 20, 50, 50, 60))
 	b.add(Op{Worker: 2, Kind: KindAcquire, Lock: "sku-0", Call: 30, Out: OutcomeUnknown})
 	b.add(Op{Worker: 3, Kind: KindAcquire, Lock: "sku-0", Call: 30, Return: 40, Out: OutcomeFail})
 	if r := Check(b.ops, "", 0); !r.OK() {
@@ -713,13 +720,18 @@ func TestCheckDoubleExact(t *testing.T) {
 }
 
 // An OK op recorded without a return time is taken as returning at +inf:
-// it is not "before" anything, and the detail says so.
+// it is not "before" anything, and the detail says so; it is a malformed
+// record (the worker always records one), so the history does not pass.
 func TestCheckOKWithoutReturn(t *testing.T) {
 	a := ckAcquire(1, "sku-0", 7, 10, 0)
-	b := (&ckHist{}).add(a).add(ckAcquire(2, "sku-1", 6, 30, 40))
+	b := (&ckHist{}).add(a).add(ckAcquire(2, "sku-1", 6, 30, 40)).
+		add(ckRelease(1, "sku-0", 7, 50, 60, 60, 70)).add(ckRelease(2, "sku-1", 6, 40, 60, 60, 70))
 	r := Check(b.ops, "", 0)
-	if !r.OK() || !strings.Contains(r.LinearDetail, "1 OK ops had no return time") {
+	if r.TokensRegressed != 0 || !r.Linearizable || !strings.Contains(r.LinearDetail, "1 ops of a definite outcome had no valid return time") {
 		t.Fatalf("%+v", r)
+	}
+	if r.OK() || r.Malformed != 1 || !strings.Contains(strings.Join(r.Problems, "\n"), "malformed record: w1#1 acquire: outcome ok without a return time") {
+		t.Fatalf("not flagged as malformed: %+v", r)
 	}
 	if b.ops[0].Return != 0 {
 		t.Fatal("Check changed its input")
@@ -749,4 +761,196 @@ func TestCheckHistoryFiles(t *testing.T) {
 	for _, p := range r.Problems {
 		t.Log(p)
 	}
+}
+
+// ---- incomplete and malformed histories ----
+
+// F1: a resource some op touched needs an OK final read; without one (no
+// line, a torn line, a failed or unknown read) checkers 4 and 5 are off
+// for it, and the history does not pass.
+func TestCheckMissingFinal(t *testing.T) {
+	// version 2 acknowledged: a final read would show the loss
+	lost := func() *ckHist {
+		return (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20)).add(ckWrite(1, 5, 8, 2, 30, 40))
+	}
+	r := Check(lost().ops, "", 0)
+	if r.OK() || r.MissingFinal != 1 || r.LostWrites != 0 {
+		t.Fatalf("no final read: %+v", r)
+	}
+	if p := strings.Join(r.Problems, "\n"); !strings.Contains(p, "no final read of fence:stock/sku-0: its 2 acknowledged and 0 unknown mutations are not checked") {
+		t.Fatalf("problem line: %q", r.Problems)
+	}
+	for _, out := range []Outcome{OutcomeFail, OutcomeUnknown} {
+		f := ckFinal(9, 5, 1, 100)
+		f.Out, f.Err = out, "connection refused"
+		if out == OutcomeUnknown {
+			f.Return = 0
+		}
+		r := Check(lost().add(f).ops, "", 0)
+		if r.OK() || r.MissingFinal != 1 || r.Malformed != 0 {
+			t.Fatalf("final read %s: %+v", out, r)
+		}
+		if p := strings.Join(r.Problems, "\n"); !strings.Contains(p, "final read of fence:stock/sku-0 not ok (harness#1") || !strings.Contains(p, "out "+string(out)) {
+			t.Fatalf("final read %s: problem line: %q", out, r.Problems)
+		}
+	}
+	// counted per resource: a read of another resource, and a refused
+	// write of a third, each need one too
+	b := lost().add(ckFinal(8, 5, 2, 100))
+	rd := Op{Worker: 2, Kind: KindRead, Store: StorePostgres, Res: "sku-1", Call: 50, Return: 60, Fenced: true}
+	wr := ckWrite(3, 4, 1, 0, 50, 60)
+	wr.Store, wr.Res, wr.Out, wr.Version, wr.LastToken = StorePostgres, "sku-2", OutcomeFail, 0, 0
+	b.add(rd).add(wr)
+	if r := Check(b.ops, "", 0); r.OK() || r.MissingFinal != 2 {
+		t.Fatalf("%+v", r)
+	}
+	ckMustOK(t, Check(lost().add(ckFinal(8, 5, 2, 100)).ops, "", 0))
+}
+
+func ckRefusal(w int, tok, last uint64, call, ret int64) Op {
+	o := ckWrite(w, tok, 77, 0, call, ret)
+	o.Out, o.LastToken, o.Version, o.Err = OutcomeStale, last, 0, "stale token"
+	return o
+}
+
+// F2: a fenced write refused as stale that quotes the last token is
+// checked by checker 6: its token must be below the register's last token
+// (an equal token is accepted: G4), and the quoted token must be it.
+func TestCheckStaleRefusals(t *testing.T) {
+	hist := func(extra ...Op) []Op {
+		b := (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20))
+		for _, o := range extra {
+			b.add(o)
+		}
+		return b.add(ckFinal(9, 5, 1, 100)).ops
+	}
+	r := Check(hist(ckRefusal(2, 3, 5, 30, 40)), "", 0)
+	ckMustOK(t, r)
+	if r.StaleRefused != 1 {
+		t.Fatalf("stale refused %d, want 1", r.StaleRefused)
+	}
+	// concurrent with the write that set token 5: fine
+	ckMustOK(t, Check(hist(ckRefusal(2, 3, 5, 15, 25)), "", 0))
+	// a refusal without the last token (not holder) stays out
+	if r := Check(hist(ckRefusal(2, 5, 0, 30, 40)), "", 0); !r.OK() || r.StaleRefused != 1 {
+		t.Fatalf("%+v", r)
+	}
+	for _, c := range []struct {
+		name string
+		op   Op
+	}{
+		{"equal token (the owner refused)", ckRefusal(2, 5, 5, 30, 40)},
+		{"higher token", ckRefusal(2, 6, 5, 30, 40)},
+		{"last token never accepted", ckRefusal(2, 3, 99, 30, 40)},
+		{"before token 5 was written", ckRefusal(2, 3, 5, 1, 5)},
+	} {
+		r := Check(hist(c.op), "", 0)
+		if r.Linearizable || r.OK() || r.StaleRefused != 1 {
+			t.Errorf("%s: not flagged: %+v", c.name, r)
+			continue
+		}
+		if p := strings.Join(r.Problems, "\n"); !strings.Contains(p, "cannot place w2#1 write 77 token") || !strings.Contains(p, "refused stale (last token") {
+			t.Errorf("%s: problem line: %q", c.name, r.Problems)
+		}
+	}
+	// an add refused with the current owner's token
+	add := ckAdd(2, 5, 5, 0, 0, "a", 30, 40)
+	add.Out, add.LastToken = OutcomeStale, 5
+	if r := Check(hist(add), "", 0); r.Linearizable {
+		t.Fatalf("add refused with the last token: %+v", r)
+	}
+	// a plain write is never refused as stale
+	plain := ckRefusal(2, 3, 5, 30, 40)
+	plain.Fenced = false
+	if r := Check(hist(plain), "", 0); r.OK() || r.Malformed != 1 || r.StaleRefused != 0 {
+		t.Fatalf("plain write refused: %+v", r)
+	}
+}
+
+// A refusal may quote the token of a mutation of unknown outcome, also one
+// whose version only a later segment observes.
+func TestCheckStaleRefusalSeesUnknown(t *testing.T) {
+	build := func(refusalTok, quoted uint64) []Op {
+		b := (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20)).add(ckUnknownWrite(3, 7, 42, 25))
+		b.add(ckRefusal(2, refusalTok, quoted, 30, 40))
+		b.add(Op{Worker: 4, Kind: KindRead, Store: StoreFence, Res: "stock/sku-0", Call: 50, Return: 60, ResValue: 42, LastToken: 7, Version: 2})
+		return b.add(ckFinal(42, 7, 2, 100)).ops
+	}
+	for _, n := range []int{1000, 1} {
+		ckWithSegments(t, n, func() {
+			if r := Check(build(6, 7), "", 0); !r.OK() {
+				t.Fatalf("segments of %d: %+v", n, r)
+			}
+			if r := Check(build(7, 7), "", 0); r.Linearizable {
+				t.Fatalf("segments of %d: the owner of token 7 refused: %+v", n, r)
+			}
+		})
+	}
+}
+
+// F3: a history without a worker's op checks nothing and does not pass.
+func TestCheckEmptyHistory(t *testing.T) {
+	for name, ops := range map[string][]Op{
+		"no ops":      nil,
+		"finals only": (&ckHist{}).add(ckFinal(0, 0, 0, 100)).ops,
+	} {
+		r := Check(ops, "", 0)
+		if r.OK() || !r.Empty || len(r.Problems) == 0 || !strings.Contains(strings.Join(r.Problems, "\n"), "empty history") {
+			t.Fatalf("%s: %+v", name, r)
+		}
+	}
+}
+
+// F9: records no worker writes are counted, said, and fail the history.
+func TestCheckMalformed(t *testing.T) {
+	base := func() *ckHist {
+		return (&ckHist{}).add(ckWrite(1, 5, 9, 1, 10, 20))
+	}
+	ckMustOK(t, Check(base().add(ckFinal(9, 5, 1, 100)).ops, "", 0))
+	cases := []struct {
+		name string
+		edit func(*Op)
+		want string
+	}{
+		{"return before call", func(o *Op) { o.Return = 5 }, "malformed record: w1#1 write: outcome ok returned"},
+		{"no return", func(o *Op) { o.Return = 0 }, "malformed record: w1#1 write: outcome ok without a return time"},
+		{"unknown kind", func(o *Op) { o.Kind = "Write" }, `malformed record: w1#1: unknown kind "Write"`},
+		{"unknown outcome", func(o *Op) { o.Out = "OK" }, `malformed record: w1#1 write: unknown outcome "OK"`},
+	}
+	for _, c := range cases {
+		b := base()
+		c.edit(&b.ops[0])
+		b.add(ckFinal(9, 5, 1, 100))
+		r := Check(b.ops, "", 0)
+		if r.OK() || r.Malformed != 1 {
+			t.Errorf("%s: %+v", c.name, r)
+			continue
+		}
+		if p := strings.Join(r.Problems, "\n"); !strings.Contains(p, c.want) {
+			t.Errorf("%s: problem lines %q, want %q", c.name, r.Problems, c.want)
+		}
+	}
+}
+
+// F10: checker 3 sees a hold only through its release record; an OK
+// acquire without one is malformed (the worker records a release for
+// every lease it got, lost or not, also when stopped).
+func TestCheckHoldWithoutRelease(t *testing.T) {
+	b := (&ckHist{}).add(ckAcquire(1, "sku-0", 5, 10, 20)).add(ckAcquire(2, "sku-0", 6, 30, 40)).
+		add(ckRelease(2, "sku-0", 6, 40, 50, 50, 60))
+	r := Check(b.ops, "", 0)
+	if r.OK() || r.Malformed != 1 || !strings.Contains(strings.Join(r.Problems, "\n"),
+		"malformed record: hold without a release record: w1#1 acquire of sku-0 token 5") {
+		t.Fatalf("%+v", r)
+	}
+	// a release of the same token on another lock is not its release
+	b.add(ckRelease(1, "sku-1", 5, 20, 25, 25, 30))
+	if r := Check(b.ops, "", 0); r.Malformed != 1 {
+		t.Fatalf("%+v", r)
+	}
+	// a refused release (the lease had expired) is its release record
+	rel := ckRelease(1, "sku-0", 5, 20, 25, 70, 80)
+	rel.Out = OutcomeStale
+	b.add(rel)
+	ckMustOK(t, Check(b.ops, "", 0))
 }

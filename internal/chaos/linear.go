@@ -26,6 +26,13 @@ import (
 // (the control run's, Fenced false) applies whatever its token; a register
 // with plain writes does not track tokens at all.
 //
+// A fenced write or add refused as stale that quotes the store's last
+// accepted token (rt > 0: a StaleTokenError) is a read of the last token: it
+// is allowed iff its token is below the state's last token and rt equals it,
+// and changes nothing. (An equal token is accepted, G4: refusing the current
+// owner is a violation.) A refusal without rt (not holder, lease expired)
+// says nothing about the register and stays out.
+//
 // A mutation of unknown outcome gets Return = +inf: it may have applied at
 // any time after its call, or never, which is the same as applying after the
 // final read (or being refused). To keep the search small it may only apply
@@ -55,6 +62,7 @@ type regInput struct {
 	value   int64 // write: the value; add: the delta
 	fenced  bool
 	unknown bool
+	refused bool // refused as stale; regOutput.last is the quoted last token
 }
 
 type regOutput struct {
@@ -94,8 +102,10 @@ func hashMix(h, v uint64) uint64 {
 
 // registerModel builds the model of one register. gaps[v] is true for the
 // versions 1..vmax that no OK mutation reports; tokens is false for a
-// register with plain writes.
-func registerModel(init regState, gaps []bool, vmax uint64, tokens bool) porcupine.Model {
+// register with plain writes. Once the state is at vmax, an unknown mutation
+// applies if it can at a gap up to vtop (>= vmax; only a stale refusal could
+// tell), else it is a no-op.
+func registerModel(init regState, gaps []bool, vmax, vtop uint64, tokens bool) porcupine.Model {
 	return porcupine.Model{
 		Init: func() interface{} { return init },
 		Step: func(s, in, out interface{}) (bool, interface{}) {
@@ -109,9 +119,16 @@ func registerModel(init regState, gaps []bool, vmax uint64, tokens bool) porcupi
 				st.Value, st.Known = o.value, true
 				return true, st
 			}
+			if i.refused {
+				o := out.(regOutput)
+				return tokens && i.token < st.Last && o.last == st.Last, st
+			}
 			allowed := !tokens || !i.fenced || i.token >= st.Last
 			if i.unknown {
 				if st.Ver >= vmax {
+					if st.Ver < vtop && allowed && gaps[st.Ver+1] {
+						return true, regApply(st, i, tokens)
+					}
 					return true, st // after everything observed: as if never applied
 				}
 				if !allowed || !gaps[st.Ver+1] {
@@ -161,6 +178,10 @@ func registerModel(init regState, gaps []bool, vmax uint64, tokens bool) porcupi
 				fmt.Fprintf(&b, " token %d", i.token)
 			} else {
 				fmt.Fprintf(&b, " plain (token %d)", i.token)
+			}
+			if i.refused {
+				fmt.Fprintf(&b, " → refused stale (last token %d)", out.(regOutput).last)
+				return b.String()
 			}
 			if i.unknown {
 				b.WriteString(" → unknown")
@@ -295,6 +316,7 @@ type linEntry struct {
 	call, ret int64
 	in, out   interface{}
 	unknown   bool
+	refusal   bool   // register: a stale refusal (no version)
 	ver       uint64 // register: the version read or reported
 }
 
@@ -383,8 +405,8 @@ func (h *chkHistory) partitions() []*linPartition {
 }
 
 func (h *chkHistory) registerPartition(k chkRes) *linPartition {
-	ms, reads, finals := h.muts[k], h.reads[k], h.finals[k]
-	if len(ms)+len(reads)+len(finals) == 0 {
+	ms, reads, finals, refusals := h.muts[k], h.reads[k], h.finals[k], h.refusals[k]
+	if len(ms)+len(reads)+len(finals)+len(refusals) == 0 {
 		return nil
 	}
 	tokens := true
@@ -402,6 +424,12 @@ func (h *chkHistory) registerPartition(k chkRes) *linPartition {
 	for _, r := range reads {
 		vmax = max(vmax, r.Version)
 		maxRet = max(maxRet, r.Return)
+	}
+	for _, r := range refusals {
+		maxRet = max(maxRet, r.Return)
+	}
+	if maxRet == math.MaxInt64 {
+		maxRet-- // an op taken as returning at +inf (malformed)
 	}
 	for _, f := range finals {
 		vmax = max(vmax, f.Version)
@@ -441,6 +469,14 @@ func (h *chkHistory) registerPartition(k chkRes) *linPartition {
 		finite = append(finite, linEntry{src: r, call: r.Call, ret: max(r.Return, r.Call), in: regInput{kind: KindRead},
 			out: regOutput{value: r.ResValue, last: r.LastToken, version: r.Version}, ver: r.Version})
 	}
+	if tokens {
+		// a register with plain writes tracks no token to compare with
+		for _, r := range refusals {
+			finite = append(finite, linEntry{src: r, call: r.Call, ret: max(r.Return, r.Call),
+				in:  regInput{kind: r.Kind, token: r.Token, value: r.Value, fenced: true, refused: true},
+				out: regOutput{last: r.LastToken}, refusal: true})
+		}
+	}
 	for _, f := range finals {
 		// the final read comes after everything that returned
 		call := max(f.Call, maxRet+1)
@@ -457,8 +493,13 @@ func (h *chkHistory) registerPartition(k chkRes) *linPartition {
 		// the state at the largest version the segment observes
 		end, vEnd := st, st.Ver
 		var def *linEntry
+		refusal := false
 		for j := range seg {
 			e := &seg[j]
+			if e.refusal {
+				refusal = true
+				continue // observes the last token only
+			}
 			if e.ver < vEnd {
 				continue
 			}
@@ -488,7 +529,16 @@ func (h *chkHistory) registerPartition(k chkRes) *linPartition {
 		if i+1 < len(segs) {
 			segEnd = segs[i+1][0].call
 		}
-		if vEnd > st.Ver && gapsUpTo[vEnd]-gapsUpTo[st.Ver] > 0 {
+		// A refusal observes the last token but no version: one late in
+		// the segment may have seen the token of an unknown mutation that
+		// applied at a version only a later segment observes. Such a
+		// segment lets unknown mutations fill gaps up to the partition's
+		// largest version (after every versioned op of the segment).
+		vTop := vEnd
+		if refusal {
+			vTop = vmax
+		}
+		if vTop > st.Ver && gapsUpTo[vTop]-gapsUpTo[st.Ver] > 0 {
 			for _, u := range unknown {
 				if u.call >= segEnd {
 					break
@@ -499,7 +549,7 @@ func (h *chkHistory) registerPartition(k chkRes) *linPartition {
 				es = append(es, u)
 			}
 		}
-		p.segs = append(p.segs, newLinSegment(registerModel(st, gaps, vEnd, tokens), es))
+		p.segs = append(p.segs, newLinSegment(registerModel(st, gaps, vEnd, vTop, tokens), es))
 		st = end
 	}
 	return p
