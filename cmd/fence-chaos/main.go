@@ -204,9 +204,14 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	if !r.Linearizable {
 		lin = "no (" + r.LinearDetail + ")"
 	}
-	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d linearizable=%s\n",
-		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.LostWrites, r.DoubleApplies, lin)
-	others := r.TokensRegressed == 0 && r.Overlaps == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 && r.Linearizable
+	empty := ""
+	if r.Empty {
+		empty = " empty=yes"
+	}
+	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
+		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.LostWrites, r.DoubleApplies,
+		r.MissingFinal, r.Malformed, empty, r.StaleRefused, lin)
+	others := r.OKExceptStale()
 	if *control {
 		if r.StaleAccepted > 0 && others {
 			return 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,6 +67,13 @@ func TestCheckSubcommand(t *testing.T) {
 		{"stale", []string{"check", history(t, true, false)}, 1, "stale_accepted=1"},
 		{"control catches", []string{"check", "-control", history(t, true, true)}, 0, "stale_accepted=1"},
 		{"control without hazard", []string{"check", "-control", history(t, false, true)}, 1, "stale_accepted=0"},
+		{"final reads missing", []string{"check", func() string {
+			d := history(t, false, false)
+			if err := os.Remove(filepath.Join(d, "final.jsonl")); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}()}, 1, "missing_final=1"},
 		{"no dir", []string{"check"}, 2, ""},
 		{"empty dir", []string{"check", t.TempDir()}, 2, ""},
 	} {
