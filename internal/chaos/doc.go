@@ -1,6 +1,6 @@
 // Package chaos is Fence's Jepsen-style fault harness: it starts Fence as
 // real processes in temp dirs on loopback, puts a fault-injecting TCP proxy
-// (Shopify's toxiproxy, as a library) between every client and every node,
+// (a small one of its own: see Proxy) between every client and every node,
 // runs the seed's workload from worker processes against the built-in store
 // and a PostgreSQL guard store, injects faults on a seeded schedule (the
 // nemesis), records every operation with its invocation and completion time,

@@ -340,7 +340,7 @@ type FaultFunc func(ctx context.Context, f Fault, hold func()) (note string, app
 // worker, take turns: a fault waits for the previous one on its target to
 // be healed), heals each after its For, and restarts a node that exited
 // without the nemesis killing it (counted in Crashes). It returns when ctx
-// ends, after healing everything: every toxic removed, every disk freed,
+// ends, after healing everything: every proxy fault removed, every disk freed,
 // every paused process continued, every node running (restarted with its
 // base args if need be). The counts are the faults applied, by kind. The
 // error is a repair that failed (a node that could not be restarted).
@@ -619,7 +619,7 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 		}
 		start("dropping %s bytes", dir)
 		holdFor(ctx, f.For)
-		return "toxics removed", true, p.Heal()
+		return "healed", true, p.Heal()
 
 	case FaultConnDelay:
 		if err := p.Delay(f.Delay); err != nil {
@@ -628,7 +628,7 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 		}
 		start("latency %s each way", f.Delay)
 		holdFor(ctx, f.For)
-		return "toxics removed", true, p.Heal()
+		return "healed", true, p.Heal()
 
 	case FaultDiskFull:
 		return n.diskFullFault(ctx, i, f, node)

@@ -1,17 +1,13 @@
 package chaos
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
 )
 
 // Direction is the way data flows through a Proxy.
@@ -35,78 +31,77 @@ func (d Direction) String() string {
 	return fmt.Sprintf("Direction(%d)", int(d))
 }
 
-// streams are toxiproxy's stream names of d.
-func (d Direction) streams() []string {
-	switch d {
-	case Upstream:
-		return []string{"upstream"}
-	case Downstream:
-		return []string{"downstream"}
-	}
-	return []string{"upstream", "downstream"}
-}
-
-// toxiServer is the toxiproxy "API server" every Proxy hangs off: it only
-// carries the logger (silenced) and the metrics container (none enabled);
-// its HTTP API is never started.
-var (
-	toxiOnce   sync.Once
-	toxiServer *toxiproxy.ApiServer
-	toxiCtx    context.Context // carries the silent logger for RemoveToxic's zerolog.Ctx
-)
-
-func toxi() *toxiproxy.ApiServer {
-	toxiOnce.Do(func() {
-		nop := zerolog.Nop()
-		toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), nop)
-		toxiCtx = nop.WithContext(context.Background())
-	})
-	return toxiServer
-}
-
-// Proxy is a fault-injecting TCP proxy (Shopify's toxiproxy v2.5.0, used as a
-// library) listening on a loopback port in front of one upstream address.
+// Proxy is the harness's fault-injecting TCP proxy, listening on a
+// loopback port in front of one upstream address. Every client connection
+// gets its own upstream connection and two pumps, one per direction; a
+// fault changes what the pumps do with the next chunk they read:
 //
-// What each fault does to the bytes, as toxiproxy implements it:
+//   - Blackhole(dir): chunks in that direction are dropped (not buffered);
+//     the connection stays open and the other direction flows. New
+//     connections are accepted and get the same treatment. Heal closes
+//     every connection that dropped bytes (its stream is unusable), so a
+//     client sees its blackholed request fail, not resume.
+//   - Delay(d): each chunk is delivered d after it was read, in order, in
+//     each direction (a round trip takes 2d longer). Heal: new chunks go at
+//     once; the ones in flight keep their time (at most d).
+//   - Reset: every open connection is closed on both sides (with SO_LINGER
+//     0: an RST); the listener goes on accepting on the same address.
 //
-//   - Blackhole(dir): a "timeout" toxic with timeout 0 on dir: bytes in that
-//     direction are dropped (not buffered), the connection stays open and
-//     the other direction flows. New connections are accepted and get the
-//     same treatment. Heal removes the toxic, and toxiproxy then closes
-//     every connection that had it (the dropped bytes left its stream
-//     unusable), so a client sees its blackholed request fail, not resume.
-//   - Delay(d): a "latency" toxic of d on each direction (a round trip takes
-//     2d longer); Heal delivers what is in flight and removes it.
-//   - Reset: stops the proxy, which closes both sides of every open
-//     connection, and starts it again on the same address. A reset_peer
-//     toxic does not do this: toxiproxy sets SO_LINGER 0 only on links
-//     started while such a toxic is present, and the toxic acts only when
-//     the next bytes arrive, so idle (keep-alive) connections would live on.
-//     The close is a FIN rather than an RST; either way a request in flight
-//     fails with no reply (the outcome is unknown to the client) and an idle
-//     pooled connection is dropped.
+// No fault and no heal ever waits on a connection: a pump blocked writing to
+// a peer that does not read (a SIGSTOPped worker) holds no lock. The first
+// version used Shopify's toxiproxy v2.5.0 as a library; its toxic add and
+// remove flush every link synchronously (a 5 s write bound per buffered
+// chunk) under the toxic collection's lock, and with paused workers a
+// 10-minute run wedged it after 47 s (Shopify/toxiproxy#412): every later
+// connection fault was skipped.
 type Proxy struct {
 	addr     string
 	upstream string
 	name     string
-	p        *toxiproxy.Proxy
-	op       chan struct{} // one toxiproxy call at a time
-	wedged   atomic.Bool   // a call did not return within proxyOpTimeout
+	ln       net.Listener
+	op       chan struct{} // one control call at a time
+	wedged   atomic.Bool   // a control call did not return within proxyOpTimeout
+	done     chan struct{} // closed by Close
+	pumps    sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
-	toxics map[string]bool // names of the toxics added since the last Heal
+	drop   [2]bool       // per direction (dirUp, dirDown): drop chunks
+	delay  time.Duration // added to each chunk, each direction
+	links  map[*link]struct{}
 }
 
-// proxyOpTimeout bounds every toxiproxy call a Proxy makes. Removing a
-// toxic can hang in toxiproxy (Shopify/toxiproxy#412, #558: a link stuck
-// writing to a peer that does not read holds the toxic collection's lock):
-// the harness must not hang with it. A Proxy whose call did not return is
-// wedged: every later call fails at once with ErrProxyWedged.
+const (
+	dirUp   = 0 // client → server
+	dirDown = 1 // server → client
+)
+
+// link is one client connection and its upstream connection.
+type link struct {
+	client, server net.Conn
+	dirty          atomic.Bool // bytes were dropped: closed by Heal
+	once           sync.Once
+}
+
+func (l *link) close() {
+	l.once.Do(func() {
+		for _, c := range []net.Conn{l.client, l.server} {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // RST, not FIN
+			}
+			c.Close()
+		}
+	})
+}
+
+// proxyOpTimeout bounds every control call of a Proxy (none blocks on a
+// connection today; the bound stays so that a future one cannot hang the
+// nemesis). A Proxy whose call did not return is wedged: every later call
+// fails at once with ErrProxyWedged.
 var proxyOpTimeout = 30 * time.Second
 
-// ErrProxyWedged: a toxiproxy call did not return in time (see Proxy).
-var ErrProxyWedged = errors.New("chaos: toxiproxy call did not return (proxy wedged)")
+// ErrProxyWedged: a control call did not return in time (see Proxy).
+var ErrProxyWedged = errors.New("chaos: proxy control call did not return (proxy wedged)")
 
 var errProxyClosed = errors.New("chaos: proxy closed")
 
@@ -118,14 +113,122 @@ func NewProxy(name, upstream string) (*Proxy, error) {
 
 // NewProxyOn is NewProxy listening on listen (host:port; port 0 picks one).
 func NewProxyOn(name, listen, upstream string) (*Proxy, error) {
-	p := toxiproxy.NewProxy(toxi(), name, listen, upstream)
-	if err := p.Start(); err != nil {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
 		return nil, fmt.Errorf("chaos: proxy %s on %s: %w", name, listen, err)
 	}
-	// Start has returned after the proxy's goroutine set Listen to the
-	// bound address (it sends on a channel after the write).
-	return &Proxy{p: p, addr: p.Listen, upstream: upstream, name: name,
-		op: make(chan struct{}, 1), toxics: map[string]bool{}}, nil
+	p := &Proxy{addr: ln.Addr().String(), upstream: upstream, name: name, ln: ln,
+		op: make(chan struct{}, 1), done: make(chan struct{}), links: map[*link]struct{}{}}
+	p.pumps.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+func (p *Proxy) accept() {
+	defer p.pumps.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			select {
+			case <-p.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			time.Sleep(5 * time.Millisecond) // e.g. EMFILE: do not spin
+			continue
+		}
+		p.pumps.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(c net.Conn) {
+	defer p.pumps.Done()
+	s, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+	if err != nil {
+		c.Close()
+		return
+	}
+	l := &link{client: c, server: s}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		l.close()
+		return
+	}
+	p.links[l] = struct{}{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.pump(l, dirUp, c, s) }()
+	go func() { defer wg.Done(); p.pump(l, dirDown, s, c) }()
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.links, l)
+	p.mu.Unlock()
+}
+
+// chunk is bytes read from one side, to be written to the other at due.
+type chunk struct {
+	b   []byte
+	due time.Time
+}
+
+// pump copies src to dst through the current faults of dir: a reader that
+// drops or stamps each chunk, and a writer that delivers stamped chunks at
+// their time. A full queue (the writer blocked on a peer that does not
+// read) blocks the reader: TCP backpressure, no lock held. Either side
+// ending closes the link.
+func (p *Proxy) pump(l *link, dir int, src, dst net.Conn) {
+	defer l.close()
+	q := make(chan chunk, 64)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		defer l.close()
+		for ch := range q {
+			if d := time.Until(ch.due); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-p.done:
+					t.Stop()
+					return
+				}
+			}
+			if _, err := dst.Write(ch.b); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(q); <-writerDone }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			drop, delay := p.drop[dir], p.delay
+			p.mu.Unlock()
+			if drop {
+				l.dirty.Store(true)
+			} else {
+				b := make([]byte, n)
+				copy(b, buf[:n])
+				select {
+				case q <- chunk{b: b, due: time.Now().Add(delay)}:
+				case <-writerDone:
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Addr is the proxy's listening address (host:port); clients dial it.
@@ -137,7 +240,7 @@ func (p *Proxy) Upstream() string { return p.upstream }
 // Name is the proxy's name.
 func (p *Proxy) Name() string { return p.name }
 
-// Wedged reports whether a toxiproxy call of this proxy did not return.
+// Wedged reports whether a control call of this proxy did not return.
 func (p *Proxy) Wedged() bool { return p.wedged.Load() }
 
 // do runs f, one call at a time, within proxyOpTimeout.
@@ -172,25 +275,31 @@ func (p *Proxy) isClosed() bool {
 	return p.closed
 }
 
-// Reset cuts every open connection (both sides closed) and goes on
-// accepting new ones on the same address. Toxics in place stay in place.
-// While it restarts (a few milliseconds) a new connection may be refused.
+// cut closes the links for which keep returns false.
+func (p *Proxy) cut(keep func(*link) bool) int {
+	p.mu.Lock()
+	var victims []*link
+	for l := range p.links {
+		if !keep(l) {
+			victims = append(victims, l)
+		}
+	}
+	p.mu.Unlock()
+	for _, l := range victims {
+		l.close()
+	}
+	return len(victims)
+}
+
+// Reset cuts every open connection (both sides closed, with an RST) and
+// goes on accepting new ones on the same address. Faults in place stay.
 func (p *Proxy) Reset() error {
 	return p.do("reset", func() error {
 		if p.isClosed() {
 			return errProxyClosed
 		}
-		p.p.Stop()
-		// The listener is closed; binding the same loopback port again can
-		// only fail if another process grabbed it in between: retry a while.
-		var err error
-		for i := 0; i < 50; i++ {
-			if err = p.p.Start(); err == nil {
-				return nil
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return fmt.Errorf("chaos: proxy %s: restart on %s after reset: %w", p.name, p.addr, err)
+		p.cut(func(*link) bool { return false })
+		return nil
 	})
 }
 
@@ -198,12 +307,20 @@ func (p *Proxy) Reset() error {
 // Downstream: server→client) on every connection, open or new, until Heal.
 // Connections stay open. Blackholing a direction twice is a no-op.
 func (p *Proxy) Blackhole(dir Direction) error {
-	for _, s := range dir.streams() {
-		if err := p.add("blackhole_"+s, "timeout", s, `{"timeout":0}`); err != nil {
-			return err
+	return p.do("blackhole "+dir.String(), func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.closed {
+			return errProxyClosed
 		}
-	}
-	return nil
+		if dir == Both || dir == Upstream {
+			p.drop[dirUp] = true
+		}
+		if dir == Both || dir == Downstream {
+			p.drop[dirDown] = true
+		}
+		return nil
+	})
 }
 
 // Delay adds latency d to each direction of every connection, open or new,
@@ -212,105 +329,50 @@ func (p *Proxy) Delay(d time.Duration) error {
 	if d < time.Millisecond {
 		return fmt.Errorf("chaos: delay %v: at least 1ms", d)
 	}
-	for _, s := range []string{"upstream", "downstream"} {
-		name := "delay_" + s
-		if err := p.remove(name); err != nil {
-			return err
-		}
-		if err := p.add(name, "latency", s, fmt.Sprintf(`{"latency":%d}`, d.Milliseconds())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *Proxy) add(name, typ, stream, attrs string) error {
-	return p.do("add "+name, func() error {
+	return p.do("delay", func() error {
 		p.mu.Lock()
-		closed, had := p.closed, p.toxics[name]
-		p.mu.Unlock()
-		if closed {
+		defer p.mu.Unlock()
+		if p.closed {
 			return errProxyClosed
 		}
-		if had {
-			return nil
-		}
-		js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
-		if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-			return fmt.Errorf("chaos: proxy %s: add %s: %w", p.name, name, err)
-		}
-		p.mu.Lock()
-		p.toxics[name] = true
-		p.mu.Unlock()
+		p.delay = d
 		return nil
 	})
 }
 
-// remove removes toxic name if it is in place.
-func (p *Proxy) remove(name string) error {
-	return p.do("remove "+name, func() error {
-		p.mu.Lock()
-		closed, had := p.closed, p.toxics[name]
-		delete(p.toxics, name)
-		p.mu.Unlock()
-		if closed {
-			return errProxyClosed
-		}
-		if !had {
-			return nil
-		}
-		if err := p.p.Toxics.RemoveToxic(toxiCtx, name); err != nil && !errors.Is(err, toxiproxy.ErrToxicNotFound) {
-			return fmt.Errorf("chaos: proxy %s: remove %s: %w", p.name, name, err)
-		}
-		return nil
-	})
-}
-
-// Toxics lists the toxics in place, sorted ("blackhole_upstream",
-// "delay_downstream", ...).
+// Toxics names the faults in place, sorted (empty after Heal).
 func (p *Proxy) Toxics() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	names := make([]string, 0, len(p.toxics))
-	for n := range p.toxics {
-		names = append(names, n)
+	var out []string
+	if p.drop[dirUp] {
+		out = append(out, "blackhole_upstream")
 	}
-	sort.Strings(names)
-	return names
+	if p.drop[dirDown] {
+		out = append(out, "blackhole_downstream")
+	}
+	if p.delay > 0 {
+		out = append(out, "delay_downstream", "delay_upstream")
+	}
+	sort.Strings(out)
+	return out
 }
 
-// Heal removes every toxic: data flows again. When toxics were in place it
-// also cuts every connection that had them (stop, remove, start on the same
-// address): toxiproxy's RemoveToxic flushes each link's buffered chunks with
-// a 5 s write bound per chunk, so removing a latency toxic from the link of
-// a paused (SIGSTOPped) client took 26 s in a run and held up the rest of
-// the schedule; with the links closed first there is nothing to flush.
+// Heal removes every fault: data flows again. Connections that dropped
+// bytes in a black hole are closed (their streams are unusable); the others
+// stay open.
 func (p *Proxy) Heal() error {
 	return p.do("heal", func() error {
-		if p.isClosed() {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
 			return errProxyClosed
 		}
-		p.mu.Lock()
-		had := len(p.toxics) > 0
+		p.drop = [2]bool{}
+		p.delay = 0
 		p.mu.Unlock()
-		if had {
-			p.p.Stop()
-		}
-		p.p.Toxics.ResetToxics(toxiCtx)
-		p.mu.Lock()
-		clear(p.toxics)
-		p.mu.Unlock()
-		if !had {
-			return nil
-		}
-		var err error
-		for i := 0; i < 50; i++ {
-			if err = p.p.Start(); err == nil {
-				return nil
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return fmt.Errorf("chaos: proxy %s: restart on %s after heal: %w", p.name, p.addr, err)
+		p.cut(func(l *link) bool { return !l.dirty.Load() })
+		return nil
 	})
 }
 
@@ -323,9 +385,10 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	close(p.done)
 	p.mu.Unlock()
-	return p.do("close", func() error {
-		p.p.Stop()
-		return nil
-	})
+	err := p.ln.Close()
+	p.cut(func(*link) bool { return false })
+	p.pumps.Wait()
+	return err
 }
