@@ -112,9 +112,25 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		}
 		*out = d
 	}
+	if entries, err := os.ReadDir(*out); err == nil && len(entries) > 0 {
+		fmt.Fprintf(stderr, "fence-chaos: -out %s is not empty: a run needs a directory of its own (histories of two runs would mix)\n", *out)
+		return 2
+	}
 	cfg.Dir = *out
-	fmt.Fprintf(stderr, "fence-chaos: seed=%d duration=%s control=%v out=%s (replay: fence-chaos run -seed %d -duration %s%s)\n",
-		*seed, *duration, *control, *out, *seed, *duration, map[bool]string{true: " -control"}[*control])
+	// The replay line repeats every flag that shapes the run (the seed
+	// drives the schedule and each worker's choices, and the worker count,
+	// TTLs and fault kinds change both), with the seed made explicit.
+	var replay []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "seed", "out", "q":
+			return
+		}
+		replay = append(replay, fmt.Sprintf("-%s=%s", f.Name, f.Value))
+	})
+	replay = append(replay, fmt.Sprintf("-seed=%d", *seed))
+	fmt.Fprintf(stderr, "fence-chaos: seed=%d duration=%s control=%v out=%s (replay: fence-chaos run %s)\n",
+		*seed, *duration, *control, *out, strings.Join(replay, " "))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

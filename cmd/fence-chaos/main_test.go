@@ -101,4 +101,13 @@ func TestRunRefusesBadFlags(t *testing.T) {
 	if code := realMain([]string{"run", "-duration", "soon"}, &out, &errb); code != 2 {
 		t.Fatalf("bad duration: exit %d, want 2", code)
 	}
+	// an -out dir with a run in it: histories of two runs would mix
+	used := t.TempDir()
+	if err := os.WriteFile(filepath.Join(used, "history-0.jsonl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := realMain([]string{"run", "-out", used, "-duration", "1s"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "not empty") {
+		t.Fatalf("non-empty -out: exit %d, stderr %q; want 2 naming it", code, errb.String())
+	}
 }

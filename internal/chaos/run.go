@@ -282,6 +282,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		cmd := exec.Command(cfg.WorkerBin, append([]string{"worker"}, wc.Args()...)...)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
+		// A worker dies with the harness, even a kill -9 of it (the nodes
+		// do the same): no orphan goes on writing, or stays stopped.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			logFile.Close()
 			return sum, fmt.Errorf("chaos: start worker %d: %w", i, err)
