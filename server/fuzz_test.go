@@ -410,3 +410,24 @@ func TestFuzzReplyGzipped(t *testing.T) {
 	}
 	checkFuzzReply(t, p, true, false, rec)
 }
+
+// Regression (FuzzJSONRequest/439359f841044e62): "{}\f" was refused with
+// the fallback that jsonbody.go calls unreachable ("body: must be a JSON
+// object that decodes as ..."), because bytes.TrimSpace took the form feed
+// for JSON whitespace and the body looked like an empty object. JSON allows
+// only space, tab, CR and LF around a value: such a body is malformed JSON,
+// refused as such, at the byte where the stray character is.
+func TestJSONBodyWithNonJSONSpaceIsMalformed(t *testing.T) {
+	s := fuzzServer(t)
+	p := fuzzProcs[10] // KeepAlive, as the fuzzer found it
+	// at: the stray character's position, counted from 1 as every
+	// "malformed JSON (at byte N)" is.
+	for body, at := range map[string]int{"{}\f": 3, "\f{}": 1, "{}\v": 3, "{}\u00a0": 3, " {}\u0085": 4} {
+		rec := serveFuzz(s, p.path, "application/json", 0, []byte(body), 10*time.Second)
+		checkFuzzReply(t, p, false, true, rec)
+		want := fmt.Sprintf(`a JSON object, got malformed JSON (at byte %d)`, at)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%q: %d %s, want %q", body, rec.Code, rec.Body, want)
+		}
+	}
+}

@@ -171,7 +171,7 @@ var strictJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
 // notAnObject describes body ("null", "an array", "malformed JSON (at byte
 // 7)", ...) when it is not one JSON object; it returns "" when it is.
 func notAnObject(body []byte) string {
-	trimmed := bytes.TrimSpace(body)
+	trimmed := bytes.Trim(body, jsonSpace)
 	if len(trimmed) == 0 {
 		return "an empty body"
 	}
@@ -184,16 +184,21 @@ func notAnObject(body []byte) string {
 		case err.Error() == "unexpected end of JSON input":
 			return fmt.Sprintf("JSON that ends early (after %d bytes)", len(body))
 		case errors.As(err, &syn):
-			return fmt.Sprintf("malformed JSON (at byte %d)", int64(len(body)-len(bytes.TrimLeft(body, " \t\r\n")))+syn.Offset)
+			return fmt.Sprintf("malformed JSON (at byte %d)", int64(len(body)-len(bytes.TrimLeft(body, jsonSpace)))+syn.Offset)
 		}
 		return "malformed JSON"
 	}
 	return jsonKind(trimmed)
 }
 
+// jsonSpace is the whitespace JSON allows around a value: not \f, \v or
+// the Unicode spaces bytes.TrimSpace also trims ("{}\f" is not a JSON
+// object, and must be refused as malformed).
+const jsonSpace = " \t\r\n"
+
 // jsonKind names the kind of the JSON value raw ("" for an object).
 func jsonKind(raw []byte) string {
-	raw = bytes.TrimSpace(raw)
+	raw = bytes.Trim(raw, jsonSpace)
 	if len(raw) == 0 {
 		return "nothing"
 	}
