@@ -397,6 +397,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			logf("unrecovered: node 0 could not be restarted for the final reads: %v", err)
 		}
 	}
+	if sum.Unrecovered > 0 {
+		// The data dir is the evidence (it lives on the tmpfs that Close
+		// unmounts): keep a copy next to the history.
+		kept := filepath.Join(cfg.Dir, "node0-data.kept")
+		if out, err := exec.Command("cp", "-a", ncfg.DataDir, kept).CombinedOutput(); err != nil {
+			logf("could not keep the data dir of the unrecovered node: %v: %s", err, out)
+		} else {
+			logf("the unrecovered node's data dir is kept in %s", kept)
+		}
+	}
 	if sum.Unrecovered == 0 {
 		final, err = FinalReads(ctx, node.DirectURL(), cfg.PostgresDSN, prefix, cfg.Resources, cfg.Stores)
 		if err != nil {
