@@ -349,6 +349,25 @@ func (w *wrk) acquire(ctx context.Context, k int, session bool, wait time.Durati
 	op.Return = nowNano()
 	op.Out = classifyAcquire(err)
 	op.Err = errString(err)
+	var lost *client.LostError
+	if err != nil && errors.As(err, &lost) && lost.Token != 0 {
+		// Granted, but the lease was gone before the worker could use it
+		// (the reply came after its TTL: the renew that follows a wait was
+		// refused). The grant happened, with this token: it takes part in
+		// the token checks, with an empty hold, and is released by token
+		// like any other (the server says whether it still held).
+		op.Out, op.Token = OutcomeOK, uint64(lost.Token)
+		if rerr := w.record(op); rerr != nil {
+			return nil, rerr
+		}
+		rop := Op{Kind: KindRelease, Lock: op.Lock, Token: op.Token, Session: session,
+			HeldFrom: op.Return, HeldUntil: op.Return, Call: nowNano(), Attempts: 1}
+		rctx, rcancel := context.WithTimeout(context.Background(), workerOpTimeout)
+		rerr := cl.Release(rctx, op.Lock, lost.Token)
+		rcancel()
+		rop.Out, rop.Err = classifyRelease(rerr), errString(rerr)
+		return nil, w.record(rop)
+	}
 	if err != nil {
 		return nil, w.record(op)
 	}
