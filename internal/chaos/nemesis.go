@@ -746,8 +746,12 @@ func (n *Nemesis) diskPressure(ctx context.Context, node *Node, fill int) int {
 		return 0
 	}
 	defer c.Close()
-	lease, err := c.Acquire(ctx, fmt.Sprintf("chaos/disk-fill-%d", fill), client.TTL(10*time.Second))
+	// TTL 2s: below every --max-ttl a kill-restart may set (4×TTL, whole
+	// seconds, at least 4s); a 10s lease was refused after a restart with
+	// --max-ttl 4s, and 5 of 35 disk-fulls of a 10-minute run wrote nothing.
+	lease, err := c.Acquire(ctx, fmt.Sprintf("chaos/disk-fill-%d", fill), client.TTL(2*time.Second))
 	if err != nil {
+		n.logf("disk-full: the fill lease was refused: %v", err)
 		return 0
 	}
 	var mu sync.Mutex
