@@ -25,6 +25,7 @@ test-short:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags plantbug ./state/ ./internal/plant/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
