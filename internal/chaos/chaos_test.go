@@ -224,7 +224,7 @@ func TestChaosPlantedBugs(t *testing.T) {
 			func(r chaos.Report) bool { return r.StaleAccepted > 0 }, "stale_accepted > 0"},
 		{"grant-held", []chaos.FaultKind{chaos.FaultConnDelay}, nil,
 			func(r chaos.Report) bool { return r.Overlaps > 0 }, "overlaps > 0"},
-		{"ids-forgotten", []chaos.FaultKind{chaos.FaultConnReset, chaos.FaultConnBlackhole, chaos.FaultConnOneWay, chaos.FaultServerKill}, fenceOnly,
+		{"ids-forgotten", []chaos.FaultKind{chaos.FaultConnReset, chaos.FaultConnBlackhole, chaos.FaultConnOneWay}, fenceOnly,
 			func(r chaos.Report) bool { return r.DoubleApplies > 0 || !r.Linearizable }, "double_applies > 0 or linearizable=no"},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
