@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	walfs "github.com/hashicorp/raft-wal/fs"
@@ -286,7 +286,7 @@ func TestWALTailRepairLeavesHealthyTail(t *testing.T) {
 // committed command, and serves: the next token follows the last one.
 func TestNodeOpensPartiallySealedWAL(t *testing.T) {
 	dir := t.TempDir()
-	var logs syncBuffer
+	var logs testutil.Buffer
 	fatal := make(chan error, 1)
 	cfg := Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil)), WALSegmentSize: testSegment,
 		OnFatal: func(err error) { fatal <- err }} // not exit 70: the test reports it
@@ -342,22 +342,4 @@ func TestNodeOpensPartiallySealedWAL(t *testing.T) {
 	if !strings.Contains(logs.String(), "repaired the tail segment") {
 		t.Fatalf("no repair logged; logs:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer for a logger written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -3,40 +3,17 @@ package system_test
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fenceworks/fence/internal/testutil"
 )
 
-// postgresDSN returns the DSN of a PostgreSQL that answers: FENCE_TEST_POSTGRES,
-// else the local default. When none answers the test is skipped with a loud
-// message — except under CI=true, where it fails.
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("FENCE_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err == nil {
-		err = conn.Ping(ctx)
-		conn.Close(ctx)
-	}
-	if err != nil {
-		msg := fmt.Sprintf("PostgreSQL at %s does not answer (%v); set FENCE_TEST_POSTGRES", dsn, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true: " + msg)
-		}
-		t.Skip("SKIP !!! " + msg + " — this test did NOT run")
-	}
-	return dsn
-}
+// postgresDSN is testutil.PostgresDSN: skipped loudly without PostgreSQL,
+// failed under CI.
+func postgresDSN(t testing.TB) string { return testutil.PostgresDSN(t) }
 
 // pgConn opens a connection closed at the end of the test.
 func pgConn(t testing.TB, dsn string) *pgx.Conn {

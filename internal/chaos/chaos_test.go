@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/fenceworks/fence/internal/chaos"
+	"github.com/fenceworks/fence/internal/testutil"
 )
 
 // These are the harness's own runs in `make test`: a short seeded run with
@@ -83,28 +82,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func postgresDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("FENCE_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err == nil {
-		err = conn.Ping(ctx)
-		conn.Close(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s: %v (CI must provide it)", dsn, err)
-		}
-		t.Skipf("PostgreSQL at %s: %v", dsn, err)
-	}
-	return dsn
-}
-
 func seed(t *testing.T) uint64 {
 	t.Helper()
 	if s := os.Getenv("FENCE_CHAOS_SEED"); s != "" {
@@ -169,7 +146,7 @@ func TestChaosShort(t *testing.T) {
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 60 * time.Second, Seed: seed(t),
-		PostgresDSN: postgresDSN(t),
+		PostgresDSN: testutil.PostgresDSN(t),
 	}
 	sum := run(t, cfg, true)
 	mustHaveEveryFault(t, sum, chaos.AllFaults)
@@ -188,7 +165,7 @@ func TestChaosControl(t *testing.T) {
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
-		PostgresDSN: postgresDSN(t), Control: true,
+		PostgresDSN: testutil.PostgresDSN(t), Control: true,
 		Kinds: []chaos.FaultKind{chaos.FaultWorkerPause, chaos.FaultConnDelay},
 	}
 	sum := run(t, cfg, true)
@@ -206,9 +183,8 @@ func TestChaosPlantedBugs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
-	fence, plant, worker := binaries(t)
-	_ = fence
-	dsn := postgresDSN(t)
+	_, plant, worker := binaries(t)
+	dsn := testutil.PostgresDSN(t)
 	// skip-compare and ids-forgotten are faults of the built-in store, so
 	// their runs write only there (the PostgreSQL guard would hide them
 	// half the time); grant-held is a fault of the lock table.

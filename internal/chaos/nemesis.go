@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -142,7 +143,7 @@ func (c ScheduleConfig) Schedule() []Fault {
 		if k == FaultWorkerPause && c.Workers <= 0 {
 			continue
 		}
-		if !containsKind(kinds, k) {
+		if !slices.Contains(kinds, k) {
 			kinds = append(kinds, k)
 		}
 	}
@@ -238,15 +239,6 @@ func (c ScheduleConfig) Schedule() []Fault {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	return out
-}
-
-func containsKind(ks []FaultKind, k FaultKind) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 // Workers are the worker processes, for worker-pause.
@@ -407,7 +399,7 @@ func formatFaultCounts(c map[FaultKind]int) string {
 		}
 	}
 	for k, v := range c {
-		if !containsKind([]FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
+		if !slices.Contains([]FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
 			FaultConnBlackhole, FaultConnDelay, FaultConnOneWay, FaultDiskFull}, k) {
 			parts = append(parts, fmt.Sprintf("%s:%d", k, v))
 		}

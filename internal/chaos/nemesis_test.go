@@ -7,10 +7,11 @@ import (
 	"os/exec"
 	"reflect"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenceworks/fence/internal/testutil"
 )
 
 var everyKind = []FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
@@ -145,24 +146,6 @@ func (s *sleeperWorkers) Signal(i int, sig syscall.Signal) error {
 	return s.cmds[i].Process.Signal(sig)
 }
 
-// lockedBuffer is a log writer safe for the nemesis's goroutines and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // runNemesisAsync runs nem in the background; the returned func waits for it.
 func runNemesisAsync(ctx context.Context, nem *Nemesis, sched []Fault) func() (map[FaultKind]int, error) {
 	type result struct {
@@ -200,7 +183,7 @@ func TestNemesisEveryFault(t *testing.T) {
 		{At: ms(3000), For: ms(300), Kind: FaultServerKill, RestartArgs: []string{"--max-ttl", "1h"}},
 		{At: ms(3500), For: 20 * time.Second, Kind: FaultDiskFull}, // until the node fail-stops
 	}
-	var log lockedBuffer
+	var log testutil.Buffer
 	nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Workers: workers, Log: &log}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -295,7 +278,7 @@ func TestNemesisHealsOnCancel(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			node := startTestNode(t, NodeConfig{})
 			workers := startSleeperWorkers(t, 1)
-			var log lockedBuffer
+			var log testutil.Buffer
 			nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Workers: workers, Log: &log}
 			sched := []Fault{
 				{At: 0, For: time.Hour, Kind: FaultWorkerPause, Target: 0},
@@ -338,7 +321,7 @@ func TestNemesisHealsOnCancel(t *testing.T) {
 func TestNemesisRestartFails(t *testing.T) {
 	t.Run("back", func(t *testing.T) {
 		node := startTestNode(t, NodeConfig{})
-		var log lockedBuffer
+		var log testutil.Buffer
 		nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Log: &log}
 		sched := []Fault{{At: 0, For: 100 * time.Millisecond, Kind: FaultServerKill, RestartArgs: []string{"--no-such-flag"}}}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -363,7 +346,7 @@ func TestNemesisRestartFails(t *testing.T) {
 	t.Run("never", func(t *testing.T) {
 		node := startTestNode(t, NodeConfig{})
 		dir := node.Config().DataDir
-		var log lockedBuffer
+		var log testutil.Buffer
 		nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Log: &log}
 		sched := []Fault{{At: 0, For: 500 * time.Millisecond, Kind: FaultServerKill}}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -389,7 +372,7 @@ func TestNemesisRestartFails(t *testing.T) {
 // cluster issue adds partitions and clock skew); without one it is skipped.
 func TestNemesisCustomFault(t *testing.T) {
 	node := startTestNode(t, NodeConfig{})
-	var log lockedBuffer
+	var log testutil.Buffer
 	var held time.Duration
 	nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Log: &log,
 		Custom: map[FaultKind]FaultFunc{"partition": func(ctx context.Context, f Fault, hold func()) (string, bool, error) {

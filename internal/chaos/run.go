@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -163,26 +163,6 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-func hasKind(kinds []FaultKind, k FaultKind) bool {
-	for _, x := range kinds {
-		if x == k {
-			return true
-		}
-	}
-	return false
-}
-
-// freeAddr picks a loopback port that is free now; the node keeps it across
-// restarts so that its proxy's upstream stays valid.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // workerProcs are the worker processes, for the nemesis's pauses.
 type workerProcs struct {
 	mu      sync.Mutex
@@ -232,19 +212,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		fmt.Fprintf(cfg.Log, "%s chaos: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
 
-	listen, err := freeAddr()
-	if err != nil {
-		return sum, err
-	}
 	ncfg := NodeConfig{
 		Bin:     cfg.FenceBin,
 		DataDir: filepath.Join(cfg.Dir, "node0-data"),
-		Listen:  listen,
+		// Listen "": StartNode picks a free loopback port, kept across
+		// restarts so that the proxy's upstream stays valid.
 		Args:    cfg.ServerArgs,
 		Env:     cfg.ServerEnv,
 		LogPath: filepath.Join(cfg.Dir, "node0.log"),
 	}
-	if hasKind(cfg.Kinds, FaultDiskFull) {
+	if slices.Contains(cfg.Kinds, FaultDiskFull) {
 		ncfg.DiskBytes = cfg.DiskBytes
 	}
 	node, err := StartNode(ctx, ncfg)
@@ -253,10 +230,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	cluster := &Cluster{Nodes: []*Node{node}}
 	defer cluster.Close()
-	logf("node 0 on %s, clients through proxy %s, data %s", listen, node.URL(), ncfg.DataDir)
+	logf("node 0 on %s, clients through proxy %s, data %s", node.DirectURL(), node.URL(), ncfg.DataDir)
 
 	prefix := fmt.Sprintf("chaos_%d_%d", os.Getpid(), cfg.Seed%1_000_000)
-	if hasStore(cfg.Stores, StorePostgres) {
+	if slices.Contains(cfg.Stores, StorePostgres) {
 		if err := SetupPostgres(ctx, cfg.PostgresDSN, prefix, cfg.Resources); err != nil {
 			return sum, fmt.Errorf("chaos: PostgreSQL guard store: %w", err)
 		}
@@ -447,13 +424,4 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		logf("problem: %s", p)
 	}
 	return sum, nil
-}
-
-func hasStore(stores []string, s string) bool {
-	for _, x := range stores {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

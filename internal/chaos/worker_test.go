@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/internal/testutil"
@@ -222,28 +220,6 @@ func (p *workerProc) history(t *testing.T) []Op {
 		t.Fatal(err)
 	}
 	return ops
-}
-
-func testDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("FENCE_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err == nil {
-		err = conn.Ping(ctx)
-		conn.Close(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s: %v", dsn, err)
-		}
-		t.Skipf("PostgreSQL at %s: %v", dsn, err)
-	}
-	return dsn
 }
 
 // testPrefix sets up fresh per-test tables, dropped at the end.
@@ -463,7 +439,7 @@ func TestWorkerProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts fence and worker processes")
 	}
-	dsn := testDSN(t)
+	dsn := testutil.PostgresDSN(t)
 	fenceBin, chaosBin := buildWorkerBins(t, t.TempDir())
 
 	t.Run("histories", func(t *testing.T) {
