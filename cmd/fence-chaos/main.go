@@ -227,14 +227,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
 		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.LostWrites, r.DoubleApplies,
 		r.MissingFinal, r.Malformed, empty, r.StaleRefused, lin)
-	others := r.OKExceptStale()
-	if *control {
-		if r.StaleAccepted > 0 && others {
-			return 0
-		}
-		return 1
-	}
-	if r.StaleAccepted == 0 && others {
+	if r.Holds(*control) {
 		return 0
 	}
 	return 1

@@ -77,6 +77,16 @@ func (r Report) OKExceptStale() bool {
 		r.Linearizable && r.MissingFinal == 0 && r.Malformed == 0 && !r.Empty
 }
 
+// Holds is the run's verdict on its history: every checker held, or, for a
+// control run (plain writes), checker 1 caught stale writes and every other
+// checker held.
+func (r Report) Holds(control bool) bool {
+	if control {
+		return r.StaleAccepted > 0 && r.OKExceptStale()
+	}
+	return r.OK()
+}
+
 // maxProblems bounds Report.Problems.
 const maxProblems = 20
 

@@ -392,18 +392,19 @@ func (n *Nemesis) Run(ctx context.Context, sched []Fault) (map[FaultKind]int, er
 
 func formatFaultCounts(c map[FaultKind]int) string {
 	var parts []string
-	for _, k := range []FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
-		FaultConnBlackhole, FaultConnDelay, FaultConnOneWay, FaultDiskFull} {
+	for _, k := range AllFaults {
 		if c[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%s:%d", k, c[k]))
 		}
 	}
+	var other []string
 	for k, v := range c {
-		if !slices.Contains([]FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
-			FaultConnBlackhole, FaultConnDelay, FaultConnOneWay, FaultDiskFull}, k) {
-			parts = append(parts, fmt.Sprintf("%s:%d", k, v))
+		if !slices.Contains(AllFaults, k) {
+			other = append(other, fmt.Sprintf("%s:%d", k, v))
 		}
 	}
+	sort.Strings(other)
+	parts = append(parts, other...)
 	if parts == nil {
 		return "no faults"
 	}
@@ -632,16 +633,34 @@ func (n *Nemesis) workerPause(ctx context.Context, i int, f Fault) (string, bool
 	if n.Workers == nil || f.Target < 0 || f.Target >= n.Workers.Len() {
 		return fmt.Sprintf("no worker %d", f.Target), false, nil
 	}
+	// claim marks a worker paused, unless a pause (an aimed one, from
+	// another lane) holds it already: a second SIGSTOP would be a no-op and
+	// its SIGCONT would end the first pause early.
+	claim := func(w int) bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.paused[w] {
+			return false
+		}
+		n.paused[w] = true
+		return true
+	}
 	aim := ""
 	if ww, ok := n.Workers.(WindowWorkers); ok && f.Aimed {
-		f.Target, aim = aimAt(ctx, ww, f.Target, f.For)
+		var claimed bool
+		f.Target, aim, claimed = aimAt(ctx, ww, f.Target, f.For, claim)
+		if !claimed {
+			return fmt.Sprintf("worker %d is paused already", f.Target), false, nil
+		}
+	} else if !claim(f.Target) {
+		return fmt.Sprintf("worker %d is paused already", f.Target), false, nil
 	}
 	if err := n.Workers.Signal(f.Target, syscall.SIGSTOP); err != nil {
+		n.mu.Lock()
+		delete(n.paused, f.Target)
+		n.mu.Unlock()
 		return err.Error(), false, nil
 	}
-	n.mu.Lock()
-	n.paused[f.Target] = true
-	n.mu.Unlock()
 	n.logf("fault #%d %s: SIGSTOP worker %d%s", i, f, f.Target, aim)
 	holdFor(ctx, f.For)
 	err := n.Workers.Signal(f.Target, syscall.SIGCONT)
@@ -889,10 +908,16 @@ func (n *Nemesis) watch(ctx context.Context, i int) {
 	node := n.Cluster.Nodes[i]
 	lane := n.lane(fmt.Sprintf("node-%d", i))
 	for {
+		// A node that is down (a restart failed) has Done closed for good:
+		// wait on the timer alone, or this loop spins.
+		done := node.Done()
+		if !node.Running() {
+			done = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-node.Done():
+		case <-done:
 		case <-time.After(250 * time.Millisecond):
 		}
 		select {
@@ -944,19 +969,21 @@ func (n *Nemesis) healAll(ctx context.Context) {
 }
 
 // aimAt waits up to limit for a worker in its write window, looking from
-// target on, and returns it (with a note for the log), or target itself
-// when none entered one in time.
-func aimAt(ctx context.Context, ww WindowWorkers, target int, limit time.Duration) (int, string) {
+// target on, and claims it (see workerPause); it returns the worker, a note
+// for the log, and whether it was claimed. When none entered a window in
+// time it tries to claim target itself. A paused worker keeps its window
+// marker, so the claim is what keeps a second pause off it.
+func aimAt(ctx context.Context, ww WindowWorkers, target int, limit time.Duration, claim func(int) bool) (int, string, bool) {
 	deadline := time.Now().Add(limit)
 	for {
 		for j := 0; j < ww.Len(); j++ {
 			w := (target + j) % ww.Len()
-			if ww.InWindow(w) {
-				return w, " (aimed: in its write window)"
+			if ww.InWindow(w) && claim(w) {
+				return w, " (aimed: in its write window)", true
 			}
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			return target, " (aimed, but no worker was in its write window)"
+			return target, " (aimed, but no worker was in its write window)", claim(target)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -399,3 +399,36 @@ func TestNemesisCustomFault(t *testing.T) {
 		t.Fatalf("clock-skew not skipped, or toxics left %v", node.Proxy().Toxics())
 	}
 }
+
+// windowSleepers are sleepers of which only worker 0 is ever in its write
+// window.
+type windowSleepers struct{ *sleeperWorkers }
+
+func (w windowSleepers) InWindow(i int) bool { return i == 0 }
+
+// Two aimed pauses that overlap, with one worker in its window: the second
+// must not stop the worker the first holds (its SIGCONT would end the first
+// pause early, and a paused worker keeps its window marker); it falls back
+// to its own target.
+func TestAimedPausesDoNotShareAWorker(t *testing.T) {
+	workers := windowSleepers{startSleeperWorkers(t, 2)}
+	var log testutil.Buffer
+	nem := &Nemesis{Cluster: &Cluster{}, Workers: workers, Log: &log}
+	sched := []Fault{
+		{At: 0, For: 1500 * time.Millisecond, Kind: FaultWorkerPause, Target: 0, Aimed: true},
+		{At: 200 * time.Millisecond, For: 300 * time.Millisecond, Kind: FaultWorkerPause, Target: 1, Aimed: true},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	counts, err := nem.Run(ctx, sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[FaultWorkerPause] != 2 {
+		t.Fatalf("counts %v, want 2 worker pauses; log:\n%s", counts, log.String())
+	}
+	logs := log.String()
+	if strings.Count(logs, "SIGSTOP worker 0") != 1 || !strings.Contains(logs, "SIGSTOP worker 1 (aimed, but no worker was in its write window)") {
+		t.Fatalf("the second aimed pause did not fall back to worker 1:\n%s", logs)
+	}
+}

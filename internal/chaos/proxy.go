@@ -212,10 +212,14 @@ func (p *Proxy) pump(l *link, dir int, src, dst net.Conn) {
 		if n > 0 {
 			p.mu.Lock()
 			drop, delay := p.drop[dir], p.delay
-			p.mu.Unlock()
 			if drop {
+				// Marked under the lock Heal takes to clear drop: a Heal
+				// then either sees the link dirty and closes it, or ran
+				// before and this chunk was not dropped.
 				l.dirty.Store(true)
-			} else {
+			}
+			p.mu.Unlock()
+			if !drop {
 				b := make([]byte, n)
 				copy(b, buf[:n])
 				select {

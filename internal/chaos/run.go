@@ -243,6 +243,29 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// Workers, each its own process with its own history file.
 	procs := &workerProcs{}
 	var histories []string
+	// Registered before the first start: a worker that fails to start
+	// must not leave the ones started before it running.
+	stopWorkers := func() {
+		for i, cmd := range procs.cmds {
+			select {
+			case <-procs.done[i]:
+				continue
+			default:
+			}
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+		deadline := time.After(30 * time.Second)
+		for i, cmd := range procs.cmds {
+			select {
+			case <-procs.done[i]:
+			case <-deadline:
+				_ = cmd.Process.Kill()
+				<-procs.done[i]
+			}
+		}
+	}
+	defer stopWorkers()
 	for i := 0; i < cfg.Workers; i++ {
 		wc := WorkerConfig{
 			ID: i, Server: node.URL(), Resources: cfg.Resources, Stores: cfg.Stores,
@@ -279,27 +302,6 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			close(done)
 		}(i)
 	}
-	stopWorkers := func() {
-		for i, cmd := range procs.cmds {
-			select {
-			case <-procs.done[i]:
-				continue
-			default:
-			}
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-		}
-		deadline := time.After(30 * time.Second)
-		for i, cmd := range procs.cmds {
-			select {
-			case <-procs.done[i]:
-			case <-deadline:
-				_ = cmd.Process.Kill()
-				<-procs.done[i]
-			}
-		}
-	}
-	defer stopWorkers()
 	logf("%d workers on %d resources, stores %v, control=%v, ttl %s, session ttl %s",
 		cfg.Workers, cfg.Resources, cfg.Stores, cfg.Control, cfg.TTL, cfg.SessionTTL)
 
@@ -387,7 +389,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if sum.Unrecovered == 0 {
 		final, err = FinalReads(ctx, node.DirectURL(), cfg.PostgresDSN, prefix, cfg.Resources, cfg.Stores)
 		if err != nil {
-			return sum, fmt.Errorf("chaos: final reads: %w", err)
+			// A node back up but unable to serve a read is a finding, not
+			// a harness failure: the resources without a final read fail
+			// the check (missing_final), and the history is still judged.
+			logf("final reads failed: %v", err)
 		}
 	} else {
 		logf("no final reads: the node is down; checking the workers' histories alone")
@@ -414,12 +419,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	logf("checking %d ops", len(ops))
 	sum.Report = Check(ops, cfg.Dir, cfg.LinTimeout)
 	r := sum.Report
-	others := r.OKExceptStale() && sum.Crashes == 0 && sum.Wedged == 0 && sum.Unrecovered == 0 && len(sum.Missing) == 0
-	if cfg.Control {
-		sum.Pass = r.StaleAccepted > 0 && others
-	} else {
-		sum.Pass = r.StaleAccepted == 0 && others
-	}
+	sum.Pass = r.Holds(cfg.Control) && sum.Crashes == 0 && sum.Wedged == 0 && sum.Unrecovered == 0 && len(sum.Missing) == 0
 	for _, p := range r.Problems {
 		logf("problem: %s", p)
 	}

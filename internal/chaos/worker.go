@@ -521,9 +521,12 @@ func (w *wrk) release(h *heldLease) error {
 // FinalReads reads every resource of every store directly (after the run,
 // with no faults) and returns KindFinal ops of worker -1, one per (store,
 // resource). A read of the built-in store is retried by the client for up
-// to 20s: the server may have just been restarted.
+// to 20s: the server may have just been restarted. A read that fails is
+// recorded (outcome unknown, with its error) and joined into the error;
+// the other resources are still read.
 func FinalReads(ctx context.Context, fenceURL, dsn, prefix string, resources int, stores []string) ([]Op, error) {
 	var ops []Op
+	var errs []error
 	n := 0
 	for _, sname := range stores {
 		var read func(ctx context.Context, k int) (storeState, error)
@@ -561,12 +564,18 @@ func FinalReads(ctx context.Context, fenceURL, dsn, prefix string, resources int
 			st, err := read(rctx, k)
 			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("chaos: final read of %s %s: %w", sname, res(k), err)
+				// Recorded, not fatal: a resource without an OK final
+				// read fails the check (missing_final) with this error
+				// beside it, and the other resources are still read.
+				op.Out, op.Err = OutcomeUnknown, err.Error()
+				ops = append(ops, op)
+				errs = append(errs, fmt.Errorf("chaos: final read of %s %s: %w", sname, res(k), err))
+				continue
 			}
 			op.Return, op.Out = nowNano(), OutcomeOK
 			op.ResValue, op.LastToken, op.Version = st.Value, st.LastToken, st.Version
 			ops = append(ops, op)
 		}
 	}
-	return ops, nil
+	return ops, errors.Join(errs...)
 }
