@@ -40,6 +40,12 @@ var (
 	// expired, was closed, or was never opened). Every lease bound to it
 	// is lost and its waits have ended. *SessionExpiredError names it.
 	ErrSessionExpired = errors.New("fence: session expired")
+	// ErrUnavailable: the request could not be served now, and its outcome
+	// may be unknown (no leader, leadership lost, the node closing, a
+	// connection broken after the request was sent). It is not a refusal:
+	// retry, with the same request_id, op_id or session seq, and the retry
+	// learns what happened. Service implementations wrap it.
+	ErrUnavailable = errors.New("fence: unavailable")
 )
 
 // Reason is the stable machine-readable name of a refusal, as sent in API
