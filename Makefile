@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-short vet fmt bench bench-quick mutate proto lab clean chaos chaos-plantbug
+.PHONY: run build test test-short vet fmt bench bench-quick mutate proto proto-tools lab clean chaos chaos-plantbug
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -98,12 +98,23 @@ $(GREMLINS):
 lab: build
 	./$(BIN) lab
 
-## proto: regenerate api/fence/v1 (needs protoc, protoc-gen-go, protoc-gen-connect-go)
+## proto: regenerate api/fence/v1 (needs protoc, protoc-gen-go, protoc-gen-connect-go: make proto-tools)
 proto:
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" protoc -I api \
 	  --go_out=. --go_opt=module=github.com/fenceworks/fence \
 	  --connect-go_out=. --connect-go_opt=module=github.com/fenceworks/fence \
 	  api/fence/v1/fence.proto
+
+## proto-tools: install what `make proto` runs: protoc 3.21.12 (Debian 12's protobuf-compiler,
+##   the version the checked-in code was generated with) and the Go plugins at the versions of
+##   go.mod (google.golang.org/protobuf, connectrpc.com/connect), so regenerating changes nothing
+##   but what the .proto changed. apt-get needs root.
+PROTOC_GEN_GO_VERSION      ?= v1.36.12
+PROTOC_GEN_CONNECT_VERSION ?= v1.19.1
+proto-tools:
+	command -v protoc >/dev/null || { apt-get update && apt-get install -y protobuf-compiler; }
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	$(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_VERSION)
 
 clean:
 	rm -rf bin

@@ -2392,6 +2392,607 @@ func (x *ErrorDetail) GetSession() uint64 {
 	return 0
 }
 
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{32}
+}
+
+type MembersResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// The node that answered (the leader, unless none was known).
+	AnsweredBy    string `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+type Member struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// "voter" or "nonvoter".
+	Suffrage string `protobuf:"bytes,3,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
+	// The member leads, in the answering node's view.
+	Leader bool `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// What the member reports of itself; absent when it did not answer.
+	Status *NodeStatusResponse `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	// Why status is absent ("unreachable: ...").
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_fence_v1_fence_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Member) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Member) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *Member) GetSuffrage() string {
+	if x != nil {
+		return x.Suffrage
+	}
+	return ""
+}
+
+func (x *Member) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *Member) GetStatus() *NodeStatusResponse {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *Member) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type AddMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The member's raft address (--raft-advertise), HOST:PORT.
+	RaftAddr      string `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *AddMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+type AddMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{36}
+}
+
+type RemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RemoveMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{38}
+}
+
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The voter to hand over to; empty: any (raft picks the most up to date).
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TransferLeadershipRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new leader's id, when known.
+	Leader        string `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *TransferLeadershipResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type NodeStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusRequest) Reset() {
+	*x = NodeStatusRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusRequest) ProtoMessage() {}
+
+func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
+func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{41}
+}
+
+type NodeStatusResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// "leader", "follower", "candidate" or "shutdown".
+	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// The leader this node knows of (empty: none).
+	LeaderId   string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr string `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	// Since the last contact with the leader (a follower); 0 on the leader.
+	LastContact  *durationpb.Duration `protobuf:"bytes,6,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	Term         uint64               `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64               `protobuf:"varint,8,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64               `protobuf:"varint,9,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastToken    uint64               `protobuf:"varint,10,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	// The node can serve (/readyz): a leader in office, or a follower that
+	// knows its leader and has applied what it knew committed.
+	Ready         bool `protobuf:"varint,11,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusResponse) Reset() {
+	*x = NodeStatusResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusResponse) ProtoMessage() {}
+
+func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
+func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *NodeStatusResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetLeaderAddr() string {
+	if x != nil {
+		return x.LeaderAddr
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetLastContact() *durationpb.Duration {
+	if x != nil {
+		return x.LastContact
+	}
+	return nil
+}
+
+func (x *NodeStatusResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
@@ -2561,7 +3162,46 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x02id\x18\f \x01(\tR\x02id\x12\x14\n" +
 	"\x05limit\x18\r \x01(\tR\x05limit\x12\x10\n" +
 	"\x03got\x18\x0e \x01(\tR\x03got\x12\x18\n" +
-	"\asession\x18\x0f \x01(\x04R\asession2\xb2\x02\n" +
+	"\asession\x18\x0f \x01(\x04R\asession\"\x10\n" +
+	"\x0eMembersRequest\"^\n" +
+	"\x0fMembersResponse\x12*\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.fence.v1.MemberR\amembers\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\"\xb5\x01\n" +
+	"\x06Member\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1a\n" +
+	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\bR\x06leader\x124\n" +
+	"\x06status\x18\x05 \x01(\v2\x1c.fence.v1.NodeStatusResponseR\x06status\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"?\n" +
+	"\x10AddMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"\x13\n" +
+	"\x11AddMemberResponse\"%\n" +
+	"\x13RemoveMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x14RemoveMemberResponse\"+\n" +
+	"\x19TransferLeadershipRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"4\n" +
+	"\x1aTransferLeadershipResponse\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\"\x13\n" +
+	"\x11NodeStatusRequest\"\xe2\x02\n" +
+	"\x12NodeStatusResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x1f\n" +
+	"\vleader_addr\x18\x05 \x01(\tR\n" +
+	"leaderAddr\x12<\n" +
+	"\flast_contact\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vlastContact\x12\x12\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\x12!\n" +
+	"\fcommit_index\x18\b \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\t \x01(\x04R\fappliedIndex\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\n" +
+	" \x01(\x04R\tlastToken\x12\x14\n" +
+	"\x05ready\x18\v \x01(\bR\x05ready2\xb2\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
@@ -2577,7 +3217,14 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x04Open\x12\x1c.fence.v1.OpenSessionRequest\x1a\x1d.fence.v1.OpenSessionResponse\x12D\n" +
 	"\tKeepAlive\x12\x1a.fence.v1.KeepAliveRequest\x1a\x1b.fence.v1.KeepAliveResponse\x12F\n" +
 	"\x05Close\x12\x1d.fence.v1.CloseSessionRequest\x1a\x1e.fence.v1.CloseSessionResponse\x12>\n" +
-	"\x06Stream\x12\x18.fence.v1.SessionRequest\x1a\x16.fence.v1.SessionReply(\x010\x01B2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
+	"\x06Stream\x12\x18.fence.v1.SessionRequest\x1a\x16.fence.v1.SessionReply(\x010\x012\x8f\x03\n" +
+	"\x0eClusterService\x12>\n" +
+	"\aMembers\x12\x18.fence.v1.MembersRequest\x1a\x19.fence.v1.MembersResponse\x12D\n" +
+	"\tAddMember\x12\x1a.fence.v1.AddMemberRequest\x1a\x1b.fence.v1.AddMemberResponse\x12M\n" +
+	"\fRemoveMember\x12\x1d.fence.v1.RemoveMemberRequest\x1a\x1e.fence.v1.RemoveMemberResponse\x12_\n" +
+	"\x12TransferLeadership\x12#.fence.v1.TransferLeadershipRequest\x1a$.fence.v1.TransferLeadershipResponse\x12G\n" +
+	"\n" +
+	"NodeStatus\x12\x1b.fence.v1.NodeStatusRequest\x1a\x1c.fence.v1.NodeStatusResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fence_proto_rawDescOnce sync.Once
@@ -2591,48 +3238,59 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_fence_v1_fence_proto_goTypes = []any{
-	(*SessionRef)(nil),           // 0: fence.v1.SessionRef
-	(*Session)(nil),              // 1: fence.v1.Session
-	(*OpenSessionRequest)(nil),   // 2: fence.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),  // 3: fence.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),     // 4: fence.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),    // 5: fence.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),  // 6: fence.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil), // 7: fence.v1.CloseSessionResponse
-	(*SessionRequest)(nil),       // 8: fence.v1.SessionRequest
-	(*SessionReply)(nil),         // 9: fence.v1.SessionReply
-	(*Lease)(nil),                // 10: fence.v1.Lease
-	(*AcquireRequest)(nil),       // 11: fence.v1.AcquireRequest
-	(*AcquireResponse)(nil),      // 12: fence.v1.AcquireResponse
-	(*RenewRequest)(nil),         // 13: fence.v1.RenewRequest
-	(*RenewResponse)(nil),        // 14: fence.v1.RenewResponse
-	(*ReleaseRequest)(nil),       // 15: fence.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),      // 16: fence.v1.ReleaseResponse
-	(*GetRequest)(nil),           // 17: fence.v1.GetRequest
-	(*GetResponse)(nil),          // 18: fence.v1.GetResponse
-	(*ListRequest)(nil),          // 19: fence.v1.ListRequest
-	(*ListResponse)(nil),         // 20: fence.v1.ListResponse
-	(*LockInfo)(nil),             // 21: fence.v1.LockInfo
-	(*ResourceState)(nil),        // 22: fence.v1.ResourceState
-	(*WriteRequest)(nil),         // 23: fence.v1.WriteRequest
-	(*WriteResponse)(nil),        // 24: fence.v1.WriteResponse
-	(*AddRequest)(nil),           // 25: fence.v1.AddRequest
-	(*AddResponse)(nil),          // 26: fence.v1.AddResponse
-	(*ReadRequest)(nil),          // 27: fence.v1.ReadRequest
-	(*ReadResponse)(nil),         // 28: fence.v1.ReadResponse
-	(*DeleteRequest)(nil),        // 29: fence.v1.DeleteRequest
-	(*DeleteResponse)(nil),       // 30: fence.v1.DeleteResponse
-	(*ErrorDetail)(nil),          // 31: fence.v1.ErrorDetail
-	(*durationpb.Duration)(nil),  // 32: google.protobuf.Duration
+	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
+	(*Session)(nil),                    // 1: fence.v1.Session
+	(*OpenSessionRequest)(nil),         // 2: fence.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),        // 3: fence.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),           // 4: fence.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),          // 5: fence.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),        // 6: fence.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 7: fence.v1.CloseSessionResponse
+	(*SessionRequest)(nil),             // 8: fence.v1.SessionRequest
+	(*SessionReply)(nil),               // 9: fence.v1.SessionReply
+	(*Lease)(nil),                      // 10: fence.v1.Lease
+	(*AcquireRequest)(nil),             // 11: fence.v1.AcquireRequest
+	(*AcquireResponse)(nil),            // 12: fence.v1.AcquireResponse
+	(*RenewRequest)(nil),               // 13: fence.v1.RenewRequest
+	(*RenewResponse)(nil),              // 14: fence.v1.RenewResponse
+	(*ReleaseRequest)(nil),             // 15: fence.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 16: fence.v1.ReleaseResponse
+	(*GetRequest)(nil),                 // 17: fence.v1.GetRequest
+	(*GetResponse)(nil),                // 18: fence.v1.GetResponse
+	(*ListRequest)(nil),                // 19: fence.v1.ListRequest
+	(*ListResponse)(nil),               // 20: fence.v1.ListResponse
+	(*LockInfo)(nil),                   // 21: fence.v1.LockInfo
+	(*ResourceState)(nil),              // 22: fence.v1.ResourceState
+	(*WriteRequest)(nil),               // 23: fence.v1.WriteRequest
+	(*WriteResponse)(nil),              // 24: fence.v1.WriteResponse
+	(*AddRequest)(nil),                 // 25: fence.v1.AddRequest
+	(*AddResponse)(nil),                // 26: fence.v1.AddResponse
+	(*ReadRequest)(nil),                // 27: fence.v1.ReadRequest
+	(*ReadResponse)(nil),               // 28: fence.v1.ReadResponse
+	(*DeleteRequest)(nil),              // 29: fence.v1.DeleteRequest
+	(*DeleteResponse)(nil),             // 30: fence.v1.DeleteResponse
+	(*ErrorDetail)(nil),                // 31: fence.v1.ErrorDetail
+	(*MembersRequest)(nil),             // 32: fence.v1.MembersRequest
+	(*MembersResponse)(nil),            // 33: fence.v1.MembersResponse
+	(*Member)(nil),                     // 34: fence.v1.Member
+	(*AddMemberRequest)(nil),           // 35: fence.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 36: fence.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),        // 37: fence.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 38: fence.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 39: fence.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 40: fence.v1.TransferLeadershipResponse
+	(*NodeStatusRequest)(nil),          // 41: fence.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),         // 42: fence.v1.NodeStatusResponse
+	(*durationpb.Duration)(nil),        // 43: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	32, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	32, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	32, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	43, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	43, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	43, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	32, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	43, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	1,  // 5: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	4,  // 6: fence.v1.SessionRequest.keep_alive:type_name -> fence.v1.KeepAliveRequest
 	11, // 7: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
@@ -2655,21 +3313,21 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	18, // 24: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,  // 25: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
 	31, // 26: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	32, // 27: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	32, // 28: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	32, // 29: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	32, // 30: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	32, // 31: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	43, // 27: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	43, // 28: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	43, // 29: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	43, // 30: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	43, // 31: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	0,  // 32: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
 	10, // 33: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	32, // 34: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	43, // 34: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 35: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10, // 36: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
 	0,  // 37: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
 	21, // 38: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
 	21, // 39: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
 	10, // 40: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	32, // 41: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	43, // 41: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
 	0,  // 42: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
 	22, // 43: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
 	0,  // 44: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
@@ -2677,38 +3335,51 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	22, // 46: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
 	0,  // 47: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
 	22, // 48: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	32, // 49: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	11, // 50: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13, // 51: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15, // 52: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17, // 53: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19, // 54: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23, // 55: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25, // 56: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27, // 57: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29, // 58: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,  // 59: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,  // 60: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,  // 61: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,  // 62: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	12, // 63: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14, // 64: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16, // 65: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18, // 66: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20, // 67: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24, // 68: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26, // 69: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28, // 70: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30, // 71: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,  // 72: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,  // 73: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,  // 74: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,  // 75: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	63, // [63:76] is the sub-list for method output_type
-	50, // [50:63] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	43, // 49: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	34, // 50: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
+	42, // 51: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
+	43, // 52: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	11, // 53: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13, // 54: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15, // 55: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17, // 56: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19, // 57: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	23, // 58: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25, // 59: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27, // 60: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29, // 61: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,  // 62: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,  // 63: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,  // 64: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,  // 65: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32, // 66: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35, // 67: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37, // 68: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39, // 69: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41, // 70: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	12, // 71: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14, // 72: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16, // 73: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18, // 74: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20, // 75: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24, // 76: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26, // 77: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28, // 78: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30, // 79: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,  // 80: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,  // 81: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,  // 82: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,  // 83: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33, // 84: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36, // 85: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38, // 86: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40, // 87: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42, // 88: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	71, // [71:89] is the sub-list for method output_type
+	53, // [53:71] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -2747,9 +3418,9 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   43,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_fence_v1_fence_proto_goTypes,
 		DependencyIndexes: file_fence_v1_fence_proto_depIdxs,

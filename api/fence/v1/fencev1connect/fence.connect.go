@@ -41,6 +41,8 @@ const (
 	ResourceServiceName = "fence.v1.ResourceService"
 	// SessionServiceName is the fully-qualified name of the SessionService service.
 	SessionServiceName = "fence.v1.SessionService"
+	// ClusterServiceName is the fully-qualified name of the ClusterService service.
+	ClusterServiceName = "fence.v1.ClusterService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -78,6 +80,20 @@ const (
 	SessionServiceCloseProcedure = "/fence.v1.SessionService/Close"
 	// SessionServiceStreamProcedure is the fully-qualified name of the SessionService's Stream RPC.
 	SessionServiceStreamProcedure = "/fence.v1.SessionService/Stream"
+	// ClusterServiceMembersProcedure is the fully-qualified name of the ClusterService's Members RPC.
+	ClusterServiceMembersProcedure = "/fence.v1.ClusterService/Members"
+	// ClusterServiceAddMemberProcedure is the fully-qualified name of the ClusterService's AddMember
+	// RPC.
+	ClusterServiceAddMemberProcedure = "/fence.v1.ClusterService/AddMember"
+	// ClusterServiceRemoveMemberProcedure is the fully-qualified name of the ClusterService's
+	// RemoveMember RPC.
+	ClusterServiceRemoveMemberProcedure = "/fence.v1.ClusterService/RemoveMember"
+	// ClusterServiceTransferLeadershipProcedure is the fully-qualified name of the ClusterService's
+	// TransferLeadership RPC.
+	ClusterServiceTransferLeadershipProcedure = "/fence.v1.ClusterService/TransferLeadership"
+	// ClusterServiceNodeStatusProcedure is the fully-qualified name of the ClusterService's NodeStatus
+	// RPC.
+	ClusterServiceNodeStatusProcedure = "/fence.v1.ClusterService/NodeStatus"
 )
 
 // LockServiceClient is a client for the fence.v1.LockService service.
@@ -600,4 +616,200 @@ func (UnimplementedSessionServiceHandler) Close(context.Context, *connect.Reques
 
 func (UnimplementedSessionServiceHandler) Stream(context.Context, *connect.BidiStream[v1.SessionRequest, v1.SessionReply]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.SessionService.Stream is not implemented"))
+}
+
+// ClusterServiceClient is a client for the fence.v1.ClusterService service.
+type ClusterServiceClient interface {
+	// Members lists the voters and non-voters of the configuration, each with
+	// the status it reports of itself (asked with a short timeout; a member
+	// that does not answer is listed with its error).
+	Members(context.Context, *connect.Request[v1.MembersRequest]) (*connect.Response[v1.MembersResponse], error)
+	// AddMember adds a voter and returns once the configuration that holds it
+	// is committed. Adding a member that is already a voter at the same
+	// address changes nothing and succeeds (so a join may be retried).
+	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// RemoveMember removes a member and returns once the configuration
+	// without it is committed. Removing an id that is not a member succeeds.
+	RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error)
+	// TransferLeadership asks the leader to hand over to id ("" = the most
+	// up-to-date voter) and returns once the transfer is done.
+	TransferLeadership(context.Context, *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error)
+	// NodeStatus is the status of the node asked (never forwarded).
+	NodeStatus(context.Context, *connect.Request[v1.NodeStatusRequest]) (*connect.Response[v1.NodeStatusResponse], error)
+}
+
+// NewClusterServiceClient constructs a client for the fence.v1.ClusterService service. By default,
+// it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and
+// sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC()
+// or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) ClusterServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	clusterServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("ClusterService").Methods()
+	return &clusterServiceClient{
+		members: connect.NewClient[v1.MembersRequest, v1.MembersResponse](
+			httpClient,
+			baseURL+ClusterServiceMembersProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("Members")),
+			connect.WithClientOptions(opts...),
+		),
+		addMember: connect.NewClient[v1.AddMemberRequest, v1.AddMemberResponse](
+			httpClient,
+			baseURL+ClusterServiceAddMemberProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("AddMember")),
+			connect.WithClientOptions(opts...),
+		),
+		removeMember: connect.NewClient[v1.RemoveMemberRequest, v1.RemoveMemberResponse](
+			httpClient,
+			baseURL+ClusterServiceRemoveMemberProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("RemoveMember")),
+			connect.WithClientOptions(opts...),
+		),
+		transferLeadership: connect.NewClient[v1.TransferLeadershipRequest, v1.TransferLeadershipResponse](
+			httpClient,
+			baseURL+ClusterServiceTransferLeadershipProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("TransferLeadership")),
+			connect.WithClientOptions(opts...),
+		),
+		nodeStatus: connect.NewClient[v1.NodeStatusRequest, v1.NodeStatusResponse](
+			httpClient,
+			baseURL+ClusterServiceNodeStatusProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("NodeStatus")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// clusterServiceClient implements ClusterServiceClient.
+type clusterServiceClient struct {
+	members            *connect.Client[v1.MembersRequest, v1.MembersResponse]
+	addMember          *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
+	removeMember       *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
+	transferLeadership *connect.Client[v1.TransferLeadershipRequest, v1.TransferLeadershipResponse]
+	nodeStatus         *connect.Client[v1.NodeStatusRequest, v1.NodeStatusResponse]
+}
+
+// Members calls fence.v1.ClusterService.Members.
+func (c *clusterServiceClient) Members(ctx context.Context, req *connect.Request[v1.MembersRequest]) (*connect.Response[v1.MembersResponse], error) {
+	return c.members.CallUnary(ctx, req)
+}
+
+// AddMember calls fence.v1.ClusterService.AddMember.
+func (c *clusterServiceClient) AddMember(ctx context.Context, req *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
+	return c.addMember.CallUnary(ctx, req)
+}
+
+// RemoveMember calls fence.v1.ClusterService.RemoveMember.
+func (c *clusterServiceClient) RemoveMember(ctx context.Context, req *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error) {
+	return c.removeMember.CallUnary(ctx, req)
+}
+
+// TransferLeadership calls fence.v1.ClusterService.TransferLeadership.
+func (c *clusterServiceClient) TransferLeadership(ctx context.Context, req *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error) {
+	return c.transferLeadership.CallUnary(ctx, req)
+}
+
+// NodeStatus calls fence.v1.ClusterService.NodeStatus.
+func (c *clusterServiceClient) NodeStatus(ctx context.Context, req *connect.Request[v1.NodeStatusRequest]) (*connect.Response[v1.NodeStatusResponse], error) {
+	return c.nodeStatus.CallUnary(ctx, req)
+}
+
+// ClusterServiceHandler is an implementation of the fence.v1.ClusterService service.
+type ClusterServiceHandler interface {
+	// Members lists the voters and non-voters of the configuration, each with
+	// the status it reports of itself (asked with a short timeout; a member
+	// that does not answer is listed with its error).
+	Members(context.Context, *connect.Request[v1.MembersRequest]) (*connect.Response[v1.MembersResponse], error)
+	// AddMember adds a voter and returns once the configuration that holds it
+	// is committed. Adding a member that is already a voter at the same
+	// address changes nothing and succeeds (so a join may be retried).
+	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// RemoveMember removes a member and returns once the configuration
+	// without it is committed. Removing an id that is not a member succeeds.
+	RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error)
+	// TransferLeadership asks the leader to hand over to id ("" = the most
+	// up-to-date voter) and returns once the transfer is done.
+	TransferLeadership(context.Context, *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error)
+	// NodeStatus is the status of the node asked (never forwarded).
+	NodeStatus(context.Context, *connect.Request[v1.NodeStatusRequest]) (*connect.Response[v1.NodeStatusResponse], error)
+}
+
+// NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	clusterServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("ClusterService").Methods()
+	clusterServiceMembersHandler := connect.NewUnaryHandler(
+		ClusterServiceMembersProcedure,
+		svc.Members,
+		connect.WithSchema(clusterServiceMethods.ByName("Members")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceAddMemberHandler := connect.NewUnaryHandler(
+		ClusterServiceAddMemberProcedure,
+		svc.AddMember,
+		connect.WithSchema(clusterServiceMethods.ByName("AddMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceRemoveMemberHandler := connect.NewUnaryHandler(
+		ClusterServiceRemoveMemberProcedure,
+		svc.RemoveMember,
+		connect.WithSchema(clusterServiceMethods.ByName("RemoveMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceTransferLeadershipHandler := connect.NewUnaryHandler(
+		ClusterServiceTransferLeadershipProcedure,
+		svc.TransferLeadership,
+		connect.WithSchema(clusterServiceMethods.ByName("TransferLeadership")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceNodeStatusHandler := connect.NewUnaryHandler(
+		ClusterServiceNodeStatusProcedure,
+		svc.NodeStatus,
+		connect.WithSchema(clusterServiceMethods.ByName("NodeStatus")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/fence.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case ClusterServiceMembersProcedure:
+			clusterServiceMembersHandler.ServeHTTP(w, r)
+		case ClusterServiceAddMemberProcedure:
+			clusterServiceAddMemberHandler.ServeHTTP(w, r)
+		case ClusterServiceRemoveMemberProcedure:
+			clusterServiceRemoveMemberHandler.ServeHTTP(w, r)
+		case ClusterServiceTransferLeadershipProcedure:
+			clusterServiceTransferLeadershipHandler.ServeHTTP(w, r)
+		case ClusterServiceNodeStatusProcedure:
+			clusterServiceNodeStatusHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedClusterServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedClusterServiceHandler struct{}
+
+func (UnimplementedClusterServiceHandler) Members(context.Context, *connect.Request[v1.MembersRequest]) (*connect.Response[v1.MembersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.ClusterService.Members is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.ClusterService.AddMember is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.ClusterService.RemoveMember is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) TransferLeadership(context.Context, *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.ClusterService.TransferLeadership is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) NodeStatus(context.Context, *connect.Request[v1.NodeStatusRequest]) (*connect.Response[v1.NodeStatusResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.ClusterService.NodeStatus is not implemented"))
 }
