@@ -1,0 +1,363 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The first byte of every connection to a node's raft port says what the
+// rest of it carries: one port serves both, so a node reaches a peer's API
+// knowing only the peer's raft address (what raft.LeaderWithID gives), and
+// no address other than the raft one has to be recorded anywhere.
+const (
+	// HeaderRaft starts a connection carrying hashicorp/raft's
+	// NetworkTransport protocol.
+	HeaderRaft byte = 'R'
+	// HeaderAPI starts a connection carrying the Fence API (HTTP/2
+	// cleartext), served like the client port.
+	HeaderAPI byte = 'A'
+)
+
+// headerTimeout bounds the wait for a new connection's header byte: a
+// connection that says nothing is closed instead of holding a goroutine.
+const headerTimeout = 10 * time.Second
+
+// ErrMuxClosed is returned by the mux's listeners and dials once it (or the
+// listener) is closed. It wraps net.ErrClosed, which is what servers
+// (net/http, raft's transport) check for to stop accepting quietly.
+var ErrMuxClosed = fmt.Errorf("raftstore: mux closed: %w", net.ErrClosed)
+
+// Mux is a node's raft port: one TCP listener whose connections are handed
+// to raft (header 'R') or to the API server (header 'A'), and the dialer for
+// both kinds of outgoing connection. Its methods are safe for concurrent use.
+//
+// Whoever calls Listen closes the Mux, after the node that uses it is
+// closed: a node's raft.Shutdown closes only the raft side (the stream layer
+// its transport was given), the API server closes only APIListener.
+type Mux struct {
+	ln        net.Listener
+	advertise string
+	dialMap   map[string]string // test only: outgoing dial address -> address dialed instead
+	log       *slog.Logger
+
+	mu     sync.Mutex
+	raft   *connQueue // the raft stream layer's queue (nil: none, conns refused)
+	api    *connQueue // APIListener's queue, made on first use
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+// MuxOption configures Listen.
+type MuxOption func(*Mux)
+
+// WithDialMap makes every outgoing dial (raft and API) to an address that
+// is a key of m go to its value instead. TEST ONLY: the chaos harness puts
+// a fault proxy on every directed peer link this way (cmd/fence reads it
+// from FENCE_TEST_DIAL_MAP, see ParseDialMap). The advertised address, and
+// so the address recorded in the raft configuration, is unchanged.
+func WithDialMap(m map[string]string) MuxOption {
+	return func(x *Mux) {
+		if len(m) == 0 {
+			return
+		}
+		x.dialMap = make(map[string]string, len(m))
+		for k, v := range m {
+			x.dialMap[k] = v
+		}
+	}
+}
+
+// WithMuxLogger sets the logger (default slog.Default()).
+func WithMuxLogger(l *slog.Logger) MuxOption {
+	return func(x *Mux) {
+		if l != nil {
+			x.log = l
+		}
+	}
+}
+
+// ParseDialMap parses FENCE_TEST_DIAL_MAP's format,
+// "raftaddr1=proxyaddr1,raftaddr2=proxyaddr2" (spaces around items are
+// ignored; "" is no map). TEST ONLY, see WithDialMap.
+func ParseDialMap(s string) (map[string]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	m := make(map[string]string)
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		from, to, ok := strings.Cut(item, "=")
+		from, to = strings.TrimSpace(from), strings.TrimSpace(to)
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("raftstore: dial map item %q: want raftaddr=dialaddr", item)
+		}
+		if _, dup := m[from]; dup {
+			return nil, fmt.Errorf("raftstore: dial map: %q mapped twice", from)
+		}
+		m[from] = to
+	}
+	return m, nil
+}
+
+// Listen binds the raft port on bind ("host:port"; port 0 picks one) and
+// starts handing out its connections. advertise is the address peers dial
+// and the raft configuration records; "" means the bound address, which
+// must then not be unspecified (0.0.0.0, [::]): peers could not dial it.
+func Listen(bind, advertise string, opts ...MuxOption) (*Mux, error) {
+	m := &Mux{log: slog.Default(), closed: make(chan struct{})}
+	for _, o := range opts {
+		o(m)
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: listen on raft address: %w", err)
+	}
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	if err := checkAdvertise(advertise); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	m.ln, m.advertise = ln, advertise
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m, nil
+}
+
+// checkAdvertise refuses an address peers cannot dial.
+func checkAdvertise(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("raftstore: raft advertise address %q: %w", addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("raftstore: raft advertise address %q: port must be 1-65535", addr)
+	}
+	if host == "" {
+		return fmt.Errorf("raftstore: raft advertise address %q has no host: give --raft-advertise", addr)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("raftstore: raft advertise address %q is unspecified: peers cannot dial it (give --raft-advertise)", addr)
+	}
+	return nil
+}
+
+// Addr is the advertised raft address: what peers dial, what the raft
+// configuration records, and what Node.Leader reports.
+func (m *Mux) Addr() string { return m.advertise }
+
+// BindAddr is the address the port listens on (the bound port when Listen
+// was given port 0).
+func (m *Mux) BindAddr() net.Addr { return m.ln.Addr() }
+
+// Close closes the port and every connection accepted but not yet handed
+// out; connections already handed out belong to their takers. Safe to call
+// more than once.
+func (m *Mux) Close() error {
+	var err error
+	m.once.Do(func() {
+		close(m.closed)
+		err = m.ln.Close()
+		m.wg.Wait()
+	})
+	return err
+}
+
+// acceptLoop accepts connections and sorts each by its header byte, in a
+// goroutine of its own so a silent connection holds up no other.
+func (m *Mux) acceptLoop() {
+	defer m.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.closed:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// A temporary failure (out of file descriptors): wait a
+			// little, as net/http does, rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			m.log.Warn("raft port: accept failed; retrying", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-m.closed:
+				return
+			}
+			continue
+		}
+		backoff = 0
+		m.wg.Add(1)
+		go m.route(c)
+	}
+}
+
+// route reads c's header byte and hands c to the raft or the API side.
+func (m *Mux) route(c net.Conn) {
+	defer m.wg.Done()
+	var hdr [1]byte
+	c.SetReadDeadline(time.Now().Add(headerTimeout))
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	var q *connQueue
+	m.mu.Lock()
+	switch hdr[0] {
+	case HeaderRaft:
+		q = m.raft
+	case HeaderAPI:
+		q = m.apiQueueLocked()
+	default:
+		m.mu.Unlock()
+		m.log.Warn("raft port: connection with an unknown header byte closed", "remote", c.RemoteAddr().String(), "byte", hdr[0])
+		c.Close()
+		return
+	}
+	m.mu.Unlock()
+	if q == nil || !q.put(c, m.closed) {
+		c.Close()
+	}
+}
+
+// apiQueueLocked returns the API queue, made on first use (m.mu held).
+func (m *Mux) apiQueueLocked() *connQueue {
+	if m.api == nil {
+		m.api = newConnQueue()
+	}
+	return m.api
+}
+
+// APIListener is the listener of the API connections (their header byte
+// already read): serve the Fence API on it. API connections that arrive
+// before it is asked for wait for it. Closing it closes only the API side
+// (API connections are refused until APIListener is called again), not
+// the port.
+func (m *Mux) APIListener() net.Listener {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.api != nil && m.api.isClosed() {
+		m.api = nil
+	}
+	return &muxListener{q: m.apiQueueLocked(), mux: m}
+}
+
+// DialAPI connects to the Fence API of the node whose raft address is
+// raftAddr (through the test dial map, if any). ctx bounds the dial.
+func (m *Mux) DialAPI(ctx context.Context, raftAddr string) (net.Conn, error) {
+	return m.dial(ctx, raftAddr, HeaderAPI)
+}
+
+// dial connects to addr (mapped through the dial map) and sends header.
+func (m *Mux) dial(ctx context.Context, addr string, header byte) (net.Conn, error) {
+	select {
+	case <-m.closed:
+		return nil, ErrMuxClosed
+	default:
+	}
+	target := addr
+	if to, ok := m.dialMap[addr]; ok {
+		target = to
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", target)
+	if err != nil {
+		return nil, err
+	}
+	// The header goes out with a deadline: a peer that accepts but never
+	// reads must not hold the caller past its context (or forever).
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetWriteDeadline(dl)
+	} else {
+		c.SetWriteDeadline(time.Now().Add(headerTimeout))
+	}
+	if _, err := c.Write([]byte{header}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("raftstore: send connection header to %s: %w", target, err)
+	}
+	c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
+// connQueue hands accepted connections of one kind to their listener.
+type connQueue struct {
+	conns chan net.Conn
+	done  chan struct{} // closed when the listener closes
+	once  sync.Once
+}
+
+func newConnQueue() *connQueue {
+	return &connQueue{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// put hands c to the listener's Accept; false if the listener or the mux
+// closed first (the caller closes c).
+func (q *connQueue) put(c net.Conn, closed <-chan struct{}) bool {
+	select {
+	case q.conns <- c:
+		return true
+	case <-q.done:
+		return false
+	case <-closed:
+		return false
+	}
+}
+
+func (q *connQueue) close() { q.once.Do(func() { close(q.done) }) }
+
+func (q *connQueue) isClosed() bool {
+	select {
+	case <-q.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// muxListener is a net.Listener over a connQueue.
+type muxListener struct {
+	q   *connQueue
+	mux *Mux
+}
+
+func (l *muxListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.q.conns:
+		return c, nil
+	case <-l.q.done:
+		return nil, ErrMuxClosed
+	case <-l.mux.closed:
+		return nil, ErrMuxClosed
+	}
+}
+
+func (l *muxListener) Close() error {
+	l.q.close()
+	return nil
+}
+
+// Addr is the advertised raft address (the API side shares the port).
+func (l *muxListener) Addr() net.Addr { return advertisedAddr(l.mux.advertise) }
+
+// advertisedAddr is a net.Addr for an advertised "host:port" (the host may
+// be a name, which a *net.TCPAddr could not carry).
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }
