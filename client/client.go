@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	neturl "net/url"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -13,24 +16,29 @@ import (
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
 
-// Client talks to a Fence server. It is safe for concurrent use. Close it
-// when done: Close ends every lease it handed out and its session.
+// Client talks to a Fence server, or to the nodes of a Fence cluster. It is
+// safe for concurrent use. Close it when done: Close ends every lease it
+// handed out and its session.
 type Client struct {
 	cfg       config
 	endpoints []*endpoint
-	sess      *session // nil with WithoutSession
+	// cur is the index of the endpoint in use: sticky, it moves to the next
+	// endpoint only when the current one fails (failover).
+	cur  atomic.Int32
+	sess *session // nil with WithoutSession
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
 	closed bool
 }
 
-// endpoint is one server address and its API stubs. Today a Client has one;
-// failover across several will pick among them in pick.
+// endpoint is one server address and its API stubs.
 type endpoint struct {
+	idx       int32
 	url       string
 	locks     fencev1connect.LockServiceClient
 	resources fencev1connect.ResourceServiceClient
+	sessions  fencev1connect.SessionServiceClient // over the session's HTTP/2 client; nil without a session
 }
 
 // ErrClientClosed is the reason a lease is lost when its Client was closed,
@@ -38,15 +46,25 @@ type endpoint struct {
 var ErrClientClosed = errors.New("fence: client closed")
 
 // New returns a Client for the server at url, a URL such as
-// "http://127.0.0.1:7420". It does not connect until the first call.
+// "http://127.0.0.1:7420", or for several servers (the nodes of a cluster):
+// url may be a comma-separated list, and WithEndpoints adds more. It does
+// not connect until the first call.
+//
+// With several endpoints the Client uses one at a time and keeps using it
+// while it works (sticky); when it cannot be reached, answers Unavailable
+// or gives no answer within the attempt timeout, the Client moves to the
+// next one, and retries there only what the usual retry rules make safe
+// (request_id, op_id, session seq: see Retries in the package doc). The
+// session's stream reconnects to the next endpoint and resends every
+// unanswered request with its seq.
 func New(url string, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}
-	u, err := neturl.Parse(url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("fence: endpoint %q: want a URL like http://127.0.0.1:7420", url)
+	urls, err := parseEndpoints(url, cfg.endpoints)
+	if err != nil {
+		return nil, err
 	}
 	if !cfg.noSession {
 		if err := fence.ValidateTTL(cfg.sessionTTL, maxDuration); err != nil {
@@ -54,8 +72,51 @@ func New(url string, opts ...Option) (*Client, error) {
 		}
 	}
 	if cfg.httpClient == nil {
-		cfg.httpClient = defaultHTTPClient(cfg.protocol)
+		cfg.httpClient = defaultHTTPClient(cfg.protocol, cfg.dialer)
 	}
+	copts := cfg.connectOptions()
+	c := &Client{cfg: cfg, leases: map[*Lease]struct{}{}}
+	for i, base := range urls {
+		c.endpoints = append(c.endpoints, &endpoint{
+			idx:       int32(i),
+			url:       base,
+			locks:     fencev1connect.NewLockServiceClient(cfg.httpClient, base, copts...),
+			resources: fencev1connect.NewResourceServiceClient(cfg.httpClient, base, copts...),
+		})
+	}
+	if !cfg.noSession {
+		c.sess = newSession(c, copts)
+	}
+	return c, nil
+}
+
+// parseEndpoints splits list (comma-separated URLs) and appends more; it
+// returns the base URLs, without duplicates, in the order given.
+func parseEndpoints(list string, more []string) ([]string, error) {
+	var out []string
+	for _, raw := range append(strings.Split(list, ","), more...) {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		u, err := neturl.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("fence: endpoint %q: want a URL like http://127.0.0.1:7420", raw)
+		}
+		base := u.Scheme + "://" + u.Host + u.Path
+		if !slices.Contains(out, base) {
+			out = append(out, base)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("fence: endpoint %q: want a URL like http://127.0.0.1:7420", list)
+	}
+	return out, nil
+}
+
+// connectOptions are the Connect client options of cfg's protocol and
+// headers.
+func (cfg *config) connectOptions() []connect.ClientOption {
 	var copts []connect.ClientOption
 	switch cfg.protocol {
 	case ProtocolGRPC:
@@ -63,41 +124,66 @@ func New(url string, opts ...Option) (*Client, error) {
 	case ProtocolConnectJSON:
 		copts = append(copts, connect.WithProtoJSON())
 	}
-	base := u.Scheme + "://" + u.Host + u.Path
-	ep := &endpoint{
-		url:       base,
-		locks:     fencev1connect.NewLockServiceClient(cfg.httpClient, base, copts...),
-		resources: fencev1connect.NewResourceServiceClient(cfg.httpClient, base, copts...),
+	if len(cfg.headers) > 0 {
+		copts = append(copts, connect.WithInterceptors(headerInterceptor(cfg.headers)))
 	}
-	c := &Client{cfg: cfg, endpoints: []*endpoint{ep}, leases: map[*Lease]struct{}{}}
-	if !cfg.noSession {
-		c.sess = newSession(c, base, copts)
-	}
-	return c, nil
+	return copts
 }
 
 // defaultHTTPClient returns an HTTP/1.1 client for Connect, and an HTTP/2
-// client (h2c for http://) for gRPC.
-func defaultHTTPClient(p Protocol) *http.Client {
+// client (h2c for http://) for gRPC; dial, if set, opens its connections.
+func defaultHTTPClient(p Protocol, dial dialFunc) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	// Go's default keeps 2 idle connections per host: with more concurrent
 	// calls (keepalives of many leases, parallel writes) connections would
 	// be closed and reopened all the time.
 	t.MaxIdleConnsPerHost = 256
 	if p == ProtocolGRPC {
-		var ps http.Protocols
-		ps.SetHTTP2(true)
-		ps.SetUnencryptedHTTP2(true)
-		t.Protocols = &ps
+		t.Protocols = http2Only()
+	}
+	if dial != nil {
+		t.DialContext = dial
 	}
 	return &http.Client{Transport: t}
 }
 
-// Endpoint returns the URL the client talks to.
+// http2Only is HTTP/2 only: over TLS for https://, cleartext with prior
+// knowledge (h2c) for http://.
+func http2Only() *http.Protocols {
+	var ps http.Protocols
+	ps.SetHTTP2(true)
+	ps.SetUnencryptedHTTP2(true)
+	return &ps
+}
+
+// Endpoint returns the URL the client talks to now (with several, the one
+// in use).
 func (c *Client) Endpoint() string { return c.pick().url }
 
-// pick returns the endpoint for the next attempt.
-func (c *Client) pick() *endpoint { return c.endpoints[0] }
+// Endpoints returns the URLs of every endpoint, in the order given to New.
+func (c *Client) Endpoints() []string {
+	urls := make([]string, len(c.endpoints))
+	for i, ep := range c.endpoints {
+		urls[i] = ep.url
+	}
+	return urls
+}
+
+// pick returns the endpoint for the next attempt: the one in use.
+func (c *Client) pick() *endpoint { return c.endpoints[c.cur.Load()] }
+
+// failover moves off ep after it failed: to the next endpoint, unless
+// another call has moved already (so that failures seen together by many
+// calls move the Client once, not once each).
+func (c *Client) failover(ep *endpoint) {
+	if len(c.endpoints) == 1 {
+		return
+	}
+	next := (ep.idx + 1) % int32(len(c.endpoints))
+	if c.cur.CompareAndSwap(ep.idx, next) {
+		c.cfg.logger.Info("fence: endpoint failed, moving to the next", "from", ep.url, "to", c.endpoints[next].url)
+	}
+}
 
 // SessionID is the id of the Client's session on the server, 0 while none
 // is open (before the first session-bound call, after the session ended and

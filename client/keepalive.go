@@ -31,7 +31,8 @@ func (l *Lease) keepAliveLoop() {
 		// early enough to be retried, and to tell RenewErr, before the
 		// deadline.
 		actx, cancel := context.WithTimeout(l.kaCtx, l.TTL()/3)
-		granted, err := l.c.renewAttempt(actx, l.c.pick(), l.name, l.token, 0)
+		ep := l.c.pick()
+		granted, err := l.c.renewAttempt(actx, ep, l.name, l.token, 0)
 		cancel()
 		switch {
 		case err == nil:
@@ -46,6 +47,9 @@ func (l *Lease) keepAliveLoop() {
 			l.stop(&LostError{Name: l.name, Token: l.token, Cause: toError("renew", err)})
 			return
 		default:
+			// Unreachable, Unavailable or no answer in TTL/3: the next
+			// renew goes to the next endpoint (a renew is safe anywhere).
+			l.c.failover(ep)
 			l.mu.Lock()
 			l.lastErr = err
 			l.mu.Unlock()

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -41,6 +43,42 @@ type config struct {
 	// the TTL of the Client's session (WithSessionTTL).
 	noSession  bool
 	sessionTTL time.Duration
+	// endpoints: more server URLs (WithEndpoints); dialer opens the default
+	// HTTP clients' connections (WithDialer); headers go on every request
+	// (WithHeader).
+	endpoints []string
+	dialer    dialFunc
+	headers   http.Header
+}
+
+// dialFunc opens a connection, as net.Dialer.DialContext.
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// WithEndpoints adds server URLs to the one (or the comma-separated list)
+// given to New: the nodes of a cluster. The Client uses one at a time,
+// sticks to it while it works and moves to the next when it fails (see
+// New).
+func WithEndpoints(urls ...string) Option {
+	return func(cfg *config) { cfg.endpoints = append(cfg.endpoints, urls...) }
+}
+
+// WithDialer makes the Client's own HTTP clients (not one given with
+// WithHTTPClient) open their connections with dial instead of a plain TCP
+// dial: to reach a server through a tunnel or a multiplexed port (a Fence
+// node dials its leader's API over the raft port this way).
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(cfg *config) { cfg.dialer = dial }
+}
+
+// WithHeader adds an HTTP header to every request the Client sends (a
+// Fence node marks the calls it forwards to its leader with one).
+func WithHeader(key, value string) Option {
+	return func(cfg *config) {
+		if cfg.headers == nil {
+			cfg.headers = http.Header{}
+		}
+		cfg.headers.Add(key, value)
+	}
 }
 
 func defaultConfig() config {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -21,6 +22,12 @@ import (
 // time. Each attempt gets a context bounded by wait plus the attempt timeout
 // (wait is 0 except for a waiting acquire) and the attempt number, from 0.
 //
+// Each attempt goes to the endpoint in use (pick). One that fails so
+// (failoverOn) moves the Client to the next endpoint, and the retry goes
+// there: at once while this call has not yet tried every endpoint, with
+// backoff after that. A retry on another node is as safe as one on the
+// same: the ids and seqs live in the replicated state.
+//
 // When ctx ends with a cause (a lease's Context when the lease is lost), the
 // error returned wraps that cause too, so that errors.Is(err, ErrLeaseLost)
 // holds for a call made under a lost lease's context.
@@ -29,6 +36,7 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 		return ErrClientClosed
 	}
 	pause := c.cfg.backoffMin
+	unreachable := 0 // leading attempts that could not connect at all
 	for n := 0; ; n++ {
 		ep := c.pick()
 		err := c.bounded(ctx, wait, func(actx context.Context) error { return attempt(actx, ep, n) })
@@ -41,13 +49,23 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 			}
 			return withCause(ctx, toError(op, err))
 		}
-		if n == 0 && c.cfg.failFast && cannotConnect(err) {
-			return &UnreachableError{URL: ep.url, Err: err}
+		if c.cfg.failFast && unreachable == n && cannotConnect(err) {
+			// With several endpoints, fail fast only when none of them
+			// can be reached.
+			if unreachable++; unreachable == len(c.endpoints) {
+				return &UnreachableError{URL: strings.Join(c.Endpoints(), ","), Err: err}
+			}
 		}
 		if !retriable(err) {
 			return toError(op, err)
 		}
-		c.cfg.logger.Debug("fence: retrying", "op", op, "attempt", n+1, "err", err)
+		if failoverOn(err) {
+			c.failover(ep)
+		}
+		c.cfg.logger.Debug("fence: retrying", "op", op, "attempt", n+1, "endpoint", ep.url, "err", err)
+		if n+1 < len(c.endpoints) && failoverOn(err) {
+			continue // the next endpoint has not been tried by this call yet
+		}
 		t := time.NewTimer(jitter(pause))
 		select {
 		case <-ctx.Done():
@@ -60,6 +78,14 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 		}
 		pause = min(2*pause, c.cfg.backoffMax)
 	}
+}
+
+// failoverOn reports a failure of the endpoint rather than of the request:
+// it could not be reached, the connection broke, it answered Unavailable
+// (no leader, shutting down, a forwarded call it could not pass on), or an
+// attempt got no answer in time. Another endpoint may do better.
+func failoverOn(err error) bool {
+	return !errors.Is(err, errAskAgain) && retriable(err)
 }
 
 // bounded runs one attempt under a context that ends wait plus the attempt

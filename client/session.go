@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	neturl "net/url"
 	"sync"
 	"time"
 
@@ -36,8 +35,7 @@ import (
 // call of an earlier generation belongs to a session that is gone.
 type session struct {
 	c     *Client
-	api   fencev1connect.SessionServiceClient
-	hc    *http.Client
+	hc    *http.Client // every endpoint's SessionService client uses it
 	conns *connTracker // nil with WithHTTPClient: the stream's connection is not ours to close
 
 	openSem  chan struct{} // one Open at a time
@@ -69,7 +67,7 @@ type session struct {
 	streamCancel context.CancelFunc
 }
 
-func newSession(c *Client, base string, copts []connect.ClientOption) *session {
+func newSession(c *Client, copts []connect.ClientOption) *session {
 	s := &session{
 		c: c, ttl: c.cfg.sessionTTL,
 		openSem: make(chan struct{}, 1), wake: make(chan struct{}, 1),
@@ -81,25 +79,23 @@ func newSession(c *Client, base string, copts []connect.ClientOption) *session {
 		s.hc = c.cfg.httpClient
 	} else {
 		s.conns = &connTracker{}
-		s.hc = streamHTTPClient(base, s.conns)
+		s.hc = streamHTTPClient(c.cfg.dialer, s.conns)
 	}
-	s.api = fencev1connect.NewSessionServiceClient(s.hc, base, copts...)
+	for _, ep := range c.endpoints {
+		ep.sessions = fencev1connect.NewSessionServiceClient(s.hc, ep.url, copts...)
+	}
 	return s
 }
 
 // streamHTTPClient speaks HTTP/2 — h2c for http:// — which a bidi stream
-// needs, over connections that conns records so that a stream that hangs
-// can have its connection cut.
-func streamHTTPClient(base string, conns *connTracker) *http.Client {
+// needs, over connections (opened with dial, if set) that conns records so
+// that a stream that hangs can have its connection cut.
+func streamHTTPClient(dial dialFunc, conns *connTracker) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	var ps http.Protocols
-	if u, err := neturl.Parse(base); err == nil && u.Scheme == "https" {
-		ps.SetHTTP2(true)
-	} else {
-		ps.SetUnencryptedHTTP2(true)
+	t.Protocols = http2Only()
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	t.Protocols = &ps
-	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
 		if err == nil {
@@ -166,9 +162,9 @@ func (s *session) ensureOpen(ctx context.Context) (uint64, error) {
 	req := &fencev1.OpenSessionRequest{Ttl: durationOrNil(ttl), RequestId: newID()}
 	var resp *fencev1.OpenSessionResponse
 	var sent time.Time
-	err := s.c.withRetry(ctx, "open session", 0, func(ctx context.Context, _ *endpoint, _ int) error {
+	err := s.c.withRetry(ctx, "open session", 0, func(ctx context.Context, ep *endpoint, _ int) error {
 		sent = time.Now()
-		r, err := s.api.Open(ctx, connect.NewRequest(req))
+		r, err := ep.sessions.Open(ctx, connect.NewRequest(req))
 		if err != nil {
 			return err
 		}
@@ -373,13 +369,22 @@ func (s *session) expired(gen uint64, err error) {
 // thousands of leases is one apply, but a slow one.
 const closeTimeout = 5 * time.Second
 
-// closeOnServer closes session id on the server, best effort (one attempt
-// within closeTimeout), so that its leases are freed now rather than when
-// it expires.
+// closeOnServer closes session id on the server, best effort (within
+// closeTimeout: one attempt per endpoint, moving to the next one only when
+// an attempt could not connect or was answered Unavailable), so that its
+// leases are freed now rather than when it expires.
 func (s *session) closeOnServer(id uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	_, err := s.api.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
+	var err error
+	for range s.c.endpoints {
+		ep := s.c.pick()
+		_, err = ep.sessions.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
+		if err == nil || !failoverOn(err) || ctx.Err() != nil {
+			break
+		}
+		s.c.failover(ep)
+	}
 	if err != nil {
 		s.c.cfg.logger.Debug("fence: closing session failed; it expires by its TTL", "session", id, "err", err)
 	}

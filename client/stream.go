@@ -14,8 +14,9 @@ import (
 
 // run holds the session's stream for as long as the Client lives: while a
 // session is open it serves one stream at a time, and when a stream breaks
-// it opens the next one after a backoff (reset by any reply) and resends
-// every call still without a reply, with the same seq.
+// it opens the next one — on the next endpoint, when the Client has several
+// — after a backoff (reset by any reply) and resends every call still
+// without a reply, with the same seq.
 func (s *session) run() {
 	defer close(s.loopDone)
 	pause := s.c.cfg.backoffMin
@@ -31,7 +32,8 @@ func (s *session) run() {
 				return
 			}
 		}
-		err, answered := s.serve(id, gen)
+		ep := s.c.pick()
+		err, answered := s.serve(ep, id, gen)
 		select {
 		case <-s.closing:
 			return
@@ -44,6 +46,10 @@ func (s *session) run() {
 			s.expired(gen, err) // the server ended the stream: the session is gone
 			continue
 		}
+		// The session lives on the servers, not on one of them: the next
+		// stream may as well be on the next endpoint (the one that failed
+		// may be down, cut off, or no longer able to reach the leader).
+		s.c.failover(ep)
 		if answered {
 			pause = s.c.cfg.backoffMin
 		}
@@ -68,15 +74,15 @@ func (s *session) run() {
 // is taken for dead and its connection cut.
 var errKeepAliveTimeout = errors.New("fence: session keepalive got no reply within TTL/3")
 
-// serve runs one stream of session id (generation gen) until it breaks
-// (the error), the session ends or the Client closes (nil). answered
+// serve runs one stream of session id (generation gen) on ep until it
+// breaks (the error), the session ends or the Client closes (nil). answered
 // reports whether any reply came on it.
-func (s *session) serve(id, gen uint64) (err error, answered bool) {
+func (s *session) serve(ep *endpoint, id, gen uint64) (err error, answered bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.streamCancel = cancel
 	s.mu.Unlock()
-	st := s.api.Stream(ctx)
+	st := ep.sessions.Stream(ctx)
 	recvErr := make(chan error, 1)
 	replied := make(chan struct{}, 1)
 	go func() {

@@ -26,6 +26,7 @@ func TestRoundTrip(t *testing.T) {
 		{&fence.UnknownTokenError{Token: 9, LastIssued: 5}, fence.ErrUnknownToken, connect.CodeFailedPrecondition},
 		{&fence.OpConflictError{Field: "op_id", ID: "x"}, fence.ErrOpConflict, connect.CodeAlreadyExists},
 		{&fence.InvalidError{Field: "ttl", Bound: "at least 10ms"}, fence.ErrInvalid, connect.CodeInvalidArgument},
+		{&fence.InvalidError{Field: "ttl", Bound: "at least 10ms", Value: "1ms"}, fence.ErrInvalid, connect.CodeInvalidArgument},
 		{&fence.ResourceExhaustedError{Limit: `waiters on lock "x"`, Bound: "at most 1024", Got: "1024"}, fence.ErrResourceExhausted, connect.CodeResourceExhausted},
 		{&fence.ResourceExhaustedError{Limit: "remembered op_ids", Bound: "at most 1000000"}, fence.ErrResourceExhausted, connect.CodeResourceExhausted},
 		{&fence.SessionExpiredError{Session: 7}, fence.ErrSessionExpired, connect.CodeFailedPrecondition},

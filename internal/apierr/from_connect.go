@@ -53,7 +53,7 @@ func FromDetail(d *fencev1.ErrorDetail) error {
 	case fence.ReasonOpConflict:
 		return &fence.OpConflictError{Field: d.GetField(), ID: d.GetId()}
 	case fence.ReasonInvalid:
-		return &fence.InvalidError{Field: d.GetField(), Bound: d.GetBound()}
+		return &fence.InvalidError{Field: d.GetField(), Bound: d.GetBound(), Value: d.GetGot()}
 	case fence.ReasonResourceExhausted:
 		return &fence.ResourceExhaustedError{Limit: d.GetLimit(), Bound: d.GetBound(), Got: d.GetGot()}
 	case fence.ReasonSessionExpired:

@@ -92,7 +92,7 @@ func Detail(err error) *fencev1.ErrorDetail {
 	case errors.As(err, &conflict):
 		d.Field, d.Id = conflict.Field, conflict.ID
 	case errors.As(err, &invalid):
-		d.Field, d.Bound = invalid.Field, invalid.Bound
+		d.Field, d.Bound, d.Got = invalid.Field, invalid.Bound, invalid.Value
 	case errors.As(err, &limit):
 		d.Limit, d.Bound, d.Got = limit.Limit, limit.Bound, limit.Got
 	case errors.As(err, &session):

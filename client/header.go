@@ -1,0 +1,36 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
+)
+
+// headerInterceptor sets h on every request, unary and streaming.
+type headerInterceptor http.Header
+
+func (h headerInterceptor) set(dst http.Header) {
+	for k, vs := range h {
+		dst[k] = append([]string(nil), vs...)
+	}
+}
+
+func (h headerInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		h.set(req.Header())
+		return next(ctx, req)
+	}
+}
+
+func (h headerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		h.set(conn.RequestHeader())
+		return conn
+	}
+}
+
+func (h headerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}

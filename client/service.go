@@ -1,0 +1,356 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/apierr"
+)
+
+// Service is fence.Service over the network: each method is one call to
+// the Fence server at one URL, with no retry, no session of its own and no
+// keepalive. A Fence node uses it to pass calls on to its leader; it is the
+// remote implementation of fence.Service, not a friendlier Client.
+//
+// It keeps fence.Service's contract as the server answers it:
+//
+//   - a refusal is returned as the typed error the server sent
+//     (errors.Is(err, fence.ErrStaleToken), errors.As(err,
+//     &*fence.StaleTokenError) with its facts, and the server's message);
+//     the *connect.Error that carried it is in the chain too, so that a
+//     server passing the error on (apierr.ToConnect) sends it unchanged;
+//   - every other failure (cannot connect, the connection broke, the
+//     server answered Unavailable or anything that is not a refusal, ctx
+//     ended) wraps fence.ErrUnavailable: the outcome is unknown, and the
+//     caller retries with the same RequestID, OpID or session Seq.
+//
+// What the unary API does not carry is lost on the way (see NewService).
+type Service struct {
+	url   string
+	err   error // the URL did not parse: every call fails with it
+	hc    *http.Client
+	ownHC bool // hc is ours: Close closes its idle connections
+
+	locks     fencev1connect.LockServiceClient
+	resources fencev1connect.ResourceServiceClient
+	sessions  fencev1connect.SessionServiceClient
+}
+
+var _ fence.Service = (*Service)(nil)
+
+// NewService returns the remote fence.Service of the server at url (one
+// URL, such as "http://127.0.0.1:7420"). It speaks HTTP/2 (cleartext, with
+// prior knowledge, for http://) over its own transport, unless
+// WithHTTPClient gives one; WithDialer opens its connections (a node dials
+// its leader's API over the raft port's mux), WithHeader marks its requests
+// (a node's forwarded calls), WithProtocol chooses the wire protocol. Other
+// options do not apply. A url that is not one http(s) URL makes every call
+// fail with a *fence.InvalidError for field "url".
+//
+// Not carried by the unary API, so not returned by the remote: Replayed of
+// Acquire, Renew, Release, OpenSession, KeepAlive and CloseSession (false),
+// Grant.Session of a session-bound Renew (nil), SessionInfo.Leases (0), and
+// the Seq and Ack of a KeepAlive or CloseSession (not sent). Write, Add and
+// Delete report Replayed.
+func NewService(url string, opts ...Option) fence.Service {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &Service{url: url}
+	urls, err := parseEndpoints(url, nil)
+	if err == nil && (len(urls) != 1 || strings.Contains(url, ",")) {
+		err = fmt.Errorf("one endpoint, got %d", len(urls))
+	}
+	if err != nil {
+		s.err = fence.Invalid("url", "one http:// or https:// URL of a Fence server", url)
+		return s
+	}
+	s.url = urls[0]
+	s.hc = cfg.httpClient
+	if s.hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Protocols = http2Only()
+		if cfg.dialer != nil {
+			t.DialContext = cfg.dialer
+		}
+		s.hc, s.ownHC = &http.Client{Transport: t}, true
+	}
+	copts := cfg.connectOptions()
+	s.locks = fencev1connect.NewLockServiceClient(s.hc, s.url, copts...)
+	s.resources = fencev1connect.NewResourceServiceClient(s.hc, s.url, copts...)
+	s.sessions = fencev1connect.NewSessionServiceClient(s.hc, s.url, copts...)
+	return s
+}
+
+// URL is the server the Service calls.
+func (s *Service) URL() string { return s.url }
+
+// Close closes the idle connections of the Service's own transport. Calls
+// in flight finish; later calls open new connections.
+func (s *Service) Close() error {
+	if s.ownHC {
+		s.hc.CloseIdleConnections()
+	}
+	return nil
+}
+
+// remoteErr is fence.Service's error for what a call returned.
+func remoteErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	typed := apierr.FromConnect(err)
+	if fence.ReasonOf(typed) != "" {
+		return typed
+	}
+	return &UnavailableError{Op: op, Err: err}
+}
+
+// UnavailableError is a remote call (Service) that failed without a
+// refusal: its outcome is unknown. It matches fence.ErrUnavailable, and Err
+// is what the transport or the server said (a *connect.Error).
+type UnavailableError struct {
+	Op  string
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("fence: %s: unavailable, outcome unknown: %v", e.Op, e.Err)
+}
+
+// Unwrap returns fence.ErrUnavailable and Err.
+func (e *UnavailableError) Unwrap() []error { return []error{fence.ErrUnavailable, e.Err} }
+
+func refToProto(r fence.SessionRef) *fencev1.SessionRef {
+	if r == (fence.SessionRef{}) {
+		return nil
+	}
+	return &fencev1.SessionRef{Id: r.ID, Seq: r.Seq, Ack: r.Ack}
+}
+
+// Acquire implements fence.Service.
+func (s *Service) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.Grant, error) {
+	if s.err != nil {
+		return fence.Grant{}, s.err
+	}
+	resp, err := s.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{
+		Name: req.Name, Owner: req.Owner, Ttl: durationOrNil(req.TTL), Wait: durationOrNil(req.Wait),
+		RequestId: req.RequestID, LockDelay: durationOrNil(req.LockDelay), Session: refToProto(req.Session),
+	}))
+	if err != nil {
+		return fence.Grant{}, remoteErr("acquire", err)
+	}
+	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease())}, nil
+}
+
+// Renew implements fence.Service.
+func (s *Service) Renew(ctx context.Context, req fence.RenewRequest) (fence.Grant, error) {
+	if s.err != nil {
+		return fence.Grant{}, s.err
+	}
+	resp, err := s.locks.Renew(ctx, connect.NewRequest(&fencev1.RenewRequest{
+		Name: req.Name, Token: uint64(req.Token), Ttl: durationOrNil(req.TTL), Session: refToProto(req.Session),
+	}))
+	if err != nil {
+		return fence.Grant{}, remoteErr("renew", err)
+	}
+	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease())}, nil
+}
+
+// Release implements fence.Service.
+func (s *Service) Release(ctx context.Context, req fence.ReleaseRequest) (fence.Released, error) {
+	if s.err != nil {
+		return fence.Released{}, s.err
+	}
+	_, err := s.locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{
+		Name: req.Name, Token: uint64(req.Token), Session: refToProto(req.Session),
+	}))
+	if err != nil {
+		return fence.Released{}, remoteErr("release", err)
+	}
+	return fence.Released{}, nil
+}
+
+// Get implements fence.Service.
+func (s *Service) Get(ctx context.Context, name string) (fence.LockInfo, error) {
+	if s.err != nil {
+		return fence.LockInfo{}, s.err
+	}
+	resp, err := s.locks.Get(ctx, connect.NewRequest(&fencev1.GetRequest{Name: name}))
+	if err != nil {
+		return fence.LockInfo{}, remoteErr("get", err)
+	}
+	return fence.LockInfo(lockFromProto(resp.Msg.GetLock())), nil
+}
+
+// List implements fence.Service.
+func (s *Service) List(ctx context.Context, req fence.ListRequest) (fence.LockPage, error) {
+	if s.err != nil {
+		return fence.LockPage{}, s.err
+	}
+	if req.Limit < 0 || req.Limit > 1<<32-1 {
+		return fence.LockPage{}, fence.Invalid("limit", "1 or more", fmt.Sprint(req.Limit))
+	}
+	resp, err := s.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{
+		Prefix: req.Prefix, PageSize: uint32(req.Limit), PageToken: encodePageToken(req.After),
+	}))
+	if err != nil {
+		return fence.LockPage{}, remoteErr("list", err)
+	}
+	next, err := decodePageToken(resp.Msg.GetNextPageToken())
+	if err != nil {
+		return fence.LockPage{}, &UnavailableError{Op: "list", Err: err}
+	}
+	page := fence.LockPage{Locks: make([]fence.LockInfo, 0, len(resp.Msg.GetLocks())), Next: next}
+	for _, li := range resp.Msg.GetLocks() {
+		page.Locks = append(page.Locks, fence.LockInfo(lockFromProto(li)))
+	}
+	return page, nil
+}
+
+// Write implements fence.Service.
+func (s *Service) Write(ctx context.Context, req fence.WriteRequest) (fence.Written, error) {
+	if s.err != nil {
+		return fence.Written{}, s.err
+	}
+	resp, err := s.resources.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{
+		Resource: req.Resource, Token: uint64(req.Token), Value: req.Value, OpId: req.OpID, Session: refToProto(req.Session),
+	}))
+	if err != nil {
+		return fence.Written{}, remoteErr("write", err)
+	}
+	return fence.Written{State: stateFromProto(resp.Msg.GetState()), Replayed: resp.Msg.GetReplayed()}, nil
+}
+
+// Add implements fence.Service.
+func (s *Service) Add(ctx context.Context, req fence.AddRequest) (fence.Written, error) {
+	if s.err != nil {
+		return fence.Written{}, s.err
+	}
+	resp, err := s.resources.Add(ctx, connect.NewRequest(&fencev1.AddRequest{
+		Resource: req.Resource, Token: uint64(req.Token), Delta: req.Delta, OpId: req.OpID, Session: refToProto(req.Session),
+	}))
+	if err != nil {
+		return fence.Written{}, remoteErr("add", err)
+	}
+	return fence.Written{State: stateFromProto(resp.Msg.GetState()), Value: resp.Msg.GetValue(), Replayed: resp.Msg.GetReplayed()}, nil
+}
+
+// Delete implements fence.Service.
+func (s *Service) Delete(ctx context.Context, req fence.DeleteRequest) (fence.Written, error) {
+	if s.err != nil {
+		return fence.Written{}, s.err
+	}
+	resp, err := s.resources.Delete(ctx, connect.NewRequest(&fencev1.DeleteRequest{
+		Resource: req.Resource, Token: uint64(req.Token), OpId: req.OpID, Session: refToProto(req.Session),
+	}))
+	if err != nil {
+		return fence.Written{}, remoteErr("delete", err)
+	}
+	return fence.Written{State: stateFromProto(resp.Msg.GetState()), Replayed: resp.Msg.GetReplayed()}, nil
+}
+
+// Read implements fence.Service.
+func (s *Service) Read(ctx context.Context, resource string) (fence.ResourceState, error) {
+	if s.err != nil {
+		return fence.ResourceState{}, s.err
+	}
+	resp, err := s.resources.Read(ctx, connect.NewRequest(&fencev1.ReadRequest{Resource: resource}))
+	if err != nil {
+		return fence.ResourceState{}, remoteErr("read", err)
+	}
+	return stateFromProto(resp.Msg.GetState()), nil
+}
+
+// OpenSession implements fence.Service.
+func (s *Service) OpenSession(ctx context.Context, req fence.OpenSessionRequest) (fence.SessionGrant, error) {
+	if s.err != nil {
+		return fence.SessionGrant{}, s.err
+	}
+	resp, err := s.sessions.Open(ctx, connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationOrNil(req.TTL), RequestId: req.RequestID}))
+	if err != nil {
+		return fence.SessionGrant{}, remoteErr("open session", err)
+	}
+	return fence.SessionGrant{Session: sessionFromProto(resp.Msg.GetSession())}, nil
+}
+
+// KeepAlive implements fence.Service. The unary KeepAlive takes no seq or
+// ack: req.Session's are not sent (a keepalive is safe to repeat, and an
+// ack not sent only keeps saved results a little longer).
+func (s *Service) KeepAlive(ctx context.Context, req fence.KeepAliveRequest) (fence.SessionGrant, error) {
+	if s.err != nil {
+		return fence.SessionGrant{}, s.err
+	}
+	id := req.ID
+	if id == 0 {
+		id = req.Session.ID
+	}
+	resp, err := s.sessions.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{Session: id, Ttl: durationOrNil(req.TTL)}))
+	if err != nil {
+		return fence.SessionGrant{}, remoteErr("keepalive", err)
+	}
+	return fence.SessionGrant{Session: sessionFromProto(resp.Msg.GetSession())}, nil
+}
+
+// CloseSession implements fence.Service. Like KeepAlive it sends no seq: a
+// repeated close is answered SESSION_EXPIRED, which for a close means that
+// it worked.
+func (s *Service) CloseSession(ctx context.Context, req fence.CloseSessionRequest) (fence.Released, error) {
+	if s.err != nil {
+		return fence.Released{}, s.err
+	}
+	id := req.ID
+	if id == 0 {
+		id = req.Session.ID
+	}
+	_, err := s.sessions.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
+	if err != nil {
+		return fence.Released{}, remoteErr("close session", err)
+	}
+	return fence.Released{}, nil
+}
+
+func stateFromProto(p *fencev1.ResourceState) fence.ResourceState {
+	return fence.ResourceState{
+		Resource: p.GetResource(), Value: p.GetValue(), LastToken: fence.Token(p.GetLastToken()),
+		Version: p.GetVersion(), Deleted: p.GetDeleted(),
+	}
+}
+
+func sessionFromProto(p *fencev1.Session) fence.SessionInfo {
+	return fence.SessionInfo{ID: p.GetId(), TTL: p.GetTtl().AsDuration(), Remaining: p.GetRemaining().AsDuration()}
+}
+
+// The page token of List: the server's encoding (package server, page.go),
+// which clients of the API must treat as opaque. The remote Service speaks
+// fence.ListRequest.After, a lock name, so it must know it; the two are
+// kept equal by the conformance test of the server.
+const pageTokenVersion = 1
+
+func encodePageToken(after string) string {
+	if after == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(append([]byte{pageTokenVersion}, after...))
+}
+
+func decodePageToken(tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(b) < 2 || b[0] != pageTokenVersion || !utf8.Valid(b[1:]) {
+		return "", fmt.Errorf("fence: the server's next_page_token %q is not one this client knows", tok)
+	}
+	return string(b[1:]), nil
+}
