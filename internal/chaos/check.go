@@ -24,6 +24,13 @@ type Report struct {
 	// Overlaps (checker 3): holds (a release's HeldFrom..HeldUntil) that
 	// overlap an earlier hold of another token of the same lock.
 	Overlaps int
+	// EarlyExpiry (checker 3b): leases that ended before their safe
+	// deadline on the host's monotonic clock (Op.DeadlineMono: the TTL the
+	// server reported at the last successful grant or renew, less the
+	// documented drift of 1%) without being released: a later token of the
+	// same lock was granted before it. EarlyWorst is the largest shortfall.
+	EarlyExpiry int
+	EarlyWorst  time.Duration
 	// LostWrites (checker 4): acknowledged mutations the final state does
 	// not account for.
 	LostWrites int
@@ -73,7 +80,7 @@ func (r Report) OK() bool {
 
 // OKExceptStale is OK without checker 1: what a control run must pass.
 func (r Report) OKExceptStale() bool {
-	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 &&
+	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.EarlyExpiry == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 &&
 		r.Linearizable && r.MissingFinal == 0 && r.Malformed == 0 && !r.Empty
 }
 
@@ -103,10 +110,11 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
 	h := newChkHistory(ops)
 
-	var probs [9][]string
+	var probs [10][]string
 	r.StaleAccepted, probs[0] = checkStale(h)
 	r.TokensRegressed, probs[1] = checkTokens(h)
 	r.Overlaps, probs[2] = checkOverlaps(h)
+	r.EarlyExpiry, r.EarlyWorst, probs[9] = checkEarlyExpiry(h)
 	r.LostWrites, probs[3] = checkLost(h)
 	r.DoubleApplies, probs[4] = checkDouble(h)
 	lin := checkLinear(h, outDir, linTimeout)
@@ -503,6 +511,85 @@ func checkOverlaps(h *chkHistory) (int, []string) {
 		}
 	}
 	return n, probs
+}
+
+// ---- checker 3b: no lease ends before its TTL ----
+
+// checkEarlyExpiry counts leases the server ended before their safe
+// deadline. A lock is granted to one lease at a time, in token order: when
+// a later token of the same lock was granted (its acquire returned at
+// RetMono), every earlier lease of that lock had ended by then — released,
+// or expired. A lease whose release was called after that grant returned
+// was not ended by its release, so it expired (or its session did), and it
+// must have lived to its DeadlineMono: the send time of its last successful
+// grant or renew plus the remaining TTL the server reported, less the
+// documented drift (1%), all on CLOCK_MONOTONIC, the one clock every
+// process of the host shares and no test clock offset or rate moves. A
+// leader whose clock runs fast beyond the drift (FENCE_TEST_CLOCK_RATE),
+// or a new leader that takes a base from the wrong place, shows here as a
+// later grant returning before the earlier lease's deadline. Unlike checker
+// 3 (holds as the workers saw them, wall clock), it needs no hold of the
+// second lease: a grant lost before its reply still bounds the earlier
+// lease's end. Records without monotonic times (an older history) are
+// skipped.
+func checkEarlyExpiry(h *chkHistory) (int, time.Duration, []string) {
+	n := 0
+	var worst time.Duration
+	var probs []string
+	for _, l := range h.locks {
+		var grants []*Op
+		for _, o := range h.lockOps[l] {
+			if o.Kind == KindAcquire && o.RetMono > 0 && o.Return != math.MaxInt64 {
+				grants = append(grants, o)
+			}
+		}
+		rels := map[uint64]*Op{}
+		for _, o := range h.releases[l] {
+			if o.DeadlineMono > 0 && o.CallMono > 0 {
+				rels[o.Token] = o
+			}
+		}
+		// tokens descending: first is the earliest return among the
+		// grants of a larger token than the one looked at
+		sort.SliceStable(grants, func(i, j int) bool { return grants[i].Token > grants[j].Token })
+		var first, group *Op // group: the earliest return among grants of g's own token
+		for i, g := range grants {
+			if i > 0 && g.Token != grants[i-1].Token {
+				if first == nil || group.RetMono < first.RetMono {
+					first = group
+				}
+				group = nil
+			}
+			if group == nil || g.RetMono < group.RetMono {
+				group = g
+			}
+			r := rels[g.Token]
+			if first != nil && r != nil && r.CallMono > first.RetMono && first.RetMono < r.DeadlineMono {
+				n++
+				short := time.Duration(r.DeadlineMono - first.RetMono)
+				worst = max(worst, short)
+				probs = append(probs, fmt.Sprintf("early expiry on lock %s: token %d (%s, %s) was not released before token %d was granted (%s, returned %s), %s before its safe deadline (its release was called %s after that grant)",
+					l, g.Token, fmtOp(*g), leaseKind(g), first.Token, fmtOp(*first), fmtClock(first.Return),
+					roundDur(short, time.Microsecond), roundDur(time.Duration(r.CallMono-first.RetMono), time.Millisecond)))
+			}
+		}
+	}
+	return n, worst, probs
+}
+
+// roundDur rounds d to m, unless d is shorter than m.
+func roundDur(d, m time.Duration) time.Duration {
+	if d < m {
+		return d
+	}
+	return d.Round(m)
+}
+
+func leaseKind(o *Op) string {
+	if o.Session {
+		return "session lease"
+	}
+	return "standalone lease"
 }
 
 // ---- checker 4: no acknowledged write lost ----

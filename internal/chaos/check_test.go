@@ -34,6 +34,9 @@ type ckSimConfig struct {
 	bugLostWrite   float64 // a write acknowledged and not applied
 	bugDoubleAdd   float64 // an add applied twice (its op_id forgotten on retry)
 	bugStaleRead   float64 // a read returns the state before the last mutation
+	// bugEarlyExpiry: a paused holder's lease ends this long before the
+	// deadline its worker records (a fast leader clock)
+	bugEarlyExpiry int64
 }
 
 type ckSimReg struct {
@@ -157,6 +160,10 @@ func (s *ckSim) end(w int, op Op) {
 	} else {
 		op.Return = s.now + 1 + int64(s.rng.IntN(20))
 		ws.busy = op.Return + 1
+	}
+	if op.Kind == KindAcquire || op.Kind == KindRelease {
+		// one clock in the sim: the monotonic readings are the wall ones
+		op.CallMono, op.RetMono = op.Call, op.Return
 	}
 	s.ops = append(s.ops, op)
 }
@@ -362,8 +369,12 @@ func (s *ckSim) release(w int) {
 	op := s.begin(w, KindRelease)
 	op.Lock, op.Token, op.HeldFrom = fmt.Sprintf("sku-%d", ws.lock), ws.token, ws.from
 	op.HeldUntil = op.Call
+	// a held lease is renewed up to its release; a paused holder's ran
+	// out at lostAt, its safe deadline
+	op.DeadlineMono = op.Call + ckSimTTL
 	if ws.lostAt != 0 {
 		op.HeldUntil = min(op.HeldUntil, ws.lostAt)
+		op.DeadlineMono = ws.lostAt + s.cfg.bugEarlyExpiry
 	}
 	switch {
 	case s.holder[ws.lock] != ws.token:
@@ -498,6 +509,76 @@ func TestCheckPlantedGrantHeld(t *testing.T) {
 		if r.TokensRegressed != 0 {
 			t.Fatalf("tokens flagged: %+v", r)
 		}
+	}
+}
+
+// A paused holder's lease that the server ends before the deadline its
+// worker recorded (a leader clock running fast) is flagged by the
+// early-expiry checker, and by nothing that needs a second hold.
+func TestCheckPlantedEarlyExpiry(t *testing.T) {
+	for _, r := range ckPlanted(t, ckSimConfig{pauseP: 0.2, bugEarlyExpiry: ckSimTTL / 2}, 5) {
+		if r.EarlyExpiry == 0 || r.EarlyWorst <= 0 || r.EarlyWorst > ckSimTTL/2 {
+			t.Fatalf("early expiry not flagged: %+v", r)
+		}
+		if r.TokensRegressed != 0 || r.LostWrites != 0 || r.DoubleApplies != 0 {
+			t.Fatalf("other checkers flagged: %+v", r)
+		}
+		if !strings.Contains(strings.Join(r.Problems, "\n"), "early expiry on lock ") {
+			t.Fatalf("no problem line: %q", r.Problems)
+		}
+	}
+	// the same pauses, leases ending at their deadline: nothing
+	for _, r := range ckPlanted(t, ckSimConfig{pauseP: 0.2}, 5) {
+		ckMustOK(t, r)
+	}
+}
+
+func TestCheckEarlyExpiryExact(t *testing.T) {
+	acq := func(w int, tok uint64, call, ret int64) Op {
+		o := ckAcquire(w, "sku-0", tok, call, ret)
+		o.CallMono, o.RetMono = call+1000, ret+1000 // the monotonic clock has its own origin
+		return o
+	}
+	rel := func(w int, tok uint64, from, call, deadline int64) Op {
+		o := ckRelease(w, "sku-0", tok, from, min(call, deadline), call, call+5)
+		o.CallMono, o.DeadlineMono = call+1000, deadline+1000
+		return o
+	}
+	// token 5's lease (deadline 300) expires under a paused holder; token 6
+	// is granted at 310, after it: fine
+	b := (&ckHist{}).add(acq(1, 5, 10, 20)).add(acq(2, 6, 30, 310)).
+		add(rel(1, 5, 20, 900, 300)).add(rel(2, 6, 310, 400, 600))
+	ckMustOK(t, Check(b.ops, "", 0))
+	// granted at 250: token 5 ended 50 before its deadline
+	b = (&ckHist{}).add(acq(1, 5, 10, 20)).add(acq(2, 6, 30, 250)).
+		add(rel(1, 5, 20, 900, 300)).add(rel(2, 6, 250, 400, 600))
+	r := Check(b.ops, "", 0)
+	if r.EarlyExpiry != 1 || r.EarlyWorst != 50 || r.OK() {
+		t.Fatalf("%+v", r)
+	}
+	if !strings.Contains(strings.Join(r.Problems, "\n"), "early expiry on lock sku-0: token 5 (w1#1, standalone lease) was not released before token 6 was granted (w2#1, returned 00:00:00.000000), 50ns before its safe deadline") {
+		t.Fatalf("problem line: %q", r.Problems)
+	}
+	// the same, but token 5's release was called (at 240) before token 6
+	// was granted: the release may have ended it
+	b = (&ckHist{}).add(acq(1, 5, 10, 20)).add(acq(2, 6, 30, 250)).
+		add(rel(1, 5, 20, 240, 300)).add(rel(2, 6, 250, 400, 600))
+	ckMustOK(t, Check(b.ops, "", 0))
+	// a later token bounds an earlier lease even when it is not the next
+	// one (8 returned first), and a lost grant (no hold) counts too
+	lost := acq(3, 8, 30, 200)
+	b = (&ckHist{}).add(acq(1, 5, 10, 20)).add(acq(2, 6, 30, 310)).add(lost).
+		add(rel(1, 5, 20, 900, 300)).add(rel(2, 6, 310, 400, 600)).
+		add(ckRelease(3, "sku-0", 8, 200, 200, 205, 210))
+	r = Check(b.ops, "", 0)
+	if r.EarlyExpiry != 2 || r.EarlyWorst != 400 { // 5 ended 100 early, 6 400 early
+		t.Fatalf("%+v\n%s", r, strings.Join(r.Problems, "\n"))
+	}
+	// records without monotonic times (an older history) are not judged
+	b = (&ckHist{}).add(ckAcquire(1, "sku-0", 5, 10, 20)).add(ckAcquire(2, "sku-0", 6, 30, 250)).
+		add(ckRelease(1, "sku-0", 5, 20, 300, 900, 905)).add(ckRelease(2, "sku-0", 6, 250, 400, 400, 405))
+	if r := Check(b.ops, "", 0); r.EarlyExpiry != 0 {
+		t.Fatalf("%+v", r)
 	}
 }
 

@@ -81,6 +81,20 @@ type Op struct {
 	HeldFrom  int64 `json:"held_from,omitempty"`
 	HeldUntil int64 `json:"held_until,omitempty"`
 
+	// CallMono and RetMono are Call and Return on CLOCK_MONOTONIC (ns; one
+	// clock for every process on the host, never stepped), recorded by the
+	// acquire and release ops for the early-expiry checker (0: not recorded,
+	// e.g. a history of an older harness).
+	CallMono int64 `json:"cm,omitempty"`
+	RetMono  int64 `json:"rm,omitempty"`
+	// DeadlineMono (release only) is the lease's safe deadline at the
+	// release call, on CLOCK_MONOTONIC: the send time of its last successful
+	// grant or renew (a session lease: of its session's last keepalive) plus
+	// the remaining TTL the server reported, less the documented drift of 1%
+	// (fence.SafeDeadline). The server must not end the lease before it
+	// unless it was released. 0: not known (a grant lost before its reply).
+	DeadlineMono int64 `json:"dl,omitempty"`
+
 	Err string `json:"err,omitempty"` // the error text of a non-OK outcome
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
+	"golang.org/x/sys/unix"
 )
 
 // WorkerConfig configures one worker process (`fence-chaos worker ARGS`,
@@ -185,6 +186,25 @@ type heldLease struct {
 
 func nowNano() int64 { return time.Now().UnixNano() }
 
+// monoNano reads CLOCK_MONOTONIC (ns): the same clock in every process of
+// the host, which no FENCE_TEST_CLOCK_OFFSET and no wall-clock step moves.
+func monoNano() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
+// monoOf converts t (a time with a monotonic reading, such as a lease's
+// Deadline) to CLOCK_MONOTONIC nanoseconds; 0 for the zero time.
+func monoOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return monoNano() + int64(time.Until(t))
+}
+
 // WindowFile is the marker file that exists while the worker is in its write
 // window (it read the stock and sleeps before writing): History + ".window".
 func (c WorkerConfig) WindowFile() string { return c.History + ".window" }
@@ -284,9 +304,12 @@ func (w *wrk) record(op Op) error {
 	op.Worker, op.N = w.cfg.ID, w.n
 	if op.Out != OutcomeUnknown && op.Return == 0 {
 		op.Return = nowNano()
+		if op.CallMono != 0 {
+			op.RetMono = monoNano()
+		}
 	}
 	if op.Out == OutcomeUnknown {
-		op.Return = 0
+		op.Return, op.RetMono = 0, 0
 	}
 	if err := w.rec.Record(op); err != nil {
 		return fmt.Errorf("chaos worker: recording: %w", err)
@@ -344,9 +367,9 @@ func (w *wrk) acquire(ctx context.Context, k int, session bool, wait time.Durati
 	}
 	actx, cancel := context.WithTimeout(ctx, wait+workerOpTimeout)
 	defer cancel()
-	op := Op{Kind: KindAcquire, Lock: lockName(k), Session: session, Call: nowNano(), Attempts: 1}
+	op := Op{Kind: KindAcquire, Lock: lockName(k), Session: session, Call: nowNano(), CallMono: monoNano(), Attempts: 1}
 	lease, err := cl.Acquire(actx, lockName(k), opts...)
-	op.Return = nowNano()
+	op.RetMono, op.Return = monoNano(), nowNano()
 	op.Out = classifyAcquire(err)
 	op.Err = errString(err)
 	var lost *client.LostError
@@ -361,7 +384,7 @@ func (w *wrk) acquire(ctx context.Context, k int, session bool, wait time.Durati
 			return nil, rerr
 		}
 		rop := Op{Kind: KindRelease, Lock: op.Lock, Token: op.Token, Session: session,
-			HeldFrom: op.Return, HeldUntil: op.Return, Call: nowNano(), Attempts: 1}
+			HeldFrom: op.Return, HeldUntil: op.Return, Call: nowNano(), CallMono: monoNano(), Attempts: 1}
 		rctx, rcancel := context.WithTimeout(context.Background(), workerOpTimeout)
 		rerr := cl.Release(rctx, op.Lock, lost.Token)
 		rcancel()
@@ -493,14 +516,16 @@ func (w *wrk) add(ctx context.Context, s store, h *heldLease, base Op, token fen
 // effort, within workerOpTimeout). A lease the client already knows lost is
 // released by token, so that the server says what it thinks.
 func (w *wrk) release(h *heldLease) error {
-	call := nowNano()
+	call, callMono := nowNano(), monoNano()
 	until := call
-	if d := h.lease.Deadline(); !d.IsZero() {
+	d := h.lease.Deadline()
+	if !d.IsZero() {
 		until = min(call, d.UnixNano())
 	}
 	op := Op{
 		Kind: KindRelease, Lock: lockName(h.k), Token: uint64(h.lease.Token()), Session: h.session,
-		HeldFrom: h.heldFrom, HeldUntil: until, Call: call, Attempts: 1,
+		HeldFrom: h.heldFrom, HeldUntil: until, Call: call, CallMono: callMono, DeadlineMono: monoOf(d),
+		Attempts: 1,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), workerOpTimeout)
 	defer cancel()
