@@ -59,8 +59,8 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 	select {
 	case <-n.closing:
 		return state.Result{}, ErrClosed
-	case <-n.fail.down:
-		return state.Result{}, fmt.Errorf("%w: fatal storage error: %v", ErrClosed, n.fail.failed())
+	case <-n.fail.Down():
+		return state.Result{}, fmt.Errorf("%w: fatal storage error: %v", ErrClosed, n.fail.Err())
 	default:
 	}
 	c := n.clock.Load()
@@ -76,7 +76,7 @@ func (n *Node) unknown(cause error) error {
 	select {
 	case <-n.closing:
 		return fmt.Errorf("%w (%w): %v", ErrUnknownOutcome, ErrClosed, cause)
-	case <-n.fail.down:
+	case <-n.fail.Down():
 		return fmt.Errorf("%w (%w: fatal storage error): %v", ErrUnknownOutcome, ErrClosed, cause)
 	default:
 		return fmt.Errorf("%w: %v", ErrUnknownOutcome, cause)
@@ -152,7 +152,7 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 		return state.Result{Err: &fence.BusyError{Name: cmd.Name, Waited: true}, Events: res.Events}, nil
 	case <-n.closing:
 		return state.Result{}, ErrClosed
-	case <-n.fail.down:
+	case <-n.fail.Down():
 		// Queued, and the node stopped: after a restart the request is
 		// an orphan unless its client retries (package doc, Orphans).
 		return state.Result{}, n.unknown(errors.New("queued when the node failed"))

@@ -58,7 +58,7 @@ func TestWALSegmentsDeletedAfterSnapshots(t *testing.T) {
 		v := bytes.Repeat([]byte{byte('a' + i%26)}, 1<<20)
 		mustApply(t, n, state.Command{Op: state.OpWrite, Name: fmt.Sprint("big-", i%2), Token: tok, Value: v})
 	}
-	walDir := filepath.Join(dir, walDirName)
+	walDir := filepath.Join(dir, "wal") // raftstore's WAL dir
 	// The meta file is small; one entry more than SnapshotBytes may be
 	// written before the trigger sees it.
 	bound := int64(snapBytes + entry + trailing*entry + 2*segment + 1<<20)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -166,6 +167,6 @@ func (c Config) raftConfig() *raft.Config {
 	if c.TrailingLogs > 0 {
 		rc.TrailingLogs = c.TrailingLogs
 	}
-	rc.Logger = newHCLogger(c.Logger)
+	rc.Logger = raftstore.NewHCLogger(c.Logger)
 	return rc
 }

@@ -6,12 +6,15 @@
 //
 // # Log store
 //
-// A new data dir gets hashicorp/raft-wal (DataDir/wal): each batch of
-// entries is appended to a segment file with one fsync. A dir that already
-// holds a raft-boltdb log (DataDir/raft.db, two fsyncs per batch) keeps
-// using it; Config.LogStore can name either kind, and a dir holding the
-// other kind is refused (logs are not migrated). A running node holds an
-// flock on DataDir/LOCK, so a second process on the same dir fails after
+// The raft plumbing under the node is package raftstore: Open takes the
+// data dir's lock and opens the log and stable store (raftstore.Open), and
+// wraps them and the snapshot store in raftstore's fail-stop guards. A new
+// data dir gets hashicorp/raft-wal (DataDir/wal): each batch of entries is
+// appended to a segment file with one fsync. A dir that already holds a
+// raft-boltdb log (DataDir/raft.db, two fsyncs per batch) keeps using it;
+// Config.LogStore can name either kind, and a dir holding the other kind
+// is refused (logs are not migrated). A running node holds an flock on
+// DataDir/LOCK, so a second process on the same dir fails after
 // Config.LockTimeout.
 //
 // # Group commit
@@ -30,9 +33,11 @@
 //
 // # Fail-stop
 //
-// The log store, raft's stable store and the snapshot store are wrapped so
-// that any write error (disk full, I/O error) is fatal: the node records
-// it, stops acknowledging (a proposal in flight or made later gets an error
+// The log store, raft's stable store and the snapshot store are wrapped
+// (raftstore.GuardedLog, GuardedStable, GuardedSnapshots: under raft, so a
+// follower's appends, term and vote and a snapshot installed from the
+// leader are guarded too) so that any write error (disk full, I/O error)
+// is fatal: the node records it (raftstore.FailStop), stops acknowledging (a proposal in flight or made later gets an error
 // wrapping ErrUnknownOutcome or ErrClosed, reads get ErrNotLeader, it never
 // takes office again) and calls Config.OnFatal, which by default logs and
 // exits with status 70. A log that failed an append may hold part of a

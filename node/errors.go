@@ -1,6 +1,10 @@
 package node
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fenceworks/fence/raftstore"
+)
 
 // ErrNotLeader: this node is not the raft leader (or has not finished taking
 // office: its barrier and clock are not ready yet). The caller may retry
@@ -11,7 +15,8 @@ var ErrNotLeader = errors.New("node: not the leader")
 var ErrClosed = errors.New("node: closed")
 
 // ErrDirLocked: another process holds the data directory (its LOCK file).
-var ErrDirLocked = errors.New("node: data dir locked by another process")
+// It is raftstore.ErrDirLocked, so errors.Is matches either name.
+var ErrDirLocked = raftstore.ErrDirLocked
 
 // ErrUnknownOutcome: the command was handed to raft but its fate is not
 // known: it may be committed and applied (now, or when the log is replayed

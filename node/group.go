@@ -248,8 +248,8 @@ func (n *Node) runGroup(g []*proposal) ([]state.Result, error) {
 	select {
 	case <-n.closing:
 		return nil, ErrClosed
-	case <-n.fail.down:
-		return nil, fmt.Errorf("%w: fatal storage error: %v", ErrClosed, n.fail.failed())
+	case <-n.fail.Down():
+		return nil, fmt.Errorf("%w: fatal storage error: %v", ErrClosed, n.fail.Err())
 	default:
 	}
 	c := g[0].c
@@ -289,7 +289,7 @@ func (n *Node) runGroup(g []*proposal) ([]state.Result, error) {
 		// applied on replay), or a log write failed (fail-stop).
 		return nil, n.unknown(err)
 	}
-	if err := n.fail.failed(); err != nil {
+	if err := n.fail.Err(); err != nil {
 		// Committed before the failure perhaps, but this node stopped
 		// acknowledging when it failed: the client retries elsewhere or
 		// after the restart, which answers from the log.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -18,12 +19,11 @@ import (
 type Node struct {
 	cfg   Config
 	raft  *raft.Raft
-	store *logStore
-	lock  *dirLock
+	store *raftstore.Store // the data dir's lock, log and stable store
 	fsm   *fsm
 	wait  *waiters
-	fail  *failStop
-	log   *guardedLog
+	fail  *raftstore.FailStop
+	log   *raftstore.GuardedLog
 	snap  *snapTrigger
 	props *proposer
 
@@ -53,31 +53,21 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	lock, err := lockDir(cfg.DataDir, cfg.LockTimeout)
+	store, err := raftstore.Open(raftstore.Config{Dir: cfg.DataDir, Kind: cfg.LogStore,
+		LockTimeout: cfg.LockTimeout, WALSegmentSize: cfg.WALSegmentSize, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	kind, err := chooseLogStore(cfg.DataDir, cfg.LogStore)
+	n, err := open(cfg, store)
 	if err != nil {
-		lock.unlock()
-		return nil, err
-	}
-	store, err := openLogStore(cfg, kind)
-	if err != nil {
-		lock.unlock()
-		return nil, err
-	}
-	n, err := open(cfg, store, lock)
-	if err != nil {
-		store.close()
-		lock.unlock()
+		store.Close()
 		return nil, err
 	}
 	return n, nil
 }
 
-func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLogger(cfg.Logger))
+func open(cfg Config, store *raftstore.Store) (*Node, error) {
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, raftstore.NewHCLogger(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
@@ -85,7 +75,7 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 	if trans == nil {
 		_, trans = raft.NewInmemTransport(raft.ServerAddress(cfg.NodeID))
 	}
-	existing, err := raft.HasExistingState(store.log, store.stable, snaps)
+	existing, err := raft.HasExistingState(store.Log, store.Stable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("node: inspect state: %w", err)
 	}
@@ -93,27 +83,26 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 	n := &Node{
 		cfg:     cfg,
 		store:   store,
-		lock:    lock,
 		wait:    w,
 		fsm:     newFSM(state.New(), w), // rules come from the log (Config.Rules)
 		props:   newProposer(cfg.groupsInFlight),
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
-	n.fail = newFailStop(func(err error) {
+	n.fail = raftstore.NewFailStop(func(err error) {
 		n.clock.Store(nil) // acknowledge nothing more, serve no reads
 		n.signalOffice()
 		cfg.OnFatal(err)
 	})
-	var logs raft.LogStore = store.log
+	var logs raft.LogStore = store.Log
 	if cfg.wrapLog != nil {
 		logs = cfg.wrapLog(logs)
 	}
-	n.log = &guardedLog{LogStore: logs, fs: n.fail}
+	n.log = &raftstore.GuardedLog{LogStore: logs, Fail: n.fail, Commands: entryCommandCount}
 	n.snap = newSnapTrigger(cfg, n.log)
-	n.log.wrote = n.snap.check
-	gsnaps := &guardedSnapshots{SnapshotStore: snaps, fs: n.fail, mark: n.snap.mark, done: n.snap.done}
-	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, &guardedStable{StableStore: store.stable, fs: n.fail}, gsnaps, trans)
+	n.log.Wrote = n.snap.check
+	gsnaps := &raftstore.GuardedSnapshots{SnapshotStore: snaps, Fail: n.fail, Mark: n.snap.mark, Done: n.snap.done}
+	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, &raftstore.GuardedStable{StableStore: store.Stable, Fail: n.fail}, gsnaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
@@ -128,7 +117,7 @@ func open(cfg Config, store *logStore, lock *dirLock) (*Node, error) {
 			r.Shutdown()
 			return nil, fmt.Errorf("node: bootstrap: %w", err)
 		}
-		cfg.Logger.Info("bootstrapped a new single-node cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "log_store", store.kind)
+		cfg.Logger.Info("bootstrapped a new single-node cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "log_store", store.Kind)
 	}
 	n.wg.Add(3)
 	go n.watchLeadership()
@@ -158,8 +147,8 @@ func (n *Node) awaitOffice(timeout time.Duration) error {
 		select {
 		case <-deadline.C:
 			return fmt.Errorf("node: not ready within the ready timeout (%s): still replaying the log or electing itself: %w", timeout, ErrNotLeader)
-		case <-n.fail.down:
-			return fmt.Errorf("node: fatal storage error while starting: %w", n.fail.failed())
+		case <-n.fail.Down():
+			return fmt.Errorf("node: fatal storage error while starting: %w", n.fail.Err())
 		case <-poll.C:
 		}
 	}
@@ -178,7 +167,7 @@ func (n *Node) await(f raft.Future) (err error, ok bool) {
 	case err := <-done:
 		return err, true
 	case <-n.closing:
-	case <-n.fail.down:
+	case <-n.fail.Down():
 	}
 	select {
 	case err := <-done:
@@ -198,7 +187,7 @@ func (n *Node) watchLeadership() {
 			return
 		case leader := <-n.raft.LeaderCh():
 			n.clock.Store(nil)
-			if leader && n.fail.failed() == nil {
+			if leader && n.fail.Err() == nil {
 				n.takeOffice()
 			}
 			n.signalOffice()
@@ -256,7 +245,7 @@ func (n *Node) takeOffice() {
 		}
 	}
 	n.clock.Store(c)
-	if n.fail.failed() != nil {
+	if n.fail.Err() != nil {
 		n.clock.Store(nil) // a fatal error raced the takeoffice
 		return
 	}
@@ -298,11 +287,8 @@ func (n *Node) Close() error {
 		n.clock.Store(nil)
 		err := n.raft.Shutdown().Error()
 		n.wg.Wait()
-		if cerr := n.store.close(); err == nil {
+		if cerr := n.store.Close(); err == nil { // the stores, then the dir lock
 			err = cerr
-		}
-		if lerr := n.lock.unlock(); err == nil {
-			err = lerr
 		}
 		n.closeErr = err
 	})

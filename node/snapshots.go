@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fenceworks/fence/raftstore"
 )
 
 // snapTrigger decides when the node takes a snapshot: once the log written
@@ -18,7 +20,7 @@ import (
 // and replays at most about one threshold of commands.
 type snapTrigger struct {
 	cfg         Config
-	log         *guardedLog
+	log         *raftstore.GuardedLog
 	bytesMark   atomic.Uint64 // log counters when the last written snapshot began
 	entriesMark atomic.Uint64
 	taken       atomic.Uint64 // snapshots written by this process
@@ -26,7 +28,7 @@ type snapTrigger struct {
 	c           chan struct{} // cap 1: wakes runSnapshots
 }
 
-func newSnapTrigger(cfg Config, log *guardedLog) *snapTrigger {
+func newSnapTrigger(cfg Config, log *raftstore.GuardedLog) *snapTrigger {
 	return &snapTrigger{cfg: cfg, log: log, c: make(chan struct{}, 1)}
 }
 
@@ -37,11 +39,11 @@ func newSnapTrigger(cfg Config, log *guardedLog) *snapTrigger {
 // whole while applies wait, then encoded beside them) proportional to the
 // log it saves replaying: a restart replays about as long as it restores.
 func (t *snapTrigger) due() bool {
-	if t.log.stored.Load()-t.bytesMark.Load() >= t.cfg.SnapshotBytes {
+	if t.log.Stored()-t.bytesMark.Load() >= t.cfg.SnapshotBytes {
 		return true
 	}
 	need := max(t.cfg.SnapshotThreshold, t.lastSize.Load()/snapshotBytesPerEntry)
-	return t.log.entries.Load()-t.entriesMark.Load() >= need
+	return t.log.Entries()-t.entriesMark.Load() >= need
 }
 
 // snapshotBytesPerEntry: restoring a snapshot byte costs about what
@@ -65,7 +67,7 @@ type snapMark struct{ bytes, entries uint64 }
 // what was written to the log by then (raft snapshots the applied state,
 // which may lag the log a little; the next trigger catches that up).
 func (t *snapTrigger) mark() any {
-	return snapMark{t.log.stored.Load(), t.log.entries.Load()}
+	return snapMark{t.log.Stored(), t.log.Entries()}
 }
 
 // done is called when a snapshot of size bytes has been written.

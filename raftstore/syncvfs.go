@@ -1,4 +1,4 @@
-package node
+package raftstore
 
 import (
 	"encoding/binary"
@@ -80,17 +80,17 @@ func (f countingFile) WriteAt(p []byte, off int64) (int, error) {
 	if err == nil && n < len(p) {
 		// io.WriterAt requires an error for a short write; raft-wal would
 		// take the whole batch as written.
-		err = fmt.Errorf("node: short write to segment file: %d of %d bytes at offset %d: %w", n, len(p), off, io.ErrShortWrite)
+		err = fmt.Errorf("raftstore: short write to segment file: %d of %d bytes at offset %d: %w", n, len(p), off, io.ErrShortWrite)
 	}
 	if err == nil || n <= 0 || (err == io.EOF && n == len(p)) {
 		// raft-wal takes io.EOF with every byte written as a success.
 		return n, err
 	}
 	if zerr := zeroFileRange(f.WritableFile, off, off+int64(n), false); zerr != nil {
-		return n, errors.Join(err, fmt.Errorf("node: zeroing the %d bytes a failed segment write left at offset %d: %w", n, off, zerr))
+		return n, errors.Join(err, fmt.Errorf("raftstore: zeroing the %d bytes a failed segment write left at offset %d: %w", n, off, zerr))
 	}
 	if serr := f.WritableFile.Sync(); serr != nil { // not counted: it acknowledges nothing
-		return n, errors.Join(err, fmt.Errorf("node: sync after zeroing the %d bytes a failed segment write left at offset %d: %w", n, off, serr))
+		return n, errors.Join(err, fmt.Errorf("raftstore: sync after zeroing the %d bytes a failed segment write left at offset %d: %w", n, off, serr))
 	}
 	return n, err
 }
@@ -262,7 +262,7 @@ func repairWALTail(dir string, log *slog.Logger) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("node: read wal meta in %s: %w", dir, err)
+		return fmt.Errorf("raftstore: read wal meta in %s: %w", dir, err)
 	}
 	if len(st.Segments) == 0 {
 		return nil
@@ -278,12 +278,12 @@ func repairWALTail(dir string, log *slog.Logger) error {
 		return nil // raft-wal creates it
 	}
 	if err != nil {
-		return fmt.Errorf("node: wal tail repair: %w", err)
+		return fmt.Errorf("raftstore: wal tail repair: %w", err)
 	}
 	defer f.Close()
 	s, err := scanWALTail(f)
 	if err != nil {
-		return fmt.Errorf("node: wal tail repair: %s: %w", path, err)
+		return fmt.Errorf("raftstore: wal tail repair: %s: %w", path, err)
 	}
 	if len(s.indexes) == 0 {
 		return nil
@@ -295,13 +295,13 @@ func repairWALTail(dir string, log *slog.Logger) error {
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("node: wal tail repair: %w", err)
+		return fmt.Errorf("raftstore: wal tail repair: %w", err)
 	}
 	if err := zeroFileRange(f, s.keep, fi.Size(), true); err != nil {
-		return fmt.Errorf("node: wal tail repair: zero %s from offset %d: %w", path, s.keep, err)
+		return fmt.Errorf("raftstore: wal tail repair: zero %s from offset %d: %w", path, s.keep, err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("node: wal tail repair: sync %s: %w", path, err)
+		return fmt.Errorf("raftstore: wal tail repair: sync %s: %w", path, err)
 	}
 	log.Warn("wal: repaired the tail segment: a partial seal (an index frame with no commit after it, e.g. a write cut short by a full disk) had left it refusing appends; zeroed the unacknowledged bytes after its last commit",
 		"segment", name, "zeroed_from", s.keep, "zeroed_to", fi.Size(), "index_frame", s.indexes[len(s.indexes)-1])

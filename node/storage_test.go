@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +20,80 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
 )
+
+// The node's side of its raft storage (package raftstore): the log store
+// it opens, fail-stop through the whole node, an fsync before every ack.
+// The store-level tests are raftstore's.
+
+func openKind(dir, kind string) (*Node, error) {
+	return Open(Config{DataDir: dir, LogStore: kind, LockTimeout: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// A new dir gets the WAL; reopening it without naming a kind finds it again,
+// with its tokens (G1).
+func TestNewDirUsesWAL(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, dir)
+	mustApply(t, n, acquire("a", time.Hour))
+	n.Close()
+	if _, err := os.Stat(filepath.Join(dir, "wal")); err != nil {
+		t.Fatalf("no wal dir after first open: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raft.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a new dir got %s (err %v); want only the wal", "raft.db", err)
+	}
+	n = openNode(t, dir)
+	if got := mustApply(t, n, acquire("b", time.Hour)).Lease.Token; got != 2 {
+		t.Fatalf("token after reopen = %d, want 2", got)
+	}
+}
+
+// A bolt dir keeps working with bolt when no kind is named, with its tokens.
+func TestBoltDirReopensWithBolt(t *testing.T) {
+	dir := t.TempDir()
+	n, err := openKind(dir, LogStoreBolt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, n, acquire("a", time.Hour))
+	n.Close()
+	n, err = openKind(dir, "")
+	if err != nil {
+		t.Fatalf("reopen bolt dir: %v", err)
+	}
+	defer n.Close()
+	if n.store.Kind != LogStoreBolt {
+		t.Fatalf("reopened bolt dir with %q", n.store.Kind)
+	}
+	if got := mustApply(t, n, acquire("b", time.Hour)).Lease.Token; got != 2 {
+		t.Fatalf("token after reopen = %d, want 2", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "wal")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a bolt dir got a wal dir (err %v)", err)
+	}
+}
+
+// The dir lock holds for both kinds, and is released by Close.
+func TestSecondOpenFailsForEachKind(t *testing.T) {
+	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
+		dir := t.TempDir()
+		n, err := openKind(dir, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = openKind(dir, "")
+		if !errors.Is(err, ErrDirLocked) || !strings.Contains(err.Error(), "locked by another process") {
+			t.Fatalf("%s: second open = %v, want ErrDirLocked", kind, err)
+		}
+		n.Close()
+		n, err = openKind(dir, "")
+		if err != nil {
+			t.Fatalf("%s: open after Close: %v", kind, err)
+		}
+		n.Close()
+	}
+}
 
 // failingLog is a log store with a switch: once on, every StoreLogs writes
 // the first half of its batch (a disk that fills mid-write) and fails.
@@ -186,23 +263,16 @@ func TestLogWriteErrorIsFatal(t *testing.T) {
 // fsync count grows across every Apply. (Kills "no fsync" mutants.)
 func TestEveryAckFollowsAnFsync(t *testing.T) {
 	n := openNode(t, t.TempDir())
-	if n.store.kind != LogStoreWAL {
-		t.Fatalf("log store %q, want the WAL", n.store.kind)
+	if n.store.Kind != LogStoreWAL {
+		t.Fatalf("log store %q, want the WAL", n.store.Kind)
 	}
 	tok := mustApply(t, n, acquire("l", time.Hour)).Lease.Token
 	for i := 0; i < 50; i++ {
-		before := n.store.syncs.Load()
+		before := n.store.Syncs()
 		res := mustApply(t, n, state.Command{Op: state.OpAdd, Name: "counter", Token: tok, Delta: 1})
-		if after := n.store.syncs.Load(); after <= before {
+		if after := n.store.Syncs(); after <= before {
 			t.Fatalf("apply %d acknowledged (%+v) with no fsync of the log (syncs %d -> %d)", i, res, before, after)
 		}
-	}
-}
-
-// The bolt log store is opened with fsync on.
-func TestBoltOptionsSync(t *testing.T) {
-	if o := boltOptions("x", time.Second); o.NoSync || (o.BoltOptions != nil && o.BoltOptions.NoSync) {
-		t.Fatalf("bolt options %+v skip fsync", o)
 	}
 }
 

@@ -1,4 +1,4 @@
-package node
+package raftstore
 
 import (
 	"errors"
@@ -10,55 +10,47 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/fenceworks/fence"
 )
 
-func openKind(dir, kind string) (*Node, error) {
-	return Open(Config{DataDir: dir, LogStore: kind, LockTimeout: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func openKind(dir, kind string) (*Store, error) {
+	return Open(Config{Dir: dir, Kind: kind, LockTimeout: 50 * time.Millisecond, Logger: quietLogger()})
 }
 
-// A new dir gets the WAL; reopening it without naming a kind finds it again,
-// with its tokens (G1).
-func TestNewDirUsesWAL(t *testing.T) {
+// A new dir gets the WAL; reopening it without naming a kind finds it
+// again, with its entries. (node's TestNewDirUsesWAL checks the tokens.)
+func TestStoreNewDirUsesWAL(t *testing.T) {
 	dir := t.TempDir()
-	n := openNode(t, dir)
-	mustApply(t, n, acquire("a", time.Hour))
-	n.Close()
-	if _, err := os.Stat(filepath.Join(dir, walDirName)); err != nil {
-		t.Fatalf("no wal dir after first open: %v", err)
+	s, err := openKind(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Kind != LogStoreWAL {
+		t.Fatalf("new dir opened as %q, want %q", s.Kind, LogStoreWAL)
+	}
+	if err := s.Log.StoreLog(&raft.Log{Index: 1, Term: 1, Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Syncs() == 0 {
+		t.Error("a WAL append was acknowledged with no fsync counted")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, boltFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a new dir got %s (err %v); want only the wal", boltFileName, err)
 	}
-	n = openNode(t, dir)
-	if got := mustApply(t, n, acquire("b", time.Hour)).Lease.Token; got != 2 {
-		t.Fatalf("token after reopen = %d, want 2", got)
-	}
-}
-
-// A bolt dir keeps working with bolt when no kind is named, with its tokens.
-func TestBoltDirReopensWithBolt(t *testing.T) {
-	dir := t.TempDir()
-	n, err := openKind(dir, LogStoreBolt)
+	s, err = openKind(dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustApply(t, n, acquire("a", time.Hour))
-	n.Close()
-	n, err = openKind(dir, "")
-	if err != nil {
-		t.Fatalf("reopen bolt dir: %v", err)
-	}
-	defer n.Close()
-	if n.store.kind != LogStoreBolt {
-		t.Fatalf("reopened bolt dir with %q", n.store.kind)
-	}
-	if got := mustApply(t, n, acquire("b", time.Hour)).Lease.Token; got != 2 {
-		t.Fatalf("token after reopen = %d, want 2", got)
-	}
-	if _, err := os.Stat(filepath.Join(dir, walDirName)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a bolt dir got a wal dir (err %v)", err)
+	defer s.Close()
+	if last, err := s.Log.LastIndex(); s.Kind != LogStoreWAL || err != nil || last != 1 {
+		t.Fatalf("reopen: kind %q, last index %d (%v); want wal, 1", s.Kind, last, err)
 	}
 }
 
@@ -102,11 +94,12 @@ func TestLogStoreUnknownKindInvalid(t *testing.T) {
 	}
 }
 
-// The dir lock holds for both kinds, and is released by Close.
-func TestSecondOpenFailsForEachKind(t *testing.T) {
+// The dir lock holds for both kinds, and is released by Close (also on a
+// second Close, which returns the first result).
+func TestStoreSecondOpenFailsForEachKind(t *testing.T) {
 	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
 		dir := t.TempDir()
-		n, err := openKind(dir, kind)
+		s, err := openKind(dir, kind)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,11 +107,19 @@ func TestSecondOpenFailsForEachKind(t *testing.T) {
 		if !errors.Is(err, ErrDirLocked) || !strings.Contains(err.Error(), "locked by another process") {
 			t.Fatalf("%s: second open = %v, want ErrDirLocked", kind, err)
 		}
-		n.Close()
-		n, err = openKind(dir, "")
+		if err := s.Close(); err != nil {
+			t.Fatalf("%s: close: %v", kind, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("%s: second close: %v", kind, err)
+		}
+		s, err = openKind(dir, "")
 		if err != nil {
 			t.Fatalf("%s: open after Close: %v", kind, err)
 		}
-		n.Close()
+		if s.Kind != kind {
+			t.Fatalf("reopened a %s dir as %q", kind, s.Kind)
+		}
+		s.Close()
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package raftstore
 
 import (
 	"log/slog"
@@ -6,9 +6,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// newHCLogger routes raft's hclog output (warnings and errors only: raft is
+// NewHCLogger routes raft's hclog output (warnings and errors only: raft is
 // chatty at info) into slog.
-func newHCLogger(l *slog.Logger) hclog.Logger {
+func NewHCLogger(l *slog.Logger) hclog.Logger {
 	std := slog.NewLogLogger(l.With("component", "raft").Handler(), slog.LevelWarn)
 	return hclog.FromStandardLogger(std, &hclog.LoggerOptions{
 		Name:            "raft",

@@ -1,6 +1,6 @@
 //go:build unix
 
-package node
+package raftstore
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ func lockDir(dir string, timeout time.Duration) (*dirLock, error) {
 	path := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("node: open %s: %w", path, err)
+		return nil, fmt.Errorf("raftstore: open %s: %w", path, err)
 	}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -40,11 +40,11 @@ func lockDir(dir string, timeout time.Duration) (*dirLock, error) {
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			f.Close()
-			return nil, fmt.Errorf("node: lock %s: %w", path, err)
+			return nil, fmt.Errorf("raftstore: lock %s: %w", path, err)
 		}
 		if time.Now().After(deadline) {
 			f.Close()
-			return nil, fmt.Errorf("node: %s is locked by another process (is another fence server using data dir %s?): %w", path, dir, ErrDirLocked)
+			return nil, fmt.Errorf("raftstore: %s is locked by another process (is another fence server using data dir %s?): %w", path, dir, ErrDirLocked)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -1,0 +1,7 @@
+package raftstore
+
+import "errors"
+
+// ErrDirLocked: another process holds the data directory (its LOCK file,
+// or bolt's file lock on raft.db).
+var ErrDirLocked = errors.New("raftstore: data dir locked by another process")

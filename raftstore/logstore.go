@@ -1,0 +1,229 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"go.etcd.io/bbolt"
+
+	"github.com/fenceworks/fence"
+)
+
+// Log store kinds (Config.Kind).
+const (
+	// LogStoreWAL is hashicorp/raft-wal in Dir/wal: segment files
+	// appended with one fsync per batch of entries, and a small bolt file
+	// for its metadata and raft's stable store (term, vote).
+	LogStoreWAL = "wal"
+	// LogStoreBolt is raft-boltdb in Dir/raft.db: every batch is one
+	// bbolt transaction (two fsyncs).
+	LogStoreBolt = "bolt"
+)
+
+const (
+	boltFileName = "raft.db"
+	walDirName   = "wal"
+)
+
+// Config says which data dir to open and how.
+type Config struct {
+	// Dir is the data dir; it must exist. The store lives in Dir/wal or
+	// Dir/raft.db, the lock in Dir/LOCK.
+	Dir string
+	// Kind is LogStoreWAL or LogStoreBolt. Empty means: the kind Dir
+	// already holds, and LogStoreWAL for a new dir. A dir holding the
+	// other kind is refused (logs are not migrated).
+	Kind string
+	// LockTimeout bounds the wait for Dir's lock (and bolt's file lock).
+	LockTimeout time.Duration
+	// WALSegmentSize is the size of raft-wal's segment files; 0 means
+	// raft-wal's default (64 MiB).
+	WALSegmentSize int
+	// Logger receives the WAL's warnings and the tail repair's lines.
+	Logger *slog.Logger
+}
+
+// Store is a data dir opened for raft: its lock held, its log and stable
+// store open. Close releases both.
+type Store struct {
+	// Kind is the log store in use: LogStoreWAL or LogStoreBolt.
+	Kind string
+	// Log and Stable are raft's log and stable store (not fail-stop: wrap
+	// them with GuardedLog and GuardedStable).
+	Log    raft.LogStore
+	Stable raft.StableStore
+
+	closer io.Closer
+	lock   *dirLock
+	// syncs counts the fsyncs of WAL segment files (0 for bolt, whose
+	// fsyncs are not observable: boltOptions keeps them on).
+	syncs atomic.Uint64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open takes c.Dir's lock (a second process on the same dir fails after
+// c.LockTimeout with an error wrapping ErrDirLocked), chooses the log
+// store kind and opens it, repairing a WAL tail a partial seal left
+// refusing appends (see countingFile.WriteAt).
+func Open(c Config) (*Store, error) {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	lock, err := lockDir(c.Dir, c.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	kind, err := chooseLogStore(c.Dir, c.Kind)
+	if err != nil {
+		lock.unlock()
+		return nil, err
+	}
+	s, err := openLogStore(c, kind)
+	if err != nil {
+		lock.unlock()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// Syncs is the number of WAL segment fsyncs so far (0 for bolt): each
+// acknowledged batch adds at least one (G6).
+func (s *Store) Syncs() uint64 { return s.syncs.Load() }
+
+// Close closes the log and stable store, then releases the dir's lock,
+// once; later calls return the first result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.closer.Close()
+		if s.lock != nil {
+			if lerr := s.lock.unlock(); s.closeErr == nil {
+				s.closeErr = lerr
+			}
+		}
+	})
+	return s.closeErr
+}
+
+// chooseLogStore picks the store for dir: the configured kind, or, when
+// none is configured, the kind dir already holds (a new dir gets the WAL).
+// It refuses a dir holding the other kind: nothing migrates a log.
+func chooseLogStore(dir, want string) (string, error) {
+	hasBolt := exists(filepath.Join(dir, boltFileName))
+	hasWAL := exists(filepath.Join(dir, walDirName))
+	switch want {
+	case "":
+		switch {
+		case hasBolt && hasWAL:
+			return "", fmt.Errorf("raftstore: data dir %s holds both %s and %s/; remove the one not in use", dir, boltFileName, walDirName)
+		case hasBolt:
+			return LogStoreBolt, nil
+		default:
+			return LogStoreWAL, nil
+		}
+	case LogStoreWAL:
+		if hasBolt {
+			return "", fmt.Errorf("raftstore: data dir %s holds a bolt log (%s); open it with log store %q, or start from an empty dir (logs are not migrated)", dir, boltFileName, LogStoreBolt)
+		}
+		return LogStoreWAL, nil
+	case LogStoreBolt:
+		if hasWAL {
+			return "", fmt.Errorf("raftstore: data dir %s holds a wal log (%s/); open it with log store %q, or start from an empty dir (logs are not migrated)", dir, walDirName, LogStoreWAL)
+		}
+		return LogStoreBolt, nil
+	default:
+		return "", fence.Invalid("log_store", `"wal" or "bolt"`, want)
+	}
+}
+
+// openLogStore opens the store of the given kind in cfg.Dir. The caller
+// holds the data dir's lock.
+func openLogStore(cfg Config, kind string) (*Store, error) {
+	switch kind {
+	case LogStoreBolt:
+		path := filepath.Join(cfg.Dir, boltFileName)
+		s, err := raftboltdb.New(boltOptions(path, cfg.LockTimeout))
+		if err != nil {
+			if errors.Is(err, bbolt.ErrTimeout) {
+				return nil, fmt.Errorf("raftstore: %s is locked by another process (is another fence server using data dir %s?): %w", path, cfg.Dir, ErrDirLocked)
+			}
+			return nil, fmt.Errorf("raftstore: open %s: %w", path, err)
+		}
+		return &Store{Kind: kind, Log: s, Stable: s, closer: s}, nil
+	default:
+		dir := filepath.Join(cfg.Dir, walDirName)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("raftstore: wal dir: %w", err)
+		}
+		// A tail segment a partial seal left refusing appends is repaired
+		// first (see countingFile.WriteAt).
+		if err := repairWALTail(dir, cfg.Logger); err != nil {
+			return nil, err
+		}
+		// raft-wal fsyncs every StoreLogs before it returns (G6) and keeps
+		// term and vote in its bolt meta file, also fsync'd.
+		// The meta store is ours to close: WAL.Close leaves it open (and
+		// its bolt flock held) in raft-wal v0.4.0.
+		meta := &metadb.BoltMetaDB{}
+		st := &Store{Kind: kind}
+		size := cfg.WALSegmentSize
+		if size == 0 {
+			size = wal.DefaultSegmentSize
+		}
+		w, err := wal.Open(dir,
+			wal.WithMetaStore(meta),
+			wal.WithSegmentSize(size),
+			wal.WithSegmentFiler(segment.NewFiler(dir, countingVFS{walfs.New(), &st.syncs})),
+			wal.WithLogger(NewHCLogger(cfg.Logger).Named("wal")))
+		if err != nil {
+			meta.Close()
+			return nil, fmt.Errorf("raftstore: open wal %s: %w", dir, err)
+		}
+		st.Log, st.Stable, st.closer = w, w, walCloser{w, meta}
+		return st, nil
+	}
+}
+
+// boltOptions opens raft-boltdb with fsync on: every StoreLogs is
+// durable before raft acknowledges it (G6).
+func boltOptions(path string, lockTimeout time.Duration) raftboltdb.Options {
+	return raftboltdb.Options{
+		Path:        path,
+		BoltOptions: &bbolt.Options{Timeout: lockTimeout},
+		NoSync:      false, // fsync before reply (G6)
+	}
+}
+
+// walCloser closes the WAL, then its meta store.
+type walCloser struct {
+	w    *wal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+func (c walCloser) Close() error {
+	err := c.w.Close()
+	if merr := c.meta.Close(); err == nil {
+		err = merr
+	}
+	return err
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
