@@ -217,8 +217,10 @@ func (x *OpenSessionRequest) GetRequestId() string {
 }
 
 type OpenSessionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// True when request_id was seen before and this is the saved session.
+	Replayed      bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -260,11 +262,22 @@ func (x *OpenSessionResponse) GetSession() *Session {
 	return nil
 }
 
+func (x *OpenSessionResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
 type KeepAliveRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
 	// Absent: keep the session's TTL.
-	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Seq and ack of a stream's keep_alive forwarded as a unary call (a
+	// follower forwarding a session stream's ops to the leader); its id, when
+	// set, must equal session.
+	SessionRef    *SessionRef `protobuf:"bytes,20,opt,name=session_ref,json=sessionRef,proto3" json:"session_ref,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -313,9 +326,19 @@ func (x *KeepAliveRequest) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *KeepAliveRequest) GetSessionRef() *SessionRef {
+	if x != nil {
+		return x.SessionRef
+	}
+	return nil
+}
+
 type KeepAliveResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// True when session_ref.seq was applied before and this is the saved
+	// result.
+	Replayed      bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,9 +380,18 @@ func (x *KeepAliveResponse) GetSession() *Session {
 	return nil
 }
 
+func (x *KeepAliveResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
 type CloseSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	// As in KeepAliveRequest.
+	SessionRef    *SessionRef `protobuf:"bytes,20,opt,name=session_ref,json=sessionRef,proto3" json:"session_ref,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -401,8 +433,18 @@ func (x *CloseSessionRequest) GetSession() uint64 {
 	return 0
 }
 
+func (x *CloseSessionRequest) GetSessionRef() *SessionRef {
+	if x != nil {
+		return x.SessionRef
+	}
+	return nil
+}
+
 type CloseSessionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when session_ref.seq was applied before and this is the saved
+	// result.
+	Replayed      bool `protobuf:"varint,1,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -435,6 +477,13 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
 	return file_fence_v1_fence_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CloseSessionResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 type SessionRequest struct {
@@ -1116,8 +1165,11 @@ func (x *AcquireRequest) GetSession() *SessionRef {
 }
 
 type AcquireResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lease         *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lease *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	// True when request_id (or the session's seq) was applied before and
+	// this is the saved lease: nothing was granted again.
+	Replayed      bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1157,6 +1209,13 @@ func (x *AcquireResponse) GetLease() *Lease {
 		return x.Lease
 	}
 	return nil
+}
+
+func (x *AcquireResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 type RenewRequest struct {
@@ -1232,8 +1291,11 @@ func (x *RenewRequest) GetSession() *SessionRef {
 }
 
 type RenewResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lease         *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lease *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	// True when the session's seq was applied before and this is the saved
+	// result.
+	Replayed      bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1273,6 +1335,13 @@ func (x *RenewResponse) GetLease() *Lease {
 		return x.Lease
 	}
 	return nil
+}
+
+func (x *RenewResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 type ReleaseRequest struct {
@@ -1339,7 +1408,10 @@ func (x *ReleaseRequest) GetSession() *SessionRef {
 }
 
 type ReleaseResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the session's seq was applied before and this is the saved
+	// result.
+	Replayed      bool `protobuf:"varint,1,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1372,6 +1444,13 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_fence_v1_fence_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReleaseResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 type GetRequest struct {
@@ -3010,17 +3089,24 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x12OpenSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"B\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"^\n" +
 	"\x13OpenSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.fence.v1.SessionR\asession\"Y\n" +
+	"\asession\x18\x01 \x01(\v2\x11.fence.v1.SessionR\asession\x12\x1a\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x90\x01\n" +
 	"\x10KeepAliveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"@\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x125\n" +
+	"\vsession_ref\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\n" +
+	"sessionRef\"\\\n" +
 	"\x11KeepAliveResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.fence.v1.SessionR\asession\"/\n" +
+	"\asession\x18\x01 \x01(\v2\x11.fence.v1.SessionR\asession\x12\x1a\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"f\n" +
 	"\x13CloseSessionRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\x04R\asession\"\x16\n" +
-	"\x14CloseSessionResponse\"\xdc\x04\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x125\n" +
+	"\vsession_ref\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\n" +
+	"sessionRef\"2\n" +
+	"\x14CloseSessionResponse\x12\x1a\n" +
+	"\breplayed\x18\x01 \x01(\bR\breplayed\"\xdc\x04\n" +
 	"\x0eSessionRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
 	"\x04call\x18\x02 \x01(\x04R\x04call\x12\x10\n" +
@@ -3072,21 +3158,24 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x128\n" +
 	"\n" +
 	"lock_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"8\n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"T\n" +
 	"\x0fAcquireResponse\x12%\n" +
-	"\x05lease\x18\x01 \x01(\v2\x0f.fence.v1.LeaseR\x05lease\"\x95\x01\n" +
+	"\x05lease\x18\x01 \x01(\v2\x0f.fence.v1.LeaseR\x05lease\x12\x1a\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x95\x01\n" +
 	"\fRenewRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12+\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"6\n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"R\n" +
 	"\rRenewResponse\x12%\n" +
-	"\x05lease\x18\x01 \x01(\v2\x0f.fence.v1.LeaseR\x05lease\"j\n" +
+	"\x05lease\x18\x01 \x01(\v2\x0f.fence.v1.LeaseR\x05lease\x12\x1a\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"j\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"\x11\n" +
-	"\x0fReleaseResponse\" \n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"-\n" +
+	"\x0fReleaseResponse\x12\x1a\n" +
+	"\breplayed\x18\x01 \x01(\bR\breplayed\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"5\n" +
@@ -3291,95 +3380,97 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	43, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
 	43, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
-	1,  // 5: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
-	4,  // 6: fence.v1.SessionRequest.keep_alive:type_name -> fence.v1.KeepAliveRequest
-	11, // 7: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
-	13, // 8: fence.v1.SessionRequest.renew:type_name -> fence.v1.RenewRequest
-	15, // 9: fence.v1.SessionRequest.release:type_name -> fence.v1.ReleaseRequest
-	23, // 10: fence.v1.SessionRequest.write:type_name -> fence.v1.WriteRequest
-	25, // 11: fence.v1.SessionRequest.add:type_name -> fence.v1.AddRequest
-	29, // 12: fence.v1.SessionRequest.delete:type_name -> fence.v1.DeleteRequest
-	27, // 13: fence.v1.SessionRequest.read:type_name -> fence.v1.ReadRequest
-	17, // 14: fence.v1.SessionRequest.get:type_name -> fence.v1.GetRequest
-	6,  // 15: fence.v1.SessionRequest.close:type_name -> fence.v1.CloseSessionRequest
-	5,  // 16: fence.v1.SessionReply.keep_alive:type_name -> fence.v1.KeepAliveResponse
-	12, // 17: fence.v1.SessionReply.acquire:type_name -> fence.v1.AcquireResponse
-	14, // 18: fence.v1.SessionReply.renew:type_name -> fence.v1.RenewResponse
-	16, // 19: fence.v1.SessionReply.release:type_name -> fence.v1.ReleaseResponse
-	24, // 20: fence.v1.SessionReply.write:type_name -> fence.v1.WriteResponse
-	26, // 21: fence.v1.SessionReply.add:type_name -> fence.v1.AddResponse
-	30, // 22: fence.v1.SessionReply.delete:type_name -> fence.v1.DeleteResponse
-	28, // 23: fence.v1.SessionReply.read:type_name -> fence.v1.ReadResponse
-	18, // 24: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
-	7,  // 25: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
-	31, // 26: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	43, // 27: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	43, // 28: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	43, // 29: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	43, // 30: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	43, // 31: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	0,  // 32: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
-	10, // 33: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	43, // 34: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 35: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
-	10, // 36: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
-	0,  // 37: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
-	21, // 38: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
-	21, // 39: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
-	10, // 40: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	43, // 41: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
-	0,  // 42: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
-	22, // 43: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
-	0,  // 44: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
-	22, // 45: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
-	22, // 46: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
-	0,  // 47: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
-	22, // 48: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	43, // 49: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	34, // 50: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
-	42, // 51: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	43, // 52: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	11, // 53: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13, // 54: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15, // 55: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17, // 56: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19, // 57: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23, // 58: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25, // 59: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27, // 60: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29, // 61: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,  // 62: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,  // 63: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,  // 64: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,  // 65: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32, // 66: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35, // 67: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37, // 68: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39, // 69: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41, // 70: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	12, // 71: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14, // 72: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16, // 73: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18, // 74: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20, // 75: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24, // 76: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26, // 77: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28, // 78: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30, // 79: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,  // 80: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,  // 81: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,  // 82: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,  // 83: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33, // 84: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36, // 85: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38, // 86: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40, // 87: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42, // 88: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	71, // [71:89] is the sub-list for method output_type
-	53, // [53:71] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	0,  // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
+	1,  // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
+	0,  // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
+	4,  // 8: fence.v1.SessionRequest.keep_alive:type_name -> fence.v1.KeepAliveRequest
+	11, // 9: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
+	13, // 10: fence.v1.SessionRequest.renew:type_name -> fence.v1.RenewRequest
+	15, // 11: fence.v1.SessionRequest.release:type_name -> fence.v1.ReleaseRequest
+	23, // 12: fence.v1.SessionRequest.write:type_name -> fence.v1.WriteRequest
+	25, // 13: fence.v1.SessionRequest.add:type_name -> fence.v1.AddRequest
+	29, // 14: fence.v1.SessionRequest.delete:type_name -> fence.v1.DeleteRequest
+	27, // 15: fence.v1.SessionRequest.read:type_name -> fence.v1.ReadRequest
+	17, // 16: fence.v1.SessionRequest.get:type_name -> fence.v1.GetRequest
+	6,  // 17: fence.v1.SessionRequest.close:type_name -> fence.v1.CloseSessionRequest
+	5,  // 18: fence.v1.SessionReply.keep_alive:type_name -> fence.v1.KeepAliveResponse
+	12, // 19: fence.v1.SessionReply.acquire:type_name -> fence.v1.AcquireResponse
+	14, // 20: fence.v1.SessionReply.renew:type_name -> fence.v1.RenewResponse
+	16, // 21: fence.v1.SessionReply.release:type_name -> fence.v1.ReleaseResponse
+	24, // 22: fence.v1.SessionReply.write:type_name -> fence.v1.WriteResponse
+	26, // 23: fence.v1.SessionReply.add:type_name -> fence.v1.AddResponse
+	30, // 24: fence.v1.SessionReply.delete:type_name -> fence.v1.DeleteResponse
+	28, // 25: fence.v1.SessionReply.read:type_name -> fence.v1.ReadResponse
+	18, // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
+	7,  // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
+	31, // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
+	43, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	43, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	43, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	43, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	43, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	0,  // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
+	10, // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
+	43, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	0,  // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
+	10, // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
+	0,  // 39: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
+	21, // 40: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
+	21, // 41: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
+	10, // 42: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
+	43, // 43: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	0,  // 44: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
+	22, // 45: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
+	0,  // 46: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
+	22, // 47: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
+	22, // 48: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
+	0,  // 49: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
+	22, // 50: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
+	43, // 51: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	34, // 52: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
+	42, // 53: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
+	43, // 54: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	11, // 55: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13, // 56: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15, // 57: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17, // 58: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19, // 59: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	23, // 60: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25, // 61: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27, // 62: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29, // 63: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,  // 64: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,  // 65: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,  // 66: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,  // 67: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32, // 68: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35, // 69: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37, // 70: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39, // 71: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41, // 72: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	12, // 73: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14, // 74: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16, // 75: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18, // 76: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20, // 77: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24, // 78: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26, // 79: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28, // 80: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30, // 81: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,  // 82: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,  // 83: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,  // 84: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,  // 85: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33, // 86: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36, // 87: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38, // 88: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40, // 89: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42, // 90: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	73, // [73:91] is the sub-list for method output_type
+	55, // [55:73] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
