@@ -51,6 +51,7 @@ var subcommands = map[string]subcommand{
 	"read":    readCmd,
 	"run":     runCmd,
 	"lab":     labCmd,
+	"members": membersCmd,
 	"version": versionCmd,
 }
 
@@ -65,6 +66,8 @@ global flags (before or after COMMAND):
 
 commands:
   serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] ...  run a single-node server
+  serve ... --raft-addr HOST:PORT (--bootstrap | --join URL | --peers ID=HOST:PORT,...)
+                                                          run a cluster node
                                                           (fence serve --help: all its flags)
   acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
   renew NAME --token N [--ttl D]
@@ -77,6 +80,7 @@ commands:
   delete RESOURCE --token N [--op-id S]
   read RESOURCE
   lab [--unit D] [--embedded]                             play the seed's scenario
+  members [add ID RAFTADDR | remove ID | transfer [ID]]   list or change a cluster's members
   guard max-token ...                                     inspect a guard store
   version
 

@@ -1,6 +1,8 @@
 // Command fence is the Fence server and its command-line client.
 //
 //	fence serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt] ...
+//	fence serve ... --node-id ID --raft-addr HOST:PORT [--raft-advertise HOST:PORT]
+//	            (--bootstrap | --join URL[,URL] | --peers ID=HOST:PORT,...)
 //	fence acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
 //	fence renew NAME --token N [--ttl D]
 //	fence release NAME --token N
@@ -12,6 +14,7 @@
 //	fence delete RESOURCE --token N [--op-id S]
 //	fence read RESOURCE
 //	fence lab [--unit D] [--embedded]
+//	fence members [add ID RAFTADDR | remove ID | transfer [ID]]
 //	fence guard max-token ...
 //	fence version (or fence --version)
 //
