@@ -1,0 +1,38 @@
+// Package cluster is what turns nodes into a cluster, above the node: the
+// membership API (ClusterService) over raft's own configuration changes,
+// joining a running cluster (--join), the HTTP/2 client nodes use to call
+// one another over the raft port, and the leader forwarder (Forwarder) that
+// serves fence.Service on any node by sending calls to the leader.
+//
+// # Membership
+//
+// A cluster's members are raft's configuration: voters (and non-voters,
+// which Fence never adds itself). Membership answers the ClusterService:
+//
+//   - Members is answered by the node asked, from the latest configuration
+//     it knows (committed or not), and each member reports its own status
+//     (NodeStatus over the raft port, with a short timeout: a member that
+//     does not answer is listed with its error, not left out). So `fence
+//     members` works on a minority side too, where it matters most.
+//   - AddMember, RemoveMember and TransferLeadership change the
+//     configuration through raft (AddVoter, RemoveServer,
+//     LeadershipTransferToServer) on the leader. A follower forwards them to
+//     the leader it knows, over the leader's raft port, marked with
+//     ForwardedHeader; a node that gets a forwarded call and does not lead
+//     answers unavailable (one hop, no loops). Every change is idempotent
+//     (adding a voter that is one, removing an id that is not a member),
+//     so a caller may retry one whose outcome it did not learn.
+//   - NodeStatus is the asked node's own view, never forwarded.
+//
+// A single node (started without --raft-addr: raft over an in-memory
+// transport) lists itself and refuses changes (ErrSingleNode): it cannot
+// reach a new member.
+//
+// # Joining
+//
+// A node started with --join and no raft state starts empty (not a member
+// of any configuration, so it neither votes nor stands) and asks the given
+// URLs, in turn, to add it as a voter (Membership.Join), until one does or
+// its context ends. A node that is already a member (a restart with its
+// data dir) does not ask.
+package cluster

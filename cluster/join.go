@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/node"
+)
+
+// joinAttemptTimeout bounds one AddMember call of Join: the leader answers
+// once the new configuration commits, which takes a round trip to a
+// majority; a node that takes longer is asked again (adding is idempotent).
+const joinAttemptTimeout = 5 * time.Second
+
+// Join backoff between rounds over all URLs.
+const (
+	joinBackoffMin = 100 * time.Millisecond
+	joinBackoffMax = 2 * time.Second
+)
+
+// ParseJoinURLs parses --join's comma-separated list of other nodes' client
+// URLs (http://host:port). field names the flag in errors.
+func ParseJoinURLs(field, s string) ([]string, error) {
+	var urls []string
+	for _, u := range strings.Split(s, ",") {
+		u = strings.TrimSuffix(strings.TrimSpace(u), "/")
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Hostname() == "" || p.Path != "" || p.RawQuery != "" {
+			return nil, fence.Invalid(field, "a comma-separated list of other nodes' URLs (http://HOST:PORT)", u)
+		}
+		if !slices.Contains(urls, u) {
+			urls = append(urls, u)
+		}
+	}
+	return urls, nil
+}
+
+// Join makes this node a voter: it asks the nodes at urls, in turn, to add
+// it (AddMember with its id and raft address; a follower forwards it to
+// the leader), round after round, until one does, this node finds itself
+// in the configuration (an earlier call's reply was lost), or ctx ends. A
+// refusal that no retry can change (an invalid id or address, a target that
+// runs alone) ends it at once. A node already in the configuration (a
+// restart with its data dir) asks nobody.
+func (m *Membership) Join(ctx context.Context, urls []string) error {
+	if m.single() {
+		return ErrSingleNode
+	}
+	if len(urls) == 0 {
+		return errors.New("join: no URL to ask")
+	}
+	id := m.node.ID()
+	if m.isMember(ctx) {
+		m.log.Info("join: already a member (raft state in the data dir); not asking", "id", id)
+		return nil
+	}
+	req := &fencev1.AddMemberRequest{Id: id, RaftAddr: m.addr}
+	last := make(map[string]error, len(urls))
+	backoff := joinBackoffMin
+	for round := 1; ; round++ {
+		for _, u := range urls {
+			actx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
+			_, err := fencev1connect.NewClusterServiceClient(m.joinClient, u).AddMember(actx, connect.NewRequest(req))
+			cancel()
+			if err == nil {
+				m.log.Info("join: added as a voter", "id", id, "raft_addr", m.addr, "via", u, "rounds", round)
+				return nil
+			}
+			if code := connect.CodeOf(err); code == connect.CodeInvalidArgument || code == connect.CodeFailedPrecondition {
+				return fmt.Errorf("join: %s refused to add %s at %s: %w", u, id, m.addr, err)
+			}
+			last[u] = err
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if m.isMember(ctx) {
+			m.log.Info("join: found itself in the configuration", "id", id)
+			return nil
+		}
+		m.log.Info("join: not added yet; asking again", "round", round, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			var why []string
+			for _, u := range urls {
+				if err := last[u]; err != nil {
+					why = append(why, u+": "+err.Error())
+				}
+			}
+			return fmt.Errorf("join: no node added %s (%s) in time (%w); last answers: %s", id, m.addr, ctx.Err(), strings.Join(why, "; "))
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, joinBackoffMax)
+	}
+}
+
+// isMember reports whether this node is in the latest configuration it
+// knows.
+func (m *Membership) isMember(ctx context.Context) bool {
+	conf, err := m.node.Members(ctx)
+	if err != nil {
+		return false
+	}
+	id := m.node.ID()
+	return slices.ContainsFunc(conf, func(c node.Member) bool { return c.ID == id })
+}

@@ -1,0 +1,299 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/node"
+)
+
+// DefaultStatusTimeout bounds Members' wait for each member's NodeStatus: a
+// member that has not answered by then is listed as unreachable (on a LAN
+// a live node answers in well under a millisecond).
+const DefaultStatusTimeout = time.Second
+
+// transferSettle bounds how long TransferLeadership waits, after raft
+// reports the transfer done, to learn the new leader's id for its reply.
+const transferSettle = 2 * time.Second
+
+// Suffrage values of a Member.
+const (
+	Voter    = "voter"
+	Nonvoter = "nonvoter"
+)
+
+// Membership answers the ClusterService for one node (see the package
+// doc): listing from its own view, changes on the leader (forwarded there
+// from a follower), its own status. Methods are safe for concurrent use.
+type Membership struct {
+	node          *node.Node
+	addr          string       // this node's advertised raft address; "" alone
+	peers         *http.Client // calls to other nodes by raft address; nil alone
+	joinClient    *http.Client // calls to --join URLs (client ports)
+	statusTimeout time.Duration
+	log           *slog.Logger
+}
+
+// Config configures a Membership.
+type Config struct {
+	// RaftAddr is this node's advertised raft address (raftstore.Mux.Addr).
+	// Empty: a single node (no --raft-addr), which cannot change membership.
+	RaftAddr string
+	// Dial reaches another node's API by its raft address
+	// (raftstore.Mux.DialAPI). Required with RaftAddr.
+	Dial DialFunc
+	// JoinClient makes Join's calls to the --join URLs (other nodes' client
+	// ports); default a plain HTTP client.
+	JoinClient *http.Client
+	// StatusTimeout bounds the wait for each member's NodeStatus in
+	// Members; default DefaultStatusTimeout.
+	StatusTimeout time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// NewMembership returns the membership API of node n.
+func NewMembership(n *node.Node, cfg Config) *Membership {
+	m := &Membership{node: n, addr: cfg.RaftAddr, joinClient: cfg.JoinClient, statusTimeout: cfg.StatusTimeout, log: cfg.Logger}
+	if cfg.RaftAddr != "" {
+		m.peers = PeerHTTPClient(cfg.Dial)
+	}
+	if m.joinClient == nil {
+		m.joinClient = &http.Client{}
+	}
+	if m.statusTimeout <= 0 {
+		m.statusTimeout = DefaultStatusTimeout
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	return m
+}
+
+// Close closes idle connections to other nodes.
+func (m *Membership) Close() {
+	if m.peers != nil {
+		m.peers.CloseIdleConnections()
+	}
+	m.joinClient.CloseIdleConnections()
+}
+
+func (m *Membership) single() bool { return m.peers == nil }
+
+// NodeStatus is this node's view of itself: role, the leader it knows,
+// indexes, readiness.
+func (m *Membership) NodeStatus() *fencev1.NodeStatusResponse {
+	st := m.node.Status()
+	r := &fencev1.NodeStatusResponse{
+		Id: st.ID, RaftAddr: m.addr, Role: strings.ToLower(st.Role),
+		LeaderId: st.LeaderID, LeaderAddr: st.LeaderAddr, Term: st.Term,
+		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastToken: uint64(st.LastToken),
+		Ready: m.node.Ready(),
+	}
+	if !st.LastContact.IsZero() {
+		r.LastContact = durationpb.New(time.Since(st.LastContact))
+	}
+	return r
+}
+
+// Members lists the members of the latest configuration this node knows,
+// each with the status it reports (asked concurrently, StatusTimeout each).
+func (m *Membership) Members(ctx context.Context) (*fencev1.MembersResponse, error) {
+	self := m.NodeStatus()
+	if m.single() {
+		// raft's configuration holds an in-memory transport address here:
+		// the node is reached at its client URL, there is no raft address.
+		return &fencev1.MembersResponse{AnsweredBy: self.Id, Members: []*fencev1.Member{{
+			Id: self.Id, Suffrage: Voter, Leader: self.Role == "leader", Status: self,
+		}}}, nil
+	}
+	conf, err := m.node.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*fencev1.Member, len(conf))
+	var wg sync.WaitGroup
+	for i, c := range conf {
+		mem := &fencev1.Member{Id: c.ID, RaftAddr: c.Addr, Suffrage: Nonvoter, Leader: c.ID == self.LeaderId}
+		if c.Voter {
+			mem.Suffrage = Voter
+		}
+		out[i] = mem
+		if c.ID == self.Id {
+			mem.Status = self
+			continue
+		}
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, m.statusTimeout)
+			defer cancel()
+			res, err := m.peer(c.Addr, false).NodeStatus(sctx, connect.NewRequest(&fencev1.NodeStatusRequest{}))
+			if err != nil {
+				mem.Error = "unreachable: " + err.Error()
+				return
+			}
+			mem.Status = res.Msg
+		})
+	}
+	wg.Wait()
+	return &fencev1.MembersResponse{Members: out, AnsweredBy: self.Id}, nil
+}
+
+// AddMember adds voter id at raftAddr, on the leader; it returns once the
+// new configuration is committed. forwarded: the call came from another
+// node (ForwardedHeader) and must not be forwarded again.
+func (m *Membership) AddMember(ctx context.Context, forwarded bool, id, raftAddr string) error {
+	if err := ValidateID("id", id); err != nil {
+		return err
+	}
+	if err := ValidateRaftAddr("raft_addr", raftAddr); err != nil {
+		return err
+	}
+	if m.single() {
+		return ErrSingleNode
+	}
+	return m.onLeader(ctx, forwarded,
+		func() error { return m.node.AddVoter(ctx, id, raftAddr) },
+		func(c fencev1connect.ClusterServiceClient) error {
+			_, err := c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: id, RaftAddr: raftAddr}))
+			return err
+		})
+}
+
+// RemoveMember removes member id, on the leader; it returns once the new
+// configuration is committed.
+func (m *Membership) RemoveMember(ctx context.Context, forwarded bool, id string) error {
+	if err := ValidateID("id", id); err != nil {
+		return err
+	}
+	if m.single() {
+		return ErrSingleNode
+	}
+	return m.onLeader(ctx, forwarded,
+		func() error { return m.node.RemoveServer(ctx, id) },
+		func(c fencev1connect.ClusterServiceClient) error {
+			_, err := c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: id}))
+			return err
+		})
+}
+
+// TransferLeadership hands leadership from the leader to voter id ("":
+// any), and returns the new leader's id when it is known within a moment
+// ("" otherwise). Asking for the current leader changes nothing.
+func (m *Membership) TransferLeadership(ctx context.Context, forwarded bool, id string) (string, error) {
+	if id != "" {
+		if err := ValidateID("id", id); err != nil {
+			return "", err
+		}
+	}
+	if m.single() {
+		return "", ErrSingleNode
+	}
+	var leader string
+	err := m.onLeader(ctx, forwarded,
+		func() error {
+			if id == m.node.ID() {
+				leader = id
+				return nil
+			}
+			if err := m.node.TransferLeadership(ctx, id); err != nil {
+				return err
+			}
+			leader = m.awaitOtherLeader(ctx)
+			return nil
+		},
+		func(c fencev1connect.ClusterServiceClient) error {
+			res, err := c.TransferLeadership(ctx, connect.NewRequest(&fencev1.TransferLeadershipRequest{Id: id}))
+			if err == nil {
+				leader = res.Msg.Leader
+			}
+			return err
+		})
+	return leader, err
+}
+
+// awaitOtherLeader waits (transferSettle at most) until this node knows a
+// leader other than itself, and returns its id, or "".
+func (m *Membership) awaitOtherLeader(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, transferSettle)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if id, _ := m.node.Leader(); id != "" && id != m.node.ID() {
+			return id
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-tick.C:
+		}
+	}
+}
+
+// onLeader runs local when this node leads, else remote against the leader
+// (marked forwarded). A forwarded call on a node that does not lead is
+// refused, never sent on. local's node.ErrNotLeader means nothing was done
+// (the node lost leadership just before): the change goes to the new
+// leader, if one is known.
+func (m *Membership) onLeader(ctx context.Context, forwarded bool, local func() error, remote func(fencev1connect.ClusterServiceClient) error) error {
+	self := m.node.ID()
+	leaderID, leaderAddr := m.node.Leader()
+	if leaderID == self {
+		err := local()
+		if !errors.Is(err, node.ErrNotLeader) {
+			return err
+		}
+		if forwarded {
+			return fmt.Errorf("%w (%w)", ErrNoHop, err)
+		}
+		if leaderID, leaderAddr = m.node.Leader(); leaderID == self || leaderAddr == "" {
+			return fmt.Errorf("%w (%w)", ErrNoLeader, err)
+		}
+	}
+	if forwarded {
+		return ErrNoHop
+	}
+	if leaderAddr == "" {
+		return ErrNoLeader
+	}
+	return remote(m.peer(leaderAddr, true))
+}
+
+// peer is a ClusterService client of the node at raftAddr; forwarded marks
+// its calls with ForwardedHeader.
+func (m *Membership) peer(raftAddr string, forwarded bool) fencev1connect.ClusterServiceClient {
+	var opts []connect.ClientOption
+	if forwarded {
+		opts = append(opts, connect.WithInterceptors(forwardedMark{}))
+	}
+	return fencev1connect.NewClusterServiceClient(m.peers, peerURL(raftAddr), opts...)
+}
+
+// forwardedMark sets ForwardedHeader on unary calls.
+type forwardedMark struct{}
+
+func (forwardedMark) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set(ForwardedHeader, "1")
+		return next(ctx, req)
+	}
+}
+
+func (forwardedMark) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (forwardedMark) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
