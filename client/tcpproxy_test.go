@@ -14,6 +14,7 @@ import (
 // sends (dropReplies: requests arrive and are applied, replies are lost).
 type tcpProxy struct {
 	target string
+	ln     net.Listener
 
 	mu          sync.Mutex
 	conns       []net.Conn
@@ -28,6 +29,7 @@ func newTCPProxy(t *testing.T, url string) (*tcpProxy, string) {
 	t.Helper()
 	p := &tcpProxy{target: url[len("http://"):]}
 	ln := listenLoopback(t)
+	p.ln = ln
 	t.Cleanup(func() { ln.Close(); p.setPaused(false); p.cut() })
 	go func() {
 		for {
@@ -111,4 +113,12 @@ func (p *tcpProxy) cut() {
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// stop takes the proxy down for good: it accepts no more connections (its
+// port refuses them) and cuts every open one — a server that died.
+func (p *tcpProxy) stop() {
+	p.ln.Close()
+	p.setPaused(false)
+	p.cut()
 }
