@@ -154,24 +154,40 @@ func (r *Report) Markdown(env Env, command string) string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	c := r.Config
 	refs := fenceRefs(r)
-	p("## Fence against etcd and Redis (issue 7, `bench/`)\n\n")
+	if c.Cluster > 1 {
+		p("## %d-node Fence against %d-node etcd (issue 9, `bench/`)\n\n", c.Cluster, c.Cluster)
+	} else {
+		p("## Fence against etcd and Redis (issue 7, `bench/`)\n\n")
+	}
 	p("Written by `bench/cmd/fencebench` (mode `%s`); rerun it to replace this section.\n\n", c.Mode)
 	p("- Machine: %s CPUs (`nproc`), `%s`, kernel %s, %s. Everything — servers and clients — shares these cores.\n", env.CPUs, env.CPUModel, env.Kernel, env.Go)
 	p("- Date: %s (run took %s).\n", r.Started.Format("2006-01-02 15:04 UTC"), r.Finished.Sub(r.Started).Round(time.Second))
 	p("- Versions: fence commit `%s`; etcd %s; redis-server %s.\n", env.FenceCommit, env.Etcd, env.Redis)
 	p("- Command: `%s`\n", command)
-	p("- Servers: each in its own process on loopback with a temp data dir — `fence serve` (raft log, fsync before every reply); ")
-	p("etcd (single member, fsync per commit); `redis-server --appendonly yes --appendfsync always` (redis-always) and `--appendfsync everysec` (redis-everysec, may lose the last second on a crash), `--save \"\"`.\n")
+	if c.Cluster > 1 {
+		r.clusterServers(p)
+	} else {
+		p("- Servers: each in its own process on loopback with a temp data dir — `fence serve` (raft log, fsync before every reply); ")
+		p("etcd (single member, fsync per commit); `redis-server --appendonly yes --appendfsync always` (redis-always) and `--appendfsync everysec` (redis-everysec, may lose the last second on a crash), `--save \"\"`.\n")
+	}
 	p("- Clients, each system's own Go client: fence-unary = package `client` with `WithoutSession()` (one unary Connect call per operation over HTTP/1.1 keep-alive, a background keepalive per lease); fence-session = package `client` as it is by default: one session per `client.Client` (a Client per worker, at most %d; session TTL %d s), every call and keepalive on its one h2c stream, session-bound leases (Acquire without TTL); ", maxSessions, sessionTTL)
 	p("etcd = `concurrency.Mutex` on a `concurrency.Session` (one `clientv3.Client`; a session per worker, at most %d); ", maxSessions)
-	p("Redis = `SET key random NX PX ttl`, release by a Lua compare-and-delete, waiting by polling every %v–%v (go-redis v9). ", c.RedisRetry, 2*c.RedisRetry)
-	p("**Redis has no fencing token**: its \"fenced write\" below is a plain `SET` a stale owner can still make.\n")
+	if c.Cluster > 1 {
+		p("every node of the cluster is an endpoint of the client (Fence: `client.New(\"http://n1,http://n2,http://n3\")`, which uses one endpoint at a time and moves on when it fails; etcd: `clientv3.Config.Endpoints`, gRPC balancing over all).\n")
+	} else {
+		p("Redis = `SET key random NX PX ttl`, release by a Lua compare-and-delete, waiting by polling every %v–%v (go-redis v9). ", c.RedisRetry, 2*c.RedisRetry)
+		p("**Redis has no fencing token**: its \"fenced write\" below is a plain `SET` a stale owner can still make.\n")
+	}
 	if !contains(r.Systems, "fence-session") {
 		p("- fence-session (the session path of the Go client) is not in this run (`-systems`).\n")
 	}
 	p("- Workloads 1–3 run every system once per round, in the order %s, %d rounds; the tables show medians over rounds, the range of ops/s in brackets, and ", strings.Join(r.Systems, ", "), c.Rounds)
 	p("**\"X ÷ this\"** = the median over rounds of X's ops/s divided by this system's ops/s *in the same round* (> 1: X is faster). ")
-	p("Server CPU = utime+stime of the server process (`/proc/PID/stat`) over the timed window, per 10,000 operations.\n\n")
+	if c.Cluster > 1 {
+		p("Server CPU = utime+stime of all %d server processes together (`/proc/PID/stat`) over the timed window, per 10,000 operations.\n\n", c.Cluster)
+	} else {
+		p("Server CPU = utime+stime of the server process (`/proc/PID/stat`) over the timed window, per 10,000 operations.\n\n")
+	}
 
 	ratioCols := func() string {
 		var s string
@@ -357,6 +373,9 @@ func (r *Report) Markdown(env Env, command string) string {
 		}
 		p("\n")
 	}
+	if len(r.Failover) > 0 {
+		r.failoverMarkdown(p)
+	}
 	var firsts []string
 	for _, res := range r.W1 {
 		if res.FirstErr != "" {
@@ -488,6 +507,13 @@ func (r *Report) Problems() []string {
 				}
 			}
 		}
+		nf := 0
+		for _, x := range r.Failover {
+			if x.System == sys {
+				nf++
+			}
+		}
+		count(nf, "failover", c.Failover)
 		if c.has("1") {
 			count(n1, "w1", len(c.W1Clients)*c.Rounds)
 		}

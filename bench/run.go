@@ -20,6 +20,17 @@ type Config struct {
 
 	Workloads string // which workloads, e.g. "1,2,3,4,5"
 
+	// Cluster > 1: workloads 1–3 run against clusters of this many nodes,
+	// each node its own process (fence and etcd only; Redis is left out).
+	Cluster int
+	// Failover > 0: that many kill -9 runs of the leader per system, on a
+	// fresh cluster each (needs Cluster ≥ 3; see failover.go).
+	Failover int
+	// FailoverTimeout bounds one failover run's wait for a grant.
+	FailoverTimeout time.Duration
+	// ClusterFlags go to every node of a cluster (raft timeouts, say).
+	ClusterFlags ClusterFlags
+
 	W1Clients  []int
 	W1Duration time.Duration
 	W2Clients  []int
@@ -58,7 +69,7 @@ func ForMode(mode string) Config {
 		W1Clients: []int{1, 16, 64, 256}, W2Clients: []int{1, 16}, W3Clients: 16,
 		W4Workers: 64, W5Workers: 64, W5EtcdTTL: 5,
 		RedisRetry: 2 * time.Millisecond, RedisStormRetry: 50 * time.Millisecond,
-		Repo: "..", BenchDir: ".", RedisBin: "redis-server"}
+		Repo: "..", BenchDir: ".", RedisBin: "redis-server", FailoverTimeout: 30 * time.Second}
 	switch mode {
 	case "smoke":
 		c.Rounds = 1
@@ -92,6 +103,7 @@ type Report struct {
 	W3       []HandoffResult
 	W4       []HeldResult
 	W5       []StormResult
+	Failover []FailoverResult
 	Failures []string // runs that failed outright
 }
 
@@ -110,13 +122,21 @@ func (c *Config) has(w string) bool {
 	return false
 }
 
-// servers holds one server of each kind.
-type servers map[string]*Server
+// servers holds one server (or cluster) of each kind.
+type servers map[string]target
 
 func (ss servers) stop() {
 	for _, s := range ss {
 		s.Stop()
 	}
+}
+
+// startTarget starts a server of kind, or a cluster of c.Cluster nodes.
+func (c *Config) startTarget(kind string) (target, error) {
+	if c.Cluster > 1 {
+		return c.startCluster(kind)
+	}
+	return c.start(kind)
 }
 
 func (c *Config) start(kind string) (*Server, error) {
@@ -141,6 +161,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	systems, err := Systems(cfg.Systems)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Cluster > 1 {
+		var keep []System
+		for _, s := range systems {
+			if Clusterable(s) {
+				keep = append(keep, s)
+			} else if cfg.Systems != "" && cfg.Systems != "all" {
+				return nil, fmt.Errorf("system %s cannot run against a cluster (only fence and etcd can)", s.Name())
+			}
+		}
+		systems = keep
+		if cfg.has("4") || cfg.has("5") {
+			return nil, fmt.Errorf("workloads 4 and 5 run against single servers only; with -cluster use -workloads 1,2,3")
+		}
+	}
+	if cfg.Failover > 0 && cfg.Cluster < 3 {
+		return nil, fmt.Errorf("failover runs need a cluster of at least 3 nodes (-cluster 3)")
 	}
 	if len(systems) == 0 {
 		return nil, fmt.Errorf("no systems to run")
@@ -167,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if p, err := exec.LookPath(cfg.RedisBin); err == nil {
 		cfg.RedisBin = p
-	} else {
+	} else if cfg.Cluster <= 1 {
 		return nil, fmt.Errorf("redis-server: %w", err)
 	}
 	if cfg.ChildExe == "" {
@@ -195,12 +232,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if ss[s.Server()] != nil {
 				continue
 			}
-			srv, err := cfg.start(s.Server())
+			srv, err := cfg.startTarget(s.Server())
 			if err != nil {
 				return nil, err
 			}
 			ss[s.Server()] = srv
-			cfg.logf("started %s on %s (pid %d)", srv.Kind, srv.Addr, srv.Pid())
+			cfg.logf("started %s on %s", s.Server(), srv.addr())
 		}
 		if cfg.has("1") {
 			for _, n := range cfg.W1Clients {
@@ -286,6 +323,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				cfg.logf("w5 round %d %-14s %d waiters, all hold %v after the TTL end (p50 %v), setup %v overran=%t, errors %d %s", r, s.Name(), res.Granted, res.LastLag.Round(time.Millisecond), res.P50Lag.Round(time.Millisecond), res.Setup.Round(time.Millisecond), res.Overran, res.Errors, res.FirstErr)
 				rep.W5 = append(rep.W5, res)
 			}
+		}
+	}
+	for r := 1; r <= cfg.Failover; r++ {
+		for _, s := range systems {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			res, err := cfg.runFailover(ctx, s, r)
+			if err != nil {
+				fail(fmt.Sprintf("failover %s run %d", s.Name(), r), err)
+				continue
+			}
+			cfg.logf("failover run %d %-14s killed %s: first grant %v after the kill (leader seen %v), %d attempts, first error: %s", r, s.Name(), res.Killed, res.Grant.Round(time.Millisecond), res.Elected.Round(time.Millisecond), res.Attempts, res.FirstErr)
+			rep.Failover = append(rep.Failover, res)
 		}
 	}
 	rep.Finished = time.Now().UTC()

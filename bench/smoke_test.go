@@ -99,3 +99,45 @@ func TestWriteSection(t *testing.T) {
 		t.Fatal("a begin marker without an end marker was accepted")
 	}
 }
+
+// TestSmokeCluster runs the cluster mode with tiny counts: workload 1 at
+// one client against a 3-node Fence and a 3-node etcd (every node its own
+// process), then one failover run per system (kill -9 of the leader, a
+// grant after it). It checks only that every system produced results
+// without errors; it asserts no speed and no failover time.
+func TestSmokeCluster(t *testing.T) {
+	cfg := bench.ForMode("smoke")
+	cfg.Repo, cfg.BenchDir = "..", "."
+	cfg.Tmp = t.TempDir()
+	cfg.Log = logWriter{t}
+	cfg.Cluster, cfg.Failover = 3, 1
+	cfg.Workloads, cfg.W1Clients = "1", []int{1}
+	cfg.FenceBin = os.Getenv("FENCEBENCH_FENCE_BIN")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems() {
+		t.Error(p)
+	}
+	want := []string{"fence-unary", "fence-session", "etcd"}
+	if strings.Join(rep.Systems, ",") != strings.Join(want, ",") {
+		t.Errorf("ran systems %v, want %v (Redis is left out of clusters)", rep.Systems, want)
+	}
+	if len(rep.Failover) != len(want) {
+		t.Errorf("%d failover results, want %d", len(rep.Failover), len(want))
+	}
+	for _, f := range rep.Failover {
+		if !f.OK || f.Grant <= 0 || f.Killed == "" {
+			t.Errorf("failover result %+v: want a grant after killing a leader", f)
+		}
+	}
+	md := rep.Markdown(bench.Environment(cfg), "go test ./bench")
+	for _, s := range want {
+		if n := strings.Count(md, "| "+s+" |"); n < 2 {
+			t.Errorf("report has %d rows for %s, want one in workload 1 and one in the failover table:\n%s", n, s, md)
+		}
+	}
+}

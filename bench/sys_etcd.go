@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ func (etcdSystem) Fenced() bool   { return true }
 
 func (etcdSystem) Open(ctx context.Context, addr string, workers int) (Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Endpoints: strings.Split(addr, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		MaxCallSendMsgSize: 16 << 20, MaxCallRecvMsgSize: 64 << 20,
 	})
 	if err != nil {

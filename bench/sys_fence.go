@@ -35,11 +35,21 @@ func (fenceUnary) Open(ctx context.Context, addr string, workers int) (Client, e
 	if workers > manyWorkers {
 		opts = append(opts, client.WithProtocol(client.ProtocolGRPC))
 	}
-	c, err := client.New("http://"+addr, opts...)
+	c, err := client.New(fenceURLs(addr), opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &fenceClient{c: c, addr: addr}, nil
+}
+
+// fenceURLs is the Fence client's endpoint list for addr (host:port, or a
+// cluster's comma-separated host:ports): "http://a,http://b,...".
+func fenceURLs(addr string) string {
+	var us []string
+	for _, a := range strings.Split(addr, ",") {
+		us = append(us, "http://"+a)
+	}
+	return strings.Join(us, ",")
 }
 
 type fenceClient struct {

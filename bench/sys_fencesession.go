@@ -38,7 +38,7 @@ func (f *fenceSessionClient) Worker(ctx context.Context, i int) (Worker, error) 
 	c, ok := f.clients[k]
 	if !ok {
 		var err error
-		c, err = client.New("http://"+f.addr, client.WithSessionTTL(time.Duration(sessionTTL)*time.Second))
+		c, err = client.New(fenceURLs(f.addr), client.WithSessionTTL(time.Duration(sessionTTL)*time.Second))
 		if err != nil {
 			return nil, err
 		}

@@ -29,9 +29,9 @@ type OpsResult struct {
 // runOps runs clients workers, each on its own lock (distinct from every
 // other worker's), for dur after a short warm-up, and measures cycles/s,
 // acquire latency and the server's CPU.
-func runOps(ctx context.Context, sys System, srv *Server, round, clients int, dur time.Duration, write bool) (res OpsResult, err error) {
+func runOps(ctx context.Context, sys System, srv target, round, clients int, dur time.Duration, write bool) (res OpsResult, err error) {
 	res = OpsResult{System: sys.Name(), Round: round, Clients: clients}
-	cl, err := sys.Open(ctx, srv.Addr, clients)
+	cl, err := sys.Open(ctx, srv.addr(), clients)
 	if err != nil {
 		return res, err
 	}
@@ -115,13 +115,13 @@ func runOps(ctx context.Context, sys System, srv *Server, round, clients int, du
 		}()
 	}
 	ready.Wait()
-	cpu0, _ := CPUSeconds(srv.Pid())
+	cpu0 := srv.cpu()
 	t0 := time.Now()
 	close(start)
 	time.Sleep(dur)
 	stop.Store(true)
 	done.Wait()
-	cpu1, _ := CPUSeconds(srv.Pid())
+	cpu1 := srv.cpu()
 	res.Elapsed = lastEnd.Sub(t0)
 	res.Ops = ops
 	res.Errors, res.FirstErr = int(e.n.Load()), e.first
@@ -168,9 +168,9 @@ type HandoffResult struct {
 // runHandoff: every worker loops acquire (waiting) → release on one lock
 // for dur. Grants after dur are not counted; each worker finishes its
 // pending acquire (the others stop, so it is granted) and releases.
-func runHandoff(ctx context.Context, sys System, srv *Server, round, clients int, dur time.Duration) (res HandoffResult, err error) {
+func runHandoff(ctx context.Context, sys System, srv target, round, clients int, dur time.Duration) (res HandoffResult, err error) {
 	res = HandoffResult{System: sys.Name(), Round: round, Clients: clients, PerClient: make([]int, clients)}
-	cl, err := sys.Open(ctx, srv.Addr, clients)
+	cl, err := sys.Open(ctx, srv.addr(), clients)
 	if err != nil {
 		return res, err
 	}
@@ -235,13 +235,13 @@ func runHandoff(ctx context.Context, sys System, srv *Server, round, clients int
 			}
 		}()
 	}
-	cpu0, _ := CPUSeconds(srv.Pid())
+	cpu0 := srv.cpu()
 	t0 := time.Now()
 	close(start)
 	time.Sleep(dur)
 	stop.Store(true)
 	elapsed := time.Since(t0)
-	cpu1, _ := CPUSeconds(srv.Pid()) // before the stragglers' last cycles
+	cpu1 := srv.cpu() // before the stragglers' last cycles
 	done.Wait()
 	res.Errors, res.FirstErr = int(e.n.Load()), e.first
 	mn, mx := -1, 0

@@ -72,7 +72,7 @@ func run(args []string) int {
 	fs.Bool("smoke", false, "smoke mode: tiny counts, a few seconds per system (the smoke test)")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds of workloads 1-3")
 	fs.StringVar(&cfg.Systems, "systems", cfg.Systems, "comma-separated systems (default: all registered: "+strings.Join(bench.Registered(), ", ")+")")
-	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, "workloads to run: 1 uncontended, 2 fenced write, 3 handoff, 4 held leases, 5 expiry storm")
+	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, "workloads to run: 1 uncontended, 2 fenced write, 3 handoff, 4 held leases, 5 expiry storm (\"none\": none, for -failover)")
 	w1 := intList(cfg.W1Clients)
 	fs.Var(&w1, "w1-clients", "client counts of workload 1")
 	fs.DurationVar(&cfg.W1Duration, "w1-duration", cfg.W1Duration, "timed window of one workload-1 run")
@@ -97,6 +97,11 @@ func run(args []string) int {
 	fs.StringVar(&cfg.EtcdBin, "etcd-bin", "", "an etcdserver binary to use instead of building one")
 	fs.StringVar(&cfg.RedisBin, "redis-bin", cfg.RedisBin, "redis-server")
 	fs.StringVar(&cfg.Tmp, "tmp", "", "parent of the temp dirs (default $TMPDIR)")
+	fs.IntVar(&cfg.Cluster, "cluster", 0, "run workloads 1-3 against clusters of this many nodes (fence and etcd, each node its own process; Redis left out); defaults then: -workloads 1,2,3 -w1-clients 1,16,64")
+	fs.IntVar(&cfg.Failover, "failover", 0, "kill -9 the leader of a fresh cluster this many times per system and time the first grant after it (implies -cluster 3 unless given)")
+	fs.DurationVar(&cfg.FailoverTimeout, "failover-timeout", cfg.FailoverTimeout, "longest wait for the first grant after a kill")
+	fenceFlags := fs.String("fence-flags", "", "extra flags for every fence node of a cluster (space-separated, e.g. \"--election-timeout 500ms\")")
+	etcdFlags := fs.String("etcd-flags", "", "extra flags for every etcd node of a cluster (space-separated, e.g. \"--election-timeout 500\")")
 	docs := fs.String("docs", "", "rewrite the bench section of this file (docs/benchmarks.md) with the results")
 	section := fs.String("section", "", "with -docs: the section's name (markers <!-- bench:begin NAME -->); \"\" = <!-- bench:begin -->")
 	fs.StringVar(&cfg.FenceVersion, "fence-version", "", "what to call the fence measured in the report (default: the commit of -repo)")
@@ -107,6 +112,26 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.W1Clients, cfg.W2Clients = w1, w2
+	cfg.ClusterFlags.Fence, cfg.ClusterFlags.Etcd = strings.Fields(*fenceFlags), strings.Fields(*etcdFlags)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.Failover > 0 && !set["cluster"] {
+		cfg.Cluster = 3
+	}
+	if cfg.Cluster > 1 {
+		if !set["workloads"] {
+			cfg.Workloads = "1,2,3"
+			if set["failover"] && !set["cluster"] {
+				cfg.Workloads = "" // -failover without -cluster: only the failover runs
+			}
+		}
+		if !set["w1-clients"] && mode == "full" {
+			cfg.W1Clients = []int{1, 16, 64}
+		}
+		if !set["section"] && *docs != "" {
+			*section = "cluster"
+		}
+	}
 	cfg.Log = os.Stderr
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
