@@ -30,7 +30,7 @@ type globals struct {
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.server, "server", g.server, "server `URL` (env FENCE_SERVER)")
+	fs.StringVar(&g.server, "server", g.server, "server `URL`, or a cluster's nodes as a comma-separated list of URLs (env FENCE_SERVER)")
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON object (field names as in the API's JSON)")
 	durationVar(fs, &g.timeout, "timeout", g.timeout, "give up after this long (added to any --wait)")
 }
@@ -58,7 +58,8 @@ var subcommands = map[string]subcommand{
 const usageText = `usage: fence [global flags] COMMAND [ARGS]
 
 global flags (before or after COMMAND):
-  --server URL   the server (default http://127.0.0.1:7420; env FENCE_SERVER)
+  --server URL   the server (default http://127.0.0.1:7420; env FENCE_SERVER); for a cluster,
+                 its nodes as URL,URL,... (the client fails over between them)
   --json         print one JSON object (field names as in the API's JSON; tokens as numbers)
   --timeout D    give up after D (default 10s; added to any --wait)
   -h, --help     print help (also: fence COMMAND --help)
