@@ -90,6 +90,28 @@
 // per call unless [OpID] is given), so a retry does not apply twice — the
 // result then reports Replayed.
 //
+// # Several endpoints
+//
+// A Client of a cluster is given its nodes: client.New("http://n1:7420,
+// http://n2:7420,http://n3:7420"), or [WithEndpoints]. Any node serves
+// every call (a follower passes it on to its leader), so the Client uses
+// one endpoint at a time and stays on it while it works. When it cannot be
+// reached, answers Unavailable (no leader yet, shutting down) or gives no
+// answer within an attempt's bound, the Client moves to the next endpoint:
+// the retry of a unary call goes there at once while the call has not yet
+// tried every endpoint, with backoff after that, and carries the same
+// request_id or op_id as before — a retry on another node is as exact as
+// one on the same, because the ids live in the replicated state. A
+// standalone lease's keepalive moves on the same way. The session's stream,
+// when it breaks, reconnects on the next endpoint, re-attaches the same
+// session and resends every unanswered request with its seq: a request
+// the old node passed on before it died is answered from its saved result,
+// not applied again. [WithFailFast] fails a call only when no endpoint can
+// be reached. [Client.Endpoint] is the endpoint in use.
+//
+// [NewService] is something else: fence.Service over one URL, one attempt
+// per call, for a node that passes calls on to its leader.
+//
 // # Errors
 //
 // Refusals are the typed errors of package fence and work with errors.Is
