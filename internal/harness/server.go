@@ -507,6 +507,16 @@ func (s *Server) RestartEnv(ctx context.Context, env []string, extraArgs ...stri
 	return s.restart(ctx)
 }
 
+// Launch is Restart without the wait for /readyz, whatever NoWait says:
+// for a node that cannot be ready (restarted into a minority, or after its
+// removal from the cluster). It returns once the process runs.
+func (s *Server) Launch(ctx context.Context, extraArgs ...string) error {
+	s.mu.Lock()
+	s.extra = append([]string(nil), extraArgs...)
+	s.mu.Unlock()
+	return s.start(ctx, false)
+}
+
 func (s *Server) restart(ctx context.Context) error {
 	deadline := time.Now().Add(s.cfg.ReadyTimeout)
 	for {
