@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,25 +14,40 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fenceworks/fence/internal/harness"
 )
 
 // Server is one server process the runner started: its pid (for /proc), the
-// address its clients use, and how to stop it.
+// address its clients use, and how to stop it. A fence server is run by
+// internal/harness (fence); the others by startProc here.
 type Server struct {
-	Kind string // "fence", "etcd", "redis-always", "redis-everysec"
-	Addr string // host:port for clients
-	cmd  *exec.Cmd
-	dir  string
-	log  *os.File
-	done chan struct{}
+	Kind  string // "fence", "etcd", "redis-always", "redis-everysec"
+	Addr  string // host:port for clients
+	fence *harness.Server
+	cmd   *exec.Cmd
+	dir   string
+	log   *os.File
+	done  chan struct{}
 }
 
 // Pid is the server's process id.
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
+func (s *Server) Pid() int {
+	if s.fence != nil {
+		return s.fence.Pid()
+	}
+	return s.cmd.Process.Pid
+}
 
 // Stop ends the server (SIGTERM, then SIGKILL after 10s) and removes its
 // data dir.
 func (s *Server) Stop() {
+	if s != nil && s.fence != nil {
+		_ = s.fence.Stop() // its StopTimeout is 10s, then SIGKILL
+		_ = s.fence.Close()
+		_ = os.RemoveAll(s.dir)
+		return
+	}
 	if s == nil || s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
@@ -50,12 +64,12 @@ func (s *Server) Stop() {
 
 // freePort asks the kernel for a free loopback port.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	_, port, _ := net.SplitHostPort(addr)
+	return strconv.Atoi(port)
 }
 
 // startProc starts a server process with its output in dir/server.log.
@@ -103,34 +117,31 @@ func tail(path string) string {
 }
 
 // StartFence runs `fence serve` from bin on a free loopback port with a
-// fresh data dir under tmp. The rules are opened up so that the held-leases
-// and expiry-storm workloads fit (no cap on locks and waiters, room for the
+// fresh data dir under tmp (internal/harness starts it and waits for
+// /readyz). The rules are opened up so that the held-leases and
+// expiry-storm workloads fit (no cap on locks and waiters, room for the
 // request ids of a million acquires).
 func StartFence(bin, tmp string) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp(tmp, "fence-")
 	if err != nil {
 		return nil, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	s, err := startProc("fence", dir, bin, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"),
-		"--max-locks", "0", "--max-waiters", "0", "--max-waiters-per-lock", "0",
-		"--max-ids", "4000000", "--min-id-retention", "1s", "--max-conns", "16384")
-	if err != nil {
-		return nil, err
-	}
-	s.Addr = addr
-	return s, s.waitFor(func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+	hs, err := harness.Start(context.Background(), harness.Config{
+		Bin:     bin,
+		ID:      "fence",
+		DataDir: filepath.Join(dir, "data"),
+		Args: []string{"--max-locks", "0", "--max-waiters", "0", "--max-waiters-per-lock", "0",
+			"--max-ids", "4000000", "--min-id-retention", "1s", "--max-conns", "16384"},
+		LogPath:      filepath.Join(dir, "server.log"),
+		LogLimit:     64 << 10,
+		ReadyTimeout: 60 * time.Second,
+		StopTimeout:  10 * time.Second,
 	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("fence: %w", err)
+	}
+	return &Server{Kind: "fence", Addr: hs.Addr(), fence: hs, dir: dir}, nil
 }
 
 // StartEtcd runs the etcdserver binary (bench/cmd/etcdserver) on free
