@@ -46,16 +46,18 @@ bench-quick:
 
 ## chaos: a fault run and the control run (internal/chaos; docs/reliability.md).
 ##   make chaos DURATION=10m SEED=N     # SEED=0 picks one and prints it
+##   make chaos NODES=5                 # a 5-node raft cluster (1, 3 or 5; adds the cluster fault kinds)
 ##   CHAOS_FLAGS adds runner flags (`bin/fence-chaos run -h`), e.g. CHAOS_FLAGS="-workers 8 -faults worker-pause,server-kill"
 DURATION         ?= 10m
 SEED             ?= 0
+NODES            ?= 1
 CONTROL_DURATION ?= 1m
 PLANT_DURATION   ?= 1m
 CHAOS_FLAGS      ?=
 chaos: build
 	$(GO) build -o bin/fence-chaos ./cmd/fence-chaos
-	./bin/fence-chaos run -fence $(BIN) -duration $(DURATION) -seed $(SEED) $(CHAOS_FLAGS)
-	./bin/fence-chaos run -fence $(BIN) -duration $(CONTROL_DURATION) -seed $(SEED) -control $(CHAOS_FLAGS)
+	./bin/fence-chaos run -fence $(BIN) -nodes $(NODES) -duration $(DURATION) -seed $(SEED) $(CHAOS_FLAGS)
+	./bin/fence-chaos run -fence $(BIN) -nodes $(NODES) -duration $(CONTROL_DURATION) -seed $(SEED) -control $(CHAOS_FLAGS)
 
 ## chaos-plantbug: build fence with the planted bugs (-tags plantbug) and show the harness catches each
 chaos-plantbug:

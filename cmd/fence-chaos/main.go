@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -52,13 +53,14 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	duration := fs.Duration("duration", time.Minute, "how long the workload runs under faults")
 	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the workers (0: pick one and print it)")
+	nodes := fs.Int("nodes", 1, "Fence nodes: 1 (a single server) or 3 or 5 (a raft cluster with a fault proxy on every peer link; adds the cluster fault kinds)")
 	workers := fs.Int("workers", 5, "worker processes")
 	resources := fs.Int("resources", 3, "locks and resources (sku-0..sku-K-1)")
 	control := fs.Bool("control", false, "control run: the workers write to PostgreSQL without fencing; passes when the harness catches the stale writes")
 	fenceBin := fs.String("fence", "", "fence binary the nodes run (default: fence next to this binary, else bin/fence)")
 	out := fs.String("out", "", "directory for histories, logs and visualisations (default: a new temp dir, kept)")
 	pg := fs.String("pg", envOr("FENCE_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN of the guard store")
-	kinds := fs.String("faults", "", "comma-separated fault kinds (default: all): "+kindNames())
+	kinds := fs.String("faults", "", "comma-separated fault kinds (default: all that -nodes allows): "+kindNames())
 	ttl := fs.Duration("ttl", time.Second, "TTL of standalone leases; worker pauses last 1.5–3× this")
 	sessionTTL := fs.Duration("session-ttl", time.Second, "TTL of the workers' sessions")
 	disk := fs.Int64("disk-mib", 512, "size of the tmpfs data dir for the disk-full fault, MiB (raft-wal preallocates 64 MiB segments: the first must fit)")
@@ -73,7 +75,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		*seed = rand.Uint64()%1_000_000_000 + 1
 	}
 	cfg := chaos.Config{
-		FenceBin: *fenceBin, Duration: *duration, Seed: *seed, Workers: *workers,
+		FenceBin: *fenceBin, Duration: *duration, Seed: *seed, Nodes: *nodes, Workers: *workers,
 		Resources: *resources, Control: *control, PostgresDSN: *pg, TTL: *ttl,
 		SessionTTL: *sessionTTL, DiskBytes: *disk << 20, LinTimeout: *linTimeout, Log: stderr,
 	}
@@ -99,6 +101,16 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 				return 2
 			}
 			cfg.Kinds = append(cfg.Kinds, chaos.FaultKind(k))
+		}
+	}
+	if *nodes != 1 && *nodes != 3 && *nodes != 5 {
+		fmt.Fprintf(stderr, "fence-chaos: -nodes %d: want 1, 3 or 5\n", *nodes)
+		return 2
+	}
+	for _, k := range cfg.Kinds {
+		if slices.Contains(chaos.ClusterFaults, k) && *nodes == 1 {
+			fmt.Fprintf(stderr, "fence-chaos: -faults %s needs a cluster: -nodes 3 or 5\n", k)
+			return 2
 		}
 	}
 	if *plant != "" {
@@ -166,16 +178,15 @@ func kindNames() string {
 	for _, k := range chaos.AllFaults {
 		s = append(s, string(k))
 	}
-	return strings.Join(s, ",")
+	c := []string{}
+	for _, k := range chaos.ClusterFaults {
+		c = append(c, string(k))
+	}
+	return strings.Join(s, ",") + "; with -nodes 3 or 5 also " + strings.Join(c, ",")
 }
 
 func validKind(k chaos.FaultKind) bool {
-	for _, x := range chaos.AllFaults {
-		if x == k {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(chaos.AllFaults, k) || slices.Contains(chaos.ClusterFaults, k)
 }
 
 // checkMain runs the checkers again on a run's recorded histories (DIR's

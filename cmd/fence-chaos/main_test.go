@@ -101,6 +101,14 @@ func TestRunRefusesBadFlags(t *testing.T) {
 	if code := realMain([]string{"run", "-duration", "soon"}, &out, &errb); code != 2 {
 		t.Fatalf("bad duration: exit %d, want 2", code)
 	}
+	errb.Reset()
+	if code := realMain([]string{"run", "-nodes", "2"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "want 1, 3 or 5") {
+		t.Fatalf("-nodes 2: exit %d, stderr %q; want 2", code, errb.String())
+	}
+	errb.Reset()
+	if code := realMain([]string{"run", "-faults", "leader-kill"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "needs a cluster") {
+		t.Fatalf("a cluster fault on one node: exit %d, stderr %q; want 2", code, errb.String())
+	}
 	// an -out dir with a run in it: histories of two runs would mix
 	used := t.TempDir()
 	if err := os.WriteFile(filepath.Join(used, "history-0.jsonl"), nil, 0o644); err != nil {

@@ -4,31 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/internal/harness"
 )
 
 // NodeConfig is one Fence server process: `Bin serve --listen Listen
-// --data-dir DataDir Args...`.
+// --data-dir DataDir [--node-id ID --raft-addr RaftAddr] Formation... Args...`.
+// The process itself (start, readiness, signals, restarts, its log) is an
+// internal/harness Server; what a Node adds is the chaos part: a data dir
+// on a size-limited tmpfs, the proxy clients reach it through, and a wipe
+// and rejoin for membership changes.
 type NodeConfig struct {
 	Bin     string // the fence binary
 	DataDir string // the node's data dir (kept across restarts)
-	// Listen is the node's own address, 127.0.0.1:port, kept across
+	// Listen is the node's own client address, 127.0.0.1:port, kept across
 	// restarts so that its proxy's upstream stays valid. Empty: StartNode
 	// picks a free port (and another one if the first start finds it taken).
 	Listen string
-	Args   []string // more `fence serve` flags, on every start
-	Env    []string // added to the harness's environment
+	// ID is the raft server id (--node-id) of a cluster node, and the
+	// node's name in logs. RaftAddr, set, makes the process a cluster node
+	// (--raft-addr), kept across restarts.
+	ID       string
+	RaftAddr string
+	// Formation are the flags that form the cluster (--peers ..., or
+	// --join URL): on every start (a node with raft state ignores them),
+	// replaced by --join when Rejoin re-adds a wiped node.
+	Formation []string
+	Args      []string // more `fence serve` flags, on every start
+	Env       []string // added to the harness's environment
 	// DiskBytes > 0 puts DataDir on a tmpfs of that size, mounted by
 	// StartNode and unmounted by Close (FillDisk/FreeDisk resize it). raft-wal
 	// preallocates 64 MiB segments: give it at least 256 MiB.
@@ -37,10 +49,14 @@ type NodeConfig struct {
 	// restarts with a header line per start (empty: only the last 16 KiB
 	// are kept in memory, for error messages).
 	LogPath string
-	// Name names the node in logs and its proxy (default "node-PORT").
+	// Name names the node in logs and its proxy (default ID, else
+	// "node-PORT").
 	Name string
 	// ReadyTimeout bounds a start's wait for /readyz (default 60s).
 	ReadyTimeout time.Duration
+	// NoWait: StartNode returns once the process runs, before /readyz (a
+	// cluster node with --peers is not ready alone; call WaitReady).
+	NoWait bool
 }
 
 // Node is a Fence server process behind its Proxy. Its methods are safe for
@@ -48,28 +64,28 @@ type NodeConfig struct {
 type Node struct {
 	cfg   NodeConfig
 	proxy *Proxy
-	log   io.Writer // file (if any) and tail
-	logf  *os.File
-	tail  *tailBuffer
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{} // closed once cmd is reaped
-	state   *os.ProcessState
-	paused  bool
-	starts  int
+	mu     sync.Mutex
+	srv    *harness.Server // replaced by Rejoin
+	starts int             // of the servers Rejoin replaced
+	// rejoin holds the join URLs of a Rejoin whose start failed: Restart
+	// tries the rejoin again (the old process is gone for good).
+	rejoin  []string
 	mounted bool
 	filled  bool
 	closed  bool
-	args    []string // the extra args of the current process
 }
 
 // ErrNoDisk: FillDisk/FreeDisk on a node without a tmpfs (DiskBytes 0).
 var ErrNoDisk = errors.New("chaos: node has no size-limited disk (NodeConfig.DiskBytes is 0)")
 
+// nodeLogLimit is the output a node keeps in memory (the whole of it goes
+// to LogPath): enough for the tail an error message quotes.
+const nodeLogLimit = 16 << 10
+
 // StartNode mounts the node's tmpfs (if DiskBytes > 0), starts the process,
-// waits until GET /readyz answers 200 and starts its proxy. On an error
-// nothing is left running or mounted.
+// waits until GET /readyz answers 200 (unless NoWait) and starts its proxy.
+// On an error nothing is left running or mounted.
 func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg.Bin == "" || cfg.DataDir == "" {
 		return nil, errors.New("chaos: NodeConfig needs Bin and DataDir")
@@ -77,21 +93,12 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 60 * time.Second
 	}
-	n := &Node{cfg: cfg, tail: &tailBuffer{max: 16 << 10}}
-	n.log = n.tail
+	n := &Node{cfg: cfg}
 	defer func() {
 		if err != nil {
 			n.Close()
 		}
 	}()
-	if cfg.LogPath != "" {
-		f, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, err
-		}
-		n.logf = f
-		n.log = io.MultiWriter(f, n.tail)
-	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -101,23 +108,14 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		}
 		n.mounted = true
 	}
-	pickPort := cfg.Listen == ""
-	for attempt := 0; ; attempt++ {
-		if pickPort {
-			if n.cfg.Listen, err = freeLoopbackAddr(); err != nil {
-				return nil, err
-			}
-		}
-		err = n.start(ctx, nil)
-		if err == nil || !pickPort || attempt == 4 || !strings.Contains(n.tail.lastStart(), "address already in use") {
-			break
-		}
-	}
+	srv, err := harness.Start(ctx, n.serverConfig(cfg.Formation))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
+	n.srv = srv
+	n.cfg.Listen = srv.Addr()
 	if n.cfg.Name == "" {
-		n.cfg.Name = "node-" + n.cfg.Listen[strings.LastIndexByte(n.cfg.Listen, ':')+1:]
+		n.cfg.Name = srv.ID()
 	}
 	if n.proxy, err = NewProxy(n.cfg.Name, n.cfg.Listen); err != nil {
 		return nil, err
@@ -125,121 +123,45 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	return n, nil
 }
 
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// serverConfig is the harness configuration of the node's process with
+// the given formation flags.
+func (n *Node) serverConfig(formation []string) harness.Config {
+	cfg := n.cfg
+	id := cfg.ID
+	if id == "" {
+		id = cfg.Name
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return harness.Config{
+		Bin:          cfg.Bin,
+		ID:           id,
+		DataDir:      cfg.DataDir,
+		Listen:       cfg.Listen,
+		RaftAddr:     cfg.RaftAddr,
+		Args:         append(append([]string(nil), formation...), cfg.Args...),
+		Env:          cfg.Env,
+		LogPath:      cfg.LogPath,
+		LogLimit:     nodeLogLimit,
+		ReadyTimeout: cfg.ReadyTimeout,
+		NoWait:       cfg.NoWait,
+	}
 }
 
-// start runs the process with cfg.Args+extra and waits until it is ready.
-func (n *Node) start(ctx context.Context, extra []string) error {
+func (n *Node) server() *harness.Server {
 	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return errors.New("chaos: node closed")
-	}
-	if n.running() {
-		n.mu.Unlock()
-		return fmt.Errorf("chaos: %s is still running", n.name())
-	}
-	args := append([]string{"serve", "--listen", n.cfg.Listen, "--data-dir", n.cfg.DataDir}, n.cfg.Args...)
-	args = append(args, extra...)
-	n.starts++
-	fmt.Fprintf(n.log, "=== %s start %d at %s: %s %s\n", n.name(), n.starts,
-		time.Now().UTC().Format(time.RFC3339Nano), n.cfg.Bin, strings.Join(args, " "))
-	cmd := exec.Command(n.cfg.Bin, args...)
-	cmd.Env = append(os.Environ(), n.cfg.Env...)
-	cmd.Stdout, cmd.Stderr = n.log, n.log
-	// The server dies with the harness, even a harness killed with -9.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		n.mu.Unlock()
-		return fmt.Errorf("chaos: start %s: %w", n.cfg.Bin, err)
-	}
-	done := make(chan struct{})
-	n.cmd, n.done, n.state, n.paused, n.args = cmd, done, nil, false, extra
-	go func() {
-		cmd.Wait()
-		n.mu.Lock()
-		n.state = cmd.ProcessState
-		n.mu.Unlock()
-		close(done)
-	}()
-	n.mu.Unlock()
-	return n.waitReady(ctx, done)
+	defer n.mu.Unlock()
+	return n.srv
 }
 
-func (n *Node) name() string {
-	if n.cfg.Name != "" {
-		return n.cfg.Name
-	}
-	return "node " + n.cfg.Listen
-}
-
-// running: the current process has been started and not reaped (n.mu held).
-func (n *Node) running() bool {
-	if n.done == nil {
-		return false
-	}
-	select {
-	case <-n.done:
-		return false
-	default:
-		return true
-	}
-}
-
-var readyClient = &http.Client{
-	Timeout:   time.Second,
-	Transport: &http.Transport{DisableKeepAlives: true},
-}
-
-func (n *Node) waitReady(ctx context.Context, done chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ReadyTimeout)
-	defer cancel()
-	url := n.DirectURL() + "/readyz"
-	for {
-		select {
-		case <-done:
-			n.mu.Lock()
-			st := n.state
-			n.mu.Unlock()
-			return fmt.Errorf("chaos: %s exited before it was ready (%v); its output:\n%s", n.name(), st, n.tail.lastStart())
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := readyClient.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("chaos: %s not ready: %w; its output:\n%s", n.name(), ctx.Err(), n.tail.lastStart())
-		case <-done:
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
-}
+// WaitReady waits until the node answers /readyz (within ReadyTimeout).
+func (n *Node) WaitReady(ctx context.Context) error { return n.server().WaitReady(ctx) }
 
 // Ready reports whether GET /readyz answers 200 now (one try, up to 1s).
-func (n *Node) Ready(ctx context.Context) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.DirectURL()+"/readyz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := readyClient.Do(req)
-	if err != nil {
-		return false
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+func (n *Node) Ready(ctx context.Context) bool { return n.server().Ready(ctx) }
+
+// Status is the node's own NodeStatus (ClusterService, never forwarded),
+// asked directly (not through the proxy), bounded by a second.
+func (n *Node) Status(ctx context.Context) (*fencev1.NodeStatusResponse, error) {
+	return n.server().Status(ctx)
 }
 
 // Config is the node's configuration (Listen and Name filled in).
@@ -248,6 +170,12 @@ func (n *Node) Config() NodeConfig { return n.cfg }
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
+// ID is the node's raft id (its name for a single node).
+func (n *Node) ID() string { return n.server().ID() }
+
+// RaftAddr is the node's raft address ("" for a single node).
+func (n *Node) RaftAddr() string { return n.cfg.RaftAddr }
+
 // URL is the node's base URL through its proxy (http://127.0.0.1:port):
 // what clients use.
 func (n *Node) URL() string { return "http://" + n.proxy.Addr() }
@@ -255,164 +183,143 @@ func (n *Node) URL() string { return "http://" + n.proxy.Addr() }
 // DirectURL is the node's own base URL, bypassing the proxy.
 func (n *Node) DirectURL() string { return "http://" + n.cfg.Listen }
 
-// Proxy is the proxy in front of the node.
+// Proxy is the proxy in front of the node's client port.
 func (n *Node) Proxy() *Proxy { return n.proxy }
 
 // Pid is the current process's id (0 before the first start).
-func (n *Node) Pid() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
+func (n *Node) Pid() int { return n.server().Pid() }
 
-// Starts counts the processes started.
+// Starts counts the processes started (across rejoins).
 func (n *Node) Starts() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.starts
+	return n.starts + n.srv.Starts()
 }
 
 // Args are the extra args of the current process (Restart's extraArgs).
-func (n *Node) Args() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]string(nil), n.args...)
-}
+func (n *Node) Args() []string { return n.server().Args() }
 
 // Running reports whether the current process is alive (paused counts).
-func (n *Node) Running() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.running()
-}
+func (n *Node) Running() bool { return n.server().Running() }
 
 // Paused reports whether the process was stopped by Pause and not resumed.
-func (n *Node) Paused() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.paused && n.running()
-}
+func (n *Node) Paused() bool { return n.server().Paused() }
 
 // Exited reports whether the current process has exited, and its exit code
 // (-1 when a signal ended it).
 func (n *Node) Exited() (bool, int) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.state == nil {
+	st := n.server().ExitState()
+	if st == nil {
 		return false, 0
 	}
-	return true, n.state.ExitCode()
+	return true, st.ExitCode()
 }
 
 // ExitState is the current process's state once it has exited (nil before).
-func (n *Node) ExitState() *os.ProcessState {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.state
-}
+func (n *Node) ExitState() *os.ProcessState { return n.server().ExitState() }
 
 // Done is closed when the current process has exited and been reaped.
-func (n *Node) Done() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.done == nil {
-		c := make(chan struct{})
-		close(c)
-		return c
-	}
-	return n.done
-}
+func (n *Node) Done() <-chan struct{} { return n.server().Done() }
 
 // LogTail is the last 16 KiB of the node's output (all starts).
-func (n *Node) LogTail() string { return n.tail.String() }
+func (n *Node) LogTail() string { return n.server().LogTail(nodeLogLimit) }
 
 // Kill sends SIGKILL to the process (paused or not) and waits until it is
 // reaped. A process that has already exited is left as it is.
-func (n *Node) Kill() error {
-	n.mu.Lock()
-	if !n.running() {
-		n.mu.Unlock()
-		return nil
-	}
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("chaos: kill %s: %w", n.name(), err)
-	}
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("chaos: %s not reaped 30s after SIGKILL", n.name())
-	}
-	n.mu.Lock()
-	n.paused = false
-	n.mu.Unlock()
-	return nil
-}
+func (n *Node) Kill() error { return n.server().Kill() }
+
+// Stop sends SIGTERM and waits for a graceful exit (a leader hands over
+// its leadership first); see harness.Server.Stop.
+func (n *Node) Stop() error { return n.server().Stop() }
 
 // Restart starts the process again (after Kill, or after it exited) on the
-// same address and data dir with cfg.Args+extraArgs, and waits until it is
-// ready. It fails if the process is still running. If the port is briefly
-// taken, it tries again for up to ReadyTimeout.
+// same addresses and data dir with cfg.Args+extraArgs, and waits until it
+// is ready. It fails if the process is still running. The environment is
+// the last RestartEnv's.
 func (n *Node) Restart(ctx context.Context, extraArgs ...string) error {
-	deadline := time.Now().Add(n.cfg.ReadyTimeout)
-	for {
-		err := n.start(ctx, extraArgs)
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) ||
-			!strings.Contains(n.tail.lastStart(), "address already in use") {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
+	n.mu.Lock()
+	rejoin := n.rejoin
+	n.mu.Unlock()
+	if rejoin != nil {
+		return n.Rejoin(ctx, rejoin)
 	}
+	// Refused here, before harness.Server.Restart takes extraArgs as the
+	// process's: a running process keeps the args it runs with.
+	if n.Running() {
+		return fmt.Errorf("chaos: %s is still running", n.Name())
+	}
+	return n.server().Restart(ctx, extraArgs...)
+}
+
+// RestartEnv is Restart with env added to the node's environment for this
+// and later starts, replacing the previous RestartEnv's (nil: none).
+func (n *Node) RestartEnv(ctx context.Context, env []string, extraArgs ...string) error {
+	if n.Running() {
+		return fmt.Errorf("chaos: %s is still running", n.Name())
+	}
+	return n.server().RestartEnv(ctx, env, extraArgs...)
 }
 
 // Pause stops the process with SIGSTOP.
-func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP, true) }
+func (n *Node) Pause() error { return n.server().Pause() }
 
 // Resume continues a paused process with SIGCONT (a no-op for a process
 // that is not running).
-func (n *Node) Resume() error { return n.signal(syscall.SIGCONT, false) }
+func (n *Node) Resume() error { return n.server().Resume() }
 
-func (n *Node) signal(sig syscall.Signal, pause bool) error {
+// Rejoin re-adds a node that was removed from the raft configuration: it
+// kills the process, empties the data dir (the tmpfs stays mounted) and
+// starts a fresh process on the same addresses and id with `--join URLs`
+// in place of the formation flags, and waits until it is ready (raft has
+// added it as a voter and it has caught up). The caller removes it from
+// the configuration first (a wiped node that still is a member would come
+// back with an empty log under a known id).
+func (n *Node) Rejoin(ctx context.Context, joinURLs []string) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return errors.New("chaos: node closed")
+	}
+	old := n.srv
+	n.mu.Unlock()
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("chaos: rejoin %s: stop: %w", n.cfg.Name, err)
+	}
+	if err := wipeDir(n.cfg.DataDir); err != nil {
+		return fmt.Errorf("chaos: rejoin %s: %w", n.cfg.Name, err)
+	}
+	formation := []string{"--join", strings.Join(joinURLs, ",")}
+	cfg := n.serverConfig(formation)
+	cfg.NoWait = false
+	srv, err := harness.Start(ctx, cfg)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.running() {
-		if pause {
-			return fmt.Errorf("chaos: pause %s: not running (%v)", n.name(), n.state)
-		}
-		n.paused = false
-		return nil
+	if err != nil {
+		n.rejoin = joinURLs
+		return fmt.Errorf("chaos: rejoin %s: %w", n.cfg.Name, err)
 	}
-	if err := n.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("chaos: %v to %s: %w", sig, n.name(), err)
+	if n.closed { // closed meanwhile: Close did not see srv
+		srv.Close()
+		return errors.New("chaos: node closed")
 	}
-	n.paused = pause
-	// The signal is delivered asynchronously: wait (up to 2s) until the
-	// process is seen stopped, or running again.
-	for i := 0; i < 200; i++ {
-		stopped, err := procStopped(n.cmd.Process.Pid)
-		if err != nil || stopped == pause {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	n.starts += old.Starts()
+	n.srv, n.rejoin = srv, nil
+	n.cfg.Formation = formation
 	return nil
 }
 
-// procStopped reads from /proc whether pid is stopped (state T).
-func procStopped(pid int) (bool, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// wipeDir removes what dir holds, not dir itself (it may be a mount point).
+func wipeDir(dir string) error {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return false, err
+		return err
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return false, fmt.Errorf("chaos: /proc/%d/stat: %q", pid, b)
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
 	}
-	return b[i+2] == 'T' || b[i+2] == 't', nil
+	return nil
 }
 
 // DiskUsage is the tmpfs's used and total bytes.
@@ -457,7 +364,7 @@ func (n *Node) FillDisk() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("chaos: fill the disk of %s: %w", n.name(), err)
+	return fmt.Errorf("chaos: fill the disk of %s: %w", n.Name(), err)
 }
 
 // FreeDisk gives the tmpfs its DiskBytes back.
@@ -466,7 +373,7 @@ func (n *Node) FreeDisk() error {
 		return ErrNoDisk
 	}
 	if err := n.remount(n.cfg.DiskBytes); err != nil {
-		return fmt.Errorf("chaos: free the disk of %s: %w", n.name(), err)
+		return fmt.Errorf("chaos: free the disk of %s: %w", n.Name(), err)
 	}
 	n.mu.Lock()
 	n.filled = false
@@ -487,8 +394,12 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	srv := n.srv
 	n.mu.Unlock()
-	errs := []error{n.Kill()}
+	var errs []error
+	if srv != nil {
+		errs = append(errs, srv.Close())
+	}
 	if n.proxy != nil {
 		errs = append(errs, n.proxy.Close())
 	}
@@ -509,30 +420,127 @@ func (n *Node) Close() error {
 		}
 		n.mounted = false
 	}
-	if n.logf != nil {
-		errs = append(errs, n.logf.Close())
-	}
 	return errors.Join(errs...)
 }
 
-// Cluster is the nodes of a run. It has one node today; the cluster issue
-// gives it more (and the nemesis faults between them): everything here
+// Cluster is the nodes of a run: one single node (no raft port), or 3 or 5
+// raft nodes with a Proxy on every directed peer link. Everything here
 // addresses nodes by index.
 type Cluster struct {
 	Nodes []*Node
+	// links[a][b] is the proxy node a dials to reach node b's raft port
+	// (nil on the diagonal, and for a single node).
+	links [][]*Proxy
 }
 
-// StartCluster starts a node per config; on an error the nodes started are
-// closed.
-func StartCluster(ctx context.Context, cfgs []NodeConfig) (*Cluster, error) {
-	c := &Cluster{}
-	for _, cfg := range cfgs {
-		n, err := StartNode(ctx, cfg)
+// ClusterConfig is StartCluster's input.
+type ClusterConfig struct {
+	// Nodes is how many (default 1). One node runs without --raft-addr
+	// (the single-node server of `make run`); more form a raft cluster with
+	// a static --peers list, ids fence-1 … fence-N.
+	Nodes int
+	Bin   string // the fence binary
+	// Dir holds each node's data dir (node<i>-data) and log (node<i>.log).
+	Dir          string
+	Args, Env    []string // for every node, on every start
+	DiskBytes    int64    // > 0: each data dir on a tmpfs of this size
+	ReadyTimeout time.Duration
+}
+
+// StartCluster starts the nodes (all at once: a cluster node is ready only
+// once a leader is elected), each behind its client proxy, with a proxy on
+// every directed peer link: node a's FENCE_TEST_DIAL_MAP maps node b's raft
+// address to the proxy a→b, so a fault on that proxy cuts what a sends to b
+// (raft RPCs and forwarded API calls alike). If a node finds its port taken
+// (another process bound it after it was picked) the whole cluster is
+// started once more on other ports. On an error nothing is left running.
+func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+	if cfg.Nodes <= 0 {
+		cfg.Nodes = 1
+	}
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		var c *Cluster
+		if c, err = startCluster(ctx, cfg); err == nil {
+			return c, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	return nil, err
+}
+
+func startCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error) {
+	c := &Cluster{Nodes: make([]*Node, cfg.Nodes)}
+	defer func() {
 		if err != nil {
 			c.Close()
+		}
+	}()
+	base := func(i int) NodeConfig {
+		return NodeConfig{
+			Bin:          cfg.Bin,
+			DataDir:      filepath.Join(cfg.Dir, fmt.Sprintf("node%d-data", i)),
+			Args:         cfg.Args,
+			Env:          cfg.Env,
+			LogPath:      filepath.Join(cfg.Dir, fmt.Sprintf("node%d.log", i)),
+			DiskBytes:    cfg.DiskBytes,
+			ReadyTimeout: cfg.ReadyTimeout,
+		}
+	}
+	if cfg.Nodes == 1 {
+		ncfg := base(0)
+		ncfg.Name = "node-0"
+		if c.Nodes[0], err = StartNode(ctx, ncfg); err != nil {
+			c.Nodes = nil
 			return nil, err
 		}
-		c.Nodes = append(c.Nodes, n)
+		return c, nil
+	}
+	n := cfg.Nodes
+	raft := make([]string, n)
+	var peers []string
+	for i := range raft {
+		if raft[i], err = harness.FreeAddr(); err != nil {
+			return nil, err
+		}
+		peers = append(peers, harness.NodeID(i)+"="+raft[i])
+	}
+	c.links = make([][]*Proxy, n)
+	for a := range n {
+		c.links[a] = make([]*Proxy, n)
+		for b := range n {
+			if a == b {
+				continue
+			}
+			if c.links[a][b], err = NewProxy(fmt.Sprintf("%s->%s", harness.NodeID(a), harness.NodeID(b)), raft[b]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		ncfg := base(i)
+		ncfg.ID, ncfg.Name, ncfg.RaftAddr = harness.NodeID(i), harness.NodeID(i), raft[i]
+		ncfg.Formation = []string{"--peers", strings.Join(peers, ",")}
+		m := harness.DialMap{}
+		for b := range n {
+			if b != i {
+				m[raft[b]] = c.links[i][b].Addr()
+			}
+		}
+		ncfg.Env = append(append([]string(nil), cfg.Env...), m.Env())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Nodes[i], errs[i] = StartNode(ctx, ncfg)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -546,6 +554,15 @@ func (c *Cluster) Endpoints() []string {
 	return urls
 }
 
+// DirectURLs are the nodes' own URLs (no proxy), in node order.
+func (c *Cluster) DirectURLs() []string {
+	urls := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		urls[i] = n.DirectURL()
+	}
+	return urls
+}
+
 // Node is Nodes[i], or an error naming the bad index.
 func (c *Cluster) Node(i int) (*Node, error) {
 	if c == nil || i < 0 || i >= len(c.Nodes) {
@@ -554,43 +571,24 @@ func (c *Cluster) Node(i int) (*Node, error) {
 	return c.Nodes[i], nil
 }
 
-// Close closes every node.
+// Raft reports whether the nodes form a raft cluster (more than one node,
+// with peer links).
+func (c *Cluster) Raft() bool { return c != nil && c.links != nil }
+
+// Close closes every node and every peer link proxy.
 func (c *Cluster) Close() error {
 	var errs []error
 	for _, n := range c.Nodes {
-		errs = append(errs, n.Close())
+		if n != nil {
+			errs = append(errs, n.Close())
+		}
+	}
+	for _, row := range c.links {
+		for _, p := range row {
+			if p != nil {
+				errs = append(errs, p.Close())
+			}
+		}
 	}
 	return errors.Join(errs...)
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
-
-// lastStart is the output since the last start header (its line included).
-func (t *tailBuffer) lastStart() string {
-	s := t.String()
-	if i := strings.LastIndex(s, "\n=== "); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }

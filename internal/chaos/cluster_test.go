@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/internal/harness"
 )
 
 var (
@@ -127,7 +129,7 @@ func acquireTestToken(t *testing.T, url, name string) uint64 {
 // isStopped reads whether pid is stopped (state T) from /proc.
 func isStopped(t *testing.T, pid int) bool {
 	t.Helper()
-	stopped, err := procStopped(pid)
+	stopped, err := harness.ProcStopped(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,30 +299,130 @@ func TestNodeDisk(t *testing.T) {
 	}
 }
 
-// Cluster: endpoints in node order, through the proxies.
+// A 3-node raft cluster: started with a proxy on every directed peer link
+// and each node behind its client proxy; the leader is found; isolating it
+// elects another and leaves the old one unable to grant; a one-way cut
+// blackholes the two right proxies; leadership moves where it is asked; a
+// follower removed, wiped and re-added is a voter again with the state.
 func TestCluster(t *testing.T) {
 	bin := testFenceBin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := StartCluster(ctx, []NodeConfig{
-		{Bin: bin, DataDir: filepath.Join(t.TempDir(), "a")},
-		{Bin: bin, DataDir: filepath.Join(t.TempDir(), "b")},
-	})
+	dir := t.TempDir()
+	c, err := StartCluster(ctx, ClusterConfig{Nodes: 3, Bin: bin, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	eps := c.Endpoints()
-	if len(eps) != 2 || eps[0] != c.Nodes[0].URL() || eps[1] != c.Nodes[1].URL() || eps[0] == eps[1] {
-		t.Fatalf("Endpoints %v", eps)
+	defer func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("%s output:\n%s", n.Name(), n.LogTail())
+			}
+		}
+		c.Close()
+	}()
+	if !c.Raft() || len(c.Nodes) != 3 {
+		t.Fatalf("Raft %v, %d nodes", c.Raft(), len(c.Nodes))
 	}
-	for _, ep := range eps {
-		if code, err := getStatus(ep+"/readyz", 5*time.Second); err != nil || code != 200 {
-			t.Fatalf("%s: %d %v", ep, code, err)
+	eps := c.Endpoints()
+	for i, n := range c.Nodes {
+		if eps[i] != n.URL() || n.RaftAddr() == "" || n.ID() != harness.NodeID(i) {
+			t.Fatalf("node %d: endpoint %s url %s raft %q id %s", i, eps[i], n.URL(), n.RaftAddr(), n.ID())
+		}
+		for j := range c.Nodes {
+			if l := c.Link(i, j); (l == nil) != (i == j) || l != nil && l.Upstream() != c.Nodes[j].RaftAddr() {
+				t.Fatalf("link %d->%d: %v", i, j, l)
+			}
+		}
+		// the dial map routes every peer through its link's proxy
+		env := strings.Join(n.Config().Env, " ")
+		for j := range c.Nodes {
+			if j != i && !strings.Contains(env, c.Nodes[j].RaftAddr()+"="+c.Link(i, j).Addr()) {
+				t.Fatalf("node %d env %q lacks the link to node %d", i, env, j)
+			}
 		}
 	}
-	if _, err := c.Node(2); err == nil {
-		t.Fatal("Node(2) of two: no error")
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// any node serves (a follower forwards); tokens from one counter
+	tok1 := acquireTestToken(t, c.Nodes[(leader+1)%3].URL(), "cl-1")
+
+	// The leader cut off from its peers: another is elected; the old one
+	// grants nothing (its clients see it unavailable).
+	if err := c.Partition([]int{leader}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.LinkFaults()); got != 4*2 { // 4 links, each blackholed both ways
+		t.Fatalf("link faults after isolating the leader: %v", c.LinkFaults())
+	}
+	next, err := c.WaitLeader(ctx, leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := newTestClient(t, c.Nodes[leader].URL())
+	actx, acancel := context.WithTimeout(ctx, 4*time.Second)
+	if l, err := old.Acquire(actx, "cl-2", client.TTL(time.Minute)); err == nil {
+		t.Fatalf("the isolated old leader granted token %d", l.Token())
+	}
+	acancel()
+	tok2 := acquireTestToken(t, c.Nodes[next].URL(), "cl-3")
+	if err := c.HealLinks(); err != nil || len(c.LinkFaults()) != 0 {
+		t.Fatalf("HealLinks: %v, left %v", err, c.LinkFaults())
+	}
+	// One way: only the requests of a->b and the replies of b->a.
+	a, b := (next+1)%3, (next+2)%3
+	if err := c.CutOneWay(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Link(a, b).Toxics(); len(got) != 1 || got[0] != "blackhole_upstream" {
+		t.Fatalf("link a->b: %v", got)
+	}
+	if got := c.Link(b, a).Toxics(); len(got) != 1 || got[0] != "blackhole_downstream" {
+		t.Fatalf("link b->a: %v", got)
+	}
+	if len(c.LinkFaults()) != 2 {
+		t.Fatalf("one-way cut touched other links: %v", c.LinkFaults())
+	}
+	c.HealLinks()
+
+	// Leadership moves to the node asked.
+	target := (leader + 1) % 3
+	if err := c.Transfer(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Leader(ctx); err != nil || l != target {
+		t.Fatalf("after Transfer to %d: leader %d, %v", target, l, err)
+	}
+	// A follower removed, wiped and re-added: a voter again, with the state.
+	f := (target + 1) % 3
+	if err := c.RemoveMember(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Voters(ctx, target); err != nil || len(v) != 2 || slices.Contains(v, c.Nodes[f].ID()) {
+		t.Fatalf("voters after removing %s: %v %v", c.Nodes[f].ID(), v, err)
+	}
+	starts := c.Nodes[f].Starts()
+	var urls []string
+	for _, j := range c.others([]int{f}) {
+		urls = append(urls, c.Nodes[j].DirectURL())
+	}
+	if err := c.Nodes[f].Rejoin(ctx, urls); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Voters(ctx, target); err != nil || len(v) != 3 {
+		t.Fatalf("voters after re-adding %s: %v %v", c.Nodes[f].ID(), v, err)
+	}
+	if c.Nodes[f].Starts() != starts+1 || !strings.Contains(strings.Join(c.Nodes[f].Config().Formation, " "), "--join") {
+		t.Fatalf("after Rejoin: starts %d (was %d), formation %v", c.Nodes[f].Starts(), starts, c.Nodes[f].Config().Formation)
+	}
+	st, err := c.Nodes[f].Status(ctx)
+	if err != nil || st.LastToken < tok2 {
+		t.Fatalf("the re-added node's status: %v %v (last token before: %d)", st, err, tok2)
+	}
+	if tok3 := acquireTestToken(t, c.Nodes[f].URL(), "cl-4"); tok3 <= tok2 || tok2 <= tok1 {
+		t.Fatalf("tokens %d, %d, %d: not increasing", tok1, tok2, tok3)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

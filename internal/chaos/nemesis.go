@@ -68,14 +68,32 @@ type Fault struct {
 	// window (it read the stock and has yet to write: the seed's pause) and
 	// stop that one; Target when none is, or Workers cannot tell.
 	Aimed bool
+
+	// The cluster kinds (see ClusterFaults) choose their nodes when they
+	// are applied, by role: Target then picks among the candidates
+	// (followers, in index order, Target modulo their number).
+	//
+	// LeaderInMinority (split-majority): the leader is on the minority
+	// side (else the minority is followers only).
+	LeaderInMinority bool
+	// FromLeader (peer-oneway): the messages cut are the leader's to a
+	// follower (else a follower's to the leader).
+	FromLeader bool
+	// ClockOffset and ClockRate (clock-skew): the node's
+	// FENCE_TEST_CLOCK_OFFSET and FENCE_TEST_CLOCK_RATE.
+	ClockOffset time.Duration
+	ClockRate   float64
 }
 
 func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", f.Kind)
-	if f.Kind.nodeFault() {
+	switch {
+	case f.Kind.clusterFault():
+		fmt.Fprintf(&b, " pick=%d", f.Target)
+	case f.Kind.nodeFault():
 		fmt.Fprintf(&b, " node=%d", f.Target)
-	} else {
+	default:
 		fmt.Fprintf(&b, " worker=%d", f.Target)
 	}
 	fmt.Fprintf(&b, " at=%s for=%s", f.At.Round(time.Millisecond), f.For.Round(time.Millisecond))
@@ -87,6 +105,14 @@ func (f Fault) String() string {
 	}
 	if len(f.RestartArgs) > 0 {
 		fmt.Fprintf(&b, " restart-args=%q", strings.Join(f.RestartArgs, " "))
+	}
+	switch f.Kind {
+	case FaultSplitMajority:
+		fmt.Fprintf(&b, " leader-in-minority=%v", f.LeaderInMinority)
+	case FaultPeerOneWay:
+		fmt.Fprintf(&b, " from-leader=%v", f.FromLeader)
+	case FaultClockSkew:
+		fmt.Fprintf(&b, " offset=%s rate=%s", f.ClockOffset, formatRate(f.ClockRate))
 	}
 	return b.String()
 }
@@ -188,8 +214,11 @@ func (c ScheduleConfig) Schedule() []Fault {
 			}
 		case FaultDiskFull:
 			f.For = between(4*time.Second, 8*time.Second).Round(time.Millisecond)
-		default: // a kind this schedule does not know: a second, to the Nemesis's judgement
-			f.For = time.Second
+		default:
+			if !scheduleClusterFault(&f, between) {
+				// a kind this schedule does not know: a second, to the Nemesis's judgement
+				f.For = time.Second
+			}
 		}
 		return f
 	}
@@ -392,14 +421,15 @@ func (n *Nemesis) Run(ctx context.Context, sched []Fault) (map[FaultKind]int, er
 
 func formatFaultCounts(c map[FaultKind]int) string {
 	var parts []string
-	for _, k := range AllFaults {
+	known := append(append([]FaultKind(nil), AllFaults...), ClusterFaults...)
+	for _, k := range known {
 		if c[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%s:%d", k, c[k]))
 		}
 	}
 	var other []string
 	for k, v := range c {
-		if !slices.Contains(AllFaults, k) {
+		if !slices.Contains(known, k) {
 			other = append(other, fmt.Sprintf("%s:%d", k, v))
 		}
 	}
@@ -504,13 +534,32 @@ func (n *Nemesis) run(ctx context.Context, i int, f Fault) {
 		return
 	case <-t.C:
 	}
-	lane := n.lane(n.laneOf(f))
-	select {
-	case <-ctx.Done():
-		return
-	case lane <- struct{}{}:
+	// A cluster fault picks its nodes when it is applied (the leader, a
+	// follower) and may touch any of them: it holds every node's lane, in
+	// index order (the others hold one lane at a time: no deadlock).
+	keys := []string{n.laneOf(f)}
+	if f.Kind.clusterFault() {
+		keys = keys[:0]
+		for j := range n.Cluster.Nodes {
+			keys = append(keys, fmt.Sprintf("node-%d", j))
+		}
 	}
-	defer func() { <-lane }()
+	for k, key := range keys {
+		lane := n.lane(key)
+		select {
+		case <-ctx.Done():
+			for _, held := range keys[:k] {
+				<-n.lane(held)
+			}
+			return
+		case lane <- struct{}{}:
+		}
+	}
+	defer func() {
+		for _, key := range keys {
+			<-n.lane(key)
+		}
+	}()
 
 	ev := Event{Fault: f, Index: i, Start: time.Now()}
 	note, applied, err := n.apply(ctx, i, f)
@@ -532,7 +581,12 @@ func (n *Nemesis) run(ctx context.Context, i int, f Fault) {
 	default:
 		n.logf("skip  #%d %s: %s", i, f, note)
 	}
-	if f.Kind.nodeFault() {
+	switch {
+	case f.Kind.clusterFault():
+		for j, node := range n.Cluster.Nodes {
+			n.ensureRunning(ctx, j, node, fmt.Sprintf("after fault #%d %s", i, f.Kind))
+		}
+	case f.Kind.nodeFault():
 		if node, err := n.Cluster.Node(f.Target); err == nil {
 			n.ensureRunning(ctx, f.Target, node, fmt.Sprintf("after fault #%d %s", i, f.Kind))
 		}
@@ -549,6 +603,9 @@ func (n *Nemesis) apply(ctx context.Context, i int, f Fault) (note string, appli
 	if fn, ok := n.Custom[f.Kind]; ok {
 		n.logf("fault #%d %s", i, f)
 		return fn(ctx, f, func() { holdFor(ctx, f.For) })
+	}
+	if f.Kind.clusterFault() {
+		return n.clusterFault(ctx, i, f)
 	}
 	node, err := n.Cluster.Node(f.Target)
 	if err != nil {
@@ -936,6 +993,11 @@ func (n *Nemesis) watch(ctx context.Context, i int) {
 // healAll runs after every fault goroutine has returned: whatever a fault
 // left behind (none should), it repairs.
 func (n *Nemesis) healAll(ctx context.Context) {
+	if err := n.Cluster.HealLinks(); err != nil {
+		n.mu.Lock()
+		n.errs = append(n.errs, fmt.Errorf("heal the peer links: %w", err))
+		n.mu.Unlock()
+	}
 	for i, node := range n.Cluster.Nodes {
 		if err := node.Proxy().Heal(); err != nil {
 			n.mu.Lock()

@@ -112,6 +112,60 @@ func TestSchedule(t *testing.T) {
 	}
 }
 
+// The cluster kinds: each in the first round of a long enough run, with
+// its parameters drawn from their ranges, spread over both values of its
+// switches.
+func TestScheduleClusterFaults(t *testing.T) {
+	kinds := append(append([]FaultKind(nil), everyKind...), ClusterFaults...)
+	seen := map[string]bool{}
+	for seed := uint64(0); seed < 100; seed++ {
+		s := ScheduleConfig{Seed: seed, Duration: 2 * time.Minute, Kinds: kinds, Workers: 5, Nodes: 5, TTL: time.Second}.Schedule()
+		first := map[FaultKind]bool{}
+		for _, f := range s {
+			if f.Kind != FaultWorkerPause && len(first) < len(kinds)-1 {
+				first[f.Kind] = true
+			}
+			if !f.Kind.clusterFault() {
+				continue
+			}
+			if f.Target < 0 || f.Target >= 5 {
+				t.Fatalf("seed %d: %s: pick out of range", seed, f)
+			}
+			r := map[FaultKind][2]time.Duration{
+				FaultLeaderIsolate: {1500 * time.Millisecond, 4 * time.Second},
+				FaultSplitMajority: {1500 * time.Millisecond, 4 * time.Second},
+				FaultPeerOneWay:    {time.Second, 3 * time.Second},
+				FaultLeaderPause:   {500 * time.Millisecond, 3 * time.Second},
+				FaultLeaderKill:    {500 * time.Millisecond, 2 * time.Second},
+				FaultFollowerKill:  {200 * time.Millisecond, 2 * time.Second},
+				FaultClockSkew:     {3 * time.Second, 6 * time.Second},
+				FaultMemberChange:  {time.Second, 3 * time.Second},
+			}[f.Kind]
+			if f.For < r[0] || f.For > r[1] {
+				t.Fatalf("seed %d: %s: outside %s–%s", seed, f, r[0], r[1])
+			}
+			switch f.Kind {
+			case FaultClockSkew:
+				if f.ClockOffset != time.Hour && f.ClockOffset != -time.Hour || f.ClockRate < 0.99 || f.ClockRate > 1.01 {
+					t.Fatalf("seed %d: %s: offset ±1h and rate within 1%%", seed, f)
+				}
+				seen[fmt.Sprint("offset ", f.ClockOffset)] = true
+				seen[fmt.Sprint("rate>1 ", f.ClockRate > 1)] = true
+			case FaultSplitMajority:
+				seen[fmt.Sprint("minority ", f.LeaderInMinority)] = true
+			case FaultPeerOneWay:
+				seen[fmt.Sprint("from-leader ", f.FromLeader)] = true
+			}
+		}
+		if len(first) != len(kinds)-1 {
+			t.Fatalf("seed %d: first round %v lacks a node kind", seed, first)
+		}
+	}
+	if len(seen) != 8 {
+		t.Fatalf("parameters seen over 100 seeds: %v", seen)
+	}
+}
+
 func scheduleHas(s []Fault, k FaultKind) bool {
 	for _, f := range s {
 		if f.Kind == k {

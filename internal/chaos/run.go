@@ -22,11 +22,15 @@ type Config struct {
 	WorkerBin string // the fence-chaos binary; workers run `WorkerBin worker ARGS`
 	Dir       string // where histories, logs and visualisations are written (kept)
 
-	Duration  time.Duration // how long the workers run under the nemesis
-	Seed      uint64        // the nemesis schedule and every worker's choices
-	Workers   int           // worker processes (default 5)
-	Resources int           // K locks and resources (default 3)
-	Stores    []string      // default: both; the control run uses only PostgreSQL
+	Duration time.Duration // how long the workers run under the nemesis
+	// Nodes is 1 (default: the single-node server), or 3 or 5: a raft
+	// cluster (static --peers) with a fault proxy on every directed peer
+	// link; the workers get every node's client proxy as endpoints.
+	Nodes     int
+	Seed      uint64   // the nemesis schedule and every worker's choices
+	Workers   int      // worker processes (default 5)
+	Resources int      // K locks and resources (default 3)
+	Stores    []string // default: both; the control run uses only PostgreSQL
 	// PostgresDSN is the database of the guard store.
 	PostgresDSN string
 	// TTL of standalone leases and SessionTTL of the workers' sessions
@@ -35,8 +39,9 @@ type Config struct {
 	// Control switches fencing off in the workers: plain PostgreSQL writes,
 	// which checker 1 must catch (the seed's "without fence" row).
 	Control bool
-	// Kinds are the faults the nemesis may inject (default AllFaults). A run
-	// with FaultDiskFull puts the data dir on a tmpfs of DiskBytes.
+	// Kinds are the faults the nemesis may inject (default AllFaults, and
+	// ClusterFaults with Nodes > 1). A run with FaultDiskFull puts the data
+	// dirs on tmpfs of DiskBytes each.
 	Kinds     []FaultKind
 	DiskBytes int64
 	// ServerArgs and ServerEnv are added to every node's command line and
@@ -60,6 +65,7 @@ var AllFaults = []FaultKind{
 type Summary struct {
 	Seed     uint64
 	Duration time.Duration
+	Nodes    int
 	Control  bool
 	Faults   map[FaultKind]int
 	Report   Report
@@ -113,8 +119,8 @@ func (s Summary) Line() string {
 	if len(s.Missing) > 0 {
 		faults += fmt.Sprintf(" missing=%v", s.Missing)
 	}
-	return fmt.Sprintf("chaos %s seed=%d duration=%s ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
-		mode, s.Seed, s.Duration, s.Report.Ops, faults, s.Report.StaleAccepted,
+	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
+		mode, s.Seed, s.Duration, max(s.Nodes, 1), s.Report.Ops, faults, s.Report.StaleAccepted,
 		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.EarlyExpiry, s.Report.LostWrites, s.Report.DoubleApplies,
 		s.Report.MissingFinal, s.Report.Malformed, empty, s.Crashes, s.Wedged, s.Unrecovered,
 		s.Report.StaleRefused, lin, result)
@@ -148,8 +154,22 @@ func (c *Config) defaults() error {
 			c.Stores = []string{StorePostgres}
 		}
 	}
+	if c.Nodes <= 0 {
+		c.Nodes = 1
+	}
+	if c.Nodes != 1 && c.Nodes != 3 && c.Nodes != 5 {
+		return fmt.Errorf("chaos: Nodes %d: want 1, 3 or 5", c.Nodes)
+	}
 	if len(c.Kinds) == 0 {
 		c.Kinds = AllFaults
+		if c.Nodes > 1 {
+			c.Kinds = append(append([]FaultKind(nil), AllFaults...), ClusterFaults...)
+		}
+	}
+	for _, k := range c.Kinds {
+		if k.clusterFault() && c.Nodes < 3 {
+			return fmt.Errorf("chaos: fault %s needs a cluster (Nodes 3 or 5)", k)
+		}
 	}
 	if c.DiskBytes <= 0 {
 		c.DiskBytes = 512 << 20 // raft-wal preallocates 64 MiB segments; tmpfs takes RAM only for pages used
@@ -204,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return Summary{}, err
 	}
-	sum := Summary{Seed: cfg.Seed, Duration: cfg.Duration, Control: cfg.Control, Dir: cfg.Dir}
+	sum := Summary{Seed: cfg.Seed, Duration: cfg.Duration, Nodes: cfg.Nodes, Control: cfg.Control, Dir: cfg.Dir}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return sum, err
 	}
@@ -212,25 +232,25 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		fmt.Fprintf(cfg.Log, "%s chaos: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
 
-	ncfg := NodeConfig{
-		Bin:     cfg.FenceBin,
-		DataDir: filepath.Join(cfg.Dir, "node0-data"),
-		// Listen "": StartNode picks a free loopback port, kept across
-		// restarts so that the proxy's upstream stays valid.
-		Args:    cfg.ServerArgs,
-		Env:     cfg.ServerEnv,
-		LogPath: filepath.Join(cfg.Dir, "node0.log"),
+	ccfg := ClusterConfig{
+		Nodes: cfg.Nodes, Bin: cfg.FenceBin, Dir: cfg.Dir,
+		Args: cfg.ServerArgs, Env: cfg.ServerEnv,
 	}
 	if slices.Contains(cfg.Kinds, FaultDiskFull) {
-		ncfg.DiskBytes = cfg.DiskBytes
+		ccfg.DiskBytes = cfg.DiskBytes
 	}
-	node, err := StartNode(ctx, ncfg)
+	cluster, err := StartCluster(ctx, ccfg)
 	if err != nil {
-		return sum, fmt.Errorf("chaos: start node: %w", err)
+		return sum, fmt.Errorf("chaos: start the nodes: %w", err)
 	}
-	cluster := &Cluster{Nodes: []*Node{node}}
 	defer cluster.Close()
-	logf("node 0 on %s, clients through proxy %s, data %s", node.DirectURL(), node.URL(), ncfg.DataDir)
+	for i, node := range cluster.Nodes {
+		raft := ""
+		if node.RaftAddr() != "" {
+			raft = ", raft " + node.RaftAddr()
+		}
+		logf("node %d (%s) on %s%s, clients through proxy %s, data %s", i, node.Name(), node.DirectURL(), raft, node.URL(), node.Config().DataDir)
+	}
 
 	prefix := fmt.Sprintf("chaos_%d_%d", os.Getpid(), cfg.Seed%1_000_000)
 	if slices.Contains(cfg.Stores, StorePostgres) {
@@ -268,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer stopWorkers()
 	for i := 0; i < cfg.Workers; i++ {
 		wc := WorkerConfig{
-			ID: i, Server: node.URL(), Resources: cfg.Resources, Stores: cfg.Stores,
+			ID: i, Server: strings.Join(cluster.Endpoints(), ","), Resources: cfg.Resources, Stores: cfg.Stores,
 			PostgresDSN: cfg.PostgresDSN, PGPrefix: prefix,
 			History: filepath.Join(cfg.Dir, fmt.Sprintf("history-%d.jsonl", i)),
 			Seed:    cfg.Seed*1_000_003 + uint64(i) + 1, TTL: cfg.TTL, SessionTTL: cfg.SessionTTL,
@@ -306,7 +326,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		cfg.Workers, cfg.Resources, cfg.Stores, cfg.Control, cfg.TTL, cfg.SessionTTL)
 
 	// The nemesis, on its seeded schedule.
-	sched := Schedule(cfg.Seed, cfg.Duration, cfg.Kinds, cfg.Workers, cfg.TTL)
+	sched := ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Kinds: cfg.Kinds,
+		Workers: cfg.Workers, Nodes: cfg.Nodes, TTL: cfg.TTL}.Schedule()
 	nem := &Nemesis{Cluster: cluster, Workers: procs, Log: cfg.Log}
 	nctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	counts, nerr := nem.Run(nctx, sched)
@@ -368,26 +389,41 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 
-	// Final state: every resource read directly from the node (no proxy).
+	// Final state: every resource read directly from the nodes (no proxy;
+	// a follower forwards to the leader).
 	var final []Op
-	if exited, _ := node.Exited(); exited && sum.Unrecovered == 0 {
-		if err := node.Restart(ctx); err != nil {
-			sum.Unrecovered++
-			logf("unrecovered: node 0 could not be restarted for the final reads: %v", err)
+	var downNodes []int
+	for i, node := range cluster.Nodes {
+		if exited, _ := node.Exited(); exited && sum.Unrecovered == 0 {
+			if err := node.Restart(ctx); err != nil {
+				sum.Unrecovered++
+				downNodes = append(downNodes, i)
+				logf("unrecovered: node %d could not be restarted for the final reads: %v", i, err)
+			}
 		}
 	}
 	if sum.Unrecovered > 0 {
-		// The data dir is the evidence (it lives on the tmpfs that Close
-		// unmounts): keep a copy next to the history.
-		kept := filepath.Join(cfg.Dir, "node0-data.kept")
-		if out, err := exec.Command("cp", "-a", ncfg.DataDir, kept).CombinedOutput(); err != nil {
-			logf("could not keep the data dir of the unrecovered node: %v: %s", err, out)
-		} else {
-			logf("the unrecovered node's data dir is kept in %s", kept)
+		// The data dirs are the evidence (they live on the tmpfs that
+		// Close unmounts): keep a copy next to the history.
+		for i, node := range cluster.Nodes {
+			kept := filepath.Join(cfg.Dir, fmt.Sprintf("node%d-data.kept", i))
+			if out, err := exec.Command("cp", "-a", node.Config().DataDir, kept).CombinedOutput(); err != nil {
+				logf("could not keep the data dir of node %d: %v: %s", i, err, out)
+			} else {
+				logf("node %d's data dir is kept in %s", i, kept)
+			}
 		}
 	}
-	if sum.Unrecovered == 0 {
-		final, err = FinalReads(ctx, node.DirectURL(), cfg.PostgresDSN, prefix, cfg.Resources, cfg.Stores)
+	running := 0
+	for _, node := range cluster.Nodes {
+		if node.Running() {
+			running++
+		}
+	}
+	// A cluster with a majority up can still answer (the run fails on the
+	// unrecovered node either way, but the history is judged in full).
+	if sum.Unrecovered == 0 || cluster.Raft() && running > len(cluster.Nodes)/2 {
+		final, err = FinalReads(ctx, strings.Join(cluster.DirectURLs(), ","), cfg.PostgresDSN, prefix, cfg.Resources, cfg.Stores)
 		if err != nil {
 			// A node back up but unable to serve a read is a finding, not
 			// a harness failure: the resources without a final read fail
@@ -395,7 +431,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			logf("final reads failed: %v", err)
 		}
 	} else {
-		logf("no final reads: the node is down; checking the workers' histories alone")
+		logf("no final reads: node(s) %v down (%d of %d running); checking the workers' histories alone", downNodes, running, len(cluster.Nodes))
 	}
 	finalPath := filepath.Join(cfg.Dir, "final.jsonl")
 	rec, err := NewRecorder(finalPath)
