@@ -2,11 +2,9 @@ package client
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
@@ -202,14 +200,14 @@ func (s *Service) List(ctx context.Context, req fence.ListRequest) (fence.LockPa
 		return fence.LockPage{}, fence.Invalid("limit", "1 or more", fmt.Sprint(req.Limit))
 	}
 	resp, err := s.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{
-		Prefix: req.Prefix, PageSize: uint32(req.Limit), PageToken: encodePageToken(req.After),
+		Prefix: req.Prefix, PageSize: uint32(req.Limit), PageToken: apierr.EncodePageToken(req.After),
 	}))
 	if err != nil {
 		return fence.LockPage{}, remoteErr("list", err)
 	}
-	next, err := decodePageToken(resp.Msg.GetNextPageToken())
-	if err != nil {
-		return fence.LockPage{}, &UnavailableError{Op: "list", Err: err}
+	next, ok := apierr.DecodePageToken(resp.Msg.GetNextPageToken())
+	if !ok {
+		return fence.LockPage{}, &UnavailableError{Op: "list", Err: fmt.Errorf("the server's next_page_token %q is not one this client knows", resp.Msg.GetNextPageToken())}
 	}
 	page := fence.LockPage{Locks: make([]fence.LockInfo, 0, len(resp.Msg.GetLocks())), Next: next}
 	for _, li := range resp.Msg.GetLocks() {
@@ -329,28 +327,4 @@ func stateFromProto(p *fencev1.ResourceState) fence.ResourceState {
 
 func sessionFromProto(p *fencev1.Session) fence.SessionInfo {
 	return fence.SessionInfo{ID: p.GetId(), TTL: p.GetTtl().AsDuration(), Remaining: p.GetRemaining().AsDuration()}
-}
-
-// The page token of List: the server's encoding (package server, page.go),
-// which clients of the API must treat as opaque. The remote Service speaks
-// fence.ListRequest.After, a lock name, so it must know it; the two are
-// kept equal by the conformance test of the server.
-const pageTokenVersion = 1
-
-func encodePageToken(after string) string {
-	if after == "" {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString(append([]byte{pageTokenVersion}, after...))
-}
-
-func decodePageToken(tok string) (string, error) {
-	if tok == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil || len(b) < 2 || b[0] != pageTokenVersion || !utf8.Valid(b[1:]) {
-		return "", fmt.Errorf("fence: the server's next_page_token %q is not one this client knows", tok)
-	}
-	return string(b[1:]), nil
 }

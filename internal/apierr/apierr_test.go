@@ -81,3 +81,24 @@ func TestResourceExhaustedIsNotBusy(t *testing.T) {
 		t.Fatalf("BUSY came back as resource exhausted: %v", busy)
 	}
 }
+
+// A page token comes back as the name it was made from; anything else is
+// refused.
+func TestPageToken(t *testing.T) {
+	for _, name := range []string{"a", "jobs/42", "ünï"} {
+		if got, ok := DecodePageToken(EncodePageToken(name)); !ok || got != name {
+			t.Fatalf("round trip of %q = %q, %t", name, got, ok)
+		}
+	}
+	if EncodePageToken("") != "" {
+		t.Fatal("no next page must be the empty token")
+	}
+	if got, ok := DecodePageToken(""); !ok || got != "" {
+		t.Fatal("the empty token is the first page")
+	}
+	for _, bad := range []string{"a", "!!", EncodePageToken("x")[1:], "AQ"} {
+		if _, ok := DecodePageToken(bad); ok {
+			t.Errorf("DecodePageToken(%q) accepted", bad)
+		}
+	}
+}
