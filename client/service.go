@@ -54,11 +54,10 @@ var _ fence.Service = (*Service)(nil)
 // options do not apply. A url that is not one http(s) URL makes every call
 // fail with a *fence.InvalidError for field "url".
 //
-// Not carried by the unary API, so not returned by the remote: Replayed of
-// Acquire, Renew, Release, OpenSession, KeepAlive and CloseSession (false),
+// Not carried by the unary API, so not returned by the remote:
 // Grant.Session of a session-bound Renew (nil), SessionInfo.Leases (0), and
-// the Seq and Ack of a KeepAlive or CloseSession (not sent). Write, Add and
-// Delete report Replayed.
+// Replayed of a refusal (a retried seq's saved refusal comes back as the
+// refusal, without the mark).
 func NewService(url string, opts ...Option) fence.Service {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -148,7 +147,7 @@ func (s *Service) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.
 	if err != nil {
 		return fence.Grant{}, remoteErr("acquire", err)
 	}
-	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease())}, nil
+	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease()), Replayed: resp.Msg.GetReplayed()}, nil
 }
 
 // Renew implements fence.Service.
@@ -162,7 +161,7 @@ func (s *Service) Renew(ctx context.Context, req fence.RenewRequest) (fence.Gran
 	if err != nil {
 		return fence.Grant{}, remoteErr("renew", err)
 	}
-	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease())}, nil
+	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease()), Replayed: resp.Msg.GetReplayed()}, nil
 }
 
 // Release implements fence.Service.
@@ -170,13 +169,13 @@ func (s *Service) Release(ctx context.Context, req fence.ReleaseRequest) (fence.
 	if s.err != nil {
 		return fence.Released{}, s.err
 	}
-	_, err := s.locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{
+	resp, err := s.locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{
 		Name: req.Name, Token: uint64(req.Token), Session: refToProto(req.Session),
 	}))
 	if err != nil {
 		return fence.Released{}, remoteErr("release", err)
 	}
-	return fence.Released{}, nil
+	return fence.Released{Replayed: resp.Msg.GetReplayed()}, nil
 }
 
 // Get implements fence.Service.
@@ -279,12 +278,10 @@ func (s *Service) OpenSession(ctx context.Context, req fence.OpenSessionRequest)
 	if err != nil {
 		return fence.SessionGrant{}, remoteErr("open session", err)
 	}
-	return fence.SessionGrant{Session: sessionFromProto(resp.Msg.GetSession())}, nil
+	return fence.SessionGrant{Session: sessionFromProto(resp.Msg.GetSession()), Replayed: resp.Msg.GetReplayed()}, nil
 }
 
-// KeepAlive implements fence.Service. The unary KeepAlive takes no seq or
-// ack: req.Session's are not sent (a keepalive is safe to repeat, and an
-// ack not sent only keeps saved results a little longer).
+// KeepAlive implements fence.Service.
 func (s *Service) KeepAlive(ctx context.Context, req fence.KeepAliveRequest) (fence.SessionGrant, error) {
 	if s.err != nil {
 		return fence.SessionGrant{}, s.err
@@ -293,16 +290,16 @@ func (s *Service) KeepAlive(ctx context.Context, req fence.KeepAliveRequest) (fe
 	if id == 0 {
 		id = req.Session.ID
 	}
-	resp, err := s.sessions.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{Session: id, Ttl: durationOrNil(req.TTL)}))
+	resp, err := s.sessions.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{
+		Session: id, Ttl: durationOrNil(req.TTL), SessionRef: refToProto(req.Session),
+	}))
 	if err != nil {
 		return fence.SessionGrant{}, remoteErr("keepalive", err)
 	}
-	return fence.SessionGrant{Session: sessionFromProto(resp.Msg.GetSession())}, nil
+	return fence.SessionGrant{Session: sessionFromProto(resp.Msg.GetSession()), Replayed: resp.Msg.GetReplayed()}, nil
 }
 
-// CloseSession implements fence.Service. Like KeepAlive it sends no seq: a
-// repeated close is answered SESSION_EXPIRED, which for a close means that
-// it worked.
+// CloseSession implements fence.Service.
 func (s *Service) CloseSession(ctx context.Context, req fence.CloseSessionRequest) (fence.Released, error) {
 	if s.err != nil {
 		return fence.Released{}, s.err
@@ -311,11 +308,11 @@ func (s *Service) CloseSession(ctx context.Context, req fence.CloseSessionReques
 	if id == 0 {
 		id = req.Session.ID
 	}
-	_, err := s.sessions.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
+	resp, err := s.sessions.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id, SessionRef: refToProto(req.Session)}))
 	if err != nil {
 		return fence.Released{}, remoteErr("close session", err)
 	}
-	return fence.Released{}, nil
+	return fence.Released{Replayed: resp.Msg.GetReplayed()}, nil
 }
 
 func stateFromProto(p *fencev1.ResourceState) fence.ResourceState {
