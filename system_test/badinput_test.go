@@ -142,8 +142,8 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// The server still serves, and nothing changed.
-	if !srv.running() {
-		t.Fatalf("the server exited: %v", srv.state)
+	if !srv.Running() {
+		t.Fatalf("the server exited: %v", srv.ExitState())
 	}
 	lock, err := c.get(ctx, "keep")
 	if err != nil {

@@ -41,11 +41,11 @@ func TestClientRunChildGoneBySafeDeadline(t *testing.T) {
 	// and hold the output open.
 	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) })
 
-	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := srv.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.cmd.Process.Signal(syscall.SIGCONT) })
-	waitStopped(t, srv.cmd.Process.Pid)
+	t.Cleanup(func() { srv.Signal(syscall.SIGCONT) })
+	waitStopped(t, srv.Pid())
 	bound := time.Now().Add(ttl) // >= the safe deadline of fence run's lease
 
 	<-time.After(time.Until(bound))

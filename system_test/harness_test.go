@@ -6,18 +6,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fenceworks/fence/internal/harness"
 	"github.com/fenceworks/fence/internal/testutil"
 )
 
@@ -26,25 +24,11 @@ import (
 // binary killed by -timeout with nothing said.
 const hangGuard = 90 * time.Second
 
-var binDir string
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fence-system-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "system_test:", err)
-		os.Exit(1)
-	}
-	binDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	harness.RemoveBuilds()
 	os.Exit(code)
 }
-
-var (
-	buildMu   sync.Mutex
-	built     = map[string]string{} // package path -> binary, or "" after a failed build
-	buildErrs = map[string]error{}
-)
 
 // binary builds the main package pkg (relative to the module root) once per
 // test run and returns the path of the executable. Under -race the program
@@ -65,34 +49,11 @@ func plainBinary(t testing.TB, pkg string) string {
 
 func build(t testing.TB, pkg string, race bool) string {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	key := pkg
-	if !race && raceEnabled {
-		key += " (no race)"
+	bin, err := harness.Build(pkg, race)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err, ok := buildErrs[key]; ok {
-		t.Fatalf("build %s failed earlier: %v", key, err)
-	}
-	if path, ok := built[key]; ok {
-		return path
-	}
-	out := filepath.Join(binDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
-	args := []string{"build", "-o", out}
-	if race {
-		args = append(args, "-race")
-	} else if raceEnabled {
-		out += "-norace"
-		args[2] = out
-	}
-	cmd := exec.Command(goTool(), append(args, pkg)...)
-	cmd.Dir = moduleRoot(t)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		buildErrs[key] = fmt.Errorf("%v\n%s", err, msg)
-		t.Fatalf("go build %s: %v\n%s", pkg, err, msg)
-	}
-	built[key] = out
-	return out
+	return bin
 }
 
 // checkRaces fails the test if a program built with -race reported a data
@@ -100,48 +61,30 @@ func build(t testing.TB, pkg string, race bool) string {
 // races it had not yet printed).
 func checkRaces(t testing.TB, name, output string) {
 	t.Helper()
-	if strings.Contains(output, "WARNING: DATA RACE") {
+	if harness.HasRace(output) {
 		t.Errorf("%s reported a data race", name)
 	}
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
 // moduleRoot is the directory holding go.mod (the tests run in system_test/).
 func moduleRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := filepath.Abs("..")
+	dir, err := harness.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		t.Fatalf("module root not found at %s: %v", dir, err)
 	}
 	return dir
 }
 
 func fenceBinary(t testing.TB) string { return binary(t, "./cmd/fence") }
 
-// fenceServer is one `fence serve` process and its data directory, which
-// outlives the process so that the server can be restarted on it.
+// fenceServer is one `fence serve` process (internal/harness) and its data
+// directory, which outlives the process so that the server can be
+// restarted on it. Its Stop, Kill and Restart fail the test instead of
+// returning errors.
 type fenceServer struct {
-	t       testing.TB
-	bin     string
-	dataDir string
-	addr    string
-	log     testutil.Buffer
-	starts  int
-	// extraArgs are added to every `fence serve` start (e.g. --log-store).
-	extraArgs []string
-
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
-	state  *os.ProcessState
+	*harness.Server
+	t testing.TB
 }
 
 // startServer starts `fence serve` on a free loopback port with a fresh data
@@ -161,135 +104,60 @@ func startServerIn(t testing.TB, dataDir string, extraArgs ...string) *fenceServ
 // startServerWith is startServerIn with the fence binary bin.
 func startServerWith(t testing.TB, bin, dataDir string, extraArgs ...string) *fenceServer {
 	t.Helper()
-	s := &fenceServer{t: t, bin: bin, dataDir: dataDir, extraArgs: extraArgs}
-	t.Cleanup(func() {
-		if s.running() {
-			s.cmd.Process.Kill()
-			<-s.exited
-		}
-		checkRaces(t, "fence serve", s.log.String())
-		if t.Failed() {
-			t.Logf("fence serve output (%s):\n%s", s.dataDir, s.log.String())
-		}
+	s := harness.StartT(t, harness.Config{
+		Bin:          bin,
+		DataDir:      dataDir,
+		Args:         extraArgs,
+		ReadyTimeout: hangGuard,
+		StopTimeout:  hangGuard,
 	})
-	s.start()
-	return s
-}
-
-// URL is the server's base URL, e.g. http://127.0.0.1:41234.
-func (s *fenceServer) URL() string { return "http://" + s.addr }
-
-func (s *fenceServer) running() bool {
-	if s.exited == nil {
-		return false
-	}
-	select {
-	case <-s.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// start runs the server on s.dataDir, on the previous address if it had one
-// (so clients keep their URL across a restart), else on a fresh free port;
-// a bind failure retries on another port.
-func (s *fenceServer) start() {
-	s.t.Helper()
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		if s.addr == "" || attempt > 0 {
-			s.addr = testutil.FreeAddr(s.t)
-		}
-		s.starts++
-		fmt.Fprintf(&s.log, "=== start %d: serve --listen %s --data-dir %s %s\n", s.starts, s.addr, s.dataDir, strings.Join(s.extraArgs, " "))
-		cmd := exec.Command(s.bin, append([]string{"serve", "--listen", s.addr, "--data-dir", s.dataDir}, s.extraArgs...)...)
-		cmd.Stdout = &s.log
-		cmd.Stderr = &s.log
-		if err := cmd.Start(); err != nil {
-			s.t.Fatalf("start fence serve: %v", err)
-		}
-		s.cmd, s.exited, s.state = cmd, make(chan struct{}), nil
-		exited := s.exited
-		go func() {
-			cmd.Wait()
-			s.state = cmd.ProcessState
-			close(exited)
-		}()
-		if lastErr = s.waitReady(); lastErr == nil {
-			return
-		}
-		if s.running() {
-			s.t.Fatalf("fence serve on %s: %v\n%s", s.addr, lastErr, s.log.String())
-		}
-		// It exited before it was ready: most likely the port was taken.
-	}
-	s.t.Fatalf("fence serve did not start: %v\n%s", lastErr, s.log.String())
-}
-
-// waitReady polls /readyz until it answers 200, the process exits, or the
-// hang guard runs out.
-func (s *fenceServer) waitReady() error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(hangGuard)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("exited before ready: %v", s.state)
-		default:
-		}
-		resp, err := client.Get(s.URL() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("/readyz did not answer 200")
+	return &fenceServer{Server: s, t: t}
 }
 
 // Stop sends SIGTERM and waits for the process to exit; a graceful shutdown
 // must exit with status 0.
 func (s *fenceServer) Stop() {
 	s.t.Helper()
-	if !s.running() {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	s.wait()
-	if !s.state.Success() {
-		s.t.Errorf("fence serve after SIGTERM: %v, want exit status 0", s.state)
+	if err := s.Server.Stop(); err != nil {
+		s.t.Error(err)
 	}
 }
 
 // Kill sends SIGKILL (kill -9) and waits for the process to be gone.
 func (s *fenceServer) Kill() {
 	s.t.Helper()
-	if !s.running() {
-		s.t.Fatalf("Kill: fence serve is not running: %v", s.state)
+	if !s.Running() {
+		s.t.Fatalf("Kill: fence serve is not running: %v", s.ExitState())
 	}
-	s.cmd.Process.Kill()
-	s.wait()
+	if err := s.Server.Kill(); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
-// Restart starts the server again on the same data directory.
+// Restart starts the server again on the same data directory and address,
+// with the flags of the last start.
 func (s *fenceServer) Restart() {
 	s.t.Helper()
-	if s.running() {
-		s.t.Fatal("Restart: fence serve is still running")
-	}
-	s.start()
+	s.RestartWith(s.Args()...)
 }
 
+// RestartWith is Restart with extraArgs added to the first start's flags
+// (and kept for later Restarts).
+func (s *fenceServer) RestartWith(extraArgs ...string) {
+	s.t.Helper()
+	if err := s.Server.Restart(context.Background(), extraArgs...); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// wait waits for the process to exit on its own; one still running after
+// hangGuard is killed and fails the test.
 func (s *fenceServer) wait() {
 	s.t.Helper()
 	select {
-	case <-s.exited:
+	case <-s.Done():
 	case <-time.After(hangGuard):
-		s.cmd.Process.Kill()
-		<-s.exited
+		s.Server.Kill()
 		s.t.Fatalf("fence serve did not exit; killed")
 	}
 }

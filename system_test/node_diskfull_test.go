@@ -114,13 +114,13 @@ func diskFull(t *testing.T, serveArgs ...string) {
 	}
 	wg.Wait()
 	srv.wait() // the server exits on its own: fail-stop
-	if srv.state.Success() {
-		t.Fatalf("fence serve exited with %v after the disk filled, want a non-zero status", srv.state)
+	if srv.ExitState().Success() {
+		t.Fatalf("fence serve exited with %v after the disk filled, want a non-zero status", srv.ExitState())
 	}
-	if !strings.Contains(srv.log.String(), "fatal storage error") {
+	if !strings.Contains(srv.Log(), "fatal storage error") {
 		t.Errorf("the server's log does not name the fatal storage error")
 	}
-	t.Logf("%d writes acknowledged before the disk filled; server exit: %v", acks, srv.state)
+	t.Logf("%d writes acknowledged before the disk filled; server exit: %v", acks, srv.ExitState())
 	if acks == 0 {
 		t.Fatal("nothing was acknowledged before the disk filled")
 	}

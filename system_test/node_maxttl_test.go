@@ -30,8 +30,7 @@ func TestNodeRestartWithLowerMaxTTL(t *testing.T) {
 	}
 	srv.Stop()
 
-	srv.extraArgs = []string{"--max-ttl", "1h"}
-	srv.Restart()
+	srv.RestartWith("--max-ttl", "1h")
 	for _, want := range []struct {
 		name  string
 		token uint64

@@ -82,7 +82,7 @@ func checkCurlSteps(name string, steps []curlStep) error {
 func runCurlSteps(t *testing.T, steps []curlStep) {
 	srv := startServer(t)
 	for _, st := range steps {
-		cmdline := strings.ReplaceAll(st.command, "127.0.0.1:7420", srv.addr)
+		cmdline := strings.ReplaceAll(st.command, "127.0.0.1:7420", srv.Addr())
 		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 		out, err := exec.CommandContext(ctx, "sh", "-c", cmdline).Output()
 		cancel()

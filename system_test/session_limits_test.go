@@ -24,12 +24,12 @@ import (
 // later opens only; the sessions opened before stay.
 func TestServeProposesSessionRules(t *testing.T) {
 	srv := startServer(t)
-	if log := srv.log.String(); !strings.Contains(log, "MaxSessions:100000 MaxSessionResults:4096") {
+	if log := srv.Log(); !strings.Contains(log, "MaxSessions:100000 MaxSessionResults:4096") {
 		t.Fatalf("serve without session flags did not propose the default caps:\n%s", log)
 	}
 	srv.Stop()
 
-	srv = startServerIn(t, srv.dataDir, "--max-sessions", "2", "--max-session-results", "8", "--max-streams", "1")
+	srv = startServerIn(t, srv.DataDir(), "--max-sessions", "2", "--max-session-results", "8", "--max-streams", "1")
 	sessions := fencev1connect.NewSessionServiceClient(&http.Client{Timeout: hangGuard}, srv.URL())
 	open := func() (uint64, error) {
 		resp, err := sessions.Open(context.Background(), connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(time.Minute)}))

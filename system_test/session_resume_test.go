@@ -72,7 +72,7 @@ func (p *cutProxy) cut() {
 // equals the adds acknowledged), and none is refused or lost.
 func TestSessionResumesAcrossCutConnections(t *testing.T) {
 	srv := startServer(t)
-	proxy := startCutProxy(t, srv.addr)
+	proxy := startCutProxy(t, srv.Addr())
 	c, err := client.New(proxy.URL(), client.WithSessionTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
