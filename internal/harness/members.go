@@ -48,7 +48,13 @@ var ErrNoLeader = errors.New("harness: no leader")
 // still think it leads for a moment; it has no majority behind it. With
 // several such claims (none in practice) the highest term wins.
 func (c *Cluster) Leader(ctx context.Context) (*Server, error) {
-	members := c.Members()
+	return LeaderOf(ctx, c.Members())
+}
+
+// LeaderOf is Cluster.Leader over the given members (the nodes of the
+// current raft configuration), for callers that keep their own node list
+// (internal/chaos).
+func LeaderOf(ctx context.Context, members []*Server) (*Server, error) {
 	type answer struct {
 		s  *Server
 		st *fencev1.NodeStatusResponse

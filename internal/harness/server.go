@@ -490,20 +490,34 @@ func ProcStopped(pid int) (bool, error) {
 // (RestartEnv's, if any). A port taken for a moment is tried again until
 // ReadyTimeout.
 func (s *Server) Restart(ctx context.Context, extraArgs ...string) error {
-	s.mu.Lock()
-	s.extra = append([]string(nil), extraArgs...)
-	s.mu.Unlock()
+	if err := s.setRestart(extraArgs, nil, false); err != nil {
+		return err
+	}
 	return s.restart(ctx)
+}
+
+// setRestart records the args (and env, if setEnv) of the next start,
+// unless the process is still running: a refused restart changes nothing.
+func (s *Server) setRestart(args, env []string, setEnv bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running() {
+		return fmt.Errorf("harness: %s is still running", s.cfg.ID)
+	}
+	s.extra = append([]string(nil), args...)
+	if setEnv {
+		s.extraEnv = append([]string(nil), env...)
+	}
+	return nil
 }
 
 // RestartEnv is Restart with env added to Config.Env for this and later
 // starts (replacing the previous RestartEnv's): e.g. a node restarted with
 // FENCE_TEST_CLOCK_OFFSET=1h.
 func (s *Server) RestartEnv(ctx context.Context, env []string, extraArgs ...string) error {
-	s.mu.Lock()
-	s.extra = append([]string(nil), extraArgs...)
-	s.extraEnv = append([]string(nil), env...)
-	s.mu.Unlock()
+	if err := s.setRestart(extraArgs, env, true); err != nil {
+		return err
+	}
 	return s.restart(ctx)
 }
 
@@ -511,9 +525,9 @@ func (s *Server) RestartEnv(ctx context.Context, env []string, extraArgs ...stri
 // for a node that cannot be ready (restarted into a minority, or after its
 // removal from the cluster). It returns once the process runs.
 func (s *Server) Launch(ctx context.Context, extraArgs ...string) error {
-	s.mu.Lock()
-	s.extra = append([]string(nil), extraArgs...)
-	s.mu.Unlock()
+	if err := s.setRestart(extraArgs, nil, false); err != nil {
+		return err
+	}
 	return s.start(ctx, false)
 }
 
