@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,8 +23,12 @@ import (
 // cluster every node's host:port, comma-separated.
 type target interface {
 	addr() string
-	// cpu is the CPU-seconds used so far by every process of the target.
+	// cpu is the CPU-seconds used so far by every process of the target;
+	// leaderCPU by the one that leads (a single server: the same).
 	cpu() float64
+	leaderCPU() float64
+	// leaderPid is the process that leads (a single server: its own).
+	leaderPid() int
 	Stop()
 }
 
@@ -32,6 +37,23 @@ func (s *Server) addr() string { return s.Addr }
 func (s *Server) cpu() float64 {
 	c, _ := CPUSeconds(s.Pid())
 	return c
+}
+
+func (s *Server) leaderCPU() float64 { return s.cpu() }
+func (s *Server) leaderPid() int     { return s.Pid() }
+
+func (c *Cluster) leaderCPU() float64 {
+	x, _ := CPUSeconds(c.leaderPid())
+	return x
+}
+
+func (c *Cluster) leaderPid() int { return c.Pids[max(c.leader, 0)] }
+
+// selfCPU is the CPU-seconds this process (the runner and the clients of
+// the system being measured) has used so far.
+func selfCPU() float64 {
+	x, _ := CPUSeconds(os.Getpid())
+	return x
 }
 
 // Cluster is n server processes of one kind forming one cluster on
@@ -47,6 +69,10 @@ type Cluster struct {
 	etcd  []*Server        // Kind "etcd"
 	dir   string           // data dirs, removed by Stop
 
+	// leader is the node that led when the workloads' clients were
+	// opened (-1: not asked); addr lists it first.
+	leader int
+
 	mu sync.Mutex
 	// killed[i]: node i was killed (kill -9) and is gone.
 	killed []bool
@@ -54,7 +80,29 @@ type Cluster struct {
 	etcdCli map[int]*clientv3.Client
 }
 
-func (c *Cluster) addr() string { return strings.Join(c.Addrs, ",") }
+// addr lists the leader first when it is known: the Fence client sticks to
+// the first endpoint that works, and through a follower every call would be
+// forwarded (one more hop); etcd's client balances over all endpoints
+// whatever their order.
+func (c *Cluster) addr() string { return c.addrFrom(max(c.leader, 0)) }
+
+// checkLeader returns "" while the node that led when the clients were
+// opened still leads, else what changed (and lists the new leader first
+// from now on).
+func (c *Cluster) checkLeader(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	i, err := c.Leader(ctx)
+	switch {
+	case err != nil:
+		return err.Error()
+	case i != c.leader:
+		old := c.leader
+		c.leader = i
+		return fmt.Sprintf("leader moved from %s to %s", c.IDs[old], c.IDs[i])
+	}
+	return ""
+}
 
 // addrFrom is the cluster's comma list starting at node first (the client
 // tries its endpoints in order and sticks to the one that works).
@@ -238,7 +286,7 @@ func StartFenceCluster(bin, tmp string, n int, extra []string) (*Cluster, error)
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &Cluster{Kind: "fence", fence: hc, dir: dir, killed: make([]bool, n)}
+	c := &Cluster{Kind: "fence", fence: hc, dir: dir, leader: -1, killed: make([]bool, n)}
 	for _, s := range hc.Nodes() {
 		c.Addrs, c.IDs, c.Pids = append(c.Addrs, s.Addr()), append(c.IDs, s.ID()), append(c.Pids, s.Pid())
 	}
@@ -253,7 +301,7 @@ func StartEtcdCluster(bin, tmp string, n int, extra []string) (*Cluster, error) 
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Kind: "etcd", killed: make([]bool, n)}
+	c := &Cluster{Kind: "etcd", leader: -1, killed: make([]bool, n)}
 	if c.dir, err = os.MkdirTemp(tmp, "etcd-cluster-"); err != nil {
 		return nil, err
 	}
@@ -294,17 +342,46 @@ func StartEtcdCluster(bin, tmp string, n int, extra []string) (*Cluster, error) 
 
 var errNoCluster = errors.New("no cluster of this kind")
 
-// startCluster starts an n-node cluster of kind ("fence" or "etcd").
-func (c *Config) startCluster(kind string) (*Cluster, error) {
+// startCluster starts an n-node cluster of kind ("fence" or "etcd") and
+// finds its leader.
+func (c *Config) startCluster(kind string) (cl *Cluster, err error) {
 	switch kind {
 	case "fence":
-		return StartFenceCluster(c.FenceBin, c.Tmp, c.Cluster, c.ClusterFlags.Fence)
+		cl, err = StartFenceCluster(c.FenceBin, c.Tmp, c.Cluster, c.ClusterFlags.Fence)
 	case "etcd":
-		return StartEtcdCluster(c.EtcdBin, c.Tmp, c.Cluster, c.ClusterFlags.Etcd)
+		cl, err = StartEtcdCluster(c.EtcdBin, c.Tmp, c.Cluster, c.ClusterFlags.Etcd)
+	default:
+		return nil, fmt.Errorf("%w: %q (clusters: fence, etcd)", errNoCluster, kind)
 	}
-	return nil, fmt.Errorf("%w: %q (clusters: fence, etcd)", errNoCluster, kind)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if cl.leader, err = cl.Leader(ctx); err != nil {
+		cl.Stop()
+		return nil, err
+	}
+	return cl, nil
 }
 
 // Clusterable reports whether the runner can run s against a cluster
 // (Redis: no; its replication is asynchronous and it has no consensus).
 func Clusterable(s System) bool { return s.Server() == "fence" || s.Server() == "etcd" }
+
+// perf returns the profiler of the run named name (nil without PerfDir):
+// `perf record -e cpu-clock -g` of pid for dur, in the background, into
+// PerfDir/name.data. perf must be installed and allowed to attach to the
+// runner's own children (kernel.perf_event_paranoid ≤ 2).
+func (c *Config) perf(name string) func(pid int, dur time.Duration) {
+	if c.PerfDir == "" {
+		return nil
+	}
+	return func(pid int, dur time.Duration) {
+		out := filepath.Join(c.PerfDir, name+".data")
+		cmd := exec.Command("perf", "record", "-e", "cpu-clock", "-F", "499", "-g", "-p", strconv.Itoa(pid), "-o", out, "--", "sleep", fmt.Sprintf("%.3f", dur.Seconds()))
+		if b, err := cmd.CombinedOutput(); err != nil {
+			c.logf("perf record %s: %v: %s", name, err, oneLine(string(b)))
+		}
+	}
+}

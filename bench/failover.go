@@ -49,12 +49,7 @@ func (c *Config) runFailover(ctx context.Context, s System, run int) (res Failov
 		return res, err
 	}
 	defer cl.Stop()
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	leader, err := cl.Leader(lctx)
-	cancel()
-	if err != nil {
-		return res, err
-	}
+	leader := cl.leader
 	res.Killed = cl.IDs[leader]
 	client, err := s.Open(ctx, cl.addrFrom(leader), 1)
 	if err != nil {

@@ -173,7 +173,7 @@ func (r *Report) Markdown(env Env, command string) string {
 	p("- Clients, each system's own Go client: fence-unary = package `client` with `WithoutSession()` (one unary Connect call per operation over HTTP/1.1 keep-alive, a background keepalive per lease); fence-session = package `client` as it is by default: one session per `client.Client` (a Client per worker, at most %d; session TTL %d s), every call and keepalive on its one h2c stream, session-bound leases (Acquire without TTL); ", maxSessions, sessionTTL)
 	p("etcd = `concurrency.Mutex` on a `concurrency.Session` (one `clientv3.Client`; a session per worker, at most %d); ", maxSessions)
 	if c.Cluster > 1 {
-		p("every node of the cluster is an endpoint of the client (Fence: `client.New(\"http://n1,http://n2,http://n3\")`, which uses one endpoint at a time and moves on when it fails; etcd: `clientv3.Config.Endpoints`, gRPC balancing over all).\n")
+		p("every node of the cluster is an endpoint of the client, the leader's first (Fence: `client.New(\"http://leader,http://f1,http://f2\")`, which uses one endpoint at a time, sticks to the one that works and moves on when it fails — so its calls go to the leader, none is forwarded; etcd: `clientv3.Config.Endpoints`, gRPC round-robin over all three, so about two calls in three reach a follower, which hands the proposal to the leader).\n")
 	} else {
 		p("Redis = `SET key random NX PX ttl`, release by a Lua compare-and-delete, waiting by polling every %v–%v (go-redis v9). ", c.RedisRetry, 2*c.RedisRetry)
 		p("**Redis has no fencing token**: its \"fenced write\" below is a plain `SET` a stale owner can still make.\n")
@@ -199,8 +199,12 @@ func (r *Report) Markdown(env Env, command string) string {
 	sep := func(n int) string { return strings.Repeat("---:|", n) }
 
 	opsTable := func(results []OpsResult, clients []int) {
-		p("| clients | system | ops/s | p50 ms | p99 ms | p99.9 ms | server CPU-s / 10k |%s errors |\n", ratioCols())
-		p("|---:|---|%s\n", sep(5+len(refs)+1))
+		extra, nextra := "", 0
+		if c.Cluster > 1 {
+			extra, nextra = " leader's CPU-s / 10k | client CPU-s / 10k |", 2
+		}
+		p("| clients | system | ops/s | p50 ms | p99 ms | p99.9 ms | server CPU-s / 10k |%s%s errors |\n", extra, ratioCols())
+		p("|---:|---|%s\n", sep(5+nextra+len(refs)+1))
 		for _, n := range clients {
 			byRound := map[string]map[int]float64{}
 			for _, res := range results {
@@ -212,7 +216,7 @@ func (r *Report) Markdown(env Env, command string) string {
 				}
 			}
 			for _, sys := range r.Systems {
-				var ops, cpu []float64
+				var ops, cpu, lcpu, ccpu []float64
 				var p50, p99, p999 []time.Duration
 				errs := 0
 				first := ""
@@ -221,6 +225,7 @@ func (r *Report) Markdown(env Env, command string) string {
 						continue
 					}
 					ops, cpu = append(ops, res.OpsPerSec), append(cpu, res.CPUPer10k)
+					lcpu, ccpu = append(lcpu, res.LeaderCPUPer10k), append(ccpu, res.ClientCPUPer10k)
 					p50, p99, p999 = append(p50, res.P50), append(p99, res.P99), append(p999, res.P999)
 					errs += res.Errors
 					if first == "" {
@@ -228,10 +233,13 @@ func (r *Report) Markdown(env Env, command string) string {
 					}
 				}
 				if len(ops) == 0 {
-					p("| %d | %s | failed |||||%s |\n", n, sys, strings.Repeat(" |", len(refs)))
+					p("| %d | %s | failed |||||%s |\n", n, sys, strings.Repeat(" |", len(refs)+nextra))
 					continue
 				}
 				p("| %d | %s | %s%s | %s | %s | %s | %.2f |", n, sys, num(median(ops)), rangeOf(ops), ms(medDur(p50)), ms(medDur(p99)), ms(medDur(p999)), median(cpu))
+				if nextra > 0 {
+					p(" %.2f | %.2f |", median(lcpu), median(ccpu))
+				}
 				for _, ref := range refs {
 					if ref == sys {
 						p(" — |")
@@ -401,6 +409,13 @@ func (r *Report) Markdown(env Env, command string) string {
 		if res.FirstErr != "" {
 			firsts = append(firsts, fmt.Sprintf("w5 %s round %d: %s", res.System, res.Round, res.FirstErr))
 		}
+	}
+	if len(r.LeaderChanges) > 0 {
+		p("Leader changes during the cluster runs (the run's clients were opened with the old leader first; the next run lists the new one first):\n\n")
+		for _, m := range r.LeaderChanges {
+			p("- %s\n", oneLine(m))
+		}
+		p("\n")
 	}
 	if len(firsts)+len(r.Failures) > 0 {
 		p("Errors (the first of each run) and failed runs:\n\n")

@@ -27,20 +27,27 @@ func (r *Report) clusterServers(p func(string, ...any)) {
 func (r *Report) failoverMarkdown(p func(string, ...any)) {
 	c := r.Config
 	p("### Failover: kill -9 of the leader → first grant\n\n")
-	p("%d runs per system, systems interleaved, a fresh %d-node cluster each run. A client of the system with every node as an endpoint (leader first: the Fence client sticks to the first endpoint that works, so it talks to the node that dies; etcd's client balances over all) ", c.Failover, c.Cluster)
-	p("does 5 acquire → release cycles, then the runner finds the leader (Fence: `ClusterService.NodeStatus` of each node; etcd: `Maintenance.Status`), sends it SIGKILL, and from that instant the client tries to acquire fresh locks ")
-	p("(try once, no wait, each attempt bounded by 2 s, 5 ms apart after a failure) until one is granted. ")
-	p("\"kill → grant\" is the time from the signal to that grant's reply; \"kill → new leader\" is when a surviving node first reported itself the leader (polled every 20 ms; for Fence, leader *and* ready: in office). Times in ms.\n\n")
-	p("| system | runs | kill → grant median | min | max | kill → new leader median | min | max | attempts (median) | first error seen |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	p("%d runs per system, systems interleaved, a fresh %d-node cluster each run. A client of the system with every node as an endpoint, the leader's first (the Fence client sticks to the first endpoint that works, so it talks to the node that dies; etcd's client balances over all) ", c.Failover, c.Cluster)
+	p("does 5 acquire → release cycles; then the runner sends the leader SIGKILL, and from that instant the client is sent a try-acquire (no wait) of a fresh lock every %v, each left to finish on its own (none waits for an earlier one: a call stuck on a node without a leader would otherwise measure its own timeout), until one is granted. ", probeEvery)
+	p("**kill → grant** is the time from the signal to the first grant's reply; **granted probe sent** is when that probe was sent, after the kill; **kill → new leader** is when a surviving node first reported itself the leader ")
+	p("(each node asked every 20 ms: Fence `ClusterService.NodeStatus`, role leader and ready — in office; etcd `Maintenance.Status`). Times in ms, median (min–max).\n\n")
+	p("| system | runs | kill → grant | granted probe sent | kill → new leader | probes sent until the grant (median) | first error seen |\n")
+	p("|---|---:|---:|---:|---:|---:|---|\n")
+	mmm := func(xs []float64) string {
+		if len(xs) == 0 {
+			return "—"
+		}
+		lo, hi := minMax(xs)
+		return ms(time.Duration(median(xs))) + " (" + ms(time.Duration(lo)) + "–" + ms(time.Duration(hi)) + ")"
+	}
 	for _, sys := range r.Systems {
-		var g, e, a []float64
+		var g, st, e, a []float64
 		first := ""
 		for _, x := range r.Failover {
 			if x.System != sys {
 				continue
 			}
-			g, a = append(g, float64(x.Grant)), append(a, float64(x.Attempts))
+			g, st, a = append(g, float64(x.Grant)), append(st, float64(x.Started)), append(a, float64(x.Attempts))
 			if x.Elected > 0 {
 				e = append(e, float64(x.Elected))
 			}
@@ -49,14 +56,10 @@ func (r *Report) failoverMarkdown(p func(string, ...any)) {
 			}
 		}
 		if len(g) == 0 {
-			p("| %s | 0 | failed |||||||\n", sys)
+			p("| %s | 0 | failed |||||\n", sys)
 			continue
 		}
-		lo, hi := minMax(g)
-		el, eh := minMax(e)
-		p("| %s | %d | %s | %s | %s | %s | %s | %s | %.0f | %s |\n", sys, len(g),
-			ms(time.Duration(median(g))), ms(time.Duration(lo)), ms(time.Duration(hi)),
-			ms(time.Duration(median(e))), ms(time.Duration(el)), ms(time.Duration(eh)), median(a), mdCell(oneLine(first)))
+		p("| %s | %d | %s | %s | %s | %.0f | %s |\n", sys, len(g), mmm(g), mmm(st), mmm(e), median(a), mdCell(oneLine(first)))
 	}
 	p("\n")
 }

@@ -30,6 +30,9 @@ type Config struct {
 	FailoverTimeout time.Duration
 	// ClusterFlags go to every node of a cluster (raft timeouts, say).
 	ClusterFlags ClusterFlags
+	// PerfDir, if set: `perf record -e cpu-clock -g` of the leading server process
+	// during every workload-1 window, into PerfDir/w1-SYSTEM-cCLIENTS-rROUND.data.
+	PerfDir string
 
 	W1Clients  []int
 	W1Duration time.Duration
@@ -104,7 +107,10 @@ type Report struct {
 	W4       []HeldResult
 	W5       []StormResult
 	Failover []FailoverResult
-	Failures []string // runs that failed outright
+	// LeaderChanges: cluster runs after which a different node led (an
+	// election under load), or no leader was found.
+	LeaderChanges []string
+	Failures      []string // runs that failed outright
 }
 
 func (c *Config) logf(format string, args ...any) {
@@ -219,6 +225,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Systems = append(rep.Systems, s.Name())
 		rep.Fenced[s.Name()] = s.Fenced()
 	}
+	// checkLeader notes an election during a cluster run.
+	checkLeader := func(what string, t target) {
+		if cl, ok := t.(*Cluster); ok {
+			if m := cl.checkLeader(ctx); m != "" {
+				cfg.logf("%s %s: %s", what, cl.Kind, m)
+				rep.LeaderChanges = append(rep.LeaderChanges, fmt.Sprintf("%s (%s): %s", what, cl.Kind, m))
+			}
+		}
+	}
 	fail := func(what string, err error) {
 		msg := oneLine(fmt.Sprintf("%s: %v", what, err))
 		cfg.logf("FAILED %s", msg)
@@ -246,7 +261,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 						if err := ctx.Err(); err != nil {
 							return nil, err
 						}
-						res, err := runOps(ctx, s, ss[s.Server()], r, n, cfg.W1Duration, false)
+						res, err := runOps(ctx, s, ss[s.Server()], r, n, cfg.W1Duration, false, cfg.perf(fmt.Sprintf("w1-%s-c%d-r%d", s.Name(), n, r)))
+						checkLeader(fmt.Sprintf("w1 %s clients=%d round %d", s.Name(), n, r), ss[s.Server()])
 						if err != nil {
 							fail(fmt.Sprintf("w1 %s clients=%d round %d", s.Name(), n, r), err)
 							continue
@@ -264,7 +280,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 						if err := ctx.Err(); err != nil {
 							return nil, err
 						}
-						res, err := runOps(ctx, s, ss[s.Server()], r, n, cfg.W2Duration, true)
+						res, err := runOps(ctx, s, ss[s.Server()], r, n, cfg.W2Duration, true, nil)
+						checkLeader(fmt.Sprintf("w2 %s clients=%d round %d", s.Name(), n, r), ss[s.Server()])
 						if err != nil {
 							fail(fmt.Sprintf("w2 %s clients=%d round %d", s.Name(), n, r), err)
 							continue
@@ -282,6 +299,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 						return nil, err
 					}
 					res, err := runHandoff(ctx, s, ss[s.Server()], r, cfg.W3Clients, cfg.W3Duration)
+					checkLeader(fmt.Sprintf("w3 %s round %d", s.Name(), r), ss[s.Server()])
 					if err != nil {
 						fail(fmt.Sprintf("w3 %s round %d", s.Name(), r), err)
 						continue
@@ -335,7 +353,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				fail(fmt.Sprintf("failover %s run %d", s.Name(), r), err)
 				continue
 			}
-			cfg.logf("failover run %d %-14s killed %s: first grant %v after the kill (leader seen %v), %d attempts, first error: %s", r, s.Name(), res.Killed, res.Grant.Round(time.Millisecond), res.Elected.Round(time.Millisecond), res.Attempts, res.FirstErr)
+			cfg.logf("failover run %d %-14s killed %s: first grant %v after the kill (probe %d, sent at %v; leader seen %v), first error: %s", r, s.Name(), res.Killed, res.Grant.Round(time.Millisecond), res.Attempts, res.Started.Round(time.Millisecond), res.Elected.Round(time.Millisecond), res.FirstErr)
 			rep.Failover = append(rep.Failover, res)
 		}
 	}

@@ -24,12 +24,19 @@ type OpsResult struct {
 	P99       time.Duration
 	P999      time.Duration
 	CPUPer10k float64 // server CPU-seconds per 10,000 cycles
+	// LeaderCPUPer10k: the leader's share of CPUPer10k (clusters);
+	// ClientCPUPer10k: the runner process's (the clients').
+	LeaderCPUPer10k float64
+	ClientCPUPer10k float64
 }
 
 // runOps runs clients workers, each on its own lock (distinct from every
 // other worker's), for dur after a short warm-up, and measures cycles/s,
 // acquire latency and the server's CPU.
-func runOps(ctx context.Context, sys System, srv target, round, clients int, dur time.Duration, write bool) (res OpsResult, err error) {
+//
+// profile, if set, is called as the timed window starts with the leader's
+// pid, in a goroutine of its own.
+func runOps(ctx context.Context, sys System, srv target, round, clients int, dur time.Duration, write bool, profile func(pid int, dur time.Duration)) (res OpsResult, err error) {
 	res = OpsResult{System: sys.Name(), Round: round, Clients: clients}
 	cl, err := sys.Open(ctx, srv.addr(), clients)
 	if err != nil {
@@ -115,13 +122,16 @@ func runOps(ctx context.Context, sys System, srv target, round, clients int, dur
 		}()
 	}
 	ready.Wait()
-	cpu0 := srv.cpu()
+	cpu0, lcpu0, ccpu0 := srv.cpu(), srv.leaderCPU(), selfCPU()
 	t0 := time.Now()
 	close(start)
+	if profile != nil {
+		go profile(srv.leaderPid(), dur)
+	}
 	time.Sleep(dur)
 	stop.Store(true)
 	done.Wait()
-	cpu1 := srv.cpu()
+	cpu1, lcpu1, ccpu1 := srv.cpu(), srv.leaderCPU(), selfCPU()
 	res.Elapsed = lastEnd.Sub(t0)
 	res.Ops = ops
 	res.Errors, res.FirstErr = int(e.n.Load()), e.first
@@ -130,6 +140,8 @@ func runOps(ctx context.Context, sys System, srv target, round, clients int, dur
 	}
 	if ops > 0 {
 		res.CPUPer10k = (cpu1 - cpu0) / float64(ops) * 10000
+		res.LeaderCPUPer10k = (lcpu1 - lcpu0) / float64(ops) * 10000
+		res.ClientCPUPer10k = (ccpu1 - ccpu0) / float64(ops) * 10000
 	}
 	sortDurations(lats)
 	res.P50, res.P99, res.P999 = percentile(lats, 0.5), percentile(lats, 0.99), percentile(lats, 0.999)
