@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -77,6 +78,9 @@ func NewService(url string, opts ...Option) fence.Service {
 	if s.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Protocols = http2Only()
+		// A connection to a leader that went silent (paused, cut off)
+		// must not take new calls: a ping unanswered for 5s closes it.
+		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 5 * time.Second, PingTimeout: 5 * time.Second}
 		if cfg.dialer != nil {
 			t.DialContext = cfg.dialer
 		}
