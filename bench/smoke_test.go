@@ -130,8 +130,8 @@ func TestSmokeCluster(t *testing.T) {
 		t.Errorf("%d failover results, want %d", len(rep.Failover), len(want))
 	}
 	for _, f := range rep.Failover {
-		if !f.OK || f.Grant <= 0 || f.Killed == "" {
-			t.Errorf("failover result %+v: want a grant after killing a leader", f)
+		if !f.OK || f.Grant <= 0 || f.Killed == "" || f.Elected <= 0 {
+			t.Errorf("failover result %+v: want a grant after killing a leader, and a new leader among the others", f)
 		}
 	}
 	md := rep.Markdown(bench.Environment(cfg), "go test ./bench")
