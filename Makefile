@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-short vet fmt bench bench-quick mutate proto proto-tools lab clean chaos chaos-plantbug
+.PHONY: run build test test-short vet fmt bench bench-quick bench-cluster mutate proto proto-tools lab clean chaos chaos-plantbug
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -39,6 +39,12 @@ BENCH_FLAGS ?=
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./state/ ./node/ ./server/ ./guard/...
 	cd bench && $(GO) run ./cmd/fencebench -docs ../docs/benchmarks.md $(BENCH_FLAGS)
+
+## bench-cluster: 3-node Fence against 3-node etcd (workloads 1-3 at 1/16/64 clients, each node its own
+##   process) and failover time (kill -9 of the leader -> first grant, 5 runs per system); rewrites the
+##   "cluster" section of docs/benchmarks.md. BENCH_FLAGS adds runner flags (e.g. "-rounds 1 -failover 7").
+bench-cluster:
+	cd bench && $(GO) run ./cmd/fencebench -cluster 3 -failover 5 -docs ../docs/benchmarks.md $(BENCH_FLAGS)
 
 ## bench-quick: the runner in quick mode (under 3 minutes on 2 cores); prints its tables, writes no file
 bench-quick:
