@@ -70,8 +70,10 @@ type Cluster struct {
 	dir   string           // data dirs, removed by Stop
 
 	// leader is the node that led when the workloads' clients were
-	// opened (-1: not asked); addr lists it first.
-	leader int
+	// opened (-1: not asked); addr lists it first, or last with
+	// viaFollower (a follower first: every Fence call is forwarded).
+	leader      int
+	viaFollower bool
 
 	mu sync.Mutex
 	// killed[i]: node i was killed (kill -9) and is gone.
@@ -84,7 +86,12 @@ type Cluster struct {
 // the first endpoint that works, and through a follower every call would be
 // forwarded (one more hop); etcd's client balances over all endpoints
 // whatever their order.
-func (c *Cluster) addr() string { return c.addrFrom(max(c.leader, 0)) }
+func (c *Cluster) addr() string {
+	if c.viaFollower {
+		return c.addrFrom(max(c.leader, 0) + 1)
+	}
+	return c.addrFrom(max(c.leader, 0))
+}
 
 // checkLeader returns "" while the node that led when the clients were
 // opened still leads, else what changed (and lists the new leader first
@@ -362,6 +369,7 @@ func (c *Config) startCluster(kind string) (cl *Cluster, err error) {
 		cl.Stop()
 		return nil, err
 	}
+	cl.viaFollower = c.ViaFollower
 	return cl, nil
 }
 

@@ -173,7 +173,11 @@ func (r *Report) Markdown(env Env, command string) string {
 	p("- Clients, each system's own Go client: fence-unary = package `client` with `WithoutSession()` (one unary Connect call per operation over HTTP/1.1 keep-alive, a background keepalive per lease); fence-session = package `client` as it is by default: one session per `client.Client` (a Client per worker, at most %d; session TTL %d s), every call and keepalive on its one h2c stream, session-bound leases (Acquire without TTL); ", maxSessions, sessionTTL)
 	p("etcd = `concurrency.Mutex` on a `concurrency.Session` (one `clientv3.Client`; a session per worker, at most %d); ", maxSessions)
 	if c.Cluster > 1 {
-		p("every node of the cluster is an endpoint of the client, the leader's first (Fence: `client.New(\"http://leader,http://f1,http://f2\")`, which uses one endpoint at a time, sticks to the one that works and moves on when it fails — so its calls go to the leader, none is forwarded; etcd: `clientv3.Config.Endpoints`, gRPC round-robin over all three, so about two calls in three reach a follower, which hands the proposal to the leader).\n")
+		if c.ViaFollower {
+			p("every node of the cluster is an endpoint of the client, **a follower's first** (`-via-follower`; Fence: `client.New(\"http://follower,http://leader,http://other\")`: the client sticks to the follower, which forwards every call to the leader over its raft port; etcd: `clientv3.Config.Endpoints`, gRPC round-robin over all three).\n")
+		} else {
+			p("every node of the cluster is an endpoint of the client, the leader's first (Fence: `client.New(\"http://leader,http://f1,http://f2\")`, which uses one endpoint at a time, sticks to the one that works and moves on when it fails — so its calls go to the leader, none is forwarded; etcd: `clientv3.Config.Endpoints`, gRPC round-robin over all three, so about two calls in three reach a follower, which hands the proposal to the leader).\n")
+		}
 	} else {
 		p("Redis = `SET key random NX PX ttl`, release by a Lua compare-and-delete, waiting by polling every %v–%v (go-redis v9). ", c.RedisRetry, 2*c.RedisRetry)
 		p("**Redis has no fencing token**: its \"fenced write\" below is a plain `SET` a stale owner can still make.\n")

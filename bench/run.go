@@ -26,6 +26,9 @@ type Config struct {
 	// Failover > 0: that many kill -9 runs of the leader per system, on a
 	// fresh cluster each (needs Cluster ≥ 3; see failover.go).
 	Failover int
+	// ViaFollower: the workloads' clients list a follower first (the Fence
+	// client then sends everything through it: forwarded to the leader).
+	ViaFollower bool
 	// FailoverTimeout bounds one failover run's wait for a grant.
 	FailoverTimeout time.Duration
 	// ClusterFlags go to every node of a cluster (raft timeouts, say).
