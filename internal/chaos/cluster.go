@@ -243,20 +243,12 @@ func (n *Node) Restart(ctx context.Context, extraArgs ...string) error {
 	if rejoin != nil {
 		return n.Rejoin(ctx, rejoin)
 	}
-	// Refused here, before harness.Server.Restart takes extraArgs as the
-	// process's: a running process keeps the args it runs with.
-	if n.Running() {
-		return fmt.Errorf("chaos: %s is still running", n.Name())
-	}
 	return n.server().Restart(ctx, extraArgs...)
 }
 
 // RestartEnv is Restart with env added to the node's environment for this
 // and later starts, replacing the previous RestartEnv's (nil: none).
 func (n *Node) RestartEnv(ctx context.Context, env []string, extraArgs ...string) error {
-	if n.Running() {
-		return fmt.Errorf("chaos: %s is still running", n.Name())
-	}
 	return n.server().RestartEnv(ctx, env, extraArgs...)
 }
 

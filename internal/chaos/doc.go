@@ -1,26 +1,33 @@
 // Package chaos is Fence's Jepsen-style fault harness: it starts Fence as
-// real processes in temp dirs on loopback, puts a fault-injecting TCP proxy
-// (a small one of its own: see Proxy) between every client and every node,
-// runs the seed's workload from worker processes against the built-in store
-// and a PostgreSQL guard store, injects faults on a seeded schedule (the
-// nemesis), records every operation with its invocation and completion time,
-// and checks the history afterwards.
+// real processes in temp dirs on loopback — one node, or a raft cluster of
+// 3 or 5 — puts a fault-injecting TCP proxy (a small one of its own: see
+// Proxy) between every client and every node and, in a cluster, on every
+// directed peer link, runs the seed's workload from worker processes against
+// the built-in store and a PostgreSQL guard store, injects faults on a seeded
+// schedule (the nemesis), records every operation with its invocation and
+// completion time, and checks the history afterwards.
 //
 // The pieces, one a file:
 //
 //   - history.go: Op, the record of one logical operation (a JSON line), and
 //     reading and writing histories;
-//   - cluster.go: Node and Cluster, Fence server processes with their data
-//     dirs (optionally on a size-limited tmpfs) and their proxies;
-//   - proxy.go: Proxy, the fault-injecting proxy in front of a node;
+//   - cluster.go: Node and Cluster, Fence server processes (internal/harness
+//     Servers) with their data dirs (optionally on a size-limited tmpfs),
+//     their client proxies and, for a cluster, the peer-link proxies that
+//     each node's FENCE_TEST_DIAL_MAP routes it through;
+//   - partition.go: cuts between nodes on the peer links (one way, both
+//     ways, a side against the rest); members.go: the leader, leadership
+//     transfer and membership over ClusterService;
+//   - proxy.go: Proxy, the fault-injecting proxy;
 //   - nemesis.go: Fault kinds, the seeded Schedule and its execution;
+//     nemesis_cluster.go: the kinds of a cluster (the leader isolated, a
+//     majority/minority split, one-way cuts, the leader paused or killed, a
+//     follower killed, a skewed clock with leadership moved onto it, a
+//     member removed and re-added);
 //   - worker.go, store_*.go: the worker loop run by `fence-chaos worker` in
 //     its own process;
-//   - check.go: the checkers (stale writes, token order, exclusion, lost
-//     writes, double applies) and linear.go: linearizability with porcupine;
+//   - check.go: the checkers (stale writes, token order, exclusion, early
+//     expiry on the host's monotonic clock, lost writes, double applies) and
+//     linear.go: linearizability with porcupine;
 //   - run.go: Run, which ties them together and returns a Summary.
-//
-// A cluster (several nodes, partitions between them, clock skew) is added by
-// giving Cluster more nodes and the nemesis more fault kinds; workers, the
-// history and the checkers do not change.
 package chaos

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/internal/harness"
 )
 
 // The membership side of a raft cluster, through ClusterService on the
@@ -19,13 +20,11 @@ import (
 // ErrNoLeader: no node is the leader a majority of the nodes agree on.
 var ErrNoLeader = errors.New("chaos: no leader")
 
-// Leader asks every running, unpaused node for its NodeStatus and returns
-// the index of the node that says it leads and is ready (in office), and
-// that a majority of the nodes name as leader (a node that did not answer
-// dissents): a deposed leader cut off in a minority may think it leads for
-// a moment, without a majority behind it. With several such claims the
-// highest term wins. (The rule of harness.Cluster.Leader, over chaos's
-// nodes, which Rejoin gives new processes.) A single node leads itself.
+// Leader returns the index of the node that says it leads and is ready
+// (in office), and that a majority of the nodes name as leader
+// (harness.LeaderOf over the nodes' current processes, which Rejoin
+// replaces): a deposed leader cut off in a minority may think it leads
+// for a moment, without a majority behind it. A single node leads itself.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
 	if !c.Raft() {
 		if len(c.Nodes) == 1 {
@@ -33,51 +32,15 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 		}
 		return -1, ErrNoLeader
 	}
-	type answer struct {
-		i  int
-		st *fencev1.NodeStatusResponse
-	}
-	answers := make(chan answer, len(c.Nodes))
-	asked := 0
+	servers := make([]*harness.Server, len(c.Nodes))
 	for i, n := range c.Nodes {
-		if !n.Running() || n.Paused() {
-			continue
-		}
-		asked++
-		go func() {
-			st, _ := n.Status(ctx)
-			answers <- answer{i, st}
-		}()
+		servers[i] = n.server()
 	}
-	votes := map[string]int{}
-	var claims []answer
-	for range asked {
-		a := <-answers
-		if a.st == nil {
-			continue
-		}
-		if a.st.LeaderId != "" {
-			votes[a.st.LeaderId]++
-		}
-		if a.st.Role == "leader" && a.st.Ready && a.st.LeaderId == a.st.Id {
-			claims = append(claims, a)
-		}
+	l, err := harness.LeaderOf(ctx, servers)
+	if err != nil {
+		return -1, ErrNoLeader
 	}
-	slices.SortFunc(claims, func(a, b answer) int {
-		switch {
-		case a.st.Term > b.st.Term:
-			return -1
-		case a.st.Term < b.st.Term:
-			return 1
-		}
-		return 0
-	})
-	for _, a := range claims {
-		if votes[a.st.Id] > len(c.Nodes)/2 {
-			return a.i, nil
-		}
-	}
-	return -1, ErrNoLeader
+	return slices.Index(servers, l), nil
 }
 
 // WaitLeader polls Leader until it names a node not in not, or ctx ends.

@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer stopWorkers()
 	for i := 0; i < cfg.Workers; i++ {
 		wc := WorkerConfig{
-			ID: i, Server: strings.Join(cluster.Endpoints(), ","), Resources: cfg.Resources, Stores: cfg.Stores,
+			ID: i, Server: strings.Join(rotate(cluster.Endpoints(), i), ","), Resources: cfg.Resources, Stores: cfg.Stores,
 			PostgresDSN: cfg.PostgresDSN, PGPrefix: prefix,
 			History: filepath.Join(cfg.Dir, fmt.Sprintf("history-%d.jsonl", i)),
 			Seed:    cfg.Seed*1_000_003 + uint64(i) + 1, TTL: cfg.TTL, SessionTTL: cfg.SessionTTL,
@@ -460,4 +460,15 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		logf("problem: %s", p)
 	}
 	return sum, nil
+}
+
+// rotate is eps starting at index i (mod its length): each worker's client
+// starts on another node (it stays on the endpoint that works), so that
+// clients reach the leader directly and through followers that forward.
+func rotate(eps []string, i int) []string {
+	if len(eps) == 0 {
+		return nil
+	}
+	i %= len(eps)
+	return append(append([]string(nil), eps[i:]...), eps[:i]...)
 }

@@ -21,7 +21,7 @@ import (
 // ARGS from Args).
 type WorkerConfig struct {
 	ID          int           // worker number, recorded in every Op
-	Server      string        // Fence URL (through the node's proxy)
+	Server      string        // Fence URL, or several comma-separated (each node's proxy): the client fails over
 	Resources   int           // K: locks sku-0..sku-K-1 (default 3)
 	Stores      []string      // StoreFence and/or StorePostgres (default: fence)
 	PostgresDSN string        // needed with StorePostgres
@@ -136,7 +136,7 @@ func ParseWorkerArgs(args []string) (WorkerConfig, error) {
 	fs := flag.NewFlagSet("fence-chaos worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&c.ID, "id", 0, "worker number")
-	fs.StringVar(&c.Server, "server", "", "Fence URL")
+	fs.StringVar(&c.Server, "server", "", "Fence URL, or a comma-separated list (the client fails over between them)")
 	fs.IntVar(&c.Resources, "resources", 3, "locks and resources sku-0..sku-K-1")
 	stores := fs.String("stores", StoreFence, "comma-separated stores: fence,postgres")
 	fs.StringVar(&c.PostgresDSN, "pg", "", "PostgreSQL DSN")
