@@ -9,9 +9,14 @@ import (
 // in the package's own vocabulary. The server (package server) is written
 // against it, not against a node, and three things implement it:
 //
-//   - the local node (node.Node.Service): validates nothing twice, proposes
-//     the operation to raft and answers with its applied result — only when
-//     the node leads (otherwise ErrNotLeader-wrapped unavailable errors);
+//   - the local node (node.Node.Service): proposes the operation to raft
+//     and answers with its applied result — only when the node leads
+//     (otherwise errors matching both node.ErrNotLeader and ErrUnavailable:
+//     nothing was proposed). It validates nothing twice: the state machine
+//     checks every command as it applies it (the same fields, bounds and
+//     names the server checks, against the rules recorded in the log), so a
+//     bad request given to it directly is refused, changing nothing, after
+//     one log entry; it checks reads (Get, Read, List) itself;
 //   - the remote client (client.NewService): the same calls over the
 //     network to a Fence server (Connect, protobuf);
 //   - the leader forwarder (cluster.Forwarder): the local node when it
@@ -19,12 +24,17 @@ import (
 //
 // Contract, for every implementation:
 //
-//   - Requests are validated before anything is proposed; a bad field is a
-//     *InvalidError naming the field and its bound (errors.Is ErrInvalid).
+//   - A bad field is a *InvalidError naming the field (as the proto names
+//     it: "ttl", "request_id", "session.id") and its bound (errors.Is
+//     ErrInvalid), and changes nothing. The server validates every request
+//     before it calls a Service, so nothing bad it is sent is proposed.
 //   - A refusal is one of the typed errors of this package (*BusyError,
 //     *StaleTokenError, *NotHolderError, ...), with its facts, whichever
 //     implementation answered: a forwarded call returns exactly what the
-//     leader returned.
+//     leader returned. The value returned with an error is zero, except
+//     that its Replayed field may report a refusal that is the saved result
+//     of a retried session Seq (the local node reports it; over unary
+//     calls the wire does not carry it, so a remote answer leaves it false).
 //   - An error that is not a refusal means the outcome is unknown (the node
 //     lost leadership, the connection broke, the context ended after the
 //     request was sent): the caller retries with the same RequestID, OpID

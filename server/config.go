@@ -5,6 +5,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -45,6 +47,15 @@ type Config struct {
 	// (replaying its log included); past it New fails. Default 10s
 	// (node.Config.ReadyTimeout).
 	ReadyTimeout time.Duration
+
+	// Service makes the fence.Service the API handlers call from the node
+	// New opened; nil means the node's own (node.Node.Service). Cluster
+	// mode plugs the leader forwarder in here (it needs the node to know
+	// who leads). New calls it once, after the node is open; an error
+	// closes the node and fails New. The handlers validate every request
+	// before they call the Service, and map its errors (a refusal to its
+	// code and detail; fence.ErrUnavailable to Unavailable).
+	Service func(*node.Node) (fence.Service, error)
 
 	// MaxConns caps open client connections, default DefaultMaxConns; more
 	// wait in the kernel's accept queue until one closes.

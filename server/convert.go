@@ -5,7 +5,6 @@ import (
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/state"
 )
 
 func leaseToProto(l *fence.Lease) *fencev1.Lease {
@@ -21,7 +20,7 @@ func leaseToProto(l *fence.Lease) *fencev1.Lease {
 	}
 }
 
-func lockToProto(li state.LockInfo) *fencev1.LockInfo {
+func lockToProto(li fence.LockInfo) *fencev1.LockInfo {
 	p := &fencev1.LockInfo{
 		Name:      li.Name,
 		Lease:     leaseToProto(li.Lease),
@@ -34,7 +33,7 @@ func lockToProto(li state.LockInfo) *fencev1.LockInfo {
 	return p
 }
 
-func resourceToProto(rs *state.ResourceState) *fencev1.ResourceState {
+func resourceToProto(rs *fence.ResourceState) *fencev1.ResourceState {
 	if rs == nil {
 		return nil
 	}
@@ -47,7 +46,7 @@ func resourceToProto(rs *state.ResourceState) *fencev1.ResourceState {
 	}
 }
 
-func sessionToProto(si *state.SessionInfo) *fencev1.Session {
+func sessionToProto(si *fence.SessionInfo) *fencev1.Session {
 	if si == nil {
 		return nil
 	}

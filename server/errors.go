@@ -15,12 +15,15 @@ import (
 // errShuttingDown answers requests cut short by a shutdown.
 var errShuttingDown = errors.New("server is shutting down")
 
-// connectError maps an error from validation, the node or the machine to the
-// *connect.Error the client sees. Node-level failures (not leader, closed,
-// shutting down) are Unavailable so clients retry elsewhere; so is an
-// outcome the node does not know (node.ErrUnknownOutcome: the command may
-// yet be applied), so clients retry with the same op_id or request_id and
-// get the first outcome; unexpected errors are logged and Internal.
+// connectError maps an error from validation or the Service to the
+// *connect.Error the client sees. A refusal keeps its typed detail.
+// Node-level failures (not leader, closed, shutting down) are Unavailable
+// so clients retry elsewhere; so is an outcome the node does not know
+// (node.ErrUnknownOutcome: the command may yet be applied), so clients
+// retry with the same op_id or request_id and get the first outcome; so is
+// any other error that matches fence.ErrUnavailable (what a Service other
+// than the local node, e.g. the leader forwarder, returns when the outcome
+// is unknown); unexpected errors are logged and Internal.
 func (s *Server) connectError(ctx context.Context, procedure string, err error) error {
 	switch {
 	case fence.ReasonOf(err) != "":
@@ -35,6 +38,8 @@ func (s *Server) connectError(ctx context.Context, procedure string, err error) 
 		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return apierr.ToConnect(err)
+	case errors.Is(err, fence.ErrUnavailable):
+		return connect.NewError(connect.CodeUnavailable, err)
 	}
 	s.log.Error("request failed", "procedure", procedure, "err", err)
 	return connect.NewError(connect.CodeInternal, err)

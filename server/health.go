@@ -15,7 +15,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // everything committed; 503 otherwise (and while shutting down).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	st := s.node.Status()
+	st := s.status.Status()
 	switch {
 	case s.draining():
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -5,10 +5,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/state"
 )
 
 // lockService implements fencev1connect.LockServiceHandler.
@@ -21,49 +19,28 @@ func (h lockService) Acquire(ctx context.Context, req *connect.Request[fencev1.A
 	// Connect writes it after this returns.
 	defer replyReady(ctx)
 	m := req.Msg
-	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return h.s.acquireCommand(m, b) })
-	return unary(ctx, h.s, fencev1connect.LockServiceAcquireProcedure, cmd, err, acquireReply)
+	do, err := withRef(m.GetSession(), func(b binding) (call[fencev1.AcquireResponse], error) { return h.s.acquireCall(m, b) })
+	return unary(ctx, h.s, fencev1connect.LockServiceAcquireProcedure, do, err)
 }
 
 func (h lockService) Renew(ctx context.Context, req *connect.Request[fencev1.RenewRequest]) (*connect.Response[fencev1.RenewResponse], error) {
 	m := req.Msg
-	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return h.s.renewCommand(m, b) })
-	return unary(ctx, h.s, fencev1connect.LockServiceRenewProcedure, cmd, err, renewReply)
+	do, err := withRef(m.GetSession(), func(b binding) (call[fencev1.RenewResponse], error) { return h.s.renewCall(m, b) })
+	return unary(ctx, h.s, fencev1connect.LockServiceRenewProcedure, do, err)
 }
 
 func (h lockService) Release(ctx context.Context, req *connect.Request[fencev1.ReleaseRequest]) (*connect.Response[fencev1.ReleaseResponse], error) {
 	m := req.Msg
-	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return releaseCommand(m, b) })
-	return unary(ctx, h.s, fencev1connect.LockServiceReleaseProcedure, cmd, err, releaseReply)
+	do, err := withRef(m.GetSession(), func(b binding) (call[fencev1.ReleaseResponse], error) { return h.s.releaseCall(m, b) })
+	return unary(ctx, h.s, fencev1connect.LockServiceReleaseProcedure, do, err)
 }
 
 func (h lockService) Get(ctx context.Context, req *connect.Request[fencev1.GetRequest]) (*connect.Response[fencev1.GetResponse], error) {
-	const proc = fencev1connect.LockServiceGetProcedure
-	if err := fence.ValidateName("name", req.Msg.GetName()); err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	li, err := h.s.node.Lock(ctx, req.Msg.GetName())
-	if err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	return connect.NewResponse(&fencev1.GetResponse{Lock: lockToProto(li)}), nil
+	do, err := h.s.getCall(req.Msg.GetName())
+	return unary(ctx, h.s, fencev1connect.LockServiceGetProcedure, do, err)
 }
 
 func (h lockService) List(ctx context.Context, req *connect.Request[fencev1.ListRequest]) (*connect.Response[fencev1.ListResponse], error) {
-	const proc = fencev1connect.LockServiceListProcedure
-	m := req.Msg
-	size, serr := pageSize(m.GetPageSize())
-	after, terr := decodePageToken(m.GetPageToken())
-	if err := firstErr(validatePrefix(m.GetPrefix()), serr, terr); err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	locks, next, err := h.s.node.LocksPage(ctx, m.GetPrefix(), after, size)
-	if err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	out := &fencev1.ListResponse{Locks: make([]*fencev1.LockInfo, 0, len(locks)), NextPageToken: encodePageToken(next)}
-	for _, li := range locks {
-		out.Locks = append(out.Locks, lockToProto(li))
-	}
-	return connect.NewResponse(out), nil
+	do, err := h.s.listCall(req.Msg)
+	return unary(ctx, h.s, fencev1connect.LockServiceListProcedure, do, err)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/node"
 )
 
@@ -27,7 +28,18 @@ type metrics struct {
 	streamRequests *prometheus.CounterVec
 }
 
-func newMetrics(n *node.Node, conns *connCount, streams *atomic.Int64) *metrics {
+// nodeStatus is what health, readiness and the metrics read of the node
+// behind the server (its own status, whichever Service answers the API).
+type nodeStatus interface {
+	Status() node.Status
+	HeldLeases() int
+	LastToken() fence.Token
+	OnBatch(func(entries int))
+}
+
+var _ nodeStatus = (*node.Node)(nil)
+
+func newMetrics(n nodeStatus, conns *connCount, streams *atomic.Int64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -2,33 +2,32 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/state"
 )
 
-// The mutating operations of the API, each as the validated state.Command
-// its request proposes and the reply made of its result. The unary
-// handlers (lock_service.go, resource_service.go, session_service.go) and
+// The operations of the API, each as the validated fence request its
+// proto request makes and the call that asks the Service (Server.svc) and
+// makes the proto reply of its answer. The unary handlers
+// (lock_service.go, resource_service.go, session_service.go) and
 // SessionService.Stream (stream.go) share them, so a request is checked
-// the same way whichever path it takes: every field is validated before
-// anything is proposed, and a bad one is an *fence.InvalidError naming the
-// field and its bound.
+// the same way whichever path it takes: every field is validated here,
+// before the Service is called, and a bad one is an *fence.InvalidError
+// naming the proto field and its bound. The Service (the local node, or
+// the leader forwarder) is never asked to judge a request the server can
+// refuse.
 
-// binding binds a command to a session (session 0: none): from a unary
+// binding binds a request to a session (session 0: none): from a unary
 // request's SessionRef, or on a stream from the stream's session and the
 // message's seq and ack.
 type binding struct{ session, seq, ack uint64 }
 
-func (b binding) bind(cmd state.Command) state.Command {
-	cmd.Session, cmd.Seq, cmd.Ack = b.session, b.seq, b.ack
-	return cmd
-}
+func (b binding) ref() fence.SessionRef { return fence.SessionRef{ID: b.session, Seq: b.seq, Ack: b.ack} }
 
 // refBinding checks a unary request's SessionRef (absent: no session).
 // seq and ack need a session; ack is at most seq when seq is set (ack is
@@ -53,10 +52,39 @@ func checkBinding(b binding, sessionField, ackField string) error {
 	return nil
 }
 
-// acquireCommand checks an acquire. A session-bound acquire may leave ttl
+// sessionRefBinding binds a unary KeepAlive or Close to its session, with
+// the seq and ack of its session_ref (a stream's op forwarded as a unary
+// call), whose id, when set, must be the session.
+func sessionRefBinding(session uint64, ref *fencev1.SessionRef) (binding, error) {
+	b := binding{session: session, seq: ref.GetSeq(), ack: ref.GetAck()}
+	if id := ref.GetId(); id != 0 && id != session {
+		return b, fence.Invalid("session_ref.id", fmt.Sprintf("0 or session (%d)", session), fmt.Sprint(id))
+	}
+	return b, checkBinding(b, "session", "session_ref.ack")
+}
+
+// call is one validated request ready to run: it asks the Service and
+// makes the reply. replayed reports a saved result (of a request_id, op_id
+// or session seq), a refusal's included.
+type call[Res any] func(ctx context.Context) (out *Res, replayed bool, err error)
+
+// mutation times a call that proposes (fence_raft_apply_duration_seconds):
+// when the Service answered (a reply or a refusal), unless timed is false.
+func mutation[Res any](s *Server, timed bool, do call[Res]) call[Res] {
+	return func(ctx context.Context) (*Res, bool, error) {
+		start := time.Now()
+		out, replayed, err := do(ctx)
+		if timed && (err == nil || fence.ReasonOf(err) != "") {
+			s.metrics.apply.Observe(time.Since(start).Seconds())
+		}
+		return out, replayed, err
+	}
+}
+
+// acquireCall checks an acquire. A session-bound acquire may leave ttl
 // absent (the lease lasts as long as its session; a ttl given is checked
 // and then ignored by the machine); a standalone one must set it.
-func (s *Server) acquireCommand(m *fencev1.AcquireRequest, b binding) (state.Command, error) {
+func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1.AcquireResponse], error) {
 	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
 	if b.session == 0 && m.GetTtl() == nil {
 		terr = fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s) unless the acquire is bound to a session (session.id)", fence.MinTTL, s.cfg.MaxTTL), "")
@@ -65,86 +93,150 @@ func (s *Server) acquireCommand(m *fencev1.AcquireRequest, b binding) (state.Com
 	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)
 	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateOwner(m.GetOwner()), terr, werr, derr,
 		fence.ValidateID("request_id", m.GetRequestId())); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	cmd := b.bind(state.Command{
-		Op: state.OpAcquire, Name: m.GetName(), Owner: m.GetOwner(), TTL: ttl, Wait: wait,
-		LockDelay: delay, RequestID: m.GetRequestId(),
-	})
-	if cmd.RequestID == "" && cmd.Session != 0 && cmd.Seq != 0 {
-		// The id the machine gives it: the node registers its waiter
-		// under it, so a retry of the seq (a new attempt of the same
-		// request, maybe on another stream while this one still waits)
-		// is answered where it waits.
-		cmd.RequestID = state.SessionRequestID(cmd.Session, cmd.Seq)
+	req := fence.AcquireRequest{
+		Name: m.GetName(), Owner: m.GetOwner(), TTL: ttl, Wait: wait, LockDelay: delay,
+		RequestID: m.GetRequestId(), Session: b.ref(),
 	}
-	return cmd, nil
+	// A waiting acquire is not timed: its wait is not the apply's.
+	return mutation(s, req.Wait == 0, func(ctx context.Context) (*fencev1.AcquireResponse, bool, error) {
+		req := req
+		if req.Wait > 0 {
+			// Bounded by boundWait: the wait fits the deadline of ctx
+			// and the call ends a margin after the wait.
+			var cancel context.CancelFunc
+			ctx, req.Wait, cancel = boundWait(ctx, req.Wait)
+			defer cancel()
+		}
+		g, err := s.svc.Acquire(ctx, req)
+		if err != nil {
+			return nil, g.Replayed, err
+		}
+		return &fencev1.AcquireResponse{Lease: leaseToProto(&g.Lease), Replayed: g.Replayed}, g.Replayed, nil
+	}), nil
 }
 
-func (s *Server) renewCommand(m *fencev1.RenewRequest, b binding) (state.Command, error) {
+func (s *Server) renewCall(m *fencev1.RenewRequest, b binding) (call[fencev1.RenewResponse], error) {
 	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
 	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateToken(fence.Token(m.GetToken())), terr); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	return b.bind(state.Command{Op: state.OpRenew, Name: m.GetName(), Token: fence.Token(m.GetToken()), TTL: ttl}), nil
+	req := fence.RenewRequest{Name: m.GetName(), Token: fence.Token(m.GetToken()), TTL: ttl, Session: b.ref()}
+	return mutation(s, true, func(ctx context.Context) (*fencev1.RenewResponse, bool, error) {
+		g, err := s.svc.Renew(ctx, req)
+		if err != nil {
+			return nil, g.Replayed, err
+		}
+		return &fencev1.RenewResponse{Lease: leaseToProto(&g.Lease), Replayed: g.Replayed}, g.Replayed, nil
+	}), nil
 }
 
-func releaseCommand(m *fencev1.ReleaseRequest, b binding) (state.Command, error) {
+func (s *Server) releaseCall(m *fencev1.ReleaseRequest, b binding) (call[fencev1.ReleaseResponse], error) {
 	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateToken(fence.Token(m.GetToken()))); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	return b.bind(state.Command{Op: state.OpRelease, Name: m.GetName(), Token: fence.Token(m.GetToken())}), nil
+	req := fence.ReleaseRequest{Name: m.GetName(), Token: fence.Token(m.GetToken()), Session: b.ref()}
+	return mutation(s, true, func(ctx context.Context) (*fencev1.ReleaseResponse, bool, error) {
+		r, err := s.svc.Release(ctx, req)
+		if err != nil {
+			return nil, r.Replayed, err
+		}
+		return &fencev1.ReleaseResponse{Replayed: r.Replayed}, r.Replayed, nil
+	}), nil
 }
 
-func writeCommand(m *fencev1.WriteRequest, b binding) (state.Command, error) {
+func (s *Server) writeCall(m *fencev1.WriteRequest, b binding) (call[fencev1.WriteResponse], error) {
 	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
 		fence.ValidateValue(m.GetValue()), fence.ValidateID("op_id", m.GetOpId())); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	return b.bind(state.Command{Op: state.OpWrite, Name: m.GetResource(), Token: fence.Token(m.GetToken()), Value: m.GetValue(), OpID: m.GetOpId()}), nil
+	req := fence.WriteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Value: m.GetValue(), OpID: m.GetOpId(), Session: b.ref()}
+	return mutation(s, true, func(ctx context.Context) (*fencev1.WriteResponse, bool, error) {
+		w, err := s.svc.Write(ctx, req)
+		if err != nil {
+			return nil, w.Replayed, err
+		}
+		return &fencev1.WriteResponse{State: resourceToProto(&w.State), Replayed: w.Replayed}, w.Replayed, nil
+	}), nil
 }
 
-func addCommand(m *fencev1.AddRequest, b binding) (state.Command, error) {
+func (s *Server) addCall(m *fencev1.AddRequest, b binding) (call[fencev1.AddResponse], error) {
 	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
 		fence.ValidateID("op_id", m.GetOpId())); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	return b.bind(state.Command{Op: state.OpAdd, Name: m.GetResource(), Token: fence.Token(m.GetToken()), Delta: m.GetDelta(), OpID: m.GetOpId()}), nil
+	req := fence.AddRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Delta: m.GetDelta(), OpID: m.GetOpId(), Session: b.ref()}
+	return mutation(s, true, func(ctx context.Context) (*fencev1.AddResponse, bool, error) {
+		w, err := s.svc.Add(ctx, req)
+		if err != nil {
+			return nil, w.Replayed, err
+		}
+		return &fencev1.AddResponse{State: resourceToProto(&w.State), Value: w.Value, Replayed: w.Replayed}, w.Replayed, nil
+	}), nil
 }
 
-func deleteCommand(m *fencev1.DeleteRequest, b binding) (state.Command, error) {
+func (s *Server) deleteCall(m *fencev1.DeleteRequest, b binding) (call[fencev1.DeleteResponse], error) {
 	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
 		fence.ValidateID("op_id", m.GetOpId())); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	return b.bind(state.Command{Op: state.OpDelete, Name: m.GetResource(), Token: fence.Token(m.GetToken()), OpID: m.GetOpId()}), nil
+	req := fence.DeleteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), OpID: m.GetOpId(), Session: b.ref()}
+	return mutation(s, true, func(ctx context.Context) (*fencev1.DeleteResponse, bool, error) {
+		w, err := s.svc.Delete(ctx, req)
+		if err != nil {
+			return nil, w.Replayed, err
+		}
+		return &fencev1.DeleteResponse{State: resourceToProto(&w.State), Replayed: w.Replayed}, w.Replayed, nil
+	}), nil
 }
 
-// openCommand checks an open: ttl in [fence.MinTTL, the largest TTL],
+// openCall checks an open: ttl in [fence.MinTTL, the largest TTL],
 // request_id like any id.
-func (s *Server) openCommand(m *fencev1.OpenSessionRequest) (state.Command, error) {
+func (s *Server) openCall(m *fencev1.OpenSessionRequest) (call[fencev1.OpenSessionResponse], error) {
 	ttl, terr := requiredTTL(m.GetTtl(), s.cfg.MaxTTL)
 	if err := firstErr(terr, fence.ValidateID("request_id", m.GetRequestId())); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	return state.Command{Op: state.OpSessionOpen, TTL: ttl, RequestID: m.GetRequestId()}, nil
+	req := fence.OpenSessionRequest{TTL: ttl, RequestID: m.GetRequestId()}
+	return mutation(s, true, func(ctx context.Context) (*fencev1.OpenSessionResponse, bool, error) {
+		g, err := s.svc.OpenSession(ctx, req)
+		if err != nil {
+			return nil, g.Replayed, err
+		}
+		return &fencev1.OpenSessionResponse{Session: sessionToProto(&g.Session), Replayed: g.Replayed}, g.Replayed, nil
+	}), nil
 }
 
-// keepAliveCommand checks a keepalive of session (the request's, or on a
+// keepAliveCall checks a keepalive of session (the request's, or on a
 // stream the stream's): ttl absent keeps the session's TTL.
-func (s *Server) keepAliveCommand(m *fencev1.KeepAliveRequest, b binding) (state.Command, error) {
+func (s *Server) keepAliveCall(m *fencev1.KeepAliveRequest, b binding) (call[fencev1.KeepAliveResponse], error) {
 	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
 	if err := firstErr(requireSession(b.session), terr); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	return b.bind(state.Command{Op: state.OpSessionKeepAlive, TTL: ttl}), nil
+	req := fence.KeepAliveRequest{ID: b.session, TTL: ttl, Session: b.ref()}
+	return mutation(s, true, func(ctx context.Context) (*fencev1.KeepAliveResponse, bool, error) {
+		g, err := s.svc.KeepAlive(ctx, req)
+		if err != nil {
+			return nil, g.Replayed, err
+		}
+		return &fencev1.KeepAliveResponse{Session: sessionToProto(&g.Session), Replayed: g.Replayed}, g.Replayed, nil
+	}), nil
 }
 
-func closeCommand(b binding) (state.Command, error) {
+func (s *Server) closeCall(b binding) (call[fencev1.CloseSessionResponse], error) {
 	if err := requireSession(b.session); err != nil {
-		return state.Command{}, err
+		return nil, err
 	}
-	return b.bind(state.Command{Op: state.OpSessionClose}), nil
+	req := fence.CloseSessionRequest{ID: b.session, Session: b.ref()}
+	return mutation(s, true, func(ctx context.Context) (*fencev1.CloseSessionResponse, bool, error) {
+		r, err := s.svc.CloseSession(ctx, req)
+		if err != nil {
+			return nil, r.Replayed, err
+		}
+		return &fencev1.CloseSessionResponse{Replayed: r.Replayed}, r.Replayed, nil
+	}), nil
 }
 
 // requireSession refuses session 0.
@@ -155,105 +247,77 @@ func requireSession(id uint64) error {
 	return nil
 }
 
-// run proposes cmd. An acquire that waits is bounded by boundWait: its
-// wait fits the deadline of ctx and its apply ends a margin after the wait.
-func (s *Server) run(ctx context.Context, cmd state.Command) (state.Result, error) {
-	if cmd.Op == state.OpAcquire && cmd.Wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cmd.Wait, cancel = boundWait(ctx, cmd.Wait)
-		defer cancel()
+// The reads: linearizable, nothing proposed; seq and ack mean nothing to
+// them.
+
+func (s *Server) getCall(name string) (call[fencev1.GetResponse], error) {
+	if err := fence.ValidateName("name", name); err != nil {
+		return nil, err
 	}
-	return s.apply(ctx, cmd)
+	return func(ctx context.Context) (*fencev1.GetResponse, bool, error) {
+		li, err := s.svc.Get(ctx, name)
+		if err != nil {
+			return nil, false, err
+		}
+		return &fencev1.GetResponse{Lock: lockToProto(li)}, false, nil
+	}, nil
 }
 
-// Replies made of a result. A result without what its operation must
-// return is an internal error (never a refusal).
-
-func acquireReply(res state.Result) (*fencev1.AcquireResponse, error) {
-	if res.Lease == nil {
-		return nil, errors.New("acquire applied without a lease")
+func (s *Server) readCall(resource string) (call[fencev1.ReadResponse], error) {
+	if err := fence.ValidateName("resource", resource); err != nil {
+		return nil, err
 	}
-	return &fencev1.AcquireResponse{Lease: leaseToProto(res.Lease)}, nil
+	return func(ctx context.Context) (*fencev1.ReadResponse, bool, error) {
+		rs, err := s.svc.Read(ctx, resource)
+		if err != nil {
+			return nil, false, err
+		}
+		return &fencev1.ReadResponse{State: resourceToProto(&rs)}, false, nil
+	}, nil
 }
 
-func renewReply(res state.Result) (*fencev1.RenewResponse, error) {
-	if res.Lease == nil {
-		return nil, errors.New("renew applied without a lease")
+func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], error) {
+	size, serr := pageSize(m.GetPageSize())
+	after, terr := decodePageToken(m.GetPageToken())
+	if err := firstErr(validatePrefix(m.GetPrefix()), serr, terr); err != nil {
+		return nil, err
 	}
-	return &fencev1.RenewResponse{Lease: leaseToProto(res.Lease)}, nil
+	req := fence.ListRequest{Prefix: m.GetPrefix(), After: after, Limit: size}
+	return func(ctx context.Context) (*fencev1.ListResponse, bool, error) {
+		page, err := s.svc.List(ctx, req)
+		if err != nil {
+			return nil, false, err
+		}
+		out := &fencev1.ListResponse{Locks: make([]*fencev1.LockInfo, 0, len(page.Locks)), NextPageToken: encodePageToken(page.Next)}
+		for _, li := range page.Locks {
+			out.Locks = append(out.Locks, lockToProto(li))
+		}
+		return out, false, nil
+	}, nil
 }
 
-func releaseReply(state.Result) (*fencev1.ReleaseResponse, error) {
-	return &fencev1.ReleaseResponse{}, nil
-}
-
-func writeReply(res state.Result) (*fencev1.WriteResponse, error) {
-	if res.Resource == nil {
-		return nil, errors.New("write applied without a resource state")
-	}
-	return &fencev1.WriteResponse{State: resourceToProto(res.Resource), Replayed: res.Replayed}, nil
-}
-
-func addReply(res state.Result) (*fencev1.AddResponse, error) {
-	if res.Resource == nil {
-		return nil, errors.New("add applied without a resource state")
-	}
-	return &fencev1.AddResponse{State: resourceToProto(res.Resource), Value: res.AddValue, Replayed: res.Replayed}, nil
-}
-
-func deleteReply(res state.Result) (*fencev1.DeleteResponse, error) {
-	if res.Resource == nil {
-		return nil, errors.New("delete applied without a resource state")
-	}
-	return &fencev1.DeleteResponse{State: resourceToProto(res.Resource), Replayed: res.Replayed}, nil
-}
-
-func openReply(res state.Result) (*fencev1.OpenSessionResponse, error) {
-	if res.Session == nil {
-		return nil, errors.New("session open applied without a session")
-	}
-	return &fencev1.OpenSessionResponse{Session: sessionToProto(res.Session)}, nil
-}
-
-func keepAliveReply(res state.Result) (*fencev1.KeepAliveResponse, error) {
-	if res.Session == nil {
-		return nil, errors.New("keepalive applied without a session")
-	}
-	return &fencev1.KeepAliveResponse{Session: sessionToProto(res.Session)}, nil
-}
-
-func closeReply(state.Result) (*fencev1.CloseSessionResponse, error) {
-	return &fencev1.CloseSessionResponse{}, nil
-}
-
-// unary answers one mutating unary call: cmd (or verr, its refusal)
-// proposed, and the reply made of its result; every error is mapped as
-// the call proc's.
-func unary[Res any](ctx context.Context, s *Server, proc string, cmd state.Command, verr error,
-	reply func(state.Result) (*Res, error)) (*connect.Response[Res], error) {
+// unary answers one unary call: do (or verr, its refusal) run, every error
+// mapped as the call proc's.
+func unary[Res any](ctx context.Context, s *Server, proc string, do call[Res], verr error) (*connect.Response[Res], error) {
 	if verr != nil {
 		return nil, s.connectError(ctx, proc, verr)
 	}
-	res, err := s.run(ctx, cmd)
-	if err != nil {
-		return nil, s.connectError(ctx, proc, err)
-	}
-	out, err := reply(res)
+	out, _, err := do(ctx)
 	if err != nil {
 		return nil, s.connectError(ctx, proc, err)
 	}
 	return connect.NewResponse(out), nil
 }
 
-// withRef checks a unary request's SessionRef after the request's own
-// fields and binds the command to it.
-func withRef(ref *fencev1.SessionRef, build func(binding) (state.Command, error)) (state.Command, error) {
+// withRef checks a unary request's SessionRef before the request's own
+// fields and builds the call bound to it.
+func withRef[Res any](ref *fencev1.SessionRef, build func(binding) (call[Res], error)) (call[Res], error) {
 	b, berr := refBinding(ref)
 	if berr != nil {
 		// First: a broken ref also breaks what the op's checks assume
 		// (an acquire with session {id 0, seq 1} was refused naming
 		// ttl, as if it were meant to be standalone).
-		return state.Command{}, berr
+		return nil, berr
 	}
 	return build(b)
 }

@@ -5,10 +5,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/state"
 )
 
 // resourceService implements fencev1connect.ResourceServiceHandler.
@@ -18,30 +16,23 @@ var _ fencev1connect.ResourceServiceHandler = resourceService{}
 
 func (h resourceService) Write(ctx context.Context, req *connect.Request[fencev1.WriteRequest]) (*connect.Response[fencev1.WriteResponse], error) {
 	m := req.Msg
-	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return writeCommand(m, b) })
-	return unary(ctx, h.s, fencev1connect.ResourceServiceWriteProcedure, cmd, err, writeReply)
+	do, err := withRef(m.GetSession(), func(b binding) (call[fencev1.WriteResponse], error) { return h.s.writeCall(m, b) })
+	return unary(ctx, h.s, fencev1connect.ResourceServiceWriteProcedure, do, err)
 }
 
 func (h resourceService) Add(ctx context.Context, req *connect.Request[fencev1.AddRequest]) (*connect.Response[fencev1.AddResponse], error) {
 	m := req.Msg
-	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return addCommand(m, b) })
-	return unary(ctx, h.s, fencev1connect.ResourceServiceAddProcedure, cmd, err, addReply)
+	do, err := withRef(m.GetSession(), func(b binding) (call[fencev1.AddResponse], error) { return h.s.addCall(m, b) })
+	return unary(ctx, h.s, fencev1connect.ResourceServiceAddProcedure, do, err)
 }
 
 func (h resourceService) Read(ctx context.Context, req *connect.Request[fencev1.ReadRequest]) (*connect.Response[fencev1.ReadResponse], error) {
-	const proc = fencev1connect.ResourceServiceReadProcedure
-	if err := fence.ValidateName("resource", req.Msg.GetResource()); err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	rs, err := h.s.node.Resource(ctx, req.Msg.GetResource())
-	if err != nil {
-		return nil, h.s.connectError(ctx, proc, err)
-	}
-	return connect.NewResponse(&fencev1.ReadResponse{State: resourceToProto(&rs)}), nil
+	do, err := h.s.readCall(req.Msg.GetResource())
+	return unary(ctx, h.s, fencev1connect.ResourceServiceReadProcedure, do, err)
 }
 
 func (h resourceService) Delete(ctx context.Context, req *connect.Request[fencev1.DeleteRequest]) (*connect.Response[fencev1.DeleteResponse], error) {
 	m := req.Msg
-	cmd, err := withRef(m.GetSession(), func(b binding) (state.Command, error) { return deleteCommand(m, b) })
-	return unary(ctx, h.s, fencev1connect.ResourceServiceDeleteProcedure, cmd, err, deleteReply)
+	do, err := withRef(m.GetSession(), func(b binding) (call[fencev1.DeleteResponse], error) { return h.s.deleteCall(m, b) })
+	return unary(ctx, h.s, fencev1connect.ResourceServiceDeleteProcedure, do, err)
 }

@@ -13,9 +13,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/node"
-	"github.com/fenceworks/fence/state"
 )
 
 // maxRequestBytes bounds a request message: a 1 MiB value (base64 in JSON)
@@ -30,11 +30,15 @@ const compressMinBytes = 4 << 10
 // closed if the ping is not answered within as long again.
 const http2PingEvery = 15 * time.Second
 
-// Server is the Fence API in front of one node.
+// Server is the Fence API in front of one node: its handlers validate each
+// request and ask svc (the node's fence.Service, or what Config.Service
+// made of the node); health, readiness and metrics read the node's status.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	node    *node.Node
+	svc     fence.Service
+	status  nodeStatus // health, readiness, metrics
 	metrics *metrics
 	handler http.Handler
 	http    *http.Server
@@ -58,9 +62,16 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, node: n, drainC: make(chan struct{})}
+	svc := n.Service()
+	if cfg.Service != nil {
+		if svc, err = cfg.Service(n); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, node: n, svc: svc, status: n, drainC: make(chan struct{})}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
-	s.metrics = newMetrics(n, &s.conns, &s.streams)
+	s.metrics = newMetrics(s.status, &s.conns, &s.streams)
 
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(s.metrics.interceptor()),
@@ -161,21 +172,8 @@ func (s *Server) draining() bool {
 	}
 }
 
-// apply proposes cmd; a Fence refusal comes back as the error.
-func (s *Server) apply(ctx context.Context, cmd state.Command) (state.Result, error) {
-	start := time.Now()
-	res, err := s.node.Apply(ctx, cmd)
-	if err != nil {
-		return res, err
-	}
-	if !(cmd.Op == state.OpAcquire && cmd.Wait > 0) {
-		s.metrics.apply.Observe(time.Since(start).Seconds())
-	}
-	if res.Err != nil {
-		return res, res.Err
-	}
-	return res, nil
-}
+// Service is the fence.Service the handlers call.
+func (s *Server) Service() fence.Service { return s.svc }
 
 // Run opens (or creates) the node in cfg.DataDir, serves the API on
 // cfg.Listen until ctx is cancelled, then shuts down gracefully: in-flight

@@ -15,7 +15,6 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/apierr"
-	"github.com/fenceworks/fence/state"
 )
 
 // SessionService.Stream carries one session's requests and replies over one
@@ -128,7 +127,7 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	}
 	// The session must be live; connecting is a sign of life, so this is
 	// a keepalive.
-	if _, err := s.apply(ctx, state.Command{Op: state.OpSessionKeepAlive, Session: first.GetSession()}); err != nil {
+	if _, err := s.svc.KeepAlive(ctx, fence.KeepAliveRequest{ID: first.GetSession()}); err != nil {
 		return s.connectError(ctx, streamProc, err)
 	}
 	// From here the stream may idle as long as the client keeps it.
@@ -245,32 +244,18 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 
 // do runs one request and queues its reply, or ends the stream.
 func (ss *sessionStream) do(call uint64, c streamCall) {
-	var (
-		r        *fencev1.SessionReply
-		replayed bool
-		err      error
-	)
-	if c.cmd != nil {
-		var res state.Result
-		res, err = ss.s.run(ss.ctx, *c.cmd)
-		if err == nil {
-			r, err = c.reply(res)
-		}
-		replayed = res.Replayed
-	} else {
-		r, err = c.read(ss.ctx)
-	}
+	r, replayed, err := c.run(ss.ctx)
 	switch {
 	case err == nil:
 		r.Call, r.Replayed = call, replayed
 	case fence.ReasonOf(err) != "":
 		r = ss.s.refusal(call, err, replayed)
-	case ss.ctx.Err() == nil && c.cmd != nil && c.cmd.Op == state.OpAcquire &&
+	case ss.ctx.Err() == nil && c.acquire != nil &&
 		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
 		// The wait ran past the handler's bound (boundWait) while the
 		// stream lives: the node withdrew it, so the caller holds
 		// nothing, as when a wait runs out.
-		r = ss.s.refusal(call, &fence.BusyError{Name: c.cmd.Name, Waited: true}, false)
+		r = ss.s.refusal(call, &fence.BusyError{Name: *c.acquire, Waited: true}, false)
 	default:
 		ss.end(ss.s.connectError(ss.ctx, streamProc, err))
 		return
@@ -318,18 +303,19 @@ func (s *Server) refusal(call uint64, err error, replayed bool) *fencev1.Session
 	return &fencev1.SessionReply{Call: call, Result: &fencev1.SessionReply_Error{Error: apierr.Detail(err)}, Message: err.Error(), Replayed: replayed}
 }
 
-// streamCall is one message of a stream made ready to run: a command to
-// propose and the reply made of its result, or a read.
+// streamCall is one message of a stream made ready to run: the call that
+// asks the Service, its reply wrapped in a SessionReply.
 type streamCall struct {
-	op    string // the metrics label: the op's field name
-	cmd   *state.Command
-	reply func(state.Result) (*fencev1.SessionReply, error)
-	read  func(context.Context) (*fencev1.SessionReply, error)
+	op  string // the metrics label: the op's field name
+	run call[fencev1.SessionReply]
+	// acquire is the lock's name when the op is an acquire (its wait may
+	// outlive the handler's bound: see do).
+	acquire *string
 }
 
-// call validates m and binds its command to the stream's session (a
-// SessionRef inside the op is ignored). A message's own session, when set,
-// must be the stream's.
+// call validates m and binds it to the stream's session (a SessionRef
+// inside the op is ignored). A message's own session, when set, must be
+// the stream's.
 func (ss *sessionStream) call(m *fencev1.SessionRequest) (streamCall, error) {
 	s := ss.s
 	b := binding{session: ss.session, seq: m.GetSeq(), ack: m.GetAck()}
@@ -339,88 +325,81 @@ func (ss *sessionStream) call(m *fencev1.SessionRequest) (streamCall, error) {
 	}
 	var (
 		c   streamCall
-		cmd state.Command
 		err error
 	)
 	switch op := m.GetOp().(type) {
 	case *fencev1.SessionRequest_KeepAlive:
-		cmd, err = s.keepAliveCommand(op.KeepAlive, b)
-		c = cmdCall("keep_alive", cmd, keepAliveReply, func(r *fencev1.KeepAliveResponse) *fencev1.SessionReply {
+		do, e := s.keepAliveCall(op.KeepAlive, b)
+		c, err = wrapCall("keep_alive", do, func(r *fencev1.KeepAliveResponse) *fencev1.SessionReply {
 			return &fencev1.SessionReply{Result: &fencev1.SessionReply_KeepAlive{KeepAlive: r}}
-		})
+		}), e
 	case *fencev1.SessionRequest_Acquire:
-		cmd, err = s.acquireCommand(op.Acquire, b)
-		c = cmdCall("acquire", cmd, acquireReply, func(r *fencev1.AcquireResponse) *fencev1.SessionReply {
+		do, e := s.acquireCall(op.Acquire, b)
+		c, err = wrapCall("acquire", do, func(r *fencev1.AcquireResponse) *fencev1.SessionReply {
 			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Acquire{Acquire: r}}
-		})
+		}), e
+		name := op.Acquire.GetName()
+		c.acquire = &name
 	case *fencev1.SessionRequest_Renew:
-		cmd, err = s.renewCommand(op.Renew, b)
-		c = cmdCall("renew", cmd, renewReply, func(r *fencev1.RenewResponse) *fencev1.SessionReply {
+		do, e := s.renewCall(op.Renew, b)
+		c, err = wrapCall("renew", do, func(r *fencev1.RenewResponse) *fencev1.SessionReply {
 			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Renew{Renew: r}}
-		})
+		}), e
 	case *fencev1.SessionRequest_Release:
-		cmd, err = releaseCommand(op.Release, b)
-		c = cmdCall("release", cmd, releaseReply, func(r *fencev1.ReleaseResponse) *fencev1.SessionReply {
+		do, e := s.releaseCall(op.Release, b)
+		c, err = wrapCall("release", do, func(r *fencev1.ReleaseResponse) *fencev1.SessionReply {
 			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Release{Release: r}}
-		})
+		}), e
 	case *fencev1.SessionRequest_Write:
-		cmd, err = writeCommand(op.Write, b)
-		c = cmdCall("write", cmd, writeReply, func(r *fencev1.WriteResponse) *fencev1.SessionReply {
+		do, e := s.writeCall(op.Write, b)
+		c, err = wrapCall("write", do, func(r *fencev1.WriteResponse) *fencev1.SessionReply {
 			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Write{Write: r}}
-		})
+		}), e
 	case *fencev1.SessionRequest_Add:
-		cmd, err = addCommand(op.Add, b)
-		c = cmdCall("add", cmd, addReply, func(r *fencev1.AddResponse) *fencev1.SessionReply {
+		do, e := s.addCall(op.Add, b)
+		c, err = wrapCall("add", do, func(r *fencev1.AddResponse) *fencev1.SessionReply {
 			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Add{Add: r}}
-		})
+		}), e
 	case *fencev1.SessionRequest_Delete:
-		cmd, err = deleteCommand(op.Delete, b)
-		c = cmdCall("delete", cmd, deleteReply, func(r *fencev1.DeleteResponse) *fencev1.SessionReply {
+		do, e := s.deleteCall(op.Delete, b)
+		c, err = wrapCall("delete", do, func(r *fencev1.DeleteResponse) *fencev1.SessionReply {
 			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Delete{Delete: r}}
-		})
+		}), e
 	case *fencev1.SessionRequest_Close:
-		cmd, err = closeCommand(b)
-		c = cmdCall("close", cmd, closeReply, func(r *fencev1.CloseSessionResponse) *fencev1.SessionReply {
+		do, e := s.closeCall(b)
+		c, err = wrapCall("close", do, func(r *fencev1.CloseSessionResponse) *fencev1.SessionReply {
 			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Close{Close: r}}
-		})
+		}), e
 	case *fencev1.SessionRequest_Read:
-		// Reads go through the node's read path (linearizable, nothing
-		// proposed); seq and ack mean nothing to them.
-		name := op.Read.GetResource()
-		err = fence.ValidateName("resource", name)
-		c = streamCall{op: "read", read: func(ctx context.Context) (*fencev1.SessionReply, error) {
-			rs, err := s.node.Resource(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Read{Read: &fencev1.ReadResponse{State: resourceToProto(&rs)}}}, nil
-		}}
-		return c, err
+		// Reads are linearizable and propose nothing; seq and ack mean
+		// nothing to them (nor does a bad one).
+		do, e := s.readCall(op.Read.GetResource())
+		return wrapCall("read", do, func(r *fencev1.ReadResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Read{Read: r}}
+		}), e
 	case *fencev1.SessionRequest_Get:
-		name := op.Get.GetName()
-		err = fence.ValidateName("name", name)
-		c = streamCall{op: "get", read: func(ctx context.Context) (*fencev1.SessionReply, error) {
-			li, err := s.node.Lock(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Get{Get: &fencev1.GetResponse{Lock: lockToProto(li)}}}, nil
-		}}
-		return c, err
+		do, e := s.getCall(op.Get.GetName())
+		return wrapCall("get", do, func(r *fencev1.GetResponse) *fencev1.SessionReply {
+			return &fencev1.SessionReply{Result: &fencev1.SessionReply_Get{Get: r}}
+		}), e
 	default:
 		return streamCall{op: "none"}, fence.Invalid("op", "one of keep_alive, acquire, renew, release, write, add, delete, read, get, close", "")
 	}
 	return c, firstErr(err, berr)
 }
 
-// cmdCall is the streamCall that proposes cmd and replies with what reply
-// makes of its result, wrapped in a SessionReply.
-func cmdCall[Res any](op string, cmd state.Command, reply func(state.Result) (*Res, error), wrap func(*Res) *fencev1.SessionReply) streamCall {
-	return streamCall{op: op, cmd: &cmd, reply: func(res state.Result) (*fencev1.SessionReply, error) {
-		out, err := reply(res)
-		if err != nil {
-			return nil, err
+// wrapCall is the streamCall that runs do and wraps its reply in a
+// SessionReply (do is nil when the message was refused: nothing runs).
+func wrapCall[Res any](op string, do call[Res], wrap func(*Res) *fencev1.SessionReply) streamCall {
+	c := streamCall{op: op}
+	if do != nil {
+		c.run = func(ctx context.Context) (*fencev1.SessionReply, bool, error) {
+			out, replayed, err := do(ctx)
+			if err != nil {
+				return nil, replayed, err
+			}
+			return wrap(out), replayed, nil
 		}
-		return wrap(out), nil
-	}}
+	}
+	return c
 }
