@@ -10,6 +10,9 @@ import (
 	"github.com/fenceworks/fence/state"
 )
 
+// closedChan is a closed channel: a wait on it ends at once.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // cancelWaitTimeout bounds the OpCancelWait proposed for a waiter whose
 // caller went away.
 const cancelWaitTimeout = 5 * time.Second
@@ -63,7 +66,7 @@ func (n *Node) propose(ctx context.Context, cmd *state.Command) (state.Result, e
 		return state.Result{}, fmt.Errorf("%w: fatal storage error: %v", ErrClosed, n.fail.Err())
 	default:
 	}
-	c := n.clock.Load()
+	c := n.office()
 	if c == nil {
 		return state.Result{}, ErrNotLeader
 	}
@@ -129,6 +132,18 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 		return res, nil
 	}
 	n.wait.saw(cmd.RequestID, res.Attempt)
+	// The Event comes from the log, so it would reach this node as a
+	// follower too; but a node that left office is no longer where the
+	// client's wait is kept: the new leader withdraws queued acquires no
+	// client re-attached to within Config.WaiterGrace (orphans.go). So the
+	// caller is told at once that the outcome is unknown, and retries with
+	// the same request_id at the new leader, which re-attaches it.
+	var deposed <-chan struct{}
+	if c := n.clock.Load(); c != nil {
+		deposed = c.gone
+	} else {
+		deposed = closedChan
+	}
 	bound := time.NewTimer(cmd.Wait + n.cfg.WaitMargin)
 	defer bound.Stop()
 	select {
@@ -150,6 +165,13 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 		// to another attempt of the request waiting here: this caller
 		// holds nothing, as when a wait runs out.
 		return state.Result{Err: &fence.BusyError{Name: cmd.Name, Waited: true}, Events: res.Events}, nil
+	case <-deposed:
+		select {
+		case ev := <-ch: // it came just now
+			return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
+		default:
+		}
+		return state.Result{}, n.unknown(errors.New("queued when this node left office: retry with the same request_id at the new leader"))
 	case <-n.closing:
 		return state.Result{}, ErrClosed
 	case <-n.fail.Down():

@@ -39,9 +39,45 @@ type Config struct {
 	MaxTTL time.Duration
 	// Logger receives node and raft logs; default slog.Default().
 	Logger *slog.Logger
-	// Transport carries raft RPCs. Nil means an in-memory transport, which
-	// is enough for a single voter. (Clusters will pass a TCP transport.)
+	// Transport carries raft RPCs. Nil means Mux's transport in cluster
+	// mode, else an in-memory one, which is enough for a single voter.
 	Transport raft.Transport
+
+	// Mux, when set, makes this node a cluster member: raft runs over TCP
+	// on the mux's port (raftstore.Listen), and Open returns once raft
+	// runs instead of waiting to lead (a joining node must listen before
+	// it is added). The node does not close the mux: its caller does,
+	// after Node.Close. Nil: a single node, as before.
+	Mux *raftstore.Mux
+	// Bootstrap (cluster mode, first start only) bootstraps a one-voter
+	// cluster of this node; others join it (AddVoter through the leader).
+	Bootstrap bool
+	// Peers (cluster mode, first start only) bootstraps this full set of
+	// voters, which must include NodeID (with the mux's address). Every
+	// node of a static cluster is given the same Peers: raft accepts
+	// identical bootstraps. With neither Bootstrap nor Peers a new node
+	// starts empty and waits to be added (join mode). A data dir with raft
+	// state ignores both: the node rejoins with its log.
+	Peers []Peer
+
+	// HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout and
+	// CommitTimeout are raft's timeouts (raft.Config). Zero takes the
+	// defaults: for a cluster LAN values (500ms, 1s, 500ms, 10ms), for a
+	// single node 100ms, 100ms, 100ms and 5ms (it elects only itself).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+
+	// ClockOffset is TEST ONLY (cmd/fence: FENCE_TEST_CLOCK_OFFSET): it is
+	// added to every wall-clock reading the node makes. The node's time
+	// comes from the monotonic clock (design.md §2), so it must change
+	// nothing; tests skew it by an hour to show that.
+	ClockOffset time.Duration
+	// ClockRate is TEST ONLY (cmd/fence: FENCE_TEST_CLOCK_RATE): the leader
+	// clock's monotonic elapsed time is scaled by it (1.005: a clock 0.5%
+	// fast, within the documented 1% drift). 0 means 1.
+	ClockRate float64
 	// LockTimeout bounds the wait for the data directory's file lock: a
 	// second process on the same DataDir fails after it. Default 1s.
 	LockTimeout time.Duration
@@ -84,6 +120,11 @@ type Config struct {
 	// wrapLog, for tests, wraps the log store under the node's fail-stop
 	// guard (to inject slow or failing writes).
 	wrapLog func(raft.LogStore) raft.LogStore
+	// wrapStable and wrapSnapshots, for tests, wrap raft's stable store
+	// and snapshot store under the fail-stop guards (a failing term or
+	// vote write, or snapshot install, on one node of a cluster).
+	wrapStable    func(raft.StableStore) raft.StableStore
+	wrapSnapshots func(raft.SnapshotStore) raft.SnapshotStore
 	// groupsInFlight, for benchmarks, overrides how many command groups
 	// may be in flight (0: groupsInFlight).
 	groupsInFlight int
@@ -126,8 +167,38 @@ func (c Config) withDefaults() Config {
 	if c.OnFatal == nil {
 		c.OnFatal = defaultOnFatal(c)
 	}
+	c = c.withDefaultTimeouts()
+	if c.ClockRate == 0 {
+		c.ClockRate = 1
+	}
 	return c
 }
+
+// withDefaultTimeouts fills in raft's timeouts: LAN values for a cluster
+// (a heartbeat lost now and then must not start an election), quick ones
+// for a single node (it elects only itself).
+func (c Config) withDefaultTimeouts() Config {
+	hb, el, lease, commit := 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 5*time.Millisecond
+	if c.cluster() {
+		hb, el, lease, commit = 500*time.Millisecond, time.Second, 500*time.Millisecond, 10*time.Millisecond
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = hb
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = el
+	}
+	if c.LeaderLeaseTimeout == 0 {
+		c.LeaderLeaseTimeout = lease
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = commit
+	}
+	return c
+}
+
+// cluster reports cluster mode: raft over the mux's TCP port.
+func (c Config) cluster() bool { return c.Mux != nil }
 
 // withDefaultRules completes the desired rules: the zero Rules are
 // state.DefaultConfig; otherwise the fields that cannot be zero (MaxTTL,
@@ -147,10 +218,15 @@ func withDefaultRules(r state.Config) state.Config {
 func (c Config) raftConfig() *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(c.NodeID)
-	rc.HeartbeatTimeout = 100 * time.Millisecond
-	rc.ElectionTimeout = 100 * time.Millisecond
-	rc.LeaderLeaseTimeout = 100 * time.Millisecond
-	rc.CommitTimeout = 5 * time.Millisecond
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	// A removed node stays up as a follower that is in no configuration
+	// (it never stands for election, so it can grant nothing) instead of
+	// shutting raft down under the node: its callers get ErrNotLeader,
+	// not an unknown outcome, and it can be added back.
+	rc.ShutdownOnRemove = false
 	// 128 entries per StoreLogs is more than the proposals that queue
 	// during one fsync at 64 concurrent clients (10-20), and raft allocates
 	// a MaxAppendEntries-long slice for every committed batch: 1024 cost 8%

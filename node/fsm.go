@@ -29,6 +29,7 @@ type fsm struct {
 
 	waiters *waiters
 	kick    chan struct{}               // cap 1: wakes the ticker
+	rulesC  chan struct{}               // cap 1: an OpConfig was applied, or a snapshot restored (watchRules)
 	onBatch atomic.Pointer[func(n int)] // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
@@ -39,7 +40,7 @@ type fsm struct {
 var _ raft.BatchingFSM = (*fsm)(nil)
 
 func newFSM(m *state.Machine, w *waiters) *fsm {
-	return &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), appliedC: make(chan struct{})}
+	return &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), rulesC: make(chan struct{}, 1), appliedC: make(chan struct{})}
 }
 
 // ApplyBatch applies committed entries in order under one write lock. An
@@ -51,6 +52,7 @@ func newFSM(m *state.Machine, w *waiters) *fsm {
 func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	var events []state.Event
+	rules := false
 	f.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
@@ -64,6 +66,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			rs := make([]state.Result, len(cmds))
 			for j := range cmds {
+				rules = rules || cmds[j].Op == state.OpConfig
 				rs[j] = f.m.Apply(cmds[j])
 				events = append(events, rs[j].Events...)
 			}
@@ -77,6 +80,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = fmt.Errorf("node: undecodable command at index %d: %w", l.Index, err)
 			continue
 		}
+		rules = rules || cmd.Op == state.OpConfig
 		res := f.m.Apply(cmd)
 		events = append(events, res.Events...)
 		out[i] = res
@@ -89,6 +93,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	select {
 	case f.kick <- struct{}{}:
 	default:
+	}
+	if rules {
+		f.signalRules()
 	}
 	if fn := f.onBatch.Load(); fn != nil {
 		(*fn)(len(logs))
@@ -140,7 +147,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("node: restore: %w", err)
 	}
 	f.restores.Add(1)
+	f.signalRules()
 	return nil
+}
+
+func (f *fsm) signalRules() {
+	select {
+	case f.rulesC <- struct{}{}:
+	default:
+	}
 }
 
 // read runs fn on the machine under a read lock.

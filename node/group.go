@@ -263,6 +263,13 @@ func (n *Node) runGroup(g []*proposal) ([]state.Result, error) {
 		p.now, p.slack = now, slack
 		data = appendGroupCommand(data, p.data)
 	}
+	// A clock of an earlier term must not stamp a command of a later one
+	// (its slack bookkeeping does not cover what the leaders between
+	// charged: leaderClock). Nothing is proposed yet: ErrNotLeader.
+	if n.raft.CurrentTerm() != c.term {
+		c.lag.done(c, ticket, false, 0)
+		return nil, fmt.Errorf("%w: the term of office (%d) has ended", ErrNotLeader, c.term)
+	}
 	n.props.groups.Add(1)
 	n.props.commands.Add(uint64(len(g)))
 	// No enqueue timeout: raft's apply queue holds MaxAppendEntries
@@ -282,8 +289,10 @@ func (n *Node) runGroup(g []*proposal) ([]state.Result, error) {
 			// Refused before it was appended.
 			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
 		case errors.Is(err, raft.ErrLeadershipLost):
-			// Appended, maybe committed by the next leader.
-			return nil, fmt.Errorf("%w (%w): %v", ErrUnknownOutcome, ErrNotLeader, err)
+			// Appended, maybe committed by the next leader. Not
+			// ErrNotLeader: that one says nothing was proposed, so the
+			// command may be sent elsewhere without its id.
+			return nil, fmt.Errorf("%w: leadership lost with the command in flight: %v", ErrUnknownOutcome, err)
 		}
 		// Shut down with the entry in flight (it may be committed and
 		// applied on replay), or a log write failed (fail-stop).

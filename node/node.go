@@ -28,6 +28,8 @@ type Node struct {
 	props *proposer
 
 	clock     atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
+	wall      wallClock                   // wall-clock readings (test offset: Config.ClockOffset)
+	addr      string                      // this node's raft address (its transport's)
 	officeC   chan struct{}               // cap 1: wakes the ticker on leadership change
 	ticks     atomic.Uint64
 	reaped    atomic.Uint64 // orphan reaps completed
@@ -37,17 +39,23 @@ type Node struct {
 	wg        sync.WaitGroup
 }
 
-// Open opens (or creates) the node in cfg.DataDir. On first start it
-// bootstraps a one-voter cluster; on restart it recovers from its log and
-// snapshots and does not bootstrap again. Open returns once the node leads
-// and its leader clock runs (or fails after cfg.ReadyTimeout). A second
-// process on the same DataDir fails after cfg.LockTimeout.
+// Open opens (or creates) the node in cfg.DataDir. On first start a single
+// node bootstraps a one-voter cluster, a cluster member what Config.Bootstrap
+// or Config.Peers say (or nothing: it waits to be added); on restart it
+// recovers from its log and snapshots and does not bootstrap again. A
+// single node's Open returns once it leads and its leader clock runs (or
+// fails after cfg.ReadyTimeout); a cluster member's once raft runs (Ready
+// says when it can serve). A second process on the same DataDir fails
+// after cfg.LockTimeout.
 func Open(cfg Config) (*Node, error) {
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {
 		return nil, fence.Invalid("data_dir", "not empty", "")
 	}
 	if err := cfg.Rules.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateCluster(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -71,10 +79,7 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
-	trans := cfg.Transport
-	if trans == nil {
-		_, trans = raft.NewInmemTransport(raft.ServerAddress(cfg.NodeID))
-	}
+	trans := cfg.transport()
 	existing, err := raft.HasExistingState(store.Log, store.Stable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("node: inspect state: %w", err)
@@ -88,9 +93,11 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 		props:   newProposer(cfg.groupsInFlight),
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),
+		wall:    wallClock{offset: cfg.ClockOffset},
+		addr:    string(trans.LocalAddr()),
 	}
 	n.fail = raftstore.NewFailStop(func(err error) {
-		n.clock.Store(nil) // acknowledge nothing more, serve no reads
+		n.leaveOffice() // acknowledge nothing more, serve no reads
 		n.signalOffice()
 		cfg.OnFatal(err)
 	})
@@ -101,28 +108,43 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 	n.log = &raftstore.GuardedLog{LogStore: logs, Fail: n.fail, Commands: entryCommandCount}
 	n.snap = newSnapTrigger(cfg, n.log)
 	n.log.Wrote = n.snap.check
-	gsnaps := &raftstore.GuardedSnapshots{SnapshotStore: snaps, Fail: n.fail, Mark: n.snap.mark, Done: n.snap.done}
-	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, &raftstore.GuardedStable{StableStore: store.Stable, Fail: n.fail}, gsnaps, trans)
+	var snapStore raft.SnapshotStore = snaps
+	if cfg.wrapSnapshots != nil {
+		snapStore = cfg.wrapSnapshots(snapStore)
+	}
+	stable := store.Stable
+	if cfg.wrapStable != nil {
+		stable = cfg.wrapStable(stable)
+	}
+	gsnaps := &raftstore.GuardedSnapshots{SnapshotStore: snapStore, Fail: n.fail, Mark: n.snap.mark, Done: n.snap.done}
+	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, &raftstore.GuardedStable{StableStore: stable, Fail: n.fail}, gsnaps, trans)
 	if err != nil {
+		if c, ok := trans.(raft.WithClose); ok {
+			c.Close() // a mux's raft side is refused again
+		}
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
 	n.raft = r
 	if !existing {
-		boot := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter,
-			ID:       raft.ServerID(cfg.NodeID),
-			Address:  trans.LocalAddr(),
-		}}}
-		if err := r.BootstrapCluster(boot).Error(); err != nil {
+		if err := n.bootstrap(trans.LocalAddr(), store.Kind); err != nil {
 			r.Shutdown()
-			return nil, fmt.Errorf("node: bootstrap: %w", err)
+			return nil, err
 		}
-		cfg.Logger.Info("bootstrapped a new single-node cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "log_store", store.Kind)
 	}
 	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.runTicker()
 	go n.runSnapshots()
+	if cfg.cluster() {
+		// A cluster member does not wait to lead: it may be a follower,
+		// or wait to be added (join). Ready says when it can serve.
+		n.wg.Add(1)
+		go n.watchRules()
+		lid, laddr := n.Leader()
+		cfg.Logger.Info("node running (cluster mode)", "node_id", cfg.NodeID, "raft_addr", cfg.Mux.Addr(), "existing_state", existing,
+			"leader_id", lid, "leader_addr", laddr, "last_token", n.LastToken())
+		return n, nil
+	}
 	if err := n.awaitOffice(cfg.ReadyTimeout); err != nil {
 		n.Close()
 		return nil, err
@@ -186,7 +208,7 @@ func (n *Node) watchLeadership() {
 		case <-n.closing:
 			return
 		case leader := <-n.raft.LeaderCh():
-			n.clock.Store(nil)
+			n.leaveOffice()
 			if leader && n.fail.Err() == nil {
 				n.takeOffice()
 			}
@@ -196,6 +218,12 @@ func (n *Node) watchLeadership() {
 }
 
 func (n *Node) takeOffice() {
+	// The term is read before the barrier and must be the same after it:
+	// terms only grow, so the barrier was then committed by this node as
+	// leader of that term, and it still leads in it (raft never makes a
+	// node leader twice in one term). A clock tagged with the term serves
+	// only while the term lasts (leaderClock, office).
+	term := n.raft.CurrentTerm()
 	// The barrier returns once everything committed before it is applied.
 	err, ok := n.await(n.raft.Barrier(0))
 	if !ok {
@@ -205,7 +233,7 @@ func (n *Node) takeOffice() {
 		n.cfg.Logger.Warn("leader barrier failed", "err", err)
 		return
 	}
-	if n.raft.State() != raft.Leader {
+	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
 		return
 	}
 	// Entries up to the barrier are applied, including ones raft does not
@@ -226,6 +254,7 @@ func (n *Node) takeOffice() {
 		recorded, configured, queued = m.Config(), m.Configured(), m.Queued()
 	})
 	c := newLeaderClock(base, maxSlack, latest, held)
+	c.rate, c.term = n.cfg.ClockRate, term // c.start: a monotonic reading, never the wall clock
 	// The rules in force are the log's. If the operator asks for others,
 	// propose them before serving: they apply to later commands only. A log
 	// that never recorded rules gets them even when they equal format 1's,
@@ -246,14 +275,34 @@ func (n *Node) takeOffice() {
 	}
 	n.clock.Store(c)
 	if n.fail.Err() != nil {
-		n.clock.Store(nil) // a fatal error raced the takeoffice
+		n.leaveOffice() // a fatal error raced the takeoffice
 		return
 	}
-	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", n.raft.CurrentTerm(), "queued_waiters", len(queued))
+	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", term, "wall", n.wall.now(), "max_slack", maxSlack, "queued_waiters", len(queued))
 	if len(queued) > 0 {
 		n.wg.Add(1)
 		go n.reapOrphans(c, queued)
 	}
+}
+
+// leaveOffice ends the term of office, if one is open: nothing more is
+// stamped or read with its clock, and the acquires waiting here on it are
+// told (leaderClock.gone).
+func (n *Node) leaveOffice() {
+	if c := n.clock.Swap(nil); c != nil {
+		close(c.gone)
+	}
+}
+
+// office is the clock of the term of office this node holds, or nil: none
+// open, or raft has moved to another term since it was opened (the
+// leadership watcher will close it).
+func (n *Node) office() *leaderClock {
+	c := n.clock.Load()
+	if c == nil || n.raft.CurrentTerm() != c.term {
+		return nil
+	}
+	return c
 }
 
 func (n *Node) signalOffice() {
@@ -265,7 +314,7 @@ func (n *Node) signalOffice() {
 
 // Now is the leader clock in nanoseconds of server time, or ErrNotLeader.
 func (n *Node) Now() (int64, error) {
-	c := n.clock.Load()
+	c := n.office()
 	if c == nil {
 		return 0, ErrNotLeader
 	}
@@ -280,11 +329,21 @@ func (n *Node) LastToken() fence.Token {
 }
 
 // Close stops the ticker, fails waiting acquires with ErrClosed, shuts raft
-// down and closes the stores. It is safe to call more than once.
-func (n *Node) Close() error {
+// down and closes the stores. A cluster leader with other voters first
+// hands leadership over (bounded by twice the election timeout), so
+// clients see a short hand-over rather than an election timeout. It is
+// safe to call more than once. It does not close Config.Mux.
+func (n *Node) Close() error { return n.close(true) }
+
+// close closes the node; handOver false skips the leadership transfer
+// (tests: a leader that dies).
+func (n *Node) close(handOver bool) error {
 	n.closeOnce.Do(func() {
+		if handOver {
+			n.handOver()
+		}
 		close(n.closing)
-		n.clock.Store(nil)
+		n.leaveOffice()
 		err := n.raft.Shutdown().Error()
 		n.wg.Wait()
 		if cerr := n.store.Close(); err == nil { // the stores, then the dir lock

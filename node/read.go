@@ -10,13 +10,24 @@ import (
 // readIndex makes a read linearizable (read-index protocol): note the
 // commit index, confirm leadership, wait until the FSM has applied up to the
 // noted index. It returns the leader clock to read at.
+//
+// The clock's term must still be raft's term after VerifyLeader: then this
+// node has led without a break since the barrier that opened the term, so
+// its commit index covers every entry committed before the read began (a
+// leader of a later term may not have committed its own first entry yet,
+// and its commit index may lag). A follower or a deposed leader answers
+// ErrNotLeader and never reads its own, possibly stale, state.
 func (n *Node) readIndex(ctx context.Context) (int64, error) {
-	if n.clock.Load() == nil {
+	c := n.office()
+	if c == nil {
 		return 0, ErrNotLeader
 	}
 	ci := n.raft.CommitIndex()
 	if err := n.raft.VerifyLeader().Error(); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	if n.raft.CurrentTerm() != c.term {
+		return 0, fmt.Errorf("%w: the term of office (%d) has ended", ErrNotLeader, c.term)
 	}
 	for {
 		applied, next := n.fsm.appliedWait()
@@ -31,7 +42,7 @@ func (n *Node) readIndex(ctx context.Context) (int64, error) {
 			return 0, ErrClosed
 		}
 	}
-	return n.Now()
+	return c.now(), nil
 }
 
 // Lock describes one lock, linearizably, at the leader clock.

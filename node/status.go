@@ -46,12 +46,31 @@ type Status struct {
 	// entries they were grouped into (group commit): Proposals/Groups is
 	// the mean group size.
 	Proposals, Groups uint64
+
+	// ID and RaftAddr are this node's; Role is raft's state ("Leader",
+	// "Follower", "Candidate", "Shutdown"); LeaderID and LeaderAddr the
+	// leader it knows ("" if none); Term raft's current term; LastContact
+	// the last time a follower heard from its leader (zero on a leader, and
+	// before any contact).
+	ID, RaftAddr         string
+	Role                 string
+	LeaderID, LeaderAddr string
+	Term                 uint64
+	LastContact          time.Time
 }
 
-// Ready reports whether the node can serve: it leads, its clock runs, and
-// its FSM has applied everything committed.
+// Ready reports whether the node can serve (Node.Ready): no fatal error,
+// and either it leads, its clock runs and its FSM has applied everything
+// committed, or it follows a known leader and has applied everything it
+// knows to be committed.
 func (s Status) Ready() bool {
-	return s.Leader && s.InOffice && s.Fatal == nil && s.AppliedIndex >= s.CommitIndex
+	switch {
+	case s.Fatal != nil:
+		return false
+	case s.Leader:
+		return s.InOffice && s.AppliedIndex >= s.CommitIndex
+	}
+	return s.Role == raft.Follower.String() && s.LeaderID != "" && s.AppliedIndex >= s.CommitIndex
 }
 
 // Status reports the node's state. It is cheap (no raft round trip).
@@ -68,7 +87,15 @@ func (n *Node) Status() Status {
 		Proposals:    n.props.commands.Load(),
 		Groups:       n.props.groups.Load(),
 	}
-	if c := n.clock.Load(); c != nil {
+	s.ID, s.RaftAddr, s.Role, s.Term = n.cfg.NodeID, n.addr, n.raft.State().String(), n.raft.CurrentTerm()
+	s.LeaderID, s.LeaderAddr = n.Leader()
+	if !s.Leader {
+		s.LastContact = n.raft.LastContact()
+		// A follower's FSM is not handed the leaders' noop and barrier
+		// entries: raft's applied index counts them.
+		s.AppliedIndex = max(s.AppliedIndex, n.raft.AppliedIndex())
+	}
+	if c := n.office(); c != nil {
 		s.InOffice = true
 		s.ServerTime, s.Slack, _ = c.lag.peek(c)
 	}

@@ -17,8 +17,14 @@ func (n *Node) runTicker() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var lastTick int64 = -1
+	var lastClock *leaderClock
 	for {
 		c := n.clock.Load()
+		if c != lastClock {
+			// A new term of office: what an earlier term ticked says
+			// nothing about what is pending now.
+			lastTick, lastClock = -1, c
+		}
 		if c == nil {
 			select {
 			case <-n.closing:

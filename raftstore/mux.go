@@ -49,8 +49,9 @@ type Mux struct {
 	log       *slog.Logger
 
 	mu     sync.Mutex
-	raft   *connQueue // the raft stream layer's queue (nil: none, conns refused)
-	api    *connQueue // APIListener's queue, made on first use
+	raft   *connQueue   // the raft stream layer's queue (nil: none, conns refused)
+	layer  *streamLayer // the latest raft stream layer (tests look at its connections)
+	api    *connQueue   // APIListener's queue, made on first use
 	closed chan struct{}
 	once   sync.Once
 	wg     sync.WaitGroup

@@ -316,3 +316,48 @@ func TestParseDialMap(t *testing.T) {
 		}
 	}
 }
+
+// Closing a transport closes the connections its stream layer handed to
+// raft (raft's NetworkTransport closes none of them itself): a peer's
+// connection to a closed node ends instead of waiting forever.
+func TestTransportCloseClosesItsConnections(t *testing.T) {
+	a, b := listenMux(t), listenMux(t)
+	tb := quietTransport(b)
+	var got atomic.Int64
+	serveRaft(t, tb, &got)
+	ta := quietTransport(a)
+	defer ta.Close()
+	appendEntries(t, ta, b, 1) // b now serves an inbound raft connection from a's pool
+
+	raw, err := a.dial(context.Background(), b.Addr(), HeaderRaft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// Wait until b's raft side holds both: the pooled one and raw.
+	b.mu.Lock()
+	layer := b.layer
+	b.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		layer.mu.Lock()
+		n := len(layer.conns)
+		layer.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's raft side holds %d connections, want 2", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tb.Close()
+	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = raw.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a raft connection to a closed transport stayed open")
+	}
+	if err == nil {
+		t.Fatal("read a byte from a closed transport's connection")
+	}
+}

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -40,8 +41,12 @@ func (m *Mux) Transport(cfg TransportConfig) raft.Transport {
 	}
 	m.raft = q
 	m.mu.Unlock()
+	layer := &streamLayer{q: q, mux: m, conns: map[*trackedConn]struct{}{}}
+	m.mu.Lock()
+	m.layer = layer
+	m.mu.Unlock()
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &streamLayer{muxListener: muxListener{q: q, mux: m}},
+		Stream:  layer,
 		MaxPool: cfg.MaxPool,
 		Timeout: cfg.Timeout,
 		Logger:  cfg.Logger,
@@ -49,16 +54,84 @@ func (m *Mux) Transport(cfg TransportConfig) raft.Transport {
 }
 
 // streamLayer is raft's view of the mux: the 'R' connections, and dials
-// that send the 'R' header.
+// that send the 'R' header. It keeps every connection it handed to raft:
+// raft's NetworkTransport closes neither its pooled connections nor the
+// ones it serves when it is closed, so without this a node closed in a
+// running process would leave its peers' (and its own) connection
+// goroutines waiting on them for good.
 type streamLayer struct {
-	muxListener
+	q   *connQueue
+	mux *Mux
+
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
+
+// Accept hands raft the next 'R' connection.
+func (s *streamLayer) Accept() (net.Conn, error) {
+	l := muxListener{q: s.q, mux: s.mux}
+	c, err := l.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return s.track(c)
+}
 
 // Dial connects to a peer's raft port.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return s.mux.dial(ctx, string(address), HeaderRaft)
+	c, err := s.mux.dial(ctx, string(address), HeaderRaft)
+	if err != nil {
+		return nil, err
+	}
+	return s.track(c)
+}
+
+// Close stops accepting raft connections and closes every one handed out.
+func (s *streamLayer) Close() error {
+	s.q.close()
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = nil
+	s.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+	return nil
+}
+
+// Addr is the advertised raft address.
+func (s *streamLayer) Addr() net.Addr { return advertisedAddr(s.mux.advertise) }
+
+func (s *streamLayer) track(c net.Conn) (net.Conn, error) {
+	tc := &trackedConn{Conn: c, s: s}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, ErrMuxClosed
+	}
+	s.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+// trackedConn leaves its stream layer's set when closed.
+type trackedConn struct {
+	net.Conn
+	s    *streamLayer
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
