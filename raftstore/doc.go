@@ -39,9 +39,12 @@
 // DeleteRange, Set, SetUint64, snapshot Create, Write, Close) and report
 // the first write error to one FailStop: it records the error, closes
 // Down and calls its onFatal, once. After that GuardedLog refuses every
-// append without touching the store: a log that failed an append may hold
-// part of a batch, and raft-wal refuses every later append after one, so
-// the only honest move is to stop. The wrappers sit under raft whatever
+// append and deletion, and GuardedSnapshots every new snapshot (the node's
+// own, or one a leader sends), without touching the store: a log that
+// failed an append may hold part of a batch, and raft-wal refuses every
+// later append after one, so the only honest move is to stop. The stable
+// store still takes term and vote writes (hashicorp/raft panics when it
+// cannot save a term; the default OnFatal has exited the process by then). The wrappers sit under raft whatever
 // the node's role: a follower's appends (AppendEntries), its term and vote,
 // and a snapshot installed from the leader go through them just as the
 // leader's own writes do. What the node does on a fatal error (stop

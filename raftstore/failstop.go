@@ -50,7 +50,9 @@ func (f *FailStop) Err() error {
 // Down is closed on the first fatal error (before onFatal runs).
 func (f *FailStop) Down() <-chan struct{} { return f.down }
 
-// GuardedLog is raft's LogStore with fail-stop on write errors. It also
+// GuardedLog is raft's LogStore with fail-stop on write errors: after a
+// fatal error it refuses every append and deletion without touching the
+// store. It also
 // counts what it stored (bytes, and commands: what a restart replays), for
 // the node's snapshot trigger. Set its fields before raft uses it.
 type GuardedLog struct {
@@ -106,6 +108,9 @@ func (g *GuardedLog) StoreLogs(logs []*raft.Log) error {
 }
 
 func (g *GuardedLog) DeleteRange(min, max uint64) error {
+	if err := g.Fail.Err(); err != nil {
+		return fmt.Errorf("raftstore: log store stopped after a fatal error: %w", err)
+	}
 	if err := g.LogStore.DeleteRange(min, max); err != nil {
 		err = fmt.Errorf("raftstore: log compaction failed: %w", err)
 		g.Fail.Fatal(err)
@@ -122,7 +127,12 @@ func (g *GuardedLog) IsMonotonic() bool {
 }
 
 // GuardedStable is raft's StableStore (term, vote) with fail-stop on write
-// errors.
+// errors. Unlike the log and snapshot guards it does not refuse writes
+// after a fatal error: hashicorp/raft panics when it cannot save a new
+// term, and a vote not saved whole (term, then candidate) is worse than one
+// saved. With the default Config.OnFatal the process has exited by then;
+// a node whose OnFatal returns still records terms and votes (never log
+// entries or snapshots).
 type GuardedStable struct {
 	raft.StableStore
 	Fail *FailStop
@@ -147,7 +157,9 @@ func (g *GuardedStable) SetUint64(k []byte, v uint64) error {
 }
 
 // GuardedSnapshots is raft's SnapshotStore with fail-stop on write errors.
-// Mark is called when a snapshot is created and Done with its result once
+// After a fatal error it creates no snapshot: neither the node's own nor
+// one a leader sends (InstallSnapshot), which would otherwise be
+// acknowledged by a node that stopped. Mark is called when a snapshot is created and Done with its result once
 // the snapshot is written (both may be nil): the node's snapshot trigger
 // counts the log written since.
 type GuardedSnapshots struct {
@@ -159,6 +171,9 @@ type GuardedSnapshots struct {
 
 func (g *GuardedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	if err := g.Fail.Err(); err != nil {
+		return nil, fmt.Errorf("raftstore: snapshot store stopped after a fatal error: %w", err)
+	}
 	sink, err := g.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
 	if err != nil {
 		err = fmt.Errorf("raftstore: snapshot create failed: %w", err)

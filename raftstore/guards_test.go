@@ -23,7 +23,18 @@ type countingLog struct {
 	calls int
 }
 
-func (c *countingLog) StoreLogs([]*raft.Log) error { c.calls++; return nil }
+func (c *countingLog) StoreLogs([]*raft.Log) error       { c.calls++; return nil }
+func (c *countingLog) DeleteRange(min, max uint64) error { c.calls++; return nil }
+
+// snapStore creates sinks with create (failing or counting).
+type snapStore struct {
+	raft.SnapshotStore
+	create func() (raft.SnapshotSink, error)
+}
+
+func (s snapStore) Create(raft.SnapshotVersion, uint64, uint64, raft.Configuration, uint64, raft.Transport) (raft.SnapshotSink, error) {
+	return s.create()
+}
 
 type failingSink struct{ raft.SnapshotSink }
 
@@ -31,7 +42,8 @@ func (failingSink) Write([]byte) (int, error) { return 0, errIO }
 func (failingSink) Close() error              { return errIO }
 
 // Every write path of the guards is fatal on error, once; after that the
-// log refuses appends without touching the store.
+// log refuses appends and deletions, and the snapshot store creates no
+// snapshot (its own or a leader's install), without touching the store.
 func TestGuardsFailStop(t *testing.T) {
 	for name, write := range map[string]func(fs *FailStop) error{
 		"stable Set":       func(fs *FailStop) error { return (&GuardedStable{failingStable{}, fs}).Set([]byte("k"), nil) },
@@ -43,6 +55,11 @@ func TestGuardsFailStop(t *testing.T) {
 		},
 		"snapshot Close": func(fs *FailStop) error {
 			return (&guardedSink{SnapshotSink: failingSink{}, g: &GuardedSnapshots{Fail: fs}}).Close()
+		},
+		"snapshot Create": func(fs *FailStop) error {
+			g := &GuardedSnapshots{SnapshotStore: snapStore{create: func() (raft.SnapshotSink, error) { return nil, errIO }}, Fail: fs}
+			_, err := g.Create(1, 1, 1, raft.Configuration{}, 1, nil)
+			return err
 		},
 	} {
 		var calls []error
@@ -59,6 +76,17 @@ func TestGuardsFailStop(t *testing.T) {
 		inner := &countingLog{}
 		if err := (&GuardedLog{LogStore: inner, Fail: fs}).StoreLogs([]*raft.Log{{}}); err == nil || inner.calls != 0 {
 			t.Errorf("%s: StoreLogs after the fatal error = %v with %d store calls, want refused untouched", name, err, inner.calls)
+		}
+		if err := (&GuardedLog{LogStore: inner, Fail: fs}).DeleteRange(1, 2); err == nil || inner.calls != 0 {
+			t.Errorf("%s: DeleteRange after the fatal error = %v with %d store calls, want refused untouched", name, err, inner.calls)
+		}
+		creates := 0
+		snaps := &GuardedSnapshots{SnapshotStore: snapStore{create: func() (raft.SnapshotSink, error) { creates++; return nil, nil }}, Fail: fs}
+		if _, err := snaps.Create(1, 1, 1, raft.Configuration{}, 1, nil); err == nil || creates != 0 {
+			t.Errorf("%s: snapshot Create after the fatal error = %v with %d store calls, want refused untouched", name, err, creates)
+		}
+		if len(calls) != 1 {
+			t.Errorf("%s: OnFatal called %d times, want once", name, len(calls))
 		}
 	}
 }
