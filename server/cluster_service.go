@@ -21,7 +21,6 @@ type clusterService struct {
 	m *cluster.Membership
 }
 
-
 func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev1.MembersRequest]) (*connect.Response[fencev1.MembersResponse], error) {
 	res, err := c.m.Members(ctx)
 	if err != nil {

@@ -57,6 +57,10 @@ type Config struct {
 	// code and detail; fence.ErrUnavailable to Unavailable).
 	Service func(*node.Node) (fence.Service, error)
 
+	// Cluster makes the node one of a raft cluster (see ClusterConfig);
+	// the zero value is a single node.
+	Cluster ClusterConfig
+
 	// MaxConns caps open client connections, default DefaultMaxConns; more
 	// wait in the kernel's accept queue until one closes.
 	MaxConns int

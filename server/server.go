@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/cluster"
 	"github.com/fenceworks/fence/node"
 )
 
@@ -38,7 +39,8 @@ type Server struct {
 	log     *slog.Logger
 	node    *node.Node
 	svc     fence.Service
-	status  nodeStatus // health, readiness, metrics
+	cluster *clusterParts // raft port, forwarder, membership (cluster_node.go)
+	status  nodeStatus    // health, readiness, metrics
 	metrics *metrics
 	handler http.Handler
 	http    *http.Server
@@ -55,21 +57,25 @@ type Server struct {
 // does not listen; call Serve, or mount Handler.
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
-	n, err := node.Open(node.Config{
+	nc, cp, err := withCluster(cfg, node.Config{
 		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, Rules: cfg.Rules,
 		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout, WaiterGrace: cfg.WaiterGrace,
 	})
 	if err != nil {
 		return nil, err
 	}
-	svc := n.Service()
-	if cfg.Service != nil {
-		if svc, err = cfg.Service(n); err != nil {
-			n.Close()
-			return nil, err
-		}
+	n, err := node.Open(nc)
+	if err != nil {
+		cp.close(cfg.Logger)
+		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, node: n, svc: svc, status: n, drainC: make(chan struct{})}
+	svc, err := cp.service(cfg, n)
+	if err != nil {
+		n.Close()
+		cp.close(cfg.Logger)
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, node: n, svc: svc, status: n, cluster: cp, drainC: make(chan struct{})}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s.status, &s.conns, &s.streams)
 
@@ -96,8 +102,12 @@ func New(cfg Config) (*Server, error) {
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
 		{prefix: sessPath, h: sessHandler},
+		cp.route(s, opts),
 		{prefix: "/", h: mux},
 	})), cfg.WriteTimeout), cfg.WriteTimeout)
+	// A call another node forwarded here is marked, so it is never
+	// forwarded again (cluster.Forwarder, cluster.Membership).
+	s.handler = cluster.MarkForwarded(s.handler)
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -116,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	cp.serve(s)
 	return s, nil
 }
 
@@ -152,6 +163,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if nerr := s.node.Close(); nerr != nil && err == nil {
 		err = nerr
 	}
+	s.cluster.close(s.log)
 	return err
 }
 
@@ -160,7 +172,9 @@ func (s *Server) Close() error {
 	s.drainOnce.Do(func() { close(s.drainC) })
 	s.cancelBase()
 	s.http.Close()
-	return s.node.Close()
+	err := s.node.Close()
+	s.cluster.close(s.log)
+	return err
 }
 
 func (s *Server) draining() bool {
@@ -201,11 +215,14 @@ func Run(ctx context.Context, cfg Config) error {
 			"anyone who can reach " + ln.Addr().String() + " can take and release locks and write resources; " +
 			"listen on 127.0.0.1 or keep the port on a trusted network")
 	}
+	var joinErr error
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		s.Close()
 		return err
+	case joinErr = <-s.cluster.joinFailed(ctx, cfg):
+		s.log.Error("could not join the cluster; stopping", "err", joinErr)
 	}
 	s.log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -213,6 +230,9 @@ func Run(ctx context.Context, cfg Config) error {
 	err = s.Shutdown(sctx)
 	<-serveErr
 	s.log.Info("stopped")
+	if joinErr != nil {
+		return joinErr
+	}
 	return err
 }
 

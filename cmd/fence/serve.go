@@ -18,15 +18,18 @@ import (
 	"github.com/fenceworks/fence/state"
 )
 
-// serveCmd runs a single-node server until SIGINT or SIGTERM, then shuts it
-// down gracefully.
+// serveCmd runs a server until SIGINT or SIGTERM, then shuts it down
+// gracefully: a single node, or with --raft-addr a node of a cluster.
 func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [limits and rules, see below]", g, stderr)
+	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [cluster flags] [limits and rules, see below]", g, stderr)
 	listen := fs.String("listen", server.DefaultListen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
 	dataDir := fs.String("data-dir", server.DefaultDataDir, "directory for the raft log and snapshots")
 	logStore := fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")
-	readyTimeout := fs.Duration("ready-timeout", 10*time.Second, "how long to wait for the node to replay its log and take office before giving up (exit 1)")
+	readyTimeout := fs.Duration("ready-timeout", 10*time.Second, "how long to wait for the node to replay its log and take office (a single node), or to be added (--join), before giving up (exit 1)")
 	waiterGrace := fs.Duration("waiter-grace", 5*time.Second, "after taking office, how long queued acquires have to be retried by their clients before they are dropped")
+
+	// Cluster (serve_cluster.go). Without --raft-addr: a single node.
+	cf := registerClusterFlags(fs)
 
 	// Connection limits (this process only).
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "most client connections open at once; more wait to be accepted")
@@ -84,16 +87,24 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err := rules.Validate(); err != nil {
 		return fail(g, stdout, stderr, &usageError{"serve: " + flagError(err)})
 	}
+	clusterCfg, err := cf.config(os.Getenv)
+	if err != nil {
+		return fail(g, stdout, stderr, &usageError{"serve: " + err.Error()})
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	err := server.Run(ctx, server.Config{
+	for _, v := range testHooksSet(os.Getenv) {
+		logger.Warn("test-only hook set in the environment (never in production)", "var", v)
+	}
+	err = server.Run(ctx, server.Config{
 		Listen: *listen, DataDir: *dataDir, LogStore: *logStore, Logger: logger,
+		NodeID: cf.nodeID, Cluster: clusterCfg,
 		Rules: rules, ReadyTimeout: *readyTimeout, WaiterGrace: *waiterGrace,
 		MaxConns: *maxConns, MaxStreams: *maxStreams, MaxStreamRequests: *maxStreamRequests, ReadHeaderTimeout: *readHeaderTimeout, ReadTimeout: *readTimeout, IdleTimeout: *idleTimeout, WriteTimeout: *writeTimeout,
 	})
-	if errors.Is(err, node.ErrNotLeader) {
+	if errors.Is(err, node.ErrNotLeader) && clusterCfg.RaftAddr == "" {
 		// Open gave up waiting for the node to take office.
 		err = fmt.Errorf("serve: gave up after --ready-timeout %s: %w (a large log takes longer to replay: raise --ready-timeout)", *readyTimeout, err)
 	}

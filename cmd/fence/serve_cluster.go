@@ -1,0 +1,200 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/raftstore"
+	"github.com/fenceworks/fence/server"
+)
+
+// Test-only environment variables of `fence serve` (documented as such in
+// docs/operations.md): the chaos harness and the system tests use them to
+// put a fault proxy on every peer link and to skew a node's clocks. They are
+// read here and nowhere else.
+const (
+	envDialMap     = "FENCE_TEST_DIAL_MAP"     // "raftaddr=proxyaddr,...": outgoing dials to raftaddr go to proxyaddr
+	envClockOffset = "FENCE_TEST_CLOCK_OFFSET" // e.g. "+1h": added to every wall-clock reading of the node
+	envClockRate   = "FENCE_TEST_CLOCK_RATE"   // e.g. "1.005": scales the leader clock's elapsed time
+)
+
+// clusterFlags are serve's cluster flags.
+type clusterFlags struct {
+	nodeID, raftAddr, raftAdvertise, join, peers string
+	bootstrap                                    bool
+	heartbeat, election, leaderLease, commit     *time.Duration
+}
+
+func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
+	f := &clusterFlags{}
+	fs.StringVar(&f.nodeID, "node-id", "fence-1", "this node's id in the cluster (raft's server id); a restart must keep it")
+	fs.StringVar(&f.raftAddr, "raft-addr", "", "`HOST:PORT` of the raft port (raft and, for other nodes, the API); empty: a single node, no cluster")
+	fs.StringVar(&f.raftAdvertise, "raft-advertise", "", "`HOST:PORT` other nodes dial to reach --raft-addr (default: --raft-addr)")
+	fs.BoolVar(&f.bootstrap, "bootstrap", false, "first start only: make a one-voter cluster of this node (others then --join it)")
+	fs.StringVar(&f.join, "join", "", "first start only: `URL[,URL]` of running nodes; ask them to add this node as a voter (until one does or --ready-timeout)")
+	fs.StringVar(&f.peers, "peers", "", "first start only: `ID=HOST:PORT,...`, every voter of a static cluster (this node included); give every node the same list")
+	f.heartbeat = fs.Duration("heartbeat-timeout", 0, "raft heartbeat timeout (default 500ms in a cluster, 100ms alone)")
+	f.election = fs.Duration("election-timeout", 0, "raft election timeout (default 1s in a cluster, 100ms alone)")
+	f.leaderLease = fs.Duration("leader-lease-timeout", 0, "raft leader lease timeout, at most --heartbeat-timeout (default 500ms in a cluster, 100ms alone)")
+	f.commit = fs.Duration("commit-timeout", 0, "raft commit timeout (default 10ms in a cluster, 5ms alone)")
+	return f
+}
+
+// config checks the cluster flags together and returns the server's
+// cluster config. Every error names the flag (or variable) at fault.
+func (f *clusterFlags) config(getenv func(string) string) (server.ClusterConfig, error) {
+	var c server.ClusterConfig
+	if err := cluster.ValidateID("--node-id", f.nodeID); err != nil {
+		return c, err
+	}
+	if f.raftAddr == "" {
+		for _, x := range []struct {
+			name string
+			set  bool
+		}{{"raft-advertise", f.raftAdvertise != ""}, {"bootstrap", f.bootstrap}, {"join", f.join != ""}, {"peers", f.peers != ""}} {
+			if x.set {
+				return c, fmt.Errorf("--%s needs --raft-addr (without it the node runs alone)", x.name)
+			}
+		}
+	}
+	set := 0
+	for _, b := range []bool{f.bootstrap, f.join != "", f.peers != ""} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		return c, errors.New("--bootstrap, --join and --peers are three ways to form a cluster: give one of them")
+	}
+	c.RaftAddr, c.RaftAdvertise, c.Bootstrap = f.raftAddr, f.raftAdvertise, f.bootstrap
+	if c.RaftAddr != "" {
+		if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+			return c, fence.Invalid("--raft-addr", "HOST:PORT", c.RaftAddr)
+		}
+		if c.RaftAdvertise != "" {
+			if err := cluster.ValidateRaftAddr("--raft-advertise", c.RaftAdvertise); err != nil {
+				return c, err
+			}
+		} else if host, _, _ := net.SplitHostPort(c.RaftAddr); host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+			return c, fmt.Errorf("--raft-addr %s listens on every interface: give --raft-advertise, the HOST:PORT other nodes dial", c.RaftAddr)
+		}
+	}
+	if f.join != "" {
+		urls, err := cluster.ParseJoinURLs("--join", f.join)
+		if err != nil {
+			return c, err
+		}
+		c.Join = urls
+	}
+	if f.peers != "" {
+		peers, err := cluster.ParsePeers("--peers", f.peers)
+		if err != nil {
+			return c, err
+		}
+		if err := checkPeers(peers, f.nodeID, c.RaftAdvertise, c.RaftAddr); err != nil {
+			return c, err
+		}
+		c.Peers = peers
+	}
+	if err := checkTimeouts(f, c.RaftAddr != ""); err != nil {
+		return c, err
+	}
+	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = *f.heartbeat, *f.election, *f.leaderLease, *f.commit
+	return c, testHooks(&c, getenv)
+}
+
+// checkPeers: --peers includes this node, at its own raft address (or
+// the cluster would bootstrap with a member nobody reaches).
+func checkPeers(peers []node.Peer, self, advertise, raftAddr string) error {
+	own := advertise
+	if own == "" {
+		own = raftAddr
+	}
+	for _, p := range peers {
+		if p.ID == self {
+			if p.Addr != own {
+				return fmt.Errorf("--peers gives %s the address %s, but its raft address is %s (--raft-advertise, or --raft-addr)", self, p.Addr, own)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("--peers must include this node (--node-id %s)", self)
+}
+
+// checkTimeouts applies raft's rules on its timeouts (raft.ValidateConfig)
+// to the flags, after the defaults, so a bad combination is named by its
+// flags instead of failing in raft.
+func checkTimeouts(f *clusterFlags, clustered bool) error {
+	hb, el, lease, commit := 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 5*time.Millisecond
+	if clustered {
+		hb, el, lease, commit = 500*time.Millisecond, time.Second, 500*time.Millisecond, 10*time.Millisecond
+	}
+	for _, x := range []struct {
+		name string
+		v    *time.Duration
+		def  *time.Duration
+		min  time.Duration
+	}{{"heartbeat-timeout", f.heartbeat, &hb, 5 * time.Millisecond}, {"election-timeout", f.election, &el, 5 * time.Millisecond},
+		{"leader-lease-timeout", f.leaderLease, &lease, 5 * time.Millisecond}, {"commit-timeout", f.commit, &commit, time.Millisecond}} {
+		if *x.v < 0 || *x.v > 0 && *x.v < x.min {
+			return fence.Invalid("--"+x.name, "at least "+x.min.String(), x.v.String())
+		}
+		if *x.v > 0 {
+			*x.def = *x.v
+		}
+	}
+	if lease > hb {
+		return fmt.Errorf("--leader-lease-timeout (%s) must be at most --heartbeat-timeout (%s)", lease, hb)
+	}
+	if el < hb {
+		return fmt.Errorf("--election-timeout (%s) must be at least --heartbeat-timeout (%s)", el, hb)
+	}
+	return nil
+}
+
+// testHooks reads the test-only environment variables into c. They are
+// for tests (the chaos harness, system tests), never for production: a
+// set one is logged at start.
+func testHooks(c *server.ClusterConfig, getenv func(string) string) error {
+	if s := getenv(envDialMap); s != "" {
+		m, err := raftstore.ParseDialMap(s)
+		if err != nil {
+			return fmt.Errorf("%s (test only): %w", envDialMap, err)
+		}
+		c.DialMap = m
+	}
+	if s := getenv(envClockOffset); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%s (test only): want a signed duration such as +1h or -30m, got %q", envClockOffset, s)
+		}
+		c.ClockOffset = d
+	}
+	if s := getenv(envClockRate); s != "" {
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return fmt.Errorf("%s (test only): want a rate above 0 such as 1.005, got %q", envClockRate, s)
+		}
+		c.ClockRate = r
+	}
+	return nil
+}
+
+// testHooksSet names the test-only variables set in the environment.
+func testHooksSet(getenv func(string) string) []string {
+	var set []string
+	for _, k := range []string{envDialMap, envClockOffset, envClockRate} {
+		if getenv(k) != "" {
+			set = append(set, k+"="+getenv(k))
+		}
+	}
+	return set
+}

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/raftstore"
+)
+
+// clusterParts are what cluster mode adds to a server: the raft port (raft
+// and, multiplexed, the API for other nodes), the leader forwarder the
+// handlers call, and the membership API. A single node has only the
+// membership API (a cluster of one).
+type clusterParts struct {
+	mux     *raftstore.Mux     // nil alone
+	fwd     *cluster.Forwarder // nil alone
+	members *cluster.Membership
+	served  chan error // the raft port's API Serve result (cluster mode)
+
+	closeOnce sync.Once
+}
+
+// withCluster completes the node's config from cfg.Cluster: raft's
+// timeouts and the test-only clock hooks (a single node too), and in
+// cluster mode the raft port, which it opens: the caller closes it
+// (clusterParts.close) if the node does not open.
+func withCluster(cfg Config, nc node.Config) (node.Config, *clusterParts, error) {
+	c := cfg.Cluster
+	nc.HeartbeatTimeout, nc.ElectionTimeout, nc.LeaderLeaseTimeout, nc.CommitTimeout = c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout
+	nc.ClockOffset, nc.ClockRate = c.ClockOffset, c.ClockRate
+	cp := &clusterParts{}
+	if !c.enabled() {
+		return nc, cp, nil
+	}
+	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, raftstore.WithDialMap(c.DialMap), raftstore.WithMuxLogger(cfg.Logger))
+	if err != nil {
+		return nc, nil, err
+	}
+	cp.mux = mux
+	nc.Mux, nc.Bootstrap, nc.Peers = mux, c.Bootstrap, c.Peers
+	return nc, cp, nil
+}
+
+// service is the fence.Service for node n: cfg.Service's if set, the
+// leader forwarder in cluster mode, else the node's own.
+func (cp *clusterParts) service(cfg Config, n *node.Node) (fence.Service, error) {
+	cp.members = cluster.NewMembership(n, cluster.Config{RaftAddr: cp.raftAddr(), Dial: cp.dial(), Logger: cfg.Logger})
+	switch {
+	case cfg.Service != nil:
+		return cfg.Service(n)
+	case cp.mux != nil:
+		cp.fwd = cluster.NewForwarder(n.Service(), n, cp.mux.DialAPI)
+		return cp.fwd, nil
+	}
+	return n.Service(), nil
+}
+
+func (cp *clusterParts) raftAddr() string {
+	if cp.mux == nil {
+		return ""
+	}
+	return cp.mux.Addr()
+}
+
+func (cp *clusterParts) dial() cluster.DialFunc {
+	if cp.mux == nil {
+		return nil
+	}
+	return cp.mux.DialAPI
+}
+
+// route is the ClusterService's route on the API router.
+func (cp *clusterParts) route(s *Server, opts []connect.HandlerOption) route {
+	path, h := fencev1connect.NewClusterServiceHandler(clusterService{s: s, m: cp.members}, opts...)
+	return route{prefix: path, h: h}
+}
+
+// serve serves the API (the same handler as the client port) to other
+// nodes on the raft port, until the server shuts down.
+func (cp *clusterParts) serve(s *Server) {
+	if cp.mux == nil {
+		return
+	}
+	cp.served = make(chan error, 1)
+	s.log.Info("raft port open: raft and, for other nodes, the API", "node_id", s.node.ID(), "raft_addr", cp.mux.Addr(), "bind", cp.mux.BindAddr().String())
+	go func() {
+		err := s.http.Serve(cp.mux.APIListener())
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		cp.served <- err
+	}()
+}
+
+// joinFailed starts asking cfg.Cluster.Join's nodes to add this one
+// (cluster.Membership.Join, bounded by cfg.ReadyTimeout) and returns a
+// channel that yields the error if that fails; nil (never ready) without
+// --join. ctx ending first is not a failure.
+func (cp *clusterParts) joinFailed(ctx context.Context, cfg Config) <-chan error {
+	if len(cfg.Cluster.Join) == 0 || cp.mux == nil {
+		return nil
+	}
+	failed := make(chan error, 1)
+	go func() {
+		jctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+		defer cancel()
+		if err := cp.members.Join(jctx, cfg.Cluster.Join); err != nil && ctx.Err() == nil {
+			failed <- fmt.Errorf("%w (--ready-timeout %s)", err, cfg.ReadyTimeout)
+		}
+	}()
+	return failed
+}
+
+// close releases what cluster mode holds, after the node closed (its
+// leadership hand-over on close needs the raft port).
+func (cp *clusterParts) close(log *slog.Logger) {
+	if cp == nil {
+		return
+	}
+	cp.closeOnce.Do(func() { cp.closeNow(log) })
+}
+
+func (cp *clusterParts) closeNow(log *slog.Logger) {
+	if cp.fwd != nil {
+		cp.fwd.Close()
+	}
+	if cp.members != nil {
+		cp.members.Close()
+	}
+	if cp.mux != nil {
+		if err := cp.mux.Close(); err != nil {
+			log.Warn("closing the raft port", "err", err)
+		}
+		if cp.served != nil {
+			if err := <-cp.served; err != nil {
+				log.Warn("serving the API on the raft port", "err", err)
+			}
+		}
+	}
+}
