@@ -30,6 +30,11 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 
 	// Cluster (serve_cluster.go). Without --raft-addr: a single node.
 	cf := registerClusterFlags(fs)
+	flagsUsage := fs.Usage
+	fs.Usage = func() {
+		flagsUsage()
+		fmt.Fprint(fs.Output(), serveUsageNotes)
+	}
 
 	// Connection limits (this process only).
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "most client connections open at once; more wait to be accepted")

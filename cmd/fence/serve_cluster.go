@@ -26,6 +26,22 @@ const (
 	envClockRate   = "FENCE_TEST_CLOCK_RATE"   // e.g. "1.005": scales the leader clock's elapsed time
 )
 
+// serveUsageNotes follow serve's flags in its --help.
+const serveUsageNotes = `
+A cluster: start the first node with --raft-addr and --bootstrap, the others
+with --raft-addr and --join URL (any running node's client URL), or every node
+with the same --peers list. A restarted node rejoins with its data dir:
+--bootstrap and --peers are ignored once the dir holds raft state, and --join
+asks nobody while the node is a member. fence members lists and changes the
+members.
+
+Test-only environment (for the chaos harness and the system tests; never set
+in production; a set one is logged as a warning):
+  FENCE_TEST_DIAL_MAP=raftaddr=proxyaddr,...  outgoing dials to raftaddr go to proxyaddr
+  FENCE_TEST_CLOCK_OFFSET=+1h                 added to every wall-clock reading of the node
+  FENCE_TEST_CLOCK_RATE=1.005                 scales the leader clock's elapsed time
+`
+
 // clusterFlags are serve's cluster flags.
 type clusterFlags struct {
 	nodeID, raftAddr, raftAdvertise, join, peers string

@@ -127,3 +127,14 @@ func TestServeClusterFlagsConfig(t *testing.T) {
 		t.Errorf("--join: %+v, %v", c, err)
 	}
 }
+
+// serve --help shows the cluster flags and says which environment
+// variables are test-only.
+func TestServeHelpNamesClusterFlagsAndTestHooks(t *testing.T) {
+	code, stdout, _ := runCLI("serve", "--help")
+	for _, want := range []string{"-raft-addr", "-bootstrap", "-join", "-peers", "-election-timeout", "Test-only environment", "FENCE_TEST_DIAL_MAP", "FENCE_TEST_CLOCK_OFFSET", "FENCE_TEST_CLOCK_RATE", "never set\nin production"} {
+		if code != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("fence serve --help (exit %d) lacks %q", code, want)
+		}
+	}
+}
