@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/state"
 )
@@ -794,4 +796,75 @@ func TestStaleTermClockServesNothing(t *testing.T) {
 	}
 	n.clock.Store(cur)
 	mustApply(t, n, acquire("b", time.Hour))
+}
+
+// A node whose flags' rules differ from the rules recorded in the log says
+// so while it does not lead; once it leads, its rules are proposed and the
+// others, whose flags now differ, say so.
+func TestClusterRulesMismatchWarns(t *testing.T) {
+	logs := make([]*testutil.Buffer, 3)
+	odd := state.DefaultConfig()
+	odd.MaxTTL = 7 * time.Minute
+	tc := startCluster(t, clusterOpts{n: 3, tweak: func(c *Config) {
+		i := int(c.NodeID[1] - '1')
+		logs[i] = &testutil.Buffer{}
+		c.Logger = slog.New(slog.NewTextHandler(logs[i], nil))
+		if c.NodeID == "n3" {
+			c.Rules = odd
+		}
+	}})
+	ctx := context.Background()
+	lead := tc.leader()
+	n3 := tc.members[2]
+	if lead == n3 {
+		if err := n3.node.TransferLeadership(ctx, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		lead = tc.leader()
+	}
+	grant(t, lead.node, "a") // after the leader's rules
+	tc.caughtUp(tc.members, lead)
+	const warning = "the flags' rules differ from the rules recorded in the log"
+	// Only what is logged from here on counts: n3 may have led first and
+	// recorded its rules, which the others rightly warned about then.
+	from := make([]int, 3)
+	for i, l := range logs {
+		from[i] = len(l.String())
+	}
+	since := func(mb *member) string {
+		i := int(mb.id[1] - '1')
+		return logs[i].String()[from[i]:]
+	}
+	waitLog := func(mb *member) {
+		t.Helper()
+		deadline := time.Now().Add(clusterWait)
+		for !strings.Contains(since(mb), warning) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never warned about its rules; log:\n%s", mb.id, since(mb))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// n3 warns at once if its warning came before (it is logged once per
+	// recorded value), so look at its whole log for this one.
+	from[2] = 0
+	waitLog(n3)
+	for _, mb := range tc.members[:2] {
+		if strings.Contains(since(mb), warning) {
+			t.Fatalf("%s warned while its flags match the log", mb.id)
+		}
+	}
+	if err := lead.node.TransferLeadership(ctx, "n3"); err != nil {
+		t.Fatal(err)
+	}
+	if next := tc.leader(); next != n3 {
+		t.Fatalf("leader after the transfer to n3: %s", next.id)
+	}
+	mustApply(t, n3.node, acquire("b", time.Minute)) // within n3's MaxTTL
+	if got := n3.node.Rules(); got != odd {
+		t.Fatalf("rules after n3 leads: %+v, want n3's", got)
+	}
+	for _, mb := range tc.members[:2] {
+		waitLog(mb)
+	}
 }
