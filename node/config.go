@@ -212,8 +212,8 @@ func withDefaultRules(r state.Config) state.Config {
 	return r.WithRequiredFrom(state.DefaultConfig())
 }
 
-// raftConfig tunes raft for a single voter: it elects itself quickly, and
-// concurrent Apply calls are group-committed (up to MaxAppendEntries per
+// raftConfig tunes raft: the timeouts of Config (quick for a single voter,
+// LAN values for a cluster), and concurrent Apply calls are group-committed (up to MaxAppendEntries per
 // StoreLogs, one fsync) and applied by the BatchingFSM under one lock.
 func (c Config) raftConfig() *raft.Config {
 	rc := raft.DefaultConfig()

@@ -1,8 +1,30 @@
 // Package node runs one Fence node: a hashicorp/raft instance (a single voter
-// by default) whose FSM is a state.Machine, with a durable log and stable
-// store (fsync'd before every reply, G6), file snapshots, the leader clock of
-// docs/design.md §2, the expiry ticker, waiters for blocking acquires and
-// linearizable reads.
+// by default, or a member of a cluster) whose FSM is a state.Machine, with a
+// durable log and stable store (fsync'd before every reply, G6), file
+// snapshots, the leader clock of docs/design.md §2, the expiry ticker,
+// waiters for blocking acquires and linearizable reads.
+//
+// # Cluster mode
+//
+// With Config.Mux (raftstore.Listen) raft runs over TCP on the mux's port
+// and the node is one member of a cluster. A new data dir bootstraps a
+// one-voter cluster of itself (Config.Bootstrap), or the static voter set
+// Config.Peers (every node given the same list), or nothing: it waits to be
+// added by the leader (Node.AddVoter, what a joining node asks for through
+// any member). A data dir with raft state ignores both: a restarted node
+// rejoins with its log. Open returns once raft runs; Node.Ready says when
+// the node can take part (a leader is known, and it has applied what it
+// knows to be committed, or it is in office). Only the leader in office
+// serves: on any other node Apply, the reads and the membership changes
+// answer ErrNotLeader before anything is proposed, and a node never reads
+// its own state for a client (it may be stale). Leadership lost with a
+// command in flight is ErrUnknownOutcome, never ErrNotLeader. Close on a
+// leader with other voters first hands leadership over
+// (raft.LeadershipTransfer, at most twice the election timeout). A removed
+// node keeps running as a follower in no configuration (it never stands
+// for election, so it grants nothing) and can be added again. A node that
+// does not lead warns when its flags' rules differ from the log's: the
+// log's are in force; a node's flags are proposed only when it takes office.
 //
 // # Log store
 //
@@ -87,6 +109,19 @@
 // base + elapsed, and every proposed command carries Now = clock. Time with
 // no leader — a single node that is down — therefore does not count: leases
 // are extended by the gap, never shortened.
+//
+// A term of office belongs to one raft term: the term is read before the
+// barrier and must be the same after it (terms only grow, so the barrier
+// was committed by this node leading that term). The clock serves only
+// while raft's current term is still that one: raft's leadership channel
+// keeps only its latest value, so a node that lost and regained leadership
+// may see one "leader" notice, and a clock of the earlier term must not
+// stamp a command of the later one (its slack bookkeeping misses what the
+// leaders between charged) nor answer a read before that term's barrier.
+// A group is checked again right before it goes to raft (refused with
+// ErrNotLeader, nothing proposed). Config.ClockRate (tests only) scales the
+// stopwatch; Config.ClockOffset (tests only) moves the wall clock, which
+// the node reads only for its logs.
 //
 // # Expiry
 //
@@ -188,7 +223,9 @@
 // the session was closed or expired while it waited.
 //
 // Orphans: acquires queued when a node takes office were waited for on a
-// node that is gone (a crash, a restart). After Config.WaiterGrace the node
+// node that is gone (a crash, a restart, or a leader that lost office: its
+// waiting calls are answered ErrUnknownOutcome at once, so their clients
+// retry with the same request_id at the new leader). After Config.WaiterGrace the node
 // cancels (with the attempt recorded at takeoffice) every one that no call
 // on this node waits for; a client that retried within the grace made a
 // newer attempt and keeps its place. During the grace an orphan may be
@@ -203,6 +240,8 @@
 // # Reads
 //
 // Reads use the read-index protocol: note raft's commit index, confirm
-// leadership with VerifyLeader, wait until the FSM has applied up to the noted
-// index, then read the machine under a read lock at the leader's clock.
+// leadership with VerifyLeader, check the term of office is still raft's
+// term (then the noted index covers every entry committed before the read
+// began), wait until the FSM has applied up to the noted index, then read
+// the machine under a read lock at the leader's clock.
 package node
