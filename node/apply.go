@@ -169,6 +169,8 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 		select {
 		case ev := <-ch: // it came just now
 			return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
+		case <-n.closing: // Close ends the office too: answer as Close does
+			return state.Result{}, ErrClosed
 		default:
 		}
 		return state.Result{}, n.unknown(errors.New("queued when this node left office: retry with the same request_id at the new leader"))
