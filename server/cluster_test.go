@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
@@ -84,6 +85,10 @@ var clusterHTTP = &http.Client{}
 
 func (n *runNode) client() fencev1connect.ClusterServiceClient {
 	return fencev1connect.NewClusterServiceClient(clusterHTTP, n.url)
+}
+
+func (n *runNode) locks() fencev1connect.LockServiceClient {
+	return fencev1connect.NewLockServiceClient(clusterHTTP, n.url)
 }
 
 func (n *runNode) status(t *testing.T) *fencev1.NodeStatusResponse {
@@ -181,6 +186,17 @@ func TestClusterJoinListTransferRemove(t *testing.T) {
 		}
 	}
 
+	// The API works on every node: a follower forwards to the leader over
+	// the leader's raft port (cluster.Forwarder, served there by New).
+	grant, err := n3.locks().Acquire(context.Background(), connect.NewRequest(&fencev1.AcquireRequest{Name: "l", Owner: "o", Ttl: durationpb.New(time.Minute)}))
+	if err != nil {
+		t.Fatalf("Acquire through follower n3: %v", err)
+	}
+	got, err := n1.locks().Get(context.Background(), connect.NewRequest(&fencev1.GetRequest{Name: "l"}))
+	if err != nil || got.Msg.GetLock().GetLease().GetToken() != grant.Msg.GetLease().GetToken() {
+		t.Fatalf("the leader's view of l: %v, %v; want the lease granted through n3 (token %d)", got, err, grant.Msg.GetLease().GetToken())
+	}
+
 	// A change another node forwarded reaches a follower: refused as
 	// unavailable, not passed on to the leader (one hop at most).
 	req := connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})
@@ -215,6 +231,16 @@ func TestClusterJoinListTransferRemove(t *testing.T) {
 	}
 	if got := ids(n2.members(t)); !slices.Equal(got, []string{"n2", "n3"}) {
 		t.Fatalf("after re-adding n3 the leader lists %v", got)
+	}
+	// Under the new leader, through a follower again: a token above the
+	// old leader's.
+	_, err = n3.locks().Release(context.Background(), connect.NewRequest(&fencev1.ReleaseRequest{Name: "l", Token: grant.Msg.GetLease().GetToken()}))
+	if err != nil {
+		t.Fatalf("Release through n3: %v", err)
+	}
+	again, err := n3.locks().Acquire(context.Background(), connect.NewRequest(&fencev1.AcquireRequest{Name: "l", Owner: "o", Ttl: durationpb.New(time.Minute)}))
+	if err != nil || again.Msg.GetLease().GetToken() <= grant.Msg.GetLease().GetToken() {
+		t.Fatalf("Acquire through n3 under n2: %v, %v; want a token above %d", again, err, grant.Msg.GetLease().GetToken())
 	}
 }
 
