@@ -154,9 +154,8 @@ func TestClusterJoinListTransferRemove(t *testing.T) {
 	n2.awaitReady(t)
 	n3 := startRun(t, clusterConfig(t, "n3", ClusterConfig{Join: []string{n2.url}})) // via a follower
 	n3.awaitReady(t)
-	if !strings.Contains(n3.logs.String(), "join: added as a voter") {
-		t.Fatalf("n3 did not log its join:\n%s", n3.logs.String())
-	}
+	// (It may be ready, added, a moment before the reply to its AddMember.)
+	await(t, "n3 logs its join", func() bool { return strings.Contains(n3.logs.String(), "join: added as a voter") })
 
 	nodes := []*runNode{n1, n2, n3}
 	for _, n := range nodes {
