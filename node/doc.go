@@ -59,16 +59,21 @@
 // (raftstore.GuardedLog, GuardedStable, GuardedSnapshots: under raft, so a
 // follower's appends, term and vote and a snapshot installed from the
 // leader are guarded too) so that any write error (disk full, I/O error)
-// is fatal: the node records it (raftstore.FailStop), stops acknowledging (a proposal in flight or made later gets an error
-// wrapping ErrUnknownOutcome or ErrClosed, reads get ErrNotLeader, it never
-// takes office again) and calls Config.OnFatal, which by default logs and
-// exits with status 70. A log that failed an append may hold part of a
-// batch, and raft-wal refuses every later append after one: serving on
-// would either wedge or lie. A restart replays what is durable. An Apply
-// whose entry was handed to raft but whose fate is unknown (leadership
-// lost, shutdown or failure in flight) returns ErrUnknownOutcome: the
-// client retries with the same op_id or request_id. WAL segment fsyncs are
-// counted (Status.LogSyncs).
+// is fatal: the node records it (raftstore.FailStop), stops acknowledging
+// (a proposal in flight or made later gets an error wrapping
+// ErrUnknownOutcome or ErrClosed, reads get ErrNotLeader, it never takes
+// office again, the log takes no append and the snapshot store no
+// snapshot) and calls Config.OnFatal, which by default logs and exits with
+// status 70. A cluster member also shuts raft down (watchFatal): if
+// OnFatal returns, a stopped leader whose failure was not an append (raft
+// steps down only then) would go on heartbeating and keep the others from
+// electing; stopped, it takes no further part. A log that failed an append
+// may hold part of a batch, and raft-wal refuses every later append after
+// one: serving on would either wedge or lie. A restart replays what is
+// durable. An Apply whose entry was handed to raft but whose fate is
+// unknown (leadership lost, shutdown or failure in flight) returns
+// ErrUnknownOutcome: the client retries with the same op_id or request_id.
+// WAL segment fsyncs are counted (Status.LogSyncs).
 //
 // # Snapshots
 //

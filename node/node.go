@@ -37,6 +37,9 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 	wg        sync.WaitGroup
+
+	raftDownOnce sync.Once   // shutdownRaft: Close, or a fatal error in cluster mode
+	raftDown     raft.Future // the one raft.Shutdown's future
 }
 
 // Open opens (or creates) the node in cfg.DataDir. On first start a single
@@ -138,8 +141,9 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 	if cfg.cluster() {
 		// A cluster member does not wait to lead: it may be a follower,
 		// or wait to be added (join). Ready says when it can serve.
-		n.wg.Add(1)
+		n.wg.Add(2)
 		go n.watchRules()
+		go n.watchFatal()
 		lid, laddr := n.Leader()
 		cfg.Logger.Info("node running (cluster mode)", "node_id", cfg.NodeID, "raft_addr", cfg.Mux.Addr(), "existing_state", existing,
 			"leader_id", lid, "leader_addr", laddr, "last_token", n.LastToken())
@@ -344,7 +348,7 @@ func (n *Node) close(handOver bool) error {
 		}
 		close(n.closing)
 		n.leaveOffice()
-		err := n.raft.Shutdown().Error()
+		err := n.shutdownRaft().Error()
 		n.wg.Wait()
 		if cerr := n.store.Close(); err == nil { // the stores, then the dir lock
 			err = cerr
