@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/reqcheck"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -13,11 +15,15 @@ import (
 // it proposes (Apply) or the linearizable read it makes, and its answer is
 // made of the applied state.Result.
 //
-// It validates nothing itself: the machine validates every command as it
-// applies it, with the same fence.Invalid field names and bounds the server
-// uses (state/validate.go), and against the rules recorded in the log. A
-// bad request therefore costs a log entry that changes nothing; the server
-// refuses bad requests before they get here.
+// It validates nothing twice: the machine validates every command as it
+// applies it, with the same fence.Invalid field names and bounds the
+// server uses (state/validate.go), and against the rules recorded in the
+// log, so a bad field given here directly costs a log entry that changes
+// nothing (the server refuses bad requests before they get here). Checked
+// here, before proposing, is only what the machine does not check in the
+// server's words (package internal/reqcheck: a SessionRef's shape, the ttl
+// an acquire without a session must set) and the reads' arguments (Get,
+// Read, List propose nothing).
 //
 // Errors: a Fence refusal is returned as the machine's typed error (and
 // the value returned with it is zero but for Replayed, which reports a
@@ -60,12 +66,24 @@ func unavailable(err error) error {
 // bug, never a refusal and never unavailable.
 func errMissing(what string) error { return errors.New("node: " + what) }
 
+// checkRef checks a mutation's SessionRef as the server does (the
+// machine would refuse the same refs, in other words).
+func checkRef(ref fence.SessionRef) error {
+	return reqcheck.SessionRef(ref, "session.id", "session.ack")
+}
+
 func bind(cmd state.Command, ref fence.SessionRef) state.Command {
 	cmd.Session, cmd.Seq, cmd.Ack = ref.ID, ref.Seq, ref.Ack
 	return cmd
 }
 
 func (s nodeService) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.Grant, error) {
+	if req.Session.ID == 0 && req.TTL == 0 {
+		return fence.Grant{}, reqcheck.TTLRequired(s.n.Rules().MaxTTL)
+	}
+	if err := checkRef(req.Session); err != nil {
+		return fence.Grant{}, err
+	}
 	cmd := bind(state.Command{
 		Op: state.OpAcquire, Name: req.Name, Owner: req.Owner, TTL: req.TTL, Wait: req.Wait,
 		LockDelay: req.LockDelay, RequestID: req.RequestID,
@@ -81,6 +99,9 @@ func (s nodeService) Acquire(ctx context.Context, req fence.AcquireRequest) (fen
 }
 
 func (s nodeService) Renew(ctx context.Context, req fence.RenewRequest) (fence.Grant, error) {
+	if err := checkRef(req.Session); err != nil {
+		return fence.Grant{}, err
+	}
 	cmd := bind(state.Command{Op: state.OpRenew, Name: req.Name, Token: req.Token, TTL: req.TTL}, req.Session)
 	return s.grant(ctx, cmd, "renew applied without a lease")
 }
@@ -102,11 +123,17 @@ func (s nodeService) grant(ctx context.Context, cmd state.Command, missing strin
 }
 
 func (s nodeService) Release(ctx context.Context, req fence.ReleaseRequest) (fence.Released, error) {
+	if err := checkRef(req.Session); err != nil {
+		return fence.Released{}, err
+	}
 	res, err := outcome(s.n.Apply(ctx, bind(state.Command{Op: state.OpRelease, Name: req.Name, Token: req.Token}, req.Session)))
 	return fence.Released{Replayed: res.Replayed && (err == nil || res.Err != nil)}, err
 }
 
 func (s nodeService) Get(ctx context.Context, name string) (fence.LockInfo, error) {
+	if err := fence.ValidateName("name", name); err != nil {
+		return fence.LockInfo{}, err
+	}
 	li, err := s.n.Lock(ctx, name)
 	if err != nil {
 		return fence.LockInfo{}, unavailable(err)
@@ -115,6 +142,9 @@ func (s nodeService) Get(ctx context.Context, name string) (fence.LockInfo, erro
 }
 
 func (s nodeService) List(ctx context.Context, req fence.ListRequest) (fence.LockPage, error) {
+	if err := checkList(req); err != nil {
+		return fence.LockPage{}, err
+	}
 	locks, next, err := s.n.LocksPage(ctx, req.Prefix, req.After, req.Limit)
 	if err != nil {
 		return fence.LockPage{}, unavailable(err)
@@ -127,14 +157,23 @@ func (s nodeService) List(ctx context.Context, req fence.ListRequest) (fence.Loc
 }
 
 func (s nodeService) Write(ctx context.Context, req fence.WriteRequest) (fence.Written, error) {
+	if err := checkRef(req.Session); err != nil {
+		return fence.Written{}, err
+	}
 	return s.written(ctx, bind(state.Command{Op: state.OpWrite, Name: req.Resource, Token: req.Token, Value: req.Value, OpID: req.OpID}, req.Session), "write")
 }
 
 func (s nodeService) Add(ctx context.Context, req fence.AddRequest) (fence.Written, error) {
+	if err := checkRef(req.Session); err != nil {
+		return fence.Written{}, err
+	}
 	return s.written(ctx, bind(state.Command{Op: state.OpAdd, Name: req.Resource, Token: req.Token, Delta: req.Delta, OpID: req.OpID}, req.Session), "add")
 }
 
 func (s nodeService) Delete(ctx context.Context, req fence.DeleteRequest) (fence.Written, error) {
+	if err := checkRef(req.Session); err != nil {
+		return fence.Written{}, err
+	}
 	return s.written(ctx, bind(state.Command{Op: state.OpDelete, Name: req.Resource, Token: req.Token, OpID: req.OpID}, req.Session), "delete")
 }
 
@@ -150,6 +189,9 @@ func (s nodeService) written(ctx context.Context, cmd state.Command, op string) 
 }
 
 func (s nodeService) Read(ctx context.Context, resource string) (fence.ResourceState, error) {
+	if err := fence.ValidateName("resource", resource); err != nil {
+		return fence.ResourceState{}, err
+	}
 	rs, err := s.n.Resource(ctx, resource)
 	if err != nil {
 		return fence.ResourceState{}, unavailable(err)
@@ -174,7 +216,13 @@ func (s nodeService) KeepAlive(ctx context.Context, req fence.KeepAliveRequest) 
 // ref.ID when id is 0; both set must agree.
 func sessionCommand(cmd state.Command, id uint64, ref fence.SessionRef) (state.Command, error) {
 	if id != 0 && ref.ID != 0 && id != ref.ID {
-		return cmd, fence.Invalid("session", "equal to session.id ("+strconv.FormatUint(ref.ID, 10)+") when both are set", strconv.FormatUint(id, 10))
+		return cmd, fence.Invalid("session_ref.id", "0 or session ("+strconv.FormatUint(id, 10)+")", strconv.FormatUint(ref.ID, 10))
+	}
+	if id != 0 && ref.ID == 0 {
+		ref.ID = id
+	}
+	if err := reqcheck.SessionRef(ref, "session", "session_ref.ack"); err != nil {
+		return cmd, err
 	}
 	cmd = bind(cmd, ref)
 	if id != 0 {
@@ -201,6 +249,24 @@ func (s nodeService) CloseSession(ctx context.Context, req fence.CloseSessionReq
 	}
 	res, err := outcome(s.n.Apply(ctx, cmd))
 	return fence.Released{Replayed: res.Replayed && (err == nil || res.Err != nil)}, err
+}
+
+// checkList checks what the machine does not (reads propose nothing): a
+// prefix may be empty, else is like a name; after is a name or ""; limit
+// is 1 or more.
+func checkList(req fence.ListRequest) error {
+	switch {
+	case len(req.Prefix) > fence.MaxNameBytes:
+		return fence.Invalid("prefix", "at most "+strconv.Itoa(fence.MaxNameBytes)+" bytes", "("+strconv.Itoa(len(req.Prefix))+" bytes)")
+	case !utf8.ValidString(req.Prefix):
+		return fence.Invalid("prefix", "valid UTF-8", "")
+	case req.Limit < 1:
+		return fence.Invalid("limit", "1 or more", strconv.Itoa(req.Limit))
+	}
+	if req.After != "" {
+		return fence.ValidateName("after", req.After)
+	}
+	return nil
 }
 
 func lockInfo(li state.LockInfo) fence.LockInfo {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/internal/reqcheck"
 )
 
 // The operations of the API, each as the validated fence request its
@@ -27,7 +28,9 @@ import (
 // message's seq and ack.
 type binding struct{ session, seq, ack uint64 }
 
-func (b binding) ref() fence.SessionRef { return fence.SessionRef{ID: b.session, Seq: b.seq, Ack: b.ack} }
+func (b binding) ref() fence.SessionRef {
+	return fence.SessionRef{ID: b.session, Seq: b.seq, Ack: b.ack}
+}
 
 // refBinding checks a unary request's SessionRef (absent: no session).
 // seq and ack need a session; ack is at most seq when seq is set (ack is
@@ -43,13 +46,7 @@ func refBinding(ref *fencev1.SessionRef) (binding, error) {
 // checkBinding: seq or ack without a session, or ack past seq, is refused
 // naming sessionField or ackField.
 func checkBinding(b binding, sessionField, ackField string) error {
-	switch {
-	case b.session == 0 && (b.seq != 0 || b.ack != 0):
-		return fence.Invalid(sessionField, "set (the id SessionService.Open returned) when seq or ack is", "")
-	case b.seq != 0 && b.ack > b.seq:
-		return fence.Invalid(ackField, fmt.Sprintf("at most seq (%d): the lowest seq not yet answered", b.seq), fmt.Sprint(b.ack))
-	}
-	return nil
+	return reqcheck.SessionRef(b.ref(), sessionField, ackField)
 }
 
 // sessionRefBinding binds a unary KeepAlive or Close to its session, with
@@ -87,7 +84,7 @@ func mutation[Res any](s *Server, timed bool, do call[Res]) call[Res] {
 func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1.AcquireResponse], error) {
 	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
 	if b.session == 0 && m.GetTtl() == nil {
-		terr = fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s) unless the acquire is bound to a session (session.id)", fence.MinTTL, s.cfg.MaxTTL), "")
+		terr = reqcheck.TTLRequired(s.cfg.MaxTTL)
 	}
 	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)
 	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)

@@ -1,0 +1,28 @@
+package reqcheck
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// SessionRef checks a request's binding to a session: seq or ack without a
+// session is refused naming sessionField; ack past seq (when seq is set)
+// naming ackField (ack is the lowest seq not yet answered, and this one is
+// not).
+func SessionRef(ref fence.SessionRef, sessionField, ackField string) error {
+	switch {
+	case ref.ID == 0 && (ref.Seq != 0 || ref.Ack != 0):
+		return fence.Invalid(sessionField, "set (the id SessionService.Open returned) when seq or ack is", "")
+	case ref.Seq != 0 && ref.Ack > ref.Seq:
+		return fence.Invalid(ackField, fmt.Sprintf("at most seq (%d): the lowest seq not yet answered", ref.Seq), fmt.Sprint(ref.Ack))
+	}
+	return nil
+}
+
+// TTLRequired is the refusal of an acquire without a session that sets no
+// ttl (one bound to a session may: its lease lasts as long as the session).
+func TTLRequired(maxTTL time.Duration) error {
+	return fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s) unless the acquire is bound to a session (session.id)", fence.MinTTL, maxTTL), "")
+}

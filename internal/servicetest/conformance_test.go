@@ -1,0 +1,63 @@
+package servicetest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/server"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// localTarget is a node on a fresh data dir, as node.Node.Service.
+func localTarget(t *testing.T) Target {
+	n, err := node.Open(node.Config{DataDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return Target{Service: n.Service(), Stop: func() { n.Close() }}
+}
+
+// remoteTarget is a real server on a loopback socket, through
+// client.NewService.
+func remoteTarget(t *testing.T) Target {
+	s, err := server.New(server.Config{DataDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	stop := func() {
+		s.Shutdown(context.Background())
+		<-served
+	}
+	var once bool
+	t.Cleanup(func() {
+		if !once {
+			stop()
+		}
+	})
+	svc := client.NewService("http://" + ln.Addr().String())
+	return Target{Service: svc, Stop: func() { once = true; stop() }}
+}
+
+// TestConformance runs the table against the local node and against the
+// remote client over a real server, and checks that the two answered
+// every call alike.
+func TestConformance(t *testing.T) {
+	var local, remote []Outcome
+	t.Run("local node", func(t *testing.T) { local = Run(t, localTarget(t)) })
+	t.Run("remote client", func(t *testing.T) { remote = Run(t, remoteTarget(t)) })
+	Compare(t, "local node", local, "remote client", remote)
+}
