@@ -598,6 +598,7 @@ func TestClusterConfigRefusals(t *testing.T) {
 		"peers without self":    {Mux: m, Peers: []Peer{{"a", "127.0.0.1:1"}}},
 		"self at another addr":  {Mux: m, Peers: []Peer{{"fence-1", "127.0.0.1:1"}}},
 		"duplicate peer":        {Mux: m, Peers: []Peer{{"fence-1", m.Addr()}, {"fence-1", "127.0.0.1:2"}}},
+		"negative clock rate":   {ClockRate: -1},
 	} {
 		cfg.DataDir = t.TempDir()
 		if n, err := Open(cfg); !errors.Is(err, fence.ErrInvalid) {
