@@ -21,7 +21,10 @@
 //     ForwardedHeader; a node that gets a forwarded call and does not lead
 //     answers unavailable (one hop, no loops). Every change is idempotent
 //     (adding a voter that is one, removing an id that is not a member),
-//     so a caller may retry one whose outcome it did not learn.
+//     so a caller may retry one whose outcome it did not learn. Adding an
+//     id that is a member at another address, or at the address of another
+//     member, is refused (ConflictError): raft would take it for a move, so
+//     a second node started with an id in use would take the first's place.
 //   - NodeStatus is the asked node's own view, never forwarded.
 //
 // A single node (started without --raft-addr: raft over an in-memory

@@ -1,9 +1,27 @@
 package cluster
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrSingleNode refuses a membership change on a node started without a
 // raft address: its raft runs over an in-memory transport that cannot reach
 // another node, so there is nobody to add (restart it with --raft-addr and
 // --bootstrap to make it the first node of a cluster).
 var ErrSingleNode = errors.New("cluster: this node runs alone (no --raft-addr): its membership cannot change")
+
+// ConflictError refuses to add member ID at RaftAddr: member MemberID is at
+// MemberAddr, and either the ids or the addresses are the same. Nothing was
+// changed. To move a member to another address, remove it first.
+type ConflictError struct {
+	ID, RaftAddr         string
+	MemberID, MemberAddr string
+}
+
+func (e *ConflictError) Error() string {
+	if e.ID == e.MemberID {
+		return fmt.Sprintf("cluster: %s is already a member at %s, not %s (two nodes with one --node-id? to move a member, remove it first)", e.ID, e.MemberAddr, e.RaftAddr)
+	}
+	return fmt.Sprintf("cluster: %s is already the raft address of member %s (remove %s first)", e.RaftAddr, e.MemberID, e.MemberID)
+}

@@ -163,11 +163,34 @@ func (m *Membership) AddMember(ctx context.Context, forwarded bool, id, raftAddr
 		return ErrSingleNode
 	}
 	return m.onLeader(ctx, forwarded,
-		func() error { return m.node.AddVoter(ctx, id, raftAddr) },
+		func() error {
+			if err := m.checkNoConflict(ctx, id, raftAddr); err != nil {
+				return err
+			}
+			return m.node.AddVoter(ctx, id, raftAddr)
+		},
 		func(c fencev1connect.ClusterServiceClient) error {
 			_, err := c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: id, RaftAddr: raftAddr}))
 			return err
 		})
+}
+
+// checkNoConflict refuses to add id at raftAddr when another member has
+// that id at another address, or that address under another id. raft would
+// take the first as a move of the member (a second node started with the
+// same --node-id, the default fence-1 say, would silently take the first
+// one's place), and the second as two members at one address.
+func (m *Membership) checkNoConflict(ctx context.Context, id, raftAddr string) error {
+	conf, err := m.node.Members(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range conf {
+		if (c.ID == id) != (c.Addr == raftAddr) {
+			return &ConflictError{ID: id, RaftAddr: raftAddr, MemberID: c.ID, MemberAddr: c.Addr}
+		}
+	}
+	return nil
 }
 
 // RemoveMember removes member id, on the leader; it returns once the new

@@ -231,6 +231,18 @@ func TestClusterJoinListTransferRemove(t *testing.T) {
 	if got := ids(n2.members(t)); !slices.Equal(got, []string{"n2", "n3"}) {
 		t.Fatalf("after re-adding n3 the leader lists %v", got)
 	}
+	// A member's id at another address, or its address under another id,
+	// is refused: raft would move the member.
+	for _, req := range []*fencev1.AddMemberRequest{{Id: "n3", RaftAddr: n1.cfg.Cluster.RaftAddr}, {Id: "n9", RaftAddr: n3.cfg.Cluster.RaftAddr}} {
+		_, err := n3.client().AddMember(context.Background(), connect.NewRequest(req))
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "already") {
+			t.Fatalf("AddMember(%v): %v, want failed_precondition (already a member / address)", req, err)
+		}
+	}
+	ms := n2.members(t)
+	if got := ids(ms); !slices.Equal(got, []string{"n2", "n3"}) || ms[1].GetRaftAddr() != n3.cfg.Cluster.RaftAddr {
+		t.Fatalf("after refused conflicting adds the leader lists %v", ms)
+	}
 	// Under the new leader, through a follower again: a token above the
 	// old leader's.
 	_, err = n3.locks().Release(context.Background(), connect.NewRequest(&fencev1.ReleaseRequest{Name: "l", Token: grant.Msg.GetLease().GetToken()}))
@@ -327,4 +339,25 @@ func TestClusterSingleNode(t *testing.T) {
 	checkInvalid(t, err, "raft_addr")
 	_, err = c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: ""}))
 	checkInvalid(t, err, "id")
+}
+
+// A second node started with an id that is a member already (the default
+// fence-1, say) is refused at once: its join must not move the member.
+func TestClusterJoinDuplicateIDRefused(t *testing.T) {
+	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	n1.awaitReady(t)
+	dup := startRun(t, clusterConfig(t, "n1", ClusterConfig{Join: []string{n1.url}})) // ReadyTimeout: clusterWait
+	select {
+	case err := <-dup.done:
+		dup.done <- err
+		if err == nil || !strings.Contains(err.Error(), "already a member") {
+			t.Fatalf("duplicate id's Run returned %v, want a refused join", err)
+		}
+	case <-time.After(clusterWait):
+		t.Fatalf("duplicate id's Run still running after %s", clusterWait)
+	}
+	ms := n1.members(t)
+	if len(ms) != 1 || ms[0].GetRaftAddr() != n1.cfg.Cluster.RaftAddr || !n1.status(t).GetReady() {
+		t.Fatalf("after the refused join n1 lists %v", ms)
+	}
 }

@@ -626,7 +626,9 @@ type ClusterServiceClient interface {
 	Members(context.Context, *connect.Request[v1.MembersRequest]) (*connect.Response[v1.MembersResponse], error)
 	// AddMember adds a voter and returns once the configuration that holds it
 	// is committed. Adding a member that is already a voter at the same
-	// address changes nothing and succeeds (so a join may be retried).
+	// address changes nothing and succeeds (so a join may be retried). An id
+	// that is a member at another address, or an address another member has,
+	// is refused with FAILED_PRECONDITION (remove the member first).
 	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
 	// RemoveMember removes a member and returns once the configuration
 	// without it is committed. Removing an id that is not a member succeeds.
@@ -724,7 +726,9 @@ type ClusterServiceHandler interface {
 	Members(context.Context, *connect.Request[v1.MembersRequest]) (*connect.Response[v1.MembersResponse], error)
 	// AddMember adds a voter and returns once the configuration that holds it
 	// is committed. Adding a member that is already a voter at the same
-	// address changes nothing and succeeds (so a join may be retried).
+	// address changes nothing and succeeds (so a join may be retried). An id
+	// that is a member at another address, or an address another member has,
+	// is refused with FAILED_PRECONDITION (remove the member first).
 	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
 	// RemoveMember removes a member and returns once the configuration
 	// without it is committed. Removing an id that is not a member succeeds.
