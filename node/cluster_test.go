@@ -498,7 +498,7 @@ func TestClusterIsolatedLeader(t *testing.T) {
 	tc.proxies.isolate(idx[lead])
 
 	ctx := context.Background()
-	_, err := lead.node.Apply(ctx, state.Command{Op: state.OpWrite, Name: "r", Token: last, Value: []byte("lost"), OpID: "iso"})
+	_, err := lead.node.Apply(ctx, state.Command{Op: state.OpWrite, Name: "iso", Token: last, Value: []byte("lost"), OpID: "iso"})
 	switch {
 	case errors.Is(err, ErrUnknownOutcome) && !errors.Is(err, ErrNotLeader):
 	case errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrUnknownOutcome):
@@ -520,6 +520,13 @@ func TestClusterIsolatedLeader(t *testing.T) {
 	tc.caughtUp(tc.members, tc.leader())
 	if rs := resourceOn(lead, "r"); string(rs.Value) != "majority" {
 		t.Fatalf("old leader after healing: r = %+v, want the majority's write", rs)
+	}
+	// The isolated leader's write never reached a majority: no replica
+	// applied it (its entry was overwritten by the majority's log).
+	for _, mb := range tc.members {
+		if rs := resourceOn(mb, "iso"); rs.Version != 0 {
+			t.Fatalf("%s applied the isolated leader's uncommitted write: %+v", mb.id, rs)
+		}
 	}
 }
 
