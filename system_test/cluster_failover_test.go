@@ -2,6 +2,7 @@ package system_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/internal/harness"
 )
 
@@ -71,7 +73,8 @@ func (w *loadWorker) run(ctx context.Context, f *failover, stop <-chan struct{},
 // acknowledged before it (G1 across terms); every acknowledged grant and
 // write is still there, each write applied exactly once (G5, G6); and a
 // lease that expired during the failover cannot be renewed once another
-// client was granted its lock.
+// client was granted its lock; a Go client's 1s lease is either renewed
+// through the failover or reported lost, and then never renewed again.
 func TestClusterKillLeaderUnderLoad(t *testing.T) {
 	c := harness.StartClusterT(t, clusterConfig(3))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*hangGuard)
@@ -111,6 +114,18 @@ func TestClusterKillLeaderUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A Go client's lease (TTL 1s, its own keepalive, every node as an
+	// endpoint): it is either renewed through the failover in time, or
+	// reported lost at its safe deadline and never renewed after it.
+	gc, err := client.New(c.Endpoints(), client.WithoutSession())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Close()
+	gl, err := gc.Acquire(ctx, "kill/go-client", client.TTL(time.Second), client.Owner("go-client"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if acked.Load() == 0 {
 		t.Fatal("the workers had nothing acknowledged before the kill")
@@ -147,6 +162,39 @@ func TestClusterKillLeaderUnderLoad(t *testing.T) {
 	})
 	if r := reason(err); r != "LEASE_EXPIRED" && r != "NOT_HOLDER" && r != "STALE_TOKEN" {
 		t.Errorf("renew of the expired lease %d after B was granted %d = %v, want it refused (LEASE_EXPIRED, NOT_HOLDER or STALE_TOKEN)", expiring.GetToken(), bLease, err)
+	}
+
+	select {
+	case <-gl.Done():
+		// Lost: its client gave it up, so the lock must go to another.
+		if !errors.Is(gl.Err(), client.ErrLeaseLost) {
+			t.Errorf("the Go client's lease ended with %v, want lost", gl.Err())
+		}
+		other := newFailover(c.URLs())
+		for {
+			g, err := other.acquire(ctx, "kill/go-client", "other", 10*time.Second, 0)
+			if err == nil {
+				if g.GetToken() <= uint64(gl.Token()) {
+					t.Errorf("token %d after the lost lease's %d", g.GetToken(), gl.Token())
+				}
+				break
+			}
+			if reason(err) != "BUSY" || ctx.Err() != nil {
+				t.Fatalf("acquire of the lost Go client lease's lock: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("the Go client's 1s lease was reported lost in the failover (%v); its lock went to another", gl.Err())
+	default:
+		// Renewed through the failover: still held with its token.
+		li, err := newFailover(c.URLs()).get(ctx, "kill/go-client")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if li.GetLease().GetToken() != uint64(gl.Token()) {
+			t.Errorf("the Go client holds kill/go-client (token %d) but the cluster has %v", gl.Token(), li)
+		}
+		t.Logf("the Go client's 1s lease was renewed through the failover")
 	}
 
 	time.Sleep(time.Second) // more load on the new leader
