@@ -144,16 +144,14 @@ func (c *Cluster) Transfer(ctx context.Context, s *Server) (*Server, error) {
 	if _, err := old.ClusterClient().TransferLeadership(ctx, req); err != nil {
 		return nil, fmt.Errorf("harness: transfer leadership from %s to %q: %w", old.ID(), id, err)
 	}
-	for {
-		l, err := c.WaitLeader(ctx, old)
-		if err != nil {
-			return nil, err
-		}
-		if s == nil || l == s {
-			return l, nil
-		}
+	l, err := c.WaitLeader(ctx, old)
+	if err != nil {
+		return nil, err
+	}
+	if s != nil && l != s {
 		return nil, fmt.Errorf("harness: asked for %s, %s leads", s.ID(), l.ID())
 	}
+	return l, nil
 }
 
 // RemoveMember removes s from the raft configuration (through a running
