@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/internal/chaos"
 	"github.com/fenceworks/fence/internal/harness"
 )
 
@@ -233,3 +235,105 @@ func TestClientFailsOverWhenItsNodeDies(t *testing.T) {
 		t.Fatalf("acquire after the failovers = %v, %v; want a token above %d", later, err, l.Token())
 	}
 }
+
+// TestAcquireReplyLostInFailover: an acquire reaches the leader, is
+// granted, and its reply is lost (the link back to the client drops it);
+// then the leader is killed. The client retries on the next node — with
+// the same session seq on the stream, with the same request_id without a
+// session — and holds exactly the lease that was granted: one grant of the
+// lock, whose token is the client's.
+func TestAcquireReplyLostInFailover(t *testing.T) {
+	c, leader, followers := startCluster(t)
+	ctx := ctxFor(t)
+	observer := newClient(t, followers[1].URL(), client.WithoutSession(), client.WithLogger(slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	for round, opts := range [][]client.Option{nil, {client.WithoutSession()}} {
+		if round > 0 {
+			// The previous round killed the leader: bring it back, and
+			// find the new one.
+			if err := leader.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if leader, err = c.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			followers = followers[:0]
+			for _, s := range c.Nodes() {
+				if s != leader {
+					followers = append(followers, s)
+				}
+			}
+			observer = newClient(t, followers[1].URL(), client.WithoutSession())
+		}
+		proxy, err := chaos.NewProxy("to-leader", leader.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer proxy.Close()
+		cl := newClient(t, "http://"+proxy.Addr()+","+followers[0].URL()+","+followers[1].URL(),
+			append(opts, client.WithBackoff(10*time.Millisecond, 200*time.Millisecond), client.WithLogger(slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))))...)
+		name := fmt.Sprintf("lost-reply-%d", round)
+		// A first lease through the proxy opens the connections, and the
+		// session and its stream if the client has one.
+		warm, err := cl.Acquire(ctx, name+"/warm", client.Owner("lost"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := warm.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if cl.Endpoint() != "http://"+proxy.Addr() {
+			t.Fatalf("round %d: the client uses %s, want the proxy to the leader", round, cl.Endpoint())
+		}
+		t.Logf("round %d: warm at %s", round, time.Now().Format("15:04:05.000"))
+		if err := proxy.Blackhole(chaos.Downstream); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *client.Lease, 1)
+		errs := make(chan error, 1)
+		go func() {
+			l, err := cl.Acquire(ctx, name, client.Owner("lost"))
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- l
+		}()
+		var granted fence.Token
+		for granted == 0 {
+			info, err := observer.Get(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Lease != nil {
+				granted = info.Lease.Token
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Logf("round %d: granted %d at %s; killing %s", round, granted, time.Now().Format("15:04:05.000"), leader.ID())
+		if err := leader.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Close()
+		var l *client.Lease
+		select {
+		case l = <-got:
+		case err := <-errs:
+			t.Fatalf("round %d: acquire across the lost reply and the failover: %v", round, err)
+		}
+		t.Logf("round %d: acquire returned at %s", round, time.Now().Format("15:04:05.000"))
+		info, err := observer.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Token() != granted || info.Lease == nil || info.Lease.Token != granted || info.LastToken != granted {
+			t.Fatalf("round %d: the client holds token %d; the lock %+v was granted %d: want exactly that one lease", round, l.Token(), info, granted)
+		}
+	}
+}
+
+// tlog writes a client's log lines to the test's log (shown when it
+// fails): which endpoint each retry went to, and why.
+type tlog struct{ t *testing.T }
+
+func (l tlog) Write(p []byte) (int, error) { l.t.Log(string(p)); return len(p), nil }
