@@ -27,6 +27,9 @@ type clusterParts struct {
 	members *cluster.Membership
 	served  chan error // the raft port's API Serve result (cluster mode)
 
+	joinCancel context.CancelFunc // ends a join under way (close)
+	joining    sync.WaitGroup
+
 	closeOnce sync.Once
 }
 
@@ -111,13 +114,14 @@ func (cp *clusterParts) joinFailed(ctx context.Context, cfg Config) <-chan error
 		return nil
 	}
 	failed := make(chan error, 1)
-	go func() {
-		jctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	jctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	cp.joinCancel = cancel
+	cp.joining.Go(func() {
 		defer cancel()
-		if err := cp.members.Join(jctx, cfg.Cluster.Join); err != nil && ctx.Err() == nil {
+		if err := cp.members.Join(jctx, cfg.Cluster.Join); err != nil && ctx.Err() == nil && !errors.Is(jctx.Err(), context.Canceled) {
 			failed <- fmt.Errorf("%w (--ready-timeout %s)", err, cfg.ReadyTimeout)
 		}
-	}()
+	})
 	return failed
 }
 
@@ -131,6 +135,10 @@ func (cp *clusterParts) close(log *slog.Logger) {
 }
 
 func (cp *clusterParts) closeNow(log *slog.Logger) {
+	if cp.joinCancel != nil {
+		cp.joinCancel()
+	}
+	cp.joining.Wait()
 	if cp.fwd != nil {
 		cp.fwd.Close()
 	}

@@ -58,6 +58,9 @@ func startRun(t *testing.T, cfg Config) *runNode {
 		select {
 		case err := <-n.done:
 			n.done <- err
+			if strings.Contains(n.logs.String(), "fence serving on "+n.url) {
+				return n // served, then stopped (a refused join): the caller looks
+			}
 			t.Fatalf("%s: Run returned before serving: %v\n%s", n.id, err, n.logs.String())
 		case <-deadline:
 			t.Fatalf("%s: not serving after %s\n%s", n.id, clusterWait, n.logs.String())
@@ -216,6 +219,9 @@ func TestClusterJoinListTransferRemove(t *testing.T) {
 		t.Fatalf("TransferLeadership(n2) says the new leader is %q", res.Msg.GetLeader())
 	}
 	await(t, "n2 leads", func() bool { st := n2.status(t); return st.GetRole() == "leader" && st.GetReady() })
+	// n3 forwards the next change to the leader it knows: wait until it
+	// knows n2 (until then it answers unavailable, and a caller retries).
+	await(t, "n3 follows n2", func() bool { return n3.status(t).GetLeaderId() == "n2" })
 
 	// Removal asked of a follower (n3) of the old leader (n1).
 	if _, err := n3.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n1"})); err != nil {
