@@ -1,0 +1,222 @@
+package system_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/harness"
+)
+
+// Fault 5 in a cluster: one follower's data dir is on a small filesystem
+// that fills while the leader takes writes (the follower stores every
+// entry too). The follower must stop (exit non-zero: fail-stop) while the
+// other two go on acknowledging; after its filesystem is enlarged and it
+// is restarted it catches up, and once it leads it holds every
+// acknowledged write and grants no token twice.
+func TestClusterFollowerDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, harness.NodeID(2))
+	// The follower's log is raft-boltdb, which grows its file as it goes, so
+	// a small filesystem fills after a few MiB (the WAL would need more than
+	// a 64 MiB segment: minutes under -race). The fail-stop path is the
+	// same guard either way; TestNodeDiskFull covers both stores.
+	mountTmpfs(t, small, "16m")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*hangGuard)
+	defer cancel()
+	c, err := harness.StartCluster(ctx, harness.ClusterConfig{N: 3, Dir: dir,
+		Args: []string{"--ready-timeout", "60s"},
+		NodeArgs: func(id string) []string {
+			if id == harness.NodeID(2) {
+				return []string{"--log-store", "bolt"}
+			}
+			return nil
+		},
+		ReadyTimeout: hangGuard, StopTimeout: hangGuard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	f := c.Node(2)
+	if f.DataDir() != small {
+		t.Fatalf("%s's data dir is %s, not the small filesystem %s (started again after a port clash?)", f.ID(), f.DataDir(), small)
+	}
+	lead, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lead == f {
+		if lead, err = c.Transfer(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hc := &http.Client{Timeout: hangGuard}
+	a := api{Locks: fencev1connect.NewLockServiceClient(hc, lead.URL()),
+		Resources: fencev1connect.NewResourceServiceClient(hc, lead.URL())}
+
+	const clients, valueSize = 4, 256 << 10
+	type clientState struct {
+		ackedSeq   int    // last acknowledged write
+		ackedToken uint64 // its token
+		maxToken   uint64 // the largest token it was given
+		err        error  // what stopped it, if not the test
+	}
+	var (
+		mu        sync.Mutex
+		states    = make([]clientState, clients)
+		acks      int
+		acksAfter int // acknowledged after the follower exited
+		stop      = make(chan struct{})
+		wg        sync.WaitGroup
+	)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lock, res := fmt.Sprintf("diskc/lock-%d", i), fmt.Sprintf("diskc/res-%d", i)
+			for seq := 1; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := a.acquire(ctx, lock, "diskc", time.Hour, 0)
+				if err == nil {
+					mu.Lock()
+					states[i].maxToken = max(states[i].maxToken, l.GetToken())
+					mu.Unlock()
+					_, err = a.write(ctx, res, l.GetToken(), diskValue(seq, valueSize))
+				}
+				if err != nil {
+					mu.Lock()
+					states[i].err = err
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				states[i].ackedSeq, states[i].ackedToken = seq, l.GetToken()
+				acks++
+				select {
+				case <-f.Done():
+					acksAfter++
+				default:
+				}
+				mu.Unlock()
+				if err := a.release(ctx, lock, l.GetToken()); err != nil {
+					mu.Lock()
+					states[i].err = err
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	// The follower exits on its own (fail-stop); the others go on: 40 more
+	// writes acknowledged after it.
+	// 400 writes of 256 KiB are 100 MiB, far more than the follower's
+	// 16 MiB filesystem holds.
+	for done := false; !done; {
+		select {
+		case <-f.Done():
+			done = true
+		case <-ctx.Done():
+			t.Fatalf("%s did not stop within the test's time; log tail:\n%s", f.ID(), f.LogTail(30))
+		case <-time.After(20 * time.Millisecond):
+			mu.Lock()
+			n := acks
+			mu.Unlock()
+			if n > 400 {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("%s still runs after %d writes of %d KiB on its 16 MiB filesystem; log tail:\n%s", f.ID(), n, valueSize>>10, f.LogTail(30))
+			}
+		}
+	}
+	for {
+		mu.Lock()
+		n, failed := acksAfter, 0
+		for _, st := range states {
+			if st.err != nil {
+				failed++
+			}
+		}
+		mu.Unlock()
+		if n >= 40 || failed == clients {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	for i, st := range states {
+		if st.err != nil {
+			t.Errorf("client %d: the cluster refused a call after %s's disk filled: %v", i, f.ID(), st.err)
+		}
+	}
+	if f.ExitState().Success() {
+		t.Fatalf("%s exited with %v after its disk filled, want a non-zero status", f.ID(), f.ExitState())
+	}
+	if !strings.Contains(f.Log(), "fatal storage error") {
+		t.Errorf("%s's log does not name the fatal storage error", f.ID())
+	}
+	t.Logf("%d writes acknowledged, %d after %s stopped (%v)", acks, acksAfter, f.ID(), f.ExitState())
+	if acksAfter < 40 {
+		t.Fatalf("only %d writes acknowledged after %s stopped, want 40: the others did not go on", acksAfter, f.ID())
+	}
+
+	// Room again: the follower restarts from its data dir, catches up, and
+	// takes the lead; its state (reads are the leader's) holds every
+	// acknowledged write, and its grants are above every token given.
+	resizeTmpfs(t, small, "400m")
+	if err := f.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Raft hands leadership only to a voter that caught up within an
+	// election timeout; f has a WAL segment's worth to fetch (and the
+	// leader's replication to it backed off while it was down): ask again.
+	restarted := time.Now()
+	for {
+		_, err := c.Transfer(ctx, f)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("transfer to %s: %v", f.ID(), err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("%s leads %s after its restart", f.ID(), time.Since(restarted).Round(time.Millisecond))
+	fa := api{Locks: fencev1connect.NewLockServiceClient(hc, f.URL()),
+		Resources: fencev1connect.NewResourceServiceClient(hc, f.URL())}
+	var maxToken uint64
+	for i, st := range states {
+		maxToken = max(maxToken, st.maxToken)
+		rs, err := fa.read(ctx, fmt.Sprintf("diskc/res-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := diskSeq(rs.GetValue()); got < st.ackedSeq || rs.GetLastToken() < st.ackedToken {
+			t.Errorf("diskc/res-%d on %s: write %d (token %d); acknowledged write %d (token %d) is lost",
+				i, f.ID(), got, rs.GetLastToken(), st.ackedSeq, st.ackedToken)
+		}
+	}
+	for range 20 {
+		l, err := fa.acquire(ctx, "diskc/after", "after", time.Minute, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.GetToken() <= maxToken {
+			t.Fatalf("grant on %s has token %d, not above %d given before", f.ID(), l.GetToken(), maxToken)
+		}
+		maxToken = l.GetToken()
+		if err := fa.release(ctx, "diskc/after", l.GetToken()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
