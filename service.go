@@ -15,8 +15,11 @@ import (
 //     nothing was proposed). It validates nothing twice: the state machine
 //     checks every command as it applies it (the same fields, bounds and
 //     names the server checks, against the rules recorded in the log), so a
-//     bad request given to it directly is refused, changing nothing, after
-//     one log entry; it checks reads (Get, Read, List) itself;
+//     bad field given to it directly is refused, changing nothing, after
+//     one log entry; before proposing it checks only what the machine words
+//     differently (a SessionRef's shape, the TTL an acquire without a
+//     session must set: internal/reqcheck, shared with the server) and the
+//     arguments of the reads (Get, Read, List);
 //   - the remote client (client.NewService): the same calls over the
 //     network to a Fence server (Connect, protobuf);
 //   - the leader forwarder (cluster.Forwarder): the local node when it

@@ -4,6 +4,14 @@
 // and unencrypted HTTP/2), plus /healthz, /readyz and /metrics, in front of
 // one node.Node.
 //
+// The handlers are written against fence.Service, not the node: each
+// validates its request, builds the fence.*Request and calls the Service —
+// the node's own (node.Node.Service), or, in cluster mode, the leader
+// forwarder (cluster.Forwarder), or what Config.Service makes of the node —
+// then maps the answer to the proto reply and the error to its Connect
+// code. Health, readiness and metrics read the node's own status (a small
+// interface, nodeStatus), whichever Service answers.
+//
 // Sessions: SessionService.Open, KeepAlive and Close are unary calls like
 // the others; the mutating calls (Acquire, Renew, Release, Write, Add,
 // Delete) take an optional SessionRef that binds them to a session and,
@@ -13,7 +21,7 @@
 // served concurrently (stream.go has its contract and bounds;
 // stream_http.go the HTTP limits it has instead of a unary call's).
 //
-// Every request is validated before it is proposed (bad input gets
+// Every request is validated before the Service is called (bad input gets
 // invalid_argument with a fencev1.ErrorDetail naming the field and the
 // bound, and changes nothing); every refusal is mapped by package
 // internal/apierr (BUSY and RESOURCE_EXHAUSTED are ResourceExhausted, told
@@ -21,7 +29,8 @@
 // OP_CONFLICT is AlreadyExists); a node that is not the leader, or is
 // shutting down, answers Unavailable, and so does a command whose outcome
 // the node does not know (node.ErrUnknownOutcome: the client retries with
-// the same id).
+// the same id), and any other error of the Service that matches
+// fence.ErrUnavailable (a forwarded call whose outcome is unknown).
 //
 // Limits against slow and greedy clients (limits.go): a connection cap
 // (Config.MaxConns), header and whole-request read deadlines that never cut
