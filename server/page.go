@@ -1,11 +1,10 @@
 package server
 
 import (
-	"encoding/base64"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // List pages.
@@ -15,10 +14,6 @@ const (
 	// MaxPageSize is the largest page_size accepted.
 	MaxPageSize = 10000
 )
-
-// pageTokenVersion is the first byte of a page token; the rest is the name
-// of the last lock listed. Clients must treat tokens as opaque.
-const pageTokenVersion = 1
 
 // pageSize checks page_size: 0 means DefaultPageSize.
 func pageSize(n uint32) (int, error) {
@@ -32,24 +27,17 @@ func pageSize(n uint32) (int, error) {
 }
 
 // encodePageToken makes the page_token that continues after the lock
-// named after ("" when there is no next page).
-func encodePageToken(after string) string {
-	if after == "" {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString(append([]byte{pageTokenVersion}, after...))
-}
+// named after ("" when there is no next page): internal/apierr's encoding,
+// shared with the remote fence.Service (client.NewService).
+func encodePageToken(after string) string { return apierr.EncodePageToken(after) }
 
 // decodePageToken returns the name a page_token continues after ("" for
-// the first page).
+// the first page); a token apierr.EncodePageToken did not make is refused
+// naming page_token.
 func decodePageToken(tok string) (string, error) {
-	if tok == "" {
-		return "", nil
+	after, ok := apierr.DecodePageToken(tok)
+	if !ok {
+		return "", fence.Invalid("page_token", "the next_page_token of an earlier List, unchanged", "")
 	}
-	bad := fence.Invalid("page_token", "the next_page_token of an earlier List, unchanged", "")
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil || len(b) < 2 || b[0] != pageTokenVersion || len(b)-1 > fence.MaxNameBytes || !utf8.Valid(b[1:]) {
-		return "", bad
-	}
-	return string(b[1:]), nil
+	return after, nil
 }
