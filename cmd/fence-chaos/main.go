@@ -235,8 +235,8 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	if r.Empty {
 		empty = " empty=yes"
 	}
-	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
-		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.EarlyExpiry, r.LostWrites, r.DoubleApplies,
+	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
+		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.EarlyExpiry, r.Expiries, r.LostWrites, r.DoubleApplies,
 		r.MissingFinal, r.Malformed, empty, r.StaleRefused, lin)
 	if r.Holds(*control) {
 		return 0

@@ -104,7 +104,7 @@ func run(t *testing.T, cfg chaos.Config, expectPass bool) chaos.Summary {
 	}
 	cfg.Dir = dir
 	cfg.Log = testLog{t}
-	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", cfg.Seed, cfg.Duration)
+	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s NODES=%d", cfg.Seed, cfg.Duration, max(cfg.Nodes, 1))
 	if cfg.Control {
 		replay += " (control run)"
 	}
@@ -174,6 +174,59 @@ func TestChaosControl(t *testing.T) {
 	}
 	if !sum.Pass {
 		t.Errorf("control run failed: %s\nproblems:\n%s", sum.Line(), strings.Join(sum.Report.Problems, "\n"))
+	}
+}
+
+// TestChaosCluster: three nodes with a fault proxy on every peer link,
+// partitions (the leader isolated, a majority/minority split, one-way
+// cuts), the leader killed and paused, a follower killed, a node's clock
+// skewed by an hour with leadership moved onto it, a member removed and
+// re-added, and worker pauses: every checker holds, the early-expiry one
+// included.
+func TestChaosCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	fence, _, worker := binaries(t)
+	kinds := append([]chaos.FaultKind{chaos.FaultWorkerPause}, chaos.ClusterFaults...)
+	cfg := chaos.Config{
+		FenceBin: fence, WorkerBin: worker, Duration: 45 * time.Second, Seed: seed(t), Nodes: 3,
+		PostgresDSN: testutil.PostgresDSN(t), Kinds: kinds,
+	}
+	sum := run(t, cfg, true)
+	mustHaveEveryFault(t, sum, kinds)
+	if sum.Report.Ops < 150 {
+		t.Errorf("only %d ops in 45s: the workload barely ran", sum.Report.Ops)
+	}
+	if !sum.Pass {
+		t.Errorf("chaos run failed: %s\nproblems:\n%s", sum.Line(), strings.Join(sum.Report.Problems, "\n"))
+	}
+}
+
+// TestChaosEarlyExpiryCaught: a server whose leader clock runs 50% fast
+// (FENCE_TEST_CLOCK_RATE=1.5, far beyond the documented 1% drift) ends the
+// leases of paused holders a third early; the early-expiry checker must
+// see it on the harness's monotonic clock, and the run must fail.
+func TestChaosEarlyExpiryCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	fence, _, worker := binaries(t)
+	cfg := chaos.Config{
+		FenceBin: fence, WorkerBin: worker, Duration: 15 * time.Second, Seed: seed(t),
+		PostgresDSN: testutil.PostgresDSN(t), Stores: []string{chaos.StoreFence},
+		// short leases: more pauses past them in 15 s
+		TTL: 500 * time.Millisecond, SessionTTL: 500 * time.Millisecond,
+		Kinds:     []chaos.FaultKind{chaos.FaultWorkerPause},
+		ServerEnv: []string{"FENCE_TEST_CLOCK_RATE=1.5"},
+	}
+	sum := run(t, cfg, false)
+	if sum.Pass || sum.Report.EarlyExpiry == 0 {
+		t.Fatalf("a leader clock 50%% fast: want early_expiry > 0 and a failed run: %s", sum.Line())
+	}
+	// a 500ms lease at rate 1.5 ends after 333ms, its safe deadline is 495ms
+	if sum.Report.EarlyWorst < 80*time.Millisecond {
+		t.Errorf("worst early expiry %s: want about 160ms", sum.Report.EarlyWorst)
 	}
 }
 

@@ -31,6 +31,11 @@ type Report struct {
 	// same lock was granted before it. EarlyWorst is the largest shortfall.
 	EarlyExpiry int
 	EarlyWorst  time.Duration
+	// Expiries (informational): leases the early-expiry checker judged —
+	// not released before a later token of their lock was granted, so
+	// ended by the server (expiry, or their session's). With none, that
+	// checker had nothing to look at.
+	Expiries int
 	// LostWrites (checker 4): acknowledged mutations the final state does
 	// not account for.
 	LostWrites int
@@ -114,7 +119,7 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r.StaleAccepted, probs[0] = checkStale(h)
 	r.TokensRegressed, probs[1] = checkTokens(h)
 	r.Overlaps, probs[2] = checkOverlaps(h)
-	r.EarlyExpiry, r.EarlyWorst, probs[9] = checkEarlyExpiry(h)
+	r.EarlyExpiry, r.EarlyWorst, r.Expiries, probs[9] = checkEarlyExpiry(h)
 	r.LostWrites, probs[3] = checkLost(h)
 	r.DoubleApplies, probs[4] = checkDouble(h)
 	lin := checkLinear(h, outDir, linTimeout)
@@ -532,8 +537,8 @@ func checkOverlaps(h *chkHistory) (int, []string) {
 // second lease: a grant lost before its reply still bounds the earlier
 // lease's end. Records without monotonic times (an older history) are
 // skipped.
-func checkEarlyExpiry(h *chkHistory) (int, time.Duration, []string) {
-	n := 0
+func checkEarlyExpiry(h *chkHistory) (int, time.Duration, int, []string) {
+	n, judged := 0, 0
 	var worst time.Duration
 	var probs []string
 	for _, l := range h.locks {
@@ -564,6 +569,9 @@ func checkEarlyExpiry(h *chkHistory) (int, time.Duration, []string) {
 				group = g
 			}
 			r := rels[g.Token]
+			if first != nil && r != nil && r.CallMono > first.RetMono {
+				judged++
+			}
 			if first != nil && r != nil && r.CallMono > first.RetMono && first.RetMono < r.DeadlineMono {
 				n++
 				short := time.Duration(r.DeadlineMono - first.RetMono)
@@ -574,7 +582,7 @@ func checkEarlyExpiry(h *chkHistory) (int, time.Duration, []string) {
 			}
 		}
 	}
-	return n, worst, probs
+	return n, worst, judged, probs
 }
 
 // roundDur rounds d to m, unless d is shorter than m.

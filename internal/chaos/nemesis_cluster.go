@@ -340,7 +340,7 @@ func (n *Nemesis) memberChange(ctx context.Context, f Fault, leader, target int,
 	}
 	note := fmt.Sprintf("%s removed, wiped and re-added, ready in %s", node.Name(), time.Since(t0).Round(time.Millisecond))
 	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	voters, verr := c.Voters(vctx, target)
+	voters, verr := c.Voters(vctx, leader) // a follower answers from its own latest configuration
 	cancel()
 	if verr == nil {
 		note += fmt.Sprintf("; voters %v", voters)

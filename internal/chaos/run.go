@@ -119,9 +119,9 @@ func (s Summary) Line() string {
 	if len(s.Missing) > 0 {
 		faults += fmt.Sprintf(" missing=%v", s.Missing)
 	}
-	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
+	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
 		mode, s.Seed, s.Duration, max(s.Nodes, 1), s.Report.Ops, faults, s.Report.StaleAccepted,
-		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.EarlyExpiry, s.Report.LostWrites, s.Report.DoubleApplies,
+		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.EarlyExpiry, s.Report.Expiries, s.Report.LostWrites, s.Report.DoubleApplies,
 		s.Report.MissingFinal, s.Report.Malformed, empty, s.Crashes, s.Wedged, s.Unrecovered,
 		s.Report.StaleRefused, lin, result)
 }
