@@ -135,7 +135,13 @@ func startCluster(ctx context.Context, cfg ClusterConfig, attempt int) (_ *Clust
 			}
 		}
 	}
-	if err := c.WaitReady(ctx); err != nil {
+	// Every node started must become ready: one that exited (a failed
+	// bootstrap, a port clash) is an error here, not a node to skip.
+	var errs []error
+	for _, n := range c.nodes {
+		errs = append(errs, n.WaitReady(ctx))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -299,7 +305,8 @@ func (c *Cluster) URLs() []string {
 // client that fails over.
 func (c *Cluster) Endpoints() string { return strings.Join(c.URLs(), ",") }
 
-// WaitReady waits until every running member node answers /readyz.
+// WaitReady waits until every running member node answers /readyz (a
+// member that is down is not waited for).
 func (c *Cluster) WaitReady(ctx context.Context) error {
 	var errs []error
 	for _, n := range c.Members() {
