@@ -19,7 +19,9 @@
 //     LeadershipTransferToServer) on the leader. A follower forwards them to
 //     the leader it knows, over the leader's raft port, marked with
 //     ForwardedHeader; a node that gets a forwarded call and does not lead
-//     answers unavailable (one hop, no loops). Every change is idempotent
+//     answers unavailable (one hop, no loops). A node that knows no leader
+//     (an election under way) waits a few seconds for one before it
+//     answers unavailable. Every change is idempotent
 //     (adding a voter that is one, removing an id that is not a member),
 //     so a caller may retry one whose outcome it did not learn. Adding an
 //     id that is a member at another address, or at the address of another

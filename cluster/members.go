@@ -23,6 +23,11 @@ import (
 // a live node answers in well under a millisecond).
 const DefaultStatusTimeout = time.Second
 
+// leaderWait bounds how long a change asked of a node that knows no
+// leader waits for one (an election takes about an election timeout: 1s
+// with the cluster defaults).
+const leaderWait = 3 * time.Second
+
 // transferSettle bounds how long TransferLeadership waits, after raft
 // reports the transfer done, to learn the new leader's id for its reply.
 const transferSettle = 2 * time.Second
@@ -245,6 +250,26 @@ func (m *Membership) TransferLeadership(ctx context.Context, forwarded bool, id 
 	return leader, err
 }
 
+// awaitLeader waits (leaderWait at most) until this node knows a leader,
+// and returns it ("" if none came): a change asked during an election is
+// made once it ends rather than refused.
+func (m *Membership) awaitLeader(ctx context.Context) (id, raftAddr string) {
+	ctx, cancel := context.WithTimeout(ctx, leaderWait)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if id, raftAddr = m.node.Leader(); id != "" {
+			return id, raftAddr
+		}
+		select {
+		case <-ctx.Done():
+			return "", ""
+		case <-tick.C:
+		}
+	}
+}
+
 // awaitOtherLeader waits (transferSettle at most) until this node knows a
 // leader other than itself, and returns its id, or "".
 func (m *Membership) awaitOtherLeader(ctx context.Context) string {
@@ -272,6 +297,9 @@ func (m *Membership) awaitOtherLeader(ctx context.Context) string {
 func (m *Membership) onLeader(ctx context.Context, forwarded bool, local func() error, remote func(fencev1connect.ClusterServiceClient) error) error {
 	self := m.node.ID()
 	leaderID, leaderAddr := m.node.Leader()
+	if leaderID == "" && !forwarded {
+		leaderID, leaderAddr = m.awaitLeader(ctx)
+	}
 	if leaderID == self {
 		err := local()
 		if !errors.Is(err, node.ErrNotLeader) {
