@@ -339,6 +339,7 @@ func (n *Nemesis) memberChange(ctx context.Context, f Fault, leader, target int,
 		return "re-add FAILED: " + brief(err), true, nil
 	}
 	note := fmt.Sprintf("%s removed, wiped and re-added, ready in %s", node.Name(), time.Since(t0).Round(time.Millisecond))
+	note += "; " + n.caughtUp(ctx, leader, target, 10*time.Second)
 	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	voters, verr := c.Voters(vctx, leader) // a follower answers from its own latest configuration
 	cancel()
@@ -347,6 +348,32 @@ func (n *Nemesis) memberChange(ctx context.Context, f Fault, leader, target int,
 	}
 	holdFor(ctx, f.For)
 	return note, true, nil
+}
+
+// caughtUp waits up to d until node target has applied what the leader had
+// committed when it was asked (a fresh follower may say it is ready before
+// its first append: it knows no commit index yet), and says how long that
+// took.
+func (n *Nemesis) caughtUp(ctx context.Context, leader, target int, d time.Duration) string {
+	c := n.Cluster
+	t0 := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	lst, err := c.Nodes[leader].Status(wctx)
+	if err != nil {
+		return "leader status: " + brief(err)
+	}
+	for {
+		st, err := c.Nodes[target].Status(wctx)
+		if err == nil && st.AppliedIndex >= lst.CommitIndex {
+			return fmt.Sprintf("applied index %d (the leader's commit index %d) after %s", st.AppliedIndex, lst.CommitIndex, time.Since(t0).Round(time.Millisecond))
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Sprintf("NOT caught up with the leader's commit index %d in %s (%v)", lst.CommitIndex, d, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // names are the nodes' names.
