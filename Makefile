@@ -71,7 +71,7 @@ chaos-plantbug:
 	$(GO) build -o bin/fence-chaos ./cmd/fence-chaos
 	@for b in skip-compare grant-held ids-forgotten; do \
 	  echo "=== planted bug $$b"; \
-	  ./bin/fence-chaos run -fence bin/fence-plantbug -plantbug $$b -expect-caught -duration $(PLANT_DURATION) -seed $(SEED) $(CHAOS_FLAGS) || exit 1; \
+	  ./bin/fence-chaos run -fence bin/fence-plantbug -nodes $(NODES) -plantbug $$b -expect-caught -duration $(PLANT_DURATION) -seed $(SEED) $(CHAOS_FLAGS) || exit 1; \
 	done
 
 ## mutate: mutation testing with gremlins, one package at a time (scores in docs/testing.md)
