@@ -66,7 +66,6 @@ type GuardedLog struct {
 
 	stored  atomic.Uint64 // bytes of entry data stored, ever (this process)
 	entries atomic.Uint64 // commands stored, ever (this process)
-	batches atomic.Uint64 // successful StoreLogs calls
 }
 
 // Stored is the bytes of entry data stored by this process.
@@ -74,9 +73,6 @@ func (g *GuardedLog) Stored() uint64 { return g.stored.Load() }
 
 // Entries is the commands stored by this process (Commands of each entry).
 func (g *GuardedLog) Entries() uint64 { return g.entries.Load() }
-
-// Batches is the successful StoreLogs calls of this process.
-func (g *GuardedLog) Batches() uint64 { return g.batches.Load() }
 
 func (g *GuardedLog) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
 
@@ -100,7 +96,6 @@ func (g *GuardedLog) StoreLogs(logs []*raft.Log) error {
 	}
 	g.stored.Add(n)
 	g.entries.Add(cmds)
-	g.batches.Add(1)
 	if g.Wrote != nil {
 		g.Wrote()
 	}
