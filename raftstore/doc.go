@@ -4,8 +4,8 @@
 // write, the WAL's file system (fsync counting, undoing a failed segment
 // write, repairing a tail a partial seal left), the hclog bridge, and the
 // TCP transport with the raft port's connection mux (mux.go, transport.go).
-// Package node builds on it; nothing here knows about state, leases or
-// the API.
+// Package node builds on it; nothing here knows about state or leases (the
+// mux hands the API's connections over without reading them).
 //
 // # Data dir and log store
 //
