@@ -5,7 +5,7 @@
 // write, repairing a tail a partial seal left), the hclog bridge, and the
 // TCP transport with the raft port's connection mux (mux.go, transport.go).
 // Package node builds on it; nothing here knows about state or leases (the
-// mux hands the API's connections over without reading them).
+// mux reads only the header byte of the API's connections).
 //
 // # Data dir and log store
 //
