@@ -5,12 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/server"
 )
@@ -60,67 +57,8 @@ func remoteTarget(t *testing.T) Target {
 // call is forwarded by the follower's cluster.Forwarder to the leader over
 // the raft port. Stop shuts the follower down.
 func forwardedTarget(t *testing.T) Target {
-	peers := []node.Peer{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}}
-	for i := range peers {
-		peers[i].Addr = testutil.FreeAddr(t)
-	}
-	type member struct {
-		s      *server.Server
-		url    string
-		served chan error
-		once   sync.Once
-	}
-	members := make([]*member, len(peers))
-	for i, p := range peers {
-		s, err := server.New(server.Config{
-			DataDir: t.TempDir(), NodeID: p.ID, Logger: quiet, ReadyTimeout: time.Minute,
-			Cluster: server.ClusterConfig{RaftAddr: p.Addr, Peers: peers},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			s.Close()
-			t.Fatal(err)
-		}
-		m := &member{s: s, url: "http://" + ln.Addr().String(), served: make(chan error, 1)}
-		go func() { m.served <- s.Serve(ln) }()
-		members[i] = m
-	}
-	stop := func(m *member) {
-		m.once.Do(func() {
-			m.s.Shutdown(context.Background())
-			<-m.served
-		})
-	}
-	t.Cleanup(func() {
-		for _, m := range members {
-			stop(m)
-		}
-	})
-	// A follower that knows its leader and has caught up, while a leader
-	// is in office.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var leader, follower *member
-		for _, m := range members {
-			st := m.s.Node().Status()
-			switch {
-			case st.Leader && st.Ready():
-				leader = m
-			case !st.Leader && st.Ready():
-				follower = m
-			}
-		}
-		if leader != nil && follower != nil {
-			return Target{Service: client.NewService(follower.url), Stop: func() { stop(follower) }}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader in office with a ready follower after a minute")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	_, follower := startCluster(t)
+	return Target{Service: client.NewService(follower.url), Stop: follower.stop}
 }
 
 // TestConformance runs the table against the local node and against the
