@@ -168,6 +168,15 @@ func (s *session) ensureOpen(ctx context.Context) (uint64, error) {
 		if err != nil {
 			return err
 		}
+		if info := r.Msg.GetSession(); r.Msg.GetReplayed() && nearlyOver(sent, info, s.c.cfg.drift) {
+			// A retry answered with the session an earlier attempt opened,
+			// whose reply was lost: its time ran down meanwhile (its
+			// keepalives were never sent). Adopted, it would end at once
+			// and fail the calls queued on it: close it, open another.
+			go s.closeOnServer(info.GetId())
+			req.RequestId = newID()
+			return errAskAgain
+		}
 		resp = r.Msg
 		return nil
 	})
@@ -208,6 +217,13 @@ func (s *session) ensureOpen(ctx context.Context) (uint64, error) {
 	s.kick()
 	s.c.cfg.logger.Debug("fence: session opened", "session", s.id, "ttl", s.ttl)
 	return s.gen, nil
+}
+
+// nearlyOver reports a session answered with less than a third of its
+// TTL left before its safe deadline: less than a keepalive period.
+func nearlyOver(sent time.Time, info *fencev1.Session, drift float64) bool {
+	left := time.Until(fence.SafeDeadline(sent, info.GetRemaining().AsDuration(), drift))
+	return left < info.GetTtl().AsDuration()/3
 }
 
 // kick wakes run.

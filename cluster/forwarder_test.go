@@ -337,3 +337,35 @@ func TestAcquireReplyLostInFailover(t *testing.T) {
 type tlog struct{ t *testing.T }
 
 func (l tlog) Write(p []byte) (int, error) { l.t.Log(string(p)); return len(p), nil }
+
+// TestSessionOpenReplyLost: the reply to a client's session Open is lost
+// (the link back from the leader black-holed) until its attempt times out,
+// after the session's TTL. The retry on the next node is answered with that
+// session, whose time ran out meanwhile; the client must not adopt it (it
+// would end at once, failing the acquire waiting on it) but open another,
+// and the acquire succeeds.
+func TestSessionOpenReplyLost(t *testing.T) {
+	_, leader, followers := startCluster(t)
+	ctx := ctxFor(t)
+	proxy, err := chaos.NewProxy("to-leader", leader.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	if err := proxy.Blackhole(chaos.Downstream); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	cl := newClient(t, "http://"+proxy.Addr()+","+followers[0].URL()+","+followers[1].URL(),
+		// The retry comes just before the session's end on the server:
+		// answered with a few milliseconds left, or none.
+		client.WithSessionTTL(ttl), client.WithAttemptTimeout(ttl-30*time.Millisecond), client.WithDrift(0.5), client.WithBackoff(10*time.Millisecond, 200*time.Millisecond),
+		client.WithLogger(slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	l, err := cl.Acquire(ctx, "open-lost")
+	if err != nil {
+		t.Fatalf("acquire after a lost open reply: %v", err)
+	}
+	if l.Err() != nil || cl.SessionID() == 0 {
+		t.Fatalf("lease err %v, session %d: want a live lease on a live session", l.Err(), cl.SessionID())
+	}
+}
