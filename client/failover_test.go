@@ -241,3 +241,32 @@ func waitValue(t *testing.T, ctx context.Context, c *client.Client, res string, 
 		}
 	}
 }
+
+// TestStandaloneKeepAliveFailsOver: a standalone lease's background
+// renewals move to the next endpoint when the one in use dies, and the
+// lease lives on past several TTLs.
+func TestStandaloneKeepAliveFailsOver(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	p1, u1 := newTCPProxy(t, serverURL)
+	p2, u2 := newTCPProxy(t, serverURL)
+	c := newClientFor(t, u1+","+u2, client.WithoutSession(), client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	const ttl = 2 * time.Second
+	l, err := c.Acquire(ctx, name, client.TTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1.stop()
+	before := p2.connections()
+	// Past the lease's safe deadline had no renewal succeeded since the
+	// stop (the last one before it was at most TTL/3 earlier).
+	time.Sleep(ttl + ttl/4)
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease lost after its endpoint died: %v", err)
+	}
+	if p2.connections() == before || c.Endpoint() != u2 {
+		t.Fatalf("renewals did not move to endpoint 2 (%d connections, endpoint %s)", p2.connections(), c.Endpoint())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
