@@ -370,6 +370,63 @@ func TestClusterLeaderSnapshotWriteErrorIsFatal(t *testing.T) {
 	agree(t, tc, newLead, lead)
 }
 
+// A leader whose log append fails (a disk full mid-batch) stops: OnFatal
+// once with the store's error, the write in flight gets an error (its
+// outcome unknown, or closed), raft is shut down, and the other two elect
+// a leader that has every write acknowledged before and grants above every
+// token given. A restart with a healthy store catches up (the part of a
+// batch its log kept is overwritten by the new leader's entries).
+func TestClusterLeaderLogWriteErrorIsFatal(t *testing.T) {
+	tc, hooks := startFaultyCluster(t, 3, 0, false, nil)
+	lead := tc.leader()
+	tok := grant(t, lead.node, "l")
+	h := hooks[lead.id]
+	acked := 0
+	var lastErr error
+	for i := 1; i <= 10000; i++ {
+		if i == 21 {
+			h.log.on.Store(true)
+		}
+		_, err := lead.node.Apply(context.Background(), state.Command{Op: state.OpWrite, Name: "r", Token: tok,
+			Value: []byte(fmt.Sprint(i)), OpID: fmt.Sprint("w", i)})
+		if err != nil {
+			lastErr = err
+			break
+		}
+		acked = i
+	}
+	if acked < 20 {
+		t.Fatalf("only %d writes acknowledged before the disk filled (%v)", acked, lastErr)
+	}
+	if !errors.Is(lastErr, ErrUnknownOutcome) && !errors.Is(lastErr, ErrClosed) {
+		t.Errorf("the write in flight when the log failed: %v, want unknown outcome or closed", lastErr)
+	}
+	if err := h.fatal.wait(t, lead.id); !errors.Is(err, errDiskFull) {
+		t.Fatalf("%s: OnFatal(%v), want the store's error", lead.id, err)
+	}
+	stopped(t, lead, errDiskFull)
+	raftDown(t, lead)
+
+	newLead := tc.leaderAmong(tc.others(lead))
+	rs := resourceOn(newLead, "r")
+	var got int
+	fmt.Sscan(string(rs.Value), &got)
+	if got < acked {
+		t.Fatalf("%s: resource r = %q after the failover; write %d was acknowledged", newLead.id, rs.Value, acked)
+	}
+	tok2 := grant(t, newLead.node, "l2")
+	if tok2 <= tok {
+		t.Fatalf("token %d from the new leader, not above %d", tok2, tok)
+	}
+	write(t, newLead.node, "r", tok2, "after", "after")
+	if n := h.fatal.calls.Load(); n != 1 {
+		t.Errorf("%s: OnFatal called %d times, want once", lead.id, n)
+	}
+
+	restartHealthy(tc, lead)
+	agree(t, tc, newLead, lead)
+}
+
 // errIOStable is failingStable's error.
 var errIOStable = errors.New("injected: stable store: input/output error")
 
