@@ -10,6 +10,11 @@
 // answered every call alike. The tests of this package run it against the
 // local node (node.Node.Service) and against the remote client
 // (client.NewService) of a real server on a loopback socket, and compare
-// the two. An implementation added later (the leader forwarder) runs the
-// same table.
+// the two, and through a follower of a real three-node cluster (the
+// leader forwarder, over the raft port) against the local node.
+//
+// Beside the table: a session stream through a follower and on a single
+// node (stream_test.go), and a follower's own node.Service refusing to
+// serve (notleader_test.go). cluster_test.go starts the in-process servers
+// (real sockets on 127.0.0.1, real raft over TCP).
 package servicetest
