@@ -12,14 +12,19 @@ import (
 var ErrSingleNode = errors.New("cluster: this node runs alone (no --raft-addr): its membership cannot change")
 
 // ConflictError refuses to add member ID at RaftAddr: member MemberID is at
-// MemberAddr, and either the ids or the addresses are the same. Nothing was
-// changed. To move a member to another address, remove it first.
+// MemberAddr, and either the ids or the addresses are the same; or
+// (NotMember) the node answering at RaftAddr is MemberID, not ID. Nothing
+// was changed. To move a member to another address, remove it first.
 type ConflictError struct {
 	ID, RaftAddr         string
 	MemberID, MemberAddr string
+	NotMember            bool
 }
 
 func (e *ConflictError) Error() string {
+	if e.NotMember {
+		return fmt.Sprintf("cluster: the node at %s is %s, not %s", e.RaftAddr, e.MemberID, e.ID)
+	}
 	if e.ID == e.MemberID {
 		return fmt.Sprintf("cluster: %s is already a member at %s, not %s (two nodes with one --node-id? to move a member, remove it first)", e.ID, e.MemberAddr, e.RaftAddr)
 	}

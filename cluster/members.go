@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/node"
@@ -27,6 +28,9 @@ const DefaultStatusTimeout = time.Second
 // leader waits for one (an election takes about an election timeout: 1s
 // with the cluster defaults).
 const leaderWait = 3 * time.Second
+
+// addCheckTimeout bounds AddMember's wait for the new node's status.
+const addCheckTimeout = 3 * time.Second
 
 // transferSettle bounds how long TransferLeadership waits, after raft
 // reports the transfer done, to learn the new leader's id for its reply.
@@ -169,8 +173,14 @@ func (m *Membership) AddMember(ctx context.Context, forwarded bool, id, raftAddr
 	}
 	return m.onLeader(ctx, forwarded,
 		func() error {
-			if err := m.checkNoConflict(ctx, id, raftAddr); err != nil {
+			member, err := m.checkNoConflict(ctx, id, raftAddr)
+			if err != nil {
 				return err
+			}
+			if !member {
+				if err := m.checkIsThere(ctx, id, raftAddr); err != nil {
+					return err
+				}
 			}
 			return m.node.AddVoter(ctx, id, raftAddr)
 		},
@@ -185,15 +195,38 @@ func (m *Membership) AddMember(ctx context.Context, forwarded bool, id, raftAddr
 // take the first as a move of the member (a second node started with the
 // same --node-id, the default fence-1 say, would silently take the first
 // one's place), and the second as two members at one address.
-func (m *Membership) checkNoConflict(ctx context.Context, id, raftAddr string) error {
+// It reports whether id is a member at raftAddr already.
+func (m *Membership) checkNoConflict(ctx context.Context, id, raftAddr string) (member bool, err error) {
 	conf, err := m.node.Members(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, c := range conf {
 		if (c.ID == id) != (c.Addr == raftAddr) {
-			return &ConflictError{ID: id, RaftAddr: raftAddr, MemberID: c.ID, MemberAddr: c.Addr}
+			return false, &ConflictError{ID: id, RaftAddr: raftAddr, MemberID: c.ID, MemberAddr: c.Addr}
 		}
+		member = member || c.ID == id
+	}
+	return member, nil
+}
+
+// checkIsThere asks the node at raftAddr for its status before it is
+// added: it must answer, and be id. A voter added that nobody can reach
+// counts toward every quorum from then on; in a cluster of one it is a
+// quorum of two that can never commit again — not even the removal that
+// would undo it. So a node is started first (without --bootstrap, --join
+// or --peers it waits to be added), then added; --join does both.
+func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) error {
+	ctx, cancel := context.WithTimeout(ctx, addCheckTimeout)
+	defer cancel()
+	res, err := m.peer(raftAddr, false).NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{}))
+	if err != nil {
+		// %v, not %w: the server passes a *connect.Error in the chain on
+		// as the leader's own answer (a forwarded change); this is ours.
+		return fmt.Errorf("%w: cannot add %s: no node answers at %s (start it first; it waits to be added): %v", fence.ErrUnavailable, id, raftAddr, err)
+	}
+	if got := res.Msg.GetId(); got != id {
+		return &ConflictError{ID: id, RaftAddr: raftAddr, MemberID: got, MemberAddr: raftAddr, NotMember: true}
 	}
 	return nil
 }

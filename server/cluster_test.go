@@ -347,9 +347,14 @@ func TestClusterSingleNode(t *testing.T) {
 	checkInvalid(t, err, "id")
 }
 
-// A second node started with an id that is a member already (the default
-// fence-1, say) is refused at once: its join must not move the member.
-func TestClusterJoinDuplicateIDRefused(t *testing.T) {
+// AddMember's checks: a second node started with an id that is a member
+// already (the default fence-1, say) is refused at once, its join must not
+// move the member; an address where no node answers is refused as
+// unavailable (a voter nobody reaches would count toward every quorum: with
+// one voter, the cluster could never commit again); an address where
+// another node answers is refused; a running node that waits to be added
+// (no --bootstrap, --join or --peers) is added.
+func TestClusterAddChecks(t *testing.T) {
 	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
 	n1.awaitReady(t)
 	dup := startRun(t, clusterConfig(t, "n1", ClusterConfig{Join: []string{n1.url}})) // ReadyTimeout: clusterWait
@@ -362,8 +367,28 @@ func TestClusterJoinDuplicateIDRefused(t *testing.T) {
 	case <-time.After(clusterWait):
 		t.Fatalf("duplicate id's Run still running after %s", clusterWait)
 	}
+
+	add := func(id, addr string) error {
+		_, err := n1.client().AddMember(context.Background(), connect.NewRequest(&fencev1.AddMemberRequest{Id: id, RaftAddr: addr}))
+		return err
+	}
+	nowhere := testutil.FreeAddr(t)
+	if err := add("n2", nowhere); connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "no node answers at "+nowhere) {
+		t.Fatalf("AddMember at an address nobody answers: %v, want unavailable", err)
+	}
+	n2 := startRun(t, clusterConfig(t, "n2", ClusterConfig{})) // waits to be added
+	if err := add("n9", n2.cfg.Cluster.RaftAddr); connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "is n2, not n9") {
+		t.Fatalf("AddMember(n9) at n2's address: %v, want failed_precondition", err)
+	}
 	ms := n1.members(t)
 	if len(ms) != 1 || ms[0].GetRaftAddr() != n1.cfg.Cluster.RaftAddr || !n1.status(t).GetReady() {
-		t.Fatalf("after the refused join n1 lists %v", ms)
+		t.Fatalf("after the refused adds n1 lists %v", ms)
+	}
+	if err := add("n2", n2.cfg.Cluster.RaftAddr); err != nil {
+		t.Fatalf("AddMember(n2) of a waiting node: %v", err)
+	}
+	n2.awaitReady(t)
+	if got := ids(n1.members(t)); !slices.Equal(got, []string{"n1", "n2"}) {
+		t.Fatalf("after adding n2, n1 lists %v", got)
 	}
 }

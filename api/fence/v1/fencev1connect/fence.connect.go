@@ -628,7 +628,11 @@ type ClusterServiceClient interface {
 	// is committed. Adding a member that is already a voter at the same
 	// address changes nothing and succeeds (so a join may be retried). An id
 	// that is a member at another address, or an address another member has,
-	// is refused with FAILED_PRECONDITION (remove the member first).
+	// is refused with FAILED_PRECONDITION (remove the member first). The new
+	// node must be running (started without --bootstrap, --join or --peers it
+	// waits to be added) and answer at raft_addr as id: a voter nobody can
+	// reach would count toward every quorum (UNAVAILABLE when nothing
+	// answers, FAILED_PRECONDITION when another node does).
 	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
 	// RemoveMember removes a member and returns once the configuration
 	// without it is committed. Removing an id that is not a member succeeds.
@@ -728,7 +732,11 @@ type ClusterServiceHandler interface {
 	// is committed. Adding a member that is already a voter at the same
 	// address changes nothing and succeeds (so a join may be retried). An id
 	// that is a member at another address, or an address another member has,
-	// is refused with FAILED_PRECONDITION (remove the member first).
+	// is refused with FAILED_PRECONDITION (remove the member first). The new
+	// node must be running (started without --bootstrap, --join or --peers it
+	// waits to be added) and answer at raft_addr as id: a voter nobody can
+	// reach would count toward every quorum (UNAVAILABLE when nothing
+	// answers, FAILED_PRECONDITION when another node does).
 	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
 	// RemoveMember removes a member and returns once the configuration
 	// without it is committed. Removing an id that is not a member succeeds.
