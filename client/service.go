@@ -79,8 +79,10 @@ func NewService(url string, opts ...Option) fence.Service {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Protocols = http2Only()
 		// A connection to a leader that went silent (paused, cut off)
-		// must not take new calls: a ping unanswered for 5s closes it.
-		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 5 * time.Second, PingTimeout: 5 * time.Second}
+		// must not hold calls until their contexts end: after 2s without
+		// a frame it is pinged, and closed if the ping is not answered
+		// within 2s (its calls fail unavailable; the callers retry).
+		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 2 * time.Second, PingTimeout: 2 * time.Second}
 		if cfg.dialer != nil {
 			t.DialContext = cfg.dialer
 		}

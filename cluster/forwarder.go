@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
@@ -35,6 +36,11 @@ type Leadership interface {
 // DialFunc opens a connection to the Fence API of the node whose raft
 // address is raftAddr (raftstore's Mux.DialAPI).
 type DialFunc func(ctx context.Context, raftAddr string) (net.Conn, error)
+
+// DialTimeout bounds the forwarder's connection attempt to the leader's
+// raft port (the connection and its header byte); on a LAN it takes a
+// millisecond.
+const DialTimeout = 2 * time.Second
 
 // Forwarder is the fence.Service a node's server serves: the local node's
 // own Service while the node leads and is in office, otherwise the remote
@@ -152,7 +158,14 @@ func (f *Forwarder) remoteFor(addr string) fence.Service {
 	old := f.remote
 	f.addr = addr
 	f.remote = client.NewService("http://"+addr,
-		client.WithDialer(func(ctx context.Context, _, _ string) (net.Conn, error) { return f.dial(ctx, addr) }),
+		client.WithDialer(func(ctx context.Context, _, _ string) (net.Conn, error) {
+			// A leader cut off by the network drops the connection
+			// attempt without an answer: give up while the client's
+			// attempt still has time to go to another node.
+			ctx, cancel := context.WithTimeout(ctx, DialTimeout)
+			defer cancel()
+			return f.dial(ctx, addr)
+		}),
 		client.WithHeader(ForwardedHeader, "1"))
 	go closeService(old) // calls in flight on it finish; its idle connections go
 	return f.remote

@@ -193,3 +193,22 @@ type selfLeader struct{}
 func (selfLeader) IsLeader() bool           { return false }
 func (selfLeader) Leader() (string, string) { return "local", "127.0.0.1:1" }
 func (selfLeader) ID() string               { return "local" }
+
+// TestForwarderDialGivesUp: a leader whose raft port swallows connection
+// attempts (a partition drops them without an answer) costs a forwarded
+// call DialTimeout, not the caller's whole context: it fails unavailable
+// while the caller still has time to try another node.
+func TestForwarderDialGivesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	silent := func(ctx context.Context, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	f := cluster.NewForwarder(&refusingService{}, &scriptedNode{addr: "10.255.255.1:7421"}, silent)
+	defer f.Close()
+	_, err := f.Get(ctx, "x")
+	if !errors.Is(err, fence.ErrUnavailable) || ctx.Err() != nil {
+		t.Fatalf("get via a silent leader = %v (caller's ctx %v), want unavailable before the caller's context ends", err, ctx.Err())
+	}
+}
