@@ -23,7 +23,7 @@
 //
 // # The WAL's file system
 //
-// raft-wal v0.4.0 writes a segment with one WriteAt a batch and seals a
+// raft-wal (v0.4.1) writes a segment with one WriteAt a batch and seals a
 // segment by putting its index frame in the batch that crosses the
 // preallocated size; on a full disk that write is partial, and raft-wal
 // would take the partial index frame for a seal at every restart and

@@ -177,8 +177,9 @@ func openLogStore(cfg Config, kind string) (*Store, error) {
 		}
 		// raft-wal fsyncs every StoreLogs before it returns (G6) and keeps
 		// term and vote in its bolt meta file, also fsync'd.
-		// The meta store is ours to close: WAL.Close leaves it open (and
-		// its bolt flock held) in raft-wal v0.4.0.
+		// The meta store is ours to close: WAL.Close left it open (and
+		// its bolt flock held) in raft-wal v0.4.0; v0.4.1 closes it, and
+		// closing it again is a no-op. A failed wal.Open still needs it.
 		meta := &metadb.BoltMetaDB{}
 		st := &Store{Kind: kind}
 		size := cfg.WALSegmentSize

@@ -59,8 +59,9 @@ func (f countingFile) Sync() error {
 // those bytes overwritten with zeros (and synced) before the error is
 // returned.
 //
-// Why: raft-wal v0.4.0 writes a segment only here (segment.Writer.flush,
-// one WriteAt per batch, at the end of the last commit). It seals a segment
+// Why: raft-wal (v0.4.0 and v0.4.1: checked) writes a segment only here
+// (segment.Writer.flush, one WriteAt per batch, at the end of the last
+// commit; v0.4.1's ForceSeal on a suffix truncation too). It seals a segment
 // by putting the index frame in the batch that crosses the segment's
 // preallocated size, so on a full disk that write is partial: the bytes
 // inside the preallocated area land, the rest fails with ENOSPC. On reopen
@@ -140,7 +141,7 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// raft-wal v0.4.0's segment format (segment/format.go): a 32-byte file
+// raft-wal v0.4.0's segment format, unchanged in v0.4.1 (segment/format.go): a 32-byte file
 // header, then 8-byte-aligned frames, each with an 8-byte header: type
 // (byte 0), three reserved bytes, then the payload length (entry and index
 // frames; the payload follows, padded to 8 bytes) or, for a commit frame,
@@ -169,7 +170,7 @@ type walTailScan struct {
 	indexes []int64
 }
 
-// scanWALTail reads a segment file the way raft-wal v0.4.0's
+// scanWALTail reads a segment file the way raft-wal v0.4.0's (and v0.4.1's)
 // readThroughSegment and recoverTail do (checked against their code; the
 // tests check the outcome against raft-wal itself).
 func scanWALTail(f io.ReaderAt) (walTailScan, error) {
