@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -176,6 +177,9 @@ func printMembers(w io.Writer, res *fencev1.MembersResponse) {
 		if m.GetStatus() == nil && m.GetError() != "" {
 			fmt.Fprintf(w, "%s: %s\n", m.GetId(), m.GetError())
 		}
+	}
+	if by := res.GetAnsweredBy(); !slices.ContainsFunc(res.GetMembers(), func(m *fencev1.Member) bool { return m.GetId() == by }) {
+		fmt.Fprintf(w, "(%s, which answered, is not in the configuration it knows: waiting to be added, or removed)\n", by)
 	}
 }
 

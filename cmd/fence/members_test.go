@@ -100,8 +100,9 @@ func TestProcessMembersSingleNode(t *testing.T) {
 
 // A 3-process cluster formed with --bootstrap and --join (the third joins
 // through a follower), managed with fence members: list (also through a
-// --server list whose first URL is dead), transfer, remove, add back; a
-// member killed with SIGKILL is listed as unreachable.
+// --server list whose first URL is dead), transfer, remove, add back, add
+// a fourth node started to wait; a member killed with SIGKILL is listed as
+// unreachable.
 func TestProcessMembersCluster(t *testing.T) {
 	a1, a2, a3 := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	n1 := startServe(t, "--node-id", "n1", "--raft-addr", a1, "--bootstrap")
@@ -126,6 +127,17 @@ func TestProcessMembersCluster(t *testing.T) {
 	awaitMembers(t, n2.url, "n3", "n2", "n3")
 	fenceRun(t, n2.url, "members", "add", "n1", a1).want(t, exitOK, "fence members add n1")
 	awaitMembers(t, n3.url, "n3", "n1", "n2", "n3")
+
+	// A node started without --bootstrap, --join or --peers waits to be
+	// added, and says so when asked; added, it is a member like the others.
+	a4 := testutil.FreeAddr(t)
+	n4 := startServe(t, "--node-id", "n4", "--raft-addr", a4)
+	r = fenceRun(t, n4.url, "members").want(t, exitOK, "fence members on a waiting node")
+	if !strings.Contains(r.stdout, "n4, which answered, is not in the configuration") {
+		t.Errorf("fence members on a waiting node:\n%s", r.stdout)
+	}
+	fenceRun(t, n1.url, "members", "add", "n4", a4).want(t, exitOK, "fence members add n4")
+	awaitMembers(t, n4.url, "n3", "n1", "n2", "n3", "n4")
 
 	n2.cmd.Process.Signal(syscall.SIGKILL)
 	waitExited(t, n2.exited, "n2 after SIGKILL")
