@@ -50,7 +50,7 @@ func newMetrics(n nodeStatus, conns *connCount, streams *atomic.Int64) *metrics 
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}, []string{"procedure", "code"}),
 		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "fence_raft_apply_duration_seconds", Help: "Time from proposing a command to its applied result (commit, fsync, apply).",
+			Name: "fence_raft_apply_duration_seconds", Help: "Time from proposing a command to its applied result (commit, fsync, apply); on a node that forwards to its leader, the forwarded call's round trip.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
