@@ -142,10 +142,12 @@ func cannotConnect(err error) bool {
 }
 
 // UnreachableError: with WithFailFast, the first attempt of a call could
-// not connect to the server at URL.
+// not connect to the server at URL — with several endpoints, the first
+// attempt on each could not connect to any of them, and URL lists them all,
+// comma-separated.
 type UnreachableError struct {
 	URL string
-	Err error // the dial error
+	Err error // the (last) dial error
 }
 
 func (e *UnreachableError) Error() string {
