@@ -147,11 +147,16 @@ func (m *Membership) Members(ctx context.Context) (*fencev1.MembersResponse, err
 			sctx, cancel := context.WithTimeout(ctx, m.statusTimeout)
 			defer cancel()
 			res, err := m.peer(c.Addr, false).NodeStatus(sctx, connect.NewRequest(&fencev1.NodeStatusRequest{}))
-			if err != nil {
+			switch {
+			case err != nil:
 				mem.Error = "unreachable: " + err.Error()
-				return
+			case res.Msg.GetId() != c.ID:
+				// Another node took the member's address: its status is
+				// not the member's.
+				mem.Error = fmt.Sprintf("wrong node: the node at %s is %s", c.Addr, res.Msg.GetId())
+			default:
+				mem.Status = res.Msg
 			}
-			mem.Status = res.Msg
 		})
 	}
 	wg.Wait()

@@ -391,4 +391,12 @@ func TestClusterAddChecks(t *testing.T) {
 	if got := ids(n1.members(t)); !slices.Equal(got, []string{"n1", "n2"}) {
 		t.Fatalf("after adding n2, n1 lists %v", got)
 	}
+	// Another node on a member's address is not taken for the member.
+	n2.stop(t)
+	cfg7 := clusterConfig(t, "n7", ClusterConfig{RaftAddr: n2.cfg.Cluster.RaftAddr})
+	startRun(t, cfg7)
+	ms = n1.members(t)
+	if ms[1].GetId() != "n2" || ms[1].GetStatus() != nil || !strings.Contains(ms[1].GetError(), "wrong node: the node at "+cfg7.Cluster.RaftAddr+" is n7") {
+		t.Fatalf("with n7 on n2's address, n1 lists %v", ms[1])
+	}
 }
