@@ -163,7 +163,11 @@ func printMembers(w io.Writer, res *fencev1.MembersResponse) {
 		}
 		st := m.GetStatus()
 		if st == nil {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\n", m.GetId(), dash(m.GetRaftAddr()), m.GetSuffrage(), "unreachable", leader)
+			role := "unreachable"
+			if e := m.GetError(); e != "" && !strings.HasPrefix(e, "unreachable") {
+				role, _, _ = strings.Cut(e, ":") // "wrong node"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\n", m.GetId(), dash(m.GetRaftAddr()), m.GetSuffrage(), role, leader)
 			continue
 		}
 		contact := "-"
