@@ -224,6 +224,9 @@ func sessionCommand(cmd state.Command, id uint64, ref fence.SessionRef) (state.C
 	if err := reqcheck.SessionRef(ref, "session", "session_ref.ack"); err != nil {
 		return cmd, err
 	}
+	if err := reqcheck.Session(ref.ID); err != nil {
+		return cmd, err
+	}
 	cmd = bind(cmd, ref)
 	if id != 0 {
 		cmd.Session = id

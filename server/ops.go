@@ -237,12 +237,7 @@ func (s *Server) closeCall(b binding) (call[fencev1.CloseSessionResponse], error
 }
 
 // requireSession refuses session 0.
-func requireSession(id uint64) error {
-	if id == 0 {
-		return fence.Invalid("session", "set (the id SessionService.Open returned)", "")
-	}
-	return nil
-}
+func requireSession(id uint64) error { return reqcheck.Session(id) }
 
 // The reads: linearizable, nothing proposed; seq and ack mean nothing to
 // them.

@@ -26,3 +26,12 @@ func SessionRef(ref fence.SessionRef, sessionField, ackField string) error {
 func TTLRequired(maxTTL time.Duration) error {
 	return fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s) unless the acquire is bound to a session (session.id)", fence.MinTTL, maxTTL), "")
 }
+
+// Session refuses session 0 where a session is required (KeepAlive,
+// Close).
+func Session(id uint64) error {
+	if id == 0 {
+		return fence.Invalid("session", "set (the id SessionService.Open returned)", "")
+	}
+	return nil
+}

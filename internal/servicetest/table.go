@@ -212,6 +212,12 @@ var table = []step{
 	{"seq 4 again", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.KeepAlive(ctx, fence.KeepAliveRequest{ID: r.session, Session: r.ref(4, 4)})
 	}, []string{"ID:1 ", "Replayed:true"}},
+	{"keepalive without a session", func(ctx context.Context, r *run) (any, error) {
+		return r.svc.KeepAlive(ctx, fence.KeepAliveRequest{})
+	}, []string{"INVALID_ARGUMENT", "Field:session "}},
+	{"close without a session", func(ctx context.Context, r *run) (any, error) {
+		return r.svc.CloseSession(ctx, fence.CloseSessionRequest{})
+	}, []string{"INVALID_ARGUMENT", "Field:session "}},
 	{"keepalive naming two sessions", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.KeepAlive(ctx, fence.KeepAliveRequest{ID: r.session, Session: fence.SessionRef{ID: r.session + 1, Seq: 9}})
 	}, []string{"INVALID_ARGUMENT", "Field:session_ref.id"}},
