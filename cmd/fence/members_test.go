@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/internal/testutil"
 )
 
@@ -150,5 +151,32 @@ func TestProcessMembersCluster(t *testing.T) {
 	r = fenceRun(t, n1.url, "members").want(t, exitOK, "fence members with n2 down")
 	if !strings.Contains(r.stdout, "unreachable") {
 		t.Errorf("fence members with n2 down:\n%s", r.stdout)
+	}
+}
+
+// The table says why a member has no status: unreachable, or another node
+// on its address; the error follows the table.
+func TestPrintMembersWithoutStatus(t *testing.T) {
+	var b strings.Builder
+	printMembers(&b, &fencev1.MembersResponse{AnsweredBy: "a", Members: []*fencev1.Member{
+		{Id: "a", RaftAddr: "h:1", Suffrage: "voter", Leader: true, Status: &fencev1.NodeStatusResponse{Id: "a", Role: "leader", AppliedIndex: 7, Term: 2}},
+		{Id: "b", RaftAddr: "h:2", Suffrage: "voter", Error: "unreachable: dial tcp h:2: connect: connection refused"},
+		{Id: "c", RaftAddr: "h:3", Suffrage: "voter", Error: "wrong node: the node at h:3 is x"},
+	}})
+	lines := strings.Split(b.String(), "\n")
+	for i, want := range [][]string{{"a", "h:1", "leader", "*", "7", "2"}, {"b", "h:2", "unreachable"}, {"c", "h:3", "wrong node"}} {
+		for _, w := range want {
+			if !strings.Contains(lines[i+1], w) {
+				t.Errorf("row %d %q lacks %q", i+1, lines[i+1], w)
+			}
+		}
+	}
+	for _, w := range []string{"b: unreachable: dial tcp h:2", "c: wrong node: the node at h:3 is x"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "not in the configuration") {
+		t.Errorf("a member answered, yet:\n%s", b.String())
 	}
 }
