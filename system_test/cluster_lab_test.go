@@ -23,17 +23,9 @@ type labRun struct {
 	err  error         // its exit, once done
 }
 
-// startLab starts `fence lab --server URL1,URL2,URL3 --unit unit` against
-// the cluster, first (the endpoint its clients use until it fails) the
-// node first.
-func startLab(t *testing.T, c *harness.Cluster, first *harness.Server, unit time.Duration) *labRun {
+// startLab starts `fence lab --server URL1,URL2,... --unit unit`.
+func startLab(t *testing.T, urls []string, unit time.Duration) *labRun {
 	t.Helper()
-	urls := []string{first.URL()}
-	for _, u := range c.URLs() {
-		if u != first.URL() {
-			urls = append(urls, u)
-		}
-	}
 	r := &labRun{done: make(chan struct{})}
 	r.cmd = exec.Command(fenceBinary(t), "lab", "--server", strings.Join(urls, ","), "--unit", unit.String())
 	r.cmd.Env = append(os.Environ(), "FENCE_SERVER=")
@@ -62,23 +54,23 @@ func (r *labRun) wait(t *testing.T) {
 	}
 }
 
-// TestClusterLab: `fence lab --server URL1,URL2,URL3` passes against a
-// 3-node cluster, a follower first.
+// TestClusterLab: `fence lab --server URL` passes against a 3-node cluster
+// when URL is a follower's: every call is forwarded to the leader (the
+// client cannot route around a forwarding fault with one endpoint).
 func TestClusterLab(t *testing.T) {
 	c := harness.StartClusterT(t, clusterConfig(3))
 	leader := waitLeader(t, c)
-	// A follower first: every call is forwarded to the leader.
 	var follower *harness.Server
 	for _, n := range c.Nodes() {
 		if n != leader {
 			follower = n
 		}
 	}
-	startLab(t, c, follower, 200*time.Millisecond).wait(t)
+	startLab(t, []string{follower.URL()}, 200*time.Millisecond).wait(t)
 }
 
-// TestClusterLabLeaderKilled: the same lab, the leader first in its list
-// and killed (-9)
+// TestClusterLabLeaderKilled: the same lab with every node in --server, the
+// leader first and killed (-9)
 // during the fenced play between its t=4 (B's try, refused busy) and t=6
 // (B's acquire): A's lease, granted by the old leader, still ends for the
 // new one in time for B, B is granted it with a greater token, and A's late
@@ -90,7 +82,13 @@ func TestClusterLabLeaderKilled(t *testing.T) {
 	c := harness.StartClusterT(t, clusterConfig(3))
 	leader := waitLeader(t, c)
 	const unit = 2 * time.Second
-	lab := startLab(t, c, leader, unit) // its clients must fail over
+	urls := []string{leader.URL()} // first: its clients must fail over
+	for _, n := range c.Nodes() {
+		if n != leader {
+			urls = append(urls, n.URL())
+		}
+	}
+	lab := startLab(t, urls, unit)
 
 	// The fenced play begins when A's lease on lab-ID/fenced/... appears.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*hangGuard)
