@@ -1,11 +1,14 @@
 // Command fence-chaos is Fence's fault harness (package internal/chaos): it
-// starts a Fence server as a real process behind a fault-injecting proxy,
-// runs the seed's workload from worker processes against the built-in store
-// and a PostgreSQL guard store, injects faults on a seeded schedule, and
-// checks the recorded history for stale writes, token regressions,
-// overlapping holds, lost writes, double applies and linearizability.
+// starts a Fence server — or a raft cluster of 3 or 5 (-nodes), with a
+// fault-injecting proxy on every peer link — as real processes behind
+// fault-injecting client proxies, runs the seed's workload from worker
+// processes against the built-in store and a PostgreSQL guard store, injects
+// faults on a seeded schedule, and checks the recorded history for stale
+// writes, token regressions, overlapping holds, leases ended before their
+// TTL (on the host's monotonic clock), lost writes, double applies and
+// linearizability.
 //
-//	fence-chaos run [-duration 1m] [-seed N] [-control] [-fence bin/fence] [-out DIR] ...
+//	fence-chaos run [-nodes 1|3|5] [-duration 1m] [-seed N] [-control] [-fence bin/fence] [-out DIR] ...
 //	fence-chaos check DIR        (check a recorded run again: history-*.jsonl and final.jsonl)
 //	fence-chaos worker ARGS      (started by run; one worker process)
 //
