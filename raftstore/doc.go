@@ -31,6 +31,11 @@
 // (countingFile.WriteAt), and Open repairs a tail left that way by an
 // older binary or a crash between the two writes (repairWALTail). Only
 // bytes after the last commit frame, never acknowledged, are touched.
+// raft-wal records a seal and the next segment in its meta data only after
+// the sealing batch returned (an asynchronous rotation); a process stopped
+// in between left a tail raft-wal took for sealed yet wrote to, refusing
+// every append at every start. Open records that rotation first
+// (completeRotation; no segment byte changes).
 //
 // # Fail-stop
 //

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
@@ -168,6 +169,9 @@ type walTailScan struct {
 	// indexes are the offsets of the index frame headers the scan met;
 	// recoverTail takes the segment for sealed if there is any.
 	indexes []int64
+	// entriesAtIndex is the number of entry frames before the first index
+	// frame; committed, the number before the commit frame keep ends.
+	entriesAtIndex, committed int
 }
 
 // scanWALTail reads a segment file the way raft-wal v0.4.0's (and v0.4.1's)
@@ -204,6 +208,9 @@ scan:
 			entries++
 			size += int64(l) + int64(-l&7)
 		case walFrameIndex:
+			if len(s.indexes) == 0 {
+				s.entriesAtIndex = entries
+			}
 			s.indexes = append(s.indexes, off)
 			size += int64(l) + int64(-l&7)
 		case walFrameCommit:
@@ -219,7 +226,7 @@ scan:
 	case final.entries < entries:
 		// Entries after the last commit: that commit's batch was complete
 		// (recoverTail does not check its CRC then).
-		s.keep = final.off + walFrameHeaderLen
+		s.keep, s.committed = final.off+walFrameHeaderLen, final.entries
 	default:
 		var start int64
 		if prev != nil {
@@ -231,9 +238,9 @@ scan:
 		}
 		switch {
 		case h.Sum32() == final.crc:
-			s.keep = final.off + walFrameHeaderLen
+			s.keep, s.committed = final.off+walFrameHeaderLen, final.entries
 		case prev != nil:
-			s.keep = prev.off + walFrameHeaderLen
+			s.keep, s.committed = prev.off+walFrameHeaderLen, prev.entries
 		}
 	}
 	return s, nil
@@ -250,9 +257,17 @@ scan:
 // discards, none of them acknowledged. Recovery then keeps the same
 // entries and the segment takes appends.
 //
+// A tail whose seal did commit (its last batch ends with the index frame
+// and a valid commit) but whose meta data still says unsealed is the other
+// case: the process stopped (kill -9, power) after that batch's fsync and
+// before raft-wal's rotation, which runs after StoreLogs returns, recorded
+// the seal and the next segment. raft-wal's open does not finish that
+// rotation, so every append failed ("segment is sealed"). The repair
+// records in the meta data what the rotation would have (completeRotation);
+// no segment byte changes.
+//
 // It runs before raft-wal opens dir, with the data dir locked, and changes
-// nothing in any other case (a sealed tail with a complete commit is left
-// to raft-wal, which refuses appends on it: see the log line).
+// nothing in any other case (see the log lines).
 func repairWALTail(dir string, log *slog.Logger) error {
 	if !exists(filepath.Join(dir, metadb.FileName)) {
 		return nil // a new WAL
@@ -290,9 +305,12 @@ func repairWALTail(dir string, log *slog.Logger) error {
 		return nil
 	}
 	if s.indexes[0] < s.keep {
-		log.Warn("wal: the tail segment is sealed by a committed index frame but the meta data does not say so; raft-wal will refuse appends to it",
-			"segment", name, "index_frame", s.indexes[0], "committed_end", s.keep)
-		return nil
+		if len(s.indexes) != 1 || s.entriesAtIndex != s.committed || s.committed == 0 {
+			log.Warn("wal: the tail segment is sealed by a committed index frame but the meta data does not say so, and not as a rotation leaves it; raft-wal will refuse appends to it",
+				"segment", name, "index_frames", s.indexes, "committed_end", s.keep, "entries_before_index", s.entriesAtIndex, "committed_entries", s.committed)
+			return nil
+		}
+		return completeRotation(dir, tail, s, log)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -306,5 +324,51 @@ func repairWALTail(dir string, log *slog.Logger) error {
 	}
 	log.Warn("wal: repaired the tail segment: a partial seal (an index frame with no commit after it, e.g. a write cut short by a full disk) had left it refusing appends; zeroed the unacknowledged bytes after its last commit",
 		"segment", name, "zeroed_from", s.keep, "zeroed_to", fi.Size(), "index_frame", s.indexes[len(s.indexes)-1])
+	return nil
+}
+
+// completeRotation records in dir's meta data the rotation raft-wal did not
+// get to after the tail segment's sealing batch committed: the tail sealed
+// (its index block at the committed index frame, its last entry), and a
+// new empty tail after it, which raft-wal creates when it opens dir (as it
+// does when a crash comes between recording a segment and creating its
+// file). This is what raft-wal's rotateSegmentLocked commits.
+func completeRotation(dir string, tail types.SegmentInfo, s walTailScan, log *slog.Logger) error {
+	meta := &metadb.BoltMetaDB{}
+	st, err := meta.Load(dir)
+	if err != nil {
+		meta.Close()
+		return fmt.Errorf("raftstore: wal tail repair: read meta: %w", err)
+	}
+	last := len(st.Segments) - 1
+	if last < 0 || st.Segments[last].ID != tail.ID {
+		meta.Close()
+		return fmt.Errorf("raftstore: wal tail repair: the meta data changed under the repair")
+	}
+	now := time.Now()
+	sealed := st.Segments[last]
+	sealed.SealTime = now
+	sealed.IndexStart = uint64(s.indexes[0]) + walFrameHeaderLen
+	sealed.MaxIndex = sealed.BaseIndex + uint64(s.committed) - 1
+	next := types.SegmentInfo{
+		ID:         st.NextSegmentID,
+		BaseIndex:  sealed.MaxIndex + 1,
+		MinIndex:   sealed.MaxIndex + 1,
+		Codec:      sealed.Codec,
+		SizeLimit:  sealed.SizeLimit,
+		CreateTime: now,
+	}
+	st.Segments[last] = sealed
+	st.Segments = append(st.Segments, next)
+	st.NextSegmentID++
+	err = meta.CommitState(st)
+	if cerr := meta.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("raftstore: wal tail repair: record the seal: %w", err)
+	}
+	log.Warn("wal: repaired the tail segment: its seal had committed but the rotation after it had not been recorded (the process stopped in between), so raft-wal refused appends; recorded the seal and a new tail segment (no segment data changed)",
+		"segment", segment.FileName(sealed), "last_index", sealed.MaxIndex, "index_start", sealed.IndexStart, "new_segment", segment.FileName(next))
 	return nil
 }
