@@ -21,9 +21,10 @@ import (
 // log, so a bad field given here directly costs a log entry that changes
 // nothing (the server refuses bad requests before they get here). Checked
 // here, before proposing, is only what the machine does not check in the
-// server's words (package internal/reqcheck: a SessionRef's shape, the ttl
-// an acquire without a session must set) and the reads' arguments (Get,
-// Read, List propose nothing).
+// server's words (package internal/reqcheck: a SessionRef's shape, the
+// session a KeepAlive or Close must name, the ttl an open or an acquire
+// without a session must set) and the reads' arguments (Get, Read, List
+// propose nothing).
 //
 // Errors: a Fence refusal is returned as the machine's typed error (and
 // the value returned with it is zero but for Replayed, which reports a
@@ -79,7 +80,7 @@ func bind(cmd state.Command, ref fence.SessionRef) state.Command {
 
 func (s nodeService) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.Grant, error) {
 	if req.Session.ID == 0 && req.TTL == 0 {
-		return fence.Grant{}, reqcheck.TTLRequired(s.n.Rules().MaxTTL)
+		return fence.Grant{}, reqcheck.AcquireTTLRequired(s.n.Rules().MaxTTL)
 	}
 	if err := checkRef(req.Session); err != nil {
 		return fence.Grant{}, err
@@ -200,6 +201,9 @@ func (s nodeService) Read(ctx context.Context, resource string) (fence.ResourceS
 }
 
 func (s nodeService) OpenSession(ctx context.Context, req fence.OpenSessionRequest) (fence.SessionGrant, error) {
+	if req.TTL == 0 {
+		return fence.SessionGrant{}, reqcheck.TTLRequired(s.n.Rules().MaxTTL)
+	}
 	cmd := state.Command{Op: state.OpSessionOpen, TTL: req.TTL, RequestID: req.RequestID}
 	return s.session(ctx, cmd, "session open applied without a session")
 }

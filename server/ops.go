@@ -84,7 +84,7 @@ func mutation[Res any](s *Server, timed bool, do call[Res]) call[Res] {
 func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1.AcquireResponse], error) {
 	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
 	if b.session == 0 && m.GetTtl() == nil {
-		terr = reqcheck.TTLRequired(s.cfg.MaxTTL)
+		terr = reqcheck.AcquireTTLRequired(s.cfg.MaxTTL)
 	}
 	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)
 	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)

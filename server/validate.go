@@ -8,12 +8,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/reqcheck"
 )
 
 // requiredTTL checks a ttl that must be present, in [MinTTL, max].
 func requiredTTL(d *durationpb.Duration, max time.Duration) (time.Duration, error) {
 	if d == nil {
-		return 0, fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s)", fence.MinTTL, max), "")
+		return 0, reqcheck.TTLRequired(max)
 	}
 	return optionalTTL(d, max)
 }

@@ -21,9 +21,15 @@ func SessionRef(ref fence.SessionRef, sessionField, ackField string) error {
 	return nil
 }
 
-// TTLRequired is the refusal of an acquire without a session that sets no
-// ttl (one bound to a session may: its lease lasts as long as the session).
+// TTLRequired is the refusal of a session open that sets no ttl.
 func TTLRequired(maxTTL time.Duration) error {
+	return fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s)", fence.MinTTL, maxTTL), "")
+}
+
+// AcquireTTLRequired is the refusal of an acquire without a session that
+// sets no ttl (one bound to a session may: its lease lasts as long as the
+// session).
+func AcquireTTLRequired(maxTTL time.Duration) error {
 	return fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s) unless the acquire is bound to a session (session.id)", fence.MinTTL, maxTTL), "")
 }
 

@@ -174,6 +174,9 @@ var table = []step{
 		r.session = g.Session.ID
 		return g, err
 	}, []string{"ID:1 ", "TTL:10s", "Replayed:false"}},
+	{"open without a ttl", func(ctx context.Context, r *run) (any, error) {
+		return r.svc.OpenSession(ctx, fence.OpenSessionRequest{})
+	}, []string{"INVALID_ARGUMENT", "Field:ttl"}},
 	{"open retried by request_id", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.OpenSession(ctx, fence.OpenSessionRequest{TTL: 10 * time.Second, RequestID: "s1"})
 	}, []string{"ID:1 ", "Replayed:true"}},
@@ -185,6 +188,12 @@ var table = []step{
 		r.tokens["s"] = g.Lease.Token
 		return g, err
 	}, []string{"Token:4 ", "Replayed:false"}},
+	{"session acquire with a ttl", func(ctx context.Context, r *run) (any, error) {
+		return r.svc.Acquire(ctx, fence.AcquireRequest{Name: "s3", Owner: "so", TTL: time.Minute, Session: r.ref(0, 0)})
+	}, nil},
+	{"session renew with a ttl", func(ctx context.Context, r *run) (any, error) {
+		return r.svc.Renew(ctx, fence.RenewRequest{Name: "s", Token: r.tokens["s"], TTL: time.Minute, Session: r.ref(0, 0)})
+	}, []string{"INVALID_ARGUMENT", "Field:ttl"}},
 	{"seq 1 again: the saved grant", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Acquire(ctx, fence.AcquireRequest{Name: "s", Owner: "so", Session: r.ref(1, 0)})
 	}, []string{"Token:4 ", "Replayed:true"}},
