@@ -17,9 +17,10 @@ import (
 //     names the server checks, against the rules recorded in the log), so a
 //     bad field given to it directly is refused, changing nothing, after
 //     one log entry; before proposing it checks only what the machine words
-//     differently (a SessionRef's shape, the TTL an acquire without a
-//     session must set: internal/reqcheck, shared with the server) and the
-//     arguments of the reads (Get, Read, List);
+//     differently (a SessionRef's shape, the session a KeepAlive or Close
+//     must name, the TTL an open or an acquire without a session must set:
+//     internal/reqcheck, shared with the server) and the arguments of the
+//     reads (Get, Read, List);
 //   - the remote client (client.NewService): the same calls over the
 //     network to a Fence server (Connect, protobuf);
 //   - the leader forwarder (cluster.Forwarder): the local node when it
