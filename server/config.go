@@ -49,12 +49,13 @@ type Config struct {
 	ReadyTimeout time.Duration
 
 	// Service makes the fence.Service the API handlers call from the node
-	// New opened; nil means the node's own (node.Node.Service). Cluster
-	// mode plugs the leader forwarder in here (it needs the node to know
-	// who leads). New calls it once, after the node is open; an error
-	// closes the node and fails New. The handlers validate every request
-	// before they call the Service, and map its errors (a refusal to its
-	// code and detail; fence.ErrUnavailable to Unavailable).
+	// New opened. Nil means the node's own (node.Node.Service) alone, and
+	// the leader forwarder (cluster.Forwarder over the node's Service) in
+	// cluster mode; set, it replaces either (an embedding program, a
+	// test). New calls it once, after the node is open; an error closes
+	// the node and fails New. The handlers validate every request before
+	// they call the Service, and map its errors (a refusal to its code and
+	// detail; fence.ErrUnavailable to Unavailable).
 	Service func(*node.Node) (fence.Service, error)
 
 	// Cluster makes the node one of a raft cluster (see ClusterConfig);
