@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -268,5 +270,62 @@ func TestStandaloneKeepAliveFailsOver(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFailoverNeedsNoBackoff: moving to an endpoint not yet tried costs no
+// backoff pause, for a unary call and for the session's stream: with a
+// backoff of an hour both get through on endpoint 2 as soon as endpoint 1
+// is found dead.
+func TestFailoverNeedsNoBackoff(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	p1, u1 := newTCPProxy(t, serverURL)
+	_, u2 := newTCPProxy(t, serverURL)
+	c := newClientFor(t, u1+","+u2, client.WithBackoff(time.Hour, time.Hour))
+	l, err := c.Acquire(ctx, name) // opens the session and its stream on endpoint 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1.stop()
+	if _, err := c.Add(ctx, name+"/n", l.Token(), 1); err != nil { // on the stream
+		t.Fatalf("add after endpoint 1 died: %v", err)
+	}
+	unary := newClientFor(t, u1+","+u2, client.WithoutSession(), client.WithBackoff(time.Hour, time.Hour))
+	if _, err := unary.Read(ctx, name+"/n"); err != nil {
+		t.Fatalf("unary read with endpoint 1 dead: %v", err)
+	}
+}
+
+// flakyDoor answers 503 (Unavailable) to its first n requests, as a node
+// waiting for a leader does, and passes the rest on to the server.
+type flakyDoor struct {
+	n     atomic.Int32
+	proxy http.Handler
+}
+
+func (d *flakyDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.n.Add(-1) >= 0 {
+		http.Error(w, "no leader yet", http.StatusServiceUnavailable)
+		return
+	}
+	d.proxy.ServeHTTP(w, r)
+}
+
+// TestUnavailableAnswerBoundsBackoff: after a server's Unavailable answer
+// the retry pause stops growing at 250ms, so a call comes back soon after
+// a leader is elected: twelve refusals cost about 2s of pauses, where
+// doubling from 10ms to the configured hour would cost 41s, more than the
+// test's context.
+func TestUnavailableAnswerBoundsBackoff(t *testing.T) {
+	ctx, name := ctxFor(t), uniq(t)
+	target, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	door := &flakyDoor{proxy: httputil.NewSingleHostReverseProxy(target)}
+	door.n.Store(12)
+	c := newClientFor(t, serveLoopback(t, door), client.WithoutSession(), client.WithBackoff(10*time.Millisecond, time.Hour))
+	if _, err := c.Get(ctx, name); err != nil {
+		t.Fatalf("get after 12 Unavailable answers: %v", err)
 	}
 }

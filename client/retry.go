@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -76,8 +77,31 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 			return withCause(ctx, toError(op, err))
 		case <-t.C:
 		}
-		pause = min(2*pause, c.cfg.backoffMax)
+		pause = min(2*pause, c.backoffCap(err))
 	}
+}
+
+// electionBackoff bounds the retry pause after a server answered
+// Unavailable: it is up, and most likely waiting for a leader (an election
+// takes about an election timeout, 1s by default), so the call comes back
+// at least this often and finds the new leader soon after it takes office.
+// Failures to reach a server keep the full backoff (WithBackoff).
+const electionBackoff = 250 * time.Millisecond
+
+// backoffCap is the greatest retry pause after err.
+func (c *Client) backoffCap(err error) time.Duration {
+	if answeredUnavailable(err) {
+		return max(min(c.cfg.backoffMax, electionBackoff), c.cfg.backoffMin)
+	}
+	return c.cfg.backoffMax
+}
+
+// answeredUnavailable reports an Unavailable status sent by a server, as
+// opposed to a connection that could not be made or broke.
+func answeredUnavailable(err error) bool {
+	var op *net.OpError
+	return connect.CodeOf(err) == connect.CodeUnavailable && !errors.As(err, &op) &&
+		!errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errKeepAliveTimeout)
 }
 
 // failoverOn reports a failure of the endpoint rather than of the request:

@@ -15,11 +15,14 @@ import (
 // run holds the session's stream for as long as the Client lives: while a
 // session is open it serves one stream at a time, and when a stream breaks
 // it opens the next one — on the next endpoint, when the Client has several
-// — after a backoff (reset by any reply) and resends every call still
-// without a reply, with the same seq.
+// — and resends every call still without a reply, with the same seq. The
+// next stream opens at once while the streams that broke without a reply
+// have not yet been tried on every endpoint, then after a backoff (reset by
+// any reply; see backoffCap for its bound).
 func (s *session) run() {
 	defer close(s.loopDone)
 	pause := s.c.cfg.backoffMin
+	failed := 0 // streams in a row that broke without a reply
 	for {
 		s.mu.Lock()
 		id, gen := s.id, s.gen
@@ -51,14 +54,18 @@ func (s *session) run() {
 		// may be down, cut off, or no longer able to reach the leader).
 		s.c.failover(ep)
 		if answered {
-			pause = s.c.cfg.backoffMin
+			pause, failed = s.c.cfg.backoffMin, 0
 		}
+		failed++
 		s.mu.Lock()
 		if s.gen == gen {
 			s.lastErr = err
 		}
 		s.mu.Unlock()
-		s.c.cfg.logger.Debug("fence: session stream broke, reconnecting", "session", id, "err", err)
+		s.c.cfg.logger.Debug("fence: session stream broke, reconnecting", "session", id, "endpoint", ep.url, "err", err)
+		if failed < len(s.c.endpoints) {
+			continue // an endpoint not tried since the last reply
+		}
 		t := time.NewTimer(jitter(pause))
 		select {
 		case <-t.C:
@@ -66,7 +73,7 @@ func (s *session) run() {
 			t.Stop()
 			return
 		}
-		pause = min(2*pause, s.c.cfg.backoffMax)
+		pause = min(2*pause, s.c.backoffCap(err))
 	}
 }
 
