@@ -99,12 +99,15 @@
 // reached, answers Unavailable (no leader yet, shutting down) or gives no
 // answer within an attempt's bound, the Client moves to the next endpoint:
 // the retry of a unary call goes there at once while the call has not yet
-// tried every endpoint, with backoff after that, and carries the same
+// tried every endpoint, with backoff after that (pauses stop growing at
+// 250ms once a node answered Unavailable: it is up and waiting for a
+// leader, which an election brings within about a second), and carries the same
 // request_id or op_id as before — a retry on another node is as exact as
 // one on the same, because the ids live in the replicated state. A
 // standalone lease's keepalive moves on the same way. The session's stream,
 // when it breaks, reconnects on the next endpoint, re-attaches the same
-// session and resends every unanswered request with its seq: a request
+// session and resends every unanswered request with its seq — at once on
+// a node not yet tried, then with the same backoff: a request
 // the old node passed on before it died is answered from its saved result,
 // not applied again. [WithFailFast] fails a call only when no endpoint can
 // be reached. [Client.Endpoint] is the endpoint in use.

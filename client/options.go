@@ -160,7 +160,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithBackoff sets the retry backoff: the first pause and the greatest
-// (defaults 25ms and 1s; pauses double, with jitter).
+// (defaults 25ms and 1s; pauses double, with jitter). After a server
+// answered Unavailable (it waits for a leader) pauses stop growing at
+// 250ms, or at most if that is less; moving to an endpoint the call has
+// not tried yet costs no pause.
 func WithBackoff(first, most time.Duration) Option {
 	return func(cfg *config) {
 		if first > 0 {
