@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -201,8 +203,13 @@ func (s *Service) List(ctx context.Context, req fence.ListRequest) (fence.LockPa
 	if s.err != nil {
 		return fence.LockPage{}, s.err
 	}
-	if req.Limit < 0 || req.Limit > 1<<32-1 {
-		return fence.LockPage{}, fence.Invalid("limit", "1 or more", fmt.Sprint(req.Limit))
+	// As the node refuses it (a page_size of 0 would mean the server's
+	// default instead).
+	if req.Limit < 1 {
+		return fence.LockPage{}, fence.Invalid("limit", "1 or more", strconv.Itoa(req.Limit))
+	}
+	if req.Limit > math.MaxUint32 {
+		req.Limit = math.MaxUint32 // the server refuses it by its own bound
 	}
 	resp, err := s.locks.List(ctx, connect.NewRequest(&fencev1.ListRequest{
 		Prefix: req.Prefix, PageSize: uint32(req.Limit), PageToken: apierr.EncodePageToken(req.After),

@@ -151,6 +151,11 @@ func TestServiceListPages(t *testing.T) {
 	if err != nil || len(p2.Locks) != 1 || p2.Locks[0].Name != prefix+"c" || p2.Next != "" {
 		t.Fatalf("page 2 = %+v, %v", p2, err)
 	}
+	_, err = svc.List(ctx, fence.ListRequest{Prefix: prefix})
+	var invalid *fence.InvalidError
+	if !errors.As(err, &invalid) || invalid.Field != "limit" {
+		t.Fatalf("list without a limit = %v, want *fence.InvalidError for limit (as the node says)", err)
+	}
 	info, err := svc.Get(ctx, prefix+"c")
 	if err != nil || info.Lease == nil || info.Lease.Owner != "o" || info.LastToken != info.Lease.Token {
 		t.Fatalf("get = %+v, %v", info, err)
