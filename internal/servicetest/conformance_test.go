@@ -80,3 +80,16 @@ func TestConformanceForwarded(t *testing.T) {
 	t.Run("forwarded by a follower", func(t *testing.T) { forwarded = Run(t, forwardedTarget(t)) })
 	Compare(t, "local node", local, "forwarded by a follower", forwarded)
 }
+
+// TestConformanceForwarderInProcess runs the table on a follower's
+// cluster.Forwarder itself (Server.Service, no client in front of it),
+// and checks that it answered every call as the local node does.
+func TestConformanceForwarderInProcess(t *testing.T) {
+	var local, fwd []Outcome
+	t.Run("local node", func(t *testing.T) { local = Run(t, localTarget(t)) })
+	t.Run("follower's forwarder", func(t *testing.T) {
+		_, follower := startCluster(t)
+		fwd = Run(t, Target{Service: follower.s.Service(), Stop: follower.stop})
+	})
+	Compare(t, "local node", local, "follower's forwarder", fwd)
+}
