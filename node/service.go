@@ -79,10 +79,19 @@ func bind(cmd state.Command, ref fence.SessionRef) state.Command {
 }
 
 func (s nodeService) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.Grant, error) {
-	if req.Session.ID == 0 && req.TTL == 0 {
-		return fence.Grant{}, reqcheck.AcquireTTLRequired(s.n.Rules().MaxTTL)
-	}
 	if err := checkRef(req.Session); err != nil {
+		return fence.Grant{}, err
+	}
+	if req.Session.ID == 0 && req.TTL == 0 {
+		// In the server's (and the machine's) order: name and owner
+		// are judged before ttl.
+		err := fence.ValidateName("name", req.Name)
+		if err == nil {
+			err = fence.ValidateOwner(req.Owner)
+		}
+		if err == nil {
+			err = reqcheck.AcquireTTLRequired(s.n.Rules().MaxTTL)
+		}
 		return fence.Grant{}, err
 	}
 	cmd := bind(state.Command{

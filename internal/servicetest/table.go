@@ -135,6 +135,9 @@ var table = []step{
 	// Bad fields: refused naming the field, nothing changed.
 	{"empty name", acquire(fence.AcquireRequest{Owner: "o", TTL: 10 * time.Second}), []string{"INVALID_ARGUMENT", "Field:name"}},
 	{"ttl absent on an acquire without a session", acquire(fence.AcquireRequest{Name: "c"}), []string{"INVALID_ARGUMENT", "Field:ttl"}},
+	{"empty name and no ttl: the name is judged first", acquire(fence.AcquireRequest{Owner: "o"}), []string{"INVALID_ARGUMENT", "Field:name "}},
+	{"seq without a session and no ttl: the session is judged first", acquire(fence.AcquireRequest{Name: "c", Session: fence.SessionRef{Seq: 1}}),
+		[]string{"INVALID_ARGUMENT", "Field:session.id "}},
 	{"ttl below the least", acquire(fence.AcquireRequest{Name: "c", TTL: time.Millisecond}), []string{"INVALID_ARGUMENT", "Field:ttl"}},
 	{"ttl above the largest", acquire(fence.AcquireRequest{Name: "c", TTL: fence.DefaultMaxTTL + time.Second}), []string{"INVALID_ARGUMENT", "Field:ttl"}},
 	{"lock_delay above the largest", acquire(fence.AcquireRequest{Name: "c", TTL: 10 * time.Second, LockDelay: fence.MaxLockDelay + time.Second}),
