@@ -77,7 +77,7 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 			return withCause(ctx, toError(op, err))
 		case <-t.C:
 		}
-		pause = min(2*pause, c.backoffCap(err))
+		pause = min(2*pause, c.backoffCap(answeredUnavailable(err)))
 	}
 }
 
@@ -88,9 +88,10 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 // Failures to reach a server keep the full backoff (WithBackoff).
 const electionBackoff = 250 * time.Millisecond
 
-// backoffCap is the greatest retry pause after err.
-func (c *Client) backoffCap(err error) time.Duration {
-	if answeredUnavailable(err) {
+// backoffCap is the greatest retry pause, after a server answered
+// Unavailable (waiting) or not.
+func (c *Client) backoffCap(waiting bool) time.Duration {
+	if waiting {
 		return max(min(c.cfg.backoffMax, electionBackoff), c.cfg.backoffMin)
 	}
 	return c.cfg.backoffMax

@@ -15,14 +15,16 @@ import (
 // run holds the session's stream for as long as the Client lives: while a
 // session is open it serves one stream at a time, and when a stream breaks
 // it opens the next one — on the next endpoint, when the Client has several
-// — and resends every call still without a reply, with the same seq. The
-// next stream opens at once while the streams that broke without a reply
-// have not yet been tried on every endpoint, then after a backoff (reset by
-// any reply; see backoffCap for its bound).
+// — and resends every call still without a reply, with the same seq.
+// Broken streams go round the endpoints at once, with a backoff pause
+// between rounds (see backoffCap for its bound; a stream that had replies
+// resets it to the first), so a node that answers and then ends every
+// stream is not called in a tight loop.
 func (s *session) run() {
 	defer close(s.loopDone)
 	pause := s.c.cfg.backoffMin
-	failed := 0 // streams in a row that broke without a reply
+	broken := 0      // streams that broke since the last pause
+	waiting := false // a node answered Unavailable since the last pause
 	for {
 		s.mu.Lock()
 		id, gen := s.id, s.gen
@@ -54,17 +56,18 @@ func (s *session) run() {
 		// may be down, cut off, or no longer able to reach the leader).
 		s.c.failover(ep)
 		if answered {
-			pause, failed = s.c.cfg.backoffMin, 0
+			pause = s.c.cfg.backoffMin
 		}
-		failed++
+		broken++
+		waiting = waiting || answeredUnavailable(err)
 		s.mu.Lock()
 		if s.gen == gen {
 			s.lastErr = err
 		}
 		s.mu.Unlock()
 		s.c.cfg.logger.Debug("fence: session stream broke, reconnecting", "session", id, "endpoint", ep.url, "err", err)
-		if failed < len(s.c.endpoints) {
-			continue // an endpoint not tried since the last reply
+		if broken < len(s.c.endpoints) {
+			continue // the round of the endpoints goes on at once
 		}
 		t := time.NewTimer(jitter(pause))
 		select {
@@ -73,7 +76,8 @@ func (s *session) run() {
 			t.Stop()
 			return
 		}
-		pause = min(2*pause, s.c.backoffCap(err))
+		pause = min(2*pause, s.c.backoffCap(waiting))
+		broken, waiting = 0, false
 	}
 }
 
