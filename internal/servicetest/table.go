@@ -149,6 +149,8 @@ var table = []step{
 	{"value too large", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Write(ctx, fence.WriteRequest{Resource: "res", Token: r.tokens["a2"], Value: make([]byte, fence.MaxValueBytes+1)})
 	}, []string{"INVALID_ARGUMENT", "Field:value"}},
+	{"list with no limit", func(ctx context.Context, r *run) (any, error) { return r.svc.List(ctx, fence.ListRequest{}) },
+		[]string{"INVALID_ARGUMENT", "Field:limit "}},
 	{"get: bad name", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Get(ctx, strings.Repeat("n", fence.MaxNameBytes+1))
 	},
