@@ -193,4 +193,3 @@ func readmeClusterBlock(t *testing.T, doc string) string {
 	}
 	return block
 }
-
