@@ -5,9 +5,13 @@
 // data directory, waits for GET /readyz, and stops (SIGTERM), kills
 // (SIGKILL), pauses (SIGSTOP), resumes (SIGCONT) and restarts it — on the
 // same addresses and data directory, with other flags or environment if
-// asked. StartCluster starts n nodes as one raft cluster, either with a
-// static --peers list or with --bootstrap and --join; Cluster.Leader asks
-// the nodes' ClusterService who leads.
+// asked (Launch restarts without waiting for /readyz, for a node that
+// cannot be ready). StartCluster starts n nodes as one raft cluster, either
+// with a static --peers list or with --bootstrap and --join, and AddNode
+// grows it; Cluster.Leader (LeaderOf for a caller's own node list) asks
+// each node's ClusterService.NodeStatus and names the node that says it
+// leads and that a majority of the members name; Transfer and RemoveMember
+// change leadership and membership through any node.
 //
 // It is not a _test.go file so that three users share it: system_test (with
 // the testing.TB helpers in testing.go), internal/chaos and the bench/
