@@ -118,6 +118,10 @@ func TestProcessMembersCluster(t *testing.T) {
 		}
 	}
 
+	r = fenceRun(t, n2.url, "members", "transfer", "nope").want(t, exitUsage, "fence members transfer nope")
+	if !strings.Contains(r.stderr, "a voter of the cluster") {
+		t.Errorf("transfer to a non-member: %q", r.stderr)
+	}
 	r = fenceRun(t, n1.url, "members", "transfer", "n3").want(t, exitOK, "fence members transfer n3")
 	if !strings.Contains(r.stdout, "n3") {
 		t.Errorf("transfer output: %q", r.stdout)
