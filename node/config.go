@@ -99,9 +99,9 @@ type Config struct {
 	// stable store or snapshot store fails: the node cannot know what is
 	// durable and stops acknowledging (fail-stop). Default: log the error
 	// and os.Exit(70). A restart recovers every acknowledged entry. An
-	// OnFatal that returns leaves the node stopped (in cluster mode with
-	// raft shut down); it is called on one of raft's goroutines, and raft
-	// panics if a failed write of a new term returns to it.
+	// OnFatal that returns leaves the node stopped (a cluster leader steps
+	// down); it is called on one of raft's goroutines, and raft panics if
+	// a failed write of a new term returns to it.
 	OnFatal func(error)
 
 	// WaiterGrace is how long a node that took office waits for clients to

@@ -64,10 +64,10 @@
 // ErrUnknownOutcome or ErrClosed, reads get ErrNotLeader, it never takes
 // office again, the log takes no append and the snapshot store no
 // snapshot) and calls Config.OnFatal, which by default logs and exits with
-// status 70. A cluster member also shuts raft down (watchFatal): if
-// OnFatal returns, a stopped leader whose failure was not an append (raft
-// steps down only then) would go on heartbeating and keep the others from
-// electing; stopped, it takes no further part. A log that failed an append
+// status 70. A cluster leader also steps down (watchFatal: a barrier, an
+// append the guard refuses): if OnFatal returns, a leader whose failure
+// was not an append (raft steps down only then) would go on heartbeating
+// and keep the others from electing. A log that failed an append
 // may hold part of a batch, and raft-wal refuses every later append after
 // one: serving on would either wedge or lie. A restart replays what is
 // durable. An Apply whose entry was handed to raft but whose fate is

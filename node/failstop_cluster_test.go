@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/state"
 )
@@ -119,16 +121,38 @@ func stopped(t *testing.T, mb *member, want error) {
 	}
 }
 
-// raftDown waits until mb's raft has shut down (hang guard: clusterWait):
-// a node that failed takes no further part in the cluster.
-func raftDown(t *testing.T, mb *member) {
+// steppedDown waits until mb's raft no longer leads (hang guard:
+// clusterWait): a node that failed must let the others elect.
+func steppedDown(t *testing.T, mb *member) {
 	t.Helper()
 	deadline := time.Now().Add(clusterWait)
-	for mb.node.raft.State() != raft.Shutdown {
+	for mb.node.raft.State() == raft.Leader {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: raft still %v %s after the fatal error", mb.id, mb.node.raft.State(), clusterWait)
+			t.Fatalf("%s: raft still leads %s after the fatal error", mb.id, clusterWait)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// refusedAfter writes through lead until mb's log (from mark on) shows a
+// refusal with want in it, and fails if changed reports a durable change
+// on mb first (hang guard: clusterWait). The leader's retries reach mb;
+// the guard must turn them away before the store.
+func refusedAfter(t *testing.T, lead, mb *member, logs *testutil.Buffer, mark int, tok fence.Token, want string, changed func() string) {
+	t.Helper()
+	deadline := time.Now().Add(clusterWait)
+	for i := 0; !strings.Contains(logs.String()[mark:], want); i++ {
+		if what := changed(); what != "" {
+			t.Fatalf("%s: %s after the fatal error", mb.id, what)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: nothing refused after the fatal error within %s; log since:\n%s", mb.id, clusterWait, logs.String()[mark:])
+		}
+		write(t, lead.node, "r", tok, fmt.Sprint("after-", i), fmt.Sprint("after-", i))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if what := changed(); what != "" {
+		t.Fatalf("%s: %s after the fatal error", mb.id, what)
 	}
 }
 
@@ -177,22 +201,26 @@ func TestClusterFollowerLogWriteErrorIsFatal(t *testing.T) {
 	}
 	stopped(t, f, errDiskFull)
 
-	// Stopped: raft is shut down (no appends, votes or installs), and the
-	// log takes nothing more even once the disk has room again. (Between
-	// the fatal error and the shutdown the guard refuses every append:
-	// raftstore's TestGuardsFailStop.)
-	raftDown(t, f)
+	// The disk has room again; the guard must still refuse: the leader's
+	// next appends reach f and are turned away before the store (raft-wal
+	// would refuse too, after the partial batch, with its own error).
 	last, err := f.node.log.LastIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.log.on.Store(false)
-	for i := range 20 {
-		write(t, lead.node, "r", tok, fmt.Sprint("c", i), fmt.Sprint("c", i))
-	}
-	if now, _ := f.node.log.LastIndex(); now != last {
-		t.Fatalf("%s: log grew from %d to %d after the fatal error", f.id, last, now)
-	}
+	mark := len(h.logs.String())
+	refusedAfter(t, lead, f, h.logs, mark, tok, "log store stopped after a fatal error", func() string {
+		if now, _ := f.node.log.LastIndex(); now != last {
+			return fmt.Sprintf("log grew from %d to %d", last, now)
+		}
+		for _, line := range strings.Split(h.logs.String()[mark:], "\n") {
+			if strings.Contains(line, "failed to append to logs") && !strings.Contains(line, "log store stopped after a fatal error") {
+				return "an append reached the store: " + line
+			}
+		}
+		return ""
+	})
 	if n := h.fatal.calls.Load(); n != 1 {
 		t.Errorf("%s: OnFatal called %d times, want once", f.id, n)
 	}
@@ -225,7 +253,6 @@ func TestClusterFollowerTermWriteErrorIsFatal(t *testing.T) {
 		t.Fatalf("%s: OnFatal(%v), want the store's error", f.id, err)
 	}
 	stopped(t, f, errIOStable)
-	raftDown(t, f)
 	if n := h.fatal.calls.Load(); n != 1 {
 		t.Errorf("%s: OnFatal called %d times, want once", f.id, n)
 	}
@@ -287,15 +314,16 @@ func TestClusterFollowerSnapshotInstallErrorIsFatal(t *testing.T) {
 	}
 	stopped(t, f, errDiskFull)
 
-	// Stopped: raft is shut down, so no further install reaches the store
-	// even once the disk has room again (between the fatal error and the
-	// shutdown the guard refuses one: raftstore's TestGuardsFailStop).
-	raftDown(t, f)
+	// The disk has room again: the leader's next install must be refused
+	// before the store, and f must not take the leader's state.
 	creates := h.snaps.creates.Load()
 	h.snaps.on.Store(false)
-	for i := range 20 {
-		write(t, lead.node, "r", tok, fmt.Sprint("x", i), fmt.Sprint("x", i))
-	}
+	refusedAfter(t, lead, f, h.logs, 0, tok, "snapshot store stopped after a fatal error", func() string {
+		if n := f.node.fsm.restores.Load(); n != 0 {
+			return fmt.Sprintf("restored %d snapshots", n)
+		}
+		return ""
+	})
 	if got := h.snaps.creates.Load(); got != creates {
 		t.Errorf("%s: %d snapshots created in the store after the fatal error", f.id, got-creates)
 	}
@@ -353,7 +381,7 @@ func TestClusterLeaderSnapshotWriteErrorIsFatal(t *testing.T) {
 		t.Fatalf("%s: OnFatal(%v), want the store's error", lead.id, err)
 	}
 	stopped(t, lead, errDiskFull)
-	raftDown(t, lead)
+	steppedDown(t, lead)
 
 	others := tc.others(lead)
 	newLead := tc.leaderAmong(others)
@@ -405,7 +433,7 @@ func TestClusterLeaderLogWriteErrorIsFatal(t *testing.T) {
 		t.Fatalf("%s: OnFatal(%v), want the store's error", lead.id, err)
 	}
 	stopped(t, lead, errDiskFull)
-	raftDown(t, lead)
+	steppedDown(t, lead)
 
 	newLead := tc.leaderAmong(tc.others(lead))
 	rs := resourceOn(newLead, "r")

@@ -37,9 +37,6 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 	wg        sync.WaitGroup
-
-	raftDownOnce sync.Once   // shutdownRaft: Close, or a fatal error in cluster mode
-	raftDown     raft.Future // the one raft.Shutdown's future
 }
 
 // Open opens (or creates) the node in cfg.DataDir. On first start a single
@@ -348,7 +345,7 @@ func (n *Node) close(handOver bool) error {
 		}
 		close(n.closing)
 		n.leaveOffice()
-		err := n.shutdownRaft().Error()
+		err := n.raft.Shutdown().Error()
 		n.wg.Wait()
 		if cerr := n.store.Close(); err == nil { // the stores, then the dir lock
 			err = cerr

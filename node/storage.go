@@ -30,28 +30,28 @@ func defaultOnFatal(cfg Config) func(error) {
 	}
 }
 
-// watchFatal (cluster mode) shuts raft down on a fatal storage error. The
-// guards already refuse appends and snapshots, but raft would go on
-// heartbeating, voting and answering: a leader whose snapshot write failed
-// (not an append, so raft does not step down by itself) would keep its
-// followers from electing anyone while it serves nothing. Stopped, it
-// takes no further part and the others elect. With the default OnFatal
-// the process exits anyway; this matters for an OnFatal that returns.
+// watchFatal (cluster mode) makes a leader that hit a fatal storage error
+// step down. raft steps down by itself when its own append fails, but not
+// when the failure was elsewhere (a snapshot write, a compaction): it would
+// go on heartbeating, so the followers would never elect anyone while it
+// serves nothing. A barrier is an append, which the guard now refuses: raft
+// steps down at once and answers every future it holds (ErrLeadershipLost:
+// an unknown outcome for a proposal in flight). Shutting raft down instead
+// would leave a proposal still queued in raft unanswered, and its caller
+// waiting forever. If the node wins an election later, raft's first append
+// of the term fails the same way and it steps down again. With the default
+// OnFatal the process exits anyway; this matters for an OnFatal that
+// returns.
 func (n *Node) watchFatal() {
 	defer n.wg.Done()
 	select {
 	case <-n.fail.Down():
-		n.cfg.Logger.Error("fatal storage error: raft stopped; this node takes no further part in the cluster until it is restarted",
-			"node_id", n.cfg.NodeID, "err", n.fail.Err())
-		n.shutdownRaft()
 	case <-n.closing:
+		return
 	}
-}
-
-// shutdownRaft shuts raft down once and returns that shutdown's future. A
-// second raft.Shutdown returns at once without waiting for raft's
-// goroutines, so whoever closes the stores waits on this one.
-func (n *Node) shutdownRaft() raft.Future {
-	n.raftDownOnce.Do(func() { n.raftDown = n.raft.Shutdown() })
-	return n.raftDown
+	n.cfg.Logger.Error("fatal storage error: this node stops leading and stores nothing more until it is restarted",
+		"node_id", n.cfg.NodeID, "err", n.fail.Err())
+	if n.raft.State() == raft.Leader {
+		n.raft.Barrier(0) // answered with the guard's refusal; nobody waits on it
+	}
 }
