@@ -117,8 +117,9 @@ func (f Fault) String() string {
 	return b.String()
 }
 
-// ScheduleConfig is Schedule's input, with room for the cluster issue
-// (Nodes; new kinds: partitions, clock skew).
+// ScheduleConfig is Schedule's input. Nodes > 1 spreads node faults over
+// the nodes; the cluster kinds (ClusterFaults) choose their nodes when
+// applied.
 type ScheduleConfig struct {
 	Seed     uint64
 	Duration time.Duration
@@ -149,7 +150,8 @@ func Schedule(seed uint64, d time.Duration, kinds []FaultKind, workers int, ttl 
 // in three, restarted with --max-ttl 4×TTL (whole seconds, rounded up), 1h
 // or 24h; disk-full 4–8s (the time the node has to fail-stop under the
 // nemesis's large writes: about 64 MiB of them, as raft-wal's preallocated
-// segment must fill first).
+// segment must fill first). The cluster kinds' lengths are in
+// scheduleClusterFault.
 func (c ScheduleConfig) Schedule() []Fault {
 	if c.Nodes <= 0 {
 		c.Nodes = 1
@@ -319,9 +321,9 @@ type Nemesis struct {
 	HealTimeout time.Duration
 	// ResetEvery is conn-reset's interval during For (default 250ms).
 	ResetEvery time.Duration
-	// Custom injects faults of kinds this file does not know (the cluster
-	// issue's partitions between nodes, clock skew), by kind. They take
-	// turns with the other faults on node Target's lane.
+	// Custom injects faults of kinds the nemesis does not know (a test's
+	// own), by kind. They take turns with the other faults on node
+	// Target's lane.
 	Custom map[FaultKind]FaultFunc
 	// DiskFillValue is the size of the disk-full fault's writes (default
 	// fence.MaxValueBytes, 1 MiB). Negative: no writes, only the shrunk

@@ -246,9 +246,7 @@ func (n *Nemesis) clockSkew(ctx context.Context, f Fault, target int, start func
 		"FENCE_TEST_CLOCK_OFFSET=" + f.ClockOffset.String(),
 		"FENCE_TEST_CLOCK_RATE=" + formatRate(f.ClockRate),
 	}
-	if err := n.stopGracefully(target, node, "clock-skew"); err != nil {
-		return err.Error(), false, nil
-	}
+	n.stopGracefully(target, node, "clock-skew")
 	hctx, cancel := n.healCtx(ctx)
 	err := node.RestartEnv(hctx, env)
 	cancel()
@@ -271,9 +269,7 @@ func (n *Nemesis) clockSkew(ctx context.Context, f Fault, target int, start func
 	// Unskewed again: SIGTERM (a leader hands over first), then start
 	// without the clock variables.
 	note := fmt.Sprintf("%s ran with offset %s rate %s; %s", node.Name(), f.ClockOffset, formatRate(f.ClockRate), led)
-	if err := n.stopGracefully(target, node, "clock-skew heal"); err != nil {
-		note += "; " + err.Error()
-	}
+	n.stopGracefully(target, node, "clock-skew heal")
 	hctx, cancel = n.healCtx(ctx)
 	defer cancel()
 	if err := node.RestartEnv(hctx, nil); err != nil {
@@ -285,7 +281,7 @@ func (n *Nemesis) clockSkew(ctx context.Context, f Fault, target int, start func
 
 // stopGracefully sends SIGTERM and waits for the exit; an exit other than
 // 0 is recorded as a crash (the process is gone either way).
-func (n *Nemesis) stopGracefully(i int, node *Node, why string) error {
+func (n *Nemesis) stopGracefully(i int, node *Node, why string) {
 	if err := node.Stop(); err != nil {
 		note := fmt.Sprintf("node %d (%s) did not stop cleanly on SIGTERM (%s): %s", i, node.Name(), why, brief(err))
 		n.mu.Lock()
@@ -296,7 +292,6 @@ func (n *Nemesis) stopGracefully(i int, node *Node, why string) error {
 			node.Kill()
 		}
 	}
-	return nil
 }
 
 // markDown records that node i could not be started (ensureRunning retries

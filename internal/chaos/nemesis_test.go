@@ -422,8 +422,8 @@ func TestNemesisRestartFails(t *testing.T) {
 	})
 }
 
-// A kind the nemesis does not know is injected by Nemesis.Custom (how the
-// cluster issue adds partitions and clock skew); without one it is skipped.
+// A kind the nemesis does not know is injected by Nemesis.Custom; without
+// one it is skipped.
 func TestNemesisCustomFault(t *testing.T) {
 	node := startTestNode(t, NodeConfig{})
 	var log testutil.Buffer
