@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -128,16 +129,6 @@ func (t *callTable) requeue() (keepAlives []*call) {
 		}
 		t.queue = append(t.queue, c)
 	}
-	slices.SortFunc(t.queue, func(a, b *call) int { return compareUint(a.id, b.id) })
+	slices.SortFunc(t.queue, func(a, b *call) int { return cmp.Compare(a.id, b.id) })
 	return keepAlives
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

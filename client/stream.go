@@ -56,7 +56,11 @@ func (s *session) run() {
 		// may be down, cut off, or no longer able to reach the leader).
 		s.c.failover(ep)
 		if answered {
+			// A stream that had replies starts a new round: the next
+			// endpoint is tried at once, and the pause starts from the
+			// bottom again.
 			pause = s.c.cfg.backoffMin
+			broken, waiting = 0, false
 		}
 		broken++
 		waiting = waiting || answeredUnavailable(err)

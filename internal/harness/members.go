@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,23 +86,13 @@ func LeaderOf(ctx context.Context, members []*Server) (*Server, error) {
 			claims = append(claims, a)
 		}
 	}
-	slices.SortFunc(claims, func(a, b answer) int { return -cmpU(a.st.Term, b.st.Term) })
+	slices.SortFunc(claims, func(a, b answer) int { return -cmp.Compare(a.st.Term, b.st.Term) })
 	for _, a := range claims {
 		if votes[a.st.Id] > len(members)/2 {
 			return a.s, nil
 		}
 	}
 	return nil, ErrNoLeader
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // WaitLeader polls Leader until it names a node other than those in not
