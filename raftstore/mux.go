@@ -48,13 +48,49 @@ type Mux struct {
 	dialMap   map[string]string // test only: outgoing dial address -> address dialed instead
 	log       *slog.Logger
 
-	mu     sync.Mutex
-	raft   *connQueue   // the raft stream layer's queue (nil: none, conns refused)
-	layer  *streamLayer // the latest raft stream layer (tests look at its connections)
-	api    *connQueue   // APIListener's queue, made on first use
-	closed chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+	// Connection limits (WithConnLimits): connections still waiting for
+	// their header byte, and raft and API connections handed out and not
+	// yet closed. Past a limit a new connection is closed at once: a peer
+	// (or anyone) opening connections without end must not take the
+	// process's file descriptors.
+	maxPending, maxRaft, maxAPI int
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // accepted, header byte not read yet
+	nRaft   int                   // raft connections handed out, open
+	nAPI    int                   // API connections handed out, open
+	refused int                   // connections closed at a limit since the last log line
+	lastLog time.Time
+	raft    *connQueue   // the raft stream layer's queue (nil: none, conns refused)
+	layer   *streamLayer // the latest raft stream layer (tests look at its connections)
+	api     *connQueue   // APIListener's queue, made on first use
+	closed  chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+}
+
+// Default connection limits of the raft port (WithConnLimits).
+const (
+	DefaultMaxPendingConns = 256
+	DefaultMaxRaftConns    = 1024
+	DefaultMaxAPIConns     = 1024
+)
+
+// WithConnLimits bounds the connections waiting for their header byte, and
+// the raft and the API connections open at once (0: the default). A
+// connection past a limit is closed at once, and counted in a WARN line.
+func WithConnLimits(pending, raft, api int) MuxOption {
+	return func(x *Mux) {
+		if pending > 0 {
+			x.maxPending = pending
+		}
+		if raft > 0 {
+			x.maxRaft = raft
+		}
+		if api > 0 {
+			x.maxAPI = api
+		}
+	}
 }
 
 // MuxOption configures Listen.
@@ -115,7 +151,8 @@ func ParseDialMap(s string) (map[string]string, error) {
 // and the raft configuration records; "" means the bound address, which
 // must then not be unspecified (0.0.0.0, [::]): peers could not dial it.
 func Listen(bind, advertise string, opts ...MuxOption) (*Mux, error) {
-	m := &Mux{log: slog.Default(), closed: make(chan struct{})}
+	m := &Mux{log: slog.Default(), closed: make(chan struct{}), pending: map[net.Conn]struct{}{},
+		maxPending: DefaultMaxPendingConns, maxRaft: DefaultMaxRaftConns, maxAPI: DefaultMaxAPIConns}
 	for _, o := range opts {
 		o(m)
 	}
@@ -170,6 +207,13 @@ func (m *Mux) Close() error {
 	m.once.Do(func() {
 		close(m.closed)
 		err = m.ln.Close()
+		// A connection still waiting for its header byte would hold route
+		// (and so this wait) for up to headerTimeout.
+		m.mu.Lock()
+		for c := range m.pending {
+			c.Close()
+		}
+		m.mu.Unlock()
 		m.wg.Wait()
 	})
 	return err
@@ -203,6 +247,21 @@ func (m *Mux) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		m.mu.Lock()
+		select {
+		case <-m.closed: // Close has closed the pending ones already
+			m.mu.Unlock()
+			c.Close()
+			return
+		default:
+		}
+		if len(m.pending) >= m.maxPending {
+			m.refuseLocked(c, "connections waiting for their header byte", m.maxPending)
+			m.mu.Unlock()
+			continue
+		}
+		m.pending[c] = struct{}{}
+		m.mu.Unlock()
 		m.wg.Add(1)
 		go m.route(c)
 	}
@@ -213,7 +272,11 @@ func (m *Mux) route(c net.Conn) {
 	defer m.wg.Done()
 	var hdr [1]byte
 	c.SetReadDeadline(time.Now().Add(headerTimeout))
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+	_, err := io.ReadFull(c, hdr[:])
+	m.mu.Lock()
+	delete(m.pending, c)
+	m.mu.Unlock()
+	if err != nil {
 		c.Close()
 		return
 	}
@@ -223,8 +286,24 @@ func (m *Mux) route(c net.Conn) {
 	switch hdr[0] {
 	case HeaderRaft:
 		q = m.raft
+		if q != nil {
+			if m.nRaft >= m.maxRaft {
+				m.refuseLocked(c, "raft connections", m.maxRaft)
+				m.mu.Unlock()
+				return
+			}
+			m.nRaft++
+			c = &countedConn{Conn: c, n: &m.nRaft, mu: &m.mu}
+		}
 	case HeaderAPI:
 		q = m.apiQueueLocked()
+		if m.nAPI >= m.maxAPI {
+			m.refuseLocked(c, "API connections", m.maxAPI)
+			m.mu.Unlock()
+			return
+		}
+		m.nAPI++
+		c = &countedConn{Conn: c, n: &m.nAPI, mu: &m.mu}
 	default:
 		m.mu.Unlock()
 		m.log.Warn("raft port: connection with an unknown header byte closed", "remote", c.RemoteAddr().String(), "byte", hdr[0])
@@ -235,6 +314,36 @@ func (m *Mux) route(c net.Conn) {
 	if q == nil || !q.put(c, m.closed) {
 		c.Close()
 	}
+}
+
+// refuseLocked closes c, which is past the limit of what (m.mu held), and
+// logs the refusals at most once a second.
+func (m *Mux) refuseLocked(c net.Conn, what string, limit int) {
+	c.Close()
+	m.refused++
+	if now := time.Now(); now.Sub(m.lastLog) >= time.Second {
+		m.log.Warn("raft port: connections closed at a limit", "limit", what, "max", limit, "closed", m.refused)
+		m.refused, m.lastLog = 0, now
+	}
+}
+
+// countedConn is a connection handed out under a limit: closing it (once)
+// gives its place back.
+type countedConn struct {
+	net.Conn
+	n    *int
+	mu   *sync.Mutex
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.mu.Lock()
+		*c.n--
+		c.mu.Unlock()
+	})
+	return err
 }
 
 // apiQueueLocked returns the API queue, made on first use (m.mu held).
