@@ -148,13 +148,15 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// Shutdown stops accepting connections, cancels waiting acquires (their
-// clients get Unavailable and their waits are withdrawn from the queue),
-// drains in-flight requests until ctx ends (then closes what is left), and
-// closes the node: raft stops and the stores close.
+// Shutdown cancels waiting acquires (their clients get Unavailable and
+// their waits are withdrawn from the queue), hands leadership over when
+// this node leads a cluster (handover.go), then stops accepting
+// connections and drains in-flight requests until ctx ends (then closes
+// what is left), and closes the node: raft stops and the stores close.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.drainOnce.Do(func() { close(s.drainC) })
 	s.cancelBase()
+	s.handOver(ctx)
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		s.log.Warn("drain timed out; closing open connections", "err", err)

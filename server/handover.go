@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+	"time"
+)
+
+// handOver transfers leadership to another voter when this node leads a
+// cluster, before the server drains: while it drains (up to
+// Config.ShutdownTimeout) it still ran raft and led, so the followers kept
+// forwarding to a node that no longer serves, and nobody else could be
+// elected; handed over first, the followers' forwarded calls, and clients
+// that move on, reach the new leader during the drain. The transfer is
+// bounded by ctx and by raft (which gives up after an election timeout). A
+// failure is logged and the drain goes on: node.Close tries once more,
+// else the others elect a leader after their election timeout.
+//
+// It runs after the waiting acquires were cancelled (cancelBase), so their
+// withdrawals are proposed by this leader while it still leads, or, if the
+// transfer wins the race, they stay queued as orphans for the new leader,
+// which keeps them for its WaiterGrace: their clients, answered
+// Unavailable, retry there with the same request_id and keep their place.
+func (s *Server) handOver(ctx context.Context) {
+	if s.cluster == nil || s.cluster.mux == nil || !s.node.IsLeader() {
+		return
+	}
+	members, err := s.node.Members(ctx)
+	if err != nil {
+		s.log.Warn("leadership transfer before the drain: members unknown; the node tries again as it closes", "err", err)
+		return
+	}
+	others := 0
+	for _, m := range members {
+		if m.Voter && m.ID != s.node.ID() {
+			others++
+		}
+	}
+	if others == 0 {
+		return // a cluster of one: nobody to hand over to
+	}
+	start := time.Now()
+	if err := s.node.TransferLeadership(ctx, ""); err != nil {
+		s.log.Warn("leadership transfer before the drain failed; the node tries again as it closes", "err", err)
+		return
+	}
+	to, addr := s.node.Leader()
+	s.log.Info("handed leadership over before draining", "to", to, "to_addr", addr, "took", time.Since(start))
+}
