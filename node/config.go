@@ -128,6 +128,9 @@ type Config struct {
 	// vote write, or snapshot install, on one node of a cluster).
 	wrapStable    func(raft.StableStore) raft.StableStore
 	wrapSnapshots func(raft.SnapshotStore) raft.SnapshotStore
+	// officeHook, for tests, runs at the start of every attempt to take
+	// office; an error fails the attempt.
+	officeHook func() error
 	// groupsInFlight, for benchmarks, overrides how many command groups
 	// may be in flight (0: groupsInFlight).
 	groupsInFlight int

@@ -79,11 +79,11 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
-	trans := cfg.transport()
 	existing, err := raft.HasExistingState(store.Log, store.Stable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("node: inspect state: %w", err)
 	}
+	trans := cfg.transport() // after every early return: a mux's transport holds its raft side
 	w := newWaiters()
 	n := &Node{
 		cfg:     cfg,
@@ -211,14 +211,49 @@ func (n *Node) watchLeadership() {
 		case leader := <-n.raft.LeaderCh():
 			n.leaveOffice()
 			if leader && n.fail.Err() == nil {
-				n.takeOffice()
+				n.holdOffice()
 			}
 			n.signalOffice()
 		}
 	}
 }
 
-func (n *Node) takeOffice() {
+// holdOffice takes office, and tries again while this node still leads in
+// the same term: a leader that could not take office (its barrier or its
+// rules proposal failed) would otherwise lead without serving, and its
+// followers, hearing from it, would never elect another. A cluster leader
+// that still has not taken office after twice the election timeout hands
+// leadership to another voter.
+func (n *Node) holdOffice() {
+	term := n.raft.CurrentTerm()
+	start, wait, handed := time.Now(), 50*time.Millisecond, false
+	for !n.takeOffice() {
+		if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term || n.fail.Err() != nil {
+			return
+		}
+		if n.cfg.cluster() && !handed && time.Since(start) >= 2*n.cfg.ElectionTimeout {
+			n.cfg.Logger.Warn("could not take office; handing leadership to another voter", "term", term, "tried_for", time.Since(start))
+			n.raft.LeadershipTransfer() // answered when done; the loop sees the step-down
+			handed = true
+		}
+		select {
+		case <-n.closing:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// takeOffice opens a term of office (barrier, clock, rules) and reports
+// whether it did.
+func (n *Node) takeOffice() bool {
+	if n.cfg.officeHook != nil {
+		if err := n.cfg.officeHook(); err != nil {
+			n.cfg.Logger.Warn("taking office failed", "err", err)
+			return false
+		}
+	}
 	// The term is read before the barrier and must be the same after it:
 	// terms only grow, so the barrier was then committed by this node as
 	// leader of that term, and it still leads in it (raft never makes a
@@ -228,14 +263,14 @@ func (n *Node) takeOffice() {
 	// The barrier returns once everything committed before it is applied.
 	err, ok := n.await(n.raft.Barrier(0))
 	if !ok {
-		return // closing, or failed
+		return false // closing, or failed
 	}
 	if err != nil {
 		n.cfg.Logger.Warn("leader barrier failed", "err", err)
-		return
+		return false
 	}
 	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
-		return
+		return false
 	}
 	// Entries up to the barrier are applied, including ones raft does not
 	// hand to the FSM (noop, barrier): reads may count on it. The barrier's
@@ -271,19 +306,20 @@ func (n *Node) takeOffice() {
 		}
 		if err != nil {
 			n.cfg.Logger.Error("proposing the configured rules failed; not taking office", "err", err)
-			return
+			return false
 		}
 	}
 	n.clock.Store(c)
 	if n.fail.Err() != nil {
 		n.leaveOffice() // a fatal error raced the takeoffice
-		return
+		return false
 	}
 	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", term, "wall", n.wall.now(), "max_slack", maxSlack, "queued_waiters", len(queued))
 	if len(queued) > 0 {
 		n.wg.Add(1)
 		go n.reapOrphans(c, queued)
 	}
+	return true
 }
 
 // leaveOffice ends the term of office, if one is open: nothing more is
