@@ -19,9 +19,15 @@ type ConflictError struct {
 	ID, RaftAddr         string
 	MemberID, MemberAddr string
 	NotMember            bool
+	// Fresh: ID is a member, and the node asking to join as ID has an
+	// empty data dir.
+	Fresh bool
 }
 
 func (e *ConflictError) Error() string {
+	if e.Fresh {
+		return fmt.Sprintf("cluster: %s is a member already, and the node joining as %s has an empty data dir (its data lost?): a voter that forgot its log and votes breaks raft's guarantees; remove it first (fence members remove %s), then join", e.ID, e.ID, e.ID)
+	}
 	if e.NotMember {
 		return fmt.Sprintf("cluster: the node at %s is %s, not %s", e.RaftAddr, e.MemberID, e.ID)
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -60,11 +61,17 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 		return errors.New("join: no URL to ask")
 	}
 	id := m.node.ID()
-	if m.isMember(ctx) {
+	member, fresh := m.membership(ctx)
+	if member {
 		m.log.Info("join: already a member (raft state in the data dir); not asking", "id", id)
 		return nil
 	}
-	req := &fencev1.AddMemberRequest{Id: id, RaftAddr: m.addr}
+	// A node without raft state says so: the leader refuses it if its id
+	// is a member already (its data was lost; see AddMemberRequest.fresh).
+	// Such a node does not take finding itself in the configuration for
+	// being added either — the leader reaches a lost voter's address by
+	// itself — it asks until the leader answers.
+	req := &fencev1.AddMemberRequest{Id: id, RaftAddr: m.addr, Fresh: fresh, JoinId: rand.Text()}
 	last := make(map[string]error, len(urls))
 	backoff := joinBackoffMin
 	for round := 1; ; round++ {
@@ -84,7 +91,7 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 				break
 			}
 		}
-		if m.isMember(ctx) {
+		if member, _ := m.membership(ctx); member && !fresh {
 			m.log.Info("join: found itself in the configuration", "id", id)
 			return nil
 		}
@@ -104,13 +111,13 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 	}
 }
 
-// isMember reports whether this node is in the latest configuration it
-// knows.
-func (m *Membership) isMember(ctx context.Context) bool {
+// membership reports whether this node is in the latest configuration it
+// knows, and whether it knows none (a node without raft state).
+func (m *Membership) membership(ctx context.Context) (member, empty bool) {
 	conf, err := m.node.Members(ctx)
 	if err != nil {
-		return false
+		return false, false
 	}
 	id := m.node.ID()
-	return slices.ContainsFunc(conf, func(c node.Member) bool { return c.ID == id })
+	return slices.ContainsFunc(conf, func(c node.Member) bool { return c.ID == id }), len(conf) == 0
 }

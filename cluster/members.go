@@ -52,6 +52,9 @@ type Membership struct {
 	joinClient    *http.Client // calls to --join URLs (client ports)
 	statusTimeout time.Duration
 	log           *slog.Logger
+
+	mu    sync.Mutex
+	fresh map[string]freshJoin // ids added for a fresh join (noteAddedFresh)
 }
 
 // Config configures a Membership.
@@ -74,7 +77,7 @@ type Config struct {
 
 // NewMembership returns the membership API of node n.
 func NewMembership(n *node.Node, cfg Config) *Membership {
-	m := &Membership{node: n, addr: cfg.RaftAddr, joinClient: cfg.JoinClient, statusTimeout: cfg.StatusTimeout, log: cfg.Logger}
+	m := &Membership{node: n, addr: cfg.RaftAddr, joinClient: cfg.JoinClient, statusTimeout: cfg.StatusTimeout, log: cfg.Logger, fresh: map[string]freshJoin{}}
 	if cfg.RaftAddr != "" {
 		m.peers = PeerHTTPClient(cfg.Dial)
 	}
@@ -165,8 +168,10 @@ func (m *Membership) Members(ctx context.Context) (*fencev1.MembersResponse, err
 
 // AddMember adds voter id at raftAddr, on the leader; it returns once the
 // new configuration is committed. forwarded: the call came from another
-// node (ForwardedHeader) and must not be forwarded again.
-func (m *Membership) AddMember(ctx context.Context, forwarded bool, id, raftAddr string) error {
+// node (ForwardedHeader) and must not be forwarded again. fresh: the node
+// asking has an empty data dir; it is refused if id is a member already
+// (a voter whose data was lost: see checkFresh).
+func (m *Membership) AddMember(ctx context.Context, forwarded bool, id, raftAddr string, fresh bool, joinID string) error {
 	if err := ValidateID("id", id); err != nil {
 		return err
 	}
@@ -182,15 +187,21 @@ func (m *Membership) AddMember(ctx context.Context, forwarded bool, id, raftAddr
 			if err != nil {
 				return err
 			}
+			if member && fresh && !m.addedFresh(id, joinID) {
+				return &ConflictError{ID: id, RaftAddr: raftAddr, MemberID: id, MemberAddr: raftAddr, Fresh: true}
+			}
 			if !member {
 				if err := m.checkIsThere(ctx, id, raftAddr); err != nil {
 					return err
+				}
+				if fresh {
+					m.noteAddedFresh(id, joinID)
 				}
 			}
 			return m.node.AddVoter(ctx, id, raftAddr)
 		},
 		func(c fencev1connect.ClusterServiceClient) error {
-			_, err := c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: id, RaftAddr: raftAddr}))
+			_, err := c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: id, RaftAddr: raftAddr, Fresh: fresh, JoinId: joinID}))
 			return err
 		})
 }
@@ -213,6 +224,44 @@ func (m *Membership) checkNoConflict(ctx context.Context, id, raftAddr string) (
 		member = member || c.ID == id
 	}
 	return member, nil
+}
+
+// freshRetryWindow is how long a leader takes a fresh join of an id it has
+// just added for a retry of that join (its reply lost, or the attempt timed
+// out while the change committed) rather than an empty data dir taking a
+// member's place.
+const freshRetryWindow = time.Minute
+
+// freshJoin is a fresh join this node (the leader) made: the joining
+// process's join id, and when.
+type freshJoin struct {
+	joinID string
+	at     time.Time
+}
+
+// noteAddedFresh records that this node (the leader) is adding id for the
+// fresh join joinID.
+func (m *Membership) noteAddedFresh(id, joinID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for k, j := range m.fresh {
+		if now.Sub(j.at) > freshRetryWindow {
+			delete(m.fresh, k)
+		}
+	}
+	m.fresh[id] = freshJoin{joinID, now}
+}
+
+// addedFresh reports whether this node added id for the fresh join joinID
+// (the same joining process) within freshRetryWindow. A leader change
+// forgets it: a retry then is refused, which errs on the safe side (the
+// joiner stops; restarted, it has the state it was sent).
+func (m *Membership) addedFresh(id, joinID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.fresh[id]
+	return ok && joinID != "" && j.joinID == joinID && time.Since(j.at) <= freshRetryWindow
 }
 
 // checkIsThere asks the node at raftAddr for its status before it is

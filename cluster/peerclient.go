@@ -22,8 +22,14 @@ func PeerHTTPClient(dial DialFunc) *http.Client {
 	protocols.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{
 		Protocols: protocols,
-		// addr is the URL's host:port: the peer's raft address.
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dial(ctx, addr) },
+		// addr is the URL's host:port: the peer's raft address. A peer cut
+		// off by a partition does not hold a call for the OS's connect
+		// timeout.
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, DialTimeout)
+			defer cancel()
+			return dial(ctx, addr)
+		},
 		HTTP2:       &http.HTTP2Config{SendPingTimeout: peerPingEvery, PingTimeout: peerPingEvery},
 	}}
 }

@@ -30,7 +30,7 @@ func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev
 }
 
 func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fencev1.AddMemberRequest]) (*connect.Response[fencev1.AddMemberResponse], error) {
-	err := c.m.AddMember(ctx, cluster.IsForwarded(ctx), req.Msg.GetId(), req.Msg.GetRaftAddr())
+	err := c.m.AddMember(ctx, cluster.IsForwarded(ctx), req.Msg.GetId(), req.Msg.GetRaftAddr(), req.Msg.GetFresh(), req.Msg.GetJoinId())
 	if err != nil {
 		return nil, c.error(ctx, "AddMember", err)
 	}

@@ -384,10 +384,23 @@ func TestClusterAddChecks(t *testing.T) {
 	if len(ms) != 1 || ms[0].GetRaftAddr() != n1.cfg.Cluster.RaftAddr || !n1.status(t).GetReady() {
 		t.Fatalf("after the refused adds n1 lists %v", ms)
 	}
-	if err := add("n2", n2.cfg.Cluster.RaftAddr); err != nil {
+	addFresh := func(joinID string) error {
+		_, err := n1.client().AddMember(context.Background(), connect.NewRequest(&fencev1.AddMemberRequest{Id: "n2", RaftAddr: n2.cfg.Cluster.RaftAddr, Fresh: true, JoinId: joinID}))
+		return err
+	}
+	if err := addFresh("j1"); err != nil {
 		t.Fatalf("AddMember(n2) of a waiting node: %v", err)
 	}
 	n2.awaitReady(t)
+	// A fresh join's retry (same join id: its reply was lost) is that
+	// join; another fresh join under a member's id is an empty data dir
+	// taking the member's place.
+	if err := addFresh("j1"); err != nil {
+		t.Fatalf("retry of the fresh join: %v", err)
+	}
+	if err := addFresh("j2"); connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "empty data dir") {
+		t.Fatalf("another fresh join as member n2: %v, want failed_precondition", err)
+	}
 	if got := ids(n1.members(t)); !slices.Equal(got, []string{"n1", "n2"}) {
 		t.Fatalf("after adding n2, n1 lists %v", got)
 	}
@@ -399,4 +412,36 @@ func TestClusterAddChecks(t *testing.T) {
 	if ms[1].GetId() != "n2" || ms[1].GetStatus() != nil || !strings.Contains(ms[1].GetError(), "wrong node: the node at "+cfg7.Cluster.RaftAddr+" is n7") {
 		t.Fatalf("with n7 on n2's address, n1 lists %v", ms[1])
 	}
+}
+
+// A voter whose data dir was lost is refused until it is removed; then it
+// joins again as a new voter (with a majority left, the removal commits).
+func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
+	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	n1.awaitReady(t)
+	n2 := startRun(t, clusterConfig(t, "n2", ClusterConfig{Join: []string{n1.url}}))
+	cfg3 := clusterConfig(t, "n3", ClusterConfig{Join: []string{n1.url}})
+	n3 := startRun(t, cfg3)
+	n2.awaitReady(t)
+	n3.awaitReady(t)
+	n3.stop(t)
+
+	cfg3.DataDir = t.TempDir()
+	n3 = startRun(t, cfg3)
+	select {
+	case err := <-n3.done:
+		n3.done <- err
+		if err == nil || !strings.Contains(err.Error(), "remove it first") {
+			t.Fatalf("wiped n3's join: %v, want refused", err)
+		}
+	case <-time.After(clusterWait):
+		t.Fatalf("wiped n3 still running after %s", clusterWait)
+	}
+	if _, err := n2.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})); err != nil {
+		t.Fatalf("RemoveMember(n3): %v", err)
+	}
+	cfg3.DataDir = t.TempDir()
+	n3 = startRun(t, cfg3)
+	n3.awaitReady(t)
+	await(t, "n1 lists n1, n2, n3", func() bool { return slices.Equal(ids(n1.members(t)), []string{"n1", "n2", "n3"}) })
 }

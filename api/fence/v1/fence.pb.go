@@ -2652,7 +2652,16 @@ type AddMemberRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The member's raft address (--raft-advertise), HOST:PORT.
-	RaftAddr      string `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	RaftAddr string `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// The node asking to join has an empty data dir (no raft state). Such a
+	// node is refused (FAILED_PRECONDITION) if id is a member already: a voter
+	// whose data was lost must be removed before it joins again (an empty
+	// voter forgets its votes and log, which raft's safety rests on). A retry
+	// of a fresh join this leader has just made (same join_id) is accepted.
+	Fresh bool `protobuf:"varint,3,opt,name=fresh,proto3" json:"fresh,omitempty"`
+	// Random, one per joining process: tells a retry of a fresh join (its
+	// reply lost) from a later one by an empty data dir under the same id.
+	JoinId        string `protobuf:"bytes,4,opt,name=join_id,json=joinId,proto3" json:"join_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2697,6 +2706,20 @@ func (x *AddMemberRequest) GetId() string {
 func (x *AddMemberRequest) GetRaftAddr() string {
 	if x != nil {
 		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetFresh() bool {
+	if x != nil {
+		return x.Fresh
+	}
+	return false
+}
+
+func (x *AddMemberRequest) GetJoinId() string {
+	if x != nil {
+		return x.JoinId
 	}
 	return ""
 }
@@ -3263,10 +3286,12 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\bR\x06leader\x124\n" +
 	"\x06status\x18\x05 \x01(\v2\x1c.fence.v1.NodeStatusResponseR\x06status\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"?\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"n\n" +
 	"\x10AddMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"\x13\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x14\n" +
+	"\x05fresh\x18\x03 \x01(\bR\x05fresh\x12\x17\n" +
+	"\ajoin_id\x18\x04 \x01(\tR\x06joinId\"\x13\n" +
 	"\x11AddMemberResponse\"%\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
