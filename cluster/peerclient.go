@@ -30,7 +30,7 @@ func PeerHTTPClient(dial DialFunc) *http.Client {
 			defer cancel()
 			return dial(ctx, addr)
 		},
-		HTTP2:       &http.HTTP2Config{SendPingTimeout: peerPingEvery, PingTimeout: peerPingEvery},
+		HTTP2: &http.HTTP2Config{SendPingTimeout: peerPingEvery, PingTimeout: peerPingEvery},
 	}}
 }
 
