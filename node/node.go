@@ -66,6 +66,10 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNodeID(cfg.DataDir, cfg.NodeID); err != nil {
+		store.Close()
+		return nil, err
+	}
 	n, err := open(cfg, store)
 	if err != nil {
 		store.Close()
@@ -125,6 +129,12 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
 	n.raft = r
+	if existing && cfg.cluster() {
+		if err := n.checkAddress(trans.LocalAddr()); err != nil {
+			r.Shutdown().Error()
+			return nil, err
+		}
+	}
 	if !existing {
 		if err := n.bootstrap(trans.LocalAddr(), store.Kind); err != nil {
 			r.Shutdown()

@@ -1,0 +1,87 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
+)
+
+// nodeIDFile records, in the data dir, the node id the dir was first
+// started with. raft keeps its configuration (ids and addresses) in the log
+// but not which of them is this node: a restart with another --node-id ran
+// as a stranger to its own log — it never elected, and members still
+// listed the old id.
+const nodeIDFile = "NODE_ID"
+
+// checkNodeID refuses to start dir under another id than the one recorded
+// in it, and records id in a dir that has none (a new dir, or one from
+// before the file existed). The caller holds the dir's lock.
+func checkNodeID(dir, id string) error {
+	path := filepath.Join(dir, nodeIDFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if got := string(bytes.TrimSpace(b)); got != id {
+			return fmt.Errorf("node: data dir %s belongs to node %q, but this start says node id %q: start it with --node-id %s (or give this node its own data dir)", dir, got, id, got)
+		}
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("node: read %s: %w", path, err)
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("node: record the node id: %w", err)
+	}
+	_, err = f.WriteString(id + "\n")
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("node: record the node id in %s: %w", path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// checkAddress refuses a restart whose raft address differs from the one
+// the cluster's configuration records for this node: raft would go on
+// sending to the old address. A node moves by being removed and added
+// again.
+func (n *Node) checkAddress(local raft.ServerAddress) error {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("node: read the raft configuration: %w", err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == raft.ServerID(n.cfg.NodeID) && s.Address != local {
+			return fmt.Errorf("node: the cluster records node %s at raft address %s, but this start has %s: to move a node, remove it (fence members remove %s) and add it again at the new address (with an empty data dir)",
+				n.cfg.NodeID, s.Address, local, n.cfg.NodeID)
+		}
+	}
+	return nil
+}
