@@ -61,6 +61,7 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 		return errors.New("join: no URL to ask")
 	}
 	id := m.node.ID()
+	m.expectAdd.Store(true)
 	member, fresh := m.membership(ctx)
 	if member {
 		m.log.Info("join: already a member (raft state in the data dir); not asking", "id", id)
@@ -120,4 +121,42 @@ func (m *Membership) membership(ctx context.Context) (member, empty bool) {
 	}
 	id := m.node.ID()
 	return slices.ContainsFunc(conf, func(c node.Member) bool { return c.ID == id }), len(conf) == 0
+}
+
+// FreshPoll is how often WatchFresh looks at the configuration.
+const FreshPoll = 100 * time.Millisecond
+
+// WatchFresh watches a node that started without raft state until it finds
+// itself in the configuration, and logs an error if nobody added it while
+// it ran: it neither asked to join (Join) nor was asked for its status by
+// a leader about to add it (NodeStatus with adding). That is a voter whose
+// data dir was lost, brought back by the leader at its old address — an
+// empty voter that forgot its log and its votes, which raft's safety
+// rests on. It returns when ctx ends, at once for a node with raft state.
+func (m *Membership) WatchFresh(ctx context.Context) {
+	if m.single() {
+		return
+	}
+	if _, empty := m.membership(ctx); !empty {
+		return
+	}
+	tick := time.NewTicker(FreshPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if member, _ := m.membership(ctx); !member {
+			continue
+		}
+		if !m.expectAdd.Load() {
+			id := m.node.ID()
+			m.log.Error("this node started with an empty data dir and is a voter, though nobody added it while it ran: "+
+				"was it a member whose data dir was lost? A voter that forgot its log and votes breaks raft's guarantees: "+
+				"stop it, remove it (fence members remove "+id+"), then start it with --join", "id", id, "raft_addr", m.addr)
+		}
+		return
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -55,6 +56,8 @@ type Membership struct {
 
 	mu    sync.Mutex
 	fresh map[string]freshJoin // ids added for a fresh join (noteAddedFresh)
+
+	expectAdd atomic.Bool // this node asked to join, or a leader said it adds it (WatchFresh)
 }
 
 // Config configures a Membership.
@@ -104,8 +107,12 @@ func (m *Membership) Close() {
 func (m *Membership) single() bool { return m.peers == nil }
 
 // NodeStatus is this node's view of itself: role, the leader it knows,
-// indexes, readiness.
-func (m *Membership) NodeStatus() *fencev1.NodeStatusResponse {
+// indexes, readiness. adding: the caller is a leader about to add this
+// node (see WatchFresh).
+func (m *Membership) NodeStatus(adding bool) *fencev1.NodeStatusResponse {
+	if adding {
+		m.expectAdd.Store(true)
+	}
 	st := m.node.Status()
 	r := &fencev1.NodeStatusResponse{
 		Id: st.ID, RaftAddr: m.addr, Role: strings.ToLower(st.Role),
@@ -122,7 +129,7 @@ func (m *Membership) NodeStatus() *fencev1.NodeStatusResponse {
 // Members lists the members of the latest configuration this node knows,
 // each with the status it reports (asked concurrently, StatusTimeout each).
 func (m *Membership) Members(ctx context.Context) (*fencev1.MembersResponse, error) {
-	self := m.NodeStatus()
+	self := m.NodeStatus(false)
 	if m.single() {
 		// raft's configuration holds an in-memory transport address here:
 		// the node is reached at its client URL, there is no raft address.
@@ -273,7 +280,7 @@ func (m *Membership) addedFresh(id, joinID string) bool {
 func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) error {
 	ctx, cancel := context.WithTimeout(ctx, addCheckTimeout)
 	defer cancel()
-	res, err := m.peer(raftAddr, false).NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{}))
+	res, err := m.peer(raftAddr, false).NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{Adding: true}))
 	if err != nil {
 		// %v, not %w: the server passes a *connect.Error in the chain on
 		// as the leader's own answer (a forwarded change); this is ours.

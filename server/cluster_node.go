@@ -27,8 +27,9 @@ type clusterParts struct {
 	members *cluster.Membership
 	served  chan error // the raft port's API Serve result (cluster mode)
 
-	joinCancel context.CancelFunc // ends a join under way (close)
-	joining    sync.WaitGroup
+	joinCancel  context.CancelFunc // ends a join under way (close)
+	watchCancel context.CancelFunc // ends WatchFresh (close)
+	bg          sync.WaitGroup     // the join and WatchFresh
 
 	closeOnce sync.Once
 }
@@ -94,6 +95,9 @@ func (cp *clusterParts) serve(s *Server) {
 	if cp.mux == nil {
 		return
 	}
+	wctx, cancel := context.WithCancel(context.Background())
+	cp.watchCancel = cancel
+	cp.bg.Go(func() { cp.members.WatchFresh(wctx) })
 	cp.served = make(chan error, 1)
 	s.log.Info("raft port open: raft and, for other nodes, the API", "node_id", s.node.ID(), "raft_addr", cp.mux.Addr(), "bind", cp.mux.BindAddr().String())
 	go func() {
@@ -116,7 +120,7 @@ func (cp *clusterParts) joinFailed(ctx context.Context, cfg Config) <-chan error
 	failed := make(chan error, 1)
 	jctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	cp.joinCancel = cancel
-	cp.joining.Go(func() {
+	cp.bg.Go(func() {
 		defer cancel()
 		if err := cp.members.Join(jctx, cfg.Cluster.Join); err != nil && ctx.Err() == nil && !errors.Is(jctx.Err(), context.Canceled) {
 			failed <- fmt.Errorf("%w (--ready-timeout %s)", err, cfg.ReadyTimeout)
@@ -135,10 +139,12 @@ func (cp *clusterParts) close(log *slog.Logger) {
 }
 
 func (cp *clusterParts) closeNow(log *slog.Logger) {
-	if cp.joinCancel != nil {
-		cp.joinCancel()
+	for _, cancel := range []context.CancelFunc{cp.joinCancel, cp.watchCancel} {
+		if cancel != nil {
+			cancel()
+		}
 	}
-	cp.joining.Wait()
+	cp.bg.Wait()
 	if cp.fwd != nil {
 		cp.fwd.Close()
 	}

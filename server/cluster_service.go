@@ -55,7 +55,7 @@ func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Req
 }
 
 func (c clusterService) NodeStatus(ctx context.Context, req *connect.Request[fencev1.NodeStatusRequest]) (*connect.Response[fencev1.NodeStatusResponse], error) {
-	return connect.NewResponse(c.m.NodeStatus()), nil
+	return connect.NewResponse(c.m.NodeStatus(req.Msg.GetAdding())), nil
 }
 
 // error maps a membership error to what the caller sees. An answer of the

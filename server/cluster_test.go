@@ -392,6 +392,10 @@ func TestClusterAddChecks(t *testing.T) {
 		t.Fatalf("AddMember(n2) of a waiting node: %v", err)
 	}
 	n2.awaitReady(t)
+	time.Sleep(3 * cluster.FreshPoll) // n2's WatchFresh has looked
+	if strings.Contains(n2.logs.String(), "nobody added it") {
+		t.Errorf("n2, added while it waited, logs the lost-voter error:\n%s", n2.logs.String())
+	}
 	// A fresh join's retry (same join id: its reply was lost) is that
 	// join; another fresh join under a member's id is an empty data dir
 	// taking the member's place.
@@ -426,6 +430,16 @@ func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
 	n3.awaitReady(t)
 	n3.stop(t)
 
+	// Started again without --join, the wiped n3 is reached by the leader
+	// at its old address and made a voter again: it says so, loudly.
+	cfg3.DataDir = t.TempDir()
+	joinURLs := cfg3.Cluster.Join
+	cfg3.Cluster.Join = nil
+	n3 = startRun(t, cfg3)
+	await(t, "wiped n3 logs the error", func() bool { return strings.Contains(n3.logs.String(), "is a voter, though nobody added it") })
+	n3.stop(t)
+	// With --join, it is refused.
+	cfg3.Cluster.Join = joinURLs
 	cfg3.DataDir = t.TempDir()
 	n3 = startRun(t, cfg3)
 	select {
@@ -443,5 +457,8 @@ func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
 	cfg3.DataDir = t.TempDir()
 	n3 = startRun(t, cfg3)
 	n3.awaitReady(t)
+	if strings.Contains(n3.logs.String(), "nobody added it") {
+		t.Errorf("n3, joined after its removal, logs the lost-voter error:\n%s", n3.logs.String())
+	}
 	await(t, "n1 lists n1, n2, n3", func() bool { return slices.Equal(ids(n1.members(t)), []string{"n1", "n2", "n3"}) })
 }

@@ -2931,7 +2931,12 @@ func (x *TransferLeadershipResponse) GetLeader() string {
 }
 
 type NodeStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set by a leader about to add the node asked (AddMember's check), so a
+	// node that started with an empty data dir knows it is being added: one
+	// that finds itself a voter otherwise logs an error (a voter whose data
+	// was lost, reached by the leader at its old address).
+	Adding        bool `protobuf:"varint,1,opt,name=adding,proto3" json:"adding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2964,6 +2969,13 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
 	return file_fence_v1_fence_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *NodeStatusRequest) GetAdding() bool {
+	if x != nil {
+		return x.Adding
+	}
+	return false
 }
 
 type NodeStatusResponse struct {
@@ -3299,8 +3311,9 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"4\n" +
 	"\x1aTransferLeadershipResponse\x12\x16\n" +
-	"\x06leader\x18\x01 \x01(\tR\x06leader\"\x13\n" +
-	"\x11NodeStatusRequest\"\xe2\x02\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\"+\n" +
+	"\x11NodeStatusRequest\x12\x16\n" +
+	"\x06adding\x18\x01 \x01(\bR\x06adding\"\xe2\x02\n" +
 	"\x12NodeStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x12\n" +
