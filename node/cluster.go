@@ -90,8 +90,9 @@ func (c Config) transport() raft.Transport {
 // bootstrap writes the first configuration of a data dir without raft
 // state: a single node's own, Config.Bootstrap's one voter, or
 // Config.Peers; a joining node writes none and waits to be added.
-func (n *Node) bootstrap(local raft.ServerAddress, kind string) error {
+func (n *Node) bootstrap(trans raft.Transport, stable raft.StableStore, snaps raft.SnapshotStore, kind string) error {
 	cfg := n.cfg
+	local := trans.LocalAddr()
 	var servers []raft.Server
 	switch {
 	case len(cfg.Peers) > 0:
@@ -104,7 +105,7 @@ func (n *Node) bootstrap(local raft.ServerAddress, kind string) error {
 		cfg.Logger.Info("new node without bootstrap or peers: waiting to be added to a cluster", "node_id", cfg.NodeID, "raft_addr", local)
 		return nil
 	}
-	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+	if err := raft.BootstrapCluster(cfg.raftConfig(), n.log, stable, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
 		return fmt.Errorf("node: bootstrap: %w", err)
 	}
 	what := "a new single-node cluster"

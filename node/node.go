@@ -121,7 +121,22 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 		stable = cfg.wrapStable(stable)
 	}
 	gsnaps := &raftstore.GuardedSnapshots{SnapshotStore: snapStore, Fail: n.fail, Mark: n.snap.mark, Done: n.snap.done}
-	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, &raftstore.GuardedStable{StableStore: stable, Fail: n.fail}, gsnaps, trans)
+	gstable := &raftstore.GuardedStable{StableStore: stable, Fail: n.fail}
+	if !existing {
+		// The first configuration is written before raft starts (as
+		// hashicorp/raft's own BootstrapCluster function does): once
+		// NewRaft runs, the transport takes RPCs, and a peer elected a
+		// moment earlier may append to this log first, after which a
+		// bootstrap is refused ("bootstrap only works on new clusters")
+		// and a --peers node that started a second late exited.
+		if err := n.bootstrap(trans, gstable, gsnaps, store.Kind); err != nil {
+			if c, ok := trans.(raft.WithClose); ok {
+				c.Close()
+			}
+			return nil, err
+		}
+	}
+	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, gstable, gsnaps, trans)
 	if err != nil {
 		if c, ok := trans.(raft.WithClose); ok {
 			c.Close() // a mux's raft side is refused again
@@ -132,12 +147,6 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 	if existing && cfg.cluster() {
 		if err := n.checkAddress(trans.LocalAddr()); err != nil {
 			r.Shutdown().Error()
-			return nil, err
-		}
-	}
-	if !existing {
-		if err := n.bootstrap(trans.LocalAddr(), store.Kind); err != nil {
-			r.Shutdown()
 			return nil, err
 		}
 	}
