@@ -455,6 +455,42 @@ func TestClusterLeaderLogWriteErrorIsFatal(t *testing.T) {
 	agree(t, tc, newLead, lead)
 }
 
+// A follower that failed grants no vote: with the leader gone, the other
+// follower cannot be elected by it (a stopped node must neither win nor
+// help elect: it could not store the new leader's entries anyway). It
+// refuses the vote before the store, while the term is still saved (raft
+// panics otherwise).
+func TestClusterFailedFollowerGrantsNoVote(t *testing.T) {
+	tc, hooks := startFaultyCluster(t, 3, 0, false, nil)
+	lead := tc.leader()
+	others := tc.others(lead)
+	f, g := others[0], others[1]
+	tok := grant(t, lead.node, "l")
+	h := hooks[f.id]
+	h.log.on.Store(true)
+	for i := 0; h.fatal.calls.Load() == 0 && i < 1000; i++ {
+		write(t, lead.node, "r", tok, fmt.Sprint(i), fmt.Sprint("w", i))
+	}
+	if err := h.fatal.wait(t, f.id); !errors.Is(err, errDiskFull) {
+		t.Fatalf("%s: OnFatal(%v), want the store's error", f.id, err)
+	}
+	mark := len(h.logs.String())
+	tc.kill(lead)
+	deadline := time.Now().Add(clusterWait)
+	for !strings.Contains(h.logs.String()[mark:], "(no vote)") {
+		if g.node.raft.State() == raft.Leader {
+			t.Fatalf("%s was elected with the vote of %s, which had failed", g.id, f.id)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s refused no vote within %s; its log since:\n%s", f.id, clusterWait, h.logs.String()[mark:])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g.node.raft.State() == raft.Leader {
+		t.Fatalf("%s was elected with the vote of %s, which had failed", g.id, f.id)
+	}
+}
+
 // errIOStable is failingStable's error.
 var errIOStable = errors.New("injected: stable store: input/output error")
 

@@ -48,8 +48,8 @@
 // own, or one a leader sends), without touching the store: a log that
 // failed an append may hold part of a batch, and raft-wal refuses every
 // later append after one, so the only honest move is to stop. The stable
-// store still takes term and vote writes (hashicorp/raft panics when it
-// cannot save a term; the default OnFatal has exited the process by then). The wrappers sit under raft whatever
+// store refuses a vote (Set: a stopped node votes for nobody, itself
+// included) but still saves terms (hashicorp/raft panics when it cannot). The wrappers sit under raft whatever
 // the node's role: a follower's appends (AppendEntries), its term and vote,
 // and a snapshot installed from the leader go through them just as the
 // leader's own writes do. What the node does on a fatal error (stop

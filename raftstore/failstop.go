@@ -122,18 +122,22 @@ func (g *GuardedLog) IsMonotonic() bool {
 }
 
 // GuardedStable is raft's StableStore (term, vote) with fail-stop on write
-// errors. Unlike the log and snapshot guards it does not refuse writes
-// after a fatal error: hashicorp/raft panics when it cannot save a new
-// term, and a vote not saved whole (term, then candidate) is worse than one
-// saved. With the default Config.OnFatal the process has exited by then;
-// a node whose OnFatal returns still records terms and votes (never log
-// entries or snapshots).
+// errors. After a fatal error it refuses Set — raft's only use of it is the
+// candidate of a vote, so a stopped node grants no vote, not even to
+// itself, and can neither win an election nor help elect — but not
+// SetUint64: hashicorp/raft panics when it cannot save a new term. (A vote
+// refused after its term was saved leaves that term recorded with an older
+// candidate: the node granted nobody in the term, so a later grant to that
+// candidate is its first.)
 type GuardedStable struct {
 	raft.StableStore
 	Fail *FailStop
 }
 
 func (g *GuardedStable) Set(k, v []byte) error {
+	if err := g.Fail.Err(); err != nil {
+		return fmt.Errorf("raftstore: stable store stopped after a fatal error (no vote): %w", err)
+	}
 	if err := g.StableStore.Set(k, v); err != nil {
 		err = fmt.Errorf("raftstore: stable store write failed: %w", err)
 		g.Fail.Fatal(err)

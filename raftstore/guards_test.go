@@ -14,6 +14,13 @@ type failingStable struct{ raft.StableStore }
 func (failingStable) Set(k, v []byte) error              { return errIO }
 func (failingStable) SetUint64(k []byte, v uint64) error { return errIO }
 
+type countingStable struct{ n *int }
+
+func (c countingStable) Set(k, v []byte) error              { *c.n++; return nil }
+func (c countingStable) Get(k []byte) ([]byte, error)       { return nil, nil }
+func (c countingStable) SetUint64(k []byte, v uint64) error { *c.n++; return nil }
+func (c countingStable) GetUint64(k []byte) (uint64, error) { return 0, nil }
+
 type failingDelete struct{ raft.LogStore }
 
 func (failingDelete) DeleteRange(min, max uint64) error { return errIO }
@@ -79,6 +86,14 @@ func TestGuardsFailStop(t *testing.T) {
 		}
 		if err := (&GuardedLog{LogStore: inner, Fail: fs}).DeleteRange(1, 2); err == nil || inner.calls != 0 {
 			t.Errorf("%s: DeleteRange after the fatal error = %v with %d store calls, want refused untouched", name, err, inner.calls)
+		}
+		sets := 0
+		stable := &GuardedStable{StableStore: countingStable{&sets}, Fail: fs}
+		if err := stable.Set([]byte("LastVoteCand"), []byte("x")); err == nil || sets != 0 {
+			t.Errorf("%s: stable Set (a vote) after the fatal error = %v with %d store calls, want refused untouched", name, err, sets)
+		}
+		if err := stable.SetUint64([]byte("CurrentTerm"), 2); err != nil || sets != 1 {
+			t.Errorf("%s: stable SetUint64 (a term) after the fatal error = %v with %d store calls, want stored (raft panics otherwise)", name, err, sets)
 		}
 		creates := 0
 		snaps := &GuardedSnapshots{SnapshotStore: snapStore{create: func() (raft.SnapshotSink, error) { creates++; return nil, nil }}, Fail: fs}
