@@ -62,8 +62,8 @@
 // is fatal: the node records it (raftstore.FailStop), stops acknowledging
 // (a proposal in flight or made later gets an error wrapping
 // ErrUnknownOutcome or ErrClosed, reads get ErrNotLeader, it never takes
-// office again, the log takes no append and the snapshot store no
-// snapshot) and calls Config.OnFatal, which by default logs and exits with
+// office again, the log takes no append, the snapshot store no snapshot,
+// and it grants no vote) and calls Config.OnFatal, which by default logs and exits with
 // status 70. A cluster leader also steps down (watchFatal: a barrier, an
 // append the guard refuses): if OnFatal returns, a leader whose failure
 // was not an append (raft steps down only then) would go on heartbeating
