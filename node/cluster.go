@@ -199,7 +199,7 @@ func (n *Node) handOver() {
 // this node.
 func (n *Node) otherVoters() (int, error) {
 	f := n.raft.GetConfiguration()
-	err, ok := n.await(f)
+	err, ok := n.await(context.Background(), f)
 	if !ok {
 		return 0, ErrClosed
 	}
@@ -242,26 +242,5 @@ func (n *Node) watchRules() {
 			return
 		case <-n.fsm.rulesC:
 		}
-	}
-}
-
-// awaitCtx waits for raft future f like await, and also gives up when ctx
-// ends (ctx.Err(); f's outcome is then unknown).
-func (n *Node) awaitCtx(ctx context.Context, f raft.Future) (err error, ok bool) {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err, true
-	case <-ctx.Done():
-		return ctx.Err(), false
-	case <-n.closing:
-	case <-n.fail.Down():
-	}
-	select {
-	case err := <-done:
-		return err, true
-	default:
-		return ErrClosed, false
 	}
 }

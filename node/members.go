@@ -28,7 +28,7 @@ const membershipTimeout = 30 * time.Second
 // not; on a follower it may lag the leader's).
 func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	f := n.raft.GetConfiguration()
-	if err, ok := n.awaitCtx(ctx, f); !ok || err != nil {
+	if err, ok := n.await(ctx, f); !ok || err != nil {
 		if err == nil {
 			err = ErrClosed
 		}
@@ -109,7 +109,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))
 	}
-	err, ok := n.awaitCtx(ctx, f)
+	err, ok := n.await(ctx, f)
 	switch {
 	case !ok:
 		return fmt.Errorf("node: leadership transfer: gave up waiting (it may still happen): %w", err)
@@ -129,7 +129,7 @@ func (n *Node) membershipResult(ctx context.Context, f raft.Future, what string)
 		ctx, cancel = context.WithTimeout(ctx, membershipTimeout)
 		defer cancel()
 	}
-	err, ok := n.awaitCtx(ctx, f)
+	err, ok := n.await(ctx, f)
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: membership change %q: gave up waiting: %v", ErrUnknownOutcome, what, err)

@@ -197,17 +197,20 @@ func (n *Node) awaitOffice(timeout time.Duration) error {
 	return nil
 }
 
-// await waits for raft future f, or until the node closes or fails. raft
-// never answers a future still queued when it shuts down, so waiting on
-// f.Error() alone could hang Close forever (the helper goroutine of such a
-// future stays blocked; it holds nothing). ok is false when the wait was
-// given up: f's outcome is unknown.
-func (n *Node) await(f raft.Future) (err error, ok bool) {
+// await waits for raft future f, or until ctx ends or the node closes or
+// fails. raft never answers a future still queued when it shuts down, so
+// waiting on f.Error() alone could hang Close forever (the helper
+// goroutine of such a future stays blocked; it holds nothing). ok is false
+// when the wait was given up: f's outcome is unknown, and err is ctx.Err()
+// or ErrClosed.
+func (n *Node) await(ctx context.Context, f raft.Future) (err error, ok bool) {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
 		return err, true
+	case <-ctx.Done():
+		return ctx.Err(), false
 	case <-n.closing:
 	case <-n.fail.Down():
 	}
@@ -215,7 +218,7 @@ func (n *Node) await(f raft.Future) (err error, ok bool) {
 	case err := <-done:
 		return err, true
 	default:
-		return nil, false
+		return ErrClosed, false
 	}
 }
 
@@ -280,7 +283,7 @@ func (n *Node) takeOffice() bool {
 	// only while the term lasts (leaderClock, office).
 	term := n.raft.CurrentTerm()
 	// The barrier returns once everything committed before it is applied.
-	err, ok := n.await(n.raft.Barrier(0))
+	err, ok := n.await(context.Background(), n.raft.Barrier(0))
 	if !ok {
 		return false // closing, or failed
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,7 @@ func (n *Node) runSnapshots() {
 		if !n.snap.due() {
 			continue
 		}
-		err, ok := n.await(n.raft.Snapshot())
+		err, ok := n.await(context.Background(), n.raft.Snapshot())
 		if !ok {
 			return
 		}
