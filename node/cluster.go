@@ -224,7 +224,11 @@ func (n *Node) watchRules() {
 	defer n.wg.Done()
 	var warned state.Config
 	for {
-		if n.raft.State() != raft.Leader {
+		if n.raft.State() == raft.Leader {
+			// While it leads, its own flags are (or are being) recorded:
+			// a later leader's other rules are news again.
+			warned = state.Config{}
+		} else {
 			var recorded state.Config
 			var configured bool
 			n.fsm.read(func(m *state.Machine) { recorded, configured = m.Config(), m.Configured() })

@@ -872,7 +872,25 @@ func TestClusterRulesMismatchWarns(t *testing.T) {
 	if got := n3.node.Rules(); got != odd {
 		t.Fatalf("rules after n3 leads: %+v, want n3's", got)
 	}
+	// Under load an election may take leadership from n3 again, and a
+	// leader with the default flags records them back: then n1 or n2 rightly
+	// does not warn while it leads. Move leadership back to n3 (which
+	// records its rules again at takeoffice) until both have warned as
+	// followers.
 	for _, mb := range tc.members[:2] {
-		waitLog(mb)
+		deadline := time.Now().Add(clusterWait)
+		for !strings.Contains(since(mb), warning) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never warned about its rules; log:\n%s", mb.id, since(mb))
+			}
+			if !n3.node.IsLeader() {
+				if next := tc.leader(); next != n3 {
+					if err := next.node.TransferLeadership(ctx, "n3"); err != nil {
+						t.Logf("moving leadership back to n3: %v", err)
+					}
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
