@@ -30,6 +30,7 @@ type fsm struct {
 	waiters *waiters
 	kick    chan struct{}               // cap 1: wakes the ticker
 	rulesC  chan struct{}               // cap 1: an OpConfig was applied, or a snapshot restored (watchRules)
+	maxTTL  atomic.Int64                // the recorded rules' MaxTTL, set under mu with every change (Node.MaxTTL)
 	onBatch atomic.Pointer[func(n int)] // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
@@ -40,7 +41,9 @@ type fsm struct {
 var _ raft.BatchingFSM = (*fsm)(nil)
 
 func newFSM(m *state.Machine, w *waiters) *fsm {
-	return &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), rulesC: make(chan struct{}, 1), appliedC: make(chan struct{})}
+	f := &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), rulesC: make(chan struct{}, 1), appliedC: make(chan struct{})}
+	f.maxTTL.Store(int64(m.Config().MaxTTL))
+	return f
 }
 
 // ApplyBatch applies committed entries in order under one write lock. An
@@ -84,6 +87,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		res := f.m.Apply(cmd)
 		events = append(events, res.Events...)
 		out[i] = res
+	}
+	if rules {
+		f.maxTTL.Store(int64(f.m.Config().MaxTTL))
 	}
 	f.mu.Unlock()
 	if len(logs) > 0 {
@@ -147,6 +153,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("node: restore: %w", err)
 	}
 	f.restores.Add(1)
+	f.maxTTL.Store(int64(f.m.Config().MaxTTL))
 	f.signalRules()
 	return nil
 }

@@ -122,6 +122,12 @@ func (n *Node) Rules() state.Config {
 	return c
 }
 
+// MaxTTL is the largest lease TTL the rules recorded in the log allow (the
+// rules applied so far on this node; on a follower, the leader's). It takes
+// no lock: the server checks every request's ttl against it. A node's own
+// flags (Config.Rules) only propose rules; this is what decides.
+func (n *Node) MaxTTL() time.Duration { return time.Duration(n.fsm.maxTTL.Load()) }
+
 // HeldLeases counts the locks held at the leader clock (a full scan: meant
 // for metrics scrapes, not hot paths).
 func (n *Node) HeldLeases() int {

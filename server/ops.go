@@ -82,9 +82,9 @@ func mutation[Res any](s *Server, timed bool, do call[Res]) call[Res] {
 // absent (the lease lasts as long as its session; a ttl given is checked
 // and then ignored by the machine); a standalone one must set it.
 func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1.AcquireResponse], error) {
-	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
+	ttl, terr := optionalTTL(m.GetTtl(), s.maxTTL())
 	if b.session == 0 && m.GetTtl() == nil {
-		terr = reqcheck.AcquireTTLRequired(s.cfg.MaxTTL)
+		terr = reqcheck.AcquireTTLRequired(s.maxTTL())
 	}
 	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)
 	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)
@@ -115,7 +115,7 @@ func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1
 }
 
 func (s *Server) renewCall(m *fencev1.RenewRequest, b binding) (call[fencev1.RenewResponse], error) {
-	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
+	ttl, terr := optionalTTL(m.GetTtl(), s.maxTTL())
 	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateToken(fence.Token(m.GetToken())), terr); err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (s *Server) deleteCall(m *fencev1.DeleteRequest, b binding) (call[fencev1.D
 // openCall checks an open: ttl in [fence.MinTTL, the largest TTL],
 // request_id like any id.
 func (s *Server) openCall(m *fencev1.OpenSessionRequest) (call[fencev1.OpenSessionResponse], error) {
-	ttl, terr := requiredTTL(m.GetTtl(), s.cfg.MaxTTL)
+	ttl, terr := requiredTTL(m.GetTtl(), s.maxTTL())
 	if err := firstErr(terr, fence.ValidateID("request_id", m.GetRequestId())); err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ func (s *Server) openCall(m *fencev1.OpenSessionRequest) (call[fencev1.OpenSessi
 // keepAliveCall checks a keepalive of session (the request's, or on a
 // stream the stream's): ttl absent keeps the session's TTL.
 func (s *Server) keepAliveCall(m *fencev1.KeepAliveRequest, b binding) (call[fencev1.KeepAliveResponse], error) {
-	ttl, terr := optionalTTL(m.GetTtl(), s.cfg.MaxTTL)
+	ttl, terr := optionalTTL(m.GetTtl(), s.maxTTL())
 	if err := firstErr(requireSession(b.session), terr); err != nil {
 		return nil, err
 	}
@@ -312,4 +312,18 @@ func withRef[Res any](ref *fencev1.SessionRef, build func(binding) (call[Res], e
 		return nil, berr
 	}
 	return build(b)
+}
+
+// maxTTL is the largest TTL the rules recorded in the log allow, which is
+// what the leader's state machine judges by. The server's own --max-ttl only
+// proposes rules (when this node leads): a follower started with another
+// value must neither refuse a TTL the log allows (a retried request_id would
+// then be refused although it was granted) nor pass one it does not.
+func (s *Server) maxTTL() time.Duration {
+	if s.node != nil {
+		if d := s.node.MaxTTL(); d > 0 {
+			return d
+		}
+	}
+	return s.cfg.MaxTTL
 }
