@@ -22,9 +22,15 @@ type ConflictError struct {
 	// Fresh: ID is a member, and the node asking to join as ID has an
 	// empty data dir.
 	Fresh bool
+	// OtherLeader: the node at RaftAddr follows or leads another cluster,
+	// whose leader is at this raft address.
+	OtherLeader string
 }
 
 func (e *ConflictError) Error() string {
+	if e.OtherLeader != "" {
+		return fmt.Sprintf("cluster: the node at %s belongs to another cluster (its leader is at %s): adding it would replace that cluster's state with this one's; stop it, empty its data dir and start it again to wait to be added", e.RaftAddr, e.OtherLeader)
+	}
 	if e.Fresh {
 		return fmt.Sprintf("cluster: %s is a member already, and the node joining as %s has an empty data dir (its data lost?): a voter that forgot its log and votes breaks raft's guarantees; remove it first (fence members remove %s), then join", e.ID, e.ID, e.ID)
 	}

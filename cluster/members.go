@@ -289,6 +289,13 @@ func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) erro
 	if got := res.Msg.GetId(); got != id {
 		return &ConflictError{ID: id, RaftAddr: raftAddr, MemberID: got, MemberAddr: raftAddr, NotMember: true}
 	}
+	// A node that knows a leader other than this one (it leads a cluster
+	// of its own, or follows one) is not waiting to be added: raft would
+	// make it a voter here and overwrite its log, and the state it
+	// acknowledged there would be gone (outside review).
+	if la := res.Msg.GetLeaderAddr(); la != "" && la != m.node.RaftAddr() {
+		return &ConflictError{ID: id, RaftAddr: raftAddr, OtherLeader: la}
+	}
 	return nil
 }
 
