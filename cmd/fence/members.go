@@ -68,7 +68,7 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			return msgOf(c.Members(ctx, connect.NewRequest(&fencev1.MembersRequest{})))
 		})
 		if err != nil {
-			return fail(g, stdout, stderr, err)
+			return membersFail(g, stdout, stderr, err)
 		}
 		if g.json {
 			emit(g, stdout, "", membersJSON(res))
@@ -80,7 +80,7 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			return msgOf(c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: pos[0], RaftAddr: pos[1]})))
 		})
 		if err != nil {
-			return fail(g, stdout, stderr, err)
+			return membersFail(g, stdout, stderr, err)
 		}
 		emit(g, stdout, fmt.Sprintf("added %s (%s) as a voter", pos[0], pos[1]), map[string]any{"added": pos[0], "raftAddr": pos[1]})
 	case "remove":
@@ -88,7 +88,7 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			return msgOf(c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: pos[0]})))
 		})
 		if err != nil {
-			return fail(g, stdout, stderr, err)
+			return membersFail(g, stdout, stderr, err)
 		}
 		emit(g, stdout, "removed "+pos[0], map[string]any{"removed": pos[0]})
 	case "transfer":
@@ -100,7 +100,7 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			return msgOf(c.TransferLeadership(ctx, connect.NewRequest(&fencev1.TransferLeadershipRequest{Id: id})))
 		})
 		if err != nil {
-			return fail(g, stdout, stderr, err)
+			return membersFail(g, stdout, stderr, err)
 		}
 		leader := res.GetLeader()
 		human := "leadership transferred; new leader: " + leader
@@ -216,4 +216,15 @@ func membersJSON(res *fencev1.MembersResponse) map[string]any {
 		ms = append(ms, o)
 	}
 	return map[string]any{"members": ms, "answeredBy": res.GetAnsweredBy()}
+}
+
+// membersFail is fail, with a membership change refused by the cluster
+// (FAILED_PRECONDITION: a conflict, a single node, a node of another
+// cluster) exiting 4 like the other refusals.
+func membersFail(g *globals, stdout, stderr io.Writer, err error) int {
+	code := fail(g, stdout, stderr, err)
+	if code == exitError && connect.CodeOf(err) == connect.CodeFailedPrecondition {
+		return exitRefused
+	}
+	return code
 }

@@ -81,8 +81,8 @@ func TestProcessMembersSingleNode(t *testing.T) {
 		{[]string{"members", "list", "x"}, exitUsage, "no arguments"},
 		{[]string{"members", "add", "n2", "0.0.0.0:7000"}, exitUsage, "raft_addr"},
 		{[]string{"members", "add", "a b", "127.0.0.1:7000"}, exitUsage, "invalid id"},
-		{[]string{"members", "add", "n2", "127.0.0.1:7000"}, exitError, "alone"},
-		{[]string{"members", "transfer"}, exitError, "alone"},
+		{[]string{"members", "add", "n2", "127.0.0.1:7000"}, exitRefused, "alone"},
+		{[]string{"members", "transfer"}, exitRefused, "alone"},
 	} {
 		r := fenceRun(t, srv.url, tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
