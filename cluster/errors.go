@@ -42,3 +42,7 @@ func (e *ConflictError) Error() string {
 	}
 	return fmt.Sprintf("cluster: %s is already the raft address of member %s (remove %s first)", e.RaftAddr, e.MemberID, e.MemberID)
 }
+
+// ErrLastVoter refuses to remove the only voter: a configuration without
+// voters can never elect a leader again.
+var ErrLastVoter = errors.New("cluster: it is the last voter: a cluster without voters can never elect a leader again")

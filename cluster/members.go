@@ -309,7 +309,23 @@ func (m *Membership) RemoveMember(ctx context.Context, forwarded bool, id string
 		return ErrSingleNode
 	}
 	return m.onLeader(ctx, forwarded,
-		func() error { return m.node.RemoveServer(ctx, id) },
+		func() error {
+			conf, err := m.node.Members(ctx)
+			if err != nil {
+				return err
+			}
+			voters, target := 0, false
+			for _, c := range conf {
+				if c.Voter {
+					voters++
+					target = target || c.ID == id
+				}
+			}
+			if target && voters == 1 {
+				return ErrLastVoter
+			}
+			return m.node.RemoveServer(ctx, id)
+		},
 		func(c fencev1connect.ClusterServiceClient) error {
 			_, err := c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: id}))
 			return err

@@ -69,7 +69,7 @@ func (c clusterService) error(ctx context.Context, procedure string, err error) 
 	switch {
 	case errors.As(err, &ce):
 		return ce
-	case errors.Is(err, cluster.ErrSingleNode), errors.As(err, new(*cluster.ConflictError)):
+	case errors.Is(err, cluster.ErrSingleNode), errors.Is(err, cluster.ErrLastVoter), errors.As(err, new(*cluster.ConflictError)):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case fence.ReasonOf(err) != "":
 		return apierr.ToConnect(err)

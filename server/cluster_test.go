@@ -368,6 +368,9 @@ func TestClusterAddChecks(t *testing.T) {
 		t.Fatalf("duplicate id's Run still running after %s", clusterWait)
 	}
 
+	if _, err := n1.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n1"})); connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "last voter") {
+		t.Fatalf("removing the last voter: %v, want failed_precondition", err)
+	}
 	add := func(id, addr string) error {
 		_, err := n1.client().AddMember(context.Background(), connect.NewRequest(&fencev1.AddMemberRequest{Id: id, RaftAddr: addr}))
 		return err
