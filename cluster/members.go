@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -300,15 +301,16 @@ func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) erro
 }
 
 // RemoveMember removes member id, on the leader; it returns once the new
-// configuration is committed.
-func (m *Membership) RemoveMember(ctx context.Context, forwarded bool, id string) error {
+// configuration is committed, and whether id was a member (else nothing
+// was removed).
+func (m *Membership) RemoveMember(ctx context.Context, forwarded bool, id string) (wasMember bool, err error) {
 	if err := ValidateID("id", id); err != nil {
-		return err
+		return false, err
 	}
 	if m.single() {
-		return ErrSingleNode
+		return false, ErrSingleNode
 	}
-	return m.onLeader(ctx, forwarded,
+	err = m.onLeader(ctx, forwarded,
 		func() error {
 			conf, err := m.node.Members(ctx)
 			if err != nil {
@@ -324,12 +326,17 @@ func (m *Membership) RemoveMember(ctx context.Context, forwarded bool, id string
 			if target && voters == 1 {
 				return ErrLastVoter
 			}
+			wasMember = slices.ContainsFunc(conf, func(c node.Member) bool { return c.ID == id })
 			return m.node.RemoveServer(ctx, id)
 		},
 		func(c fencev1connect.ClusterServiceClient) error {
-			_, err := c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: id}))
+			res, err := c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: id}))
+			if err == nil {
+				wasMember = res.Msg.GetWasMember()
+			}
 			return err
 		})
+	return wasMember, err
 }
 
 // TransferLeadership hands leadership from the leader to voter id ("":

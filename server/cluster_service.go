@@ -39,11 +39,12 @@ func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fenc
 }
 
 func (c clusterService) RemoveMember(ctx context.Context, req *connect.Request[fencev1.RemoveMemberRequest]) (*connect.Response[fencev1.RemoveMemberResponse], error) {
-	if err := c.m.RemoveMember(ctx, cluster.IsForwarded(ctx), req.Msg.GetId()); err != nil {
+	was, err := c.m.RemoveMember(ctx, cluster.IsForwarded(ctx), req.Msg.GetId())
+	if err != nil {
 		return nil, c.error(ctx, "RemoveMember", err)
 	}
-	c.s.log.Info("member removed", "id", req.Msg.GetId())
-	return connect.NewResponse(&fencev1.RemoveMemberResponse{}), nil
+	c.s.log.Info("member removed", "id", req.Msg.GetId(), "was_member", was)
+	return connect.NewResponse(&fencev1.RemoveMemberResponse{WasMember: was}), nil
 }
 
 func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Request[fencev1.TransferLeadershipRequest]) (*connect.Response[fencev1.TransferLeadershipResponse], error) {

@@ -84,13 +84,17 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 		emit(g, stdout, fmt.Sprintf("added %s (%s) as a voter", pos[0], pos[1]), map[string]any{"added": pos[0], "raftAddr": pos[1]})
 	case "remove":
-		_, err := onEndpoints(ctx, g.server, hc, func(c fencev1connect.ClusterServiceClient) (*fencev1.RemoveMemberResponse, error) {
+		res, err := onEndpoints(ctx, g.server, hc, func(c fencev1connect.ClusterServiceClient) (*fencev1.RemoveMemberResponse, error) {
 			return msgOf(c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: pos[0]})))
 		})
 		if err != nil {
 			return membersFail(g, stdout, stderr, err)
 		}
-		emit(g, stdout, "removed "+pos[0], map[string]any{"removed": pos[0]})
+		human := "removed " + pos[0]
+		if !res.GetWasMember() {
+			human = pos[0] + " is not a member (nothing removed)"
+		}
+		emit(g, stdout, human, map[string]any{"removed": pos[0], "wasMember": res.GetWasMember()})
 	case "transfer":
 		id := ""
 		if len(pos) == 1 {

@@ -128,7 +128,14 @@ func TestProcessMembersCluster(t *testing.T) {
 	}
 	awaitMembers(t, n1.url, "n3", "n1", "n2", "n3")
 
-	fenceRun(t, n2.url, "members", "remove", "n1").want(t, exitOK, "fence members remove n1")
+	r = fenceRun(t, n2.url, "members", "remove", "n1").want(t, exitOK, "fence members remove n1")
+	if !strings.Contains(r.stdout, "removed n1") {
+		t.Errorf("remove n1: %q", r.stdout)
+	}
+	r = fenceRun(t, n2.url, "members", "remove", "n1").want(t, exitOK, "fence members remove n1 again")
+	if !strings.Contains(r.stdout, "n1 is not a member (nothing removed)") {
+		t.Errorf("remove n1 again: %q", r.stdout)
+	}
 	awaitMembers(t, n2.url, "n3", "n2", "n3")
 	fenceRun(t, n2.url, "members", "add", "n1", a1).want(t, exitOK, "fence members add n1")
 	awaitMembers(t, n3.url, "n3", "n1", "n2", "n3")

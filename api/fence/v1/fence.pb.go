@@ -2805,7 +2805,10 @@ func (x *RemoveMemberRequest) GetId() string {
 }
 
 type RemoveMemberResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False: id was not a member of the configuration the leader knew;
+	// nothing was removed.
+	WasMember     bool `protobuf:"varint,1,opt,name=was_member,json=wasMember,proto3" json:"was_member,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2838,6 +2841,13 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
 	return file_fence_v1_fence_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RemoveMemberResponse) GetWasMember() bool {
+	if x != nil {
+		return x.WasMember
+	}
+	return false
 }
 
 type TransferLeadershipRequest struct {
@@ -3306,8 +3316,10 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\ajoin_id\x18\x04 \x01(\tR\x06joinId\"\x13\n" +
 	"\x11AddMemberResponse\"%\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveMemberResponse\"+\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
+	"\x14RemoveMemberResponse\x12\x1d\n" +
+	"\n" +
+	"was_member\x18\x01 \x01(\bR\twasMember\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"4\n" +
 	"\x1aTransferLeadershipResponse\x12\x16\n" +
