@@ -257,9 +257,9 @@ func TestStreamBlockingAcquireDoesNotDelayOthers(t *testing.T) {
 	if r := ts.next(); r.GetCall() != 2 || r.GetKeepAlive().GetSession().GetId() != id {
 		t.Fatalf("first reply = %v, want the keepalive (call 2) while the acquire waits", r)
 	}
-	if li := lockOf(t, url, "busy"); li.GetWaiters() != 1 {
-		t.Fatalf("lock = %v, want the stream's acquire queued", li)
-	}
+	// Requests on a stream run concurrently: the keepalive's reply may come
+	// before the acquire (call 1) is even proposed, so wait for it to queue.
+	until(t, "the stream's acquire queued behind the holder", func() bool { return lockOf(t, url, "busy").GetWaiters() == 1 })
 	if _, err := locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{Name: "busy", Token: held.Msg.Lease.Token})); err != nil {
 		t.Fatal(err)
 	}
