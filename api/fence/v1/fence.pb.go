@@ -3005,7 +3005,37 @@ type NodeStatusResponse struct {
 	LastToken    uint64               `protobuf:"varint,10,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
 	// The node can serve (/readyz): a leader in office, or a follower that
 	// knows its leader and has applied what it knew committed.
-	Ready         bool `protobuf:"varint,11,opt,name=ready,proto3" json:"ready,omitempty"`
+	Ready bool `protobuf:"varint,11,opt,name=ready,proto3" json:"ready,omitempty"`
+	// What fence status prints (issue 10). The counts are of the node's
+	// applied state; a follower's trail the leader's by what is in flight.
+	// The cluster's id, recorded in the state when it was first formed (kept
+	// by a restore); empty before the first leader took office.
+	ClusterId string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Client sessions the state holds.
+	Sessions uint64 `protobuf:"varint,13,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	// Locks held now (at the leader clock; on a follower, at the last
+	// server time it applied).
+	LeasesHeld uint64 `protobuf:"varint,14,opt,name=leases_held,json=leasesHeld,proto3" json:"leases_held,omitempty"`
+	// Blocking acquires waiting on this node; queued: on every lock.
+	Waiters uint64 `protobuf:"varint,15,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	Queued  uint64 `protobuf:"varint,16,opt,name=queued,proto3" json:"queued,omitempty"`
+	// The leader clock (server time since the state began); on a follower,
+	// the server time of the last command it applied.
+	ServerTime *durationpb.Duration `protobuf:"bytes,17,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// How far expiry decisions lag the leader clock (0 when not in office).
+	Slack *durationpb.Duration `protobuf:"bytes,18,opt,name=slack,proto3" json:"slack,omitempty"`
+	// Bytes the data dir takes (raft log, snapshots), as the file system
+	// reports them.
+	DataDirBytes uint64 `protobuf:"varint,19,opt,name=data_dir_bytes,json=dataDirBytes,proto3" json:"data_dir_bytes,omitempty"`
+	// Fenced resources the built-in store holds, and the bytes of their values.
+	Resources     uint64 `protobuf:"varint,20,opt,name=resources,proto3" json:"resources,omitempty"`
+	ResourceBytes uint64 `protobuf:"varint,21,opt,name=resource_bytes,json=resourceBytes,proto3" json:"resource_bytes,omitempty"`
+	// Age in server time of the oldest remembered op_id or request_id.
+	OldestIdAge *durationpb.Duration `protobuf:"bytes,22,opt,name=oldest_id_age,json=oldestIdAge,proto3" json:"oldest_id_age,omitempty"`
+	// The storage error that stopped the node (fail-stop), or empty.
+	Fatal string `protobuf:"bytes,23,opt,name=fatal,proto3" json:"fatal,omitempty"`
+	// The fence version the node runs.
+	Version       string `protobuf:"bytes,24,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3115,6 +3145,312 @@ func (x *NodeStatusResponse) GetReady() bool {
 		return x.Ready
 	}
 	return false
+}
+
+func (x *NodeStatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetSessions() uint64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetLeasesHeld() uint64 {
+	if x != nil {
+		return x.LeasesHeld
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetWaiters() uint64 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetQueued() uint64 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetServerTime() *durationpb.Duration {
+	if x != nil {
+		return x.ServerTime
+	}
+	return nil
+}
+
+func (x *NodeStatusResponse) GetSlack() *durationpb.Duration {
+	if x != nil {
+		return x.Slack
+	}
+	return nil
+}
+
+func (x *NodeStatusResponse) GetDataDirBytes() uint64 {
+	if x != nil {
+		return x.DataDirBytes
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetResources() uint64 {
+	if x != nil {
+		return x.Resources
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetResourceBytes() uint64 {
+	if x != nil {
+		return x.ResourceBytes
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetOldestIdAge() *durationpb.Duration {
+	if x != nil {
+		return x.OldestIdAge
+	}
+	return nil
+}
+
+func (x *NodeStatusResponse) GetFatal() string {
+	if x != nil {
+		return x.Fatal
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{43}
+}
+
+type BackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next bytes of the backup file.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// In the first message only: what the file's header records.
+	Header        *BackupHeader `protobuf:"bytes,2,opt,name=header,proto3" json:"header,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *BackupResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BackupResponse) GetHeader() *BackupHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+// BackupHeader is what a backup records about where and when it was taken.
+type BackupHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The backup file format (1).
+	Format    uint32 `protobuf:"varint,1,opt,name=format,proto3" json:"format,omitempty"`
+	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The node that took it, and its raft role then.
+	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Role   string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	// The raft index and term of the state backed up.
+	AppliedIndex uint64 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Term         uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	// The token counter: the last token issued in the state backed up.
+	LastToken uint64 `protobuf:"varint,7,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	// Server time of the state backed up.
+	ServerTime *durationpb.Duration `protobuf:"bytes,8,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// The node's wall clock when the state was copied, in Unix milliseconds
+	// (fence restore refuses, without --floor, a clock behind it).
+	WallUnixMs int64 `protobuf:"varint,9,opt,name=wall_unix_ms,json=wallUnixMs,proto3" json:"wall_unix_ms,omitempty"`
+	// The fence version that wrote it.
+	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupHeader) Reset() {
+	*x = BackupHeader{}
+	mi := &file_fence_v1_fence_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupHeader) ProtoMessage() {}
+
+func (x *BackupHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
+func (*BackupHeader) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *BackupHeader) GetFormat() uint32 {
+	if x != nil {
+		return x.Format
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *BackupHeader) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *BackupHeader) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *BackupHeader) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetServerTime() *durationpb.Duration {
+	if x != nil {
+		return x.ServerTime
+	}
+	return nil
+}
+
+func (x *BackupHeader) GetWallUnixMs() int64 {
+	if x != nil {
+		return x.WallUnixMs
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
@@ -3325,7 +3661,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x1aTransferLeadershipResponse\x12\x16\n" +
 	"\x06leader\x18\x01 \x01(\tR\x06leader\"+\n" +
 	"\x11NodeStatusRequest\x12\x16\n" +
-	"\x06adding\x18\x01 \x01(\bR\x06adding\"\xe2\x02\n" +
+	"\x06adding\x18\x01 \x01(\bR\x06adding\"\xb7\x06\n" +
 	"\x12NodeStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x12\n" +
@@ -3340,7 +3676,43 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"last_token\x18\n" +
 	" \x01(\x04R\tlastToken\x12\x14\n" +
-	"\x05ready\x18\v \x01(\bR\x05ready2\xb2\x02\n" +
+	"\x05ready\x18\v \x01(\bR\x05ready\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\f \x01(\tR\tclusterId\x12\x1a\n" +
+	"\bsessions\x18\r \x01(\x04R\bsessions\x12\x1f\n" +
+	"\vleases_held\x18\x0e \x01(\x04R\n" +
+	"leasesHeld\x12\x18\n" +
+	"\awaiters\x18\x0f \x01(\x04R\awaiters\x12\x16\n" +
+	"\x06queued\x18\x10 \x01(\x04R\x06queued\x12:\n" +
+	"\vserver_time\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"serverTime\x12/\n" +
+	"\x05slack\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x05slack\x12$\n" +
+	"\x0edata_dir_bytes\x18\x13 \x01(\x04R\fdataDirBytes\x12\x1c\n" +
+	"\tresources\x18\x14 \x01(\x04R\tresources\x12%\n" +
+	"\x0eresource_bytes\x18\x15 \x01(\x04R\rresourceBytes\x12=\n" +
+	"\roldest_id_age\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\voldestIdAge\x12\x14\n" +
+	"\x05fatal\x18\x17 \x01(\tR\x05fatal\x12\x18\n" +
+	"\aversion\x18\x18 \x01(\tR\aversion\"\x0f\n" +
+	"\rBackupRequest\"T\n" +
+	"\x0eBackupResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12.\n" +
+	"\x06header\x18\x02 \x01(\v2\x16.fence.v1.BackupHeaderR\x06header\"\xc2\x02\n" +
+	"\fBackupHeader\x12\x16\n" +
+	"\x06format\x18\x01 \x01(\rR\x06format\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12#\n" +
+	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\a \x01(\x04R\tlastToken\x12:\n" +
+	"\vserver_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"serverTime\x12 \n" +
+	"\fwall_unix_ms\x18\t \x01(\x03R\n" +
+	"wallUnixMs\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\tR\aversion2\xb2\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
@@ -3363,7 +3735,9 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\fRemoveMember\x12\x1d.fence.v1.RemoveMemberRequest\x1a\x1e.fence.v1.RemoveMemberResponse\x12_\n" +
 	"\x12TransferLeadership\x12#.fence.v1.TransferLeadershipRequest\x1a$.fence.v1.TransferLeadershipResponse\x12G\n" +
 	"\n" +
-	"NodeStatus\x12\x1b.fence.v1.NodeStatusRequest\x1a\x1c.fence.v1.NodeStatusResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
+	"NodeStatus\x12\x1b.fence.v1.NodeStatusRequest\x1a\x1c.fence.v1.NodeStatusResponse2S\n" +
+	"\x12MaintenanceService\x12=\n" +
+	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x01B2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fence_proto_rawDescOnce sync.Once
@@ -3377,7 +3751,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -3422,14 +3796,17 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*TransferLeadershipResponse)(nil), // 40: fence.v1.TransferLeadershipResponse
 	(*NodeStatusRequest)(nil),          // 41: fence.v1.NodeStatusRequest
 	(*NodeStatusResponse)(nil),         // 42: fence.v1.NodeStatusResponse
-	(*durationpb.Duration)(nil),        // 43: google.protobuf.Duration
+	(*BackupRequest)(nil),              // 43: fence.v1.BackupRequest
+	(*BackupResponse)(nil),             // 44: fence.v1.BackupResponse
+	(*BackupHeader)(nil),               // 45: fence.v1.BackupHeader
+	(*durationpb.Duration)(nil),        // 46: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	43, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	43, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	43, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	46, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	46, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	43, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
 	1,  // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	0,  // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
@@ -3454,21 +3831,21 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	18, // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,  // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
 	31, // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	43, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	43, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	43, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	43, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	43, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	46, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	46, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	46, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	46, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	0,  // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
 	10, // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	43, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10, // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
 	0,  // 39: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
 	21, // 40: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
 	21, // 41: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
 	10, // 42: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	43, // 43: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	46, // 43: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
 	0,  // 44: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
 	22, // 45: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
 	0,  // 46: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
@@ -3476,51 +3853,58 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	22, // 48: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
 	0,  // 49: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
 	22, // 50: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	43, // 51: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	46, // 51: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
 	34, // 52: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
 	42, // 53: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	43, // 54: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	11, // 55: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13, // 56: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15, // 57: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17, // 58: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19, // 59: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23, // 60: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25, // 61: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27, // 62: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29, // 63: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,  // 64: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,  // 65: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,  // 66: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,  // 67: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32, // 68: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35, // 69: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37, // 70: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39, // 71: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41, // 72: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	12, // 73: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14, // 74: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16, // 75: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18, // 76: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20, // 77: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24, // 78: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26, // 79: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28, // 80: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30, // 81: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,  // 82: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,  // 83: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,  // 84: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,  // 85: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33, // 86: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36, // 87: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38, // 88: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40, // 89: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42, // 90: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	73, // [73:91] is the sub-list for method output_type
-	55, // [55:73] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	46, // 54: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	46, // 55: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	46, // 56: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	46, // 57: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	45, // 58: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
+	46, // 59: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	11, // 60: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13, // 61: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15, // 62: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17, // 63: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19, // 64: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	23, // 65: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25, // 66: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27, // 67: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29, // 68: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,  // 69: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,  // 70: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,  // 71: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,  // 72: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32, // 73: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35, // 74: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37, // 75: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39, // 76: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41, // 77: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	43, // 78: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	12, // 79: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14, // 80: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16, // 81: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18, // 82: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20, // 83: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24, // 84: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26, // 85: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28, // 86: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30, // 87: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,  // 88: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,  // 89: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,  // 90: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,  // 91: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33, // 92: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36, // 93: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38, // 94: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40, // 95: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42, // 96: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	44, // 97: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	79, // [79:98] is the sub-list for method output_type
+	60, // [60:79] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -3559,9 +3943,9 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   46,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_fence_v1_fence_proto_goTypes,
 		DependencyIndexes: file_fence_v1_fence_proto_depIdxs,

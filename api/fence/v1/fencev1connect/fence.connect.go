@@ -43,6 +43,8 @@ const (
 	SessionServiceName = "fence.v1.SessionService"
 	// ClusterServiceName is the fully-qualified name of the ClusterService service.
 	ClusterServiceName = "fence.v1.ClusterService"
+	// MaintenanceServiceName is the fully-qualified name of the MaintenanceService service.
+	MaintenanceServiceName = "fence.v1.MaintenanceService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -94,6 +96,9 @@ const (
 	// ClusterServiceNodeStatusProcedure is the fully-qualified name of the ClusterService's NodeStatus
 	// RPC.
 	ClusterServiceNodeStatusProcedure = "/fence.v1.ClusterService/NodeStatus"
+	// MaintenanceServiceBackupProcedure is the fully-qualified name of the MaintenanceService's Backup
+	// RPC.
+	MaintenanceServiceBackupProcedure = "/fence.v1.MaintenanceService/Backup"
 )
 
 // LockServiceClient is a client for the fence.v1.LockService service.
@@ -824,4 +829,90 @@ func (UnimplementedClusterServiceHandler) TransferLeadership(context.Context, *c
 
 func (UnimplementedClusterServiceHandler) NodeStatus(context.Context, *connect.Request[v1.NodeStatusRequest]) (*connect.Response[v1.NodeStatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.ClusterService.NodeStatus is not implemented"))
+}
+
+// MaintenanceServiceClient is a client for the fence.v1.MaintenanceService service.
+type MaintenanceServiceClient interface {
+	// Backup streams a backup of the node's state as of one applied index:
+	// the bytes of a backup file (format in docs/operations.md, "Backup and
+	// restore"), in order; write them to a file as they come. The first
+	// message also carries the header. A leader first confirms it leads and
+	// has applied all it committed (as a linearizable read); a follower backs
+	// up what it has applied (after catching up to the commit index it
+	// knows). The state is copied in one step (applies wait for the copy,
+	// O(state), not for the stream) and encoded while the node goes on.
+	Backup(context.Context, *connect.Request[v1.BackupRequest]) (*connect.ServerStreamForClient[v1.BackupResponse], error)
+}
+
+// NewMaintenanceServiceClient constructs a client for the fence.v1.MaintenanceService service. By
+// default, it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses,
+// and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the
+// connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewMaintenanceServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) MaintenanceServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	maintenanceServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("MaintenanceService").Methods()
+	return &maintenanceServiceClient{
+		backup: connect.NewClient[v1.BackupRequest, v1.BackupResponse](
+			httpClient,
+			baseURL+MaintenanceServiceBackupProcedure,
+			connect.WithSchema(maintenanceServiceMethods.ByName("Backup")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// maintenanceServiceClient implements MaintenanceServiceClient.
+type maintenanceServiceClient struct {
+	backup *connect.Client[v1.BackupRequest, v1.BackupResponse]
+}
+
+// Backup calls fence.v1.MaintenanceService.Backup.
+func (c *maintenanceServiceClient) Backup(ctx context.Context, req *connect.Request[v1.BackupRequest]) (*connect.ServerStreamForClient[v1.BackupResponse], error) {
+	return c.backup.CallServerStream(ctx, req)
+}
+
+// MaintenanceServiceHandler is an implementation of the fence.v1.MaintenanceService service.
+type MaintenanceServiceHandler interface {
+	// Backup streams a backup of the node's state as of one applied index:
+	// the bytes of a backup file (format in docs/operations.md, "Backup and
+	// restore"), in order; write them to a file as they come. The first
+	// message also carries the header. A leader first confirms it leads and
+	// has applied all it committed (as a linearizable read); a follower backs
+	// up what it has applied (after catching up to the commit index it
+	// knows). The state is copied in one step (applies wait for the copy,
+	// O(state), not for the stream) and encoded while the node goes on.
+	Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error
+}
+
+// NewMaintenanceServiceHandler builds an HTTP handler from the service implementation. It returns
+// the path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewMaintenanceServiceHandler(svc MaintenanceServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	maintenanceServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("MaintenanceService").Methods()
+	maintenanceServiceBackupHandler := connect.NewServerStreamHandler(
+		MaintenanceServiceBackupProcedure,
+		svc.Backup,
+		connect.WithSchema(maintenanceServiceMethods.ByName("Backup")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/fence.v1.MaintenanceService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case MaintenanceServiceBackupProcedure:
+			maintenanceServiceBackupHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedMaintenanceServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedMaintenanceServiceHandler struct{}
+
+func (UnimplementedMaintenanceServiceHandler) Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.MaintenanceService.Backup is not implemented"))
 }
