@@ -103,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 		{prefix: resPath, h: resHandler},
 		{prefix: sessPath, h: sessHandler},
 		cp.route(s, opts),
+		s.maintenanceRoute(opts),
 		{prefix: "/", h: mux},
 	})), cfg.WriteTimeout), cfg.WriteTimeout)
 	// A call another node forwarded here is marked, so it is never
