@@ -52,6 +52,7 @@ var subcommands = map[string]subcommand{
 	"run":     runCmd,
 	"lab":     labCmd,
 	"members": membersCmd,
+	"status":  statusCmd,
 	"version": versionCmd,
 }
 
@@ -82,6 +83,8 @@ commands:
   read RESOURCE
   lab [--unit D] [--embedded]                             play the seed's scenario
   members [add ID RAFTADDR | remove ID | transfer [ID]]   list or change a cluster's members
+  status                                                  each --server node's own status (role,
+                                                          indexes, counter, sessions, leases, ...)
   guard max-token ...                                     inspect a guard store
   version
 

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/internal/apierr"
+)
+
+const statusUsage = `[--json]
+
+Prints what each --server node reports of itself (ClusterService.NodeStatus,
+never forwarded): id, role, leader, term, commit and applied index, token
+counter, sessions, leases held, waiters, server time, slack, data dir size,
+resources, the oldest remembered id's age, version. With several --server
+URLs (a cluster's nodes) every node is asked, one block each; with --json one
+JSON object per node, one per line (field names as in the API's JSON, numbers
+as numbers, durations as strings such as "1.5s"), each with its "url".
+A node that does not answer gets {"url": ..., "error": {...}} and the exit
+code is 1; the others are still printed.
+`
+
+// statusCmd prints the NodeStatus of every --server node.
+func statusCmd(g *globals, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("status", statusUsage, g, stderr)
+	if _, err := parseExact(fs, args); err != nil {
+		return usageExit(err)
+	}
+	var urls []string
+	for _, u := range strings.Split(g.server, ",") {
+		if u = strings.TrimSuffix(strings.TrimSpace(u), "/"); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 {
+		return fail(g, stdout, stderr, &usageError{"status: no server URL (--server or FENCE_SERVER)"})
+	}
+	ctx, cancel := g.context(0)
+	defer cancel()
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	code := exitOK
+	for i, url := range urls {
+		st, err := nodeStatus(ctx, hc, url)
+		if err != nil {
+			if g.json {
+				_ = json.NewEncoder(stdout).Encode(map[string]any{"url": url, "error": errorJSON(err)})
+			}
+			fmt.Fprintf(stderr, "%s: ", url)
+			if c := fail(&globals{}, stdout, stderr, err); code == exitOK {
+				code = c
+			}
+			continue
+		}
+		if g.json {
+			emit(g, stdout, "", statusJSON(url, st))
+			continue
+		}
+		if len(urls) > 1 {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "== %s ==\n", url)
+		}
+		printStatus(stdout, st)
+	}
+	return code
+}
+
+// nodeStatus asks the node at url for its own status.
+func nodeStatus(ctx context.Context, hc *http.Client, url string) (*fencev1.NodeStatusResponse, error) {
+	res, err := fencev1connect.NewClusterServiceClient(hc, url).NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{}))
+	if err != nil {
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			return nil, &client.UnreachableError{URL: url, Err: op}
+		}
+		return nil, apierr.FromConnect(err)
+	}
+	return res.Msg, nil
+}
+
+// statusLine is one key of the text form, in print order.
+type statusLine struct{ key, value string }
+
+// statusLines are the text form of st: every field, "-" for an empty one.
+func statusLines(st *fencev1.NodeStatusResponse) []statusLine {
+	leader := dash(st.GetLeaderId())
+	if a := st.GetLeaderAddr(); a != "" {
+		leader += " (" + a + ")"
+	}
+	contact := "-"
+	if lc := st.GetLastContact(); lc != nil && st.GetRole() != "leader" {
+		contact = durText(lc)
+	}
+	return []statusLine{
+		{"node id", dash(st.GetId())},
+		{"cluster id", dash(st.GetClusterId())},
+		{"raft addr", dash(st.GetRaftAddr())},
+		{"role", dash(st.GetRole())},
+		{"leader", leader},
+		{"last contact", contact},
+		{"ready", strconv.FormatBool(st.GetReady())},
+		{"term", strconv.FormatUint(st.GetTerm(), 10)},
+		{"commit index", strconv.FormatUint(st.GetCommitIndex(), 10)},
+		{"applied index", strconv.FormatUint(st.GetAppliedIndex(), 10)},
+		{"last token", strconv.FormatUint(st.GetLastToken(), 10)},
+		{"sessions", strconv.FormatUint(st.GetSessions(), 10)},
+		{"leases held", strconv.FormatUint(st.GetLeasesHeld(), 10)},
+		{"waiters", strconv.FormatUint(st.GetWaiters(), 10)},
+		{"queued", strconv.FormatUint(st.GetQueued(), 10)},
+		{"server time", durText(st.GetServerTime())},
+		{"slack", durText(st.GetSlack())},
+		{"oldest id age", durText(st.GetOldestIdAge())},
+		{"resources", strconv.FormatUint(st.GetResources(), 10)},
+		{"resource bytes", bytesText(st.GetResourceBytes())},
+		{"data dir size", bytesText(st.GetDataDirBytes())},
+		{"fatal", dash(st.GetFatal())},
+		{"version", dash(st.GetVersion())},
+	}
+}
+
+// printStatus prints st as aligned "key: value" lines.
+func printStatus(w io.Writer, st *fencev1.NodeStatusResponse) {
+	lines := statusLines(st)
+	width := 0
+	for _, l := range lines {
+		width = max(width, len(l.key)+1)
+	}
+	for _, l := range lines {
+		fmt.Fprintf(w, "%-*s %s\n", width, l.key+":", l.value)
+	}
+}
+
+// statusJSON is the --json form of st: the API's field names, every field
+// present, numbers as numbers, durations as strings.
+func statusJSON(url string, st *fencev1.NodeStatusResponse) map[string]any {
+	lastContact := ""
+	if lc := st.GetLastContact(); lc != nil {
+		lastContact = lc.AsDuration().String()
+	}
+	return map[string]any{
+		"url": url, "id": st.GetId(), "clusterId": st.GetClusterId(), "raftAddr": st.GetRaftAddr(),
+		"role": st.GetRole(), "leaderId": st.GetLeaderId(), "leaderAddr": st.GetLeaderAddr(),
+		"lastContact": lastContact, "ready": st.GetReady(), "term": st.GetTerm(),
+		"commitIndex": st.GetCommitIndex(), "appliedIndex": st.GetAppliedIndex(), "lastToken": st.GetLastToken(),
+		"sessions": st.GetSessions(), "leasesHeld": st.GetLeasesHeld(), "waiters": st.GetWaiters(), "queued": st.GetQueued(),
+		"serverTime": st.GetServerTime().AsDuration().String(), "slack": st.GetSlack().AsDuration().String(),
+		"oldestIdAge": st.GetOldestIdAge().AsDuration().String(),
+		"resources":   st.GetResources(), "resourceBytes": st.GetResourceBytes(), "dataDirBytes": st.GetDataDirBytes(),
+		"fatal": st.GetFatal(), "version": st.GetVersion(),
+	}
+}
+
+// durText prints d rounded to the millisecond (0s when absent).
+func durText(d *durationpb.Duration) string {
+	v := d.AsDuration()
+	if v > time.Millisecond || v < -time.Millisecond {
+		v = v.Round(time.Millisecond)
+	}
+	return v.String()
+}
+
+// bytesText is n in binary units with the exact count: "1.5 MiB (1572864 bytes)".
+func bytesText(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B (%d bytes)", n, n)
+	}
+	v, i := float64(n), 0
+	for v >= unit && i < 5 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB (%d bytes)", v, "KMGTPE"[i-1], n)
+}
