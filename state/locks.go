@@ -194,6 +194,7 @@ func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
 	g := l.holder
 	l.holder = nil
 	l.lastEnd = how
+	m.ends[how]++
 	l.freedAt = at
 	if g.sess != nil {
 		delete(g.sess.leases, l.name)

@@ -38,6 +38,8 @@ type impl struct {
 	sessionHeap    sessionHeap         // live sessions by (expiresAt, id)
 	opens          map[string]*session // live sessions by the RequestID of their open
 	sessionCounter uint64              // last session id issued
+
+	ends [3]uint64 // leases ended, by leaseEnd (stats.go; not state: snapshots leave it out)
 }
 
 func newMachine(cfg Config, configured bool) *Machine {
