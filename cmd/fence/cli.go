@@ -52,6 +52,7 @@ var subcommands = map[string]subcommand{
 	"run":     runCmd,
 	"lab":     labCmd,
 	"members": membersCmd,
+	"backup":  backupCmd,
 	"status":  statusCmd,
 	"version": versionCmd,
 }
@@ -85,6 +86,7 @@ commands:
   members [add ID RAFTADDR | remove ID | transfer [ID]]   list or change a cluster's members
   status                                                  each --server node's own status (role,
                                                           indexes, counter, sessions, leases, ...)
+  backup FILE                                             back up the node's state to FILE (- : stdout)
   guard max-token ...                                     inspect a guard store
   version
 
