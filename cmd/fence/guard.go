@@ -2,36 +2,30 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/guard/postgres"
 	redisguard "github.com/fenceworks/fence/guard/redis"
-	"github.com/fenceworks/fence/guard/sqlite"
-	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite"
 )
 
-const guardUsage = `usage: fence guard max-token (--postgres DSN | --redis ADDR [--redis-prefix P] | --sqlite PATH) [--table T] [--json] [--timeout D]
+const guardUsage = `usage: fence guard max-token (--postgres DSN | --redis ADDR [--redis-prefix P] | --sqlite PATH) [--table T] [--allow-empty] [--json] [--timeout D]
 
-max-token prints the largest fencing token a guard store has accepted
-(0 if none). A planned command, fence restore --floor-from (it does not
-exist yet), will use it as the token floor when a server is restored from
-a backup.
+max-token prints the largest fencing token a guard store has accepted: the
+floor a restore of the server must stay above (fence restore --floor-from
+reads it itself). A store where no token is found — an empty table, or far
+more likely a mistyped table or prefix — is an error (exit 1, "no tokens
+found in ...: wrong table or prefix?"), not a 0 an operator would trust.
   --postgres DSN     a PostgreSQL connection string (guard table, default fence_guard)
   --redis ADDR       a Redis address host:port or redis:// URL (keys under --redis-prefix, default "fence")
   --sqlite PATH      an existing SQLite database file (opened read-only)
   --table T          the guard table of --postgres or --sqlite
+  --allow-empty      print 0 and exit 0 when no token is found (for scripts that expect it)
 `
 
 // guardCmd runs "fence guard ...". The global flags are not passed here;
@@ -60,7 +54,7 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 	registerHelp(fs, stdout)
 	var (
 		pgDSN, redisAddr, redisPrefix, sqlitePath, table string
-		asJSON                                           bool
+		asJSON, allowEmpty                               bool
 		timeout                                          time.Duration
 	)
 	fs.StringVar(&pgDSN, "postgres", "", "PostgreSQL `DSN`")
@@ -69,6 +63,7 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&sqlitePath, "sqlite", "", "SQLite database `PATH`")
 	fs.StringVar(&table, "table", "", "guard `table` (default fence_guard)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	fs.BoolVar(&allowEmpty, "allow-empty", false, "print 0 when no token is found")
 	durationVar(fs, &timeout, "timeout", 10*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
@@ -101,27 +96,24 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var (
-		store string
-		max   fence.Token
-		err   error
-	)
+	var store guardStore
 	switch {
 	case pgDSN != "":
-		store = "postgres"
-		max, err = postgresMaxToken(ctx, pgDSN, table)
+		store = guardStore{kind: "postgres", conn: pgDSN, table: table, shown: redactDSN(pgDSN)}
 	case redisAddr != "":
-		store = "redis"
-		max, err = redisMaxToken(ctx, redisAddr, redisPrefix)
+		store = guardStore{kind: "redis", conn: redisAddr, prefix: redisPrefix, shown: redactDSN(redisAddr)}
 	default:
-		store = "sqlite"
-		max, err = sqliteMaxToken(ctx, sqlitePath, table)
+		store = guardStore{kind: "sqlite", conn: sqlitePath, table: table, shown: sqlitePath}
 	}
+	if err := checkTable(store); err != nil {
+		return guardFail(stdout, stderr, asJSON, err)
+	}
+	max, err := store.maxToken(ctx, allowEmpty)
 	if err != nil {
 		return guardFail(stdout, stderr, asJSON, err)
 	}
 	if asJSON {
-		_ = json.NewEncoder(stdout).Encode(map[string]any{"store": store, "maxToken": uint64(max)})
+		_ = json.NewEncoder(stdout).Encode(map[string]any{"store": store.kind, "maxToken": uint64(max)})
 	} else {
 		fmt.Fprintln(stdout, uint64(max))
 	}
@@ -140,9 +132,15 @@ func guardFail(stdout, stderr io.Writer, asJSON bool, err error) int {
 		if reason != "" {
 			e["reason"] = string(reason)
 		}
-		var inv *fence.InvalidError
+		var (
+			inv   *fence.InvalidError
+			empty *EmptyStoreError
+		)
 		if errors.As(err, &inv) {
 			e["field"], e["bound"] = inv.Field, inv.Bound
+		}
+		if errors.As(err, &empty) {
+			e["empty"], e["where"] = true, empty.Where
 		}
 		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": e})
 	}
@@ -150,49 +148,4 @@ func guardFail(stdout, stderr io.Writer, asJSON bool, err error) int {
 		return exitUsage
 	}
 	return exitError
-}
-
-func postgresMaxToken(ctx context.Context, dsn, table string) (fence.Token, error) {
-	g, err := postgres.New(postgres.Options{Table: table})
-	if err != nil {
-		return 0, err
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.Background())
-	return g.MaxToken(ctx, conn)
-}
-
-func redisMaxToken(ctx context.Context, addr, prefix string) (fence.Token, error) {
-	opts := &redis.Options{Addr: addr}
-	if strings.Contains(addr, "://") {
-		var err error
-		if opts, err = redis.ParseURL(addr); err != nil {
-			return 0, fence.Invalid("redis", "host:port or a redis:// URL", addr)
-		}
-	}
-	opts.MaxRetries = -1 // one honest attempt; the caller retries
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	return redisguard.MaxToken(ctx, rdb, prefix)
-}
-
-// sqliteMaxToken opens an existing database read-only: a mistyped path must
-// fail, not create an empty database that reports 0.
-func sqliteMaxToken(ctx context.Context, path, table string) (fence.Token, error) {
-	g, err := sqlite.New(sqlite.Options{Table: table})
-	if err != nil {
-		return 0, err
-	}
-	if _, err := os.Stat(path); err != nil {
-		return 0, err
-	}
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	return g.MaxToken(ctx, db)
 }

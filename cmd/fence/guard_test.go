@@ -59,6 +59,28 @@ func wantMaxToken(t *testing.T, want string, args ...string) {
 	}
 }
 
+// wantEmpty: max-token on a store where nothing is found exits 1 and says
+// so (stderr, and with --json the error object); --allow-empty prints 0.
+func wantEmpty(t *testing.T, where string, args ...string) {
+	t.Helper()
+	code, out, errs := runGuard(append([]string{"max-token"}, args...)...)
+	if code != 1 || out != "" || !strings.Contains(errs, "no tokens found in "+where) || !strings.Contains(errs, "wrong table or prefix?") {
+		t.Fatalf("max-token %v on an empty store: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout, 'no tokens found in %s ...: wrong table or prefix?'", args, code, out, errs, where)
+	}
+	code, out, _ = runGuard(append([]string{"max-token", "--json"}, args...)...)
+	var obj struct {
+		Error struct {
+			Message string `json:"message"`
+			Empty   bool   `json:"empty"`
+			Where   string `json:"where"`
+		} `json:"error"`
+	}
+	if code != 1 || json.Unmarshal([]byte(out), &obj) != nil || !obj.Error.Empty || obj.Error.Where != where {
+		t.Fatalf("max-token --json %v on an empty store: exit %d, %q; want exit 1 and an error with empty and where", args, code, out)
+	}
+	wantMaxToken(t, "0", append([]string{"--allow-empty"}, args...)...)
+}
+
 func TestGuardMaxTokenPostgres(t *testing.T) {
 	dsn := os.Getenv("FENCE_TEST_POSTGRES")
 	if dsn == "" {
@@ -80,7 +102,7 @@ func TestGuardMaxTokenPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+"_guard, "+table+"_ops") })
-	wantMaxToken(t, "0", "--postgres", dsn, "--table", table+"_guard")
+	wantEmpty(t, `table "`+table+`_guard"`, "--postgres", dsn, "--table", table+"_guard")
 	for _, tok := range []uint64{5, 77, 12} {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return g.Check(ctx, tx, "res-"+string(rune('a'+tok%26)), fenceToken(tok)) })
 		if err != nil {
@@ -88,6 +110,11 @@ func TestGuardMaxTokenPostgres(t *testing.T) {
 		}
 	}
 	wantMaxToken(t, "77", "--postgres", dsn, "--table", table+"_guard")
+	// The default table, when it is not the one the guards write, is empty
+	// or missing: never a 0.
+	if code, out, _ := runGuard("max-token", "--postgres", dsn, "--table", table+"_ops"); code != 1 || out != "" {
+		t.Errorf("another table: exit %d, stdout %q; want exit 1 and nothing printed", code, out)
+	}
 
 	// A missing table and an unreachable server are errors (1), not 0.
 	if code, _, _ := runGuard("max-token", "--postgres", dsn, "--table", table+"_nope"); code != 1 {
@@ -127,13 +154,15 @@ func TestGuardMaxTokenRedis(t *testing.T) {
 			rdb.Del(ctx, k)
 		}
 	})
-	wantMaxToken(t, "0", "--redis", addr, "--redis-prefix", prefix)
+	wantEmpty(t, `key prefix "`+prefix+`"`, "--redis", addr, "--redis-prefix", prefix)
 	for _, tok := range []uint64{3, 91, 40} {
 		if _, err := g.Set(ctx, "r"+fenceToken(tok).String(), fenceToken(tok), []byte("v"), "op"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wantMaxToken(t, "91", "--redis", addr, "--redis-prefix", prefix)
+	// A mistyped prefix finds nothing: an error, not 0.
+	wantEmpty(t, `key prefix "`+prefix+`x"`, "--redis", addr, "--redis-prefix", prefix+"x")
 	if code, _, _ := runGuard("max-token", "--redis", "127.0.0.1:1", "--timeout", "5s"); code != 1 {
 		t.Errorf("unreachable Redis: exit %d, want 1", code)
 	}
@@ -153,7 +182,7 @@ func TestGuardMaxTokenSQLite(t *testing.T) {
 	if err := sqlite.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	wantMaxToken(t, "0", "--sqlite", path)
+	wantEmpty(t, `table "fence_guard"`, "--sqlite", path)
 	for _, tok := range []uint64{8, 55, 9} {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {

@@ -181,10 +181,12 @@ func TestJSONDuration(t *testing.T) {
 	}
 }
 
-func TestGuardHelpSaysRestorePlanned(t *testing.T) {
+// guard --help names fence restore --floor-from and says that a store
+// where nothing is found is an error, not 0.
+func TestGuardHelpNamesRestoreAndEmpty(t *testing.T) {
 	_, stdout, _ := runCLI("guard", "--help")
-	if !strings.Contains(stdout, "fence restore --floor-from") || !strings.Contains(stdout, "planned") || !strings.Contains(stdout, "does not\nexist yet") {
-		t.Fatalf("guard help does not say fence restore --floor-from is planned:\n%s", stdout)
+	if !strings.Contains(stdout, "fence restore --floor-from") || !strings.Contains(stdout, "wrong table or prefix?") || !strings.Contains(stdout, "--allow-empty") {
+		t.Fatalf("guard help does not name fence restore --floor-from, the nothing-found error and --allow-empty:\n%s", stdout)
 	}
 }
 
