@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
@@ -18,7 +20,16 @@ const backupChunk = 64 << 10
 
 // maintenanceService is the MaintenanceService: calls that act on the node
 // they are sent to, never forwarded (a follower backs up what it applied).
-type maintenanceService struct{ s *Server }
+// One backup runs at a time (slot): each holds a copy of the whole state
+// until it is sent, so a second one is refused (resource_exhausted) rather
+// than doubling the memory a backup takes.
+type maintenanceService struct {
+	s    *Server
+	slot chan struct{}
+}
+
+// maxBackups is how many backups a node streams at once.
+const maxBackups = 1
 
 // maintenanceRoute is the MaintenanceService's route on the API router.
 // Its handler gets a way to push the write deadline back before each
@@ -27,7 +38,7 @@ type maintenanceService struct{ s *Server }
 // instead cut when one message cannot be written within WriteTimeout (a
 // client that stopped reading).
 func (s *Server) maintenanceRoute(opts []connect.HandlerOption) route {
-	path, h := fencev1connect.NewMaintenanceServiceHandler(maintenanceService{s}, opts...)
+	path, h := fencev1connect.NewMaintenanceServiceHandler(maintenanceService{s: s, slot: make(chan struct{}, maxBackups)}, opts...)
 	return route{prefix: path, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		timeout := s.cfg.WriteTimeout
@@ -53,6 +64,12 @@ func sendDeadline(ctx context.Context) {
 // never held whole in memory. A client that goes away (or stops reading
 // for WriteTimeout) ends the stream; the copy is dropped.
 func (m maintenanceService) Backup(ctx context.Context, req *connect.Request[fencev1.BackupRequest], stream *connect.ServerStream[fencev1.BackupResponse]) error {
+	select {
+	case m.slot <- struct{}{}:
+		defer func() { <-m.slot }()
+	default:
+		return m.error(ctx, fence.Exhausted("backups in progress on this node", fmt.Sprintf("at most %d", maxBackups), fmt.Sprint(len(m.slot))))
+	}
 	hdr, write, err := m.s.prepareBackup(ctx)
 	if err != nil {
 		return m.error(ctx, err)
