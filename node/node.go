@@ -150,7 +150,8 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.logLeaders()
 	go n.watchLeadership()
 	go n.runTicker()
 	go n.runSnapshots()

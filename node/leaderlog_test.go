@@ -1,0 +1,98 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence/internal/testutil"
+)
+
+// leaderLine is one "leader changed" line of a node's JSON log.
+type leaderLine struct {
+	Msg      string `json:"msg"`
+	NodeID   string `json:"node_id"`
+	Term     uint64 `json:"term"`
+	LeaderID string `json:"leader_id"`
+	Role     string `json:"role"`
+}
+
+func leaderLines(t *testing.T, log string) []leaderLine {
+	t.Helper()
+	var out []leaderLine
+	sc := bufio.NewScanner(strings.NewReader(log))
+	for sc.Scan() {
+		var l leaderLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("not a JSON log line: %q: %v", sc.Text(), err)
+		}
+		if l.Msg == "leader changed" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Every node logs one "leader changed" line per leader it learns of, with
+// its own id, the term and its role; a leadership transfer is logged by
+// every node with the new term; no leader and term is logged twice.
+func TestClusterLogsLeaderChanges(t *testing.T) {
+	logs := map[string]*testutil.Buffer{}
+	tc := startCluster(t, clusterOpts{n: 3, tweak: func(c *Config) {
+		logs[c.NodeID] = &testutil.Buffer{}
+		c.Logger = slog.New(slog.NewJSONHandler(logs[c.NodeID], nil))
+	}})
+	lead := tc.leader()
+	to := tc.others(lead)[0]
+	if err := lead.node.TransferLeadership(context.Background(), to.id); err != nil {
+		t.Fatal(err)
+	}
+	if next := tc.leader(); next != to {
+		t.Fatalf("leader after the transfer to %s: %s", to.id, next.id)
+	}
+	term := to.node.Status().Term
+	for _, mb := range tc.members {
+		if got := mb.node.Status().Term; got != term {
+			t.Fatalf("%s is in term %d, the new leader in %d: another election came between", mb.id, got, term)
+		}
+	}
+	// Each node logs the change it saw, after raft reported it: wait for
+	// the line (the hang guard is clusterWait), then check them all.
+	for _, mb := range tc.members {
+		deadline := time.Now().Add(clusterWait)
+		for {
+			ls := leaderLines(t, logs[mb.id].String())
+			if n := len(ls); n > 0 && ls[n-1].LeaderID == to.id && ls[n-1].Term == term {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never logged 'leader changed' to %s in term %d; log:\n%s", mb.id, to.id, term, logs[mb.id].String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		ls := leaderLines(t, logs[mb.id].String())
+		seen := map[leaderLine]bool{}
+		for _, l := range ls {
+			if seen[l] {
+				t.Errorf("%s logged %+v twice; its lines: %+v", mb.id, l, ls)
+			}
+			seen[l] = true
+			wantRole := "follower"
+			if l.LeaderID == mb.id {
+				wantRole = "leader"
+			}
+			if l.NodeID != mb.id || l.Role != wantRole || l.Term == 0 {
+				t.Errorf("%s: line %+v: want node_id %s, role %s, a term", mb.id, l, mb.id, wantRole)
+			}
+		}
+		// The first leader, then the new one (a line with "no leader" may
+		// come between): at least two changes, the old leader among them.
+		if len(ls) < 2 || ls[len(ls)-2].LeaderID != lead.id || ls[len(ls)-2].Term >= term {
+			t.Errorf("%s: lines %+v: want %s (an earlier term) before %s in term %d", mb.id, ls, lead.id, to.id, term)
+		}
+	}
+}
