@@ -1,0 +1,80 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
+)
+
+// Check advances the default guard table. See Guard.Check.
+func Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
+	return defaultGuard.Check(ctx, tx, resource, token)
+}
+
+// Check accepts token for resource if it is at least the last token accepted
+// there, and records it as the last accepted — in one statement, inside the
+// caller's transaction tx (a *sql.Tx: on a *sql.DB the check would commit by
+// itself, apart from the caller's write):
+//
+//	INSERT INTO fence_guard (resource, last_token, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6))
+//	ON DUPLICATE KEY UPDATE
+//		updated_at = IF(last_token <= ?, UTC_TIMESTAMP(6), updated_at),
+//		last_token = IF(last_token <= ?, ?, last_token)
+//
+// An equal token is accepted (the current owner may write again). An older
+// token is refused with *fence.StaleTokenError (errors.Is
+// fence.ErrStaleToken) carrying both tokens; nothing changes and tx stays
+// usable, but the caller must not commit its write — roll back.
+//
+// The statement takes an exclusive lock on the resource's guard row (a new
+// row, or the existing one on the duplicate key) and compares against the
+// row's latest committed version, not the transaction's snapshot, under
+// every isolation level; the lock is held until tx ends, so writers of one
+// resource are serialised: an older writer waits for the newer one's commit
+// and is then refused. The outcome is read from the row itself: when the
+// statement reports 2 affected rows the row was changed, which only an
+// accepted token does; otherwise Check reads last_token with SELECT … FOR
+// UPDATE (a locking read: the latest version, which this transaction has
+// locked) and accepts if it equals token. The connection's clientFoundRows
+// setting therefore cannot turn a refusal into an acceptance. See the
+// package documentation for why this is atomic.
+//
+// A deadlock (error 1213, the whole transaction rolled back) or a lock wait
+// timeout (1205) is returned wrapped; IsRetryable reports both: roll back and
+// run the transaction again.
+//
+// A token of 0 or above fence.MaxTokenJSONInt, or an empty, oversize or
+// non-UTF-8 resource, is refused with *fence.InvalidError before any SQL runs.
+func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
+	if err := sqlguard.ValidateCheck(resource, token); err != nil {
+		return err
+	}
+	tok := int64(token)
+	res, err := tx.ExecContext(ctx, g.sql.check, resource, tok, tok, tok, tok)
+	if err != nil {
+		return fmt.Errorf("guard/mysql: check %q: %w", resource, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 2 {
+		return nil // an existing row was changed: only the accepting branch changes it
+	}
+	// Inserted (1), left as it was (0), or found with clientFoundRows (1):
+	// read the row this statement locked.
+	var last int64
+	if err := tx.QueryRowContext(ctx, g.sql.last, resource).Scan(&last); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errors.New("the guard row is missing after the upsert (is the table InnoDB?)")
+		}
+		return fmt.Errorf("guard/mysql: check %q: reading the last token: %w", resource, err)
+	}
+	switch {
+	case last == tok:
+		return nil
+	case last > tok:
+		return &fence.StaleTokenError{Resource: resource, Token: token, LastAccepted: fence.Token(last)}
+	}
+	return fmt.Errorf("guard/mysql: check %q: the guard row holds %d after advancing to %d", resource, last, tok)
+}

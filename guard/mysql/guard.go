@@ -1,0 +1,87 @@
+package mysql
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
+)
+
+// Default table names.
+const (
+	DefaultTable    = sqlguard.DefaultTable
+	DefaultOpsTable = sqlguard.DefaultOpsTable
+)
+
+// Options configures a Guard. The zero value means the defaults.
+type Options struct {
+	// Table is the guard table (resource → last accepted token), default
+	// "fence_guard". A plain identifier, optionally qualified by a
+	// database ("app.fence_guard").
+	Table string
+	// OpsTable keeps the op records of Do, default "fence_ops".
+	OpsTable string
+	// Retention: op records older than this may be removed (default 24h).
+	// A retry of an op_id older than Retention may be applied again; its
+	// token is still checked.
+	Retention time.Duration
+	// PruneEvery: one Do call in PruneEvery also removes its resource's op
+	// records older than Retention (default 1000; negative: never, leaving
+	// it to Prune).
+	PruneEvery int
+}
+
+// Guard checks fencing tokens in MySQL or MariaDB (InnoDB) tables. It holds
+// only the table names and SQL text (and a call counter for pruning), so one
+// Guard is safe for concurrent use by any number of goroutines and
+// connections.
+type Guard struct {
+	table, ops []string // identifier parts
+	retention  time.Duration
+	pruner     *sqlguard.Pruner
+	sql        statements
+}
+
+// New returns a Guard for the tables named in opts. A name that is not a
+// plain SQL identifier, or a negative Retention, is refused with
+// *fence.InvalidError.
+func New(opts Options) (*Guard, error) {
+	t, err := sqlguard.ResolveTables(opts.Table, opts.OpsTable, opts.Retention)
+	if err != nil {
+		return nil, err
+	}
+	g := &Guard{
+		table:     t.Table,
+		ops:       t.Ops,
+		retention: t.Retention,
+		pruner:    sqlguard.NewPruner(opts.PruneEvery),
+	}
+	g.sql = newStatements(quote(t.Table), quote(t.Ops), quote([]string{t.OpsIndex}))
+	return g, nil
+}
+
+// quote joins identifier parts checked by sqlguard.ParseIdent into a
+// backquoted MySQL name. The parts are plain identifiers ([A-Za-z_][A-Za-z0-9_]*),
+// so no escaping is needed, and backquotes work whatever the sql_mode
+// (double quotes would need ANSI_QUOTES).
+func quote(parts []string) string {
+	q := make([]string, len(parts))
+	for i, p := range parts {
+		q[i] = "`" + p + "`"
+	}
+	return strings.Join(q, ".")
+}
+
+// defaultGuard serves the package-level functions.
+var defaultGuard = func() *Guard {
+	g, err := New(Options{})
+	if err != nil {
+		panic(fmt.Sprintf("guard/mysql: default options: %v", err)) // constant input, cannot happen
+	}
+	return g
+}()
+
+// Default returns the Guard of the default tables, used by the package-level
+// functions.
+func Default() *Guard { return defaultGuard }
