@@ -119,7 +119,10 @@ func parseFloorFrom(dsn, table string) (guardStore, error) {
 		if err != nil {
 			return guardStore{}, fence.Invalid("floor-from", "a postgres:// URL ("+err.Error()+")", redactDSN(dsn))
 		}
-		q := u.Query()
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			return guardStore{}, fence.Invalid("floor-from", "a postgres:// URL ("+err.Error()+")", u.Redacted())
+		}
 		s := guardStore{kind: "postgres", table: table, shown: u.Redacted()}
 		if t, ok := takeParam(q, "table"); ok {
 			s.table = t
@@ -150,7 +153,10 @@ func parseFloorFrom(dsn, table string) (guardStore, error) {
 		if err != nil {
 			return guardStore{}, fence.Invalid("floor-from", "a redis:// URL ("+err.Error()+")", redactDSN(dsn))
 		}
-		q := u.Query()
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			return guardStore{}, fence.Invalid("floor-from", "a redis:// URL ("+err.Error()+")", u.Redacted())
+		}
 		s := guardStore{kind: "redis", shown: u.Redacted()}
 		if p, ok := takeParam(q, "prefix"); ok {
 			s.prefix = p
