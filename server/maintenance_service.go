@@ -75,10 +75,12 @@ func (m maintenanceService) Backup(ctx context.Context, req *connect.Request[fen
 		return m.error(ctx, err)
 	}
 	out := &chunkSender{ctx: ctx, stream: stream, hdr: hdr, buf: make([]byte, 0, backupChunk)}
-	if err := write(out); err != nil {
-		return m.error(ctx, err)
+	err = write(out)
+	if err == nil {
+		err = out.flush()
 	}
-	if err := out.flush(); err != nil {
+	if err != nil {
+		m.s.log.Warn("backup not sent", "applied_index", hdr.GetAppliedIndex(), "bytes_sent", out.sent, "err", err)
 		return m.error(ctx, err)
 	}
 	m.s.log.Info("backup sent", "applied_index", hdr.GetAppliedIndex(), "last_token", hdr.GetLastToken(), "bytes", out.sent)
