@@ -22,6 +22,10 @@ import (
 type fsm struct {
 	mu sync.RWMutex
 	m  *state.Machine
+	// at is the raft index and term of the last entry applied to m, set
+	// under mu with the state (applied is published after mu is released);
+	// zero after a snapshot restore until the next batch (BackupView).
+	at struct{ index, term uint64 }
 
 	applied  atomic.Uint64 // last log index applied (or known applied)
 	appliedC chan struct{} // closed and replaced when applied advances; guarded by amu
@@ -91,6 +95,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	if rules {
 		f.maxTTL.Store(int64(f.m.Config().MaxTTL))
 	}
+	if len(logs) > 0 {
+		f.at.index, f.at.term = logs[len(logs)-1].Index, logs[len(logs)-1].Term
+	}
 	f.mu.Unlock()
 	if len(logs) > 0 {
 		f.advance(logs[len(logs)-1].Index)
@@ -153,6 +160,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("node: restore: %w", err)
 	}
 	f.restores.Add(1)
+	f.at.index, f.at.term = 0, 0
 	f.maxTTL.Store(int64(f.m.Config().MaxTTL))
 	f.signalRules()
 	return nil

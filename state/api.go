@@ -77,6 +77,10 @@ type Command struct {
 	// reply the client has not received: every saved result with a lower
 	// Seq is forgotten, and lower Seqs are refused from then on.
 	Ack uint64
+	// ClusterID (OpConfig only; see clusterid.go) is recorded as the
+	// store's cluster id if it has none yet, and ignored otherwise. The
+	// node that first takes office chooses it; the machine never makes one.
+	ClusterID string
 }
 
 // Result is what Apply returns for one command.

@@ -38,6 +38,12 @@ import (
 //	 14 Session    uvarint                      (version 3 only)
 //	 15 Seq        uvarint                      (version 3 only)
 //	 16 Ack        uvarint                      (version 3 only)
+//	 17 ClusterID  uvarint length + bytes       (version 4 only)
+//
+// Version 4 is written exactly when a command carries a ClusterID (an
+// OpConfig of the first leader to take office, state/clusterid.go). An
+// older binary refuses it (unknown version): it applies neither the id nor
+// the rules that command carries.
 //
 // Config fields 9 (MaxLocks), 10 and 11 (MaxSessions, MaxSessionResults)
 // were added after the others: an OpConfig written before them has no
@@ -67,6 +73,7 @@ const (
 	CommandVersion  = 1
 	CommandVersion2 = 2
 	CommandVersion3 = 3
+	CommandVersion4 = 4
 )
 
 // MaxCommandBytes bounds an encoded command: a maximal value plus room for
@@ -94,6 +101,8 @@ const (
 	fSeq
 	fAck
 	fieldCountV3
+	fClusterID = iota - 3
+	fieldCountV4
 )
 
 // Config fields, in encoding order.
@@ -140,6 +149,8 @@ func needsV3(c Command) bool {
 // versionOf is the version c is written as.
 func versionOf(c Command) byte {
 	switch {
+	case c.ClusterID != "":
+		return CommandVersion4
 	case needsV3(c):
 		return CommandVersion3
 	case needsV2(c):
@@ -175,15 +186,16 @@ func encodeCommand(c Command) ([]byte, error) {
 	set(fSession, c.Session != 0)
 	set(fSeq, c.Seq != 0)
 	set(fAck, c.Ack != 0)
+	set(fClusterID, c.ClusterID != "")
 	if c.Slack < 0 {
 		return nil, fmt.Errorf("%w: negative slack %s", ErrBadCommand, c.Slack)
 	}
 
-	data := len(c.Name) + len(c.Owner) + len(c.RequestID) + len(c.Value) + len(c.OpID)
+	data := len(c.Name) + len(c.Owner) + len(c.RequestID) + len(c.Value) + len(c.OpID) + len(c.ClusterID)
 	if data > MaxCommandBytes {
 		return nil, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadCommand, data, MaxCommandBytes)
 	}
-	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCountV3)+data)
+	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCountV4)+data)
 	b = append(b, versionOf(c), byte(c.Op))
 	b = binary.AppendUvarint(b, mask)
 	str := func(i int, s string) {
@@ -239,6 +251,7 @@ func encodeCommand(c Command) ([]byte, error) {
 			b = binary.AppendUvarint(b, f.v)
 		}
 	}
+	str(fClusterID, c.ClusterID)
 	if len(b) > MaxCommandBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
 	}
@@ -259,6 +272,8 @@ func decodeCommand(out *Command, b []byte) error {
 		fields = fieldCount
 	case CommandVersion3:
 		fields = fieldCountV3
+	case CommandVersion4:
+		fields = fieldCountV4
 	default:
 		return fmt.Errorf("%w: unknown version %d", ErrBadCommand, b[0])
 	}
@@ -341,6 +356,9 @@ func decodeCommand(out *Command, b []byte) error {
 	}
 	if has(fAck) {
 		c.Ack = d.uvarint()
+	}
+	if has(fClusterID) {
+		c.ClusterID = d.str()
 	}
 	switch {
 	case d.err != nil:

@@ -154,6 +154,9 @@ func (m *impl) setConfig(cmd Command) Result {
 	}
 	m.cfg = cmd.Config
 	m.configured = true
+	if m.clusterID == "" {
+		m.clusterID = cmd.ClusterID // checked by dispatch; "" records nothing
+	}
 	return Result{}
 }
 

@@ -39,6 +39,8 @@ type impl struct {
 	opens          map[string]*session // live sessions by the RequestID of their open
 	sessionCounter uint64              // last session id issued
 
+	clusterID string // recorded by the first OpConfig that carried one (clusterid.go)
+
 	ends [3]uint64 // leases ended, by leaseEnd (stats.go; not state: snapshots leave it out)
 }
 
@@ -102,6 +104,9 @@ func (m *impl) apply(cmd Command) Result {
 
 // dispatch runs cmd (its session, if any, is live).
 func (m *impl) dispatch(cmd Command) Result {
+	if err := m.checkClusterID(cmd); err != nil {
+		return Result{Err: err}
+	}
 	switch cmd.Op {
 	case OpAcquire:
 		return m.acquire(cmd)

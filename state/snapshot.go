@@ -53,6 +53,9 @@ type snapDoc struct {
 	// format 3: the last session id issued and the live sessions, by id
 	SessionCounter uint64        `json:"session_counter,omitempty"`
 	Sessions       []snapSession `json:"sessions,omitempty"`
+	// format 3, added later: the cluster id (absent when none; an older
+	// binary refuses the unknown field)
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 type snapLock struct {
@@ -149,6 +152,9 @@ func (v *SnapshotView) WriteTo(w io.Writer) (int64, error) {
 	return writeSnapDoc(w, v.doc)
 }
 
+// Format names the snapshot format WriteTo writes ("fence-state/3").
+func (v *SnapshotView) Format() string { return v.doc.Format }
+
 func (m *impl) snapshot(w io.Writer) error {
 	_, err := m.snapshotView().WriteTo(w)
 	return err
@@ -202,6 +208,7 @@ func (m *impl) snapshotView() *SnapshotView {
 	}
 	doc.SessionCounter = m.sessionCounter
 	doc.Sessions = m.snapSessions()
+	doc.ClusterID = m.clusterID
 	return &SnapshotView{doc: doc}
 }
 
@@ -295,11 +302,20 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		}
 		return nil
 	}
+	if doc.ClusterID != "" {
+		if doc.Format != snapshotFormat {
+			return nil, fmt.Errorf("format %q has no cluster id", doc.Format)
+		}
+		if err := ValidateClusterID(doc.ClusterID); err != nil {
+			return nil, err
+		}
+	}
 	if doc.KeepMin < 0 || (v1 && (doc.KeepMin != 0 || doc.KeepMinUntil != 0)) {
 		return nil, fmt.Errorf("keep_min %d (until %d) in format %q", doc.KeepMin, doc.KeepMinUntil, doc.Format)
 	}
 	m := newImpl(cfg)
 	m.configured = configured
+	m.clusterID = doc.ClusterID
 	m.keepMin, m.keepMinUntil = time.Duration(doc.KeepMin), doc.KeepMinUntil
 	m.clock, m.counter = doc.Now, doc.Counter
 	if doc.Decided < 0 || doc.Decided > max(doc.Now, 0) || doc.MaxSlack < 0 {

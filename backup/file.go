@@ -1,0 +1,362 @@
+package backup
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state"
+)
+
+// Magic is the first line of every backup file (format 1).
+const Magic = "FENCE-BACKUP 1\n"
+
+// FormatVersion is the backup file format this package writes and reads.
+const FormatVersion = 1
+
+// MaxFrame bounds one frame of state bytes (Write writes at most
+// FrameSize); a longer frame is refused as corrupt, before anything is
+// allocated for it.
+const (
+	FrameSize = 64 << 10
+	MaxFrame  = 1 << 20
+)
+
+// maxLine bounds the header and trailer lines.
+const maxLine = 64 << 10
+
+// Header is what a backup records about where and when it was taken: the
+// file's second line.
+type Header struct {
+	Format       int         `json:"format"`         // FormatVersion
+	ClusterID    string      `json:"cluster_id"`     // the state's cluster id ("" before one was recorded)
+	NodeID       string      `json:"node_id"`        // the node that took it
+	Role         string      `json:"role"`           // its raft role then (Leader, Follower)
+	AppliedIndex uint64      `json:"applied_index"`  // the raft index of the state backed up
+	Term         uint64      `json:"term"`           // the raft term then
+	LastToken    fence.Token `json:"last_token"`     // the token counter: the last token issued in the state
+	ServerTimeNS int64       `json:"server_time_ns"` // the state's server time
+	WallUnixMS   int64       `json:"wall_unix_ms"`   // the node's wall clock when the state was copied
+	Version      string      `json:"version"`        // the fence version that wrote it
+	StateFormat  string      `json:"state_format"`   // the state snapshot format (fence-state/3)
+}
+
+// Trailer is the file's last line.
+type Trailer struct {
+	StateBytes int64  `json:"state_bytes"` // bytes of state, without the framing
+	SHA256     string `json:"sha256"`      // hex SHA-256 of every byte before the trailer
+}
+
+// ErrCorrupt and ErrTruncated are wrapped by the *FileError of a refused
+// file; ErrFormat by one of a format this package does not read.
+var (
+	ErrCorrupt   = errors.New("backup file is corrupt")
+	ErrTruncated = errors.New("backup file is truncated")
+	ErrFormat    = errors.New("backup file format not supported")
+)
+
+// FileError is a refused backup file: Kind (ErrCorrupt, ErrTruncated or
+// ErrFormat) at byte Offset, and what is wrong.
+type FileError struct {
+	Kind   error
+	Offset int64
+	Detail string
+}
+
+func (e *FileError) Error() string {
+	return fmt.Sprintf("%v: at byte %d: %s", e.Kind, e.Offset, e.Detail)
+}
+
+func (e *FileError) Unwrap() error { return e.Kind }
+
+// Write writes a backup file of view to w: magic, h (Format and, when
+// empty, StateFormat are filled in), the state streamed in frames, and the
+// trailer. It buffers one frame, never the whole state; the view may be
+// written while the machine it was copied from goes on applying.
+func Write(w io.Writer, h Header, view *state.SnapshotView) error {
+	if view == nil {
+		return fence.Invalid("view", "not nil", "nil")
+	}
+	h.Format = FormatVersion
+	if h.StateFormat == "" {
+		h.StateFormat = view.Format()
+	}
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("backup: header: %w", err)
+	}
+	sum := sha256.New()
+	bw := bufio.NewWriterSize(w, FrameSize+4)
+	out := io.MultiWriter(bw, sum)
+	if _, err := io.WriteString(out, Magic); err != nil {
+		return err
+	}
+	if _, err := out.Write(append(hb, '\n')); err != nil {
+		return err
+	}
+	fw := &frameWriter{w: out}
+	n, err := view.WriteTo(fw)
+	if err != nil {
+		return fmt.Errorf("backup: state: %w", err)
+	}
+	if err := fw.end(); err != nil {
+		return err
+	}
+	tb, _ := json.Marshal(Trailer{StateBytes: n, SHA256: hex.EncodeToString(sum.Sum(nil))})
+	if _, err := bw.Write(append(tb, '\n')); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// frameWriter frames what is written to it: each Write becomes frames of
+// at most FrameSize bytes.
+type frameWriter struct {
+	w   io.Writer
+	hdr [4]byte
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		c := min(len(p), FrameSize)
+		binary.BigEndian.PutUint32(f.hdr[:], uint32(c))
+		if _, err := f.w.Write(f.hdr[:]); err != nil {
+			return n, err
+		}
+		if _, err := f.w.Write(p[:c]); err != nil {
+			return n, err
+		}
+		n += c
+		p = p[c:]
+	}
+	return n, nil
+}
+
+func (f *frameWriter) end() error {
+	_, err := f.w.Write([]byte{0, 0, 0, 0})
+	return err
+}
+
+// Reader reads a backup file: Read checks the magic and the header, Reader's
+// Read returns the state bytes, and Trailer checks the rest.
+type Reader struct {
+	r       *bufio.Reader
+	sum     hash.Hash
+	off     int64 // bytes of the file consumed
+	header  Header
+	left    uint32 // bytes left in the current frame
+	state   int64  // state bytes returned
+	ended   bool   // the zero frame was read
+	trailer Trailer
+	err     error // sticky: io.EOF once the trailer matched
+}
+
+// Read reads the magic line and the header from r. The header is not
+// trusted until the trailer has been checked (Reader.Trailer, or the state
+// read to io.EOF).
+func Read(r io.Reader) (*Reader, error) {
+	br := &Reader{r: bufio.NewReaderSize(r, FrameSize+4), sum: sha256.New()}
+	magic := make([]byte, len(Magic))
+	n, err := io.ReadFull(br.r, magic)
+	br.consume(magic[:n])
+	if err != nil {
+		if bytes.HasPrefix([]byte(Magic), magic[:n]) {
+			return nil, br.fail(ErrTruncated, 0, fmt.Sprintf("the file ends in the magic line (%d bytes)", n))
+		}
+		return nil, br.fail(ErrCorrupt, 0, fmt.Sprintf("not a Fence backup file: it starts with %q, want %q", magic[:n], Magic))
+	}
+	if string(magic) != Magic {
+		if bytes.HasPrefix(magic, []byte("FENCE-BACKUP ")) {
+			return nil, br.fail(ErrFormat, 0, fmt.Sprintf("magic line %q: this fence reads %q", magic, Magic))
+		}
+		return nil, br.fail(ErrCorrupt, 0, fmt.Sprintf("not a Fence backup file: it starts with %q, want %q", magic, Magic))
+	}
+	start := br.off
+	line, err := br.line("header")
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var h Header
+	if err := dec.Decode(&h); err != nil || dec.More() {
+		if err == nil {
+			err = errors.New("trailing data")
+		}
+		return nil, br.fail(ErrCorrupt, start, fmt.Sprintf("bad header: %v", err))
+	}
+	switch {
+	case h.Format != FormatVersion:
+		return nil, br.fail(ErrFormat, start, fmt.Sprintf("header format %d: this fence reads format %d", h.Format, FormatVersion))
+	case h.StateFormat == "":
+		return nil, br.fail(ErrCorrupt, start, "bad header: no state_format")
+	case h.LastToken > fence.MaxTokenJSONInt:
+		return nil, br.fail(ErrCorrupt, start, fmt.Sprintf("bad header: last_token %d above the largest token %d", h.LastToken, uint64(fence.MaxTokenJSONInt)))
+	}
+	br.header = h
+	return br, nil
+}
+
+// Header is the file's header.
+func (r *Reader) Header() Header { return r.header }
+
+func (r *Reader) consume(b []byte) {
+	r.sum.Write(b)
+	r.off += int64(len(b))
+}
+
+func (r *Reader) fail(kind error, off int64, detail string) error {
+	r.err = &FileError{Kind: kind, Offset: off, Detail: detail}
+	return r.err
+}
+
+// line reads one line of at most maxLine bytes, without its "\n", hashing it.
+func (r *Reader) line(what string) ([]byte, error) {
+	start := r.off
+	var b []byte
+	for {
+		chunk, err := r.r.ReadSlice('\n')
+		b = append(b, chunk...)
+		if len(b) > maxLine {
+			return nil, r.fail(ErrCorrupt, start, fmt.Sprintf("the %s line is longer than %d bytes", what, maxLine))
+		}
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		r.off += int64(len(b))
+		if err == io.EOF && len(b) == 0 {
+			return nil, r.fail(ErrTruncated, start, fmt.Sprintf("the file ends before the %s line", what))
+		}
+		if err == io.EOF {
+			return nil, r.fail(ErrTruncated, start, fmt.Sprintf("the file ends in the %s line (%d bytes, no end of line)", what, len(b)))
+		}
+		return nil, r.fail(err, start, fmt.Sprintf("reading the %s", what))
+	}
+	if what != "trailer" {
+		r.consume(b)
+	} else {
+		r.off += int64(len(b))
+	}
+	return b[:len(b)-1], nil
+}
+
+// Read reads state bytes. It returns io.EOF only once the whole file has
+// been read and the trailer matched; a bad file ends in a *FileError.
+func (r *Reader) Read(p []byte) (int, error) {
+	for r.left == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.ended {
+			r.finish()
+			continue
+		}
+		var hdr [4]byte
+		start := r.off
+		n, err := io.ReadFull(r.r, hdr[:])
+		r.consume(hdr[:n])
+		if err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return 0, r.fail(ErrTruncated, start, fmt.Sprintf("the file ends in the state, after %d state bytes (no end frame)", r.state))
+			}
+			return 0, r.fail(err, start, "reading the state")
+		}
+		size := binary.BigEndian.Uint32(hdr[:])
+		if size > MaxFrame {
+			return 0, r.fail(ErrCorrupt, start, fmt.Sprintf("frame of %d bytes, more than %d", size, MaxFrame))
+		}
+		if size == 0 {
+			r.ended = true
+			continue
+		}
+		r.left = size
+	}
+	if len(p) > int(r.left) {
+		p = p[:r.left]
+	}
+	start := r.off
+	n, err := r.r.Read(p)
+	r.consume(p[:n])
+	r.left -= uint32(n)
+	r.state += int64(n)
+	if err != nil && n == 0 {
+		if err == io.EOF {
+			return 0, r.fail(ErrTruncated, start, fmt.Sprintf("the file ends inside a frame, %d bytes short (truncated, or the frame's length is corrupt)", r.left))
+		}
+		return 0, r.fail(err, start, "reading the state")
+	}
+	return n, nil
+}
+
+// finish reads and checks the trailer and that nothing follows it; r.err
+// becomes io.EOF (all good) or the refusal.
+func (r *Reader) finish() {
+	want := hex.EncodeToString(r.sum.Sum(nil))
+	start := r.off
+	line, err := r.line("trailer")
+	if err != nil {
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var t Trailer
+	if err := dec.Decode(&t); err != nil || dec.More() {
+		if err == nil {
+			err = errors.New("trailing data")
+		}
+		r.fail(ErrCorrupt, start, fmt.Sprintf("bad trailer: %v", err))
+		return
+	}
+	if t.SHA256 != want {
+		r.fail(ErrCorrupt, start, fmt.Sprintf("checksum mismatch: the file's bytes hash to sha256 %s, the trailer records %s", want, t.SHA256))
+		return
+	}
+	if t.StateBytes != r.state {
+		r.fail(ErrCorrupt, start, fmt.Sprintf("the trailer records %d state bytes, the file holds %d", t.StateBytes, r.state))
+		return
+	}
+	var extra [512]byte
+	n, _ := io.ReadFull(r.r, extra[:])
+	if n > 0 {
+		more, _ := io.Copy(io.Discard, r.r)
+		r.fail(ErrCorrupt, r.off, fmt.Sprintf("%d bytes after the trailer", int64(n)+more))
+		return
+	}
+	r.trailer = t
+	r.err = io.EOF
+}
+
+// Trailer reads what is left of the state (discarding it) and checks the
+// trailer; it returns the trailer, or the file's refusal.
+func (r *Reader) Trailer() (Trailer, error) {
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return Trailer{}, err
+	}
+	return r.trailer, nil
+}
+
+// Verify reads a whole backup file and checks it: its header and trailer,
+// or the refusal (*FileError).
+func Verify(r io.Reader) (Header, Trailer, error) {
+	br, err := Read(r)
+	if err != nil {
+		return Header{}, Trailer{}, err
+	}
+	t, err := br.Trailer()
+	if err != nil {
+		return br.header, Trailer{}, err
+	}
+	return br.header, t, nil
+}

@@ -1,0 +1,97 @@
+package backup
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// WallFloorPerMS is the wall-clock floor's tokens per millisecond: the
+// wall floor is unix_ms(now) × 1024 (docs/design.md §3).
+const WallFloorPerMS = 1024
+
+// Floor sources Plan adds itself; SourceFlag is the one an operator's
+// --floor N uses (it alone lets a restore run with a clock behind the
+// backup's).
+const (
+	SourceBackup = "backup"     // the backup's counter (last token issued)
+	SourceWall   = "wall-clock" // unix_ms(now) × 1024
+	SourceFlag   = "--floor"
+)
+
+// Floor is a token known to have been issued (or accepted by a guard)
+// before the restore: the first token after it must be above it. Source
+// names where it came from: SourceFlag, a guard store's DSN (without its
+// password), SourceBackup, SourceWall.
+type Floor struct {
+	Source string      `json:"source"`
+	Token  fence.Token `json:"token"`
+}
+
+// ErrClockBehind: the restoring clock reads earlier than the backup's
+// wall-clock time and no --floor was given (the wall floor could then be
+// below tokens issued since).
+var ErrClockBehind = errors.New("backup: the clock is behind the backup's recorded time")
+
+// WallFloor is the wall-clock floor at now: unix_ms(now) × 1024 (0 for a
+// time before 1970).
+func WallFloor(now time.Time) fence.Token {
+	ms := now.UnixMilli()
+	if ms <= 0 {
+		return 0
+	}
+	return fence.Token(ms) * WallFloorPerMS
+}
+
+// Plan decides what Restore would do with a backup whose header is h:
+// the floors considered (the backup's counter, opts.Floors, the wall
+// floor at opts.Now), and the first token the restored node will issue,
+//
+//	First = 1 + max(h.LastToken, every floor, unix_ms(opts.Now) × 1024).
+//
+// It refuses (ErrClockBehind) opts.Now earlier than h.WallUnixMS unless a
+// floor with Source SourceFlag is given, and a floor or first token above
+// the largest token (fence.MaxTokenJSONInt). It writes nothing.
+func Plan(h Header, opts RestoreOptions) (Report, error) {
+	rep := Report{Header: h, Old: h.LastToken}
+	if opts.Now.IsZero() {
+		return rep, fence.Invalid("now", "a wall-clock time", "zero")
+	}
+	flag := false
+	for _, f := range opts.Floors {
+		if f.Token > fence.MaxTokenJSONInt {
+			return rep, fence.Invalid("floor "+f.Source, fmt.Sprintf("at most %d", uint64(fence.MaxTokenJSONInt)), f.Token.String())
+		}
+		flag = flag || f.Source == SourceFlag
+	}
+	nowMS := opts.Now.UnixMilli()
+	if nowMS < h.WallUnixMS && !flag {
+		return rep, fmt.Errorf("%w: this clock reads %s (unix ms %d), the backup was taken at %s (unix ms %d), %s earlier: "+
+			"the wall-clock floor could be below tokens issued since; fix the clock, or give --floor N with N at least the largest token issued",
+			ErrClockBehind, opts.Now.UTC().Format(time.RFC3339Nano), nowMS, time.UnixMilli(h.WallUnixMS).UTC().Format(time.RFC3339Nano), h.WallUnixMS,
+			time.Duration(h.WallUnixMS-nowMS)*time.Millisecond)
+	}
+	w := WallFloor(opts.Now)
+	rep.Floors = append(rep.Floors, Floor{Source: SourceBackup, Token: h.LastToken})
+	rep.Floors = append(rep.Floors, opts.Floors...)
+	rep.Floors = append(rep.Floors, Floor{Source: SourceWall, Token: w})
+	top := fence.Token(0)
+	for _, f := range rep.Floors {
+		top = max(top, f.Token)
+	}
+	if top >= fence.MaxTokenJSONInt {
+		return rep, fence.Invalid("first token", fmt.Sprintf("at most %d", uint64(fence.MaxTokenJSONInt)), (top + 1).String())
+	}
+	rep.First = top + 1
+	if w <= h.LastToken {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the wall-clock floor %d is not above the backup's counter %d: "+
+			"this clock is behind the one that restored last, or more than %d tokens were issued per millisecond on average; "+
+			"the first token is above every floor given, but the wall clock vouches for nothing", w, h.LastToken, WallFloorPerMS))
+	}
+	if nowMS < h.WallUnixMS {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("this clock (unix ms %d) is behind the backup's recorded time (unix ms %d): going on because --floor was given", nowMS, h.WallUnixMS))
+	}
+	return rep, nil
+}

@@ -1,0 +1,173 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/state"
+)
+
+// RestoreOptions say where and how Restore builds the data dir.
+type RestoreOptions struct {
+	// DataDir is the data dir to create: it must not exist or be empty.
+	DataDir string
+	// NodeID is the restored node's id (default "fence-1", as fence serve's).
+	NodeID string
+	// RaftAddr, for a node that will run as a cluster member (fence serve
+	// --raft-addr), is its advertised raft address: the restored
+	// configuration is one voter, NodeID at RaftAddr, which others then
+	// join. Empty: a single node.
+	RaftAddr string
+	// LogStore is the raft log store kind (node.LogStoreWAL, the default,
+	// or node.LogStoreBolt).
+	LogStore string
+	// Floors are tokens issued or accepted before the restore (--floor,
+	// --floor-from): the first token will be above every one.
+	Floors []Floor
+	// Now is the wall-clock time of the restore (the wall floor).
+	Now time.Time
+}
+
+// Report is what Restore did.
+type Report struct {
+	Header Header      `json:"header"`
+	Old    fence.Token `json:"old"`    // the backup's counter
+	Floors []Floor     `json:"floors"` // every floor considered: the backup's, the given ones, the wall clock's
+	First  fence.Token `json:"first"`  // the first token the restored node will issue
+	// Warnings are things the operator should know (the wall floor did not
+	// count, the clock was behind and --floor was given).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ErrDirNotEmpty: the data dir to restore into holds something.
+var ErrDirNotEmpty = node.ErrDirNotEmpty
+
+// RestoredFile is the marker Restore leaves in the data dir: the report,
+// as JSON. The node logs "state restored from backup" with it at its first
+// start and removes it.
+const RestoredFile = node.RestoredFile
+
+// Restore builds a fresh data dir from the backup file at path, from which
+// fence serve (same data dir and node id, and raft address for a cluster
+// member) starts with the backed-up state and the counter raised as Plan
+// says. Before writing anything it checks opts, that the data dir is
+// empty, the whole file (ErrCorrupt, ErrTruncated, ErrFormat), and the
+// clock (ErrClockBehind); on any of these refusals the dir is untouched.
+func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, error) {
+	if opts.DataDir == "" {
+		return Report{}, fence.Invalid("data_dir", "not empty", "")
+	}
+	if opts.NodeID == "" {
+		opts.NodeID = "fence-1"
+	}
+	if err := node.CheckEmptyDir(opts.DataDir); err != nil {
+		return Report{}, err
+	}
+	h, err := verifyFile(path)
+	if err != nil {
+		return Report{}, err
+	}
+	rep, err := Plan(h, opts)
+	if err != nil {
+		return rep, err
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	m, err := loadState(path, h)
+	if err != nil {
+		return rep, err
+	}
+	// The counter is raised with the machine's own command, as a leader
+	// would propose it: the next grant is rep.First.
+	if res := m.Apply(state.Command{Op: state.OpBumpToken, Token: rep.First}); res.Err != nil {
+		return rep, fmt.Errorf("backup: raise the counter to %d: %w", rep.First, res.Err)
+	}
+	if got := m.LastToken(); got != rep.First-1 {
+		return rep, fmt.Errorf("backup: the counter is %d after raising it for first token %d", got, rep.First)
+	}
+	cfg := node.Config{DataDir: opts.DataDir, NodeID: opts.NodeID, LogStore: opts.LogStore}
+	if opts.RaftAddr != "" {
+		cfg.Peers = []node.Peer{{ID: opts.NodeID, Addr: opts.RaftAddr}}
+	}
+	if err := node.InitDataDir(cfg, m, h.AppliedIndex, h.Term); err != nil {
+		return rep, err
+	}
+	marker, _ := json.MarshalIndent(struct {
+		Backup string `json:"backup"`
+		Report
+	}{path, rep}, "", "  ")
+	if err := writeFileSync(filepath.Join(opts.DataDir, RestoredFile), append(marker, '\n')); err != nil {
+		return rep, fmt.Errorf("backup: write %s: %w", RestoredFile, err)
+	}
+	return rep, nil
+}
+
+// verifyFile reads the whole file at path and checks it.
+func verifyFile(path string) (Header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Header{}, fmt.Errorf("backup: %w", err)
+	}
+	defer f.Close()
+	h, _, err := Verify(f)
+	if err != nil {
+		return Header{}, fmt.Errorf("backup %s: %w", path, err)
+	}
+	return h, nil
+}
+
+// loadState reads the file again into a machine; the file must still be
+// the one verified (the Reader checks the trailer again) and its state must
+// agree with its header.
+func loadState(path string, want Header) (*state.Machine, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	defer f.Close()
+	r, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: %w", path, err)
+	}
+	if r.Header() != want {
+		return nil, fmt.Errorf("backup %s: %w", path, &FileError{Kind: ErrCorrupt, Offset: int64(len(Magic)), Detail: "the header changed since the file was verified"})
+	}
+	m := state.New()
+	if err := m.Restore(r); err != nil {
+		var fe *FileError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("backup %s: %w", path, fe)
+		}
+		return nil, fmt.Errorf("backup %s: %w: the state does not load: %v", path, ErrCorrupt, err)
+	}
+	if m.LastToken() != want.LastToken {
+		return nil, fmt.Errorf("backup %s: %w: the header records last token %d, the state's counter is %d", path, ErrCorrupt, want.LastToken, m.LastToken())
+	}
+	if m.ClusterID() != want.ClusterID {
+		return nil, fmt.Errorf("backup %s: %w: the header records cluster id %q, the state %q", path, ErrCorrupt, want.ClusterID, m.ClusterID())
+	}
+	return m, nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

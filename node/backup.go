@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state"
+)
+
+// BackupPoint is a copy of the node's state as of one applied index, and
+// what a backup header records about it.
+type BackupPoint struct {
+	// View is the state: write it (View.WriteTo, backup.Write) without any
+	// lock, while the node goes on applying.
+	View *state.SnapshotView
+	// Applied is the raft index of the state (every entry up to it is in
+	// it, none after); Term is the term of that entry (raft's current term
+	// when it is not known: after a snapshot was restored and nothing
+	// applied since).
+	Applied, Term uint64
+	// LastToken is the state's counter, ServerTime its server time (ns).
+	LastToken  fence.Token
+	ServerTime int64
+	// WallUnixMS is this node's wall clock when the state was copied.
+	WallUnixMS int64
+	// ClusterID is the state's cluster id ("" before one was recorded),
+	// NodeID this node's id, Role its raft role when the state was copied.
+	ClusterID, NodeID, Role string
+}
+
+// BackupView copies the state for a backup, consistently: a leader first
+// confirms it leads and waits until it has applied everything committed
+// before the call (readIndex, as a linearizable read); a follower waits
+// until it has applied everything it knows to be committed. The copy is
+// taken under the FSM's read lock: applies wait for the copy (O(state), no
+// encoding), not for the backup to be written. It fails with ErrNotLeader
+// when a leader's term of office ended, ctx.Err() or ErrClosed.
+func (n *Node) BackupView(ctx context.Context) (BackupPoint, error) {
+	if n.raft.State() == raft.Leader {
+		if _, err := n.readIndex(ctx); err != nil {
+			return BackupPoint{}, err
+		}
+	} else if err := n.catchUp(ctx); err != nil {
+		return BackupPoint{}, err
+	}
+	p := BackupPoint{NodeID: n.cfg.NodeID}
+	n.fsm.mu.RLock()
+	p.View = n.fsm.m.SnapshotView()
+	p.LastToken, p.ServerTime, p.ClusterID = n.fsm.m.LastToken(), n.fsm.m.Now(), n.fsm.m.ClusterID()
+	// The state's index: the last entry applied to it, or a later index
+	// of an entry that changes nothing (raft's noop and barrier entries,
+	// which the FSM is not handed). raft publishes its applied index after
+	// ApplyBatch returns, so under the lock it is never past the state.
+	p.Applied, p.Term = n.fsm.at.index, n.fsm.at.term
+	if ri := max(n.raft.AppliedIndex(), n.fsm.applied.Load()); ri > p.Applied {
+		p.Applied, p.Term = ri, n.raft.CurrentTerm()
+	}
+	p.Role = n.raft.State().String()
+	p.WallUnixMS = n.wall.now().UnixMilli()
+	n.fsm.mu.RUnlock()
+	return p, nil
+}
+
+// catchUp (a follower) waits until this node has applied everything it
+// knows to be committed.
+func (n *Node) catchUp(ctx context.Context) error {
+	ci := n.raft.CommitIndex()
+	poll := time.NewTicker(5 * time.Millisecond) // raft's applied index moves without the FSM (noop, barrier)
+	defer poll.Stop()
+	for {
+		applied, next := n.fsm.appliedWait()
+		if max(applied, n.raft.AppliedIndex()) >= ci {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-poll.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.closing:
+			return ErrClosed
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package node
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenceworks/fence/raftstore"
+	"github.com/fenceworks/fence/state"
+)
+
+// ErrDirNotEmpty: a data dir to be created from a state (InitDataDir, a
+// restore) already holds something.
+var ErrDirNotEmpty = errors.New("data dir is not empty")
+
+// RestoredFile is the marker a restore leaves in the data dir it built
+// (backup.Restore writes it: its report, as JSON). Open logs "state restored
+// from backup" with its content at the node's first start, then removes it.
+const RestoredFile = "RESTORED"
+
+// CheckEmptyDir refuses a dir that exists and holds anything (or is not a
+// directory): the error wraps ErrDirNotEmpty and names a few entries. A
+// dir that does not exist is fine.
+func CheckEmptyDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("node: data dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("node: data dir %s is not a directory", dir)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("node: data dir: %w", err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(4)
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("node: data dir %s: %w", dir, err)
+	}
+	if len(names) > 0 {
+		more := ""
+		if len(names) > 3 {
+			names, more = names[:3], ", ..."
+		}
+		return fmt.Errorf("%w: %s holds %s%s (give a new or empty directory)", ErrDirNotEmpty, dir, strings.Join(names, ", "), more)
+	}
+	return nil
+}
+
+// InitDataDir creates a data dir from machine m as of raft index and term
+// (a restore): cfg.DataDir must not exist or be empty (ErrDirNotEmpty). It
+// writes the NODE_ID file (cfg.NodeID, default "fence-1"), empty raft
+// stores of kind cfg.LogStore (default LogStoreWAL), the current term, and
+// one raft snapshot of m at index and term whose configuration is one
+// voter: cfg.NodeID at the in-memory transport's address for a single node
+// (no cfg.Peers), or at cfg.Peers[0].Addr for a cluster member (cfg.Peers
+// is then exactly that node). Open with the same DataDir and NodeID (and,
+// for a cluster member, a mux on that address, no Bootstrap or Peers)
+// starts from m; other nodes then join it. On an error after the checks
+// the dir is left as it was found (removed, or emptied).
+func InitDataDir(cfg Config, m *state.Machine, index, term uint64) (err error) {
+	cfg = cfg.withDefaults()
+	if cfg.DataDir == "" {
+		return fmt.Errorf("node: init data dir: data_dir is empty")
+	}
+	if m == nil {
+		return fmt.Errorf("node: init data dir: no state")
+	}
+	addr := raft.ServerAddress(cfg.NodeID) // the single node's in-memory transport (Config.transport)
+	switch {
+	case len(cfg.Peers) == 1 && cfg.Peers[0].ID == cfg.NodeID && cfg.Peers[0].Addr != "":
+		addr = raft.ServerAddress(cfg.Peers[0].Addr)
+	case len(cfg.Peers) > 0:
+		return fmt.Errorf("node: init data dir: peers must be this node alone (%q with its raft address), got %v", cfg.NodeID, cfg.Peers)
+	case cfg.Transport != nil:
+		addr = cfg.Transport.LocalAddr()
+	}
+	index, term = max(index, 1), max(term, 1)
+	if err := CheckEmptyDir(cfg.DataDir); err != nil {
+		return err
+	}
+	_, statErr := os.Stat(cfg.DataDir)
+	created := errors.Is(statErr, os.ErrNotExist)
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("node: data dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			undoDir(cfg.DataDir, created)
+		}
+	}()
+	store, err := raftstore.Open(raftstore.Config{Dir: cfg.DataDir, Kind: cfg.LogStore,
+		LockTimeout: cfg.LockTimeout, WALSegmentSize: cfg.WALSegmentSize, Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := store.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("node: init data dir: close the stores: %w", cerr)
+		}
+	}()
+	if err := checkNodeID(cfg.DataDir, cfg.NodeID); err != nil {
+		return err
+	}
+	// raft's key for the current term (raft.keyCurrentTerm): a node whose
+	// term is below its last entry's would elect itself in an older term.
+	if err := store.Stable.SetUint64([]byte("CurrentTerm"), term); err != nil {
+		return fmt.Errorf("node: init data dir: store the term: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, raftstore.NewHCLogger(cfg.Logger))
+	if err != nil {
+		return fmt.Errorf("node: snapshot store: %w", err)
+	}
+	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: addr}}}
+	sink, err := snaps.Create(raft.SnapshotVersionMax, index, term, conf, index, nil)
+	if err != nil {
+		return fmt.Errorf("node: init data dir: create the snapshot: %w", err)
+	}
+	w := bufio.NewWriterSize(sink, 1<<20)
+	if _, err := m.SnapshotView().WriteTo(w); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("node: init data dir: write the snapshot: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("node: init data dir: write the snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("node: init data dir: write the snapshot: %w", err)
+	}
+	if err := syncDir(cfg.DataDir); err != nil {
+		return fmt.Errorf("node: init data dir: %w", err)
+	}
+	cfg.Logger.Info("data dir initialised from a state", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "raft_addr", addr,
+		"index", index, "term", term, "last_token", m.LastToken(), "log_store", store.Kind)
+	return nil
+}
+
+// undoDir leaves dir as InitDataDir found it: removed if it created it,
+// else emptied.
+func undoDir(dir string, created bool) {
+	if created {
+		os.RemoveAll(dir)
+		return
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+}
