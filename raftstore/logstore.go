@@ -71,6 +71,8 @@ type Store struct {
 	// syncs counts the fsyncs of WAL segment files (0 for bolt, whose
 	// fsyncs are not observable: boltOptions keeps them on).
 	syncs atomic.Uint64
+	// onSync is called with each WAL segment fsync's duration (OnSync).
+	onSync atomic.Pointer[func(time.Duration)]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -189,7 +191,7 @@ func openLogStore(cfg Config, kind string) (*Store, error) {
 		w, err := wal.Open(dir,
 			wal.WithMetaStore(meta),
 			wal.WithSegmentSize(size),
-			wal.WithSegmentFiler(segment.NewFiler(dir, countingVFS{walfs.New(), &st.syncs})),
+			wal.WithSegmentFiler(segment.NewFiler(dir, timedVFS{countingVFS{walfs.New(), &st.syncs}, &st.onSync})),
 			wal.WithLogger(NewHCLogger(cfg.Logger).Named("wal")))
 		if err != nil {
 			meta.Close()
