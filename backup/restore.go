@@ -143,7 +143,7 @@ func loadState(path string, want Header) (*state.Machine, error) {
 	m := state.New()
 	if err := m.Restore(r); err != nil {
 		var fe *FileError
-		if errors.As(err, &fe) {
+		if errors.As(r.err, &fe) { // the file went bad under the reading (state.Restore keeps only the message)
 			return nil, fmt.Errorf("backup %s: %w", path, fe)
 		}
 		return nil, fmt.Errorf("backup %s: %w: the state does not load: %v", path, ErrCorrupt, err)

@@ -75,6 +75,7 @@ func Open(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
+	n.logRestored()
 	return n, nil
 }
 
@@ -307,10 +308,12 @@ func (n *Node) takeOffice() bool {
 	var recorded state.Config
 	var configured bool
 	var queued []state.QueuedRequest
+	var clusterID string
 	n.fsm.read(func(m *state.Machine) {
 		base, maxSlack = m.Now(), m.MaxSlack()
 		latest, held = m.LatestExpiry()
 		recorded, configured, queued = m.Config(), m.Configured(), m.Queued()
+		clusterID = m.ClusterID()
 	})
 	c := newLeaderClock(base, maxSlack, latest, held)
 	c.rate, c.term = n.cfg.ClockRate, term // c.start: a monotonic reading, never the wall clock
@@ -318,11 +321,26 @@ func (n *Node) takeOffice() bool {
 	// propose them before serving: they apply to later commands only. A log
 	// that never recorded rules gets them even when they equal format 1's,
 	// so attempts count from here on (per-attempt cancels need them).
-	if recorded != n.cfg.Rules || !configured {
-		n.cfg.Logger.Info("proposing the configured rules: the recorded ones differ (they apply to later commands only)",
-			"recorded", fmt.Sprintf("%+v", recorded), "configured", fmt.Sprintf("%+v", n.cfg.Rules))
+	// The first leader of a log without a cluster id chooses one and
+	// carries it in this OpConfig (state/clusterid.go: the machine never
+	// makes one; a later one never changes it).
+	if recorded != n.cfg.Rules || !configured || clusterID == "" {
+		cmd := &state.Command{Op: state.OpConfig, Config: n.cfg.Rules}
+		if recorded != n.cfg.Rules || !configured {
+			n.cfg.Logger.Info("proposing the configured rules: the recorded ones differ (they apply to later commands only)",
+				"recorded", fmt.Sprintf("%+v", recorded), "configured", fmt.Sprintf("%+v", n.cfg.Rules))
+		}
+		if clusterID == "" {
+			id, err := newClusterID()
+			if err != nil {
+				n.cfg.Logger.Error("choosing a cluster id failed; not taking office", "err", err)
+				return false
+			}
+			cmd.ClusterID = id
+			n.cfg.Logger.Info("proposing a cluster id: the log records none", "cluster_id", id)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
-		res, err := n.proposeWith(ctx, c, &state.Command{Op: state.OpConfig, Config: n.cfg.Rules})
+		res, err := n.proposeWith(ctx, c, cmd)
 		cancel()
 		if err == nil {
 			err = res.Err
