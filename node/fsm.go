@@ -38,6 +38,7 @@ type fsm struct {
 	onBatch atomic.Pointer[func(n int)] // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
+	counts   counters      // state events applied (counters.go)
 
 	cmds []state.Command // decoding buffer of group entries (FSM goroutine only)
 }
@@ -61,6 +62,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	var events []state.Event
 	rules := false
 	f.mu.Lock()
+	rel0, exp0 := f.m.LeaseEnds()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
@@ -75,6 +77,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 			for j := range cmds {
 				rules = rules || cmds[j].Op == state.OpConfig
 				rs[j] = f.m.Apply(cmds[j])
+				f.counts.result(cmds[j].Op, &rs[j])
 				events = append(events, rs[j].Events...)
 			}
 			out[i] = rs
@@ -89,9 +92,12 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		rules = rules || cmd.Op == state.OpConfig
 		res := f.m.Apply(cmd)
+		f.counts.result(cmd.Op, &res)
 		events = append(events, res.Events...)
 		out[i] = res
 	}
+	rel1, exp1 := f.m.LeaseEnds()
+	f.counts.leaseEnds(rel0, exp0, rel1, exp1)
 	if rules {
 		f.maxTTL.Store(int64(f.m.Config().MaxTTL))
 	}

@@ -42,6 +42,14 @@ type Status struct {
 	// Sessions is the number of sessions the machine holds
 	// (state.Machine.Sessions).
 	Sessions int
+	// Resources and ResourceBytes are the fenced resources the machine
+	// holds (tombstones included) and the bytes of their values.
+	Resources     int
+	ResourceBytes int64
+	// StateTime is the machine's server time: the latest stamp of the
+	// commands it applied (on a leader in office ServerTime, the running
+	// leader clock, is ahead of it).
+	StateTime int64
 	// Proposals counts the commands this process proposed, Groups the log
 	// entries they were grouped into (group commit): Proposals/Groups is
 	// the mean group size.
@@ -109,6 +117,8 @@ func (n *Node) Status() Status {
 		s.Queued = m.Waiting() // a counter: Status is polled by health checks
 		s.Rules = m.Config()
 		s.Sessions = m.Sessions()
+		s.Resources, s.ResourceBytes = m.Resources(), m.ResourceBytes()
+		s.StateTime = m.Now()
 	})
 	return s
 }
@@ -128,15 +138,16 @@ func (n *Node) Rules() state.Config {
 // flags (Config.Rules) only propose rules; this is what decides.
 func (n *Node) MaxTTL() time.Duration { return time.Duration(n.fsm.maxTTL.Load()) }
 
-// HeldLeases counts the locks held at the leader clock (a full scan: meant
-// for metrics scrapes, not hot paths).
+// HeldLeases counts the locks held at the leader clock; on a node not in
+// office, at the server time of the last command it applied (a full scan:
+// meant for metrics scrapes and status, not hot paths).
 func (n *Node) HeldLeases() int {
 	now, err := n.Now()
-	if err != nil {
-		return 0
-	}
 	held := 0
 	n.fsm.read(func(m *state.Machine) {
+		if err != nil {
+			now = m.Now()
+		}
 		for _, li := range m.Locks("", now) {
 			if li.Lease != nil {
 				held++
