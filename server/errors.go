@@ -28,11 +28,13 @@ func (s *Server) connectError(ctx context.Context, procedure string, err error) 
 	switch {
 	case fence.ReasonOf(err) != "":
 		s.countRefusal(err)
+		s.logRefusal(ctx, procedure, err)
 		return apierr.ToConnect(err)
 	case errors.Is(err, node.ErrUnknownOutcome):
 		s.log.Warn("outcome unknown; the client may retry with the same id", "procedure", procedure, "err", err)
 		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, node.ErrNotLeader):
+		s.logRefusal(ctx, procedure, err)
 		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, node.ErrClosed) || s.draining():
 		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
