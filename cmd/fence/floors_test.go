@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceworks/fence"
+	mysqlguard "github.com/fenceworks/fence/guard/mysql"
 	"github.com/fenceworks/fence/guard/postgres"
 	redisguard "github.com/fenceworks/fence/guard/redis"
 	"github.com/fenceworks/fence/guard/sqlite"
@@ -46,6 +48,11 @@ func TestParseFloorFrom(t *testing.T) {
 			conn: "redis://:pw@cache:6379/2?dial_timeout=3s", wantPrefix: "app.fence",
 			shown: "redis://:xxxxx@cache:6379/2?prefix=app.fence&dial_timeout=3s"},
 		{dsn: "rediss://cache:6380", kind: "redis", conn: "rediss://cache:6380", shown: "rediss://cache:6380"},
+		{dsn: "mysql://fence:s3cret@db/app?table=g&timeout=5s", table: "from_flag", kind: "mysql",
+			conn: "fence:s3cret@tcp(db:3306)/app?timeout=5s", wantTable: "g",
+			shown: "mysql://fence:xxxxx@db/app?table=g&timeout=5s"},
+		{dsn: "mariadb://db:3307/app", table: "from_flag", kind: "mysql", conn: "tcp(db:3307)/app", wantTable: "from_flag",
+			shown: "mariadb://db:3307/app"},
 	} {
 		s, err := parseFloorFrom(tc.dsn, tc.table)
 		if err != nil {
@@ -71,6 +78,7 @@ func TestParseFloorFrom(t *testing.T) {
 		{dsn: "sqlite:", field: "floor-from"},
 		{dsn: "sqlite:g.db?prefix=x", field: "floor-from"},
 		{dsn: "redis://cache:6379?bogus_option=1", field: "floor-from"},
+		{dsn: "mysql://u:topsecret@db/app?table=bad%3Bname", field: "table", notShown: "topsecret"},
 	} {
 		_, err := parseFloorFrom(tc.dsn, "")
 		var inv *fence.InvalidError
@@ -178,6 +186,47 @@ func TestFloorFromStores(t *testing.T) {
 		if _, err := s.maxToken(ctx, false); err == nil {
 			t.Errorf("%s: no error for a missing table", s)
 		}
+	})
+
+	t.Run("mysql", func(t *testing.T) {
+		db, dsn := mysqlTestDB(t)
+		table := "floor_" + randName()
+		g, err := mysqlguard.New(mysqlguard.Options{Table: table, OpsTable: table + "_ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Migrate(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table + ", " + table + "_ops") })
+		// The driver DSN as a mysql:// URL.
+		cfg, _, err := mysqlguard.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + cfg.DBName, RawQuery: "table=" + table}
+		if cfg.User != "" {
+			u.User = url.UserPassword(cfg.User, cfg.Passwd)
+			if cfg.Passwd == "" {
+				u.User = url.User(cfg.User)
+			}
+		}
+		s, err := parseFloorFrom(u.String(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEmptyStore(t, ctx, s, `table "`+table+`"`)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Check(ctx, tx, "r", 5150); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		wantFloor(t, ctx, s, 5150)
 	})
 
 	t.Run("redis", func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-const guardUsage = `usage: fence guard max-token (--postgres DSN | --redis ADDR [--redis-prefix P] | --sqlite PATH) [--table T] [--allow-empty] [--json] [--timeout D]
+const guardUsage = `usage: fence guard max-token (--postgres DSN | --mysql DSN | --redis ADDR [--redis-prefix P] | --sqlite PATH) [--table T] [--allow-empty] [--json] [--timeout D]
 
 max-token prints the largest fencing token a guard store has accepted: the
 floor a restore of the server must stay above (fence restore --floor-from
@@ -22,9 +22,11 @@ reads it itself). A store where no token is found — an empty table, or far
 more likely a mistyped table or prefix — is an error (exit 1, "no tokens
 found in ...: wrong table or prefix?"), not a 0 an operator would trust.
   --postgres DSN     a PostgreSQL connection string (guard table, default fence_guard)
+  --mysql DSN        a MySQL/MariaDB DSN, mysql://user:pw@host:3306/db or user:pw@tcp(host:3306)/db
+                     ([?table=T]; guard table, default fence_guard)
   --redis ADDR       a Redis address host:port or redis:// URL (keys under --redis-prefix, default "fence")
   --sqlite PATH      an existing SQLite database file (opened read-only)
-  --table T          the guard table of --postgres or --sqlite
+  --table T          the guard table of --postgres, --mysql or --sqlite
   --allow-empty      print 0 and exit 0 when no token is found (for scripts that expect it)
 `
 
@@ -53,11 +55,12 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), guardUsage) }
 	registerHelp(fs, stdout)
 	var (
-		pgDSN, redisAddr, redisPrefix, sqlitePath, table string
-		asJSON, allowEmpty                               bool
-		timeout                                          time.Duration
+		pgDSN, mysqlDSN, redisAddr, redisPrefix, sqlitePath, table string
+		asJSON, allowEmpty                                         bool
+		timeout                                                    time.Duration
 	)
 	fs.StringVar(&pgDSN, "postgres", "", "PostgreSQL `DSN`")
+	fs.StringVar(&mysqlDSN, "mysql", "", "MySQL/MariaDB `DSN`")
 	fs.StringVar(&redisAddr, "redis", "", "Redis `ADDR` or URL")
 	fs.StringVar(&redisPrefix, "redis-prefix", redisguard.DefaultPrefix, "Redis key `prefix`")
 	fs.StringVar(&sqlitePath, "sqlite", "", "SQLite database `PATH`")
@@ -79,16 +82,16 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 		return usage(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	}
 	n := 0
-	for _, s := range []string{pgDSN, redisAddr, sqlitePath} {
+	for _, s := range []string{pgDSN, mysqlDSN, redisAddr, sqlitePath} {
 		if s != "" {
 			n++
 		}
 	}
 	switch {
 	case n != 1:
-		return usage("give exactly one of --postgres, --redis, --sqlite")
+		return usage("give exactly one of --postgres, --mysql, --redis, --sqlite")
 	case table != "" && redisAddr != "":
-		return usage("--table applies to --postgres and --sqlite")
+		return usage("--table applies to --postgres, --mysql and --sqlite")
 	case redisPrefix != redisguard.DefaultPrefix && redisAddr == "":
 		return usage("--redis-prefix applies to --redis")
 	case timeout <= 0:
@@ -98,6 +101,11 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	var store guardStore
 	switch {
+	case mysqlDSN != "":
+		var err error
+		if store, err = mysqlStore(mysqlDSN, table, false); err != nil {
+			return guardFail(stdout, stderr, asJSON, err)
+		}
 	case pgDSN != "":
 		store = guardStore{kind: "postgres", conn: pgDSN, table: table, shown: redactDSN(pgDSN)}
 	case redisAddr != "":

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	mysqlguard "github.com/fenceworks/fence/guard/mysql"
 	"github.com/fenceworks/fence/guard/postgres"
 	redisguard "github.com/fenceworks/fence/guard/redis"
 	"github.com/fenceworks/fence/guard/sqlite"
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 )
@@ -236,3 +238,66 @@ func TestGuardUsage(t *testing.T) {
 }
 
 func fenceToken(n uint64) fence.Token { return fence.Token(n) }
+
+// mysqlTestDB opens the test MariaDB (FENCE_TEST_MYSQL, a driver DSN, or
+// root@tcp(127.0.0.1:3306)/test) or skips loudly; it returns the DSN too.
+func mysqlTestDB(t *testing.T) (*sql.DB, string) {
+	t.Helper()
+	dsn := os.Getenv("FENCE_TEST_MYSQL")
+	if dsn == "" {
+		dsn = "root@tcp(127.0.0.1:3306)/test"
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		storeUnavailable(t, "MySQL/MariaDB at %s (FENCE_TEST_MYSQL): %v", dsn, err)
+	}
+	return db, dsn
+}
+
+func TestGuardMaxTokenMySQL(t *testing.T) {
+	ctx := context.Background()
+	db, dsn := mysqlTestDB(t)
+	table := "cli_" + randName()
+	g, err := mysqlguard.New(mysqlguard.Options{Table: table, OpsTable: table + "_ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table + ", " + table + "_ops") })
+	wantEmpty(t, `table "`+table+`"`, "--mysql", dsn, "--table", table)
+	for _, tok := range []uint64{6, 66, 16} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Check(ctx, tx, "r"+fenceToken(tok).String(), fenceToken(tok)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantMaxToken(t, "66", "--mysql", dsn, "--table", table)
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	wantMaxToken(t, "66", "--mysql", dsn+sep+"table="+table) // the DSN's table=
+	if code, _, errs := runGuard("max-token", "--mysql", dsn+sep+"table="+table, "--table", table+"x"); code != 2 || !strings.Contains(errs, "table") {
+		t.Errorf("--table and a different table=: exit %d %q, want 2 naming table", code, errs)
+	}
+	if code, out, _ := runGuard("max-token", "--mysql", dsn, "--table", table+"_nope"); code != 1 || out != "" {
+		t.Errorf("missing table: exit %d %q, want 1", code, out)
+	}
+	if code, _, errs := runGuard("max-token", "--mysql", "root:s3cret@tcp(127.0.0.1:1)/test", "--timeout", "5s"); code != 1 || strings.Contains(errs, "s3cret") {
+		t.Errorf("unreachable: exit %d %q, want 1 without the password", code, errs)
+	}
+}
