@@ -53,6 +53,7 @@ var subcommands = map[string]subcommand{
 	"lab":     labCmd,
 	"members": membersCmd,
 	"backup":  backupCmd,
+	"restore": restoreCmd,
 	"status":  statusCmd,
 	"version": versionCmd,
 }
@@ -87,6 +88,9 @@ commands:
   status                                                  each --server node's own status (role,
                                                           indexes, counter, sessions, leases, ...)
   backup FILE                                             back up the node's state to FILE (- : stdout)
+  restore FILE --data-dir DIR [--floor N] [--floor-from DSN]...
+                                                          build a data dir from a backup (offline);
+                                                          the token counter never goes back
   guard max-token ...                                     inspect a guard store
   version
 

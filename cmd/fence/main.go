@@ -15,6 +15,7 @@
 //	fence read RESOURCE
 //	fence lab [--unit D] [--embedded]
 //	fence members [add ID RAFTADDR | remove ID | transfer [ID]]
+//	fence restore FILE --data-dir DIR [--floor N]... [--floor-from DSN]... [--node-id ID] [--raft-addr HOST:PORT]
 //	fence guard max-token ...
 //	fence version (or fence --version)
 //
