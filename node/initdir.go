@@ -122,7 +122,12 @@ func InitDataDir(cfg Config, m *state.Machine, index, term uint64) (err error) {
 		return fmt.Errorf("node: snapshot store: %w", err)
 	}
 	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: addr}}}
-	sink, err := snaps.Create(raft.SnapshotVersionMax, index, term, conf, index, nil)
+	// Create encodes the legacy peers field with the transport's
+	// EncodePeer (raft's in-memory and TCP transports both write the
+	// address as is); it needs one, not a running one.
+	_, trans := raft.NewInmemTransport(addr)
+	defer trans.Close()
+	sink, err := snaps.Create(raft.SnapshotVersionMax, index, term, conf, index, trans)
 	if err != nil {
 		return fmt.Errorf("node: init data dir: create the snapshot: %w", err)
 	}
