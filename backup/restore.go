@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,6 +34,9 @@ type RestoreOptions struct {
 	Floors []Floor
 	// Now is the wall-clock time of the restore (the wall floor).
 	Now time.Time
+	// Logger receives the data dir's creation lines (raft's stores); nil
+	// discards them (fence restore prints its Report).
+	Logger *slog.Logger
 }
 
 // Report is what Restore did.
@@ -93,7 +97,11 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 	if got := m.LastToken(); got != rep.First-1 {
 		return rep, fmt.Errorf("backup: the counter is %d after raising it for first token %d", got, rep.First)
 	}
-	cfg := node.Config{DataDir: opts.DataDir, NodeID: opts.NodeID, LogStore: opts.LogStore}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := node.Config{DataDir: opts.DataDir, NodeID: opts.NodeID, LogStore: opts.LogStore, Logger: logger}
 	if opts.RaftAddr != "" {
 		cfg.Peers = []node.Peer{{ID: opts.NodeID, Addr: opts.RaftAddr}}
 	}
