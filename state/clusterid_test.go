@@ -1,0 +1,101 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// The first OpConfig carrying a cluster id records it; a later one never
+// changes it (its rules still apply); it survives a snapshot; a command
+// carrying one encodes as version 4 and decodes to itself.
+func TestClusterIDRecordedOnceAndKept(t *testing.T) {
+	m := New()
+	if m.ClusterID() != "" {
+		t.Fatalf("a new machine has cluster id %q", m.ClusterID())
+	}
+	cfg := DefaultConfig()
+	mustOK(t, m, Command{Op: OpConfig, Now: sec, Config: cfg, ClusterID: "first-id"})
+	if m.ClusterID() != "first-id" {
+		t.Fatalf("cluster id %q, want first-id", m.ClusterID())
+	}
+	cfg2 := cfg
+	cfg2.MaxOps = cfg.MaxOps + 1
+	mustOK(t, m, Command{Op: OpConfig, Now: 2 * sec, Config: cfg2, ClusterID: "second-id"})
+	if m.ClusterID() != "first-id" || m.Config() != cfg2 {
+		t.Fatalf("after a second id: cluster id %q, config %+v; want first-id and the new rules", m.ClusterID(), m.Config())
+	}
+	mustOK(t, m, Command{Op: OpConfig, Now: 3 * sec, Config: cfg})
+	if m.ClusterID() != "first-id" {
+		t.Fatalf("an OpConfig without an id changed it to %q", m.ClusterID())
+	}
+	var b bytes.Buffer
+	if err := m.Snapshot(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"cluster_id":"first-id"`) {
+		t.Fatalf("snapshot has no cluster id: %s", b.String())
+	}
+	r := New()
+	if err := r.Restore(bytes.NewReader(b.Bytes())); err != nil || r.ClusterID() != "first-id" {
+		t.Fatalf("restored: %q, %v", r.ClusterID(), err)
+	}
+
+	c := Command{Op: OpConfig, Now: 5, Config: cfg, ClusterID: "first-id"}
+	enc, err := c.MarshalBinary()
+	if err != nil || enc[0] != CommandVersion4 {
+		t.Fatalf("encoded %v, %v: want version %d", enc, err, CommandVersion4)
+	}
+	var d Command
+	if err := d.UnmarshalBinary(enc); err != nil || d.ClusterID != "first-id" || d.Config != cfg {
+		t.Fatalf("decoded %+v, %v", d, err)
+	}
+	// Without an id the encoding is as before (version 2).
+	c.ClusterID = ""
+	if enc, _ := c.MarshalBinary(); enc[0] != CommandVersion2 {
+		t.Fatalf("an OpConfig without an id encodes as version %d", enc[0])
+	}
+}
+
+// A cluster id on any other op, or not a valid id, is refused and changes
+// nothing (an OpConfig with a bad id applies no rules either); a snapshot
+// without one (older) loads with none; an older format carrying one is
+// refused.
+func TestClusterIDRefusals(t *testing.T) {
+	m := NewWithConfig(DefaultConfig())
+	var inv *fence.InvalidError
+	r := m.Apply(Command{Op: OpAcquire, Now: sec, Name: "a", Owner: "o", TTL: time.Second, ClusterID: "x"})
+	if !errors.As(r.Err, &inv) || inv.Field != "cluster_id" || m.LastToken() != 0 {
+		t.Fatalf("an acquire with a cluster id: %+v", r)
+	}
+	cfg := DefaultConfig()
+	cfg.MaxOps++
+	for _, id := range []string{"has space", strings.Repeat("a", MaxClusterIDBytes+1), "é"} {
+		r = m.Apply(Command{Op: OpConfig, Now: sec, Config: cfg, ClusterID: id})
+		if !errors.As(r.Err, &inv) || m.ClusterID() != "" || m.Config() == cfg {
+			t.Fatalf("OpConfig with cluster id %q: %+v, id %q", id, r, m.ClusterID())
+		}
+	}
+	var b bytes.Buffer
+	m.Snapshot(&b)
+	if strings.Contains(b.String(), "cluster_id") {
+		t.Fatalf("a machine without an id writes one: %s", b.String())
+	}
+	b.Reset()
+	New().Snapshot(&b) // InitialConfig: no session caps, so it reads as format 2 too
+	old := strings.Replace(b.String(), `"format":"fence-state/3"`, `"format":"fence-state/2"`, 1)
+	if err := New().Restore(strings.NewReader(old)); err != nil {
+		t.Fatalf("the format-2 snapshot: %v", err)
+	}
+	old = strings.Replace(old, `"locks":null`, `"cluster_id":"x","locks":null`, 1)
+	if !strings.Contains(old, "cluster_id") {
+		t.Fatal(old)
+	}
+	if err := New().Restore(strings.NewReader(old)); !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), "no cluster id") {
+		t.Fatalf("a format-2 snapshot with a cluster id: %v", err)
+	}
+}
