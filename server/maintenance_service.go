@@ -5,14 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"runtime/debug"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/backup"
 )
 
 // backupChunk bounds the data of one BackupResponse.
@@ -38,6 +43,9 @@ const maxBackups = 1
 // instead cut when one message cannot be written within WriteTimeout (a
 // client that stopped reading).
 func (s *Server) maintenanceRoute(opts []connect.HandlerOption) route {
+	// A backup is not compressed: gzip would cost the node CPU its
+	// applies need, for bytes that go to a file once (compress the file).
+	opts = append(slices.Clip(opts), connect.WithCompressMinBytes(math.MaxInt))
 	path, h := fencev1connect.NewMaintenanceServiceHandler(maintenanceService{s: s, slot: make(chan struct{}, maxBackups)}, opts...)
 	return route{prefix: path, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
@@ -145,8 +153,31 @@ func (c *chunkSender) flush() error {
 
 var _ io.Writer = (*chunkSender)(nil)
 
-// prepareBackup takes the node's backup point and returns the header's
-// facts and the function that writes the file.
+// prepareBackup copies the node's state (node.BackupView) and returns the
+// header's facts and the function that writes the file (backup.Write).
 func (s *Server) prepareBackup(ctx context.Context) (*fencev1.BackupHeader, func(io.Writer) error, error) {
-	return nil, nil, connect.NewError(connect.CodeUnimplemented, errors.New("backup: waiting for node.BackupView"))
+	p, err := s.node.BackupView(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := backup.Header{
+		ClusterID: p.ClusterID, NodeID: p.NodeID, Role: p.Role,
+		AppliedIndex: p.Applied, Term: p.Term, LastToken: p.LastToken,
+		ServerTimeNS: p.ServerTime, WallUnixMS: p.WallUnixMS, Version: buildVersion(),
+	}
+	hdr := &fencev1.BackupHeader{
+		Format: backup.FormatVersion, ClusterId: h.ClusterID, NodeId: h.NodeID, Role: h.Role,
+		AppliedIndex: h.AppliedIndex, Term: h.Term, LastToken: uint64(h.LastToken),
+		ServerTime: durationpb.New(time.Duration(h.ServerTimeNS)), WallUnixMs: h.WallUnixMS, Version: h.Version,
+	}
+	return hdr, func(w io.Writer) error { return backup.Write(w, h, p.View) }, nil
+}
+
+// buildVersion is the fence version of this binary, from its build info
+// ("(devel)" when built from a work tree).
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }

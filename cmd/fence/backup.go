@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/backup"
 	"github.com/fenceworks/fence/client"
 )
 
@@ -173,30 +172,70 @@ func backupToFile(ctx context.Context, c *client.Client, path string) (res backu
 	return backupResult{path: path, hdr: hdr, bytes: cw.n, sha256: sum}, nil
 }
 
-// backupToStdout writes the backup to stdout, checking it as it goes.
+// backupToStdout writes the backup to stdout, checking it as it goes (a
+// reader of the file beside the writer): a stream that ends short or
+// differs from its checksum fails the command, though stdout got it.
 func backupToStdout(ctx context.Context, c *client.Client, stdout io.Writer) (backupResult, error) {
 	cw := &backupCounter{w: stdout}
-	sum := sha256.New()
-	hdr, err := c.Backup(ctx, io.MultiWriter(cw, sum))
-	if err != nil {
+	pr, pw := io.Pipe()
+	type verified struct {
+		h   backup.Header
+		t   backup.Trailer
+		err error
+	}
+	check := make(chan verified, 1)
+	go func() {
+		h, t, err := backup.Verify(pr)
+		pr.CloseWithError(errCheckEnded)
+		check <- verified{h, t, err}
+	}()
+	hdr, err := c.Backup(ctx, io.MultiWriter(cw, pw))
+	pw.CloseWithError(err) // nil: EOF
+	v := <-check
+	if err != nil && !errors.Is(err, errCheckEnded) {
 		return backupResult{}, err
 	}
-	return backupResult{path: "-", hdr: hdr, bytes: cw.n, sha256: hex.EncodeToString(sum.Sum(nil))}, nil
+	if v.err == nil {
+		v.err = sameHeader(v.h, hdr)
+	}
+	if v.err != nil {
+		return backupResult{}, fmt.Errorf("backup: written to stdout, but it does not check: %w", v.err)
+	}
+	return backupResult{path: "-", hdr: hdr, bytes: cw.n, sha256: v.t.SHA256}, nil
 }
 
-// checkBackupFile reads the backup at path and checks it (a placeholder
-// until package backup lands: the SHA-256 of the whole file).
+// errCheckEnded: the check of a backup written to stdout stopped reading
+// (it found the stream wrong).
+var errCheckEnded = errors.New("the check of the backup ended early")
+
+// checkBackupFile reads the backup at path, checks it (backup.Verify: the
+// framing and the checksum) and that its header is the one the node
+// streamed; it returns the trailer's SHA-256.
 func checkBackupFile(path string, hdr *fencev1.BackupHeader) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	sum := sha256.New()
-	if _, err := io.Copy(sum, f); err != nil {
-		return "", err
+	h, t, err := backup.Verify(f)
+	if err == nil {
+		err = sameHeader(h, hdr)
 	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
+	if err != nil {
+		return "", fmt.Errorf("backup: %s does not check: %w", path, err)
+	}
+	return t.SHA256, nil
+}
+
+// sameHeader checks the file's header against the facts the node streamed.
+func sameHeader(h backup.Header, hdr *fencev1.BackupHeader) error {
+	if h.NodeID != hdr.GetNodeId() || h.ClusterID != hdr.GetClusterId() || h.AppliedIndex != hdr.GetAppliedIndex() ||
+		h.Term != hdr.GetTerm() || uint64(h.LastToken) != hdr.GetLastToken() || h.WallUnixMS != hdr.GetWallUnixMs() {
+		return fmt.Errorf("the file's header (node %s, cluster %q, applied index %d, term %d, last token %d) is not the one the node sent (node %s, cluster %q, applied index %d, term %d, last token %d)",
+			h.NodeID, h.ClusterID, h.AppliedIndex, h.Term, h.LastToken,
+			hdr.GetNodeId(), hdr.GetClusterId(), hdr.GetAppliedIndex(), hdr.GetTerm(), hdr.GetLastToken())
+	}
+	return nil
 }
 
 // syncBackupDir fsyncs directory dir, so that a rename in it is durable.
