@@ -18,6 +18,7 @@ import (
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/internal/buildinfo"
 	"github.com/fenceworks/fence/node"
 )
 
@@ -119,7 +120,29 @@ func (m *Membership) NodeStatus(adding bool) *fencev1.NodeStatusResponse {
 		Id: st.ID, RaftAddr: m.addr, Role: strings.ToLower(st.Role),
 		LeaderId: st.LeaderID, LeaderAddr: st.LeaderAddr, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastToken: uint64(st.LastToken),
-		Ready: m.node.Ready(),
+		Ready:     m.node.Ready(),
+		ClusterId: st.ClusterID,
+		Sessions:  uint64(max(st.Sessions, 0)), LeasesHeld: uint64(max(m.node.HeldLeases(), 0)),
+		Waiters: uint64(max(st.Waiters, 0)), Queued: uint64(max(st.Queued, 0)),
+		Slack:     durationpb.New(st.Slack),
+		Resources: uint64(max(st.Resources, 0)), ResourceBytes: uint64(max(st.ResourceBytes, 0)),
+		OldestIdAge: durationpb.New(st.OldestIDAge),
+		Version:     buildinfo.Version(),
+	}
+	// The leader clock in office; else the server time of the last
+	// command applied.
+	serverTime := st.ServerTime
+	if !st.InOffice {
+		serverTime = st.StateTime
+	}
+	r.ServerTime = durationpb.New(time.Duration(serverTime))
+	if st.Fatal != nil {
+		r.Fatal = st.Fatal.Error()
+	}
+	if b, err := m.node.DataDirBytes(); err == nil {
+		r.DataDirBytes = b
+	} else {
+		m.log.Debug("data dir size unknown", "err", err)
 	}
 	if !st.LastContact.IsZero() {
 		r.LastContact = durationpb.New(time.Since(st.LastContact))

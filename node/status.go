@@ -50,6 +50,9 @@ type Status struct {
 	// commands it applied (on a leader in office ServerTime, the running
 	// leader clock, is ahead of it).
 	StateTime int64
+	// ClusterID is the cluster's id recorded in the state
+	// (state.Machine.ClusterID; "" before the first leader took office).
+	ClusterID string
 	// Proposals counts the commands this process proposed, Groups the log
 	// entries they were grouped into (group commit): Proposals/Groups is
 	// the mean group size.
@@ -119,6 +122,7 @@ func (n *Node) Status() Status {
 		s.Sessions = m.Sessions()
 		s.Resources, s.ResourceBytes = m.Resources(), m.ResourceBytes()
 		s.StateTime = m.Now()
+		s.ClusterID = m.ClusterID()
 	})
 	return s
 }
@@ -156,6 +160,11 @@ func (n *Node) HeldLeases() int {
 	})
 	return held
 }
+
+// OnSync registers fn to be called with the duration of each fsync of the
+// raft log's WAL segment files (raftstore.Store.OnSync; never with the bolt
+// log store), replacing any earlier fn (nil removes it). fn must not block.
+func (n *Node) OnSync(fn func(time.Duration)) { n.store.OnSync(fn) }
 
 // OnBatch registers fn to be called after each applied batch with its size
 // (for metrics), replacing any earlier fn (nil removes it). It may be called

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
+
+	"github.com/fenceworks/fence/internal/buildinfo"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
@@ -18,10 +19,7 @@ func versionCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	v := version
 	if v == "" {
-		v = "(devel)"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
+		v = buildinfo.Version() // what fence status reports of a server
 	}
 	emit(g, stdout, fmt.Sprintf("fence %s %s", v, runtime.Version()),
 		map[string]string{"version": v, "go": runtime.Version()})
