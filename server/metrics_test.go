@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-		"slices"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
