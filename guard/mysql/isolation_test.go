@@ -41,9 +41,11 @@ func strategies() []strategy {
 	}
 	return []strategy{
 		{
-			name:    "guard Check (INSERT … ON DUPLICATE KEY UPDATE IF)",
-			atomic:  true,
-			compare: func(ctx context.Context, tx *sql.Tx, s *store, tok fence.Token) error { return s.g.Check(ctx, tx, "r", tok) },
+			name:   "guard Check (INSERT … ON DUPLICATE KEY UPDATE IF)",
+			atomic: true,
+			compare: func(ctx context.Context, tx *sql.Tx, s *store, tok fence.Token) error {
+				return s.g.Check(ctx, tx, "r", tok)
+			},
 			advance: func(context.Context, *sql.Tx, *store, fence.Token) error { return nil },
 		},
 		{name: "SELECT … FOR UPDATE, then UPDATE", atomic: true, compare: readThenUpdate(" FOR UPDATE"), advance: update},
