@@ -21,10 +21,6 @@ type Op struct {
 	Payload []byte
 }
 
-// doAttempts bounds how often Do begins again after a deadlock or lock wait
-// timeout that happened before fn was called.
-const doAttempts = 3
-
 // Do runs op with the default Guard. See Guard.Do.
 func Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) ([]byte, error)) (result []byte, replayed bool, err error) {
 	return defaultGuard.Do(ctx, db, op, fn)
@@ -54,9 +50,9 @@ func Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) ([]byte, er
 // If fn returns an error, the transaction rolls back — the data and the
 // token advance alike — and Do returns that error unchanged. If the commit
 // fails, the outcome may be unknown (a lost connection); retrying with the
-// same Op is safe, that is the point of op_id. A deadlock or lock wait
-// timeout before fn ran makes Do begin again (at most 3 times in all); one
-// in fn or after it is returned (IsRetryable reports it).
+// same Op is safe, that is the point of op_id. A deadlock or a lock wait
+// timeout is returned wrapped (IsRetryable reports it): nothing was applied,
+// run Do again with the same Op.
 //
 // Two concurrent Do calls with the same op_id never both apply: the second
 // waits on the guard row lock, then finds the first's record and replays it.
@@ -71,19 +67,6 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) 
 		return nil, false, err
 	}
 	hash := sqlguard.PayloadHash(op.Payload)
-	for attempt := 1; ; attempt++ {
-		var called bool
-		result, replayed, err = g.doOnce(ctx, db, op, hash, func(tx *sql.Tx) ([]byte, error) {
-			called = true
-			return fn(tx)
-		})
-		if err == nil || called || attempt == doAttempts || !IsRetryable(err) || ctx.Err() != nil {
-			return result, replayed, err
-		}
-	}
-}
-
-func (g *Guard) doOnce(ctx context.Context, db Beginner, op Op, hash []byte, fn func(tx *sql.Tx) ([]byte, error)) (result []byte, replayed bool, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, false, fmt.Errorf("guard/mysql: do %q: begin: %w", op.ID, err)

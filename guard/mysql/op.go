@@ -3,10 +3,19 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
+
+// ErrOpSaved: SaveOp found the op already saved — another transaction
+// applied it and committed after this transaction's snapshot was taken
+// (REPEATABLE READ with reads before CheckOp), so CheckOp did not see it.
+// The op table's primary key refused the second record; roll back (nothing
+// of this attempt commits) and retry with the same op: the retry replays.
+// IsRetryable reports it.
+var ErrOpSaved = errors.New("the op was saved by a transaction that committed after this one's snapshot")
 
 // CheckOp runs with the default Guard. See Guard.CheckOp.
 func CheckOp(ctx context.Context, tx *sql.Tx, op Op) (saved []byte, replayed bool, err error) {
@@ -36,8 +45,8 @@ func SaveOp(ctx context.Context, tx *sql.Tx, op Op, result []byte) error {
 // does too if CheckOp is the transaction's first read (InnoDB takes the
 // snapshot at the first plain read); after earlier reads it may miss an op
 // committed since, and the op table's primary key then makes SaveOp fail
-// with a duplicate-key error (nothing is applied twice; roll back and retry:
-// the retry replays).
+// with ErrOpSaved: nothing is applied twice; roll back and retry with the
+// same op, the retry replays.
 func (g *Guard) CheckOp(ctx context.Context, tx *sql.Tx, op Op) (saved []byte, replayed bool, err error) {
 	if err := sqlguard.ValidateOp(op.Resource, op.Token, op.ID); err != nil {
 		return nil, false, err
@@ -59,6 +68,9 @@ func (g *Guard) SaveOp(ctx context.Context, tx *sql.Tx, op Op, result []byte) er
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, g.sql.saveOp, op.Resource, op.ID, sqlguard.PayloadHash(op.Payload), result, int64(op.Token)); err != nil {
+		if isDupEntry(err) {
+			return fmt.Errorf("guard/mysql: saving op %q: %w (%w)", op.ID, ErrOpSaved, err)
+		}
 		return fmt.Errorf("guard/mysql: saving op %q: %w", op.ID, err)
 	}
 	if g.pruner.Due() {

@@ -20,9 +20,12 @@ const (
 // transaction back), a lock wait timeout (1205, only the statement was
 // rolled back: roll back the rest yourself), or MariaDB's "record has
 // changed since last read" (1020, under REPEATABLE READ with
-// innodb_snapshot_isolation=ON, the default from MariaDB 11.8). Nothing of a
-// rolled-back transaction was applied.
+// innodb_snapshot_isolation=ON, the default from MariaDB 11.8), or
+// ErrOpSaved from SaveOp. Nothing of a rolled-back transaction was applied.
 func IsRetryable(err error) bool {
+	if errors.Is(err, ErrOpSaved) {
+		return true
+	}
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
 		return false
