@@ -79,6 +79,7 @@ type backedUpNode struct {
 	reqToken  fence.Token
 	session   uint64
 	T         fence.Token // the largest token issued before the restore
+	S         uint64      // the largest session id issued before the restore
 	clusterID string
 }
 
@@ -101,6 +102,9 @@ func backUpNode(t *testing.T) backedUpNode {
 	}
 	for i := range 20 {
 		b.T = grant(t, n, "after-"+strconv.Itoa(i))
+	}
+	for i := range 3 {
+		b.S = apply(t, n, state.Command{Op: state.OpSessionOpen, TTL: time.Hour, RequestID: "after-open-" + strconv.Itoa(i)}).Session.ID
 	}
 	if b.T <= b.point.LastToken {
 		t.Fatalf("T %d not above the backup's counter %d", b.T, b.point.LastToken)
@@ -159,6 +163,11 @@ func TestRestoreTokensContinueAboveEveryFloor(t *testing.T) {
 		t.Fatalf("first token after the restore %d, want %d (T %d + 1)", got, b.T+1, b.T)
 	}
 	b.checkBack(t, n1)
+	// Session ids are not re-issued either: one opened after the backup
+	// may still be held by a client.
+	if s := apply(t, n1, state.Command{Op: state.OpSessionOpen, TTL: time.Hour}).Session.ID; s <= b.S {
+		t.Fatalf("a session opened after the restore got id %d, issued before it (up to %d)", s, b.S)
+	}
 	if _, err := os.Stat(filepath.Join(dir1, RestoredFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the restore marker is still there after the first start: %v", err)
 	}

@@ -19,7 +19,7 @@ const (
 	OpTick       Op = 5  // only Now: expire what is due, hand freed locks to waiters
 	OpWrite      Op = 6  // Name (resource), Token, Value, OpID
 	OpAdd        Op = 7  // Name (resource), Token, Delta, OpID
-	OpBumpToken  Op = 8  // Token: raise the counter so the next grant is >= Token (restore floor)
+	OpBumpToken  Op = 8  // Token: raise the token and session counters so the next grant and session id are >= Token (restore floor)
 	OpConfig     Op = 9  // Config: the rules for every later command (see Config)
 	OpDelete     Op = 10 // Name (resource), Token, OpID: delete a fenced resource, fenced like a write
 	// Sessions (see session.go).

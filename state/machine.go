@@ -159,14 +159,20 @@ func (m *impl) settleDue(events *[]Event) {
 	}
 }
 
-// bumpToken raises the counter so the next grant is >= cmd.Token. It never
-// lowers it.
+// bumpToken raises the token counter so the next grant is >= cmd.Token,
+// and the session counter so the next session id is >= cmd.Token: a
+// restore must re-issue neither (a client that still holds a session id
+// issued after the backup would otherwise act on another client's new
+// session of the same id). It never lowers either.
 func (m *impl) bumpToken(cmd Command) Result {
 	if err := fence.ValidateToken(cmd.Token); err != nil {
 		return Result{Err: err}
 	}
 	if cmd.Token-1 > m.counter {
 		m.counter = cmd.Token - 1
+	}
+	if uint64(cmd.Token-1) > m.sessionCounter {
+		m.sessionCounter = uint64(cmd.Token - 1)
 	}
 	return Result{}
 }
