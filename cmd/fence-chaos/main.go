@@ -71,6 +71,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	expectCaught := fs.Bool("expect-caught", false, "exit 0 only when the run FAILS its checks (for planted bugs)")
 	linTimeout := fs.Duration("lin-timeout", 2*time.Minute, "porcupine time bound")
 	quiet := fs.Bool("q", false, "print only the summary line")
+	restoreInProcess := fs.Bool("restore-in-process", false, "restore fault: restore with package backup in the harness's process instead of `fence restore` (the same rule)")
+	plantRestore := fs.Bool("plant-restore-no-raise", false, "PLANTED BUG of the harness's own: every restore leaves the counter at the backup's (no floor, wall clock of 1970); use with -expect-caught (tokens_regressed)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -81,6 +83,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		FenceBin: *fenceBin, Duration: *duration, Seed: *seed, Nodes: *nodes, Workers: *workers,
 		Resources: *resources, Control: *control, PostgresDSN: *pg, TTL: *ttl,
 		SessionTTL: *sessionTTL, DiskBytes: *disk << 20, LinTimeout: *linTimeout, Log: stderr,
+		RestoreInProcess: *restoreInProcess, PlantRestoreNoRaise: *plantRestore,
 	}
 	if *quiet {
 		cfg.Log = io.Discard
@@ -238,8 +241,12 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	if r.Empty {
 		empty = " empty=yes"
 	}
-	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
-		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.EarlyExpiry, r.Expiries, r.LostWrites, r.DoubleApplies,
+	restores := ""
+	if r.Restores > 0 {
+		restores = fmt.Sprintf(" restores=%d restore_mismatch=%d", r.Restores, r.RestoreMismatch)
+	}
+	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
+		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.EarlyExpiry, r.Expiries, r.LostWrites, r.DoubleApplies, restores,
 		r.MissingFinal, r.Malformed, empty, r.StaleRefused, lin)
 	if r.Holds(*control) {
 		return 0

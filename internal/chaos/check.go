@@ -62,6 +62,15 @@ type Report struct {
 	// the token must be below the register's last token, and rt equal to it.
 	StaleRefused int
 
+	// Restores (informational): restores in the history (FaultRestore);
+	// with any, the built-in store's checks are scoped to the epochs
+	// between them (see scopeRestores). RestoreMismatch: a backup that was
+	// not consistent or did not come back as taken (an acknowledged write
+	// before it missing, a write after it in it, another value or token at
+	// the restored version, a last token above the backup's counter).
+	Restores        int
+	RestoreMismatch int
+
 	// Linearizable (checker 6): every register (store, resource) and every
 	// lock passed porcupine within the time limit.
 	Linearizable bool
@@ -85,7 +94,7 @@ func (r Report) OK() bool {
 
 // OKExceptStale is OK without checker 1: what a control run must pass.
 func (r Report) OKExceptStale() bool {
-	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.EarlyExpiry == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 &&
+	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.EarlyExpiry == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 && r.RestoreMismatch == 0 &&
 		r.Linearizable && r.MissingFinal == 0 && r.Malformed == 0 && !r.Empty
 }
 
@@ -113,9 +122,11 @@ const maxProblems = 20
 // Linearizable false.
 func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
+	ops, sc := scopeRestores(ops)
+	r.Restores = len(sc.restores)
 	h := newChkHistory(ops)
 
-	var probs [10][]string
+	var probs [11][]string
 	r.StaleAccepted, probs[0] = checkStale(h)
 	r.TokensRegressed, probs[1] = checkTokens(h)
 	r.Overlaps, probs[2] = checkOverlaps(h)
@@ -128,6 +139,9 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 		r.LinearDetail += fmt.Sprintf(" (%d ops of a definite outcome had no valid return time: taken as returning at +inf)", h.noReturn)
 	}
 	r.MissingFinal, probs[6] = checkFinals(h)
+	r.MissingFinal += len(sc.missing)
+	probs[6] = append(probs[6], sc.missing...)
+	r.RestoreMismatch, probs[10] = len(sc.problems), sc.problems
 	r.Malformed, probs[7] = len(h.malformed), h.malformed
 	r.StaleRefused = h.staleRefused
 	if h.workerOps == 0 {

@@ -96,6 +96,10 @@ type Op struct {
 	DeadlineMono int64 `json:"dl,omitempty"`
 
 	Err string `json:"err,omitempty"` // the error text of a non-OK outcome
+
+	// restoredLease (set by the checker, not recorded): a session release
+	// after a restore of a lease granted before it (see scopeRestores).
+	restoredLease bool
 }
 
 // Recorder appends ops to a JSONL file, one line each, flushed per line

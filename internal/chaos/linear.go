@@ -562,7 +562,7 @@ func (h *chkHistory) lockPartition(l string) *linPartition {
 	}
 	var es []linEntry
 	for _, o := range los {
-		es = append(es, linEntry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token, loose: o.Kind == KindRelease && !o.Session}})
+		es = append(es, linEntry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token, loose: o.Kind == KindRelease && (!o.Session || o.restoredLease)}})
 	}
 	sortLinEntries(es)
 	p := &linPartition{name: "lock " + l, nOps: len(es)}

@@ -83,13 +83,15 @@ type Fault struct {
 	// FENCE_TEST_CLOCK_OFFSET and FENCE_TEST_CLOCK_RATE.
 	ClockOffset time.Duration
 	ClockRate   float64
+	// BackupLead (restore): the backup is taken this long before At.
+	BackupLead time.Duration
 }
 
 func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", f.Kind)
 	switch {
-	case f.Kind.clusterFault():
+	case f.Kind.clusterFault() || f.Kind == FaultRestore:
 		fmt.Fprintf(&b, " pick=%d", f.Target)
 	case f.Kind.nodeFault():
 		fmt.Fprintf(&b, " node=%d", f.Target)
@@ -113,6 +115,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " from-leader=%v", f.FromLeader)
 	case FaultClockSkew:
 		fmt.Fprintf(&b, " offset=%s rate=%s", f.ClockOffset, formatRate(f.ClockRate))
+	case FaultRestore:
+		fmt.Fprintf(&b, " backup-lead=%s", f.BackupLead.Round(time.Millisecond))
 	}
 	return b.String()
 }
@@ -216,6 +220,12 @@ func (c ScheduleConfig) Schedule() []Fault {
 			}
 		case FaultDiskFull:
 			f.For = between(4*time.Second, 8*time.Second).Round(time.Millisecond)
+		case FaultRestore:
+			// For: how long the clients are cut off (the nemesis makes it
+			// at least the longest TTL, RestoreConfig.MinCut); the backup
+			// 1–10 s before, placed below
+			f.For = max(ttlTimes(1.5, 3), between(1500*time.Millisecond, 3*time.Second)).Round(time.Millisecond)
+			f.BackupLead = between(time.Second, 10*time.Second).Round(time.Millisecond)
 		default:
 			if !scheduleClusterFault(&f, between) {
 				// a kind this schedule does not know: a second, to the Nemesis's judgement
@@ -238,6 +248,9 @@ func (c ScheduleConfig) Schedule() []Fault {
 			return false
 		}
 		f.At = at
+		if f.Kind == FaultRestore {
+			f.BackupLead = min(f.BackupLead, at/2)
+		}
 		out = append(out, f)
 		at += f.For + between(200*time.Millisecond, time.Second).Round(time.Millisecond)
 		return true
@@ -329,6 +342,8 @@ type Nemesis struct {
 	// fence.MaxValueBytes, 1 MiB). Negative: no writes, only the shrunk
 	// disk.
 	DiskFillValue int
+	// Restore configures FaultRestore (nil: restores are skipped).
+	Restore *RestoreConfig
 
 	mu       sync.Mutex
 	start    time.Time
@@ -341,6 +356,10 @@ type Nemesis struct {
 	paused   map[int]bool // workers stopped by the nemesis
 	fills    int
 	down     map[int]*downNode // nodes the nemesis failed to restart
+
+	restores  []restoreDone // the restores made, with their records
+	nRestores int
+	restoreMu sync.RWMutex // a restore holds it; a backup attempt reads it
 }
 
 // downNode is a node whose restart failed: retried every 5s, not counted as
@@ -424,6 +443,9 @@ func (n *Nemesis) Run(ctx context.Context, sched []Fault) (map[FaultKind]int, er
 func formatFaultCounts(c map[FaultKind]int) string {
 	var parts []string
 	known := append(append([]FaultKind(nil), AllFaults...), ClusterFaults...)
+	if !slices.Contains(known, FaultRestore) {
+		known = append(known, FaultRestore)
+	}
 	for _, k := range known {
 		if c[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%s:%d", k, c[k]))
@@ -529,6 +551,16 @@ func holdFor(ctx context.Context, d time.Duration) {
 }
 
 func (n *Nemesis) run(ctx context.Context, i int, f Fault) {
+	var bk backupResult
+	if f.Kind == FaultRestore && n.Restore != nil {
+		// the backup, BackupLead before the restore, under whatever
+		// other fault runs then (retried until the restore is due)
+		holdFor(ctx, time.Until(n.start.Add(f.At-f.BackupLead)))
+		if ctx.Err() != nil {
+			return
+		}
+		bk = n.takeBackup(ctx, i, n.start.Add(f.At))
+	}
 	t := time.NewTimer(time.Until(n.start.Add(f.At)))
 	select {
 	case <-ctx.Done():
@@ -540,7 +572,7 @@ func (n *Nemesis) run(ctx context.Context, i int, f Fault) {
 	// follower) and may touch any of them: it holds every node's lane, in
 	// index order (the others hold one lane at a time: no deadlock).
 	keys := []string{n.laneOf(f)}
-	if f.Kind.clusterFault() {
+	if f.Kind.clusterFault() || f.Kind == FaultRestore {
 		keys = keys[:0]
 		for j := range n.Cluster.Nodes {
 			keys = append(keys, fmt.Sprintf("node-%d", j))
@@ -564,7 +596,14 @@ func (n *Nemesis) run(ctx context.Context, i int, f Fault) {
 	}()
 
 	ev := Event{Fault: f, Index: i, Start: time.Now()}
-	note, applied, err := n.apply(ctx, i, f)
+	var note string
+	var applied bool
+	var err error
+	if f.Kind == FaultRestore {
+		note, applied, err = n.restoreFault(ctx, i, f, bk)
+	} else {
+		note, applied, err = n.apply(ctx, i, f)
+	}
 	ev.End, ev.Note, ev.Applied = time.Now(), note, applied
 	n.mu.Lock()
 	n.events = append(n.events, ev)
@@ -584,7 +623,7 @@ func (n *Nemesis) run(ctx context.Context, i int, f Fault) {
 		n.logf("skip  #%d %s: %s", i, f, note)
 	}
 	switch {
-	case f.Kind.clusterFault():
+	case f.Kind.clusterFault() || f.Kind == FaultRestore:
 		for j, node := range n.Cluster.Nodes {
 			n.ensureRunning(ctx, j, node, fmt.Sprintf("after fault #%d %s", i, f.Kind))
 		}

@@ -48,6 +48,14 @@ type Config struct {
 	// environment (FENCE_PLANTBUG=... for a plantbug build).
 	ServerArgs []string
 	ServerEnv  []string
+	// RestoreInProcess restores with package backup in the harness's
+	// process instead of `fence restore` (the same rule).
+	RestoreInProcess bool
+	// PlantRestoreNoRaise is a PLANTED BUG for the harness's own test:
+	// every restore leaves the counter at the backup's (no floor, wall
+	// clock of 1970): tokens issued after the backup are issued again,
+	// which the tokens-regressed checker must catch.
+	PlantRestoreNoRaise bool
 	// LinTimeout bounds porcupine per run (default 2m).
 	LinTimeout time.Duration
 	// Log receives progress lines (nil: discarded).
@@ -58,6 +66,7 @@ type Config struct {
 var AllFaults = []FaultKind{
 	FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,
 	FaultConnBlackhole, FaultConnDelay, FaultConnOneWay, FaultDiskFull,
+	FaultRestore,
 }
 
 // Summary is the outcome of a run: its one-line form is what `fence-chaos`
@@ -115,13 +124,17 @@ func (s Summary) Line() string {
 	if s.Report.Empty {
 		empty = " empty=yes"
 	}
+	restores := ""
+	if s.Report.Restores > 0 || s.Faults[FaultRestore] > 0 {
+		restores = fmt.Sprintf(" restores=%d restore_mismatch=%d", s.Report.Restores, s.Report.RestoreMismatch)
+	}
 	faults := strings.Join(kinds, ",")
 	if len(s.Missing) > 0 {
 		faults += fmt.Sprintf(" missing=%v", s.Missing)
 	}
-	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
+	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
 		mode, s.Seed, s.Duration, max(s.Nodes, 1), s.Report.Ops, faults, s.Report.StaleAccepted,
-		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.EarlyExpiry, s.Report.Expiries, s.Report.LostWrites, s.Report.DoubleApplies,
+		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.EarlyExpiry, s.Report.Expiries, s.Report.LostWrites, s.Report.DoubleApplies, restores,
 		s.Report.MissingFinal, s.Report.Malformed, empty, s.Crashes, s.Wedged, s.Unrecovered,
 		s.Report.StaleRefused, lin, result)
 }
@@ -329,6 +342,20 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sched := ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Kinds: cfg.Kinds,
 		Workers: cfg.Workers, Nodes: cfg.Nodes, TTL: cfg.TTL}.Schedule()
 	nem := &Nemesis{Cluster: cluster, Workers: procs, Log: cfg.Log}
+	if slices.Contains(cfg.Kinds, FaultRestore) {
+		rc := &RestoreConfig{Bin: cfg.FenceBin, Dir: cfg.Dir, Resources: cfg.Resources,
+			// every lease and session granted before the cut has ended
+			// by its holder's clock (less the 1% drift) before the
+			// restored cluster can grant again
+			MinCut:    max(cfg.TTL, cfg.SessionTTL)*102/100 + 200*time.Millisecond,
+			NoRaise:   cfg.PlantRestoreNoRaise,
+			InProcess: cfg.RestoreInProcess,
+		}
+		if slices.Contains(cfg.Stores, StorePostgres) && !cfg.Control {
+			rc.PostgresDSN, rc.GuardTable = cfg.PostgresDSN, prefix+"_guard"
+		}
+		nem.Restore = rc
+	}
 	nctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	counts, nerr := nem.Run(nctx, sched)
 	cancel()
@@ -433,6 +460,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	} else {
 		logf("no final reads: node(s) %v down (%d of %d running); checking the workers' histories alone", downNodes, running, len(cluster.Nodes))
 	}
+	// The restores' records (backups, cuts, end-of-epoch and restored
+	// reads) go with the final reads: `fence-chaos check DIR` sees them.
+	final = append(nem.Restores(), final...)
 	finalPath := filepath.Join(cfg.Dir, "final.jsonl")
 	rec, err := NewRecorder(finalPath)
 	if err != nil {
