@@ -94,6 +94,7 @@ func backUpNode(t *testing.T) backedUpNode {
 	for i := range 5 {
 		grant(t, n, "before-"+strconv.Itoa(i))
 	}
+	apply(t, n, state.Command{Op: state.OpAcquire, Name: "ttl", Owner: "l", TTL: time.Minute})
 	b.file = filepath.Join(t.TempDir(), "b.fence")
 	b.point = takeBackup(t, n, b.file)
 	b.clusterID = n.ClusterID()
@@ -136,6 +137,39 @@ func (b backedUpNode) checkBack(t *testing.T, n *node.Node) {
 	if n.ClusterID() != b.clusterID {
 		t.Fatalf("cluster id %q after the restore, want %q", n.ClusterID(), b.clusterID)
 	}
+	// A lease held at backup time keeps its remaining TTL in server time:
+	// the restored node's clock resumes at the backup's server time, so
+	// the lease has what it had then, less the server time run since the
+	// start — however long the outage was in wall time.
+	m := stateOf(t, b.file)
+	atBackup := m.Lock("ttl", m.Now()).Lease.Remaining
+	li, err := n.Lock(ctx, "ttl")
+	now, nerr := n.Now()
+	if err != nil || nerr != nil || li.Lease == nil {
+		t.Fatalf("lock ttl after the restore: %+v, %v, %v: want it still held", li, err, nerr)
+	}
+	if run := time.Duration(now - b.point.ServerTime); li.Lease.Remaining > atBackup || li.Lease.Remaining < atBackup-run {
+		t.Fatalf("lease ttl: %s remaining after the restore, %s at the backup, server time since %s", li.Lease.Remaining, atBackup, run)
+	}
+}
+
+// stateOf loads a backup file's state.
+func stateOf(t *testing.T, path string) *state.Machine {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := state.New()
+	if err := m.Restore(r); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // A restore with --floor T (clock behind, so the wall floor is small):
