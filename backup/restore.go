@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -70,6 +71,16 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 	}
 	if opts.NodeID == "" {
 		opts.NodeID = "fence-1"
+	}
+	switch opts.LogStore {
+	case "", node.LogStoreWAL, node.LogStoreBolt:
+	default:
+		return Report{}, fence.Invalid("log_store", fmt.Sprintf("%q or %q", node.LogStoreWAL, node.LogStoreBolt), opts.LogStore)
+	}
+	if opts.RaftAddr != "" {
+		if host, port, err := net.SplitHostPort(opts.RaftAddr); err != nil || host == "" || port == "" || port == "0" {
+			return Report{}, fence.Invalid("raft_addr", "host:port (the address other nodes reach this one at)", opts.RaftAddr)
+		}
 	}
 	if err := node.CheckEmptyDir(opts.DataDir); err != nil {
 		return Report{}, err

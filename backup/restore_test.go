@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,6 +155,24 @@ func (b backedUpNode) checkBack(t *testing.T, n *node.Node) {
 	}
 }
 
+// syncWriter serialises writes (the node logs from several goroutines).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprint(s.w)
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
 // stateOf loads a backup file's state.
 func stateOf(t *testing.T, path string) *state.Machine {
 	t.Helper()
@@ -192,7 +212,16 @@ func TestRestoreTokensContinueAboveEveryFloor(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir1, RestoredFile)); err != nil {
 		t.Fatalf("no restore marker: %v", err)
 	}
-	n1 := openNode(t, dir1)
+	var logs bytes.Buffer
+	sw := &syncWriter{w: &logs}
+	n1, err := node.Open(node.Config{DataDir: dir1, Logger: slog.New(slog.NewTextHandler(sw, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n1.Close() })
+	if s := sw.String(); !strings.Contains(s, `msg="state restored from backup"`) || !strings.Contains(s, "first_token="+strconv.FormatUint(uint64(b.T+1), 10)) {
+		t.Fatalf("the first start of the restored dir did not log the restore:\n%s", s)
+	}
 	if got := grant(t, n1, "first"); got != b.T+1 {
 		t.Fatalf("first token after the restore %d, want %d (T %d + 1)", got, b.T+1, b.T)
 	}
@@ -421,5 +450,27 @@ func TestBackupUnderLoadIsConsistentAndStallsNothing(t *testing.T) {
 	if m.LastToken() != h.LastToken || h.LastToken != p.LastToken || m.ClusterID() != h.ClusterID || h.ClusterID == "" ||
 		h.AppliedIndex != p.Applied || h.AppliedIndex == 0 || m.Now() != h.ServerTimeNS {
 		t.Fatalf("header %+v vs state: counter %d, cluster id %q, server time %d", h, m.LastToken(), m.ClusterID(), m.Now())
+	}
+}
+
+// Options a restore cannot use are refused before anything is read or
+// written, naming the field.
+func TestRestoreRefusesBadOptions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new")
+	for _, opts := range []RestoreOptions{
+		{DataDir: ""},
+		{DataDir: dir, LogStore: "rocks"},
+		{DataDir: dir, RaftAddr: "no-port"},
+		{DataDir: dir, RaftAddr: ":7000"},
+	} {
+		opts.Now = time.Now()
+		_, err := Restore(context.Background(), "/nonexistent/file", opts)
+		var inv *fence.InvalidError
+		if !errors.As(err, &inv) {
+			t.Errorf("%+v: %v, want an InvalidError naming the field", opts, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%+v: the dir was created", opts)
+		}
 	}
 }
