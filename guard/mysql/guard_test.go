@@ -132,12 +132,12 @@ func newTestTables(t testing.TB, db *sql.DB) testTables {
 	return tt
 }
 
-// TestConformance runs the shared suite with the guarded transactions at the
-// server's default isolation (REPEATABLE READ, InnoDB's default) and again
-// at READ COMMITTED. Do always runs its own at READ COMMITTED.
+// TestConformance runs the shared suite with the guarded transactions at
+// REPEATABLE READ (InnoDB's default), READ COMMITTED and SERIALIZABLE. Do
+// always runs its own at READ COMMITTED.
 func TestConformance(t *testing.T) {
 	testDB(t) // skips (or fails under CI) once, not per subtest
-	for _, iso := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelReadCommitted} {
+	for _, iso := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelReadCommitted, sql.LevelSerializable} {
 		t.Run(iso.String(), func(t *testing.T) {
 			guardtest.Run(t, func(t *testing.T, o guardtest.Options) guardtest.Store {
 				return newStore(t, testDB(t), iso, o.PruneEvery)
