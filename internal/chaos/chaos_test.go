@@ -181,14 +181,15 @@ func TestChaosControl(t *testing.T) {
 // partitions (the leader isolated, a majority/minority split, one-way
 // cuts), the leader killed and paused, a follower killed, a node's clock
 // skewed by an hour with leadership moved onto it, a member removed and
-// re-added, and worker pauses: every checker holds, the early-expiry one
-// included.
+// re-added, the whole cluster restored from a backup (node 0 restored, the
+// others wiped and joined to it), and worker pauses: every checker holds,
+// the early-expiry one included.
 func TestChaosCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
 	fence, _, worker := binaries(t)
-	kinds := append([]chaos.FaultKind{chaos.FaultWorkerPause}, chaos.ClusterFaults...)
+	kinds := append([]chaos.FaultKind{chaos.FaultWorkerPause, chaos.FaultRestore}, chaos.ClusterFaults...)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 45 * time.Second, Seed: seed(t), Nodes: 3,
 		PostgresDSN: testutil.PostgresDSN(t), Kinds: kinds,
@@ -227,6 +228,30 @@ func TestChaosEarlyExpiryCaught(t *testing.T) {
 	// a 500ms lease at rate 1.5 ends after 333ms, its safe deadline is 495ms
 	if sum.Report.EarlyWorst < 80*time.Millisecond {
 		t.Errorf("worst early expiry %s: want about 160ms", sum.Report.EarlyWorst)
+	}
+}
+
+// TestChaosRestoreNoRaiseCaught: restores that leave the token counter at
+// the backup's (the planted restore of RestoreConfig.NoRaise: --floor 1 and
+// a wall clock of 1970, so no floor raises it past the tokens issued after
+// the backup) must fail the run on tokens regressed — the checker stays
+// global across restores. Worker pauses and restores only, 12 s.
+func TestChaosRestoreNoRaiseCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	fence, _, worker := binaries(t)
+	cfg := chaos.Config{
+		FenceBin: fence, WorkerBin: worker, Duration: 12 * time.Second, Seed: seed(t),
+		PostgresDSN: testutil.PostgresDSN(t), PlantRestoreNoRaise: true,
+		Kinds: []chaos.FaultKind{chaos.FaultWorkerPause, chaos.FaultRestore},
+	}
+	sum := run(t, cfg, false)
+	if sum.Faults[chaos.FaultRestore] == 0 {
+		t.Fatalf("no restore in the run: %s", sum.Line())
+	}
+	if sum.Pass || sum.Report.TokensRegressed == 0 {
+		t.Fatalf("restores that do not raise the counter: want tokens_regressed > 0 and a failed run: %s", sum.Line())
 	}
 }
 

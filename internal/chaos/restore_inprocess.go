@@ -31,7 +31,7 @@ func restoreInProcess(ctx context.Context, path, dir string, node *Node, floorDS
 		opts.Floors = append(opts.Floors, backup.Floor{Source: "postgres guard table", Token: fence.Token(tok)})
 	}
 	if noRaise {
-		opts.Now = time.UnixMilli(1)
+		opts.Now = time.Unix(0, 0) // the wall floor: 0
 		opts.Floors = []backup.Floor{{Source: backup.SourceFlag, Token: 1}}
 	}
 	rep, err := backup.Restore(ctx, path, opts)
