@@ -98,13 +98,13 @@ func (l *liveHeap) Write(p []byte) (int, error) {
 // frame (streamed, never the whole state in one buffer), and a machine
 // restored from it snapshots identically.
 func TestRoundTripBigStateStreamed(t *testing.T) {
-	m := machine(t, 12000)
+	m := machine(t, 4000)
 	var snap bytes.Buffer
 	if err := m.Snapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
-	if snap.Len() < 20*FrameSize {
-		t.Fatalf("state of %d bytes: want more than 20 frames", snap.Len())
+	if snap.Len() < 16*FrameSize {
+		t.Fatalf("state of %d bytes: want more than 16 frames", snap.Len())
 	}
 	var w largestWrite
 	h := header(m)
@@ -236,7 +236,11 @@ func TestFlippedByteRefusedInEveryRegion(t *testing.T) {
 		}
 		for _, reg := range regs {
 			for _, pos := range reg.positions() {
-				for _, mask := range []byte{0x01, 0x80, 0xff} {
+				masks := []byte{0x01, 0x80, 0xff}
+				if size > 3 {
+					masks = masks[:1] // the small file tries every mask at every byte
+				}
+				for _, mask := range masks {
 					bad := bytes.Clone(file)
 					bad[pos] ^= mask
 					_, _, err := Verify(bytes.NewReader(bad))
