@@ -126,8 +126,10 @@ func TestRoundTripBigStateStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime.KeepAlive(view)
-	if peak.peak > base && peak.peak-base > uint64(snap.Len())/4 {
-		t.Fatalf("while a %d-byte state was written, %d more bytes were live: more than a quarter of it, not streamed", snap.Len(), peak.peak-base)
+	// Streamed: ~150 KB (a frame in the bufio writer, one in the
+	// snapshot's encoder); buffered whole: about twice the state.
+	if peak.peak > base && peak.peak-base > uint64(snap.Len())/2 {
+		t.Fatalf("while a %d-byte state was written, %d more bytes were live: more than half of it, not streamed", snap.Len(), peak.peak-base)
 	}
 	file := w.Bytes()
 	if !bytes.HasPrefix(file, []byte(Magic)) {
