@@ -78,6 +78,13 @@ func (n *Node) checkAddress(local raft.ServerAddress) error {
 		return fmt.Errorf("node: read the raft configuration: %w", err)
 	}
 	for _, s := range f.Configuration().Servers {
+		if s.ID == raft.ServerID(n.cfg.NodeID) && s.Address != local && s.Address == raft.ServerAddress(n.cfg.NodeID) {
+			// The in-memory transport's address: a single node's dir
+			// (fence serve without --raft-addr, or fence restore
+			// without it).
+			return fmt.Errorf("node: data dir %s is a single node's (its raft address is its node id, %s), but this start is a cluster member at %s: start it without --raft-addr, or, to run this state in a cluster, back it up and fence restore it with --raft-addr %s",
+				n.cfg.DataDir, s.Address, local, local)
+		}
 		if s.ID == raft.ServerID(n.cfg.NodeID) && s.Address != local {
 			return fmt.Errorf("node: the cluster records node %s at raft address %s, but this start has %s: to move a node, remove it (fence members remove %s) and add it again at the new address (with an empty data dir)",
 				n.cfg.NodeID, s.Address, local, n.cfg.NodeID)

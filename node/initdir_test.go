@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,5 +191,32 @@ func TestInitDataDirClusterMember(t *testing.T) {
 			t.Fatalf("the joined node has last token %d, cluster id %q; want %d, c-1", n2.LastToken(), n2.ClusterID(), n.LastToken())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A single node's dir started as a cluster member is refused with what to
+// do (start it as a single node, or restore it with --raft-addr), not the
+// advice for moving a member.
+func TestSingleNodeDirStartedAsMemberSaysWhatToDo(t *testing.T) {
+	m, _, _ := restoredMachine(t)
+	dir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := InitDataDir(Config{DataDir: dir, NodeID: "n1", Logger: logger}, m, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	mux, err := raftstore.Listen("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	cfg := Config{DataDir: dir, NodeID: "n1", Mux: mux, Logger: logger}
+	testTimeouts(&cfg)
+	n, err := Open(cfg)
+	if err == nil {
+		n.Close()
+		t.Fatal("a single node's dir started as a cluster member")
+	}
+	if !strings.Contains(err.Error(), "single node's") || !strings.Contains(err.Error(), "--raft-addr "+mux.Addr()) {
+		t.Fatalf("error %q: want it to say the dir is a single node's and to restore with --raft-addr", err)
 	}
 }
