@@ -1,5 +1,5 @@
-// Package sqlguard holds what the SQL guards (guard/postgres and
-// guard/sqlite) share: input validation, identifier checks, the payload hash
+// Package sqlguard holds what the SQL guards (guard/postgres,
+// guard/sqlite and guard/mysql) share: input validation, identifier checks, the payload hash
 // of idempotent operations, the retention rule for op records and the errors
 // of the column pattern. It imports only the root package.
 package sqlguard
