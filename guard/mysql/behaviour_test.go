@@ -277,3 +277,29 @@ func TestMaxTokenFound(t *testing.T) {
 }
 
 type guardOp = guardtest.Op
+
+// An op record written without the guard row lock (by code other than Do)
+// and committed between Do's lookup and its save: the op table's primary
+// key refuses Do's record, Do rolls its attempt back — fn's write included —
+// and returns the committed record's result as a replay.
+func TestDoReplaysARecordSavedBehindItsBack(t *testing.T) {
+	db := testDB(t)
+	s := newStore(t, db, sql.LevelReadCommitted, -1)
+	ctx := context.Background()
+	op := mysql.Op{Resource: "r", Token: 1, ID: "op-1", Payload: []byte("p")}
+	res, replayed, err := s.g.Do(ctx, db, op, func(tx *sql.Tx) ([]byte, error) {
+		if _, err := s.write(ctx, tx, "r", 99); err != nil {
+			return nil, err
+		}
+		// Another connection saves the same op and commits.
+		_, err := db.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (resource, op_id, payload_hash, result, token, created_at)
+VALUES ('r', 'op-1', UNHEX(SHA2('p', 256)), 'theirs', 1, UTC_TIMESTAMP(6))`, s.tt.ops))
+		return []byte("mine"), err
+	})
+	if err != nil || !replayed || string(res) != "theirs" {
+		t.Fatalf("Do = %q replayed=%v err=%v; want their saved result replayed", res, replayed, err)
+	}
+	if _, seq, found, _ := s.Data(ctx, "r"); found {
+		t.Fatalf("fn's write committed (seq %d) although Do replayed another record", seq)
+	}
+}
