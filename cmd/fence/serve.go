@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,103 +21,159 @@ import (
 	"github.com/fenceworks/fence/state"
 )
 
-// serveCmd runs a server until SIGINT or SIGTERM, then shuts it down
-// gracefully: a single node, or with --raft-addr a node of a cluster.
-func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [cluster flags] [limits and rules, see below]", g, stderr)
-	listen := fs.String("listen", server.DefaultListen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
-	dataDir := fs.String("data-dir", server.DefaultDataDir, "directory for the raft log and snapshots")
-	logStore := fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")
-	readyTimeout := fs.Duration("ready-timeout", 10*time.Second, "how long to wait for the node to replay its log and take office (a single node), or to be added (--join), before giving up (exit 1)")
-	waiterGrace := fs.Duration("waiter-grace", 5*time.Second, "after taking office, how long queued acquires have to be retried by their clients before they are dropped")
+// serveOptions are serve's flags, as serveFlags defines them.
+type serveOptions struct {
+	listen, dataDir, logStore, logFormat, logLevel                             *string
+	readyTimeout, waiterGrace                                                  *time.Duration
+	cf                                                                         *clusterFlags
+	maxConns, maxStreams, maxStreamRequests                                    *int
+	readHeaderTimeout, readTimeout, idleTimeout, writeTimeout                  *time.Duration
+	maxTTL, idRetention, minIDRetention                                        *time.Duration
+	maxWaitersPerLock, maxWaiters, maxResources, maxLocks, maxSessions, maxIDs *int
+	maxSessionResults                                                          *int
+	maxResourceBytes                                                           *int64
+}
+
+// serveFlags defines serve's flags (each also from its FENCE_ variable:
+// serve_env.go).
+func serveFlags(g *globals, stderr io.Writer) (*flag.FlagSet, *serveOptions) {
+	o := &serveOptions{}
+	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [--log-format text|json] [--log-level L] [cluster flags] [limits and rules, see below]", g, stderr)
+	o.listen = fs.String("listen", server.DefaultListen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
+	o.dataDir = fs.String("data-dir", server.DefaultDataDir, "directory for the raft log and snapshots")
+	o.logStore = fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")
+	o.logFormat = enum(fs, "log-format", logFormats, "log `format` on stderr: text (key=value) or json (one object a line)")
+	o.logLevel = enum(fs, "log-level", logLevels, "least important log `level` shown: debug (also every refused request), info, warn or error")
+	o.readyTimeout = fs.Duration("ready-timeout", 10*time.Second, "how long to wait for the node to replay its log and take office (a single node), or to be added (--join), before giving up (exit 1)")
+	o.waiterGrace = fs.Duration("waiter-grace", 5*time.Second, "after taking office, how long queued acquires have to be retried by their clients before they are dropped")
 
 	// Cluster (serve_cluster.go). Without --raft-addr: a single node.
-	cf := registerClusterFlags(fs)
+	o.cf = registerClusterFlags(fs)
+
+	// Connection limits (this process only).
+	o.maxConns = fs.Int("max-conns", server.DefaultMaxConns, "most client connections open at once; more wait to be accepted")
+	o.maxStreams = fs.Int("max-streams", server.DefaultMaxStreams, "most session streams open at once; more are refused (RESOURCE_EXHAUSTED)")
+	o.maxStreamRequests = fs.Int("max-stream-requests", server.DefaultMaxStreamRequests, "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client")
+	o.readHeaderTimeout = fs.Duration("read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed to read a request's header")
+	o.readTimeout = fs.Duration("read-timeout", server.DefaultReadTimeout, "time allowed to read a whole request, body included (not a blocking acquire's wait)")
+	o.idleTimeout = fs.Duration("idle-timeout", server.DefaultIdleTimeout, "close a keep-alive connection idle this long")
+	o.writeTimeout = fs.Duration("write-timeout", server.DefaultWriteTimeout, "time allowed to write a reply once it is ready (a blocking acquire's once its wait ends); a client that does not read loses its connection")
+
+	// Rules recorded in the log: they apply to commands after the node
+	// records them, never to a replay.
+	def := state.DefaultConfig()
+	o.maxTTL = fs.Duration("max-ttl", def.MaxTTL, "rule: largest lease TTL accepted")
+	o.maxWaitersPerLock = fs.Int("max-waiters-per-lock", def.MaxWaitersPerLock, "rule: most queued acquires on one lock (0: no cap)")
+	o.maxWaiters = fs.Int("max-waiters", def.MaxWaiters, "rule: most queued acquires on all locks (0: no cap)")
+	o.maxResources = fs.Int("max-resources", def.MaxResources, "rule: most fenced resources, deleted ones included (0: no cap)")
+	o.maxResourceBytes = fs.Int64("max-resource-bytes", def.MaxResourceBytes, "rule: most bytes of all fenced resource values (0: no cap)")
+	o.maxLocks = fs.Int("max-locks", def.MaxLocks, "rule: most locks held, delayed or with waiters (0: no cap)")
+	o.maxSessions = fs.Int("max-sessions", def.MaxSessions, "rule: most live client sessions (0: no cap)")
+	o.maxSessionResults = fs.Int("max-session-results", def.MaxSessionResults, "rule: most unacknowledged saved results on one session (0: no cap)")
+	o.idRetention = fs.Duration("id-retention", def.IDRetention, "rule: an op_id or request_id is remembered at most this long")
+	o.minIDRetention = fs.Duration("min-id-retention", def.MinIDRetention, "rule: an id is remembered at least this long; when memory is full of younger ids, new ids are refused (RESOURCE_EXHAUSTED)")
+	o.maxIDs = fs.Int("max-ids", def.MaxOps, "rule: most op_ids, and most request_ids, remembered")
+
+	annotateEnv(fs)
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
 		flagsUsage()
 		fmt.Fprint(fs.Output(), serveUsageNotes)
 	}
+	return fs, o
+}
 
-	// Connection limits (this process only).
-	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "most client connections open at once; more wait to be accepted")
-	maxStreams := fs.Int("max-streams", server.DefaultMaxStreams, "most session streams open at once; more are refused (RESOURCE_EXHAUSTED)")
-	maxStreamRequests := fs.Int("max-stream-requests", server.DefaultMaxStreamRequests, "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client")
-	readHeaderTimeout := fs.Duration("read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed to read a request's header")
-	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "time allowed to read a whole request, body included (not a blocking acquire's wait)")
-	idleTimeout := fs.Duration("idle-timeout", server.DefaultIdleTimeout, "close a keep-alive connection idle this long")
-	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "time allowed to write a reply once it is ready (a blocking acquire's once its wait ends); a client that does not read loses its connection")
-
-	// Rules recorded in the log: they apply to commands after the node
-	// records them, never to a replay.
-	def := state.DefaultConfig()
-	maxTTL := fs.Duration("max-ttl", def.MaxTTL, "rule: largest lease TTL accepted")
-	maxWaitersPerLock := fs.Int("max-waiters-per-lock", def.MaxWaitersPerLock, "rule: most queued acquires on one lock (0: no cap)")
-	maxWaiters := fs.Int("max-waiters", def.MaxWaiters, "rule: most queued acquires on all locks (0: no cap)")
-	maxResources := fs.Int("max-resources", def.MaxResources, "rule: most fenced resources, deleted ones included (0: no cap)")
-	maxResourceBytes := fs.Int64("max-resource-bytes", def.MaxResourceBytes, "rule: most bytes of all fenced resource values (0: no cap)")
-	maxLocks := fs.Int("max-locks", def.MaxLocks, "rule: most locks held, delayed or with waiters (0: no cap)")
-	maxSessions := fs.Int("max-sessions", def.MaxSessions, "rule: most live client sessions (0: no cap)")
-	maxSessionResults := fs.Int("max-session-results", def.MaxSessionResults, "rule: most unacknowledged saved results on one session (0: no cap)")
-	idRetention := fs.Duration("id-retention", def.IDRetention, "rule: an op_id or request_id is remembered at most this long")
-	minIDRetention := fs.Duration("min-id-retention", def.MinIDRetention, "rule: an id is remembered at least this long; when memory is full of younger ids, new ids are refused (RESOURCE_EXHAUSTED)")
-	maxIDs := fs.Int("max-ids", def.MaxOps, "rule: most op_ids, and most request_ids, remembered")
+// parseServe parses serve's arguments, then fills each flag not given
+// from its FENCE_ variable (applyEnv).
+func parseServe(fs *flag.FlagSet, args []string, getenv func(string) string) (envSource, error) {
 	if _, err := parseExact(fs, args); err != nil {
+		return nil, err
+	}
+	return applyEnv(fs, getenv)
+}
+
+// serveCmd runs a server until SIGINT or SIGTERM, then shuts it down
+// gracefully: a single node, or with --raft-addr a node of a cluster.
+func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
+	fs, o := serveFlags(g, stderr)
+	src, err := parseServe(fs, args, os.Getenv)
+	if err != nil {
+		var usage *usageError
+		if errors.As(err, &usage) { // a bad variable
+			return fail(g, stdout, stderr, err)
+		}
 		return usageExit(err)
 	}
-	if *maxTTL < fence.MinTTL {
-		return fail(g, stdout, stderr, &usageError{fmt.Sprintf("serve: --max-ttl must be at least %s", fence.MinTTL)})
+	// A refusal below names flags; one a variable set is said to be so.
+	usage := func(msg string) int {
+		return fail(g, stdout, stderr, &usageError{src.explain(msg)})
+	}
+	if *o.maxTTL < fence.MinTTL {
+		return usage(fmt.Sprintf("serve: --max-ttl must be at least %s", fence.MinTTL))
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ready-timeout", *readyTimeout}, {"read-header-timeout", *readHeaderTimeout}, {"read-timeout", *readTimeout}, {"idle-timeout", *idleTimeout}, {"write-timeout", *writeTimeout}} {
+	}{{"ready-timeout", *o.readyTimeout}, {"read-header-timeout", *o.readHeaderTimeout}, {"read-timeout", *o.readTimeout}, {"idle-timeout", *o.idleTimeout}, {"write-timeout", *o.writeTimeout}} {
 		if d.v <= 0 {
-			return fail(g, stdout, stderr, &usageError{fmt.Sprintf("serve: --%s must be more than 0", d.name)})
+			return usage(fmt.Sprintf("serve: --%s must be more than 0", d.name))
 		}
 	}
-	if *waiterGrace <= 0 {
+	if *o.waiterGrace <= 0 {
 		// 0 is refused, not read as "no grace": the node takes 0 as its
 		// default (5s), and a client retrying a wait needs some time anyway.
-		return fail(g, stdout, stderr, &usageError{"serve: --waiter-grace must be more than 0"})
+		return usage("serve: --waiter-grace must be more than 0")
 	}
-	if *maxStreams < 1 || *maxStreamRequests < 1 {
-		return fail(g, stdout, stderr, &usageError{"serve: --max-streams and --max-stream-requests must be at least 1"})
+	if *o.maxStreams < 1 || *o.maxStreamRequests < 1 {
+		return usage("serve: --max-streams and --max-stream-requests must be at least 1")
 	}
-	if *maxConns < 1 {
-		return fail(g, stdout, stderr, &usageError{"serve: --max-conns must be at least 1"})
+	if *o.maxConns < 1 {
+		return usage("serve: --max-conns must be at least 1")
 	}
 	rules := state.Config{
-		MaxTTL: *maxTTL, MaxOps: *maxIDs, MaxRequests: *maxIDs, IDRetention: *idRetention, MinIDRetention: *minIDRetention,
-		MaxWaitersPerLock: *maxWaitersPerLock, MaxWaiters: *maxWaiters, MaxResources: *maxResources, MaxResourceBytes: *maxResourceBytes,
-		MaxLocks: *maxLocks, MaxSessions: *maxSessions, MaxSessionResults: *maxSessionResults,
+		MaxTTL: *o.maxTTL, MaxOps: *o.maxIDs, MaxRequests: *o.maxIDs, IDRetention: *o.idRetention, MinIDRetention: *o.minIDRetention,
+		MaxWaitersPerLock: *o.maxWaitersPerLock, MaxWaiters: *o.maxWaiters, MaxResources: *o.maxResources, MaxResourceBytes: *o.maxResourceBytes,
+		MaxLocks: *o.maxLocks, MaxSessions: *o.maxSessions, MaxSessionResults: *o.maxSessionResults,
 	}
 	if err := rules.Validate(); err != nil {
-		return fail(g, stdout, stderr, &usageError{"serve: " + flagError(err)})
+		return usage("serve: " + flagError(err))
 	}
-	clusterCfg, err := cf.config(os.Getenv)
+	clusterCfg, err := o.cf.config(os.Getenv)
 	if err != nil {
-		return fail(g, stdout, stderr, &usageError{"serve: " + err.Error()})
+		return usage("serve: " + err.Error())
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	var started atomic.Bool
+	logger := newLogger(stderr, *o.logFormat, *o.logLevel, &started)
 	for _, v := range testHooksSet(os.Getenv) {
 		logger.Warn("test-only hook set in the environment (never in production)", "var", v)
 	}
+	for _, u := range unknownEnv(fs, os.Environ()) {
+		logger.Warn("unknown FENCE_ variable ignored (no fence serve flag reads it)", "var", u[0], "did_you_mean", u[1])
+	}
+	if len(src) > 0 {
+		logger.Info("flags from the environment", "set", strings.Join(slices.Sorted(maps.Values(src)), " "))
+	}
 	err = server.Run(ctx, server.Config{
-		Listen: *listen, DataDir: *dataDir, LogStore: *logStore, Logger: logger,
-		NodeID: cf.nodeID, Cluster: clusterCfg,
-		Rules: rules, ReadyTimeout: *readyTimeout, WaiterGrace: *waiterGrace,
-		MaxConns: *maxConns, MaxStreams: *maxStreams, MaxStreamRequests: *maxStreamRequests, ReadHeaderTimeout: *readHeaderTimeout, ReadTimeout: *readTimeout, IdleTimeout: *idleTimeout, WriteTimeout: *writeTimeout,
+		Listen: *o.listen, DataDir: *o.dataDir, LogStore: *o.logStore, Logger: logger,
+		NodeID: o.cf.nodeID, Cluster: clusterCfg,
+		Rules: rules, ReadyTimeout: *o.readyTimeout, WaiterGrace: *o.waiterGrace,
+		MaxConns: *o.maxConns, MaxStreams: *o.maxStreams, MaxStreamRequests: *o.maxStreamRequests, ReadHeaderTimeout: *o.readHeaderTimeout, ReadTimeout: *o.readTimeout, IdleTimeout: *o.idleTimeout, WriteTimeout: *o.writeTimeout,
 	})
 	if errors.Is(err, node.ErrNotLeader) && clusterCfg.RaftAddr == "" {
 		// Open gave up waiting for the node to take office.
-		err = fmt.Errorf("serve: gave up after --ready-timeout %s: %w (a large log takes longer to replay: raise --ready-timeout)", *readyTimeout, err)
+		err = fmt.Errorf("serve: gave up after --ready-timeout %s: %w (a large log takes longer to replay: raise --ready-timeout)", *o.readyTimeout, err)
 	}
 	if err != nil {
-		return fail(g, stdout, stderr, err)
+		// One line with the reason, in the log's format, then exit.
+		if started.Load() {
+			logger.Error("stopped on an error", "err", err)
+		} else {
+			logger.Error("start refused", "err", err)
+		}
+		return exitCodeOf(err)
 	}
 	return exitOK
 }

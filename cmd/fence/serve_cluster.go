@@ -35,6 +35,18 @@ with the same --peers list. A restarted node rejoins with its data dir:
 asks nobody while the node is a member. fence members lists and changes the
 members.
 
+Environment: every flag above but the global ones (--server, --json,
+--timeout) can be set by the variable named with it, FENCE_ and the flag in
+upper case with _ for - (--max-ttl: FENCE_MAX_TTL=1h). A flag on the command
+line wins over its variable; an empty variable counts as unset; a value the
+flag refuses stops the start (exit 2) naming the variable. A FENCE_ variable
+no flag reads is logged as a warning (a typo?).
+
+Logs go to stderr, one record a line (--log-format text or json): one line
+per leader change ("leader changed": node_id, term, leader_id), one per
+refused start ("start refused": the reason) before exiting; at --log-level
+debug also every refused request ("request refused": procedure, reason).
+
 Test-only environment (for the chaos harness and the system tests; never set
 in production; a set one is logged as a warning):
   FENCE_TEST_DIAL_MAP=raftaddr=proxyaddr,...  outgoing dials to raftaddr go to proxyaddr
