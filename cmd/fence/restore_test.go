@@ -226,4 +226,3 @@ func TestRestoreMissingFile(t *testing.T) {
 		t.Errorf("created %s", dir)
 	}
 }
-
