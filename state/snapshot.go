@@ -170,6 +170,9 @@ func (m *impl) snapshotView() *SnapshotView {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if len(names) > 0 { // none stays nil: written as null, as before
+		doc.Locks = make([]snapLock, 0, len(names))
+	}
 	for _, name := range names {
 		doc.Locks = append(doc.Locks, snapLockOf(m.byName[name]))
 	}
@@ -202,6 +205,9 @@ func (m *impl) snapshotView() *SnapshotView {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if len(names) > 0 {
+		doc.Resources = make([]snapResource, 0, len(names))
+	}
 	for _, name := range names {
 		r := m.resources[name]
 		doc.Resources = append(doc.Resources, snapResource{Name: name, Value: r.value, LastToken: r.lastToken, Version: r.version, Deleted: r.deleted})
