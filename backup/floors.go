@@ -91,7 +91,9 @@ func Plan(h Header, opts RestoreOptions) (Report, error) {
 			"the first token is above every floor given, but the wall clock vouches for nothing", w, h.LastToken, WallFloorPerMS))
 	}
 	if nowMS < h.WallUnixMS {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("this clock (unix ms %d) is behind the backup's recorded time (unix ms %d): going on because --floor was given", nowMS, h.WallUnixMS))
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("this clock (unix ms %d) is behind the backup's recorded time (unix ms %d): going on because --floor was given; "+
+			"session ids restart above the same floor (%d), which bounds tokens, not session ids: if more sessions than tokens were opened since the backup, "+
+			"a session id issued since could be issued again — have clients open new sessions", nowMS, h.WallUnixMS, top))
 	}
 	return rep, nil
 }

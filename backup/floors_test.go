@@ -55,7 +55,7 @@ func TestPlanClockBehind(t *testing.T) {
 		t.Fatalf("clock 5s behind the backup: %v, want ErrClockBehind naming the times and --floor", err)
 	}
 	rep, err := Plan(h, RestoreOptions{Now: behind, Floors: []Floor{{SourceFlag, 100}}})
-	if err != nil || len(rep.Warnings) == 0 || !strings.Contains(strings.Join(rep.Warnings, ";"), "behind") {
+	if err != nil || len(rep.Warnings) == 0 || !strings.Contains(strings.Join(rep.Warnings, ";"), "behind") || !strings.Contains(strings.Join(rep.Warnings, ";"), "session ids") {
 		t.Fatalf("with --floor: %+v, %v; want a warning that the clock is behind", rep, err)
 	}
 	if rep.First != WallFloor(behind)+1 {
