@@ -39,6 +39,11 @@ type BackupPoint struct {
 // encoding), not for the backup to be written. It fails with ErrNotLeader
 // when a leader's term of office ended, ctx.Err() or ErrClosed.
 func (n *Node) BackupView(ctx context.Context) (BackupPoint, error) {
+	select {
+	case <-n.closing:
+		return BackupPoint{}, ErrClosed
+	default:
+	}
 	if n.raft.State() == raft.Leader {
 		if _, err := n.readIndex(ctx); err != nil {
 			return BackupPoint{}, err

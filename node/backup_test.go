@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/fenceworks/fence/state"
@@ -51,5 +52,14 @@ func TestBackupViewOnFollowerAndLeader(t *testing.T) {
 			m.ClusterID() != lp.ClusterID || p.ServerTime != m.Now() || p.Applied == 0 {
 			t.Fatalf("%s's point: %+v; state counter %d, cluster id %q, server time %d", mb.id, p, m.LastToken(), m.ClusterID(), m.Now())
 		}
+	}
+}
+
+// A closed node backs nothing up.
+func TestBackupViewAfterClose(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	n.Close()
+	if _, err := n.BackupView(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("BackupView after Close: %v, want ErrClosed", err)
 	}
 }
