@@ -134,6 +134,9 @@ func TestStatusAndReadyzOnACluster(t *testing.T) {
 	if lj["role"] != "leader" || fj["role"] != "follower" || fj["leaderId"] != leader.ID() || fj["leaderAddr"] != leader.RaftAddr() {
 		t.Errorf("roles: leader %v, follower %v (leader %v at %v)", lj["role"], fj["role"], fj["leaderId"], fj["leaderAddr"])
 	}
+	if id, _ := lj["clusterId"].(string); len(id) != 36 {
+		t.Errorf("the leader's clusterId %q: want the UUID its first leader recorded", id)
+	}
 	for _, o := range objs {
 		id := o["id"]
 		for key, want := range map[string]any{

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fenceworks/fence/internal/testutil"
+)
+
+// statusKeys are the --json keys of one node: every NodeStatus field, and
+// the URL asked.
+var statusKeys = []string{"url", "id", "clusterId", "raftAddr", "role", "leaderId", "leaderAddr", "lastContact", "ready",
+	"term", "commitIndex", "appliedIndex", "lastToken", "sessions", "leasesHeld", "waiters", "queued", "serverTime",
+	"slack", "oldestIdAge", "resources", "resourceBytes", "dataDirBytes", "fatal", "version"}
+
+// statusTextKeys are the keys of the text form, in order.
+var statusTextKeys = []string{"node id", "cluster id", "raft addr", "role", "leader", "last contact", "ready", "term",
+	"commit index", "applied index", "last token", "sessions", "leases held", "waiters", "queued", "server time",
+	"slack", "oldest id age", "resources", "resource bytes", "data dir size", "fatal", "version"}
+
+// fence status against a single node prints every field, aligned, in text
+// and --json (the same facts both ways); with an unreachable server in the
+// list, the others are still printed and the exit code is 1.
+func TestProcessStatusSingleNode(t *testing.T) {
+	srv := startServe(t)
+	tok := tokenOf(t, fenceRun(t, srv.url, "acquire", "s-lock", "--ttl", "1h").want(t, exitOK, "acquire").stdout)
+	fenceRun(t, srv.url, "write", "s-res", "--token", strconv.FormatUint(tok, 10), "--value", "abc").want(t, exitOK, "write")
+
+	out := fenceRun(t, srv.url, "status").want(t, exitOK, "fence status").stdout
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var keys []string
+	col := -1
+	text := map[string]string{}
+	for _, l := range lines {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			t.Fatalf("fence status line %q is not key: value\n%s", l, out)
+		}
+		keys = append(keys, k)
+		at := len(l) - len(strings.TrimLeft(v, " "))
+		if col >= 0 && at != col {
+			t.Errorf("fence status values not aligned (line %q)\n%s", l, out)
+		}
+		col = at
+		text[k] = strings.TrimSpace(v)
+	}
+	if !slices.Equal(keys, statusTextKeys) {
+		t.Fatalf("fence status keys %q, want %q", keys, statusTextKeys)
+	}
+	for k, want := range map[string]string{"role": "leader", "ready": "true", "last token": strconv.FormatUint(tok, 10),
+		"leases held": "1", "resources": "1", "resource bytes": "3 B (3 bytes)", "sessions": "0", "raft addr": "-", "fatal": "-"} {
+		if text[k] != want {
+			t.Errorf("fence status %s: %q, want %q", k, text[k], want)
+		}
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(text["cluster id"]) {
+		t.Errorf("cluster id %q: want the UUID the first leader recorded", text["cluster id"])
+	}
+	if !regexp.MustCompile(`^\d+(\.\d)? [KMG]?i?B \(\d+ bytes\)$`).MatchString(text["data dir size"]) {
+		t.Errorf("data dir size %q: want human and bytes", text["data dir size"])
+	}
+
+	j := fenceRun(t, srv.url, "status", "--json").want(t, exitOK, "fence status --json").stdout
+	var o map[string]any
+	if err := json.Unmarshal([]byte(j), &o); err != nil {
+		t.Fatalf("fence status --json: %v\n%s", err, j)
+	}
+	if got := slices.Sorted(maps.Keys(o)); !slices.Equal(got, slices.Sorted(slices.Values(statusKeys))) {
+		t.Errorf("fence status --json keys %q, want %q", got, slices.Sorted(slices.Values(statusKeys)))
+	}
+	if o["url"] != srv.url || o["role"] != "leader" || o["lastToken"] != float64(tok) || o["leasesHeld"] != 1.0 ||
+		o["resourceBytes"] != 3.0 || o["ready"] != true || o["id"] != text["node id"] || o["clusterId"] != text["cluster id"] || o["term"] != mustFloat(t, text["term"]) {
+		t.Errorf("fence status --json disagrees with the text or the facts:\n%s\n%s", j, out)
+	}
+	if b, _ := o["dataDirBytes"].(float64); b <= 0 {
+		t.Errorf("dataDirBytes %v, want > 0", o["dataDirBytes"])
+	}
+
+	dead := "http://" + testutil.FreeAddr(t)
+	r := fenceRun(t, dead+","+srv.url, "status", "--json")
+	if r.code != exitError {
+		t.Errorf("fence status with an unreachable server: exit %d, want %d", r.code, exitError)
+	}
+	var objs []map[string]any
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	for dec.More() {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("%v in %q", err, r.stdout)
+		}
+		objs = append(objs, m)
+	}
+	if len(objs) != 2 || objs[0]["url"] != dead || objs[0]["error"] == nil || objs[1]["url"] != srv.url || objs[1]["role"] != "leader" {
+		t.Errorf("fence status --json with %s dead: want its error, then the live node:\n%s", dead, r.stdout)
+	}
+	if !strings.Contains(r.stderr, dead) {
+		t.Errorf("stderr does not name the unreachable server: %q", r.stderr)
+	}
+	r = fenceRun(t, dead+","+srv.url, "status")
+	if r.code != exitError || !strings.Contains(r.stdout, "== "+srv.url+" ==") || !strings.Contains(r.stdout, "role:") {
+		t.Errorf("fence status (text) with %s dead: exit %d, want %d and the live node printed:\n%s", dead, r.code, exitError, r.stdout)
+	}
+	fenceRun(t, srv.url, "status", "extra").want(t, exitUsage, "fence status extra")
+}
+
+func mustFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
