@@ -96,6 +96,9 @@ type Op struct {
 	DeadlineMono int64 `json:"dl,omitempty"`
 
 	Err string `json:"err,omitempty"` // the error text of a non-OK outcome
+	// Role (backup only): the raft role of the node that took it, as its
+	// header says (Leader, Follower, Candidate).
+	Role string `json:"role,omitempty"`
 
 	// restoredLease (set by the checker, not recorded): a session release
 	// after a restore of a lease granted before it (see scopeRestores).

@@ -133,7 +133,7 @@ func (n *Nemesis) takeBackup(ctx context.Context, i int, deadline time.Time) bac
 				return "", err
 			}
 			op.Return = nowNano()
-			op.Token, op.Version = h.GetLastToken(), h.GetAppliedIndex()
+			op.Token, op.Version, op.Role = h.GetLastToken(), h.GetAppliedIndex(), h.GetRole()
 			return fmt.Sprintf("node %s (%s) applied index %d last token %d", h.GetNodeId(), h.GetRole(), h.GetAppliedIndex(), h.GetLastToken()), nil
 		}()
 		n.restoreMu.RUnlock()
