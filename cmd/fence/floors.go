@@ -49,7 +49,12 @@ func (s guardStore) where() string {
 
 // String is the store as a report prints it: its DSN (password redacted)
 // and what was read in it.
-func (s guardStore) String() string { return s.shown + " (" + s.where() + ")" }
+func (s guardStore) String() string {
+	if strings.Contains(s.shown, "table=") || strings.Contains(s.shown, "prefix=") {
+		return s.shown // it names its table or prefix itself
+	}
+	return s.shown + " (" + s.where() + ")"
+}
 
 // EmptyStoreError: a guard store where no accepted token was found — the
 // table or prefix is empty, or (much more likely when an operator reads a

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -274,29 +273,33 @@ func (r restoreResult) human() string {
 		cluster = "(none recorded)"
 	}
 	fmt.Fprintf(&b, "restored %s into %s (node %s, %s)\n", r.path, r.opts.DataDir, r.opts.NodeID, mode)
-	fmt.Fprintf(&b, "  backup:      cluster %s, taken by %s (%s) at %s\n", cluster, h.NodeID, h.Role, wallTime(h.WallUnixMS))
-	fmt.Fprintf(&b, "               applied index %d, term %d, server time %s, fence %s\n", h.AppliedIndex, h.Term, time.Duration(h.ServerTimeNS), h.Version)
-	fmt.Fprintf(&b, "  old counter: %d (the last token issued before the backup)\n", uint64(r.rep.Old))
+	fmt.Fprintf(&b, "  backup:       cluster %s, taken by %s (%s) at %s\n", cluster, h.NodeID, h.Role, wallTime(h.WallUnixMS))
+	fmt.Fprintf(&b, "                applied index %d, term %d, server time %s, fence %s\n", h.AppliedIndex, h.Term, time.Duration(h.ServerTimeNS), h.Version)
+	fmt.Fprintf(&b, "  old counter:  %d (the last token issued before the backup)\n", uint64(r.rep.Old))
 	fmt.Fprintf(&b, "  floors (the first token is above every one):\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	ws, wt := 0, 0
 	for _, f := range r.rep.Floors {
-		fmt.Fprintf(tw, "    %s\t%d\t%s\n", f.Source, uint64(f.Token), floorNote(f, r.opts.Now))
+		ws, wt = max(ws, len(f.Source)), max(wt, len(f.Token.String()))
 	}
-	tw.Flush()
+	for _, f := range r.rep.Floors {
+		fmt.Fprintf(&b, "    %-*s  %*d  %s\n", ws, f.Source, wt, uint64(f.Token), floorNote(f, r.opts.Now))
+	}
 	top := r.chosen()
-	fmt.Fprintf(&b, "  first token: %d (%s + 1)\n", uint64(r.rep.First), top.Source)
+	fmt.Fprintf(&b, "  first token:  %d (%s + 1)\n", uint64(r.rep.First), top.Source)
 	for _, w := range r.rep.Warnings {
-		fmt.Fprintf(&b, "  warning: %s\n", w)
+		fmt.Fprintf(&b, "  warning:      %s\n", w)
 	}
 	start := "fence serve --data-dir " + r.opts.DataDir
 	if r.opts.RaftAddr != "" {
 		start += " --node-id " + r.opts.NodeID + " --raft-addr " + r.opts.RaftAddr
-		fmt.Fprintf(&b, "start it:  %s\nthen start the other nodes with empty data dirs and --join this node's URL\n", start)
+		fmt.Fprintf(&b, "  start it:     %s\n", start)
+		fmt.Fprintf(&b, "                (with --raft-advertise if it listens on another address), then start\n")
+		fmt.Fprintf(&b, "                the other nodes with empty data dirs and --join this node's URL\n")
 	} else {
 		if r.opts.NodeID != "fence-1" {
 			start += " --node-id " + r.opts.NodeID
 		}
-		fmt.Fprintf(&b, "start it:  %s\n", start)
+		fmt.Fprintf(&b, "  start it:     %s\n", start)
 	}
 	return b.String()
 }
@@ -305,13 +308,13 @@ func (r restoreResult) human() string {
 func floorNote(f backup.Floor, now time.Time) string {
 	switch f.Source {
 	case backup.SourceWall:
-		return fmt.Sprintf("(unix_ms %d × %d, %s)", now.UnixMilli(), backup.WallFloorPerMS, now.UTC().Format(time.RFC3339Nano))
+		return fmt.Sprintf("unix_ms %d × %d (%s)", now.UnixMilli(), backup.WallFloorPerMS, now.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 	case backup.SourceBackup:
-		return "(its counter)"
+		return "the backup's counter"
 	case backup.SourceFlag:
-		return "(given)"
+		return "given"
 	}
-	return "(largest token accepted)"
+	return "the largest token the store accepted"
 }
 
 func wallTime(ms int64) string {

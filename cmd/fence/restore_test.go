@@ -179,10 +179,10 @@ func TestRestoreFloorsReport(t *testing.T) {
 		t.Fatalf("restore: exit %d\n%s\n%s", code, out, errs)
 	}
 	for _, want := range []string{
-		"old counter: 3", "--floor", "99", `key prefix "` + prefix + `"`, "1234",
+		"old counter:  3", "--floor", "99", "?prefix=" + prefix, "1234",
 		`sqlite:` + dbPath + ` (table "fence_guard")`, big.String(), "wall-clock",
-		"first token: " + (big + 1).String() + " (sqlite:" + dbPath + ` (table "fence_guard") + 1)`,
-		"start it:  fence serve --data-dir " + dir,
+		"first token:  " + (big + 1).String() + " (sqlite:" + dbPath + ` (table "fence_guard") + 1)`,
+		"start it:     fence serve --data-dir " + dir,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
