@@ -14,7 +14,7 @@ import (
 // ("" means DefaultPrefix), or 0 if there is none. It SCANs every key under
 // the prefix (on every master of a cluster, every shard of a ring) and reads
 // the token of each resource hash: O(keys), for operators — the floor of a
-// restore (`fence restore --floor-from` is planned) — not for the request path. Resources written during the
+// restore (`fence restore --floor-from` reads it) — not for the request path. Resources written during the
 // scan may or may not be counted.
 func MaxToken(ctx context.Context, rdb redis.UniversalClient, prefix string) (fence.Token, error) {
 	if prefix == "" {

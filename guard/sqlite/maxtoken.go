@@ -14,10 +14,12 @@ func MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
 }
 
 // MaxToken returns the largest last_token in g's guard table, 0 if it is
-// empty. `fence guard max-token` prints it: the floor a restore of the Fence
-// server must stay above, so that no token issued after a restore is below
-// one a store has already accepted (`fence restore --floor-from` is planned). Tokens of the column pattern live in the user's tables
-// and are not seen here.
+// empty. It is the floor a restore of the Fence server must stay above, so
+// that no token issued after a restore is below one a store has already
+// accepted: `fence guard max-token` prints it and `fence restore
+// --floor-from` reads it (both refuse an empty table: a 0 there more likely
+// means a wrong table than no tokens). Tokens of the column pattern live in
+// the user's tables and are not seen here.
 func (g *Guard) MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
 	var max int64
 	if err := db.QueryRowContext(ctx, g.sql.maxToken).Scan(&max); err != nil {
