@@ -451,7 +451,8 @@ func TestRestoreWallClockFloor(t *testing.T) {
 
 // Two restores in a row from the same old backup, each followed by
 // grants: tokens still increase — the second restore's first token is
-// above every token the first restored server issued.
+// above every token the first restored server issued. (The second builds
+// a bolt log store.)
 func TestRestoreTwiceFromTheSameBackup(t *testing.T) {
 	dir := t.TempDir()
 	srv := startServerIn(t, filepath.Join(dir, "orig"))
@@ -463,7 +464,14 @@ func TestRestoreTwiceFromTheSameBackup(t *testing.T) {
 	srv.Stop()
 	for i := 1; i <= 2; i++ {
 		d := filepath.Join(dir, "restored-"+strconv.Itoa(i))
-		r := restoreOK(t, nil, file, d)
+		var args []string
+		if i == 2 {
+			args = []string{"--log-store", "bolt"} // fence serve keeps the kind the dir holds
+		}
+		r := restoreOK(t, nil, file, d, args...)
+		if _, err := os.Stat(filepath.Join(d, "raft.db")); (err == nil) != (i == 2) {
+			t.Errorf("restore %d %q: raft.db (bolt): %v", i, args, err)
+		}
 		s := startServerIn(t, d)
 		ra := restoreAPI(s.URL())
 		b.check(t, ra)
