@@ -70,7 +70,8 @@ func (want metricsDelta) check(t *testing.T, step string, before, after map[stri
 // The metrics move as the server acts, each by the right amount: a grant,
 // a busy refusal (at once and after a wait), releases, stale-token
 // refusals by reason (stale write, not holder, unknown token, expired
-// lease), a renew and a retried acquire (no grant), an expiry, resources and their bytes, the token counter; raft
+// lease), a renew and a retried acquire (no grant), an expiry, a
+// blocking acquire waiting (waiters, queued) and granted on a release, resources and their bytes, the token counter; raft
 // state and term; fsyncs timed. Every lease ends once: grants = releases +
 // expiries + held.
 func TestMetricsMoveAsTheServerActs(t *testing.T) {
@@ -199,7 +200,29 @@ func TestMetricsMoveAsTheServerActs(t *testing.T) {
 	m8 := metricValues(t, url)
 	metricsDelta{`fence_stale_refusals_total{reason="LEASE_EXPIRED"}`: 1}.check(t, "renew after expiry", m7, m8)
 
-	if got, want := m8["fence_grants_total"], m8["fence_releases_total"]+m8["fence_expiries_total"]+m8["fence_leases_held"]; got != want {
-		t.Errorf("grants %v != releases %v + expiries %v + held %v", got, m8["fence_releases_total"], m8["fence_expiries_total"], m8["fence_leases_held"])
+	// A blocking acquire of the held "b" waits (waiters, queued); the
+	// release hands the lock to it: a release and a grant.
+	granted := make(chan error, 1)
+	go func() {
+		_, err := acquire("b", time.Hour, time.Hour)
+		granted <- err
+	}()
+	until(t, "the blocking acquire waits", func() bool {
+		m := metricValues(t, url)
+		return m["fence_waiters"] == 1 && m["fence_queued"] == 1
+	})
+	m9 := metricValues(t, url)
+	metricsDelta{"fence_waiters": 1, "fence_queued": 1}.check(t, "a blocking acquire waits", m8, m9)
+	if err := release("b", b.GetToken()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-granted; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+	m10 := metricValues(t, url)
+	metricsDelta{"fence_grants_total": 1, "fence_releases_total": 1, "fence_waiters": -1, "fence_queued": -1, "fence_last_token": 1}.check(t, "a release hands the lock on", m9, m10)
+
+	if got, want := m10["fence_grants_total"], m10["fence_releases_total"]+m10["fence_expiries_total"]+m10["fence_leases_held"]; got != want {
+		t.Errorf("grants %v != releases %v + expiries %v + held %v", got, m10["fence_releases_total"], m10["fence_expiries_total"], m10["fence_leases_held"])
 	}
 }
