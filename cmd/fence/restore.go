@@ -178,7 +178,7 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := backup.Restore(ctx, path, opts)
 	if err != nil {
-		return restoreFail(g, stdout, stderr, fmt.Errorf("restore %s: %w", path, err))
+		return restoreFail(g, stdout, stderr, err) // backup.Restore's errors name the file or the dir
 	}
 	res := restoreResult{path: path, opts: opts, rep: rep}
 	for _, w := range rep.Warnings {
