@@ -156,6 +156,12 @@ var _ io.Writer = (*chunkSender)(nil)
 // prepareBackup copies the node's state (node.BackupView) and returns the
 // header's facts and the function that writes the file (backup.Write).
 func (s *Server) prepareBackup(ctx context.Context) (*fencev1.BackupHeader, func(io.Writer) error, error) {
+	// A node that knows no leader (an election under way, or cut off from
+	// the others) may be behind what the cluster committed and would not
+	// know it: its backup is refused, so that a client asks another node.
+	if id, _ := s.node.Leader(); id == "" {
+		return nil, nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("node %s knows no leader (an election is under way, or it is cut off from the others): its state may be behind what the cluster committed; back up through another node, or retry", s.node.ID()))
+	}
 	p, err := s.node.BackupView(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,11 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/backup"
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -342,7 +347,9 @@ func backupClientGone(t *testing.T, ctx context.Context, srv *fenceServer, c *cl
 
 // A 3-node cluster: a follower backs up what it applied (its own id and
 // role in the header, the cluster's id and counter once it caught up), and
-// so does the leader; both files verify and hold the same state.
+// so does the leader; both files verify and hold the same state. A client
+// whose first endpoint is dead backs up from the next; a node left without
+// a leader refuses (unavailable).
 func TestBackupClusterFollowerAndLeader(t *testing.T) {
 	cl := harness.StartClusterT(t, clusterConfig(3))
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
@@ -409,5 +416,45 @@ func TestBackupClusterFollowerAndLeader(t *testing.T) {
 		if f, l := fm.Resource(name), lm.Resource(name); f.LastToken == 0 || f.LastToken != l.LastToken || !bytes.Equal(f.Value, l.Value) {
 			t.Fatalf("%s: follower's backup %+v, leader's %+v", name, f, l)
 		}
+	}
+
+	// A client given a dead node first backs up from the next one.
+	var buf bytes.Buffer
+	h, err := backupClient(t, "http://"+testutil.FreeAddr(t), follower.URL()).Backup(ctx, &buf)
+	if err != nil || h.GetNodeId() != follower.ID() {
+		t.Fatalf("backup through a dead node, then %s: %v, %v", follower.ID(), h, err)
+	}
+	loadBackup(t, buf.Bytes(), h)
+
+	// The others gone, the follower soon knows no leader: it refuses a
+	// backup (unavailable: ask another node), which could miss what the
+	// cluster committed without it knowing.
+	for _, n := range cl.Nodes() {
+		if n != follower {
+			if err := n.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for {
+		st, err := follower.Status(ctx)
+		if err == nil && st.GetLeaderId() == "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s still names a leader: %v %v", follower.ID(), st, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	st, err := fencev1connect.NewMaintenanceServiceClient(http.DefaultClient, follower.URL()).Backup(ctx, connect.NewRequest(&fencev1.BackupRequest{}))
+	if err == nil {
+		for st.Receive() {
+		}
+		err = st.Err()
+		st.Close()
+	}
+	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "knows no leader") {
+		t.Fatalf("backup of %s without a leader: %v, want unavailable, knows no leader", follower.ID(), err)
 	}
 }

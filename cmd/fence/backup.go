@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -105,7 +106,16 @@ func (r backupResult) human() string {
 		to, r.bytes, r.sha256,
 		h.GetNodeId(), h.GetRole(), cluster,
 		h.GetAppliedIndex(), h.GetTerm(), h.GetLastToken(),
-		h.GetServerTime().AsDuration(), time.UnixMilli(h.GetWallUnixMs()).UTC().Format(time.RFC3339Nano), h.GetVersion())
+		h.GetServerTime().AsDuration(), time.UnixMilli(h.GetWallUnixMs()).UTC().Format(time.RFC3339Nano), h.GetVersion()) + r.roleNote()
+}
+
+// roleNote is said under a backup a node took while not the leader.
+func (r backupResult) roleNote() string {
+	if strings.EqualFold(r.hdr.GetRole(), "leader") {
+		return ""
+	}
+	return "\n  note: " + r.hdr.GetNodeId() + " was not the leader: the backup holds what it had applied (up to the commit\n" +
+		"  index it knew), which may miss the latest writes; back up through the leader for the latest state"
 }
 
 // json is the --json object: the header with the API's field names.
