@@ -3,6 +3,8 @@
 //	fence serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt] ...
 //	fence serve ... --node-id ID --raft-addr HOST:PORT [--raft-advertise HOST:PORT]
 //	            (--bootstrap | --join URL[,URL] | --peers ID=HOST:PORT,...)
+//	fence serve ... [--log-format text|json] [--log-level debug|info|warn|error]
+//	            (every serve flag also from FENCE_<FLAG>: FENCE_MAX_TTL=1h; flags win)
 //	fence acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
 //	fence renew NAME --token N [--ttl D]
 //	fence release NAME --token N

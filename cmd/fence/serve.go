@@ -96,18 +96,26 @@ func parseServe(fs *flag.FlagSet, args []string, getenv func(string) string) (en
 // gracefully: a single node, or with --raft-addr a node of a cluster.
 func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs, o := serveFlags(g, stderr)
+	// A refused start is one line: with --log-format json a JSON record
+	// ("start refused", err), so that a JSON log stays JSON; in text the
+	// CLI's "fence: serve: ..." line, as every command's usage errors.
+	refuse := func(err error) int {
+		if *o.logFormat == "json" {
+			newLogger(stderr, "json", "error", new(atomic.Bool)).Error("start refused", "err", err.Error())
+			return exitCodeOf(err)
+		}
+		return fail(g, stdout, stderr, err)
+	}
 	src, err := parseServe(fs, args, os.Getenv)
 	if err != nil {
 		var usage *usageError
 		if errors.As(err, &usage) { // a bad variable
-			return fail(g, stdout, stderr, err)
+			return refuse(err)
 		}
-		return usageExit(err)
+		return usageExit(err) // the flag package printed why, and the usage
 	}
 	// A refusal below names flags; one a variable set is said to be so.
-	usage := func(msg string) int {
-		return fail(g, stdout, stderr, &usageError{src.explain(msg)})
-	}
+	usage := func(msg string) int { return refuse(&usageError{src.explain(msg)}) }
 	if *o.maxTTL < fence.MinTTL {
 		return usage(fmt.Sprintf("serve: --max-ttl must be at least %s", fence.MinTTL))
 	}

@@ -252,6 +252,12 @@ func TestProcessServeLogFormatJSON(t *testing.T) {
 	if last := lines[len(lines)-1]; code == exitOK || last["msg"] != "start refused" || last["level"] != "ERROR" || last["err"] == "" {
 		t.Errorf("second serve on the same dir: exit %d, last line %v; want non-zero and 'start refused' with the reason", code, last)
 	}
+	// A bad setting with a JSON log: one JSON line too, exit 2.
+	code, out = serveExit(t, []string{"FENCE_LOG_FORMAT=json", "FENCE_MAX_TTL=1ms"})
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil || code != exitUsage || m["msg"] != "start refused" || !strings.Contains(fmt.Sprint(m["err"]), "FENCE_MAX_TTL=1ms") {
+		t.Errorf("FENCE_MAX_TTL=1ms with a JSON log: exit %d, output %q (%v); want %d and one JSON line naming the variable", code, out, err, exitUsage)
+	}
 	// --log-format text wins over FENCE_LOG_FORMAT=json.
 	code, out = serveExit(t, []string{"FENCE_LOG_FORMAT=json"}, "--data-dir", dir, "--log-format", "text")
 	if code == exitOK || !strings.HasPrefix(out, "time=") || !strings.Contains(out, `msg="start refused"`) {
