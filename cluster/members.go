@@ -144,6 +144,11 @@ func (m *Membership) NodeStatus(adding bool) *fencev1.NodeStatusResponse {
 	} else {
 		m.log.Debug("data dir size unknown", "err", err)
 	}
+	if m.single() {
+		// raft knows the leader (itself) by its in-memory transport
+		// address, which is no address anyone can reach (see Members).
+		r.LeaderAddr = ""
+	}
 	if !st.LastContact.IsZero() {
 		r.LastContact = durationpb.New(time.Since(st.LastContact))
 	}

@@ -53,7 +53,8 @@ func TestProcessStatusSingleNode(t *testing.T) {
 		t.Fatalf("fence status keys %q, want %q", keys, statusTextKeys)
 	}
 	for k, want := range map[string]string{"role": "leader", "ready": "true", "last token": strconv.FormatUint(tok, 10),
-		"leases held": "1", "resources": "1", "resource bytes": "3 B (3 bytes)", "sessions": "0", "raft addr": "-", "fatal": "-"} {
+		"leases held": "1", "resources": "1", "resource bytes": "3 B (3 bytes)", "sessions": "0", "raft addr": "-", "fatal": "-",
+		"leader": text["node id"], "last contact": "-"} {
 		if text[k] != want {
 			t.Errorf("fence status %s: %q, want %q", k, text[k], want)
 		}
