@@ -58,8 +58,8 @@ type restoreRec struct {
 	cut, open  int64
 	backupCall int64 // the restored backup's call (KindRestore's Value)
 	backup     *Op
-	restored  map[string]*Op // res → OK KindRestored
-	first     uint64
+	restored   map[string]*Op // res → OK KindRestored
+	first      uint64
 }
 
 // restoreScope is what scopeRestores found.
