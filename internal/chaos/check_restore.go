@@ -377,15 +377,3 @@ func (sc *restoreScope) checkBackups(ops []Op, epochOfCall func(int64) int, shif
 		}
 	}
 }
-
-// restoreSummary says what the scoping did, for the report's detail.
-func (sc *restoreScope) summary() string {
-	if sc == nil || len(sc.restores) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, r := range sc.restores {
-		parts = append(parts, fmt.Sprintf("#%d first token %d", r.num, r.first))
-	}
-	return strings.Join(parts, ", ")
-}

@@ -23,11 +23,15 @@
 //     nemesis_cluster.go: the kinds of a cluster (the leader isolated, a
 //     majority/minority split, one-way cuts, the leader paused or killed, a
 //     follower killed, a skewed clock with leadership moved onto it, a
-//     member removed and re-added);
+//     member removed and re-added); nemesis_restore.go: the restore (a
+//     backup, every node killed, `fence restore` into a fresh data dir,
+//     the cluster re-formed, the run goes on);
 //   - worker.go, store_*.go: the worker loop run by `fence-chaos worker` in
 //     its own process;
 //   - check.go: the checkers (stale writes, token order, exclusion, early
 //     expiry on the host's monotonic clock, lost writes, double applies) and
-//     linear.go: linearizability with porcupine;
+//     linear.go: linearizability with porcupine; check_restore.go: the
+//     built-in store's checks scoped to restore epochs, and each backup
+//     checked against what came back;
 //   - run.go: Run, which ties them together and returns a Summary.
 package chaos
