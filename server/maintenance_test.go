@@ -16,11 +16,11 @@ import (
 	"github.com/fenceworks/fence/backup"
 )
 
-// MaintenanceService.Backup on a real node, through Connect (HTTP/1.1)
-// and gRPC (h2c): the messages' data, in order, is a backup file that
-// verifies; each message holds at most 64 KiB; only the first carries the
-// header, which is the file's and matches the node (id, counter, cluster
-// id, applied index).
+// MaintenanceService.Backup on a real node, through Connect (HTTP/1.1;
+// protobuf and JSON) and gRPC (h2c): the messages' data, in order, is a
+// backup file that verifies; each message holds at most 64 KiB; only the
+// first carries the header, which is the file's and matches the node (id,
+// counter, cluster id, applied index).
 func TestBackupHandler(t *testing.T) {
 	s, url := startServer(t)
 	ctx := context.Background()
@@ -44,6 +44,7 @@ func TestBackupHandler(t *testing.T) {
 		mc   fencev1connect.MaintenanceServiceClient
 	}{
 		{"connect", fencev1connect.NewMaintenanceServiceClient(&http.Client{}, url)},
+		{"connect-json", fencev1connect.NewMaintenanceServiceClient(&http.Client{}, url, connect.WithProtoJSON())},
 		{"grpc-h2c", fencev1connect.NewMaintenanceServiceClient(h2cClient(), url, connect.WithGRPC())},
 	} {
 		t.Run(p.name, func(t *testing.T) {
