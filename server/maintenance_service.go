@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/backup"
+	"github.com/fenceworks/fence/internal/buildinfo"
 )
 
 // backupChunk bounds the data of one BackupResponse.
@@ -169,7 +169,7 @@ func (s *Server) prepareBackup(ctx context.Context) (*fencev1.BackupHeader, func
 	h := backup.Header{
 		ClusterID: p.ClusterID, NodeID: p.NodeID, Role: p.Role,
 		AppliedIndex: p.Applied, Term: p.Term, LastToken: p.LastToken,
-		ServerTimeNS: p.ServerTime, WallUnixMS: p.WallUnixMS, Version: buildVersion(),
+		ServerTimeNS: p.ServerTime, WallUnixMS: p.WallUnixMS, Version: buildinfo.Version(),
 	}
 	hdr := &fencev1.BackupHeader{
 		Format: backup.FormatVersion, ClusterId: h.ClusterID, NodeId: h.NodeID, Role: h.Role,
@@ -177,13 +177,4 @@ func (s *Server) prepareBackup(ctx context.Context) (*fencev1.BackupHeader, func
 		ServerTime: durationpb.New(time.Duration(h.ServerTimeNS)), WallUnixMs: h.WallUnixMS, Version: h.Version,
 	}
 	return hdr, func(w io.Writer) error { return backup.Write(w, h, p.View) }, nil
-}
-
-// buildVersion is the fence version of this binary, from its build info
-// ("(devel)" when built from a work tree).
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
