@@ -207,6 +207,10 @@ type backedUp struct {
 	lastToken              uint64 // the counter when it was put in
 	resourceVersion        uint64
 	sessionTTL, leaseTTL   time.Duration
+	// left is each held lock's remaining TTL as read at heldAt, before the
+	// backup; the caller sets backedUpAt once the backup has returned.
+	left               map[string]time.Duration
+	heldAt, backedUpAt time.Time
 }
 
 func putState(t testing.TB, a fullAPI, tag string) backedUp {
@@ -247,23 +251,44 @@ func putState(t testing.TB, a fullAPI, tag string) backedUp {
 		t.Fatal(err)
 	}
 	b.lastToken = max(b.sessionTok, b.plainTok)
+	b.left, b.heldAt = map[string]time.Duration{}, time.Now()
+	for _, name := range []string{b.sessionLock, b.plainLock} {
+		info, err := a.get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.left[name] = info.GetLease().GetRemaining().AsDuration()
+	}
 	return b
 }
 
-// check finds everything putState put in on the restored server a.
-func (b backedUp) check(t testing.TB, a fullAPI) {
+// check finds everything putState put in on the restored server a, whose
+// process was started after startedAt.
+func (b backedUp) check(t testing.TB, a fullAPI, startedAt time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	// Locks held at backup time are still held, with their tokens and no
-	// more than their TTL left (server time continues from the backup's).
+	if b.backedUpAt.IsZero() {
+		t.Fatal("backedUp.backedUpAt not set")
+	}
+	// Locks held at backup time are still held, with their tokens, and
+	// keep their remaining TTL in server time: the time between the backup
+	// and the restored start (the outage) does not count. Server time runs
+	// no faster than this test's clock, so a lease that had L left at
+	// heldAt has at least L - (backedUpAt - heldAt) - (now - startedAt)
+	// left now, however long the outage was. (A bound, not a timing
+	// assertion: it holds for any scheduling.)
 	for name, tok := range map[string]uint64{b.sessionLock: b.sessionTok, b.plainLock: b.plainTok} {
 		info, err := a.get(ctx, name)
+		now := time.Now()
 		if err != nil {
 			t.Fatalf("get %s: %v", name, err)
 		}
 		l := info.GetLease()
-		if l.GetToken() != tok || l.GetRemaining().AsDuration() <= 0 || l.GetRemaining().AsDuration() > b.leaseTTL {
-			t.Errorf("restored lock %s: lease %v; want token %d held with 0 < remaining <= %v", name, l, tok, b.leaseTTL)
+		left := l.GetRemaining().AsDuration()
+		atLeast := b.left[name] - b.backedUpAt.Sub(b.heldAt) - now.Sub(startedAt)
+		if l.GetToken() != tok || left <= 0 || left > b.leaseTTL || left < atLeast {
+			t.Errorf("restored lock %s: lease %v; want token %d held with %v <= remaining <= %v (the outage must not count)",
+				name, l, tok, atLeast, b.leaseTTL)
 		}
 	}
 	// The session is alive, and its open's request_id is remembered.
@@ -324,13 +349,14 @@ func highCounterServer(t *testing.T) (*fenceServer, uint64) {
 // largest token T), restore the old backup into a fresh dir with args,
 // start a server on it: the first new token is want(T, report) and above
 // T, and the state is back. It returns the report.
-func restoreScenario(t *testing.T, srv *fenceServer, args func(T uint64) []string) (restoreReport, uint64) {
+func restoreScenario(t *testing.T, srv *fenceServer, env []string, args func(T uint64) []string) (restoreReport, uint64) {
 	t.Helper()
 	dir := t.TempDir()
 	a := restoreAPI(srv.URL())
 	b := putState(t, a, "x")
 	file := filepath.Join(dir, "old.fence")
 	backupTo(t, srv.URL(), file)
+	b.backedUpAt = time.Now()
 	T := grantMore(t, a, "after-backup", 5)
 	if T <= b.lastToken {
 		t.Fatalf("T %d not above the backup's %d", T, b.lastToken)
@@ -344,10 +370,11 @@ func restoreScenario(t *testing.T, srv *fenceServer, args func(T uint64) []strin
 	}
 	srv.Stop() // the server is lost; its tokens up to T were handed out
 
-	r := restoreOK(t, nil, file, filepath.Join(dir, "restored"), args(T)...)
+	r := restoreOK(t, env, file, filepath.Join(dir, "restored"), args(T)...)
 	if r.OldCounter != b.lastToken {
 		t.Errorf("report: old counter %d, want the backup's %d", r.OldCounter, b.lastToken)
 	}
+	startedAt := time.Now()
 	restored := startServerIn(t, filepath.Join(dir, "restored"))
 	ra := restoreAPI(restored.URL())
 	first := grantLock(t, ra, "after-restore")
@@ -357,7 +384,7 @@ func restoreScenario(t *testing.T, srv *fenceServer, args func(T uint64) []strin
 	if first != r.FirstToken {
 		t.Errorf("first token %d, the report said %d", first, r.FirstToken)
 	}
-	b.check(t, ra)
+	b.check(t, ra, startedAt)
 	if next := grantLock(t, ra, "after-restore-2"); next <= first {
 		t.Errorf("token %d after %d", next, first)
 	}
@@ -375,7 +402,7 @@ func restoreScenario(t *testing.T, srv *fenceServer, args func(T uint64) []strin
 // counter is above the wall clock, so nothing else can explain it).
 func TestRestoreFloorFlag(t *testing.T) {
 	srv, high := highCounterServer(t)
-	r, T := restoreScenario(t, srv, func(T uint64) []string { return []string{"--floor", itoa(T)} })
+	r, T := restoreScenario(t, srv, nil, func(T uint64) []string { return []string{"--floor", itoa(T)} })
 	if r.FirstToken != T+1 || r.Chosen != "--floor" || T <= high {
 		t.Errorf("report: first token %d chosen %q; want T+1 = %d from --floor", r.FirstToken, r.Chosen, T+1)
 	}
@@ -413,7 +440,9 @@ func TestRestoreFloorFromPostgres(t *testing.T) {
 		t.Errorf("a refused restore created the data dir: %v", err)
 	}
 
-	r, T := restoreScenario(t, srv, func(T uint64) []string {
+	// The restore runs an hour later (its clock an hour ahead, as after a
+	// long outage): held leases still keep their remaining TTL.
+	r, T := restoreScenario(t, srv, []string{"FENCE_TEST_CLOCK_OFFSET=+1h"}, func(T uint64) []string {
 		// A worker fenced a write with T in the guard table: the store
 		// accepted T. Lower tokens in other rows do not matter.
 		for res, tok := range map[string]uint64{"stock/a": T, "stock/b": T - 2} {
@@ -441,7 +470,7 @@ func dsnWithTable(dsn, table string) string {
 func TestRestoreWallClockFloor(t *testing.T) {
 	srv := startServer(t)
 	before := uint64(time.Now().UnixMilli()) * 1024
-	r, T := restoreScenario(t, srv, func(uint64) []string { return nil })
+	r, T := restoreScenario(t, srv, nil, func(uint64) []string { return nil })
 	after := uint64(time.Now().UnixMilli()) * 1024
 	w := r.floor(t, "wall-clock")
 	if r.Chosen != "wall-clock" || r.FirstToken != w+1 || w < before || w > after || T >= before {
@@ -460,6 +489,7 @@ func TestRestoreTwiceFromTheSameBackup(t *testing.T) {
 	b := putState(t, a, "twice")
 	file := filepath.Join(dir, "old.fence")
 	backupTo(t, srv.URL(), file)
+	b.backedUpAt = time.Now()
 	last := grantMore(t, a, "orig", 3)
 	srv.Stop()
 	for i := 1; i <= 2; i++ {
@@ -472,9 +502,10 @@ func TestRestoreTwiceFromTheSameBackup(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(d, "raft.db")); (err == nil) != (i == 2) {
 			t.Errorf("restore %d %q: raft.db (bolt): %v", i, args, err)
 		}
+		startedAt := time.Now()
 		s := startServerIn(t, d)
 		ra := restoreAPI(s.URL())
-		b.check(t, ra)
+		b.check(t, ra, startedAt)
 		first := grantLock(t, ra, "first")
 		if first <= last || first != r.FirstToken {
 			t.Fatalf("restore %d: first token %d (report %d), the largest before it %d", i, first, r.FirstToken, last)
@@ -632,6 +663,7 @@ func TestRestoreClusterReformed(t *testing.T) {
 	b := putState(t, a, "cluster")
 	file := filepath.Join(dir, "old.fence")
 	backupTo(t, orig.URL(), file)
+	b.backedUpAt = time.Now()
 	T := grantMore(t, a, "after", 3)
 	orig.Stop()
 
@@ -641,6 +673,7 @@ func TestRestoreClusterReformed(t *testing.T) {
 	}
 	r := restoreOK(t, nil, file, filepath.Join(dir, "n1"), "--node-id", "fence-1", "--raft-addr", raftAddr)
 	args := []string{"--ready-timeout", "60s"}
+	startedAt := time.Now()
 	n1 := harness.StartT(t, harness.Config{Bin: bin, ID: "fence-1", DataDir: filepath.Join(dir, "n1"), RaftAddr: raftAddr,
 		Args: args, ReadyTimeout: hangGuard, StopTimeout: hangGuard})
 	nodes := []*harness.Server{n1}
@@ -684,7 +717,7 @@ func TestRestoreClusterReformed(t *testing.T) {
 			}
 		}
 	}
-	b.check(t, restoreAPI(l.URL()))
+	b.check(t, restoreAPI(l.URL()), startedAt)
 	next := grantLock(t, restoreAPI(l.URL()), "after-loss")
 	if next <= first.GetToken() {
 		t.Errorf("token %d after %d", next, first.GetToken())
