@@ -142,22 +142,12 @@ func (n *Node) Rules() state.Config {
 // flags (Config.Rules) only propose rules; this is what decides.
 func (n *Node) MaxTTL() time.Duration { return time.Duration(n.fsm.maxTTL.Load()) }
 
-// HeldLeases counts the locks held at the leader clock; on a node not in
-// office, at the server time of the last command it applied (a full scan:
-// meant for metrics scrapes and status, not hot paths).
+// HeldLeases counts the locks held as of the last command applied
+// (state.Machine.Holders: O(1), no scan; a lease past its end counts until
+// the tick the ticker proposes for it is applied).
 func (n *Node) HeldLeases() int {
-	now, err := n.Now()
 	held := 0
-	n.fsm.read(func(m *state.Machine) {
-		if err != nil {
-			now = m.Now()
-		}
-		for _, li := range m.Locks("", now) {
-			if li.Lease != nil {
-				held++
-			}
-		}
-	})
+	n.fsm.read(func(m *state.Machine) { held = m.Holders() })
 	return held
 }
 

@@ -175,6 +175,7 @@ func (m *impl) grantTo(l *lockEntry, owner string, ttl, lockDelay time.Duration,
 		}
 	}
 	l.holder = g
+	m.holders++
 	l.lastToken = g.token
 	l.lastOwner = owner
 	l.lastEnd = endNone
@@ -195,6 +196,7 @@ func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
 	l.holder = nil
 	l.lastEnd = how
 	m.ends[how]++
+	m.holders--
 	l.freedAt = at
 	if g.sess != nil {
 		delete(g.sess.leases, l.name)

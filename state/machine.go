@@ -41,7 +41,8 @@ type impl struct {
 
 	clusterID string // recorded by the first OpConfig that carried one (clusterid.go)
 
-	ends [3]uint64 // leases ended, by leaseEnd (stats.go; not state: snapshots leave it out)
+	ends    [3]uint64 // leases ended, by leaseEnd (stats.go; not state: snapshots leave it out)
+	holders int       // locks with a holder (stats.go; restore counts them)
 }
 
 func newMachine(cfg Config, configured bool) *Machine {

@@ -369,6 +369,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 				return nil, fmt.Errorf("lock %q: inconsistent holder", s.Name)
 			}
 			l.holder = &grant{owner: g.Owner, token: g.Token, ttl: time.Duration(g.TTL), expiresAt: g.ExpiresAt, lockDelay: time.Duration(g.LockDelay), sess: sess}
+			m.holders++
 			if sess != nil {
 				sess.bind(l)
 			}
