@@ -20,12 +20,13 @@ const leaderChanges = 256
 // logLeaders logs one line per change of the leader this node knows:
 // "leader changed" with the node's id, the term, the new leader's id and
 // address and this node's role; "no leader" when the known leader is lost
-// (an election is under way). The term is read in raft's own goroutine as
+// (an election may be under way, or a follower is running a pre-vote). The term is read in raft's own goroutine as
 // it reports the change (the observer's filter runs there, before raft
 // goes on), so it is the term of the change, not of a later one. A leader
 // this node already knew when the observer was registered is logged too
 // (as a change from none), so a single node's first election is not
-// missed; the same leader in the same term is never logged twice.
+// missed. The same leader in the same term is never logged as a change
+// twice: back after a "no leader", it is "leader heard from again".
 func (n *Node) logLeaders() {
 	defer n.wg.Done()
 	ch := make(chan leaderChange, leaderChanges)
@@ -43,9 +44,9 @@ func (n *Node) logLeaders() {
 	})
 	n.raft.RegisterObserver(obs)
 	defer n.raft.DeregisterObserver(obs)
-	var last leaderChange
+	var seen leaderSeen
 	addr, id := n.raft.LeaderWithID()
-	n.logLeader(&last, leaderChange{id: string(id), addr: string(addr), term: n.raft.CurrentTerm()})
+	n.logLeader(&seen, leaderChange{id: string(id), addr: string(addr), term: n.raft.CurrentTerm()})
 	for {
 		select {
 		case <-n.closing:
@@ -54,29 +55,43 @@ func (n *Node) logLeaders() {
 			if d := dropped.Swap(0); d > 0 {
 				n.cfg.Logger.Warn("leader changes not logged (too many at once)", "node_id", n.cfg.NodeID, "dropped", d)
 			}
-			n.logLeader(&last, c)
+			n.logLeader(&seen, c)
 		}
 	}
 }
 
-// logLeader logs c unless it is what was logged last (*last), and records it.
-func (n *Node) logLeader(last *leaderChange, c leaderChange) {
-	if c.id == last.id && c.addr == last.addr && (c.id == "" || c.term == last.term) {
+// leaderSeen is what logLeader has logged: the last leader known (none:
+// id "") and the last leader there was, with its term.
+type leaderSeen struct {
+	now  leaderChange // what this node knows now
+	last leaderChange // the last leader it knew (id never ""), zero before the first
+}
+
+// logLeader logs c if it changes what the node knows. A leader that comes
+// back in the same term after a "no leader" (a follower's pre-vote found
+// the leader alive, or a pause) is not a leadership change: it is logged
+// as "leader heard from again", not as "leader changed".
+func (n *Node) logLeader(seen *leaderSeen, c leaderChange) {
+	if c.id == seen.now.id && c.addr == seen.now.addr && (c.id == "" || c.term == seen.now.term) {
 		return
 	}
-	prev := last.id
-	*last = c
+	prev := seen.last
+	seen.now = c
 	if c.id == "" {
-		if prev == "" {
-			return // nothing was known: there is no loss to report
+		if prev.id != "" {
+			n.cfg.Logger.Info("no leader", "node_id", n.cfg.NodeID, "term", c.term, "previous_leader", prev.id)
 		}
-		n.cfg.Logger.Info("no leader", "node_id", n.cfg.NodeID, "term", c.term, "previous_leader", prev)
 		return
 	}
+	seen.last = c
 	role := "follower"
 	if c.id == n.cfg.NodeID {
 		role = "leader"
 	}
+	if c.id == prev.id && c.term == prev.term {
+		n.cfg.Logger.Info("leader heard from again", "node_id", n.cfg.NodeID, "term", c.term, "leader_id", c.id, "role", role)
+		return
+	}
 	n.cfg.Logger.Info("leader changed", "node_id", n.cfg.NodeID, "term", c.term, "leader_id", c.id, "leader_addr", c.addr,
-		"role", role, "previous_leader", prev)
+		"role", role, "previous_leader", prev.id)
 }

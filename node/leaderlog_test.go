@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -94,5 +95,45 @@ func TestClusterLogsLeaderChanges(t *testing.T) {
 		if len(ls) < 2 || ls[len(ls)-2].LeaderID != lead.id || ls[len(ls)-2].Term >= term {
 			t.Errorf("%s: lines %+v: want %s (an earlier term) before %s in term %d", mb.id, ls, lead.id, to.id, term)
 		}
+	}
+}
+
+// What logLeader makes of a sequence of changes raft reports: a leader
+// lost and found again in the same term (a follower's pre-vote that found
+// the leader alive) is not a second "leader changed" — the duplicate a
+// 3-node run under -race once logged.
+func TestLogLeaderSequence(t *testing.T) {
+	var buf testutil.Buffer
+	n := &Node{cfg: Config{NodeID: "n2", Logger: slog.New(slog.NewJSONHandler(&buf, nil))}}
+	var seen leaderSeen
+	for _, c := range []leaderChange{
+		{}, // nothing known at registration: nothing logged
+		{id: "n3", addr: "a3", term: 2},
+		{id: "n3", addr: "a3", term: 2}, // reported twice: once logged
+		{term: 2},                       // lost
+		{id: "n3", addr: "a3", term: 2}, // found again, same term
+		{term: 3},
+		{id: "n2", addr: "a2", term: 3}, // this node leads
+	} {
+		n.logLeader(&seen, c)
+	}
+	var got []string
+	sc := bufio.NewScanner(strings.NewReader(buf.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%v %v %v %v %v", m["msg"], m["term"], m["leader_id"], m["role"], m["previous_leader"]))
+	}
+	want := []string{
+		"leader changed 2 n3 follower ",
+		"no leader 2 <nil> <nil> n3",
+		"leader heard from again 2 n3 follower <nil>",
+		"no leader 3 <nil> <nil> n3",
+		"leader changed 3 n2 leader n3",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
