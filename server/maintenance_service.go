@@ -140,6 +140,11 @@ func (c *chunkSender) flush() error {
 	if len(c.buf) == 0 && c.hdr == nil {
 		return nil
 	}
+	// The request's context ends when the client goes away or the server
+	// shuts down (Shutdown cancels every request): stop encoding then.
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
 	sendDeadline(c.ctx)
 	// Send marshals the message before it returns: buf may be reused.
 	err := c.stream.Send(&fencev1.BackupResponse{Data: c.buf, Header: c.hdr})
