@@ -181,10 +181,10 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return restoreFail(g, stdout, stderr, err) // backup.Restore's errors name the file or the dir
 	}
 	res := restoreResult{path: path, opts: opts, rep: rep}
-	for _, w := range rep.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
 	if g.json {
+		for _, w := range rep.Warnings { // the human report has them on stdout
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
 		emit(g, stdout, "", res.json())
 	} else {
 		fmt.Fprint(stdout, res.human())
