@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,7 +35,8 @@ stdout (checked as it is written; the exit status says whether it is whole).
 
 The header's facts are printed to stderr (with --json as one object on
 stdout, or on stderr when FILE is "-"). --timeout bounds the wait for the
-node to start sending and any pause in the stream, not the whole backup.
+node to start sending and any pause in the stream, not the whole backup
+(0: no limit).
 `
 
 // backupCmd is `fence backup FILE`.
@@ -52,10 +54,11 @@ func backupCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if path == "" {
 		return fail(g, out, stderr, &usageError{"backup: FILE is empty (want a path, or - for stdout)"})
 	}
-	opts := []client.Option{client.WithFailFast(), client.WithoutSession()}
-	if g.timeout > 0 {
-		opts = append(opts, client.WithAttemptTimeout(g.timeout))
+	idle := g.timeout
+	if idle <= 0 {
+		idle = math.MaxInt64 // --timeout 0: no limit, as for every command
 	}
+	opts := []client.Option{client.WithFailFast(), client.WithoutSession(), client.WithAttemptTimeout(idle)}
 	c, err := client.New(g.server, opts...)
 	if err != nil {
 		return fail(g, out, stderr, &usageError{err.Error()})
