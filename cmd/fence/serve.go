@@ -159,7 +159,11 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		logger.Warn("test-only hook set in the environment (never in production)", "var", v)
 	}
 	for _, u := range unknownEnv(fs, os.Environ()) {
-		logger.Warn("unknown FENCE_ variable ignored (no fence serve flag reads it)", "var", u[0], "did_you_mean", u[1])
+		args := []any{"var", u[0]}
+		if u[1] != "" {
+			args = append(args, "did_you_mean", u[1])
+		}
+		logger.Warn("unknown FENCE_ variable ignored (no fence serve flag reads it)", args...)
 	}
 	if len(src) > 0 {
 		logger.Info("flags from the environment", "set", strings.Join(slices.Sorted(maps.Values(src)), " "))

@@ -264,3 +264,16 @@ func TestProcessServeLogFormatJSON(t *testing.T) {
 		t.Errorf("--log-format text over FENCE_LOG_FORMAT=json: exit %d, output %q; want text lines", code, out)
 	}
 }
+
+// A FENCE_ variable no serve flag reads is reported with the nearest real
+// name (a typo would otherwise be ignored in silence); the variables with
+// another meaning are not.
+func TestServeUnknownEnv(t *testing.T) {
+	fs, _ := serveFlags(&globals{}, io.Discard)
+	got := unknownEnv(fs, []string{"FENCE_MAXTTL=1h", "FENCE_WHATEVER=1", "FENCE_MAX_TTL=1h", "FENCE_SERVER=http://x", "FENCE_LOCK=a",
+		"FENCE_TOKEN=1", "FENCE_PLANTBUG=x", "FENCE_TEST_CLOCK_RATE=1", "FENCE_TEST_POSTGRES=x", "PATH=/bin", "FENCE_LOG_LEVEL=debug"})
+	want := [][2]string{{"FENCE_MAXTTL", "FENCE_MAX_TTL"}, {"FENCE_WHATEVER", ""}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("unknownEnv = %q, want %q", got, want)
+	}
+}
