@@ -230,12 +230,15 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 		n.healProxies()
 		return fmt.Sprintf("restore #%d FAILED: %s", num, brief(err)), true, nil
 	}
+	n.clearDown(0)
 	n.logf("restore #%d: %s restored and started (%s)", num, node0.Name(), report)
 	for j, node := range c.Nodes[1:] {
 		if err := node.Rejoin(hctx, []string{node0.DirectURL()}); err != nil {
 			n.markDown(j+1, err)
 			n.logf("restore #%d: %s: join FAILED: %s", num, node.Name(), brief(err))
+			continue
 		}
+		n.clearDown(j + 1) // a node left down by an earlier fault runs again
 	}
 	if c.Raft() {
 		for j := 1; j < len(c.Nodes); j++ {
@@ -269,6 +272,17 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 		how = "PLANTED: not raised (--floor 1, wall clock of 1970)"
 	}
 	return fmt.Sprintf("restore #%d (%s): %s; clients cut off %s", num, how, report, time.Since(t0).Round(time.Millisecond)), true, nil
+}
+
+// clearDown forgets that node i could not be restarted (it runs again).
+func (n *Nemesis) clearDown(i int) {
+	n.mu.Lock()
+	d := n.down[i]
+	delete(n.down, i)
+	n.mu.Unlock()
+	if d != nil {
+		n.logf("node %d is back (restored or joined) after %d failed restarts", i, d.attempts)
+	}
 }
 
 // healProxies lets the clients in again (every client proxy healed).
