@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -416,6 +418,24 @@ func TestBackupClusterFollowerAndLeader(t *testing.T) {
 		if f, l := fm.Resource(name), lm.Resource(name); f.LastToken == 0 || f.LastToken != l.LastToken || !bytes.Equal(f.Value, l.Value) {
 			t.Fatalf("%s: follower's backup %+v, leader's %+v", name, f, l)
 		}
+	}
+
+	// fence backup of the follower: the file is its backup, and the
+	// summary says it holds what the follower had applied.
+	file := filepath.Join(t.TempDir(), "follower.backup")
+	cmd := exec.CommandContext(ctx, fenceBinary(t), "backup", file, "--server", follower.URL())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("fence backup of %s: %v\n%s", follower.ID(), err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "note: "+follower.ID()+" was not the leader") {
+		t.Fatalf("fence backup of follower %s says:\n%s\nwant a note that it was not the leader", follower.ID(), stderr.String())
+	}
+	if b, err := os.ReadFile(file); err != nil {
+		t.Fatal(err)
+	} else if h, _, err := backup.Verify(bytes.NewReader(b)); err != nil || h.NodeID != follower.ID() {
+		t.Fatalf("fence backup of %s wrote a file of %s: %v", follower.ID(), h.NodeID, err)
 	}
 
 	// A client given a dead node first backs up from the next one.
