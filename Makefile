@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-short vet fmt bench bench-quick bench-cluster mutate proto proto-tools lab clean chaos chaos-plantbug
+.PHONY: run build test test-short vet fmt bench bench-quick bench-cluster mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -123,6 +123,16 @@ proto-tools:
 	command -v protoc >/dev/null || { apt-get update && apt-get install -y protobuf-compiler; }
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	$(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_VERSION)
+
+## grpcurl: bin/tools/grpcurl-$(GRPCURL_VERSION), the grpcurl server/grpc_test.go runs against a real
+##   server (reflection, grpc.health.v1); the test builds it itself when missing (keep the versions in step)
+GRPCURL_VERSION ?= v1.9.3
+GRPCURL         := bin/tools/grpcurl-$(GRPCURL_VERSION)
+grpcurl: $(GRPCURL)
+$(GRPCURL):
+	@mkdir -p bin/tools
+	GOBIN=$(CURDIR)/bin/tools/.install-grpcurl $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	mv bin/tools/.install-grpcurl/grpcurl $@
 
 clean:
 	rm -rf bin

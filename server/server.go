@@ -104,6 +104,8 @@ func New(cfg Config) (*Server, error) {
 		{prefix: sessPath, h: sessHandler},
 		cp.route(s, opts),
 		s.maintenanceRoute(opts),
+		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
+		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},
 	})), cfg.WriteTimeout), cfg.WriteTimeout)
 	// A call another node forwarded here is marked, so it is never
