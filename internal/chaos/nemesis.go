@@ -357,9 +357,10 @@ type Nemesis struct {
 	fills    int
 	down     map[int]*downNode // nodes the nemesis failed to restart
 
-	restores  []restoreDone // the restores made, with their records
-	nRestores int
-	restoreMu sync.RWMutex // a restore holds it; a backup attempt reads it
+	restores   []restoreDone // the restores made, with their records
+	nRestores  int
+	lastBackup backupResult // the backup the last restore restored
+	restoreMu  sync.RWMutex // a restore holds it; a backup attempt reads it
 }
 
 // downNode is a node whose restart failed: retried every 5s, not counted as

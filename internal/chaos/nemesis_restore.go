@@ -167,6 +167,14 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 	n.mu.Lock()
 	n.nRestores++
 	num := n.nRestores
+	// Every third restore restores the previous restore's backup again
+	// (the same old file twice, the second time from further back): its
+	// first token must still be above everything issued since.
+	again := ""
+	if num%3 == 0 && n.lastBackup.path != "" {
+		b, again = n.lastBackup, " (the previous restore's backup again)"
+	}
+	n.lastBackup = b
 	n.mu.Unlock()
 	floorFrom := ""
 	if rc.PostgresDSN != "" && num%2 == 0 {
@@ -183,8 +191,8 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 	}
 	rop := Op{Worker: -1, N: num, Kind: KindRestore, Call: nowNano(), Value: b.op.Call}
 	t0 := time.Now()
-	n.logf("fault #%d %s: restore #%d of %s (backup at applied index %d, last token %d); clients cut off",
-		i, f, num, filepath.Base(b.path), b.op.Version, b.op.Token)
+	n.logf("fault #%d %s: restore #%d of %s%s (backup at applied index %d, last token %d); clients cut off",
+		i, f, num, filepath.Base(b.path), again, b.op.Version, b.op.Token)
 	records := []Op{b.op}
 
 	// 2. The end of the epoch: requests that reached a node before the
@@ -271,7 +279,7 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 	if rc.NoRaise {
 		how = "PLANTED: not raised (--floor 1, wall clock of 1970)"
 	}
-	return fmt.Sprintf("restore #%d (%s): %s; clients cut off %s", num, how, report, time.Since(t0).Round(time.Millisecond)), true, nil
+	return fmt.Sprintf("restore #%d%s (%s): %s; clients cut off %s", num, again, how, report, time.Since(t0).Round(time.Millisecond)), true, nil
 }
 
 // clearDown forgets that node i could not be restarted (it runs again).
