@@ -1,0 +1,142 @@
+<?php
+// A stock-update worker: takes the Fence lease for one SKU, then sets its
+// quantity in MariaDB/MySQL in one transaction that first advances the guard
+// row with the lease's fencing token. A worker whose lease ran out while it
+// was paused is refused by the database, not by a check of its own.
+//
+//   php worker.php --sku sku-42 --qty 8 --ttl 5 --wait 30
+//
+// Prints one key=value line per step; exit codes as the fence CLI's:
+// 0 written, 1 error, 2 usage, 3 busy, 4 refused (a stale token).
+
+declare(strict_types=1);
+
+require __DIR__ . '/lib/FenceClient.php';
+require __DIR__ . '/lib/FenceGuard.php';
+
+use Shop\Fence\FenceClient;
+use Shop\Fence\FenceException;
+use Shop\Fence\FenceGuard;
+use Shop\Fence\StaleTokenException;
+
+const EXIT_ERROR = 1, EXIT_USAGE = 2, EXIT_BUSY = 3, EXIT_REFUSED = 4;
+
+function usage(string $why): never
+{
+    fwrite(STDERR, "worker.php: $why\n"
+        . "usage: php worker.php --sku SKU --qty N [--ttl SECONDS] [--wait SECONDS] [--owner NAME]\n"
+        . "         [--server URL] [--dsn PDO_DSN] [--user U] [--password P]\n"
+        . "         [--stock-table T] [--guard-table T] [--pause-before-write]\n");
+    exit(EXIT_USAGE);
+}
+
+function say(string $line): void
+{
+    fwrite(STDOUT, $line . "\n");
+    fflush(STDOUT);
+}
+
+$opt = getopt('', ['server:', 'dsn:', 'user:', 'password:', 'sku:', 'qty:', 'ttl:', 'wait:', 'owner:',
+    'stock-table:', 'guard-table:', 'pause-before-write', 'help'], $rest);
+if ($opt === false || isset($opt['help']) || $rest < $argc) {
+    usage($rest < $argc ? "unexpected argument '{$argv[$rest]}'" : 'help');
+}
+$num = static function (string $name, ?string $default) use ($opt): float {
+    $v = $opt[$name] ?? $default;
+    if ($v === null || !is_numeric($v) || (float) $v < 0) {
+        usage("--$name: want a number of seconds or units >= 0, got " . var_export($v, true));
+    }
+    return (float) $v;
+};
+$server = $opt['server'] ?? getenv('FENCE_SERVER') ?: 'http://127.0.0.1:7420';
+$dsn = $opt['dsn'] ?? getenv('FENCE_MYSQL_DSN') ?: 'mysql:host=127.0.0.1;port=3306;dbname=test;charset=utf8mb4';
+$user = $opt['user'] ?? getenv('FENCE_MYSQL_USER') ?: 'root';
+$password = $opt['password'] ?? getenv('FENCE_MYSQL_PASSWORD') ?: '';
+$sku = $opt['sku'] ?? 'sku-42';
+$qty = $opt['qty'] ?? usage('--qty is required');
+if (!preg_match('/^\d{1,9}$/', $qty)) {
+    usage("--qty: want a whole number 0..999999999, got '$qty'");
+}
+$qty = (int) $qty;
+$ttl = $num('ttl', '5');
+$wait = $num('wait', '0');
+$owner = $opt['owner'] ?? gethostname() . ':' . getmypid();
+$stockTable = $opt['stock-table'] ?? 'shop_stock';
+if (!preg_match('/^[A-Za-z_][A-Za-z0-9_]{0,63}$/', $stockTable)) {
+    usage("--stock-table: want a plain identifier, got '$stockTable'");
+}
+$lockName = "stock/$sku"; // the lease and the guard row share the name
+
+try {
+    // PDO's defaults otherwise (emulated prepares: numbers come back as strings).
+    $pdo = new PDO($dsn, $user, $password, [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);
+    $guard = new FenceGuard($pdo, $opt['guard-table'] ?? 'fence_guard');
+    $guard->migrate();
+    $pdo->exec("CREATE TABLE IF NOT EXISTS `$stockTable` (
+        sku VARCHAR(64) NOT NULL PRIMARY KEY,
+        qty INT NOT NULL
+    ) ENGINE=InnoDB");
+} catch (PDOException | InvalidArgumentException $e) {
+    fwrite(STDERR, "worker.php: database: {$e->getMessage()}\n");
+    exit(EXIT_ERROR);
+}
+
+$fence = new FenceClient($server);
+try {
+    $lease = $fence->acquire($lockName, $owner, $ttl, $wait);
+} catch (FenceException $e) {
+    if ($e->reason === 'BUSY') {
+        say(sprintf('busy lock=%s holder=%s holder_token=%d retry_after=%s (%s)', $lockName,
+            $e->facts['holder'] ?? '?', FenceClient::int($e->facts['holderToken'] ?? 0, 'holderToken'),
+            $e->retryAfter ?? '-', $e->getMessage()));
+        exit(EXIT_BUSY);
+    }
+    say("error reason={$e->reason} status={$e->httpStatus} ({$e->getMessage()})");
+    exit(EXIT_ERROR);
+}
+$token = $lease->token; // an int
+say("acquired lock=$lockName token=$token ttl={$lease->ttl} owner=$owner");
+
+if (isset($opt['pause-before-write'])) {
+    fgets(STDIN); // the slow part of the job: a test freezes the process here (SIGSTOP)
+}
+
+// What the worker can know of its lease now. It writes anyway: the check that
+// counts is the database's, a pause right after this one would defeat it.
+try {
+    $lock = $fence->getLock($lockName);
+    if ($lock['lastToken'] > $token) {
+        say("note lease_lost=true lock=$lockName last_token={$lock['lastToken']} mine=$token (writing anyway: the database decides)");
+    }
+} catch (FenceException $e) {
+    say("note lock_state_unknown reason={$e->reason}");
+}
+
+$code = 0;
+try {
+    $pdo->beginTransaction();
+    $guard->check($lockName, $token);
+    $st = $pdo->prepare("INSERT INTO `$stockTable` (sku, qty) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = VALUES(qty)");
+    $st->execute([$sku, $qty]);
+    $pdo->commit();
+    say("written sku=$sku qty=$qty token=$token");
+} catch (StaleTokenException $e) {
+    $pdo->rollBack();
+    say("refused reason=STALE_TOKEN token={$e->token} last_accepted={$e->lastAccepted} ({$e->getMessage()})");
+    $code = EXIT_REFUSED;
+} catch (PDOException $e) {
+    if ($pdo->inTransaction()) {
+        $pdo->rollBack();
+    }
+    say("error database ({$e->getMessage()})"); // 1213 deadlock, 1205 lock wait timeout: run the job again
+    $code = EXIT_ERROR;
+}
+
+try {
+    $fence->release($lockName, $token);
+    say("released lock=$lockName token=$token");
+} catch (FenceException $e) {
+    // The lease had already ended: say why, in the server's words.
+    say(sprintf('release_refused reason=%s last_token=%s (%s)', $e->reason, $e->lastToken ?? '-', $e->getMessage()));
+}
+exit($code);
