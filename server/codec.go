@@ -5,13 +5,13 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
-// strictJSONCodec is Connect's proto3 JSON codec with one difference: a
-// field the message does not have is refused, not discarded (Connect's own
-// codec discards them). It decodes the JSON bodies checkJSONBodies does not
+// strictJSONCodec is Connect's proto3 JSON codec with the differences of
+// the API's JSON contract (docs/api.md): 64-bit integers are written as
+// JSON numbers (jsonout.go), and a field the message does not have is
+// refused, not discarded (Connect's own codec discards them). It decodes the JSON bodies checkJSONBodies does not
 // look at (gzip-compressed JSON, gRPC and Connect streaming with +json);
 // their refusal is invalid_argument whose message names the field (Connect
 // wraps a codec's error, so it carries no ErrorDetail). Binary protobuf
@@ -33,7 +33,7 @@ func (c strictJSONCodec) Marshal(m any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%T is not a proto.Message", m)
 	}
-	return protojson.MarshalOptions{}.Marshal(msg)
+	return marshalJSON(msg)
 }
 
 func (c strictJSONCodec) Unmarshal(data []byte, m any) error {

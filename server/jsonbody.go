@@ -49,6 +49,12 @@ var jsonRequests = map[string]func() proto.Message{
 // (timeoutError): one lookup of the path serves both checks.
 func checkJSONBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if unaryConnect(r) {
+			// Error bodies get reason and facts (jsonerror.go).
+			eb := &errorBodies{ResponseWriter: w, r: r}
+			defer eb.finish()
+			w = eb
+		}
 		newMsg, api := jsonRequests[r.URL.Path]
 		if api {
 			// The deadline header first, in every protocol (timeout.go).

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -142,11 +143,11 @@ func wantInvalidJSON(t *testing.T, what string, r jsonReply, field, bound, messa
 func TestUnknownJSONFieldsRefused(t *testing.T) {
 	_, url := startServer(t)
 	lease := postJSON(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"typo-lock","owner":"A","ttl":"3600s"}`), nil)
-	var got struct{ Lease struct{ Token string } }
+	var got struct{ Lease struct{ Token uint64 } }
 	if lease.status != http.StatusOK || json.Unmarshal([]byte(lease.body), &got) != nil {
 		t.Fatalf("acquire: %d %s", lease.status, lease.body)
 	}
-	tok := got.Lease.Token
+	tok := strconv.FormatUint(got.Lease.Token, 10)
 
 	typo := []byte(`{"resource":"typo","token":` + tok + `,"delta":1,"opID":"once"}`)
 	for i := 0; i < 3; i++ {
@@ -160,7 +161,7 @@ func TestUnknownJSONFieldsRefused(t *testing.T) {
 	// Both spellings protojson knows stay accepted, and keep idempotency.
 	for _, spelling := range []string{"op_id", "opId", "op_id"} {
 		r := postJSON(t, url, "/fence.v1.ResourceService/Add", []byte(`{"resource":"typo","token":`+tok+`,"delta":1,"`+spelling+`":"once"}`), nil)
-		if r.status != http.StatusOK || !strings.Contains(r.body, `"value":"1"`) {
+		if r.status != http.StatusOK || !strings.Contains(r.body, `"value":1`) {
 			t.Fatalf("add with %s: %d %s; want value 1 every time", spelling, r.status, r.body)
 		}
 	}

@@ -192,13 +192,14 @@ func TestPlainJSONPost(t *testing.T) {
 	defer resp.Body.Close()
 	var out struct {
 		Lease struct {
-			Name, Owner, Token, Ttl, Remaining string
+			Name, Owner, Ttl, Remaining string
+			Token                       uint64 // a JSON number (docs/api.md)
 		}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("status %d, decode %v", resp.StatusCode, err)
 	}
-	if out.Lease.Name != "sku-42" || out.Lease.Token != "1" || out.Lease.Ttl != "5s" {
+	if out.Lease.Name != "sku-42" || out.Lease.Token != 1 || out.Lease.Ttl != "5s" {
 		t.Fatalf("lease = %+v", out.Lease)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,34 +35,43 @@ func TestSessionJSONFlow(t *testing.T) {
 		}
 	}
 	var open struct {
-		Session struct{ Id, Ttl, Remaining string }
+		Session struct {
+			Id             uint64 // 64-bit integers are JSON numbers
+			Ttl, Remaining string
+		}
 	}
 	post("/fence.v1.SessionService/Open", `{"ttl":"10s"}`, &open)
-	if open.Session.Id == "" || open.Session.Ttl != "10s" || open.Session.Remaining == "" {
+	if open.Session.Id == 0 || open.Session.Ttl != "10s" || open.Session.Remaining == "" {
 		t.Fatalf("open = %+v", open)
 	}
-	id := open.Session.Id
-	var acq struct{ Lease struct{ Token, Ttl string } }
+	// Requests take 64-bit integers as numbers or decimal strings.
+	id := strconv.FormatUint(open.Session.Id, 10)
+	var acq struct {
+		Lease struct {
+			Token uint64
+			Ttl   string
+		}
+	}
 	post("/fence.v1.LockService/Acquire", `{"name":"j","owner":"curl","session":{"id":"`+id+`","seq":"1","ack":"1"}}`, &acq)
-	if acq.Lease.Token == "" || acq.Lease.Ttl != "10s" {
+	if acq.Lease.Token == 0 || acq.Lease.Ttl != "10s" {
 		t.Fatalf("session-bound acquire = %+v, want a lease with the session's ttl", acq)
 	}
 	var add struct {
-		Value    string
+		Value    int64
 		Replayed bool
 	}
-	body := `{"resource":"jr","token":"` + acq.Lease.Token + `","delta":"3","session":{"id":"` + id + `","seq":"2","ack":"2"}}`
+	body := `{"resource":"jr","token":` + strconv.FormatUint(acq.Lease.Token, 10) + `,"delta":"3","session":{"id":"` + id + `","seq":"2","ack":"2"}}`
 	post("/fence.v1.ResourceService/Add", body, &add)
-	if add.Value != "3" || add.Replayed {
+	if add.Value != 3 || add.Replayed {
 		t.Fatalf("add = %+v", add)
 	}
 	post("/fence.v1.ResourceService/Add", body, &add)
-	if add.Value != "3" || !add.Replayed {
+	if add.Value != 3 || !add.Replayed {
 		t.Fatalf("retried add (same seq) = %+v, want the saved 3, replayed", add)
 	}
-	var ka struct{ Session struct{ Id string } }
+	var ka struct{ Session struct{ Id uint64 } }
 	post("/fence.v1.SessionService/KeepAlive", `{"session":"`+id+`"}`, &ka)
-	if ka.Session.Id != id {
+	if ka.Session.Id != open.Session.Id {
 		t.Fatalf("keepalive = %+v", ka)
 	}
 	var closed map[string]any

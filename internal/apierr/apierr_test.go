@@ -102,3 +102,39 @@ func TestPageToken(t *testing.T) {
 		}
 	}
 }
+
+// Every refusal carries its headers (the JSON contract): Fence-Reason,
+// Fence-Last-Token when the last accepted token is a fact, Retry-After on
+// BUSY — also a refusal a follower passes on from its leader (a wire
+// error, whose own metadata Connect does not send).
+func TestRefusalHeaders(t *testing.T) {
+	cases := []struct {
+		err                    error
+		reason, last, retryAft string
+	}{
+		{&fence.StaleTokenError{Resource: "r", Token: 99, LastAccepted: 100}, "STALE_TOKEN", "100", ""},
+		{&fence.UnknownTokenError{Token: 9, LastIssued: 5}, "UNKNOWN_TOKEN", "5", ""},
+		{&fence.BusyError{Name: "l", Holder: "a", Token: 3, Remaining: 2500 * time.Millisecond}, "BUSY", "", "3"},
+		{&fence.BusyError{Name: "l", Delayed: true}, "BUSY", "", "1"},
+		{&fence.NotHolderError{Name: "l", Token: 4}, "NOT_HOLDER", "", ""},
+		{&fence.InvalidError{Field: "ttl", Bound: "at least 10ms"}, "INVALID_ARGUMENT", "", ""},
+	}
+	for _, tc := range cases {
+		local := ToConnect(tc.err)
+		// As a client receives it, then passed on by a server.
+		wire := connect.NewWireError(local.Code(), errors.New(local.Message()))
+		for _, d := range local.Details() {
+			wire.AddDetail(d)
+		}
+		passed := ToConnect(FromConnect(wire))
+		for _, ce := range []*connect.Error{local, passed} {
+			m := ce.Meta()
+			if m.Get("Fence-Reason") != tc.reason || m.Get("Fence-Last-Token") != tc.last || m.Get("Retry-After") != tc.retryAft {
+				t.Errorf("%v: meta %v; want reason %s, last token %q, Retry-After %q", tc.err, m, tc.reason, tc.last, tc.retryAft)
+			}
+			if connect.IsWireError(ce) || ce.Code() != local.Code() || ce.Message() != local.Message() || len(ce.Details()) != 1 {
+				t.Errorf("%v passed on as %v (wire %t, %d details)", tc.err, ce, connect.IsWireError(ce), len(ce.Details()))
+			}
+		}
+	}
+}

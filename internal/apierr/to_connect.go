@@ -3,6 +3,9 @@ package apierr
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -37,10 +40,24 @@ func ToConnect(err error) *connect.Error {
 		return nil
 	}
 	var ce *connect.Error
+	reason := fence.ReasonOf(err)
 	if errors.As(err, &ce) {
+		if reason != "" && connect.IsWireError(ce) {
+			// A refusal received from another server (a follower passing
+			// on its leader's answer): the same code, message and details,
+			// in an error of this server's, whose metadata Connect sends
+			// (it sends none of a wire error's).
+			wire := ce
+			ce = connect.NewError(wire.Code(), err)
+			for _, d := range wire.Details() {
+				ce.AddDetail(d)
+			}
+		}
+		if reason != "" {
+			SetHeaders(ce.Meta(), err)
+		}
 		return ce
 	}
-	reason := fence.ReasonOf(err)
 	if reason == "" {
 		switch {
 		case errors.Is(err, context.Canceled):
@@ -54,7 +71,63 @@ func ToConnect(err error) *connect.Error {
 	if d, derr := connect.NewErrorDetail(Detail(err)); derr == nil {
 		ce.AddDetail(d)
 	}
+	SetHeaders(ce.Meta(), err)
 	return ce
+}
+
+// The response headers of a refusal (the JSON contract, docs/api.md). In
+// the Connect protocol they are HTTP response headers; in gRPC and
+// gRPC-Web, trailers (metadata).
+const (
+	// HeaderReason is the refusal's reason: STALE_TOKEN, BUSY, ...
+	HeaderReason = "Fence-Reason"
+	// HeaderLastToken is the last accepted token of a STALE_TOKEN refusal
+	// (UNKNOWN_TOKEN: the last token issued), a decimal integer.
+	HeaderLastToken = "Fence-Last-Token"
+	// HeaderRetryAfter is BUSY's wait before a retry: whole seconds, at
+	// least 1 (the holder's remaining TTL or the lock-delay, rounded up).
+	HeaderRetryAfter = "Retry-After"
+)
+
+// SetHeaders sets the refusal headers of err in h (nothing when err is
+// not a refusal): Fence-Reason always, Fence-Last-Token when the last
+// accepted token is one of its facts, Retry-After on BUSY.
+func SetHeaders(h http.Header, err error) {
+	reason := fence.ReasonOf(err)
+	if reason == "" {
+		return
+	}
+	h.Set(HeaderReason, string(reason))
+	if last := LastToken(err); last != 0 {
+		h.Set(HeaderLastToken, strconv.FormatUint(last, 10))
+	}
+	var busy *fence.BusyError
+	if errors.As(err, &busy) {
+		h.Set(HeaderRetryAfter, strconv.FormatInt(RetryAfter(busy.Remaining), 10))
+	}
+}
+
+// LastToken is the last accepted token a refusal reports (STALE_TOKEN; the
+// last issued one for UNKNOWN_TOKEN), or 0.
+func LastToken(err error) uint64 {
+	var (
+		stale   *fence.StaleTokenError
+		unknown *fence.UnknownTokenError
+	)
+	switch {
+	case errors.As(err, &stale):
+		return uint64(stale.LastAccepted)
+	case errors.As(err, &unknown):
+		return uint64(unknown.LastIssued)
+	}
+	return 0
+}
+
+// RetryAfter is the Retry-After of a BUSY whose lock is free again in
+// remaining: whole seconds rounded up, at least 1.
+func RetryAfter(remaining time.Duration) int64 {
+	s := int64((remaining + time.Second - 1) / time.Second)
+	return max(s, 1)
 }
 
 // Detail describes a Fence refusal as a fencev1.ErrorDetail (nil if err is

@@ -1,0 +1,273 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+)
+
+// The JSON contract (docs/api.md, "The JSON contract"), as a stranger
+// sees it: plain net/http requests written the way curl, PHP's curl and a
+// JavaScript fetch send them, against a real server over HTTP.
+
+// reply is one HTTP answer.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// send POSTs body to path with the given headers (Content-Type among them,
+// or none at all).
+func send(t *testing.T, url, path string, body []byte, header ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{resp.StatusCode, resp.Header, b}
+}
+
+// sendJSON is a curl-like JSON POST.
+func sendJSON(t *testing.T, url, path, body string) reply {
+	t.Helper()
+	return send(t, url, path, []byte(body), "Content-Type", "application/json")
+}
+
+// object decodes a JSON object as a JavaScript or PHP program would: every
+// number a float64 (JSON.parse, json_decode's floats are exact below 2^53).
+func object(t *testing.T, r reply) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("status %d: body %q is not a JSON object: %v", r.status, r.body, err)
+	}
+	return m
+}
+
+// at walks m by keys.
+func at(m map[string]any, keys ...string) any {
+	var v any = m
+	for _, k := range keys {
+		o, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = o[k]
+	}
+	return v
+}
+
+// number is the JSON number at keys; it fails the test when the value is
+// not a number (a string "2" is what proto3 JSON would have written).
+func number(t *testing.T, m map[string]any, keys ...string) float64 {
+	t.Helper()
+	n, ok := at(m, keys...).(float64)
+	if !ok {
+		t.Fatalf("%s = %#v in %v, want a JSON number", strings.Join(keys, "."), at(m, keys...), m)
+	}
+	return n
+}
+
+func TestJSONContract(t *testing.T) {
+	_, url := startServer(t)
+
+	// Tokens 99 and 100: the comparison a JavaScript, PHP or Python
+	// program writes first must be right. As strings, "100" > "99" is
+	// false.
+	t.Run("tokens99and100", func(t *testing.T) {
+		var last float64
+		for last < 98 {
+			a := object(t, sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"burn","owner":"x","ttl":"5s"}`))
+			last = number(t, a, "lease", "token")
+			sendJSON(t, url, "/fence.v1.LockService/Release", fmt.Sprintf(`{"name":"burn","token":%v}`, last))
+		}
+		a := object(t, sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"sku","owner":"A","ttl":"60s"}`))
+		tokA := number(t, a, "lease", "token")
+		// A's lease ends (released here: the seed's pause, shortened).
+		if r := sendJSON(t, url, "/fence.v1.LockService/Release", fmt.Sprintf(`{"name":"sku","token":%v}`, tokA)); r.status != 200 {
+			t.Fatalf("release: %d %s", r.status, r.body)
+		}
+		// B's token comes as a decimal string in its request: accepted too.
+		b := object(t, sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"sku","owner":"B","ttl":"60s"}`))
+		tokB := number(t, b, "lease", "token")
+		if tokA != 99 || tokB != 100 {
+			t.Fatalf("tokens %v and %v, want 99 and 100", tokA, tokB)
+		}
+		if !(tokB > tokA) {
+			t.Fatal("100 > 99 is false")
+		}
+		w := object(t, sendJSON(t, url, "/fence.v1.ResourceService/Write", `{"resource":"stock","token":"100","value":"OA=="}`))
+		if number(t, w, "state", "lastToken") != 100 || number(t, w, "state", "version") != 1 {
+			t.Fatalf("write: %v", w)
+		}
+		// A wakes up and writes with 99: refused, the reason in the
+		// header and the body, the last token a number in both.
+		r := sendJSON(t, url, "/fence.v1.ResourceService/Write", `{"resource":"stock","token":99,"value":"NQ=="}`)
+		if r.status != http.StatusBadRequest || r.header.Get("Fence-Reason") != "STALE_TOKEN" || r.header.Get("Fence-Last-Token") != "100" {
+			t.Fatalf("stale write: %d %v %s; want 400, Fence-Reason STALE_TOKEN, Fence-Last-Token 100", r.status, r.header, r.body)
+		}
+		e := object(t, r)
+		if e["code"] != "failed_precondition" || e["reason"] != "STALE_TOKEN" || number(t, e, "facts", "lastToken") != 100 ||
+			number(t, e, "facts", "token") != 99 || at(e, "facts", "name") != "stock" {
+			t.Fatalf("stale write body: %s", r.body)
+		}
+		// debug, Connect's JSON copy of the detail, has numbers too.
+		if d, _ := at(e, "details").([]any); len(d) != 1 || at(d[0].(map[string]any), "debug", "lastAccepted") != float64(100) {
+			t.Fatalf("details: %s", r.body)
+		}
+		// Every 64-bit integer of every reply is a number: no quoted
+		// digits anywhere.
+		for _, body := range [][]byte{r.body, sendJSON(t, url, "/fence.v1.LockService/Get", `{"name":"sku"}`).body,
+			sendJSON(t, url, "/fence.v1.LockService/List", `{}`).body,
+			sendJSON(t, url, "/fence.v1.ResourceService/Read", `{"resource":"stock"}`).body} {
+			if bytes.Contains(body, []byte(`":"1`)) || bytes.Contains(body, []byte(`":"9`)) {
+				t.Fatalf("a quoted integer in %s", body)
+			}
+		}
+		g := object(t, sendJSON(t, url, "/fence.v1.LockService/Get", `{"name":"sku"}`))
+		if number(t, g, "lock", "lastToken") != 100 || number(t, g, "lock", "lease", "token") != 100 {
+			t.Fatalf("get: %v", g)
+		}
+	})
+
+	t.Run("busy", func(t *testing.T) {
+		t.Parallel()
+		sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"busy","owner":"A","ttl":"30s"}`)
+		r := sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"busy","owner":"B","ttl":"30s"}`)
+		if r.status != http.StatusTooManyRequests || r.header.Get("Fence-Reason") != "BUSY" {
+			t.Fatalf("busy: %d %v %s", r.status, r.header, r.body)
+		}
+		// The holder's remaining TTL rounded up: 30 unless this test
+		// took a second between the two calls (then 29).
+		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 30 {
+			t.Fatalf("Retry-After %q, want whole seconds in 1..30", r.header.Get("Retry-After"))
+		}
+		e := object(t, r)
+		if e["reason"] != "BUSY" || at(e, "facts", "holder") != "A" || number(t, e, "facts", "holderToken") < 1 {
+			t.Fatalf("busy body: %s", r.body)
+		}
+	})
+
+	// PHP's curl posts a form when the request is an array or the header
+	// is missing: the 415 says what it got and what to send.
+	t.Run("415", func(t *testing.T) {
+		t.Parallel()
+		form := []byte("name=sku&owner=php&ttl=30")
+		r := send(t, url, "/fence.v1.LockService/Acquire", form, "Content-Type", "application/x-www-form-urlencoded", "Accept", "*/*")
+		if r.status != http.StatusUnsupportedMediaType || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") ||
+			!bytes.Contains(r.body, []byte(`got "application/x-www-form-urlencoded"`)) || !bytes.Contains(r.body, []byte("Content-Type: application/json")) ||
+			r.header.Get("Fence-Reason") != "INVALID_ARGUMENT" {
+			t.Fatalf("form: %d %v %q", r.status, r.header, r.body)
+		}
+		r = send(t, url, "/fence.v1.LockService/Acquire", form, "Content-Type", "application/x-www-form-urlencoded", "Accept", "application/json")
+		e := object(t, r)
+		if r.status != http.StatusUnsupportedMediaType || r.header.Get("Content-Type") != "application/json" || e["code"] != "invalid_argument" ||
+			e["reason"] != "INVALID_ARGUMENT" || at(e, "facts", "field") != "Content-Type" || at(e, "facts", "got") != "application/x-www-form-urlencoded" ||
+			!strings.Contains(at(e, "facts", "bound").(string), "application/json") {
+			t.Fatalf("form, Accept JSON: %d %v %s", r.status, r.header, r.body)
+		}
+		r = send(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"sku"}`))
+		if r.status != http.StatusUnsupportedMediaType || !bytes.Contains(r.body, []byte("got no Content-Type")) {
+			t.Fatalf("no Content-Type: %d %q", r.status, r.body)
+		}
+	})
+
+	// A body the decoder inside Connect refuses (gzip-compressed JSON is
+	// not looked at in front of it) still says INVALID_ARGUMENT.
+	t.Run("decoderRefusalHasReason", func(t *testing.T) {
+		t.Parallel()
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write([]byte(`{"name":"gz","owner":"x","ttl":"5s","wiat":"5s"}`))
+		zw.Close()
+		r := send(t, url, "/fence.v1.LockService/Acquire", gz.Bytes(), "Content-Type", "application/json", "Content-Encoding", "gzip")
+		e := object(t, r)
+		if r.status != http.StatusBadRequest || r.header.Get("Fence-Reason") != "INVALID_ARGUMENT" || e["reason"] != "INVALID_ARGUMENT" ||
+			!strings.Contains(e["message"].(string), "wiat") {
+			t.Fatalf("gzip with wiat: %d %v %s", r.status, r.header, r.body)
+		}
+	})
+
+	// gRPC-Web with JSON messages (Connect-ES's grpc-web transport
+	// without binary format): numbers too.
+	t.Run("grpcWebJSON", func(t *testing.T) {
+		t.Parallel()
+		msg := []byte(`{"name":"gw","owner":"x","ttl":"5s"}`)
+		frame := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
+		r := send(t, url, "/fence.v1.LockService/Acquire", append(frame, msg...), "Content-Type", "application/grpc-web+json")
+		if r.status != 200 || len(r.body) < 5 {
+			t.Fatalf("grpc-web+json: %d %q", r.status, r.body)
+		}
+		n := binary.BigEndian.Uint32(r.body[1:5])
+		var m map[string]any
+		if err := json.Unmarshal(r.body[5:5+n], &m); err != nil {
+			t.Fatalf("first frame %q: %v", r.body[5:5+n], err)
+		}
+		number(t, m, "lease", "token")
+	})
+
+	// The headers reach every protocol: Connect (HTTP headers, also with
+	// binary protobuf), gRPC and gRPC-Web (trailers).
+	t.Run("headersInEveryProtocol", func(t *testing.T) {
+		t.Parallel()
+		h2 := h2cClient()
+		for _, p := range []struct {
+			name string
+			opts []connect.ClientOption
+		}{{"connect-proto", nil}, {"connect-json", []connect.ClientOption{connect.WithProtoJSON()}},
+			{"grpc", []connect.ClientOption{connect.WithGRPC()}}, {"grpc-web", []connect.ClientOption{connect.WithGRPCWeb()}}} {
+			res := fencev1connect.NewResourceServiceClient(h2, url, p.opts...)
+			locks := fencev1connect.NewLockServiceClient(h2, url, p.opts...)
+			name := "hdr-" + p.name
+			ctx := context.Background()
+			a, err := locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Owner: "A", Ttl: durationpb.New(time.Minute)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := a.Msg.Lease.Token
+			if _, err := res.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{Resource: name, Token: tok + 1e9})); err == nil {
+				// Not issued: UNKNOWN_TOKEN.
+				t.Fatalf("%s: write with an unissued token accepted", p.name)
+			} else if ce := new(connect.Error); !errors.As(err, &ce) || ce.Meta().Get("Fence-Reason") != "UNKNOWN_TOKEN" {
+				t.Fatalf("%s: %v, meta %v; want Fence-Reason UNKNOWN_TOKEN", p.name, err, ce.Meta())
+			}
+			if _, err := res.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{Resource: name, Token: tok})); err != nil {
+				t.Fatal(err)
+			}
+			_, err = res.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{Resource: name, Token: tok - 1}))
+			ce := new(connect.Error)
+			if !errors.As(err, &ce) || ce.Meta().Get("Fence-Reason") != "STALE_TOKEN" || ce.Meta().Get("Fence-Last-Token") != strconv.FormatUint(tok, 10) {
+				t.Fatalf("%s: %v, meta %v; want Fence-Reason STALE_TOKEN, Fence-Last-Token %d", p.name, err, ce.Meta(), tok)
+			}
+		}
+	})
+}

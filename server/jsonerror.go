@@ -1,0 +1,245 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/internal/apierr"
+)
+
+// The error side of the JSON contract (docs/api.md). A Connect unary error
+// is always a JSON body, whatever the request's encoding; Connect writes
+// {"code", "message", "details"} with the ErrorDetail inside details, as
+// base64 protobuf and an optional "debug" copy. errorBodies rewrites such a
+// body so that a client without the proto reads the refusal from fields of
+// its own:
+//
+//	{"code":"failed_precondition","message":"token 1 is older than accepted token 2",
+//	 "reason":"STALE_TOKEN","facts":{"name":"stock","token":1,"lastToken":2},
+//	 "details":[{"type":"fence.v1.ErrorDetail","value":"…","debug":{…}}]}
+//
+// and makes sure the Fence-Reason header is there (an invalid_argument from
+// the protobuf decoder inside Connect has no detail: INVALID_ARGUMENT). A
+// 415 (a content type Connect does not serve: PHP's form encoding) gets a
+// body naming what was received and what is accepted.
+
+// unaryConnect reports whether r is an API call in Connect's unary protocol
+// (or one Connect will answer as such: a content type it does not serve),
+// whose errors errorBodies rewrites. gRPC, gRPC-Web and Connect streaming
+// requests carry their errors in trailers and end-of-stream messages.
+func unaryConnect(r *http.Request) bool {
+	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/") || !strings.Contains(r.URL.Path[1:], "/") {
+		return false
+	}
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	return !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+")
+}
+
+// errorBodies wraps w so that an error response (status 400 and above) to a
+// unary Connect call is held back and rewritten when the handler is done
+// (finish). Successful responses pass through untouched.
+type errorBodies struct {
+	http.ResponseWriter
+	r      *http.Request
+	status int          // 0 until WriteHeader
+	held   bool         // an error response is being held
+	body   bytes.Buffer // the held body
+}
+
+func (e *errorBodies) WriteHeader(code int) {
+	if e.status != 0 {
+		return
+	}
+	e.status = code
+	if code < 400 {
+		e.ResponseWriter.WriteHeader(code)
+		return
+	}
+	e.held = true
+}
+
+func (e *errorBodies) Write(p []byte) (int, error) {
+	if e.status == 0 {
+		e.WriteHeader(http.StatusOK)
+	}
+	if e.held {
+		return e.body.Write(p)
+	}
+	return e.ResponseWriter.Write(p)
+}
+
+// Flush passes a flush on, except while an error is held (it is written
+// whole by finish).
+func (e *errorBodies) Flush() {
+	if e.held {
+		return
+	}
+	if f, ok := e.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap is for http.ResponseController (deadlines, full duplex).
+func (e *errorBodies) Unwrap() http.ResponseWriter { return e.ResponseWriter }
+
+// finish writes a held error response, rewritten.
+func (e *errorBodies) finish() {
+	if !e.held {
+		return
+	}
+	h := e.Header()
+	body := e.body.Bytes()
+	switch {
+	case e.status == http.StatusUnsupportedMediaType && len(bytes.TrimSpace(body)) == 0:
+		body = unsupportedBody(e.r, h)
+	case strings.HasPrefix(h.Get("Content-Type"), "application/json") && h.Get("Content-Encoding") == "":
+		if out, reason := rewriteError(body); out != nil {
+			body = out
+			if h.Get(apierr.HeaderReason) == "" && reason != "" {
+				h.Set(apierr.HeaderReason, reason)
+			}
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	e.ResponseWriter.WriteHeader(e.status)
+	_, _ = e.ResponseWriter.Write(body)
+}
+
+// connectWireError is Connect's unary error body.
+type connectWireError struct {
+	Code    string            `json:"code"`
+	Message string            `json:"message,omitempty"`
+	Details []json.RawMessage `json:"details,omitempty"`
+}
+
+// rewriteError is body, a Connect unary error, with reason and facts
+// added and the detail's debug copy written with numbers; and the reason.
+// It returns nil when body is not a Connect error.
+func rewriteError(body []byte) ([]byte, string) {
+	var wire connectWireError
+	if json.Unmarshal(body, &wire) != nil || wire.Code == "" {
+		return nil, ""
+	}
+	var (
+		detail  *fencev1.ErrorDetail
+		details = make([]json.RawMessage, 0, len(wire.Details))
+	)
+	for _, raw := range wire.Details {
+		var d struct {
+			Type  string `json:"type"`
+			Value string `json:"value"`
+		}
+		if json.Unmarshal(raw, &d) == nil && d.Type == "fence.v1.ErrorDetail" && detail == nil {
+			b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d.Value, "="))
+			det := new(fencev1.ErrorDetail)
+			if err == nil && proto.Unmarshal(b, det) == nil {
+				detail = det
+				if debug, err := marshalJSON(det); err == nil {
+					raw, _ = json.Marshal(struct {
+						Type  string          `json:"type"`
+						Value string          `json:"value"`
+						Debug json.RawMessage `json:"debug"`
+					}{d.Type, d.Value, debug})
+				}
+			}
+		}
+		details = append(details, raw)
+	}
+	reason := ""
+	var facts []byte
+	switch {
+	case detail != nil:
+		reason = detail.GetReason()
+		facts = factsJSON(detail)
+	case wire.Code == "invalid_argument":
+		// Refused by the decoder inside Connect (a gzip-compressed JSON
+		// body, binary protobuf that is not valid UTF-8): no detail.
+		reason = "INVALID_ARGUMENT"
+	}
+	members := []member{{"code", mustJSON(wire.Code)}, {"message", mustJSON(wire.Message)}}
+	if reason != "" {
+		members = append(members, member{"reason", mustJSON(reason)})
+	}
+	if facts != nil {
+		members = append(members, member{"facts", facts})
+	}
+	if len(details) > 0 {
+		members = append(members, member{"details", mustJSON(details)})
+	}
+	return writeObject(members), reason
+}
+
+// factsJSON is the facts of a refusal: the ErrorDetail's fields in JSON
+// (numbers for 64-bit integers) without reason, and the last accepted
+// token named lastToken (as Fence-Last-Token, and as the API names it in
+// a lock or a resource state).
+func factsJSON(d *fencev1.ErrorDetail) []byte {
+	b, err := marshalJSON(d)
+	if err != nil {
+		return []byte("{}")
+	}
+	var out []member
+	for _, m := range objectMembers(b) {
+		switch m.name {
+		case "reason":
+			continue
+		case "lastAccepted":
+			m.name = "lastToken"
+		}
+		out = append(out, m)
+	}
+	return writeObject(out)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// unsupportedBody is the body of a 415 (a content type Connect does not
+// serve): what was received and what is accepted (Connect's Accept-Post
+// header), as a refusal like any other (invalid_argument, reason
+// INVALID_ARGUMENT, facts field/bound/got) when the client accepts JSON,
+// else as text. It sets the Content-Type and Fence-Reason headers.
+func unsupportedBody(r *http.Request, h http.Header) []byte {
+	ct := r.Header.Get("Content-Type")
+	got := "no Content-Type"
+	if ct != "" {
+		got = strconv.Quote(ct)
+	}
+	msg := "unsupported Content-Type: got " + got + "; send the body as JSON with Content-Type: application/json " +
+		"(or binary protobuf with application/proto; gRPC and gRPC-Web are served too)"
+	if mt, _, _ := mime.ParseMediaType(ct); mt == "application/x-www-form-urlencoded" || mt == "multipart/form-data" {
+		msg += "; a form (what PHP's curl sends for CURLOPT_POSTFIELDS without that header, or with an array) is not JSON: " +
+			"send json_encode($request) with the header Content-Type: application/json"
+	}
+	accepted := h.Get("Accept-Post")
+	if accepted == "" {
+		accepted = "application/json, application/proto"
+	}
+	h.Set(apierr.HeaderReason, "INVALID_ARGUMENT")
+	if strings.Contains(strings.ToLower(r.Header.Get("Accept")), "json") {
+		h.Set("Content-Type", "application/json")
+		facts := writeObject([]member{
+			{"field", mustJSON("Content-Type")},
+			{"bound", mustJSON("one of " + accepted)},
+			{"got", mustJSON(ct)},
+		})
+		return writeObject([]member{
+			{"code", mustJSON("invalid_argument")},
+			{"message", mustJSON(msg)},
+			{"reason", mustJSON("INVALID_ARGUMENT")},
+			{"facts", facts},
+		})
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	return []byte(msg + "\naccepted: " + accepted + "\n")
+}
