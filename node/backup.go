@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -37,7 +38,8 @@ type BackupPoint struct {
 // until it has applied everything it knows to be committed. The copy is
 // taken under the FSM's read lock: applies wait for the copy (O(state), no
 // encoding), not for the backup to be written. It fails with ErrNotLeader
-// when a leader's term of office ended, ctx.Err() or ErrClosed.
+// when a leader's term of office ended or a non-leader knows no leader,
+// ctx.Err() or ErrClosed.
 func (n *Node) BackupView(ctx context.Context) (BackupPoint, error) {
 	select {
 	case <-n.closing:
@@ -48,8 +50,15 @@ func (n *Node) BackupView(ctx context.Context) (BackupPoint, error) {
 		if _, err := n.readIndex(ctx); err != nil {
 			return BackupPoint{}, err
 		}
-	} else if err := n.catchUp(ctx); err != nil {
-		return BackupPoint{}, err
+	} else {
+		// A node that knows no leader (a candidate, or cut off) may be
+		// behind what the cluster committed without knowing it.
+		if id, _ := n.Leader(); id == "" {
+			return BackupPoint{}, fmt.Errorf("%w: node %s knows no leader: its state may be behind what the cluster committed", ErrNotLeader, n.cfg.NodeID)
+		}
+		if err := n.catchUp(ctx); err != nil {
+			return BackupPoint{}, err
+		}
 	}
 	p := BackupPoint{NodeID: n.cfg.NodeID}
 	n.fsm.mu.RLock()

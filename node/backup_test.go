@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fenceworks/fence/state"
 )
@@ -61,5 +62,31 @@ func TestBackupViewAfterClose(t *testing.T) {
 	n.Close()
 	if _, err := n.BackupView(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("BackupView after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A node that knows no leader (its peers are gone: it stands for
+// election) refuses to back up: it may be behind what was committed.
+func TestBackupViewRefusedWithoutALeader(t *testing.T) {
+	tc := startCluster(t, clusterOpts{n: 3})
+	lead := tc.leader()
+	grant(t, lead.node, "x")
+	tc.caughtUp(tc.members, lead)
+	others := tc.others(lead)
+	tc.kill(lead)
+	tc.kill(others[0])
+	left := others[1].node
+	deadline := time.Now().Add(time.Minute) // a hang guard
+	for {
+		if id, _ := left.Leader(); id == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the last node still knows a leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := left.BackupView(context.Background()); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("BackupView on a node that knows no leader: %v, want ErrNotLeader", err)
 	}
 }
