@@ -44,6 +44,10 @@ func (c strictJSONCodec) Unmarshal(data []byte, m any) error {
 	if len(data) == 0 {
 		return errors.New("invalid body: must be a JSON object, got an empty body")
 	}
+	data, err := normalizeDurations(data, msg.ProtoReflect().Descriptor())
+	if err != nil {
+		return err
+	}
 	if err := strictJSON.Unmarshal(data, msg); err != nil {
 		// The same words checkJSONBodies sends in its detail.
 		if bad := jsonFieldError(data, func() proto.Message { return msg.ProtoReflect().Type().New().Interface() }); bad != nil {

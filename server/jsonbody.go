@@ -84,11 +84,18 @@ func checkJSONBodies(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// Durations as numbers of seconds or Go strings (jsondur.go).
+		body, err = normalizeDurations(body, newMsg().ProtoReflect().Descriptor())
+		if err != nil {
+			refuse(w, r, apierr.ToConnect(err))
+			return
+		}
 		if bad := jsonFieldError(body, newMsg); bad != nil {
 			refuse(w, r, apierr.ToConnect(bad))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
 }
@@ -273,9 +280,6 @@ func fieldsOf(md protoreflect.MessageDescriptor) string {
 	}
 	return "a field of " + string(md.FullName()) + " (" + strings.Join(names, ", ") + ")"
 }
-
-// durationBound is the rule of a proto3 JSON duration.
-const durationBound = `a duration in seconds such as "5s" or "0.25s"`
 
 // fieldBound is the rule raw, the JSON value of fd that protojson refused,
 // broke.

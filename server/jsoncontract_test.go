@@ -205,15 +205,48 @@ func TestJSONContract(t *testing.T) {
 	// not looked at in front of it) still says INVALID_ARGUMENT.
 	t.Run("decoderRefusalHasReason", func(t *testing.T) {
 		t.Parallel()
-		var gz bytes.Buffer
-		zw := gzip.NewWriter(&gz)
-		zw.Write([]byte(`{"name":"gz","owner":"x","ttl":"5s","wiat":"5s"}`))
-		zw.Close()
-		r := send(t, url, "/fence.v1.LockService/Acquire", gz.Bytes(), "Content-Type", "application/json", "Content-Encoding", "gzip")
+		r := send(t, url, "/fence.v1.LockService/Acquire", gzipped([]byte(`{"name":"gz","owner":"x","ttl":"5s","wiat":"5s"}`)),
+			"Content-Type", "application/json", "Content-Encoding", "gzip")
 		e := object(t, r)
 		if r.status != http.StatusBadRequest || r.header.Get("Fence-Reason") != "INVALID_ARGUMENT" || e["reason"] != "INVALID_ARGUMENT" ||
 			!strings.Contains(e["message"].(string), "wiat") {
 			t.Fatalf("gzip with wiat: %d %v %s", r.status, r.header, r.body)
+		}
+	})
+
+	// A duration is a number of seconds, a proto3 string or a Go string;
+	// replies write it in proto3 form. Anything else is refused naming the
+	// field, with examples. The same through the decoder inside Connect
+	// (gzip).
+	t.Run("durations", func(t *testing.T) {
+		t.Parallel()
+		for i, tc := range []struct{ ttl, want string }{
+			{`30`, "30s"}, {`0.25`, "0.250s"}, {`1.5e1`, "15s"}, {`"30s"`, "30s"}, {`"0.25s"`, "0.250s"},
+			{`"250ms"`, "0.250s"}, {`"1m30s"`, "90s"}, {`"1h"`, "3600s"},
+		} {
+			for _, gz := range []bool{false, true} {
+				body := []byte(fmt.Sprintf(`{"name":"dur-%d-%t","owner":"x","ttl":%s,"lockDelay":%s}`, i, gz, tc.ttl, tc.ttl))
+				hdr := []string{"Content-Type", "application/json"}
+				if gz {
+					body, hdr = gzipped(body), append(hdr, "Content-Encoding", "gzip")
+				}
+				r := send(t, url, "/fence.v1.LockService/Acquire", body, hdr...)
+				if r.status != 200 || at(object(t, r), "lease", "ttl") != tc.want {
+					t.Errorf("ttl %s (gzip %t): %d %s; want ttl %q", tc.ttl, gz, r.status, r.body, tc.want)
+				}
+			}
+		}
+		for _, bad := range []string{`"30"`, `"30 seconds"`, `true`, `{"seconds":30}`, `1e-10`, `1e20`, `"PT30S"`} {
+			r := sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"dur-bad","owner":"x","ttl":`+bad+`}`)
+			e := object(t, r)
+			if r.status != 400 || e["reason"] != "INVALID_ARGUMENT" || at(e, "facts", "field") != "ttl" ||
+				!strings.Contains(e["message"].(string), `invalid ttl: must be a duration: a number of seconds (30, 0.25) or a string such as "30s", "250ms" or "1m30s"`) {
+				t.Errorf("ttl %s: %d %s", bad, r.status, r.body)
+			}
+			r = send(t, url, "/fence.v1.LockService/Acquire", gzipped([]byte(`{"name":"dur-bad","ttl":`+bad+`}`)), "Content-Type", "application/json", "Content-Encoding", "gzip")
+			if r.status != 400 || !strings.Contains(string(r.body), "invalid ttl: must be a duration") {
+				t.Errorf("gzip ttl %s: %d %s", bad, r.status, r.body)
+			}
 		}
 	})
 
@@ -270,4 +303,12 @@ func TestJSONContract(t *testing.T) {
 			}
 		}
 	})
+}
+
+func gzipped(b []byte) []byte {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(b)
+	zw.Close()
+	return gz.Bytes()
 }
