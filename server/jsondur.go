@@ -148,4 +148,3 @@ func durationString(ns *big.Int) ([]byte, error) {
 	}
 	return []byte(strconv.Quote(s + "s")), nil
 }
-
