@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -79,4 +80,79 @@ func TestBufGenerateMatchesCommitted(t *testing.T) {
 	if n < 4 { // fence.pb.go, fence.connect.go, fence_pb.js, fence_pb.d.ts
 		t.Fatalf("buf generate wrote %d files, want 4", n)
 	}
+}
+
+// docs/grpc.md's client recipes work as written: its TypeScript template
+// (protoc-gen-es from examples/node) on a checkout of this repository and
+// on a protoset fetched from a real server by reflection with grpcurl, its
+// Python template (protoc's built-in generators, when protoc is there) on
+// the repository.
+func TestBufClientRecipes(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "examples", "node", "node_modules", ".bin")
+	if _, err := os.Stat(filepath.Join(bin, "buf")); err != nil {
+		t.Skipf("no buf in %s (npm ci in examples/node installs it)", bin)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "grpc.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := func(name string) string {
+		m := regexp.MustCompile("(?s)<!-- recipe: " + name + " -->\n```yaml\n(.*?)```").FindSubmatch(doc)
+		if m == nil {
+			t.Fatalf("docs/grpc.md has no %s recipe", name)
+		}
+		return string(m[1])
+	}
+	generate := func(template, input string) string {
+		t.Helper()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "buf.gen.yaml"), []byte(template), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(filepath.Join(bin, "buf"), "generate", input)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "BUF_CACHE_DIR="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("buf generate %s with\n%s: %v\n%s", input, template, err, out)
+		}
+		return dir
+	}
+	contains := func(file string, wants ...string) {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wants {
+			if !bytes.Contains(b, []byte(w)) {
+				t.Errorf("%s lacks %q", file, w)
+			}
+		}
+	}
+
+	ts := recipe("typescript")
+	dir := generate(ts, root)
+	contains(filepath.Join(dir, "src/gen/fence/v1/fence_pb.ts"), "export const LockService", "Acquire grants the lock")
+
+	_, url := startServer(t)
+	protoset := filepath.Join(t.TempDir(), "fence.binpb")
+	out, err := exec.Command(grpcurl(t), "-plaintext", "-protoset-out", protoset, strings.TrimPrefix(url, "http://"), "describe", "fence.v1.LockService").CombinedOutput()
+	if err != nil {
+		t.Fatalf("grpcurl -protoset-out: %v\n%s", err, out)
+	}
+	dir = generate(ts, protoset)
+	contains(filepath.Join(dir, "src/gen/fence/v1/fence_pb.ts"), "export const LockService", "export const SessionService")
+
+	if _, err := exec.LookPath("protoc"); err != nil {
+		t.Logf("no protoc: the Python recipe is not run")
+		return
+	}
+	dir = generate(recipe("python"), root)
+	contains(filepath.Join(dir, "gen/fence/v1/fence_pb2.py"), "fence/v1/fence.proto")
+	contains(filepath.Join(dir, "gen/fence/v1/fence_pb2.pyi"), "class AcquireRequest")
 }
