@@ -45,8 +45,9 @@ func TestMain(m *testing.M) {
 //   - B writes 8 and releases.
 //   - A resumes (SIGCONT): it sees the lock's last token 100 > its 99 (ints),
 //     writes anyway, and the guard in MariaDB refuses it (STALE_TOKEN, 99 <
-//     100, exit 4); its release is refused with the reason read from the
-//     reply's JSON, without protobuf. The stock is 8, the guard row 100.
+//     100, exit 4); its release is refused with the reason and the last
+//     token read from the Fence-Reason and Fence-Last-Token headers, without
+//     protobuf. The stock is 8, the guard row 100.
 //
 // Then the Go guard (guard/mysql) on the same table agrees: it refuses 99,
 // and MaxToken (fence restore --floor-from mysql://) reads 100; the guard
@@ -90,10 +91,8 @@ func TestPHPWorkerSeedPause(t *testing.T) {
 	if busy["holder"] != "worker-b" || busy["holder_token"] != "100" {
 		t.Fatalf("worker C's try: %v, want busy holder=worker-b holder_token=100", busy)
 	}
-	if ra := busy["retry_after"]; ra != "-" { // TRANSITION: "-" until Retry-After is sent
-		if n, err := strconv.Atoi(ra); err != nil || n < 1 || n > 30 {
-			t.Fatalf("worker C's try: retry_after=%q, want whole seconds 1..30 (B's 30 s lease)", ra)
-		}
+	if n, err := strconv.Atoi(busy["retry_after"]); err != nil || n < 1 || n > 30 {
+		t.Fatalf("worker C's try: retry_after=%q, want whole seconds 1..30 (B's 30 s lease, rounded up)", busy["retry_after"])
 	}
 	c.wait(3)
 

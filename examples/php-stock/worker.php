@@ -21,6 +21,11 @@ use Shop\Fence\StaleTokenException;
 
 const EXIT_ERROR = 1, EXIT_USAGE = 2, EXIT_BUSY = 3, EXIT_REFUSED = 4;
 
+set_exception_handler(static function (Throwable $e): void {
+    say('error ' . get_class($e) . " ({$e->getMessage()})"); // e.g. a reply that is not Fence's JSON
+    exit(EXIT_ERROR);
+});
+
 function usage(string $why): never
 {
     fwrite(STDERR, "worker.php: $why\n"

@@ -134,26 +134,22 @@ final class FenceClient
     /** The reason and facts of a refused call, without protobuf. */
     private static function refusal(int $status, array $headers, array $body, string $raw): FenceException
     {
-        // The reason: the Fence-Reason header, else the body's "reason".
-        // Servers before the JSON contract had it only in details[].debug.reason.
-        $debug = $body['details'][0]['debug'] ?? [];
-        $reason = $headers['fence-reason'] ?? $body['reason'] ?? $debug['reason'] ?? null;
-        $facts = $body['facts'] ?? $debug;
+        // The reason: the Fence-Reason header (the body's "reason" says the same).
+        $reason = $headers['fence-reason'] ?? $body['reason'] ?? null;
+        $facts = $body['facts'] ?? [];
         if ($reason === null) {
-            // Not a Fence refusal (a proxy's 502, a 415...): name the HTTP status.
+            // Not a Fence refusal (a proxy's 502, a timeout...): the code, or the HTTP status.
             $reason = isset($body['code']) ? strtoupper((string) $body['code']) : "HTTP_$status";
         }
-        $lastToken = $headers['fence-last-token'] ?? $facts['lastToken'] ?? $facts['lastAccepted'] ?? null;
-        $retryAfter = $headers['retry-after'] ?? null;
+        $lastToken = match (true) {
+            isset($headers['fence-last-token']) => self::headerInt($headers['fence-last-token'], 'Fence-Last-Token'),
+            isset($facts['lastToken']) => self::int($facts['lastToken'], 'lastToken'),
+            default => null,
+        };
+        $retryAfter = isset($headers['retry-after']) ? self::headerInt($headers['retry-after'], 'Retry-After') : null;
         $message = $body['message'] ?? trim(substr($raw, 0, 200));
-        return new FenceException(
-            (string) $reason,
-            (string) $message,
-            $status,
-            is_array($facts) ? $facts : [],
-            $retryAfter !== null ? self::int($retryAfter, 'Retry-After') : null,
-            $lastToken !== null ? self::int($lastToken, 'lastToken') : null,
-        );
+        return new FenceException((string) $reason, (string) $message, $status,
+            is_array($facts) ? $facts : [], $retryAfter, $lastToken);
     }
 
     private static function lease(mixed $l): Lease
@@ -171,19 +167,25 @@ final class FenceClient
     }
 
     /**
-     * A 64-bit integer of the API (token, lastToken, version) as a PHP int.
-     * Tokens are JSON numbers; older servers sent decimal strings ("100"),
-     * which must not be compared as strings: "100" === 100 is false.
+     * A 64-bit integer of the API (token, lastToken, version): a JSON number,
+     * so json_decode gives a PHP int, compared as a number (99 < 100).
+     * Anything else — a float, a quoted "100" — is refused, not guessed at.
      */
     public static function int(mixed $v, string $field): int
     {
         if (is_int($v) && $v >= 0) {
             return $v;
         }
-        if (is_string($v) && $v !== '' && strlen($v) <= 18 && ctype_digit($v)) {
+        throw new \UnexpectedValueException("fence: $field is not an unsigned integer: " . var_export($v, true));
+    }
+
+    /** A header's decimal integer (Fence-Last-Token, Retry-After) as an int. */
+    private static function headerInt(string $v, string $name): int
+    {
+        if (preg_match('/^\d{1,18}$/', $v)) {
             return (int) $v;
         }
-        throw new \UnexpectedValueException("fence: $field is not an unsigned integer: " . var_export($v, true));
+        throw new \UnexpectedValueException("fence: header $name is not an unsigned integer: '$v'");
     }
 
     /** TRANSITION: proto3's "1.5s" until the server takes seconds as numbers. */
