@@ -250,6 +250,41 @@ func TestJSONContract(t *testing.T) {
 		}
 	})
 
+	// value is base64; text is the value as UTF-8. "1234" sent as value
+	// would be stored as three other bytes: text stores "1234".
+	t.Run("text", func(t *testing.T) {
+		t.Parallel()
+		a := object(t, sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"text","owner":"php","ttl":30}`))
+		tok := number(t, a, "lease", "token")
+		w := object(t, sendJSON(t, url, "/fence.v1.ResourceService/Write", fmt.Sprintf(`{"resource":"text","token":%v,"text":"1234"}`, tok)))
+		if at(w, "state", "text") != "1234" || at(w, "state", "value") != "MTIzNA==" {
+			t.Fatalf("write text: %v", w)
+		}
+		if rd := object(t, sendJSON(t, url, "/fence.v1.ResourceService/Read", `{"resource":"text"}`)); at(rd, "state", "text") != "1234" {
+			t.Fatalf("read: %v", rd)
+		}
+		r := sendJSON(t, url, "/fence.v1.ResourceService/Write", fmt.Sprintf(`{"resource":"text","token":%v,"text":"1","value":"MQ=="}`, tok))
+		if e := object(t, r); r.status != 400 || e["reason"] != "INVALID_ARGUMENT" || at(e, "facts", "field") != "text" {
+			t.Fatalf("value and text: %d %s", r.status, r.body)
+		}
+		// Bytes that are not UTF-8: no text, value only.
+		w = object(t, sendJSON(t, url, "/fence.v1.ResourceService/Write", fmt.Sprintf(`{"resource":"text-bin","token":%v,"value":"/w=="}`, tok)))
+		if _, ok := at(w, "state").(map[string]any)["text"]; ok || at(w, "state", "value") != "/w==" {
+			t.Fatalf("write binary: %v", w)
+		}
+		// An Add beyond 2^53: the number is exact in the JSON text, and
+		// text has the digits for a JavaScript client.
+		ad := sendJSON(t, url, "/fence.v1.ResourceService/Add", fmt.Sprintf(`{"resource":"text-n","token":%v,"delta":9007199254740993}`, tok))
+		if !bytes.Contains(ad.body, []byte(`"value":9007199254740993`)) || !bytes.Contains(ad.body, []byte(`"text":"9007199254740993"`)) {
+			t.Fatalf("add: %s", ad.body)
+		}
+		// A binary protobuf reply has the bytes and no text.
+		rd, err := fencev1connect.NewResourceServiceClient(http.DefaultClient, url).Read(context.Background(), connect.NewRequest(&fencev1.ReadRequest{Resource: "text"}))
+		if err != nil || string(rd.Msg.State.Value) != "1234" || rd.Msg.State.Text != nil {
+			t.Fatalf("binary read: %v, %v", rd, err)
+		}
+	})
+
 	// gRPC-Web with JSON messages (Connect-ES's grpc-web transport
 	// without binary format): numbers too.
 	t.Run("grpcWebJSON", func(t *testing.T) {

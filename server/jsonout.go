@@ -3,10 +3,14 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 )
 
 // The JSON the API writes (docs/api.md, "The JSON contract"): proto3 JSON
@@ -22,6 +26,7 @@ import (
 
 // marshalJSON is the API's JSON encoding of msg.
 func marshalJSON(msg proto.Message) ([]byte, error) {
+	addText(msg.ProtoReflect())
 	b, err := protojson.MarshalOptions{}.Marshal(msg)
 	if err != nil {
 		return nil, err
@@ -134,4 +139,42 @@ func eachElement(raw []byte, f func([]byte) []byte) []byte {
 	}
 	b.WriteByte(']')
 	return b.Bytes()
+}
+
+// writeValue is the value a WriteRequest sets: value's bytes, or text's
+// (for JSON clients that would otherwise send "1234" as base64 and store
+// three other bytes). Both given is refused.
+func writeValue(m *fencev1.WriteRequest) ([]byte, error) {
+	if m.Text == nil {
+		return m.GetValue(), nil
+	}
+	if len(m.GetValue()) > 0 {
+		return nil, fence.Invalid("text", "absent when value is given (give value or text, not both)", "")
+	}
+	return []byte(m.GetText()), nil
+}
+
+// addText sets the text of every ResourceState in m whose value is valid
+// UTF-8 (JSON replies only: a binary client has the bytes).
+func addText(m protoreflect.Message) {
+	if rs, ok := m.Interface().(*fencev1.ResourceState); ok {
+		if utf8.Valid(rs.Value) {
+			rs.Text = proto.String(string(rs.Value))
+		}
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Kind() != protoreflect.MessageKind || fd.IsMap() || fd.Message().FullName().Parent() == "google.protobuf" {
+			return true
+		}
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				addText(l.Get(i).Message())
+			}
+			return true
+		}
+		addText(v.Message())
+		return true
+	})
 }

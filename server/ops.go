@@ -144,11 +144,15 @@ func (s *Server) releaseCall(m *fencev1.ReleaseRequest, b binding) (call[fencev1
 }
 
 func (s *Server) writeCall(m *fencev1.WriteRequest, b binding) (call[fencev1.WriteResponse], error) {
-	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
-		fence.ValidateValue(m.GetValue()), fence.ValidateID("op_id", m.GetOpId())); err != nil {
+	value, err := writeValue(m)
+	if err != nil {
 		return nil, err
 	}
-	req := fence.WriteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Value: m.GetValue(), OpID: m.GetOpId(), Session: b.ref()}
+	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
+		fence.ValidateValue(value), fence.ValidateID("op_id", m.GetOpId())); err != nil {
+		return nil, err
+	}
+	req := fence.WriteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Value: value, OpID: m.GetOpId(), Session: b.ref()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.WriteResponse, bool, error) {
 		w, err := s.svc.Write(ctx, req)
 		if err != nil {

@@ -3,9 +3,15 @@
 // Served with Connect: the same handlers answer gRPC, gRPC-Web and plain JSON
 // POSTs (Content-Type: application/json) at /fence.v1.<Service>/<Method>.
 //
-// Tokens are uint64; proto3 JSON renders them as strings ("token":"2"), and
-// accepts both strings and numbers on input. Durations are
-// google.protobuf.Duration, written "5s", "250ms" in JSON.
+// JSON (docs/api.md, "The JSON contract") is proto3 JSON with these
+// differences: 64-bit integers (tokens, versions, session ids, indexes;
+// below 2^53 by design) are written as JSON numbers ("token":2), and read
+// from a number or a decimal string; a duration (google.protobuf.Duration)
+// is read from a number of seconds (30, 0.25), a proto3 string ("30s",
+// "0.25s") or a Go duration string ("250ms", "1m30s"), and written as a
+// proto3 string ("30s"); a field the message does not have is refused; a
+// refusal carries its reason in the Fence-Reason header and in the error
+// body's "reason" and "facts".
 //
 // Refusals are Connect errors whose details hold one ErrorDetail with a stable
 // reason (BUSY, STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN,
@@ -1737,14 +1743,20 @@ func (x *LockInfo) GetLastToken() uint64 {
 }
 
 type ResourceState struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Resource  string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
-	Value     []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	LastToken uint64                 `protobuf:"varint,3,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Resource string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// The value's bytes (base64 in JSON).
+	Value     []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	LastToken uint64 `protobuf:"varint,3,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
 	// Number of accepted writes, adds and deletes.
 	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	// The resource was deleted and not written since (value is empty).
-	Deleted       bool `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Deleted bool `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The value as text, in JSON replies only, when it is valid UTF-8
+	// ("8" where value is "OA=="; an Add's integer as decimal digits).
+	// Binary protobuf and gRPC replies leave it unset: their clients have
+	// the bytes.
+	Text          *string `protobuf:"bytes,6,opt,name=text,proto3,oneof" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1814,11 +1826,22 @@ func (x *ResourceState) GetDeleted() bool {
 	return false
 }
 
+func (x *ResourceState) GetText() string {
+	if x != nil && x.Text != nil {
+		return *x.Text
+	}
+	return ""
+}
+
 type WriteRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Resource string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
 	Token    uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	Value    []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// The new value's bytes (base64 in JSON: "OA==" is "8").
+	Value []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// The new value as UTF-8 text ("8"), for clients without base64 at hand:
+	// give value or text, not both (INVALID_ARGUMENT). Stored as its bytes.
+	Text *string `protobuf:"bytes,5,opt,name=text,proto3,oneof" json:"text,omitempty"`
 	// Idempotency key: a repeated op_id returns the saved result.
 	OpId string `protobuf:"bytes,4,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
 	// Bind to a session (and, with seq, apply exactly once). On
@@ -1878,6 +1901,13 @@ func (x *WriteRequest) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *WriteRequest) GetText() string {
+	if x != nil && x.Text != nil {
+		return *x.Text
+	}
+	return ""
 }
 
 func (x *WriteRequest) GetOpId() string {
@@ -3576,20 +3606,24 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\awaiters\x18\x03 \x01(\rR\awaiters\x12K\n" +
 	"\x14lock_delay_remaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x12lockDelayRemaining\x12\x1d\n" +
 	"\n" +
-	"last_token\x18\x05 \x01(\x04R\tlastToken\"\x94\x01\n" +
+	"last_token\x18\x05 \x01(\x04R\tlastToken\"\xb6\x01\n" +
 	"\rResourceState\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1d\n" +
 	"\n" +
 	"last_token\x18\x03 \x01(\x04R\tlastToken\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
-	"\adeleted\x18\x05 \x01(\bR\adeleted\"\x9b\x01\n" +
+	"\adeleted\x18\x05 \x01(\bR\adeleted\x12\x17\n" +
+	"\x04text\x18\x06 \x01(\tH\x00R\x04text\x88\x01\x01B\a\n" +
+	"\x05_text\"\xbd\x01\n" +
 	"\fWriteRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\x12\x13\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x17\n" +
+	"\x04text\x18\x05 \x01(\tH\x00R\x04text\x88\x01\x01\x12\x13\n" +
 	"\x05op_id\x18\x04 \x01(\tR\x04opId\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"Z\n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asessionB\a\n" +
+	"\x05_text\"Z\n" +
 	"\rWriteResponse\x12-\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\x12\x1a\n" +
 	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x99\x01\n" +
@@ -3937,6 +3971,8 @@ func file_fence_v1_fence_proto_init() {
 		(*SessionReply_Close)(nil),
 		(*SessionReply_Error)(nil),
 	}
+	file_fence_v1_fence_proto_msgTypes[22].OneofWrappers = []any{}
+	file_fence_v1_fence_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -3,9 +3,15 @@
 // Served with Connect: the same handlers answer gRPC, gRPC-Web and plain JSON
 // POSTs (Content-Type: application/json) at /fence.v1.<Service>/<Method>.
 //
-// Tokens are uint64; proto3 JSON renders them as strings ("token":"2"), and
-// accepts both strings and numbers on input. Durations are
-// google.protobuf.Duration, written "5s", "250ms" in JSON.
+// JSON (docs/api.md, "The JSON contract") is proto3 JSON with these
+// differences: 64-bit integers (tokens, versions, session ids, indexes;
+// below 2^53 by design) are written as JSON numbers ("token":2), and read
+// from a number or a decimal string; a duration (google.protobuf.Duration)
+// is read from a number of seconds (30, 0.25), a proto3 string ("30s",
+// "0.25s") or a Go duration string ("250ms", "1m30s"), and written as a
+// proto3 string ("30s"); a field the message does not have is refused; a
+// refusal carries its reason in the Fence-Reason header and in the error
+// body's "reason" and "facts".
 //
 // Refusals are Connect errors whose details hold one ErrorDetail with a stable
 // reason (BUSY, STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN,
