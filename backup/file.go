@@ -39,7 +39,7 @@ type Header struct {
 	Format       int         `json:"format"`         // FormatVersion
 	ClusterID    string      `json:"cluster_id"`     // the state's cluster id ("" before one was recorded)
 	NodeID       string      `json:"node_id"`        // the node that took it
-	Role         string      `json:"role"`           // its raft role then (Leader, Follower)
+	Role         string      `json:"role"`           // its raft role then (leader, follower)
 	AppliedIndex uint64      `json:"applied_index"`  // the raft index of the state backed up
 	Term         uint64      `json:"term"`           // the raft term then
 	LastToken    fence.Token `json:"last_token"`     // the token counter: the last token issued in the state

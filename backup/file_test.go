@@ -49,7 +49,7 @@ func machine(t testing.TB, n int) *state.Machine {
 }
 
 func header(m *state.Machine) Header {
-	return Header{ClusterID: m.ClusterID(), NodeID: "n1", Role: "Leader", AppliedIndex: 42, Term: 3, LastToken: m.LastToken(),
+	return Header{ClusterID: m.ClusterID(), NodeID: "n1", Role: "leader", AppliedIndex: 42, Term: 3, LastToken: m.LastToken(),
 		ServerTimeNS: m.Now(), WallUnixMS: 1_700_000_000_000, Version: "test"}
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -28,7 +29,8 @@ type BackupPoint struct {
 	// WallUnixMS is this node's wall clock when the state was copied.
 	WallUnixMS int64
 	// ClusterID is the state's cluster id ("" before one was recorded),
-	// NodeID this node's id, Role its raft role when the state was copied.
+	// NodeID this node's id, Role its raft role when the state was copied
+	// (lowercase: "leader", "follower").
 	ClusterID, NodeID, Role string
 }
 
@@ -72,7 +74,7 @@ func (n *Node) BackupView(ctx context.Context) (BackupPoint, error) {
 	if ri := max(n.raft.AppliedIndex(), n.fsm.applied.Load()); ri > p.Applied {
 		p.Applied, p.Term = ri, n.raft.CurrentTerm()
 	}
-	p.Role = n.raft.State().String()
+	p.Role = strings.ToLower(n.raft.State().String()) // "leader", "follower": as NodeStatus, fence status and fence_raft_state say it
 	p.WallUnixMS = n.wall.now().UnixMilli()
 	n.fsm.mu.RUnlock()
 	return p, nil

@@ -40,7 +40,7 @@ func TestBackupViewOnFollowerAndLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lp.Role != "Leader" || lp.NodeID != lead.id || lp.LastToken != 5 || lp.ClusterID == "" || lp.Applied == 0 || lp.Term == 0 || lp.WallUnixMS == 0 {
+	if lp.Role != "leader" || lp.NodeID != lead.id || lp.LastToken != 5 || lp.ClusterID == "" || lp.Applied == 0 || lp.Term == 0 || lp.WallUnixMS == 0 {
 		t.Fatalf("leader's point: %+v", lp)
 	}
 	for _, mb := range tc.others(lead) {
@@ -49,7 +49,7 @@ func TestBackupViewOnFollowerAndLeader(t *testing.T) {
 			t.Fatalf("%s: %v", mb.id, err)
 		}
 		m := viewState(t, p)
-		if p.Role != "Follower" || p.NodeID != mb.id || p.LastToken != 5 || m.LastToken() != 5 || p.ClusterID != lp.ClusterID ||
+		if p.Role != "follower" || p.NodeID != mb.id || p.LastToken != 5 || m.LastToken() != 5 || p.ClusterID != lp.ClusterID ||
 			m.ClusterID() != lp.ClusterID || p.ServerTime != m.Now() || p.Applied == 0 {
 			t.Fatalf("%s's point: %+v; state counter %d, cluster id %q, server time %d", mb.id, p, m.LastToken(), m.ClusterID(), m.Now())
 		}

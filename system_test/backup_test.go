@@ -401,10 +401,10 @@ func TestBackupClusterFollowerAndLeader(t *testing.T) {
 	}
 	fhdr, fm := loadBackup(t, fbuf.Bytes(), fh)
 	lhdr, lm := loadBackup(t, lbuf.Bytes(), lh)
-	if fhdr.NodeID != follower.ID() || !strings.EqualFold(fhdr.Role, "follower") {
+	if fhdr.NodeID != follower.ID() || fhdr.Role != "follower" {
 		t.Fatalf("follower's backup header %+v: want node %s, role follower", fhdr, follower.ID())
 	}
-	if lhdr.NodeID != leader.ID() || !strings.EqualFold(lhdr.Role, "leader") {
+	if lhdr.NodeID != leader.ID() || lhdr.Role != "leader" {
 		t.Fatalf("leader's backup header %+v: want node %s, role leader", lhdr, leader.ID())
 	}
 	if fhdr.LastToken != last || lhdr.LastToken != last {

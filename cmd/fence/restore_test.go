@@ -40,7 +40,7 @@ func backupFile(t *testing.T, wall time.Time) string {
 		}
 	}
 	var b bytes.Buffer
-	h := backup.Header{ClusterID: m.ClusterID(), NodeID: "n1", Role: "Leader", AppliedIndex: 9, Term: 2,
+	h := backup.Header{ClusterID: m.ClusterID(), NodeID: "n1", Role: "leader", AppliedIndex: 9, Term: 2,
 		LastToken: m.LastToken(), ServerTimeNS: m.Now(), WallUnixMS: wall.UnixMilli(), Version: "test"}
 	if err := backup.Write(&b, h, m.SnapshotView()); err != nil {
 		t.Fatal(err)
