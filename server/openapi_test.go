@@ -1,0 +1,314 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+)
+
+const openAPIFile = "../api/openapi.yaml"
+
+// openAPIStory is the order the operations' request examples are sent to
+// a fresh server in: each example assumes what the ones before it did
+// (token 1 is orders/42's, session 1 is the one Open made). Every
+// operation of the document is here, and nothing else.
+var openAPIStory = []string{
+	"LockService.Acquire", "LockService.Renew", "LockService.Get", "LockService.List",
+	"ResourceService.Write", "ResourceService.Add", "ResourceService.Read", "ResourceService.Delete",
+	"LockService.Release",
+	"SessionService.Open", "SessionService.KeepAlive", "SessionService.Close",
+	"ClusterService.Members", "ClusterService.AddMember", "ClusterService.RemoveMember",
+	"ClusterService.TransferLeadership", "ClusterService.NodeStatus",
+	"Health.Check", "healthz", "readyz", "metrics",
+}
+
+func loadOpenAPI(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile(openAPIFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Validate checks the document and that every example matches its
+	// schema (requests' and responses').
+	if err := doc.Validate(context.Background(), openapi3.EnableExamplesValidation()); err != nil {
+		t.Fatalf("%s: %v", openAPIFile, err)
+	}
+	return doc
+}
+
+type openAPIOp struct {
+	path, method string
+	item         *openapi3.PathItem
+	op           *openapi3.Operation
+}
+
+func openAPIOps(doc *openapi3.T) map[string]openAPIOp {
+	ops := map[string]openAPIOp{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			ops[op.OperationID] = openAPIOp{path, method, item, op}
+		}
+	}
+	return ops
+}
+
+// Every unary method of the fence.v1 services has its path, and every
+// fence.v1 message schema has exactly the message's JSON fields, typed as
+// the contract says (64-bit integers and durations by the shared schemas),
+// so a field added to the proto without the document (or the other way
+// round) fails here.
+func TestOpenAPIMatchesTheProto(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	ops := openAPIOps(doc)
+	paths := map[string]bool{}
+	for _, o := range ops {
+		paths[o.path] = true
+	}
+	fd := fencev1.File_fence_v1_fence_proto
+	for i := 0; i < fd.Services().Len(); i++ {
+		s := fd.Services().Get(i)
+		for j := 0; j < s.Methods().Len(); j++ {
+			m := s.Methods().Get(j)
+			p := "/" + string(s.FullName()) + "/" + string(m.Name())
+			streaming := m.IsStreamingClient() || m.IsStreamingServer()
+			if paths[p] == streaming {
+				t.Errorf("%s (streaming %t): in the document %t; want the unary methods only", p, streaming, paths[p])
+			}
+			if !streaming {
+				o := ops[string(s.Name())+"."+string(m.Name())]
+				if o.path != p || o.method != http.MethodPost {
+					t.Errorf("operation %s.%s is %s %s, want POST %s", s.Name(), m.Name(), o.method, o.path, p)
+					continue
+				}
+				checkRef(t, p+" request", o.op.RequestBody.Value.Content.Get("application/json").Schema, string(m.Input().Name()))
+				checkRef(t, p+" reply", o.op.Responses.Status(200).Value.Content.Get("application/json").Schema, string(m.Output().Name()))
+			}
+		}
+	}
+	for name, ref := range doc.Components.Schemas {
+		md := fd.Messages().ByName(protoreflect.Name(name))
+		if md == nil {
+			continue
+		}
+		checkMessageSchema(t, name, ref.Value, md)
+	}
+}
+
+func checkRef(t *testing.T, what string, s *openapi3.SchemaRef, msg string) {
+	t.Helper()
+	if s == nil || s.Ref != "#/components/schemas/"+msg {
+		t.Errorf("%s: schema %v, want a $ref to %s", what, s, msg)
+	}
+}
+
+func checkMessageSchema(t *testing.T, name string, s *openapi3.Schema, md protoreflect.MessageDescriptor) {
+	t.Helper()
+	if s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has {
+		t.Errorf("schema %s: additionalProperties must be false (an unknown field is refused; a reply field not described is a bug)", name)
+	}
+	var want, got []string
+	for i := 0; i < md.Fields().Len(); i++ {
+		want = append(want, md.Fields().Get(i).JSONName())
+	}
+	for p := range s.Properties {
+		got = append(got, p)
+	}
+	sort.Strings(want)
+	sort.Strings(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("schema %s has properties %q; fence.v1.%s has the JSON fields %q", name, got, name, want)
+		return
+	}
+	for i := 0; i < md.Fields().Len(); i++ {
+		f := md.Fields().Get(i)
+		p := s.Properties[f.JSONName()]
+		if f.IsList() {
+			if !p.Value.Type.Is("array") {
+				t.Errorf("%s.%s: repeated, the schema is not an array", name, f.JSONName())
+				continue
+			}
+			p = p.Value.Items
+		}
+		ref := p.Ref
+		if ref == "" && len(p.Value.AllOf) == 1 {
+			ref = p.Value.AllOf[0].Ref // a $ref with a description
+		}
+		ref = strings.TrimPrefix(ref, "#/components/schemas/")
+		var ok bool
+		switch {
+		case f.Message() != nil && f.Message().FullName() == "google.protobuf.Duration":
+			ok = ref == "Duration" || ref == "DurationIn"
+		case f.Message() != nil:
+			ok = ref == string(f.Message().Name())
+		case f.Kind() == protoreflect.Uint64Kind:
+			ok = ref == "Uint64" || ref == "Uint64In"
+		case f.Kind() == protoreflect.Int64Kind:
+			ok = ref == "Int64" || ref == "Int64In"
+		case f.Kind() == protoreflect.StringKind:
+			ok = ref == "" && p.Value.Type.Is("string") && p.Value.Format == ""
+		case f.Kind() == protoreflect.BytesKind:
+			ok = ref == "" && p.Value.Type.Is("string") && p.Value.Format == "byte"
+		case f.Kind() == protoreflect.BoolKind:
+			ok = ref == "" && p.Value.Type.Is("boolean")
+		case f.Kind() == protoreflect.Uint32Kind:
+			ok = ref == "" && p.Value.Type.Is("integer")
+		}
+		if !ok {
+			t.Errorf("%s.%s (%s): the schema (ref %q, type %v) does not match", name, f.JSONName(), f.Kind(), ref, p.Value.Type)
+		}
+	}
+}
+
+// The document against the real handlers: each operation's request
+// examples (sorted by name; "refused…" ones expect a refusal, the others
+// 200) are validated against the request schema, sent to a fresh server,
+// and its answer (status, headers, body) validated against the operation's
+// responses. A refusal of the fenced services also carries Fence-Reason
+// equal to the body's reason, and BUSY carries Retry-After. Each POST's
+// first example sent as a form gets the documented 415.
+func TestOpenAPIAgainstHandlers(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	ops := openAPIOps(doc)
+	var ids []string
+	for id := range ops {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	story := slices.Sorted(slices.Values(openAPIStory))
+	if !slices.Equal(ids, story) {
+		t.Fatalf("the document's operations %q; the story sends %q", ids, story)
+	}
+	_, url := startServer(t)
+	ctx := context.Background()
+	for _, id := range openAPIStory {
+		o := ops[id]
+		route := &routers.Route{Spec: doc, Path: o.path, PathItem: o.item, Method: o.method, Operation: o.op}
+		type example struct {
+			name string
+			body []byte
+		}
+		var examples []example
+		if o.method == http.MethodGet {
+			examples = append(examples, example{name: "get"})
+		} else {
+			mt := o.op.RequestBody.Value.Content.Get("application/json")
+			if len(mt.Examples) == 0 {
+				t.Errorf("%s: no request examples", id)
+				continue
+			}
+			for name, ex := range mt.Examples {
+				b, err := json.Marshal(ex.Value.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				examples = append(examples, example{name, b})
+			}
+			slices.SortFunc(examples, func(a, b example) int { return strings.Compare(a.name, b.name) })
+		}
+		for _, ex := range examples {
+			what := id + " example " + ex.name + " " + string(ex.body)
+			var body io.Reader
+			if ex.body != nil {
+				body = bytes.NewReader(ex.body)
+			}
+			req, err := http.NewRequest(o.method, url+o.path, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ex.body != nil {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			in := &openapi3filter.RequestValidationInput{Request: req, Route: route, Options: &openapi3filter.Options{}}
+			if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+				t.Errorf("%s: the request does not match the document: %v", what, err)
+				continue
+			}
+			if ex.body != nil { // ValidateRequest read it
+				req.Body = io.NopCloser(bytes.NewReader(ex.body))
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			refused := strings.HasPrefix(ex.name, "refused")
+			if (resp.StatusCode == http.StatusOK) == refused {
+				t.Errorf("%s: %d %s; want a refusal %t", what, resp.StatusCode, got, refused)
+				continue
+			}
+			out := &openapi3filter.ResponseValidationInput{
+				RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+				Options: &openapi3filter.Options{IncludeResponseStatus: true},
+			}
+			out.SetBodyBytes(got)
+			if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+				t.Errorf("%s: the answer (%d %s) does not match the document: %v", what, resp.StatusCode, got, err)
+				continue
+			}
+			if refused && strings.HasPrefix(o.path, "/fence.v1.") && !strings.HasPrefix(o.path, "/fence.v1.ClusterService/") {
+				var e struct{ Reason string }
+				json.Unmarshal(got, &e)
+				if h := resp.Header.Get("Fence-Reason"); h == "" || h != e.Reason {
+					t.Errorf("%s: Fence-Reason %q, body reason %q", what, h, e.Reason)
+				}
+				if e.Reason == "BUSY" && resp.Header.Get("Retry-After") == "" {
+					t.Errorf("%s: BUSY without Retry-After", what)
+				}
+			}
+		}
+		if o.method == http.MethodPost {
+			// The same body as a form (PHP curl's default): 415 as the
+			// document says, JSON for a JSON Accept, else text.
+			for _, accept := range []string{"application/json", ""} {
+				req, err := http.NewRequest(o.method, url+o.path, bytes.NewReader(examples[0].body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				if accept != "" {
+					req.Header.Set("Accept", accept)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				what := id + " as a form, Accept " + accept
+				wantCT := "application/json"
+				if accept == "" {
+					wantCT = "text/plain"
+				}
+				if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.HasPrefix(resp.Header.Get("Content-Type"), wantCT) {
+					t.Errorf("%s: %d %s %s; want 415 %s", what, resp.StatusCode, resp.Header.Get("Content-Type"), got, wantCT)
+					continue
+				}
+				out := &openapi3filter.ResponseValidationInput{
+					RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, Route: route},
+					Status:                 resp.StatusCode, Header: resp.Header,
+					Options: &openapi3filter.Options{IncludeResponseStatus: true},
+				}
+				out.SetBodyBytes(got)
+				if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+					t.Errorf("%s: the answer (%d %s) does not match the document: %v", what, resp.StatusCode, got, err)
+				}
+			}
+		}
+	}
+}
