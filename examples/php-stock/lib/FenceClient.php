@@ -61,9 +61,9 @@ final class FenceClient
      */
     public function acquire(string $name, string $owner, float $ttl, float $wait = 0, ?string $requestId = null): Lease
     {
-        $body = ['name' => $name, 'owner' => $owner, 'ttl' => self::duration($ttl)];
+        $body = ['name' => $name, 'owner' => $owner, 'ttl' => $ttl]; // seconds, a JSON number
         if ($wait > 0) {
-            $body['wait'] = self::duration($wait);
+            $body['wait'] = $wait;
         }
         if ($requestId !== null) {
             $body['request_id'] = $requestId; // a retry with the same id gets the same lease, never a second
@@ -188,13 +188,7 @@ final class FenceClient
         throw new \UnexpectedValueException("fence: header $name is not an unsigned integer: '$v'");
     }
 
-    /** TRANSITION: proto3's "1.5s" until the server takes seconds as numbers. */
-    private static function duration(float $seconds): string
-    {
-        return rtrim(rtrim(sprintf('%.3f', $seconds), '0'), '.') . 's';
-    }
-
-    /** A duration of a reply in seconds: a JSON number, or proto3's "2.5s". */
+    /** A duration of a reply in seconds: proto3's "2.5s" (or a JSON number). */
     public static function seconds(mixed $v): float
     {
         if (is_int($v) || is_float($v)) {
