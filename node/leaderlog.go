@@ -92,6 +92,12 @@ func (n *Node) logLeader(seen *leaderSeen, c leaderChange) {
 		n.cfg.Logger.Info("leader heard from again", "node_id", n.cfg.NodeID, "term", c.term, "leader_id", c.id, "role", role)
 		return
 	}
-	n.cfg.Logger.Info("leader changed", "node_id", n.cfg.NodeID, "term", c.term, "leader_id", c.id, "leader_addr", c.addr,
-		"role", role, "previous_leader", prev.id)
+	args := []any{"node_id", n.cfg.NodeID, "term", c.term, "leader_id", c.id}
+	if n.cfg.cluster() || n.cfg.Transport != nil {
+		// A single node's raft knows itself by its in-memory transport's
+		// address, which no one can reach: NodeStatus reports none, and
+		// neither does the log.
+		args = append(args, "leader_addr", c.addr)
+	}
+	n.cfg.Logger.Info("leader changed", append(args, "role", role, "previous_leader", prev.id)...)
 }

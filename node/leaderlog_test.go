@@ -137,3 +137,37 @@ func TestLogLeaderSequence(t *testing.T) {
 		t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A single node's "leader changed" line names no leader address, as its
+// NodeStatus does not (raft knows it by its in-memory transport address,
+// its node id, which no one can reach).
+func TestSingleNodeLogsNoLeaderAddr(t *testing.T) {
+	var buf testutil.Buffer
+	n, err := Open(Config{DataDir: t.TempDir(), NodeID: "solo", Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	var line map[string]any
+	for deadline := time.Now().Add(clusterWait); line == nil; time.Sleep(10 * time.Millisecond) {
+		sc := bufio.NewScanner(strings.NewReader(buf.String()))
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Fatalf("not a JSON log line: %q: %v", sc.Text(), err)
+			}
+			if m["msg"] == "leader changed" {
+				line = m
+			}
+		}
+		if line == nil && time.Now().After(deadline) {
+			t.Fatalf("no 'leader changed' line; log:\n%s", buf.String())
+		}
+	}
+	if _, addr := n.Leader(); addr == "" {
+		t.Fatal("raft knows no leader address: the test shows nothing")
+	}
+	if a, ok := line["leader_addr"]; ok || line["leader_id"] != "solo" || line["role"] != "leader" {
+		t.Fatalf("line %v: want leader_id solo, role leader, no leader_addr (got %v)", line, a)
+	}
+}
