@@ -21,7 +21,9 @@ import (
 // (h2c), as a Kubernetes gRPC probe does.
 func healthOf(t *testing.T, url, service string) (grpchealth.Status, error) {
 	t.Helper()
-	c := grpchealth.NewClient(h2cClient(), url, connect.WithGRPC())
+	hc := h2cClient()
+	defer hc.CloseIdleConnections()
+	c := grpchealth.NewClient(hc, url, connect.WithGRPC())
 	res, err := c.Check(context.Background(), &grpchealth.CheckRequest{Service: service})
 	if err != nil {
 		return 0, err
