@@ -41,8 +41,14 @@ function say(string $line): void
     fflush(STDOUT);
 }
 
-$opt = getopt('', ['server:', 'dsn:', 'user:', 'password:', 'sku:', 'qty:', 'ttl:', 'wait:', 'owner:',
-    'stock-table:', 'guard-table:', 'pause-before-write', 'help'], $rest);
+$known = ['server:', 'dsn:', 'user:', 'password:', 'sku:', 'qty:', 'ttl:', 'wait:', 'owner:',
+    'stock-table:', 'guard-table:', 'pause-before-write', 'help'];
+foreach (array_slice($argv, 1) as $arg) { // getopt skips what it does not know: a typo would go unseen
+    if (str_starts_with($arg, '--') && !array_intersect([substr(explode('=', $arg)[0], 2), substr(explode('=', $arg)[0], 2) . ':'], $known)) {
+        usage("unknown option $arg");
+    }
+}
+$opt = getopt('', $known, $rest);
 if ($opt === false || isset($opt['help']) || $rest < $argc) {
     usage($rest < $argc ? "unexpected argument '{$argv[$rest]}'" : 'help');
 }
