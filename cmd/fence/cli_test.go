@@ -130,18 +130,18 @@ func TestFailPrintsReasonAndFacts(t *testing.T) {
 	if got := e.String(); got != "STALE_TOKEN: token 1 is older than accepted token 2\n" {
 		t.Errorf("stderr %q", got)
 	}
-	want := `{"error":{"lastAccepted":2,"message":"token 1 is older than accepted token 2","name":"stock","reason":"STALE_TOKEN","token":1}}` + "\n"
+	want := `{"error":{"lastToken":2,"message":"token 1 is older than accepted token 2","name":"stock","reason":"STALE_TOKEN","token":1}}` + "\n"
 	if o.String() != want {
 		t.Errorf("json %s, want %s", o.String(), want)
 	}
 }
 
 func TestValueRendering(t *testing.T) {
-	if v, b := valueJSON([]byte("8")); v != "8" || b {
-		t.Errorf("valueJSON(8) = %q %v", v, b)
+	if v, text := valueJSON([]byte("8")); v != "OA==" || text == nil || *text != "8" {
+		t.Errorf("valueJSON(8) = %q %v", v, text)
 	}
-	if v, b := valueJSON([]byte{0xff, 0}); v != "/wA=" || !b {
-		t.Errorf("valueJSON(ff00) = %q %v", v, b)
+	if v, text := valueJSON([]byte{0xff, 0}); v != "/wA=" || text != nil {
+		t.Errorf("valueJSON(ff00) = %q %v", v, text)
 	}
 	for in, want := range map[string]string{"8": "8", "": `""`, "a b": `"a b"`, "\xff": "base64:/w=="} {
 		if got := valueHuman([]byte(in)); got != want {

@@ -28,8 +28,9 @@ func emit(g *globals, stdout io.Writer, human string, obj any) {
 }
 
 // fail reports err and returns its exit code: "REASON: message" on stderr,
-// and with --json also {"error": {...}} on stdout, with the field names of
-// the API's ErrorDetail (holderToken, lastAccepted, ...). An unreachable
+// and with --json also {"error": {...}} on stdout: reason, message and the
+// facts with the names of the API's JSON error body (holderToken,
+// lastToken, ...). An unreachable
 // server gets a hint naming --server and FENCE_SERVER.
 func fail(g *globals, stdout, stderr io.Writer, err error) int {
 	reason := fence.ReasonOf(err)
@@ -69,23 +70,29 @@ func errorJSON(err error) map[string]any {
 		op      *fence.OpConflictError
 		inv     *fence.InvalidError
 		limit   *fence.ResourceExhaustedError
+		session *fence.SessionExpiredError
 	)
 	switch {
 	case errors.As(err, &busy):
 		out["name"], out["holder"], out["holderToken"] = busy.Name, busy.Holder, uint64(busy.Token)
 		out["remaining"], out["delayed"], out["waited"] = jsonDuration(busy.Remaining), busy.Delayed, busy.Waited
 	case errors.As(err, &stale):
-		out["name"], out["token"], out["lastAccepted"] = stale.Resource, uint64(stale.Token), uint64(stale.LastAccepted)
+		out["name"], out["token"], out["lastToken"] = stale.Resource, uint64(stale.Token), uint64(stale.LastAccepted)
 	case errors.As(err, &holder):
 		out["name"], out["token"] = holder.Name, uint64(holder.Token)
 	case errors.As(err, &expired):
 		out["name"], out["token"] = expired.Name, uint64(expired.Token)
 	case errors.As(err, &unknown):
-		out["token"], out["lastAccepted"] = uint64(unknown.Token), uint64(unknown.LastIssued) // the API's name: the last issued token
+		out["token"], out["lastToken"] = uint64(unknown.Token), uint64(unknown.LastIssued) // the API's facts name it so: the last issued token
 	case errors.As(err, &op):
 		out["field"], out["id"] = op.Field, op.ID
 	case errors.As(err, &inv):
 		out["field"], out["bound"] = inv.Field, inv.Bound
+		if inv.Value != "" {
+			out["got"] = inv.Value
+		}
+	case errors.As(err, &session):
+		out["session"] = session.Session
 	case errors.As(err, &limit):
 		out["limit"], out["bound"] = limit.Limit, limit.Bound
 		if limit.Got != "" {
@@ -116,13 +123,14 @@ func jsonDuration(d time.Duration) string {
 	return fmt.Sprintf("%s%d%ss", sign, secs, frac)
 }
 
-// valueJSON renders a value as text when it is valid UTF-8, else as base64
-// with base64 set.
-func valueJSON(v []byte) (text string, isBase64 bool) {
+// valueJSON renders a value as the API's JSON does: base64, and as text
+// when it is valid UTF-8 (nil otherwise).
+func valueJSON(v []byte) (b64 string, text *string) {
 	if utf8.Valid(v) {
-		return string(v), false
+		s := string(v)
+		text = &s
 	}
-	return base64.StdEncoding.EncodeToString(v), true
+	return base64.StdEncoding.EncodeToString(v), text
 }
 
 // valueHuman renders a value for a human line: as is when it is printable

@@ -194,12 +194,13 @@ func TestProcessAcquireBusyWriteStale(t *testing.T) {
 	}
 	w := fenceRun(t, srv.url, "write", "stock", "--token", fmt.Sprint(uint64(tokB)), "--value", "8", "--json").want(t, 0, "write")
 	var state struct {
-		Value     string `json:"value"`
+		Value     string `json:"value"` // base64, as the API
+		Text      string `json:"text"`
 		LastToken uint64 `json:"lastToken"`
 		Version   uint64 `json:"version"`
 		Replayed  *bool  `json:"replayed"`
 	}
-	if err := json.Unmarshal([]byte(w.stdout), &state); err != nil || state.Value != "8" || state.LastToken != uint64(tokB) ||
+	if err := json.Unmarshal([]byte(w.stdout), &state); err != nil || state.Value != "OA==" || state.Text != "8" || state.LastToken != uint64(tokB) ||
 		state.Replayed == nil || *state.Replayed {
 		t.Fatalf("write json %s: %+v", w.stdout, state)
 	}

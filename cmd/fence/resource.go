@@ -6,20 +6,22 @@ import (
 	"github.com/fenceworks/fence/client"
 )
 
-// resourceJSON is the --json output of write, add and read.
+// resourceJSON is the --json output of write, add and read: the API's
+// ResourceState as its JSON replies write it (value base64, text when the
+// value is UTF-8).
 type resourceJSON struct {
-	Resource    string `json:"resource"`
-	Value       string `json:"value"`
-	ValueBase64 bool   `json:"valueBase64,omitempty"` // Value is base64: the bytes are not UTF-8
-	LastToken   uint64 `json:"lastToken"`
-	Version     uint64 `json:"version"`
-	Replayed    *bool  `json:"replayed,omitempty"` // write and add only
-	Deleted     bool   `json:"deleted,omitempty"`  // as the API: deleted and not written since
+	Resource  string  `json:"resource"`
+	Value     string  `json:"value"`          // base64, as the API's JSON
+	Text      *string `json:"text,omitempty"` // the value as text, when it is valid UTF-8
+	LastToken uint64  `json:"lastToken"`
+	Version   uint64  `json:"version"`
+	Replayed  *bool   `json:"replayed,omitempty"` // write and add only
+	Deleted   bool    `json:"deleted,omitempty"`  // as the API: deleted and not written since
 }
 
 func toResourceJSON(r client.Resource, withReplayed bool) resourceJSON {
-	v, b64 := valueJSON(r.Value)
-	out := resourceJSON{Resource: r.Resource, Value: v, ValueBase64: b64, LastToken: uint64(r.LastToken), Version: r.Version, Deleted: r.Deleted}
+	v, text := valueJSON(r.Value)
+	out := resourceJSON{Resource: r.Resource, Value: v, Text: text, LastToken: uint64(r.LastToken), Version: r.Version, Deleted: r.Deleted}
 	if withReplayed {
 		out.Replayed = &r.Replayed
 	}

@@ -147,7 +147,9 @@ func TestErrorJSONFieldNames(t *testing.T) {
 	}{
 		{&fence.BusyError{Name: "x", Holder: "a", Token: 3, Remaining: 1500 * time.Millisecond},
 			[]string{"delayed", "holder", "holderToken", "message", "name", "reason", "remaining", "waited"}},
-		{&fence.UnknownTokenError{Token: 9, LastIssued: 4}, []string{"lastAccepted", "message", "reason", "token"}},
+		{&fence.UnknownTokenError{Token: 9, LastIssued: 4}, []string{"lastToken", "message", "reason", "token"}},
+		{&fence.InvalidError{Field: "ttl", Bound: "at least 10ms", Value: "1ms"}, []string{"bound", "field", "got", "message", "reason"}},
+		{&fence.SessionExpiredError{Session: 7}, []string{"message", "reason", "session"}},
 		{&fence.ResourceExhaustedError{Limit: `waiters on lock "x"`, Bound: "at most 1024", Got: "1024"},
 			[]string{"bound", "got", "limit", "message", "reason"}},
 	}
@@ -222,7 +224,7 @@ func TestProcessJSONFieldNames(t *testing.T) {
 		t.Errorf("acquire --json %s: want ttl 90s and a numeric token", a.stdout)
 	}
 	w := fenceRun(t, srv.url, "write", "jr", "--token", lease.Token.String(), "--value", "v", "--json").want(t, 0, "write")
-	if k := jsonKeys(t, w.stdout); !slices.Equal(k, []string{"lastToken", "replayed", "resource", "value", "version"}) {
+	if k := jsonKeys(t, w.stdout); !slices.Equal(k, []string{"lastToken", "replayed", "resource", "text", "value", "version"}) {
 		t.Errorf("write --json keys %q", k)
 	}
 	ls := fenceRun(t, srv.url, "locks", "--json").want(t, 0, "locks")
