@@ -44,7 +44,8 @@ function say(string $line): void
 $known = ['server:', 'dsn:', 'user:', 'password:', 'sku:', 'qty:', 'ttl:', 'wait:', 'owner:',
     'stock-table:', 'guard-table:', 'pause-before-write', 'help'];
 foreach (array_slice($argv, 1) as $arg) { // getopt skips what it does not know: a typo would go unseen
-    if (str_starts_with($arg, '--') && !array_intersect([substr(explode('=', $arg)[0], 2), substr(explode('=', $arg)[0], 2) . ':'], $known)) {
+    $name = substr(explode('=', $arg, 2)[0], 2);
+    if (str_starts_with($arg, '--') && !in_array($name, $known, true) && !in_array("$name:", $known, true)) {
         usage("unknown option $arg");
     }
 }
@@ -52,10 +53,15 @@ $opt = getopt('', $known, $rest);
 if ($opt === false || isset($opt['help']) || $rest < $argc) {
     usage($rest < $argc ? "unexpected argument '{$argv[$rest]}'" : 'help');
 }
-$num = static function (string $name, ?string $default) use ($opt): float {
+foreach ($opt as $name => $v) {
+    if (is_array($v)) {
+        usage("--$name given more than once");
+    }
+}
+$num = static function (string $name, string $default) use ($opt): float {
     $v = $opt[$name] ?? $default;
-    if ($v === null || !is_numeric($v) || (float) $v < 0) {
-        usage("--$name: want a number of seconds or units >= 0, got " . var_export($v, true));
+    if (!is_numeric($v) || (float) $v < 0) {
+        usage("--$name: want a number of seconds >= 0, got '$v'");
     }
     return (float) $v;
 };
@@ -103,7 +109,7 @@ try {
         exit(EXIT_BUSY);
     }
     say("error reason={$e->reason} status={$e->httpStatus} ({$e->getMessage()})");
-    exit(EXIT_ERROR);
+    exit($e->reason === 'INVALID_ARGUMENT' ? EXIT_USAGE : EXIT_ERROR);
 }
 $token = $lease->token; // an int
 say("acquired lock=$lockName token=$token ttl={$lease->ttl} owner=$owner");
