@@ -43,6 +43,35 @@ func (s *Server) handOver(ctx context.Context) {
 		s.log.Warn("leadership transfer before the drain failed; the node tries again as it closes", "err", err)
 		return
 	}
-	to, addr := s.node.Leader()
+	// raft's transfer is done when this node stepped down; it learns the
+	// new leader from the new leader's first heartbeat, a moment later.
+	to, addr := s.newLeader(ctx, handOverHeard)
+	if to == "" {
+		s.log.Info("handed leadership over before draining; the new leader not heard from yet", "waited", handOverHeard, "took", time.Since(start))
+		return
+	}
 	s.log.Info("handed leadership over before draining", "to", to, "to_addr", addr, "took", time.Since(start))
+}
+
+// handOverHeard bounds how long handOver waits to hear from the new leader
+// (only to name it in the log; the drain waits for it).
+const handOverHeard = 2 * time.Second
+
+// newLeader waits (at most wait, and while ctx lasts) until this node knows
+// a leader other than itself, and returns it ("" if none).
+func (s *Server) newLeader(ctx context.Context, wait time.Duration) (id, addr string) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if id, addr = s.node.Leader(); id != "" && id != s.node.ID() {
+			return id, addr
+		}
+		select {
+		case <-ctx.Done():
+			return "", ""
+		case <-tick.C:
+		}
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -29,11 +30,13 @@ func TestShutdownHandsOverBeforeDrain(t *testing.T) {
 		s      *Server
 		addr   string
 		served chan error
+		log    *testutil.Buffer
 	}
 	var members []*member
 	for _, p := range peers {
+		log := &testutil.Buffer{}
 		s, err := New(Config{
-			DataDir: t.TempDir(), NodeID: p.ID, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			DataDir: t.TempDir(), NodeID: p.ID, Logger: slog.New(slog.NewJSONHandler(log, nil)),
 			ReadyTimeout: wait, ReadTimeout: 2 * wait, Cluster: ClusterConfig{RaftAddr: p.Addr, Peers: peers},
 		})
 		if err != nil {
@@ -44,7 +47,7 @@ func TestShutdownHandsOverBeforeDrain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := &member{s: s, addr: ln.Addr().String(), served: make(chan error, 1)}
+		m := &member{s: s, addr: ln.Addr().String(), served: make(chan error, 1), log: log}
 		go func() { m.served <- s.Serve(ln) }()
 		members = append(members, m)
 	}
@@ -109,5 +112,23 @@ func TestShutdownHandsOverBeforeDrain(t *testing.T) {
 	conn.Close() // the request ends: the drain is over
 	if err := <-done; err != nil {
 		t.Fatalf("Shutdown: %v", err)
+	}
+	// The log names the node it handed over to (with its raft address),
+	// not to="" (raft's transfer ends before the old leader hears from the
+	// new one).
+	next := leaderAmong(others)
+	var line map[string]any
+	sc := bufio.NewScanner(strings.NewReader(leader.log.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("not a JSON log line: %q: %v", sc.Text(), err)
+		}
+		if strings.HasPrefix(m["msg"].(string), "handed leadership over") {
+			line = m
+		}
+	}
+	if next == nil || line == nil || line["to"] != next.s.Node().ID() || line["to_addr"] != next.s.Node().RaftAddr() {
+		t.Fatalf("handover line %v: want to the new leader (%v) and its raft address; log:\n%s", line, next, leader.log.String())
 	}
 }
