@@ -3,9 +3,15 @@
 // Served with Connect: the same handlers answer gRPC, gRPC-Web and plain JSON
 // POSTs (Content-Type: application/json) at /fence.v1.<Service>/<Method>.
 //
-// Tokens are uint64; proto3 JSON renders them as strings ("token":"2"), and
-// accepts both strings and numbers on input. Durations are
-// google.protobuf.Duration, written "5s", "250ms" in JSON.
+// JSON (docs/api.md, "The JSON contract") is proto3 JSON with these
+// differences: 64-bit integers (tokens, versions, session ids, indexes;
+// below 2^53 by design) are written as JSON numbers ("token":2), and read
+// from a number or a decimal string; a duration (google.protobuf.Duration)
+// is read from a number of seconds (30, 0.25), a proto3 string ("30s",
+// "0.25s") or a Go duration string ("250ms", "1m30s"), and written as a
+// proto3 string ("30s"); a field the message does not have is refused; a
+// refusal carries its reason in the Fence-Reason header and in the error
+// body's "reason" and "facts".
 //
 // Refusals are Connect errors whose details hold one ErrorDetail with a stable
 // reason (BUSY, STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN,
@@ -810,6 +816,8 @@ export declare type ResourceState = Message<"fence.v1.ResourceState"> & {
   resource: string;
 
   /**
+   * The value's bytes (base64 in JSON).
+   *
    * @generated from field: bytes value = 2;
    */
   value: Uint8Array;
@@ -832,6 +840,16 @@ export declare type ResourceState = Message<"fence.v1.ResourceState"> & {
    * @generated from field: bool deleted = 5;
    */
   deleted: boolean;
+
+  /**
+   * The value as text, in JSON replies only, when it is valid UTF-8
+   * ("8" where value is "OA=="; an Add's integer as decimal digits).
+   * Binary protobuf and gRPC replies leave it unset: their clients have
+   * the bytes.
+   *
+   * @generated from field: optional string text = 6;
+   */
+  text?: string | undefined;
 };
 
 /**
@@ -855,9 +873,19 @@ export declare type WriteRequest = Message<"fence.v1.WriteRequest"> & {
   token: bigint;
 
   /**
+   * The new value's bytes (base64 in JSON: "OA==" is "8").
+   *
    * @generated from field: bytes value = 3;
    */
   value: Uint8Array;
+
+  /**
+   * The new value as UTF-8 text ("8"), for clients without base64 at hand:
+   * give value or text, not both (INVALID_ARGUMENT). Stored as its bytes.
+   *
+   * @generated from field: optional string text = 5;
+   */
+  text?: string | undefined;
 
   /**
    * Idempotency key: a repeated op_id returns the saved result.
