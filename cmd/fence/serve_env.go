@@ -220,11 +220,23 @@ func newLogger(w io.Writer, format, level string, started *atomic.Bool) *slog.Lo
 	opts := &slog.HandlerOptions{Level: lv}
 	var h slog.Handler
 	if format == "json" {
+		// A duration as the text log writes it ("10s"), not slog's JSON
+		// integer nanoseconds.
+		opts.ReplaceAttr = durationText
 		h = slog.NewJSONHandler(w, opts)
 	} else {
 		h = slog.NewTextHandler(w, opts)
 	}
 	return slog.New(startWatch{h, started})
+}
+
+// durationText writes a time.Duration value as its String ("10s",
+// "250ms"), in groups too.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // servingMsg begins the line server.Run logs once it serves.

@@ -2,15 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -231,6 +234,16 @@ func TestProcessServeLogFormatJSON(t *testing.T) {
 	if leader == nil || leader["node_id"] != "fence-1" || leader["leader_id"] != "fence-1" || leader["role"] != "leader" || leader["term"] == nil || leader["term"].(float64) < 1 {
 		t.Errorf("leader line %v, want fence-1 leading in a term", leader)
 	}
+	// Durations as the text log writes them: "took office" server_time.
+	var office map[string]any
+	for _, l := range lines {
+		if l["msg"] == "took office" {
+			office = l
+		}
+	}
+	if st, ok := office["server_time"].(string); !ok || st != "0s" {
+		t.Errorf("took office line %v: want server_time \"0s\" (a duration as text)", office)
+	}
 	// A refused request, at debug.
 	fenceRun(t, url, "acquire", "x", "--ttl", "1m").want(t, exitOK, "acquire")
 	fenceRun(t, url, "acquire", "x", "--ttl", "1m").want(t, exitBusy, "second acquire")
@@ -275,5 +288,21 @@ func TestServeUnknownEnv(t *testing.T) {
 	want := [][2]string{{"FENCE_MAXTTL", "FENCE_MAX_TTL"}, {"FENCE_WHATEVER", ""}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("unknownEnv = %q, want %q", got, want)
+	}
+}
+
+// serve's JSON log writes a time.Duration as the text log does ("10s"),
+// at the top level, in a group and given as any; other values as slog does.
+func TestServeJSONLogDurations(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, "json", "info", new(atomic.Bool))
+	log.Info("x", "timeout", 10*time.Second, slog.Group("g", "d", 250*time.Millisecond), slog.Any("a", 90*time.Minute), "n", 7)
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatalf("%q: %v", buf.String(), err)
+	}
+	g, _ := m["g"].(map[string]any)
+	if m["timeout"] != "10s" || g["d"] != "250ms" || m["a"] != "1h30m0s" || m["n"] != float64(7) {
+		t.Fatalf("line %s: want timeout \"10s\", g.d \"250ms\", a \"1h30m0s\", n 7", buf.String())
 	}
 }
