@@ -27,6 +27,8 @@ Builds a fresh data dir DIR from the backup FILE (written by fence backup);
 fence serve --data-dir DIR then starts with the backed-up state: resources,
 locks and their leases (their remaining TTL continues in server time),
 sessions and remembered ids. It runs offline: no server is involved.
+FILE is read twice (checked whole before anything is written), so it must
+be a file, not - (save a stream first: fence backup - > f).
 
 The token counter never goes back. The first token the restored node will
 issue is 1 + the largest of:
@@ -128,6 +130,8 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case path == "":
 		return usage(&usageError{"restore: FILE is empty (want the path of a backup file)"})
+	case path == "-":
+		return usage(&usageError{"restore: FILE is -: fence restore reads FILE twice (it checks the whole file before writing anything): save the stream to a file first, e.g. fence backup - > f"})
 	case dataDir == "":
 		return usage(&usageError{"restore: --data-dir is required (the new data dir to create)"})
 	case logStore != node.LogStoreWAL && logStore != node.LogStoreBolt:

@@ -78,6 +78,7 @@ func TestRestoreUsage(t *testing.T) {
 		{[]string{file, "--data-dir", dir, "--floor-from", "postgres://u:s3cret@db/x?table=bad%3Bname"}, "table"},
 		{[]string{file, "--data-dir", dir, "--floor-from", "oracle://u:s3cret@db/x"}, "floor-from"},
 		{[]string{file, "extra", "--data-dir", dir}, "want 1 argument"},
+		{[]string{"-", "--data-dir", dir}, "fence restore reads FILE twice (it checks the whole file before writing anything): save the stream to a file first, e.g. fence backup - > f"},
 	} {
 		code, out, errs := runRestore(tc.args...)
 		if code != exitUsage || !strings.Contains(errs, tc.want) || strings.Contains(errs+out, "s3cret") {
