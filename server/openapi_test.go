@@ -23,7 +23,8 @@ const openAPIFile = "../api/openapi.yaml"
 
 // openAPIStory is the order the operations' request examples are sent to
 // a fresh server in: each example assumes what the ones before it did
-// (token 1 is orders/42's, session 1 is the one Open made). Every
+// (token 1 is orders/42's, token 2 orders/43's, session 1 the one Open
+// made). Every
 // operation of the document is here, and nothing else.
 var openAPIStory = []string{
 	"LockService.Acquire", "LockService.Renew", "LockService.Get", "LockService.List",
@@ -178,7 +179,8 @@ func checkMessageSchema(t *testing.T, name string, s *openapi3.Schema, md protor
 // 200) are validated against the request schema, sent to a fresh server,
 // and its answer (status, headers, body) validated against the operation's
 // responses. A refusal of the fenced services also carries Fence-Reason
-// equal to the body's reason, and BUSY carries Retry-After. Each POST's
+// equal to the body's reason, BUSY carries Retry-After and STALE_TOKEN
+// Fence-Last-Token; BUSY, STALE_TOKEN and UNKNOWN_TOKEN are each seen. Each POST's
 // first example sent as a form gets the documented 415.
 func TestOpenAPIAgainstHandlers(t *testing.T) {
 	t.Parallel()
@@ -195,6 +197,14 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 	}
 	_, url := startServer(t)
 	ctx := context.Background()
+	seen := map[string]bool{} // reasons of the refusals the examples got
+	defer func() {
+		for _, r := range []string{"BUSY", "STALE_TOKEN", "UNKNOWN_TOKEN"} {
+			if !seen[r] {
+				t.Errorf("no example was refused with %s", r)
+			}
+		}
+	}()
 	for _, id := range openAPIStory {
 		o := ops[id]
 		route := &routers.Route{Spec: doc, Path: o.path, PathItem: o.item, Method: o.method, Operation: o.op}
@@ -270,6 +280,10 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 				if e.Reason == "BUSY" && resp.Header.Get("Retry-After") == "" {
 					t.Errorf("%s: BUSY without Retry-After", what)
 				}
+				if e.Reason == "STALE_TOKEN" && resp.Header.Get("Fence-Last-Token") == "" {
+					t.Errorf("%s: STALE_TOKEN without Fence-Last-Token", what)
+				}
+				seen[e.Reason] = true
 			}
 		}
 		if o.method == http.MethodPost {
