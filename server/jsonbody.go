@@ -43,9 +43,12 @@ var jsonRequests = map[string]func() proto.Message{
 // ErrorDetail (reason INVALID_ARGUMENT) naming the field and the rule.
 // Connect decodes the body before any handler or interceptor runs and its
 // own error carries no detail, so the check runs in front of it. Only
-// uncompressed unary JSON POSTs (curl's path) are looked at; gRPC and binary
-// protobuf pass through untouched, and a body that decodes is handed on
-// byte for byte. Every API request's deadline header is checked first
+// unary JSON POSTs (curl's path), uncompressed or gzip, are looked at; gRPC
+// and binary protobuf pass through untouched. A body that decodes is
+// handed on byte for byte unless a duration needed rewriting (jsondur.go);
+// a gzip body that decompresses is handed on decompressed (its
+// Content-Encoding removed), one that does not is left to Connect.
+// Every API request's deadline header is checked first
 // (timeoutError): one lookup of the path serves both checks.
 func checkJSONBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +66,8 @@ func checkJSONBodies(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if !api || r.Method != http.MethodPost || !isPlainJSON(r) {
+		isJSON, gz := jsonBody(r)
+		if !api || r.Method != http.MethodPost || !isJSON {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -84,6 +88,21 @@ func checkJSONBodies(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if gz {
+			plain, err := gunzip(body)
+			if ce := new(connect.Error); errors.As(err, &ce) {
+				refuse(w, r, ce) // over the limit once decompressed
+				return
+			}
+			if err != nil {
+				// Not gzip, or broken: Connect refuses it in its words.
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				next.ServeHTTP(w, r)
+				return
+			}
+			body = plain
+			r.Header.Del("Content-Encoding")
+		}
 		// Durations as numbers of seconds or Go strings (jsondur.go).
 		body, err = normalizeDurations(body, newMsg().ProtoReflect().Descriptor())
 		if err != nil {
@@ -100,19 +119,37 @@ func checkJSONBodies(next http.Handler) http.Handler {
 	})
 }
 
-func isPlainJSON(r *http.Request) bool {
+// jsonBody reports whether r's body is unary JSON that checkJSONBodies
+// looks at, and whether it is gzip-compressed.
+func jsonBody(r *http.Request) (isJSON, gz bool) {
 	ct := r.Header.Get("Content-Type")
 	// Binary protobuf and gRPC, the hot path, skip the media-type parse
 	// (it allocates).
 	if !strings.Contains(strings.ToLower(ct), "json") {
-		return false
+		return false, false
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
-		return false
+		return false, false
 	}
-	enc := r.Header.Get("Content-Encoding")
-	return enc == "" || enc == "identity"
+	switch r.Header.Get("Content-Encoding") {
+	case "", "identity":
+		return true, false
+	case "gzip":
+		return true, true
+	}
+	return false, false
+}
+
+// gunzip decompresses body within the request limit (a *connect.Error
+// naming it when the body is over it once decompressed).
+func gunzip(body []byte) ([]byte, error) {
+	d := new(limitedGzip)
+	if err := d.Reset(bytes.NewReader(body)); err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return io.ReadAll(d)
 }
 
 // jsonFieldError returns nil if body decodes into the message, else an

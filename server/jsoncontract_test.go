@@ -177,6 +177,21 @@ func TestJSONContract(t *testing.T) {
 		}
 	})
 
+	// A wait longer than the client's deadline: BUSY with waited before
+	// the deadline, not a bare deadline_exceeded (item 4), as curl sends
+	// it with Connect-Timeout-Ms.
+	t.Run("waitCutByDeadline", func(t *testing.T) {
+		t.Parallel()
+		sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"deadline","owner":"A","ttl":60}`)
+		r := send(t, url, "/fence.v1.LockService/Acquire", []byte(`{"name":"deadline","owner":"B","ttl":60,"wait":60}`),
+			"Content-Type", "application/json", "Connect-Timeout-Ms", "2500")
+		e := object(t, r)
+		if r.status != http.StatusTooManyRequests || r.header.Get("Fence-Reason") != "BUSY" || e["reason"] != "BUSY" ||
+			at(e, "facts", "waited") != true || r.header.Get("Retry-After") == "" {
+			t.Fatalf("wait 60 with a 2.5s deadline: %d %v %s; want BUSY, waited", r.status, r.header, r.body)
+		}
+	})
+
 	// PHP's curl posts a form when the request is an array or the header
 	// is missing: the 415 says what it got and what to send.
 	t.Run("415", func(t *testing.T) {
@@ -201,15 +216,15 @@ func TestJSONContract(t *testing.T) {
 		}
 	})
 
-	// A body the decoder inside Connect refuses (gzip-compressed JSON is
-	// not looked at in front of it) still says INVALID_ARGUMENT.
-	t.Run("decoderRefusalHasReason", func(t *testing.T) {
+	// A gzip-compressed JSON body is checked like a plain one: the unknown
+	// field named in the facts.
+	t.Run("gzipRefusalHasReason", func(t *testing.T) {
 		t.Parallel()
 		r := send(t, url, "/fence.v1.LockService/Acquire", gzipped([]byte(`{"name":"gz","owner":"x","ttl":"5s","wiat":"5s"}`)),
 			"Content-Type", "application/json", "Content-Encoding", "gzip")
 		e := object(t, r)
 		if r.status != http.StatusBadRequest || r.header.Get("Fence-Reason") != "INVALID_ARGUMENT" || e["reason"] != "INVALID_ARGUMENT" ||
-			!strings.Contains(e["message"].(string), "wiat") {
+			!strings.Contains(e["message"].(string), "wiat") || at(e, "facts", "field") != "wiat" {
 			t.Fatalf("gzip with wiat: %d %v %s", r.status, r.header, r.body)
 		}
 	})
@@ -289,7 +304,7 @@ func TestJSONContract(t *testing.T) {
 	// without binary format): numbers too.
 	t.Run("grpcWebJSON", func(t *testing.T) {
 		t.Parallel()
-		msg := []byte(`{"name":"gw","owner":"x","ttl":"5s"}`)
+		msg := []byte(`{"name":"gw","owner":"x","ttl":30}`) // a duration as a number: the codec reads it too
 		frame := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
 		r := send(t, url, "/fence.v1.LockService/Acquire", append(frame, msg...), "Content-Type", "application/grpc-web+json")
 		if r.status != 200 || len(r.body) < 5 {
@@ -301,6 +316,9 @@ func TestJSONContract(t *testing.T) {
 			t.Fatalf("first frame %q: %v", r.body[5:5+n], err)
 		}
 		number(t, m, "lease", "token")
+		if at(m, "lease", "ttl") != "30s" {
+			t.Fatalf("grpc-web+json lease %v, want ttl 30s", m)
+		}
 	})
 
 	// The headers reach every protocol: Connect (HTTP headers, also with
