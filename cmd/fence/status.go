@@ -174,14 +174,15 @@ func durText(d *durationpb.Duration) string {
 	return v.String()
 }
 
-// bytesText is n in binary units with the exact count: "1.5 MiB (1572864 bytes)".
+// bytesText is n in binary units with the exact count: "1.5 MiB (1572864
+// bytes)"; under 1 KiB only the count: "3 B".
 func bytesText(n uint64) string {
 	const unit = 1024
 	if n < unit {
-		return fmt.Sprintf("%d B (%d bytes)", n, n)
+		return fmt.Sprintf("%d B", n)
 	}
 	v, i := float64(n), 0
-	for v >= unit && i < 5 {
+	for v >= unit-0.05 && i < 6 { // 1023.97 KiB is "1.0 MiB", not "1024.0 KiB"
 		v /= unit
 		i++
 	}

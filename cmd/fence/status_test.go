@@ -53,7 +53,7 @@ func TestProcessStatusSingleNode(t *testing.T) {
 		t.Fatalf("fence status keys %q, want %q", keys, statusTextKeys)
 	}
 	for k, want := range map[string]string{"role": "leader", "ready": "true", "last token": strconv.FormatUint(tok, 10),
-		"leases held": "1", "resources": "1", "resource bytes": "3 B (3 bytes)", "sessions": "0", "raft addr": "-", "fatal": "-",
+		"leases held": "1", "resources": "1", "resource bytes": "3 B", "sessions": "0", "raft addr": "-", "fatal": "-",
 		"leader": text["node id"], "last contact": "-"} {
 		if text[k] != want {
 			t.Errorf("fence status %s: %q, want %q", k, text[k], want)
@@ -116,4 +116,18 @@ func mustFloat(t *testing.T, s string) float64 {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// Sizes in fence status: bytes alone under 1 KiB ("1 B", not "1 B (1
+// bytes)"), else one decimal of the binary unit with the exact count; a
+// value that rounds up to the next unit is written in it.
+func TestStatusBytesText(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0: "0 B", 1: "1 B", 1023: "1023 B", 1024: "1.0 KiB (1024 bytes)", 1572864: "1.5 MiB (1572864 bytes)",
+		1<<20 - 1: "1.0 MiB (1048575 bytes)", 1<<60 + 1<<59: "1.5 EiB (1729382256910270464 bytes)",
+	} {
+		if got := bytesText(n); got != want {
+			t.Errorf("bytesText(%d) = %q, want %q", n, got, want)
+		}
+	}
 }
