@@ -22,13 +22,16 @@ var fenceServices = []string{
 }
 
 // healthChecker answers grpc.health.v1.Health/Check the way /readyz
-// answers: SERVING when /readyz would say 200 (the node leads, is in
-// office, has applied everything committed, and the server is not shutting
-// down), NOT_SERVING otherwise. The whole server ("") and each fence.v1
-// service report the same status: every service needs the node. Any other
-// name is NOT_FOUND, as the health protocol asks. Watch is not offered
+// answers: SERVING when /readyz would say 200 (node.Status.Ready: the
+// leader once in office, a follower once it knows a leader and has applied
+// what it knows committed; and the server is not shutting down),
+// NOT_SERVING otherwise. The whole server ("") and each fence.v1 service
+// report the same status: every service needs the node. Any other name is
+// NOT_FOUND, as the health protocol asks. Watch is not offered
 // (Unimplemented): a Kubernetes gRPC probe and grpc_health_probe call
-// Check.
+// Check, and a long-lived Watch stream would need the per-message write
+// deadline that MaintenanceService.Backup has (limitWrites cuts a reply
+// WriteTimeout after its request began).
 type healthChecker struct{ s *Server }
 
 func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
