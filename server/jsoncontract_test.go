@@ -251,6 +251,20 @@ func TestJSONContract(t *testing.T) {
 				}
 			}
 		}
+		// Malformed JSON stays malformed: not rewritten into a body that
+		// decodes.
+		for _, bad := range []string{`{"name":"dur-mal","owner":"x","ttl":30} extra`, `{"name":"dur-mal","owner":"x","ttl":30,`, `{"name":"dur-mal","ttl":30`} {
+			for _, gz := range []bool{false, true} {
+				body, hdr := []byte(bad), []string{"Content-Type", "application/json"}
+				if gz {
+					body, hdr = gzipped(body), append(hdr, "Content-Encoding", "gzip")
+				}
+				r := send(t, url, "/fence.v1.LockService/Acquire", body, hdr...)
+				if r.status != 400 || !strings.Contains(string(r.body), "JSON") {
+					t.Errorf("%s (gzip %t): %d %s; want it refused as malformed", bad, gz, r.status, r.body)
+				}
+			}
+		}
 		for _, bad := range []string{`"30"`, `"30 seconds"`, `true`, `{"seconds":30}`, `1e-10`, `1e20`, `"PT30S"`} {
 			r := sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"dur-bad","owner":"x","ttl":`+bad+`}`)
 			e := object(t, r)

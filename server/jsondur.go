@@ -42,6 +42,12 @@ var protoDuration = regexp.MustCompile(`^-?[0-9]+(\.[0-9]{1,9})?s$`)
 // JSON object (the decoder refuses it in its own words). A duration it
 // cannot read is an *fence.InvalidError naming the field.
 func normalizeDurations(body []byte, md protoreflect.MessageDescriptor) ([]byte, error) {
+	// Malformed JSON is left alone: rewritten from the members read before
+	// the fault (`{"ttl":30} extra`, `{"ttl":30,`) it would become a valid
+	// body, and be accepted.
+	if !hasDurations(md, 0) || !json.Valid(body) {
+		return body, nil
+	}
 	return normalizeIn(body, md, "")
 }
 
