@@ -49,17 +49,25 @@ func TestMain(m *testing.M) {
 //     token read from the Fence-Reason and Fence-Last-Token headers, without
 //     protobuf. The stock is 8, the guard row 100.
 //
-// Then the Go guard (guard/mysql) on the same table agrees: it refuses 99,
-// and MaxToken (fence restore --floor-from mysql://) reads 100; the guard
-// table the PHP created is the one guard/mysql's Migrate creates.
+// Then a sale of 1 (--add -1 --op-id sale-1) is sent twice by one worker, as
+// a retry after a lost reply, and once more by a later worker with a newer
+// token: applied once (stock 7, not 6 or 5), the repeats replayed; the op_id
+// reused for a sale of 2 is refused (OP_CONFLICT, exit 4).
+//
+// Then the Go guard (guard/mysql) on the PHP's tables agrees: Check refuses
+// 99, MaxToken (fence restore --floor-from mysql://) reads the last token,
+// Do replays sale-1's result without calling its function and refuses the
+// other payload, and an op Go's Do applied (sale-2) is replayed by a PHP
+// worker's repeat; the tables the PHP created are the ones guard/mysql's
+// Migrate creates.
 func TestPHPWorkerSeedPause(t *testing.T) {
 	php := requirePHP(t)
 	db := testDB(t)
 	suffix := randomSuffix(t)
-	stockTable, guardTable := "php_stock_"+suffix, "php_guard_"+suffix
+	stockTable, guardTable, opsTable := "php_stock_"+suffix, "php_guard_"+suffix, "php_ops_"+suffix
 	goGuardTable, goOpsTable := "php_goguard_"+suffix, "php_goops_"+suffix
 	t.Cleanup(func() {
-		for _, tbl := range []string{stockTable, guardTable, goGuardTable, goOpsTable} {
+		for _, tbl := range []string{stockTable, guardTable, opsTable, goGuardTable, goOpsTable} {
 			db.Exec("DROP TABLE IF EXISTS `" + tbl + "`")
 		}
 	})
@@ -70,7 +78,7 @@ func TestPHPWorkerSeedPause(t *testing.T) {
 	lockName := "stock/" + sku
 	worker := func(name string, args ...string) *proc {
 		args = append([]string{"worker.php", "--server", srv.URL(), "--dsn", phpDSN(t),
-			"--stock-table", stockTable, "--guard-table", guardTable, "--sku", sku}, args...)
+			"--stock-table", stockTable, "--guard-table", guardTable, "--ops-table", opsTable, "--sku", sku}, args...)
 		return startProc(t, name, php, args...)
 	}
 
@@ -116,21 +124,56 @@ func TestPHPWorkerSeedPause(t *testing.T) {
 	}
 	a.wait(4)
 
-	var qty int
-	var last int64
-	if err := db.QueryRow("SELECT qty FROM `"+stockTable+"` WHERE sku = ?", sku).Scan(&qty); err != nil {
-		t.Fatal(err)
+	stockRow := func() (qty int, last int64) {
+		t.Helper()
+		if err := db.QueryRow("SELECT qty FROM `"+stockTable+"` WHERE sku = ?", sku).Scan(&qty); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRow("SELECT last_token FROM `"+guardTable+"` WHERE resource = ?", lockName).Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		return qty, last
 	}
-	if err := db.QueryRow("SELECT last_token FROM `"+guardTable+"` WHERE resource = ?", lockName).Scan(&last); err != nil {
-		t.Fatal(err)
-	}
-	if qty != 8 || last != 100 {
+	if qty, last := stockRow(); qty != 8 || last != 100 {
 		t.Fatalf("after A's late write: stock %d, guard last_token %d; want 8 and 100", qty, last)
 	}
 
-	// The Go guard on the PHP's table.
+	// A sale of 1, retried with the same op_id by the same worker and token,
+	// then by a later worker.
+	retry := worker("worker B retry", "--owner", "worker-b", "--ttl", "30", "--wait", "30",
+		"--add", "-1", "--op-id", "sale-1", "--attempts", "2")
+	if got := retry.expect("acquired"); got["token"] != "101" {
+		t.Fatalf("retrying worker: %v, want token=101", got)
+	}
+	for _, want := range []string{"applied", "replayed"} {
+		if got := retry.expect(want); got["op_id"] != "sale-1" || got["qty"] != "7" || got["token"] != "101" {
+			t.Fatalf("retrying worker: %v, want %s op_id=sale-1 qty=7 token=101", got, want)
+		}
+	}
+	retry.expect("released")
+	retry.wait(0)
+	later := worker("later worker", "--owner", "worker-c", "--ttl", "30", "--wait", "30", "--add", "-1", "--op-id", "sale-1")
+	later.expect("acquired")
+	if got := later.expect("replayed"); got["qty"] != "7" || got["token"] != "102" {
+		t.Fatalf("later worker: %v, want replayed qty=7 token=102", got)
+	}
+	later.expect("released")
+	later.wait(0)
+	conflict := worker("conflicting worker", "--owner", "worker-c", "--ttl", "30", "--wait", "30", "--add", "-2", "--op-id", "sale-1")
+	conflict.expect("acquired")
+	if got := conflict.expect("refused"); got["reason"] != "OP_CONFLICT" || got["op_id"] != "sale-1" {
+		t.Fatalf("op_id sale-1 reused for a sale of 2: %v, want refused reason=OP_CONFLICT op_id=sale-1", got)
+	}
+	conflict.expect("released")
+	conflict.wait(4)
+	// A replay or a refusal rolls back the token's advance with everything else.
+	if qty, last := stockRow(); qty != 7 || last != 101 {
+		t.Fatalf("after the sale and its repeats: stock %d, guard last_token %d; want 7 (applied once) and 101 (the applying worker's)", qty, last)
+	}
+
+	// The Go guard on the PHP's tables.
 	ctx := context.Background()
-	g, err := mysqlguard.New(mysqlguard.Options{Table: guardTable, OpsTable: goOpsTable})
+	g, err := mysqlguard.New(mysqlguard.Options{Table: guardTable, OpsTable: opsTable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +182,25 @@ func TestPHPWorkerSeedPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stale *fence.StaleTokenError
-	if err := g.Check(ctx, tx, lockName, 99); !errors.As(err, &stale) || stale.LastAccepted != 100 {
-		t.Fatalf("guard/mysql Check of token 99 on the PHP's table: %v, want a stale token error with last accepted 100", err)
+	if err := g.Check(ctx, tx, lockName, 99); !errors.As(err, &stale) || stale.LastAccepted != 101 {
+		t.Fatalf("guard/mysql Check of token 99 on the PHP's table: %v, want a stale token error with last accepted 101", err)
 	}
 	tx.Rollback()
-	if max, err := g.MaxToken(ctx, db); err != nil || max != 100 {
-		t.Fatalf("guard/mysql MaxToken of the PHP's table: %d, %v; want 100", max, err)
+	if max, err := g.MaxToken(ctx, db); err != nil || max != 101 {
+		t.Fatalf("guard/mysql MaxToken of the PHP's table: %d, %v; want 101", max, err)
+	}
+	sale := mysqlguard.Op{Resource: lockName, Token: 99, ID: "sale-1", Payload: []byte("sku=" + sku + " add=-1")}
+	result, replayed, err := g.Do(ctx, db, sale, func(*sql.Tx) ([]byte, error) {
+		t.Error("guard/mysql Do applied sale-1 again")
+		return nil, nil
+	})
+	if err != nil || !replayed || string(result) != "7" {
+		t.Fatalf("guard/mysql Do of the PHP's sale-1: %q, replayed %v, %v; want \"7\" replayed", result, replayed, err)
+	}
+	sale.Payload = []byte("sku=" + sku + " add=-2")
+	var conflictErr *fence.OpConflictError
+	if _, _, err := g.Do(ctx, db, sale, func(*sql.Tx) ([]byte, error) { return nil, nil }); !errors.As(err, &conflictErr) {
+		t.Fatalf("guard/mysql Do of sale-1 with another payload: %v, want an op conflict", err)
 	}
 	goGuard, err := mysqlguard.New(mysqlguard.Options{Table: goGuardTable, OpsTable: goOpsTable})
 	if err != nil {
@@ -153,8 +209,32 @@ func TestPHPWorkerSeedPause(t *testing.T) {
 	if err := goGuard.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if php, goDDL := showCreate(t, db, guardTable), showCreate(t, db, goGuardTable); php != goDDL {
-		t.Fatalf("the PHP's guard table differs from guard/mysql's:\n%s\n---\n%s", php, goDDL)
+	// And the other way round: an op Go applied, which a PHP worker's repeat replays.
+	sale = mysqlguard.Op{Resource: lockName, Token: 101, ID: "sale-2", Payload: []byte("sku=" + sku + " add=-1")}
+	result, replayed, err = g.Do(ctx, db, sale, func(tx *sql.Tx) ([]byte, error) {
+		if _, err := tx.ExecContext(ctx, "UPDATE `"+stockTable+"` SET qty = qty - 1 WHERE sku = ?", sku); err != nil {
+			return nil, err
+		}
+		return []byte("6"), nil
+	})
+	if err != nil || replayed || string(result) != "6" {
+		t.Fatalf("guard/mysql Do of sale-2: %q, replayed %v, %v; want \"6\" applied", result, replayed, err)
+	}
+	repeat := worker("PHP repeat of Go's sale-2", "--owner", "worker-c", "--ttl", "30", "--wait", "30", "--add", "-1", "--op-id", "sale-2")
+	repeat.expect("acquired")
+	if got := repeat.expect("replayed"); got["qty"] != "6" {
+		t.Fatalf("PHP repeat of Go's sale-2: %v, want replayed qty=6", got)
+	}
+	repeat.expect("released")
+	repeat.wait(0)
+	if qty, _ := stockRow(); qty != 6 {
+		t.Fatalf("after sale-2 and its PHP repeat: stock %d, want 6", qty)
+	}
+
+	for _, pair := range [][2]string{{guardTable, goGuardTable}, {opsTable, goOpsTable}} {
+		if php, goDDL := showCreate(t, db, pair[0]), showCreate(t, db, pair[1]); php != goDDL {
+			t.Fatalf("the PHP's table differs from guard/mysql's:\n%s\n---\n%s", php, goDDL)
+		}
 	}
 }
 
@@ -230,7 +310,7 @@ func showCreate(t *testing.T, db *sql.DB, table string) string {
 	if err := db.QueryRow("SHOW CREATE TABLE `"+table+"`").Scan(&name, &ddl); err != nil {
 		t.Fatal(err)
 	}
-	return strings.Replace(ddl, "`"+table+"`", "`T`", 1)
+	return strings.ReplaceAll(ddl, table, "T") // the table's name and its index's
 }
 
 // warmUp has the server grant n leases of other locks, one at a time.

@@ -6,8 +6,12 @@
 //
 //   php worker.php --sku sku-42 --qty 8 --ttl 5 --wait 30
 //
-// Prints one key=value line per step; exit codes as the fence CLI's:
-// 0 written, 1 error, 2 usage, 3 busy, 4 refused (a stale token).
+//   php worker.php --sku sku-42 --add -1 --op-id order-1001 --wait 30
+//
+// The second form is a sale: a delta applied at most once per op_id, however
+// often it is retried (guard/mysql's Do). Prints one key=value line per step;
+// exit codes as the fence CLI's: 0 written, 1 error, 2 usage, 3 busy,
+// 4 refused (a stale token, an op_id reused for another operation).
 
 declare(strict_types=1);
 
@@ -17,6 +21,7 @@ require __DIR__ . '/lib/FenceGuard.php';
 use Shop\Fence\FenceClient;
 use Shop\Fence\FenceException;
 use Shop\Fence\FenceGuard;
+use Shop\Fence\OpConflictException;
 use Shop\Fence\StaleTokenException;
 
 const EXIT_ERROR = 1, EXIT_USAGE = 2, EXIT_BUSY = 3, EXIT_REFUSED = 4;
@@ -29,9 +34,10 @@ set_exception_handler(static function (Throwable $e): void {
 function usage(string $why): never
 {
     fwrite(STDERR, "worker.php: $why\n"
-        . "usage: php worker.php --sku SKU --qty N [--ttl SECONDS] [--wait SECONDS] [--owner NAME]\n"
-        . "         [--server URL] [--dsn PDO_DSN] [--user U] [--password P]\n"
-        . "         [--stock-table T] [--guard-table T] [--pause-before-write]\n");
+        . "usage: php worker.php --sku SKU (--qty N | --add DELTA --op-id ID [--attempts N])\n"
+        . "         [--ttl SECONDS] [--wait SECONDS] [--owner NAME] [--server URL]\n"
+        . "         [--dsn PDO_DSN] [--user U] [--password P]\n"
+        . "         [--stock-table T] [--guard-table T] [--ops-table T] [--pause-before-write]\n");
     exit(EXIT_USAGE);
 }
 
@@ -41,8 +47,8 @@ function say(string $line): void
     fflush(STDOUT);
 }
 
-$known = ['server:', 'dsn:', 'user:', 'password:', 'sku:', 'qty:', 'ttl:', 'wait:', 'owner:',
-    'stock-table:', 'guard-table:', 'pause-before-write', 'help'];
+$known = ['server:', 'dsn:', 'user:', 'password:', 'sku:', 'qty:', 'add:', 'op-id:', 'attempts:', 'ttl:', 'wait:',
+    'owner:', 'stock-table:', 'guard-table:', 'ops-table:', 'pause-before-write', 'help'];
 foreach (array_slice($argv, 1) as $arg) { // getopt skips what it does not know: a typo would go unseen
     $name = substr(explode('=', $arg, 2)[0], 2);
     if (str_starts_with($arg, '--') && !in_array($name, $known, true) && !in_array("$name:", $known, true)) {
@@ -70,11 +76,25 @@ $dsn = $opt['dsn'] ?? getenv('FENCE_MYSQL_DSN') ?: 'mysql:host=127.0.0.1;port=33
 $user = $opt['user'] ?? getenv('FENCE_MYSQL_USER') ?: 'root';
 $password = $opt['password'] ?? getenv('FENCE_MYSQL_PASSWORD') ?: '';
 $sku = $opt['sku'] ?? 'sku-42';
-$qty = $opt['qty'] ?? usage('--qty is required');
-if (!preg_match('/^\d{1,9}$/', $qty)) {
+$qty = $opt['qty'] ?? null;
+$add = $opt['add'] ?? null;
+$opId = $opt['op-id'] ?? null;
+if (($qty === null) === ($add === null)) {
+    usage('give --qty (set the stock) or --add with --op-id (a delta, applied once)');
+}
+if ($qty !== null && !preg_match('/^\d{1,9}$/', $qty)) {
     usage("--qty: want a whole number 0..999999999, got '$qty'");
 }
-$qty = (int) $qty;
+if ($add !== null && !preg_match('/^-?\d{1,9}$/', $add)) {
+    usage("--add: want a whole number, got '$add'");
+}
+if (($add === null) !== ($opId === null) || $opId === '') {
+    usage('--add needs --op-id (the same for every retry of the operation: e.g. the order id), and --op-id needs --add');
+}
+$attempts = $opt['attempts'] ?? '1';
+if (!preg_match('/^[1-9]$/', $attempts)) {
+    usage("--attempts: want 1..9, got '$attempts'");
+}
 $ttl = $num('ttl', '5');
 $wait = $num('wait', '0');
 $owner = $opt['owner'] ?? gethostname() . ':' . getmypid();
@@ -87,7 +107,7 @@ $lockName = "stock/$sku"; // the lease and the guard row share the name
 try {
     // PDO's defaults otherwise (emulated prepares: numbers come back as strings).
     $pdo = new PDO($dsn, $user, $password, [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);
-    $guard = new FenceGuard($pdo, $opt['guard-table'] ?? 'fence_guard');
+    $guard = new FenceGuard($pdo, $opt['guard-table'] ?? 'fence_guard', $opt['ops-table'] ?? 'fence_ops');
     $guard->migrate();
     $pdo->exec("CREATE TABLE IF NOT EXISTS `$stockTable` (
         sku VARCHAR(64) NOT NULL PRIMARY KEY,
@@ -130,23 +150,57 @@ try {
 }
 
 $code = 0;
-try {
-    $pdo->beginTransaction();
-    $guard->check($lockName, $token);
-    $st = $pdo->prepare("INSERT INTO `$stockTable` (sku, qty) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = VALUES(qty)");
-    $st->execute([$sku, $qty]);
-    $pdo->commit();
-    say("written sku=$sku qty=$qty token=$token");
-} catch (StaleTokenException $e) {
-    $pdo->rollBack();
-    say("refused reason=STALE_TOKEN token={$e->token} last_accepted={$e->lastAccepted} ({$e->getMessage()})");
-    $code = EXIT_REFUSED;
-} catch (PDOException $e) {
-    if ($pdo->inTransaction()) {
-        $pdo->rollBack();
+if ($add !== null) {
+    // A sale: the delta is applied once per op_id. The payload names the
+    // operation, so the same op_id for a different one is refused.
+    $payload = "sku=$sku add=$add";
+    $apply = static function (PDO $pdo) use ($stockTable, $sku, $add): string {
+        $st = $pdo->prepare("UPDATE `$stockTable` SET qty = qty + ? WHERE sku = ?");
+        $st->bindValue(1, (int) $add, PDO::PARAM_INT);
+        $st->bindValue(2, $sku);
+        $st->execute();
+        $st = $pdo->prepare("SELECT qty FROM `$stockTable` WHERE sku = ?");
+        $st->execute([$sku]);
+        $qty = $st->fetchColumn();
+        if ($qty === false) {
+            throw new RuntimeException("no stock row for $sku");
+        }
+        return (string) $qty; // the result a retry gets back
+    };
+    for ($i = 0; $i < (int) $attempts && $code === 0; $i++) {
+        try {
+            [$result, $replayed] = $guard->once($lockName, $token, $opId, $payload, $apply);
+            say(($replayed ? 'replayed' : 'applied') . " op_id=$opId sku=$sku qty=$result token=$token");
+        } catch (StaleTokenException $e) {
+            say("refused reason=STALE_TOKEN token={$e->token} last_accepted={$e->lastAccepted} ({$e->getMessage()})");
+            $code = EXIT_REFUSED;
+        } catch (OpConflictException $e) {
+            say("refused reason=OP_CONFLICT op_id=$opId ({$e->getMessage()})");
+            $code = EXIT_REFUSED;
+        } catch (PDOException $e) {
+            say("error database ({$e->getMessage()})"); // 1213, 1205: run it again, same op_id
+            $code = EXIT_ERROR;
+        }
     }
-    say("error database ({$e->getMessage()})"); // 1213 deadlock, 1205 lock wait timeout: run the job again
-    $code = EXIT_ERROR;
+} else {
+    try {
+        $pdo->beginTransaction();
+        $guard->check($lockName, $token);
+        $st = $pdo->prepare("INSERT INTO `$stockTable` (sku, qty) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = VALUES(qty)");
+        $st->execute([$sku, $qty]);
+        $pdo->commit();
+        say("written sku=$sku qty=$qty token=$token");
+    } catch (StaleTokenException $e) {
+        $pdo->rollBack();
+        say("refused reason=STALE_TOKEN token={$e->token} last_accepted={$e->lastAccepted} ({$e->getMessage()})");
+        $code = EXIT_REFUSED;
+    } catch (PDOException $e) {
+        if ($pdo->inTransaction()) {
+            $pdo->rollBack();
+        }
+        say("error database ({$e->getMessage()})"); // 1213 deadlock, 1205 lock wait timeout: run the job again
+        $code = EXIT_ERROR;
+    }
 }
 
 try {

@@ -24,18 +24,30 @@ final class StaleTokenException extends \RuntimeException
     }
 }
 
+/** An op_id already applied with a different payload. */
+final class OpConflictException extends \RuntimeException
+{
+    public function __construct(public readonly string $opId)
+    {
+        parent::__construct("op_id '$opId' was already used for a different operation");
+    }
+}
+
 final class FenceGuard
 {
     public function __construct(
         private readonly \PDO $pdo,
         private readonly string $table = 'fence_guard',
+        private readonly string $opsTable = 'fence_ops',
     ) {
-        if (!preg_match('/^[A-Za-z_][A-Za-z0-9_]{0,63}$/', $table)) {
-            throw new \InvalidArgumentException("guard table name: want a plain identifier, got '$table'");
+        foreach ([$table, $opsTable] as $t) {
+            if (!preg_match('/^[A-Za-z_][A-Za-z0-9_]{0,63}$/', $t)) {
+                throw new \InvalidArgumentException("guard table name: want a plain identifier, got '$t'");
+            }
         }
     }
 
-    /** guard/mysql's table (Migrate's DDL for fence_guard). Idempotent. */
+    /** guard/mysql's tables (Migrate's DDL for fence_guard and fence_ops). Idempotent. */
     public function migrate(): void
     {
         $this->pdo->exec("CREATE TABLE IF NOT EXISTS `{$this->table}` (
@@ -44,6 +56,99 @@ final class FenceGuard
             updated_at DATETIME(6)    NULL,
             PRIMARY KEY (resource)
         ) ENGINE=InnoDB");
+        $index = substr($this->opsTable . '_created_at_idx', 0, 64);
+        $this->pdo->exec("CREATE TABLE IF NOT EXISTS `{$this->opsTable}` (
+            resource     VARBINARY(512) NOT NULL,
+            op_id        VARBINARY(256) NOT NULL,
+            payload_hash BINARY(32)     NOT NULL,
+            result       LONGBLOB       NULL,
+            token        BIGINT         NOT NULL,
+            created_at   DATETIME(6)    NOT NULL,
+            PRIMARY KEY (resource, op_id),
+            KEY `$index` (created_at)
+        ) ENGINE=InnoDB");
+    }
+
+    /**
+     * Applies an operation at most once (guard/mysql's Do): in one READ
+     * COMMITTED transaction, check the token (locking the guard row), look
+     * up $opId — found: roll back and return its saved result, replayed,
+     * even if the token has since been overtaken (a different $payload:
+     * OpConflictException) — else refuse a stale token, call $apply($pdo)
+     * for the write, save the op record and commit. A retry after a lost
+     * reply, with the same $opId and $payload, does not apply twice.
+     *
+     * @param callable(\PDO): string $apply the write; returns the result to remember
+     * @return array{0: string, 1: bool} [the result, replayed]
+     */
+    public function once(string $resource, int $token, string $opId, string $payload, callable $apply): array
+    {
+        if ($this->pdo->inTransaction()) {
+            throw new \LogicException('FenceGuard::once runs its own transaction: call it outside one');
+        }
+        if ($opId === '' || strlen($opId) > 256) {
+            throw new \InvalidArgumentException("op_id: want 1..256 bytes, got " . strlen($opId));
+        }
+        $hash = hash('sha256', $payload, true);
+        // READ COMMITTED (for the next transaction only): the lookup must see
+        // every op committed before this one got the guard row lock.
+        $this->pdo->exec('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+        $this->pdo->beginTransaction();
+        try {
+            $stale = null;
+            try {
+                $this->check($resource, $token);
+            } catch (StaleTokenException $e) {
+                $stale = $e; // an applied op is replayed all the same
+            }
+            $saved = $this->lookupOp($resource, $opId, $hash);
+            if ($saved !== null) {
+                $this->pdo->rollBack();
+                return [$saved, true];
+            }
+            if ($stale !== null) {
+                throw $stale;
+            }
+            $result = $apply($this->pdo);
+            $st = $this->pdo->prepare("INSERT INTO `{$this->opsTable}` (resource, op_id, payload_hash, result, token, created_at)
+                VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6))");
+            $st->bindValue(1, $resource);
+            $st->bindValue(2, $opId);
+            $st->bindValue(3, $hash, \PDO::PARAM_LOB);
+            $st->bindValue(4, $result, \PDO::PARAM_LOB);
+            $st->bindValue(5, $token, \PDO::PARAM_INT);
+            try {
+                $st->execute();
+            } catch (\PDOException $e) {
+                if (($e->errorInfo[1] ?? 0) !== 1062) {
+                    throw $e;
+                }
+                // Saved meanwhile by code that did not hold the guard row lock: theirs stands.
+                $this->pdo->rollBack();
+                return [$this->lookupOp($resource, $opId, $hash) ?? throw $e, true];
+            }
+            $this->pdo->commit();
+            return [$result, false];
+        } finally {
+            if ($this->pdo->inTransaction()) {
+                $this->pdo->rollBack();
+            }
+        }
+    }
+
+    /** The saved result of an applied op, null if none; OpConflictException for another payload. */
+    private function lookupOp(string $resource, string $opId, string $hash): ?string
+    {
+        $st = $this->pdo->prepare("SELECT payload_hash, result FROM `{$this->opsTable}` WHERE resource = ? AND op_id = ?");
+        $st->execute([$resource, $opId]);
+        $row = $st->fetch(\PDO::FETCH_NUM);
+        if ($row === false) {
+            return null;
+        }
+        if (!hash_equals((string) $row[0], $hash)) {
+            throw new OpConflictException($opId);
+        }
+        return (string) $row[1];
     }
 
     /**
