@@ -129,7 +129,7 @@ func newNodeCollector(n nodeStatus) *nodeCollector {
 		grants:        d("fence_grants_total", "Leases granted (at once or to a queued acquire), counted as this node applied them since it started."),
 		busy:          d("fence_busy_total", "Acquires refused BUSY, at once or when their wait ran out, as this node applied them since it started."),
 		stale:         d("fence_stale_refusals_total", "Operations refused for a token no longer good (a fenced write, add, delete, renew or release), by reason, as this node applied them since it started.", "reason"),
-		releases:      d("fence_releases_total", "Leases ended by their holder (release, session close), as this node applied them since it started."),
+		releases:      d("fence_releases_total", "Leases ended before their time without expiring: a release by the holder (a refused release counts nothing), each lease of a session its client closed, a queued acquire's grant withdrawn because its client was gone (cancelled or disconnected as the grant came, or not back within the waiter grace after a leader change); as this node applied them since its process started."),
 		expiries:      d("fence_expiries_total", "Leases that expired (their TTL or their session ran out in server time), as this node applied them since it started."),
 	}
 }

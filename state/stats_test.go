@@ -69,3 +69,44 @@ func TestStatsFollowLeases(t *testing.T) {
 		t.Fatalf("restored: LeaseEnds = %d, %d; want 0, 0 (statistics are not state)", rel, exp)
 	}
 }
+
+// What LeaseEnds counts as released, exactly (fence_releases_total's
+// help): a release by the holder, a cancelled wait whose grant had come
+// through, the leases of a closed session. Not: a refused release, the
+// cancel of a wait still queued, a grant that only expires.
+func TestLeaseEndsReleasedExactly(t *testing.T) {
+	m := New()
+	now := int64(0)
+	step := func(cmd Command) Result {
+		now += int64(time.Millisecond)
+		cmd.Now = now
+		return m.Apply(cmd)
+	}
+	a := step(Command{Op: OpAcquire, Name: "a", TTL: time.Hour})
+	step(Command{Op: OpAcquire, Name: "a", TTL: time.Hour, Wait: time.Hour, RequestID: "w1"})
+	step(Command{Op: OpAcquire, Name: "a", TTL: time.Hour, Wait: time.Hour, RequestID: "w2"})
+	step(Command{Op: OpCancelWait, Name: "a", RequestID: "w2"}) // still queued: nothing granted, nothing released
+	if r := step(Command{Op: OpRelease, Name: "a", Token: a.Lease.Token + 100}); r.Err == nil {
+		t.Fatal("a release with a token never issued was accepted")
+	}
+	if rel, _ := m.LeaseEnds(); rel != 0 {
+		t.Fatalf("released %d after a refused release and a queued wait's cancel, want 0", rel)
+	}
+	r := step(Command{Op: OpRelease, Name: "a", Token: a.Lease.Token}) // 1: hands a on to w1
+	if len(r.Events) != 1 || r.Events[0].RequestID != "w1" || r.Events[0].Lease == nil {
+		t.Fatalf("release of a: events %+v, want the lock granted to w1", r.Events)
+	}
+	step(Command{Op: OpCancelWait, Name: "a", RequestID: "w1"}) // 2: its client gave up after the grant
+	if m.Holders() != 0 {
+		t.Fatalf("holders %d after w1's granted wait was cancelled, want 0", m.Holders())
+	}
+	s := step(Command{Op: OpSessionOpen, TTL: time.Second})
+	step(Command{Op: OpAcquire, Name: "c", Session: s.Session.ID})
+	step(Command{Op: OpSessionClose, Session: s.Session.ID}) // 3
+	step(Command{Op: OpAcquire, Name: "e", TTL: 10 * time.Millisecond})
+	now += int64(time.Second)
+	step(Command{Op: OpTick}) // e expires
+	if rel, exp := m.LeaseEnds(); rel != 3 || exp != 1 {
+		t.Fatalf("LeaseEnds = %d released, %d expired; want 3 (a, w1's grant cancelled, the session's c), 1 (e)", rel, exp)
+	}
+}
