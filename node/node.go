@@ -326,7 +326,10 @@ func (n *Node) takeOffice() bool {
 	// makes one; a later one never changes it).
 	if recorded != n.cfg.Rules || !configured || clusterID == "" {
 		cmd := &state.Command{Op: state.OpConfig, Config: n.cfg.Rules}
-		if recorded != n.cfg.Rules || !configured {
+		switch {
+		case !configured: // a fresh log: there are no recorded rules to differ from
+			n.cfg.Logger.Info("recording the configured rules", "configured", fmt.Sprintf("%+v", n.cfg.Rules))
+		case recorded != n.cfg.Rules:
 			n.cfg.Logger.Info("proposing the configured rules: the recorded ones differ (they apply to later commands only)",
 				"recorded", fmt.Sprintf("%+v", recorded), "configured", fmt.Sprintf("%+v", n.cfg.Rules))
 		}

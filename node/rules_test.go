@@ -3,12 +3,15 @@ package node
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -164,5 +167,33 @@ func TestRulesRecordedEvenWhenEqualToInitial(t *testing.T) {
 	n.fsm.read(func(m *state.Machine) { configured = m.Configured() })
 	if !configured {
 		t.Fatal("machine not configured after the first start: attempts would not count")
+	}
+}
+
+// The log says what happens to the rules: a fresh data dir records them
+// ("recording the configured rules", not "the recorded ones differ": none
+// are recorded); a restart with the same rules says nothing; with other
+// rules, "proposing the configured rules: the recorded ones differ".
+func TestRulesLogLines(t *testing.T) {
+	dir := t.TempDir()
+	open := func(rules state.Config) string {
+		t.Helper()
+		var buf testutil.Buffer
+		n, err := Open(Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(&buf, nil)), Rules: rules})
+		if err != nil {
+			t.Fatalf("Open(%s): %v", dir, err)
+		}
+		n.Close()
+		return buf.String()
+	}
+	const recording, differ = `msg="recording the configured rules"`, "the recorded ones differ"
+	if log := open(state.Config{}); !strings.Contains(log, recording) || strings.Contains(log, differ) {
+		t.Fatalf("a fresh data dir's log: want %q and not %q:\n%s", recording, differ, log)
+	}
+	if log := open(state.Config{}); strings.Contains(log, recording) || strings.Contains(log, differ) {
+		t.Fatalf("a restart with the same rules logs a rules line:\n%s", log)
+	}
+	if log := open(withMaxTTL(time.Hour)); strings.Contains(log, recording) || !strings.Contains(log, differ) {
+		t.Fatalf("a restart with other rules: want %q and not %q:\n%s", differ, recording, log)
 	}
 }
