@@ -57,6 +57,11 @@ func checkJSONBodies(next http.Handler) http.Handler {
 			eb := &errorBodies{ResponseWriter: w, r: r}
 			defer eb.finish()
 			w = eb
+		} else if isGRPC(r) {
+			// Every gRPC error has its Fence-Reason (jsonerror.go).
+			gr := &grpcReasons{ResponseWriter: w}
+			defer gr.finish()
+			w = gr
 		}
 		newMsg, api := jsonRequests[r.URL.Path]
 		if api {

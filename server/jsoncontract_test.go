@@ -335,6 +335,32 @@ func TestJSONContract(t *testing.T) {
 		}
 	})
 
+	// A message the decoder inside Connect refuses (a gRPC client sending
+	// JSON with a typo) has its Fence-Reason too: a trailer in gRPC, a
+	// header of the trailers-only reply in gRPC-Web.
+	t.Run("grpcDecoderRefusal", func(t *testing.T) {
+		t.Parallel()
+		msg := []byte(`{"name":"gd","owner":"x","ttl":30,"wiat":5}`)
+		frame := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
+		for _, tc := range []struct {
+			ct string
+			hc *http.Client
+		}{{"application/grpc+json", h2cClient()}, {"application/grpc-web+json", http.DefaultClient}} {
+			req, _ := http.NewRequest(http.MethodPost, url+"/fence.v1.LockService/Acquire", bytes.NewReader(frame))
+			req.Header.Set("Content-Type", tc.ct)
+			resp, err := tc.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body) // trailers come after the body
+			resp.Body.Close()
+			get := func(k string) string { return resp.Header.Get(k) + resp.Trailer.Get(k) }
+			if get("Grpc-Status") != "3" || !strings.Contains(get("Grpc-Message"), "wiat") || get("Fence-Reason") != "INVALID_ARGUMENT" {
+				t.Errorf("%s: header %v trailer %v; want grpc-status 3 naming wiat, Fence-Reason INVALID_ARGUMENT", tc.ct, resp.Header, resp.Trailer)
+			}
+		}
+	})
+
 	// The headers reach every protocol: Connect (HTTP headers, also with
 	// binary protobuf), gRPC and gRPC-Web (trailers).
 	t.Run("headersInEveryProtocol", func(t *testing.T) {

@@ -243,3 +243,61 @@ func unsupportedBody(r *http.Request, h http.Header) []byte {
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	return []byte(msg + "\naccepted: " + accepted + "\n")
 }
+
+// grpcReasons gives a gRPC or gRPC-Web error that no handler made — the
+// protobuf decoder's refusal inside Connect, a malformed deadline header —
+// its Fence-Reason (INVALID_ARGUMENT: the only such code with a reason),
+// as a trailer, or as a header in a trailers-only gRPC-Web reply. A
+// handler's refusal has it already (apierr.SetHeaders).
+type grpcReasons struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+// isGRPC reports whether r is a gRPC or gRPC-Web request.
+func isGRPC(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc")
+}
+
+// headers adds the reason to a trailers-only reply's headers, before they
+// are sent.
+func (g *grpcReasons) headers() {
+	if g.wrote {
+		return
+	}
+	g.wrote = true
+	h := g.Header()
+	if h.Get("Grpc-Status") == "3" && h.Get(apierr.HeaderReason) == "" {
+		h.Set(apierr.HeaderReason, "INVALID_ARGUMENT")
+	}
+}
+
+func (g *grpcReasons) WriteHeader(code int) {
+	g.headers()
+	g.ResponseWriter.WriteHeader(code)
+}
+
+func (g *grpcReasons) Write(p []byte) (int, error) {
+	g.headers()
+	return g.ResponseWriter.Write(p)
+}
+
+func (g *grpcReasons) Flush() {
+	g.headers()
+	if f, ok := g.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap is for http.ResponseController (deadlines, full duplex).
+func (g *grpcReasons) Unwrap() http.ResponseWriter { return g.ResponseWriter }
+
+// finish adds the reason to the HTTP/2 trailers of a gRPC error (net/http
+// sends "Trailer:"-prefixed headers set before the handler returns).
+func (g *grpcReasons) finish() {
+	h := g.Header()
+	const status, reason = http.TrailerPrefix + "Grpc-Status", http.TrailerPrefix + apierr.HeaderReason
+	if h.Get(status) == "3" && h.Get(reason) == "" {
+		h.Set(reason, "INVALID_ARGUMENT")
+	}
+}
