@@ -49,6 +49,20 @@ type Report struct {
 	// Warnings are things the operator should know (the wall floor did not
 	// count, the clock was behind and --floor was given).
 	Warnings []string `json:"warnings,omitempty"`
+	// Term is the raft term the restored log starts at (RestoreTerm).
+	Term uint64 `json:"term,omitempty"`
+}
+
+// RestoreTerm is the raft term a restored log starts at: the larger of the
+// backup's term + 1 and unix_ms(now), so that it is above every term the
+// backed-up cluster (or an earlier restore's) reached since, under the
+// wall floor's assumption (fewer than one election a millisecond).
+func RestoreTerm(backupTerm uint64, now time.Time) uint64 {
+	t := backupTerm + 1
+	if ms := now.UnixMilli(); ms > 0 && uint64(ms) > t {
+		t = uint64(ms)
+	}
+	return t
 }
 
 // ErrDirNotEmpty: the data dir to restore into holds something.
@@ -116,7 +130,16 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 	if opts.RaftAddr != "" {
 		cfg.Peers = []node.Peer{{ID: opts.NodeID, Addr: opts.RaftAddr}}
 	}
-	if err := node.InitDataDir(cfg, m, h.AppliedIndex, h.Term); err != nil {
+	// The restored log starts at a term far above any the backed-up
+	// cluster reached (unix_ms(now), as the wall floor: elections are
+	// fewer than one a millisecond): an old member started against the
+	// restored cluster (old data dir, same id and address) holds entries
+	// at the same indexes with lower terms, so its log never matches the
+	// restored one — the leader installs the restored snapshot on it
+	// instead of taking it as a follower with its old state and counter,
+	// and its own elections (a lower term) are ignored.
+	rep.Term = RestoreTerm(h.Term, opts.Now)
+	if err := node.InitDataDir(cfg, m, h.AppliedIndex, rep.Term); err != nil {
 		return rep, err
 	}
 	marker, _ := json.MarshalIndent(struct {
