@@ -335,6 +335,39 @@ func TestJSONContract(t *testing.T) {
 		}
 	})
 
+	// SessionService.Stream in Connect's streaming protocol with JSON
+	// messages: replies have numbers, a request takes a duration as a
+	// number.
+	t.Run("streamJSON", func(t *testing.T) {
+		t.Parallel()
+		open := object(t, sendJSON(t, url, "/fence.v1.SessionService/Open", `{"ttl":10}`))
+		id := number(t, open, "session", "id")
+		if at(open, "session", "ttl") != "10s" {
+			t.Fatalf("open: %v", open)
+		}
+		msg := []byte(fmt.Sprintf(`{"session":%v,"call":7,"keepAlive":{"ttl":"1m"}}`, id))
+		frame := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
+		req, _ := http.NewRequest(http.MethodPost, url+"/fence.v1.SessionService/Stream", bytes.NewReader(frame))
+		req.Header.Set("Content-Type", "application/connect+json")
+		resp, err := h2cClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if len(body) < 5 || body[0] != 0 {
+			t.Fatalf("stream: %d %q", resp.StatusCode, body)
+		}
+		n := binary.BigEndian.Uint32(body[1:5])
+		var reply map[string]any
+		if err := json.Unmarshal(body[5:5+n], &reply); err != nil {
+			t.Fatalf("first message %q: %v", body[5:5+n], err)
+		}
+		if number(t, reply, "call") != 7 || number(t, reply, "keepAlive", "session", "id") != id || at(reply, "keepAlive", "session", "ttl") != "60s" {
+			t.Fatalf("stream reply %s", body[5:5+n])
+		}
+	})
+
 	// A message the decoder inside Connect refuses (a gRPC client sending
 	// JSON with a typo) has its Fence-Reason too: a trailer in gRPC, a
 	// header of the trailers-only reply in gRPC-Web.
