@@ -51,6 +51,11 @@ type Report struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Term is the raft term the restored log starts at (RestoreTerm).
 	Term uint64 `json:"term,omitempty"`
+	// ClusterID is the restored cluster's new id; RestoredFrom the
+	// backed-up cluster's (Header.ClusterID). A restore makes a new
+	// cluster: the old one's nodes are not its members.
+	ClusterID    string `json:"cluster_id,omitempty"`
+	RestoredFrom string `json:"restored_from,omitempty"`
 }
 
 // RestoreTerm is the raft term a restored log starts at: the larger of the
@@ -122,6 +127,14 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 	if got := m.LastToken(); got != rep.First-1 {
 		return rep, fmt.Errorf("backup: the counter is %d after raising it for first token %d", got, rep.First)
 	}
+	id, err := node.NewClusterID()
+	if err != nil {
+		return rep, err
+	}
+	if err := m.SetRestoredClusterID(id); err != nil {
+		return rep, err
+	}
+	rep.ClusterID, rep.RestoredFrom = id, h.ClusterID
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

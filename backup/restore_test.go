@@ -136,8 +136,8 @@ func (b backedUpNode) checkBack(t *testing.T, n *node.Node) {
 	if li, err := n.Lock(ctx, "after-0"); err != nil || li.Lease != nil {
 		t.Fatalf("a lock granted after the backup: %+v, %v; want it free (not in the backup)", li, err)
 	}
-	if n.ClusterID() != b.clusterID {
-		t.Fatalf("cluster id %q after the restore, want %q", n.ClusterID(), b.clusterID)
+	if n.ClusterID() == b.clusterID || len(n.ClusterID()) != 36 {
+		t.Fatalf("cluster id %q after the restore, the backup's %q: want a new one", n.ClusterID(), b.clusterID)
 	}
 	// A lease held at backup time keeps its remaining TTL in server time:
 	// the restored node's clock resumes at the backup's server time, so
@@ -206,7 +206,7 @@ func TestRestoreTokensContinueAboveEveryFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Old != b.point.LastToken || rep.First != b.T+1 || rep.Header != headerOfFile(t, b.file) {
+	if rep.Old != b.point.LastToken || rep.First != b.T+1 || rep.Header != headerOfFile(t, b.file) || rep.RestoredFrom != b.clusterID || rep.ClusterID == b.clusterID {
 		t.Fatalf("report %+v: want old %d, first %d", rep, b.point.LastToken, b.T+1)
 	}
 	if _, err := os.Stat(filepath.Join(dir1, RestoredFile)); err != nil {
@@ -226,6 +226,12 @@ func TestRestoreTokensContinueAboveEveryFloor(t *testing.T) {
 		t.Fatalf("first token after the restore %d, want %d (T %d + 1)", got, b.T+1, b.T)
 	}
 	b.checkBack(t, n1)
+	if n1.ClusterID() != rep.ClusterID {
+		t.Fatalf("restored cluster id %q, the report's %q", n1.ClusterID(), rep.ClusterID)
+	}
+	if s := sw.String(); !strings.Contains(s, "restored_from="+b.clusterID) {
+		t.Fatalf("the restore line does not name the backed-up cluster:\n%s", s)
+	}
 	// Session ids are not re-issued either: one opened after the backup
 	// may still be held by a client.
 	if s := apply(t, n1, state.Command{Op: state.OpSessionOpen, TTL: time.Hour}).Session.ID; s <= b.S {

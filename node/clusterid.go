@@ -12,7 +12,11 @@ import (
 	"github.com/fenceworks/fence/state"
 )
 
-// newClusterID chooses a cluster id: 128 random bits as a UUID (version 4).
+// NewClusterID chooses a cluster id: 128 random bits as a UUID (version 4).
+// The first leader of a log uses it, and backup.Restore for the cluster it
+// makes.
+func NewClusterID() (string, error) { return newClusterID() }
+
 func newClusterID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -47,8 +51,10 @@ func (n *Node) logRestored() {
 		return
 	}
 	var r struct {
-		Backup string `json:"backup"`
-		Header struct {
+		Backup       string `json:"backup"`
+		ClusterID    string `json:"cluster_id"`
+		RestoredFrom string `json:"restored_from"`
+		Header       struct {
 			ClusterID    string `json:"cluster_id"`
 			NodeID       string `json:"node_id"`
 			AppliedIndex uint64 `json:"applied_index"`
@@ -68,7 +74,7 @@ func (n *Node) logRestored() {
 	for _, f := range r.Floors {
 		floors = append(floors, fmt.Sprintf("%s=%d", f.Source, f.Token))
 	}
-	n.cfg.Logger.Info("state restored from backup", "backup", r.Backup, "backup_node_id", r.Header.NodeID, "cluster_id", r.Header.ClusterID,
+	n.cfg.Logger.Info("state restored from backup", "backup", r.Backup, "backup_node_id", r.Header.NodeID, "cluster_id", n.ClusterID(), "restored_from", r.RestoredFrom,
 		"applied_index", r.Header.AppliedIndex, "old_last_token", r.Old, "first_token", r.First, "floors", floors, "last_token", n.LastToken())
 	if err := os.Remove(path); err != nil {
 		n.cfg.Logger.Warn("removing the restore marker failed", "path", path, "err", err)

@@ -36,6 +36,19 @@ func ValidateClusterID(id string) error {
 // ClusterID is the store's cluster id, "" until a command recorded one.
 func (m *Machine) ClusterID() string { return m.clusterID }
 
+// SetRestoredClusterID gives a machine restored from a backup a new
+// cluster id (a restore makes a new cluster: its nodes are not the backed-up
+// cluster's). For backup.Restore only, on a machine no replica runs, before
+// its first snapshot is written: a replica's cluster id changes only by the
+// log (never, once recorded).
+func (m *Machine) SetRestoredClusterID(id string) error {
+	if err := ValidateClusterID(id); err != nil {
+		return err
+	}
+	m.clusterID = id
+	return nil
+}
+
 // recordClusterID checks cmd's cluster id (only an OpConfig may carry
 // one) and records it if the machine has none. It runs before the op.
 func (m *impl) checkClusterID(cmd Command) error {

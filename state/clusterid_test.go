@@ -99,3 +99,15 @@ func TestClusterIDRefusals(t *testing.T) {
 		t.Fatalf("a format-2 snapshot with a cluster id: %v", err)
 	}
 }
+
+// A restore gives the machine a new, valid cluster id.
+func TestSetRestoredClusterID(t *testing.T) {
+	m := New()
+	mustOK(t, m, Command{Op: OpConfig, Now: sec, Config: DefaultConfig(), ClusterID: "old"})
+	if err := m.SetRestoredClusterID("bad id"); err == nil || m.ClusterID() != "old" {
+		t.Fatalf("a bad id: %v, id %q", err, m.ClusterID())
+	}
+	if err := m.SetRestoredClusterID("new"); err != nil || m.ClusterID() != "new" {
+		t.Fatalf("SetRestoredClusterID: %v, id %q", err, m.ClusterID())
+	}
+}
