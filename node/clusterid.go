@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/fenceworks/fence/state"
 )
@@ -27,6 +28,26 @@ func newClusterID() (string, error) {
 	h := hex.EncodeToString(b[:])
 	id := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 	return id, state.ValidateClusterID(id)
+}
+
+// muxClusterID is what the raft port reads at every raft dial and accept
+// (raftstore.Mux.SetClusterID): the state's cluster id, or the last one
+// read while the FSM is held by an apply or a snapshot restore (a
+// connection does not wait for those).
+func (n *Node) muxClusterID() func() string {
+	var last atomic.Pointer[string]
+	return func() string {
+		if n.fsm.mu.TryRLock() {
+			id := n.fsm.m.ClusterID()
+			n.fsm.mu.RUnlock()
+			last.Store(&id)
+			return id
+		}
+		if p := last.Load(); p != nil {
+			return *p
+		}
+		return ""
+	}
 }
 
 // ClusterID is the cluster id recorded in the applied state ("" until the

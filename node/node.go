@@ -101,6 +101,9 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 		wall:    wallClock{offset: cfg.ClockOffset},
 		addr:    string(trans.LocalAddr()),
 	}
+	if cfg.Mux != nil {
+		cfg.Mux.SetClusterID(n.muxClusterID())
+	}
 	n.fail = raftstore.NewFailStop(func(err error) {
 		n.leaveOffice() // acknowledge nothing more, serve no reads
 		n.signalOffice()

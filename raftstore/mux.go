@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,14 @@ const (
 	// HeaderAPI starts a connection carrying the Fence API (HTTP/2
 	// cleartext), served like the client port.
 	HeaderAPI byte = 'A'
+	// HeaderRaftCluster starts a raft connection whose dialer names its
+	// cluster id: one length byte (1..255), the id, then raft's protocol.
+	// A node whose cluster id is known (Mux.SetClusterID) dials with it;
+	// the acceptor closes it when its own id is known and differs (a node
+	// of the cluster a backup was taken of, started against the cluster
+	// restored from it). A node without an id (new, waiting to join)
+	// dials with HeaderRaft, which is accepted as before.
+	HeaderRaftCluster byte = 'C'
 )
 
 // headerTimeout bounds the wait for a new connection's header byte: a
@@ -67,6 +76,28 @@ type Mux struct {
 	closed  chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
+
+	clusterID   atomic.Pointer[func() string] // SetClusterID
+	lastRefusal time.Time                     // last "another cluster" log line (m.mu)
+}
+
+// SetClusterID gives the mux its node's cluster id, read at every raft
+// dial and accept ("" while unknown): raft connections between nodes
+// whose ids are both known and differ are refused (HeaderRaftCluster).
+// nil removes it.
+func (m *Mux) SetClusterID(fn func() string) {
+	if fn == nil {
+		m.clusterID.Store(nil)
+		return
+	}
+	m.clusterID.Store(&fn)
+}
+
+func (m *Mux) ownClusterID() string {
+	if p := m.clusterID.Load(); p != nil {
+		return (*p)()
+	}
+	return ""
 }
 
 // Default connection limits of the raft port (WithConnLimits).
@@ -280,6 +311,30 @@ func (m *Mux) route(c net.Conn) {
 		c.Close()
 		return
 	}
+	if hdr[0] == HeaderRaftCluster {
+		var n [1]byte
+		var id []byte
+		if _, err = io.ReadFull(c, n[:]); err == nil && n[0] > 0 {
+			id = make([]byte, n[0])
+			_, err = io.ReadFull(c, id)
+		}
+		if err != nil || n[0] == 0 {
+			c.Close()
+			return
+		}
+		if own := m.ownClusterID(); own != "" && own != string(id) {
+			m.mu.Lock()
+			if now := time.Now(); now.Sub(m.lastRefusal) >= time.Second {
+				m.lastRefusal = now
+				m.log.Warn("raft port: a node of another cluster was refused (a node of the cluster a backup was restored from? wipe its data dir)",
+					"remote", c.RemoteAddr().String(), "its_cluster_id", string(id), "cluster_id", own)
+			}
+			m.mu.Unlock()
+			c.Close()
+			return
+		}
+		hdr[0] = HeaderRaft
+	}
 	c.SetReadDeadline(time.Time{})
 	var q *connQueue
 	m.mu.Lock()
@@ -371,11 +426,21 @@ func (m *Mux) APIListener() net.Listener {
 // DialAPI connects to the Fence API of the node whose raft address is
 // raftAddr (through the test dial map, if any). ctx bounds the dial.
 func (m *Mux) DialAPI(ctx context.Context, raftAddr string) (net.Conn, error) {
-	return m.dial(ctx, raftAddr, HeaderAPI)
+	return m.dial(ctx, raftAddr, []byte{HeaderAPI})
+}
+
+// dialRaft connects to a peer's raft side, naming this node's cluster id
+// when it is known.
+func (m *Mux) dialRaft(ctx context.Context, addr string) (net.Conn, error) {
+	hdr := []byte{HeaderRaft}
+	if id := m.ownClusterID(); id != "" && len(id) < 256 {
+		hdr = append([]byte{HeaderRaftCluster, byte(len(id))}, id...)
+	}
+	return m.dial(ctx, addr, hdr)
 }
 
 // dial connects to addr (mapped through the dial map) and sends header.
-func (m *Mux) dial(ctx context.Context, addr string, header byte) (net.Conn, error) {
+func (m *Mux) dial(ctx context.Context, addr string, header []byte) (net.Conn, error) {
 	select {
 	case <-m.closed:
 		return nil, ErrMuxClosed
@@ -397,7 +462,7 @@ func (m *Mux) dial(ctx context.Context, addr string, header byte) (net.Conn, err
 	} else {
 		c.SetWriteDeadline(time.Now().Add(headerTimeout))
 	}
-	if _, err := c.Write([]byte{header}); err != nil {
+	if _, err := c.Write(header); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("raftstore: send connection header to %s: %w", target, err)
 	}

@@ -329,7 +329,7 @@ func TestTransportCloseClosesItsConnections(t *testing.T) {
 	defer ta.Close()
 	appendEntries(t, ta, b, 1) // b now serves an inbound raft connection from a's pool
 
-	raw, err := a.dial(context.Background(), b.Addr(), HeaderRaft)
+	raw, err := a.dial(context.Background(), b.Addr(), []byte{HeaderRaft})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := s.mux.dial(ctx, string(address), HeaderRaft)
+	c, err := s.mux.dialRaft(ctx, string(address))
 	if err != nil {
 		return nil, err
 	}
