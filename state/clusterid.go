@@ -13,7 +13,8 @@ import (
 // one never changes it (two leaders in a row may both have proposed one:
 // the second is ignored, its rules still apply). Snapshots keep it
 // (cluster_id, absent when empty, so older snapshots load). A backup
-// records it; a restore keeps it.
+// records it; a restore gives the restored state a new one
+// (SetRestoredClusterID: a restore makes a new cluster).
 
 // MaxClusterIDBytes bounds a cluster id.
 const MaxClusterIDBytes = 64
