@@ -111,7 +111,7 @@ func TestStatusAndReadyzOnACluster(t *testing.T) {
 	}
 	for _, want := range []string{
 		"node id:        " + follower.ID(), "role:           follower", "leader:         " + leader.ID() + " (" + leader.RaftAddr() + ")",
-		"ready:          true", "leases held:    1\n", "resources:      1\n", "resource bytes: 12 B (12 bytes)\n",
+		"ready:          true", "leases held:    1\n", "resources:      1\n", "resource bytes: 12 B\n",
 		"last token:     " + itoaU(token) + "\n", "raft addr:      " + follower.RaftAddr(), "data dir size:  ",
 	} {
 		if !strings.Contains(out, want) {
