@@ -28,9 +28,10 @@ file holds a header (cluster and node id, applied index, token counter,
 server and wall-clock time, version), the state and a SHA-256 checksum;
 fence restore builds a data dir from it.
 
-The backup goes to FILE.tmp in FILE's directory, is synced, checked
+The backup goes to a new file FILE.tmp-RANDOM in FILE's directory (created
+mode 0600; an existing file or symlink is never opened), is synced, checked
 (checksum) and then renamed to FILE, replacing one that exists; if anything
-fails FILE.tmp is removed and FILE is left as it was. FILE "-" writes to
+fails the temporary file is removed and FILE is left as it was. FILE "-" writes to
 stdout (checked as it is written; the exit status says whether it is whole).
 
 The header's facts are printed to stderr (with --json as one object on
@@ -146,15 +147,18 @@ func (c *backupCounter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// backupToFile writes the backup to path.tmp, syncs it, checks it, renames
-// it to path and syncs the directory. On an error path.tmp is removed and
-// path is untouched.
+// backupToFile writes the backup to a new temporary file path.tmp-RANDOM,
+// syncs it, checks it, renames it to path and syncs the directory. On an
+// error the temporary file is removed and path is untouched.
 func backupToFile(ctx context.Context, c *client.Client, path string) (res backupResult, err error) {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A new file of a random name (O_CREATE|O_EXCL, mode 0600) in path's
+	// directory: a fixed name could be a symlink or file someone planted,
+	// which the backup would follow and overwrite.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("backup: create a temporary file beside %s: %w", path, err)
 	}
+	tmp := f.Name()
 	defer func() {
 		if err != nil {
 			f.Close()

@@ -252,3 +252,38 @@ func TestProcessBackupStreamFails(t *testing.T) {
 		t.Fatalf("the directory holds %q after the failures", names)
 	}
 }
+
+// A symlink planted at FILE.tmp (and at FILE.tmp-looking names) is not
+// followed: its target keeps its bytes, FILE becomes a regular file of
+// mode 0600 holding the backup, and the planted link is left as it was.
+func TestProcessBackupIgnoresPlantedTemp(t *testing.T) {
+	srv := startServe(t)
+	fenceRun(t, srv.url, "acquire", "pl", "--ttl", "1m").want(t, exitOK, "acquire")
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "out.backup")
+	if err := os.Symlink(victim, file+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	fenceRun(t, srv.url, "backup", file).want(t, exitOK, "fence backup with a symlink at FILE.tmp")
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
+		t.Fatalf("the symlink's target became %q (%v): the backup followed FILE.tmp", b, err)
+	}
+	fi, err := os.Lstat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s is %s, want a regular file of mode 0600", file, fi.Mode())
+	}
+	verifyFile(t, file)
+	if l, err := os.Readlink(file + ".tmp"); err != nil || l != victim {
+		t.Fatalf("the planted link became %q (%v)", l, err)
+	}
+	if names := dirNames(t, dir); strings.Join(names, ",") != "out.backup,out.backup.tmp,victim" {
+		t.Fatalf("the directory holds %q", names)
+	}
+}
