@@ -185,13 +185,8 @@ func Read(r io.Reader) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
 	var h Header
-	if err := dec.Decode(&h); err != nil || dec.More() {
-		if err == nil {
-			err = errors.New("trailing data")
-		}
+	if err := decodeExact(line, &h); err != nil {
 		return nil, br.fail(ErrCorrupt, start, fmt.Sprintf("bad header: %v", err))
 	}
 	switch {
@@ -217,6 +212,39 @@ func (r *Reader) consume(b []byte) {
 func (r *Reader) fail(kind error, off int64, detail string) error {
 	r.err = &FileError{Kind: kind, Offset: off, Detail: detail}
 	return r.err
+}
+
+// decodeExact decodes line (a header or trailer line, without its "\n")
+// into v and accepts it only if it is byte for byte what Write writes for
+// the values read (json.Marshal of v): encoding/json alone would accept
+// keys in another case, duplicate keys, other spacing or escaping, and a
+// "\r" before the "\n" — bytes the checksum does not cover (the trailer)
+// or that would change without changing what is read.
+func decodeExact(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	want, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(line, want) {
+		return fmt.Errorf("the line %q is not the one its values encode to, %q (key case, spacing, escaping or line end changed)", clip(line), clip(want))
+	}
+	return nil
+}
+
+// clip shortens b for a message.
+func clip(b []byte) []byte {
+	if len(b) > 300 {
+		return append(b[:300:300], "..."...)
+	}
+	return b
 }
 
 // line reads one line of at most maxLine bytes, without its "\n", hashing it.
@@ -309,13 +337,8 @@ func (r *Reader) finish() {
 	if err != nil {
 		return
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
 	var t Trailer
-	if err := dec.Decode(&t); err != nil || dec.More() {
-		if err == nil {
-			err = errors.New("trailing data")
-		}
+	if err := decodeExact(line, &t); err != nil {
 		r.fail(ErrCorrupt, start, fmt.Sprintf("bad trailer: %v", err))
 		return
 	}

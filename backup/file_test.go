@@ -2,7 +2,10 @@ package backup
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -354,3 +357,70 @@ func hugeFrame(file []byte) []byte {
 }
 
 var _ = fence.Token(0)
+
+// F3: the header and trailer lines are accepted only as Write writes them,
+// byte for byte. Every letter of the trailer in the other case (a key
+// name: encoding/json matches keys case-insensitively; the hex digest), a
+// "\r\n" line end, spacing and a duplicate key are refused; so is a header
+// whose key changed case even with the checksum recomputed over it.
+func TestHeaderAndTrailerExactBytes(t *testing.T) {
+	file := backupBytes(t, machine(t, 3))
+	ts := bytes.LastIndex(file, []byte(`{"state_bytes":`))
+	if ts < 0 {
+		t.Fatal("no trailer found")
+	}
+	refused := func(what string, bad []byte) {
+		t.Helper()
+		_, _, err := Verify(bytes.NewReader(bad))
+		if !errors.Is(err, ErrCorrupt) || fileErr(err) == nil {
+			t.Errorf("%s: Verify = %v, want ErrCorrupt", what, err)
+		}
+	}
+	letters := 0
+	for pos := ts; pos < len(file)-1; pos++ {
+		c := file[pos] | 0x20
+		if c < 'a' || c > 'z' {
+			continue
+		}
+		letters++
+		bad := bytes.Clone(file)
+		bad[pos] ^= 0x20
+		refused(fmt.Sprintf("trailer byte %d %q -> %q", pos-ts, file[pos], bad[pos]), bad)
+	}
+	if letters < len("state_bytes")+len("sha256") {
+		t.Fatalf("only %d letters in the trailer %q", letters, file[ts:])
+	}
+	trailer := file[ts : len(file)-1]
+	for what, line := range map[string]string{
+		"CRLF":          string(trailer) + "\r",
+		"space":         strings.Replace(string(trailer), `:`, `: `, 1),
+		"duplicate key": strings.Replace(string(trailer), `{`, `{"state_bytes":0,`, 1),
+		"uppercase key": strings.Replace(string(trailer), `"sha256"`, `"SHA256"`, 1),
+	} {
+		refused("trailer "+what, append(bytes.Clone(file[:ts]), line+"\n"...))
+	}
+
+	// The header's key in another case, the checksum recomputed: refused
+	// by the header check itself.
+	var tr Trailer
+	if err := json.Unmarshal(trailer, &tr); err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Replace(file[:ts], []byte(`"node_id":`), []byte(`"NODE_ID":`), 1)
+	if bytes.Equal(body, file[:ts]) {
+		t.Fatal("no node_id key in the header")
+	}
+	sum := sha256.Sum256(body)
+	tb, _ := json.Marshal(Trailer{StateBytes: tr.StateBytes, SHA256: hex.EncodeToString(sum[:])})
+	bad := append(body, append(tb, '\n')...)
+	_, _, err := Verify(bytes.NewReader(bad))
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "bad header") {
+		t.Errorf("header key NODE_ID with the checksum recomputed: Verify = %v, want ErrCorrupt naming the header", err)
+	}
+	// the same rebuild without the change is accepted (the rebuild is right)
+	sum = sha256.Sum256(file[:ts])
+	tb, _ = json.Marshal(Trailer{StateBytes: tr.StateBytes, SHA256: hex.EncodeToString(sum[:])})
+	if _, _, err := Verify(bytes.NewReader(append(bytes.Clone(file[:ts]), append(tb, '\n')...))); err != nil {
+		t.Fatalf("the file rebuilt unchanged: %v", err)
+	}
+}
