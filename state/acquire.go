@@ -52,6 +52,10 @@ func (m *impl) acquire(cmd Command) Result {
 
 	switch {
 	case l == nil || l.free(m.expiryTime()) || plant.On(plant.GrantHeld) && m.plantGrantHeld(l):
+		if err := m.admitToken(); err != nil {
+			res.Err = err
+			return res
+		}
 		if err := m.admitLock(l, &res.Events); err != nil {
 			res.Err = err
 			return res
@@ -77,6 +81,11 @@ func (m *impl) acquire(cmd Command) Result {
 			res.Attempt = req.attempt
 		}
 	case cmd.Wait > 0:
+		// A wait could only end in a grant, which needs a token.
+		if err := m.admitToken(); err != nil {
+			res.Err = err
+			return res
+		}
 		if err := first(m.admitWaiter(l), m.admitRequestID(cmd.RequestID)); err != nil {
 			res.Err = err
 			return res

@@ -123,7 +123,7 @@ type Event struct {
 	RequestID string
 	Attempt   uint32       // the request's attempt when the outcome was decided
 	Lease     *fence.Lease // granted; Remaining is the full TTL (a session-bound lease: its session's remaining time)
-	Err       error        // *fence.BusyError with Waited: the wait ran out; *fence.SessionExpiredError: its session ended
+	Err       error        // *fence.BusyError with Waited: the wait ran out; *fence.SessionExpiredError: its session ended; *fence.ResourceExhaustedError: no token left to grant it (the counter is at fence.MaxTokenJSONInt)
 }
 
 // SessionInfo describes a live session at a given server time.

@@ -232,6 +232,15 @@
 // is refused as stale. The bound itself is allowed. What a lowered cap
 // already exceeds stays until it ends.
 //
+// Tokens end at fence.MaxTokenJSONInt (2^53-1, exact in JSON; a backup whose
+// header names a counter above it is refused). Once the counter is there an
+// acquire that would be granted or queued is refused with a
+// *fence.ResourceExhaustedError naming the token counter and the bound, and
+// changes nothing; a waiter the lock would pass to ends with that error
+// (not remembered, as a cancelled wait); an acquire of a held lock is still
+// busy. OpBumpToken above the bound is refused. Only a restore's floor gets
+// the counter near it.
+//
 // # Retention (what is forgotten, and when)
 //
 // The promise (G5): an id is remembered for at least Config.MinIDRetention

@@ -122,6 +122,10 @@ func (m *impl) handOn(l *lockEntry, events *[]Event) {
 			m.waitRanOut(l, w, events)
 			continue
 		}
+		if err := m.admitToken(); err != nil {
+			m.refuseWait(w, err, events)
+			continue
+		}
 		g := m.grantTo(l, w.owner, w.ttl, w.lockDelay, w, w.sess)
 		*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Lease: g.lease(l.name, m.clock)})
 	}
@@ -146,6 +150,19 @@ func (m *impl) expireWaits(l *lockEntry, events *[]Event) {
 	if len(l.queue) == 0 {
 		l.queue = nil
 	}
+}
+
+// refuseWait ends w (taken off its queue) with err instead of a grant: there
+// is no token left to grant it with. Like a cancelled wait it is not
+// remembered (nothing was granted): a retry is a new request, refused the
+// same way.
+func (m *impl) refuseWait(w *request, err error, events *[]Event) {
+	delete(m.live, w.id)
+	if w.sess != nil && w.sess.waiters != nil {
+		delete(w.sess.waiters, w.id)
+	}
+	w.state, w.outcome, w.deadline = reqDone, outcomeCancelled, 0
+	*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Err: err})
 }
 
 func (m *impl) waitRanOut(l *lockEntry, w *request, events *[]Event) {

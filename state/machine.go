@@ -178,7 +178,20 @@ func (m *impl) bumpToken(cmd Command) Result {
 	return Result{}
 }
 
-// nextToken issues the next token of the global counter.
+// admitToken refuses a grant once the counter has reached the largest token
+// (fence.MaxTokenJSONInt, 2^53-1: tokens stay exact in JSON, and a backup's
+// header naming a counter above it is refused as corrupt). Only a restore's
+// floor (OpBumpToken) can bring the counter near it. Nothing is changed.
+func (m *impl) admitToken() error {
+	if m.counter >= fence.MaxTokenJSONInt {
+		return fence.Exhausted("tokens (the token counter; the largest token is 2^53-1, exact in JSON)",
+			"at most "+fence.Token(fence.MaxTokenJSONInt).String(), "last issued "+m.counter.String())
+	}
+	return nil
+}
+
+// nextToken issues the next token of the global counter (admitToken checked
+// that there is one).
 func (m *impl) nextToken() fence.Token {
 	m.counter++
 	return m.counter
