@@ -52,17 +52,8 @@ var jsonRequests = map[string]func() proto.Message{
 // (timeoutError): one lookup of the path serves both checks.
 func checkJSONBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if unaryConnect(r) {
-			// Error bodies get reason and facts (jsonerror.go).
-			eb := &errorBodies{ResponseWriter: w, r: r}
-			defer eb.finish()
-			w = eb
-		} else if isGRPC(r) {
-			// Every gRPC error has its Fence-Reason (jsonerror.go).
-			gr := &grpcReasons{ResponseWriter: w}
-			defer gr.finish()
-			w = gr
-		}
+		// Its refusals get reason and facts from refusalReasons, outside
+		// (jsonerror.go).
 		newMsg, api := jsonRequests[r.URL.Path]
 		if api {
 			// The deadline header first, in every protocol (timeout.go).

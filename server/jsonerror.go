@@ -2,8 +2,11 @@ package server
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -30,6 +33,31 @@ import (
 // the protobuf decoder inside Connect has no detail: INVALID_ARGUMENT). A
 // 415 (a content type Connect does not serve: PHP's form encoding) gets a
 // body naming what was received and what is accepted.
+
+// refusalReasons gives every refusal its reason, in whichever protocol it
+// is answered: a unary Connect error body its reason and facts
+// (errorBodies), a gRPC or gRPC-Web error its Fence-Reason (grpcReasons),
+// and the end of a Connect stream with JSON messages what a unary body gets
+// (streamErrors). It is mounted outermost (server.go), so the refusals made
+// in front of Connect — limitBodies' Content-Length check, serveStreams'
+// and checkJSONBodies' deadline headers — get them as the handlers' do.
+func refusalReasons(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case unaryConnect(r):
+			eb := &errorBodies{ResponseWriter: w, r: r}
+			defer eb.finish()
+			w = eb
+		case isGRPC(r):
+			gr := &grpcReasons{ResponseWriter: w}
+			defer gr.finish()
+			w = gr
+		case connectStreamJSON(r):
+			w = &streamErrors{ResponseWriter: w}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // unaryConnect reports whether r is an API call in Connect's unary protocol
 // (or one Connect will answer as such: a content type it does not serve),
@@ -301,3 +329,115 @@ func (g *grpcReasons) finish() {
 		h.Set(reason, "INVALID_ARGUMENT")
 	}
 }
+
+// connectStreamJSON reports whether r is a Connect streaming call with JSON
+// messages (SessionService.Stream over connect+json).
+func connectStreamJSON(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/connect+json")
+}
+
+// streamErrors passes a Connect streaming response through message by
+// message, holding only its end-of-stream message ({"error":{…},
+// "metadata":{…}}, flag 0x02): its error is rewritten as a unary error body
+// is (rewriteError: reason, facts, the detail's debug copy with numbers —
+// Connect writes that end message itself, with proto3 JSON's quoted
+// integers). A compressed end message is written back uncompressed (the
+// flag is per message).
+type streamErrors struct {
+	http.ResponseWriter
+	prefix [grpcPrefixBytes]byte
+	have   int           // bytes of the current prefix held
+	left   uint32        // bytes of the current (ordinary) message still to pass
+	end    *bytes.Buffer // the end message being held, or nil
+	need   uint32        // its length
+	flags  byte          // its flags
+}
+
+func (s *streamErrors) Write(p []byte) (int, error) {
+	total := len(p)
+	for len(p) > 0 {
+		switch {
+		case s.end != nil:
+			k := min(len(p), int(s.need)-s.end.Len())
+			s.end.Write(p[:k])
+			p = p[k:]
+			if s.end.Len() == int(s.need) {
+				if err := s.writeEnd(); err != nil {
+					return total - len(p), err
+				}
+			}
+		case s.left > 0:
+			k := min(len(p), int(s.left))
+			if _, err := s.ResponseWriter.Write(p[:k]); err != nil {
+				return total - len(p), err
+			}
+			s.left -= uint32(k)
+			p = p[k:]
+		default:
+			k := copy(s.prefix[s.have:], p)
+			s.have += k
+			p = p[k:]
+			if s.have < grpcPrefixBytes {
+				continue
+			}
+			s.have = 0
+			n := binary.BigEndian.Uint32(s.prefix[1:])
+			if s.prefix[0]&0b10 != 0 {
+				s.end, s.need, s.flags = new(bytes.Buffer), n, s.prefix[0]
+				if n == 0 {
+					if err := s.writeEnd(); err != nil {
+						return total - len(p), err
+					}
+				}
+				continue
+			}
+			if _, err := s.ResponseWriter.Write(s.prefix[:]); err != nil {
+				return total - len(p), err
+			}
+			s.left = n
+		}
+	}
+	return total, nil
+}
+
+// writeEnd writes the held end message, its error rewritten.
+func (s *streamErrors) writeEnd() error {
+	data, flags := s.end.Bytes(), s.flags
+	s.end = nil
+	if flags&1 != 0 && s.Header().Get("Connect-Content-Encoding") == "gzip" {
+		if zr, err := gzip.NewReader(bytes.NewReader(data)); err == nil {
+			if plain, err := io.ReadAll(io.LimitReader(zr, maxRequestBytes)); err == nil {
+				data, flags = plain, flags&^1
+			}
+		}
+	}
+	if flags&1 == 0 && json.Valid(data) {
+		members := objectMembers(data)
+		for i, m := range members {
+			if m.name == "error" {
+				if out, _ := rewriteError(m.value); out != nil {
+					members[i].value = out
+					data = writeObject(members)
+				}
+				break
+			}
+		}
+	}
+	var prefix [grpcPrefixBytes]byte
+	prefix[0] = flags
+	binary.BigEndian.PutUint32(prefix[1:], uint32(len(data)))
+	if _, err := s.ResponseWriter.Write(prefix[:]); err != nil {
+		return err
+	}
+	_, err := s.ResponseWriter.Write(data)
+	return err
+}
+
+func (s *streamErrors) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap is for http.ResponseController (deadlines, full duplex).
+func (s *streamErrors) Unwrap() http.ResponseWriter { return s.ResponseWriter }

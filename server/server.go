@@ -98,7 +98,9 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	// SessionService.Stream has limits of its own (stream_http.go).
-	s.handler = serveStreams(sessHandler, limitWrites(limitBodies(checkJSONBodies(apiRouter{
+	// refusalReasons, outermost, gives every refusal its reason and
+	// facts, also those made in front of Connect (jsonerror.go).
+	s.handler = refusalReasons(serveStreams(sessHandler, limitWrites(limitBodies(checkJSONBodies(apiRouter{
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
 		{prefix: sessPath, h: sessHandler},
@@ -107,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},
-	})), cfg.WriteTimeout), cfg.WriteTimeout)
+	})), cfg.WriteTimeout), cfg.WriteTimeout))
 	// A call another node forwarded here is marked, so it is never
 	// forwarded again (cluster.Forwarder, cluster.Membership).
 	s.handler = cluster.MarkForwarded(s.handler)
