@@ -120,8 +120,16 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 		return rep, err
 	}
 	// The counter is raised with the machine's own command, as a leader
-	// would propose it: the next grant is rep.First.
-	if res := m.Apply(state.Command{Op: state.OpBumpToken, Token: rep.First}); res.Err != nil {
+	// would propose it: the next grant is rep.First. It is stamped with the
+	// backup's server time (a leader's backup: the leader clock when it was
+	// asked for, at or after the state's last command), so the restored
+	// clock resumes there and a lease gets back none of the time the store
+	// was idle before the backup. Its Slack is the largest the state has
+	// applied, as a new leader's first decisions are charged (node/doc.go
+	// "Across terms"): no lease is decided over sooner than the backed-up
+	// leader would have.
+	bump := state.Command{Op: state.OpBumpToken, Token: rep.First, Now: max(m.Now(), h.ServerTimeNS), Slack: m.MaxSlack()}
+	if res := m.Apply(bump); res.Err != nil {
 		return rep, fmt.Errorf("backup: raise the counter to %d: %w", rep.First, res.Err)
 	}
 	if got := m.LastToken(); got != rep.First-1 {

@@ -140,11 +140,12 @@ func (b backedUpNode) checkBack(t *testing.T, n *node.Node) {
 		t.Fatalf("cluster id %q after the restore, the backup's %q: want a new one", n.ClusterID(), b.clusterID)
 	}
 	// A lease held at backup time keeps its remaining TTL in server time:
-	// the restored node's clock resumes at the backup's server time, so
-	// the lease has what it had then, less the server time run since the
-	// start — however long the outage was in wall time.
+	// the restored node's clock resumes at the backup's server time (the
+	// leader clock when it was taken), so the lease has what it had then,
+	// less the server time run since the start — however long the outage
+	// was in wall time.
 	m := stateOf(t, b.file)
-	atBackup := m.Lock("ttl", m.Now()).Lease.Remaining
+	atBackup := m.Lock("ttl", b.point.ServerTime).Lease.Remaining
 	li, err := n.Lock(ctx, "ttl")
 	now, nerr := n.Now()
 	if err != nil || nerr != nil || li.Lease == nil {
@@ -454,7 +455,7 @@ func TestBackupUnderLoadIsConsistentAndStallsNothing(t *testing.T) {
 	}
 	h := r.Header()
 	if m.LastToken() != h.LastToken || h.LastToken != p.LastToken || m.ClusterID() != h.ClusterID || h.ClusterID == "" ||
-		h.AppliedIndex != p.Applied || h.AppliedIndex == 0 || m.Now() != h.ServerTimeNS {
+		h.AppliedIndex != p.Applied || h.AppliedIndex == 0 || m.Now() > h.ServerTimeNS || h.ServerTimeNS != p.ServerTime {
 		t.Fatalf("header %+v vs state: counter %d, cluster id %q, server time %d", h, m.LastToken(), m.ClusterID(), m.Now())
 	}
 }

@@ -23,7 +23,13 @@ type BackupPoint struct {
 	// when it is not known: after a snapshot was restored and nothing
 	// applied since).
 	Applied, Term uint64
-	// LastToken is the state's counter, ServerTime its server time (ns).
+	// LastToken is the state's counter. ServerTime (ns) is, on a leader,
+	// the leader clock when the backup was asked for (readIndex's; at least
+	// the state's server time): a restore resumes the clock there, so a
+	// lease gets back none of the time the store was idle before the
+	// backup. On a follower, which has no leader clock, it is the state's
+	// server time (the last applied command's): restored leases may then
+	// get back that idle time (up to the longest TTL), never lose time.
 	LastToken  fence.Token
 	ServerTime int64
 	// WallUnixMS is this node's wall clock when the state was copied.
@@ -48,10 +54,13 @@ func (n *Node) BackupView(ctx context.Context) (BackupPoint, error) {
 		return BackupPoint{}, ErrClosed
 	default:
 	}
+	var leaderNow int64
 	if n.raft.State() == raft.Leader {
-		if _, err := n.readIndex(ctx); err != nil {
+		now, err := n.readIndex(ctx)
+		if err != nil {
 			return BackupPoint{}, err
 		}
+		leaderNow = now
 	} else {
 		// A node that knows no leader (a candidate, or cut off) may be
 		// behind what the cluster committed without knowing it.
@@ -65,7 +74,7 @@ func (n *Node) BackupView(ctx context.Context) (BackupPoint, error) {
 	p := BackupPoint{NodeID: n.cfg.NodeID}
 	n.fsm.mu.RLock()
 	p.View = n.fsm.m.SnapshotView()
-	p.LastToken, p.ServerTime, p.ClusterID = n.fsm.m.LastToken(), n.fsm.m.Now(), n.fsm.m.ClusterID()
+	p.LastToken, p.ServerTime, p.ClusterID = n.fsm.m.LastToken(), max(n.fsm.m.Now(), leaderNow), n.fsm.m.ClusterID()
 	// The state's index: the last entry applied to it, or a later index
 	// of an entry that changes nothing (raft's noop and barrier entries,
 	// which the FSM is not handed). raft publishes its applied index after
