@@ -35,9 +35,10 @@ fails the temporary file is removed and FILE is left as it was. FILE "-" writes 
 stdout (checked as it is written; the exit status says whether it is whole).
 
 The header's facts are printed to stderr (with --json as one object on
-stdout, or on stderr when FILE is "-"). --timeout bounds the wait for the
-node to start sending and any pause in the stream, not the whole backup
-(0: no limit).
+stdout, or on stderr when FILE is "-"). --timeout bounds the whole wait for
+a node to start sending (every retry and endpoint included: a node that
+knows no leader is asked again until then) and any pause in the stream,
+not the whole backup (0: no limit).
 `
 
 // backupCmd is `fence backup FILE`.
@@ -67,12 +68,18 @@ func backupCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// --timeout bounds the whole wait for the first byte, across the
+	// client's retries and failover (a node that knows no leader answers
+	// Unavailable, which is retried): the attempt timeout alone bounds each
+	// attempt, not their number.
+	ctx, first := firstByteWithin(ctx, g.timeout)
+	defer first.stop()
 
 	var res backupResult
 	if path == "-" {
-		res, err = backupToStdout(ctx, c, stdout)
+		res, err = backupToStdout(ctx, c, stdout, first)
 	} else {
-		res, err = backupToFile(ctx, c, path)
+		res, err = backupToFile(ctx, c, path, first)
 	}
 	if err != nil {
 		return fail(g, out, stderr, err)
@@ -135,13 +142,66 @@ func (r backupResult) json() map[string]any {
 	}
 }
 
-// backupCounter counts the bytes written through it.
+// firstByteTimer ends a backup's context when no byte of the backup came
+// within the timeout (across every attempt); the first byte stops it.
+type firstByteTimer struct {
+	d time.Duration
+	t *time.Timer // nil: no limit
+}
+
+// errNoFirstByte is the cause of a backup's context that ended because the
+// node did not start sending within --timeout.
+type errNoFirstByte struct{ d time.Duration }
+
+func (e errNoFirstByte) Error() string {
+	return fmt.Sprintf("gave up: no node started sending the backup within --timeout %s", e.d)
+}
+func (e errNoFirstByte) Unwrap() error { return context.DeadlineExceeded }
+
+// firstByteWithin returns ctx ended (cause errNoFirstByte) after d unless
+// the timer's started is called before; d <= 0: no limit.
+func firstByteWithin(ctx context.Context, d time.Duration) (context.Context, *firstByteTimer) {
+	if d <= 0 {
+		return ctx, &firstByteTimer{}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	f := &firstByteTimer{d: d}
+	f.t = time.AfterFunc(d, func() { cancel(errNoFirstByte{d}) })
+	context.AfterFunc(ctx, func() { f.t.Stop() })
+	return ctx, f
+}
+
+// started stops the timer as the first byte comes; it fails if the timer
+// already ended the backup.
+func (f *firstByteTimer) started() error {
+	if f.t == nil || f.t.Stop() {
+		return nil
+	}
+	return errNoFirstByte{f.d}
+}
+
+func (f *firstByteTimer) stop() {
+	if f.t != nil {
+		f.t.Stop()
+	}
+}
+
+// backupCounter counts the bytes written through it; the first write
+// stops first's timer.
 type backupCounter struct {
-	w io.Writer
-	n int64
+	w     io.Writer
+	n     int64
+	first *firstByteTimer
 }
 
 func (c *backupCounter) Write(p []byte) (int, error) {
+	if c.first != nil {
+		f := c.first
+		c.first = nil
+		if err := f.started(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
@@ -150,7 +210,7 @@ func (c *backupCounter) Write(p []byte) (int, error) {
 // backupToFile writes the backup to a new temporary file path.tmp-RANDOM,
 // syncs it, checks it, renames it to path and syncs the directory. On an
 // error the temporary file is removed and path is untouched.
-func backupToFile(ctx context.Context, c *client.Client, path string) (res backupResult, err error) {
+func backupToFile(ctx context.Context, c *client.Client, path string, first *firstByteTimer) (res backupResult, err error) {
 	// A new file of a random name (O_CREATE|O_EXCL, mode 0600) in path's
 	// directory: a fixed name could be a symlink or file someone planted,
 	// which the backup would follow and overwrite.
@@ -165,7 +225,7 @@ func backupToFile(ctx context.Context, c *client.Client, path string) (res backu
 			os.Remove(tmp)
 		}
 	}()
-	cw := &backupCounter{w: f}
+	cw := &backupCounter{w: f, first: first}
 	hdr, err := c.Backup(ctx, cw)
 	if err != nil {
 		return res, err
@@ -192,8 +252,8 @@ func backupToFile(ctx context.Context, c *client.Client, path string) (res backu
 // backupToStdout writes the backup to stdout, checking it as it goes (a
 // reader of the file beside the writer): a stream that ends short or
 // differs from its checksum fails the command, though stdout got it.
-func backupToStdout(ctx context.Context, c *client.Client, stdout io.Writer) (backupResult, error) {
-	cw := &backupCounter{w: stdout}
+func backupToStdout(ctx context.Context, c *client.Client, stdout io.Writer, first *firstByteTimer) (backupResult, error) {
+	cw := &backupCounter{w: stdout, first: first}
 	pr, pw := io.Pipe()
 	type verified struct {
 		h   backup.Header
