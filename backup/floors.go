@@ -30,6 +30,15 @@ type Floor struct {
 	Token  fence.Token `json:"token"`
 }
 
+// MaxFirstToken is the largest first token a restore gives: 2^53 − 2^40,
+// leaving 2^40 tokens (about 12 days of the wall floor's 1024 per
+// millisecond, or a trillion grants) below the largest token Fence issues
+// (fence.MaxTokenJSONInt, 2^53 − 1). A floor that puts the first token
+// above it is a mistyped --floor or a corrupt guard store far more likely
+// than a real one, and a node restored there would soon refuse every grant
+// (and its backups its own verifier).
+const MaxFirstToken fence.Token = 1<<53 - 1<<40
+
 // ErrClockBehind: the restoring clock reads earlier than the backup's
 // wall-clock time and no --floor was given (the wall floor could then be
 // below tokens issued since).
@@ -53,7 +62,8 @@ func WallFloor(now time.Time) fence.Token {
 //
 // It refuses (ErrClockBehind) opts.Now earlier than h.WallUnixMS unless a
 // floor with Source SourceFlag is given, and a floor or first token above
-// the largest token (fence.MaxTokenJSONInt). It writes nothing.
+// the largest token (fence.MaxTokenJSONInt), and a first token above
+// MaxFirstToken (2^53 − 2^40: headroom). It writes nothing.
 func Plan(h Header, opts RestoreOptions) (Report, error) {
 	rep := Report{Header: h, Old: h.LastToken}
 	if opts.Now.IsZero() {
@@ -81,8 +91,9 @@ func Plan(h Header, opts RestoreOptions) (Report, error) {
 	for _, f := range rep.Floors {
 		top = max(top, f.Token)
 	}
-	if top >= fence.MaxTokenJSONInt {
-		return rep, fence.Invalid("first token", fmt.Sprintf("at most %d", uint64(fence.MaxTokenJSONInt)), (top + 1).String())
+	if top >= MaxFirstToken {
+		return rep, fence.Invalid("first token", fmt.Sprintf("at most %d (2^53 − 2^40: 2^40 tokens of headroom below the largest token %d); the largest floor is %s",
+			uint64(MaxFirstToken), uint64(fence.MaxTokenJSONInt), largestFloor(rep.Floors)), (top + 1).String())
 	}
 	rep.First = top + 1
 	if w <= h.LastToken {
@@ -96,4 +107,15 @@ func Plan(h Header, opts RestoreOptions) (Report, error) {
 			"a session id issued since could be issued again — have clients open new sessions", nowMS, h.WallUnixMS, top))
 	}
 	return rep, nil
+}
+
+// largestFloor names the largest of floors: "N (source)".
+func largestFloor(floors []Floor) string {
+	var top Floor
+	for _, f := range floors {
+		if f.Token > top.Token || top.Source == "" {
+			top = f
+		}
+	}
+	return fmt.Sprintf("%d (%s)", uint64(top.Token), top.Source)
 }

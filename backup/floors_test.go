@@ -2,6 +2,7 @@ package backup
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,29 @@ func TestPlanRefusesTokensOutOfRange(t *testing.T) {
 	}
 	if _, err := Plan(h, RestoreOptions{}); !errors.As(err, &inv) {
 		t.Fatalf("no time: %v", err)
+	}
+}
+
+// F4: a first token above MaxFirstToken (2^53 − 2^40) is refused, naming
+// the bound and the floor that would give it; one at the bound is
+// accepted. The attacker's --floor 2^53−3 (accepted before: the node then
+// granted past 2^53−1) is refused.
+func TestPlanLeavesHeadroom(t *testing.T) {
+	if MaxFirstToken != 9006099743113216 {
+		t.Fatalf("MaxFirstToken %d, want 2^53 − 2^40", MaxFirstToken)
+	}
+	h := Header{LastToken: 1, WallUnixMS: 1}
+	now := time.UnixMilli(2)
+	rep, err := Plan(h, RestoreOptions{Now: now, Floors: []Floor{{SourceFlag, MaxFirstToken - 1}}})
+	if err != nil || rep.First != MaxFirstToken {
+		t.Fatalf("floor MaxFirstToken−1: %+v, %v; want first token %d", rep, err, MaxFirstToken)
+	}
+	for _, f := range []fence.Token{MaxFirstToken, 1<<53 - 3, fence.MaxTokenJSONInt - 1} {
+		_, err := Plan(h, RestoreOptions{Now: now, Floors: []Floor{{"postgres://db/x?table=guards", f}}})
+		var inv *fence.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "first token" || !strings.Contains(err.Error(), "at most 9006099743113216") ||
+			!strings.Contains(err.Error(), "2^53 − 2^40") || !strings.Contains(err.Error(), fmt.Sprintf("%d (postgres://db/x?table=guards)", uint64(f))) {
+			t.Errorf("floor %d: %v; want the first token refused naming the bound 9006099743113216 and the floor", f, err)
+		}
 	}
 }

@@ -39,6 +39,9 @@ issue is 1 + the largest of:
     token issued before, if fewer than 1024 were issued per millisecond on
     average and this clock is not behind the one that restored last).
 It prints the old counter, each floor considered and the first token.
+A first token above 2^53 − 2^40 (9006099743113216) is refused (exit 2):
+it leaves 2^40 tokens of headroom below the largest token Fence issues
+(2^53 − 1); a floor that high is most likely mistyped or corrupt.
 
 --floor-from DSN, repeatable:
   postgres://user@host:5432/db?table=T    (postgresql:// too; table default fence_guard)
