@@ -150,6 +150,9 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage("serve: " + err.Error())
 	}
+	if err := o.cf.checkRestored(*o.dataDir); err != nil {
+		return usage("serve: " + err.Error())
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -33,7 +35,9 @@ with --raft-addr and --join URL (any running node's client URL), or every node
 with the same --peers list. A restarted node rejoins with its data dir:
 --bootstrap and --peers are ignored once the dir holds raft state, and --join
 asks nobody while the node is a member. fence members lists and changes the
-members.
+members. A data dir made by fence restore forms its cluster by itself: start
+it without --join, --peers or --bootstrap (refused until its first start),
+then the others with empty data dirs and --join.
 
 Environment: every flag above but the global ones (--server, --json,
 --timeout) can be set by the variable named with it, FENCE_ and the flag in
@@ -137,6 +141,34 @@ func (f *clusterFlags) config(getenv func(string) string) (server.ClusterConfig,
 	}
 	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = *f.heartbeat, *f.election, *f.leaderLease, *f.commit
 	return c, testHooks(&c, getenv)
+}
+
+// checkRestored refuses --join, --peers and --bootstrap on a data dir that
+// fence restore made and that has not started yet (it still holds the
+// node.RestoredFile marker, removed at its first start): a restored dir
+// already holds a one-voter cluster of its own (the restored node, with a
+// new cluster id), so --join would ask nobody ("already a member") and
+// --peers or --bootstrap would be ignored — two dirs restored from one
+// backup and started so would be two clusters granting the same locks.
+func (f *clusterFlags) checkRestored(dataDir string) error {
+	flag := ""
+	switch {
+	case f.join != "":
+		flag = "--join"
+	case f.peers != "":
+		flag = "--peers"
+	case f.bootstrap:
+		flag = "--bootstrap"
+	default:
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, node.RestoredFile)); err != nil {
+		return nil // not a restored dir (or unreadable: the node's start says so)
+	}
+	return fmt.Errorf("%s: the data dir %s was made by fence restore (it holds %s) and forms a new cluster by itself, "+
+		"with this node as its one voter: start it without --join, --peers or --bootstrap (same --data-dir, --node-id and --raft-addr "+
+		"as given to fence restore); then start every other node with an EMPTY data dir and --join this node's URL "+
+		"(they receive the state by snapshot). Never restore the same backup into a second node's dir", flag, dataDir, node.RestoredFile)
 }
 
 // checkPeers: --peers includes this node, at its own raft address (or
