@@ -96,10 +96,32 @@ func Plan(h Header, opts RestoreOptions) (Report, error) {
 			uint64(MaxFirstToken), uint64(fence.MaxTokenJSONInt), largestFloor(rep.Floors)), (top + 1).String())
 	}
 	rep.First = top + 1
+	// A floor given above the wall floor moves the counter ahead of the
+	// wall clock: from now on the wall floor alone does not cover the
+	// tokens this cluster issues, so a later restore of an older backup
+	// (older than the tokens this one will issue) needs a --floor.
+	given, from := fence.Token(0), ""
+	for _, f := range opts.Floors {
+		if f.Token > given {
+			given, from = f.Token, f.Source
+		}
+	}
 	if w <= h.LastToken {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the wall-clock floor %d is not above the backup's counter %d: "+
-			"this clock is behind the one that restored last, or more than %d tokens were issued per millisecond on average; "+
-			"the first token is above every floor given, but the wall clock vouches for nothing", w, h.LastToken, WallFloorPerMS))
+		msg := fmt.Sprintf("the wall-clock floor %d is not above the backup's counter %d: "+
+			"this clock is behind the one that restored last, an earlier restore was given a --floor above its wall floor, "+
+			"or more than %d tokens were issued per millisecond on average; "+
+			"the first token is above every floor given, but the wall clock vouches for nothing", w, h.LastToken, WallFloorPerMS)
+		if h.LastToken > w && given < top {
+			msg += fmt.Sprintf("; tokens run ahead of the wall clock by %s: a later restore of an older backup must be given a --floor "+
+				"at least the largest token this cluster issues (fence status lastToken)", aheadOf(top-w))
+		}
+		rep.Warnings = append(rep.Warnings, msg)
+	}
+	if given == top && given > w {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the first token comes from %s %d, above the wall-clock floor %d: "+
+			"tokens now run ahead of the wall clock by %s; a later restore of an older backup must be given a --floor at least "+
+			"the largest token this cluster issues (fence status lastToken): with the wall clock alone it would issue tokens "+
+			"below ones already issued", from, given, w, aheadOf(given-w)))
 	}
 	if nowMS < h.WallUnixMS {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("this clock (unix ms %d) is behind the backup's recorded time (unix ms %d): going on because --floor was given; "+
@@ -118,4 +140,19 @@ func largestFloor(floors []Floor) string {
 		}
 	}
 	return fmt.Sprintf("%d (%s)", uint64(top.Token), top.Source)
+}
+
+// aheadOf is the wall-clock time d tokens of wall floor stand for (d / 1024
+// ms), as text: "3m20s", or with days beyond two.
+func aheadOf(d fence.Token) string {
+	t := time.Duration(float64(d) / WallFloorPerMS * float64(time.Millisecond))
+	if t >= time.Second {
+		t = t.Round(time.Second)
+	} else {
+		t = t.Round(time.Microsecond)
+	}
+	if t >= 48*time.Hour {
+		return fmt.Sprintf("%s (%.1f days)", t, t.Hours()/24)
+	}
+	return t.String()
 }
