@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/state"
 )
 
 const openAPIFile = "../api/openapi.yaml"
@@ -198,6 +202,7 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 	_, url := startServer(t)
 	ctx := context.Background()
 	seen := map[string]bool{} // reasons of the refusals the examples got
+	sent := refusalsSent{}    // the refusals' bodies, for the documented refusal examples
 	defer func() {
 		for _, r := range []string{"BUSY", "STALE_TOKEN", "UNKNOWN_TOKEN"} {
 			if !seen[r] {
@@ -262,6 +267,9 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 				t.Errorf("%s: %d %s; want a refusal %t", what, resp.StatusCode, got, refused)
 				continue
 			}
+			if refused {
+				sent.add(got)
+			}
 			out := &openapi3filter.ResponseValidationInput{
 				RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
 				Options: &openapi3filter.Options{IncludeResponseStatus: true},
@@ -322,7 +330,210 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 				if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
 					t.Errorf("%s: the answer (%d %s) does not match the document: %v", what, resp.StatusCode, got, err)
 				}
+				if accept != "" {
+					sent.add(got)
+				}
 			}
 		}
 	}
+	openAPILimits(t, doc, ops, sent)
+	checkRefusalExamples(t, doc, sent)
+}
+
+// openAPILimits gets RESOURCE_EXHAUSTED from a server with caps (max_locks
+// and max_resources 1): the answer matches the document, has no
+// Retry-After (only BUSY has one), and its body joins sent. The document's
+// 429 responses list Retry-After exactly for the operations that can
+// answer BUSY.
+func openAPILimits(t *testing.T, doc *openapi3.T, ops map[string]openAPIOp, sent refusalsSent) {
+	t.Helper()
+	for id, o := range ops {
+		r := o.op.Responses.Status(http.StatusTooManyRequests)
+		if r == nil {
+			continue
+		}
+		_, retry := r.Value.Headers["Retry-After"]
+		if busy := id == "LockService.Acquire"; retry != busy {
+			t.Errorf("%s: its 429 response lists Retry-After %t; only BUSY (LockService.Acquire) carries it, RESOURCE_EXHAUSTED never", id, retry)
+		}
+	}
+	rules := state.DefaultConfig()
+	rules.MaxLocks, rules.MaxResources = 1, 1
+	_, url := startServerWith(t, Config{Rules: rules})
+	for _, c := range []struct{ id, body string }{
+		{"LockService.Acquire", `{"name":"orders/42","owner":"worker-1","ttl":30}`},
+		{"LockService.Acquire", `{"name":"orders/43","owner":"worker-2","ttl":30}`}, // max_locks
+		{"ResourceService.Write", `{"resource":"stock/42","token":1,"text":"17"}`},
+		{"ResourceService.Write", `{"resource":"stock/43","token":1,"text":"1"}`}, // max_resources
+	} {
+		o := ops[c.id]
+		req, err := http.NewRequest(o.method, url+o.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		what := c.id + " " + c.body + " on a server with max_locks and max_resources 1"
+		if resp.StatusCode == http.StatusOK {
+			continue
+		}
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Fence-Reason") != "RESOURCE_EXHAUSTED" {
+			t.Errorf("%s: %d %s %s; want 429 RESOURCE_EXHAUSTED", what, resp.StatusCode, resp.Header.Get("Fence-Reason"), got)
+			continue
+		}
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			t.Errorf("%s: RESOURCE_EXHAUSTED with Retry-After %q (the documents say it has none)", what, ra)
+		}
+		route := &routers.Route{Spec: doc, Path: o.path, PathItem: o.item, Method: o.method, Operation: o.op}
+		out := &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, Route: route},
+			Status:                 resp.StatusCode, Header: resp.Header,
+			Options: &openapi3filter.Options{IncludeResponseStatus: true},
+		}
+		out.SetBodyBytes(got)
+		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+			t.Errorf("%s: the answer (%s) does not match the document: %v", what, got, err)
+		}
+		sent.add(got)
+	}
+}
+
+// refusalsSent holds the refusal bodies a server sent, by reason (by
+// "code <code>" for one without a reason).
+type refusalsSent map[string][]map[string]any
+
+func (r refusalsSent) add(body []byte) {
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return
+	}
+	key, _ := m["reason"].(string)
+	if key == "" {
+		key = fmt.Sprint("code ", m["code"])
+	}
+	r[key] = append(r[key], m)
+}
+
+// checkRefusalExamples holds every error body the document shows as an
+// example (its shared responses' and its operations') against the
+// refusals the server sent for the same reason: the same code, the same
+// message and the same facts (names, JSON types, and string values) up to
+// the numbers in them, and details of the same types with the same debug
+// fields. So an example that shows a fact the server never sends (a
+// client reading facts.lastAccepted gets undefined) or a message it never
+// writes fails here; and every such example must be one the test saw.
+func checkRefusalExamples(t *testing.T, doc *openapi3.T, sent refusalsSent) {
+	t.Helper()
+	check := func(where string, v any) {
+		ex, ok := v.(map[string]any)
+		if !ok || ex["code"] == nil {
+			return
+		}
+		key, _ := ex["reason"].(string)
+		if key == "" {
+			key = fmt.Sprint("code ", ex["code"])
+		}
+		if len(sent[key]) == 0 {
+			t.Errorf("%s: an example refusal (%s) no request of the test got: make one", where, key)
+			return
+		}
+		var diffs []string
+		for _, got := range sent[key] {
+			d := refusalDiff(ex, got)
+			if d == "" {
+				return
+			}
+			diffs = append(diffs, d)
+		}
+		t.Errorf("%s: the example %s is not what the server sends: %s", where, key, strings.Join(diffs, "; or "))
+	}
+	media := func(where string, r *openapi3.ResponseRef) {
+		if r == nil || r.Value == nil {
+			return
+		}
+		for ct, mt := range r.Value.Content {
+			check(where+" "+ct+" example", mt.Example)
+			for name, ex := range mt.Examples {
+				if ex.Value != nil {
+					check(where+" "+ct+" example "+name, ex.Value.Value)
+				}
+			}
+		}
+	}
+	for name, r := range doc.Components.Responses {
+		media("components.responses."+name, r)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for code, r := range op.Responses.Map() {
+				if r.Ref == "" { // a shared one is checked above
+					media(method+" "+path+" "+code, r)
+				}
+			}
+		}
+	}
+}
+
+var numbersRE = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+
+// refusalDiff says how the example error body ex differs from the body
+// got a server sent ("" if not at all), numbers aside.
+func refusalDiff(ex, got map[string]any) string {
+	norm := func(v any) string { return numbersRE.ReplaceAllString(fmt.Sprint(v), "N") }
+	if ex["code"] != got["code"] {
+		return fmt.Sprintf("code %v, the server's %v", ex["code"], got["code"])
+	}
+	if norm(ex["message"]) != norm(got["message"]) {
+		return fmt.Sprintf("message %q, the server's %q", ex["message"], got["message"])
+	}
+	if d := factsDiff("facts", ex["facts"], got["facts"]); d != "" {
+		return d
+	}
+	exd, ok := ex["details"].([]any)
+	if !ok {
+		return "" // details left out of the example
+	}
+	gotd, _ := got["details"].([]any)
+	if len(exd) != len(gotd) {
+		return fmt.Sprintf("%d details, the server's %d", len(exd), len(gotd))
+	}
+	for i := range exd {
+		e, _ := exd[i].(map[string]any)
+		g, _ := gotd[i].(map[string]any)
+		if e["type"] != g["type"] {
+			return fmt.Sprintf("details[%d].type %v, the server's %v", i, e["type"], g["type"])
+		}
+		if d := factsDiff(fmt.Sprintf("details[%d].debug", i), e["debug"], g["debug"]); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// factsDiff compares two JSON objects of facts: the same names, each of
+// the same JSON type, strings equal up to their numbers.
+func factsDiff(what string, ex, got any) string {
+	e, _ := ex.(map[string]any)
+	g, _ := got.(map[string]any)
+	ek, gk := slices.Sorted(maps.Keys(e)), slices.Sorted(maps.Keys(g))
+	if !slices.Equal(ek, gk) {
+		return fmt.Sprintf("%s has %q, the server sends %q", what, ek, gk)
+	}
+	for _, k := range ek {
+		if fmt.Sprintf("%T", e[k]) != fmt.Sprintf("%T", g[k]) {
+			return fmt.Sprintf("%s.%s is %T %v, the server sends %T %v", what, k, e[k], e[k], g[k], g[k])
+		}
+		if es, ok := e[k].(string); ok {
+			gs := g[k].(string)
+			if numbersRE.ReplaceAllString(es, "N") != numbersRE.ReplaceAllString(gs, "N") {
+				return fmt.Sprintf("%s.%s %q, the server sends %q", what, k, es, gs)
+			}
+		}
+	}
+	return ""
 }
