@@ -24,8 +24,11 @@ import (
 // The first message must name the session (else invalid_argument naming
 // "session"); the stream starts with a keepalive of it, so a session that
 // has ended ends the stream at once with failed_precondition and a
-// SESSION_EXPIRED detail. A first message with no op only names the
-// session; one with an op is served like every later message.
+// SESSION_EXPIRED detail. A first message with no op and no call (0) only
+// names the session; one with a call is served like every later message
+// (no op: answered INVALID_ARGUMENT, field op), so a client waiting for
+// its call's reply is not left waiting. A call id above 2^53 - 1 is refused (INVALID_ARGUMENT, field
+// call): replies echo it, and a JSON client must read it exactly.
 //
 // Every message with an op is validated like the unary call of the same
 // op, bound to the stream's session (the seq and ack of the message; a
@@ -194,10 +197,15 @@ func (s *Server) receiveError(err error) error {
 // dispatch starts serving one message, or answers it at once when it is
 // refused before anything runs.
 func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
-	if first && m.GetOp() == nil {
-		return // it only names the session
+	if first && m.GetOp() == nil && m.GetCall() == 0 {
+		return // it only names the session: no call to answer
 	}
 	c, err := ss.call(m)
+	if err == nil && m.GetCall() > fence.MaxTokenJSONInt {
+		// A call id is echoed in the reply: above 2^53 a JSON client
+		// (JavaScript's numbers) could not match the reply to its request.
+		err = fence.Invalid("call", fmt.Sprintf("at most %d (2^53 - 1: a reply's call must be exact as a JSON number)", uint64(fence.MaxTokenJSONInt)), fmt.Sprint(m.GetCall()))
+	}
 	ss.s.metrics.streamRequests.WithLabelValues(c.op).Inc()
 	if err != nil {
 		ss.reply(ss.s.refusal(m.GetCall(), err, false))
