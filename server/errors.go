@@ -57,8 +57,13 @@ func (s *Server) countRefusal(err error) {
 
 // limitLabel is the metric label of a limit: the config field it names
 // (`waiters on lock "x" (config.max_waiters_per_lock)` is
-// "max_waiters_per_lock"), so lock names never become label values.
+// "max_waiters_per_lock"), so lock names never become label values;
+// "max_backups" for the one-backup-at-a-time limit, which is no config
+// field.
 func limitLabel(limit string) string {
+	if limit == backupsLimit {
+		return "max_backups"
+	}
 	i := strings.LastIndex(limit, "(config.")
 	if i < 0 || !strings.HasSuffix(limit, ")") {
 		return "other"

@@ -33,8 +33,13 @@ type maintenanceService struct {
 	slot chan struct{}
 }
 
-// maxBackups is how many backups a node streams at once.
+// maxBackups is how many backups a node streams at once; a backup beyond
+// it is refused RESOURCE_EXHAUSTED on backupsLimit, counted in
+// fence_resource_exhausted_total{limit="max_backups"} (limitLabel).
 const maxBackups = 1
+
+// backupsLimit is the Limit of that refusal.
+const backupsLimit = "backups in progress on this node"
 
 // maintenanceRoute is the MaintenanceService's route on the API router.
 // Its handler gets a way to push the write deadline back before each
@@ -76,7 +81,7 @@ func (m maintenanceService) Backup(ctx context.Context, req *connect.Request[fen
 	case m.slot <- struct{}{}:
 		defer func() { <-m.slot }()
 	default:
-		return m.error(ctx, fence.Exhausted("backups in progress on this node", fmt.Sprintf("at most %d", maxBackups), fmt.Sprint(len(m.slot))))
+		return m.error(ctx, fence.Exhausted(backupsLimit, fmt.Sprintf("at most %d", maxBackups), fmt.Sprint(len(m.slot))))
 	}
 	hdr, write, err := m.s.prepareBackup(ctx)
 	if err != nil {
