@@ -70,8 +70,13 @@ func RestoreTerm(backupTerm uint64, now time.Time) uint64 {
 	return t
 }
 
-// ErrDirNotEmpty: the data dir to restore into holds something.
-var ErrDirNotEmpty = node.ErrDirNotEmpty
+// ErrDirNotEmpty: the data dir to restore into holds something (an empty
+// lost+found directory alone counts as empty); ErrNotDirectory: it is not
+// a directory.
+var (
+	ErrDirNotEmpty  = node.ErrDirNotEmpty
+	ErrNotDirectory = node.ErrNotDirectory
+)
 
 // RestoredFile is the marker Restore leaves in the data dir: the report,
 // as JSON. The node logs "state restored from backup" with it at its first

@@ -24,9 +24,39 @@ var ErrDirNotEmpty = errors.New("data dir is not empty")
 // from backup" with its content at the node's first start, then removes it.
 const RestoredFile = "RESTORED"
 
-// CheckEmptyDir refuses a dir that exists and holds anything (or is not a
-// directory): the error wraps ErrDirNotEmpty and names a few entries. A
-// dir that does not exist is fine.
+// ErrNotDirectory: a data dir to be created from a state names something
+// that exists and is not a directory (a regular file).
+var ErrNotDirectory = errors.New("data dir is not a directory")
+
+// lostFound is the directory mkfs.ext4 puts at a volume's root: a fresh
+// volume mounted as the data dir holds it, empty. fence serve starts in
+// such a dir; CheckEmptyDir counts it as empty too, and InitDataDir's undo
+// leaves it.
+const lostFound = "lost+found"
+
+// emptyLostFound reports whether name in dir is an empty lost+found
+// directory.
+func emptyLostFound(dir, name string) bool {
+	if name != lostFound {
+		return false
+	}
+	p := filepath.Join(dir, name)
+	if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+		return false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = f.Readdirnames(1)
+	return err == io.EOF
+}
+
+// CheckEmptyDir refuses a dir that exists and holds anything (the error
+// wraps ErrDirNotEmpty and names a few entries) or is not a directory
+// (ErrNotDirectory). A dir that does not exist is fine, and so is one that
+// holds only an empty lost+found directory (a fresh ext4 volume's root).
 func CheckEmptyDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -36,16 +66,22 @@ func CheckEmptyDir(dir string) error {
 		return fmt.Errorf("node: data dir: %w", err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("node: data dir %s is not a directory", dir)
+		return fmt.Errorf("%w: %s is a %s (give a new or empty directory)", ErrNotDirectory, dir, fileKind(fi))
 	}
 	f, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("node: data dir: %w", err)
 	}
 	defer f.Close()
-	names, err := f.Readdirnames(4)
+	names, err := f.Readdirnames(5)
 	if err != nil && err != io.EOF {
 		return fmt.Errorf("node: data dir %s: %w", dir, err)
+	}
+	for i, n := range names {
+		if emptyLostFound(dir, n) {
+			names = append(names[:i:i], names[i+1:]...)
+			break
+		}
 	}
 	if len(names) > 0 {
 		more := ""
@@ -160,6 +196,26 @@ func undoDir(dir string, created bool) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
+		if e.Name() == lostFound { // it was empty (CheckEmptyDir); it stays
+			continue
+		}
 		os.RemoveAll(filepath.Join(dir, e.Name()))
 	}
+}
+
+// fileKind names what fi is, for a message.
+func fileKind(fi os.FileInfo) string {
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		return "regular file"
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "non-directory (" + fi.Mode().Type().String() + ")"
 }

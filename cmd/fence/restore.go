@@ -52,8 +52,13 @@ it leaves 2^40 tokens of headroom below the largest token Fence issues
 is found (an empty table, a mistyped table or prefix) is an error, not 0.
 
 Refused, with DIR left untouched: a corrupt or truncated FILE (checksum), a
-DIR that exists and is not empty, and — unless --floor is given — a clock
+DIR that exists and is not an empty directory (an empty lost+found in it,
+as at a fresh ext4 volume's root, counts as empty), and — unless --floor is given — a clock
 behind the wall-clock time the backup recorded.
+
+Like fence serve, --node-id, --raft-addr and --log-store are read from
+FENCE_NODE_ID, FENCE_RAFT_ADVERTISE (or else FENCE_RAFT_ADDR: the address
+other nodes dial) and FENCE_LOG_STORE when not given; a flag wins.
 
 A cluster is re-formed from one restored node: restore into the first
 node's new data dir with --node-id and --raft-addr (the address the other
@@ -62,7 +67,7 @@ nodes dial), start it with fence serve --data-dir DIR --node-id ID
 
 Exit codes: 0 restored, 1 error (FILE unreadable, a guard store
 unreachable or empty), 2 usage, 4 refused (corrupt or truncated FILE, DIR
-not empty, clock behind).
+not empty or not a directory, clock behind).
 `
 
 // floorList is a repeatable --floor N.
@@ -92,6 +97,30 @@ func (l *stringList) String() string { return strings.Join(*l, " ") }
 func (l *stringList) Set(s string) error {
 	*l = append(*l, s)
 	return nil
+}
+
+// restoreEnv fills --node-id, --raft-addr and --log-store, where not given
+// on the command line, from the variables fence serve reads for them:
+// FENCE_NODE_ID, FENCE_RAFT_ADVERTISE or else FENCE_RAFT_ADDR (the address
+// other nodes dial, as serve advertises it), FENCE_LOG_STORE. An empty
+// variable counts as unset. It returns which flags it set (for messages).
+func restoreEnv(fs *flag.FlagSet, getenv func(string) string) (envSource, error) {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	src := envSource{}
+	for _, e := range []struct{ flag, env string }{
+		{"node-id", "FENCE_NODE_ID"}, {"raft-addr", "FENCE_RAFT_ADVERTISE"}, {"raft-addr", "FENCE_RAFT_ADDR"}, {"log-store", "FENCE_LOG_STORE"},
+	} {
+		v := getenv(e.env)
+		if given[e.flag] || src[e.flag] != "" || v == "" {
+			continue
+		}
+		if err := fs.Set(e.flag, v); err != nil {
+			return nil, &usageError{fmt.Sprintf("restore: %s=%q: invalid value for --%s: %v", e.env, v, e.flag, err)}
+		}
+		src[e.flag] = e.env + "=" + v
+	}
+	return src, nil
 }
 
 // restoreNow is the restore's wall clock: time.Now, moved by
@@ -129,7 +158,16 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return usageExit(err)
 	}
 	path := pos[0]
-	usage := func(e error) int { return restoreFail(g, stdout, stderr, e) }
+	src, err := restoreEnv(fs, os.Getenv)
+	if err != nil {
+		return usageExit(err)
+	}
+	usage := func(e error) int {
+		if src.explain(e.Error()) != e.Error() {
+			e = &usageError{src.explain(e.Error())}
+		}
+		return restoreFail(g, stdout, stderr, e)
+	}
 	switch {
 	case path == "":
 		return usage(&usageError{"restore: FILE is empty (want the path of a backup file)"})
@@ -207,7 +245,7 @@ func restoreRefused(err error) (kind string, ok bool) {
 		kind string
 	}{
 		{backup.ErrCorrupt, "corrupt"}, {backup.ErrTruncated, "truncated"}, {backup.ErrFormat, "format"},
-		{backup.ErrDirNotEmpty, "dir_not_empty"}, {backup.ErrClockBehind, "clock_behind"},
+		{backup.ErrDirNotEmpty, "dir_not_empty"}, {backup.ErrNotDirectory, "not_a_directory"}, {backup.ErrClockBehind, "clock_behind"},
 	} {
 		if errors.Is(err, k.err) {
 			return k.kind, true
