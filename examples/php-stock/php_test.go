@@ -238,6 +238,102 @@ func TestPHPWorkerSeedPause(t *testing.T) {
 	}
 }
 
+// TestPHPWorkerSnapshotIsolationRetry: MariaDB 11.8 turns
+// innodb_snapshot_isolation on by default; the worker's session turns it on
+// here (--init-sql). Worker A reads the stock first in its transaction
+// (--read-first, the Bitrix flow: read the product, then guard + write) and
+// pauses there holding that REPEATABLE READ snapshot; worker B, whose older
+// lease ended while it paused before its transaction, then writes with its
+// older token (accepted: nothing newer reached the guard yet). A's check of
+// its NEWER token then meets error 1020 ("record has changed since last
+// read"): FenceGuard::check throws RetryableException, and the worker rolls
+// back and runs the transaction again — read, check, write — and writes.
+// Without the mapping A would end with a raw PDOException (exit 1); without
+// the retry, exit 1 too.
+func TestPHPWorkerSnapshotIsolationRetry(t *testing.T) {
+	php := requirePHP(t)
+	db := testDB(t)
+	var v string
+	if err := db.QueryRow("SELECT @@innodb_snapshot_isolation").Scan(&v); err != nil {
+		unavailable(t, "MariaDB with innodb_snapshot_isolation (10.6.18+, 10.11.8+, 11.x): %v", err)
+	}
+	suffix := randomSuffix(t)
+	stockTable, guardTable, opsTable := "php_stock_"+suffix, "php_guard_"+suffix, "php_ops_"+suffix
+	t.Cleanup(func() {
+		for _, tbl := range []string{stockTable, guardTable, opsTable} {
+			db.Exec("DROP TABLE IF EXISTS `" + tbl + "`")
+		}
+	})
+	srv := harness.StartT(t, harness.Config{})
+	const sku = "sku-7"
+	lockName := "stock/" + sku
+	worker := func(name string, args ...string) *proc {
+		args = append([]string{"worker.php", "--server", srv.URL(), "--dsn", phpDSN(t),
+			"--stock-table", stockTable, "--guard-table", guardTable, "--ops-table", opsTable, "--sku", sku}, args...)
+		return startProc(t, name, php, args...)
+	}
+	tok := func(m map[string]string) int {
+		t.Helper()
+		n, err := strconv.Atoi(m["token"])
+		if err != nil {
+			t.Fatalf("token in %v: %v", m, err)
+		}
+		return n
+	}
+
+	// The rows exist, as in a running shop.
+	first := worker("first worker", "--owner", "worker-0", "--qty", "1")
+	t0 := tok(first.expect("acquired"))
+	first.expect("written")
+	first.expect("released")
+	first.wait(0)
+
+	b := worker("worker B", "--owner", "worker-b", "--ttl", "1", "--qty", "5", "--pause-before-write")
+	tb := tok(b.expect("acquired"))
+	a := worker("worker A", "--owner", "worker-a", "--ttl", "30", "--wait", "30", "--qty", "8",
+		"--read-first", "--pause-before-write", "--init-sql", "SET SESSION innodb_snapshot_isolation=ON")
+	ta := tok(a.expect("acquired")) // once B's 1 s lease ended
+	if !(t0 < tb && tb < ta) {
+		t.Fatalf("tokens %d, %d, %d: want increasing", t0, tb, ta)
+	}
+	if got := a.expect("read"); got["qty"] != "1" || got["try"] != "1" {
+		t.Fatalf("worker A: %v, want read qty=1 try=1", got)
+	}
+
+	b.send("")
+	b.expect("note") // lease_lost: A's newer grant
+	if got := b.expect("written"); got["qty"] != "5" || tok(got) != tb {
+		t.Fatalf("worker B: %v, want written qty=5 token=%d (nothing newer reached the guard yet)", got, tb)
+	}
+	b.expect("release_refused")
+	b.wait(0)
+
+	a.send("")
+	if got := a.expect("retry"); got["mysql_error"] != "1020" || got["try"] != "1" {
+		t.Fatalf("worker A's check of its newer token %d: %v, want retry mysql_error=1020 try=1", ta, got)
+	}
+	if got := a.expect("read"); got["qty"] != "5" || got["try"] != "2" {
+		t.Fatalf("worker A's second run: %v, want read qty=5 try=2 (B's write)", got)
+	}
+	if got := a.expect("written"); got["qty"] != "8" || tok(got) != ta {
+		t.Fatalf("worker A's second run: %v, want written qty=8 token=%d", got, ta)
+	}
+	a.expect("released")
+	a.wait(0)
+
+	var qty int
+	var last int64
+	if err := db.QueryRow("SELECT qty FROM `"+stockTable+"` WHERE sku = ?", sku).Scan(&qty); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow("SELECT last_token FROM `"+guardTable+"` WHERE resource = ?", lockName).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if qty != 8 || last != int64(ta) {
+		t.Fatalf("stock %d, guard last_token %d; want 8 and %d", qty, last, ta)
+	}
+}
+
 // requirePHP returns the php binary, or skips loudly (fails under CI=true,
 // where .ci/run installs it) when php or its curl or pdo_mysql is missing.
 func requirePHP(t *testing.T) string {

@@ -9,7 +9,10 @@
 //   php worker.php --sku sku-42 --add -1 --op-id order-1001 --wait 30
 //
 // The second form is a sale: a delta applied at most once per op_id, however
-// often it is retried (guard/mysql's Do). Prints one key=value line per step;
+// often it is retried (guard/mysql's Do). A transaction that meets a
+// transient conflict (FenceGuard's RetryableException: MariaDB's 1020 under
+// snapshot isolation, a deadlock, a lock wait timeout) is rolled back and run
+// again, up to TX_TRIES times in all. Prints one key=value line per step;
 // exit codes as the fence CLI's: 0 written, 1 error, 2 usage, 3 busy,
 // 4 refused (a stale token, an op_id reused for another operation).
 
@@ -22,9 +25,11 @@ use Shop\Fence\FenceClient;
 use Shop\Fence\FenceException;
 use Shop\Fence\FenceGuard;
 use Shop\Fence\OpConflictException;
+use Shop\Fence\RetryableException;
 use Shop\Fence\StaleTokenException;
 
 const EXIT_ERROR = 1, EXIT_USAGE = 2, EXIT_BUSY = 3, EXIT_REFUSED = 4;
+const TX_TRIES = 3; // runs of one transaction that meets RetryableException, in all
 
 set_exception_handler(static function (Throwable $e): void {
     say('error ' . get_class($e) . " ({$e->getMessage()})"); // e.g. a reply that is not Fence's JSON
@@ -37,7 +42,8 @@ function usage(string $why): never
         . "usage: php worker.php --sku SKU (--qty N | --add DELTA --op-id ID [--attempts N])\n"
         . "         [--ttl SECONDS] [--wait SECONDS] [--owner NAME] [--server URL]\n"
         . "         [--dsn PDO_DSN] [--user U] [--password P]\n"
-        . "         [--stock-table T] [--guard-table T] [--ops-table T] [--pause-before-write]\n");
+        . "         [--stock-table T] [--guard-table T] [--ops-table T] [--pause-before-write]\n"
+        . "         [--read-first] [--init-sql SQL]\n");
     exit(EXIT_USAGE);
 }
 
@@ -48,7 +54,7 @@ function say(string $line): void
 }
 
 $known = ['server:', 'dsn:', 'user:', 'password:', 'sku:', 'qty:', 'add:', 'op-id:', 'attempts:', 'ttl:', 'wait:',
-    'owner:', 'stock-table:', 'guard-table:', 'ops-table:', 'pause-before-write', 'help'];
+    'owner:', 'stock-table:', 'guard-table:', 'ops-table:', 'pause-before-write', 'read-first', 'init-sql:', 'help'];
 foreach (array_slice($argv, 1) as $arg) { // getopt skips what it does not know: a typo would go unseen
     $name = substr(explode('=', $arg, 2)[0], 2);
     if (str_starts_with($arg, '--') && !in_array($name, $known, true) && !in_array("$name:", $known, true)) {
@@ -106,7 +112,10 @@ $lockName = "stock/$sku"; // the lease and the guard row share the name
 
 try {
     // PDO's defaults otherwise (emulated prepares: numbers come back as strings).
-    $pdo = new PDO($dsn, $user, $password, [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);
+    // --init-sql runs first on the connection, e.g. "SET SESSION
+    // innodb_snapshot_isolation=ON" to behave as MariaDB 11.8's default.
+    $pdo = new PDO($dsn, $user, $password, [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]
+        + (isset($opt['init-sql']) ? [PDO::MYSQL_ATTR_INIT_COMMAND => $opt['init-sql']] : []));
     $guard = new FenceGuard($pdo, $opt['guard-table'] ?? 'fence_guard', $opt['ops-table'] ?? 'fence_ops');
     $guard->migrate();
     $pdo->exec("CREATE TABLE IF NOT EXISTS `$stockTable` (
@@ -134,7 +143,8 @@ try {
 $token = $lease->token; // an int
 say("acquired lock=$lockName token=$token ttl={$lease->ttl} owner=$owner");
 
-if (isset($opt['pause-before-write'])) {
+$readFirst = isset($opt['read-first']);
+if (isset($opt['pause-before-write']) && !$readFirst) {
     fgets(STDIN); // the slow part of the job: a test freezes the process here (SIGSTOP)
 }
 
@@ -167,10 +177,20 @@ if ($add !== null) {
         }
         return (string) $qty; // the result a retry gets back
     };
-    for ($i = 0; $i < (int) $attempts && $code === 0; $i++) {
+    for ($i = 0, $try = 1; $i < (int) $attempts && $code === 0; $i++) {
         try {
             [$result, $replayed] = $guard->once($lockName, $token, $opId, $payload, $apply);
             say(($replayed ? 'replayed' : 'applied') . " op_id=$opId sku=$sku qty=$result token=$token");
+            $try = 1;
+        } catch (RetryableException $e) {
+            if ($try >= TX_TRIES) {
+                say("error database mysql_error={$e->mysqlError} tries=$try ({$e->getMessage()})");
+                $code = EXIT_ERROR;
+                break;
+            }
+            say("retry mysql_error={$e->mysqlError} try=$try ({$e->getMessage()})"); // nothing applied: same op_id again
+            $try++;
+            $i--;
         } catch (StaleTokenException $e) {
             say("refused reason=STALE_TOKEN token={$e->token} last_accepted={$e->lastAccepted} ({$e->getMessage()})");
             $code = EXIT_REFUSED;
@@ -178,28 +198,52 @@ if ($add !== null) {
             say("refused reason=OP_CONFLICT op_id=$opId ({$e->getMessage()})");
             $code = EXIT_REFUSED;
         } catch (PDOException $e) {
-            say("error database ({$e->getMessage()})"); // 1213, 1205: run it again, same op_id
+            say("error database ({$e->getMessage()})");
             $code = EXIT_ERROR;
         }
     }
 } else {
-    try {
-        $pdo->beginTransaction();
-        $guard->check($lockName, $token);
-        $st = $pdo->prepare("INSERT INTO `$stockTable` (sku, qty) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = VALUES(qty)");
-        $st->execute([$sku, $qty]);
-        $pdo->commit();
-        say("written sku=$sku qty=$qty token=$token");
-    } catch (StaleTokenException $e) {
-        $pdo->rollBack();
-        say("refused reason=STALE_TOKEN token={$e->token} last_accepted={$e->lastAccepted} ({$e->getMessage()})");
-        $code = EXIT_REFUSED;
-    } catch (PDOException $e) {
-        if ($pdo->inTransaction()) {
+    // The transaction, run again (from BEGIN) after a RetryableException.
+    for ($try = 1; ; $try++) {
+        try {
+            $pdo->beginTransaction();
+            if ($readFirst) {
+                // The Bitrix flow: read the product first, then guard + write. The
+                // read opens a REPEATABLE READ snapshot; under MariaDB's
+                // innodb_snapshot_isolation a guard row committed since then makes
+                // check() throw RetryableException (1020), even for a newer token.
+                $st = $pdo->prepare("SELECT qty FROM `$stockTable` WHERE sku = ?");
+                $st->execute([$sku]);
+                $was = $st->fetchColumn();
+                say('read sku=' . $sku . ' qty=' . ($was === false ? 'none' : (int) $was) . " token=$token try=$try");
+                if ($try === 1 && isset($opt['pause-before-write'])) {
+                    fgets(STDIN); // the slow part of the job, inside the transaction
+                }
+            }
+            $guard->check($lockName, $token);
+            $st = $pdo->prepare("INSERT INTO `$stockTable` (sku, qty) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = VALUES(qty)");
+            $st->execute([$sku, $qty]);
+            $pdo->commit();
+            say("written sku=$sku qty=$qty token=$token");
+        } catch (StaleTokenException $e) {
             $pdo->rollBack();
+            say("refused reason=STALE_TOKEN token={$e->token} last_accepted={$e->lastAccepted} ({$e->getMessage()})");
+            $code = EXIT_REFUSED;
+        } catch (PDOException | RetryableException $e) {
+            if ($pdo->inTransaction()) {
+                $pdo->rollBack();
+            }
+            if ($e instanceof PDOException) {
+                $e = FenceGuard::typed($e); // the write's own 1213 or 1205
+            }
+            if ($e instanceof RetryableException && $try < TX_TRIES) {
+                say("retry mysql_error={$e->mysqlError} try=$try ({$e->getMessage()})"); // nothing was applied
+                continue;
+            }
+            say("error database ({$e->getMessage()})");
+            $code = EXIT_ERROR;
         }
-        say("error database ({$e->getMessage()})"); // 1213 deadlock, 1205 lock wait timeout: run the job again
-        $code = EXIT_ERROR;
+        break;
     }
 }
 

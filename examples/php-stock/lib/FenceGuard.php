@@ -24,6 +24,26 @@ final class StaleTokenException extends \RuntimeException
     }
 }
 
+/**
+ * A transient conflict in the database: nothing of the transaction was
+ * applied (or the rest must be rolled back). Roll back and run the whole
+ * transaction again, with the same token (and op_id). guard/mysql's
+ * IsRetryable reports the same errors: 1020 "record has changed since last
+ * read" (MariaDB's innodb_snapshot_isolation, ON by default from 11.8, under
+ * REPEATABLE READ: the transaction read something before check() and a newer
+ * or older writer committed the guard row since — even a newer token gets
+ * it), 1213 deadlock (InnoDB rolled the transaction back) and 1205 lock wait
+ * timeout (only the statement was rolled back).
+ */
+final class RetryableException extends \RuntimeException
+{
+    public function __construct(public readonly int $mysqlError, \PDOException $previous)
+    {
+        parent::__construct("retryable database conflict (MySQL error $mysqlError): roll back and run the transaction again: "
+            . $previous->getMessage(), 0, $previous);
+    }
+}
+
 /** An op_id already applied with a different payload. */
 final class OpConflictException extends \RuntimeException
 {
@@ -35,6 +55,23 @@ final class OpConflictException extends \RuntimeException
 
 final class FenceGuard
 {
+    /** MySQL/MariaDB errors after which the transaction may simply run again (guard/mysql's IsRetryable). */
+    public const RETRYABLE_ERRORS = [1020, 1205, 1213];
+
+    /** Whether $e is a conflict after which the same transaction may run again. */
+    public static function isRetryable(\Throwable $e): bool
+    {
+        return $e instanceof RetryableException
+            || ($e instanceof \PDOException && in_array((int) ($e->errorInfo[1] ?? 0), self::RETRYABLE_ERRORS, true));
+    }
+
+    /** $e as a RetryableException if it is one of RETRYABLE_ERRORS, else $e itself. */
+    public static function typed(\PDOException $e): \RuntimeException
+    {
+        $code = (int) ($e->errorInfo[1] ?? 0);
+        return in_array($code, self::RETRYABLE_ERRORS, true) ? new RetryableException($code, $e) : $e;
+    }
+
     public function __construct(
         private readonly \PDO $pdo,
         private readonly string $table = 'fence_guard',
@@ -129,6 +166,8 @@ final class FenceGuard
             }
             $this->pdo->commit();
             return [$result, false];
+        } catch (\PDOException $e) {
+            throw self::typed($e); // 1213, 1205: run once() again with the same op_id
         } finally {
             if ($this->pdo->inTransaction()) {
                 $this->pdo->rollBack();
@@ -155,9 +194,21 @@ final class FenceGuard
      * Accepts $token for $resource if it is at least the last token accepted
      * there and records it — one statement, in the caller's transaction.
      * An equal token is accepted (the owner may write again). An older one
-     * throws StaleTokenException: roll back, do not commit the write.
+     * throws StaleTokenException: roll back, do not commit the write. A
+     * transient conflict (1020 under MariaDB's snapshot isolation, 1213,
+     * 1205) throws RetryableException: roll back and run the transaction
+     * again — the token is not judged, nothing of it is applied.
      */
     public function check(string $resource, int $token): void
+    {
+        try {
+            $this->checkStatements($resource, $token);
+        } catch (\PDOException $e) {
+            throw self::typed($e);
+        }
+    }
+
+    private function checkStatements(string $resource, int $token): void
     {
         if (!$this->pdo->inTransaction()) {
             throw new \LogicException('FenceGuard::check outside a transaction: the token would commit apart from the write');
