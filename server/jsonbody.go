@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
@@ -36,6 +37,35 @@ var jsonRequests = map[string]func() proto.Message{
 	fencev1connect.SessionServiceOpenProcedure:      func() proto.Message { return new(fencev1.OpenSessionRequest) },
 	fencev1connect.SessionServiceKeepAliveProcedure: func() proto.Message { return new(fencev1.KeepAliveRequest) },
 	fencev1connect.SessionServiceCloseProcedure:     func() proto.Message { return new(fencev1.CloseSessionRequest) },
+	// ClusterService and grpc.health.v1 are unary JSON too: their unknown
+	// fields are refused with the detail and facts the others get.
+	fencev1connect.ClusterServiceMembersProcedure:            func() proto.Message { return new(fencev1.MembersRequest) },
+	fencev1connect.ClusterServiceAddMemberProcedure:          func() proto.Message { return new(fencev1.AddMemberRequest) },
+	fencev1connect.ClusterServiceRemoveMemberProcedure:       func() proto.Message { return new(fencev1.RemoveMemberRequest) },
+	fencev1connect.ClusterServiceTransferLeadershipProcedure: func() proto.Message { return new(fencev1.TransferLeadershipRequest) },
+	fencev1connect.ClusterServiceNodeStatusProcedure:         func() proto.Message { return new(fencev1.NodeStatusRequest) },
+	healthCheckProcedure:                                     newHealthCheckRequest,
+}
+
+// healthCheckProcedure is grpc.health.v1.Health/Check.
+const healthCheckProcedure = "/grpc.health.v1.Health/Check"
+
+// healthCheckType is grpc.health.v1.HealthCheckRequest as connectrpc.com/grpchealth
+// registers it (under its own package, connectext.grpc.health.v1).
+var healthCheckType = func() protoreflect.MessageType {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName("connectext.grpc.health.v1.HealthCheckRequest")
+	if err != nil {
+		panic("grpchealth's HealthCheckRequest is not registered: " + err.Error())
+	}
+	return mt
+}()
+
+func newHealthCheckRequest() proto.Message { return healthCheckType.New().Interface() }
+
+// messageName is md's name as a client knows it: grpchealth's own package
+// prefix (connectext.) left out.
+func messageName(md protoreflect.MessageDescriptor) string {
+	return strings.TrimPrefix(string(md.FullName()), "connectext.")
 }
 
 // checkJSONBodies gives a JSON request that the protobuf decoder would refuse
@@ -91,9 +121,9 @@ func checkJSONBodies(next http.Handler) http.Handler {
 				return
 			}
 			if err != nil {
-				// Not gzip, or broken: Connect refuses it in its words.
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				next.ServeHTTP(w, r)
+				// Not gzip, or broken: refused naming the body, with facts.
+				refuse(w, r, apierr.ToConnect(fence.Invalid("body",
+					"a whole gzip stream, as Content-Encoding: gzip says (it is not: "+err.Error()+")", "")))
 				return
 			}
 			body = plain
@@ -311,7 +341,7 @@ func fieldsOf(md protoreflect.MessageDescriptor) string {
 	for i := range names {
 		names[i] = string(fs.Get(i).Name())
 	}
-	return "a field of " + string(md.FullName()) + " (" + strings.Join(names, ", ") + ")"
+	return "a field of " + messageName(md) + " (" + strings.Join(names, ", ") + ")"
 }
 
 // fieldBound is the rule raw, the JSON value of fd that protojson refused,

@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/apierr"
 )
 
@@ -44,6 +46,18 @@ import (
 func refusalReasons(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
+		case grpcWebText(r):
+			// Not served: Connect would read the base64 text as binary
+			// frames and refuse something else. Handed on under a type
+			// Connect refuses (415, its Accept-Post), answered by
+			// unsupportedBody naming the type the client sent.
+			eb := &errorBodies{ResponseWriter: w, r: r}
+			defer eb.finish()
+			r2 := r.Clone(r.Context())
+			r2.Header.Set("Content-Type", "application/x-fence-unsupported")
+			r2.Header.Del("Content-Encoding")
+			next.ServeHTTP(eb, r2)
+			return
 		case unaryConnect(r):
 			eb := &errorBodies{ResponseWriter: w, r: r}
 			defer eb.finish()
@@ -54,9 +68,30 @@ func refusalReasons(next http.Handler) http.Handler {
 			w = gr
 		case connectStreamJSON(r):
 			w = &streamErrors{ResponseWriter: w}
+		default:
+			// GET /nope, a POST that is not an API call: a 404 names the path.
+			w = &notFoundWriter{ResponseWriter: w, r: r}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// grpcWebText reports whether r is gRPC-Web's text mode
+// (application/grpc-web-text, grpc-web-text+proto: base64 frames), which
+// the server does not serve.
+func grpcWebText(r *http.Request) bool {
+	return strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/grpc-web-text")
+}
+
+// streamProcedures are the streaming methods: on them a Connect streaming
+// content type (application/connect+json) is served, and errors are
+// end-of-stream messages, not unary error bodies.
+var streamProcedures = map[string]bool{
+	fencev1connect.SessionServiceStreamProcedure:                     true,
+	fencev1connect.MaintenanceServiceBackupProcedure:                 true,
+	"/grpc.health.v1.Health/Watch":                                   true,
+	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,
+	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": true,
 }
 
 // unaryConnect reports whether r is an API call in Connect's unary protocol
@@ -68,7 +103,11 @@ func unaryConnect(r *http.Request) bool {
 		return false
 	}
 	ct := strings.ToLower(r.Header.Get("Content-Type"))
-	return !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+")
+	if strings.HasPrefix(ct, "application/connect+") {
+		// A streaming type on a unary method: Connect's 415, rewritten.
+		return !streamProcedures[r.URL.Path]
+	}
+	return !strings.HasPrefix(ct, "application/grpc")
 }
 
 // errorBodies wraps w so that an error response (status 400 and above) to a
@@ -135,6 +174,8 @@ func (e *errorBodies) finish() {
 				h.Set(apierr.HeaderReason, reason)
 			}
 		}
+	case e.status == http.StatusNotFound:
+		body = notFoundBody(e.r, h) // a path no handler has (http.NotFound's text)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	e.ResponseWriter.WriteHeader(e.status)
@@ -187,10 +228,14 @@ func rewriteError(body []byte) ([]byte, string) {
 	case detail != nil:
 		reason = detail.GetReason()
 		facts = factsJSON(detail)
-	case wire.Code == "invalid_argument":
-		// Refused by the decoder inside Connect (a gzip-compressed JSON
-		// body, binary protobuf that is not valid UTF-8): no detail.
-		reason = "INVALID_ARGUMENT"
+	default:
+		// No detail: refused by the decoder inside Connect (binary
+		// protobuf that is not valid UTF-8: INVALID_ARGUMENT), or a
+		// failure outside Fence's refusals (a ClusterService
+		// failed_precondition, Health's not_found, an unknown
+		// Content-Encoding's unimplemented, unavailable): the reason is
+		// the code's name in capitals, so every refused call has one.
+		reason = strings.ToUpper(wire.Code)
 	}
 	members := []member{{"code", mustJSON(wire.Code)}, {"message", mustJSON(wire.Message)}}
 	if reason != "" {
@@ -245,6 +290,14 @@ func unsupportedBody(r *http.Request, h http.Header) []byte {
 	}
 	msg := "unsupported Content-Type: got " + got + "; send the body as JSON with Content-Type: application/json " +
 		"(or binary protobuf with application/proto; gRPC and gRPC-Web are served too)"
+	if strings.HasPrefix(strings.ToLower(ct), "application/connect+") {
+		msg += "; " + strconv.Quote(ct) + " is Connect's streaming type, served on SessionService/Stream only"
+	}
+	if grpcWebText(r) {
+		msg = "unsupported Content-Type: got " + got + ": gRPC-Web's text mode (base64 frames; protoc-gen-grpc-web's " +
+			"default mode=grpcwebtext) is not served: generate with mode=grpcweb (application/grpc-web+proto, binary) " +
+			"or use @connectrpc/connect-web; plain JSON (application/json) and gRPC are served too"
+	}
 	if mt, _, _ := mime.ParseMediaType(ct); mt == "application/x-www-form-urlencoded" || mt == "multipart/form-data" {
 		msg += "; a form (what PHP's curl sends for CURLOPT_POSTFIELDS without that header, or with an array) is not JSON: " +
 			"send json_encode($request) with the header Content-Type: application/json"
@@ -295,9 +348,21 @@ func (g *grpcReasons) headers() {
 	}
 	g.wrote = true
 	h := g.Header()
-	if h.Get("Grpc-Status") == "3" && h.Get(apierr.HeaderReason) == "" {
-		h.Set(apierr.HeaderReason, "INVALID_ARGUMENT")
+	if r := grpcReason(h.Get("Grpc-Status")); r != "" && h.Get(apierr.HeaderReason) == "" {
+		h.Set(apierr.HeaderReason, r)
 	}
+}
+
+// grpcReason is the Fence-Reason of an error with gRPC status code status
+// that carries none: the code's name in capitals (INVALID_ARGUMENT for the
+// decoder's refusals, NOT_FOUND for Health's unknown service, ...); "" for
+// OK or no status.
+func grpcReason(status string) string {
+	n, err := strconv.ParseUint(status, 10, 32)
+	if err != nil || n == 0 {
+		return ""
+	}
+	return strings.ToUpper(connect.Code(n).String())
 }
 
 func (g *grpcReasons) WriteHeader(code int) {
@@ -325,8 +390,8 @@ func (g *grpcReasons) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 func (g *grpcReasons) finish() {
 	h := g.Header()
 	const status, reason = http.TrailerPrefix + "Grpc-Status", http.TrailerPrefix + apierr.HeaderReason
-	if h.Get(status) == "3" && h.Get(reason) == "" {
-		h.Set(reason, "INVALID_ARGUMENT")
+	if r := grpcReason(h.Get(status)); r != "" && h.Get(reason) == "" {
+		h.Set(reason, r)
 	}
 }
 
@@ -441,3 +506,62 @@ func (s *streamErrors) Flush() {
 
 // Unwrap is for http.ResponseController (deadlines, full duplex).
 func (s *streamErrors) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// notFoundBody is the body of a 404 (a path no handler has): the method and
+// path, and what the API's paths are, as a refusal (not_found, reason
+// NOT_FOUND, facts.path) when the client sends or accepts JSON, else as
+// text. It sets the Content-Type and Fence-Reason headers.
+func notFoundBody(r *http.Request, h http.Header) []byte {
+	msg := "no such path: " + r.Method + " " + strconv.Quote(r.URL.Path) + "; the API is POST /fence.v1.<Service>/<Method> " +
+		"(LockService, ResourceService, SessionService, ClusterService, MaintenanceService; docs/api.md), " +
+		"with GET /healthz, /readyz and /metrics"
+	h.Del("X-Content-Type-Options")
+	h.Set(apierr.HeaderReason, "NOT_FOUND")
+	if strings.Contains(strings.ToLower(r.Header.Get("Accept")+r.Header.Get("Content-Type")), "json") {
+		h.Set("Content-Type", "application/json")
+		return writeObject([]member{
+			{"code", mustJSON("not_found")},
+			{"message", mustJSON(msg)},
+			{"reason", mustJSON("NOT_FOUND")},
+			{"facts", writeObject([]member{{"path", mustJSON(r.URL.Path)}})},
+		})
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	return []byte(msg + "\n")
+}
+
+// notFoundWriter answers a 404 written as http.NotFound writes it (text)
+// with notFoundBody, for requests errorBodies does not hold (GET /nope).
+type notFoundWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	swallow bool // the 404's own text is dropped
+}
+
+func (n *notFoundWriter) WriteHeader(code int) {
+	if code == http.StatusNotFound && strings.HasPrefix(n.Header().Get("Content-Type"), "text/plain") && !n.swallow {
+		body := notFoundBody(n.r, n.Header())
+		n.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		n.ResponseWriter.WriteHeader(code)
+		_, _ = n.ResponseWriter.Write(body)
+		n.swallow = true
+		return
+	}
+	n.ResponseWriter.WriteHeader(code)
+}
+
+func (n *notFoundWriter) Write(p []byte) (int, error) {
+	if n.swallow {
+		return len(p), nil
+	}
+	return n.ResponseWriter.Write(p)
+}
+
+func (n *notFoundWriter) Flush() {
+	if f, ok := n.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap is for http.ResponseController (deadlines, full duplex).
+func (n *notFoundWriter) Unwrap() http.ResponseWriter { return n.ResponseWriter }
