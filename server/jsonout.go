@@ -145,11 +145,14 @@ func eachElement(raw []byte, f func([]byte) []byte) []byte {
 // (for JSON clients that would otherwise send "1234" as base64 and store
 // three other bytes). Both given is refused.
 func writeValue(m *fencev1.WriteRequest) ([]byte, error) {
-	if m.Text == nil {
+	// One rule for both: an empty one counts as absent (value, proto3
+	// bytes, cannot tell "" from absent; text follows it), two non-empty
+	// ones are refused.
+	if m.GetText() == "" {
 		return m.GetValue(), nil
 	}
 	if len(m.GetValue()) > 0 {
-		return nil, fence.Invalid("text", "absent when value is given (give value or text, not both)", "")
+		return nil, fence.Invalid("text", "empty or absent when value is given (give value or text, not both; an empty one counts as absent)", "")
 	}
 	return []byte(m.GetText()), nil
 }
