@@ -320,6 +320,13 @@ func (r restoreResult) human() string {
 	fmt.Fprintf(&b, "restored %s into %s (node %s, %s)\n", r.path, r.opts.DataDir, r.opts.NodeID, mode)
 	fmt.Fprintf(&b, "  backup:       cluster %s, taken by %s (%s) at %s\n", cluster, h.NodeID, h.Role, wallTime(h.WallUnixMS))
 	fmt.Fprintf(&b, "                applied index %d, term %d, server time %s, fence %s\n", h.AppliedIndex, h.Term, time.Duration(h.ServerTimeNS), h.Version)
+	from := r.rep.RestoredFrom
+	if from == "" {
+		from = "a backup without a cluster id"
+	}
+	fmt.Fprintf(&b, "  new cluster:  %s (restored from %s)\n", r.rep.ClusterID, from)
+	fmt.Fprintf(&b, "                the old cluster's nodes are not its members: their raft connections are refused\n")
+	fmt.Fprintf(&b, "  raft term:    %d (the restored log starts here, above every term the old cluster reached)\n", r.rep.Term)
 	fmt.Fprintf(&b, "  old counter:  %d (the last token issued before the backup)\n", uint64(r.rep.Old))
 	fmt.Fprintf(&b, "  floors (the first token is above every one):\n")
 	ws, wt := 0, 0
@@ -390,6 +397,7 @@ func (r restoreResult) json() map[string]any {
 		},
 		"oldCounter": uint64(r.rep.Old), "floors": floors, "firstToken": uint64(r.rep.First),
 		"chosen": r.chosen().Source, "warnings": warnings, "nowUnixMs": r.opts.Now.UnixMilli(),
+		"clusterId": r.rep.ClusterID, "restoredFrom": r.rep.RestoredFrom, "term": r.rep.Term,
 	}
 }
 

@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenceworks/fence/backup"
 )
 
 // F4: a --floor that would put the first token above 2^53 − 2^40 is
@@ -152,5 +155,52 @@ func TestRestoreIntoEmptyLostFound(t *testing.T) {
 	}
 	if names := dirNames(t, full); strings.Join(names, ",") != "lost+found" {
 		t.Errorf("the refused dir holds %q", names)
+	}
+}
+
+// The report names the restored cluster's new id, the backed-up one it
+// was restored from and the raft term the restored log starts at (text and
+// --json), as the RESTORED marker records them.
+func TestRestoreReportsNewCluster(t *testing.T) {
+	file := backupFile(t, time.Now())
+	marker := func(dir string) (id, from string, term uint64) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, backup.RestoredFile))
+		var m struct {
+			ClusterID    string `json:"cluster_id"`
+			RestoredFrom string `json:"restored_from"`
+			Term         uint64 `json:"term"`
+		}
+		if err != nil || json.Unmarshal(b, &m) != nil || m.ClusterID == "" || m.ClusterID == "cli-test" || m.RestoredFrom != "cli-test" || m.Term <= 2 {
+			t.Fatalf("RESTORED marker %q (%v): want a new cluster id, restored_from cli-test, a term above 2", b, err)
+		}
+		return m.ClusterID, m.RestoredFrom, m.Term
+	}
+	dir := filepath.Join(t.TempDir(), "text")
+	code, out, errs := runRestore(file, "--data-dir", dir)
+	if code != exitOK {
+		t.Fatalf("restore: exit %d\n%s\n%s", code, out, errs)
+	}
+	id, from, term := marker(dir)
+	for _, want := range []string{
+		fmt.Sprintf("  new cluster:  %s (restored from %s)\n", id, from),
+		fmt.Sprintf("  raft term:    %d (", term),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	dir = filepath.Join(t.TempDir(), "json")
+	code, out, _ = runRestore(file, "--data-dir", dir, "--json")
+	var rep struct {
+		ClusterID    string `json:"clusterId"`
+		RestoredFrom string `json:"restoredFrom"`
+		Term         uint64 `json:"term"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("restore --json: exit %d %q", code, out)
+	}
+	if id, from, term := marker(dir); rep.ClusterID != id || rep.RestoredFrom != from || rep.Term != term {
+		t.Errorf("--json clusterId %q, restoredFrom %q, term %d; the marker: %q, %q, %d", rep.ClusterID, rep.RestoredFrom, rep.Term, id, from, term)
 	}
 }
