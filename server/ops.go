@@ -78,13 +78,19 @@ func mutation[Res any](s *Server, timed bool, do call[Res]) call[Res] {
 	}
 }
 
-// acquireCall checks an acquire. A session-bound acquire may leave ttl
-// absent (the lease lasts as long as its session; a ttl given is checked
-// and then ignored by the machine); a standalone one must set it.
+// acquireCall checks an acquire. A session-bound acquire must leave ttl
+// absent (the lease lasts as long as its session; a ttl given is refused,
+// as Renew refuses it); a standalone one must set it.
 func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1.AcquireResponse], error) {
 	ttl, terr := optionalTTL(m.GetTtl(), s.maxTTL())
 	if b.session == 0 && m.GetTtl() == nil {
 		terr = reqcheck.AcquireTTLRequired(s.maxTTL())
+	}
+	if b.session != 0 && m.GetTtl() != nil {
+		// Refused, as Renew refuses it: a session-bound lease lasts as
+		// long as its session, so a ttl would be silently ignored.
+		terr = fence.Invalid("ttl", fmt.Sprintf("absent for a lease bound to a session (a session's leases live as long as the session: "+
+			"leave ttl out; KeepAlive changes session %d's TTL)", b.session), m.GetTtl().AsDuration().String())
 	}
 	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)
 	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)
