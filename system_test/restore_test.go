@@ -229,7 +229,7 @@ func putState(t testing.TB, a fullAPI, tag string) backedUp {
 	}
 	b.session = open.Msg.GetSession().GetId()
 	acq, err := a.Locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: b.sessionLock, Owner: "s",
-		Ttl: durationpb.New(b.leaseTTL), Session: &fencev1.SessionRef{Id: b.session}}))
+		Session: &fencev1.SessionRef{Id: b.session}})) // a session's lease lives as long as the session (no ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
