@@ -139,6 +139,12 @@ func checkJSONBodies(next http.Handler) http.Handler {
 			refuse(w, r, apierr.ToConnect(bad))
 			return
 		}
+		// Integers as strings: decimal digits only; a null token refused
+		// as null (jsonstrict.go).
+		if bad := checkIntegers(body, newMsg().ProtoReflect().Descriptor(), "", 0); bad != nil {
+			refuse(w, r, apierr.ToConnect(bad))
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
@@ -259,6 +265,8 @@ func notAnObject(body []byte) string {
 		switch {
 		case err.Error() == "unexpected end of JSON input":
 			return fmt.Sprintf("JSON that ends early (after %d bytes)", len(body))
+		case errors.As(err, &syn) && strings.Contains(syn.Error(), "max depth"):
+			return fmt.Sprintf("JSON nested too deep (over 10000 levels, at byte %d)", int64(len(body)-len(bytes.TrimLeft(body, jsonSpace)))+syn.Offset)
 		case errors.As(err, &syn):
 			return fmt.Sprintf("malformed JSON (at byte %d)", int64(len(body)-len(bytes.TrimLeft(body, jsonSpace)))+syn.Offset)
 		}
@@ -356,6 +364,9 @@ func fieldBound(fd protoreflect.FieldDescriptor, raw json.RawMessage) string {
 		return "a JSON object"
 	case protoreflect.StringKind:
 		if got := jsonKind(raw); got != "a string" {
+			if got == "" {
+				got = "an object"
+			}
 			return "a JSON string, got " + got
 		}
 		if esc := loneSurrogate(raw); esc != "" {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"regexp"
@@ -68,6 +69,10 @@ func normalizeIn(body []byte, md protoreflect.MessageDescriptor, prefix string) 
 		)
 		if fd.Message().FullName() == "google.protobuf.Duration" {
 			v, err = protoDurationJSON(m.value)
+			if errors.Is(err, errDurationRange) {
+				// Named as sent, not as the largest duration it saturates to.
+				return nil, fence.Invalid(prefix+string(fd.Name()), "at most "+maxDurationText+" (the largest duration; each field's own bound is lower)", sentText(m.value))
+			}
 			if err != nil {
 				return nil, fence.Invalid(prefix+string(fd.Name()), durationBound, "")
 			}
@@ -117,24 +122,27 @@ func protoDurationJSON(raw []byte) ([]byte, error) {
 		if _, ok := r.SetString(string(raw)); !ok {
 			return nil, fmt.Errorf("not a number")
 		}
-		ns := new(big.Rat).Mul(&r, big.NewRat(int64(time.Second), 1))
-		if !ns.IsInt() {
-			return nil, fmt.Errorf("finer than a nanosecond")
+		ns, err := exactNanoseconds(new(big.Rat).Mul(&r, big.NewRat(int64(time.Second), 1)))
+		if err != nil {
+			return nil, err
 		}
-		return durationString(ns.Num())
+		return durationString(ns)
 	case "a string":
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
 		}
-		if protoDuration.MatchString(s) {
-			return raw, nil
-		}
-		d, err := time.ParseDuration(s)
+		// Read exactly (a proto3 string is a Go duration string too):
+		// finer than a nanosecond or beyond a time.Duration is refused,
+		// never truncated or saturated.
+		ns, err := parseDurationExact(s)
 		if err != nil {
 			return nil, err
 		}
-		return durationString(big.NewInt(int64(d)))
+		if protoDuration.MatchString(s) {
+			return raw, nil
+		}
+		return durationString(ns)
 	}
 	return nil, fmt.Errorf("not a number or a string")
 }
@@ -153,4 +161,14 @@ func durationString(ns *big.Int) ([]byte, error) {
 		s += "." + fmt.Sprintf("%09d", max(f, -f))
 	}
 	return []byte(strconv.Quote(s + "s")), nil
+}
+
+// sentText is raw, a JSON value, as the client wrote it: a string's
+// contents, else the JSON text.
+func sentText(raw []byte) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
 }
