@@ -82,6 +82,17 @@ func (s nodeService) Acquire(ctx context.Context, req fence.AcquireRequest) (fen
 	if err := checkRef(req.Session); err != nil {
 		return fence.Grant{}, err
 	}
+	if req.Session.ID != 0 && req.TTL != 0 {
+		// As the server refuses it (reqcheck): name and owner first.
+		err := fence.ValidateName("name", req.Name)
+		if err == nil {
+			err = fence.ValidateOwner(req.Owner)
+		}
+		if err == nil {
+			err = reqcheck.AcquireTTLWithSession(req.Session.ID, req.TTL)
+		}
+		return fence.Grant{}, err
+	}
 	if req.Session.ID == 0 && req.TTL == 0 {
 		// In the server's (and the machine's) order: name and owner
 		// are judged before ttl.

@@ -89,8 +89,7 @@ func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1
 	if b.session != 0 && m.GetTtl() != nil {
 		// Refused, as Renew refuses it: a session-bound lease lasts as
 		// long as its session, so a ttl would be silently ignored.
-		terr = fence.Invalid("ttl", fmt.Sprintf("absent for a lease bound to a session (a session's leases live as long as the session: "+
-			"leave ttl out; KeepAlive changes session %d's TTL)", b.session), m.GetTtl().AsDuration().String())
+		terr = reqcheck.AcquireTTLWithSession(b.session, m.GetTtl().AsDuration())
 	}
 	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)
 	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)

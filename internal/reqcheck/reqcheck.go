@@ -33,6 +33,15 @@ func AcquireTTLRequired(maxTTL time.Duration) error {
 	return fence.Invalid("ttl", fmt.Sprintf("set (between %s and %s) unless the acquire is bound to a session (session.id)", fence.MinTTL, maxTTL), "")
 }
 
+// AcquireTTLWithSession is the refusal of an acquire bound to session
+// that also sets a ttl: the lease lasts as long as the session, so the ttl
+// would be ignored (Renew refuses the same in the machine). ttl is the
+// value given.
+func AcquireTTLWithSession(session uint64, ttl time.Duration) error {
+	return fence.Invalid("ttl", fmt.Sprintf("absent for a lease bound to a session (a session's leases live as long as the session: "+
+		"leave ttl out; KeepAlive changes session %d's TTL)", session), ttl.String())
+}
+
 // Session refuses session 0 where a session is required (KeepAlive,
 // Close).
 func Session(id uint64) error {

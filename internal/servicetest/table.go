@@ -195,7 +195,7 @@ var table = []step{
 	}, []string{"Token:4 ", "Replayed:false"}},
 	{"session acquire with a ttl", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Acquire(ctx, fence.AcquireRequest{Name: "s3", Owner: "so", TTL: time.Minute, Session: r.ref(0, 0)})
-	}, nil},
+	}, []string{"INVALID_ARGUMENT", "Field:ttl"}},
 	{"session renew with a ttl", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Renew(ctx, fence.RenewRequest{Name: "s", Token: r.tokens["s"], TTL: time.Minute, Session: r.ref(0, 0)})
 	}, []string{"INVALID_ARGUMENT", "Field:ttl"}},
