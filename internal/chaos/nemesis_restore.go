@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -207,6 +208,17 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 	}
 	records = append(records, end...)
 
+	// The largest token any node reports (fence status lastToken): the
+	// --floor an operator gives when the restore refuses a clock behind
+	// the backup's (a backup taken by a node running with a clock-skew
+	// fault's offset records that node's wall clock).
+	var lastIssued uint64
+	for _, node := range c.Nodes {
+		if st, serr := node.Status(hctx); serr == nil {
+			lastIssued = max(lastIssued, st.GetLastToken())
+		}
+	}
+
 	// 3. Every node killed; node 0 restored from the backup; the others
 	// wiped and joined to it.
 	for _, node := range c.Nodes {
@@ -230,6 +242,15 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 				return werr
 			}
 			report, rop.Token, rerr = rc.restoreInto(hctx, b.path, dir, node0, "")
+		}
+		if rerr != nil && strings.Contains(rerr.Error(), "clock is behind") && lastIssued > 0 {
+			// As the refusal tells an operator: --floor at least the
+			// largest token issued (read from the nodes before the kill).
+			n.logf("restore #%d: refused, clock behind the backup's (%s); again with --floor %d", num, brief(rerr), lastIssued)
+			if werr := wipeDir(dir); werr != nil {
+				return werr
+			}
+			report, rop.Token, rerr = rc.restoreInto(hctx, b.path, dir, node0, floorFrom, "--floor", strconv.FormatUint(lastIssued, 10))
 		}
 		return rerr
 	})
@@ -316,11 +337,11 @@ func (rc *RestoreConfig) guardDSN() string {
 // raft address when it is a cluster node): `fence restore`, or package
 // backup in this process (InProcess, NoRaise). It returns a one-line
 // summary and the first token the node will issue.
-func (rc *RestoreConfig) restoreInto(ctx context.Context, path, dir string, node *Node, floorFrom string) (string, uint64, error) {
+func (rc *RestoreConfig) restoreInto(ctx context.Context, path, dir string, node *Node, floorFrom string, extra ...string) (string, uint64, error) {
 	if rc.NoRaise || rc.InProcess {
 		return restoreInProcess(ctx, path, dir, node, floorFrom, rc.NoRaise)
 	}
-	args := []string{"restore", path, "--data-dir", dir, "--json"}
+	args := append([]string{"restore", path, "--data-dir", dir, "--json"}, extra...)
 	if node.RaftAddr() != "" {
 		args = append(args, "--node-id", node.ID(), "--raft-addr", node.RaftAddr())
 	}
