@@ -94,7 +94,7 @@ func TestGuardMaxTokenPostgres(t *testing.T) {
 	if err != nil {
 		storeUnavailable(t, "PostgreSQL at %s (FENCE_TEST_POSTGRES): %v", dsn, err)
 	}
-	defer conn.Close(context.Background())
+	t.Cleanup(func() { conn.Close(context.Background()) }) // after the DROP below (cleanups run last first); a defer would close it before
 	table := "cli_" + randName()
 	g, err := postgres.New(postgres.Options{Table: table + "_guard", OpsTable: table + "_ops"})
 	if err != nil {
