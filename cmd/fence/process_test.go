@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,9 +79,19 @@ func startServe(t *testing.T, extraArgs ...string) *serveProc {
 		t.Fatal(err)
 	}
 	found := make(chan string, 1)
+	var (
+		tailMu sync.Mutex
+		tail   []string // the last lines of its log, for a start that fails
+	)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			tailMu.Lock()
+			tail = append(tail, sc.Text())
+			if len(tail) > 20 {
+				tail = tail[1:]
+			}
+			tailMu.Unlock()
 			if m := servingRe.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case found <- m[1]:
@@ -105,7 +116,9 @@ func startServe(t *testing.T, extraArgs ...string) *serveProc {
 	})
 	url, ok := <-found
 	if !ok {
-		t.Fatal("fence serve exited before serving")
+		tailMu.Lock()
+		defer tailMu.Unlock()
+		t.Fatalf("fence serve %q exited before serving; its log ends:\n%s", extraArgs, strings.Join(tail, "\n"))
 	}
 	p.url = url
 	return p
