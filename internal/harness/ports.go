@@ -1,21 +1,17 @@
 package harness
 
 import (
-	"net"
 	"strings"
+
+	"github.com/fenceworks/fence/internal/testutil"
 )
 
 // FreeAddr returns a loopback address (127.0.0.1:port) that was free a
 // moment ago. Another process may take it before the caller binds it:
 // Start retries on another port when it picked the port and the process
 // says "address already in use".
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// No address is handed out twice in one process (testutil.PickAddr), so the
+// nodes of one cluster never share a port.
+func FreeAddr() (string, error) { return testutil.PickAddr() }
 
 func addrInUse(log string) bool { return strings.Contains(log, "address already in use") }

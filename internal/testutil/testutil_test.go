@@ -31,3 +31,17 @@ func TestFreeAddrBindable(t *testing.T) {
 	}
 	l.Close()
 }
+
+// A test that picks several addresses (a cluster's raft and API ports) must
+// never get the same one twice, although each was closed before the next
+// pick: the kernel reuses closed ephemeral ports.
+func TestFreeAddrNeverRepeats(t *testing.T) {
+	seen := map[string]bool{}
+	for range 3000 {
+		a := FreeAddr(t)
+		if seen[a] {
+			t.Fatalf("address %s handed out twice", a)
+		}
+		seen[a] = true
+	}
+}
