@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-short vet fmt bench bench-quick bench-cluster mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
+.PHONY: run build test test-unit test-e2e test-short vet fmt bench bench-quick bench-cluster mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -14,17 +14,31 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/fence
 
-## test: every test, with the race detector
+## test: every tier, with the race detector: the unit tier and the end-to-end
+##   tier (files tagged e2e: real fence processes, doc clients, the chaos
+##   harness) in one go test run, then the bench module's smoke test.
+##   docs/testing.md says what each tier holds and how long it takes.
 test: vet
-	$(GO) test -race -count=1 -timeout 14m ./...
+	$(GO) test -race -count=1 -tags e2e -timeout 14m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./...
 
-## test-short: quick loop while developing
+## test-unit: the quick loop: in-process tests only (`go test ./...` is the same
+##   set; the guard tests use the local databases and skip loudly without them)
+test-unit:
+	$(GO) test -race -count=1 -timeout 10m ./...
+
+## test-e2e: only the packages that have end-to-end tests, with -tags e2e
+E2E_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build e2e' . | grep -v '^./bench/' | xargs -n1 dirname | sort -u)
+test-e2e:
+	$(GO) test -race -count=1 -tags e2e -timeout 14m $(E2E_PKGS)
+
+## test-short: the unit tier without -race and without the long property runs
 test-short:
 	$(GO) test -count=1 -short ./...
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
 	$(GO) vet -tags plantbug ./state/ ./internal/plant/
 
 fmt:

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package cluster_test
 
 import (
@@ -5,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +19,14 @@ import (
 	"github.com/fenceworks/fence/internal/chaos"
 	"github.com/fenceworks/fence/internal/harness"
 )
+
+// TestMain removes the fence binary the harness built (about 36 MB in
+// TMPDIR otherwise, one per run).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.RemoveBuilds()
+	os.Exit(code)
+}
 
 // These tests run three real `fence serve` processes (internal/harness)
 // whose servers serve the Forwarder: a client may call any node, and the

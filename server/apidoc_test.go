@@ -1,3 +1,5 @@
+//go:build e2e
+
 package server
 
 import (
@@ -90,12 +92,5 @@ func TestAPIDocTokens99And100(t *testing.T) {
 				t.Fatalf("%s snippet: %v, output %q; want %q", tc.lang, err, out, tc.want)
 			}
 		})
-	}
-}
-
-func mustOK(t *testing.T, r reply) {
-	t.Helper()
-	if r.status != 200 {
-		t.Fatalf("status %d: %s", r.status, r.body)
 	}
 }

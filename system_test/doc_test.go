@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package system_test holds Fence's end-to-end tests: they build the real
 // `fence` binary and helper programs, start servers as separate processes on
 // free loopback ports in temporary directories, and drive them over the

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package system_test
 
 // TestReadmeShellTour runs the README's "From the shell" tour as written.

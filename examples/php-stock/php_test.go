@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package phpstock holds the test of the PHP example in this directory
 // (worker.php, lib/): it runs the example with Debian's php-cli, php-curl and
 // php-mysql against a real `fence serve` process and the real MariaDB.
