@@ -56,7 +56,7 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fe
 	tok := int64(token)
 	res, err := tx.ExecContext(ctx, g.sql.check, resource, tok, tok, tok, tok)
 	if err != nil {
-		return fmt.Errorf("guard/mysql: check %q: %w", resource, err)
+		return fmt.Errorf("guard/mysql: check %q: %w", resource, g.noTable(err))
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 2 {
 		return nil // an existing row was changed: only the accepting branch changes it
@@ -68,7 +68,7 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fe
 		if errors.Is(err, sql.ErrNoRows) {
 			err = errors.New("the guard row is missing after the upsert (is the table InnoDB?)")
 		}
-		return fmt.Errorf("guard/mysql: check %q: reading the last token: %w", resource, err)
+		return fmt.Errorf("guard/mysql: check %q: reading the last token: %w", resource, g.noTable(err))
 	}
 	switch {
 	case last == tok:

@@ -87,7 +87,7 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) 
 				saveConflict = true
 			}
 			if err != nil {
-				return fmt.Errorf("guard/mysql: do %q: saving the op record: %w", op.ID, err)
+				return fmt.Errorf("guard/mysql: do %q: saving the op record: %w", op.ID, g.noTable(err))
 			}
 			return nil
 		},
@@ -101,7 +101,7 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) 
 	if g.pruner.Due() {
 		steps.Prune = func() error {
 			if _, err := tx.ExecContext(ctx, g.sql.pruneOne, op.Resource, g.retention.Microseconds()); err != nil {
-				return fmt.Errorf("guard/mysql: do %q: pruning old op records: %w", op.ID, err)
+				return fmt.Errorf("guard/mysql: do %q: pruning old op records: %w", op.ID, g.noTable(err))
 			}
 			return nil
 		}
@@ -124,7 +124,7 @@ func (g *Guard) lookupOp(ctx context.Context, q Querier, op Op, hash []byte) (re
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, false, nil
 	case err != nil:
-		return nil, false, fmt.Errorf("guard/mysql: do %q: looking up the op: %w", op.ID, err)
+		return nil, false, fmt.Errorf("guard/mysql: do %q: looking up the op: %w", op.ID, g.noTable(err))
 	}
 	result, err = sqlguard.Replay(op.ID, savedHash, hash, saved)
 	return result, true, err

@@ -107,6 +107,9 @@
 // token the guard table has accepted: the floor a restore of the Fence
 // server must stay above (`fence guard max-token --mysql DSN`, `fence
 // restore --floor-from mysql://…`; MaxTokenAt and ParseDSN serve both).
+// Migrate must have created the tables before the first Check or Do: a guard
+// used without them returns an error that names the missing table and says
+// to call Migrate, wrapping the server's error 1146.
 //
 // Interfaces: Check, CheckOp and SaveOp take a *sql.Tx (on a *sql.DB the
 // token would commit apart from the write); Querier and Execer (MaxToken,

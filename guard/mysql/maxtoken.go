@@ -40,7 +40,7 @@ func (g *Guard) MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
 func (g *Guard) MaxTokenFound(ctx context.Context, db Querier) (max fence.Token, found bool, err error) {
 	var m sql.NullInt64
 	if err := db.QueryRowContext(ctx, g.sql.maxToken).Scan(&m); err != nil {
-		return 0, false, fmt.Errorf("guard/mysql: max token of %s: %w", g.TableName(), err)
+		return 0, false, fmt.Errorf("guard/mysql: max token of %s: %w", g.TableName(), g.noTable(err))
 	}
 	if !m.Valid {
 		return 0, false, nil

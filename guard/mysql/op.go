@@ -71,11 +71,11 @@ func (g *Guard) SaveOp(ctx context.Context, tx *sql.Tx, op Op, result []byte) er
 		if isDupEntry(err) {
 			return fmt.Errorf("guard/mysql: saving op %q: %w (%w)", op.ID, ErrOpSaved, err)
 		}
-		return fmt.Errorf("guard/mysql: saving op %q: %w", op.ID, err)
+		return fmt.Errorf("guard/mysql: saving op %q: %w", op.ID, g.noTable(err))
 	}
 	if g.pruner.Due() {
 		if _, err := tx.ExecContext(ctx, g.sql.pruneOne, op.Resource, g.retention.Microseconds()); err != nil {
-			return fmt.Errorf("guard/mysql: op %q: pruning old op records: %w", op.ID, err)
+			return fmt.Errorf("guard/mysql: op %q: pruning old op records: %w", op.ID, g.noTable(err))
 		}
 	}
 	return nil

@@ -31,7 +31,7 @@ func (g *Guard) Prune(ctx context.Context, db Execer, olderThan time.Duration) (
 	for {
 		res, err := db.ExecContext(ctx, g.sql.pruneAll, olderThan.Microseconds())
 		if err != nil {
-			return total, fmt.Errorf("guard/mysql: prune: %w", err)
+			return total, fmt.Errorf("guard/mysql: prune: %w", g.noTable(err))
 		}
 		n, err := res.RowsAffected()
 		if err != nil {

@@ -57,7 +57,7 @@ func (g *Guard) Check(ctx context.Context, tx Tx, resource string, token fence.T
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("guard/postgres: check %q: %w", resource, err)
+		return fmt.Errorf("guard/postgres: check %q: %w", resource, g.noTable(err))
 	}
 	// Refused: the row exists with a newer token (and is locked by this
 	// statement). Read it for the facts.

@@ -88,7 +88,7 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx pgx.Tx) (
 				saveConflict = true
 			}
 			if err != nil {
-				return fmt.Errorf("guard/postgres: do %q: saving the op record: %w", op.ID, err)
+				return fmt.Errorf("guard/postgres: do %q: saving the op record: %w", op.ID, g.noTable(err))
 			}
 			return nil
 		},
@@ -102,7 +102,7 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx pgx.Tx) (
 	if g.pruner.Due() {
 		steps.Prune = func() error {
 			if _, err := tx.Exec(ctx, g.sql.pruneOne, op.Resource, g.retention.Seconds()); err != nil {
-				return fmt.Errorf("guard/postgres: do %q: pruning old op records: %w", op.ID, err)
+				return fmt.Errorf("guard/postgres: do %q: pruning old op records: %w", op.ID, g.noTable(err))
 			}
 			return nil
 		}
@@ -125,7 +125,7 @@ func (g *Guard) lookupOp(ctx context.Context, q Querier, op Op, hash []byte) (re
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
 	case err != nil:
-		return nil, false, fmt.Errorf("guard/postgres: do %q: looking up the op: %w", op.ID, err)
+		return nil, false, fmt.Errorf("guard/postgres: do %q: looking up the op: %w", op.ID, g.noTable(err))
 	}
 	result, err = sqlguard.Replay(op.ID, savedHash, hash, saved)
 	return result, true, err

@@ -51,7 +51,13 @@
 // identifiers, optionally schema-qualified). MaxToken reports the largest
 // token the guard table has accepted: the floor a restore of the Fence server
 // must stay above, so tokens never go back below what the database has seen
-// (`fence restore --floor-from` is planned).
+// (`fence guard max-token --postgres DSN` prints it; `fence restore
+// --floor-from postgres://…` reads it itself).
+//
+// Migrate (or Guard.Migrate, or the statements of Guard.DDL in your own
+// migration tool) must have created the tables before the first Check or
+// Do: a guard used without them returns an error that names the missing
+// table and says to call Migrate, wrapping PostgreSQL's own (SQLSTATE 42P01).
 //
 // Interfaces: Check takes a Tx, which pgx.Tx satisfies and *pgxpool.Pool
 // and *pgx.Conn do not (a pool would commit the token apart from the write);

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
@@ -36,6 +37,8 @@ type Options struct {
 type Guard struct {
 	table, ops string // quoted names
 	opsIndex   string // quoted, unqualified index name
+	tableName  string // as configured, for errors: "fence_guard", "app.fence_guard"
+	opsName    string
 	retention  time.Duration
 	pruner     *sqlguard.Pruner
 	sql        statements
@@ -54,6 +57,8 @@ func New(opts Options) (*Guard, error) {
 		table:     sqlguard.Quote(table),
 		ops:       sqlguard.Quote(ops),
 		opsIndex:  sqlguard.Quote([]string{idx}),
+		tableName: strings.Join(table, "."),
+		opsName:   strings.Join(ops, "."),
 		retention: t.Retention,
 		pruner:    sqlguard.NewPruner(opts.PruneEvery),
 	}

@@ -59,11 +59,11 @@ func (g *Guard) SaveOp(ctx context.Context, tx Tx, op Op, result []byte) error {
 		return err
 	}
 	if _, err := tx.Exec(ctx, g.sql.saveOp, op.Resource, op.ID, sqlguard.PayloadHash(op.Payload), result, int64(op.Token)); err != nil {
-		return fmt.Errorf("guard/postgres: saving op %q: %w", op.ID, err)
+		return fmt.Errorf("guard/postgres: saving op %q: %w", op.ID, g.noTable(err))
 	}
 	if g.pruner.Due() {
 		if _, err := tx.Exec(ctx, g.sql.pruneOne, op.Resource, g.retention.Seconds()); err != nil {
-			return fmt.Errorf("guard/postgres: op %q: pruning old op records: %w", op.ID, err)
+			return fmt.Errorf("guard/postgres: op %q: pruning old op records: %w", op.ID, g.noTable(err))
 		}
 	}
 	return nil

@@ -26,7 +26,7 @@ func (g *Guard) Prune(ctx context.Context, db Execer, olderThan time.Duration) (
 	}
 	tag, err := db.Exec(ctx, g.sql.pruneAll, olderThan.Seconds())
 	if err != nil {
-		return 0, fmt.Errorf("guard/postgres: prune: %w", err)
+		return 0, fmt.Errorf("guard/postgres: prune: %w", g.noTable(err))
 	}
 	return tag.RowsAffected(), nil
 }

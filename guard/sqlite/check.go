@@ -50,13 +50,13 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fe
 		return nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("guard/sqlite: check %q: %w", resource, err)
+		return fmt.Errorf("guard/sqlite: check %q: %w", resource, g.noTable(err))
 	}
 	// Refused: the row exists with a newer token (and is locked by this
 	// statement). Read it for the facts.
 	var last int64
 	if err := tx.QueryRowContext(ctx, g.sql.last, resource).Scan(&last); err != nil {
-		return fmt.Errorf("guard/sqlite: check %q: token %d refused, reading the last token: %w", resource, token, err)
+		return fmt.Errorf("guard/sqlite: check %q: token %d refused, reading the last token: %w", resource, token, g.noTable(err))
 	}
 	return &fence.StaleTokenError{Resource: resource, Token: token, LastAccepted: fence.Token(last)}
 }

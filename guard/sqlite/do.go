@@ -72,7 +72,7 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) 
 		Apply:  func() ([]byte, error) { return fn(tx) },
 		Save: func(result []byte) error {
 			if _, err := tx.ExecContext(ctx, g.sql.saveOp, op.Resource, op.ID, hash, result, int64(op.Token)); err != nil {
-				return fmt.Errorf("guard/sqlite: do %q: saving the op record: %w", op.ID, err)
+				return fmt.Errorf("guard/sqlite: do %q: saving the op record: %w", op.ID, g.noTable(err))
 			}
 			return nil
 		},
@@ -86,7 +86,7 @@ func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) 
 	if g.pruner.Due() {
 		steps.Prune = func() error {
 			if _, err := tx.ExecContext(ctx, g.sql.pruneOne, op.Resource, ageModifier(g.retention)); err != nil {
-				return fmt.Errorf("guard/sqlite: do %q: pruning old op records: %w", op.ID, err)
+				return fmt.Errorf("guard/sqlite: do %q: pruning old op records: %w", op.ID, g.noTable(err))
 			}
 			return nil
 		}
@@ -102,7 +102,7 @@ func (g *Guard) lookupOp(ctx context.Context, q Querier, op Op, hash []byte) (re
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, false, nil
 	case err != nil:
-		return nil, false, fmt.Errorf("guard/sqlite: do %q: looking up the op: %w", op.ID, err)
+		return nil, false, fmt.Errorf("guard/sqlite: do %q: looking up the op: %w", op.ID, g.noTable(err))
 	}
 	result, err = sqlguard.Replay(op.ID, savedHash, hash, saved)
 	return result, true, err

@@ -53,8 +53,12 @@
 //
 // The package-level functions use the tables fence_guard and fence_ops;
 // New(Options{Table, OpsTable}) makes a Guard for other names. MaxToken
-// reports the largest token the guard table has accepted (`fence guard
-// max-token --sqlite PATH`).
+// reports the largest token the guard table has accepted: the floor a
+// restore of the Fence server must stay above (`fence guard max-token
+// --sqlite PATH`; `fence restore --floor-from sqlite:PATH` reads it itself).
+// Migrate must have created the tables before the first Check or Do: a guard
+// used without them returns an error that names the missing table and says
+// to call Migrate, wrapping SQLite's "no such table".
 //
 // Interfaces: Check takes a *sql.Tx (on a *sql.DB it would commit the token
 // apart from the write); Querier and Execer (MaxToken, Column.CheckRows,

@@ -23,7 +23,7 @@ func MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
 func (g *Guard) MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
 	var max int64
 	if err := db.QueryRowContext(ctx, g.sql.maxToken).Scan(&max); err != nil {
-		return 0, fmt.Errorf("guard/sqlite: max token: %w", err)
+		return 0, fmt.Errorf("guard/sqlite: max token: %w", g.noTable(err))
 	}
 	return fence.Token(max), nil
 }

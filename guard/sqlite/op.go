@@ -50,11 +50,11 @@ func (g *Guard) SaveOp(ctx context.Context, tx *sql.Tx, op Op, result []byte) er
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, g.sql.saveOp, op.Resource, op.ID, sqlguard.PayloadHash(op.Payload), result, int64(op.Token)); err != nil {
-		return fmt.Errorf("guard/sqlite: saving op %q: %w", op.ID, err)
+		return fmt.Errorf("guard/sqlite: saving op %q: %w", op.ID, g.noTable(err))
 	}
 	if g.pruner.Due() {
 		if _, err := tx.ExecContext(ctx, g.sql.pruneOne, op.Resource, ageModifier(g.retention)); err != nil {
-			return fmt.Errorf("guard/sqlite: op %q: pruning old op records: %w", op.ID, err)
+			return fmt.Errorf("guard/sqlite: op %q: pruning old op records: %w", op.ID, g.noTable(err))
 		}
 	}
 	return nil

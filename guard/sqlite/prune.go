@@ -25,7 +25,7 @@ func (g *Guard) Prune(ctx context.Context, db Execer, olderThan time.Duration) (
 	}
 	res, err := db.ExecContext(ctx, g.sql.pruneAll, ageModifier(olderThan))
 	if err != nil {
-		return 0, fmt.Errorf("guard/sqlite: prune: %w", err)
+		return 0, fmt.Errorf("guard/sqlite: prune: %w", g.noTable(err))
 	}
 	return res.RowsAffected()
 }
