@@ -79,7 +79,7 @@ func (c Config) transport() raft.Transport {
 		// Timeout bounds one RPC's I/O: a few election timeouts, so a peer
 		// that stopped reading is given up on well before the default 10s.
 		return c.Mux.Transport(raftstore.TransportConfig{
-			Logger:  raftstore.NewHCLogger(c.Logger),
+			Logger:  c.Mux.RaftLogger(c.Logger),
 			Timeout: max(5*c.ElectionTimeout, 2*time.Second),
 		})
 	}

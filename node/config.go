@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/fenceworks/fence/raftstore"
@@ -206,6 +207,20 @@ func (c Config) withDefaultTimeouts() Config {
 // cluster reports cluster mode: raft over the mux's TCP port.
 func (c Config) cluster() bool { return c.Mux != nil }
 
+// raftLogger is raft's logger (raftstore.NewHCLogger): a cluster node's
+// shares the mux's peer log, so a peer logged unreachable is logged back
+// when the transport hears from it; a single node's first election on every
+// start is expected (INFO, not WARN).
+func (c Config) raftLogger() hclog.Logger {
+	if c.cluster() {
+		return c.Mux.RaftLogger(c.Logger)
+	}
+	if c.Transport == nil {
+		return raftstore.NewHCLogger(c.Logger, raftstore.SingleVoter())
+	}
+	return raftstore.NewHCLogger(c.Logger)
+}
+
 // withDefaultRules completes the desired rules: the zero Rules are
 // state.DefaultConfig; otherwise the fields that cannot be zero (MaxTTL,
 // MaxOps, MaxRequests, IDRetention) take DefaultConfig's values when zero,
@@ -249,6 +264,6 @@ func (c Config) raftConfig() *raft.Config {
 	if c.TrailingLogs > 0 {
 		rc.TrailingLogs = c.TrailingLogs
 	}
-	rc.Logger = raftstore.NewHCLogger(c.Logger)
+	rc.Logger = c.raftLogger()
 	return rc
 }

@@ -44,6 +44,15 @@ func (n *Node) logLeaders() {
 	})
 	n.raft.RegisterObserver(obs)
 	defer n.raft.DeregisterObserver(obs)
+	if n.cfg.Mux != nil {
+		// raftstore's peer log names a peer by id and address even when
+		// raft's message names only the address.
+		if f := n.raft.GetConfiguration(); f.Error() == nil {
+			for _, s := range f.Configuration().Servers {
+				n.cfg.Mux.PeerID(string(s.Address), string(s.ID))
+			}
+		}
+	}
 	var seen leaderSeen
 	addr, id := n.raft.LeaderWithID()
 	n.logLeader(&seen, leaderChange{id: string(id), addr: string(addr), term: n.raft.CurrentTerm()})
@@ -84,6 +93,12 @@ func (n *Node) logLeader(seen *leaderSeen, c leaderChange) {
 		return
 	}
 	seen.last = c
+	if n.cfg.Mux != nil {
+		// A leader is heard from: a peer logged unreachable is back
+		// (raftstore's peer log), even if this node never dials it.
+		n.cfg.Mux.PeerID(c.addr, c.id)
+		n.cfg.Mux.PeerHeard(c.addr)
+	}
 	role := "follower"
 	if c.id == n.cfg.NodeID {
 		role = "leader"

@@ -56,6 +56,7 @@ type Mux struct {
 	advertise string
 	dialMap   map[string]string // test only: outgoing dial address -> address dialed instead
 	log       *slog.Logger
+	peers     *peerLog // raft peers logged unreachable (peerlog.go)
 
 	// Connection limits (WithConnLimits): connections still waiting for
 	// their header byte, and raft and API connections handed out and not
@@ -182,7 +183,7 @@ func ParseDialMap(s string) (map[string]string, error) {
 // and the raft configuration records; "" means the bound address, which
 // must then not be unspecified (0.0.0.0, [::]): peers could not dial it.
 func Listen(bind, advertise string, opts ...MuxOption) (*Mux, error) {
-	m := &Mux{log: slog.Default(), closed: make(chan struct{}), pending: map[net.Conn]struct{}{},
+	m := &Mux{log: slog.Default(), peers: newPeerLog(), closed: make(chan struct{}), pending: map[net.Conn]struct{}{},
 		maxPending: DefaultMaxPendingConns, maxRaft: DefaultMaxRaftConns, maxAPI: DefaultMaxAPIConns}
 	for _, o := range opts {
 		o(m)

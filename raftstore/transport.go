@@ -77,7 +77,11 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.track(c)
+	tc, err := s.track(c)
+	if err != nil {
+		return nil, err // not a nil *trackedConn in a non-nil net.Conn
+	}
+	return tc, nil
 }
 
 // Dial connects to a peer's raft port.
@@ -88,7 +92,12 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err != nil {
 		return nil, err
 	}
-	return s.track(c)
+	tc, err := s.track(c)
+	if err != nil {
+		return nil, err
+	}
+	tc.peer = string(address)
+	return tc, nil
 }
 
 // Close stops accepting raft connections and closes every one handed out.
@@ -108,7 +117,7 @@ func (s *streamLayer) Close() error {
 // Addr is the advertised raft address.
 func (s *streamLayer) Addr() net.Addr { return advertisedAddr(s.mux.advertise) }
 
-func (s *streamLayer) track(c net.Conn) (net.Conn, error) {
+func (s *streamLayer) track(c net.Conn) (*trackedConn, error) {
 	tc := &trackedConn{Conn: c, s: s}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,11 +129,23 @@ func (s *streamLayer) track(c net.Conn) (net.Conn, error) {
 	return tc, nil
 }
 
-// trackedConn leaves its stream layer's set when closed.
+// trackedConn leaves its stream layer's set when closed. A connection it
+// dialed (peer: the raft address) tells the mux's peer log that the peer
+// answered whenever it reads from it (peerlog.go: a no-op unless a peer is
+// logged unreachable).
 type trackedConn struct {
 	net.Conn
 	s    *streamLayer
+	peer string // dialed: the peer's raft address; accepted: ""
 	once sync.Once
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.peer != "" {
+		c.s.mux.peers.reached(c.peer)
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {
