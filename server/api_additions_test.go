@@ -176,9 +176,7 @@ func TestRulesReachTheMachine(t *testing.T) {
 		_, err := c.locks.Acquire(wctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "B", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Hour)}))
 		waited <- err
 	}()
-	for s.node.Status().Waiters == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	until(t, "B's acquire waits", func() bool { return s.node.Status().Waiters == 1 })
 	// (Without the cap, C would wait 2s and get BUSY.)
 	_, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "C", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(2 * time.Second)}))
 	var ex *fence.ResourceExhaustedError

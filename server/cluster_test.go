@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -270,10 +271,8 @@ func TestClusterJoinWaitsAndRestartAsksNobody(t *testing.T) {
 	cfg1 := clusterConfig(t, "n1", ClusterConfig{Bootstrap: true})
 	cfg2 := clusterConfig(t, "n2", ClusterConfig{Join: []string{"http://" + cfg1.Listen}})
 	n2 := startRun(t, cfg2)
-	time.Sleep(300 * time.Millisecond) // n2 asks n1, which is not there yet
-	if !strings.Contains(n2.logs.String(), "join: not added yet") {
-		t.Logf("n2 had not retried yet:\n%s", n2.logs.String())
-	}
+	// n2 asks n1, which is not there yet, and says it will ask again.
+	await(t, "n2 asks again", func() bool { return strings.Contains(n2.logs.String(), "join: not added yet; asking again") })
 	n1 := startRun(t, cfg1)
 	n1.awaitReady(t)
 	n2.awaitReady(t)
@@ -291,13 +290,19 @@ func TestClusterJoinWaitsAndRestartAsksNobody(t *testing.T) {
 	cfg2.ReadyTimeout = time.Second
 	n2 = startRun(t, cfg2)
 	n2.awaitReady(t)
+	// Its join decides before it asks anybody: it says it is a member
+	// already and asks nobody (asking the URL where nobody answers would
+	// fail Run after ReadyTimeout).
+	await(t, "the restarted member says it is one", func() bool {
+		return strings.Contains(n2.logs.String(), "join: already a member (raft state in the data dir); not asking")
+	})
+	if logs := n2.logs.String(); strings.Contains(logs, "join: not added yet") || strings.Contains(logs, "join: added as a voter") {
+		t.Fatalf("restarted member asked to join:\n%s", logs)
+	}
 	select {
 	case err := <-n2.done:
-		t.Fatalf("restarted member's Run returned %v (did it ask to join?)\n%s", err, n2.logs.String())
-	case <-time.After(3 * cfg2.ReadyTimeout):
-	}
-	if !strings.Contains(n2.logs.String(), "already a member") {
-		t.Fatalf("restarted member did not say it is one:\n%s", n2.logs.String())
+		t.Fatalf("restarted member's Run returned %v\n%s", err, n2.logs.String())
+	default:
 	}
 }
 
@@ -395,7 +400,10 @@ func TestClusterAddChecks(t *testing.T) {
 		t.Fatalf("AddMember(n2) of a waiting node: %v", err)
 	}
 	n2.awaitReady(t)
-	time.Sleep(3 * cluster.FreshPoll) // n2's WatchFresh has looked
+	// n2's WatchFresh returns once it has found n2 in the configuration
+	// (after logging the lost-voter error if nobody added it): its
+	// goroutine gone, it has looked.
+	await(t, "n2's WatchFresh has looked", func() bool { return !goroutineIn("cluster.(*Membership).WatchFresh") })
 	if strings.Contains(n2.logs.String(), "nobody added it") {
 		t.Errorf("n2, added while it waited, logs the lost-voter error:\n%s", n2.logs.String())
 	}
@@ -464,4 +472,18 @@ func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
 		t.Errorf("n3, joined after its removal, logs the lost-voter error:\n%s", n3.logs.String())
 	}
 	await(t, "n1 lists n1, n2, n3", func() bool { return slices.Equal(ids(n1.members(t)), []string{"n1", "n2", "n3"}) })
+}
+
+// goroutineIn reports whether some goroutine of this process is in fn
+// (a function's name as a stack trace prints it, e.g.
+// "cluster.(*Membership).WatchFresh").
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Contains(string(buf[:n]), fn+"(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }

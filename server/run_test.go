@@ -98,9 +98,7 @@ func TestShutdownEndsWaiters(t *testing.T) {
 		_, err := lc.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "w", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Hour)}))
 		errc <- err
 	}()
-	for s.node.Status().Waiters == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	until(t, "the acquire waits", func() bool { return s.node.Status().Waiters == 1 })
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := s.Shutdown(sctx); err != nil {

@@ -275,15 +275,29 @@ func TestSessionExpiredOnStreamAndUnary(t *testing.T) {
 	_, url := startServer(t)
 	c := sessionClients(url)[0].c
 	ctx := context.Background()
+	locks := protocols(url)[1].locks
 	closed := openSession(t, c, time.Minute)
 	if _, err := c.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: closed})); err != nil {
 		t.Fatal(err)
 	}
-	expired := openSession(t, c, fence.MinTTL)
-	until(t, "the 10ms session expires", func() bool {
-		_, err := c.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{Session: expired}))
-		return errors.Is(apierr.FromConnect(err), fence.ErrSessionExpired)
-	})
+	// The expiring session holds a lock; its TTL is cut to the smallest
+	// by a keepalive. Nothing touches it after that: another client's
+	// blocking acquire of its lock is granted when it expires (the
+	// server's own proof), and only then is it probed. (Probing it with
+	// keepalives until one is refused keeps it alive whenever each
+	// keepalive comes within 10ms of the last one.)
+	expired := openSession(t, c, time.Minute)
+	held, err := locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "expiring", Owner: "session", Session: &fencev1.SessionRef{Id: expired}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{Session: expired, Ttl: durationpb.New(fence.MinTTL)})); err != nil {
+		t.Fatal(err)
+	}
+	next, err := locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "expiring", Owner: "next", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Minute)}))
+	if err != nil || next.Msg.GetLease().GetOwner() != "next" || next.Msg.GetLease().GetToken() <= held.Msg.GetLease().GetToken() {
+		t.Fatalf("blocking acquire of the expiring session's lock = %v, %v; want granted once the session expired", next, err)
+	}
 	for _, id := range []uint64{closed, expired} {
 		wantExpired := func(what string, err error) {
 			t.Helper()
@@ -604,6 +618,10 @@ func TestStreamRetryOfAQueuedAcquire(t *testing.T) {
 func TestStreamUnreadRepliesAreCut(t *testing.T) {
 	s, url := startServerWith(t, Config{WriteTimeout: 300 * time.Millisecond})
 	ctx := context.Background()
+	// The 1 MiB resource and the session are made through the node and
+	// the Service: over HTTP each reply would have to be written within
+	// the short WriteTimeout of when its request started (an fsync
+	// included), which a loaded machine misses (the Open failed so).
 	a, err := s.Node().Apply(ctx, state.Command{Op: state.OpAcquire, Name: "big", TTL: time.Hour})
 	if err != nil || a.Err != nil {
 		t.Fatal(err, a.Err)
@@ -611,24 +629,66 @@ func TestStreamUnreadRepliesAreCut(t *testing.T) {
 	if w, err := s.Node().Apply(ctx, state.Command{Op: state.OpWrite, Name: "big", Token: a.Lease.Token, Value: make([]byte, fence.MaxValueBytes)}); err != nil || w.Err != nil {
 		t.Fatal(err, w.Err)
 	}
+	open, err := s.Service().OpenSession(ctx, fence.OpenSessionRequest{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := sessionClients(url)[0].c
-	id := openSession(t, c, time.Minute)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := c.Stream(sctx)
+	defer st.CloseResponse()
 	// 64 reads of 1 MiB, more than the client's HTTP/2 receive window
 	// holds, and no Receive.
 	for i := range 64 {
 		m := &fencev1.SessionRequest{Call: uint64(i), Op: &fencev1.SessionRequest_Read{Read: &fencev1.ReadRequest{Resource: "big"}}}
 		if i == 0 {
-			m.Session = id
+			m.Session = open.Session.ID
 		}
 		if err := st.Send(m); err != nil {
 			break // the server has ended the stream
 		}
 	}
-	until(t, "the unread stream is cut", func() bool { return s.streams.Load() == 0 })
-	_ = st.CloseResponse()
+	// The stream's end is counted (fence_requests_total, when its handler
+	// returns): a count, so it cannot be missed as the gauge of open
+	// streams going 1 and back to 0 between two looks can, nor seen
+	// before the server has taken the stream at all.
+	until(t, "the unread stream is cut", func() bool { return counted(t, s, "fence_requests_total", streamProc) >= 1 })
+	if n := s.streams.Load(); n != 0 {
+		t.Fatalf("open streams after the unread one was cut = %d, want 0 (its slot freed)", n)
+	}
+}
+
+// counted is the value of the counter name whose labels include every
+// one of values (summed over the series that match), read from the
+// server's registry in-process (a scrape over HTTP would itself be a
+// reply under WriteTimeout).
+func counted(t *testing.T, s *Server, name string, values ...string) float64 {
+	t.Helper()
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := make(map[string]bool)
+			for _, l := range m.GetLabel() {
+				have[l.GetValue()] = true
+			}
+			for _, v := range values {
+				if !have[v] {
+					continue series
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 // A session closed while an acquire of it waits on its stream: the wait

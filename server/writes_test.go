@@ -50,9 +50,7 @@ func TestUnreadRepliesAreCut(t *testing.T) {
 		t.Fatalf("acquire waiting longer than the write timeout: %v", err)
 	}
 	h1.CloseIdleConnections()
-	for s.conns.open.Load() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	until(t, "the client's connections are closed", func() bool { return s.conns.open.Load() == 0 })
 
 	// 16 pipelined reads of 1 MiB, more than any socket buffers hold, on
 	// a connection whose reader never reads.
@@ -71,14 +69,12 @@ func TestUnreadRepliesAreCut(t *testing.T) {
 	if _, err := conn.Write(reqs.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	for s.conns.open.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	deadline := time.Now().Add(hangGuard)
-	for s.conns.open.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a connection whose replies are not read is still open after %s", hangGuard)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// The first read is answered (counted when its handler returns, before
+	// its reply is written): the connection was taken. Only then is its
+	// end awaited; a count cannot be missed, as the open connection could
+	// be, taken and cut between two looks.
+	until(t, "the pipelined reads are served", func() bool {
+		return counted(t, s, "fence_requests_total", fencev1connect.ResourceServiceReadProcedure) >= 1
+	})
+	until(t, "the connection whose replies are not read is cut", func() bool { return s.conns.open.Load() == 0 })
 }
