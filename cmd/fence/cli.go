@@ -83,7 +83,7 @@ commands:
   add RESOURCE --token N --delta N [--op-id S]
   delete RESOURCE --token N [--op-id S]
   read RESOURCE
-  lab [--unit D] [--embedded]                             play the seed's scenario
+  lab [--unit D] [--embedded]                             play the paused-worker story (docs/story.md)
   members [add ID RAFTADDR | remove ID | transfer [ID]]   list or change a cluster's members
   status                                                  each --server node's own status (role,
                                                           indexes, counter, sessions, leases, ...)

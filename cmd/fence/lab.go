@@ -17,20 +17,35 @@ import (
 	"github.com/fenceworks/fence/server"
 )
 
-// labCmd plays the seed's scenario (shared/seed/000_f53b156223fbe359.txt)
-// against a real server, twice — with a naive store that accepts every
-// write, and with the fenced store — and prints the seed's timeline and
-// comparison tables with what it observed. It exits 0 only if every row
-// came out as the seed says.
-//
-// It plays against the server of --server or FENCE_SERVER when either is
-// given (lock and resource names get a random suffix, so a used server is
-// fine); otherwise, or with --embedded, against a server it starts in a
-// temporary directory on a free loopback port.
+const labUsage = `[--server URL] [--unit D] [--embedded] [--json]
+
+Plays the paused-worker story (docs/story.md) against a real server, twice,
+in real time (one story second = --unit):
+  t=0  worker A acquires a lease with a TTL of 5 and then pauses: no renewals
+  t=4  worker B tries to acquire: refused, BUSY
+  t=5  A's lease expires; A's code does not stop on its own
+  t=6  B acquires (a greater token) and writes stock 8
+  t=7  A wakes and writes stock 5 with its old token
+Run 1 is without fencing: a store that accepts every write, so A's late 5
+overwrites B's 8 (a lost update). Run 2 is with fencing: the write carries
+the token and the server's fenced store refuses A's (STALE_TOKEN); B's
+retry with its own token is accepted and the stock ends at 8. It prints
+both timelines and exits 0 only if every row came out as the story says.
+
+It plays against the server of --server or FENCE_SERVER when either is
+given (lock and resource names get a random suffix, so a used server is
+fine; the tokens are that server's); otherwise, or with --embedded, each
+run gets a fresh server in a temporary directory, so both start at token 1.
+`
+
+// labCmd plays the paused-worker story (docs/story.md) against a real
+// server, twice — with a naive store that accepts every write, and with the
+// fenced store — and prints each run's timeline with what it observed. It
+// exits 0 only if every row came out as the story says.
 func labCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lab", "[--server URL] [--unit D] [--embedded]", g, stderr)
-	unit := duration(fs, "unit", 200*time.Millisecond, "real time of one seed second")
-	embedded := fs.Bool("embedded", false, "play against a temporary embedded server even when --server or FENCE_SERVER is set")
+	fs := newFlagSet("lab", labUsage, g, stderr)
+	unit := duration(fs, "unit", 200*time.Millisecond, "real time of one story second")
+	embedded := fs.Bool("embedded", false, "play against temporary embedded servers even when --server or FENCE_SERVER is set")
 	if _, err := parseExact(fs, args); err != nil {
 		return usageExit(err)
 	}
@@ -38,24 +53,25 @@ func labCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return fail(g, stdout, stderr, &usageError{fmt.Sprintf("lab: --unit must be at least %s", 2*fence.MinTTL)})
 	}
 	g.noteServerFlag(fs)
-	endpoint, where := g.server, "given"
 	if *embedded && wasSet(fs, "server") {
 		return fail(g, stdout, stderr, &usageError{"lab: give --server or --embedded, not both"})
 	}
-	if !g.serverSet || *embedded {
-		url, stop, err := startLabServer()
-		if err != nil {
-			return fail(g, stdout, stderr, fmt.Errorf("lab: embedded server: %w", err))
-		}
-		defer stop()
-		endpoint, where = url, "embedded, temporary"
-	}
+	useEmbedded := !g.serverSet || *embedded
 	ctx, cancel := g.context(20 * *unit)
 	defer cancel()
 
 	id := strings.ToLower(rand.Text()[:8])
 	var runs [2]labRun
+	endpoint, where := g.server, "given"
 	for i, mode := range []string{"naive", "fenced"} {
+		if useEmbedded {
+			url, stop, err := startLabServer()
+			if err != nil {
+				return fail(g, stdout, stderr, fmt.Errorf("lab: embedded server: %w", err))
+			}
+			defer stop()
+			endpoint, where = url, "embedded, temporary, one per run"
+		}
 		a, err := client.New(endpoint)
 		if err != nil {
 			return fail(g, stdout, stderr, err)
@@ -65,7 +81,8 @@ func labCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		if mode == "fenced" {
 			store = &fencedStore{c: b, resource: "lab-" + id + "/fenced/stock/sku-42"}
 		}
-		runs[i] = playSeed(ctx, a, b, "lab-"+id+"/"+mode+"/sku-42", store, *unit)
+		runs[i] = playStory(ctx, a, b, "lab-"+id+"/"+mode+"/sku-42", store, *unit, mode == "fenced")
+		runs[i].server = endpoint
 		a.Close()
 		b.Close()
 		if runs[i].err != nil {
@@ -78,9 +95,13 @@ func labCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		ok = ok && c.ok
 	}
 	if g.json {
-		emit(g, stdout, "", labJSON(endpoint, *unit, runs, checks, ok))
+		server := g.server
+		if useEmbedded {
+			server = "embedded"
+		}
+		emit(g, stdout, "", labJSON(server, *unit, runs, checks, ok))
 	} else {
-		printLab(stdout, endpoint, where, *unit, runs, checks, ok)
+		printLab(stdout, where, *unit, runs, checks, ok)
 	}
 	if !ok {
 		return exitError
@@ -120,7 +141,7 @@ func startLabServer() (string, func(), error) {
 	return "http://" + ln.Addr().String(), stop, nil
 }
 
-// seconds renders a real duration in seed seconds.
+// seconds renders a real duration in story seconds.
 func seconds(d, unit time.Duration) string {
 	return fmt.Sprintf("t=%.2f", float64(d)/float64(unit))
 }
@@ -139,57 +160,48 @@ func outcome(s string, err error) string {
 	return s
 }
 
-func printLab(w io.Writer, endpoint, where string, unit time.Duration, runs [2]labRun, checks []labCheck, ok bool) {
+// printLab prints the two runs as two tables, each with its own run's
+// tokens and stock, then the checks and the verdict.
+func printLab(w io.Writer, where string, unit time.Duration, runs [2]labRun, checks []labCheck, ok bool) {
 	n, f := runs[0], runs[1]
-	fmt.Fprintf(w, "fence lab: the seed's scenario, 1 seed second = %s, server %s (%s)\n", unit, endpoint, where)
-	fmt.Fprintf(w, "run 1 without fencing: a naive store that accepts every write; run 2 with fencing: the server's fenced store\n\n")
+	fmt.Fprintf(w, "fence lab: the paused-worker story (docs/story.md), played twice; 1 story second = %s\n", unit)
+	fmt.Fprintf(w, "server: %s (%s)\n", serversOf(runs), where)
 	lost := func(r labRun) string {
 		if r.aLostAt == 0 {
 			return "A's client still believed it held the lease"
 		}
 		return fmt.Sprintf("A's client reported the lease lost at %s; A's code keeps running", seconds(r.aLostAt, unit))
 	}
-	fmt.Fprintln(w, "Moment | Event | Expected result | Observed without fencing | Observed with fencing |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
-	fmt.Fprintf(w, "t=0 | A receives the lease and token %d | A can start working | A token %d | A token %d |\n", f.tokenA, n.tokenA, f.tokenA)
-	fmt.Fprintf(w, "t=4 | B requests a leased resource | LockBusy rejection | %s | %s |\n", outcome("granted", n.busyAt4), outcome("granted", f.busyAt4))
-	fmt.Fprintf(w, "t=5 | A's lease expires | Code A does not stop on its own | %s | %s |\n", lost(n), lost(f))
-	fmt.Fprintf(w, "t=6 | B receives token %d and writes the remaining product quantity 8 | New state accepted | B token %d, %s | B token %d, %s |\n",
-		f.tokenB, n.tokenB, outcome(n.bWrite8, n.bWrite8Err), f.tokenB, outcome(f.bWrite8, f.bWrite8Err))
-	fmt.Fprintf(w, "t=7 | A resumes and attempts to write 5 | Write with token %d rejected | %s | %s |\n",
-		f.tokenA, outcome(n.aWrite5, n.aWrite5Err), outcome(f.aWrite5, f.aWrite5Err))
+	header := func() {
+		fmt.Fprintln(w, "| Moment | Event | Expected | Observed |")
+		fmt.Fprintln(w, "|---|---|---|---|")
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 1, WITHOUT fencing: a plain TTL lock, and a store that accepts every write (no token check)")
+	fmt.Fprintln(w)
+	header()
+	fmt.Fprintf(w, "| t=0 | A acquires the lease (TTL 5), then pauses | granted | token %d |\n", n.tokenA)
+	fmt.Fprintf(w, "| t=4 | B tries to acquire | BUSY | %s |\n", outcome("granted", n.busyAt4))
+	fmt.Fprintf(w, "| t=5 | A's lease expires | A's code does not stop on its own | %s |\n", lost(n))
+	fmt.Fprintf(w, "| t=6 | B acquires and writes stock 8 | granted, write accepted | token %d, %s |\n", n.tokenB, outcome(n.bWrite8, n.bWrite8Err))
+	fmt.Fprintf(w, "| t=7 | A wakes and writes stock 5 (token %d) | accepted: overwrites B's 8 | %s |\n", n.tokenA, outcome(n.aWrite5, n.aWrite5Err))
+	fmt.Fprintf(w, "| end | the stock | 5: B's update is lost | stock %s%s |\n", n.afterA, naiveVerdict(n.afterA))
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 2, WITH fencing: the same timeline; every write carries its token, and the server's fenced store compares it")
+	fmt.Fprintln(w)
+	header()
+	fmt.Fprintf(w, "| t=0 | A acquires the lease (TTL 5), then pauses | granted | token %d |\n", f.tokenA)
+	fmt.Fprintf(w, "| t=4 | B tries to acquire | BUSY | %s |\n", outcome("granted", f.busyAt4))
+	fmt.Fprintf(w, "| t=5 | A's lease expires | A's code does not stop on its own | %s |\n", lost(f))
+	fmt.Fprintf(w, "| t=6 | B acquires and writes stock 8 | granted (a greater token), write accepted | token %d, %s |\n", f.tokenB, outcome(f.bWrite8, f.bWrite8Err))
+	fmt.Fprintf(w, "| t=7 | A wakes and writes stock 5 (token %d) | refused: STALE_TOKEN, %d < %d | %s |\n", f.tokenA, f.tokenA, f.tokenB, outcome(f.aWrite5, f.aWrite5Err))
+	fmt.Fprintf(w, "| t=7 | B retries its write of 8 (token %d) | accepted: equal tokens are allowed | %s |\n", f.tokenB, outcome(f.retry, f.retryErr))
+	fmt.Fprintf(w, "| end | the stock | 8, last_token %d: B's update stands | stock %s, last_token %d |\n", f.tokenB, f.final, f.finalLast)
 	fmt.Fprintln(w)
 
-	yes := func(err error, s string) string {
-		if err != nil {
-			return outcome("", err)
-		}
-		return s
-	}
-	aFenced := "Late write 5 accepted"
-	var stale *fence.StaleTokenError
-	if errors.As(f.aWrite5Err, &stale) {
-		aFenced = fmt.Sprintf("Receives STALE_TOKEN (token %d < %d)", stale.Token, stale.LastAccepted)
-	}
-	aNaive := "Late write 5 over 8"
-	if n.afterA != "5" {
-		aNaive = "stock " + n.afterA
-	}
-	busy := func(err error) string {
-		if errors.Is(err, fence.ErrBusy) {
-			return "Lock busy"
-		}
-		return outcome("granted", err)
-	}
-	fmt.Fprintln(w, "Verification | Without fencing token | With token check |")
-	fmt.Fprintln(w, "|---|---|---|")
-	fmt.Fprintf(w, "B until t=5 | %s | %s |\n", busy(n.busyAt4), busy(f.busyAt4))
-	fmt.Fprintf(w, "B after t=5 | %s | %s |\n", yes(n.bWrite8Err, "Writes value 8"), yes(f.bWrite8Err, fmt.Sprintf("Writes value 8 with token %d", f.tokenB)))
-	fmt.Fprintf(w, "A resumed at t=7 | %s | %s |\n", yes(n.aWrite5Err, aNaive), aFenced)
-	fmt.Fprintf(w, "Retry write B | %s | %s |\n", yes(n.retry9Err, "Allowed"), yes(f.retry9Err, fmt.Sprintf("Allowed with same token %d", f.tokenB)))
-	fmt.Fprintf(w, "Result | Remaining stock %s%s | Remaining stock %s, last_token %d |\n", n.afterA, naiveVerdict(n.afterA), f.final, f.finalLast)
-	fmt.Fprintln(w, "(the naive result is the stock right after A's late write, as in the seed's run; B's retry then overwrote it with 9)")
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Without fencing the stock ends at %s; with fencing at %s.\n\n", n.afterA, f.final)
 	for _, c := range checks {
 		mark := "ok  "
 		if !c.ok {
@@ -198,39 +210,51 @@ func printLab(w io.Writer, endpoint, where string, unit time.Duration, runs [2]l
 		fmt.Fprintf(w, "%s %s\n", mark, c.what)
 	}
 	if ok {
-		fmt.Fprintln(w, "PASS: every row matches the seed")
+		fmt.Fprintln(w, "PASS: every row matches the story (docs/story.md)")
 	} else {
-		fmt.Fprintln(w, "FAIL: some rows differ from the seed")
+		fmt.Fprintln(w, "FAIL: some rows differ from the story (docs/story.md)")
 	}
+}
+
+// serversOf names the runs' server: one URL, or both when each run had its own.
+func serversOf(runs [2]labRun) string {
+	if runs[0].server == runs[1].server {
+		return runs[0].server
+	}
+	return "run 1 " + runs[0].server + ", run 2 " + runs[1].server
 }
 
 func naiveVerdict(v string) string {
 	if v == "5" {
-		return " — old value won"
+		return " — B's 8 was overwritten: the old value won"
 	}
 	return ""
 }
 
-func labJSON(endpoint string, unit time.Duration, runs [2]labRun, checks []labCheck, ok bool) map[string]any {
-	run := func(r labRun) map[string]any {
+func labJSON(server string, unit time.Duration, runs [2]labRun, checks []labCheck, ok bool) map[string]any {
+	run := func(r labRun, fenced bool) map[string]any {
 		errStr := func(err error) any {
 			if err == nil {
 				return nil
 			}
 			return errorJSON(err)
 		}
-		return map[string]any{
-			"tokenA": uint64(r.tokenA), "tokenB": uint64(r.tokenB),
+		m := map[string]any{
+			"server": r.server, "tokenA": uint64(r.tokenA), "tokenB": uint64(r.tokenB),
 			"bAt4": errStr(r.busyAt4), "aLostAtUnits": float64(r.aLostAt) / float64(unit),
 			"bWrite8": errStr(r.bWrite8Err), "aWrite5": errStr(r.aWrite5Err),
-			"stockAfterA": r.afterA, "bRetry9": errStr(r.retry9Err),
-			"stockFinal": r.final, "lastTokenFinal": uint64(r.finalLast),
+			"stockAfterA": r.afterA, "stockFinal": r.final,
 		}
+		if fenced {
+			m["bRetry8"] = errStr(r.retryErr)
+			m["lastTokenFinal"] = uint64(r.finalLast)
+		}
+		return m
 	}
 	cs := make([]map[string]any, 0, len(checks))
 	for _, c := range checks {
 		cs = append(cs, map[string]any{"check": c.what, "ok": c.ok})
 	}
-	return map[string]any{"server": endpoint, "unit": unit.String(), "naive": run(runs[0]),
-		"fenced": run(runs[1]), "checks": cs, "ok": ok}
+	return map[string]any{"server": server, "unit": unit.String(), "naive": run(runs[0], false),
+		"fenced": run(runs[1], true), "checks": cs, "ok": ok}
 }

@@ -49,8 +49,9 @@ func (s *fencedStore) read(ctx context.Context) (string, fence.Token, error) {
 	return string(r.Value), r.LastToken, err
 }
 
-// labRun is what one play of the seed's timeline observed.
+// labRun is what one play of the story's timeline observed.
 type labRun struct {
+	server         string // the URL it was played against
 	tokenA, tokenB fence.Token
 	busyAt4        error         // B's try at t=4 (want *fence.BusyError)
 	aLostAt        time.Duration // when A's client reported its lease lost (0: not by t=7)
@@ -60,18 +61,21 @@ type labRun struct {
 	aWrite5Err     error
 	afterA         string // the stock after A's late write
 	afterALast     fence.Token
-	retry9         string // B's second write, 9
-	retry9Err      error
-	final          string
+	retry          string // the fenced run only: B's retry of its write of 8, same token
+	retryErr       error
+	final          string // the stock at the end
 	finalLast      fence.Token
 	err            error // the run could not be played (server unreachable, ...)
 }
 
-// playSeed plays the seed's timeline in real time, one seed second = unit:
-// A acquires with TTL 5 at t=0 and then stalls (no renewals: the seed's
-// pause); B tries at t=4; A's lease expires at t=5; B acquires at t=6 and
-// writes 8; A wakes at t=7 and writes 5; then B writes 9.
-func playSeed(ctx context.Context, a, b *client.Client, lock string, store labStore, unit time.Duration) labRun {
+// playStory plays the paused-worker story (docs/story.md) in real time,
+// one story second = unit: A acquires with TTL 5 at t=0 and then stalls
+// (no renewals: the pause); B tries at t=4; A's lease expires at t=5; B
+// acquires at t=6 and writes 8; A wakes at t=7 and writes 5. With retry
+// (the fenced run), B then repeats its write of 8 with the same token,
+// which must be accepted: equal tokens are allowed. The naive run stops at
+// A's write: B does not know its update was lost.
+func playStory(ctx context.Context, a, b *client.Client, lock string, store labStore, unit time.Duration, retry bool) labRun {
 	var r labRun
 	start := time.Now()
 	at := func(t float64) {
@@ -119,7 +123,11 @@ func playSeed(ctx context.Context, a, b *client.Client, lock string, store labSt
 		r.err = fmt.Errorf("t=7: read: %w", err)
 		return r
 	}
-	r.retry9, r.retry9Err = store.write(ctx, 9, r.tokenB)
+	r.final, r.finalLast = r.afterA, r.afterALast
+	if !retry {
+		return r
+	}
+	r.retry, r.retryErr = store.write(ctx, 8, r.tokenB)
 	if r.final, r.finalLast, err = store.read(ctx); err != nil {
 		r.err = fmt.Errorf("read: %w", err)
 	}
@@ -132,30 +140,30 @@ type labCheck struct {
 	ok   bool
 }
 
-// checkNaive: what the seed says of the naive store.
+// checkNaive: what the story says of the run without fencing.
 func (r labRun) checkNaive() []labCheck {
 	return []labCheck{
-		{"naive: B refused (busy) at t=4", errors.Is(r.busyAt4, fence.ErrBusy)},
-		{fmt.Sprintf("naive: A's token < B's token (%d < %d)", r.tokenA, r.tokenB), r.tokenA < r.tokenB},
-		{"naive: B's write of 8 accepted", r.bWrite8Err == nil},
-		{"naive: A's late write of 5 accepted over 8", r.aWrite5Err == nil && r.afterA == "5"},
-		{"naive: stock after A's late write is 5 (old value won)", r.afterA == "5"},
+		{"run 1 (without fencing): B refused (busy) at t=4", errors.Is(r.busyAt4, fence.ErrBusy)},
+		{fmt.Sprintf("run 1 (without fencing): A's token < B's token (%d < %d)", r.tokenA, r.tokenB), r.tokenA < r.tokenB},
+		{"run 1 (without fencing): B's write of 8 accepted", r.bWrite8Err == nil},
+		{"run 1 (without fencing): A's late write of 5 accepted", r.aWrite5Err == nil},
+		{"run 1 (without fencing): the stock ends at 5, B's 8 lost", r.final == "5"},
 	}
 }
 
-// checkFenced: what the seed says of the fenced store.
+// checkFenced: what the story says of the run with fencing.
 func (r labRun) checkFenced() []labCheck {
 	var stale *fence.StaleTokenError
 	isStale := errors.As(r.aWrite5Err, &stale)
 	return []labCheck{
-		{"fenced: B refused (busy) at t=4", errors.Is(r.busyAt4, fence.ErrBusy)},
-		{fmt.Sprintf("fenced: A's token < B's token (%d < %d)", r.tokenA, r.tokenB), r.tokenA < r.tokenB},
-		{"fenced: A's client reported its lease lost before t=7", r.aLostAt > 0},
-		{"fenced: B's write of 8 accepted", r.bWrite8Err == nil},
-		{"fenced: A's write refused with STALE_TOKEN naming both tokens",
+		{"run 2 (with fencing): B refused (busy) at t=4", errors.Is(r.busyAt4, fence.ErrBusy)},
+		{fmt.Sprintf("run 2 (with fencing): A's token < B's token (%d < %d)", r.tokenA, r.tokenB), r.tokenA < r.tokenB},
+		{"run 2 (with fencing): A's client reported its lease lost before t=7", r.aLostAt > 0},
+		{"run 2 (with fencing): B's write of 8 accepted", r.bWrite8Err == nil},
+		{"run 2 (with fencing): A's write refused with STALE_TOKEN naming both tokens",
 			isStale && stale.Token == r.tokenA && stale.LastAccepted == r.tokenB},
-		{"fenced: stock still 8 after A's attempt", r.afterA == "8" && r.afterALast == r.tokenB},
-		{"fenced: B's retry write of 9 accepted with the same token", r.retry9Err == nil},
-		{fmt.Sprintf("fenced: result stock 9, last_token = B's token %d", r.tokenB), r.final == "9" && r.finalLast == r.tokenB},
+		{"run 2 (with fencing): stock still 8 after A's attempt", r.afterA == "8" && r.afterALast == r.tokenB},
+		{"run 2 (with fencing): B's retry of 8 with the same token accepted", r.retryErr == nil},
+		{fmt.Sprintf("run 2 (with fencing): the stock ends at 8, last_token = B's token %d", r.tokenB), r.final == "8" && r.finalLast == r.tokenB},
 	}
 }

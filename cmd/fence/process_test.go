@@ -368,14 +368,28 @@ func TestProcessRunForwardsSIGTERM(t *testing.T) {
 func TestProcessLab(t *testing.T) {
 	// FENCE_SERVER set but --embedded: a temporary server of its own.
 	r := fenceRun(t, "http://127.0.0.1:1", "lab", "--unit", "150ms", "--embedded").want(t, 0, "lab")
-	if !strings.Contains(r.stdout, "(embedded, temporary)") {
-		t.Errorf("lab --embedded did not say it used an embedded server:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, "(embedded, temporary, one per run)") {
+		t.Errorf("lab --embedded did not say it used embedded servers:\n%s", r.stdout)
 	}
-	for _, want := range []string{"Moment | Event | Expected result", "Verification | Without fencing token | With token check",
-		"Remaining stock 5 — old value won", "Receives STALE_TOKEN", "PASS: every row matches the seed"} {
+	// Each run's table shows its own tokens: on a fresh server of its own,
+	// A's is 1 and B's 2, as in docs/story.md.
+	for _, want := range []string{"docs/story.md",
+		"Run 1, WITHOUT fencing", "| t=7 | A wakes and writes stock 5 (token 1) | accepted: overwrites B's 8 | accepted: stock=5 |",
+		"| end | the stock | 5: B's update is lost | stock 5 — B's 8 was overwritten",
+		"Run 2, WITH fencing", "| t=7 | A wakes and writes stock 5 (token 1) | refused: STALE_TOKEN, 1 < 2 | STALE_TOKEN: token 1 is older than accepted token 2 |",
+		"| t=7 | B retries its write of 8 (token 2) | accepted: equal tokens are allowed | accepted: stock=8 last_token=2 |",
+		"| end | the stock | 8, last_token 2: B's update stands | stock 8, last_token 2 |",
+		"Without fencing the stock ends at 5; with fencing at 8.",
+		"PASS: every row matches the story (docs/story.md)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("lab output lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	if _, run2, _ := strings.Cut(r.stdout, "Run 2"); strings.Contains(run2, "stock=5") {
+		t.Errorf("lab output: the fenced run shows a stock of 5:\n%s", r.stdout)
+	}
+	if h := fenceRun(t, "http://127.0.0.1:1", "lab", "--help").want(t, 0, "lab --help"); !strings.Contains(h.stdout, "paused-worker story (docs/story.md)") {
+		t.Errorf("lab --help does not point at docs/story.md:\n%s", h.stdout)
 	}
 	// Against a running, already used server, named only by FENCE_SERVER.
 	srv := startServe(t)
@@ -384,13 +398,19 @@ func TestProcessLab(t *testing.T) {
 	var out struct {
 		Server string `json:"server"`
 		OK     bool   `json:"ok"`
+		Naive  struct {
+			StockFinal string `json:"stockFinal"`
+		} `json:"naive"`
 		Fenced struct {
-			TokenA uint64 `json:"tokenA"`
-			TokenB uint64 `json:"tokenB"`
+			TokenA     uint64 `json:"tokenA"`
+			TokenB     uint64 `json:"tokenB"`
+			StockFinal string `json:"stockFinal"`
+			LastToken  uint64 `json:"lastTokenFinal"`
 		} `json:"fenced"`
 	}
 	if err := json.Unmarshal([]byte(j.stdout), &out); err != nil || !out.OK || out.Server != srv.url ||
-		out.Fenced.TokenA <= 1 || out.Fenced.TokenB <= out.Fenced.TokenA {
+		out.Fenced.TokenA <= 1 || out.Fenced.TokenB <= out.Fenced.TokenA ||
+		out.Naive.StockFinal != "5" || out.Fenced.StockFinal != "8" || out.Fenced.LastToken != out.Fenced.TokenB {
 		t.Fatalf("lab json %s: %+v %v", j.stdout, out, err)
 	}
 }
