@@ -27,8 +27,14 @@ import (
 
 // keepAliveReplyHold is how long a reply is held back after its request
 // was seen: the delay under test, not a synchronisation. It must exceed
-// the safe deadline's margin (1% of the 30s TTL: 300ms).
+// the safe deadline's margin (1% of deadlineTTL: 600ms).
 const keepAliveReplyHold = time.Second
+
+// deadlineTTL is the TTL of the send-time tests: a keepalive attempt gets
+// TTL/3 (20s) and other attempts get WithAttemptTimeout (1m here) before
+// they are abandoned and retried, far more than the hold even on a loaded
+// machine, so the reply held back is the one that sets the deadline.
+const deadlineTTL = time.Minute
 
 // holdUntil returns once the test's clock has passed seen + d: the delay
 // under test.
@@ -40,10 +46,10 @@ func holdUntil(seen time.Time, d time.Duration) {
 // whose reply is held back 1s sets the deadline from the renew's send
 // time: at most (when the tap saw the renew) + TTL.
 func TestLeaseRenewDeadlineFromSendTime(t *testing.T) {
-	const ttl = 30 * time.Second
+	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
-	c := newClient(t, client.WithoutSession(), client.WithHTTPClient(tp.client()))
+	c := newClient(t, client.WithoutSession(), client.WithHTTPClient(tp.client()), client.WithAttemptTimeout(time.Minute))
 	l, err := c.Acquire(ctx, name, client.TTL(ttl), client.KeepAlive(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +87,7 @@ func TestLeaseRenewDeadlineFromSendTime(t *testing.T) {
 // is the event that says the first one's reply was handled (the loop is
 // sequential).
 func TestLeaseKeepAliveDeadlineFromSendTime(t *testing.T) {
-	const ttl = 30 * time.Second // a renew attempt gets TTL/3 = 10s: far more than the hold
+	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
 	gate, never := make(chan struct{}), make(chan struct{})
@@ -129,7 +135,7 @@ func TestLeaseKeepAliveDeadlineFromSendTime(t *testing.T) {
 // one's; a Write answered after the released reply orders its handling
 // before the read.
 func TestSessionKeepAliveDeadlineFromSendTime(t *testing.T) {
-	const ttl = 30 * time.Second // the keepalive is given TTL/3 = 10s: far more than the hold
+	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
 	gate, never := make(chan struct{}), make(chan struct{})
@@ -185,7 +191,7 @@ func TestSessionKeepAliveDeadlineFromSendTime(t *testing.T) {
 // sets the session's deadline from the renew's send time. Keepalives after
 // the stream's first are held for good, so only the renew moves it.
 func TestSessionLeaseRenewDeadlineFromSendTime(t *testing.T) {
-	const ttl = 30 * time.Second
+	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
 	c := newClient(t, client.WithSessionTTL(ttl), client.WithHTTPClient(tp.client()))
@@ -230,7 +236,7 @@ func TestSessionLeaseRenewDeadlineFromSendTime(t *testing.T) {
 // stream's keepalives are held for good, so the deadline read is the
 // Open's.
 func TestSessionOpenDeadlineFromSendTime(t *testing.T) {
-	const ttl = 30 * time.Second
+	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
 	gate, never := make(chan struct{}), make(chan struct{})
@@ -246,7 +252,7 @@ func TestSessionOpenDeadlineFromSendTime(t *testing.T) {
 		}
 		return replyAction{}
 	})
-	c := newClient(t, client.WithSessionTTL(ttl), client.WithHTTPClient(tp.client()))
+	c := newClient(t, client.WithSessionTTL(ttl), client.WithHTTPClient(tp.client()), client.WithAttemptTimeout(time.Minute))
 	type result struct {
 		l   *client.Lease
 		err error
@@ -300,7 +306,7 @@ func TestLeaseOlderRenewReplyOnlyPullsDeadlineIn(t *testing.T) {
 	const long, short = time.Minute, 10 * time.Second
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
-	c := newClient(t, client.WithoutSession(), client.WithHTTPClient(tp.client()))
+	c := newClient(t, client.WithoutSession(), client.WithHTTPClient(tp.client()), client.WithAttemptTimeout(time.Minute))
 	l, err := c.Acquire(ctx, name, client.TTL(long), client.KeepAlive(-1))
 	if err != nil {
 		t.Fatal(err)
