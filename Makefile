@@ -116,7 +116,7 @@ $(GREMLINS):
 	GOBIN=$(CURDIR)/bin/tools/.install $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 	mv bin/tools/.install/gremlins $@
 
-## lab: the seed's scenario against an embedded server
+## lab: the paused-worker story (docs/story.md) against embedded servers
 lab: build
 	./$(BIN) lab
 

@@ -9,7 +9,7 @@ import (
 )
 
 // A refusal is a value with facts: errors.Is names the kind, errors.As
-// gives the numbers. This is what a store says to the seed's worker A.
+// gives the numbers. This is what a store says to the story's worker A.
 func ExampleStaleTokenError() {
 	var err error = fmt.Errorf("write stock/sku-42: %w",
 		&fence.StaleTokenError{Resource: "stock/sku-42", Token: 1, LastAccepted: 2})

@@ -9,7 +9,7 @@ import (
 	"github.com/fenceworks/fence/state"
 )
 
-// The seed's story: A's lease runs out while it is paused, B takes over,
+// The paused-worker story: A's lease runs out while it is paused, B takes over,
 // and A's late write is refused by the fenced resource.
 func Example() {
 	m := state.New()

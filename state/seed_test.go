@@ -7,7 +7,7 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// TestSeedTimeline plays the seed's story (1 seed second = 1 s of server
+// TestSeedTimeline plays the paused-worker story (1 story second = 1 s of server
 // time): A's lease expires while it is paused, B takes over with token 2 and
 // writes, and A's late write with token 1 is refused at the store.
 func TestSeedTimeline(t *testing.T) {

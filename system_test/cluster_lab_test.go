@@ -41,7 +41,7 @@ func startLab(t *testing.T, urls []string, unit time.Duration) *labRun {
 }
 
 // wait waits for the lab to end and fails t unless it exited 0 (every row
-// of the seed's tables came out as the seed says).
+// of the story's tables came out as the story says).
 func (r *labRun) wait(t *testing.T) {
 	t.Helper()
 	select {
@@ -76,7 +76,7 @@ func TestClusterLab(t *testing.T) {
 // during the fenced play between its t=4 (B's try, refused busy) and t=6
 // (B's acquire): A's lease, granted by the old leader, still ends for the
 // new one in time for B, B is granted it with a greater token, and A's late
-// write is refused. One seed second is 2s here so that the failover (about
+// write is refused. One story second is 2s here so that the failover (about
 // two election timeouts, plus the time since the last command, both of
 // which lengthen A's lease: server time stands still without a leader) fits
 // before B's wait runs out at t=7.

@@ -9,20 +9,20 @@ import (
 	"testing"
 )
 
-// TestSeedPauseStaleWrite plays the seed's story with real processes (G4):
+// TestSeedPauseStaleWrite plays the paused-worker story with real processes (G4):
 // worker A takes a 1s lease and is frozen with SIGSTOP while it holds it;
 // worker B queues for the lock, is granted it once A's lease has expired in
 // server time, and writes 8; A is resumed with SIGCONT and tries to write 5
 // with its old token: the server refuses it with STALE_TOKEN, A exits with
 // code 4, and the value stays B's. B's second write with the same token is
-// accepted (equal tokens are allowed), as in the seed's table.
+// accepted (equal tokens are allowed), as in the story (docs/story.md).
 //
 // No sleep and no timing assertion: B's grant is the server's word that A's
 // lease has expired.
 func TestSeedPauseStaleWrite(t *testing.T) {
 	srv := startServer(t)
 	worker := binary(t, "./system_test/internal/worker")
-	const lock, resource = "seed/sku-42", "stock/sku-42"
+	const lock, resource = "story/sku-42", "stock/sku-42"
 
 	a := startProc(t, "worker A", worker, nil, "--server", srv.URL(),
 		"--lock", lock, "--owner", "worker-a", "--ttl", "1s", "--resource", resource, "--value", "5")
@@ -64,7 +64,7 @@ func TestSeedPauseStaleWrite(t *testing.T) {
 		t.Fatalf("after A's late write: value %q last_token %d, want \"8\" and %d", st.GetValue(), st.GetLastToken(), tokenB)
 	}
 
-	// The seed's last row: B writes again with the same token.
+	// The story's last row: B writes again with the same token.
 	st, err = c.write(ctx, resource, tokenB, "9")
 	if err != nil {
 		t.Fatalf("B's second write with the same token: %v", err)

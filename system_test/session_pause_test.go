@@ -16,7 +16,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 )
 
-// The seed's pause at the scale of a session: one client holds 10,000
+// The story's pause at the scale of a session: one client holds 10,000
 // leases on one session (2,000 under -short) and is SIGSTOPped past the
 // session's TTL while another client waits on every one of its locks.
 // When the session expires, every lock passes to the waiting client (which

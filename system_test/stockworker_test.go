@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestStockWorker runs examples/stock-worker as the seed's two workers on a
+// TestStockWorker runs examples/stock-worker as the story's two workers on a
 // real PostgreSQL (G4, G5): A takes a 1s lease for the SKU and is frozen with
 // SIGSTOP; B queues, is granted the lock once A's lease has expired, and
 // writes 8; A resumes with SIGCONT and tries 5: PostgreSQL's guard refuses

@@ -1,7 +1,7 @@
 // Command fence-chaos is Fence's fault harness (package internal/chaos): it
 // starts a Fence server — or a raft cluster of 3 or 5 (-nodes), with a
 // fault-injecting proxy on every peer link — as real processes behind
-// fault-injecting client proxies, runs the seed's workload from worker
+// fault-injecting client proxies, runs the paused-worker story's workload from worker
 // processes against the built-in store and a PostgreSQL guard store, injects
 // faults on a seeded schedule, and checks the recorded history for stale
 // writes, token regressions, overlapping holds, leases ended before their

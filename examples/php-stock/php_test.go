@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestPHPWorkerSeedPause is the seed's story with PHP workers on MariaDB.
+// TestPHPWorkerSeedPause is the paused-worker story with PHP workers on MariaDB.
 // The server first grants 98 leases of other locks, so that the workers'
 // tokens are 99 and 100: the pair on which a comparison of strings is wrong.
 //

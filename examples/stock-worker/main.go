@@ -1,4 +1,4 @@
-// Command stock-worker is the seed's scenario on PostgreSQL: a worker takes
+// Command stock-worker is the paused-worker story on PostgreSQL: a worker takes
 // the Fence lease for one SKU and writes its stock quantity in one
 // PostgreSQL transaction guarded by guard/postgres, so that a worker whose
 // lease has expired — paused, slow, partitioned — is refused by the database

@@ -18,7 +18,7 @@ type lease fence.Token
 
 func (l lease) Token() fence.Token { return fence.Token(l) }
 
-// The seed's story over HTTP: a stock service fenced by the middleware,
+// The paused-worker story over HTTP: a stock service fenced by the middleware,
 // worker B (token 2) and worker A waking up late with token 1.
 func Example() {
 	var store httpguard.MemoryStore // single process; use pgstore/sqlitestore across processes

@@ -51,7 +51,7 @@ INSERT INTO stock (sku, qty) VALUES ('sku-42', 10)`); err != nil {
 	}
 }
 
-// The seed's story: worker B (token 2) writes stock = 8; worker A (token 1)
+// The paused-worker story: worker B (token 2) writes stock = 8; worker A (token 1)
 // wakes from a pause and tries stock = 5. PostgreSQL refuses A's write.
 func ExampleCheck() {
 	pool, close := exampleDB()

@@ -22,7 +22,7 @@ func exampleClient() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr})
 }
 
-// The seed's story on Redis: worker B (token 2) writes 8, worker A wakes up
+// The paused-worker story on Redis: worker B (token 2) writes 8, worker A wakes up
 // with token 1 and tries 5 — the script refuses it.
 func Example() {
 	ctx := context.Background()
@@ -31,11 +31,11 @@ func Example() {
 	// The test Redis runs without persistence: AcceptVolatile lets the guard
 	// use it (with a logged warning). In production configure appendonly yes,
 	// appendfsync always and maxmemory-policy noeviction, and leave it unset.
-	g, err := redisguard.New(rdb, redisguard.Options{Prefix: "example.seed", AcceptVolatile: true})
+	g, err := redisguard.New(rdb, redisguard.Options{Prefix: "example.story", AcceptVolatile: true})
 	if err != nil {
 		panic(err)
 	}
-	defer rdb.Del(ctx, "{12:example.seed:sku-42}")
+	defer rdb.Del(ctx, "{13:example.story:sku-42}")
 
 	if _, err := g.Set(ctx, "sku-42", 2, []byte("8"), ""); err != nil {
 		panic(err)

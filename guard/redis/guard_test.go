@@ -34,7 +34,7 @@ func wantState(t *testing.T, g *Guard, res string, value string, tok fence.Token
 	}
 }
 
-// The seed's timeline on Redis: B writes 8 with token 2, A's late 5 with
+// The story's timeline on Redis: B writes 8 with token 2, A's late 5 with
 // token 1 is refused naming both tokens, B writes again with token 2.
 func TestSeedTimeline(t *testing.T) {
 	g, _ := newTestGuard(t, Options{})

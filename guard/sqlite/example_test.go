@@ -37,7 +37,7 @@ func exampleDB() (db *sql.DB, close func()) {
 	return db, func() { db.Close(); os.RemoveAll(dir) }
 }
 
-// The seed's story: worker B (token 2) writes stock = 8; worker A (token 1)
+// The paused-worker story: worker B (token 2) writes stock = 8; worker A (token 1)
 // wakes from a pause and tries stock = 5. SQLite refuses A's write.
 func ExampleCheck() {
 	db, close := exampleDB()

@@ -9,7 +9,7 @@ import (
 )
 
 func ExampleFromConnect() {
-	// What the server sends for the seed's late write...
+	// What the server sends for the story's late write...
 	wire := apierr.ToConnect(&fence.StaleTokenError{Resource: "stock", Token: 1, LastAccepted: 2})
 	fmt.Println(wire.Code(), wire.Message())
 

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// sim generates histories of the seed's workload against a model of the
+// sim generates histories of the paused-worker story's workload against a model of the
 // server that is correct unless a bug knob is set: workers acquire a lock,
 // read, write value-1, sometimes add +5 with an op_id, and release; faults
 // make outcomes unknown and leases expire under paused workers. Time is in

@@ -2,7 +2,7 @@
 // real processes in temp dirs on loopback — one node, or a raft cluster of
 // 3 or 5 — puts a fault-injecting TCP proxy (a small one of its own: see
 // Proxy) between every client and every node and, in a cluster, on every
-// directed peer link, runs the seed's workload from worker processes against
+// directed peer link, runs the paused-worker story's workload from worker processes against
 // the built-in store and a PostgreSQL guard store, injects faults on a seeded
 // schedule (the nemesis), records every operation with its invocation and
 // completion time, and checks the history afterwards.

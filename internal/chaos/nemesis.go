@@ -23,7 +23,7 @@ type FaultKind string
 
 const (
 	// FaultWorkerPause stops a worker process (SIGSTOP) for 1.5–3× the TTL
-	// and continues it (SIGCONT): the seed's pause, after which the worker
+	// and continues it (SIGCONT): the story's pause, after which the worker
 	// sends its now stale write.
 	FaultWorkerPause FaultKind = "worker-pause"
 	// FaultServerPause stops the node's process, then continues it.
@@ -65,7 +65,7 @@ type Fault struct {
 	// it (e.g. --max-ttl 1h): a restart with other flags.
 	RestartArgs []string
 	// Aimed (worker-pause): wait up to For for a worker in its write
-	// window (it read the stock and has yet to write: the seed's pause) and
+	// window (it read the stock and has yet to write: the story's pause) and
 	// stop that one; Target when none is, or Workers cannot tell.
 	Aimed bool
 
@@ -146,7 +146,7 @@ func Schedule(seed uint64, d time.Duration, kinds []FaultKind, workers int, ttl 
 // previous one's For and a gap of 0.2–1s): the first round is every node
 // kind once, in a shuffled order, as far as the duration allows; then
 // kinds are drawn at random until the duration (less Tail) is used up.
-// Worker pauses, the seed's hazard, run alongside them, one after another
+// Worker pauses, the story's hazard, run alongside them, one after another
 // on a worker drawn each time, 0.5–2× TTL apart. Durations: worker-pause
 // 1.5–3× TTL; server-pause, conn-blackhole and conn-oneway 0.5–2× TTL (at
 // least 300ms); conn-delay 1–3× TTL with 50ms, 200ms or 600ms per
@@ -198,7 +198,7 @@ func (c ScheduleConfig) Schedule() []Fault {
 		switch k {
 		case FaultWorkerPause:
 			f.For = ttlTimes(1.5, 3)
-			f.Aimed = rng.IntN(3) != 0 // two in three at the seed's window
+			f.Aimed = rng.IntN(3) != 0 // two in three at the story's window
 		case FaultServerPause, FaultConnBlackhole:
 			f.For = max(ttlTimes(0.5, 2), 300*time.Millisecond)
 		case FaultConnOneWay:
@@ -267,7 +267,7 @@ func (c ScheduleConfig) Schedule() []Fault {
 			}
 		}
 	}
-	// Worker pauses, the seed's hazard, alongside: one after another, on
+	// Worker pauses, the story's hazard, alongside: one after another, on
 	// a worker drawn each time, 0.5–2× TTL apart.
 	if len(nodeKinds) < len(kinds) {
 		at := c.Warmup

@@ -37,7 +37,7 @@ type Config struct {
 	// (default 1s each): a worker pause lasts 1.5–3× TTL.
 	TTL, SessionTTL time.Duration
 	// Control switches fencing off in the workers: plain PostgreSQL writes,
-	// which checker 1 must catch (the seed's "without fence" row).
+	// which checker 1 must catch (the story's "without fencing" row).
 	Control bool
 	// Kinds are the faults the nemesis may inject (default AllFaults, and
 	// ClusterFaults with Nodes > 1). A run with FaultDiskFull puts the data
@@ -208,7 +208,7 @@ type workerProcs struct {
 func (w *workerProcs) Len() int { return len(w.cmds) }
 
 // InWindow: worker i is between its read and its write (its marker file
-// exists), where an aimed pause lands the seed's hazard.
+// exists), where an aimed pause lands the story's hazard.
 func (w *workerProcs) InWindow(i int) bool {
 	if i < 0 || i >= len(w.windows) {
 		return false

@@ -209,7 +209,7 @@ func monoOf(t time.Time) int64 {
 // window (it read the stock and sleeps before writing): History + ".window".
 func (c WorkerConfig) WindowFile() string { return c.History + ".window" }
 
-// RunWorker runs the seed's workload until ctx ends, recording every
+// RunWorker runs the paused-worker story's workload until ctx ends, recording every
 // logical operation in cfg.History. Per iteration it picks a lock sku-k and
 // a lease kind (on the session client, or standalone with TTL), acquires
 // (mostly waiting, sometimes trying once), picks a store, reads the stock,
@@ -425,7 +425,7 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 		return nil
 	}
 
-	// The pause window of the seed: the stock was read, the write is yet to
+	// The pause window of the story: the stock was read, the write is yet to
 	// come. A worker stopped here wakes up and writes anyway. The marker
 	// file tells the nemesis (aimed pauses) that this worker is in it.
 	var pause time.Duration

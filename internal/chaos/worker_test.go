@@ -556,7 +556,7 @@ func TestWorkerProcesses(t *testing.T) {
 		l.Release(ctx)
 	})
 
-	// The seed's hazard: worker A reads, is paused past its TTL mid-hold,
+	// The story's hazard: worker A reads, is paused past its TTL mid-hold,
 	// B takes the lock and writes; A wakes and sends its write with its old
 	// token. A fenced store refuses it (stale); the control run's plain
 	// PostgreSQL write accepts it.

@@ -207,7 +207,7 @@ func pruneErr(_ int64, err error) error { return err }
 func testStaleWriteLeavesData(t *testing.T, newStore NewStore) {
 	s := newStore(t, Options{})
 	ctx := context.Background()
-	// The seed: B (token 2) writes 8, then A (token 1) tries 5.
+	// The story: B (token 2) writes 8, then A (token 1) tries 5.
 	if _, err := s.GuardedWrite(ctx, "sku-42", 2, 8); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Command worker is the seed's worker as a separate process, for the system
+// Command worker is the story's worker as a separate process, for the system
 // tests: it takes a lease from a Fence server, announces its token on stdout,
 // waits for one line on stdin (the moment the test may SIGSTOP it), then
 // makes one fenced write with that token and reports the outcome.
