@@ -7,7 +7,7 @@
 //
 // The tests here check the guarantees of docs/design.md §1 from outside:
 //
-//   - TestSeedPauseStaleWrite (G4): the story's paused worker is refused.
+//   - TestStoryPauseStaleWrite (G4): the story's paused worker is refused.
 //   - TestCrashKill9 (G1, G6): kill -9 under load, restart, compare tokens
 //     and acknowledged writes.
 //   - TestBadInput (G7): every refused input over JSON and gRPC.

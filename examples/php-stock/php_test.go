@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestPHPWorkerSeedPause is the paused-worker story with PHP workers on MariaDB.
+// TestPHPWorkerStoryPause is the paused-worker story with PHP workers on MariaDB.
 // The server first grants 98 leases of other locks, so that the workers'
 // tokens are 99 and 100: the pair on which a comparison of strings is wrong.
 //
@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 // other payload, and an op Go's Do applied (sale-2) is replayed by a PHP
 // worker's repeat; the tables the PHP created are the ones guard/mysql's
 // Migrate creates.
-func TestPHPWorkerSeedPause(t *testing.T) {
+func TestPHPWorkerStoryPause(t *testing.T) {
 	php := requirePHP(t)
 	db := testDB(t)
 	suffix := randomSuffix(t)

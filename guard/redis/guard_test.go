@@ -36,7 +36,7 @@ func wantState(t *testing.T, g *Guard, res string, value string, tok fence.Token
 
 // The story's timeline on Redis: B writes 8 with token 2, A's late 5 with
 // token 1 is refused naming both tokens, B writes again with token 2.
-func TestSeedTimeline(t *testing.T) {
+func TestStoryTimeline(t *testing.T) {
 	g, _ := newTestGuard(t, Options{})
 	wantState(t, g, "sku-42", "", 0, 0)
 	if r := mustSet(t, g, "sku-42", 2, "8", ""); r.Token != 2 || r.Version != 1 || string(r.Value) != "8" || r.Replayed {

@@ -7,10 +7,10 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// TestSeedTimeline plays the paused-worker story (1 story second = 1 s of server
+// TestStoryTimeline plays the paused-worker story (1 story second = 1 s of server
 // time): A's lease expires while it is paused, B takes over with token 2 and
 // writes, and A's late write with token 1 is refused at the store.
-func TestSeedTimeline(t *testing.T) {
+func TestStoryTimeline(t *testing.T) {
 	m := New()
 	mustGrant(t, m, acq(at(0), "sku-42", "A", 5*time.Second), 1)
 

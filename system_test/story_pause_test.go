@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestSeedPauseStaleWrite plays the paused-worker story with real processes (G4):
+// TestStoryPauseStaleWrite plays the paused-worker story with real processes (G4):
 // worker A takes a 1s lease and is frozen with SIGSTOP while it holds it;
 // worker B queues for the lock, is granted it once A's lease has expired in
 // server time, and writes 8; A is resumed with SIGCONT and tries to write 5
@@ -19,7 +19,7 @@ import (
 //
 // No sleep and no timing assertion: B's grant is the server's word that A's
 // lease has expired.
-func TestSeedPauseStaleWrite(t *testing.T) {
+func TestStoryPauseStaleWrite(t *testing.T) {
 	srv := startServer(t)
 	worker := binary(t, "./system_test/internal/worker")
 	const lock, resource = "story/sku-42", "stock/sku-42"
