@@ -10,7 +10,7 @@ import (
 	"github.com/fenceworks/fence/client"
 )
 
-// The seed's scenario in Go: worker A's lease runs out while it is paused,
+// The paused-worker story (docs/story.md) in Go: worker A's lease runs out while it is paused,
 // worker B takes over and writes, and A's late write is refused by the
 // fenced store. (serverURL is the test's embedded server; yours would be
 // "http://127.0.0.1:7420".)
