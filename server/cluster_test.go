@@ -429,51 +429,6 @@ func TestClusterAddChecks(t *testing.T) {
 	}
 }
 
-// A voter whose data dir was lost is refused until it is removed; then it
-// joins again as a new voter (with a majority left, the removal commits).
-func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
-	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
-	n1.awaitReady(t)
-	n2 := startRun(t, clusterConfig(t, "n2", ClusterConfig{Join: []string{n1.url}}))
-	cfg3 := clusterConfig(t, "n3", ClusterConfig{Join: []string{n1.url}})
-	n3 := startRun(t, cfg3)
-	n2.awaitReady(t)
-	n3.awaitReady(t)
-	n3.stop(t)
-
-	// Started again without --join, the wiped n3 is reached by the leader
-	// at its old address and made a voter again: it says so, loudly.
-	cfg3.DataDir = t.TempDir()
-	joinURLs := cfg3.Cluster.Join
-	cfg3.Cluster.Join = nil
-	n3 = startRun(t, cfg3)
-	await(t, "wiped n3 logs the error", func() bool { return strings.Contains(n3.logs.String(), "is a voter, though nobody added it") })
-	n3.stop(t)
-	// With --join, it is refused.
-	cfg3.Cluster.Join = joinURLs
-	cfg3.DataDir = t.TempDir()
-	n3 = startRun(t, cfg3)
-	select {
-	case err := <-n3.done:
-		n3.done <- err
-		if err == nil || !strings.Contains(err.Error(), "remove it first") {
-			t.Fatalf("wiped n3's join: %v, want refused", err)
-		}
-	case <-time.After(clusterWait):
-		t.Fatalf("wiped n3 still running after %s", clusterWait)
-	}
-	if _, err := n2.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})); err != nil {
-		t.Fatalf("RemoveMember(n3): %v", err)
-	}
-	cfg3.DataDir = t.TempDir()
-	n3 = startRun(t, cfg3)
-	n3.awaitReady(t)
-	if strings.Contains(n3.logs.String(), "nobody added it") {
-		t.Errorf("n3, joined after its removal, logs the lost-voter error:\n%s", n3.logs.String())
-	}
-	await(t, "n1 lists n1, n2, n3", func() bool { return slices.Equal(ids(n1.members(t)), []string{"n1", "n2", "n3"}) })
-}
-
 // goroutineIn reports whether some goroutine of this process is in fn
 // (a function's name as a stack trace prints it, e.g.
 // "cluster.(*Membership).WatchFresh").

@@ -265,7 +265,7 @@ func TestJSONContract(t *testing.T) {
 				}
 			}
 		}
-		for _, bad := range []string{`"30"`, `"30 seconds"`, `true`, `{"seconds":30}`, `1e-10`, `"PT30S"`} { // 1e20: named as sent (TestAdv11StrictInputs)
+		for _, bad := range []string{`"30"`, `"30 seconds"`, `true`, `{"seconds":30}`, `1e-10`, `"PT30S"`} { // 1e20: named as sent (TestStrictJSONInputs)
 			r := sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"dur-bad","owner":"x","ttl":`+bad+`}`)
 			e := object(t, r)
 			if r.status != 400 || e["reason"] != "INVALID_ARGUMENT" || at(e, "facts", "field") != "ttl" ||

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+)
+
+// A voter whose data dir was lost must not come back under its old id as if
+// nothing happened: raft's safety rests on a voter remembering its log and
+// its vote, and an empty one would vote for a candidate that lacks
+// committed entries (tokens handed out again: G1, G6) and could vote twice
+// in one term. The leader finds such a join's id already a member at that
+// address, and refuses it (the join says its data dir is empty) instead of
+// taking it as a no-op re-add: Run fails naming the id until the member is
+// removed (operations.md: remove it, then add the new one).
+func TestClusterWipedVoterRejoinRefused(t *testing.T) {
+	cfg1 := clusterConfig(t, "n1", ClusterConfig{Bootstrap: true})
+	n1 := startRun(t, cfg1)
+	n1.awaitReady(t)
+	cfg2 := clusterConfig(t, "n2", ClusterConfig{Join: []string{"http://" + cfg1.Listen}})
+	n2 := startRun(t, cfg2)
+	n2.awaitReady(t)
+	await(t, "n1 lists n1, n2", func() bool { return slices.Equal(ids(n1.members(t)), []string{"n1", "n2"}) })
+	if err := n2.stop(t); err != nil {
+		t.Fatalf("n2 stopped with %v", err)
+	}
+
+	cfg2.DataDir = t.TempDir() // the disk is lost; same id, same addresses
+	// Long enough that only a refusal ends the join: a join that gave up
+	// (nobody answered in time) also names n2, and would pass for one.
+	cfg2.ReadyTimeout = clusterWait
+	n2 = startRun(t, cfg2)
+	select {
+	case err := <-n2.done:
+		n2.done <- err
+		if err == nil || !strings.Contains(err.Error(), "refused to add n2") {
+			t.Fatalf("wiped n2's join ended with %v, want the leader's refusal to add n2\n%s", err, n2.logs.String())
+		}
+	case <-time.After(2 * clusterWait):
+		t.Fatalf("an empty data dir rejoined as voter n2 without a removal (join accepted):\n%s", n2.logs.String())
+	}
+}
+
+// A voter whose data dir was lost is refused until it is removed; then it
+// joins again as a new voter (with a majority left, the removal commits).
+func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
+	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	n1.awaitReady(t)
+	n2 := startRun(t, clusterConfig(t, "n2", ClusterConfig{Join: []string{n1.url}}))
+	cfg3 := clusterConfig(t, "n3", ClusterConfig{Join: []string{n1.url}})
+	n3 := startRun(t, cfg3)
+	n2.awaitReady(t)
+	n3.awaitReady(t)
+	n3.stop(t)
+
+	// Started again without --join, the wiped n3 is reached by the leader
+	// at its old address and made a voter again: it says so, loudly.
+	cfg3.DataDir = t.TempDir()
+	joinURLs := cfg3.Cluster.Join
+	cfg3.Cluster.Join = nil
+	n3 = startRun(t, cfg3)
+	await(t, "wiped n3 logs the error", func() bool { return strings.Contains(n3.logs.String(), "is a voter, though nobody added it") })
+	n3.stop(t)
+	// With --join, it is refused.
+	cfg3.Cluster.Join = joinURLs
+	cfg3.DataDir = t.TempDir()
+	n3 = startRun(t, cfg3)
+	select {
+	case err := <-n3.done:
+		n3.done <- err
+		if err == nil || !strings.Contains(err.Error(), "remove it first") {
+			t.Fatalf("wiped n3's join: %v, want refused", err)
+		}
+	case <-time.After(clusterWait):
+		t.Fatalf("wiped n3 still running after %s", clusterWait)
+	}
+	if _, err := n2.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})); err != nil {
+		t.Fatalf("RemoveMember(n3): %v", err)
+	}
+	cfg3.DataDir = t.TempDir()
+	n3 = startRun(t, cfg3)
+	n3.awaitReady(t)
+	if strings.Contains(n3.logs.String(), "nobody added it") {
+		t.Errorf("n3, joined after its removal, logs the lost-voter error:\n%s", n3.logs.String())
+	}
+	await(t, "n1 lists n1, n2, n3", func() bool { return slices.Equal(ids(n1.members(t)), []string{"n1", "n2", "n3"}) })
+}
