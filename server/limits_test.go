@@ -222,14 +222,33 @@ func TestLongWaitOutlivesReadTimeout(t *testing.T) {
 	for _, c := range protocols(url) {
 		t.Run(c.name, func(t *testing.T) {
 			name := "long-" + c.name
-			// The holder's lease ends by itself after 4 read timeouts; the
-			// waiter is granted then.
-			if _, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Ttl: durationpb.New(4 * readTimeout)})); err != nil {
+			held, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Ttl: durationpb.New(time.Hour)}))
+			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Owner: "w", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Minute)}))
-			if err != nil || r.Msg.Lease.GetOwner() != "w" {
-				t.Fatalf("waiting acquire = %v, %v; want granted after the holder's lease ended", r, err)
+			type result struct {
+				owner string
+				err   error
+			}
+			done := make(chan result, 1)
+			go func() {
+				r, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Owner: "w", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Minute)}))
+				if err != nil {
+					done <- result{"", err}
+					return
+				}
+				done <- result{r.Msg.GetLease().GetOwner(), nil}
+			}()
+			// Once the waiter is queued, the holder's lease is cut to end
+			// 4 read timeouts from now: the wait lasts at least that long
+			// however slow the machine (a lease of 4 read timeouts from
+			// the start could end before a slow waiter even came).
+			until(t, "the acquire waits", func() bool { return lockOf(t, url, name).GetWaiters() == 1 })
+			if _, err := c.locks.Renew(ctx, connect.NewRequest(&fencev1.RenewRequest{Name: name, Token: held.Msg.GetLease().GetToken(), Ttl: durationpb.New(4 * readTimeout)})); err != nil {
+				t.Fatal(err)
+			}
+			if r := <-done; r.err != nil || r.owner != "w" {
+				t.Fatalf("waiting acquire = %q, %v; want granted after the holder's lease ended", r.owner, r.err)
 			}
 		})
 	}

@@ -496,12 +496,21 @@ func TestStreamOutlivesReadTimeout(t *testing.T) {
 	const readTimeout = 200 * time.Millisecond
 	_, url := startServerWith(t, Config{ReadTimeout: readTimeout})
 	c := sessionClients(url)[0].c
-	if _, err := protocols(url)[1].locks.Acquire(context.Background(), connect.NewRequest(&fencev1.AcquireRequest{Name: "long", Ttl: durationpb.New(4 * readTimeout)})); err != nil {
+	locks := protocols(url)[1].locks
+	held, err := locks.Acquire(context.Background(), connect.NewRequest(&fencev1.AcquireRequest{Name: "long", Ttl: durationpb.New(time.Hour)}))
+	if err != nil {
 		t.Fatal(err)
 	}
 	id := openSession(t, c, time.Minute)
 	ts := startStream(t, c, &fencev1.SessionRequest{Session: id})
-	if r := ts.call(&fencev1.SessionRequest{Call: 1, Seq: 1, Ack: 1, Op: acquireOp("long", "w", time.Minute)}); r.GetAcquire().GetLease().GetOwner() != "w" {
+	ts.send(&fencev1.SessionRequest{Call: 1, Seq: 1, Ack: 1, Op: acquireOp("long", "w", time.Minute)})
+	// Once it is queued, the holder's lease is cut to end 4 read timeouts
+	// from now: the wait lasts at least that long however slow the machine.
+	until(t, "the stream's acquire queues", func() bool { return lockOf(t, url, "long").GetWaiters() == 1 })
+	if _, err := locks.Renew(context.Background(), connect.NewRequest(&fencev1.RenewRequest{Name: "long", Token: held.Msg.GetLease().GetToken(), Ttl: durationpb.New(4 * readTimeout)})); err != nil {
+		t.Fatal(err)
+	}
+	if r := ts.next(); r.GetCall() != 1 || r.GetAcquire().GetLease().GetOwner() != "w" {
 		t.Fatalf("waiting acquire on the stream = %v, want granted once the holder's lease ended", r)
 	}
 	if r := ts.call(&fencev1.SessionRequest{Call: 2, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{}}}); r.GetKeepAlive() == nil {
