@@ -98,6 +98,9 @@ MUTATE_PKGS      ?= state node client guard/internal/sqlguard guard/postgres gua
 MUTATE_WORKERS   ?= 1
 MUTATE_TIMEOUT   ?= 8
 MUTATE_OUT       ?= bin/mutate
+##   MUTATE_FLAGS: more gremlins flags, e.g. a subset of a big package's files:
+##   MUTATE_FLAGS="-E '^(?:apply|backup|cluster).*\.go$$'" (exclude-files regexps)
+MUTATE_FLAGS     ?=
 
 mutate: $(GREMLINS)
 	@mkdir -p $(MUTATE_OUT)
@@ -105,7 +108,7 @@ mutate: $(GREMLINS)
 	  out=$(MUTATE_OUT)/$$(echo $$p | tr / _); \
 	  echo "=== gremlins $$p (log $$out.log, results $$out.json)"; \
 	  GOFLAGS="$$GOFLAGS -count=1" ./$(GREMLINS) unleash --workers $(MUTATE_WORKERS) \
-	    --timeout-coefficient $(MUTATE_TIMEOUT) -o $$out.json $(CURDIR)/$$p > $$out.log 2>&1; \
+	    --timeout-coefficient $(MUTATE_TIMEOUT) $(MUTATE_FLAGS) -o $$out.json $(CURDIR)/$$p > $$out.log 2>&1; \
 	  status=$$?; grep -E '^(Killed|Lived|Timed out|Not covered|Not viable|Skipped|Test efficacy|Mutator coverage)' $$out.log; \
 	  grep -E 'LIVED|TIMED OUT' $$out.log; \
 	  [ $$status -eq 0 ] || { echo "gremlins failed on $$p (exit $$status), see $$out.log"; exit 1; }; \
