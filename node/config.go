@@ -124,6 +124,10 @@ type Config struct {
 	// wrapLog, for tests, wraps the log store under the node's fail-stop
 	// guard (to inject slow or failing writes).
 	wrapLog func(raft.LogStore) raft.LogStore
+	// graceEnd, for tests, ends the WaiterGrace when it is closed instead
+	// of after WaiterGrace (a test orders its steps before and after the
+	// grace by events, not by how fast the machine runs them).
+	graceEnd <-chan struct{}
 	// wrapStable and wrapSnapshots, for tests, wrap raft's stable store
 	// and snapshot store under the fail-stop guards (a failing term or
 	// vote write, or snapshot install, on one node of a cluster).

@@ -81,7 +81,7 @@ func startFaultyCluster(t *testing.T, n, joiners int, exitOnFatal bool, tweak fu
 	t.Helper()
 	hooks := map[string]*fsHooks{} // filled before any node runs, read only after
 	tc := startCluster(t, clusterOpts{n: n, joiners: joiners, tweak: func(c *Config) {
-		h := &fsHooks{log: &failingLog{}, stable: &failingStable{}, snaps: &failingSnapshots{},
+		h := &fsHooks{log: &failingLog{}, stable: &failingStable{exit: exitOnFatal}, snaps: &failingSnapshots{},
 			fatal: newFatalRecorder(exitOnFatal), logs: &testutil.Buffer{}}
 		hooks[c.NodeID] = h
 		c.wrapLog = func(s raft.LogStore) raft.LogStore { h.log.LogStore = s; return h.log }
@@ -495,22 +495,37 @@ func TestClusterFailedFollowerGrantsNoVote(t *testing.T) {
 var errIOStable = errors.New("injected: stable store: input/output error")
 
 // failingStable is a stable store with a switch: once on, every write
-// fails (term and vote).
+// fails (term and vote). With exit set (a node whose OnFatal stands for
+// the process's exit, runtime.Goexit), only the first failing write
+// returns: that one reaches OnFatal, and any later write is on a process
+// that is gone, so it does not return either. (It returned the error: the
+// fail-stop guard calls OnFatal once, so a second term change reaching the
+// stopped node — another election, as on a loaded machine — handed raft a
+// failed term write, and raft panicked.)
 type failingStable struct {
 	raft.StableStore
-	on atomic.Bool
+	on     atomic.Bool
+	exit   bool
+	failed atomic.Int32
+}
+
+func (s *failingStable) fail() error {
+	if s.failed.Add(1) > 1 && s.exit {
+		runtime.Goexit()
+	}
+	return errIOStable
 }
 
 func (s *failingStable) Set(k, v []byte) error {
 	if s.on.Load() {
-		return errIOStable
+		return s.fail()
 	}
 	return s.StableStore.Set(k, v)
 }
 
 func (s *failingStable) SetUint64(k []byte, v uint64) error {
 	if s.on.Load() {
-		return errIOStable
+		return s.fail()
 	}
 	return s.StableStore.SetUint64(k, v)
 }

@@ -113,17 +113,28 @@ func TestClockResumesAfterReopen(t *testing.T) {
 }
 
 // The ticker expires a lease and, in the same apply, hands the lock to the
-// waiter queued behind it.
+// waiter queued behind it. The lease is cut short (a renewal with the least
+// TTL) only once the waiter is queued: with a short lease from the start, a
+// machine slower than that TTL between the two applies granted the waiter's
+// acquire directly (an expired lease noticed by the acquire), and no tick.
 func TestTickerExpiresLeaseAndHandsToWaiter(t *testing.T) {
 	n := openNode(t, t.TempDir())
-	a := mustApply(t, n, acquire("job", 50*time.Millisecond)).Lease
+	a := mustApply(t, n, acquire("job", time.Hour)).Lease
 	cmd := acquire("job", time.Hour)
 	cmd.Wait = time.Hour
-	res := mustApply(t, n, cmd)
+	waiter := applyAsync(n, context.Background(), cmd)
+	waitFor(t, n, "job", func(li state.LockInfo) bool { return li.Waiters == 1 })
+	ticks := n.Status().Ticks
+	mustApply(t, n, state.Command{Op: state.OpRenew, Name: "job", Token: a.Token, TTL: fence.MinTTL})
+	w := recv(t, waiter)
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	res := w.res
 	if res.Lease == nil || res.Lease.Token != a.Token+1 {
 		t.Fatalf("waiter got %+v, want the lease with token %d", res, a.Token+1)
 	}
-	if n.Status().Ticks == 0 {
+	if n.Status().Ticks == ticks {
 		t.Fatal("no tick was proposed, yet the lease expired")
 	}
 	li, err := n.Lock(context.Background(), "job")
@@ -190,10 +201,16 @@ func TestCancelledWaiterIsNotHandedTheLock(t *testing.T) {
 	}
 }
 
-// waitFor polls a lock (through linearizable reads) until cond holds.
+// waitFor polls a lock (through linearizable reads) until cond holds (a
+// hang guard, not a timing assertion, turns a condition never met into a
+// failure).
 func waitFor(t *testing.T, n *Node, name string, cond func(state.LockInfo) bool) {
 	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
 	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("lock %s never reached the condition", name)
+		}
 		li, err := n.Lock(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,21 +11,25 @@ import (
 )
 
 // Two live attempts of one request_id wait on one queue entry. Attempt 2 (a
-// retry with a 1s deadline) gives up first: attempt 1 still waits here, so
-// the entry stays (attempt 2's cancel would have removed it and left
+// retry whose deadline passes) gives up first: attempt 1 still waits here,
+// so the entry stays (attempt 2's cancel would have removed it and left
 // attempt 1 waiting for nothing, then a false BUSY). When A's lease ends,
-// attempt 1 is granted.
+// attempt 1 is granted. Attempt 2's deadline passes once it re-attached (an
+// event): a 1s timeout that ran out before attempt 2 was applied, as on a
+// loaded machine, left the request at attempt 1 and failed the test.
 func TestRetryGivingUpSparesTheFirstAttempt(t *testing.T) {
 	n := openNode(t, t.TempDir())
 	a := mustApply(t, n, acquire("job", time.Hour)).Lease
 	cmd := acquire("job", time.Minute)
-	cmd.RequestID, cmd.Wait = "req", 10*time.Second
+	cmd.RequestID, cmd.Wait = "req", time.Hour
 
 	first := applyAsync(n, context.Background(), cmd)
 	waitUntil(t, "attempt 1 is queued", func() bool { return queuedAttempt(n, "req") == 1 })
-	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
+	ctx2 := newDeadlineCtx()
+	defer ctx2.expire()
 	second := applyAsync(n, ctx2, cmd)
+	waitUntil(t, "attempt 2 re-attached", func() bool { return queuedAttempt(n, "req") == 2 })
+	ctx2.expire()
 	if r := recv(t, second); !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("attempt 2 = %+v, %v; want its deadline", r.res, r.err)
 	}
@@ -82,5 +87,30 @@ func TestAllAttemptsGivingUpWithdrawTheEntry(t *testing.T) {
 	}
 	if !li.Free || li.Lease != nil {
 		t.Fatalf("lock after release = %+v: handed to a request nobody waits for", li)
+	}
+}
+
+// deadlineCtx is a context whose deadline passes when the test calls
+// expire: Err is then context.DeadlineExceeded, as after a timeout, but at
+// a point the test chose rather than after a duration a slow machine may
+// need for the work before it.
+type deadlineCtx struct {
+	context.Context // Background: no deadline, no values
+	done            chan struct{}
+	once            sync.Once
+}
+
+func newDeadlineCtx() *deadlineCtx {
+	return &deadlineCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *deadlineCtx) expire()               { c.once.Do(func() { close(c.done) }) }
+func (c *deadlineCtx) Done() <-chan struct{} { return c.done }
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }

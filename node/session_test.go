@@ -181,25 +181,10 @@ func TestSessionEndHandsEveryLockOn(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			k := scaleN(t)
 			n := openNode(t, t.TempDir())
-			ttl := 2 * time.Second
-			s := openSession(t, n, ttl)
-			stop := make(chan struct{})
-			kept := make(chan struct{})
-			go func() { // keepalives while the leases and waiters are set up
-				defer close(kept)
-				tick := time.NewTicker(ttl / 8)
-				defer tick.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-tick.C:
-						n.Apply(context.Background(), state.Command{Op: state.OpSessionKeepAlive, Session: s})
-					}
-				}
-			}()
-			stopKeepalives := sync.OnceFunc(func() { close(stop); <-kept })
-			defer stopKeepalives()
+			// The session outlives any setup (a 2s session kept alive
+			// every 250ms expired during a slow setup); for "expiry" its
+			// TTL is cut to the least once every waiter is queued.
+			s := openSession(t, n, time.Hour)
 			var wg sync.WaitGroup
 			errs := make(chan error, k)
 			for i := range k {
@@ -229,15 +214,22 @@ func TestSessionEndHandsEveryLockOn(t *testing.T) {
 				}()
 			}
 			untilWaiting(t, n, k)
-			stopKeepalives()
 			commands0 := n.props.commands.Load()
 			before := n.LastToken()
 			if how == "close" {
 				mustApply(t, n, state.Command{Op: state.OpSessionClose, Session: s})
+			} else {
+				mustApply(t, n, state.Command{Op: state.OpSessionKeepAlive, Session: s, TTL: fence.MinTTL})
+				commands0++ // the keepalive that cut the TTL; the expiry is the ticker's
 			}
 			tokens := map[fence.Token]bool{}
 			for range k {
-				a := <-results
+				var a applied
+				select {
+				case a = <-results:
+				case <-time.After(60 * time.Second): // a hang guard, not a timing assertion
+					t.Fatalf("a waiter was never handed its lock after the session ended (%s)", how)
+				}
 				if a.err != nil || a.res.Err != nil || a.res.Lease == nil {
 					t.Fatalf("waiter after the session ended: %+v, %v; want its grant", a.res, a.err)
 				}

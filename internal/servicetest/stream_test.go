@@ -42,7 +42,11 @@ func streamScenario(t *testing.T, atLeader fence.Service, url string) {
 	defer hc.CloseIdleConnections()
 	sessions := fencev1connect.NewSessionServiceClient(hc, url)
 
-	open, err := sessions.Open(ctx, connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(30 * time.Second)}))
+	// The session outlives the scenario on any machine (no keepalive is
+	// sent): with 30s, a scenario slower than that lost x with the
+	// session. A waiter not withdrawn with the stream fails waiters(0) at
+	// ctx's end (a hang guard, not a timing assertion).
+	open, err := sessions.Open(ctx, connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(time.Hour)}))
 	if err != nil {
 		t.Fatal(err)
 	}
