@@ -78,8 +78,8 @@ func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "remove it first") {
 			t.Fatalf("wiped n3's join: %v, want refused", err)
 		}
-	case <-time.After(clusterWait):
-		t.Fatalf("wiped n3 still running after %s", clusterWait)
+	case <-time.After(2 * clusterWait): // past its join's ReadyTimeout (clusterWait): a join that gave up is told by its error
+		t.Fatalf("wiped n3 still running after %s (its join accepted, or never asked):\n%s\nn1:\n%s", 2*clusterWait, n3.logs.String(), n1.logs.String())
 	}
 	if _, err := n2.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})); err != nil {
 		t.Fatalf("RemoveMember(n3): %v", err)
