@@ -62,8 +62,9 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 	}
 	id := m.node.ID()
 	m.expectAdd.Store(true)
-	member, fresh := m.membership(ctx)
-	if member {
+	member := m.member(ctx)
+	fresh := m.node.StartedEmpty()
+	if member && !fresh {
 		m.log.Info("join: already a member (raft state in the data dir); not asking", "id", id)
 		return nil
 	}
@@ -92,7 +93,7 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 				break
 			}
 		}
-		if member, _ := m.membership(ctx); member && !fresh {
+		if !fresh && m.member(ctx) {
 			m.log.Info("join: found itself in the configuration", "id", id)
 			return nil
 		}
@@ -112,15 +113,17 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 	}
 }
 
-// membership reports whether this node is in the latest configuration it
-// knows, and whether it knows none (a node without raft state).
-func (m *Membership) membership(ctx context.Context) (member, empty bool) {
+// member reports whether this node is in the latest configuration it
+// knows. Whether it started without raft state is node.StartedEmpty: a
+// leader may reach an empty node at a lost voter's address (and replicate
+// its configuration to it) before this node looks.
+func (m *Membership) member(ctx context.Context) bool {
 	conf, err := m.node.Members(ctx)
 	if err != nil {
-		return false, false
+		return false
 	}
 	id := m.node.ID()
-	return slices.ContainsFunc(conf, func(c node.Member) bool { return c.ID == id }), len(conf) == 0
+	return slices.ContainsFunc(conf, func(c node.Member) bool { return c.ID == id })
 }
 
 // FreshPoll is how often WatchFresh looks at the configuration.
@@ -137,7 +140,7 @@ func (m *Membership) WatchFresh(ctx context.Context) {
 	if m.single() {
 		return
 	}
-	if _, empty := m.membership(ctx); !empty {
+	if !m.node.StartedEmpty() {
 		return
 	}
 	tick := time.NewTicker(FreshPoll)
@@ -148,7 +151,7 @@ func (m *Membership) WatchFresh(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if member, _ := m.membership(ctx); !member {
+		if !m.member(ctx) {
 			continue
 		}
 		if !m.expectAdd.Load() {

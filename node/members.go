@@ -24,6 +24,14 @@ type Member struct {
 // still counts toward the quorum the change needs).
 const membershipTimeout = 30 * time.Second
 
+// StartedEmpty reports whether Open found no raft state in the data dir
+// and wrote no bootstrap configuration: a node waiting to be added, which
+// knows no log and no votes of its own. It is fixed when the node opens; a
+// configuration a leader replicates to it afterwards does not change it,
+// so a voter whose data dir was lost is still told apart from a member
+// restarting with its data after the leader has reached it.
+func (n *Node) StartedEmpty() bool { return n.startedEmpty }
+
 // Members is the latest raft configuration this node knows (leader or
 // not; on a follower it may lag the leader's).
 func (n *Node) Members(ctx context.Context) ([]Member, error) {

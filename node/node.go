@@ -33,6 +33,10 @@ type Node struct {
 	officeC   chan struct{}               // cap 1: wakes the ticker on leadership change
 	ticks     atomic.Uint64
 	reaped    atomic.Uint64 // orphan reaps completed
+	// startedEmpty: Open found no raft state in the data dir and wrote no
+	// bootstrap configuration (a node waiting to be added). Fixed at Open:
+	// what a leader replicates to it later does not change it.
+	startedEmpty bool
 	closing   chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -139,6 +143,16 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 			}
 			return nil, err
 		}
+		// A node that bootstrapped has a configuration of its own; one
+		// that did not (it waits to be added) started without any.
+		bootstrapped, err := raft.HasExistingState(store.Log, store.Stable, snaps)
+		if err != nil {
+			if c, ok := trans.(raft.WithClose); ok {
+				c.Close()
+			}
+			return nil, fmt.Errorf("node: inspect state: %w", err)
+		}
+		n.startedEmpty = !bootstrapped
 	}
 	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, gstable, gsnaps, trans)
 	if err != nil {

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -91,4 +94,46 @@ func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
 		t.Errorf("n3, joined after its removal, logs the lost-voter error:\n%s", n3.logs.String())
 	}
 	await(t, "n1 lists n1, n2, n3", func() bool { return slices.Equal(ids(n1.members(t)), []string{"n1", "n2", "n3"}) })
+}
+
+// A voter whose data dir was lost, started again with --join under its old
+// id and address, is refused even when the leader reaches its raft port
+// (and replicates the configuration naming it) before Join first looks:
+// whether it started empty is fixed when the node opens, not read from a
+// configuration the leader may already have sent.
+func TestClusterWipedVoterReachedBeforeJoinIsRefused(t *testing.T) {
+	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	n1.awaitReady(t)
+	cfg3 := clusterConfig(t, "n3", ClusterConfig{Join: []string{n1.url}})
+	n3 := startRun(t, cfg3)
+	n3.awaitReady(t)
+	n3.stop(t)
+
+	cfg3.DataDir = t.TempDir() // wiped; same id and addresses, --join set
+	cfg3.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(cfg3) // the raft port is open from here, as in Run
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	defer s.Close()
+	// The leader reaches the wiped n3 at its old address before Join runs
+	// (as a slow start lets it).
+	await(t, "the leader replicates its configuration to the wiped n3", func() bool {
+		ms, err := s.Node().Members(context.Background())
+		return err == nil && len(ms) > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = s.cluster.members.Join(ctx, cfg3.Cluster.Join)
+	if err == nil {
+		t.Fatalf("the wiped voter's join returned nil: it asked nobody and serves as the old voter n3")
+	}
+	if !strings.Contains(err.Error(), "refused to add n3") {
+		t.Fatalf("Join of the wiped n3 = %v, want the leader's refusal", err)
+	}
 }
