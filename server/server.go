@@ -129,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          httpErrorLog(cfg.Logger),
 	}
 	cp.serve(s)
 	return s, nil
