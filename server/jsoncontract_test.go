@@ -112,7 +112,7 @@ func TestJSONContract(t *testing.T) {
 		}
 		a := object(t, sendJSON(t, url, "/fence.v1.LockService/Acquire", `{"name":"sku","owner":"A","ttl":"60s"}`))
 		tokA := number(t, a, "lease", "token")
-		// A's lease ends (released here: the seed's pause, shortened).
+		// A's lease ends (released here: the story's pause, shortened).
 		if r := sendJSON(t, url, "/fence.v1.LockService/Release", fmt.Sprintf(`{"name":"sku","token":%v}`, tokA)); r.status != 200 {
 			t.Fatalf("release: %d %s", r.status, r.body)
 		}

@@ -98,7 +98,7 @@ func protocols(url string) []clients {
 	}
 }
 
-// The seed's story through each protocol: acquire, write, the lease moves on,
+// The paused-worker story (docs/story.md) through each protocol: acquire, write, the lease moves on,
 // the old owner's write is refused with both tokens.
 func TestLockAndResourceFlow(t *testing.T) {
 	_, url := startServer(t)
