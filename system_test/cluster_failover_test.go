@@ -22,6 +22,7 @@ type loadWorker struct {
 	grants         []ackedGrant
 	writes         []ackedWrite
 	err            error
+	cycles         atomic.Int64 // acquire → write → release cycles done
 }
 
 type ackedGrant struct {
@@ -66,6 +67,33 @@ func (w *loadWorker) run(ctx context.Context, f *failover, stop <-chan struct{},
 			w.err = fmt.Errorf("release %s %d: %w", w.lock, l.GetToken(), err)
 			return
 		}
+		w.cycles.Add(1)
+	}
+}
+
+// waitCycles waits until every worker has done n more cycles than it had
+// at the call (or one of them has failed, or ctx ends): the load counted in
+// acknowledged operations, not in seconds, so that it is there at any
+// machine speed.
+func waitCycles(ctx context.Context, t *testing.T, workers []*loadWorker, errs func() bool, n int64) {
+	t.Helper()
+	base := make([]int64, len(workers))
+	for i, w := range workers {
+		base[i] = w.cycles.Load()
+	}
+	for {
+		done := true
+		for i, w := range workers {
+			done = done && w.cycles.Load() >= base[i]+n
+		}
+		if done || errs() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the workers did not do %d cycles each: %v", n, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
@@ -101,15 +129,26 @@ func TestClusterKillLeaderUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	var acked atomic.Int64
 	var wg sync.WaitGroup
+	var failed atomic.Int64 // workers that stopped on an error
 	for i := range workers {
 		w := &loadWorker{lock: fmt.Sprintf("kill/lock-%d", i), resource: fmt.Sprintf("kill/res-%d", i)}
 		workers[i] = w
 		order := append(slices.Clone(urls[i%len(urls):]), urls[:i%len(urls)]...)
 		f := newFailover(order)
 		wg.Add(1)
-		go func() { defer wg.Done(); w.run(ctx, f, stop, &acked) }()
+		go func() {
+			defer wg.Done()
+			w.run(ctx, f, stop, &acked)
+			if w.err != nil {
+				failed.Add(1)
+			}
+		}()
 	}
-	time.Sleep(time.Second)
+	// Load before the kill: every worker has acquired, written and
+	// released a few times. (It was a 1s sleep: a slow machine could kill
+	// the leader before a worker had anything acknowledged.)
+	anyFailed := func() bool { return failed.Load() > 0 }
+	waitCycles(ctx, t, workers, anyFailed, 5)
 
 	// A lease that will expire during the failover: TTL 1s, never renewed.
 	expiring, err := setup.acquire(ctx, "kill/expiring", "a", time.Second, 0)
@@ -199,7 +238,9 @@ func TestClusterKillLeaderUnderLoad(t *testing.T) {
 		t.Logf("the Go client's 1s lease was renewed through the failover")
 	}
 
-	time.Sleep(time.Second) // more load on the new leader
+	// More load on the new leader: every worker does a few more cycles,
+	// all of them asked for after the kill. (It was a 1s sleep.)
+	waitCycles(ctx, t, workers, anyFailed, 5)
 	close(stop)
 	wg.Wait()
 	for _, w := range workers {

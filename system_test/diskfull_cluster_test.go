@@ -181,8 +181,12 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	}
 	// Raft hands leadership only to a voter that caught up within an
 	// election timeout; f has a WAL segment's worth to fetch (and the
-	// leader's replication to it backed off while it was down): ask again.
+	// leader's replication to it backed off while it was down). Wait for
+	// the event — f has applied the leader's commit index — then ask; a
+	// transfer refused meanwhile (new writes: none here) is asked again
+	// (polling: the interval changes nothing but how soon it is asked).
 	restarted := time.Now()
+	waitConverged(t, c)
 	for {
 		_, err := c.Transfer(ctx, f)
 		if err == nil {

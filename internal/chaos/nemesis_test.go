@@ -9,10 +9,12 @@ import (
 	"os/exec"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fenceworks/fence/internal/harness"
 	"github.com/fenceworks/fence/internal/testutil"
 )
 
@@ -178,7 +180,16 @@ func scheduleHas(s []Fault, k FaultKind) bool {
 }
 
 // sleeperWorkers are stand-in worker processes (sleep), for worker-pause.
-type sleeperWorkers struct{ cmds []*exec.Cmd }
+// Each SIGCONT that ends a SIGSTOP of theirs first waits (a hang guard
+// aside) for /proc to show the worker stopped and records what it saw:
+// the pause observed at its end, whatever the machine's speed.
+type sleeperWorkers struct {
+	cmds []*exec.Cmd
+
+	mu      sync.Mutex
+	stopped map[int]bool   // SIGSTOPped, not yet continued
+	seen    map[int][]bool // per worker: stopped in /proc when continued
+}
 
 func startSleeperWorkers(t *testing.T, n int) *sleeperWorkers {
 	t.Helper()
@@ -199,7 +210,64 @@ func (s *sleeperWorkers) Signal(i int, sig syscall.Signal) error {
 	if i < 0 || i >= len(s.cmds) {
 		return fmt.Errorf("no worker %d", i)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pid := s.cmds[i].Process.Pid
+	switch {
+	case sig == syscall.SIGSTOP:
+		if s.stopped == nil {
+			s.stopped = map[int]bool{}
+		}
+		s.stopped[i] = true
+	case sig == syscall.SIGCONT && s.stopped[i]:
+		delete(s.stopped, i)
+		// SIGSTOP takes effect when the kernel next runs the worker:
+		// wait for it, bounded only as a hang guard (a worker never
+		// stopped is the failure this records).
+		ok := false
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if st, err := harness.ProcStopped(pid); err == nil && st {
+				ok = true
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+		}
+		if s.seen == nil {
+			s.seen = map[int][]bool{}
+		}
+		s.seen[i] = append(s.seen[i], ok)
+	}
 	return s.cmds[i].Process.Signal(sig)
+}
+
+// pausesSeen is, for worker i, whether /proc showed it stopped at the end
+// of each of its pauses.
+func (s *sleeperWorkers) pausesSeen(i int) []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]bool(nil), s.seen[i]...)
+}
+
+// waitLog polls log until it has a line containing every one of parts, or
+// fails t after a hang guard.
+func waitLog(t *testing.T, log *testutil.Buffer, parts ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, l := range strings.Split(log.String(), "\n") {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(l, p)
+			}
+			if all {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q:\n%s", parts, log.String())
+		}
+	}
 }
 
 // runNemesisAsync runs nem in the background; the returned func waits for it.
@@ -245,11 +313,6 @@ func TestNemesisEveryFault(t *testing.T) {
 	defer cancel()
 	wait := runNemesisAsync(ctx, nem, sched)
 
-	// While the worker pause lasts, the worker is stopped.
-	time.Sleep(ms(500))
-	if !isStopped(t, workers.cmds[1].Process.Pid) {
-		t.Error("worker 1 is not stopped during its pause")
-	}
 	// Once every fault is healed, a crash the nemesis did not cause.
 	deadline := time.Now().Add(50 * time.Second)
 	for len(nem.Events()) < len(sched) && time.Now().Before(deadline) {
@@ -268,6 +331,12 @@ func TestNemesisEveryFault(t *testing.T) {
 	t.Logf("nemesis log:\n%s", log.String())
 	if err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	// While the worker pause lasted, the worker was stopped: seen in /proc
+	// when the nemesis continued it. (It was a look 500ms into the run: a
+	// slow start put that before the pause, a slow test after it.)
+	if seen := workers.pausesSeen(1); len(seen) != 1 || !seen[0] {
+		t.Errorf("worker 1's pauses, stopped in /proc at their end: %v; want [true]", seen)
 	}
 	for _, k := range everyKind {
 		if counts[k] != 1 {
@@ -341,14 +410,23 @@ func TestNemesisHealsOnCancel(t *testing.T) {
 				{At: 0, For: time.Hour, Kind: kind, Dir: Both},
 				{At: 2 * time.Hour, For: time.Second, Kind: FaultConnReset}, // never reached
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			// The context ends once both faults are in place (their log
+			// lines), not after a fixed 1.5s a slow start could outlast.
+			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			wait := runNemesisAsync(ctx, nem, sched)
+			waitLog(t, &log, "fault #0 ", "SIGSTOP worker 0")
+			waitLog(t, &log, "fault #1 ")
 			t0 := time.Now()
-			counts, err := nem.Run(ctx, sched)
+			cancel()
+			counts, err := wait()
 			t.Logf("nemesis log:\n%s", log.String())
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A hang guard, not a bound on a healthy machine: the heals
+			// take well under a second; an hour-long hold not cut short by
+			// the cancel would not return at all.
 			if d := time.Since(t0); d > 30*time.Second {
 				t.Fatalf("Run took %v after its context ended", d)
 			}
@@ -357,6 +435,9 @@ func TestNemesisHealsOnCancel(t *testing.T) {
 			}
 			if isStopped(t, workers.cmds[0].Process.Pid) {
 				t.Fatal("worker left stopped")
+			}
+			if seen := workers.pausesSeen(0); len(seen) != 1 || !seen[0] {
+				t.Fatalf("worker 0's pause, stopped in /proc at its end: %v", seen)
 			}
 			if !node.Running() || node.Paused() || isStopped(t, node.Pid()) {
 				t.Fatalf("node left down or stopped: running %v paused %v", node.Running(), node.Paused())
@@ -404,18 +485,22 @@ func TestNemesisRestartFails(t *testing.T) {
 		dir := node.Config().DataDir
 		var log testutil.Buffer
 		nem := &Nemesis{Cluster: &Cluster{Nodes: []*Node{node}}, Log: &log}
-		sched := []Fault{{At: 0, For: 500 * time.Millisecond, Kind: FaultServerKill}}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sched := []Fault{{At: 0, For: time.Hour, Kind: FaultServerKill}}
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		wait := runNemesisAsync(ctx, nem, sched)
-		// While the node is down, its data dir becomes a file: no restart works.
-		time.Sleep(250 * time.Millisecond)
+		// While the node is down (the kill logged; the fault holds it until
+		// the cancel), its data dir becomes a file: no restart works. (It
+		// was a 250ms sleep in a 500ms fault: a slow test renamed the dir
+		// after the restart.)
+		waitLog(t, &log, "fault #0 ", "SIGKILL pid")
 		if err := os.Rename(dir, dir+".away"); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(dir, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		cancel()
 		_, err := wait()
 		t.Logf("nemesis log:\n%s", log.String())
 		if err == nil || !strings.Contains(err.Error(), "could not be restarted") || len(nem.Unrecovered()) != 1 || nem.Crashes() != 0 {
@@ -444,9 +529,20 @@ func TestNemesisCustomFault(t *testing.T) {
 		{At: 0, For: 300 * time.Millisecond, Kind: "partition"},
 		{At: 0, For: 300 * time.Millisecond, Kind: "clock-skew"}, // no FaultFunc: skipped
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	// Run ends when its context does: cancelled once both faults are done
+	// (healed, skipped), not after a fixed 1.5s that a slow start could
+	// spend before the partition's hold ended. held is an ordering of clock
+	// readings: hold's timer does not fire before For.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	counts, err := nem.Run(ctx, sched)
+	wait := runNemesisAsync(ctx, nem, sched)
+	for deadline := time.Now().Add(30 * time.Second); len(nem.Events()) < len(sched); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("faults not done (hang guard):\n%s", log.String())
+		}
+	}
+	cancel()
+	counts, err := wait()
 	t.Logf("nemesis log:\n%s", log.String())
 	if err != nil || counts["partition"] != 1 || counts["clock-skew"] != 0 || held < 300*time.Millisecond {
 		t.Fatalf("Run: %v, counts %v, held %v", err, counts, held)
@@ -467,24 +563,42 @@ func (w windowSleepers) InWindow(i int) bool { return i == 0 }
 // pause early, and a paused worker keeps its window marker); it falls back
 // to its own target.
 func TestAimedPausesDoNotShareAWorker(t *testing.T) {
-	workers := windowSleepers{startSleeperWorkers(t, 2)}
-	var log testutil.Buffer
-	nem := &Nemesis{Cluster: &Cluster{}, Workers: workers, Log: &log}
-	sched := []Fault{
-		{At: 0, For: 1500 * time.Millisecond, Kind: FaultWorkerPause, Target: 0, Aimed: true},
-		{At: 200 * time.Millisecond, For: 300 * time.Millisecond, Kind: FaultWorkerPause, Target: 1, Aimed: true},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	counts, err := nem.Run(ctx, sched)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if counts[FaultWorkerPause] != 2 {
-		t.Fatalf("counts %v, want 2 worker pauses; log:\n%s", counts, log.String())
-	}
-	logs := log.String()
-	if strings.Count(logs, "SIGSTOP worker 0") != 1 || !strings.Contains(logs, "SIGSTOP worker 1 (aimed, but no worker was in its write window)") {
-		t.Fatalf("the second aimed pause did not fall back to worker 1:\n%s", logs)
+	// The first pause holds worker 0 until the test cancels the run; the
+	// second starts gap later and looks for a window for 300ms. Should the
+	// second be applied first (a machine slower than gap), the round says
+	// nothing and is repeated with twice the gap (to 12.8s, a hang guard):
+	// the check is made at any speed. (It was one round in a fixed 3s.)
+	for gap := 200 * time.Millisecond; ; gap *= 2 {
+		if gap > 13*time.Second {
+			t.Fatal("the first pause was never applied before the second (hang guard)")
+		}
+		workers := windowSleepers{startSleeperWorkers(t, 2)}
+		var log testutil.Buffer
+		nem := &Nemesis{Cluster: &Cluster{}, Workers: workers, Log: &log}
+		sched := []Fault{
+			{At: 0, For: time.Hour, Kind: FaultWorkerPause, Target: 0, Aimed: true},
+			{At: gap, For: 300 * time.Millisecond, Kind: FaultWorkerPause, Target: 1, Aimed: true},
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := runNemesisAsync(ctx, nem, sched)
+		waitLog(t, &log, "SIGSTOP worker")
+		waitLog(t, &log, "fault #1 ", "SIGSTOP worker")
+		cancel()
+		counts, err := wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := log.String()
+		if i0, i1 := strings.Index(logs, "fault #0 "), strings.Index(logs, "fault #1 "); i0 < 0 || i1 < i0 {
+			t.Logf("the second pause came first (gap %v); again with twice the gap:\n%s", gap, logs)
+			continue
+		}
+		if counts[FaultWorkerPause] != 2 {
+			t.Fatalf("counts %v, want 2 worker pauses; log:\n%s", counts, logs)
+		}
+		if strings.Count(logs, "SIGSTOP worker 0") != 1 || !strings.Contains(logs, "SIGSTOP worker 1 (aimed, but no worker was in its write window)") {
+			t.Fatalf("the second aimed pause did not fall back to worker 1:\n%s", logs)
+		}
+		return
 	}
 }

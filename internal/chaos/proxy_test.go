@@ -299,19 +299,41 @@ func TestProxyHealWithStuckReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Clients that write a lot and never read: the echoes pile up in the
-	// downstream toxic and the clients' receive buffers.
+	// downstream toxic and the clients' receive buffers. Each writes until
+	// a write times out: a write with room in its socket buffer returns at
+	// once, so a timed-out one shows the whole loop full — the client's
+	// send buffer, the proxy's upstream pump, the echo server, and the
+	// downstream pump stuck writing to a client that does not read. (It
+	// was a 300ms sleep to "let the pipes fill": a slow machine could call
+	// Heal before anything was stuck, and pass with a flushing Heal.)
 	big := []byte(strings.Repeat("y", 64<<10) + "\n")
+	const hangGuard = 30 * time.Second
+	full := make(chan error, 4)
 	for i := 0; i < 4; i++ {
 		c := dialTest(t, p.Addr())
 		go func() {
-			for j := 0; j < 64; j++ {
+			for {
+				c.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
 				if _, err := c.Write(big); err != nil {
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						err = nil
+					}
+					full <- err
 					return
 				}
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond) // let the pipes fill (not a bound: Heal is checked for its effect)
+	for i := 0; i < 4; i++ {
+		select {
+		case err := <-full:
+			if err != nil {
+				t.Fatalf("a client's write before its pipe filled: %v", err)
+			}
+		case <-time.After(hangGuard):
+			t.Fatalf("a client's pipe did not fill within %v (hang guard)", hangGuard)
+		}
+	}
 	healed := make(chan error, 1)
 	go func() { healed <- p.Heal() }()
 	// Heal's own bound is proxyOpTimeout (a wedged proxy): a flushing heal
