@@ -426,13 +426,13 @@ func TestBackupClusterFollowerAndLeader(t *testing.T) {
 	// summary says it holds what the follower had applied.
 	file := filepath.Join(t.TempDir(), "follower.backup")
 	cmd := exec.CommandContext(ctx, fenceBinary(t), "backup", file, "--server", follower.URL())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr // the summary is on stdout
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("fence backup of %s: %v\n%s", follower.ID(), err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "note: "+follower.ID()+" was not the leader") {
-		t.Fatalf("fence backup of follower %s says:\n%s\nwant a note that it was not the leader", follower.ID(), stderr.String())
+	if !strings.Contains(stdout.String(), "note: "+follower.ID()+" was not the leader") {
+		t.Fatalf("fence backup of follower %s says:\n%s\nwant a note that it was not the leader", follower.ID(), stdout.String())
 	}
 	if b, err := os.ReadFile(file); err != nil {
 		t.Fatal(err)

@@ -184,16 +184,17 @@ func TestStatusAndReadyzOnACluster(t *testing.T) {
 			t.Errorf("/metrics of the lone follower lacks %q:\n%s", want, grepLines(metrics, "fence_raft_state", "fence_ready"))
 		}
 	}
+	// Printed, and exit 6: no node that answered knows a leader.
 	out, errOut, code = fenceStatus(t, follower.URL(), "--json")
-	if code != 0 {
-		t.Fatalf("fence status --json on the lone follower: exit %d\n%s%s", code, out, errOut)
+	if code != 6 {
+		t.Fatalf("fence status --json on the lone follower: exit %d, want 6 (no leader)\n%s%s", code, out, errOut)
 	}
 	if o := statusJSONLines(t, out); len(o) != 1 || o[0]["ready"] != false {
 		t.Errorf("fence status --json on the lone follower: %s, want ready false", out)
 	}
 	out, errOut, code = fenceStatus(t, follower.URL())
-	if code != 0 || !strings.Contains(out, "ready:          false\n") || !strings.Contains(out, "leader:         -\n") {
-		t.Errorf("fence status on the lone follower: exit %d, want ready false, leader -:\n%s%s", code, out, errOut)
+	if code != 6 || !strings.Contains(out, "ready:          false\n") || !strings.Contains(out, "leader:         -\n") {
+		t.Errorf("fence status on the lone follower: exit %d, want 6 (no leader), ready false, leader -:\n%s%s", code, out, errOut)
 	}
 }
 

@@ -34,8 +34,9 @@ mode 0600; an existing file or symlink is never opened), is synced, checked
 fails the temporary file is removed and FILE is left as it was. FILE "-" writes to
 stdout (checked as it is written; the exit status says whether it is whole).
 
-The header's facts are printed to stderr (with --json as one object on
-stdout, or on stderr when FILE is "-"). --timeout bounds the whole wait for
+The summary (the header's facts; with --json one object) is printed on
+stdout, as fence restore's — on stderr when FILE is "-", since stdout then
+carries the backup itself. --timeout bounds the whole wait for
 a node to start sending (every retry and endpoint included: a node that
 knows no leader is asked again until then) and any pause in the stream,
 not the whole backup (0: no limit).
@@ -49,7 +50,7 @@ func backupCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return usageExit(err)
 	}
 	path := pos[0]
-	out := stdout // where the summary (--json) and errors (--json) go
+	out := stdout // where the summary and errors (--json) go
 	if path == "-" {
 		out = stderr
 	}
@@ -84,11 +85,7 @@ func backupCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(g, out, stderr, err)
 	}
-	if g.json {
-		emit(g, out, "", res.json())
-	} else {
-		fmt.Fprintln(stderr, res.human())
-	}
+	emit(g, out, res.human(), res.json())
 	return exitOK
 }
 

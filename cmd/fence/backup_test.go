@@ -88,8 +88,8 @@ func dirNames(t *testing.T, dir string) []string {
 // fence backup FILE against a running node: FILE verifies, its header is
 // what --json printed and what the node's status says (node id, cluster
 // id, counter, applied index), FILE.tmp is gone; without --json the summary
-// goes to stderr; FILE "-" writes a file that verifies to stdout; a second
-// backup replaces FILE.
+// goes to stdout (to stderr with FILE "-", which writes a file that
+// verifies to stdout); a second backup replaces FILE.
 func TestProcessBackup(t *testing.T) {
 	srv := startServe(t)
 	tok := tokenOf(t, fenceRun(t, srv.url, "acquire", "bk", "--ttl", "1m").want(t, exitOK, "acquire").stdout)
@@ -122,12 +122,13 @@ func TestProcessBackup(t *testing.T) {
 		t.Fatalf("file header %+v, node status %v (granted token %d)", h, st, tok)
 	}
 
+	// The summary is on stdout, as fence restore's; stderr stays empty.
 	r = fenceRun(t, srv.url, "backup", file).want(t, exitOK, "fence backup FILE again")
-	if r.stdout != "" || !strings.Contains(r.stderr, "backup written to "+file) || !strings.Contains(r.stderr, fmt.Sprintf("last token %d", tok)) {
-		t.Fatalf("fence backup FILE: stdout %q, stderr %q", r.stdout, r.stderr)
+	if r.stderr != "" || !strings.HasPrefix(r.stdout, "backup written to "+file) || !strings.Contains(r.stdout, fmt.Sprintf("last token %d", tok)) {
+		t.Fatalf("fence backup FILE: stdout %q, stderr %q; want the summary on stdout", r.stdout, r.stderr)
 	}
-	if _, tr2 := verifyFile(t, file); !strings.Contains(r.stderr, tr2.SHA256) {
-		t.Fatalf("the summary %q lacks the new file's sha256 %s", r.stderr, tr2.SHA256)
+	if _, tr2 := verifyFile(t, file); !strings.Contains(r.stdout, tr2.SHA256) {
+		t.Fatalf("the summary %q lacks the new file's sha256 %s", r.stdout, tr2.SHA256)
 	}
 
 	r = fenceRun(t, srv.url, "backup", "-").want(t, exitOK, "fence backup -")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -22,17 +23,84 @@ const defaultServer = "http://127.0.0.1:7420"
 
 // globals are the flags every subcommand accepts, before or after its name.
 type globals struct {
-	server    string
-	serverSet bool // --server or FENCE_SERVER was given (not only the default)
-	json      bool
-	timeout   time.Duration
-	stdout    io.Writer // where --help goes
+	server     string
+	serverSet  bool   // --server or FENCE_SERVER was given (not only the default)
+	serverFrom string // where server came from: "--server", "FENCE_SERVER" or "" (the default)
+	cmd        string // the subcommand, for the error line ("fence: CMD: ...")
+	json       bool
+	timeout    time.Duration
+	stdout     io.Writer // where --help goes
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.server, "server", g.server, "server `URL`, or a cluster's nodes as a comma-separated list of URLs (env FENCE_SERVER)")
+	g.registerServer(fs)
+	g.registerLocal(fs)
+}
+
+// registerServer defines --server, for the commands that talk to a server.
+func (g *globals) registerServer(fs *flag.FlagSet) {
+	fs.Var(serverValue{g}, "server", "server `URL` (HOST:PORT means http://HOST:PORT), or a cluster's nodes as a comma-separated list (env FENCE_SERVER)")
+}
+
+// registerLocal defines the globals of every command but serve: --json and
+// --timeout.
+func (g *globals) registerLocal(fs *flag.FlagSet) {
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON object (field names as in the API's JSON)")
 	durationVar(fs, &g.timeout, "timeout", g.timeout, "give up after this long (added to any --wait)")
+}
+
+// serverValue is --server: a comma-separated list of server URLs. It is
+// checked, and each HOST:PORT made http://HOST:PORT, once the command's
+// flags are parsed (parseArgs: normalizeServer), so that FENCE_SERVER is
+// checked the same way and every command says the same thing of a bad one.
+type serverValue struct{ g *globals }
+
+func (v serverValue) String() string {
+	if v.g == nil { // the zero value flag.PrintDefaults makes
+		return ""
+	}
+	return v.g.server
+}
+
+func (v serverValue) Set(s string) error {
+	v.g.server, v.g.serverSet, v.g.serverFrom = s, true, "--server"
+	return nil
+}
+
+// normalizeServer checks g.server and rewrites it with every entry a base
+// URL: an entry without a scheme (HOST:PORT, as etcdctl's --endpoints
+// takes and as fence serve --listen is given) gets http:// — Fence speaks
+// plain HTTP only. Anything else that is not an http or https URL with a
+// host is a usage error naming where the list came from.
+func (g *globals) normalizeServer() error {
+	var out []string
+	for _, raw := range strings.Split(g.server, ",") {
+		s := strings.TrimSpace(raw)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "://") {
+			s = "http://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.RawQuery != "" || u.Fragment != "" {
+			return g.badServer(strings.TrimSpace(raw))
+		}
+		out = append(out, strings.TrimSuffix(s, "/"))
+	}
+	if len(out) == 0 {
+		return g.badServer(g.server)
+	}
+	g.server = strings.Join(out, ",")
+	return nil
+}
+
+func (g *globals) badServer(entry string) error {
+	from := g.serverFrom
+	if from == "" {
+		from = "--server"
+	}
+	return &usageError{fmt.Sprintf("%s %q: want a URL such as http://127.0.0.1:7420, or HOST:PORT (several: comma-separated)", from, entry)}
 }
 
 // subcommand runs with the globals parsed so far and its own arguments.
@@ -61,8 +129,9 @@ var subcommands = map[string]subcommand{
 const usageText = `usage: fence [global flags] COMMAND [ARGS]
 
 global flags (before or after COMMAND):
-  --server URL   the server (default http://127.0.0.1:7420; env FENCE_SERVER); for a cluster,
-                 its nodes as URL,URL,... (the client fails over between them)
+  --server URL   the server (default http://127.0.0.1:7420; env FENCE_SERVER; HOST:PORT means
+                 http://HOST:PORT); for a cluster, its nodes as URL,URL,... (the client fails
+                 over between them)
   --json         print one JSON object (field names as in the API's JSON; tokens as numbers)
   --timeout D    give up after D (default 10s; added to any --wait)
   -h, --help     print help (also: fence COMMAND --help)
@@ -78,14 +147,18 @@ commands:
   release NAME --token N
   hold NAME [--ttl D] [--wait D] [--owner S]              hold NAME until Ctrl-C
   run NAME --ttl D [--wait D] [--grace D] -- CMD ARGS...   run CMD while holding NAME
+                                                          (run and hold wait for a held lock,
+                                                          up to 24h; --wait 0 tries once;
+                                                          acquire tries once unless --wait D)
   locks [PREFIX] [--page-size N]                          list held, delayed or waited-for locks
   write RESOURCE --token N --value V [--op-id S]
   add RESOURCE --token N --delta N [--op-id S]
   delete RESOURCE --token N [--op-id S]
   read RESOURCE
   lab [--unit D] [--embedded]                             play the paused-worker story (docs/story.md)
-  members [add ID RAFTADDR | remove ID | transfer [ID]]   list or change a cluster's members
-  status                                                  each --server node's own status (role,
+  members [--wait D] [add ID RAFTADDR | remove ID | transfer [ID]]
+                                                          list or change a cluster's members
+  status [--wait D]                                       each --server node's own status (role,
                                                           indexes, counter, sessions, leases, ...)
   backup FILE                                             back up the node's state to FILE (- : stdout)
   restore FILE --data-dir DIR [--floor N] [--floor-from DSN]...
@@ -96,14 +169,15 @@ commands:
 
 durations take a unit: 500ms, 30s, 5m, 1h.
 exit codes: 0 ok, 1 error (server unreachable, ...), 2 usage or invalid argument,
-  3 busy, 4 refused (stale token, not holder, ...), 5 resource exhausted (a server limit)
+  3 busy, 4 refused (stale token, not holder, ...), 5 resource exhausted (a server limit),
+  6 no leader known (status, members: printed, but no node knows a leader; --wait D waits)
 `
 
 // run is the whole CLI; main only exits with its result.
 func run(args []string, stdout, stderr io.Writer) int {
 	g := &globals{server: defaultServer, timeout: 10 * time.Second, stdout: stdout}
 	if s := os.Getenv("FENCE_SERVER"); s != "" {
-		g.server, g.serverSet = s, true
+		g.server, g.serverSet, g.serverFrom = s, true, "FENCE_SERVER"
 	}
 	fs := flag.NewFlagSet("fence", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -141,6 +215,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usageText)
 		return exitOK
 	}
+	g.cmd = name
 	cmd, ok := subcommands[name]
 	if !ok {
 		fmt.Fprintf(stderr, "fence: unknown command %q", name)
@@ -305,13 +380,27 @@ func requireToken(fs *flag.FlagSet, cmd string) error {
 // newFlagSet returns the flag set of a subcommand, with the globals and
 // -h/--help. parseArgs prints the usage to stdout on --help.
 func newFlagSet(name, usage string, g *globals, stderr io.Writer) *flag.FlagSet {
+	return newFlagSetWith(name, usage, g, stderr, g.register)
+}
+
+// newLocalFlagSet is newFlagSet for a command that talks to no server
+// (restore, version): --json and --timeout, no --server.
+func newLocalFlagSet(name, usage string, g *globals, stderr io.Writer) *flag.FlagSet {
+	return newFlagSetWith(name, usage, g, stderr, g.registerLocal)
+}
+
+// newFlagSetWith is a subcommand's flag set with the globals register
+// defines (nil: none, for serve) and -h/--help.
+func newFlagSetWith(name, usage string, g *globals, stderr io.Writer, register func(*flag.FlagSet)) *flag.FlagSet {
 	fs := flag.NewFlagSet("fence "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: fence %s %s\n", name, usage)
 		fs.PrintDefaults()
 	}
-	g.register(fs)
+	if register != nil {
+		register(fs)
+	}
 	registerHelp(fs, g.stdout)
 	return fs
 }
@@ -351,6 +440,14 @@ func parseArgs(fs *flag.FlagSet, args []string) (pos, after []string, err error)
 			restore()
 			if err := checkHelp(fs); err != nil {
 				return nil, nil, err
+			}
+			if f := fs.Lookup("server"); f != nil {
+				if sv, ok := f.Value.(serverValue); ok {
+					if err := sv.g.normalizeServer(); err != nil {
+						fmt.Fprintf(fs.Output(), "fence: %v\n", err)
+						return nil, nil, err
+					}
+				}
 			}
 			return pos, after, nil
 		}

@@ -14,6 +14,11 @@ const (
 	exitBusy    = 3 // BUSY: the lock is held, or the wait ran out
 	exitRefused = 4 // STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT, SESSION_EXPIRED
 	exitLimit   = 5 // RESOURCE_EXHAUSTED: a server limit (waiters, resources, remembered ids)
+	// exitNoLeader: fence status and fence members answered, but no node
+	// that answered knows a leader (an election under way, no majority, a
+	// node waiting to be added). It wins over exitError: a script waiting
+	// for a cluster to serve tells "no leader yet" from "a node is down".
+	exitNoLeader = 6
 )
 
 // exitCodeOf maps an error to the exit code. OP_CONFLICT counts as a

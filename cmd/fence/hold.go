@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 )
 
@@ -30,9 +31,15 @@ type holdJSON struct {
 // `etcdctl lock NAME` without a command. If the lease is lost meanwhile it
 // says so and exits 1.
 func holdCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("hold", "NAME [--ttl D] [--wait D] [--owner S]", g, stderr)
+	fs := newFlagSet("hold", `NAME [--ttl D] [--wait D] [--owner S]
+
+Takes lock NAME — waiting while it is held, up to --wait (default 24h, the
+longest wait the server allows; --wait 0 tries once and exits 3 when it is
+held) — and holds it, renewed in the background, until SIGINT (Ctrl-C) or
+SIGTERM; then releases it and exits 0 (1 if the lease was lost meanwhile).
+`, g, stderr)
 	ttl := duration(fs, "ttl", client.DefaultTTL, "lease TTL, renewed every TTL/3 while held")
-	wait := duration(fs, "wait", 0, "queue for the lock up to this long (0: try once)")
+	wait := duration(fs, "wait", fence.MaxWait, "while the lock is held, queue for it up to this long (the default is the longest wait the server allows), then exit 3 (BUSY); 0: try once")
 	owner := fs.String("owner", "", "owner label (default hostname:pid)")
 	pos, err := parseExact(fs, args, "NAME")
 	if err != nil {

@@ -8,21 +8,23 @@
 //	fence acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
 //	fence renew NAME --token N [--ttl D]
 //	fence release NAME --token N
-//	fence hold NAME [--ttl D] [--wait D] [--owner S]
-//	fence run NAME --ttl D [--wait D] [--grace D] -- CMD ARGS...
+//	fence hold NAME [--ttl D] [--wait D] [--owner S]        (waits up to 24h by default; --wait 0: try once)
+//	fence run NAME --ttl D [--wait D] [--grace D] -- CMD ARGS...   (likewise)
 //	fence locks [PREFIX] [--page-size N]
 //	fence write RESOURCE --token N --value V [--op-id S]
 //	fence add RESOURCE --token N --delta N [--op-id S]
 //	fence delete RESOURCE --token N [--op-id S]
 //	fence read RESOURCE
 //	fence lab [--unit D] [--embedded]
-//	fence members [add ID RAFTADDR | remove ID | transfer [ID]]
+//	fence members [--wait D] [add ID RAFTADDR | remove ID | transfer [ID]]
+//	fence status [--wait D]
 //	fence restore FILE --data-dir DIR [--floor N]... [--floor-from DSN]... [--node-id ID] [--raft-addr HOST:PORT]
 //	fence guard max-token ...
 //	fence version (or fence --version)
 //
 // Global flags, before or after the subcommand: --server URL (env
-// FENCE_SERVER, default http://127.0.0.1:7420), --json (print one JSON
+// FENCE_SERVER, default http://127.0.0.1:7420; HOST:PORT is taken as
+// http://HOST:PORT, anything else not a URL is a usage error), --json (print one JSON
 // object, with the field names of the API's JSON; tokens as numbers),
 // --timeout D (per command, default 10s, added to any --wait), -h/--help
 // (usage on stdout, exit 0). Durations need a unit (30s, 500ms). A server
@@ -31,7 +33,9 @@
 // Exit codes: 0 ok, 1 error (server unreachable, ...), 2 usage or invalid
 // argument, 3 busy (held, or the wait ran out), 4 refused (STALE_TOKEN,
 // NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT), 5 resource
-// exhausted (a server limit: waiters, resources, remembered ids).
+// exhausted (a server limit: waiters, resources, remembered ids), 6 no
+// leader known (fence status and fence members: the answer is printed, but
+// no node that answered knows a leader).
 package main
 
 import "os"

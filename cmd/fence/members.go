@@ -34,11 +34,20 @@ Changes go to the leader (the node asked forwards them); each is idempotent,
 so a change whose reply was lost may be repeated. With several --server URLs
 (or FENCE_SERVER=url1,url2) the next is asked when one is unreachable or
 knows no leader.
+
+Exit status of the listing, as fence status's (the table or --json is
+printed whatever it is): 0 a leader is known and every member answered;
+6 no leader is known (an election under way, no majority, or the node
+asked is waiting to be added); 1 a member did not answer (the table says
+which), or no --server node could be asked. --wait D asks again until the
+answer would exit 0 or D passes (e.g. right after starting a cluster:
+fence members --wait 30s), then prints the last answer.
 `
 
 // membersCmd lists or changes the cluster's members (ClusterService).
 func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("members", membersUsage, g, stderr)
+	wait := duration(fs, "wait", 0, "list: ask again until a leader is known and every member answers, up to this long")
 	pos, after, err := parseArgs(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -58,14 +67,29 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			"list": "no arguments", "add": "ID RAFTADDR", "remove": "ID", "transfer": "at most one ID",
 		}[verb])})
 	}
-	ctx, cancel := g.context(0)
+	if *wait != 0 && verb != "list" {
+		return fail(g, stdout, stderr, &usageError{"members " + verb + ": --wait is for the listing only"})
+	}
+	ctx, cancel := g.context(*wait)
 	defer cancel()
 	hc := &http.Client{}
 	defer hc.CloseIdleConnections()
 	switch verb {
 	case "list":
-		res, err := onEndpoints(ctx, g.server, hc, func(c fencev1connect.ClusterServiceClient) (*fencev1.MembersResponse, error) {
-			return msgOf(c.Members(ctx, connect.NewRequest(&fencev1.MembersRequest{})))
+		var (
+			res  *fencev1.MembersResponse
+			code int
+		)
+		err := waitHealthy(ctx, *wait, func() (int, error) {
+			var err error
+			res, err = onEndpoints(ctx, g.server, hc, func(c fencev1connect.ClusterServiceClient) (*fencev1.MembersResponse, error) {
+				return msgOf(c.Members(ctx, connect.NewRequest(&fencev1.MembersRequest{})))
+			})
+			if err != nil {
+				return exitCodeOf(err), err
+			}
+			code = membersExit(res)
+			return code, nil
 		})
 		if err != nil {
 			return membersFail(g, stdout, stderr, err)
@@ -75,6 +99,10 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		} else {
 			printMembers(stdout, res)
 		}
+		if code == exitNoLeader {
+			fmt.Fprintln(stderr, "fence: members: no leader known")
+		}
+		return code
 	case "add":
 		_, err := onEndpoints(ctx, g.server, hc, func(c fencev1connect.ClusterServiceClient) (*fencev1.AddMemberResponse, error) {
 			return msgOf(c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: pos[0], RaftAddr: pos[1]})))
@@ -114,6 +142,37 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		emit(g, stdout, human, map[string]any{"leader": leader})
 	}
 	return exitOK
+}
+
+// membersExit is the exit status of a listing: exitNoLeader when no member
+// is marked leader, exitError when a member did not answer, else exitOK.
+func membersExit(res *fencev1.MembersResponse) int {
+	if !slices.ContainsFunc(res.GetMembers(), (*fencev1.Member).GetLeader) {
+		return exitNoLeader
+	}
+	if slices.ContainsFunc(res.GetMembers(), func(m *fencev1.Member) bool { return m.GetStatus() == nil }) {
+		return exitError
+	}
+	return exitOK
+}
+
+// waitHealthy calls ask until it returns exitOK, an exit status other than
+// exitError or exitNoLeader (a usage error, a refusal: asking again cannot
+// change it), wait has passed since the first call, or ctx ends; wait 0
+// asks once. It returns ask's last error.
+func waitHealthy(ctx context.Context, wait time.Duration, ask func() (int, error)) error {
+	deadline := time.Now().Add(wait)
+	for {
+		code, err := ask()
+		if code != exitError && code != exitNoLeader || wait <= 0 || !time.Now().Before(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(min(200*time.Millisecond, time.Until(deadline))):
+		}
+	}
 }
 
 // onEndpoints makes call against the servers of the comma-separated list

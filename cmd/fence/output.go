@@ -14,6 +14,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/cluster"
 )
 
 // emit prints the result of a command: obj as one JSON object with --json,
@@ -27,20 +28,13 @@ func emit(g *globals, stdout io.Writer, human string, obj any) {
 	fmt.Fprintln(stdout, human)
 }
 
-// fail reports err and returns its exit code: "REASON: message" on stderr,
-// and with --json also {"error": {...}} on stdout: reason, message and the
-// facts with the names of the API's JSON error body (holderToken,
-// lastToken, ...). An unreachable
-// server gets a hint naming --server and FENCE_SERVER.
+// fail reports err and returns its exit code: one line on stderr (see
+// errorLine), and with --json also {"error": {...}} on stdout: reason,
+// message and the facts with the names of the API's JSON error body
+// (holderToken, lastToken, ...). An unreachable server gets a hint naming
+// --server and FENCE_SERVER.
 func fail(g *globals, stdout, stderr io.Writer, err error) int {
-	reason := fence.ReasonOf(err)
-	if reason != "" {
-		fmt.Fprintf(stderr, "%s: %v\n", reason, err)
-	} else if msg := err.Error(); strings.HasPrefix(msg, "fence: ") {
-		fmt.Fprintln(stderr, msg) // the client's errors already say "fence: "
-	} else {
-		fmt.Fprintf(stderr, "fence: %s\n", msg)
-	}
+	fmt.Fprintln(stderr, errorLine(g.cmd, err))
 	var unreachable *client.UnreachableError
 	if errors.As(err, &unreachable) {
 		fmt.Fprintf(stderr, "hint: is a server running there? Start one with `fence serve`, or point --server or FENCE_SERVER at yours.\n")
@@ -51,9 +45,57 @@ func fail(g *globals, stdout, stderr io.Writer, err error) int {
 	return exitCodeOf(err)
 }
 
+// errorLine is the line fail prints for err: "REASON: message" for a
+// refusal of the API (BUSY, STALE_TOKEN, ...), else "fence: CMD: message"
+// ("fence: message" outside a command) — each said once (errorText).
+func errorLine(cmd string, err error) string {
+	if reason := fence.ReasonOf(err); reason != "" {
+		return fmt.Sprintf("%s: %s", reason, strings.TrimPrefix(errorText(err), "fence: "))
+	}
+	if cmd == "" {
+		return "fence: " + errorBody("", err)
+	}
+	return "fence: " + cmd + ": " + errorBody(cmd, err)
+}
+
+// errorBody is errorText without its "fence: " and "CMD: " prefixes.
+func errorBody(cmd string, err error) string {
+	body := strings.TrimPrefix(errorText(err), "fence: ")
+	if cmd != "" {
+		body = strings.TrimPrefix(body, cmd+": ")
+	}
+	return body
+}
+
+// errorText is err's message with each thing said once. An error that
+// crossed the wire is wrapped three times over — the client's "fence: OP:",
+// Connect's "CODE:" and the server's own message, which starts with the
+// package's "fence: CODE:" again — so "fence: acquire: unavailable: fence:
+// unavailable: no leader known (node: not the leader)" reads "fence:
+// acquire: unavailable: no leader known". Only the text changes: err itself,
+// its errors.Is/As and its facts are printed and encoded as they are.
+func errorText(err error) string {
+	msg := err.Error()
+	// cluster.ErrNoLeader wraps node.ErrNotLeader, "(node: not the
+	// leader)", which only repeats that no leader is known.
+	msg = strings.ReplaceAll(msg, cluster.ErrNoLeader.Error(), fence.ErrUnavailable.Error()+": no leader known")
+	parts := strings.Split(msg, ": ")
+	out := make([]string, 0, len(parts))
+	for i, p := range parts {
+		if i > 0 && p == "fence" { // a "fence: " inside: said at the start already
+			continue
+		}
+		if n := len(out); n > 0 && strings.EqualFold(out[n-1], p) { // "unavailable: unavailable"
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
+}
+
 // errorJSON is the error object: reason, message and the facts.
 func errorJSON(err error) map[string]any {
-	out := map[string]any{"message": err.Error()}
+	out := map[string]any{"message": errorText(err)}
 	var unreachable *client.UnreachableError
 	if errors.As(err, &unreachable) {
 		out["unreachable"] = unreachable.URL

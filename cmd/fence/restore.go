@@ -139,7 +139,7 @@ func restoreNow() (time.Time, error) {
 
 // restoreCmd is `fence restore FILE --data-dir DIR ...`.
 func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("restore", restoreUsage, g, stderr)
+	fs := newLocalFlagSet("restore", restoreUsage, g, stderr)
 	var (
 		floors                         floorList
 		floorFrom                      stringList

@@ -13,8 +13,22 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 )
+
+const runUsage = `NAME --ttl D [--wait D] [--grace D] [--owner S] -- CMD ARGS...
+
+Takes lock NAME — waiting while it is held, up to --wait (default 24h, the
+longest wait the server allows; --wait 0 tries once and exits 3 when it is
+held) — runs CMD with FENCE_LOCK and FENCE_TOKEN in its environment, keeps
+the lease alive while CMD runs, releases it when CMD exits, and exits with
+CMD's status. CMD runs in a process group of its own and every signal goes
+to the whole group, so nothing CMD started outlives the lease: SIGINT,
+SIGTERM and SIGHUP that fence run gets; SIGTERM --grace before a SIGKILL
+just before the lease's safe deadline while renewals fail; SIGKILL at once
+when the lease is lost; SIGKILL to whatever CMD left running when it exits.
+`
 
 // runCmd holds lock NAME while CMD runs: CMD gets FENCE_LOCK and FENCE_TOKEN
 // in its environment and the lease is kept alive. CMD is gone by the
@@ -25,13 +39,18 @@ import (
 // signal killed it; 1 when CMD exited 0 after it was told to stop, so that a
 // run that lost, or was about to lose, its lock never reports success).
 //
-// CMD runs in its own process group, so that the signals reach its children
-// too — unless stdin is a terminal, where CMD stays in the foreground group
-// so that it can read the terminal; then only CMD itself is signalled.
+// CMD runs in a process group of its own, and every signal goes to that
+// group, so that the processes CMD started (sh -c 'worker & wait') are
+// stopped with it and none outlives the lease. When stdin is fence run's
+// controlling terminal, that group is made the terminal's foreground group,
+// as a shell does for a job, so that CMD can read the terminal and gets
+// Ctrl-C; fence run takes the terminal back once CMD has exited. What CMD
+// leaves running in its group when it exits is killed (SIGKILL) before the
+// lock is released.
 func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "NAME --ttl D [--wait D] [--grace D] [--owner S] -- CMD ARGS...", g, stderr)
+	fs := newFlagSet("run", runUsage, g, stderr)
 	ttl := duration(fs, "ttl", 0, "lease TTL (required); renewed every TTL/3 while CMD runs")
-	wait := duration(fs, "wait", 0, "queue for the lock up to this long (0: try once)")
+	wait := duration(fs, "wait", fence.MaxWait, "while the lock is held, queue for it up to this long (the default is the longest wait the server allows), then exit 3 (BUSY); 0: try once")
 	grace := duration(fs, "grace", 5*time.Second, "when renewals fail, SIGTERM goes out this long before the SIGKILL that ends CMD just before the lease's safe deadline")
 	owner := fs.String("owner", "", "owner label (default hostname:pid)")
 	pos, after, err := parseArgs(fs, args)
@@ -75,14 +94,16 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 // sends SIGKILL at once, with no grace. Signals fence itself gets are
 // passed on to the child.
 func superviseChild(lease *client.Lease, argv []string, grace time.Duration, stdout, stderr io.Writer) int {
+	foreground := inForeground()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "FENCE_LOCK="+lease.Name(), "FENCE_TOKEN="+lease.Token().String())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	group := !stdinIsTerminal()
-	// Pdeathsig: if fence run itself dies (kill -9, a crash), the kernel
-	// kills the child too, instead of leaving it to run on past the lease.
-	// It reaches only the direct child, not processes it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group, Pdeathsig: syscall.SIGKILL}
+	// Setpgid: CMD leads a process group of its own, which kill signals as
+	// a whole. Pdeathsig: if fence run itself dies (kill -9, a crash), the
+	// kernel kills CMD too, instead of leaving it to run on past the lease;
+	// it reaches only CMD, not processes it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
+		Foreground: foreground, Ctty: int(os.Stdin.Fd())}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -91,15 +112,31 @@ func superviseChild(lease *client.Lease, argv []string, grace time.Duration, std
 		fmt.Fprintf(stderr, "fence run: %v\n", err)
 		return 127
 	}
-	kill := func(sig syscall.Signal) {
-		if group {
-			_ = syscall.Kill(-cmd.Process.Pid, sig)
-		} else {
-			_ = cmd.Process.Signal(sig)
-		}
+	if foreground {
+		// fence run is in the background of its terminal now: a write to
+		// it (with stty tostop) or taking it back would get SIGTTOU and
+		// stop the watchdog. Ignored from here (after Start, so that CMD
+		// does not inherit it) until fence run is done.
+		signal.Ignore(syscall.SIGTTOU)
+		defer signal.Reset(syscall.SIGTTOU)
 	}
+	kill := func(sig syscall.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig) }
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() {
+		// Once CMD has exited — before it is reaped, so that its pid
+		// still names its group — whatever it left running in its group
+		// is killed: the lock is released next, and nothing CMD started
+		// may run on without it.
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		kill(syscall.SIGKILL)
+		_ = cmd.Wait()
+		if foreground {
+			takeTerminal()
+		}
+		close(exited)
+	}()
 
 	p := stopPlan{grace: grace, margin: killMargin(lease.TTL())}
 	tick := pollInterval(lease.TTL())
@@ -228,7 +265,18 @@ func childStatus(ps *os.ProcessState, lost bool) int {
 	return code
 }
 
-func stdinIsTerminal() bool {
-	_, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS)
-	return err == nil
+// takeTerminal makes fence run's process group the foreground group of
+// its terminal (stdin) again, after CMD's group had it (SIGTTOU, which a
+// background tcsetpgrp gets, is ignored by superviseChild meanwhile).
+func takeTerminal() {
+	_ = unix.IoctlSetPointerInt(int(os.Stdin.Fd()), unix.TIOCSPGRP, unix.Getpgrp())
+}
+
+// inForeground reports whether stdin is fence run's controlling terminal
+// and fence run's process group is its foreground group: only then is CMD
+// given the terminal (a fence run started in the background with & leaves
+// the terminal to the shell).
+func inForeground() bool {
+	pgrp, err := unix.IoctlGetInt(int(os.Stdin.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
 }

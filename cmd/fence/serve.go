@@ -38,7 +38,7 @@ type serveOptions struct {
 // serve_env.go).
 func serveFlags(g *globals, stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	o := &serveOptions{}
-	fs := newFlagSet("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [--log-format text|json] [--log-level L] [cluster flags] [limits and rules, see below]", g, stderr)
+	fs := newFlagSetWith("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [--log-format text|json] [--log-level L] [cluster flags] [limits and rules, see below]", g, stderr, nil)
 	o.listen = fs.String("listen", server.DefaultListen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
 	o.dataDir = fs.String("data-dir", server.DefaultDataDir, "directory for the raft log and snapshots")
 	o.logStore = fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")

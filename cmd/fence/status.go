@@ -30,13 +30,21 @@ resources, the oldest remembered id's age, version. With several --server
 URLs (a cluster's nodes) every node is asked, one block each; with --json one
 JSON object per node, one per line (field names as in the API's JSON, numbers
 as numbers, durations as strings such as "1.5s"), each with its "url".
-A node that does not answer gets {"url": ..., "error": {...}} and the exit
-code is 1; the others are still printed.
+A node that does not answer gets {"url": ..., "error": {...}}; the others
+are still printed.
+
+Exit status, as fence members's (whatever it is, every answer is printed):
+0 every node answered and a leader is known; 6 no node that answered knows
+a leader (an election under way, no majority, a node waiting to be added);
+1 a node did not answer. --wait D asks again until the answer would exit 0
+or D passes (e.g. right after starting a cluster), then prints the last
+answer.
 `
 
 // statusCmd prints the NodeStatus of every --server node.
 func statusCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", statusUsage, g, stderr)
+	wait := duration(fs, "wait", 0, "ask again until every node answers and a leader is known, up to this long")
 	if _, err := parseExact(fs, args); err != nil {
 		return usageExit(err)
 	}
@@ -49,21 +57,52 @@ func statusCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if len(urls) == 0 {
 		return fail(g, stdout, stderr, &usageError{"status: no server URL (--server or FENCE_SERVER)"})
 	}
-	ctx, cancel := g.context(0)
+	ctx, cancel := g.context(*wait)
 	defer cancel()
 	hc := &http.Client{}
 	defer hc.CloseIdleConnections()
+	type answer struct {
+		st  *fencev1.NodeStatusResponse
+		err error
+	}
+	answers := make([]answer, len(urls))
 	code := exitOK
+	_ = waitHealthy(ctx, *wait, func() (int, error) {
+		for i, url := range urls {
+			st, err := nodeStatus(ctx, hc, url)
+			answers[i] = answer{st, err}
+		}
+		code = exitOK
+		leader, answered := false, false
+		for _, a := range answers {
+			if a.err != nil {
+				if c := exitCodeOf(a.err); code == exitOK {
+					code = c
+				}
+				continue
+			}
+			answered = true
+			leader = leader || a.st.GetRole() == "leader" || a.st.GetLeaderId() != ""
+		}
+		if answered && !leader {
+			code = exitNoLeader
+		}
+		return code, nil
+	})
 	for i, url := range urls {
-		st, err := nodeStatus(ctx, hc, url)
+		st, err := answers[i].st, answers[i].err
 		if err != nil {
 			if g.json {
 				_ = json.NewEncoder(stdout).Encode(map[string]any{"url": url, "error": errorJSON(err)})
 			}
-			fmt.Fprintf(stderr, "%s: ", url)
-			if c := fail(&globals{}, stdout, stderr, err); code == exitOK {
-				code = c
+			// One line per node: the unreachable error names its URL
+			// already; any other is prefixed with it.
+			line := errorLine("status", err)
+			var unreachable *client.UnreachableError
+			if !errors.As(err, &unreachable) {
+				line = "fence: status: " + url + ": " + strings.TrimPrefix(line, "fence: status: ")
 			}
+			fmt.Fprintln(stderr, line)
 			continue
 		}
 		if g.json {
@@ -77,6 +116,9 @@ func statusCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "== %s ==\n", url)
 		}
 		printStatus(stdout, st)
+	}
+	if code == exitNoLeader {
+		fmt.Fprintln(stderr, "fence: status: no leader known")
 	}
 	return code
 }

@@ -13,7 +13,7 @@ import (
 var version = ""
 
 func versionCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", "", g, stderr)
+	fs := newLocalFlagSet("version", "", g, stderr)
 	if _, err := parseExact(fs, args); err != nil {
 		return usageExit(err)
 	}
