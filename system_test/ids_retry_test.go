@@ -5,6 +5,7 @@ package system_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,10 @@ func TestAddRetriedAfter120kWritesAppliesOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("120,000 writes against a real process")
 	}
-	srv := startServer(t)
+	// The server is built without -race (plainBinary), as the other scale
+	// tests: its point is the count; the same code runs under -race in the
+	// state and node tests.
+	srv := startServerWith(t, plainBinary(t, "./cmd/fence"), filepath.Join(t.TempDir(), "data"))
 	c := grpcAPI(srv) // h2c: one connection carries every worker's calls
 	ctx := context.Background()
 
