@@ -18,8 +18,12 @@ build:
 ##   tier (files tagged e2e: real fence processes, doc clients, the chaos
 ##   harness) in one go test run, then the bench module's smoke test.
 ##   docs/testing.md says what each tier holds and how long it takes.
+##   The two longest packages are named first: go test starts packages in the
+##   order given, and system_test and internal/chaos (about 5 minutes each) last
+##   in ./... order would end the run minutes after everything else.
+LONG_PKGS = ./system_test/ ./internal/chaos/
 test: vet
-	$(GO) test -race -count=1 -tags e2e -timeout 14m ./...
+	$(GO) test -race -count=1 -tags e2e -timeout 14m $(LONG_PKGS) ./...
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./...
 
 ## test-unit: the quick loop: in-process tests only (`go test ./...` is the same
@@ -30,7 +34,7 @@ test-unit:
 ## test-e2e: only the packages that have end-to-end tests, with -tags e2e
 E2E_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build e2e' . | grep -v '^./bench/' | xargs -n1 dirname | sort -u)
 test-e2e:
-	$(GO) test -race -count=1 -tags e2e -timeout 14m $(E2E_PKGS)
+	$(GO) test -race -count=1 -tags e2e -timeout 14m $(LONG_PKGS) $(E2E_PKGS)
 
 ## test-short: the unit tier without -race and without the long property runs
 test-short:
