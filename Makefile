@@ -40,8 +40,8 @@ test-e2e:
 test-short:
 	$(GO) test -count=1 -short ./...
 
+## vet: both tiers (-tags e2e compiles every file the untagged build does, and the e2e ones)
 vet:
-	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
 	$(GO) vet -tags plantbug ./state/ ./internal/plant/
 
