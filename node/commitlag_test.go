@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -397,5 +398,40 @@ func TestNewTermChargesMaxSlackForHeldLeases(t *testing.T) {
 	}
 	if _, s, _ := c.lag.peek(c); s != 0 {
 		t.Fatalf("slack %v with no lease held and nothing in flight, want 0", s)
+	}
+}
+
+// Beyond its limit the set merges the two neighbours whose lags are
+// closest (the earliest such pair on a tie) into their later until and
+// larger lag, and only beyond it: a set at its limit is kept as it is.
+// Merging any pair would stay safe; this pins which precision is kept.
+func TestLagChargesMergeClosestNeighbours(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		charges []lagCharge
+		want    []lagCharge
+	}{
+		{"at the limit: no merge",
+			[]lagCharge{{10, 100}, {20, 60}, {30, 50}},
+			[]lagCharge{{10, 100}, {20, 60}, {30, 50}}},
+		{"closest lags merge",
+			[]lagCharge{{10, 100}, {20, 60}, {30, 50}, {40, 10}},
+			[]lagCharge{{10, 100}, {30, 60}, {40, 10}}},
+		{"closest are the last pair",
+			[]lagCharge{{10, 100}, {20, 50}, {30, 20}, {40, 15}},
+			[]lagCharge{{10, 100}, {20, 50}, {40, 20}}},
+		{"a tie: the earliest pair",
+			[]lagCharge{{10, 100}, {20, 80}, {30, 60}, {40, 10}},
+			[]lagCharge{{20, 100}, {30, 60}, {40, 10}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := lagCharges{limit: 3}
+			for _, c := range tc.charges {
+				s.charge(c.until, c.lag)
+			}
+			if !slices.Equal(s.c, tc.want) {
+				t.Fatalf("charges %v, want %v", s.c, tc.want)
+			}
+		})
 	}
 }
