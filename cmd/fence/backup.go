@@ -29,8 +29,10 @@ server and wall-clock time, version), the state and a SHA-256 checksum;
 fence restore builds a data dir from it.
 
 The backup goes to a new file FILE.tmp-RANDOM in FILE's directory (created
-mode 0600; an existing file or symlink is never opened), is synced, checked
-(checksum) and then renamed to FILE, replacing one that exists; if anything
+mode 0600; an existing file is never opened), is synced, checked
+(checksum) and then renamed to FILE, replacing a regular file that exists
+(FILE that is a device, pipe, socket, directory or symbolic link is refused,
+exit 2: the rename would replace it; use "-" and redirect); if anything
 fails the temporary file is removed and FILE is left as it was. FILE "-" writes to
 stdout (checked as it is written; the exit status says whether it is whole).
 
@@ -56,6 +58,9 @@ func backupCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if path == "" {
 		return fail(g, out, stderr, &usageError{"backup: FILE is empty (want a path, or - for stdout)"})
+	}
+	if err := checkBackupTarget(path); err != nil {
+		return fail(g, out, stderr, err)
 	}
 	idle := g.timeout
 	if idle <= 0 {
@@ -202,6 +207,37 @@ func (c *backupCounter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// checkBackupTarget refuses a FILE that exists and is not a regular file.
+// The backup is renamed over FILE, which replaces whatever is there: a
+// device (as root, fence backup /dev/null or /dev/full would leave a
+// regular file in its place for everyone), a pipe, a socket, or a symbolic
+// link (/dev/stdout is one) — never what the user meant.
+func checkBackupTarget(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil // a new file (or a directory fence backup cannot read: reported when it writes)
+	}
+	var what string
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		return nil
+	case m&os.ModeSymlink != 0:
+		what = "a symbolic link"
+	case m&os.ModeDevice != 0:
+		what = "a device"
+	case m&os.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case m&os.ModeSocket != 0:
+		what = "a socket"
+	case m.IsDir():
+		what = "a directory"
+	default:
+		what = "not a regular file"
+	}
+	return &usageError{fmt.Sprintf("backup: FILE %s is %s: fence backup writes a new file and renames it over FILE, which would replace it; "+
+		"give a regular file's path, or write to stdout and redirect it (fence backup - > %s)", path, what, path)}
 }
 
 // backupToFile writes the backup to a new temporary file path.tmp-RANDOM,
