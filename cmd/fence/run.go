@@ -28,6 +28,9 @@ to the whole group, so nothing CMD started outlives the lease: SIGINT,
 SIGTERM and SIGHUP that fence run gets; SIGTERM --grace before a SIGKILL
 just before the lease's safe deadline while renewals fail; SIGKILL at once
 when the lease is lost; SIGKILL to whatever CMD left running when it exits.
+On a terminal, when CMD is stopped (Ctrl-Z) fence run stops too, as a job
+does, and nothing renews the lease while it is stopped; when it is continued
+(fg), CMD is continued only if the lease is still held, else it is killed.
 `
 
 // runCmd holds lock NAME while CMD runs: CMD gets FENCE_LOCK and FENCE_TOKEN
@@ -108,6 +111,15 @@ func superviseChild(lease *client.Lease, argv []string, grace time.Duration, std
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// Job control (see stopWithChild): SIGCHLD tells that CMD may have
+	// stopped, SIGCONT that fence run was continued after it stopped too.
+	chld, cont := make(chan os.Signal, 1), make(chan os.Signal, 1)
+	if foreground {
+		signal.Notify(chld, syscall.SIGCHLD)
+		signal.Notify(cont, syscall.SIGCONT)
+		defer signal.Stop(chld)
+		defer signal.Stop(cont)
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "fence run: %v\n", err)
 		return 127
@@ -130,9 +142,13 @@ func superviseChild(lease *client.Lease, argv []string, grace time.Duration, std
 		var info unix.Siginfo
 		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 		}
+		// The terminal is taken back only from CMD's group (asked while
+		// CMD is unreaped and its pid still names the group): not from the
+		// shell, after a bg that left fence run in the background.
+		hasTerminal := foreground && terminalGroup() == cmd.Process.Pid
 		kill(syscall.SIGKILL)
 		_ = cmd.Wait()
-		if foreground {
+		if hasTerminal {
 			takeTerminal()
 		}
 		close(exited)
@@ -149,6 +165,7 @@ func superviseChild(lease *client.Lease, argv []string, grace time.Duration, std
 			fmt.Fprintf(stderr, "fence run: %s; stopping %s: SIGTERM now, SIGKILL in %s at the latest\n",
 				why, argv[0], p.killAt(lease.Deadline()).Sub(time.Now()).Round(time.Millisecond))
 			kill(syscall.SIGTERM)
+			kill(syscall.SIGCONT) // a stopped CMD could not act on the SIGTERM
 		case sendKill:
 			fmt.Fprintf(stderr, "fence run: %s; killing %s (SIGKILL)\n", why, argv[0])
 			kill(syscall.SIGKILL)
@@ -159,11 +176,85 @@ func superviseChild(lease *client.Lease, argv []string, grace time.Duration, std
 			return childStatus(cmd.ProcessState, p.stopping())
 		case s := <-sigs:
 			kill(s.(syscall.Signal))
+			if !p.killed {
+				// As bash does for a stopped job: a stopped CMD could not
+				// act on the signal until continued.
+				kill(syscall.SIGCONT)
+			}
+		case <-chld:
+			if childStopped(cmd.Process.Pid) {
+				stopWithChild(lease, &p, cmd.Process.Pid, cont, kill, argv[0], stderr)
+			}
 		case <-leaseDone:
 			leaseDone = nil
 		case <-timer.C:
 		}
 	}
+}
+
+// childStopped reports whether CMD (pid) has stopped, consuming the
+// kernel's report of the stop (WSTOPPED without WNOWAIT: each stop is
+// reported once; an exit is left for the waiter of superviseChild, which
+// waits for WEXITED only).
+func childStopped(pid int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && info.Signo == int32(syscall.SIGCHLD)
+	}
+}
+
+// stopWithChild does what a shell's job does when CMD (leader of group
+// pgid) was stopped from the terminal (Ctrl-Z sends SIGTSTP to CMD's
+// group only, the terminal's foreground group): fence run takes the
+// terminal back and stops its own group, so that the shell gets its prompt
+// and sees the job stopped. While fence run is stopped nothing renews the
+// lease: it runs out and the lock is freed. When fence run is continued
+// (fg, or kill -CONT), CMD is continued only if the lease is still held
+// with time left before the SIGKILL the plan would send; else it is
+// killed while still stopped, and never runs without the lease.
+func stopWithChild(lease *client.Lease, p *stopPlan, pgid int, cont <-chan os.Signal, kill func(syscall.Signal), name string, stderr io.Writer) {
+	if terminalGroup() == pgid {
+		takeTerminal()
+	}
+	select { // a SIGCONT from before this stop is not the one awaited
+	case <-cont:
+	default:
+	}
+	_ = syscall.Kill(0, syscall.SIGSTOP)
+	// The SIGSTOP may reach another thread of fence run first; the stop is
+	// over only once SIGCONT came.
+	<-cont
+	if err := lease.Err(); err != nil || !time.Now().Before(p.killAt(lease.Deadline())) {
+		why := "the lease ran out while stopped"
+		if err != nil {
+			why = err.Error()
+		}
+		fmt.Fprintf(stderr, "fence run: %s; killing %s (SIGKILL) instead of continuing it\n", why, name)
+		p.killed = true
+		if p.termAt.IsZero() {
+			p.termAt = time.Now()
+		}
+		kill(syscall.SIGKILL)
+		return
+	}
+	if inForeground() { // fg gave fence run the terminal: CMD gets it
+		_ = unix.IoctlSetPointerInt(int(os.Stdin.Fd()), unix.TIOCSPGRP, pgid)
+	}
+	kill(syscall.SIGCONT)
+}
+
+// terminalGroup is the foreground group of fence run's terminal (stdin),
+// -1 if there is none.
+func terminalGroup() int {
+	pgrp, err := unix.IoctlGetInt(int(os.Stdin.Fd()), unix.TIOCGPGRP)
+	if err != nil {
+		return -1
+	}
+	return pgrp
 }
 
 // killMargin is how long before the safe deadline SIGKILL goes out, so that
