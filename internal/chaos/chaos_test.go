@@ -40,17 +40,6 @@ func moduleRoot(t *testing.T) string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
-// parallelRuns: the short runs that must fail (the control run, the fast
-// leader clock, the restore without a raise, each planted bug) run in
-// parallel, go test's -parallel at a time (GOMAXPROCS). Each run lasts a
-// fixed time whatever the machine does, its servers are built without
-// -race, and what each must show (a stale write accepted, an overlap, an
-// early expiry, a regressed token) is a violation its checkers find from
-// its own history, which a loaded machine delays but does not hide; run
-// one after another they took two of internal/chaos's five minutes.
-// TestChaosShort and TestChaosCluster, which must pass and inject every
-// fault kind, run alone first.
-
 // binaries builds fence, fence with the planted bugs, and fence-chaos once.
 // The server is built without -race: the harness's timing (pauses of
 // 1.5–3× a one-second TTL) is what the run is about, and the race detector's
@@ -175,7 +164,6 @@ func TestChaosControl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
-	t.Parallel() // a run of fixed length: see parallelRuns
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
@@ -226,7 +214,6 @@ func TestChaosEarlyExpiryCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
-	t.Parallel() // a run of fixed length: see parallelRuns
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 15 * time.Second, Seed: seed(t),
@@ -258,7 +245,6 @@ func TestChaosRestoreNoRaiseCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
-	t.Parallel() // a run of fixed length: see parallelRuns
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 12 * time.Second, Seed: seed(t),
@@ -304,7 +290,6 @@ func TestChaosPlantedBugs(t *testing.T) {
 			}, "double_applies > 0 or linearizable=no (not a time-out)"},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
-			t.Parallel() // see parallelRuns
 			cfg := chaos.Config{
 				FenceBin: plant, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
 				PostgresDSN: dsn, Kinds: tc.kinds, Stores: tc.stores, ServerEnv: []string{"FENCE_PLANTBUG=" + tc.bug},
