@@ -27,20 +27,20 @@ type Node struct {
 	snap  *snapTrigger
 	props *proposer
 
-	clock     atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
-	wall      wallClock                   // wall-clock readings (test offset: Config.ClockOffset)
-	addr      string                      // this node's raft address (its transport's)
-	officeC   chan struct{}               // cap 1: wakes the ticker on leadership change
-	ticks     atomic.Uint64
-	reaped    atomic.Uint64 // orphan reaps completed
+	clock   atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
+	wall    wallClock                   // wall-clock readings (test offset: Config.ClockOffset)
+	addr    string                      // this node's raft address (its transport's)
+	officeC chan struct{}               // cap 1: wakes the ticker on leadership change
+	ticks   atomic.Uint64
+	reaped  atomic.Uint64 // orphan reaps completed
 	// startedEmpty: Open found no raft state in the data dir and wrote no
 	// bootstrap configuration (a node waiting to be added). Fixed at Open:
 	// what a leader replicates to it later does not change it.
 	startedEmpty bool
-	closing   chan struct{}
-	closeOnce sync.Once
-	closeErr  error
-	wg        sync.WaitGroup
+	closing      chan struct{}
+	closeOnce    sync.Once
+	closeErr     error
+	wg           sync.WaitGroup
 }
 
 // Open opens (or creates) the node in cfg.DataDir. On first start a single
