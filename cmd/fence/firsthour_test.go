@@ -358,31 +358,8 @@ func TestProcessRunStopsGrandchild(t *testing.T) {
 // a session ending stops the grandchild in its place.
 func TestProcessRunOnTerminalStopsGrandchild(t *testing.T) {
 	srv := startServe(t)
-	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	defer ptm.Close()
-	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pts := openPTY(t)
 	defer pts.Close()
-	go func() { // drain the terminal's output, so nothing blocks on it
-		buf := make([]byte, 4096)
-		for {
-			if _, err := ptm.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
 
 	// The shell reports fence run's exit and whether its own group has the
 	// terminal back, then waits on the terminal until the test is done (it
@@ -437,4 +414,37 @@ func TestServeHelpOwnFlags(t *testing.T) {
 		!strings.Contains(stderr, "flag provided but not defined: -server") {
 		t.Errorf("fence serve --server: exit %d, stderr %q; want %d, not a serve flag", code, stderr, exitUsage)
 	}
+}
+
+// openPTY opens a new pseudo-terminal: its master (closed at the test's
+// end) and its slave (the caller closes it once a process has it), with
+// the master's output drained so that nothing blocks writing to it.
+// It skips the test where no pty can be had.
+func openPTY(t *testing.T) (ptm, pts *os.File) {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	t.Cleanup(func() { ptm.Close() })
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := ptm.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return ptm, pts
 }

@@ -81,31 +81,8 @@ type ptyRun struct {
 // pty and waits until SCRIPT prints "started".
 func startRunOnPty(t *testing.T, url, name, ttl, script string) *ptyRun {
 	t.Helper()
-	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	t.Cleanup(func() { ptm.Close() })
-	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ptm, pts := openPTY(t)
 	defer pts.Close()
-	go func() { // drain the terminal's output (its echo), so nothing blocks on it
-		buf := make([]byte, 4096)
-		for {
-			if _, err := ptm.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
 	fr := &ptyRun{ptm: ptm, out: &testutil.Buffer{}, exited: make(chan struct{})}
 	fr.cmd = exec.Command(fenceBin, "run", name, "--ttl", ttl, "--", "sh", "-c", script)
 	fr.cmd.Env = append(os.Environ(), "FENCE_SERVER="+url)
