@@ -2,12 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/guard/internal/sqlguard"
-	"github.com/jackc/pgx/v5"
 )
 
 // Check advances the default guard table. See Guard.Check.
@@ -45,25 +41,5 @@ func Check(ctx context.Context, tx Tx, resource string, token fence.Token) error
 // non-UTF-8 resource, or one holding a NUL byte (PostgreSQL text cannot), is
 // refused with *fence.InvalidError before any SQL runs.
 func (g *Guard) Check(ctx context.Context, tx Tx, resource string, token fence.Token) error {
-	if err := sqlguard.ValidateCheck(resource, token); err != nil {
-		return err
-	}
-	if err := validateText(resource, ""); err != nil {
-		return err
-	}
-	var accepted int64
-	err := tx.QueryRow(ctx, g.sql.check, resource, int64(token)).Scan(&accepted)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("guard/postgres: check %q: %w", resource, g.noTable(err))
-	}
-	// Refused: the row exists with a newer token (and is locked by this
-	// statement). Read it for the facts.
-	var last int64
-	if err := tx.QueryRow(ctx, g.sql.last, resource).Scan(&last); err != nil {
-		return fmt.Errorf("guard/postgres: check %q: token %d refused, reading the last token: %w", resource, token, err)
-	}
-	return &fence.StaleTokenError{Resource: resource, Token: token, LastAccepted: fence.Token(last)}
+	return g.e.Check(ctx, querier{tx, tx}, resource, token)
 }

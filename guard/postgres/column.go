@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -46,35 +43,5 @@ type Column struct {
 // key = $1) with q — pass the same transaction as the UPDATE, if any. Table
 // names that are not plain identifiers are refused with *fence.InvalidError.
 func (c Column) CheckRows(ctx context.Context, q Querier, tag pgconn.CommandTag, key any, token fence.Token) error {
-	if tag.RowsAffected() > 0 {
-		return nil
-	}
-	query, err := c.currentTokenSQL()
-	if err != nil {
-		return err
-	}
-	var current int64
-	switch err := q.QueryRow(ctx, query, key).Scan(&current); {
-	case errors.Is(err, pgx.ErrNoRows):
-		return sqlguard.ExplainNoRows(key, token, false, 0)
-	case err != nil:
-		return fmt.Errorf("guard/postgres: reading %s of %v: %w", c.Token, key, err)
-	}
-	return sqlguard.ExplainNoRows(key, token, true, fence.Token(current))
-}
-
-func (c Column) currentTokenSQL() (string, error) {
-	table, err := sqlguard.ParseIdent("table", c.Table)
-	if err != nil {
-		return "", err
-	}
-	key, err := sqlguard.ParseIdent("key", c.Key)
-	if err != nil || len(key) != 1 {
-		return "", fence.Invalid("key", "a plain SQL column name", fmt.Sprintf("%q", c.Key))
-	}
-	tok, err := sqlguard.ParseIdent("token", c.Token)
-	if err != nil || len(tok) != 1 {
-		return "", fence.Invalid("token", "a plain SQL column name", fmt.Sprintf("%q", c.Token))
-	}
-	return fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1`, sqlguard.Quote(tok), sqlguard.Quote(table), sqlguard.Quote(key)), nil
+	return defaultGuard.e.CheckRows(ctx, querier{r: q}, sqlguard.Column(c), tag.RowsAffected(), key, token)
 }

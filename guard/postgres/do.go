@@ -2,13 +2,10 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Op names one idempotent fenced operation.
@@ -60,86 +57,54 @@ func Do(ctx context.Context, db Beginner, op Op, fn func(tx pgx.Tx) ([]byte, err
 // UTF-8 or holds a NUL byte) is refused with *fence.InvalidError before any
 // SQL runs.
 func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx pgx.Tx) ([]byte, error)) (result []byte, replayed bool, err error) {
-	if err := sqlguard.ValidateOp(op.Resource, op.Token, op.ID); err != nil {
-		return nil, false, err
-	}
-	if err := validateText(op.Resource, op.ID); err != nil {
-		return nil, false, err
-	}
-	hash := sqlguard.PayloadHash(op.Payload)
-	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return nil, false, fmt.Errorf("guard/postgres: do %q: begin: %w", op.ID, err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) // no-op after Commit
-
-	var saveConflict bool
-	steps := sqlguard.DoSteps{
-		Check: func() error { return g.Check(ctx, tx, op.Resource, op.Token) },
-		// After Check this statement sees every op committed before we got
-		// the guard row lock (READ COMMITTED takes a new snapshot per
-		// statement).
-		Lookup: func() ([]byte, bool, error) { return g.lookupOp(ctx, tx, op, hash) },
-		Apply:  func() ([]byte, error) { return fn(tx) },
-		Save: func(result []byte) error {
-			_, err := tx.Exec(ctx, g.sql.saveOp, op.Resource, op.ID, hash, result, int64(op.Token))
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-				saveConflict = true
-			}
-			if err != nil {
-				return fmt.Errorf("guard/postgres: do %q: saving the op record: %w", op.ID, g.noTable(err))
-			}
-			return nil
-		},
-		Commit: func() error {
-			if err := tx.Commit(ctx); err != nil {
-				return fmt.Errorf("guard/postgres: do %q: commit: %w", op.ID, err)
-			}
-			return nil
-		},
-	}
-	if g.pruner.Due() {
-		steps.Prune = func() error {
-			if _, err := tx.Exec(ctx, g.sql.pruneOne, op.Resource, g.retention.Seconds()); err != nil {
-				return fmt.Errorf("guard/postgres: do %q: pruning old op records: %w", op.ID, g.noTable(err))
-			}
-			return nil
+	begin := func(readOnly bool) (sqlguard.Tx, error) {
+		opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+		if readOnly {
+			opts.AccessMode = pgx.ReadOnly
 		}
+		tx, err := db.BeginTx(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return newTx(tx), nil
 	}
-	result, replayed, err = sqlguard.RunDo(steps)
-	if saveConflict {
-		// Someone saved this op without holding the guard row lock (rows
-		// written outside Do). Theirs stands: replay it.
-		_ = tx.Rollback(ctx)
-		return g.replayAfterConflict(ctx, db, op, hash)
-	}
-	return result, replayed, err
+	return g.e.Do(ctx, begin, sqlguard.Op(op), func(tx sqlguard.Tx) ([]byte, error) { return fn(tx.(engineTx).tx) })
 }
 
-// lookupOp returns the saved result of op if it was applied (found), or
-// *fence.OpConflictError if it was applied with another payload.
-func (g *Guard) lookupOp(ctx context.Context, q Querier, op Op, hash []byte) (result []byte, found bool, err error) {
-	var savedHash, saved []byte
-	switch err := q.QueryRow(ctx, g.sql.lookupOp, op.Resource, op.ID).Scan(&savedHash, &saved); {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, fmt.Errorf("guard/postgres: do %q: looking up the op: %w", op.ID, g.noTable(err))
-	}
-	result, err = sqlguard.Replay(op.ID, savedHash, hash, saved)
-	return result, true, err
+// CheckOp runs with the default Guard. See Guard.CheckOp.
+func CheckOp(ctx context.Context, tx Tx, op Op) (saved []byte, replayed bool, err error) {
+	return defaultGuard.CheckOp(ctx, tx, op)
 }
 
-func (g *Guard) replayAfterConflict(ctx context.Context, db Beginner, op Op, hash []byte) ([]byte, bool, error) {
-	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, false, fmt.Errorf("guard/postgres: do %q: begin: %w", op.ID, err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	saved, found, err := g.lookupOp(ctx, tx, op, hash)
-	if err == nil && !found {
-		err = fmt.Errorf("guard/postgres: do %q: the op record vanished after a duplicate-key error", op.ID)
-	}
-	return saved, err == nil, err
+// SaveOp runs with the default Guard. See Guard.SaveOp.
+func SaveOp(ctx context.Context, tx Tx, op Op, result []byte) error {
+	return defaultGuard.SaveOp(ctx, tx, op, result)
+}
+
+// CheckOp is Do's first half, in the caller's transaction tx, for callers
+// that cannot hand Do a function (httpguard's pgstore, whose write is made
+// by an HTTP handler): it checks op.Token as Check does (taking the guard
+// row lock), then looks the op up. It returns
+//
+//   - replayed = true and the saved result, if the op was applied before —
+//     even if its token has since been overtaken (the replay comes first,
+//     as in Do); the caller rolls back and answers the saved result;
+//   - *fence.OpConflictError if it was applied with another payload;
+//   - *fence.StaleTokenError if it is new and the token is stale;
+//   - replayed = false and no error: apply the op in tx, then SaveOp, then
+//     commit.
+//
+// Under READ COMMITTED (Do's level) the lookup sees every op committed
+// before the guard row lock was granted.
+func (g *Guard) CheckOp(ctx context.Context, tx Tx, op Op) (saved []byte, replayed bool, err error) {
+	return g.e.CheckOp(ctx, querier{tx, tx}, sqlguard.Op(op))
+}
+
+// SaveOp is Do's step 5 without the commit: it saves op's record with
+// result in tx (stamped clock_timestamp()), and once in Options.PruneEvery
+// calls also removes op.Resource's records older than Retention. Call it
+// after CheckOp accepted and the op was applied in tx; the record commits
+// with the write.
+func (g *Guard) SaveOp(ctx context.Context, tx Tx, op Op, result []byte) error {
+	return g.e.SaveOp(ctx, querier{tx, tx}, sqlguard.Op(op), result)
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/fenceworks/fence"
 )
@@ -21,9 +20,6 @@ func MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
 // means a wrong table than no tokens). Tokens of the column pattern live in
 // the user's tables and are not seen here.
 func (g *Guard) MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
-	var max int64
-	if err := db.QueryRow(ctx, g.sql.maxToken).Scan(&max); err != nil {
-		return 0, fmt.Errorf("guard/postgres: max token: %w", g.noTable(err))
-	}
-	return fence.Token(max), nil
+	max, _, err := g.e.MaxTokenFound(ctx, querier{r: db})
+	return max, err
 }

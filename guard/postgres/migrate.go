@@ -40,15 +40,10 @@ func (g *Guard) Migrate(ctx context.Context, db Beginner) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockKey)); err != nil {
 			return fmt.Errorf("guard/postgres: migrate: %w", err)
 		}
-		for _, stmt := range g.sql.migrate {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
-				return fmt.Errorf("guard/postgres: migrate: %w", err)
-			}
-		}
-		return nil
+		return g.e.Migrate(ctx, querier{tx, tx})
 	})
 }
 
 // DDL returns the statements Migrate runs, for users who apply schema
 // changes with their own migration tool.
-func (g *Guard) DDL() []string { return append([]string(nil), g.sql.migrate...) }
+func (g *Guard) DDL() []string { return g.e.DDL() }

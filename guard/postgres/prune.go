@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/fenceworks/fence"
 )
 
 // Prune removes the default Guard's op records older than olderThan. See
@@ -21,12 +18,5 @@ func Prune(ctx context.Context, db Execer, olderThan time.Duration) (int64, erro
 // applied again as a new op (its token is still checked). A negative
 // olderThan is refused with *fence.InvalidError.
 func (g *Guard) Prune(ctx context.Context, db Execer, olderThan time.Duration) (int64, error) {
-	if olderThan < 0 {
-		return 0, fence.Invalid("older_than", "at least 0s", olderThan.String())
-	}
-	tag, err := db.Exec(ctx, g.sql.pruneAll, olderThan.Seconds())
-	if err != nil {
-		return 0, fmt.Errorf("guard/postgres: prune: %w", g.noTable(err))
-	}
-	return tag.RowsAffected(), nil
+	return g.e.Prune(ctx, querier{x: db}, olderThan)
 }
