@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
@@ -41,22 +39,5 @@ func Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) 
 // A token of 0 or above fence.MaxTokenJSONInt, or an empty, oversize or
 // non-UTF-8 resource, is refused with *fence.InvalidError before any SQL runs.
 func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
-	if err := sqlguard.ValidateCheck(resource, token); err != nil {
-		return err
-	}
-	var accepted int64
-	err := tx.QueryRowContext(ctx, g.sql.check, resource, int64(token)).Scan(&accepted)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("guard/sqlite: check %q: %w", resource, g.noTable(err))
-	}
-	// Refused: the row exists with a newer token (and is locked by this
-	// statement). Read it for the facts.
-	var last int64
-	if err := tx.QueryRowContext(ctx, g.sql.last, resource).Scan(&last); err != nil {
-		return fmt.Errorf("guard/sqlite: check %q: token %d refused, reading the last token: %w", resource, token, g.noTable(err))
-	}
-	return &fence.StaleTokenError{Resource: resource, Token: token, LastAccepted: fence.Token(last)}
+	return g.e.Check(ctx, sqlguard.NewSQLTx(tx), resource, token)
 }

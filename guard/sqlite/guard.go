@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
@@ -34,38 +33,17 @@ type Options struct {
 // Guard checks fencing tokens in SQLite tables. It holds only the table
 // names and SQL text (and a call counter for pruning), so one Guard is safe
 // for concurrent use by any number of goroutines and connections.
-type Guard struct {
-	table, ops string // quoted names
-	opsIndex   string // quoted index name, in the op table's schema
-	tableName  string // as configured, for errors: "fence_guard", "aux.fence_guard"
-	opsName    string
-	retention  time.Duration
-	pruner     *sqlguard.Pruner
-	sql        statements
-}
+type Guard struct{ e *sqlguard.Engine }
 
 // New returns a Guard for the tables named in opts. A name that is not a
 // plain SQL identifier, or a negative Retention, is refused with
 // *fence.InvalidError.
 func New(opts Options) (*Guard, error) {
-	t, err := sqlguard.ResolveTables(opts.Table, opts.OpsTable, opts.Retention)
+	e, err := sqlguard.NewEngine(dialect, opts.Table, opts.OpsTable, sqlguard.Retention{Keep: opts.Retention, PruneEvery: opts.PruneEvery})
 	if err != nil {
 		return nil, err
 	}
-	table, ops, idx := t.Table, t.Ops, t.OpsIndex
-	// SQLite qualifies the index, not its table: "s"."t_idx" ON "t".
-	index := append(append([]string(nil), ops[:len(ops)-1]...), idx)
-	g := &Guard{
-		table:     sqlguard.Quote(table),
-		ops:       sqlguard.Quote(ops),
-		opsIndex:  sqlguard.Quote(index),
-		tableName: strings.Join(table, "."),
-		opsName:   strings.Join(ops, "."),
-		retention: t.Retention,
-		pruner:    sqlguard.NewPruner(opts.PruneEvery),
-	}
-	g.sql = newStatements(g.table, g.ops, g.opsIndex, sqlguard.Quote(ops[len(ops)-1:]))
-	return g, nil
+	return &Guard{e}, nil
 }
 
 // defaultGuard serves the package-level functions.

@@ -2,9 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
 // MaxToken returns the largest token the default guard table has accepted.
@@ -21,9 +21,6 @@ func MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
 // means a wrong table than no tokens). Tokens of the column pattern live in
 // the user's tables and are not seen here.
 func (g *Guard) MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
-	var max int64
-	if err := db.QueryRowContext(ctx, g.sql.maxToken).Scan(&max); err != nil {
-		return 0, fmt.Errorf("guard/sqlite: max token: %w", g.noTable(err))
-	}
-	return fence.Token(max), nil
+	max, _, err := g.e.MaxTokenFound(ctx, sqlguard.SQLQuerier{R: db})
+	return max, err
 }

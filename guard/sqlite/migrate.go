@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"fmt"
+
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
 // Migrate creates the guard table and the op table of the default Guard if
@@ -34,10 +36,8 @@ func (g *Guard) Migrate(ctx context.Context, db Beginner) error {
 		return fmt.Errorf("guard/sqlite: migrate: %w", err)
 	}
 	defer tx.Rollback()
-	for _, stmt := range g.sql.migrate {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("guard/sqlite: migrate: %w", err)
-		}
+	if err := g.e.Migrate(ctx, sqlguard.NewSQLTx(tx)); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("guard/sqlite: migrate: %w", err)
@@ -47,4 +47,4 @@ func (g *Guard) Migrate(ctx context.Context, db Beginner) error {
 
 // DDL returns the statements Migrate runs, for users who apply schema
 // changes with their own migration tool.
-func (g *Guard) DDL() []string { return append([]string(nil), g.sql.migrate...) }
+func (g *Guard) DDL() []string { return g.e.DDL() }

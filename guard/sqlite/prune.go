@@ -2,10 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
 // Prune removes the default Guard's op records older than olderThan. See
@@ -20,12 +19,5 @@ func Prune(ctx context.Context, db Execer, olderThan time.Duration) (int64, erro
 // applied again as a new op (its token is still checked). A negative
 // olderThan is refused with *fence.InvalidError.
 func (g *Guard) Prune(ctx context.Context, db Execer, olderThan time.Duration) (int64, error) {
-	if olderThan < 0 {
-		return 0, fence.Invalid("older_than", "at least 0s", olderThan.String())
-	}
-	res, err := db.ExecContext(ctx, g.sql.pruneAll, ageModifier(olderThan))
-	if err != nil {
-		return 0, fmt.Errorf("guard/sqlite: prune: %w", g.noTable(err))
-	}
-	return res.RowsAffected()
+	return g.e.Prune(ctx, sqlguard.SQLQuerier{X: db}, olderThan)
 }
