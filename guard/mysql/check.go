@@ -3,8 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
@@ -50,31 +48,5 @@ func Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) 
 // A token of 0 or above fence.MaxTokenJSONInt, or an empty, oversize or
 // non-UTF-8 resource, is refused with *fence.InvalidError before any SQL runs.
 func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
-	if err := sqlguard.ValidateCheck(resource, token); err != nil {
-		return err
-	}
-	tok := int64(token)
-	res, err := tx.ExecContext(ctx, g.sql.check, resource, tok, tok, tok, tok)
-	if err != nil {
-		return fmt.Errorf("guard/mysql: check %q: %w", resource, g.noTable(err))
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 2 {
-		return nil // an existing row was changed: only the accepting branch changes it
-	}
-	// Inserted (1), left as it was (0), or found with clientFoundRows (1):
-	// read the row this statement locked.
-	var last int64
-	if err := tx.QueryRowContext(ctx, g.sql.last, resource).Scan(&last); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			err = errors.New("the guard row is missing after the upsert (is the table InnoDB?)")
-		}
-		return fmt.Errorf("guard/mysql: check %q: reading the last token: %w", resource, g.noTable(err))
-	}
-	switch {
-	case last == tok:
-		return nil
-	case last > tok:
-		return &fence.StaleTokenError{Resource: resource, Token: token, LastAccepted: fence.Token(last)}
-	}
-	return fmt.Errorf("guard/mysql: check %q: the guard row holds %d after advancing to %d", resource, last, tok)
+	return g.e.Check(ctx, sqlguard.NewSQLTx(tx), resource, token)
 }

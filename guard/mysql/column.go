@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/fenceworks/fence"
@@ -58,37 +57,5 @@ func (c Column) CheckRows(ctx context.Context, q Querier, res sql.Result, key an
 	if err != nil {
 		return fmt.Errorf("guard/mysql: rows affected: %w", err)
 	}
-	if n > 0 {
-		return nil
-	}
-	query, err := c.currentTokenSQL()
-	if err != nil {
-		return err
-	}
-	var current int64
-	switch err := q.QueryRowContext(ctx, query, key).Scan(&current); {
-	case errors.Is(err, sql.ErrNoRows):
-		return sqlguard.ExplainNoRows(key, token, false, 0)
-	case err != nil:
-		return fmt.Errorf("guard/mysql: reading %s of %v: %w", c.Token, key, err)
-	}
-	return sqlguard.ExplainNoRows(key, token, true, fence.Token(current))
-}
-
-func (c Column) currentTokenSQL() (string, error) {
-	table, err := sqlguard.ParseIdent("table", c.Table)
-	if err != nil {
-		return "", err
-	}
-	key, err := sqlguard.ParseIdent("key", c.Key)
-	if err != nil || len(key) != 1 {
-		return "", fence.Invalid("key", "a plain SQL column name", fmt.Sprintf("%q", c.Key))
-	}
-	tok, err := sqlguard.ParseIdent("token", c.Token)
-	if err != nil || len(tok) != 1 {
-		return "", fence.Invalid("token", "a plain SQL column name", fmt.Sprintf("%q", c.Token))
-	}
-	// LOCK IN SHARE MODE: MySQL 5.7 and every MariaDB accept it (FOR SHARE
-	// is MySQL 8 only).
-	return fmt.Sprintf(`SELECT %s FROM %s WHERE %s = ? LOCK IN SHARE MODE`, quote(tok), quote(table), quote(key)), nil
+	return defaultGuard.e.CheckRows(ctx, sqlguard.SQLQuerier{R: q}, sqlguard.Column(c), n, key, token)
 }

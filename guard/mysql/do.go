@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
@@ -63,82 +62,56 @@ func Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) ([]byte, er
 // Invalid input (see Check; an empty or oversize op.ID) is refused with
 // *fence.InvalidError before any SQL runs.
 func (g *Guard) Do(ctx context.Context, db Beginner, op Op, fn func(tx *sql.Tx) ([]byte, error)) (result []byte, replayed bool, err error) {
-	if err := sqlguard.ValidateOp(op.Resource, op.Token, op.ID); err != nil {
-		return nil, false, err
-	}
-	hash := sqlguard.PayloadHash(op.Payload)
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return nil, false, fmt.Errorf("guard/mysql: do %q: begin: %w", op.ID, err)
-	}
-	defer tx.Rollback() // no-op after Commit
-
-	var saveConflict bool
-	steps := sqlguard.DoSteps{
-		Check: func() error { return g.Check(ctx, tx, op.Resource, op.Token) },
-		// After Check this statement sees every op committed before we got
-		// the guard row lock (READ COMMITTED reads a new snapshot per
-		// statement).
-		Lookup: func() ([]byte, bool, error) { return g.lookupOp(ctx, tx, op, hash) },
-		Apply:  func() ([]byte, error) { return fn(tx) },
-		Save: func(result []byte) error {
-			_, err := tx.ExecContext(ctx, g.sql.saveOp, op.Resource, op.ID, hash, result, int64(op.Token))
-			if isDupEntry(err) {
-				saveConflict = true
-			}
-			if err != nil {
-				return fmt.Errorf("guard/mysql: do %q: saving the op record: %w", op.ID, g.noTable(err))
-			}
-			return nil
-		},
-		Commit: func() error {
-			if err := tx.Commit(); err != nil {
-				return fmt.Errorf("guard/mysql: do %q: commit: %w", op.ID, err)
-			}
-			return nil
-		},
-	}
-	if g.pruner.Due() {
-		steps.Prune = func() error {
-			if _, err := tx.ExecContext(ctx, g.sql.pruneOne, op.Resource, g.retention.Microseconds()); err != nil {
-				return fmt.Errorf("guard/mysql: do %q: pruning old op records: %w", op.ID, g.noTable(err))
-			}
-			return nil
-		}
-	}
-	result, replayed, err = sqlguard.RunDo(steps)
-	if saveConflict {
-		// Someone saved this op without holding the guard row lock (rows
-		// written outside Do). Theirs stands: replay it.
-		_ = tx.Rollback()
-		return g.replayAfterConflict(ctx, db, op, hash)
-	}
-	return result, replayed, err
+	return g.e.Do(ctx, begin(ctx, db), sqlguard.Op(op), func(tx sqlguard.Tx) ([]byte, error) { return fn(tx.(sqlguard.SQLTx).Tx) })
 }
 
-// lookupOp returns the saved result of op if it was applied (found), or
-// *fence.OpConflictError if it was applied with another payload.
-func (g *Guard) lookupOp(ctx context.Context, q Querier, op Op, hash []byte) (result []byte, found bool, err error) {
-	var savedHash, saved []byte
-	switch err := q.QueryRowContext(ctx, g.sql.lookupOp, op.Resource, op.ID).Scan(&savedHash, &saved); {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, fmt.Errorf("guard/mysql: do %q: looking up the op: %w", op.ID, g.noTable(err))
-	}
-	result, err = sqlguard.Replay(op.ID, savedHash, hash, saved)
-	return result, true, err
+// ErrOpSaved: SaveOp found the op already saved — another transaction
+// applied it and committed after this transaction's snapshot was taken
+// (REPEATABLE READ with reads before CheckOp), so CheckOp did not see it.
+// The op table's primary key refused the second record; roll back (nothing
+// of this attempt commits) and retry with the same op: the retry replays.
+// IsRetryable reports it.
+var ErrOpSaved = errors.New("the op was saved by a transaction that committed after this one's snapshot")
+
+// CheckOp runs with the default Guard. See Guard.CheckOp.
+func CheckOp(ctx context.Context, tx *sql.Tx, op Op) (saved []byte, replayed bool, err error) {
+	return defaultGuard.CheckOp(ctx, tx, op)
 }
 
-func (g *Guard) replayAfterConflict(ctx context.Context, db Beginner, op Op, hash []byte) ([]byte, bool, error) {
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted, ReadOnly: true})
-	if err != nil {
-		return nil, false, fmt.Errorf("guard/mysql: do %q: begin: %w", op.ID, err)
-	}
-	defer tx.Rollback()
-	saved, found, err := g.lookupOp(ctx, tx, op, hash)
-	if err == nil && !found {
-		err = fmt.Errorf("guard/mysql: do %q: the op record vanished after a duplicate-key error", op.ID)
-	}
-	return saved, err == nil, err
+// SaveOp runs with the default Guard. See Guard.SaveOp.
+func SaveOp(ctx context.Context, tx *sql.Tx, op Op, result []byte) error {
+	return defaultGuard.SaveOp(ctx, tx, op, result)
+}
+
+// CheckOp is Do's first half, in the caller's transaction tx, for callers
+// that cannot hand Do a function (an HTTP handler's write): it checks
+// op.Token as Check does (taking the guard row lock), then looks the op up.
+// It returns
+//
+//   - replayed = true and the saved result, if the op was applied before —
+//     even if its token has since been overtaken (the replay comes first,
+//     as in Do); the caller rolls back and answers the saved result;
+//   - *fence.OpConflictError if it was applied with another payload;
+//   - *fence.StaleTokenError if it is new and the token is stale;
+//   - replayed = false and no error: apply the op in tx, then SaveOp, then
+//     commit.
+//
+// Begin tx with READ COMMITTED (Do's level): then the lookup sees every op
+// committed before the guard row lock was granted. Under REPEATABLE READ it
+// does too if CheckOp is the transaction's first read (InnoDB takes the
+// snapshot at the first plain read); after earlier reads it may miss an op
+// committed since, and the op table's primary key then makes SaveOp fail
+// with ErrOpSaved: nothing is applied twice; roll back and retry with the
+// same op, the retry replays.
+func (g *Guard) CheckOp(ctx context.Context, tx *sql.Tx, op Op) (saved []byte, replayed bool, err error) {
+	return g.e.CheckOp(ctx, sqlguard.NewSQLTx(tx), sqlguard.Op(op))
+}
+
+// SaveOp is Do's step 5 without the commit: it saves op's record with
+// result in tx (created_at = UTC_TIMESTAMP(6) now), and once in
+// Options.PruneEvery calls also removes op.Resource's records older than
+// Retention. Call it after CheckOp accepted and the op was applied in tx;
+// the record commits with the write.
+func (g *Guard) SaveOp(ctx context.Context, tx *sql.Tx, op Op, result []byte) error {
+	return g.e.SaveOp(ctx, sqlguard.NewSQLTx(tx), sqlguard.Op(op), result)
 }

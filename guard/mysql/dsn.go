@@ -118,7 +118,7 @@ func MaxTokenAt(ctx context.Context, dsn, table string) (max fence.Token, found 
 		return 0, false, "", err
 	}
 	where = g.TableName()
-	if len(g.table) == 1 && cfg.DBName != "" {
+	if len(g.e.Tables().Table) == 1 && cfg.DBName != "" {
 		where = cfg.DBName + "." + where
 	}
 	connector, err := mysql.NewConnector(cfg)

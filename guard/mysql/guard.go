@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
@@ -36,41 +35,17 @@ type Options struct {
 // only the table names and SQL text (and a call counter for pruning), so one
 // Guard is safe for concurrent use by any number of goroutines and
 // connections.
-type Guard struct {
-	table, ops []string // identifier parts
-	retention  time.Duration
-	pruner     *sqlguard.Pruner
-	sql        statements
-}
+type Guard struct{ e *sqlguard.Engine }
 
 // New returns a Guard for the tables named in opts. A name that is not a
 // plain SQL identifier, or a negative Retention, is refused with
 // *fence.InvalidError.
 func New(opts Options) (*Guard, error) {
-	t, err := sqlguard.ResolveTables(opts.Table, opts.OpsTable, opts.Retention)
+	e, err := sqlguard.NewEngine(dialect, opts.Table, opts.OpsTable, sqlguard.Retention{Keep: opts.Retention, PruneEvery: opts.PruneEvery})
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{
-		table:     t.Table,
-		ops:       t.Ops,
-		retention: t.Retention,
-		pruner:    sqlguard.NewPruner(opts.PruneEvery),
-	}
-	g.sql = newStatements(quote(t.Table), quote(t.Ops), quote([]string{t.OpsIndex}))
-	return g, nil
-}
-
-// quote joins identifier parts checked by sqlguard.ParseIdent into a
-// backquoted MySQL name. The parts are plain identifiers ([A-Za-z_][A-Za-z0-9_]*),
-// so no escaping is needed, and backquotes work whatever the sql_mode
-// (double quotes would need ANSI_QUOTES).
-func quote(parts []string) string {
-	q := make([]string, len(parts))
-	for i, p := range parts {
-		q[i] = "`" + p + "`"
-	}
-	return strings.Join(q, ".")
+	return &Guard{e}, nil
 }
 
 // defaultGuard serves the package-level functions.

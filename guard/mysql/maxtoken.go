@@ -2,10 +2,9 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
 // MaxToken returns the largest token the default guard table has accepted.
@@ -38,28 +37,11 @@ func (g *Guard) MaxToken(ctx context.Context, db Querier) (fence.Token, error) {
 // floor read from the wrong table or database must fail, not count as 0. A
 // missing table is an error (1146).
 func (g *Guard) MaxTokenFound(ctx context.Context, db Querier) (max fence.Token, found bool, err error) {
-	var m sql.NullInt64
-	if err := db.QueryRowContext(ctx, g.sql.maxToken).Scan(&m); err != nil {
-		return 0, false, fmt.Errorf("guard/mysql: max token of %s: %w", g.TableName(), g.noTable(err))
-	}
-	if !m.Valid {
-		return 0, false, nil
-	}
-	if m.Int64 < 0 {
-		return 0, false, fmt.Errorf("guard/mysql: max token of %s: last_token %d is negative", g.TableName(), m.Int64)
-	}
-	return fence.Token(m.Int64), true, nil
+	return g.e.MaxTokenFound(ctx, sqlguard.SQLQuerier{R: db})
 }
 
 // TableName is the guard table as configured ("fence_guard", "app.guard").
-func (g *Guard) TableName() string { return joinParts(g.table) }
+func (g *Guard) TableName() string { return g.e.TableName() }
 
 // OpsTableName is the op table as configured.
-func (g *Guard) OpsTableName() string { return joinParts(g.ops) }
-
-func joinParts(p []string) string {
-	if len(p) == 2 {
-		return p[0] + "." + p[1]
-	}
-	return p[0]
-}
+func (g *Guard) OpsTableName() string { return g.e.OpsTableName() }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
 // DB runs statements outside a transaction of the guard's making: *sql.DB
@@ -50,39 +52,42 @@ func Migrate(ctx context.Context, db DB) error { return defaultGuard.Migrate(ctx
 // compares them. A VARCHAR column's collation would make "SKU-1" and
 // "sku-1" (or "a" and "a ", under PAD SPACE) one resource.
 func (g *Guard) Migrate(ctx context.Context, db DB) error {
-	for _, stmt := range g.sql.migrate {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("guard/mysql: migrate: %w", err)
-		}
+	if err := g.e.Migrate(ctx, sqlguard.SQLQuerier{R: db, X: db}); err != nil {
+		return err
 	}
-	for _, t := range [][]string{g.table, g.ops} {
-		if err := g.checkEngine(ctx, db, t); err != nil {
+	t := g.e.Tables()
+	for _, parts := range [][]string{t.Table, t.Ops} {
+		if err := checkEngine(ctx, db, parts); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (g *Guard) checkEngine(ctx context.Context, db Querier, parts []string) error {
+// engineSQL reads the storage engine of a table, to refuse a
+// non-transactional one.
+const engineSQL = `SELECT engine FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`
+
+func checkEngine(ctx context.Context, db Querier, parts []string) error {
 	var schema any // NULL: the connection's database
 	name := parts[len(parts)-1]
 	if len(parts) == 2 {
 		schema = parts[0]
 	}
 	var engine sql.NullString
-	err := db.QueryRowContext(ctx, g.sql.engine, schema, name).Scan(&engine)
+	err := db.QueryRowContext(ctx, engineSQL, schema, name).Scan(&engine)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("guard/mysql: migrate: table %s not found in information_schema after CREATE TABLE", joinParts(parts))
+		return fmt.Errorf("guard/mysql: migrate: table %s not found in information_schema after CREATE TABLE", strings.Join(parts, "."))
 	case err != nil:
-		return fmt.Errorf("guard/mysql: migrate: reading the engine of %s: %w", joinParts(parts), err)
+		return fmt.Errorf("guard/mysql: migrate: reading the engine of %s: %w", strings.Join(parts, "."), err)
 	case !strings.EqualFold(engine.String, "InnoDB"):
 		return fmt.Errorf("guard/mysql: migrate: table %s uses engine %q, want InnoDB (the guard needs transactions and row locks): ALTER TABLE %s ENGINE=InnoDB",
-			joinParts(parts), engine.String, quote(parts))
+			strings.Join(parts, "."), engine.String, quote(parts))
 	}
 	return nil
 }
 
 // DDL returns the statements Migrate runs, for users who apply schema
 // changes with their own migration tool.
-func (g *Guard) DDL() []string { return append([]string(nil), g.sql.migrate...) }
+func (g *Guard) DDL() []string { return g.e.DDL() }

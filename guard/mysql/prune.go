@@ -2,10 +2,9 @@ package mysql
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
 // Prune removes the default Guard's op records older than olderThan. See
@@ -24,22 +23,5 @@ func Prune(ctx context.Context, db Execer, olderThan time.Duration) (int64, erro
 // token is still checked). A negative olderThan is refused with
 // *fence.InvalidError.
 func (g *Guard) Prune(ctx context.Context, db Execer, olderThan time.Duration) (int64, error) {
-	if olderThan < 0 {
-		return 0, fence.Invalid("older_than", "at least 0s", olderThan.String())
-	}
-	var total int64
-	for {
-		res, err := db.ExecContext(ctx, g.sql.pruneAll, olderThan.Microseconds())
-		if err != nil {
-			return total, fmt.Errorf("guard/mysql: prune: %w", g.noTable(err))
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("guard/mysql: prune: %w", err)
-		}
-		total += n
-		if n < pruneBatch {
-			return total, nil
-		}
-	}
+	return g.e.Prune(ctx, sqlguard.SQLQuerier{X: db}, olderThan)
 }

@@ -8,6 +8,7 @@ import (
 
 // MySQL and MariaDB error numbers the guard tells apart.
 const (
+	errNoSuchTable     = 1146 // ER_NO_SUCH_TABLE: "Table 'test.fence_guard' doesn't exist"
 	errDupEntry        = 1062 // ER_DUP_ENTRY
 	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT: the statement was rolled back
 	errDeadlock        = 1213 // ER_LOCK_DEADLOCK: the whole transaction was rolled back
