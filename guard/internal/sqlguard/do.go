@@ -18,7 +18,7 @@ type DoSteps struct {
 	Commit func() error
 }
 
-// RunDo is the order of the guards' Do, the one rule both stores share:
+// RunDo is the order of Engine.Do:
 //
 //  1. check the token (a stale token is remembered, not yet returned);
 //  2. look the op up: an applied op returns its saved result (replayed) or

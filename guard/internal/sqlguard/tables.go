@@ -13,8 +13,7 @@ const (
 )
 
 // Tables is a SQL guard's configuration with the defaults applied and every
-// name checked: what guard/postgres.New and guard/sqlite.New build their
-// statements from.
+// name checked: what a Dialect builds its statements from.
 type Tables struct {
 	Table     []string // the guard table, identifier parts (schema-qualified allowed)
 	Ops       []string // the op-record table, identifier parts
