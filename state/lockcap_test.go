@@ -52,16 +52,16 @@ func TestLockCap(t *testing.T) {
 func TestLockCapEncoded(t *testing.T) {
 	c := Command{Op: OpConfig, Config: Config{MaxLocks: 3}}
 	b, err := c.MarshalBinary()
-	if err != nil || !bytes.Equal(b, []byte{2, 9, 0x80, 0x40, 0x80, 0x04, 6}) {
+	if err != nil || !bytes.Equal(b, []byte{1, 9, 0x80, 0x40, 0x80, 0x04, 6}) {
 		t.Fatalf("%x %v", b, err)
 	}
 	var d Command
 	if err := d.UnmarshalBinary(b); err != nil || d.Op != OpConfig || d.Config != c.Config {
 		t.Fatalf("%+v %v", d, err)
 	}
-	// An OpConfig written before MaxLocks existed (no bit 9) decodes as before.
-	if err := d.UnmarshalBinary([]byte{2, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}); err != nil || d.Config != (Config{MaxOps: 3, MaxResourceBytes: 1}) {
-		t.Fatalf("old OpConfig: %+v %v", d, err)
+	// An OpConfig without bit 9 decodes with MaxLocks 0 (no cap).
+	if err := d.UnmarshalBinary([]byte{1, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}); err != nil || d.Config != (Config{MaxOps: 3, MaxResourceBytes: 1}) {
+		t.Fatalf("OpConfig without max_locks: %+v %v", d, err)
 	}
 
 	m := withConfig(t, func(c *Config) { c.MaxLocks = 7 })
