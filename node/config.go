@@ -29,7 +29,7 @@ type Config struct {
 	// value and the other fields mean what they mean in state.Config (0: no
 	// cap). They are
 	// not handed to the machine: the machine's rules are in its log (it
-	// starts from state.InitialConfig, a constant of the log format). Once
+	// starts from state.DefaultConfig, a constant of the log format). Once
 	// in office, a node whose recorded rules (Node.Rules) differ proposes
 	// an OpConfig with these, which applies only to later commands. So a
 	// restart with different flags keeps every acknowledged lease and

@@ -25,7 +25,7 @@ var codecSamples = []Command{
 	{Op: OpCancelWait, Now: 3, Name: "x", RequestID: "r", Attempt: 7},
 	{Op: OpCancelWait, Name: "x", RequestID: "r", Attempt: math.MaxUint32},
 	{Op: OpConfig, Now: 9, Config: DefaultConfig()},
-	{Op: OpConfig, Config: InitialConfig()},
+	{Op: OpConfig, Config: uncapped()},
 	{Op: OpConfig, Config: Config{MaxTTL: -1, MaxResourceBytes: math.MinInt64, MaxWaiters: math.MaxInt64}},
 	{Op: OpConfig},
 	{Op: OpDelete, Now: 4, Name: "stock", Token: 3, OpID: "d1"},

@@ -10,7 +10,7 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// Sessions in snapshots (format 3): sorted by id, each with the names of
+// Sessions in snapshots: sorted by id, each with the names of
 // the locks it holds (sorted; checked against the locks' holders on
 // restore), and its saved results by seq. A saved result keeps its typed
 // refusal as an explicit record (snapshot_refusal.go), so a restored
@@ -45,7 +45,7 @@ type snapSaved struct {
 	// NameBytes holds the name instead of Name when it is not valid UTF-8
 	// (a refused command's name is saved as it came): a JSON string would
 	// turn it into U+FFFD, and a retry of the seq would then conflict on a
-	// restored machine only. An older binary refuses the unknown field.
+	// restored machine only.
 	NameBytes []byte `json:"name_bytes,omitempty"`
 }
 
