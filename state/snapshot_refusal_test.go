@@ -28,7 +28,7 @@ func golden(t *testing.T, name string, got []byte) {
 		}
 		return
 	}
-	want, err := os.ReadFile(path)
+	want, err := readTestdata(name)
 	if err != nil {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
@@ -71,7 +71,7 @@ func TestRefusalRecordsGolden(t *testing.T) {
 	}
 	golden(t, "refusals.json", append(b, '\n'))
 
-	raw, err := os.ReadFile(filepath.Join("testdata", "refusals.json"))
+	raw, err := readTestdata("refusals.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,3 +91,5 @@ func TestRefusalRecordsGolden(t *testing.T) {
 		}
 	}
 }
+
+func readTestdata(name string) ([]byte, error) { return os.ReadFile(filepath.Join("testdata", name)) }
