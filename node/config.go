@@ -14,12 +14,10 @@ import (
 // Config configures a node. The zero value (with DataDir set) is a single
 // voter that bootstraps itself on first start.
 type Config struct {
-	// DataDir holds the raft log and stable store (wal/ or raft.db, see
-	// LogStore), snapshots/, and the LOCK file a running node holds.
+	// DataDir holds the raft log and stable store (wal/), snapshots/, and
+	// the LOCK file a running node holds.
 	DataDir string
-	// LogStore is LogStoreWAL or LogStoreBolt. Empty means: the kind the
-	// data dir already holds, and LogStoreWAL for a new dir. A dir holding
-	// the other kind is refused (logs are not migrated).
+	// LogStore is LogStoreWAL or empty (the same); any other is refused.
 	LogStore string
 	// NodeID is the raft server ID, default "fence-1".
 	NodeID string
