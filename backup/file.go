@@ -46,7 +46,7 @@ type Header struct {
 	ServerTimeNS int64       `json:"server_time_ns"` // the state's server time
 	WallUnixMS   int64       `json:"wall_unix_ms"`   // the node's wall clock when the state was copied
 	Version      string      `json:"version"`        // the fence version that wrote it
-	StateFormat  string      `json:"state_format"`   // the state snapshot format (fence-state/3)
+	StateFormat  string      `json:"state_format"`   // the state snapshot format (fence-state/1)
 }
 
 // Trailer is the file's last line.

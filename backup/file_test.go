@@ -143,7 +143,7 @@ func TestRoundTripBigStateStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := h
-	want.Format, want.StateFormat = FormatVersion, "fence-state/3"
+	want.Format, want.StateFormat = FormatVersion, "fence-state/1"
 	if r.Header() != want {
 		t.Fatalf("header %+v, want %+v", r.Header(), want)
 	}
@@ -335,7 +335,7 @@ func TestRefusalsNameTheProblem(t *testing.T) {
 		kind error
 		msg  string
 	}{
-		"not a backup":  {[]byte("{\"format\":\"fence-state/3\"}"), ErrCorrupt, "not a Fence backup file"},
+		"not a backup":  {[]byte("{\"format\":\"fence-state/1\"}"), ErrCorrupt, "not a Fence backup file"},
 		"format 2":      {append([]byte("FENCE-BACKUP 2\n"), file[len(Magic):]...), ErrFormat, "FENCE-BACKUP 2"},
 		"empty":         {nil, ErrTruncated, "magic"},
 		"huge frame":    {hugeFrame(file), ErrCorrupt, "frame of"},

@@ -27,8 +27,8 @@ type RestoreOptions struct {
 	// configuration is one voter, NodeID at RaftAddr, which others then
 	// join. Empty: a single node.
 	RaftAddr string
-	// LogStore is the raft log store kind (node.LogStoreWAL, the default,
-	// or node.LogStoreBolt).
+	// LogStore is the raft log store kind: node.LogStoreWAL or empty (the
+	// same).
 	LogStore string
 	// Floors are tokens issued or accepted before the restore (--floor,
 	// --floor-from): the first token will be above every one.
@@ -97,9 +97,9 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 		opts.NodeID = "fence-1"
 	}
 	switch opts.LogStore {
-	case "", node.LogStoreWAL, node.LogStoreBolt:
+	case "", node.LogStoreWAL:
 	default:
-		return Report{}, fence.Invalid("log_store", fmt.Sprintf("%q or %q", node.LogStoreWAL, node.LogStoreBolt), opts.LogStore)
+		return Report{}, fence.Invalid("log_store", fmt.Sprintf("%q", node.LogStoreWAL), opts.LogStore)
 	}
 	if opts.RaftAddr != "" {
 		if host, port, err := net.SplitHostPort(opts.RaftAddr); err != nil || host == "" || port == "" || port == "0" {

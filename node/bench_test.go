@@ -17,10 +17,9 @@ import (
 
 // BenchmarkApplyAcquireRelease measures acquire+release cycles on distinct
 // locks straight through Node.Apply (raft, durable log with fsync, FSM): the
-// node's share of the API benchmark in server/, without HTTP, for each log
-// store.
+// node's share of the API benchmark in server/, without HTTP.
 func BenchmarkApplyAcquireRelease(b *testing.B) {
-	for _, store := range []string{LogStoreWAL, LogStoreBolt} {
+	for _, store := range []string{LogStoreWAL} {
 		for _, proposers := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("store=%s/proposers=%d", store, proposers), func(b *testing.B) {
 				benchApply(b, Config{LogStore: store}, proposers)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/raftstore"
@@ -401,14 +403,14 @@ func TestClusterRemovedNodeCannotGrant(t *testing.T) {
 }
 
 // A node added to a running cluster receives its state, by a snapshot
-// install when the log it needs was compacted away. (The bolt log store:
+// install when the log it needs was compacted away. (Small WAL segments:
 // raft-wal still serves entries below its first index while their segment
 // exists, so with 64 MiB segments a joiner gets the log instead.)
 func TestClusterAddedNodeReceivesState(t *testing.T) {
 	tc := startCluster(t, clusterOpts{n: 2, joiners: 1, tweak: func(c *Config) {
 		c.SnapshotThreshold = 16
 		c.TrailingLogs = 4
-		c.LogStore = LogStoreBolt
+		c.WALSegmentSize = 4 << 10
 	}})
 	lead := tc.leaderAmong(tc.members[:2])
 	joiner := tc.members[2]
@@ -423,18 +425,18 @@ func TestClusterAddedNodeReceivesState(t *testing.T) {
 	// Wait until the leader's log is compacted past its first entries: the
 	// joiner cannot be sent the log from the start.
 	deadline := time.Now().Add(clusterWait)
-	for {
+	for i := 0; ; i++ {
 		first, err := lead.node.log.FirstIndex()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if first > 2 {
-			break
+		if first > 2 && lead.node.log.GetLog(1, new(raft.Log)) != nil {
+			break // entry 1's segment is gone too
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the leader's log was not compacted (first index %d, %d snapshots)", first, lead.node.snap.taken.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
+		write(t, lead.node, "pad", last, fmt.Sprint(i), fmt.Sprintf("p%d", i)) // fills segments until the first is deleted
 	}
 	ctx := context.Background()
 	if err := lead.node.AddVoter(ctx, joiner.id, joiner.mux.Addr()); err != nil {

@@ -14,12 +14,10 @@ import (
 // Config configures a node. The zero value (with DataDir set) is a single
 // voter that bootstraps itself on first start.
 type Config struct {
-	// DataDir holds the raft log and stable store (wal/ or raft.db, see
-	// LogStore), snapshots/, and the LOCK file a running node holds.
+	// DataDir holds the raft log and stable store (wal/), snapshots/, and
+	// the LOCK file a running node holds.
 	DataDir string
-	// LogStore is LogStoreWAL or LogStoreBolt. Empty means: the kind the
-	// data dir already holds, and LogStoreWAL for a new dir. A dir holding
-	// the other kind is refused (logs are not migrated).
+	// LogStore is LogStoreWAL or empty (the same); any other is refused.
 	LogStore string
 	// NodeID is the raft server ID, default "fence-1".
 	NodeID string
@@ -29,7 +27,7 @@ type Config struct {
 	// value and the other fields mean what they mean in state.Config (0: no
 	// cap). They are
 	// not handed to the machine: the machine's rules are in its log (it
-	// starts from state.InitialConfig, a constant of the log format). Once
+	// starts from state.DefaultConfig, a constant of the log format). Once
 	// in office, a node whose recorded rules (Node.Rules) differ proposes
 	// an OpConfig with these, which applies only to later commands. So a
 	// restart with different flags keeps every acknowledged lease and

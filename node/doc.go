@@ -32,10 +32,9 @@
 // data dir's lock and opens the log and stable store (raftstore.Open), and
 // wraps them and the snapshot store in raftstore's fail-stop guards. A new
 // data dir gets hashicorp/raft-wal (DataDir/wal): each batch of entries is
-// appended to a segment file with one fsync. A dir that already holds a
-// raft-boltdb log (DataDir/raft.db, two fsyncs per batch) keeps using it;
-// Config.LogStore can name either kind, and a dir holding the other kind
-// is refused (logs are not migrated). A running node holds an flock on
+// appended to a segment file with one fsync. It is the only log store: a
+// dir holding a raft-boltdb log (DataDir/raft.db) is refused (logs are not
+// migrated). A running node holds an flock on
 // DataDir/LOCK, so a second process on the same dir fails after
 // Config.LockTimeout.
 //

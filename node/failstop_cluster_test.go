@@ -279,10 +279,10 @@ func TestClusterFollowerTermWriteErrorIsFatal(t *testing.T) {
 // installs the snapshot and catches up.
 func TestClusterFollowerSnapshotInstallErrorIsFatal(t *testing.T) {
 	tc, hooks := startFaultyCluster(t, 2, 1, false, func(c *Config) {
-		// bolt: raft-wal still returns entries compacted away while they
-		// are in its tail segment, and the leader would send those instead
-		// of a snapshot.
-		c.SnapshotThreshold, c.TrailingLogs, c.LogStore = 16, 4, LogStoreBolt
+		// Small segments: raft-wal still returns entries compacted away
+		// while they are in its tail segment, and the leader would send
+		// those instead of a snapshot.
+		c.SnapshotThreshold, c.TrailingLogs, c.WALSegmentSize = 16, 4, 4<<10
 	})
 	lead := tc.leaderAmong(tc.members[:2])
 	f := tc.members[2]
@@ -290,8 +290,11 @@ func TestClusterFollowerSnapshotInstallErrorIsFatal(t *testing.T) {
 	deadline := time.Now().Add(clusterWait)
 	for i := 0; ; i++ {
 		write(t, lead.node, "r", tok, fmt.Sprint(i), fmt.Sprint("w", i))
-		if first, _ := lead.node.log.FirstIndex(); first > 2 {
-			break // compacted: f cannot be sent the log from the start
+		// Compacted, and entry 1's segment deleted (raft-wal serves an
+		// entry below the first index while its segment exists): f
+		// cannot be sent the log from the start.
+		if first, _ := lead.node.log.FirstIndex(); first > 2 && lead.node.log.GetLog(1, new(raft.Log)) != nil {
+			break
 		}
 		if time.Now().After(deadline) {
 			first, _ := lead.node.log.FirstIndex()

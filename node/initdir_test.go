@@ -94,7 +94,7 @@ func checkRestored(t *testing.T, n *Node, reqToken, session uint64) {
 // InitDataDir writes a dir a single node opens (no bootstrap) with the
 // machine's state; its log continues after the index and term given.
 func TestInitDataDirSingleNode(t *testing.T) {
-	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
+	for _, kind := range []string{LogStoreWAL} {
 		t.Run(kind, func(t *testing.T) {
 			m, reqToken, s := restoredMachine(t)
 			dir := filepath.Join(t.TempDir(), "data")

@@ -336,8 +336,8 @@ func (n *Node) takeOffice() bool {
 	c.rate, c.term = n.cfg.ClockRate, term // c.start: a monotonic reading, never the wall clock
 	// The rules in force are the log's. If the operator asks for others,
 	// propose them before serving: they apply to later commands only. A log
-	// that never recorded rules gets them even when they equal format 1's,
-	// so attempts count from here on (per-attempt cancels need them).
+	// that never recorded rules gets them even when they equal the
+	// machine's initial ones (state.DefaultConfig), so the log holds them.
 	// The first leader of a log without a cluster id chooses one and
 	// carries it in this OpConfig (state/clusterid.go: the machine never
 	// makes one; a later one never changes it).

@@ -154,19 +154,18 @@ func TestRulesDefaults(t *testing.T) {
 }
 
 // A log that never recorded rules gets an OpConfig even when the operator's
-// rules equal format 1's (state.InitialConfig): without it the machine does
-// not count attempts, and a first attempt's late cancel would withdraw its
-// own retry (issue 6, fault 2).
+// rules equal the machine's initial ones (state.DefaultConfig): the log,
+// not a constant of the binary, holds the rules in force.
 func TestRulesRecordedEvenWhenEqualToInitial(t *testing.T) {
 	dir := t.TempDir()
-	n := openRules(t, dir, state.InitialConfig())
+	n := openRules(t, dir, state.DefaultConfig())
 	if k := configEntries(t, n, 1); k != 1 {
-		t.Fatalf("%d OpConfig entries after a first start with InitialConfig rules, want 1", k)
+		t.Fatalf("%d OpConfig entries after a first start with DefaultConfig rules, want 1", k)
 	}
 	var configured bool
 	n.fsm.read(func(m *state.Machine) { configured = m.Configured() })
 	if !configured {
-		t.Fatal("machine not configured after the first start: attempts would not count")
+		t.Fatal("machine not configured after the first start: the log holds no rules")
 	}
 }
 

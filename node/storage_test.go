@@ -49,34 +49,24 @@ func TestNewDirUsesWAL(t *testing.T) {
 	}
 }
 
-// A bolt dir keeps working with bolt when no kind is named, with its tokens.
-func TestBoltDirReopensWithBolt(t *testing.T) {
+// A dir holding a raft-boltdb log is refused: no node starts a second,
+// empty log beside it.
+func TestBoltDirRefused(t *testing.T) {
 	dir := t.TempDir()
-	n, err := openKind(dir, LogStoreBolt)
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "raft.db"), []byte("bolt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mustApply(t, n, acquire("a", time.Hour))
-	n.Close()
-	n, err = openKind(dir, "")
-	if err != nil {
-		t.Fatalf("reopen bolt dir: %v", err)
-	}
-	defer n.Close()
-	if n.store.Kind != LogStoreBolt {
-		t.Fatalf("reopened bolt dir with %q", n.store.Kind)
-	}
-	if got := mustApply(t, n, acquire("b", time.Hour)).Lease.Token; got != 2 {
-		t.Fatalf("token after reopen = %d, want 2", got)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "wal")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a bolt dir got a wal dir (err %v)", err)
+	if n, err := openKind(dir, ""); err == nil || !strings.Contains(err.Error(), "not migrated") {
+		if n != nil {
+			n.Close()
+		}
+		t.Fatalf("open a bolt dir = %v, want a 'not migrated' refusal", err)
 	}
 }
 
-// The dir lock holds for both kinds, and is released by Close.
-func TestSecondOpenFailsForEachKind(t *testing.T) {
-	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
+// The dir lock holds, and is released by Close.
+func TestSecondOpenFails(t *testing.T) {
+	for _, kind := range []string{LogStoreWAL} {
 		dir := t.TempDir()
 		n, err := openKind(dir, kind)
 		if err != nil {

@@ -14,10 +14,9 @@
 // after Config.LockTimeout with ErrDirLocked), then opens the log store. A
 // new dir gets hashicorp/raft-wal (Dir/wal): each batch of entries is
 // appended to a segment file with one fsync, and raft's stable store
-// (term, vote) is the WAL's bolt meta file, also fsync'd. A dir that
-// already holds a raft-boltdb log (Dir/raft.db, two fsyncs a batch) keeps
-// using it; Config.Kind can name either, and a dir holding the other kind
-// is refused (logs are not migrated). Store.Close closes the stores, then
+// (term, vote) is the WAL's bolt meta file, also fsync'd. raft-wal is the
+// only log store; a dir holding a raft-boltdb log (Dir/raft.db) is refused
+// (logs are not migrated). Store.Close closes the stores, then
 // drops the lock. Store.Syncs counts WAL segment fsyncs, so a test can see
 // that every acknowledged batch was synced (G6).
 //

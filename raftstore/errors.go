@@ -2,6 +2,5 @@ package raftstore
 
 import "errors"
 
-// ErrDirLocked: another process holds the data directory (its LOCK file,
-// or bolt's file lock on raft.db).
+// ErrDirLocked: another process holds the data directory (its LOCK file).
 var ErrDirLocked = errors.New("raftstore: data dir locked by another process")

@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,28 +11,22 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
-	"go.etcd.io/bbolt"
 
 	"github.com/fenceworks/fence"
 )
 
-// Log store kinds (Config.Kind).
-const (
-	// LogStoreWAL is hashicorp/raft-wal in Dir/wal: segment files
-	// appended with one fsync per batch of entries, and a small bolt file
-	// for its metadata and raft's stable store (term, vote).
-	LogStoreWAL = "wal"
-	// LogStoreBolt is raft-boltdb in Dir/raft.db: every batch is one
-	// bbolt transaction (two fsyncs).
-	LogStoreBolt = "bolt"
-)
+// LogStoreWAL names the one log store (Config.Kind): hashicorp/raft-wal in
+// Dir/wal, segment files appended with one fsync per batch of entries, and
+// a small bolt file for its metadata and raft's stable store (term, vote).
+const LogStoreWAL = "wal"
 
 const (
+	// boltFileName is a raft-boltdb log, which Open refuses rather than
+	// start a second, empty log beside it.
 	boltFileName = "raft.db"
 	walDirName   = "wal"
 )
@@ -43,11 +36,9 @@ type Config struct {
 	// Dir is the data dir; it must exist. The store lives in Dir/wal or
 	// Dir/raft.db, the lock in Dir/LOCK.
 	Dir string
-	// Kind is LogStoreWAL or LogStoreBolt. Empty means: the kind Dir
-	// already holds, and LogStoreWAL for a new dir. A dir holding the
-	// other kind is refused (logs are not migrated).
+	// Kind is LogStoreWAL or empty (the same); any other is refused.
 	Kind string
-	// LockTimeout bounds the wait for Dir's lock (and bolt's file lock).
+	// LockTimeout bounds the wait for Dir's lock.
 	LockTimeout time.Duration
 	// WALSegmentSize is the size of raft-wal's segment files; 0 means
 	// raft-wal's default (64 MiB).
@@ -59,7 +50,7 @@ type Config struct {
 // Store is a data dir opened for raft: its lock held, its log and stable
 // store open. Close releases both.
 type Store struct {
-	// Kind is the log store in use: LogStoreWAL or LogStoreBolt.
+	// Kind is the log store in use: LogStoreWAL.
 	Kind string
 	// Log and Stable are raft's log and stable store (not fail-stop: wrap
 	// them with GuardedLog and GuardedStable).
@@ -68,8 +59,7 @@ type Store struct {
 
 	closer io.Closer
 	lock   *dirLock
-	// syncs counts the fsyncs of WAL segment files (0 for bolt, whose
-	// fsyncs are not observable: boltOptions keeps them on).
+	// syncs counts the fsyncs of WAL segment files.
 	syncs atomic.Uint64
 	// onSync is called with each WAL segment fsync's duration (OnSync).
 	onSync atomic.Pointer[func(time.Duration)]
@@ -104,7 +94,7 @@ func Open(c Config) (*Store, error) {
 	return s, nil
 }
 
-// Syncs is the number of WAL segment fsyncs so far (0 for bolt): each
+// Syncs is the number of WAL segment fsyncs so far: each
 // acknowledged batch adds at least one (G6).
 func (s *Store) Syncs() uint64 { return s.syncs.Load() }
 
@@ -122,94 +112,52 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// chooseLogStore picks the store for dir: the configured kind, or, when
-// none is configured, the kind dir already holds (a new dir gets the WAL).
-// It refuses a dir holding the other kind: nothing migrates a log.
+// chooseLogStore checks the kind asked for and that dir holds no log of
+// another store: nothing migrates a log, and a second log beside the first
+// would fork the history.
 func chooseLogStore(dir, want string) (string, error) {
-	hasBolt := exists(filepath.Join(dir, boltFileName))
-	hasWAL := exists(filepath.Join(dir, walDirName))
-	switch want {
-	case "":
-		switch {
-		case hasBolt && hasWAL:
-			return "", fmt.Errorf("raftstore: data dir %s holds both %s and %s/; remove the one not in use", dir, boltFileName, walDirName)
-		case hasBolt:
-			return LogStoreBolt, nil
-		default:
-			return LogStoreWAL, nil
-		}
-	case LogStoreWAL:
-		if hasBolt {
-			return "", fmt.Errorf("raftstore: data dir %s holds a bolt log (%s); open it with log store %q, or start from an empty dir (logs are not migrated)", dir, boltFileName, LogStoreBolt)
-		}
-		return LogStoreWAL, nil
-	case LogStoreBolt:
-		if hasWAL {
-			return "", fmt.Errorf("raftstore: data dir %s holds a wal log (%s/); open it with log store %q, or start from an empty dir (logs are not migrated)", dir, walDirName, LogStoreWAL)
-		}
-		return LogStoreBolt, nil
-	default:
-		return "", fence.Invalid("log_store", `"wal" or "bolt"`, want)
+	if want != "" && want != LogStoreWAL {
+		return "", fence.Invalid("log_store", `"wal"`, want)
 	}
+	if exists(filepath.Join(dir, boltFileName)) {
+		return "", fmt.Errorf("raftstore: data dir %s holds a raft-boltdb log (%s), which this version does not read; start from an empty dir (logs are not migrated; fence restore makes one from a backup)", dir, boltFileName)
+	}
+	return LogStoreWAL, nil
 }
 
-// openLogStore opens the store of the given kind in cfg.Dir. The caller
-// holds the data dir's lock.
+// openLogStore opens the WAL in cfg.Dir. The caller holds the data dir's
+// lock.
 func openLogStore(cfg Config, kind string) (*Store, error) {
-	switch kind {
-	case LogStoreBolt:
-		path := filepath.Join(cfg.Dir, boltFileName)
-		s, err := raftboltdb.New(boltOptions(path, cfg.LockTimeout))
-		if err != nil {
-			if errors.Is(err, bbolt.ErrTimeout) {
-				return nil, fmt.Errorf("raftstore: %s is locked by another process (is another fence server using data dir %s?): %w", path, cfg.Dir, ErrDirLocked)
-			}
-			return nil, fmt.Errorf("raftstore: open %s: %w", path, err)
-		}
-		return &Store{Kind: kind, Log: s, Stable: s, closer: s}, nil
-	default:
-		dir := filepath.Join(cfg.Dir, walDirName)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("raftstore: wal dir: %w", err)
-		}
-		// A tail segment a partial seal left refusing appends is repaired
-		// first (see countingFile.WriteAt).
-		if err := repairWALTail(dir, cfg.Logger); err != nil {
-			return nil, err
-		}
-		// raft-wal fsyncs every StoreLogs before it returns (G6) and keeps
-		// term and vote in its bolt meta file, also fsync'd.
-		// The meta store is ours to close: WAL.Close left it open (and
-		// its bolt flock held) in raft-wal v0.4.0; v0.4.1 closes it, and
-		// closing it again is a no-op. A failed wal.Open still needs it.
-		meta := &metadb.BoltMetaDB{}
-		st := &Store{Kind: kind}
-		size := cfg.WALSegmentSize
-		if size == 0 {
-			size = wal.DefaultSegmentSize
-		}
-		w, err := wal.Open(dir,
-			wal.WithMetaStore(meta),
-			wal.WithSegmentSize(size),
-			wal.WithSegmentFiler(segment.NewFiler(dir, timedVFS{countingVFS{walfs.New(), &st.syncs}, &st.onSync})),
-			wal.WithLogger(NewHCLogger(cfg.Logger).Named("wal")))
-		if err != nil {
-			meta.Close()
-			return nil, fmt.Errorf("raftstore: open wal %s: %w", dir, err)
-		}
-		st.Log, st.Stable, st.closer = w, w, walCloser{w, meta}
-		return st, nil
+	dir := filepath.Join(cfg.Dir, walDirName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("raftstore: wal dir: %w", err)
 	}
-}
-
-// boltOptions opens raft-boltdb with fsync on: every StoreLogs is
-// durable before raft acknowledges it (G6).
-func boltOptions(path string, lockTimeout time.Duration) raftboltdb.Options {
-	return raftboltdb.Options{
-		Path:        path,
-		BoltOptions: &bbolt.Options{Timeout: lockTimeout},
-		NoSync:      false, // fsync before reply (G6)
+	// A tail segment a partial seal left refusing appends is repaired
+	// first (see countingFile.WriteAt).
+	if err := repairWALTail(dir, cfg.Logger); err != nil {
+		return nil, err
 	}
+	// raft-wal fsyncs every StoreLogs before it returns (G6) and keeps
+	// term and vote in its bolt meta file, also fsync'd. The meta store
+	// is ours to close (closing it again after WAL.Close is a no-op); a
+	// failed wal.Open still needs it closed.
+	meta := &metadb.BoltMetaDB{}
+	st := &Store{Kind: kind}
+	size := cfg.WALSegmentSize
+	if size == 0 {
+		size = wal.DefaultSegmentSize
+	}
+	w, err := wal.Open(dir,
+		wal.WithMetaStore(meta),
+		wal.WithSegmentSize(size),
+		wal.WithSegmentFiler(segment.NewFiler(dir, timedVFS{countingVFS{walfs.New(), &st.syncs}, &st.onSync})),
+		wal.WithLogger(NewHCLogger(cfg.Logger).Named("wal")))
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("raftstore: open wal %s: %w", dir, err)
+	}
+	st.Log, st.Stable, st.closer = w, w, walCloser{w, meta}
+	return st, nil
 }
 
 // walCloser closes the WAL, then its meta store.

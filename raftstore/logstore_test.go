@@ -54,50 +54,39 @@ func TestStoreNewDirUsesWAL(t *testing.T) {
 	}
 }
 
-// Naming the other kind than the dir holds is refused clearly: logs are not
-// migrated, and a second log next to the first would fork the history.
-func TestLogStoreMismatchRefused(t *testing.T) {
-	for _, tc := range []struct{ have, want string }{{LogStoreBolt, LogStoreWAL}, {LogStoreWAL, LogStoreBolt}} {
+// A dir holding a raft-boltdb log is refused clearly, whatever kind is
+// asked for: logs are not migrated, and a second log next to the first
+// would fork the history.
+func TestBoltDirRefused(t *testing.T) {
+	for _, kind := range []string{"", LogStoreWAL} {
 		dir := t.TempDir()
-		n, err := openKind(dir, tc.have)
-		if err != nil {
+		if err := os.WriteFile(filepath.Join(dir, boltFileName), []byte("bolt"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		n.Close()
-		_, err = openKind(dir, tc.want)
-		if err == nil || !strings.Contains(err.Error(), "not migrated") {
-			t.Fatalf("open %s dir as %s = %v, want a 'not migrated' refusal", tc.have, tc.want, err)
+		_, err := openKind(dir, kind)
+		if err == nil || !strings.Contains(err.Error(), "not migrated") || !strings.Contains(err.Error(), "raft-boltdb") {
+			t.Fatalf("open a dir holding %s as %q = %v, want a 'not migrated' refusal", boltFileName, kind, err)
 		}
-	}
-}
-
-func TestLogStoreBothKindsRefused(t *testing.T) {
-	dir := t.TempDir()
-	n, err := openKind(dir, LogStoreBolt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Close()
-	if err := os.Mkdir(filepath.Join(dir, walDirName), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := openKind(dir, ""); err == nil || !strings.Contains(err.Error(), "holds both") {
-		t.Fatalf("open dir with both logs = %v, want a 'holds both' refusal", err)
+		if _, err := os.Stat(filepath.Join(dir, walDirName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a refused dir got a %s/ (err %v)", walDirName, err)
+		}
 	}
 }
 
 func TestLogStoreUnknownKindInvalid(t *testing.T) {
-	_, err := openKind(t.TempDir(), "rocks")
-	var inv *fence.InvalidError
-	if !errors.As(err, &inv) || !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "log_store") {
-		t.Fatalf("open with log store %q = %v, want an invalid-argument error naming log_store", "rocks", err)
+	for _, kind := range []string{"rocks", "bolt"} {
+		_, err := openKind(t.TempDir(), kind)
+		var inv *fence.InvalidError
+		if !errors.As(err, &inv) || !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "log_store") {
+			t.Fatalf("open with log store %q = %v, want an invalid-argument error naming log_store", kind, err)
+		}
 	}
 }
 
-// The dir lock holds for both kinds, and is released by Close (also on a
-// second Close, which returns the first result).
-func TestStoreSecondOpenFailsForEachKind(t *testing.T) {
-	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
+// The dir lock holds, and is released by Close (also on a second Close,
+// which returns the first result).
+func TestStoreSecondOpenFails(t *testing.T) {
+	for _, kind := range []string{LogStoreWAL} {
 		dir := t.TempDir()
 		s, err := openKind(dir, kind)
 		if err != nil {

@@ -51,8 +51,7 @@ func (f timedFile) Sync() error {
 
 // OnSync registers fn to be called after each successful fsync of a WAL
 // segment file with how long it took (for metrics), replacing any earlier
-// fn (nil removes it). With the bolt log store fn is never called (its
-// fsyncs happen inside bbolt). fn runs on the goroutine that appends to the
+// fn (nil removes it). fn runs on the goroutine that appends to the
 // log and must not block.
 func (s *Store) OnSync(fn func(time.Duration)) {
 	if fn == nil {

@@ -35,12 +35,11 @@ func (m *impl) acquire(cmd Command) Result {
 				res.Err = &fence.OpConflictError{Field: "request_id", ID: cmd.RequestID}
 				return res
 			}
-			if r.state == reqDone && r.outcome == outcomeWaitedOut && m.configured {
+			if r.state == reqDone && r.outcome == outcomeWaitedOut {
 				// The wait ran out and nothing was granted under this id:
 				// a retry is a new request (as after a try refused busy),
 				// answered with the lock as it is now, not with the old
 				// BUSY. No id is granted twice: it never was granted.
-				// Only once configured, so format-1 logs replay as decided.
 				m.requests.remove(cmd.RequestID)
 			} else {
 				out := m.replay(r)

@@ -55,8 +55,7 @@ type Command struct {
 	// Attempt (OpCancelWait) is the attempt of the request that gave up, as
 	// reported in Result.Attempt or Event.Attempt; the cancel is a no-op
 	// unless it is still the request's current attempt. 0 cancels whatever
-	// attempt is current: the meaning of a format-1 cancel, kept so old
-	// logs replay as they were applied; a node always sends the attempt.
+	// attempt is current; a node always sends the attempt.
 	Attempt uint32
 	// Config (OpConfig) is the complete new configuration.
 	Config Config
@@ -185,7 +184,7 @@ type Machine struct {
 }
 
 // New returns an empty machine: no locks, token counter at 0 (the first grant
-// gets token 1), server time 0, and InitialConfig, the rules of the log
+// gets token 1), server time 0, and DefaultConfig, the rules of the log
 // format before any OpConfig. The only legal way to change the rules of a
 // running store is an OpConfig in its log.
 //
@@ -197,30 +196,29 @@ func New(cfg ...Config) *Machine {
 	if len(cfg) > 0 {
 		return NewWithConfig(cfg[0])
 	}
-	return newMachine(InitialConfig(), false)
+	return newMachine(DefaultConfig(), false)
 }
 
-// NewWithConfig returns an empty machine with cfg (its zero fields taken
-// from InitialConfig). It is for tests and for tools that build a store
+// NewWithConfig returns an empty machine with cfg (its zero fields that
+// cannot be zero taken from DefaultConfig, Config.WithRequiredFrom). It is for tests and for tools that build a store
 // from nothing; a replica must start with New and learn its rules from the
 // log. It panics if the result does not pass Config.Validate.
 func NewWithConfig(cfg Config) *Machine {
-	cfg = cfg.withInitial()
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		panic("state.NewWithConfig: " + err.Error())
 	}
 	return newMachine(cfg, true)
 }
 
-// Config returns the rules in force: InitialConfig, or what the last
+// Config returns the rules in force: DefaultConfig, or what the last
 // applied OpConfig (or restored snapshot) set.
 func (m *Machine) Config() Config { return m.cfg }
 
 // Configured reports whether the log ever recorded rules (an OpConfig was
-// applied, or the machine was made with NewWithConfig). Until then the
-// machine runs format 1's rules and per-attempt cancels do not count
-// attempts, so a node proposes an OpConfig when this is false even if the
-// rules it wants equal InitialConfig.
+// applied, or the machine was made with NewWithConfig). A node proposes an
+// OpConfig when this is false even if the rules it wants equal
+// DefaultConfig, so that the log records them.
 func (m *Machine) Configured() bool { return m.configured }
 
 // Queued lists the queued acquires, by lock name and then in arrival order.

@@ -47,24 +47,18 @@ func TestClusterIDRecordedOnceAndKept(t *testing.T) {
 
 	c := Command{Op: OpConfig, Now: 5, Config: cfg, ClusterID: "first-id"}
 	enc, err := c.MarshalBinary()
-	if err != nil || enc[0] != CommandVersion4 {
-		t.Fatalf("encoded %v, %v: want version %d", enc, err, CommandVersion4)
+	if err != nil {
+		t.Fatalf("encoded %v, %v", enc, err)
 	}
 	var d Command
 	if err := d.UnmarshalBinary(enc); err != nil || d.ClusterID != "first-id" || d.Config != cfg {
 		t.Fatalf("decoded %+v, %v", d, err)
 	}
-	// Without an id the encoding is as before (version 2).
-	c.ClusterID = ""
-	if enc, _ := c.MarshalBinary(); enc[0] != CommandVersion2 {
-		t.Fatalf("an OpConfig without an id encodes as version %d", enc[0])
-	}
 }
 
 // A cluster id on any other op, or not a valid id, is refused and changes
-// nothing (an OpConfig with a bad id applies no rules either); a snapshot
-// without one (older) loads with none; an older format carrying one is
-// refused.
+// nothing (an OpConfig with a bad id applies no rules either); a machine
+// without one writes none.
 func TestClusterIDRefusals(t *testing.T) {
 	m := NewWithConfig(DefaultConfig())
 	var inv *fence.InvalidError
@@ -84,19 +78,6 @@ func TestClusterIDRefusals(t *testing.T) {
 	m.Snapshot(&b)
 	if strings.Contains(b.String(), "cluster_id") {
 		t.Fatalf("a machine without an id writes one: %s", b.String())
-	}
-	b.Reset()
-	New().Snapshot(&b) // InitialConfig: no session caps, so it reads as format 2 too
-	old := strings.Replace(b.String(), `"format":"fence-state/3"`, `"format":"fence-state/2"`, 1)
-	if err := New().Restore(strings.NewReader(old)); err != nil {
-		t.Fatalf("the format-2 snapshot: %v", err)
-	}
-	old = strings.Replace(old, `"locks":null`, `"cluster_id":"x","locks":null`, 1)
-	if !strings.Contains(old, "cluster_id") {
-		t.Fatal(old)
-	}
-	if err := New().Restore(strings.NewReader(old)); !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), "no cluster id") {
-		t.Fatalf("a format-2 snapshot with a cluster id: %v", err)
 	}
 }
 

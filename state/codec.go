@@ -10,9 +10,9 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// Command encoding for the replicated log, versions 1 and 2:
+// Command encoding for the replicated log, version 1:
 //
-//	byte     version (1 or 2)
+//	byte     version (CommandVersion)
 //	byte     op
 //	uvarint  mask: which fields follow (bit i = field i below)
 //	fields, in this order, only those in mask:
@@ -28,53 +28,28 @@ import (
 //	  9 Delta      zigzag varint
 //	 10 OpID       uvarint length + bytes
 //	 11 Slack      uvarint (ns; a negative Slack does not encode)
-//	 12 Attempt    uvarint                      (version 2 and 3)
-//	 13 Config     uvarint config mask, then    (version 2 and 3)
+//	 12 Attempt    uvarint
+//	 13 Config     uvarint config mask, then
 //	               its present fields in this order, each a zigzag varint:
 //	               0 MaxTTL (ns), 1 MaxOps, 2 MaxRequests, 3 IDRetention
 //	               (ns), 4 MinIDRetention (ns), 5 MaxWaitersPerLock,
 //	               6 MaxWaiters, 7 MaxResources, 8 MaxResourceBytes,
 //	               9 MaxLocks, 10 MaxSessions, 11 MaxSessionResults
-//	 14 Session    uvarint                      (version 3 only)
-//	 15 Seq        uvarint                      (version 3 only)
-//	 16 Ack        uvarint                      (version 3 only)
-//	 17 ClusterID  uvarint length + bytes       (version 4 only)
-//
-// Version 4 is written exactly when a command carries a ClusterID (an
-// OpConfig of the first leader to take office, state/clusterid.go). An
-// older binary refuses it (unknown version): it applies neither the id nor
-// the rules that command carries.
-//
-// Config fields 9 (MaxLocks), 10 and 11 (MaxSessions, MaxSessionResults)
-// were added after the others: an OpConfig written before them has no
-// such bit and decodes with the field 0 (no cap, the rule it was applied
-// under), and an older binary refuses a config mask with an unknown bit
-// rather than apply it without the cap.
-//
-// Version 3 is written exactly when a command needs it: a session op
-// (OpSessionOpen, OpSessionKeepAlive, OpSessionClose) or a non-zero
-// Session, Seq or Ack. An older binary refuses it (unknown version).
-//
-// Version 2 is written exactly when a command needs it: op OpConfig or
-// OpDelete, or a non-zero Attempt or Config. Every other command is
-// written as version 1, byte for byte as before version 2 existed, so a
-// log written by an older version decodes exactly as it did, and an older
-// version refuses (rather than misreads) what it cannot apply.
+//	 14 Session    uvarint
+//	 15 Seq        uvarint
+//	 16 Ack        uvarint
+//	 17 ClusterID  uvarint length + bytes
 //
 // A field is present exactly when it is not zero (an empty Value is absent),
 // so every command has one encoding; the decoder refuses a present zero
-// field, unknown mask bits, truncation, trailing bytes, and commands larger
-// than MaxCommandBytes.
+// field, unknown mask bits (a command or config field this binary does not
+// know), truncation, trailing bytes, commands larger than MaxCommandBytes,
+// and any version but CommandVersion: a binary refuses (rather than
+// misreads) a command written by a later format it cannot apply.
+// testdata/commands.golden pins the bytes.
 
-// CommandVersion is the first byte of an encoded command that needs none
-// of version 2 (see above); CommandVersion2 of one that needs version 2
-// but not 3; CommandVersion3 of one that needs sessions.
-const (
-	CommandVersion  = 1
-	CommandVersion2 = 2
-	CommandVersion3 = 3
-	CommandVersion4 = 4
-)
+// CommandVersion is the first byte of every encoded command.
+const CommandVersion = 1
 
 // MaxCommandBytes bounds an encoded command: a maximal value plus room for
 // every other field.
@@ -93,16 +68,13 @@ const (
 	fDelta
 	fOpID
 	fSlack
-	fieldCountV1
-	fAttempt = iota - 1
+	fAttempt
 	fConfig
-	fieldCount // version 2
-	fSession   = iota - 2
+	fSession
 	fSeq
 	fAck
-	fieldCountV3
-	fClusterID = iota - 3
-	fieldCountV4
+	fClusterID
+	fieldCount
 )
 
 // Config fields, in encoding order.
@@ -134,29 +106,6 @@ func configOf(v [configFieldCount]int64) Config {
 	return Config{MaxTTL: time.Duration(v[0]), MaxOps: int(v[1]), MaxRequests: int(v[2]), IDRetention: time.Duration(v[3]),
 		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]), MaxResourceBytes: v[8], MaxLocks: int(v[9]),
 		MaxSessions: int(v[10]), MaxSessionResults: int(v[11])}
-}
-
-// needsV2 reports whether c must be written as version 2 (or 3).
-func needsV2(c Command) bool {
-	return c.Op == OpConfig || c.Op == OpDelete || c.Attempt != 0 || c.Config != (Config{})
-}
-
-// needsV3 reports whether c must be written as version 3.
-func needsV3(c Command) bool {
-	return c.Op == OpSessionOpen || c.Op == OpSessionKeepAlive || c.Op == OpSessionClose || c.Session != 0 || c.Seq != 0 || c.Ack != 0
-}
-
-// versionOf is the version c is written as.
-func versionOf(c Command) byte {
-	switch {
-	case c.ClusterID != "":
-		return CommandVersion4
-	case needsV3(c):
-		return CommandVersion3
-	case needsV2(c):
-		return CommandVersion2
-	}
-	return CommandVersion
 }
 
 // ErrBadCommand is wrapped by every decoding error.
@@ -195,8 +144,8 @@ func encodeCommand(c Command) ([]byte, error) {
 	if data > MaxCommandBytes {
 		return nil, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadCommand, data, MaxCommandBytes)
 	}
-	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCountV4)+data)
-	b = append(b, versionOf(c), byte(c.Op))
+	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCount)+data)
+	b = append(b, CommandVersion, byte(c.Op))
 	b = binary.AppendUvarint(b, mask)
 	str := func(i int, s string) {
 		if mask&(1<<i) != 0 {
@@ -265,23 +214,14 @@ func decodeCommand(out *Command, b []byte) error {
 	if len(b) < 3 {
 		return fmt.Errorf("%w: %d bytes, too short", ErrBadCommand, len(b))
 	}
-	fields := fieldCountV1
-	switch b[0] {
-	case CommandVersion:
-	case CommandVersion2:
-		fields = fieldCount
-	case CommandVersion3:
-		fields = fieldCountV3
-	case CommandVersion4:
-		fields = fieldCountV4
-	default:
+	if b[0] != CommandVersion {
 		return fmt.Errorf("%w: unknown version %d", ErrBadCommand, b[0])
 	}
 	d := decoder{b: b[2:]}
 	c := Command{Op: Op(b[1])}
 	mask := d.uvarint()
 	d.zero = false // an empty mask is fine
-	if d.err == nil && mask>>fields != 0 {
+	if d.err == nil && mask>>fieldCount != 0 {
 		return fmt.Errorf("%w: unknown fields in mask %#x", ErrBadCommand, mask)
 	}
 	has := func(i int) bool { return d.err == nil && mask&(1<<i) != 0 }
@@ -367,8 +307,6 @@ func decodeCommand(out *Command, b []byte) error {
 		return fmt.Errorf("%w: %d trailing bytes", ErrBadCommand, len(d.b))
 	case d.zero:
 		return fmt.Errorf("%w: a field is present with a zero value", ErrBadCommand)
-	case versionOf(c) != b[0]:
-		return fmt.Errorf("%w: version %d for a command that is written as version %d", ErrBadCommand, b[0], versionOf(c))
 	}
 	*out = c
 	return nil

@@ -10,12 +10,12 @@ import (
 // Config holds every rule that can change the outcome of a command: the
 // largest TTL, how ids are remembered, and the caps on waiters and fenced
 // resources. It is part of the replicated state, never a flag of one
-// process: a machine starts from InitialConfig, an OpConfig in the log
+// process: a machine starts from DefaultConfig, an OpConfig in the log
 // replaces it for the commands after it, and snapshots carry it (see the
 // package doc, Config). A zero cap (MaxWaitersPerLock, MaxWaiters,
 // MaxResources, MaxResourceBytes, MaxLocks, MaxSessions,
 // MaxSessionResults) means no cap; a zero MinIDRetention means
-// ids may be forgotten by count at any age (the format-1 rule).
+// ids may be forgotten by count at any age.
 type Config struct {
 	MaxTTL            time.Duration // greatest TTL of an acquire or renew
 	MaxOps            int           // op_ids remembered (see Retention)
@@ -32,8 +32,7 @@ type Config struct {
 }
 
 // MaxIdleLocks bounds the tombstones of idle locks whatever MaxRequests is:
-// a constant of the log format (it equals format 1's MaxRequests, which
-// bounded them then, so format-1 logs replay as they were decided).
+// a constant of the log format.
 const MaxIdleLocks = 100_000
 
 // Bounds Validate enforces.
@@ -43,8 +42,9 @@ const (
 	ShortestRetention = time.Second         // least IDRetention
 )
 
-// DefaultConfig is the configuration a node proposes (with OpConfig) when
-// the operator sets no flag: ids remembered at least 3 minutes and at most
+// DefaultConfig is the configuration of a machine before any OpConfig has
+// been applied (a constant of the log format) and the one a node proposes
+// (with OpConfig) when the operator sets no flag: ids remembered at least 3 minutes and at most
 // 24 hours, up to a million of each, and caps on waiters and resources.
 // 3 minutes at 5,000 id-bearing operations per second is 900,000 ids, so
 // the stated load fits in MaxOps and MaxRequests.
@@ -62,24 +62,6 @@ func DefaultConfig() Config {
 		MaxLocks:          1_000_000,
 		MaxSessions:       100_000,
 		MaxSessionResults: 4_096,
-	}
-}
-
-// InitialConfig is the configuration of a machine before any OpConfig has
-// been applied: a constant of the log format. It is exactly the rule set
-// the format-1 code applied (which had no OpConfig), so a log or snapshot
-// written before OpConfig existed replays to the same state: 100,000 ids of
-// each kind forgotten by count at any age or after 24 hours, no caps, and
-// MaxTTL at its largest (that code refused a TTL above the server's flag
-// before proposing it, so every acquire in such a log is within any
-// MaxTTL a server could have had). A node proposes its configuration with
-// OpConfig once it takes office, before it serves.
-func InitialConfig() Config {
-	return Config{
-		MaxTTL:      fence.LongestMaxTTL,
-		MaxOps:      100_000,
-		MaxRequests: 100_000,
-		IDRetention: 24 * time.Hour,
 	}
 }
 
@@ -115,8 +97,9 @@ func (c Config) Validate() error {
 	)
 }
 
-// withInitial fills the zero fields of c from InitialConfig (NewWithConfig).
-func (c Config) withInitial() Config { return c.WithRequiredFrom(InitialConfig()) }
+// withDefaults fills the zero fields of c that cannot be zero from
+// DefaultConfig (NewWithConfig).
+func (c Config) withDefaults() Config { return c.WithRequiredFrom(DefaultConfig()) }
 
 // WithRequiredFrom is c with each field that cannot be zero (MaxTTL,
 // MaxOps, MaxRequests, IDRetention) taken from d where c's is zero. The

@@ -84,23 +84,6 @@ func replay(t *testing.T, m *Machine, log []Command) *Machine {
 	return m
 }
 
-// A log written before OpConfig existed (format 1) was decided by a server
-// whose --max-ttl may have been above today's default. It replays under
-// InitialConfig, the rules of format 1, so it grants what was granted,
-// whatever the process is started with.
-func TestFormat1LogReplaysAsDecided(t *testing.T) {
-	log := []Command{
-		acq(at(1), "a", "A", 72*time.Hour), // a server started with --max-ttl 96h
-		acq(at(2), "b", "B", time.Minute),
-	}
-	m := New()
-	mustGrant(t, m, log[0], 1)
-	mustGrant(t, m, log[1], 2)
-	if m.Config() != InitialConfig() {
-		t.Fatalf("config %+v, want InitialConfig", m.Config())
-	}
-}
-
 func TestOpConfigRefusesNonsense(t *testing.T) {
 	ok := DefaultConfig()
 	cases := []struct {
@@ -132,19 +115,19 @@ func TestOpConfigRefusesNonsense(t *testing.T) {
 		if e.Field != tc.field || e.Bound == "" || !errors.Is(c.Validate(), fence.ErrInvalid) {
 			t.Errorf("%+v: %+v, want field %s", c, e, tc.field)
 		}
-		if !bytes.Equal(before, snapshotBytes(t, m)) || m.Config() != InitialConfig() {
+		if !bytes.Equal(before, snapshotBytes(t, m)) || m.Config() != DefaultConfig() {
 			t.Errorf("%s: a refused OpConfig changed the machine", tc.field)
 		}
 	}
-	for _, c := range []Config{DefaultConfig(), InitialConfig()} {
+	for _, c := range []Config{DefaultConfig(), uncapped()} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
 }
 
-// The config is in the snapshot; a format-1 snapshot (no config) restores
-// with InitialConfig, the rules that decided it.
+// The config is in the snapshot; a snapshot without a valid config, or of
+// another format, is refused.
 func TestSnapshotCarriesConfig(t *testing.T) {
 	m := New()
 	c := DefaultConfig()
@@ -161,24 +144,11 @@ func TestSnapshotCarriesConfig(t *testing.T) {
 	if n.Config() != c {
 		t.Fatalf("restored config %+v, want %+v", n.Config(), c)
 	}
-	old := `{"format":"fence-state/1","now":5,"decided":5,"counter":1,"locks":[{"name":"x","holder":{"owner":"A","token":1,"ttl":60000000000,"expires_at":60000000000,"request":{"id":"cg==","name":"x","owner":"A","ttl":60000000000,"wait":0,"lock_delay":0,"state":2,"token":1}},"last_token":1,"last_owner":"A","last_end":0,"freed_at":0}],"idle":null,"requests":null,"ops":null,"resources":[{"name":"s","value":"Nw==","last_token":1,"version":1}]}`
-	if err := n.Restore(bytes.NewReader([]byte(old))); err != nil {
-		t.Fatal(err)
-	}
-	if n.Config() != InitialConfig() {
-		t.Fatalf("format-1 snapshot restored with %+v, want InitialConfig", n.Config())
-	}
-	r := mustOK(t, n, Command{Op: OpAcquire, Now: 6, Name: "x", Owner: "A", TTL: time.Minute, RequestID: "r"})
-	if !r.Replayed || r.Lease.Token != 1 || r.Attempt != 1 {
-		t.Fatalf("format-1 request: %+v", r)
-	}
-	if rs := n.Resource("s"); string(rs.Value) != "7" || rs.Deleted {
-		t.Fatalf("format-1 resource: %+v", rs)
-	}
 	for _, bad := range []string{
 		`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"config":{"max_ttl":1},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
-		`{"format":"fence-state/2","now":0,"decided":0,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
-		`{"format":"fence-state/2","now":0,"decided":0,"counter":0,"config":{"max_ttl":0,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
+		`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
+		`{"format":"fence-state/2","now":0,"decided":0,"counter":0,"config":{"max_ttl":60000000000,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
+		`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"config":{"max_ttl":0,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
 	} {
 		if err := New().Restore(bytes.NewReader([]byte(bad))); !errors.Is(err, ErrBadSnapshot) {
 			t.Errorf("%s: %v, want ErrBadSnapshot", bad, err)
@@ -198,7 +168,10 @@ func TestWithRequiredFrom(t *testing.T) {
 	if got := set.WithRequiredFrom(d); got != set {
 		t.Fatalf("set config = %+v, want it unchanged", got)
 	}
-	if got := (Config{}).withInitial(); got != InitialConfig() {
-		t.Fatalf("withInitial of the zero config = %+v, want InitialConfig", got)
+	if got := (Config{}).withDefaults(); got != (Config{}).WithRequiredFrom(d) {
+		t.Fatalf("withDefaults of the zero config = %+v", got)
+	}
+	if got := NewWithConfig(Config{}).Config(); got != (Config{}).WithRequiredFrom(d) {
+		t.Fatalf("NewWithConfig of the zero config: %+v", got)
 	}
 }

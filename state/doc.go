@@ -13,7 +13,7 @@
 // on any version that can read it. Every rule that can change a command's
 // outcome is either a constant of the log format or recorded in the log:
 // the rules of the second kind are a [Config], set by an [OpConfig] command
-// and carried by snapshots. A machine starts from [InitialConfig] ([New]);
+// and carried by snapshots. A machine starts from [DefaultConfig] ([New]);
 // an OpConfig applies to the commands after it and never undoes what was
 // decided before it (a lease granted with a TTL above a lowered MaxTTL
 // keeps its remaining time; its renewals are cut to the new bound). The
@@ -24,39 +24,24 @@
 //
 // # Config
 //
-// [InitialConfig] is the rule set of log format 1, which had no OpConfig:
-// a log or snapshot written before OpConfig existed replays under exactly
-// the rules that decided it (100,000 ids of each kind, forgotten by count
-// at any age or after 24 h; no caps; the largest MaxTTL, since that code
-// refused a TTL above the server's flag before proposing it). Replaying it
-// "identically" requires those rules, including the silent forgetting
-// (fault G5 of that format): replay must reproduce what was acknowledged,
-// not what should have been. (The one assumption: every refusal of a TTL
-// above the flag happened in the server, before the log; a format-1 log
-// written by calling the node directly with such a TTL would replay as a
-// grant.) Attempt generations likewise count only from the first OpConfig
-// (see Idempotency). [DefaultConfig] is what a node proposes when
-// the operator sets nothing: ids kept at least 3 minutes and at most 24
+// [DefaultConfig] is the rule set before any OpConfig and what a node
+// proposes when the operator sets nothing: ids kept at least 3 minutes and at most 24
 // hours, up to a million of each; at most 1,024 waiters on a lock and
 // 100,000 in all; at most a million locks held, delayed or with waiters
-// (MaxLocks; 0, no cap, in InitialConfig); at most 100,000 fenced
+// (MaxLocks); at most 100,000 fenced
 // resources holding 256 MiB of values; at most 100,000 live sessions
 // (MaxSessions) with 4,096 unacknowledged saved results each
-// (MaxSessionResults; both 0, no cap, in InitialConfig: format-1 and
-// format-2 logs have no sessions). [Config.Validate] names the first field out of bounds; an
+// (MaxSessionResults); a zero cap is no cap. [Config.Validate] names the first field out of bounds; an
 // OpConfig that fails it is refused and changes nothing. A lease granted
 // under a higher MaxTTL keeps the time it has left, but every renewal is
 // cut to the MaxTTL in force: one with TTL 0 (the lease's own) renews for
 // min(own TTL, MaxTTL), and the lease's TTL becomes that; a renewal asking
-// for more than MaxTTL is refused. (Only once an OpConfig was applied, so
-// a format-1 log replays as decided.)
+// for more than MaxTTL is refused.
 //
-// The command codec writes version 2 only for what version 1 cannot say
-// (OpConfig, OpDelete, a cancel's Attempt) and version 3 only for sessions
-// (the session ops, or a Session, Seq or Ack); every other command is
-// encoded byte for byte as before. Snapshots are "fence-state/3" (Restore
-// also reads "fence-state/2" and "fence-state/1"). An older binary refuses
-// what it cannot apply rather than misreading it.
+// Formats: commands are encoded as version 1 ([CommandVersion]) and
+// snapshots as "fence-state/1"; both are pinned byte for byte by golden
+// files in testdata/. A binary refuses a version or format it does not
+// know, and an unknown field, rather than misreading it (fail-stop).
 //
 // # Locks
 //
@@ -124,10 +109,9 @@
 // waits. It is never granted twice. The payload compared is (name, owner,
 // ttl, lock_delay); wait is not part of it, because a retry may carry only
 // what is left of the wait. A try-acquire refused as busy is not
-// remembered, and neither (once the machine is configured) is one whose
-// wait ran out: nothing was granted under its id, so a retry is a new
-// request, answered with the lock as it is now. (Format 1 replayed the old
-// BUSY, with the holder as it was then; format-1 logs still replay so.)
+// remembered, and neither is one whose wait ran out: nothing was granted
+// under its id, so a retry is a new request, answered with the lock as it
+// is now.
 //
 // Attempts: each applied retry of a request still queued or holding its
 // lock is a new attempt of it (Result.Attempt: 1 for the first, then +1;
@@ -135,10 +119,7 @@
 // OpCancelWait names the attempt whose client went away and acts only if it
 // is still the current one: a retry that arrived first owns the wait (or
 // the lease a grant gave it), and the first attempt's late cancel is a
-// no-op. A cancel with Attempt 0 is a format-1 cancel and acts on whatever
-// attempt is current. Attempts count from the first OpConfig: before it (a
-// format-1 log) every request stays at attempt 1, so that a replica that
-// restored a format-1 snapshot and one that replayed the format-1 log agree.
+// no-op. A cancel with Attempt 0 acts on whatever attempt is current.
 //
 // op_id: keyed by (resource, op_id). An accepted write, add or delete is
 // remembered with a hash of (op, token, value or delta) — the first 128 bits
@@ -282,10 +263,9 @@
 //     owner (at most 256) and a few hundred bytes of bookkeeping: at most
 //     about 100 MB for 100,000 with the longest names.
 //
-// With MinIDRetention 0 (InitialConfig, the format-1 rules) ids are
-// forgotten by count at any age, as the format-1 code did: replaying such a
-// log reproduces what it acknowledged. A node proposes DefaultConfig (or
-// the operator's) with OpConfig, and the promise holds from that entry on.
+// With MinIDRetention 0 ids are forgotten by count at any age. A node
+// proposes DefaultConfig (or the operator's) with OpConfig, and the
+// promise holds from that entry on.
 //
 // Memory: a remembered op_id or request_id costs about 200 bytes of heap
 // with 26-byte ids (BenchmarkIDMemoryBytes: 200 and 198 bytes at 200,000

@@ -78,7 +78,7 @@ func ExampleCommand_slack() {
 // commands after it, and the lease acknowledged before it keeps its TTL and
 // its token.
 func ExampleOpConfig() {
-	m := state.New() // InitialConfig: the rules before any OpConfig
+	m := state.New() // DefaultConfig: the rules before any OpConfig
 	cfg := state.DefaultConfig()
 	m.Apply(state.Command{Op: state.OpConfig, Config: cfg})
 	a := m.Apply(state.Command{Op: state.OpAcquire, Name: "a", Owner: "A", TTL: 2 * time.Hour})

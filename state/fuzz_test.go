@@ -2,8 +2,6 @@ package state
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,7 +232,7 @@ func checkRestore(t *testing.T, snap []byte) {
 }
 
 // FuzzRestoreFields reaches the checks past JSON decoding: it edits up to
-// three fields of a real snapshot (formats 3, 2 and 1) and restores the
+// three fields of a real snapshot (with and without sessions) and restores the
 // result with checkRestore. A field is picked by its index among the
 // document's scalar leaves (in key order); the value says how to change it:
 // a number becomes v>>2, moves by a small step, becomes an extreme, or
@@ -266,8 +264,8 @@ func FuzzRestoreFields(f *testing.F) {
 	})
 }
 
-// restoreBases are real snapshots: format 3 (fuzzMachine), and states
-// without sessions written as format 2 and format 1.
+// restoreBases are real snapshots: fuzzMachine's (with sessions), and a
+// state without sessions.
 func restoreBases() [][]byte {
 	cfg := DefaultConfig()
 	cfg.MaxSessions, cfg.MaxSessionResults = 0, 0
@@ -287,37 +285,7 @@ func restoreBases() [][]byte {
 			panic(r.Err)
 		}
 	}
-	f3 := fuzzSnapshot(m)
-	f2 := bytes.Replace(f3, []byte(`"fence-state/3"`), []byte(`"fence-state/2"`), 1)
-	// Format 1: no config, no attempts, no deleted resources, whole
-	// SHA-256 payloads.
-	doc := decodeJSONTree(f3)
-	top := doc.(map[string]any)
-	top["format"] = "fence-state/1"
-	delete(top, "config")
-	delete(top, "configured")
-	var strip func(v any)
-	strip = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			delete(x, "attempt")
-			delete(x, "deleted")
-			if p, ok := x["payload"].(string); ok {
-				b, _ := base64.StdEncoding.DecodeString(p)
-				x["payload"] = base64.StdEncoding.EncodeToString(append(b, make([]byte, sha256.Size-len(b))...))
-			}
-			for _, c := range x {
-				strip(c)
-			}
-		case []any:
-			for _, c := range x {
-				strip(c)
-			}
-		}
-	}
-	strip(top)
-	f1, _ := json.Marshal(top)
-	out := [][]byte{fuzzSnapshot(fuzzMachine()), f2, f1}
+	out := [][]byte{fuzzSnapshot(fuzzMachine()), fuzzSnapshot(m)}
 	for _, b := range out {
 		if err := New().Restore(bytes.NewReader(b)); err != nil {
 			panic(fmt.Sprintf("base snapshot does not restore: %v\n%s", err, b))

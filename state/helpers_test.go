@@ -94,3 +94,10 @@ func describe(r Result) string {
 	}
 	return s
 }
+
+// uncapped is a rule set with no caps, ids forgotten by count at any age
+// (MinIDRetention 0) and the largest MaxTTL: what the reference model
+// implements.
+func uncapped() Config {
+	return Config{MaxTTL: fence.LongestMaxTTL, MaxOps: 100_000, MaxRequests: 100_000, IDRetention: 24 * time.Hour}
+}

@@ -98,18 +98,19 @@ func TestIDMemoryNeverForgetsAYoungID(t *testing.T) {
 	})
 }
 
-// A format-1 machine (MinIDRetention 0) forgets by count at any age, as the
-// code that wrote format-1 logs did: replaying such a log reproduces what it
-// acknowledged, double applies included.
-func TestFormat1ForgetsByCount(t *testing.T) {
-	m := New()
+// With MinIDRetention 0 ids are forgotten by count at any age: an op_id
+// pushed out by MaxOps newer ones applies again.
+func TestZeroMinRetentionForgetsByCount(t *testing.T) {
+	c := uncapped()
+	c.MaxOps = 1000
+	m := NewWithConfig(c)
 	mustGrant(t, m, acq(0, "x", "A", time.Hour), 1)
 	mustOK(t, m, add(0, "n", 1, 1, "first"))
-	for i := range InitialConfig().MaxOps {
+	for i := range c.MaxOps {
 		mustOK(t, m, write(0, "other", 1, "v", fmt.Sprint("op-", i)))
 	}
 	if r := mustOK(t, m, add(0, "n", 1, 1, "first")); r.Replayed || r.AddValue != 2 {
-		t.Fatalf("format-1 rules: %+v", r)
+		t.Fatalf("retry after MaxOps newer ids: %+v, want applied again", r)
 	}
 }
 
@@ -123,7 +124,7 @@ func TestIDMemoryProperty(t *testing.T) {
 		minRet := time.Duration(rapid.IntRange(1, 6).Draw(t, "min_id_retention_s")) * time.Second
 		c := DefaultConfig()
 		c.MaxOps, c.MinIDRetention, c.IDRetention = maxOps, minRet, minRet+time.Duration(rapid.IntRange(0, 6).Draw(t, "extra_s"))*time.Second
-		m := New()
+		m := NewWithConfig(uncapped()) // MinIDRetention 0 before the OpConfig
 		if r := m.Apply(Command{Op: OpConfig, Config: c}); r.Err != nil {
 			t.Fatal(r.Err)
 		}

@@ -41,9 +41,8 @@ func (m *impl) renew(cmd Command) Result {
 	}
 	// A lease granted under a higher MaxTTL keeps the time it has left, but
 	// each renewal is cut to the bound in force (else TTL 0 would renew it
-	// above the bound forever). Only once configured: a format-1 log
-	// replays as it was decided (its MaxTTL is the largest anyway).
-	if m.configured && g.ttl > m.cfg.MaxTTL {
+	// above the bound forever).
+	if g.ttl > m.cfg.MaxTTL {
 		g.ttl = m.cfg.MaxTTL
 	}
 	g.expiresAt = m.clock + int64(g.ttl)
@@ -92,8 +91,8 @@ func (m *impl) holding(l *lockEntry, name string, token fence.Token) (*grant, er
 }
 
 // cancelWait: the client of one attempt of a waiting acquire went away. If
-// that attempt is still the request's current one (or cmd.Attempt is 0, a
-// format-1 cancel), a queued waiter is removed and a waiter already granted
+// that attempt is still the request's current one (or cmd.Attempt is 0:
+// whatever attempt is current), a queued waiter is removed and a waiter already granted
 // whose lease is still held is released (it never saw the grant) and the
 // lock passes on. Otherwise nothing: a newer attempt owns the request.
 func (m *impl) cancelWait(cmd Command) Result {

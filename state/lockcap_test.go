@@ -37,11 +37,11 @@ func TestLockCap(t *testing.T) {
 	mustGrant(t, n, acq(0, "a", "A", time.Second), 1)
 	mustGrant(t, n, acq(at(5), "a", "B", time.Second), 2)
 
-	// 0 is no cap (InitialConfig, so format-1 logs replay as decided).
-	if InitialConfig().MaxLocks != 0 || DefaultConfig().MaxLocks != 1_000_000 {
-		t.Fatalf("MaxLocks: initial %d, default %d", InitialConfig().MaxLocks, DefaultConfig().MaxLocks)
+	// 0 is no cap.
+	if DefaultConfig().MaxLocks != 1_000_000 {
+		t.Fatalf("MaxLocks: default %d", DefaultConfig().MaxLocks)
 	}
-	u := New()
+	u := NewWithConfig(uncapped())
 	for i := range 5 {
 		mustGrant(t, u, acq(0, string(rune('a'+i)), "A", time.Minute), fence.Token(i+1))
 	}
@@ -52,16 +52,16 @@ func TestLockCap(t *testing.T) {
 func TestLockCapEncoded(t *testing.T) {
 	c := Command{Op: OpConfig, Config: Config{MaxLocks: 3}}
 	b, err := c.MarshalBinary()
-	if err != nil || !bytes.Equal(b, []byte{2, 9, 0x80, 0x40, 0x80, 0x04, 6}) {
+	if err != nil || !bytes.Equal(b, []byte{1, 9, 0x80, 0x40, 0x80, 0x04, 6}) {
 		t.Fatalf("%x %v", b, err)
 	}
 	var d Command
 	if err := d.UnmarshalBinary(b); err != nil || d.Op != OpConfig || d.Config != c.Config {
 		t.Fatalf("%+v %v", d, err)
 	}
-	// An OpConfig written before MaxLocks existed (no bit 9) decodes as before.
-	if err := d.UnmarshalBinary([]byte{2, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}); err != nil || d.Config != (Config{MaxOps: 3, MaxResourceBytes: 1}) {
-		t.Fatalf("old OpConfig: %+v %v", d, err)
+	// An OpConfig without bit 9 decodes with MaxLocks 0 (no cap).
+	if err := d.UnmarshalBinary([]byte{1, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}); err != nil || d.Config != (Config{MaxOps: 3, MaxResourceBytes: 1}) {
+		t.Fatalf("OpConfig without max_locks: %+v %v", d, err)
 	}
 
 	m := withConfig(t, func(c *Config) { c.MaxLocks = 7 })
@@ -76,7 +76,7 @@ func TestLockCapEncoded(t *testing.T) {
 	if err := n.Restore(&s); err != nil || n.Config().MaxLocks != 7 {
 		t.Fatalf("restored %+v %v", n.Config(), err)
 	}
-	old := `{"format":"fence-state/2","now":0,"decided":0,"counter":0,"config":{"max_ttl":60000000000,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"configured":true,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`
+	old := `{"format":"fence-state/1","now":0,"decided":0,"counter":0,"config":{"max_ttl":60000000000,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"configured":true,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`
 	if err := n.Restore(bytes.NewReader([]byte(old))); err != nil || n.Config().MaxLocks != 0 {
 		t.Fatalf("snapshot without max_locks: %+v %v", n.Config(), err)
 	}

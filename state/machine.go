@@ -11,7 +11,7 @@ import (
 // a clock, does I/O or iterates a map in a way that decides anything.
 type impl struct {
 	cfg        Config
-	configured bool          // an OpConfig was applied (or NewWithConfig): attempt generations count
+	configured bool          // an OpConfig was applied (or NewWithConfig): the log records its rules
 	clock      int64         // server time, ns: max of every cmd.Now seen
 	decided    int64         // decision time, ns: max of every cmd.Now - cmd.Slack, and 0
 	maxSlack   time.Duration // largest cmd.Slack applied

@@ -16,7 +16,7 @@ import (
 func TestMutantCodecRefusesUnknownMaskBitAlone(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"v1, bit 20":         {1, byte(OpTick), 0x80, 0x80, 0x40},
-		"config mask bit 12": {2, byte(OpConfig), 0x80, 0x40, 0x80, 0x20},
+		"config mask bit 12": {1, byte(OpConfig), 0x80, 0x40, 0x80, 0x20},
 	} {
 		var c Command
 		if err := c.UnmarshalBinary(b); !errors.Is(err, ErrBadCommand) {

@@ -62,7 +62,7 @@ func genCommand(t *rapid.T, now int64) Command {
 // free iff an acquire at the same decision time is granted.
 func TestMachineMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m, ref := NewWithConfig(InitialConfig()), newModel() // configured: attempts count
+		m, ref := NewWithConfig(uncapped()), newModel()
 		var now, decided int64
 		var lastGrant fence.Token
 		leaseEnds := map[string]int64{}      // lock -> end of its current lease

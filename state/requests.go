@@ -44,12 +44,9 @@ type request struct {
 }
 
 // retry makes a new attempt of a live request (saturating: after 2^32-1
-// retries the last attempt stays current). Attempts count only once an
-// OpConfig has been applied: a format-1 log has none, and keeping its
-// requests at attempt 1 makes a replica that restores a format-1 snapshot
-// and one that replays the format-1 log agree.
+// retries the last attempt stays current).
 func (m *impl) retry(r *request) {
-	if m.configured && r.attempt < 1<<32-1 {
+	if r.attempt < 1<<32-1 {
 		r.attempt++
 	}
 }

@@ -322,7 +322,7 @@ func TestSnapshotErrorTypes(t *testing.T) {
 			t.Fatalf("%#v: message differs", err)
 		}
 	}
-	bad := []*snapError{{Type: "NoSuchError"}, {Type: "BusyError"}, {Type: "SessionExpiredError", N: []int64{1, 2}}, {Type: "InvalidError", S: [][]byte{{1}}}}
+	bad := []*snapError{{}, {Busy: &snapBusy{}, NotHolder: &snapLockToken{}}, {SessionExpired: &snapSessionExpired{}, Untyped: &snapUntyped{}}}
 	for _, s := range bad {
 		if _, err := s.error(); err == nil {
 			t.Fatalf("%+v decoded", s)

@@ -142,13 +142,13 @@ func (m *impl) openSession(cmd Command) Result {
 	return Result{Session: s.info(m.clock)}
 }
 
-// keepAlive extends live session s to now + ttl (ttl 0: its own TTL; once
-// configured, cut to MaxTTL as a renewal is). ttl has been validated.
+// keepAlive extends live session s to now + ttl (ttl 0: its own TTL; cut
+// to MaxTTL as a renewal is). ttl has been validated.
 func (m *impl) keepAlive(s *session, ttl time.Duration) {
 	if ttl != 0 {
 		s.ttl = ttl
 	}
-	if m.configured && s.ttl > m.cfg.MaxTTL {
+	if s.ttl > m.cfg.MaxTTL {
 		s.ttl = m.cfg.MaxTTL
 	}
 	s.expiresAt = m.clock + int64(s.ttl)

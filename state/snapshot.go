@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,17 +17,11 @@ import (
 // same state always gives the same bytes. request_ids and op_ids are stored
 // as bytes because they need not be UTF-8.
 
-// snapshotFormat names the snapshot layout Snapshot writes. Restore reads
-// it, snapshotFormat2 (the layout before sessions: no sessions, no session
-// counter, no session config) and snapshotFormat1, the layout before
-// OpConfig existed: a format-1 snapshot has no config (it restores with
-// InitialConfig, the rules the code that wrote it applied), no attempts
-// (every request is at attempt 1) and no deleted resources.
-const (
-	snapshotFormat  = "fence-state/3"
-	snapshotFormat2 = "fence-state/2"
-	snapshotFormat1 = "fence-state/1"
-)
+// snapshotFormat names the snapshot layout Snapshot writes and Restore
+// reads. Restore refuses any other (a later format it cannot apply, R2);
+// the fields of a format are fixed (an unknown field is refused), and
+// testdata/snapshot.golden pins the bytes.
+const snapshotFormat = "fence-state/1"
 
 // ErrBadSnapshot is wrapped by every Restore error.
 var ErrBadSnapshot = errors.New("state: bad snapshot")
@@ -39,10 +32,10 @@ type snapDoc struct {
 	Decided    int64       `json:"decided"`             // decision time (Command.Slack)
 	MaxSlack   int64       `json:"max_slack,omitempty"` // largest Slack applied
 	Counter    fence.Token `json:"counter"`
-	Config     *snapConfig `json:"config,omitempty"`     // format 2: the rules in force
-	Configured bool        `json:"configured,omitempty"` // format 2: an OpConfig was applied
-	// format 2: a lowered MinIDRetention still held at its old value until
-	// server time keep_min_until
+	Config     *snapConfig `json:"config,omitempty"`     // the rules in force
+	Configured bool        `json:"configured,omitempty"` // an OpConfig was applied
+	// a lowered MinIDRetention still held at its old value until server
+	// time keep_min_until
 	KeepMin      int64          `json:"keep_min,omitempty"`
 	KeepMinUntil int64          `json:"keep_min_until,omitempty"`
 	Locks        []snapLock     `json:"locks"`
@@ -50,11 +43,10 @@ type snapDoc struct {
 	Requests     []snapRequest  `json:"requests"` // final outcomes, oldest first
 	Ops          []snapOp       `json:"ops"`      // oldest first
 	Resources    []snapResource `json:"resources"`
-	// format 3: the last session id issued and the live sessions, by id
+	// the last session id issued and the live sessions, by id
 	SessionCounter uint64        `json:"session_counter,omitempty"`
 	Sessions       []snapSession `json:"sessions,omitempty"`
-	// format 3, added later: the cluster id (absent when none; an older
-	// binary refuses the unknown field)
+	// the cluster id (absent when none)
 	ClusterID string `json:"cluster_id,omitempty"`
 }
 
@@ -77,7 +69,7 @@ type snapGrant struct {
 	ExpiresAt int64        `json:"expires_at"`
 	LockDelay int64        `json:"lock_delay,omitempty"`
 	Request   *snapRequest `json:"request,omitempty"`
-	Session   uint64       `json:"session,omitempty"` // format 3: bound to it (TTL and ExpiresAt 0)
+	Session   uint64       `json:"session,omitempty"` // bound to it (TTL and ExpiresAt 0)
 }
 
 type snapRequest struct {
@@ -91,9 +83,9 @@ type snapRequest struct {
 	State     requestState `json:"state"`
 	Token     fence.Token  `json:"token,omitempty"`
 	Outcome   outcome      `json:"outcome,omitempty"`
-	At        int64        `json:"at,omitempty"`      // when remembered
-	Attempt   uint32       `json:"attempt,omitempty"` // format 2
-	Session   uint64       `json:"session,omitempty"` // format 3: session-bound
+	At        int64        `json:"at,omitempty"` // when remembered
+	Attempt   uint32       `json:"attempt,omitempty"`
+	Session   uint64       `json:"session,omitempty"` // session-bound
 }
 
 type snapConfig struct {
@@ -106,9 +98,9 @@ type snapConfig struct {
 	MaxWaiters        int   `json:"max_waiters"`
 	MaxResources      int   `json:"max_resources"`
 	MaxResourceBytes  int64 `json:"max_resource_bytes"`
-	MaxLocks          int   `json:"max_locks,omitempty"`           // added later: absent is 0 (no cap); an older binary refuses the unknown field
-	MaxSessions       int   `json:"max_sessions,omitempty"`        // format 3 (absent: 0)
-	MaxSessionResults int   `json:"max_session_results,omitempty"` // format 3 (absent: 0)
+	MaxLocks          int   `json:"max_locks,omitempty"`           // absent: 0 (no cap)
+	MaxSessions       int   `json:"max_sessions,omitempty"`        // absent: 0 (no cap)
+	MaxSessionResults int   `json:"max_session_results,omitempty"` // absent: 0 (no cap)
 }
 
 func snapConfigOf(c Config) *snapConfig {
@@ -136,7 +128,7 @@ type snapResource struct {
 	Value     []byte      `json:"value"`
 	LastToken fence.Token `json:"last_token"`
 	Version   uint64      `json:"version"`
-	Deleted   bool        `json:"deleted,omitempty"` // format 2
+	Deleted   bool        `json:"deleted,omitempty"`
 }
 
 // SnapshotView is a copy of a machine's whole state, taken by
@@ -152,7 +144,7 @@ func (v *SnapshotView) WriteTo(w io.Writer) (int64, error) {
 	return writeSnapDoc(w, v.doc)
 }
 
-// Format names the snapshot format WriteTo writes ("fence-state/3").
+// Format names the snapshot format WriteTo writes ("fence-state/1").
 func (v *SnapshotView) Format() string { return v.doc.Format }
 
 func (m *impl) snapshot(w io.Writer) error {
@@ -276,48 +268,30 @@ func (m *impl) restore(r io.Reader) error {
 // fromSnapshot builds a machine from doc, checking every invariant the
 // machine relies on.
 func fromSnapshot(doc *snapDoc) (*impl, error) {
-	cfg, configured := InitialConfig(), false
-	switch doc.Format {
-	case snapshotFormat, snapshotFormat2:
-		if doc.Config == nil {
-			return nil, fmt.Errorf("no config")
-		}
-		cfg, configured = doc.Config.config(), doc.Configured
-		if err := cfg.Validate(); err != nil {
-			return nil, err
-		}
-	case snapshotFormat1:
-		if doc.Config != nil || doc.Configured {
-			return nil, fmt.Errorf("format %q has no config", doc.Format)
-		}
-	default:
-		return nil, fmt.Errorf("format %q, want %q, %q or %q", doc.Format, snapshotFormat, snapshotFormat2, snapshotFormat1)
+	if doc.Format != snapshotFormat {
+		return nil, fmt.Errorf("format %q, want %q", doc.Format, snapshotFormat)
 	}
-	v1 := doc.Format == snapshotFormat1
-	if doc.Format != snapshotFormat && (doc.SessionCounter != 0 || len(doc.Sessions) != 0 || cfg.MaxSessions != 0 || cfg.MaxSessionResults != 0) {
-		return nil, fmt.Errorf("format %q has no sessions", doc.Format)
+	if doc.Config == nil {
+		return nil, fmt.Errorf("no config")
 	}
-	// attempt checks a request's attempt: none in format 1 (it restores as
-	// 1), at least 1 in format 2.
+	cfg, configured := doc.Config.config(), doc.Configured
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// attempt checks a request's attempt: at least 1.
 	attempt := func(r *request) error {
-		switch {
-		case v1 && r.attempt == 0:
-			r.attempt = 1
-		case v1 || r.attempt == 0:
-			return fmt.Errorf("request %q: attempt %d in format %q", r.id, r.attempt, doc.Format)
+		if r.attempt == 0 {
+			return fmt.Errorf("request %q: attempt 0", r.id)
 		}
 		return nil
 	}
 	if doc.ClusterID != "" {
-		if doc.Format != snapshotFormat {
-			return nil, fmt.Errorf("format %q has no cluster id", doc.Format)
-		}
 		if err := ValidateClusterID(doc.ClusterID); err != nil {
 			return nil, err
 		}
 	}
-	if doc.KeepMin < 0 || (v1 && (doc.KeepMin != 0 || doc.KeepMinUntil != 0)) {
-		return nil, fmt.Errorf("keep_min %d (until %d) in format %q", doc.KeepMin, doc.KeepMinUntil, doc.Format)
+	if doc.KeepMin < 0 {
+		return nil, fmt.Errorf("keep_min %d (until %d)", doc.KeepMin, doc.KeepMinUntil)
 	}
 	m := newImpl(cfg)
 	m.configured = configured
@@ -446,16 +420,12 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 	last = 0
 	for _, s := range doc.Ops {
 		k := opKey{s.Resource, string(s.OpID)}
-		size := payloadSize // format 1 kept the whole SHA-256; the first bytes are the same
-		if v1 {
-			size = sha256.Size
-		}
-		if _, dup := m.ops.get(k); dup || len(s.Payload) != size || s.At < last || s.OpID == nil {
+		if _, dup := m.ops.get(k); dup || len(s.Payload) != payloadSize || s.At < last || s.OpID == nil {
 			return nil, fmt.Errorf("op %q of %q: inconsistent, repeated or out of order", s.OpID, s.Resource)
 		}
 		last = s.At
 		rec := opRecord{token: s.Token, version: s.Version, addValue: s.AddValue}
-		copy(rec.payload[:], s.Payload[:payloadSize])
+		copy(rec.payload[:], s.Payload)
 		m.ops.put(k, rec, s.At)
 	}
 	for i, s := range doc.Resources {
@@ -465,8 +435,8 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		if s.LastToken > m.counter {
 			return nil, fmt.Errorf("resource %q: last token %d above counter %d", s.Name, s.LastToken, m.counter)
 		}
-		if s.Deleted && (v1 || len(s.Value) != 0) {
-			return nil, fmt.Errorf("resource %q: deleted with a value, or in format %q", s.Name, doc.Format)
+		if s.Deleted && len(s.Value) != 0 {
+			return nil, fmt.Errorf("resource %q: deleted with a value", s.Name)
 		}
 		m.resources[s.Name] = &resource{name: s.Name, value: s.Value, lastToken: s.LastToken, version: s.Version, deleted: s.Deleted}
 		m.resourceBytes += int64(len(s.Value))

@@ -1,9 +1,7 @@
 package state
 
 import (
-	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -12,10 +10,10 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// Sessions in snapshots (format 3): sorted by id, each with the names of
+// Sessions in snapshots: sorted by id, each with the names of
 // the locks it holds (sorted; checked against the locks' holders on
 // restore), and its saved results by seq. A saved result keeps its typed
-// refusal as a type tag and the error's exported fields, so a restored
+// refusal as an explicit record (snapshot_refusal.go), so a restored
 // machine replays identical results.
 
 type snapSession struct {
@@ -47,104 +45,8 @@ type snapSaved struct {
 	// NameBytes holds the name instead of Name when it is not valid UTF-8
 	// (a refused command's name is saved as it came): a JSON string would
 	// turn it into U+FFFD, and a retry of the seq would then conflict on a
-	// restored machine only. An older binary refuses the unknown field.
+	// restored machine only.
 	NameBytes []byte `json:"name_bytes,omitempty"`
-}
-
-// snapError is a typed refusal: Type names its type (as in package fence),
-// S, N and B hold its exported string (as bytes: they need not be UTF-8),
-// integer and bool fields in declaration order.
-type snapError struct {
-	Type string   `json:"type"`
-	S    [][]byte `json:"s,omitempty"`
-	N    []int64  `json:"n,omitempty"`
-	B    []bool   `json:"b,omitempty"`
-}
-
-// snapErrorTypes are the refusals a saved result may hold, by type name.
-var snapErrorTypes = func() map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for _, e := range []error{&fence.BusyError{}, &fence.StaleTokenError{}, &fence.NotHolderError{}, &fence.LeaseExpiredError{},
-		&fence.UnknownTokenError{}, &fence.OpConflictError{}, &fence.InvalidError{}, &fence.ResourceExhaustedError{}, &fence.SessionExpiredError{}} {
-		t := reflect.TypeOf(e).Elem()
-		out[t.Name()] = t
-	}
-	return out
-}()
-
-// snapErrorOf encodes err. An error of another type (none is returned by
-// the machine) is kept as its message, with Type "".
-func snapErrorOf(err error) *snapError {
-	v := reflect.ValueOf(err)
-	if v.Kind() != reflect.Pointer || v.IsNil() || snapErrorTypes[v.Elem().Type().Name()] != v.Elem().Type() {
-		return &snapError{S: [][]byte{[]byte(err.Error())}}
-	}
-	v = v.Elem()
-	out := &snapError{Type: v.Type().Name()}
-	for i := range v.NumField() {
-		f := v.Field(i)
-		switch f.Kind() {
-		case reflect.String:
-			out.S = append(out.S, []byte(f.String()))
-		case reflect.Bool:
-			out.B = append(out.B, f.Bool())
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			out.N = append(out.N, f.Int())
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			out.N = append(out.N, int64(f.Uint()))
-		}
-	}
-	return out
-}
-
-// error decodes what snapErrorOf encoded, refusing a mismatch of fields.
-func (s *snapError) error() (error, error) {
-	if s.Type == "" {
-		if len(s.S) != 1 || len(s.N) != 0 || len(s.B) != 0 {
-			return nil, fmt.Errorf("untyped error with fields")
-		}
-		return errors.New(string(s.S[0])), nil
-	}
-	t := snapErrorTypes[s.Type]
-	if t == nil {
-		return nil, fmt.Errorf("unknown error type %q", s.Type)
-	}
-	p := reflect.New(t)
-	v := p.Elem()
-	S, N, B := s.S, s.N, s.B
-	for i := range v.NumField() {
-		f := v.Field(i)
-		switch f.Kind() {
-		case reflect.String:
-			if len(S) == 0 {
-				return nil, fmt.Errorf("error %s: too few fields", s.Type)
-			}
-			f.SetString(string(S[0]))
-			S = S[1:]
-		case reflect.Bool:
-			if len(B) == 0 {
-				return nil, fmt.Errorf("error %s: too few fields", s.Type)
-			}
-			f.SetBool(B[0])
-			B = B[1:]
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			if len(N) == 0 || f.OverflowInt(N[0]) {
-				return nil, fmt.Errorf("error %s: too few fields or out of range", s.Type)
-			}
-			f.SetInt(N[0])
-			N = N[1:]
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			if len(N) == 0 || f.OverflowUint(uint64(N[0])) {
-				return nil, fmt.Errorf("error %s: too few fields or out of range", s.Type)
-			}
-			f.SetUint(uint64(N[0]))
-			N = N[1:]
-		}
-	}
-	if len(S)+len(N)+len(B) != 0 {
-		return nil, fmt.Errorf("error %s: too many fields", s.Type)
-	}
-	return p.Interface().(error), nil
 }
 
 // snapSessions copies the live sessions, by id.

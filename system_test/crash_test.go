@@ -54,12 +54,9 @@ type roundToken struct {
 // have been acknowledged; it is restarted on the same data directory. Then
 // every token granted is greater than every token any client received before,
 // every acknowledged write is still there, and every acknowledged grant or
-// release too. Both log stores: raft-wal (the default) and raft-boltdb.
+// release too. Three rounds on raft-wal.
 func TestCrashKill9(t *testing.T) {
-	// The default log store (raft-wal) gets three rounds; raft-boltdb, which
-	// `fence serve --log-store bolt` selects, gets one.
 	t.Run("wal", func(t *testing.T) { crashKill9(t, 3) })
-	t.Run("bolt", func(t *testing.T) { crashKill9(t, 1, "--log-store", "bolt") })
 }
 
 func crashKill9(t *testing.T, rounds int, serveArgs ...string) {

@@ -25,21 +25,13 @@ import (
 func TestClusterFollowerDiskFull(t *testing.T) {
 	dir := t.TempDir()
 	small := filepath.Join(dir, harness.NodeID(2))
-	// The follower's log is raft-boltdb, which grows its file as it goes, so
-	// a small filesystem fills after a few MiB (the WAL would need more than
-	// a 64 MiB segment: minutes under -race). The fail-stop path is the
-	// same guard either way; TestNodeDiskFull covers both stores.
-	mountTmpfs(t, small, "16m")
+	// The WAL preallocates 64 MiB segments: in 80 MiB the first fits and
+	// its successor does not (as in TestNodeDiskFull).
+	mountTmpfs(t, small, "80m")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*hangGuard)
 	defer cancel()
 	c, err := harness.StartCluster(ctx, harness.ClusterConfig{N: 3, Dir: dir,
 		Args: []string{"--ready-timeout", "60s"},
-		NodeArgs: func(id string) []string {
-			if id == harness.NodeID(2) {
-				return []string{"--log-store", "bolt"}
-			}
-			return nil
-		},
 		ReadyTimeout: hangGuard, StopTimeout: hangGuard})
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +113,8 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	}
 	// The follower exits on its own (fail-stop); the others go on: 40 more
 	// writes acknowledged after it.
-	// 400 writes of 256 KiB are 100 MiB, far more than the follower's
-	// 16 MiB filesystem holds.
+	// 400 writes of 256 KiB are 100 MiB, more than the follower's 80 MiB
+	// filesystem holds.
 	for done := false; !done; {
 		select {
 		case <-f.Done():
@@ -136,7 +128,7 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 			if n > 400 {
 				close(stop)
 				wg.Wait()
-				t.Fatalf("%s still runs after %d writes of %d KiB on its 16 MiB filesystem; log tail:\n%s", f.ID(), n, valueSize>>10, f.LogTail(30))
+				t.Fatalf("%s still runs after %d writes of %d KiB on its 80 MiB filesystem; log tail:\n%s", f.ID(), n, valueSize>>10, f.LogTail(30))
 			}
 		}
 	}

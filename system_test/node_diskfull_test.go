@@ -63,14 +63,11 @@ func diskSeq(value []byte) int {
 // refusing or misreporting; after the filesystem is enlarged and the server
 // restarted, every acknowledged write is there and no token is granted
 // twice.
-// Both log stores: raft-wal (the default) and raft-boltdb.
 func TestNodeDiskFull(t *testing.T) {
 	// The WAL preallocates 64 MiB segments: in 80 MiB the first fits, its
 	// successor does not, and after the restart more than a segment's
-	// worth is written (300 × 256 KiB). bolt preallocates nothing: 24 MiB
-	// fill as surely, in a third of the writes.
+	// worth is written (300 × 256 KiB).
 	t.Run("wal", func(t *testing.T) { diskFull(t, "80m", 300) })
-	t.Run("bolt", func(t *testing.T) { diskFull(t, "24m", 50, "--log-store", "bolt") })
 }
 
 // diskFull fills a tmpfs of size under load, and after the restart writes

@@ -482,8 +482,7 @@ func TestRestoreWallClockFloor(t *testing.T) {
 
 // Two restores in a row from the same old backup, each followed by
 // grants: tokens still increase — the second restore's first token is
-// above every token the first restored server issued. (The second builds
-// a bolt log store.)
+// above every token the first restored server issued.
 func TestRestoreTwiceFromTheSameBackup(t *testing.T) {
 	dir := t.TempDir()
 	srv := startServerIn(t, filepath.Join(dir, "orig"))
@@ -498,11 +497,11 @@ func TestRestoreTwiceFromTheSameBackup(t *testing.T) {
 		d := filepath.Join(dir, "restored-"+strconv.Itoa(i))
 		var args []string
 		if i == 2 {
-			args = []string{"--log-store", "bolt"} // fence serve keeps the kind the dir holds
+			args = []string{"--log-store", "wal"}
 		}
 		r := restoreOK(t, nil, file, d, args...)
-		if _, err := os.Stat(filepath.Join(d, "raft.db")); (err == nil) != (i == 2) {
-			t.Errorf("restore %d %q: raft.db (bolt): %v", i, args, err)
+		if _, err := os.Stat(filepath.Join(d, "wal")); err != nil {
+			t.Errorf("restore %d %q: no wal dir: %v", i, args, err)
 		}
 		startedAt := time.Now()
 		s := startServerIn(t, d)

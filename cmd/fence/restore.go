@@ -21,7 +21,7 @@ import (
 )
 
 const restoreUsage = `FILE --data-dir DIR [--floor N]... [--floor-from DSN]... [--table T]
-                     [--node-id ID] [--raft-addr HOST:PORT] [--log-store wal|bolt] [--json]
+                     [--node-id ID] [--raft-addr HOST:PORT] [--log-store wal] [--json]
 
 Builds a fresh data dir DIR from the backup FILE (written by fence backup);
 fence serve --data-dir DIR then starts with the backed-up state: resources,
@@ -152,7 +152,7 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&table, "table", "", "the guard `table` of a SQL --floor-from DSN without ?table= (default fence_guard)")
 	fs.StringVar(&nodeID, "node-id", "fence-1", "the restored node's `ID` (fence serve --node-id)")
 	fs.StringVar(&raftAd, "raft-addr", "", "for a cluster node: the `HOST:PORT` other nodes dial (fence serve --raft-advertise, or --raft-addr)")
-	fs.StringVar(&logStore, "log-store", node.LogStoreWAL, "raft log store of the new data dir: wal or bolt")
+	fs.StringVar(&logStore, "log-store", node.LogStoreWAL, "raft log store of the new data dir: wal (the only one)")
 	pos, err := parseExact(fs, args, "FILE")
 	if err != nil {
 		return usageExit(err)
@@ -175,8 +175,8 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return usage(&usageError{"restore: FILE is -: fence restore reads FILE twice (it checks the whole file before writing anything): save the stream to a file first, e.g. fence backup - > f"})
 	case dataDir == "":
 		return usage(&usageError{"restore: --data-dir is required (the new data dir to create)"})
-	case logStore != node.LogStoreWAL && logStore != node.LogStoreBolt:
-		return usage(fence.Invalid("--log-store", "wal or bolt", logStore))
+	case logStore != node.LogStoreWAL:
+		return usage(fence.Invalid("--log-store", "wal", logStore))
 	}
 	if err := cluster.ValidateID("--node-id", nodeID); err != nil {
 		return usage(err)

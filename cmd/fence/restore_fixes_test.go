@@ -57,28 +57,30 @@ func TestRestoreReadsServeEnv(t *testing.T) {
 	}
 	t.Setenv("FENCE_NODE_ID", "zz")
 	t.Setenv("FENCE_RAFT_ADDR", "127.0.0.1:7771")
-	t.Setenv("FENCE_LOG_STORE", "bolt")
+	t.Setenv("FENCE_LOG_STORE", "wal")
 	dir := filepath.Join(t.TempDir(), "env")
 	if id, ra := restoreJSON("--data-dir", dir); id != "zz" || ra != "127.0.0.1:7771" {
 		t.Errorf("from the environment: node %q, raft addr %q; want zz, 127.0.0.1:7771", id, ra)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err != nil {
-		t.Errorf("FENCE_LOG_STORE=bolt: no raft.db in the restored dir: %v (holds %q)", err, dirNames(t, dir))
+	if _, err := os.Stat(filepath.Join(dir, "wal")); err != nil {
+		t.Errorf("FENCE_LOG_STORE=wal: no wal dir in the restored dir: %v (holds %q)", err, dirNames(t, dir))
 	}
 	t.Setenv("FENCE_RAFT_ADVERTISE", "10.0.0.9:7000")
 	t.Setenv("FENCE_RAFT_ADDR", "0.0.0.0:7000")
 	if _, ra := restoreJSON("--data-dir", filepath.Join(t.TempDir(), "adv")); ra != "10.0.0.9:7000" {
 		t.Errorf("FENCE_RAFT_ADVERTISE and FENCE_RAFT_ADDR: raft addr %q, want the advertised 10.0.0.9:7000", ra)
 	}
+	t.Setenv("FENCE_LOG_STORE", "bolt") // not a log store: the flag below wins
 	dir = filepath.Join(t.TempDir(), "flags")
 	if id, ra := restoreJSON("--data-dir", dir, "--node-id", "n1", "--raft-addr", "127.0.0.1:7772", "--log-store", "wal"); id != "n1" || ra != "127.0.0.1:7772" {
 		t.Errorf("flags over the environment: node %q, raft addr %q", id, ra)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err == nil {
-		t.Errorf("--log-store wal with FENCE_LOG_STORE=bolt: raft.db written")
+	if _, err := os.Stat(filepath.Join(dir, "wal")); err != nil {
+		t.Errorf("--log-store wal with FENCE_LOG_STORE=bolt: no wal dir: %v", err)
 	}
 
-	for env, val := range map[string]string{"FENCE_LOG_STORE": "rocks", "FENCE_NODE_ID": "a b", "FENCE_RAFT_ADVERTISE": "0.0.0.0:7000"} {
+	t.Setenv("FENCE_LOG_STORE", "wal")
+	for env, val := range map[string]string{"FENCE_LOG_STORE": "bolt", "FENCE_NODE_ID": "a b", "FENCE_RAFT_ADVERTISE": "0.0.0.0:7000"} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, val)
 			dir := filepath.Join(t.TempDir(), "bad")
