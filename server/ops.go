@@ -16,8 +16,10 @@ import (
 // makes the proto reply of its answer. The unary handlers
 // (lock_service.go, resource_service.go, session_service.go) and
 // SessionService.Stream (stream.go) share them, so a request is checked
-// the same way whichever path it takes: every field is validated here,
-// before the Service is called, and a bad one is an *fence.InvalidError
+// the same way whichever path it takes: each proto request becomes its
+// fence request (convert.go) and is judged by its Validate, with the
+// checks only the wire can make (validate.go) in their fields' places,
+// before the Service is called; a bad field is an *fence.InvalidError
 // naming the proto field and its bound. The Service (the local node, or
 // the leader forwarder) is never asked to judge a request the server can
 // refuse.
