@@ -52,14 +52,21 @@ func sessionTTL(session uint64, d *durationpb.Duration) fence.FieldCheck {
 // error would stand for a field the transport judged, and skip its check),
 // with the binding judged by the transport.
 func wire(cs ...fence.FieldCheck) []fence.FieldCheck {
-	out := append(make([]fence.FieldCheck, 0, 4), bindingJudged)
+	out := judgedOnly
 	for _, c := range cs {
 		if c.Err != nil {
+			if len(out) == len(judgedOnly) {
+				out = append(make([]fence.FieldCheck, 0, 1+len(cs)), judgedOnly...)
+			}
 			out = append(out, c)
 		}
 	}
 	return out
 }
+
+// judgedOnly is the wire checks of a request with none that refuses: the
+// binding's (never written to: wire copies it before appending).
+var judgedOnly = []fence.FieldCheck{bindingJudged}
 
 // firstErr returns the first non-nil error.
 func firstErr(errs ...error) error {
