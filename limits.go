@@ -16,3 +16,31 @@ const (
 	MaxValueBytes   = 1 << 20                   // values written to fenced resources (1 MiB)
 	MaxTokenJSONInt = 1<<53 - 1                 // tokens stay exact in JSON below this
 )
+
+// Limits are the bounds of a request that a store configures (the rest are
+// the constants above). The server and the node judge requests by the
+// largest TTL the rules recorded in the log allow; a client, which does not
+// know it, judges by the zero Limits and leaves that bound to the server.
+type Limits struct {
+	// MaxTTL is the largest TTL of a lease or session; 0 checks no upper
+	// bound.
+	MaxTTL time.Duration
+}
+
+// maxTTL is the upper TTL bound to check: MaxTTL, or the largest duration
+// when MaxTTL is 0.
+func (l Limits) maxTTL() time.Duration {
+	if l.MaxTTL <= 0 {
+		return time.Duration(1<<63 - 1)
+	}
+	return l.MaxTTL
+}
+
+// ttlRange is the range a required ttl must be set in, as its refusal
+// states it.
+func (l Limits) ttlRange() string {
+	if l.MaxTTL <= 0 {
+		return "at least " + MinTTL.String()
+	}
+	return "between " + MinTTL.String() + " and " + l.MaxTTL.String()
+}

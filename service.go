@@ -12,15 +12,9 @@ import (
 //   - the local node (node.Node.Service): proposes the operation to raft
 //     and answers with its applied result — only when the node leads
 //     (otherwise errors matching both node.ErrNotLeader and ErrUnavailable:
-//     nothing was proposed). It validates nothing twice: the state machine
-//     checks every command as it applies it (the same fields, bounds and
-//     names the server checks, against the rules recorded in the log), so a
-//     bad field given to it directly is refused, changing nothing, after
-//     one log entry; before proposing it checks only what the machine words
-//     differently (a SessionRef's shape, the session a KeepAlive or Close
-//     must name, the TTL an open or an acquire without a session must set:
-//     internal/reqcheck, shared with the server) and the arguments of the
-//     reads (Get, Read, List);
+//     nothing was proposed). It judges each request by its Validate
+//     before proposing it (against the rules recorded in the log), and the
+//     state machine judges each command again as it applies it;
 //   - the remote client (client.NewService): the same calls over the
 //     network to a Fence server (Connect, protobuf);
 //   - the leader forwarder (cluster.Forwarder): the local node when it
@@ -30,8 +24,10 @@ import (
 //
 //   - A bad field is a *InvalidError naming the field (as the proto names
 //     it: "ttl", "request_id", "session.id") and its bound (errors.Is
-//     ErrInvalid), and changes nothing. The server validates every request
-//     before it calls a Service, so nothing bad it is sent is proposed.
+//     ErrInvalid), and changes nothing: the first bad one in the order the
+//     request's Validate states (request_validate.go). The server
+//     validates every request before it calls a Service, so nothing bad it
+//     is sent is proposed.
 //   - A refusal is one of the typed errors of this package (*BusyError,
 //     *StaleTokenError, *NotHolderError, ...), with its facts, whichever
 //     implementation answered: a forwarded call returns exactly what the

@@ -8,7 +8,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
-	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/internal/apierr"
 )
 
@@ -39,15 +38,19 @@ import (
 // caller's own (RequestID), in which case that certain answer is returned. A lease obtained with Wait is renewed once before it is
 // returned, so that its deadline counts from a fresh send time.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	cfg := acquireConfig{ttl: DefaultTTL, owner: defaultOwner()}
+	cfg := acquireConfig{req: fence.AcquireRequest{TTL: DefaultTTL, Owner: defaultOwner()}}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	ownID := cfg.requestID == ""
+	cfg.req.Name = name
+	ownID := cfg.req.RequestID == ""
 	if ownID {
-		cfg.requestID = newID()
+		cfg.req.RequestID = newID()
 	}
-	if err := validateAcquire(name, cfg); err != nil {
+	// Judged as a standalone acquire (the TTL is the lease's, or the
+	// session's when the server has none), by the server's bounds but the
+	// largest TTL, which the server knows.
+	if err := cfg.req.Validate(fence.Limits{}); err != nil {
 		return nil, err
 	}
 	if c.sess != nil && !cfg.own {
@@ -57,15 +60,12 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 		}
 		// The server has no sessions: a standalone lease with the
 		// session's TTL.
-		cfg.ttl = c.cfg.sessionTTL
+		cfg.req.TTL = c.cfg.sessionTTL
 	}
-	req := &fencev1.AcquireRequest{
-		Name: name, Owner: cfg.owner, Ttl: durationOrNil(cfg.ttl), Wait: durationOrNil(cfg.wait),
-		RequestId: cfg.requestID, LockDelay: durationOrNil(cfg.lockDelay),
-	}
+	req := acquireToProto(cfg.req)
 	var granted fence.Lease
 	var sent time.Time
-	err := c.withRetry(ctx, "acquire", cfg.wait, func(ctx context.Context, ep *endpoint, n int) error {
+	err := c.withRetry(ctx, "acquire", cfg.req.Wait, func(ctx context.Context, ep *endpoint, n int) error {
 		sent = time.Now()
 		resp, err := ep.locks.Acquire(ctx, connect.NewRequest(req))
 		if err != nil {
@@ -87,7 +87,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 		return nil, err
 	}
 	l := newLease(c, granted, sent, cfg.keepAlive)
-	if cfg.wait > 0 {
+	if cfg.req.Wait > 0 {
 		if err := l.Renew(ctx); err != nil {
 			// The grant is of no use to a caller that cannot know its
 			// deadline; free it for the next waiter if still held.
@@ -110,23 +110,4 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 func grantEnded(err error) bool {
 	typed := apierr.FromConnect(err)
 	return errors.Is(typed, fence.ErrNotHolder) || errors.Is(typed, fence.ErrLeaseExpired)
-}
-
-func validateAcquire(name string, cfg acquireConfig) error {
-	if err := fence.ValidateName("name", name); err != nil {
-		return err
-	}
-	if err := fence.ValidateOwner(cfg.owner); err != nil {
-		return err
-	}
-	if err := fence.ValidateTTL(cfg.ttl, maxDuration); err != nil {
-		return err
-	}
-	if err := fence.ValidateDuration("wait", cfg.wait, fence.MaxWait); err != nil {
-		return err
-	}
-	if err := fence.ValidateDuration("lock_delay", cfg.lockDelay, fence.MaxLockDelay); err != nil {
-		return err
-	}
-	return validateWireID("request_id", cfg.requestID)
 }

@@ -53,3 +53,55 @@ func resourceFromProto(p *fencev1.ResourceState) Resource {
 		Deleted:   p.GetDeleted(),
 	}
 }
+
+// The fence requests as wire requests: the one place a fence request's
+// fields become a proto request's, for the Client and the remote Service
+// alike. A zero duration is sent absent.
+
+func refToProto(r fence.SessionRef) *fencev1.SessionRef {
+	if r == (fence.SessionRef{}) {
+		return nil
+	}
+	return &fencev1.SessionRef{Id: r.ID, Seq: r.Seq, Ack: r.Ack}
+}
+
+func acquireToProto(r fence.AcquireRequest) *fencev1.AcquireRequest {
+	return &fencev1.AcquireRequest{
+		Name: r.Name, Owner: r.Owner, Ttl: durationOrNil(r.TTL), Wait: durationOrNil(r.Wait),
+		RequestId: r.RequestID, LockDelay: durationOrNil(r.LockDelay), Session: refToProto(r.Session),
+	}
+}
+
+func renewToProto(r fence.RenewRequest) *fencev1.RenewRequest {
+	return &fencev1.RenewRequest{Name: r.Name, Token: uint64(r.Token), Ttl: durationOrNil(r.TTL), Session: refToProto(r.Session)}
+}
+
+func releaseToProto(r fence.ReleaseRequest) *fencev1.ReleaseRequest {
+	return &fencev1.ReleaseRequest{Name: r.Name, Token: uint64(r.Token), Session: refToProto(r.Session)}
+}
+
+func writeToProto(r fence.WriteRequest) *fencev1.WriteRequest {
+	return &fencev1.WriteRequest{Resource: r.Resource, Token: uint64(r.Token), Value: r.Value, OpId: r.OpID, Session: refToProto(r.Session)}
+}
+
+func addToProto(r fence.AddRequest) *fencev1.AddRequest {
+	return &fencev1.AddRequest{Resource: r.Resource, Token: uint64(r.Token), Delta: r.Delta, OpId: r.OpID, Session: refToProto(r.Session)}
+}
+
+func deleteToProto(r fence.DeleteRequest) *fencev1.DeleteRequest {
+	return &fencev1.DeleteRequest{Resource: r.Resource, Token: uint64(r.Token), OpId: r.OpID, Session: refToProto(r.Session)}
+}
+
+func openToProto(r fence.OpenSessionRequest) *fencev1.OpenSessionRequest {
+	return &fencev1.OpenSessionRequest{Ttl: durationOrNil(r.TTL), RequestId: r.RequestID}
+}
+
+// keepAliveToProto names the session in the request's session field (ID,
+// or Session.ID when ID is 0).
+func keepAliveToProto(r fence.KeepAliveRequest) *fencev1.KeepAliveRequest {
+	return &fencev1.KeepAliveRequest{Session: r.SessionID(), Ttl: durationOrNil(r.TTL), SessionRef: refToProto(r.Session)}
+}
+
+func closeToProto(r fence.CloseSessionRequest) *fencev1.CloseSessionRequest {
+	return &fencev1.CloseSessionRequest{Session: r.SessionID(), SessionRef: refToProto(r.Session)}
+}

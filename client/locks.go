@@ -34,13 +34,8 @@ func (c *Client) Renew(ctx context.Context, name string, token fence.Token, ttl 
 // renew also returns the send time of the attempt whose reply carried the
 // lease, the base of its safe deadline.
 func (c *Client) renew(ctx context.Context, name string, token fence.Token, ttl time.Duration) (fence.Lease, time.Time, error) {
-	if err := validateLockToken(name, token); err != nil {
+	if err := (fence.RenewRequest{Name: name, Token: token, TTL: ttl}).Validate(fence.Limits{}); err != nil {
 		return fence.Lease{}, time.Time{}, err
-	}
-	if ttl != 0 {
-		if err := fence.ValidateTTL(ttl, maxDuration); err != nil {
-			return fence.Lease{}, time.Time{}, err
-		}
 	}
 	var out fence.Lease
 	var sent time.Time
@@ -55,7 +50,7 @@ func (c *Client) renew(ctx context.Context, name string, token fence.Token, ttl 
 
 // renewAttempt sends one Renew and returns the raw API error.
 func (c *Client) renewAttempt(ctx context.Context, ep *endpoint, name string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
-	req := &fencev1.RenewRequest{Name: name, Token: uint64(token), Ttl: durationOrNil(ttl)}
+	req := renewToProto(fence.RenewRequest{Name: name, Token: token, TTL: ttl})
 	resp, err := ep.locks.Renew(ctx, connect.NewRequest(req))
 	if err != nil {
 		return fence.Lease{}, err
@@ -72,7 +67,7 @@ func (c *Client) renewAttempt(ctx context.Context, ep *endpoint, name string, to
 // (exactly once by seq), and a lease of this Client's session with that
 // token ends with ErrReleased.
 func (c *Client) Release(ctx context.Context, name string, token fence.Token) error {
-	if err := validateLockToken(name, token); err != nil {
+	if err := (fence.ReleaseRequest{Name: name, Token: token}).Validate(fence.Limits{}); err != nil {
 		return err
 	}
 	if c.sess.isOpen() {
@@ -89,7 +84,7 @@ func (c *Client) Release(ctx context.Context, name string, token fence.Token) er
 
 // releaseUnary is Release as one unary call with retries.
 func (c *Client) releaseUnary(ctx context.Context, name string, token fence.Token) error {
-	req := &fencev1.ReleaseRequest{Name: name, Token: uint64(token)}
+	req := releaseToProto(fence.ReleaseRequest{Name: name, Token: token})
 	return c.withRetry(ctx, "release", 0, func(ctx context.Context, ep *endpoint, n int) error {
 		_, err := ep.locks.Release(ctx, connect.NewRequest(req))
 		if n > 0 && err != nil && errors.Is(toError("release", err), fence.ErrNotHolder) {
@@ -170,10 +165,3 @@ func (c *Client) ListPage(ctx context.Context, prefix, pageToken string, size in
 // maxDuration leaves the upper TTL bound to the server, whose maximum is
 // configurable.
 const maxDuration = time.Duration(1<<63 - 1)
-
-func validateLockToken(name string, token fence.Token) error {
-	if err := fence.ValidateName("name", name); err != nil {
-		return err
-	}
-	return fence.ValidateToken(token)
-}

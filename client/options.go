@@ -181,9 +181,11 @@ type AcquireOption func(*acquireConfig)
 // DefaultTTL is the TTL of a lease when Acquire is given no TTL option.
 const DefaultTTL = 10 * time.Second
 
+// acquireConfig is an Acquire's request, as its options set it (its Name
+// is the call's), and how its lease is kept.
 type acquireConfig struct {
-	ttl, wait, lockDelay, keepAlive time.Duration
-	owner, requestID                string
+	req       fence.AcquireRequest
+	keepAlive time.Duration
 	// own: TTL or KeepAlive was given: the lease is standalone.
 	own bool
 }
@@ -191,23 +193,23 @@ type acquireConfig struct {
 // TTL sets the lease TTL (default DefaultTTL, 10s; at least fence.MinTTL).
 // A lease with its own TTL is standalone even on a Client with a session:
 // it has its own keepalive and does not end with the session.
-func TTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.ttl, c.own = d, true } }
+func TTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.req.TTL, c.own = d, true } }
 
 // Owner sets the owner label (default "hostname:pid").
-func Owner(s string) AcquireOption { return func(c *acquireConfig) { c.owner = s } }
+func Owner(s string) AcquireOption { return func(c *acquireConfig) { c.req.Owner = s } }
 
 // Wait makes Acquire queue FIFO on the server for up to d when the lock is
 // held (default 0: try once and return *fence.BusyError).
-func Wait(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.wait = d } }
+func Wait(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.req.Wait = d } }
 
 // LockDelay sets the lock-delay that follows an expiry of this lease.
-func LockDelay(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.lockDelay = d } }
+func LockDelay(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.req.LockDelay = d } }
 
 // RequestID sets the idempotency key of the acquire. By default each Acquire
 // call makes a fresh random id and reuses it for all its retries; set it to
 // learn, after a call whose outcome is unknown, whether it was granted: the
 // same id returns the same lease.
-func RequestID(id string) AcquireOption { return func(c *acquireConfig) { c.requestID = id } }
+func RequestID(id string) AcquireOption { return func(c *acquireConfig) { c.req.RequestID = id } }
 
 // KeepAlive sets the interval of background renewals (default TTL/3). A
 // negative value disables them: the lease then lives until its deadline

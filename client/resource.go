@@ -34,13 +34,11 @@ type Resource struct {
 // unary call.
 func (c *Client) Write(ctx context.Context, resource string, token fence.Token, value []byte, opts ...OpOption) (Resource, error) {
 	cfg := opConfigOf(opts)
-	if err := validateOp(resource, token, cfg.opID); err != nil {
+	w := fence.WriteRequest{Resource: resource, Token: token, Value: value, OpID: cfg.opID}
+	if err := w.Validate(fence.Limits{}); err != nil {
 		return Resource{}, err
 	}
-	if err := fence.ValidateValue(value); err != nil {
-		return Resource{}, err
-	}
-	req := &fencev1.WriteRequest{Resource: resource, Token: uint64(token), Value: value, OpId: cfg.opID}
+	req := writeToProto(w)
 	if c.sess.isOpen() {
 		r, err := c.sess.resourceCall(ctx, "write", &fencev1.SessionRequest{Op: &fencev1.SessionRequest_Write{Write: req}})
 		if !useUnary(err) {
@@ -70,10 +68,11 @@ func (c *Client) Write(ctx context.Context, resource string, token fence.Token, 
 // add.
 func (c *Client) Add(ctx context.Context, resource string, token fence.Token, delta int64, opts ...OpOption) (Resource, error) {
 	cfg := opConfigOf(opts)
-	if err := validateOp(resource, token, cfg.opID); err != nil {
+	a := fence.AddRequest{Resource: resource, Token: token, Delta: delta, OpID: cfg.opID}
+	if err := a.Validate(fence.Limits{}); err != nil {
 		return Resource{}, err
 	}
-	req := &fencev1.AddRequest{Resource: resource, Token: uint64(token), Delta: delta, OpId: cfg.opID}
+	req := addToProto(a)
 	if c.sess.isOpen() {
 		r, err := c.sess.resourceCall(ctx, "add", &fencev1.SessionRequest{Op: &fencev1.SessionRequest_Add{Add: req}})
 		if !useUnary(err) {
@@ -107,10 +106,11 @@ func (c *Client) Add(ctx context.Context, resource string, token fence.Token, de
 // state is the one after the delete.
 func (c *Client) Delete(ctx context.Context, resource string, token fence.Token, opts ...OpOption) (Resource, error) {
 	cfg := opConfigOf(opts)
-	if err := validateOp(resource, token, cfg.opID); err != nil {
+	d := fence.DeleteRequest{Resource: resource, Token: token, OpID: cfg.opID}
+	if err := d.Validate(fence.Limits{}); err != nil {
 		return Resource{}, err
 	}
-	req := &fencev1.DeleteRequest{Resource: resource, Token: uint64(token), OpId: cfg.opID}
+	req := deleteToProto(d)
 	if c.sess.isOpen() {
 		r, err := c.sess.resourceCall(ctx, "delete", &fencev1.SessionRequest{Op: &fencev1.SessionRequest_Delete{Delete: req}})
 		if !useUnary(err) {
@@ -171,14 +171,4 @@ func opConfigOf(opts []OpOption) opConfig {
 		cfg.opID = newID()
 	}
 	return cfg
-}
-
-func validateOp(resource string, token fence.Token, opID string) error {
-	if err := fence.ValidateName("resource", resource); err != nil {
-		return err
-	}
-	if err := fence.ValidateToken(token); err != nil {
-		return err
-	}
-	return validateWireID("op_id", opID)
 }

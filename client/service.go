@@ -136,22 +136,12 @@ func (e *UnavailableError) Error() string {
 // Unwrap returns fence.ErrUnavailable and Err.
 func (e *UnavailableError) Unwrap() []error { return []error{fence.ErrUnavailable, e.Err} }
 
-func refToProto(r fence.SessionRef) *fencev1.SessionRef {
-	if r == (fence.SessionRef{}) {
-		return nil
-	}
-	return &fencev1.SessionRef{Id: r.ID, Seq: r.Seq, Ack: r.Ack}
-}
-
 // Acquire implements fence.Service.
 func (s *Service) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.Grant, error) {
 	if s.err != nil {
 		return fence.Grant{}, s.err
 	}
-	resp, err := s.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{
-		Name: req.Name, Owner: req.Owner, Ttl: durationOrNil(req.TTL), Wait: durationOrNil(req.Wait),
-		RequestId: req.RequestID, LockDelay: durationOrNil(req.LockDelay), Session: refToProto(req.Session),
-	}))
+	resp, err := s.locks.Acquire(ctx, connect.NewRequest(acquireToProto(req)))
 	if err != nil {
 		return fence.Grant{}, remoteErr("acquire", err)
 	}
@@ -163,9 +153,7 @@ func (s *Service) Renew(ctx context.Context, req fence.RenewRequest) (fence.Gran
 	if s.err != nil {
 		return fence.Grant{}, s.err
 	}
-	resp, err := s.locks.Renew(ctx, connect.NewRequest(&fencev1.RenewRequest{
-		Name: req.Name, Token: uint64(req.Token), Ttl: durationOrNil(req.TTL), Session: refToProto(req.Session),
-	}))
+	resp, err := s.locks.Renew(ctx, connect.NewRequest(renewToProto(req)))
 	if err != nil {
 		return fence.Grant{}, remoteErr("renew", err)
 	}
@@ -177,9 +165,7 @@ func (s *Service) Release(ctx context.Context, req fence.ReleaseRequest) (fence.
 	if s.err != nil {
 		return fence.Released{}, s.err
 	}
-	resp, err := s.locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{
-		Name: req.Name, Token: uint64(req.Token), Session: refToProto(req.Session),
-	}))
+	resp, err := s.locks.Release(ctx, connect.NewRequest(releaseToProto(req)))
 	if err != nil {
 		return fence.Released{}, remoteErr("release", err)
 	}
@@ -233,9 +219,7 @@ func (s *Service) Write(ctx context.Context, req fence.WriteRequest) (fence.Writ
 	if s.err != nil {
 		return fence.Written{}, s.err
 	}
-	resp, err := s.resources.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{
-		Resource: req.Resource, Token: uint64(req.Token), Value: req.Value, OpId: req.OpID, Session: refToProto(req.Session),
-	}))
+	resp, err := s.resources.Write(ctx, connect.NewRequest(writeToProto(req)))
 	if err != nil {
 		return fence.Written{}, remoteErr("write", err)
 	}
@@ -247,9 +231,7 @@ func (s *Service) Add(ctx context.Context, req fence.AddRequest) (fence.Written,
 	if s.err != nil {
 		return fence.Written{}, s.err
 	}
-	resp, err := s.resources.Add(ctx, connect.NewRequest(&fencev1.AddRequest{
-		Resource: req.Resource, Token: uint64(req.Token), Delta: req.Delta, OpId: req.OpID, Session: refToProto(req.Session),
-	}))
+	resp, err := s.resources.Add(ctx, connect.NewRequest(addToProto(req)))
 	if err != nil {
 		return fence.Written{}, remoteErr("add", err)
 	}
@@ -261,9 +243,7 @@ func (s *Service) Delete(ctx context.Context, req fence.DeleteRequest) (fence.Wr
 	if s.err != nil {
 		return fence.Written{}, s.err
 	}
-	resp, err := s.resources.Delete(ctx, connect.NewRequest(&fencev1.DeleteRequest{
-		Resource: req.Resource, Token: uint64(req.Token), OpId: req.OpID, Session: refToProto(req.Session),
-	}))
+	resp, err := s.resources.Delete(ctx, connect.NewRequest(deleteToProto(req)))
 	if err != nil {
 		return fence.Written{}, remoteErr("delete", err)
 	}
@@ -287,7 +267,7 @@ func (s *Service) OpenSession(ctx context.Context, req fence.OpenSessionRequest)
 	if s.err != nil {
 		return fence.SessionGrant{}, s.err
 	}
-	resp, err := s.sessions.Open(ctx, connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationOrNil(req.TTL), RequestId: req.RequestID}))
+	resp, err := s.sessions.Open(ctx, connect.NewRequest(openToProto(req)))
 	if err != nil {
 		return fence.SessionGrant{}, remoteErr("open session", err)
 	}
@@ -299,13 +279,7 @@ func (s *Service) KeepAlive(ctx context.Context, req fence.KeepAliveRequest) (fe
 	if s.err != nil {
 		return fence.SessionGrant{}, s.err
 	}
-	id := req.ID
-	if id == 0 {
-		id = req.Session.ID
-	}
-	resp, err := s.sessions.KeepAlive(ctx, connect.NewRequest(&fencev1.KeepAliveRequest{
-		Session: id, Ttl: durationOrNil(req.TTL), SessionRef: refToProto(req.Session),
-	}))
+	resp, err := s.sessions.KeepAlive(ctx, connect.NewRequest(keepAliveToProto(req)))
 	if err != nil {
 		return fence.SessionGrant{}, remoteErr("keepalive", err)
 	}
@@ -317,11 +291,7 @@ func (s *Service) CloseSession(ctx context.Context, req fence.CloseSessionReques
 	if s.err != nil {
 		return fence.Released{}, s.err
 	}
-	id := req.ID
-	if id == 0 {
-		id = req.Session.ID
-	}
-	resp, err := s.sessions.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id, SessionRef: refToProto(req.Session)}))
+	resp, err := s.sessions.Close(ctx, connect.NewRequest(closeToProto(req)))
 	if err != nil {
 		return fence.Released{}, remoteErr("close session", err)
 	}

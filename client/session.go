@@ -159,7 +159,7 @@ func (s *session) ensureOpen(ctx context.Context) (uint64, error) {
 	ttl := s.ttl
 	s.mu.Unlock()
 
-	req := &fencev1.OpenSessionRequest{Ttl: durationOrNil(ttl), RequestId: newID()}
+	req := openToProto(fence.OpenSessionRequest{TTL: ttl, RequestID: newID()})
 	var resp *fencev1.OpenSessionResponse
 	var sent time.Time
 	err := s.c.withRetry(ctx, "open session", 0, func(ctx context.Context, ep *endpoint, _ int) error {

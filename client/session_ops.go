@@ -13,12 +13,12 @@ import (
 // session lives, with no keepalive of its own. A waiting acquire waits on
 // the server without holding back other calls of the stream.
 func (s *session) acquire(ctx context.Context, name string, cfg acquireConfig, ownID bool) (*Lease, error) {
-	req := &fencev1.AcquireRequest{
-		Name: name, Owner: cfg.owner, Wait: durationOrNil(cfg.wait), LockDelay: durationOrNil(cfg.lockDelay),
+	ar := cfg.req
+	ar.TTL = 0 // the lease lasts as long as the session
+	if ownID {
+		ar.RequestID = "" // not the caller's own key: the server uses (session, seq)
 	}
-	if !ownID {
-		req.RequestId = cfg.requestID // the caller's own key; else the server uses (session, seq)
-	}
+	req := acquireToProto(ar)
 	var r *fencev1.SessionReply
 	var gen uint64
 	for {

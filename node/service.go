@@ -3,11 +3,8 @@ package node
 import (
 	"context"
 	"errors"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/reqcheck"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -15,16 +12,13 @@ import (
 // it proposes (Apply) or the linearizable read it makes, and its answer is
 // made of the applied state.Result.
 //
-// It validates nothing twice: the machine validates every command as it
-// applies it, with the same fence.Invalid field names and bounds the
-// server uses (state/validate.go), and against the rules recorded in the
-// log, so a bad field given here directly costs a log entry that changes
-// nothing (the server refuses bad requests before they get here). Checked
-// here, before proposing, is only what the machine does not check in the
-// server's words (package internal/reqcheck: a SessionRef's shape, the
-// session a KeepAlive or Close must name, the ttl an open or an acquire
-// without a session must set) and the reads' arguments (Get, Read, List
-// propose nothing).
+// Every request is judged before it is proposed by its Validate, against
+// the rules recorded in the log (the largest TTL), so a bad field is
+// refused as the server and the client refuse it and costs no log entry;
+// the reads' arguments (Get, Read) are judged as names. The machine judges
+// each command again as it applies it (state/validate.go), so a command
+// in the log is refused alike on every replica. The commands are made in
+// command.go.
 //
 // Errors: a Fence refusal is returned as the machine's typed error (and
 // the value returned with it is zero but for Replayed, which reports a
@@ -67,64 +61,27 @@ func unavailable(err error) error {
 // bug, never a refusal and never unavailable.
 func errMissing(what string) error { return errors.New("node: " + what) }
 
-// checkRef checks a mutation's SessionRef as the server does (the
-// machine would refuse the same refs, in other words).
-func checkRef(ref fence.SessionRef) error {
-	return reqcheck.SessionRef(ref, "session.id", "session.ack")
-}
-
-func bind(cmd state.Command, ref fence.SessionRef) state.Command {
-	cmd.Session, cmd.Seq, cmd.Ack = ref.ID, ref.Seq, ref.Ack
-	return cmd
+// limits are the bounds requests are judged by before they are proposed:
+// the rules recorded in the log, which the machine applies them by.
+func (s nodeService) limits() fence.Limits {
+	if d := s.n.MaxTTL(); d > 0 {
+		return fence.Limits{MaxTTL: d}
+	}
+	return fence.Limits{MaxTTL: s.n.Rules().MaxTTL}
 }
 
 func (s nodeService) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.Grant, error) {
-	if err := checkRef(req.Session); err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.Grant{}, err
 	}
-	if req.Session.ID != 0 && req.TTL != 0 {
-		// As the server refuses it (reqcheck): name and owner first.
-		err := fence.ValidateName("name", req.Name)
-		if err == nil {
-			err = fence.ValidateOwner(req.Owner)
-		}
-		if err == nil {
-			err = reqcheck.AcquireTTLWithSession(req.Session.ID, req.TTL)
-		}
-		return fence.Grant{}, err
-	}
-	if req.Session.ID == 0 && req.TTL == 0 {
-		// In the server's (and the machine's) order: name and owner
-		// are judged before ttl.
-		err := fence.ValidateName("name", req.Name)
-		if err == nil {
-			err = fence.ValidateOwner(req.Owner)
-		}
-		if err == nil {
-			err = reqcheck.AcquireTTLRequired(s.n.Rules().MaxTTL)
-		}
-		return fence.Grant{}, err
-	}
-	cmd := bind(state.Command{
-		Op: state.OpAcquire, Name: req.Name, Owner: req.Owner, TTL: req.TTL, Wait: req.Wait,
-		LockDelay: req.LockDelay, RequestID: req.RequestID,
-	}, req.Session)
-	if cmd.RequestID == "" && cmd.Session != 0 && cmd.Seq != 0 {
-		// The id the machine gives it: its waiter is registered under
-		// it, so a retry of the seq (maybe on another stream while this
-		// one still waits) is answered where it waits. (Apply does the
-		// same; it is said here because the adapter owns the mapping.)
-		cmd.RequestID = state.SessionRequestID(cmd.Session, cmd.Seq)
-	}
-	return s.grant(ctx, cmd, "acquire applied without a lease")
+	return s.grant(ctx, acquireCommand(req), "acquire applied without a lease")
 }
 
 func (s nodeService) Renew(ctx context.Context, req fence.RenewRequest) (fence.Grant, error) {
-	if err := checkRef(req.Session); err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.Grant{}, err
 	}
-	cmd := bind(state.Command{Op: state.OpRenew, Name: req.Name, Token: req.Token, TTL: req.TTL}, req.Session)
-	return s.grant(ctx, cmd, "renew applied without a lease")
+	return s.grant(ctx, renewCommand(req), "renew applied without a lease")
 }
 
 func (s nodeService) grant(ctx context.Context, cmd state.Command, missing string) (fence.Grant, error) {
@@ -144,10 +101,10 @@ func (s nodeService) grant(ctx context.Context, cmd state.Command, missing strin
 }
 
 func (s nodeService) Release(ctx context.Context, req fence.ReleaseRequest) (fence.Released, error) {
-	if err := checkRef(req.Session); err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.Released{}, err
 	}
-	res, err := outcome(s.n.Apply(ctx, bind(state.Command{Op: state.OpRelease, Name: req.Name, Token: req.Token}, req.Session)))
+	res, err := outcome(s.n.Apply(ctx, releaseCommand(req)))
 	return fence.Released{Replayed: res.Replayed && (err == nil || res.Err != nil)}, err
 }
 
@@ -163,7 +120,7 @@ func (s nodeService) Get(ctx context.Context, name string) (fence.LockInfo, erro
 }
 
 func (s nodeService) List(ctx context.Context, req fence.ListRequest) (fence.LockPage, error) {
-	if err := checkList(req); err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.LockPage{}, err
 	}
 	locks, next, err := s.n.LocksPage(ctx, req.Prefix, req.After, req.Limit)
@@ -178,24 +135,24 @@ func (s nodeService) List(ctx context.Context, req fence.ListRequest) (fence.Loc
 }
 
 func (s nodeService) Write(ctx context.Context, req fence.WriteRequest) (fence.Written, error) {
-	if err := checkRef(req.Session); err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.Written{}, err
 	}
-	return s.written(ctx, bind(state.Command{Op: state.OpWrite, Name: req.Resource, Token: req.Token, Value: req.Value, OpID: req.OpID}, req.Session), "write")
+	return s.written(ctx, writeCommand(req), "write")
 }
 
 func (s nodeService) Add(ctx context.Context, req fence.AddRequest) (fence.Written, error) {
-	if err := checkRef(req.Session); err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.Written{}, err
 	}
-	return s.written(ctx, bind(state.Command{Op: state.OpAdd, Name: req.Resource, Token: req.Token, Delta: req.Delta, OpID: req.OpID}, req.Session), "add")
+	return s.written(ctx, addCommand(req), "add")
 }
 
 func (s nodeService) Delete(ctx context.Context, req fence.DeleteRequest) (fence.Written, error) {
-	if err := checkRef(req.Session); err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.Written{}, err
 	}
-	return s.written(ctx, bind(state.Command{Op: state.OpDelete, Name: req.Resource, Token: req.Token, OpID: req.OpID}, req.Session), "delete")
+	return s.written(ctx, deleteCommand(req), "delete")
 }
 
 func (s nodeService) written(ctx context.Context, cmd state.Command, op string) (fence.Written, error) {
@@ -221,41 +178,17 @@ func (s nodeService) Read(ctx context.Context, resource string) (fence.ResourceS
 }
 
 func (s nodeService) OpenSession(ctx context.Context, req fence.OpenSessionRequest) (fence.SessionGrant, error) {
-	if req.TTL == 0 {
-		return fence.SessionGrant{}, reqcheck.TTLRequired(s.n.Rules().MaxTTL)
+	if err := req.Validate(s.limits()); err != nil {
+		return fence.SessionGrant{}, err
 	}
-	cmd := state.Command{Op: state.OpSessionOpen, TTL: req.TTL, RequestID: req.RequestID}
-	return s.session(ctx, cmd, "session open applied without a session")
+	return s.session(ctx, openCommand(req), "session open applied without a session")
 }
 
 func (s nodeService) KeepAlive(ctx context.Context, req fence.KeepAliveRequest) (fence.SessionGrant, error) {
-	cmd, err := sessionCommand(state.Command{Op: state.OpSessionKeepAlive, TTL: req.TTL}, req.ID, req.Session)
-	if err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.SessionGrant{}, err
 	}
-	return s.session(ctx, cmd, "keepalive applied without a session")
-}
-
-// sessionCommand binds a keepalive or close to its session: id, or
-// ref.ID when id is 0; both set must agree.
-func sessionCommand(cmd state.Command, id uint64, ref fence.SessionRef) (state.Command, error) {
-	if id != 0 && ref.ID != 0 && id != ref.ID {
-		return cmd, fence.Invalid("session_ref.id", "0 or session ("+strconv.FormatUint(id, 10)+")", strconv.FormatUint(ref.ID, 10))
-	}
-	if id != 0 && ref.ID == 0 {
-		ref.ID = id
-	}
-	if err := reqcheck.SessionRef(ref, "session", "session_ref.ack"); err != nil {
-		return cmd, err
-	}
-	if err := reqcheck.Session(ref.ID); err != nil {
-		return cmd, err
-	}
-	cmd = bind(cmd, ref)
-	if id != 0 {
-		cmd.Session = id
-	}
-	return cmd, nil
+	return s.session(ctx, keepAliveCommand(req), "keepalive applied without a session")
 }
 
 func (s nodeService) session(ctx context.Context, cmd state.Command, missing string) (fence.SessionGrant, error) {
@@ -270,30 +203,11 @@ func (s nodeService) session(ctx context.Context, cmd state.Command, missing str
 }
 
 func (s nodeService) CloseSession(ctx context.Context, req fence.CloseSessionRequest) (fence.Released, error) {
-	cmd, err := sessionCommand(state.Command{Op: state.OpSessionClose}, req.ID, req.Session)
-	if err != nil {
+	if err := req.Validate(s.limits()); err != nil {
 		return fence.Released{}, err
 	}
-	res, err := outcome(s.n.Apply(ctx, cmd))
+	res, err := outcome(s.n.Apply(ctx, closeCommand(req)))
 	return fence.Released{Replayed: res.Replayed && (err == nil || res.Err != nil)}, err
-}
-
-// checkList checks what the machine does not (reads propose nothing): a
-// prefix may be empty, else is like a name; after is a name or ""; limit
-// is 1 or more.
-func checkList(req fence.ListRequest) error {
-	switch {
-	case len(req.Prefix) > fence.MaxNameBytes:
-		return fence.Invalid("prefix", "at most "+strconv.Itoa(fence.MaxNameBytes)+" bytes", "("+strconv.Itoa(len(req.Prefix))+" bytes)")
-	case !utf8.ValidString(req.Prefix):
-		return fence.Invalid("prefix", "valid UTF-8", "")
-	case req.Limit < 1:
-		return fence.Invalid("limit", "1 or more", strconv.Itoa(req.Limit))
-	}
-	if req.After != "" {
-		return fence.ValidateName("after", req.After)
-	}
-	return nil
 }
 
 func lockInfo(li state.LockInfo) fence.LockInfo {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
@@ -51,4 +53,69 @@ func sessionToProto(si *fence.SessionInfo) *fencev1.Session {
 		return nil
 	}
 	return &fencev1.Session{Id: si.ID, Ttl: durationpb.New(si.TTL), Remaining: durationpb.New(si.Remaining)}
+}
+
+// The wire requests as fence requests: the one place a proto request's
+// fields become a fence request's. Each also returns its wire checks
+// (validate.go), which the request's Validate judges in their fields'
+// places.
+
+func acquireRequest(m *fencev1.AcquireRequest, b binding, max time.Duration) (fence.AcquireRequest, []fence.FieldCheck) {
+	t, tc := ttl(m.GetTtl(), max)
+	if b.session != 0 && m.GetTtl() != nil {
+		tc = sessionTTL(b.session, m.GetTtl())
+	}
+	wait, wc := duration("wait", m.GetWait())
+	delay, dc := duration("lock_delay", m.GetLockDelay())
+	return fence.AcquireRequest{
+		Name: m.GetName(), Owner: m.GetOwner(), TTL: t, Wait: wait, LockDelay: delay,
+		RequestID: m.GetRequestId(), Session: b.ref(),
+	}, wire(tc, wc, dc)
+}
+
+func renewRequest(m *fencev1.RenewRequest, b binding, max time.Duration) (fence.RenewRequest, []fence.FieldCheck) {
+	t, tc := ttl(m.GetTtl(), max)
+	return fence.RenewRequest{Name: m.GetName(), Token: fence.Token(m.GetToken()), TTL: t, Session: b.ref()}, wire(tc)
+}
+
+func releaseRequest(m *fencev1.ReleaseRequest, b binding) (fence.ReleaseRequest, []fence.FieldCheck) {
+	return fence.ReleaseRequest{Name: m.GetName(), Token: fence.Token(m.GetToken()), Session: b.ref()}, wire()
+}
+
+// writeRequest takes the value writeValue read.
+func writeRequest(m *fencev1.WriteRequest, value []byte, b binding) (fence.WriteRequest, []fence.FieldCheck) {
+	return fence.WriteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Value: value, OpID: m.GetOpId(), Session: b.ref()}, wire()
+}
+
+func addRequest(m *fencev1.AddRequest, b binding) (fence.AddRequest, []fence.FieldCheck) {
+	return fence.AddRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Delta: m.GetDelta(), OpID: m.GetOpId(), Session: b.ref()}, wire()
+}
+
+func deleteRequest(m *fencev1.DeleteRequest, b binding) (fence.DeleteRequest, []fence.FieldCheck) {
+	return fence.DeleteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), OpID: m.GetOpId(), Session: b.ref()}, wire()
+}
+
+func openRequest(m *fencev1.OpenSessionRequest, max time.Duration) (fence.OpenSessionRequest, []fence.FieldCheck) {
+	t, tc := ttl(m.GetTtl(), max)
+	return fence.OpenSessionRequest{TTL: t, RequestID: m.GetRequestId()}, wire(tc)
+}
+
+// keepAliveRequest is a keepalive of the session b binds it to (the
+// request's, or on a stream the stream's).
+func keepAliveRequest(m *fencev1.KeepAliveRequest, b binding, max time.Duration) (fence.KeepAliveRequest, []fence.FieldCheck) {
+	t, tc := ttl(m.GetTtl(), max)
+	return fence.KeepAliveRequest{ID: b.session, TTL: t, Session: b.ref()}, wire(tc)
+}
+
+func closeRequest(b binding) (fence.CloseSessionRequest, []fence.FieldCheck) {
+	return fence.CloseSessionRequest{ID: b.session, Session: b.ref()}, wire()
+}
+
+// listRequest reads page_size (0: DefaultPageSize) and page_token, each
+// judged in the place of the limit and the after it sets.
+func listRequest(m *fencev1.ListRequest) (fence.ListRequest, []fence.FieldCheck) {
+	size, serr := pageSize(m.GetPageSize())
+	after, terr := decodePageToken(m.GetPageToken())
+	return fence.ListRequest{Prefix: m.GetPrefix(), After: after, Limit: size},
+		[]fence.FieldCheck{{Field: "limit", Err: serr}, {Field: "after", Err: terr}}
 }

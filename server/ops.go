@@ -9,7 +9,6 @@ import (
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/reqcheck"
 )
 
 // The operations of the API, each as the validated fence request its
@@ -17,8 +16,10 @@ import (
 // makes the proto reply of its answer. The unary handlers
 // (lock_service.go, resource_service.go, session_service.go) and
 // SessionService.Stream (stream.go) share them, so a request is checked
-// the same way whichever path it takes: every field is validated here,
-// before the Service is called, and a bad one is an *fence.InvalidError
+// the same way whichever path it takes: each proto request becomes its
+// fence request (convert.go) and is judged by its Validate, with the
+// checks only the wire can make (validate.go) in their fields' places,
+// before the Service is called; a bad field is an *fence.InvalidError
 // naming the proto field and its bound. The Service (the local node, or
 // the leader forwarder) is never asked to judge a request the server can
 // refuse.
@@ -46,7 +47,7 @@ func refBinding(ref *fencev1.SessionRef) (binding, error) {
 // checkBinding: seq or ack without a session, or ack past seq, is refused
 // naming sessionField or ackField.
 func checkBinding(b binding, sessionField, ackField string) error {
-	return reqcheck.SessionRef(b.ref(), sessionField, ackField)
+	return b.ref().CheckAs(sessionField, ackField)
 }
 
 // sessionRefBinding binds a unary KeepAlive or Close to its session, with
@@ -78,28 +79,13 @@ func mutation[Res any](s *Server, timed bool, do call[Res]) call[Res] {
 	}
 }
 
-// acquireCall checks an acquire. A session-bound acquire must leave ttl
-// absent (the lease lasts as long as its session; a ttl given is refused,
-// as Renew refuses it); a standalone one must set it.
+// acquireCall checks an acquire (fence.AcquireRequest.Validate, with the
+// wire's checks: a session-bound acquire that gives a ttl is refused
+// however the ttl is written).
 func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1.AcquireResponse], error) {
-	ttl, terr := optionalTTL(m.GetTtl(), s.maxTTL())
-	if b.session == 0 && m.GetTtl() == nil {
-		terr = reqcheck.AcquireTTLRequired(s.maxTTL())
-	}
-	if b.session != 0 && m.GetTtl() != nil {
-		// Refused, as Renew refuses it: a session-bound lease lasts as
-		// long as its session, so a ttl would be silently ignored.
-		terr = reqcheck.AcquireTTLWithSession(b.session, m.GetTtl().AsDuration())
-	}
-	wait, werr := optionalDuration("wait", m.GetWait(), fence.MaxWait)
-	delay, derr := optionalDuration("lock_delay", m.GetLockDelay(), fence.MaxLockDelay)
-	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateOwner(m.GetOwner()), terr, werr, derr,
-		fence.ValidateID("request_id", m.GetRequestId())); err != nil {
+	req, wire := acquireRequest(m, b, s.maxTTL())
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
-	}
-	req := fence.AcquireRequest{
-		Name: m.GetName(), Owner: m.GetOwner(), TTL: ttl, Wait: wait, LockDelay: delay,
-		RequestID: m.GetRequestId(), Session: b.ref(),
 	}
 	// A waiting acquire is not timed: its wait is not the apply's.
 	return mutation(s, req.Wait == 0, func(ctx context.Context) (*fencev1.AcquireResponse, bool, error) {
@@ -120,11 +106,10 @@ func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1
 }
 
 func (s *Server) renewCall(m *fencev1.RenewRequest, b binding) (call[fencev1.RenewResponse], error) {
-	ttl, terr := optionalTTL(m.GetTtl(), s.maxTTL())
-	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateToken(fence.Token(m.GetToken())), terr); err != nil {
+	req, wire := renewRequest(m, b, s.maxTTL())
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.RenewRequest{Name: m.GetName(), Token: fence.Token(m.GetToken()), TTL: ttl, Session: b.ref()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.RenewResponse, bool, error) {
 		g, err := s.svc.Renew(ctx, req)
 		if err != nil {
@@ -135,10 +120,10 @@ func (s *Server) renewCall(m *fencev1.RenewRequest, b binding) (call[fencev1.Ren
 }
 
 func (s *Server) releaseCall(m *fencev1.ReleaseRequest, b binding) (call[fencev1.ReleaseResponse], error) {
-	if err := firstErr(fence.ValidateName("name", m.GetName()), fence.ValidateToken(fence.Token(m.GetToken()))); err != nil {
+	req, wire := releaseRequest(m, b)
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.ReleaseRequest{Name: m.GetName(), Token: fence.Token(m.GetToken()), Session: b.ref()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.ReleaseResponse, bool, error) {
 		r, err := s.svc.Release(ctx, req)
 		if err != nil {
@@ -153,11 +138,10 @@ func (s *Server) writeCall(m *fencev1.WriteRequest, b binding) (call[fencev1.Wri
 	if err != nil {
 		return nil, err
 	}
-	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
-		fence.ValidateValue(value), fence.ValidateID("op_id", m.GetOpId())); err != nil {
+	req, wire := writeRequest(m, value, b)
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.WriteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Value: value, OpID: m.GetOpId(), Session: b.ref()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.WriteResponse, bool, error) {
 		w, err := s.svc.Write(ctx, req)
 		if err != nil {
@@ -168,11 +152,10 @@ func (s *Server) writeCall(m *fencev1.WriteRequest, b binding) (call[fencev1.Wri
 }
 
 func (s *Server) addCall(m *fencev1.AddRequest, b binding) (call[fencev1.AddResponse], error) {
-	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
-		fence.ValidateID("op_id", m.GetOpId())); err != nil {
+	req, wire := addRequest(m, b)
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.AddRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Delta: m.GetDelta(), OpID: m.GetOpId(), Session: b.ref()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.AddResponse, bool, error) {
 		w, err := s.svc.Add(ctx, req)
 		if err != nil {
@@ -183,11 +166,10 @@ func (s *Server) addCall(m *fencev1.AddRequest, b binding) (call[fencev1.AddResp
 }
 
 func (s *Server) deleteCall(m *fencev1.DeleteRequest, b binding) (call[fencev1.DeleteResponse], error) {
-	if err := firstErr(fence.ValidateName("resource", m.GetResource()), fence.ValidateToken(fence.Token(m.GetToken())),
-		fence.ValidateID("op_id", m.GetOpId())); err != nil {
+	req, wire := deleteRequest(m, b)
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.DeleteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), OpID: m.GetOpId(), Session: b.ref()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.DeleteResponse, bool, error) {
 		w, err := s.svc.Delete(ctx, req)
 		if err != nil {
@@ -197,14 +179,12 @@ func (s *Server) deleteCall(m *fencev1.DeleteRequest, b binding) (call[fencev1.D
 	}), nil
 }
 
-// openCall checks an open: ttl in [fence.MinTTL, the largest TTL],
-// request_id like any id.
+// openCall checks an open: ttl required.
 func (s *Server) openCall(m *fencev1.OpenSessionRequest) (call[fencev1.OpenSessionResponse], error) {
-	ttl, terr := requiredTTL(m.GetTtl(), s.maxTTL())
-	if err := firstErr(terr, fence.ValidateID("request_id", m.GetRequestId())); err != nil {
+	req, wire := openRequest(m, s.maxTTL())
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.OpenSessionRequest{TTL: ttl, RequestID: m.GetRequestId()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.OpenSessionResponse, bool, error) {
 		g, err := s.svc.OpenSession(ctx, req)
 		if err != nil {
@@ -217,11 +197,10 @@ func (s *Server) openCall(m *fencev1.OpenSessionRequest) (call[fencev1.OpenSessi
 // keepAliveCall checks a keepalive of session (the request's, or on a
 // stream the stream's): ttl absent keeps the session's TTL.
 func (s *Server) keepAliveCall(m *fencev1.KeepAliveRequest, b binding) (call[fencev1.KeepAliveResponse], error) {
-	ttl, terr := optionalTTL(m.GetTtl(), s.maxTTL())
-	if err := firstErr(requireSession(b.session), terr); err != nil {
+	req, wire := keepAliveRequest(m, b, s.maxTTL())
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.KeepAliveRequest{ID: b.session, TTL: ttl, Session: b.ref()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.KeepAliveResponse, bool, error) {
 		g, err := s.svc.KeepAlive(ctx, req)
 		if err != nil {
@@ -232,10 +211,10 @@ func (s *Server) keepAliveCall(m *fencev1.KeepAliveRequest, b binding) (call[fen
 }
 
 func (s *Server) closeCall(b binding) (call[fencev1.CloseSessionResponse], error) {
-	if err := requireSession(b.session); err != nil {
+	req, wire := closeRequest(b)
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.CloseSessionRequest{ID: b.session, Session: b.ref()}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.CloseSessionResponse, bool, error) {
 		r, err := s.svc.CloseSession(ctx, req)
 		if err != nil {
@@ -244,9 +223,6 @@ func (s *Server) closeCall(b binding) (call[fencev1.CloseSessionResponse], error
 		return &fencev1.CloseSessionResponse{Replayed: r.Replayed}, r.Replayed, nil
 	}), nil
 }
-
-// requireSession refuses session 0.
-func requireSession(id uint64) error { return reqcheck.Session(id) }
 
 // The reads: linearizable, nothing proposed; seq and ack mean nothing to
 // them.
@@ -278,12 +254,10 @@ func (s *Server) readCall(resource string) (call[fencev1.ReadResponse], error) {
 }
 
 func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], error) {
-	size, serr := pageSize(m.GetPageSize())
-	after, terr := decodePageToken(m.GetPageToken())
-	if err := firstErr(validatePrefix(m.GetPrefix()), serr, terr); err != nil {
+	req, wire := listRequest(m)
+	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	req := fence.ListRequest{Prefix: m.GetPrefix(), After: after, Limit: size}
 	return func(ctx context.Context) (*fencev1.ListResponse, bool, error) {
 		page, err := s.svc.List(ctx, req)
 		if err != nil {
@@ -322,6 +296,10 @@ func withRef[Res any](ref *fencev1.SessionRef, build func(binding) (call[Res], e
 	}
 	return build(b)
 }
+
+// limits are the bounds requests are judged by: the largest TTL, as
+// maxTTL.
+func (s *Server) limits() fence.Limits { return fence.Limits{MaxTTL: s.maxTTL()} }
 
 // maxTTL is the largest TTL the rules recorded in the log allow, which is
 // what the leader's state machine judges by. The server's own --max-ttl only

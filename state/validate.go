@@ -6,8 +6,12 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// Validation of each command's fields, in a fixed order so the first bad
-// field is the one reported. A refused command changes nothing.
+// Validation of each command's fields as it is applied, in a fixed order
+// so the first bad field is the one reported. A refused command changes
+// nothing. Requests are judged before they are proposed (their fence
+// Validate, in the node); this is the check the log needs: a command in
+// the log is applied or refused by these rules, the same way on every
+// replica and at every replay (R1), whoever proposed it.
 
 func (m *impl) validateAcquire(c Command) error {
 	var ttl error
