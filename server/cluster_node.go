@@ -63,7 +63,7 @@ func (cp *clusterParts) service(cfg Config, n *node.Node) (fence.Service, error)
 	case cfg.Service != nil:
 		return cfg.Service(n)
 	case cp.mux != nil:
-		cp.fwd = cluster.NewForwarder(n.Service(), n, cp.mux.DialAPI)
+		cp.fwd = cluster.NewForwarder(n.Service(), n, cp.mux.DialAPI, leaderService)
 		return cp.fwd, nil
 	}
 	return n.Service(), nil
