@@ -26,7 +26,7 @@ type clusterParts struct {
 	fwd     *cluster.Forwarder // nil alone
 	members *cluster.Membership
 	peers   *clusterPeers // other nodes' ClusterService, for members
-	served  chan error // the raft port's API Serve result (cluster mode)
+	served  chan error    // the raft port's API Serve result (cluster mode)
 
 	joinCancel  context.CancelFunc // ends a join under way (close)
 	watchCancel context.CancelFunc // ends WatchFresh (close)
