@@ -33,8 +33,8 @@ import (
 //     implementation answered: a forwarded call returns exactly what the
 //     leader returned. The value returned with an error is zero, except
 //     that its Replayed field may report a refusal that is the saved result
-//     of a retried session Seq (the local node reports it; over unary
-//     calls the wire does not carry it, so a remote answer leaves it false).
+//     of a retried session Seq (every implementation reports it; the wire
+//     carries it as ErrorDetail.replayed).
 //   - An error that is not a refusal means the outcome is unknown (the node
 //     lost leadership, the connection broke, the context ended after the
 //     request was sent): the caller retries with the same RequestID, OpID

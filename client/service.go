@@ -33,8 +33,11 @@ import (
 //     server answered Unavailable or anything that is not a refusal, ctx
 //     ended) wraps fence.ErrUnavailable: the outcome is unknown, and the
 //     caller retries with the same RequestID, OpID or session Seq.
-//
-// What the unary API does not carry is lost on the way (see NewService).
+//   - every field of an answer is carried, so a call answered through
+//     Service returns what the server's own Service returned: a
+//     session-bound Renew's Grant.Session, SessionInfo.Leases, and the
+//     Replayed of a refusal (the saved refusal of a retried session seq,
+//     ErrorDetail.replayed).
 type Service struct {
 	url   string
 	err   error // the URL did not parse: every call fails with it
@@ -56,11 +59,6 @@ var _ fence.Service = (*Service)(nil)
 // (a node's forwarded calls), WithProtocol chooses the wire protocol. Other
 // options do not apply. A url that is not one http(s) URL makes every call
 // fail with a *fence.InvalidError for field "url".
-//
-// Not carried by the unary API, so not returned by the remote:
-// Grant.Session of a session-bound Renew (nil), SessionInfo.Leases (0), and
-// Replayed of a refusal (a retried seq's saved refusal comes back as the
-// refusal, without the mark).
 func NewService(url string, opts ...Option) fence.Service {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -143,7 +141,8 @@ func (s *Service) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.
 	}
 	resp, err := s.locks.Acquire(ctx, connect.NewRequest(acquireToProto(req)))
 	if err != nil {
-		return fence.Grant{}, remoteErr("acquire", err)
+		err = remoteErr("acquire", err)
+		return fence.Grant{Replayed: apierr.IsReplayed(err)}, err
 	}
 	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease()), Replayed: resp.Msg.GetReplayed()}, nil
 }
@@ -155,9 +154,10 @@ func (s *Service) Renew(ctx context.Context, req fence.RenewRequest) (fence.Gran
 	}
 	resp, err := s.locks.Renew(ctx, connect.NewRequest(renewToProto(req)))
 	if err != nil {
-		return fence.Grant{}, remoteErr("renew", err)
+		err = remoteErr("renew", err)
+		return fence.Grant{Replayed: apierr.IsReplayed(err)}, err
 	}
-	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease()), Replayed: resp.Msg.GetReplayed()}, nil
+	return fence.Grant{Lease: leaseFromProto(resp.Msg.GetLease()), Replayed: resp.Msg.GetReplayed(), Session: sessionPtrFromProto(resp.Msg.GetSession())}, nil
 }
 
 // Release implements fence.Service.
@@ -167,7 +167,8 @@ func (s *Service) Release(ctx context.Context, req fence.ReleaseRequest) (fence.
 	}
 	resp, err := s.locks.Release(ctx, connect.NewRequest(releaseToProto(req)))
 	if err != nil {
-		return fence.Released{}, remoteErr("release", err)
+		err = remoteErr("release", err)
+		return fence.Released{Replayed: apierr.IsReplayed(err)}, err
 	}
 	return fence.Released{Replayed: resp.Msg.GetReplayed()}, nil
 }
@@ -221,7 +222,8 @@ func (s *Service) Write(ctx context.Context, req fence.WriteRequest) (fence.Writ
 	}
 	resp, err := s.resources.Write(ctx, connect.NewRequest(writeToProto(req)))
 	if err != nil {
-		return fence.Written{}, remoteErr("write", err)
+		err = remoteErr("write", err)
+		return fence.Written{Replayed: apierr.IsReplayed(err)}, err
 	}
 	return fence.Written{State: stateFromProto(resp.Msg.GetState()), Replayed: resp.Msg.GetReplayed()}, nil
 }
@@ -233,7 +235,8 @@ func (s *Service) Add(ctx context.Context, req fence.AddRequest) (fence.Written,
 	}
 	resp, err := s.resources.Add(ctx, connect.NewRequest(addToProto(req)))
 	if err != nil {
-		return fence.Written{}, remoteErr("add", err)
+		err = remoteErr("add", err)
+		return fence.Written{Replayed: apierr.IsReplayed(err)}, err
 	}
 	return fence.Written{State: stateFromProto(resp.Msg.GetState()), Value: resp.Msg.GetValue(), Replayed: resp.Msg.GetReplayed()}, nil
 }
@@ -245,7 +248,8 @@ func (s *Service) Delete(ctx context.Context, req fence.DeleteRequest) (fence.Wr
 	}
 	resp, err := s.resources.Delete(ctx, connect.NewRequest(deleteToProto(req)))
 	if err != nil {
-		return fence.Written{}, remoteErr("delete", err)
+		err = remoteErr("delete", err)
+		return fence.Written{Replayed: apierr.IsReplayed(err)}, err
 	}
 	return fence.Written{State: stateFromProto(resp.Msg.GetState()), Replayed: resp.Msg.GetReplayed()}, nil
 }
@@ -269,7 +273,8 @@ func (s *Service) OpenSession(ctx context.Context, req fence.OpenSessionRequest)
 	}
 	resp, err := s.sessions.Open(ctx, connect.NewRequest(openToProto(req)))
 	if err != nil {
-		return fence.SessionGrant{}, remoteErr("open session", err)
+		err = remoteErr("open session", err)
+		return fence.SessionGrant{Replayed: apierr.IsReplayed(err)}, err
 	}
 	return fence.SessionGrant{Session: sessionFromProto(resp.Msg.GetSession()), Replayed: resp.Msg.GetReplayed()}, nil
 }
@@ -281,7 +286,8 @@ func (s *Service) KeepAlive(ctx context.Context, req fence.KeepAliveRequest) (fe
 	}
 	resp, err := s.sessions.KeepAlive(ctx, connect.NewRequest(keepAliveToProto(req)))
 	if err != nil {
-		return fence.SessionGrant{}, remoteErr("keepalive", err)
+		err = remoteErr("keepalive", err)
+		return fence.SessionGrant{Replayed: apierr.IsReplayed(err)}, err
 	}
 	return fence.SessionGrant{Session: sessionFromProto(resp.Msg.GetSession()), Replayed: resp.Msg.GetReplayed()}, nil
 }
@@ -293,7 +299,8 @@ func (s *Service) CloseSession(ctx context.Context, req fence.CloseSessionReques
 	}
 	resp, err := s.sessions.Close(ctx, connect.NewRequest(closeToProto(req)))
 	if err != nil {
-		return fence.Released{}, remoteErr("close session", err)
+		err = remoteErr("close session", err)
+		return fence.Released{Replayed: apierr.IsReplayed(err)}, err
 	}
 	return fence.Released{Replayed: resp.Msg.GetReplayed()}, nil
 }
@@ -306,5 +313,18 @@ func stateFromProto(p *fencev1.ResourceState) fence.ResourceState {
 }
 
 func sessionFromProto(p *fencev1.Session) fence.SessionInfo {
-	return fence.SessionInfo{ID: p.GetId(), TTL: p.GetTtl().AsDuration(), Remaining: p.GetRemaining().AsDuration()}
+	return fence.SessionInfo{
+		ID: p.GetId(), TTL: p.GetTtl().AsDuration(), Remaining: p.GetRemaining().AsDuration(),
+		Leases: int(min(p.GetLeases(), math.MaxInt32)),
+	}
+}
+
+// sessionPtrFromProto is sessionFromProto of a session that may be absent
+// (nil).
+func sessionPtrFromProto(p *fencev1.Session) *fence.SessionInfo {
+	if p == nil {
+		return nil
+	}
+	si := sessionFromProto(p)
+	return &si
 }

@@ -4,6 +4,19 @@
 // one another over the raft port, and the leader forwarder (Forwarder) that
 // serves fence.Service on any node by sending calls to the leader.
 //
+// # Types, and the wire given as functions
+//
+// The package speaks domain types: fence.Service for the API, and its own
+// NodeStatus, Member, MemberList and AddMemberRequest for membership. It
+// imports neither the API's generated code nor a client of it: what
+// crosses the wire is given to it as functions by the package that serves
+// the API — a RemoteFunc that makes the leader's remote fence.Service
+// (client.NewService), a PeerFunc and a JoinFunc that make another node's
+// membership API (Peer). A forwarded call returns exactly what the leader
+// answered, every field of it (the conformance table checks a follower's
+// answers against the leader's, field by field). A peer's refusal that no
+// retry changes is a *RefusedError.
+//
 // # Membership
 //
 // A cluster's members are raft's configuration: voters (and non-voters,

@@ -46,3 +46,15 @@ func (e *ConflictError) Error() string {
 // ErrLastVoter refuses to remove the only voter: a configuration without
 // voters can never elect a leader again.
 var ErrLastVoter = errors.New("cluster: it is the last voter: a cluster without voters can never elect a leader again")
+
+// RefusedError is another node's refusal that no retry changes: an
+// invalid id or address, a conflict, a node that runs alone. Err is the
+// node's answer, as its Peer returned it.
+type RefusedError struct {
+	Err error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RefusedError) Unwrap() error { return e.Err }

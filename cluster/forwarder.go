@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/node"
 )
 
@@ -37,6 +36,15 @@ type Leadership interface {
 // address is raftAddr (raftstore's Mux.DialAPI).
 type DialFunc func(ctx context.Context, raftAddr string) (net.Conn, error)
 
+// RemoteFunc returns the remote fence.Service of the node whose API is at
+// url ("http://" and its raft address), whose connections dial opens (it
+// ignores network and addr: the connection goes to that node), and every
+// request of which carries the header ForwardedHeader: 1. The Service must
+// return every field the remote node's Service answered (client.NewService
+// with client.WithDialer and client.WithHeader is one); if it is an
+// io.Closer, the Forwarder closes it when the leader changes.
+type RemoteFunc func(url string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) fence.Service
+
 // DialTimeout bounds the forwarder's connection attempt to the leader's
 // raft port (the connection and its header byte); on a LAN it takes a
 // millisecond.
@@ -44,8 +52,8 @@ const DialTimeout = 2 * time.Second
 
 // Forwarder is the fence.Service a node's server serves: the local node's
 // own Service while the node leads and is in office, otherwise the remote
-// Service (client.NewService) of the current leader, reached through the
-// leader's raft port. Clients may therefore call any node; reads go to the
+// Service (RemoteFunc) of the current leader, reached through the leader's
+// raft port: it answers what the leader answered, every field of it. Clients may therefore call any node; reads go to the
 // leader too (a follower never answers from its own state).
 //
 // What may be sent where:
@@ -63,9 +71,10 @@ const DialTimeout = 2 * time.Second
 // The remote Service of one leader is kept, with its connections, until the
 // leader changes. A Forwarder is safe for concurrent use.
 type Forwarder struct {
-	local fence.Service
-	node  Leadership
-	dial  DialFunc
+	local     fence.Service
+	node      Leadership
+	dial      DialFunc
+	newRemote RemoteFunc
 
 	mu     sync.Mutex
 	addr   string        // the raft address remote calls
@@ -75,9 +84,10 @@ type Forwarder struct {
 var _ fence.Service = (*Forwarder)(nil)
 
 // NewForwarder returns the Forwarder of the node n, whose own Service is
-// local, reaching other nodes' APIs with dial.
-func NewForwarder(local fence.Service, n Leadership, dial DialFunc) *Forwarder {
-	return &Forwarder{local: local, node: n, dial: dial}
+// local, reaching other nodes' APIs with dial through the Services remote
+// makes.
+func NewForwarder(local fence.Service, n Leadership, dial DialFunc, remote RemoteFunc) *Forwarder {
+	return &Forwarder{local: local, node: n, dial: dial, newRemote: remote}
 }
 
 // Close closes the idle connections to the leader.
@@ -157,16 +167,14 @@ func (f *Forwarder) remoteFor(addr string) fence.Service {
 	}
 	old := f.remote
 	f.addr = addr
-	f.remote = client.NewService("http://"+addr,
-		client.WithDialer(func(ctx context.Context, _, _ string) (net.Conn, error) {
-			// A leader cut off by the network drops the connection
-			// attempt without an answer: give up while the client's
-			// attempt still has time to go to another node.
-			ctx, cancel := context.WithTimeout(ctx, DialTimeout)
-			defer cancel()
-			return f.dial(ctx, addr)
-		}),
-		client.WithHeader(ForwardedHeader, "1"))
+	f.remote = f.newRemote(peerURL(addr), func(ctx context.Context, _, _ string) (net.Conn, error) {
+		// A leader cut off by the network drops the connection attempt
+		// without an answer: give up while the client's attempt still has
+		// time to go to another node.
+		ctx, cancel := context.WithTimeout(ctx, DialTimeout)
+		defer cancel()
+		return f.dial(ctx, addr)
+	})
 	go closeService(old) // calls in flight on it finish; its idle connections go
 	return f.remote
 }

@@ -103,7 +103,7 @@ func TestForwarderResendsOnlyWhatWasNotProposed(t *testing.T) {
 	unknown := fmt.Errorf("%w (%w)", node.ErrUnknownOutcome, fence.ErrUnavailable)
 
 	local := &refusingService{err: notLeader}
-	f := cluster.NewForwarder(local, &scriptedNode{leading: []bool{true}, addr: addr}, dial)
+	f := cluster.NewForwarder(local, &scriptedNode{leading: []bool{true}, addr: addr}, dial, remoteService)
 	defer f.Close()
 	g, err := f.Acquire(ctx, fence.AcquireRequest{Name: "resent", Owner: "o", TTL: 10 * time.Second, RequestID: "r"})
 	if err != nil || g.Lease.Token == 0 {
@@ -123,7 +123,7 @@ func TestForwarderResendsOnlyWhatWasNotProposed(t *testing.T) {
 	} {
 		local := &refusingService{err: tc.err}
 		dials.Store(0)
-		f := cluster.NewForwarder(local, &scriptedNode{leading: []bool{true}, addr: addr}, dial)
+		f := cluster.NewForwarder(local, &scriptedNode{leading: []bool{true}, addr: addr}, dial, remoteService)
 		cctx := ctx
 		if tc.forwarded {
 			cctx = cluster.WithForwarded(ctx)
@@ -149,7 +149,7 @@ func TestForwarderRoutes(t *testing.T) {
 	addr, dial, dials := leaderServer(t)
 	local := &refusingService{err: errors.New("the local node must not be called")}
 
-	f := cluster.NewForwarder(local, &scriptedNode{addr: addr}, dial)
+	f := cluster.NewForwarder(local, &scriptedNode{addr: addr}, dial, remoteService)
 	defer f.Close()
 	if _, err := f.Acquire(ctx, fence.AcquireRequest{Name: "routed", Owner: "o", TTL: 10 * time.Second}); err != nil {
 		t.Fatalf("acquire through the leader: %v", err)
@@ -174,7 +174,7 @@ func TestForwarderRoutes(t *testing.T) {
 		{"forwarded to a follower", &scriptedNode{addr: addr}, cluster.WithForwarded(ctx), cluster.ErrNoHop},
 		{"elected, not in office", selfLeader{}, ctx, node.ErrNotLeader},
 	} {
-		_, err := cluster.NewForwarder(local, tc.n, dial).Get(tc.ctx, "routed")
+		_, err := cluster.NewForwarder(local, tc.n, dial, remoteService).Get(tc.ctx, "routed")
 		if !errors.Is(err, tc.want) || !errors.Is(err, fence.ErrUnavailable) || !errors.Is(err, node.ErrNotLeader) {
 			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
 		}
@@ -205,7 +205,7 @@ func TestForwarderDialGivesUp(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	f := cluster.NewForwarder(&refusingService{}, &scriptedNode{addr: "10.255.255.1:7421"}, silent)
+	f := cluster.NewForwarder(&refusingService{}, &scriptedNode{addr: "10.255.255.1:7421"}, silent, remoteService)
 	defer f.Close()
 	_, err := f.Get(ctx, "x")
 	if !errors.Is(err, fence.ErrUnavailable) || ctx.Err() != nil {

@@ -10,11 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/fenceworks/fence"
-	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/node"
 )
 
@@ -60,6 +56,9 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 	if len(urls) == 0 {
 		return errors.New("join: no URL to ask")
 	}
+	if m.joinPeer == nil {
+		return errors.New("join: no Config.Join to ask other nodes with")
+	}
 	id := m.node.ID()
 	m.expectAdd.Store(true)
 	member := m.member(ctx)
@@ -73,19 +72,19 @@ func (m *Membership) Join(ctx context.Context, urls []string) error {
 	// Such a node does not take finding itself in the configuration for
 	// being added either — the leader reaches a lost voter's address by
 	// itself — it asks until the leader answers.
-	req := &fencev1.AddMemberRequest{Id: id, RaftAddr: m.addr, Fresh: fresh, JoinId: rand.Text()}
+	req := AddMemberRequest{ID: id, RaftAddr: m.addr, Fresh: fresh, JoinID: rand.Text()}
 	last := make(map[string]error, len(urls))
 	backoff := joinBackoffMin
 	for round := 1; ; round++ {
 		for _, u := range urls {
 			actx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
-			_, err := fencev1connect.NewClusterServiceClient(m.joinClient, u).AddMember(actx, connect.NewRequest(req))
+			err := m.joinPeer(u).AddMember(actx, req)
 			cancel()
 			if err == nil {
 				m.log.Info("join: added as a voter", "id", id, "raft_addr", m.addr, "via", u, "rounds", round)
 				return nil
 			}
-			if code := connect.CodeOf(err); code == connect.CodeInvalidArgument || code == connect.CodeFailedPrecondition {
+			if errors.As(err, new(*RefusedError)) {
 				return fmt.Errorf("join: %s refused to add %s at %s: %w", u, id, m.addr, err)
 			}
 			last[u] = err

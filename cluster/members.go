@@ -5,19 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	"github.com/fenceworks/fence"
-	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/buildinfo"
 	"github.com/fenceworks/fence/node"
 )
@@ -50,9 +44,9 @@ const (
 // from a follower), its own status. Methods are safe for concurrent use.
 type Membership struct {
 	node          *node.Node
-	addr          string       // this node's advertised raft address; "" alone
-	peers         *http.Client // calls to other nodes by raft address; nil alone
-	joinClient    *http.Client // calls to --join URLs (client ports)
+	addr          string   // this node's advertised raft address; "" alone
+	peer          PeerFunc // calls to other nodes by raft address; nil alone
+	joinPeer      JoinFunc // calls to --join URLs (client ports)
 	statusTimeout time.Duration
 	log           *slog.Logger
 
@@ -67,12 +61,12 @@ type Config struct {
 	// RaftAddr is this node's advertised raft address (raftstore.Mux.Addr).
 	// Empty: a single node (no --raft-addr), which cannot change membership.
 	RaftAddr string
-	// Dial reaches another node's API by its raft address
-	// (raftstore.Mux.DialAPI). Required with RaftAddr.
-	Dial DialFunc
-	// JoinClient makes Join's calls to the --join URLs (other nodes' client
-	// ports); default a plain HTTP client.
-	JoinClient *http.Client
+	// Peer calls another node's membership API by its raft address.
+	// Required with RaftAddr.
+	Peer PeerFunc
+	// Join calls the membership API of a --join URL (another node's client
+	// port). Required for Membership.Join.
+	Join JoinFunc
 	// StatusTimeout bounds the wait for each member's NodeStatus in
 	// Members; default DefaultStatusTimeout.
 	StatusTimeout time.Duration
@@ -82,12 +76,9 @@ type Config struct {
 
 // NewMembership returns the membership API of node n.
 func NewMembership(n *node.Node, cfg Config) *Membership {
-	m := &Membership{node: n, addr: cfg.RaftAddr, joinClient: cfg.JoinClient, statusTimeout: cfg.StatusTimeout, log: cfg.Logger, fresh: map[string]freshJoin{}}
+	m := &Membership{node: n, addr: cfg.RaftAddr, joinPeer: cfg.Join, statusTimeout: cfg.StatusTimeout, log: cfg.Logger, fresh: map[string]freshJoin{}}
 	if cfg.RaftAddr != "" {
-		m.peers = PeerHTTPClient(cfg.Dial)
-	}
-	if m.joinClient == nil {
-		m.joinClient = &http.Client{}
+		m.peer = cfg.Peer
 	}
 	if m.statusTimeout <= 0 {
 		m.statusTimeout = DefaultStatusTimeout
@@ -98,35 +89,27 @@ func NewMembership(n *node.Node, cfg Config) *Membership {
 	return m
 }
 
-// Close closes idle connections to other nodes.
-func (m *Membership) Close() {
-	if m.peers != nil {
-		m.peers.CloseIdleConnections()
-	}
-	m.joinClient.CloseIdleConnections()
-}
-
-func (m *Membership) single() bool { return m.peers == nil }
+func (m *Membership) single() bool { return m.peer == nil }
 
 // NodeStatus is this node's view of itself: role, the leader it knows,
 // indexes, readiness. adding: the caller is a leader about to add this
 // node (see WatchFresh).
-func (m *Membership) NodeStatus(adding bool) *fencev1.NodeStatusResponse {
+func (m *Membership) NodeStatus(adding bool) NodeStatus {
 	if adding {
 		m.expectAdd.Store(true)
 	}
 	st := m.node.Status()
-	r := &fencev1.NodeStatusResponse{
-		Id: st.ID, RaftAddr: m.addr, Role: strings.ToLower(st.Role),
-		LeaderId: st.LeaderID, LeaderAddr: st.LeaderAddr, Term: st.Term,
+	r := NodeStatus{
+		ID: st.ID, RaftAddr: m.addr, Role: strings.ToLower(st.Role),
+		LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastToken: uint64(st.LastToken),
 		Ready:     m.node.Ready(),
-		ClusterId: st.ClusterID,
+		ClusterID: st.ClusterID,
 		Sessions:  uint64(max(st.Sessions, 0)), LeasesHeld: uint64(max(m.node.HeldLeases(), 0)),
 		Waiters: uint64(max(st.Waiters, 0)), Queued: uint64(max(st.Queued, 0)),
-		Slack:     durationpb.New(st.Slack),
+		Slack:     st.Slack,
 		Resources: uint64(max(st.Resources, 0)), ResourceBytes: uint64(max(st.ResourceBytes, 0)),
-		OldestIdAge: durationpb.New(st.OldestIDAge),
+		OldestIDAge: st.OldestIDAge,
 		Version:     buildinfo.Version(),
 	}
 	// The leader clock in office; else the server time of the last
@@ -135,7 +118,7 @@ func (m *Membership) NodeStatus(adding bool) *fencev1.NodeStatusResponse {
 	if !st.InOffice {
 		serverTime = st.StateTime
 	}
-	r.ServerTime = durationpb.New(time.Duration(serverTime))
+	r.ServerTime = time.Duration(serverTime)
 	if st.Fatal != nil {
 		r.Fatal = st.Fatal.Error()
 	}
@@ -150,56 +133,56 @@ func (m *Membership) NodeStatus(adding bool) *fencev1.NodeStatusResponse {
 		r.LeaderAddr = ""
 	}
 	if !st.LastContact.IsZero() {
-		r.LastContact = durationpb.New(time.Since(st.LastContact))
+		r.LastContact = time.Since(st.LastContact)
 	}
 	return r
 }
 
 // Members lists the members of the latest configuration this node knows,
 // each with the status it reports (asked concurrently, StatusTimeout each).
-func (m *Membership) Members(ctx context.Context) (*fencev1.MembersResponse, error) {
+func (m *Membership) Members(ctx context.Context) (MemberList, error) {
 	self := m.NodeStatus(false)
 	if m.single() {
 		// raft's configuration holds an in-memory transport address here:
 		// the node is reached at its client URL, there is no raft address.
-		return &fencev1.MembersResponse{AnsweredBy: self.Id, Members: []*fencev1.Member{{
-			Id: self.Id, Suffrage: Voter, Leader: self.Role == "leader", Status: self,
+		return MemberList{AnsweredBy: self.ID, Members: []Member{{
+			ID: self.ID, Suffrage: Voter, Leader: self.Role == "leader", Status: &self,
 		}}}, nil
 	}
 	conf, err := m.node.Members(ctx)
 	if err != nil {
-		return nil, err
+		return MemberList{}, err
 	}
-	out := make([]*fencev1.Member, len(conf))
+	out := make([]Member, len(conf))
 	var wg sync.WaitGroup
 	for i, c := range conf {
-		mem := &fencev1.Member{Id: c.ID, RaftAddr: c.Addr, Suffrage: Nonvoter, Leader: c.ID == self.LeaderId}
+		mem := &out[i]
+		*mem = Member{ID: c.ID, RaftAddr: c.Addr, Suffrage: Nonvoter, Leader: c.ID == self.LeaderID}
 		if c.Voter {
 			mem.Suffrage = Voter
 		}
-		out[i] = mem
-		if c.ID == self.Id {
-			mem.Status = self
+		if c.ID == self.ID {
+			mem.Status = &self
 			continue
 		}
 		wg.Go(func() {
 			sctx, cancel := context.WithTimeout(ctx, m.statusTimeout)
 			defer cancel()
-			res, err := m.peer(c.Addr, false).NodeStatus(sctx, connect.NewRequest(&fencev1.NodeStatusRequest{}))
+			st, err := m.peer(c.Addr, false).NodeStatus(sctx, false)
 			switch {
 			case err != nil:
 				mem.Error = "unreachable: " + err.Error()
-			case res.Msg.GetId() != c.ID:
+			case st.ID != c.ID:
 				// Another node took the member's address: its status is
 				// not the member's.
-				mem.Error = fmt.Sprintf("wrong node: the node at %s is %s", c.Addr, res.Msg.GetId())
+				mem.Error = fmt.Sprintf("wrong node: the node at %s is %s", c.Addr, st.ID)
 			default:
-				mem.Status = res.Msg
+				mem.Status = &st
 			}
 		})
 	}
 	wg.Wait()
-	return &fencev1.MembersResponse{Members: out, AnsweredBy: self.Id}, nil
+	return MemberList{Members: out, AnsweredBy: self.ID}, nil
 }
 
 // AddMember adds voter id at raftAddr, on the leader; it returns once the
@@ -236,9 +219,8 @@ func (m *Membership) AddMember(ctx context.Context, forwarded bool, id, raftAddr
 			}
 			return m.node.AddVoter(ctx, id, raftAddr)
 		},
-		func(c fencev1connect.ClusterServiceClient) error {
-			_, err := c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: id, RaftAddr: raftAddr, Fresh: fresh, JoinId: joinID}))
-			return err
+		func(p Peer) error {
+			return p.AddMember(ctx, AddMemberRequest{ID: id, RaftAddr: raftAddr, Fresh: fresh, JoinID: joinID})
 		})
 }
 
@@ -309,20 +291,20 @@ func (m *Membership) addedFresh(id, joinID string) bool {
 func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) error {
 	ctx, cancel := context.WithTimeout(ctx, addCheckTimeout)
 	defer cancel()
-	res, err := m.peer(raftAddr, false).NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{Adding: true}))
+	st, err := m.peer(raftAddr, false).NodeStatus(ctx, true)
 	if err != nil {
-		// %v, not %w: the server passes a *connect.Error in the chain on
+		// %v, not %w: the server passes the Peer's error in the chain on
 		// as the leader's own answer (a forwarded change); this is ours.
 		return fmt.Errorf("%w: cannot add %s: no node answers at %s (start it first; it waits to be added): %v", fence.ErrUnavailable, id, raftAddr, err)
 	}
-	if got := res.Msg.GetId(); got != id {
+	if got := st.ID; got != id {
 		return &ConflictError{ID: id, RaftAddr: raftAddr, MemberID: got, MemberAddr: raftAddr, NotMember: true}
 	}
 	// A node that knows a leader other than this one (it leads a cluster
 	// of its own, or follows one) is not waiting to be added: raft would
 	// make it a voter here and overwrite its log, and the state it
 	// acknowledged there would be gone (outside review).
-	if la := res.Msg.GetLeaderAddr(); la != "" && la != m.node.RaftAddr() {
+	if la := st.LeaderAddr; la != "" && la != m.node.RaftAddr() {
 		return &ConflictError{ID: id, RaftAddr: raftAddr, OtherLeader: la}
 	}
 	return nil
@@ -357,10 +339,10 @@ func (m *Membership) RemoveMember(ctx context.Context, forwarded bool, id string
 			wasMember = slices.ContainsFunc(conf, func(c node.Member) bool { return c.ID == id })
 			return m.node.RemoveServer(ctx, id)
 		},
-		func(c fencev1connect.ClusterServiceClient) error {
-			res, err := c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: id}))
+		func(p Peer) error {
+			was, err := p.RemoveMember(ctx, id)
 			if err == nil {
-				wasMember = res.Msg.GetWasMember()
+				wasMember = was
 			}
 			return err
 		})
@@ -392,10 +374,10 @@ func (m *Membership) TransferLeadership(ctx context.Context, forwarded bool, id 
 			leader = m.awaitOtherLeader(ctx)
 			return nil
 		},
-		func(c fencev1connect.ClusterServiceClient) error {
-			res, err := c.TransferLeadership(ctx, connect.NewRequest(&fencev1.TransferLeadershipRequest{Id: id}))
+		func(p Peer) error {
+			l, err := p.TransferLeadership(ctx, id)
 			if err == nil {
-				leader = res.Msg.Leader
+				leader = l
 			}
 			return err
 		})
@@ -446,7 +428,7 @@ func (m *Membership) awaitOtherLeader(ctx context.Context) string {
 // refused, never sent on. local's node.ErrNotLeader means nothing was done
 // (the node lost leadership just before): the change goes to the new
 // leader, if one is known.
-func (m *Membership) onLeader(ctx context.Context, forwarded bool, local func() error, remote func(fencev1connect.ClusterServiceClient) error) error {
+func (m *Membership) onLeader(ctx context.Context, forwarded bool, local func() error, remote func(Peer) error) error {
 	self := m.node.ID()
 	leaderID, leaderAddr := m.node.Leader()
 	if leaderID == "" && !forwarded {
@@ -471,32 +453,4 @@ func (m *Membership) onLeader(ctx context.Context, forwarded bool, local func() 
 		return ErrNoLeader
 	}
 	return remote(m.peer(leaderAddr, true))
-}
-
-// peer is a ClusterService client of the node at raftAddr; forwarded marks
-// its calls with ForwardedHeader.
-func (m *Membership) peer(raftAddr string, forwarded bool) fencev1connect.ClusterServiceClient {
-	var opts []connect.ClientOption
-	if forwarded {
-		opts = append(opts, connect.WithInterceptors(forwardedMark{}))
-	}
-	return fencev1connect.NewClusterServiceClient(m.peers, peerURL(raftAddr), opts...)
-}
-
-// forwardedMark sets ForwardedHeader on unary calls.
-type forwardedMark struct{}
-
-func (forwardedMark) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set(ForwardedHeader, "1")
-		return next(ctx, req)
-	}
-}
-
-func (forwardedMark) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (forwardedMark) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }

@@ -25,7 +25,8 @@ type clusterParts struct {
 	mux     *raftstore.Mux     // nil alone
 	fwd     *cluster.Forwarder // nil alone
 	members *cluster.Membership
-	served  chan error // the raft port's API Serve result (cluster mode)
+	peers   *clusterPeers // other nodes' ClusterService, for members
+	served  chan error    // the raft port's API Serve result (cluster mode)
 
 	joinCancel  context.CancelFunc // ends a join under way (close)
 	watchCancel context.CancelFunc // ends WatchFresh (close)
@@ -58,12 +59,13 @@ func withCluster(cfg Config, nc node.Config) (node.Config, *clusterParts, error)
 // service is the fence.Service for node n: cfg.Service's if set, the
 // leader forwarder in cluster mode, else the node's own.
 func (cp *clusterParts) service(cfg Config, n *node.Node) (fence.Service, error) {
-	cp.members = cluster.NewMembership(n, cluster.Config{RaftAddr: cp.raftAddr(), Dial: cp.dial(), Logger: cfg.Logger})
+	cp.peers = newClusterPeers(cp.dial())
+	cp.members = cluster.NewMembership(n, cluster.Config{RaftAddr: cp.raftAddr(), Peer: cp.peers.peer, Join: cp.peers.joinPeer, Logger: cfg.Logger})
 	switch {
 	case cfg.Service != nil:
 		return cfg.Service(n)
 	case cp.mux != nil:
-		cp.fwd = cluster.NewForwarder(n.Service(), n, cp.mux.DialAPI)
+		cp.fwd = cluster.NewForwarder(n.Service(), n, cp.mux.DialAPI, leaderService)
 		return cp.fwd, nil
 	}
 	return n.Service(), nil
@@ -148,8 +150,8 @@ func (cp *clusterParts) closeNow(log *slog.Logger) {
 	if cp.fwd != nil {
 		cp.fwd.Close()
 	}
-	if cp.members != nil {
-		cp.members.Close()
+	if cp.peers != nil {
+		cp.peers.close()
 	}
 	if cp.mux != nil {
 		if err := cp.mux.Close(); err != nil {

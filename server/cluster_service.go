@@ -26,7 +26,7 @@ func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev
 	if err != nil {
 		return nil, c.error(ctx, "Members", err)
 	}
-	return connect.NewResponse(res), nil
+	return connect.NewResponse(membersToProto(res)), nil
 }
 
 func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fencev1.AddMemberRequest]) (*connect.Response[fencev1.AddMemberResponse], error) {
@@ -56,7 +56,7 @@ func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Req
 }
 
 func (c clusterService) NodeStatus(ctx context.Context, req *connect.Request[fencev1.NodeStatusRequest]) (*connect.Response[fencev1.NodeStatusResponse], error) {
-	return connect.NewResponse(c.m.NodeStatus(req.Msg.GetAdding())), nil
+	return connect.NewResponse(nodeStatusToProto(c.m.NodeStatus(req.Msg.GetAdding()))), nil
 }
 
 // error maps a membership error to what the caller sees. An answer of the

@@ -52,7 +52,7 @@ func sessionToProto(si *fence.SessionInfo) *fencev1.Session {
 	if si == nil {
 		return nil
 	}
-	return &fencev1.Session{Id: si.ID, Ttl: durationpb.New(si.TTL), Remaining: durationpb.New(si.Remaining)}
+	return &fencev1.Session{Id: si.ID, Ttl: durationpb.New(si.TTL), Remaining: durationpb.New(si.Remaining), Leases: uint64(max(si.Leases, 0))}
 }
 
 // The wire requests as fence requests: the one place a proto request's

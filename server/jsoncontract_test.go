@@ -469,4 +469,25 @@ func TestJSONContractThroughFollower(t *testing.T) {
 		e["reason"] != "STALE_TOKEN" || number(t, e, "facts", "lastToken") != tokB {
 		t.Fatalf("stale write through the follower: %d %v %s", r.status, r.header, r.body)
 	}
+	// A session-bound renew answers the session (leases bound to it); a
+	// retried seq whose saved result is a refusal is marked replayed in
+	// its facts — through the follower as at the leader.
+	o := object(t, sendJSON(t, n2.url, "/fence.v1.SessionService/Open", `{"ttl":60}`))
+	sid := number(t, o, "session", "id")
+	g := object(t, sendJSON(t, n2.url, "/fence.v1.LockService/Acquire", fmt.Sprintf(`{"name":"g","owner":"S","session":{"id":%v,"seq":1}}`, sid)))
+	tokG := number(t, g, "lease", "token")
+	rn := object(t, sendJSON(t, n2.url, "/fence.v1.LockService/Renew", fmt.Sprintf(`{"name":"g","token":%v,"session":{"id":%v,"seq":2,"ack":2}}`, tokG, sid)))
+	if number(t, rn, "session", "id") != sid || number(t, rn, "session", "leases") != 1 {
+		t.Fatalf("session-bound renew through the follower: %v, want its session with leases 1", rn)
+	}
+	mustOK(t, sendJSON(t, n2.url, "/fence.v1.LockService/Release", fmt.Sprintf(`{"name":"g","token":%v,"session":{"id":%v,"seq":3,"ack":3}}`, tokG, sid)))
+	renew4 := fmt.Sprintf(`{"name":"g","token":%v,"session":{"id":%v,"seq":4,"ack":4}}`, tokG, sid)
+	first := sendJSON(t, n2.url, "/fence.v1.LockService/Renew", renew4)
+	if e := object(t, first); e["reason"] == nil || at(e, "facts", "replayed") != nil {
+		t.Fatalf("renew of a released lease: %d %s, want a refusal without replayed", first.status, first.body)
+	}
+	again := sendJSON(t, n2.url, "/fence.v1.LockService/Renew", renew4)
+	if e := object(t, again); e["reason"] != object(t, first)["reason"] || at(e, "facts", "replayed") != true {
+		t.Fatalf("seq 4 again: %d %s, want the same refusal with facts.replayed true", again.status, again.body)
+	}
 }

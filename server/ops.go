@@ -9,6 +9,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // The operations of the API, each as the validated fence request its
@@ -115,7 +116,7 @@ func (s *Server) renewCall(m *fencev1.RenewRequest, b binding) (call[fencev1.Ren
 		if err != nil {
 			return nil, g.Replayed, err
 		}
-		return &fencev1.RenewResponse{Lease: leaseToProto(&g.Lease), Replayed: g.Replayed}, g.Replayed, nil
+		return &fencev1.RenewResponse{Lease: leaseToProto(&g.Lease), Replayed: g.Replayed, Session: sessionToProto(g.Session)}, g.Replayed, nil
 	}), nil
 }
 
@@ -277,8 +278,12 @@ func unary[Res any](ctx context.Context, s *Server, proc string, do call[Res], v
 	if verr != nil {
 		return nil, s.connectError(ctx, proc, verr)
 	}
-	out, _, err := do(ctx)
+	out, replayed, err := do(ctx)
 	if err != nil {
+		if replayed && fence.ReasonOf(err) != "" {
+			// The saved refusal of a retried seq: ErrorDetail.replayed.
+			err = apierr.MarkReplayed(err)
+		}
 		return nil, s.connectError(ctx, proc, err)
 	}
 	return connect.NewResponse(out), nil

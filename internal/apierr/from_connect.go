@@ -26,7 +26,7 @@ func FromConnect(err error) error {
 		}
 		if det, ok := v.(*fencev1.ErrorDetail); ok {
 			if fe := FromDetail(det); fe != nil {
-				return &remoteError{fence: fe, conn: ce}
+				return &remoteError{fence: fe, conn: ce, replayed: det.GetReplayed()}
 			}
 		}
 	}
@@ -64,8 +64,9 @@ func FromDetail(d *fencev1.ErrorDetail) error {
 
 // remoteError is a refusal received from a server.
 type remoteError struct {
-	fence error
-	conn  *connect.Error
+	fence    error
+	conn     *connect.Error
+	replayed bool // the detail's replayed (IsReplayed)
 }
 
 func (e *remoteError) Error() string {

@@ -131,13 +131,13 @@ func RetryAfter(remaining time.Duration) int64 {
 }
 
 // Detail describes a Fence refusal as a fencev1.ErrorDetail (nil if err is
-// not one).
+// not one); replayed is IsReplayed(err).
 func Detail(err error) *fencev1.ErrorDetail {
 	reason := fence.ReasonOf(err)
 	if reason == "" {
 		return nil
 	}
-	d := &fencev1.ErrorDetail{Reason: string(reason)}
+	d := &fencev1.ErrorDetail{Reason: string(reason), Replayed: IsReplayed(err)}
 	var (
 		busy     *fence.BusyError
 		stale    *fence.StaleTokenError

@@ -93,3 +93,21 @@ func TestConformanceForwarderInProcess(t *testing.T) {
 	})
 	Compare(t, "local node", local, "follower's forwarder", fwd)
 }
+
+// TestConformanceLeaderAndFollower runs the table through the leader of a
+// three-node cluster and through a follower of another (each on a fresh
+// store, so tokens and ids match), both over the client port, and checks
+// that every answer is the same, field by field: which node a client asks
+// does not change what it is told.
+func TestConformanceLeaderAndFollower(t *testing.T) {
+	var viaLeader, viaFollower []Outcome
+	t.Run("leader", func(t *testing.T) {
+		leader, _ := startCluster(t)
+		viaLeader = Run(t, Target{Service: client.NewService(leader.url), Stop: leader.stop})
+	})
+	t.Run("follower", func(t *testing.T) {
+		_, follower := startCluster(t)
+		viaFollower = Run(t, Target{Service: client.NewService(follower.url), Stop: follower.stop})
+	})
+	Compare(t, "leader", viaLeader, "follower", viaFollower)
+}

@@ -204,7 +204,7 @@ var table = []step{
 	}, []string{"Token:4 ", "Replayed:true"}},
 	{"session renew, seq 2", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Renew(ctx, fence.RenewRequest{Name: "s", Token: r.tokens["s"], Session: r.ref(2, 2)})
-	}, []string{"Token:4 ", "Replayed:false"}},
+	}, []string{"Token:4 ", "Replayed:false", "Session:{ID:1 TTL:15s Remaining:0s Leases:1}"}},
 	{"seq below the acknowledged floor", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Renew(ctx, fence.RenewRequest{Name: "s", Token: r.tokens["s"], Session: r.ref(1, 1)})
 	}, []string{"INVALID_ARGUMENT", "Field:seq"}},
@@ -222,7 +222,7 @@ var table = []step{
 	}, []string{"Version:1", "Replayed:true"}},
 	{"keepalive with seq 4", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.KeepAlive(ctx, fence.KeepAliveRequest{ID: r.session, Session: r.ref(4, 4)})
-	}, []string{"ID:1 ", "Replayed:false"}},
+	}, []string{"ID:1 ", "Leases:1}", "Replayed:false"}},
 	{"seq 4 again", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.KeepAlive(ctx, fence.KeepAliveRequest{ID: r.session, Session: r.ref(4, 4)})
 	}, []string{"ID:1 ", "Replayed:true"}},
@@ -244,6 +244,12 @@ var table = []step{
 	{"seq 5 again", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Release(ctx, fence.ReleaseRequest{Name: "s", Token: r.tokens["s"], Session: r.ref(5, 5)})
 	}, []string{"Replayed:true"}},
+	{"session renew of a released lease, seq 6: refused", func(ctx context.Context, r *run) (any, error) {
+		return r.svc.Renew(ctx, fence.RenewRequest{Name: "s", Token: r.tokens["s"], Session: r.ref(6, 6)})
+	}, []string{"error", "Replayed:false"}},
+	{"seq 6 again: the saved refusal, replayed", func(ctx context.Context, r *run) (any, error) {
+		return r.svc.Renew(ctx, fence.RenewRequest{Name: "s", Token: r.tokens["s"], Session: r.ref(6, 6)})
+	}, []string{"error", "Replayed:true"}},
 	{"close the session", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.CloseSession(ctx, fence.CloseSessionRequest{ID: r.session})
 	}, []string{"Replayed:false"}},
@@ -251,7 +257,7 @@ var table = []step{
 		return r.svc.KeepAlive(ctx, fence.KeepAliveRequest{ID: r.session})
 	}, []string{"SESSION_EXPIRED"}},
 	{"session acquire on a closed session", func(ctx context.Context, r *run) (any, error) {
-		return r.svc.Acquire(ctx, fence.AcquireRequest{Name: "s2", Session: r.ref(6, 6)})
+		return r.svc.Acquire(ctx, fence.AcquireRequest{Name: "s2", Session: r.ref(7, 7)})
 	}, []string{"SESSION_EXPIRED"}},
 
 	// The endpoint gone: unavailable (outcome unknown), never a refusal.
@@ -316,18 +322,25 @@ func Compare(t *testing.T, aName string, a []Outcome, bName string, b []Outcome)
 }
 
 // outcome normalizes a call's answer: what depends on time (Remaining,
-// LockDelayRemaining) is checked for range and dropped; what the unary
-// wire does not carry (a session-bound renew's Grant.Session,
-// SessionInfo.Leases; see client.NewService) is dropped.
+// LockDelayRemaining) is checked for range and dropped; pointers are
+// followed, so every other field of the value is compared. An error's
+// outcome is its reason and facts and the Replayed of the value returned
+// with it (a saved refusal answered again).
 func outcome(step string, v any, err error) Outcome {
 	if err != nil {
-		return Outcome{Step: step, Err: errText(err)}
+		return Outcome{Step: step, Err: fmt.Sprintf("%s Replayed:%v", errText(err), replayed(v))}
 	}
 	switch x := v.(type) {
 	case fence.Grant:
-		x.Lease = lease(x.Lease)
-		x.Session = nil
-		v = x
+		var sess any = "<nil>"
+		if x.Session != nil {
+			sess = session(*x.Session)
+		}
+		v = struct {
+			Lease    fence.Lease
+			Replayed bool
+			Session  any
+		}{lease(x.Lease), x.Replayed, sess}
 	case fence.LockInfo:
 		v = lockInfo(x)
 	case fence.LockPage:
@@ -381,8 +394,22 @@ func session(si fence.SessionInfo) fence.SessionInfo {
 	} else {
 		si.Remaining = 0
 	}
-	si.Leases = 0
 	return si
+}
+
+// replayed is the Replayed field of a Service method's value.
+func replayed(v any) bool {
+	switch x := v.(type) {
+	case fence.Grant:
+		return x.Replayed
+	case fence.Released:
+		return x.Replayed
+	case fence.Written:
+		return x.Replayed
+	case fence.SessionGrant:
+		return x.Replayed
+	}
+	return false
 }
 
 // errText is an error as the table compares it: a refusal as its reason

@@ -112,7 +112,9 @@ type Session struct {
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Ttl   *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Time left in server time when the server made the reply.
-	Remaining     *durationpb.Duration `protobuf:"bytes,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Remaining *durationpb.Duration `protobuf:"bytes,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// Leases bound to the session when the server made the reply.
+	Leases        uint64 `protobuf:"varint,4,opt,name=leases,proto3" json:"leases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +168,13 @@ func (x *Session) GetRemaining() *durationpb.Duration {
 		return x.Remaining
 	}
 	return nil
+}
+
+func (x *Session) GetLeases() uint64 {
+	if x != nil {
+		return x.Leases
+	}
+	return 0
 }
 
 type OpenSessionRequest struct {
@@ -1301,7 +1310,10 @@ type RenewResponse struct {
 	Lease *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
 	// True when the session's seq was applied before and this is the saved
 	// result.
-	Replayed      bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// A session-bound renew: the lease's session, which the renew kept alive.
+	// Absent for a standalone lease.
+	Session       *Session `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1348,6 +1360,13 @@ func (x *RenewResponse) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *RenewResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
 }
 
 type ReleaseRequest struct {
@@ -2361,7 +2380,10 @@ type ErrorDetail struct {
 	Limit string `protobuf:"bytes,13,opt,name=limit,proto3" json:"limit,omitempty"`
 	Got   string `protobuf:"bytes,14,opt,name=got,proto3" json:"got,omitempty"`
 	// SESSION_EXPIRED: the session.
-	Session       uint64 `protobuf:"varint,15,opt,name=session,proto3" json:"session,omitempty"`
+	Session uint64 `protobuf:"varint,15,opt,name=session,proto3" json:"session,omitempty"`
+	// The refusal is the saved result of a retried session seq, answered
+	// again: nothing was applied this time.
+	Replayed      bool `protobuf:"varint,16,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2499,6 +2521,13 @@ func (x *ErrorDetail) GetSession() uint64 {
 		return x.Session
 	}
 	return 0
+}
+
+func (x *ErrorDetail) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 type MembersRequest struct {
@@ -3492,11 +3521,12 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"SessionRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x10\n" +
-	"\x03ack\x18\x03 \x01(\x04R\x03ack\"\x7f\n" +
+	"\x03ack\x18\x03 \x01(\x04R\x03ack\"\x97\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x127\n" +
-	"\tremaining\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"`\n" +
+	"\tremaining\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12\x16\n" +
+	"\x06leases\x18\x04 \x01(\x04R\x06leases\"`\n" +
 	"\x12OpenSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1d\n" +
 	"\n" +
@@ -3577,10 +3607,11 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12+\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"R\n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"\x7f\n" +
 	"\rRenewResponse\x12%\n" +
 	"\x05lease\x18\x01 \x01(\v2\x0f.fence.v1.LeaseR\x05lease\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"j\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\x12+\n" +
+	"\asession\x18\x03 \x01(\v2\x11.fence.v1.SessionR\asession\"j\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12.\n" +
@@ -3649,7 +3680,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"[\n" +
 	"\x0eDeleteResponse\x12-\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x98\x03\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xb4\x03\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x14\n" +
@@ -3666,7 +3697,8 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x02id\x18\f \x01(\tR\x02id\x12\x14\n" +
 	"\x05limit\x18\r \x01(\tR\x05limit\x12\x10\n" +
 	"\x03got\x18\x0e \x01(\tR\x03got\x12\x18\n" +
-	"\asession\x18\x0f \x01(\x04R\asession\"\x10\n" +
+	"\asession\x18\x0f \x01(\x04R\asession\x12\x1a\n" +
+	"\breplayed\x18\x10 \x01(\bR\breplayed\"\x10\n" +
 	"\x0eMembersRequest\"^\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.fence.v1.MemberR\amembers\x12\x1f\n" +
@@ -3875,70 +3907,71 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	46, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10, // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
-	0,  // 39: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
-	21, // 40: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
-	21, // 41: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
-	10, // 42: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	46, // 43: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
-	0,  // 44: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
-	22, // 45: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
-	0,  // 46: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
-	22, // 47: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
-	22, // 48: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
-	0,  // 49: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
-	22, // 50: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	46, // 51: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	34, // 52: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
-	42, // 53: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	46, // 54: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	46, // 55: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	46, // 56: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	46, // 57: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
-	45, // 58: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	46, // 59: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
-	11, // 60: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13, // 61: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15, // 62: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17, // 63: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19, // 64: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23, // 65: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25, // 66: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27, // 67: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29, // 68: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,  // 69: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,  // 70: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,  // 71: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,  // 72: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32, // 73: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35, // 74: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37, // 75: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39, // 76: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41, // 77: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	43, // 78: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	12, // 79: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14, // 80: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16, // 81: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18, // 82: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20, // 83: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24, // 84: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26, // 85: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28, // 86: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30, // 87: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,  // 88: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,  // 89: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,  // 90: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,  // 91: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33, // 92: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36, // 93: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38, // 94: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40, // 95: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42, // 96: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	44, // 97: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	79, // [79:98] is the sub-list for method output_type
-	60, // [60:79] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	1,  // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
+	0,  // 40: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
+	21, // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
+	21, // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
+	10, // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
+	46, // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	0,  // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
+	22, // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
+	0,  // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
+	22, // 48: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
+	22, // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
+	0,  // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
+	22, // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
+	46, // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	34, // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
+	42, // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
+	46, // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	46, // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	46, // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	46, // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	45, // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
+	46, // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	11, // 61: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13, // 62: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15, // 63: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17, // 64: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19, // 65: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	23, // 66: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25, // 67: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27, // 68: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29, // 69: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,  // 70: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,  // 71: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,  // 72: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,  // 73: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32, // 74: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35, // 75: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37, // 76: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39, // 77: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41, // 78: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	43, // 79: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	12, // 80: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14, // 81: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16, // 82: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18, // 83: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20, // 84: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24, // 85: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26, // 86: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28, // 87: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30, // 88: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,  // 89: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,  // 90: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,  // 91: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,  // 92: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33, // 93: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36, // 94: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38, // 95: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40, // 96: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42, // 97: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	44, // 98: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	80, // [80:99] is the sub-list for method output_type
+	61, // [61:80] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }

@@ -83,6 +83,13 @@ export declare type Session = Message<"fence.v1.Session"> & {
    * @generated from field: google.protobuf.Duration remaining = 3;
    */
   remaining?: Duration | undefined;
+
+  /**
+   * Leases bound to the session when the server made the reply.
+   *
+   * @generated from field: uint64 leases = 4;
+   */
+  leases: bigint;
 };
 
 /**
@@ -620,6 +627,14 @@ export declare type RenewResponse = Message<"fence.v1.RenewResponse"> & {
    * @generated from field: bool replayed = 2;
    */
   replayed: boolean;
+
+  /**
+   * A session-bound renew: the lease's session, which the renew kept alive.
+   * Absent for a standalone lease.
+   *
+   * @generated from field: fence.v1.Session session = 3;
+   */
+  session?: Session | undefined;
 };
 
 /**
@@ -1197,6 +1212,14 @@ export declare type ErrorDetail = Message<"fence.v1.ErrorDetail"> & {
    * @generated from field: uint64 session = 15;
    */
   session: bigint;
+
+  /**
+   * The refusal is the saved result of a retried session seq, answered
+   * again: nothing was applied this time.
+   *
+   * @generated from field: bool replayed = 16;
+   */
+  replayed: boolean;
 };
 
 /**

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/cluster"
+)
+
+// clusterPeers reaches other nodes' ClusterService for package cluster
+// (cluster.Config's Peer and Join): over their raft ports by raft address,
+// and at --join URLs over their client ports.
+type clusterPeers struct {
+	raft *http.Client // nil alone
+	join *http.Client
+}
+
+func newClusterPeers(dial cluster.DialFunc) *clusterPeers {
+	p := &clusterPeers{join: &http.Client{}}
+	if dial != nil {
+		p.raft = cluster.PeerHTTPClient(dial)
+	}
+	return p
+}
+
+// peer is the cluster.PeerFunc: the node at raftAddr, over its raft port.
+func (p *clusterPeers) peer(raftAddr string, forwarded bool) cluster.Peer {
+	var opts []connect.ClientOption
+	if forwarded {
+		opts = append(opts, connect.WithInterceptors(forwardedMark{}))
+	}
+	return connectPeer{fencev1connect.NewClusterServiceClient(p.raft, "http://"+raftAddr, opts...)}
+}
+
+// joinPeer is the cluster.JoinFunc: the node at a --join URL.
+func (p *clusterPeers) joinPeer(url string) cluster.Peer {
+	return connectPeer{fencev1connect.NewClusterServiceClient(p.join, url)}
+}
+
+// close closes idle connections to other nodes.
+func (p *clusterPeers) close() {
+	if p.raft != nil {
+		p.raft.CloseIdleConnections()
+	}
+	p.join.CloseIdleConnections()
+}
+
+// connectPeer is a cluster.Peer over a ClusterService client. An error is
+// the *connect.Error the call returned (the node's answer, passed on as
+// is by a node forwarding a change), wrapped in a *cluster.RefusedError
+// when its code says no retry changes it.
+type connectPeer struct {
+	c fencev1connect.ClusterServiceClient
+}
+
+func peerErr(err error) error {
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
+		return &cluster.RefusedError{Err: err}
+	}
+	return err
+}
+
+func (p connectPeer) NodeStatus(ctx context.Context, adding bool) (cluster.NodeStatus, error) {
+	res, err := p.c.NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{Adding: adding}))
+	if err != nil {
+		return cluster.NodeStatus{}, peerErr(err)
+	}
+	return nodeStatusFromProto(res.Msg), nil
+}
+
+func (p connectPeer) AddMember(ctx context.Context, req cluster.AddMemberRequest) error {
+	_, err := p.c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: req.ID, RaftAddr: req.RaftAddr, Fresh: req.Fresh, JoinId: req.JoinID}))
+	if err != nil {
+		return peerErr(err)
+	}
+	return nil
+}
+
+func (p connectPeer) RemoveMember(ctx context.Context, id string) (bool, error) {
+	res, err := p.c.RemoveMember(ctx, connect.NewRequest(&fencev1.RemoveMemberRequest{Id: id}))
+	if err != nil {
+		return false, peerErr(err)
+	}
+	return res.Msg.GetWasMember(), nil
+}
+
+func (p connectPeer) TransferLeadership(ctx context.Context, id string) (string, error) {
+	res, err := p.c.TransferLeadership(ctx, connect.NewRequest(&fencev1.TransferLeadershipRequest{Id: id}))
+	if err != nil {
+		return "", peerErr(err)
+	}
+	return res.Msg.GetLeader(), nil
+}
+
+// forwardedMark sets cluster.ForwardedHeader on unary calls.
+type forwardedMark struct{}
+
+func (forwardedMark) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set(cluster.ForwardedHeader, "1")
+		return next(ctx, req)
+	}
+}
+
+func (forwardedMark) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (forwardedMark) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+var (
+	_ cluster.PeerFunc = (*clusterPeers)(nil).peer
+	_ cluster.JoinFunc = (*clusterPeers)(nil).joinPeer
+)
