@@ -386,16 +386,3 @@ func loneSurrogate(raw []byte) string {
 	}
 	return ""
 }
-
-// snake turns a JSON name (lockDelay or lock_delay) into the proto field name.
-func snake(name string) string {
-	var b strings.Builder
-	for _, c := range name {
-		if c >= 'A' && c <= 'Z' {
-			b.WriteByte('_')
-			c += 'a' - 'A'
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
