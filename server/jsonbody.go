@@ -15,52 +15,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/fenceworks/fence"
-	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/apierr"
 )
-
-// jsonRequests names the message each unary JSON POST must decode into.
-var jsonRequests = map[string]func() proto.Message{
-	fencev1connect.LockServiceAcquireProcedure:      func() proto.Message { return new(fencev1.AcquireRequest) },
-	fencev1connect.LockServiceRenewProcedure:        func() proto.Message { return new(fencev1.RenewRequest) },
-	fencev1connect.LockServiceReleaseProcedure:      func() proto.Message { return new(fencev1.ReleaseRequest) },
-	fencev1connect.LockServiceGetProcedure:          func() proto.Message { return new(fencev1.GetRequest) },
-	fencev1connect.LockServiceListProcedure:         func() proto.Message { return new(fencev1.ListRequest) },
-	fencev1connect.ResourceServiceWriteProcedure:    func() proto.Message { return new(fencev1.WriteRequest) },
-	fencev1connect.ResourceServiceAddProcedure:      func() proto.Message { return new(fencev1.AddRequest) },
-	fencev1connect.ResourceServiceReadProcedure:     func() proto.Message { return new(fencev1.ReadRequest) },
-	fencev1connect.ResourceServiceDeleteProcedure:   func() proto.Message { return new(fencev1.DeleteRequest) },
-	fencev1connect.SessionServiceOpenProcedure:      func() proto.Message { return new(fencev1.OpenSessionRequest) },
-	fencev1connect.SessionServiceKeepAliveProcedure: func() proto.Message { return new(fencev1.KeepAliveRequest) },
-	fencev1connect.SessionServiceCloseProcedure:     func() proto.Message { return new(fencev1.CloseSessionRequest) },
-	// ClusterService and grpc.health.v1 are unary JSON too: their unknown
-	// fields are refused with the detail and facts the others get.
-	fencev1connect.ClusterServiceMembersProcedure:            func() proto.Message { return new(fencev1.MembersRequest) },
-	fencev1connect.ClusterServiceAddMemberProcedure:          func() proto.Message { return new(fencev1.AddMemberRequest) },
-	fencev1connect.ClusterServiceRemoveMemberProcedure:       func() proto.Message { return new(fencev1.RemoveMemberRequest) },
-	fencev1connect.ClusterServiceTransferLeadershipProcedure: func() proto.Message { return new(fencev1.TransferLeadershipRequest) },
-	fencev1connect.ClusterServiceNodeStatusProcedure:         func() proto.Message { return new(fencev1.NodeStatusRequest) },
-	healthCheckProcedure:                                     newHealthCheckRequest,
-}
-
-// healthCheckProcedure is grpc.health.v1.Health/Check.
-const healthCheckProcedure = "/grpc.health.v1.Health/Check"
-
-// healthCheckType is grpc.health.v1.HealthCheckRequest as connectrpc.com/grpchealth
-// registers it (under its own package, connectext.grpc.health.v1).
-var healthCheckType = func() protoreflect.MessageType {
-	mt, err := protoregistry.GlobalTypes.FindMessageByName("connectext.grpc.health.v1.HealthCheckRequest")
-	if err != nil {
-		panic("grpchealth's HealthCheckRequest is not registered: " + err.Error())
-	}
-	return mt
-}()
-
-func newHealthCheckRequest() proto.Message { return healthCheckType.New().Interface() }
 
 // messageName is md's name as a client knows it: grpchealth's own package
 // prefix (connectext.) left out.
@@ -84,7 +42,8 @@ func checkJSONBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Its refusals get reason and facts from refusalReasons, outside
 		// (jsonerror.go).
-		newMsg, api := jsonRequests[r.URL.Path]
+		proc, api := procedures[r.URL.Path]
+		api = api && !proc.stream
 		if api {
 			// The deadline header first, in every protocol (timeout.go).
 			if bad := timeoutError(r.Header); bad != nil {
@@ -129,6 +88,7 @@ func checkJSONBodies(next http.Handler) http.Handler {
 			body = plain
 			r.Header.Del("Content-Encoding")
 		}
+		newMsg := proc.newRequest
 		// Durations as numbers of seconds or Go strings (jsondur.go).
 		body, err = normalizeDurations(body, newMsg().ProtoReflect().Descriptor())
 		if err != nil {
@@ -425,17 +385,4 @@ func loneSurrogate(raw []byte) string {
 		}
 	}
 	return ""
-}
-
-// snake turns a JSON name (lockDelay or lock_delay) into the proto field name.
-func snake(name string) string {
-	var b strings.Builder
-	for _, c := range name {
-		if c >= 'A' && c <= 'Z' {
-			b.WriteByte('_')
-			c += 'a' - 'A'
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

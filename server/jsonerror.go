@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/apierr"
 )
 
@@ -83,17 +82,6 @@ func grpcWebText(r *http.Request) bool {
 	return strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/grpc-web-text")
 }
 
-// streamProcedures are the streaming methods: on them a Connect streaming
-// content type (application/connect+json) is served, and errors are
-// end-of-stream messages, not unary error bodies.
-var streamProcedures = map[string]bool{
-	fencev1connect.SessionServiceStreamProcedure:                     true,
-	fencev1connect.MaintenanceServiceBackupProcedure:                 true,
-	"/grpc.health.v1.Health/Watch":                                   true,
-	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,
-	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": true,
-}
-
 // unaryConnect reports whether r is an API call in Connect's unary protocol
 // (or one Connect will answer as such: a content type it does not serve),
 // whose errors errorBodies rewrites. gRPC, gRPC-Web and Connect streaming
@@ -105,7 +93,7 @@ func unaryConnect(r *http.Request) bool {
 	ct := strings.ToLower(r.Header.Get("Content-Type"))
 	if strings.HasPrefix(ct, "application/connect+") {
 		// A streaming type on a unary method: Connect's 415, rewritten.
-		return !streamProcedures[r.URL.Path]
+		return !procedures[r.URL.Path].stream
 	}
 	return !strings.HasPrefix(ct, "application/grpc")
 }

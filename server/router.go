@@ -5,12 +5,13 @@ import (
 	"strings"
 )
 
-// apiRouter hands a request to the first route whose prefix its path
-// starts with. It sits in front of http.ServeMux so API calls reach their
-// Connect handler without the mux's pattern matching, which allocated
-// several objects per request; /healthz, /readyz and /metrics go through
-// the mux (the last route, prefix "/"). Connect's service handlers answer
-// 404 for a procedure they do not have.
+// apiRouter hands an API call — a path in procedures — to the first route
+// whose prefix it starts with, and every other request to the route with
+// prefix "/" (the mux of /healthz, /readyz and /metrics, which answers 404
+// for a path it does not have). A path that is not in procedures never
+// reaches a service handler: the procedure table decides what is served,
+// so nothing is served without the JSON contract. API calls skip the
+// mux's pattern matching, which allocated several objects per request.
 type apiRouter []route
 
 type route struct {
@@ -19,8 +20,9 @@ type route struct {
 }
 
 func (rt apiRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, api := procedures[r.URL.Path]
 	for _, x := range rt {
-		if strings.HasPrefix(r.URL.Path, x.prefix) {
+		if x.prefix == "/" || api && strings.HasPrefix(r.URL.Path, x.prefix) {
 			x.h.ServeHTTP(w, r)
 			return
 		}
