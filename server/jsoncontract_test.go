@@ -438,35 +438,3 @@ func gzipped(b []byte) []byte {
 	zw.Close()
 	return gz.Bytes()
 }
-
-// A follower passes its leader's refusal on with the same headers and body
-// fields: the refusal it receives is a wire error, whose metadata Connect
-// would not send.
-func TestJSONContractThroughFollower(t *testing.T) {
-	cfg1 := clusterConfig(t, "n1", ClusterConfig{Bootstrap: true})
-	n1 := startRun(t, cfg1)
-	n1.awaitReady(t)
-	n2 := startRun(t, clusterConfig(t, "n2", ClusterConfig{Join: []string{n1.url}}))
-	n2.awaitReady(t)
-	if role := n2.status(t).GetRole(); role != "follower" {
-		t.Fatalf("n2 is %s, want a follower", role)
-	}
-	a := object(t, sendJSON(t, n2.url, "/fence.v1.LockService/Acquire", `{"name":"f","owner":"A","ttl":60}`))
-	tok := number(t, a, "lease", "token")
-	mustOK(t, sendJSON(t, n2.url, "/fence.v1.ResourceService/Write", fmt.Sprintf(`{"resource":"f","token":%v,"text":"8"}`, tok)))
-	r := sendJSON(t, n2.url, "/fence.v1.LockService/Acquire", `{"name":"f","owner":"B","ttl":60}`)
-	if e := object(t, r); r.status != 429 || r.header.Get("Fence-Reason") != "BUSY" || r.header.Get("Retry-After") == "" ||
-		e["reason"] != "BUSY" || number(t, e, "facts", "holderToken") != tok {
-		t.Fatalf("busy through the follower: %d %v %s", r.status, r.header, r.body)
-	}
-	mustOK(t, sendJSON(t, n2.url, "/fence.v1.LockService/Release", fmt.Sprintf(`{"name":"f","token":%v}`, tok)))
-	b := object(t, sendJSON(t, n2.url, "/fence.v1.LockService/Acquire", `{"name":"f","owner":"B","ttl":60}`))
-	tokB := number(t, b, "lease", "token")
-	mustOK(t, sendJSON(t, n2.url, "/fence.v1.ResourceService/Write", fmt.Sprintf(`{"resource":"f","token":%v,"text":"9"}`, tokB)))
-	r = sendJSON(t, n2.url, "/fence.v1.ResourceService/Write", fmt.Sprintf(`{"resource":"f","token":%v,"text":"5"}`, tok))
-	e := object(t, r)
-	if r.status != 400 || r.header.Get("Fence-Reason") != "STALE_TOKEN" || r.header.Get("Fence-Last-Token") != fmt.Sprint(tokB) ||
-		e["reason"] != "STALE_TOKEN" || number(t, e, "facts", "lastToken") != tokB {
-		t.Fatalf("stale write through the follower: %d %v %s", r.status, r.header, r.body)
-	}
-}

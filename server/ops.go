@@ -329,10 +329,8 @@ func withRef[Res any](ref *fencev1.SessionRef, build func(binding) (call[Res], e
 // value must neither refuse a TTL the log allows (a retried request_id would
 // then be refused although it was granted) nor pass one it does not.
 func (s *Server) maxTTL() time.Duration {
-	if s.node != nil {
-		if d := s.node.MaxTTL(); d > 0 {
-			return d
-		}
+	if d := s.deps.Node.MaxTTL(); d > 0 {
+		return d
 	}
 	return s.cfg.MaxTTL
 }

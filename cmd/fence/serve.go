@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/server"
 	"github.com/fenceworks/fence/state"
@@ -39,8 +40,8 @@ type serveOptions struct {
 func serveFlags(g *globals, stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	o := &serveOptions{}
 	fs := newFlagSetWith("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [--log-format text|json] [--log-level L] [cluster flags] [limits and rules, see below]", g, stderr, nil)
-	o.listen = fs.String("listen", server.DefaultListen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
-	o.dataDir = fs.String("data-dir", server.DefaultDataDir, "directory for the raft log and snapshots")
+	o.listen = fs.String("listen", daemon.DefaultListen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
+	o.dataDir = fs.String("data-dir", daemon.DefaultDataDir, "directory for the raft log and snapshots")
 	o.logStore = fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")
 	o.logFormat = enum(fs, "log-format", logFormats, "log `format` on stderr: text (key=value) or json (one object a line)")
 	o.logLevel = enum(fs, "log-level", logLevels, "least important log `level` shown: debug (also every refused request), info, warn or error")
@@ -171,7 +172,7 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if len(src) > 0 {
 		logger.Info("flags from the environment", "set", strings.Join(slices.Sorted(maps.Values(src)), " "))
 	}
-	err = server.Run(ctx, server.Config{
+	err = daemon.Run(ctx, daemon.Config{
 		Listen: *o.listen, DataDir: *o.dataDir, LogStore: *o.logStore, Logger: logger,
 		NodeID: o.cf.nodeID, Cluster: clusterCfg,
 		Rules: rules, ReadyTimeout: *o.readyTimeout, WaiterGrace: *o.waiterGrace,

@@ -13,9 +13,9 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/raftstore"
-	"github.com/fenceworks/fence/server"
 )
 
 // Test-only environment variables of `fence serve` (documented as such in
@@ -82,8 +82,8 @@ func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
 
 // config checks the cluster flags together and returns the server's
 // cluster config. Every error names the flag (or variable) at fault.
-func (f *clusterFlags) config(getenv func(string) string) (server.ClusterConfig, error) {
-	var c server.ClusterConfig
+func (f *clusterFlags) config(getenv func(string) string) (daemon.ClusterConfig, error) {
+	var c daemon.ClusterConfig
 	if err := cluster.ValidateID("--node-id", f.nodeID); err != nil {
 		return c, err
 	}
@@ -223,7 +223,7 @@ func checkTimeouts(f *clusterFlags, clustered bool) error {
 // testHooks reads the test-only environment variables into c. They are
 // for tests (the chaos harness, system tests), never for production: a
 // set one is logged at start.
-func testHooks(c *server.ClusterConfig, getenv func(string) string) error {
+func testHooks(c *daemon.ClusterConfig, getenv func(string) string) error {
 	if s := getenv(envDialMap); s != "" {
 		m, err := raftstore.ParseDialMap(s)
 		if err != nil {

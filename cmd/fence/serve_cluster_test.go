@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
-	"github.com/fenceworks/fence/server"
 )
 
 // serveExit runs `fence serve` with args (and env added) as a process and
@@ -90,7 +90,7 @@ func TestServeClusterFlagErrors(t *testing.T) {
 }
 
 // parseServeFlags parses serve's cluster flags as serveCmd does.
-func parseServeFlags(t *testing.T, env map[string]string, args ...string) (server.ClusterConfig, error) {
+func parseServeFlags(t *testing.T, env map[string]string, args ...string) (daemon.ClusterConfig, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -1,20 +1,18 @@
-package server
+package daemon
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 
-	"connectrpc.com/connect"
-
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/internal/nodeview"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/raftstore"
+	"github.com/fenceworks/fence/server"
 )
 
 // clusterParts are what cluster mode adds to a server: the raft port (raft
@@ -83,15 +81,9 @@ func (cp *clusterParts) dial() cluster.DialFunc {
 	return cp.mux.DialAPI
 }
 
-// route is the ClusterService's route on the API router.
-func (cp *clusterParts) route(s *Server, opts []connect.HandlerOption) route {
-	path, h := fencev1connect.NewClusterServiceHandler(clusterService{s: s, m: cp.members}, opts...)
-	return route{prefix: path, h: h}
-}
-
 // serve serves the API (the same handler as the client port) to other
 // nodes on the raft port, until the server shuts down.
-func (cp *clusterParts) serve(s *Server) {
+func (cp *clusterParts) serve(d *Daemon) {
 	if cp.mux == nil {
 		return
 	}
@@ -99,14 +91,8 @@ func (cp *clusterParts) serve(s *Server) {
 	cp.watchCancel = cancel
 	cp.bg.Go(func() { cp.members.WatchFresh(wctx) })
 	cp.served = make(chan error, 1)
-	s.log.Info("raft port open: raft and, for other nodes, the API", "node_id", s.node.ID(), "raft_addr", cp.mux.Addr(), "bind", cp.mux.BindAddr().String())
-	go func() {
-		err := s.http.Serve(cp.mux.APIListener())
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		cp.served <- err
-	}()
+	d.log.Info("raft port open: raft and, for other nodes, the API", "node_id", d.node.ID(), "raft_addr", cp.mux.Addr(), "bind", cp.mux.BindAddr().String())
+	go func() { cp.served <- d.srv.ServePeers(cp.mux.APIListener()) }()
 }
 
 // joinFailed starts asking cfg.Cluster.Join's nodes to add this one
@@ -161,4 +147,11 @@ func (cp *clusterParts) closeNow(log *slog.Logger) {
 			}
 		}
 	}
+}
+
+// errorKinds are the node's and the cluster's errors the server answers
+// specially.
+var errorKinds = server.ErrorKinds{
+	NotLeader: node.ErrNotLeader, UnknownOutcome: node.ErrUnknownOutcome, Closed: node.ErrClosed,
+	ChangeRefused: nodeview.ChangeRefused,
 }
