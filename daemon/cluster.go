@@ -33,18 +33,18 @@ type clusterParts struct {
 }
 
 // withCluster completes the node's config from cfg.Cluster: raft's
-// timeouts and the test-only clock hooks (a single node too), and in
+// timeouts and the test hooks' clock (a single node too), and in
 // cluster mode the raft port, which it opens: the caller closes it
 // (clusterParts.close) if the node does not open.
-func withCluster(cfg Config, nc node.Config) (node.Config, *clusterParts, error) {
+func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterParts, error) {
 	c := cfg.Cluster
 	nc.HeartbeatTimeout, nc.ElectionTimeout, nc.LeaderLeaseTimeout, nc.CommitTimeout = c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout
-	nc.ClockOffset, nc.ClockRate = c.ClockOffset, c.ClockRate
+	nc.ClockOffset, nc.ClockRate = h.Clock.Offset, h.Clock.Rate
 	cp := &clusterParts{}
 	if !c.enabled() {
 		return nc, cp, nil
 	}
-	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, raftstore.WithDialMap(c.DialMap), raftstore.WithMuxLogger(cfg.Logger))
+	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, raftstore.WithDialMap(h.DialMap), raftstore.WithMuxLogger(cfg.Logger))
 	if err != nil {
 		return nc, nil, err
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -17,19 +18,16 @@ type Config struct {
 	Listen string
 	// DataDir holds the node's raft log and snapshots, default "./fence-data".
 	DataDir string
-	// MaxTTL is the largest lease TTL accepted, default fence.DefaultMaxTTL.
-	// Set, it overrides Rules.MaxTTL.
-	MaxTTL time.Duration
 	// Rules are the rules the operator wants recorded in the log (largest
 	// TTL, id memory, caps on waiters and resources): once the node takes
 	// office it proposes them if the recorded ones differ, and they apply
-	// to later commands only (see state.Config). The zero value means
+	// to later commands only (see state.Config). Rules.MaxTTL is the
+	// largest lease TTL accepted. The zero value means
 	// state.DefaultConfig().
 	Rules state.Config
 	// WaiterGrace is how long a node that took office waits for the
 	// clients of queued acquires to retry before it drops the waiters
-	// nobody waits for (node.Config.WaiterGrace); 0 means the node's
-	// default.
+	// nobody waits for (node.Config.WaiterGrace), default 5s.
 	WaiterGrace time.Duration
 	// Logger receives server, node and raft logs; default text to stderr.
 	Logger *slog.Logger
@@ -94,46 +92,88 @@ const (
 	DefaultDataDir = "./fence-data"
 )
 
+// DefaultConfig is the configuration of `fence serve` without flags: a
+// single node on DefaultListen with its data in DefaultDataDir, the
+// default rules and the server's default limits. Every default of the
+// daemon is here.
+func DefaultConfig() Config {
+	return Config{
+		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID,
+		Rules:           state.DefaultConfig(),
+		WaiterGrace:     5 * time.Second,
+		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,
+		MaxConns: server.DefaultMaxConns, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,
+		ReadHeaderTimeout: server.DefaultReadHeaderTimeout, ReadTimeout: server.DefaultReadTimeout,
+		IdleTimeout: server.DefaultIdleTimeout, WriteTimeout: server.DefaultWriteTimeout,
+	}
+}
+
+// DefaultNodeID is the raft server ID of a node not given one.
+const DefaultNodeID = "fence-1"
+
+// withDefaults fills each zero field from DefaultConfig (and Logger with
+// text to stderr).
 func (c Config) withDefaults() Config {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	if c.DataDir == "" {
-		c.DataDir = DefaultDataDir
-	}
+	d := DefaultConfig()
+	orString(&c.Listen, d.Listen)
+	orString(&c.DataDir, d.DataDir)
+	orString(&c.NodeID, d.NodeID)
 	if c.Rules == (state.Config{}) {
-		c.Rules = state.DefaultConfig()
+		c.Rules = d.Rules
 	}
-	if c.MaxTTL != 0 {
-		c.Rules.MaxTTL = c.MaxTTL
-	}
-	c.MaxTTL = c.Rules.MaxTTL
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = 10 * time.Second
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&c.WaiterGrace, &d.WaiterGrace}, {&c.ShutdownTimeout, &d.ShutdownTimeout}, {&c.LockTimeout, &d.LockTimeout},
+		{&c.ReadyTimeout, &d.ReadyTimeout}, {&c.ReadHeaderTimeout, &d.ReadHeaderTimeout}, {&c.ReadTimeout, &d.ReadTimeout},
+		{&c.IdleTimeout, &d.IdleTimeout}, {&c.WriteTimeout, &d.WriteTimeout},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
 	}
-	if c.MaxConns == 0 {
-		c.MaxConns = server.DefaultMaxConns
-	}
-	if c.ReadHeaderTimeout == 0 {
-		c.ReadHeaderTimeout = server.DefaultReadHeaderTimeout
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = server.DefaultReadTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = server.DefaultIdleTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = server.DefaultWriteTimeout
-	}
-	if c.MaxStreams == 0 {
-		c.MaxStreams = server.DefaultMaxStreams
-	}
-	if c.MaxStreamRequests == 0 {
-		c.MaxStreamRequests = server.DefaultMaxStreamRequests
+	for _, f := range []struct{ v, def *int }{
+		{&c.MaxConns, &d.MaxConns}, {&c.MaxStreams, &d.MaxStreams}, {&c.MaxStreamRequests, &d.MaxStreamRequests},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
 	}
 	return c
+}
+
+func orString(v *string, def string) {
+	if *v == "" {
+		*v = def
+	}
+}
+
+// Validate checks c as given (start from DefaultConfig; New checks its
+// config after filling zero fields from it): a bad value is a
+// *fence.InvalidError whose Field is the setting's name as
+// "config.read_timeout" (the rules' own as state.Config.Validate names
+// them) and whose Bound says what it must be.
+func (c Config) Validate() error {
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"ready_timeout", c.ReadyTimeout}, {"read_header_timeout", c.ReadHeaderTimeout}, {"read_timeout", c.ReadTimeout},
+		{"idle_timeout", c.IdleTimeout}, {"write_timeout", c.WriteTimeout}, {"waiter_grace", c.WaiterGrace},
+		{"shutdown_timeout", c.ShutdownTimeout}, {"lock_timeout", c.LockTimeout},
+	} {
+		if d.v <= 0 {
+			return fence.Invalid("config."+d.field, "more than 0", d.v.String())
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{{"max_conns", c.MaxConns}, {"max_streams", c.MaxStreams}, {"max_stream_requests", c.MaxStreamRequests}} {
+		if n.v < 1 {
+			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
+		}
+	}
+	return c.Rules.Validate()
 }

@@ -25,10 +25,18 @@ type Daemon struct {
 }
 
 // New opens (or creates) the node in cfg.DataDir and builds the server in
-// front of it. It does not listen; call Serve, or mount Handler.
-func New(cfg Config) (*Daemon, error) {
+// front of it. It does not listen; call Serve, or mount Handler. A config
+// Validate refuses is refused. opts are test seams (WithHooks).
+func New(cfg Config, opts ...Option) (*Daemon, error) {
+	var h Hooks
+	for _, o := range opts {
+		o(&h)
+	}
 	cfg = cfg.withDefaults()
-	nc, cp, err := withCluster(cfg, node.Config{
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	nc, cp, err := withCluster(cfg, h, node.Config{
 		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, Rules: cfg.Rules,
 		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout, WaiterGrace: cfg.WaiterGrace,
 	})
@@ -113,16 +121,16 @@ func (d *Daemon) Close() error {
 // cfg.Listen until ctx is cancelled, then shuts down gracefully: in-flight
 // requests drain for up to cfg.ShutdownTimeout, raft stops, the stores
 // close. It logs "fence serving on http://ADDR" once ready.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg Config, opts ...Option) error {
 	cfg = cfg.withDefaults()
-	if err := cfg.Rules.Validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
-	d, err := New(cfg)
+	d, err := New(cfg, opts...)
 	if err != nil {
 		ln.Close()
 		return err
