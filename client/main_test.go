@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/server"
+	"github.com/fenceworks/fence/daemon"
 )
 
 // serverURL is the embedded server every test and example talks to.
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 // startServer runs a real server on dir and a free loopback port; stop shuts
 // it down.
 func startServer(dir string) (url string, stop func(), err error) {
-	s, err := server.New(server.Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := daemon.New(daemon.Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return "", nil, err
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
-	"github.com/fenceworks/fence/server"
 )
 
 // The race these tests stage — leadership leaving the local node between
@@ -69,7 +69,7 @@ func (s *refusingService) Write(context.Context, fence.WriteRequest) (fence.Writ
 // address and a dial function to it that counts its dials.
 func leaderServer(t *testing.T) (addr string, dial cluster.DialFunc, dials *atomic.Int32) {
 	t.Helper()
-	s, err := server.New(server.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := daemon.New(daemon.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

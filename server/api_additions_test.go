@@ -163,7 +163,7 @@ func TestErrorMapping(t *testing.T) {
 func TestRulesReachTheMachine(t *testing.T) {
 	rules := state.DefaultConfig()
 	rules.MaxWaitersPerLock = 1
-	s, url := startServerWith(t, Config{Rules: rules})
+	s, url := startServerRules(t, rules)
 	ctx := context.Background()
 	c := protocols(url)[1]
 	if _, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "A", Ttl: durationpb.New(time.Hour)})); err != nil {
@@ -176,7 +176,7 @@ func TestRulesReachTheMachine(t *testing.T) {
 		_, err := c.locks.Acquire(wctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "B", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Hour)}))
 		waited <- err
 	}()
-	until(t, "B's acquire waits", func() bool { return s.node.Status().Waiters == 1 })
+	until(t, "B's acquire waits", func() bool { return nodeOf(s).Status().Waiters == 1 })
 	// (Without the cap, C would wait 2s and get BUSY.)
 	_, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "C", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(2 * time.Second)}))
 	var ex *fence.ResourceExhaustedError

@@ -139,7 +139,7 @@ func runCycles(b *testing.B, s *Server, clients int, newCycle func() (cycle, err
 	b.ReportMetric(float64(all[len(all)*50/100].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(all[min(len(all)-1, len(all)*99/100)].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(meanBatch(s), "entries/batch")
-	if st := s.node.Status(); st.Groups > 0 {
+	if st := nodeOf(s).Status(); st.Groups > 0 {
 		b.ReportMetric(float64(st.Proposals)/float64(st.Groups), "cmds/group")
 	}
 }

@@ -11,16 +11,16 @@ import (
 	"github.com/fenceworks/fence/cluster"
 )
 
-// clusterPeers reaches other nodes' ClusterService for package cluster
+// ClusterPeers reaches other nodes' ClusterService for package cluster
 // (cluster.Config's Peer and Join): over their raft ports by raft address,
 // and at --join URLs over their client ports.
-type clusterPeers struct {
+type ClusterPeers struct {
 	raft *http.Client // nil alone
 	join *http.Client
 }
 
-func newClusterPeers(dial cluster.DialFunc) *clusterPeers {
-	p := &clusterPeers{join: &http.Client{}}
+func NewClusterPeers(dial cluster.DialFunc) *ClusterPeers {
+	p := &ClusterPeers{join: &http.Client{}}
 	if dial != nil {
 		p.raft = cluster.PeerHTTPClient(dial)
 	}
@@ -28,7 +28,7 @@ func newClusterPeers(dial cluster.DialFunc) *clusterPeers {
 }
 
 // peer is the cluster.PeerFunc: the node at raftAddr, over its raft port.
-func (p *clusterPeers) peer(raftAddr string, forwarded bool) cluster.Peer {
+func (p *ClusterPeers) Peer(raftAddr string, forwarded bool) cluster.Peer {
 	var opts []connect.ClientOption
 	if forwarded {
 		opts = append(opts, connect.WithInterceptors(forwardedMark{}))
@@ -37,12 +37,12 @@ func (p *clusterPeers) peer(raftAddr string, forwarded bool) cluster.Peer {
 }
 
 // joinPeer is the cluster.JoinFunc: the node at a --join URL.
-func (p *clusterPeers) joinPeer(url string) cluster.Peer {
+func (p *ClusterPeers) JoinPeer(url string) cluster.Peer {
 	return connectPeer{fencev1connect.NewClusterServiceClient(p.join, url)}
 }
 
 // close closes idle connections to other nodes.
-func (p *clusterPeers) close() {
+func (p *ClusterPeers) Close() {
 	if p.raft != nil {
 		p.raft.CloseIdleConnections()
 	}
@@ -116,6 +116,6 @@ func (forwardedMark) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 }
 
 var (
-	_ cluster.PeerFunc = (*clusterPeers)(nil).peer
-	_ cluster.JoinFunc = (*clusterPeers)(nil).joinPeer
+	_ cluster.PeerFunc = (*ClusterPeers)(nil).Peer
+	_ cluster.JoinFunc = (*ClusterPeers)(nil).JoinPeer
 )

@@ -9,11 +9,11 @@ import (
 	"github.com/fenceworks/fence/cluster"
 )
 
-// leaderService is the cluster.RemoteFunc of the leader forwarder: the
+// LeaderService is the cluster.RemoteFunc of the leader forwarder: the
 // remote fence.Service (client.NewService) of the node at url, over the
 // connections dial opens, each call marked forwarded.
-func leaderService(url string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) fence.Service {
+func LeaderService(url string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) fence.Service {
 	return client.NewService(url, client.WithDialer(dial), client.WithHeader(cluster.ForwardedHeader, "1"))
 }
 
-var _ cluster.RemoteFunc = leaderService
+var _ cluster.RemoteFunc = LeaderService

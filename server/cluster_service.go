@@ -8,17 +8,25 @@ import (
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/apierr"
-	"github.com/fenceworks/fence/node"
 )
 
-// clusterService is the ClusterService: package cluster's Membership
-// behind Connect. Changes carry whether they were forwarded by another node
-// (cluster.ForwardedHeader), so the leader's answer is never forwarded again.
+// clusterService is the ClusterService: Deps.Cluster behind Connect.
 type clusterService struct {
 	s *Server
-	m *cluster.Membership
+	m Membership
+}
+
+// clusterRoute is the ClusterService's route on the API router; without
+// Deps.Cluster every call is answered Unimplemented.
+func (s *Server) clusterRoute(opts []connect.HandlerOption) route {
+	var svc fencev1connect.ClusterServiceHandler = fencev1connect.UnimplementedClusterServiceHandler{}
+	if s.deps.Cluster != nil {
+		svc = clusterService{s: s, m: s.deps.Cluster}
+	}
+	path, h := fencev1connect.NewClusterServiceHandler(svc, opts...)
+	return route{prefix: path, h: h}
 }
 
 func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev1.MembersRequest]) (*connect.Response[fencev1.MembersResponse], error) {
@@ -30,7 +38,7 @@ func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev
 }
 
 func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fencev1.AddMemberRequest]) (*connect.Response[fencev1.AddMemberResponse], error) {
-	err := c.m.AddMember(ctx, cluster.IsForwarded(ctx), req.Msg.GetId(), req.Msg.GetRaftAddr(), req.Msg.GetFresh(), req.Msg.GetJoinId())
+	err := c.m.AddMember(ctx, req.Msg.GetId(), req.Msg.GetRaftAddr(), req.Msg.GetFresh(), req.Msg.GetJoinId())
 	if err != nil {
 		return nil, c.error(ctx, "AddMember", err)
 	}
@@ -39,7 +47,7 @@ func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fenc
 }
 
 func (c clusterService) RemoveMember(ctx context.Context, req *connect.Request[fencev1.RemoveMemberRequest]) (*connect.Response[fencev1.RemoveMemberResponse], error) {
-	was, err := c.m.RemoveMember(ctx, cluster.IsForwarded(ctx), req.Msg.GetId())
+	was, err := c.m.RemoveMember(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, c.error(ctx, "RemoveMember", err)
 	}
@@ -48,7 +56,7 @@ func (c clusterService) RemoveMember(ctx context.Context, req *connect.Request[f
 }
 
 func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Request[fencev1.TransferLeadershipRequest]) (*connect.Response[fencev1.TransferLeadershipResponse], error) {
-	leader, err := c.m.TransferLeadership(ctx, cluster.IsForwarded(ctx), req.Msg.GetId())
+	leader, err := c.m.TransferLeadership(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, c.error(ctx, "TransferLeadership", err)
 	}
@@ -70,13 +78,13 @@ func (c clusterService) error(ctx context.Context, procedure string, err error) 
 	switch {
 	case errors.As(err, &ce):
 		return ce
-	case errors.Is(err, cluster.ErrSingleNode), errors.Is(err, cluster.ErrLastVoter), errors.As(err, new(*cluster.ConflictError)):
+	case c.s.deps.Errors.ChangeRefused != nil && c.s.deps.Errors.ChangeRefused(err):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case fence.ReasonOf(err) != "":
 		return apierr.ToConnect(err)
-	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrUnknownOutcome), errors.Is(err, fence.ErrUnavailable):
+	case is(err, c.s.deps.Errors.NotLeader), is(err, c.s.deps.Errors.UnknownOutcome), errors.Is(err, fence.ErrUnavailable):
 		return connect.NewError(connect.CodeUnavailable, err)
-	case errors.Is(err, node.ErrClosed) || c.s.draining():
+	case is(err, c.s.deps.Errors.Closed) || c.s.draining():
 		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return apierr.ToConnect(err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/internal/apierr"
-	"github.com/fenceworks/fence/node"
 )
 
 // errShuttingDown answers requests cut short by a shutdown.
@@ -19,7 +18,7 @@ var errShuttingDown = errors.New("server is shutting down")
 // *connect.Error the client sees. A refusal keeps its typed detail.
 // Node-level failures (not leader, closed, shutting down) are Unavailable
 // so clients retry elsewhere; so is an outcome the node does not know
-// (node.ErrUnknownOutcome: the command may yet be applied), so clients
+// (ErrorKinds.UnknownOutcome: the command may yet be applied), so clients
 // retry with the same op_id or request_id and get the first outcome; so is
 // any other error that matches fence.ErrUnavailable (what a Service other
 // than the local node, e.g. the leader forwarder, returns when the outcome
@@ -30,13 +29,13 @@ func (s *Server) connectError(ctx context.Context, procedure string, err error) 
 		s.countRefusal(err)
 		s.logRefusal(ctx, procedure, err)
 		return apierr.ToConnect(err)
-	case errors.Is(err, node.ErrUnknownOutcome):
+	case is(err, s.deps.Errors.UnknownOutcome):
 		s.log.Warn("outcome unknown; the client may retry with the same id", "procedure", procedure, "err", err)
 		return connect.NewError(connect.CodeUnavailable, err)
-	case errors.Is(err, node.ErrNotLeader):
+	case is(err, s.deps.Errors.NotLeader):
 		s.logRefusal(ctx, procedure, err)
 		return connect.NewError(connect.CodeUnavailable, err)
-	case errors.Is(err, node.ErrClosed) || s.draining():
+	case is(err, s.deps.Errors.Closed) || s.draining():
 		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return apierr.ToConnect(err)

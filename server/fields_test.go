@@ -234,7 +234,7 @@ func TestRequestFieldsReachTheStore(t *testing.T) {
 func TestRefusalFactsReachTheClient(t *testing.T) {
 	rules := state.DefaultConfig()
 	rules.MaxWaitersPerLock = 1
-	s, url := startServerWith(t, Config{Rules: rules})
+	s, url := startServerRules(t, rules)
 	ctx := context.Background()
 	hour := durationpb.New(time.Hour)
 	sc := sessionClients(url)[0].c
@@ -339,7 +339,7 @@ func TestRefusalFactsReachTheClient(t *testing.T) {
 			want("LEASE_EXPIRED", err, connect.CodeFailedPrecondition, &fencev1.ErrorDetail{Reason: "LEASE_EXPIRED", Name: p + "exp", Token: te})
 
 			// UNKNOWN_TOKEN: a token never issued; lastToken the last issued.
-			last := uint64(s.Node().LastToken())
+			last := uint64(nodeOf(s).LastToken())
 			_, err = c.locks.Renew(ctx, connect.NewRequest(&fencev1.RenewRequest{Name: p + "exp", Token: last + 1000}))
 			want("UNKNOWN_TOKEN", err, connect.CodeFailedPrecondition, &fencev1.ErrorDetail{Reason: "UNKNOWN_TOKEN", Token: last + 1000, LastAccepted: last})
 

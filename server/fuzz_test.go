@@ -26,6 +26,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/state"
 )
 
 // Fuzzing the request decoding through the real handlers: a real server
@@ -86,7 +87,7 @@ const fuzzRequestTimeout = 250 * time.Millisecond
 // fuzzServer builds a real server for a fuzz target, closed at cleanup.
 func fuzzServer(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := New(Config{DataDir: tb.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := newOverNode(tb, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, state.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -67,8 +67,8 @@ func checkHealthAll(t *testing.T, url string, want grpchealth.Status) {
 }
 
 // grpc.health.v1 says SERVING exactly when /readyz answers 200: a ready
-// single node; NOT_SERVING for a node that is still joining a cluster (no
-// leader known: a real not-ready node) and for one shutting down.
+// node that is ready; NOT_SERVING for one that is not ready and for one
+// shutting down.
 func TestGRPCHealthFollowsReadiness(t *testing.T) {
 	t.Parallel()
 	t.Run("ready then draining", func(t *testing.T) {
@@ -82,12 +82,6 @@ func TestGRPCHealthFollowsReadiness(t *testing.T) {
 		}
 		s.drainOnce.Do(func() { close(s.drainC) })
 		checkHealthAll(t, url, grpchealth.StatusNotServing)
-	})
-	t.Run("joining", func(t *testing.T) {
-		t.Parallel()
-		cfg := clusterConfig(t, "n2", ClusterConfig{Join: []string{"http://127.0.0.1:1"}})
-		n := startRun(t, cfg) // serves its client port while it asks to join
-		checkHealthAll(t, n.url, grpchealth.StatusNotServing)
 	})
 }
 

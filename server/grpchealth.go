@@ -38,7 +38,7 @@ func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*
 	if req.Service != "" && !isFenceService(req.Service) {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q: ask for \"\" (the server) or one of %v", req.Service, fenceServices))
 	}
-	if h.s.draining() || !h.s.status.Status().Ready() {
+	if h.s.draining() || !h.s.ready() {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil

@@ -15,15 +15,25 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // everything committed; 503 otherwise (and while shutting down).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	st := s.status.Status()
-	switch {
-	case s.draining():
+	if s.draining() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, "shutting down")
-	case !st.Ready():
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: leader=%t in_office=%t applied=%d commit=%d\n", st.Leader, st.InOffice, st.AppliedIndex, st.CommitIndex)
-	default:
-		fmt.Fprintf(w, "ready: applied=%d last_token=%d\n", st.AppliedIndex, st.LastToken)
+		return
 	}
+	ready, detail := s.deps.Node.Readiness()
+	if !ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "not ready: "+detail)
+		return
+	}
+	fmt.Fprintln(w, "ready: "+detail)
+}
+
+// ready reports whether the server serves: not draining, the node ready.
+func (s *Server) ready() bool {
+	if s.draining() {
+		return false
+	}
+	ready, _ := s.deps.Node.Readiness()
+	return ready
 }

@@ -11,13 +11,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/backup"
-	"github.com/fenceworks/fence/internal/buildinfo"
 )
 
 // backupChunk bounds the data of one BackupResponse.
@@ -71,8 +68,8 @@ func sendDeadline(ctx context.Context) {
 }
 
 // Backup streams a backup file of the node's state as of one applied
-// index (node.BackupView copies the state; applies wait for the copy, not
-// for the stream): the bytes in order, at most backupChunk per message,
+// index (Node.Backup copies the state; applies wait for the copy, not for
+// the stream): the bytes in order, at most backupChunk per message,
 // the header's facts with the first. The file is encoded while it is sent,
 // never held whole in memory. A client that goes away (or stops reading
 // for WriteTimeout) ends the stream; the copy is dropped.
@@ -83,7 +80,7 @@ func (m maintenanceService) Backup(ctx context.Context, req *connect.Request[fen
 	default:
 		return m.error(ctx, fence.Exhausted(backupsLimit, fmt.Sprintf("at most %d", maxBackups), fmt.Sprint(len(m.slot))))
 	}
-	hdr, write, err := m.s.prepareBackup(ctx)
+	hdr, write, err := m.s.deps.Node.Backup(ctx)
 	if err != nil {
 		return m.error(ctx, err)
 	}
@@ -162,29 +159,3 @@ func (c *chunkSender) flush() error {
 }
 
 var _ io.Writer = (*chunkSender)(nil)
-
-// prepareBackup copies the node's state (node.BackupView) and returns the
-// header's facts and the function that writes the file (backup.Write).
-func (s *Server) prepareBackup(ctx context.Context) (*fencev1.BackupHeader, func(io.Writer) error, error) {
-	// A node that knows no leader (an election under way, or cut off from
-	// the others) may be behind what the cluster committed and would not
-	// know it: its backup is refused, so that a client asks another node.
-	if id, _ := s.node.Leader(); id == "" {
-		return nil, nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("node %s knows no leader (an election is under way, or it is cut off from the others): its state may be behind what the cluster committed; back up through another node, or retry", s.node.ID()))
-	}
-	p, err := s.node.BackupView(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	h := backup.Header{
-		ClusterID: p.ClusterID, NodeID: p.NodeID, Role: p.Role,
-		AppliedIndex: p.Applied, Term: p.Term, LastToken: p.LastToken,
-		ServerTimeNS: p.ServerTime, WallUnixMS: p.WallUnixMS, Version: buildinfo.Version(),
-	}
-	hdr := &fencev1.BackupHeader{
-		Format: backup.FormatVersion, ClusterId: h.ClusterID, NodeId: h.NodeID, Role: h.Role,
-		AppliedIndex: h.AppliedIndex, Term: h.Term, LastToken: uint64(h.LastToken),
-		ServerTime: durationpb.New(time.Duration(h.ServerTimeNS)), WallUnixMs: h.WallUnixMS, Version: h.Version,
-	}
-	return hdr, func(w io.Writer) error { return backup.Write(w, h, p.View) }, nil
-}

@@ -77,7 +77,7 @@ func TestBackupHandler(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%d messages, %d bytes: %v", msgs, file.Len(), err)
 			}
-			ns := s.Node().Status()
+			ns := nodeOf(s).Status()
 			switch {
 			case msgs < 5 || tr.StateBytes < 300<<10:
 				t.Fatalf("%d messages, trailer %+v: want the 300 KiB of values in several", msgs, tr)
@@ -86,7 +86,7 @@ func TestBackupHandler(t *testing.T) {
 				hdr.GetServerTime().AsDuration() != time.Duration(h.ServerTimeNS) || hdr.GetWallUnixMs() != h.WallUnixMS ||
 				hdr.GetRole() != h.Role || hdr.GetVersion() != h.Version:
 				t.Fatalf("streamed header %v, file header %+v", hdr, h)
-			case h.LastToken != ns.LastToken || uint64(h.LastToken) != last || h.NodeID != s.Node().ID() || h.ClusterID == "" || h.ClusterID != s.Node().ClusterID() ||
+			case h.LastToken != ns.LastToken || uint64(h.LastToken) != last || h.NodeID != nodeOf(s).ID() || h.ClusterID == "" || h.ClusterID != nodeOf(s).ClusterID() ||
 				h.AppliedIndex == 0 || h.AppliedIndex > ns.AppliedIndex:
 				t.Fatalf("file header %+v, node status %+v, last grant %d", h, ns, last)
 			}

@@ -2,16 +2,12 @@ package server
 
 import (
 	"context"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/node"
 )
 
 // metrics are the server's Prometheus collectors, in a registry of its own
@@ -21,8 +17,6 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	apply    prometheus.Histogram
-	batch    prometheus.Histogram
-	fsync    prometheus.Histogram
 	// exhausted counts RESOURCE_EXHAUSTED refusals by limit (the config
 	// field: max_waiters_per_lock, max_ops, ...).
 	exhausted *prometheus.CounterVec
@@ -30,21 +24,7 @@ type metrics struct {
 	streamRequests *prometheus.CounterVec
 }
 
-// nodeStatus is what health, readiness and the metrics read of the node
-// behind the server (its own status, whichever Service answers the API).
-type nodeStatus interface {
-	Status() node.Status
-	HeldLeases() int
-	LastToken() fence.Token
-	Counters() node.Counters
-	DataDirBytes() (uint64, error)
-	OnBatch(func(entries int))
-	OnSync(func(time.Duration))
-}
-
-var _ nodeStatus = (*node.Node)(nil)
-
-func newMetrics(n nodeStatus, conns *connCount, streams *atomic.Int64) *metrics {
+func newMetrics(conns *connCount, streams *atomic.Int64, extra []prometheus.Collector) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -58,14 +38,6 @@ func newMetrics(n nodeStatus, conns *connCount, streams *atomic.Int64) *metrics 
 			Name: "fence_raft_apply_duration_seconds", Help: "Time from proposing a command to its applied result (commit, fsync, apply); on a node that forwards to its leader, the forwarded call's round trip.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
-		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "fence_raft_apply_batch_entries", Help: "Log entries applied per FSM batch (group commit).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
-		}),
-		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "fence_fsync_duration_seconds", Help: "Duration of each fsync of the raft log's WAL segment files (every acknowledged write waits for one); empty with --log-store bolt, whose fsyncs are not observed.",
-			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18),
-		}),
 	}
 	m.exhausted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fence_resource_exhausted_total", Help: "Requests refused with RESOURCE_EXHAUSTED, by the limit reached (its config field).",
@@ -73,121 +45,15 @@ func newMetrics(n nodeStatus, conns *connCount, streams *atomic.Int64) *metrics 
 	m.streamRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fence_stream_requests_total", Help: "Requests received on SessionService.Stream streams, by op (none: a message without one).",
 	}, []string{"op"})
-	m.reg.MustRegister(m.requests, m.latency, m.apply, m.batch, m.fsync, m.exhausted, m.streamRequests,
-		newNodeCollector(n),
+	m.reg.MustRegister(m.requests, m.latency, m.apply, m.exhausted, m.streamRequests,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_streams", Help: "Open SessionService.Stream streams (at most --max-streams)."},
 			func() float64 { return float64(streams.Load()) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_http_connections", Help: "Open client connections (at most --max-conns)."},
 			func() float64 { return float64(conns.open.Load()) }),
 	)
-	n.OnBatch(func(entries int) { m.batch.Observe(float64(entries)) })
-	n.OnSync(func(d time.Duration) { m.fsync.Observe(d.Seconds()) })
+	m.reg.MustRegister(extra...)
 	return m
-}
-
-// raftStates are the values of fence_raft_state's state label (raft's
-// states, lower case as NodeStatus reports them).
-var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
-
-// nodeCollector reports what the node knows of itself, reading its status
-// once per scrape (one read lock of the state for all of it; the held
-// leases and the data dir size are a scan each).
-type nodeCollector struct {
-	n nodeStatus
-
-	sessions, leasesHeld, waiters, queued, lastToken, slack, oldestID, ready *prometheus.Desc
-	resources, resourceBytes, dataDir, term, raftState, commit, applied      *prometheus.Desc
-	failed                                                                   *prometheus.Desc
-	proposals, groups, ticks, grants, busy, stale, releases, expiries        *prometheus.Desc
-}
-
-func newNodeCollector(n nodeStatus) *nodeCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
-	return &nodeCollector{n: n,
-		sessions:      d("fence_sessions", "Client sessions the store holds (expired ones not yet settled included)."),
-		leasesHeld:    d("fence_leases_held", "Locks held now (leader clock; on a node not in office, at the server time of the last command it applied)."),
-		waiters:       d("fence_waiters", "Blocking acquires waiting on this node."),
-		queued:        d("fence_queued", "Acquires queued in the store, on every lock (whichever node their clients wait on)."),
-		lastToken:     d("fence_last_token", "Last fencing token issued."),
-		slack:         d("fence_expiry_slack_seconds", "How far expiry decisions lag the leader clock to cover commit latency (G3): leases last this much longer than their TTL."),
-		oldestID:      d("fence_oldest_remembered_id_age_seconds", "Age in server time of the oldest remembered op_id or request_id: how far back a retry is still recognised (at least --min-id-retention once the id memory is full)."),
-		ready:         d("fence_ready", "1 when the node can serve (/readyz): a leader in office that applied all it committed, or a follower that knows its leader and applied all it knows committed."),
-		resources:     d("fence_resources", "Fenced resources the built-in store holds (deleted ones kept as tombstones included, as max_resources counts them)."),
-		resourceBytes: d("fence_resource_bytes", "Bytes of the fenced resources' values (as max_resource_bytes counts them)."),
-		dataDir:       d("fence_data_dir_bytes", "Bytes the data dir takes on disk (raft log, snapshots), as the file system allocated them."),
-		term:          d("fence_raft_term", "Raft's current term (it rises with every election)."),
-		raftState:     d("fence_raft_state", "Raft state of this node: 1 for the current one.", "state"),
-		commit:        d("fence_raft_commit_index", "Raft's commit index as this node knows it."),
-		applied:       d("fence_raft_applied_index", "Last log index this node applied to its state."),
-		failed:        d("fence_storage_failed", "1 when a durable write failed and the node stopped (fail-stop: it serves nothing until restarted)."),
-		proposals:     d("fence_proposals_total", "Commands this node proposed (fence_proposals_total / fence_proposal_groups_total is the mean group-commit size)."),
-		groups:        d("fence_proposal_groups_total", "Raft log entries the proposed commands were grouped into (group commit)."),
-		ticks:         d("fence_ticks_total", "Expiry ticks proposed by this node."),
-		grants:        d("fence_grants_total", "Leases granted (at once or to a queued acquire), counted as this node applied them since it started."),
-		busy:          d("fence_busy_total", "Acquires refused BUSY, at once or when their wait ran out, as this node applied them since it started."),
-		stale:         d("fence_stale_refusals_total", "Operations refused for a token no longer good (a fenced write, add, delete, renew or release), by reason, as this node applied them since it started.", "reason"),
-		releases:      d("fence_releases_total", "Leases ended before their time without expiring: a release by the holder (a refused release counts nothing), each lease of a session its client closed, a queued acquire's grant withdrawn because its client was gone (cancelled or disconnected as the grant came, or not back within the waiter grace after a leader change); as this node applied them since its process started."),
-		expiries:      d("fence_expiries_total", "Leases that expired (their TTL or their session ran out in server time), as this node applied them since it started."),
-	}
-}
-
-func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sessions, c.leasesHeld, c.waiters, c.queued, c.lastToken, c.slack, c.oldestID, c.ready,
-		c.resources, c.resourceBytes, c.dataDir, c.term, c.raftState, c.commit, c.applied, c.failed,
-		c.proposals, c.groups, c.ticks, c.grants, c.busy, c.stale, c.releases, c.expiries} {
-		ch <- d
-	}
-}
-
-func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.n.Status()
-	ev := c.n.Counters()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	bit := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
-	gauge(c.sessions, float64(st.Sessions))
-	gauge(c.leasesHeld, float64(c.n.HeldLeases()))
-	gauge(c.waiters, float64(st.Waiters))
-	gauge(c.queued, float64(st.Queued))
-	gauge(c.lastToken, float64(st.LastToken))
-	gauge(c.slack, st.Slack.Seconds())
-	gauge(c.oldestID, st.OldestIDAge.Seconds())
-	gauge(c.ready, bit(st.Ready()))
-	gauge(c.resources, float64(st.Resources))
-	gauge(c.resourceBytes, float64(st.ResourceBytes))
-	if b, err := c.n.DataDirBytes(); err == nil {
-		gauge(c.dataDir, float64(b))
-	}
-	gauge(c.term, float64(st.Term))
-	role := strings.ToLower(st.Role)
-	for _, s := range raftStates {
-		gauge(c.raftState, bit(s == role), s)
-	}
-	gauge(c.commit, float64(st.CommitIndex))
-	gauge(c.applied, float64(st.AppliedIndex))
-	gauge(c.failed, bit(st.Fatal != nil))
-	counter(c.proposals, st.Proposals)
-	counter(c.groups, st.Groups)
-	counter(c.ticks, st.Ticks)
-	counter(c.grants, ev.Grants)
-	counter(c.busy, ev.Busy)
-	for _, r := range node.StaleReasons {
-		counter(c.stale, ev.Stale[r], string(r))
-	}
-	counter(c.releases, ev.Releases)
-	counter(c.expiries, ev.Expiries)
 }
 
 // interceptor counts and times every call: a unary one when it is

@@ -359,7 +359,7 @@ func openAPILimits(t *testing.T, doc *openapi3.T, ops map[string]openAPIOp, sent
 	}
 	rules := state.DefaultConfig()
 	rules.MaxLocks, rules.MaxResources = 1, 1
-	_, url := startServerWith(t, Config{Rules: rules})
+	_, url := startServerRules(t, rules)
 	for _, c := range []struct{ id, body string }{
 		{"LockService.Acquire", `{"name":"orders/42","owner":"worker-1","ttl":30}`},
 		{"LockService.Acquire", `{"name":"orders/43","owner":"worker-2","ttl":30}`}, // max_locks

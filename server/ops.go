@@ -312,10 +312,8 @@ func (s *Server) limits() fence.Limits { return fence.Limits{MaxTTL: s.maxTTL()}
 // value must neither refuse a TTL the log allows (a retried request_id would
 // then be refused although it was granted) nor pass one it does not.
 func (s *Server) maxTTL() time.Duration {
-	if s.node != nil {
-		if d := s.node.MaxTTL(); d > 0 {
-			return d
-		}
+	if d := s.deps.Node.MaxTTL(); d > 0 {
+		return d
 	}
 	return s.cfg.MaxTTL
 }

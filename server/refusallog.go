@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/node"
 )
 
 // logRefusal logs a refused request at debug level: the procedure, the
@@ -21,7 +19,7 @@ func (s *Server) logRefusal(ctx context.Context, procedure string, err error) {
 	reason := string(fence.ReasonOf(err))
 	switch {
 	case reason != "":
-	case errors.Is(err, node.ErrNotLeader):
+	case is(err, s.deps.Errors.NotLeader):
 		reason = "NOT_LEADER"
 	default:
 		reason = "UNAVAILABLE"

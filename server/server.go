@@ -15,8 +15,6 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/cluster"
-	"github.com/fenceworks/fence/node"
 )
 
 // maxRequestBytes bounds a request message: a 1 MiB value (base64 in JSON)
@@ -31,16 +29,14 @@ const compressMinBytes = 4 << 10
 // closed if the ping is not answered within as long again.
 const http2PingEvery = 15 * time.Second
 
-// Server is the Fence API in front of one node: its handlers validate each
-// request and ask svc (the node's fence.Service, or what Config.Service
-// made of the node); health, readiness and metrics read the node's status.
+// Server is the Fence API over a fence.Service: its handlers validate
+// each request and ask deps.Service; health, readiness and the backup ask
+// deps.Node.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	node    *node.Node
+	deps    Deps
 	svc     fence.Service
-	cluster *clusterParts // raft port, forwarder, membership (cluster_node.go)
-	status  nodeStatus    // health, readiness, metrics
 	metrics *metrics
 	handler http.Handler
 	http    *http.Server
@@ -53,31 +49,16 @@ type Server struct {
 	streams    atomic.Int64 // open SessionService.Stream streams
 }
 
-// New opens (or creates) the node in cfg.DataDir and builds the handlers. It
-// does not listen; call Serve, or mount Handler.
-func New(cfg Config) (*Server, error) {
+// New builds the handlers over deps. It does not listen; call Serve, or
+// mount Handler.
+func New(cfg Config, deps Deps) (*Server, error) {
 	cfg = cfg.withDefaults()
-	nc, cp, err := withCluster(cfg, node.Config{
-		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, Rules: cfg.Rules,
-		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout, WaiterGrace: cfg.WaiterGrace,
-	})
-	if err != nil {
-		return nil, err
+	if deps.Service == nil || deps.Node == nil {
+		return nil, errors.New("server: Deps.Service and Deps.Node are required")
 	}
-	n, err := node.Open(nc)
-	if err != nil {
-		cp.close(cfg.Logger)
-		return nil, err
-	}
-	svc, err := cp.service(cfg, n)
-	if err != nil {
-		n.Close()
-		cp.close(cfg.Logger)
-		return nil, err
-	}
-	s := &Server{cfg: cfg, log: cfg.Logger, node: n, svc: svc, status: n, cluster: cp, drainC: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{})}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
-	s.metrics = newMetrics(s.status, &s.conns, &s.streams)
+	s.metrics = newMetrics(&s.conns, &s.streams, deps.Metrics)
 
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(s.metrics.interceptor()),
@@ -104,15 +85,15 @@ func New(cfg Config) (*Server, error) {
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
 		{prefix: sessPath, h: sessHandler},
-		cp.route(s, opts),
+		s.clusterRoute(opts),
 		s.maintenanceRoute(opts),
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},
 	})), cfg.WriteTimeout), cfg.WriteTimeout))
-	// A call another node forwarded here is marked, so it is never
-	// forwarded again (cluster.Forwarder, cluster.Membership).
-	s.handler = cluster.MarkForwarded(s.handler)
+	if deps.Middleware != nil {
+		s.handler = deps.Middleware(s.handler)
+	}
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -131,16 +112,12 @@ func New(cfg Config) (*Server, error) {
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
 		ErrorLog:          httpErrorLog(cfg.Logger),
 	}
-	cp.serve(s)
 	return s, nil
 }
 
 // Handler is the API, /healthz, /readyz and /metrics on one mux (for
 // httptest and for embedding).
 func (s *Server) Handler() http.Handler { return s.handler }
-
-// Node is the node behind the server.
-func (s *Server) Node() *node.Node { return s.node }
 
 // Serve serves HTTP/1.1 and unencrypted HTTP/2 on ln until Shutdown or
 // Close; it then returns nil.
@@ -153,35 +130,43 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// Shutdown cancels waiting acquires (their clients get Unavailable and
-// their waits are withdrawn from the queue), hands leadership over when
-// this node leads a cluster (handover.go), then stops accepting
-// connections and drains in-flight requests until ctx ends (then closes
-// what is left), and closes the node: raft stops and the stores close.
-func (s *Server) Shutdown(ctx context.Context) error {
+// Drain starts a shutdown: waiting acquires are cancelled (their clients
+// get Unavailable and their waits are withdrawn from the queue), readiness
+// turns false and calls cut short answer "server is shutting down". The
+// server still serves until Shutdown or Close.
+func (s *Server) Drain() {
 	s.drainOnce.Do(func() { close(s.drainC) })
 	s.cancelBase()
-	s.handOver(ctx)
+}
+
+// ServePeers serves the same handler on ln without the client connection
+// cap (the API as other nodes reach it on the raft port), until Shutdown
+// or Close; it then returns nil.
+func (s *Server) ServePeers(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown drains (Drain), then stops accepting connections and waits for
+// in-flight requests until ctx ends (then closes what is left). What the
+// server serves over is the caller's to close.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Drain()
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		s.log.Warn("drain timed out; closing open connections", "err", err)
 		s.http.Close()
 	}
-	if nerr := s.node.Close(); nerr != nil && err == nil {
-		err = nerr
-	}
-	s.cluster.close(s.log)
 	return err
 }
 
-// Close shuts down at once: open connections are closed, then the node.
+// Close shuts down at once: open connections are closed.
 func (s *Server) Close() error {
-	s.drainOnce.Do(func() { close(s.drainC) })
-	s.cancelBase()
-	s.http.Close()
-	err := s.node.Close()
-	s.cluster.close(s.log)
-	return err
+	s.Drain()
+	return s.http.Close()
 }
 
 func (s *Server) draining() bool {
@@ -195,57 +180,3 @@ func (s *Server) draining() bool {
 
 // Service is the fence.Service the handlers call.
 func (s *Server) Service() fence.Service { return s.svc }
-
-// Run opens (or creates) the node in cfg.DataDir, serves the API on
-// cfg.Listen until ctx is cancelled, then shuts down gracefully: in-flight
-// requests drain for up to cfg.ShutdownTimeout, raft stops, the stores
-// close. It logs "fence serving on http://ADDR" once ready.
-func Run(ctx context.Context, cfg Config) error {
-	cfg = cfg.withDefaults()
-	if err := cfg.Rules.Validate(); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
-	s, err := New(cfg)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.Serve(ln) }()
-	s.log.Info("fence serving on http://"+ln.Addr().String(), "data_dir", cfg.DataDir, "last_token", s.node.LastToken())
-	if !loopback(ln.Addr()) {
-		s.log.Warn("listening on a non-loopback address without TLS or authentication (Fence has neither yet): " +
-			"anyone who can reach " + ln.Addr().String() + " can take and release locks and write resources; " +
-			"listen on 127.0.0.1 or keep the port on a trusted network")
-	}
-	var joinErr error
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		s.Close()
-		return err
-	case joinErr = <-s.cluster.joinFailed(ctx, cfg):
-		s.log.Error("could not join the cluster; stopping", "err", joinErr)
-	}
-	s.log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	err = s.Shutdown(sctx)
-	<-serveErr
-	s.log.Info("stopped")
-	if joinErr != nil {
-		return joinErr
-	}
-	return err
-}
-
-// loopback reports whether addr is a loopback address (127.0.0.0/8, ::1).
-// A listener on every interface (0.0.0.0, ::) is not.
-func loopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
-}

@@ -21,6 +21,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/state"
 )
 
 func TestMain(m *testing.M) {
@@ -36,17 +37,27 @@ func startServer(tb testing.TB) (*Server, string) {
 	return startServerWith(tb, Config{})
 }
 
-// startServerWith is startServer with cfg (DataDir and Logger are filled in
-// when empty).
+// startServerWith is startServer with cfg (Logger is filled in when
+// empty).
 func startServerWith(tb testing.TB, cfg Config) (*Server, string) {
 	tb.Helper()
-	if cfg.DataDir == "" {
-		cfg.DataDir = tb.TempDir()
-	}
+	return startServerOver(tb, cfg, state.Config{})
+}
+
+// startServerRules is startServer over a node that records rules.
+func startServerRules(tb testing.TB, rules state.Config) (*Server, string) {
+	tb.Helper()
+	return startServerOver(tb, Config{}, rules)
+}
+
+// startServerOver is startServerWith over a node that records rules (the
+// zero value: state.DefaultConfig()).
+func startServerOver(tb testing.TB, cfg Config, rules state.Config) (*Server, string) {
+	tb.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s, err := New(cfg)
+	s, err := newOverNode(tb, cfg, rules)
 	if err != nil {
 		tb.Fatal(err)
 	}

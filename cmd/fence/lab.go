@@ -14,7 +14,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/server"
+	"github.com/fenceworks/fence/daemon"
 )
 
 const labUsage = `[--server URL] [--unit D] [--embedded] [--json]
@@ -118,7 +118,7 @@ func startLabServer() (string, func(), error) {
 		return "", nil, err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := server.New(server.Config{DataDir: dir, Logger: quiet})
+	s, err := daemon.New(daemon.Config{DataDir: dir, Logger: quiet})
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
-	"github.com/fenceworks/fence/server"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -38,30 +38,31 @@ type serveOptions struct {
 // serve_env.go).
 func serveFlags(g *globals, stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	o := &serveOptions{}
+	dc := daemon.DefaultConfig()
 	fs := newFlagSetWith("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [--log-format text|json] [--log-level L] [cluster flags] [limits and rules, see below]", g, stderr, nil)
-	o.listen = fs.String("listen", server.DefaultListen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
-	o.dataDir = fs.String("data-dir", server.DefaultDataDir, "directory for the raft log and snapshots")
+	o.listen = fs.String("listen", dc.Listen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
+	o.dataDir = fs.String("data-dir", dc.DataDir, "directory for the raft log and snapshots")
 	o.logStore = fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")
 	o.logFormat = enum(fs, "log-format", logFormats, "log `format` on stderr: text (key=value) or json (one object a line)")
 	o.logLevel = enum(fs, "log-level", logLevels, "least important log `level` shown: debug (also every refused request), info, warn or error")
-	o.readyTimeout = fs.Duration("ready-timeout", 10*time.Second, "how long to wait for the node to replay its log and take office (a single node), or to be added (--join), before giving up (exit 1)")
-	o.waiterGrace = fs.Duration("waiter-grace", 5*time.Second, "after taking office, how long queued acquires have to be retried by their clients before they are dropped")
+	o.readyTimeout = fs.Duration("ready-timeout", dc.ReadyTimeout, "how long to wait for the node to replay its log and take office (a single node), or to be added (--join), before giving up (exit 1)")
+	o.waiterGrace = fs.Duration("waiter-grace", dc.WaiterGrace, "after taking office, how long queued acquires have to be retried by their clients before they are dropped")
 
 	// Cluster (serve_cluster.go). Without --raft-addr: a single node.
 	o.cf = registerClusterFlags(fs)
 
 	// Connection limits (this process only).
-	o.maxConns = fs.Int("max-conns", server.DefaultMaxConns, "most client connections open at once; more wait to be accepted")
-	o.maxStreams = fs.Int("max-streams", server.DefaultMaxStreams, "most session streams open at once; more are refused (RESOURCE_EXHAUSTED)")
-	o.maxStreamRequests = fs.Int("max-stream-requests", server.DefaultMaxStreamRequests, "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client")
-	o.readHeaderTimeout = fs.Duration("read-header-timeout", server.DefaultReadHeaderTimeout, "time allowed to read a request's header")
-	o.readTimeout = fs.Duration("read-timeout", server.DefaultReadTimeout, "time allowed to read a whole request, body included (not a blocking acquire's wait)")
-	o.idleTimeout = fs.Duration("idle-timeout", server.DefaultIdleTimeout, "close a keep-alive connection idle this long")
-	o.writeTimeout = fs.Duration("write-timeout", server.DefaultWriteTimeout, "time allowed to write a reply once it is ready (a blocking acquire's once its wait ends); a client that does not read loses its connection")
+	o.maxConns = fs.Int("max-conns", dc.MaxConns, "most client connections open at once; more wait to be accepted")
+	o.maxStreams = fs.Int("max-streams", dc.MaxStreams, "most session streams open at once; more are refused (RESOURCE_EXHAUSTED)")
+	o.maxStreamRequests = fs.Int("max-stream-requests", dc.MaxStreamRequests, "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client")
+	o.readHeaderTimeout = fs.Duration("read-header-timeout", dc.ReadHeaderTimeout, "time allowed to read a request's header")
+	o.readTimeout = fs.Duration("read-timeout", dc.ReadTimeout, "time allowed to read a whole request, body included (not a blocking acquire's wait)")
+	o.idleTimeout = fs.Duration("idle-timeout", dc.IdleTimeout, "close a keep-alive connection idle this long")
+	o.writeTimeout = fs.Duration("write-timeout", dc.WriteTimeout, "time allowed to write a reply once it is ready (a blocking acquire's once its wait ends); a client that does not read loses its connection")
 
 	// Rules recorded in the log: they apply to commands after the node
 	// records them, never to a replay.
-	def := state.DefaultConfig()
+	def := dc.Rules
 	o.maxTTL = fs.Duration("max-ttl", def.MaxTTL, "rule: largest lease TTL accepted")
 	o.maxWaitersPerLock = fs.Int("max-waiters-per-lock", def.MaxWaitersPerLock, "rule: most queued acquires on one lock (0: no cap)")
 	o.maxWaiters = fs.Int("max-waiters", def.MaxWaiters, "rule: most queued acquires on all locks (0: no cap)")
@@ -119,34 +120,21 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if *o.maxTTL < fence.MinTTL {
 		return usage(fmt.Sprintf("serve: --max-ttl must be at least %s", fence.MinTTL))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"ready-timeout", *o.readyTimeout}, {"read-header-timeout", *o.readHeaderTimeout}, {"read-timeout", *o.readTimeout}, {"idle-timeout", *o.idleTimeout}, {"write-timeout", *o.writeTimeout}} {
-		if d.v <= 0 {
-			return usage(fmt.Sprintf("serve: --%s must be more than 0", d.name))
-		}
+	cfg := daemon.Config{
+		Listen: *o.listen, DataDir: *o.dataDir, LogStore: *o.logStore,
+		NodeID: o.cf.nodeID,
+		Rules: state.Config{
+			MaxTTL: *o.maxTTL, MaxOps: *o.maxIDs, MaxRequests: *o.maxIDs, IDRetention: *o.idRetention, MinIDRetention: *o.minIDRetention,
+			MaxWaitersPerLock: *o.maxWaitersPerLock, MaxWaiters: *o.maxWaiters, MaxResources: *o.maxResources, MaxResourceBytes: *o.maxResourceBytes,
+			MaxLocks: *o.maxLocks, MaxSessions: *o.maxSessions, MaxSessionResults: *o.maxSessionResults,
+		},
+		ReadyTimeout: *o.readyTimeout, WaiterGrace: *o.waiterGrace,
+		MaxConns: *o.maxConns, MaxStreams: *o.maxStreams, MaxStreamRequests: *o.maxStreamRequests, ReadHeaderTimeout: *o.readHeaderTimeout, ReadTimeout: *o.readTimeout, IdleTimeout: *o.idleTimeout, WriteTimeout: *o.writeTimeout,
 	}
-	if *o.waiterGrace <= 0 {
-		// 0 is refused, not read as "no grace": the node takes 0 as its
-		// default (5s), and a client retrying a wait needs some time anyway.
-		return usage("serve: --waiter-grace must be more than 0")
-	}
-	if *o.maxStreams < 1 || *o.maxStreamRequests < 1 {
-		return usage("serve: --max-streams and --max-stream-requests must be at least 1")
-	}
-	if *o.maxConns < 1 {
-		return usage("serve: --max-conns must be at least 1")
-	}
-	rules := state.Config{
-		MaxTTL: *o.maxTTL, MaxOps: *o.maxIDs, MaxRequests: *o.maxIDs, IDRetention: *o.idRetention, MinIDRetention: *o.minIDRetention,
-		MaxWaitersPerLock: *o.maxWaitersPerLock, MaxWaiters: *o.maxWaiters, MaxResources: *o.maxResources, MaxResourceBytes: *o.maxResourceBytes,
-		MaxLocks: *o.maxLocks, MaxSessions: *o.maxSessions, MaxSessionResults: *o.maxSessionResults,
-	}
-	if err := rules.Validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return usage("serve: " + flagError(err))
 	}
-	clusterCfg, err := o.cf.config(os.Getenv)
+	clusterCfg, hooks, err := o.cf.config(os.Getenv)
 	if err != nil {
 		return usage("serve: " + err.Error())
 	}
@@ -171,12 +159,8 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if len(src) > 0 {
 		logger.Info("flags from the environment", "set", strings.Join(slices.Sorted(maps.Values(src)), " "))
 	}
-	err = server.Run(ctx, server.Config{
-		Listen: *o.listen, DataDir: *o.dataDir, LogStore: *o.logStore, Logger: logger,
-		NodeID: o.cf.nodeID, Cluster: clusterCfg,
-		Rules: rules, ReadyTimeout: *o.readyTimeout, WaiterGrace: *o.waiterGrace,
-		MaxConns: *o.maxConns, MaxStreams: *o.maxStreams, MaxStreamRequests: *o.maxStreamRequests, ReadHeaderTimeout: *o.readHeaderTimeout, ReadTimeout: *o.readTimeout, IdleTimeout: *o.idleTimeout, WriteTimeout: *o.writeTimeout,
-	})
+	cfg.Logger, cfg.Cluster = logger, clusterCfg
+	err = daemon.Run(ctx, cfg, daemon.WithHooks(hooks))
 	if errors.Is(err, node.ErrNotLeader) && clusterCfg.RaftAddr == "" {
 		// Open gave up waiting for the node to take office.
 		err = fmt.Errorf("serve: gave up after --ready-timeout %s: %w (a large log takes longer to replay: raise --ready-timeout)", *o.readyTimeout, err)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/raftstore"
-	"github.com/fenceworks/fence/server"
 )
 
 // Test-only environment variables of `fence serve` (documented as such in
@@ -80,10 +80,21 @@ func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	return f
 }
 
-// config checks the cluster flags together and returns the server's
-// cluster config. Every error names the flag (or variable) at fault.
-func (f *clusterFlags) config(getenv func(string) string) (server.ClusterConfig, error) {
-	var c server.ClusterConfig
+// config checks the cluster flags together and returns the daemon's
+// cluster config, and the test hooks the environment sets (testHooks).
+// Every error names the flag (or variable) at fault.
+func (f *clusterFlags) config(getenv func(string) string) (daemon.ClusterConfig, daemon.Hooks, error) {
+	c, err := f.clusterConfig()
+	if err != nil {
+		return c, daemon.Hooks{}, err
+	}
+	h, err := testHooks(getenv)
+	return c, h, err
+}
+
+// clusterConfig checks the cluster flags together.
+func (f *clusterFlags) clusterConfig() (daemon.ClusterConfig, error) {
+	var c daemon.ClusterConfig
 	if err := cluster.ValidateID("--node-id", f.nodeID); err != nil {
 		return c, err
 	}
@@ -140,7 +151,7 @@ func (f *clusterFlags) config(getenv func(string) string) (server.ClusterConfig,
 		return c, err
 	}
 	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = *f.heartbeat, *f.election, *f.leaderLease, *f.commit
-	return c, testHooks(&c, getenv)
+	return c, nil
 }
 
 // checkRestored refuses --join, --peers and --bootstrap on a data dir that
@@ -220,32 +231,33 @@ func checkTimeouts(f *clusterFlags, clustered bool) error {
 	return nil
 }
 
-// testHooks reads the test-only environment variables into c. They are
-// for tests (the chaos harness, system tests), never for production: a
-// set one is logged at start.
-func testHooks(c *server.ClusterConfig, getenv func(string) string) error {
+// testHooks reads the test-only environment variables. They are for
+// tests (the chaos harness, system tests), never for production: a set
+// one is logged at start.
+func testHooks(getenv func(string) string) (daemon.Hooks, error) {
+	var h daemon.Hooks
 	if s := getenv(envDialMap); s != "" {
 		m, err := raftstore.ParseDialMap(s)
 		if err != nil {
-			return fmt.Errorf("%s (test only): %w", envDialMap, err)
+			return h, fmt.Errorf("%s (test only): %w", envDialMap, err)
 		}
-		c.DialMap = m
+		h.DialMap = m
 	}
 	if s := getenv(envClockOffset); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("%s (test only): want a signed duration such as +1h or -30m, got %q", envClockOffset, s)
+			return h, fmt.Errorf("%s (test only): want a signed duration such as +1h or -30m, got %q", envClockOffset, s)
 		}
-		c.ClockOffset = d
+		h.Clock.Offset = d
 	}
 	if s := getenv(envClockRate); s != "" {
 		r, err := strconv.ParseFloat(s, 64)
 		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-			return fmt.Errorf("%s (test only): want a rate above 0 such as 1.005, got %q", envClockRate, s)
+			return h, fmt.Errorf("%s (test only): want a rate above 0 such as 1.005, got %q", envClockRate, s)
 		}
-		c.ClockRate = r
+		h.Clock.Rate = r
 	}
-	return nil
+	return h, nil
 }
 
 // testHooksSet names the test-only variables set in the environment.

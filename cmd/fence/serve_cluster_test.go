@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
-	"github.com/fenceworks/fence/server"
 )
 
 // serveExit runs `fence serve` with args (and env added) as a process and
@@ -89,8 +89,17 @@ func TestServeClusterFlagErrors(t *testing.T) {
 	}
 }
 
+// parsedServe is what serveCmd makes of the cluster flags and the test
+// hooks' variables.
+type parsedServe struct {
+	daemon.ClusterConfig
+	DialMap     map[string]string
+	ClockOffset time.Duration
+	ClockRate   float64
+}
+
 // parseServeFlags parses serve's cluster flags as serveCmd does.
-func parseServeFlags(t *testing.T, env map[string]string, args ...string) (server.ClusterConfig, error) {
+func parseServeFlags(t *testing.T, env map[string]string, args ...string) (parsedServe, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -98,7 +107,8 @@ func parseServeFlags(t *testing.T, env map[string]string, args ...string) (serve
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parse %q: %v", args, err)
 	}
-	return cf.config(func(k string) string { return env[k] })
+	c, h, err := cf.config(func(k string) string { return env[k] })
+	return parsedServe{ClusterConfig: c, DialMap: h.DialMap, ClockOffset: h.Clock.Offset, ClockRate: h.Clock.Rate}, err
 }
 
 // Good cluster flags become the server's ClusterConfig; the test-only

@@ -239,7 +239,7 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// servingMsg begins the line server.Run logs once it serves.
+// servingMsg begins the line daemon.Run logs once it serves.
 const servingMsg = "fence serving on "
 
 // startWatch notes the line that says the server serves.

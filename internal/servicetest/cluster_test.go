@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/node"
-	"github.com/fenceworks/fence/server"
 )
 
 // member is one server of a test cluster, serving its client port.
 type member struct {
-	s      *server.Server
+	s      *daemon.Daemon
 	url    string
 	served chan error
 	once   sync.Once
@@ -45,9 +45,9 @@ func startCluster(t *testing.T) (leader, follower *member) {
 		}
 	})
 	for _, p := range peers {
-		s, err := server.New(server.Config{
+		s, err := daemon.New(daemon.Config{
 			DataDir: t.TempDir(), NodeID: p.ID, Logger: quiet, ReadyTimeout: time.Minute,
-			Cluster: server.ClusterConfig{RaftAddr: p.Addr, Peers: peers},
+			Cluster: daemon.ClusterConfig{RaftAddr: p.Addr, Peers: peers},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +86,7 @@ func startCluster(t *testing.T) (leader, follower *member) {
 // startSingle starts one server, alone (no raft port).
 func startSingle(t *testing.T) *member {
 	t.Helper()
-	s, err := server.New(server.Config{DataDir: t.TempDir(), Logger: quiet})
+	s, err := daemon.New(daemon.Config{DataDir: t.TempDir(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

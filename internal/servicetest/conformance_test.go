@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
-	"github.com/fenceworks/fence/server"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -27,7 +27,7 @@ func localTarget(t *testing.T) Target {
 // remoteTarget is a real server on a loopback socket, through
 // client.NewService.
 func remoteTarget(t *testing.T) Target {
-	s, err := server.New(server.Config{DataDir: t.TempDir(), Logger: quiet})
+	s, err := daemon.New(daemon.Config{DataDir: t.TempDir(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"time"
@@ -31,14 +31,6 @@ type ClusterConfig struct {
 	// Raft's timeouts; zero takes the node's defaults (LAN values in a
 	// cluster, quick ones for a single node: see node.Config).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
-
-	// DialMap is TEST ONLY (FENCE_TEST_DIAL_MAP): every outgoing dial to a
-	// raft address that is a key goes to its value instead (a fault proxy).
-	DialMap map[string]string
-	// ClockOffset and ClockRate are TEST ONLY (FENCE_TEST_CLOCK_OFFSET,
-	// FENCE_TEST_CLOCK_RATE): see node.Config.
-	ClockOffset time.Duration
-	ClockRate   float64
 }
 
 // enabled reports cluster mode.

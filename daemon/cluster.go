@@ -1,20 +1,18 @@
-package server
+package daemon
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 
-	"connectrpc.com/connect"
-
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/internal/nodeview"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/raftstore"
+	"github.com/fenceworks/fence/server"
 )
 
 // clusterParts are what cluster mode adds to a server: the raft port (raft
@@ -25,8 +23,8 @@ type clusterParts struct {
 	mux     *raftstore.Mux     // nil alone
 	fwd     *cluster.Forwarder // nil alone
 	members *cluster.Membership
-	peers   *clusterPeers // other nodes' ClusterService, for members
-	served  chan error    // the raft port's API Serve result (cluster mode)
+	peers   *server.ClusterPeers // other nodes' ClusterService, for members
+	served  chan error           // the raft port's API Serve result (cluster mode)
 
 	joinCancel  context.CancelFunc // ends a join under way (close)
 	watchCancel context.CancelFunc // ends WatchFresh (close)
@@ -36,18 +34,18 @@ type clusterParts struct {
 }
 
 // withCluster completes the node's config from cfg.Cluster: raft's
-// timeouts and the test-only clock hooks (a single node too), and in
+// timeouts and the test hooks' clock (a single node too), and in
 // cluster mode the raft port, which it opens: the caller closes it
 // (clusterParts.close) if the node does not open.
-func withCluster(cfg Config, nc node.Config) (node.Config, *clusterParts, error) {
+func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterParts, error) {
 	c := cfg.Cluster
 	nc.HeartbeatTimeout, nc.ElectionTimeout, nc.LeaderLeaseTimeout, nc.CommitTimeout = c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout
-	nc.ClockOffset, nc.ClockRate = c.ClockOffset, c.ClockRate
+	nc.ClockOffset, nc.ClockRate = h.Clock.Offset, h.Clock.Rate
 	cp := &clusterParts{}
 	if !c.enabled() {
 		return nc, cp, nil
 	}
-	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, raftstore.WithDialMap(c.DialMap), raftstore.WithMuxLogger(cfg.Logger))
+	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, raftstore.WithDialMap(h.DialMap), raftstore.WithMuxLogger(cfg.Logger))
 	if err != nil {
 		return nc, nil, err
 	}
@@ -59,13 +57,13 @@ func withCluster(cfg Config, nc node.Config) (node.Config, *clusterParts, error)
 // service is the fence.Service for node n: cfg.Service's if set, the
 // leader forwarder in cluster mode, else the node's own.
 func (cp *clusterParts) service(cfg Config, n *node.Node) (fence.Service, error) {
-	cp.peers = newClusterPeers(cp.dial())
-	cp.members = cluster.NewMembership(n, cluster.Config{RaftAddr: cp.raftAddr(), Peer: cp.peers.peer, Join: cp.peers.joinPeer, Logger: cfg.Logger})
+	cp.peers = server.NewClusterPeers(cp.dial())
+	cp.members = cluster.NewMembership(n, cluster.Config{RaftAddr: cp.raftAddr(), Peer: cp.peers.Peer, Join: cp.peers.JoinPeer, Logger: cfg.Logger})
 	switch {
 	case cfg.Service != nil:
 		return cfg.Service(n)
 	case cp.mux != nil:
-		cp.fwd = cluster.NewForwarder(n.Service(), n, cp.mux.DialAPI, leaderService)
+		cp.fwd = cluster.NewForwarder(n.Service(), n, cp.mux.DialAPI, server.LeaderService)
 		return cp.fwd, nil
 	}
 	return n.Service(), nil
@@ -85,15 +83,9 @@ func (cp *clusterParts) dial() cluster.DialFunc {
 	return cp.mux.DialAPI
 }
 
-// route is the ClusterService's route on the API router.
-func (cp *clusterParts) route(s *Server, opts []connect.HandlerOption) route {
-	path, h := fencev1connect.NewClusterServiceHandler(clusterService{s: s, m: cp.members}, opts...)
-	return route{prefix: path, h: h}
-}
-
 // serve serves the API (the same handler as the client port) to other
 // nodes on the raft port, until the server shuts down.
-func (cp *clusterParts) serve(s *Server) {
+func (cp *clusterParts) serve(d *Daemon) {
 	if cp.mux == nil {
 		return
 	}
@@ -101,14 +93,8 @@ func (cp *clusterParts) serve(s *Server) {
 	cp.watchCancel = cancel
 	cp.bg.Go(func() { cp.members.WatchFresh(wctx) })
 	cp.served = make(chan error, 1)
-	s.log.Info("raft port open: raft and, for other nodes, the API", "node_id", s.node.ID(), "raft_addr", cp.mux.Addr(), "bind", cp.mux.BindAddr().String())
-	go func() {
-		err := s.http.Serve(cp.mux.APIListener())
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		cp.served <- err
-	}()
+	d.log.Info("raft port open: raft and, for other nodes, the API", "node_id", d.node.ID(), "raft_addr", cp.mux.Addr(), "bind", cp.mux.BindAddr().String())
+	go func() { cp.served <- d.srv.ServePeers(cp.mux.APIListener()) }()
 }
 
 // joinFailed starts asking cfg.Cluster.Join's nodes to add this one
@@ -151,7 +137,7 @@ func (cp *clusterParts) closeNow(log *slog.Logger) {
 		cp.fwd.Close()
 	}
 	if cp.peers != nil {
-		cp.peers.close()
+		cp.peers.Close()
 	}
 	if cp.mux != nil {
 		if err := cp.mux.Close(); err != nil {
@@ -163,4 +149,11 @@ func (cp *clusterParts) closeNow(log *slog.Logger) {
 			}
 		}
 	}
+}
+
+// errorKinds are the node's and the cluster's errors the server answers
+// specially.
+var errorKinds = server.ErrorKinds{
+	NotLeader: node.ErrNotLeader, UnknownOutcome: node.ErrUnknownOutcome, Closed: node.ErrClosed,
+	ChangeRefused: nodeview.ChangeRefused,
 }

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/state"
 )
 
 // A follower started with a lower --max-ttl than the rules recorded in the
@@ -33,7 +34,8 @@ func TestClusterFollowerChecksTTLAgainstTheLogsRule(t *testing.T) {
 	for _, id := range ids {
 		cfg := clusterConfig(t, id, ClusterConfig{RaftAddr: addrs[id], Peers: peers})
 		if id == "n3" {
-			cfg.MaxTTL = 10 * time.Second // the odd one out; the others keep 24h
+			cfg.Rules = state.DefaultConfig()
+			cfg.Rules.MaxTTL = 10 * time.Second // the odd one out; the others keep 24h
 		}
 		nodes[id] = startRun(t, cfg)
 	}

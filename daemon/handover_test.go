@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ func TestShutdownHandsOverBeforeDrain(t *testing.T) {
 		peers[i].Addr = testutil.FreeAddr(t)
 	}
 	type member struct {
-		s      *Server
+		s      *Daemon
 		addr   string
 		served chan error
 		log    *testutil.Buffer

@@ -1,4 +1,4 @@
-package server_test
+package daemon_test
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/server"
+	"github.com/fenceworks/fence/daemon"
 )
 
 // An embedded server in a temporary directory, as `fence lab` uses it.
 func ExampleNew() {
 	dir, _ := os.MkdirTemp("", "fence-example")
 	defer os.RemoveAll(dir)
-	s, err := server.New(server.Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := daemon.New(daemon.Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		panic(err)
 	}

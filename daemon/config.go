@@ -1,0 +1,179 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/server"
+	"github.com/fenceworks/fence/state"
+)
+
+// Config configures a server and the node behind it.
+type Config struct {
+	// Listen is the TCP address Run listens on, default "127.0.0.1:7420".
+	Listen string
+	// DataDir holds the node's raft log and snapshots, default "./fence-data".
+	DataDir string
+	// Rules are the rules the operator wants recorded in the log (largest
+	// TTL, id memory, caps on waiters and resources): once the node takes
+	// office it proposes them if the recorded ones differ, and they apply
+	// to later commands only (see state.Config). Rules.MaxTTL is the
+	// largest lease TTL accepted. The zero value means
+	// state.DefaultConfig().
+	Rules state.Config
+	// WaiterGrace is how long a node that took office waits for the
+	// clients of queued acquires to retry before it drops the waiters
+	// nobody waits for (node.Config.WaiterGrace), default 5s.
+	WaiterGrace time.Duration
+	// Logger receives server, node and raft logs; default text to stderr.
+	Logger *slog.Logger
+	// LogStore is node.LogStoreWAL or node.LogStoreBolt; empty means the
+	// kind the data dir holds, or the WAL for a new dir (see node.Config).
+	LogStore string
+	// NodeID is the raft server ID, default "fence-1".
+	NodeID string
+	// ShutdownTimeout bounds the drain of in-flight requests on shutdown,
+	// default 10s; connections still open after it are closed.
+	ShutdownTimeout time.Duration
+	// LockTimeout bounds the wait for the data directory's file lock, after
+	// which a second server on the same DataDir fails; default 1s.
+	LockTimeout time.Duration
+	// ReadyTimeout bounds how long New waits for the node to take office
+	// (replaying its log included); past it New fails. Default 10s
+	// (node.Config.ReadyTimeout).
+	ReadyTimeout time.Duration
+
+	// Service makes the fence.Service the API handlers call from the node
+	// New opened. Nil means the node's own (node.Node.Service) alone, and
+	// the leader forwarder (cluster.Forwarder over the node's Service) in
+	// cluster mode; set, it replaces either (an embedding program, a
+	// test). New calls it once, after the node is open; an error closes
+	// the node and fails New. The handlers validate every request before
+	// they call the Service, and map its errors (a refusal to its code and
+	// detail; fence.ErrUnavailable to Unavailable).
+	Service func(*node.Node) (fence.Service, error)
+
+	// Cluster makes the node one of a raft cluster (see ClusterConfig);
+	// the zero value is a single node.
+	Cluster ClusterConfig
+
+	// MaxConns caps open client connections, default DefaultMaxConns; more
+	// wait in the kernel's accept queue until one closes.
+	MaxConns int
+	// ReadHeaderTimeout bounds reading a request's header, default
+	// DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included, default
+	// DefaultReadTimeout. It does not bound a blocking acquire's wait (the
+	// body is read before the wait starts; see limits.go).
+	ReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long, default
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds writing a reply once it is ready (a blocking
+	// acquire's once its wait is over), default DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// MaxStreams caps the open SessionService.Stream streams, default
+	// DefaultMaxStreams; more are refused with resource_exhausted.
+	MaxStreams int
+	// MaxStreamRequests caps the requests in flight on one stream, default
+	// DefaultMaxStreamRequests; more are answered at once with
+	// RESOURCE_EXHAUSTED and not applied (stream.go).
+	MaxStreamRequests int
+}
+
+// DefaultListen and DefaultDataDir are the defaults of `fence serve`.
+const (
+	DefaultListen  = "127.0.0.1:7420"
+	DefaultDataDir = "./fence-data"
+)
+
+// DefaultConfig is the configuration of `fence serve` without flags: a
+// single node on DefaultListen with its data in DefaultDataDir, the
+// default rules and the server's default limits. Every default of the
+// daemon is here.
+func DefaultConfig() Config {
+	return Config{
+		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID,
+		Rules:           state.DefaultConfig(),
+		WaiterGrace:     5 * time.Second,
+		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,
+		MaxConns: server.DefaultMaxConns, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,
+		ReadHeaderTimeout: server.DefaultReadHeaderTimeout, ReadTimeout: server.DefaultReadTimeout,
+		IdleTimeout: server.DefaultIdleTimeout, WriteTimeout: server.DefaultWriteTimeout,
+	}
+}
+
+// DefaultNodeID is the raft server ID of a node not given one.
+const DefaultNodeID = "fence-1"
+
+// withDefaults fills each zero field from DefaultConfig (and Logger with
+// text to stderr).
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	orString(&c.Listen, d.Listen)
+	orString(&c.DataDir, d.DataDir)
+	orString(&c.NodeID, d.NodeID)
+	if c.Rules == (state.Config{}) {
+		c.Rules = d.Rules
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&c.WaiterGrace, &d.WaiterGrace}, {&c.ShutdownTimeout, &d.ShutdownTimeout}, {&c.LockTimeout, &d.LockTimeout},
+		{&c.ReadyTimeout, &d.ReadyTimeout}, {&c.ReadHeaderTimeout, &d.ReadHeaderTimeout}, {&c.ReadTimeout, &d.ReadTimeout},
+		{&c.IdleTimeout, &d.IdleTimeout}, {&c.WriteTimeout, &d.WriteTimeout},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	for _, f := range []struct{ v, def *int }{
+		{&c.MaxConns, &d.MaxConns}, {&c.MaxStreams, &d.MaxStreams}, {&c.MaxStreamRequests, &d.MaxStreamRequests},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	return c
+}
+
+func orString(v *string, def string) {
+	if *v == "" {
+		*v = def
+	}
+}
+
+// Validate checks c as given (start from DefaultConfig; New checks its
+// config after filling zero fields from it): a bad value is a
+// *fence.InvalidError whose Field is the setting's name as
+// "config.read_timeout" (the rules' own as state.Config.Validate names
+// them) and whose Bound says what it must be.
+func (c Config) Validate() error {
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"ready_timeout", c.ReadyTimeout}, {"read_header_timeout", c.ReadHeaderTimeout}, {"read_timeout", c.ReadTimeout},
+		{"idle_timeout", c.IdleTimeout}, {"write_timeout", c.WriteTimeout}, {"waiter_grace", c.WaiterGrace},
+		{"shutdown_timeout", c.ShutdownTimeout}, {"lock_timeout", c.LockTimeout},
+	} {
+		if d.v <= 0 {
+			return fence.Invalid("config."+d.field, "more than 0", d.v.String())
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{{"max_conns", c.MaxConns}, {"max_streams", c.MaxStreams}, {"max_stream_requests", c.MaxStreamRequests}} {
+		if n.v < 1 {
+			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
+		}
+	}
+	return c.Rules.Validate()
+}

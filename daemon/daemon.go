@@ -1,0 +1,172 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/internal/nodeview"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/server"
+)
+
+// Daemon is one Fence node and the API in front of it: the raft port
+// (cluster mode), the node, the membership and leader forwarder, and the
+// server, assembled from one Config.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	node    *node.Node
+	cluster *clusterParts // raft port, forwarder, membership (cluster.go)
+	srv     *server.Server
+}
+
+// New opens (or creates) the node in cfg.DataDir and builds the server in
+// front of it. It does not listen; call Serve, or mount Handler. A config
+// Validate refuses is refused. opts are test seams (WithHooks).
+func New(cfg Config, opts ...Option) (*Daemon, error) {
+	var h Hooks
+	for _, o := range opts {
+		o(&h)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	nc, cp, err := withCluster(cfg, h, node.Config{
+		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, Rules: cfg.Rules,
+		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout, WaiterGrace: cfg.WaiterGrace,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.Open(nc)
+	if err != nil {
+		cp.close(cfg.Logger)
+		return nil, err
+	}
+	svc, err := cp.service(cfg, n)
+	if err != nil {
+		n.Close()
+		cp.close(cfg.Logger)
+		return nil, err
+	}
+	srv, err := server.New(server.Config{
+		Logger: cfg.Logger, MaxTTL: cfg.Rules.MaxTTL, MaxConns: cfg.MaxConns,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
+		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests,
+	}, server.Deps{
+		Service: svc, Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
+		Metrics: nodeview.Metrics(n),
+		// A call another node forwarded here is marked, so it is never
+		// forwarded again (cluster.Forwarder, cluster.Membership).
+		Middleware: cluster.MarkForwarded,
+	})
+	if err != nil {
+		n.Close()
+		cp.close(cfg.Logger)
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, node: n, cluster: cp, srv: srv}
+	cp.serve(d)
+	return d, nil
+}
+
+// Handler is the API, /healthz, /readyz and /metrics on one mux (for
+// httptest and for embedding).
+func (d *Daemon) Handler() http.Handler { return d.srv.Handler() }
+
+// Node is the node behind the server.
+func (d *Daemon) Node() *node.Node { return d.node }
+
+// Server is the server in front of the node.
+func (d *Daemon) Server() *server.Server { return d.srv }
+
+// Service is the fence.Service the handlers call.
+func (d *Daemon) Service() fence.Service { return d.srv.Service() }
+
+// Serve serves HTTP/1.1 and unencrypted HTTP/2 on ln until Shutdown or
+// Close; it then returns nil. At most cfg.MaxConns connections are open at
+// once.
+func (d *Daemon) Serve(ln net.Listener) error { return d.srv.Serve(ln) }
+
+// Shutdown cancels waiting acquires (their clients get Unavailable and
+// their waits are withdrawn from the queue), hands leadership over when
+// this node leads a cluster (handover.go), then stops accepting
+// connections and drains in-flight requests until ctx ends (then closes
+// what is left), and closes the node: raft stops and the stores close.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.srv.Drain()
+	d.handOver(ctx)
+	err := d.srv.Shutdown(ctx)
+	if nerr := d.node.Close(); nerr != nil && err == nil {
+		err = nerr
+	}
+	d.cluster.close(d.log)
+	return err
+}
+
+// Close shuts down at once: open connections are closed, then the node.
+func (d *Daemon) Close() error {
+	d.srv.Close()
+	err := d.node.Close()
+	d.cluster.close(d.log)
+	return err
+}
+
+// Run opens (or creates) the node in cfg.DataDir, serves the API on
+// cfg.Listen until ctx is cancelled, then shuts down gracefully: in-flight
+// requests drain for up to cfg.ShutdownTimeout, raft stops, the stores
+// close. It logs "fence serving on http://ADDR" once ready.
+func Run(ctx context.Context, cfg Config, opts ...Option) error {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	d, err := New(cfg, opts...)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- d.Serve(ln) }()
+	d.log.Info("fence serving on http://"+ln.Addr().String(), "data_dir", cfg.DataDir, "last_token", d.node.LastToken())
+	if !loopback(ln.Addr()) {
+		d.log.Warn("listening on a non-loopback address without TLS or authentication (Fence has neither yet): " +
+			"anyone who can reach " + ln.Addr().String() + " can take and release locks and write resources; " +
+			"listen on 127.0.0.1 or keep the port on a trusted network")
+	}
+	var joinErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		d.Close()
+		return err
+	case joinErr = <-d.cluster.joinFailed(ctx, cfg):
+		d.log.Error("could not join the cluster; stopping", "err", joinErr)
+	}
+	d.log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	err = d.Shutdown(sctx)
+	<-serveErr
+	d.log.Info("stopped")
+	if joinErr != nil {
+		return joinErr
+	}
+	return err
+}
+
+// loopback reports whether addr is a loopback address (127.0.0.0/8, ::1).
+// A listener on every interface (0.0.0.0, ::) is not.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/cluster"
+)
+
+// Deps are what a server serves over. Service and Node are required; the
+// daemon package supplies a node's, a test fakes them.
+type Deps struct {
+	// Service answers the API's lock, resource and session calls. The
+	// handlers validate every request before they call it, and map its
+	// errors (a refusal to its code and detail; Errors' kinds and
+	// fence.ErrUnavailable to Unavailable).
+	Service fence.Service
+	// Node is the node behind the server as readiness, the backup and the
+	// TTL bound see it.
+	Node Node
+	// Cluster answers the ClusterService; nil leaves it unmounted.
+	Cluster Membership
+	// Errors names the errors of the parts behind Service and Cluster that
+	// the handlers answer specially.
+	Errors ErrorKinds
+	// Metrics are registered in the server's registry beside its own and
+	// served on /metrics (the node's gauges and counters).
+	Metrics []prometheus.Collector
+	// Middleware, if set, wraps the whole API handler (on every port it is
+	// served on).
+	Middleware func(http.Handler) http.Handler
+}
+
+// Node is what the server reads of the node behind it.
+type Node interface {
+	// Readiness reports whether the node can serve (/readyz, gRPC health):
+	// a leader in office that applied all it committed, or a follower that
+	// knows its leader and applied all it knows committed. detail is the
+	// one line /readyz shows after "ready: " or "not ready: ".
+	Readiness() (ready bool, detail string)
+	// MaxTTL is the largest TTL the rules recorded in the log allow; 0 if
+	// none are known yet (Config.MaxTTL applies then).
+	MaxTTL() time.Duration
+	// Backup copies the node's state as of one applied index and returns
+	// the header's facts and the function that writes the backup file. An
+	// error that is not a *connect.Error is mapped as a Service error.
+	Backup(ctx context.Context) (*fencev1.BackupHeader, func(io.Writer) error, error)
+}
+
+// Membership is the ClusterService's logic: package cluster's Membership
+// seen through the daemon (which knows whether a call was forwarded).
+type Membership interface {
+	Members(ctx context.Context) (cluster.MemberList, error)
+	AddMember(ctx context.Context, id, raftAddr string, fresh bool, joinID string) error
+	RemoveMember(ctx context.Context, id string) (wasMember bool, err error)
+	TransferLeadership(ctx context.Context, id string) (leader string, err error)
+	NodeStatus(adding bool) cluster.NodeStatus
+}
+
+// ErrorKinds are the errors of the node and the cluster that the handlers
+// tell apart. A nil field matches nothing.
+type ErrorKinds struct {
+	// NotLeader: the node does not lead; nothing was proposed
+	// (Unavailable, logged as a NOT_LEADER refusal).
+	NotLeader error
+	// UnknownOutcome: the command may or may not be applied (Unavailable,
+	// logged at warn: the client retries with the same id).
+	UnknownOutcome error
+	// Closed: the node is shut down (Unavailable, "server is shutting
+	// down").
+	Closed error
+	// ChangeRefused reports a membership change refused for good (a single
+	// node, the last voter, a conflicting member): FailedPrecondition, not
+	// logged.
+	ChangeRefused func(error) bool
+}
+
+// is reports whether err matches kind (never for a nil kind).
+func is(err, kind error) bool { return kind != nil && errors.Is(err, kind) }
