@@ -31,8 +31,8 @@ type Config struct {
 	WaiterGrace time.Duration
 	// Logger receives server, node and raft logs; default text to stderr.
 	Logger *slog.Logger
-	// LogStore is node.LogStoreWAL or node.LogStoreBolt; empty means the
-	// kind the data dir holds, or the WAL for a new dir (see node.Config).
+	// LogStore is node.LogStoreWAL (the only log store) or empty (the same);
+	// a data dir holding a raft-boltdb raft.db is refused (see node.Config).
 	LogStore string
 	// NodeID is the raft server ID, default "fence-1".
 	NodeID string

@@ -1,6 +1,6 @@
 // Command fence is the Fence server and its command-line client.
 //
-//	fence serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal|bolt] ...
+//	fence serve [--listen ADDR] [--data-dir DIR] [--max-ttl D] [--log-store wal] ...
 //	fence serve ... --node-id ID --raft-addr HOST:PORT [--raft-advertise HOST:PORT]
 //	            (--bootstrap | --join URL[,URL] | --peers ID=HOST:PORT,...)
 //	fence serve ... [--log-format text|json] [--log-level debug|info|warn|error]

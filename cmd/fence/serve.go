@@ -39,10 +39,10 @@ type serveOptions struct {
 func serveFlags(g *globals, stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	o := &serveOptions{}
 	dc := daemon.DefaultConfig()
-	fs := newFlagSetWith("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal|bolt] [--log-format text|json] [--log-level L] [cluster flags] [limits and rules, see below]", g, stderr, nil)
+	fs := newFlagSetWith("serve", "[--listen ADDR] [--data-dir DIR] [--log-store wal] [--log-format text|json] [--log-level L] [cluster flags] [limits and rules, see below]", g, stderr, nil)
 	o.listen = fs.String("listen", dc.Listen, "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)")
 	o.dataDir = fs.String("data-dir", dc.DataDir, "directory for the raft log and snapshots")
-	o.logStore = fs.String("log-store", "", "raft log store of a new data dir: wal (default) or bolt; an existing dir keeps its own")
+	o.logStore = fs.String("log-store", "", "raft log store: wal, the only one (a dir holding a raft-boltdb raft.db is refused)")
 	o.logFormat = enum(fs, "log-format", logFormats, "log `format` on stderr: text (key=value) or json (one object a line)")
 	o.logLevel = enum(fs, "log-level", logLevels, "least important log `level` shown: debug (also every refused request), info, warn or error")
 	o.readyTimeout = fs.Duration("ready-timeout", dc.ReadyTimeout, "how long to wait for the node to replay its log and take office (a single node), or to be added (--join), before giving up (exit 1)")

@@ -18,7 +18,7 @@ func Metrics(n *node.Node) []prometheus.Collector {
 		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 	})
 	fsync := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "fence_fsync_duration_seconds", Help: "Duration of each fsync of the raft log's WAL segment files (every acknowledged write waits for one); empty with --log-store bolt, whose fsyncs are not observed.",
+		Name: "fence_fsync_duration_seconds", Help: "Duration of each fsync of the raft log's WAL segment files (every acknowledged write waits for one).",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18),
 	})
 	n.OnBatch(func(entries int) { batch.Observe(float64(entries)) })
