@@ -131,6 +131,9 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		ReadyTimeout: *o.readyTimeout, WaiterGrace: *o.waiterGrace,
 		MaxConns: *o.maxConns, MaxStreams: *o.maxStreams, MaxStreamRequests: *o.maxStreamRequests, ReadHeaderTimeout: *o.readHeaderTimeout, ReadTimeout: *o.readTimeout, IdleTimeout: *o.idleTimeout, WriteTimeout: *o.writeTimeout,
 	}
+	// The settings no flag sets keep their defaults.
+	def := daemon.DefaultConfig()
+	cfg.ShutdownTimeout, cfg.LockTimeout = def.ShutdownTimeout, def.LockTimeout
 	if err := cfg.Validate(); err != nil {
 		return usage("serve: " + flagError(err))
 	}
