@@ -120,20 +120,7 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if *o.maxTTL < fence.MinTTL {
 		return usage(fmt.Sprintf("serve: --max-ttl must be at least %s", fence.MinTTL))
 	}
-	cfg := daemon.Config{
-		Listen: *o.listen, DataDir: *o.dataDir, LogStore: *o.logStore,
-		NodeID: o.cf.nodeID,
-		Rules: state.Config{
-			MaxTTL: *o.maxTTL, MaxOps: *o.maxIDs, MaxRequests: *o.maxIDs, IDRetention: *o.idRetention, MinIDRetention: *o.minIDRetention,
-			MaxWaitersPerLock: *o.maxWaitersPerLock, MaxWaiters: *o.maxWaiters, MaxResources: *o.maxResources, MaxResourceBytes: *o.maxResourceBytes,
-			MaxLocks: *o.maxLocks, MaxSessions: *o.maxSessions, MaxSessionResults: *o.maxSessionResults,
-		},
-		ReadyTimeout: *o.readyTimeout, WaiterGrace: *o.waiterGrace,
-		MaxConns: *o.maxConns, MaxStreams: *o.maxStreams, MaxStreamRequests: *o.maxStreamRequests, ReadHeaderTimeout: *o.readHeaderTimeout, ReadTimeout: *o.readTimeout, IdleTimeout: *o.idleTimeout, WriteTimeout: *o.writeTimeout,
-	}
-	// The settings no flag sets keep their defaults.
-	def := daemon.DefaultConfig()
-	cfg.ShutdownTimeout, cfg.LockTimeout = def.ShutdownTimeout, def.LockTimeout
+	cfg := o.daemonConfig()
 	if err := cfg.Validate(); err != nil {
 		return usage("serve: " + flagError(err))
 	}
@@ -178,6 +165,25 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return exitCodeOf(err)
 	}
 	return exitOK
+}
+
+// daemonConfig is the daemon's configuration the parsed flags give; the
+// settings no flag sets keep daemon.DefaultConfig's values.
+func (o *serveOptions) daemonConfig() daemon.Config {
+	cfg := daemon.Config{
+		Listen: *o.listen, DataDir: *o.dataDir, LogStore: *o.logStore,
+		NodeID: o.cf.nodeID,
+		Rules: state.Config{
+			MaxTTL: *o.maxTTL, MaxOps: *o.maxIDs, MaxRequests: *o.maxIDs, IDRetention: *o.idRetention, MinIDRetention: *o.minIDRetention,
+			MaxWaitersPerLock: *o.maxWaitersPerLock, MaxWaiters: *o.maxWaiters, MaxResources: *o.maxResources, MaxResourceBytes: *o.maxResourceBytes,
+			MaxLocks: *o.maxLocks, MaxSessions: *o.maxSessions, MaxSessionResults: *o.maxSessionResults,
+		},
+		ReadyTimeout: *o.readyTimeout, WaiterGrace: *o.waiterGrace,
+		MaxConns: *o.maxConns, MaxStreams: *o.maxStreams, MaxStreamRequests: *o.maxStreamRequests, ReadHeaderTimeout: *o.readHeaderTimeout, ReadTimeout: *o.readTimeout, IdleTimeout: *o.idleTimeout, WriteTimeout: *o.writeTimeout,
+	}
+	def := daemon.DefaultConfig()
+	cfg.ShutdownTimeout, cfg.LockTimeout = def.ShutdownTimeout, def.LockTimeout
+	return cfg
 }
 
 // flagError names the flag of a state.Config field refused by Validate
