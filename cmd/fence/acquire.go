@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"fmt"
+	"github.com/fenceworks/fence"
 	"io"
 
 	"github.com/fenceworks/fence/client"
@@ -32,6 +33,9 @@ func acquireCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if !wasSet(fs, "ttl") {
 		return fail(g, stdout, stderr, &usageError{"acquire: --ttl is required"})
+	}
+	if *ttl < fence.MinTTL { // 0 would read as "not set" once in a request
+		return fail(g, stdout, stderr, fence.Invalid("ttl", "at least "+fence.MinTTL.String(), ttl.String()))
 	}
 	if *requestID == "" {
 		*requestID = rand.Text()

@@ -68,6 +68,9 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if !wasSet(fs, "ttl") {
 		return fail(g, stdout, stderr, &usageError{"run: --ttl is required"})
 	}
+	if *ttl < fence.MinTTL { // 0 would read as "not set" once in a request
+		return fail(g, stdout, stderr, fence.Invalid("ttl", "at least "+fence.MinTTL.String(), ttl.String()))
+	}
 	name, argv := pos[0], append(pos[1:], after...)
 
 	c, lease, err := g.acquireKept(name, *ttl, *wait, *owner)
