@@ -31,7 +31,7 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*hangGuard)
 	defer cancel()
 	c, err := harness.StartCluster(ctx, harness.ClusterConfig{N: 3, Dir: dir,
-		Args: []string{"--ready-timeout", "60s"},
+		Args:         []string{"--ready-timeout", "60s"},
 		ReadyTimeout: hangGuard, StopTimeout: hangGuard})
 	if err != nil {
 		t.Fatal(err)
