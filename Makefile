@@ -19,9 +19,9 @@ build:
 ##   harness) in one go test run, then the bench module's smoke test.
 ##   docs/testing.md says what each tier holds and how long it takes.
 ##   The two longest packages are named first: go test starts packages in the
-##   order given, and system_test and internal/chaos (about 5 minutes each) last
+##   order given, and system_test and testkit/chaos (about 5 minutes each) last
 ##   in ./... order would end the run minutes after everything else.
-LONG_PKGS = ./system_test/ ./internal/chaos/
+LONG_PKGS = ./system_test/ ./testkit/chaos/
 test: vet
 	$(GO) test -race -count=1 -tags e2e -timeout 14m $(LONG_PKGS) ./...
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./...
@@ -43,7 +43,7 @@ test-short:
 ## vet: both tiers (-tags e2e compiles every file the untagged build does, and the e2e ones)
 vet:
 	$(GO) vet -tags e2e ./...
-	$(GO) vet -tags plantbug ./state/ ./internal/plant/
+	$(GO) vet -tags plantbug ./state/ ./state/internal/plant/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -68,7 +68,7 @@ bench-cluster:
 bench-quick:
 	cd bench && $(GO) run ./cmd/fencebench -quick $(BENCH_FLAGS)
 
-## chaos: a fault run and the control run (internal/chaos; docs/reliability.md).
+## chaos: a fault run and the control run (testkit/chaos; docs/reliability.md).
 ##   make chaos DURATION=10m SEED=N     # SEED=0 picks one and prints it
 ##   make chaos NODES=5                 # a 5-node raft cluster (1, 3 or 5; adds the cluster fault kinds)
 ##   CHAOS_FLAGS adds runner flags (`bin/fence-chaos run -h`), e.g. CHAOS_FLAGS="-workers 8 -faults worker-pause,server-kill"

@@ -67,8 +67,7 @@ func TestLayering(t *testing.T) {
 	// "testing" package is on the client's list below only: hashicorp/raft
 	// links it into every program that runs a node.)
 	testLibs := []string{"pgregory.net/rapid", "go.uber.org/goleak",
-		"github.com/anishathalye/porcupine", mod + "/internal/harness", mod + "/internal/chaos",
-		mod + "/internal/testutil", mod + "/internal/servicetest", mod + "/testkit"}
+		"github.com/anishathalye/porcupine", mod + "/testkit"}
 
 	t.Run("state is pure", func(t *testing.T) {
 		t.Parallel()
@@ -97,6 +96,22 @@ func TestLayering(t *testing.T) {
 			mod + "/guard/sqlite", mod + "/guard/redis", mod + "/guard/httpguard"},
 			append([]string{"testing", "github.com/hashicorp", "github.com/prometheus", mod + "/node",
 				mod + "/raftstore", mod + "/server", mod + "/daemon", mod + "/cluster", mod + "/state"}, testLibs...)...)
+	})
+	t.Run("internal holds production leaves only", func(t *testing.T) {
+		t.Parallel()
+		out, err := exec.Command("go", "list", mod+"/internal/...").Output()
+		if err != nil {
+			t.Fatalf("go list internal/...: %v", err)
+		}
+		for _, p := range strings.Fields(string(out)) {
+			for _, d := range deps(t, p) {
+				for _, f := range testLibs {
+					if d == f || strings.HasPrefix(d, f+"/") {
+						t.Errorf("%s (under internal/) imports the test library %s", p, d)
+					}
+				}
+			}
+		}
 	})
 	t.Run("the daemon links no test library", func(t *testing.T) {
 		t.Parallel()

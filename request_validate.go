@@ -12,7 +12,7 @@ import (
 // node (before proposing) make alike: the first bad field, in the order
 // each method lists, is refused with an *InvalidError naming it (as the
 // proto names it) and its bound, and nothing is sent, called or proposed.
-// The order is a contract (internal/servicetest pins it). The state
+// The order is a contract (testkit/servicetest pins it). The state
 // machine judges each command again as it applies it, by the rules in the
 // log (package state), so a command in the log is refused alike on every
 // replica.

@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // target is what the workloads run against: one server process, or a
@@ -65,7 +65,7 @@ type Cluster struct {
 	IDs   []string // node ids (fence --node-id, etcd member names)
 	Pids  []int
 
-	fence *harness.Cluster // Kind "fence": the nodes, run by internal/harness
+	fence *harness.Cluster // Kind "fence": the nodes, run by testkit/harness
 	etcd  []*Server        // Kind "etcd"
 	dir   string           // data dirs, removed by Stop
 
@@ -279,7 +279,7 @@ func freePorts(n int) ([]int, error) {
 }
 
 // StartFenceCluster runs n `fence serve` processes from bin as one static
-// cluster (internal/harness: every node gets the same --peers) with the
+// cluster (testkit/harness: every node gets the same --peers) with the
 // rules StartFence uses, and waits until every node's /readyz says it can
 // serve (a leader is known and the node has applied what it knew
 // committed).

@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // Server is one server process the runner started: its pid (for /proc), the
 // address its clients use, and how to stop it. A fence server is run by
-// internal/harness (fence); the others by startProc here.
+// testkit/harness (fence); the others by startProc here.
 type Server struct {
 	Kind  string // "fence", "etcd", "redis-always", "redis-everysec"
 	Addr  string // host:port for clients
@@ -117,7 +117,7 @@ func tail(path string) string {
 }
 
 // StartFence runs `fence serve` from bin on a free loopback port with a
-// fresh data dir under tmp (internal/harness starts it and waits for
+// fresh data dir under tmp (testkit/harness starts it and waits for
 // /readyz). The rules are opened up so that the held-leases and
 // expiry-storm workloads fit (no cap on locks and waiters, room for the
 // request ids of a million acquires).

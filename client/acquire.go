@@ -8,7 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/api/apierr"
 )
 
 // Acquire takes lock name and returns the held Lease, kept alive in the

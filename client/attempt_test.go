@@ -16,7 +16,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // holdProxy forwards HTTP requests to a real server, except the first

@@ -13,7 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/api/apierr"
 )
 
 // withRetry calls attempt until it succeeds, fails with an error that a

@@ -13,8 +13,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // TestServiceRefusalsAreTyped: the remote Service returns the server's

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // run holds the session's stream for as long as the Client lives: while a

@@ -16,8 +16,8 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/cluster"
-	"github.com/fenceworks/fence/internal/chaos"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/chaos"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // TestMain removes the fence binary the harness built (about 36 MB in
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// These tests run three real `fence serve` processes (internal/harness)
+// These tests run three real `fence serve` processes (testkit/harness)
 // whose servers serve the Forwarder: a client may call any node, and the
 // Go client given several nodes fails over when the one it uses dies.
 

@@ -9,9 +9,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/state"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // A follower started with a lower --max-ttl than the rules recorded in the

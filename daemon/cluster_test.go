@@ -16,7 +16,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // clusterWait bounds every wait for a cluster to get somewhere (an

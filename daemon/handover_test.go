@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // TestShutdownHandsOverBeforeDrain: a cluster leader that shuts down

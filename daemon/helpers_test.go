@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 func TestMain(m *testing.M) {

@@ -15,9 +15,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/state"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // Cluster tests: in-process nodes with raft over real TCP on loopback (the

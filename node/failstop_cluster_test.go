@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/state"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // Fail-stop in a cluster. A follower's durable writes are not the node's

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // leaderLine is one "leader changed" line of a node's JSON log.

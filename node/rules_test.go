@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/state"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 func openRules(t *testing.T, dir string, rules state.Config) *Node {

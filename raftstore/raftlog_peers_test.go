@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // A peer's outage, fed as the exact calls hashicorp/raft v1.7.3 makes

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 func records(t *testing.T, s string) []map[string]any {

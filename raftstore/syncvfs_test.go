@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	walfs "github.com/hashicorp/raft-wal/fs"

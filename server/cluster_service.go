@@ -7,9 +7,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // clusterService is the ClusterService: Deps.Cluster behind Connect.

@@ -24,7 +24,7 @@
 // Every request is validated before the Service is called (bad input gets
 // invalid_argument with a fencev1.ErrorDetail naming the field and the
 // bound, and changes nothing); every refusal is mapped by package
-// internal/apierr (BUSY and RESOURCE_EXHAUSTED are ResourceExhausted, told
+// api/apierr (BUSY and RESOURCE_EXHAUSTED are ResourceExhausted, told
 // apart by the detail's reason; fencing refusals are FailedPrecondition;
 // OP_CONFLICT is AlreadyExists); a node that is not the leader, or is
 // shutting down, answers Unavailable, and so does a command whose outcome

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/api/apierr"
 )
 
 // messageName is md's name as a client knows it: grpchealth's own package

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/api/apierr"
 )
 
 // Limits against slow and greedy clients. Each one ends what a single client

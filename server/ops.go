@@ -8,8 +8,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // The operations of the API, each as the validated fence request its

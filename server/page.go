@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/api/apierr"
 )
 
 // List pages.
@@ -27,7 +27,7 @@ func pageSize(n uint32) (int, error) {
 }
 
 // encodePageToken makes the page_token that continues after the lock
-// named after ("" when there is no next page): internal/apierr's encoding,
+// named after ("" when there is no next page): api/apierr's encoding,
 // shared with the remote fence.Service (client.NewService).
 func encodePageToken(after string) string { return apierr.EncodePageToken(after) }
 

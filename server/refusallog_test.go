@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // refusalLines are the "request refused" lines of a JSON log.

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // The session flow as curl sends it: plain JSON POSTs to Open, a

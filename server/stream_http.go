@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fenceworks/fence/api/apierr"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // serveStreams hands SessionService.Stream over HTTP/2 to stream, prepared

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/internal/apierr"
 	"github.com/fenceworks/fence/state"
 )
 

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // A waiting handler is bounded by its wait plus a margin even when the

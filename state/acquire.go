@@ -2,7 +2,7 @@ package state
 
 import (
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/plant"
+	"github.com/fenceworks/fence/state/internal/plant"
 )
 
 // acquire grants lock cmd.Name when it is free, queues the request when

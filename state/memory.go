@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/plant"
+	"github.com/fenceworks/fence/state/internal/plant"
 )
 
 // memory remembers ids (request_ids, op_ids) in the order they were put,

@@ -2,7 +2,7 @@ package state
 
 import "slices"
 
-// The planted faults of internal/plant. Each is switched on only in a
+// The planted faults of state/internal/plant. Each is switched on only in a
 // build with the plantbug tag and FENCE_PLANTBUG naming it; in a release
 // build plant.On is a constant false, so the one-line hooks that call
 // these helpers (in memory.go, seq.go, resources.go and acquire.go) and

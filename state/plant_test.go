@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/plant"
+	"github.com/fenceworks/fence/state/internal/plant"
 )
 
-// Each planted fault of internal/plant, shown active (go test -tags
+// Each planted fault of state/internal/plant, shown active (go test -tags
 // plantbug ./state -run Plant). A test whose fault is not on in this
 // process (FENCE_PLANTBUG) runs itself again in a child test binary with
 // FENCE_PLANTBUG naming only its fault, so it needs no environment.

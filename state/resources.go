@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/plant"
+	"github.com/fenceworks/fence/state/internal/plant"
 )
 
 // resource is a fenced value: it accepts a write only with a token at least

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/plant"
+	"github.com/fenceworks/fence/state/internal/plant"
 )
 
 // Exactly-once by sequence number (see doc.go, Sessions). A command with a

@@ -26,9 +26,9 @@ import (
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/backup"
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/harness"
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/state"
+	"github.com/fenceworks/fence/testkit/harness"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // Backups (MaintenanceService.Backup, client.Backup) against real `fence

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // skewDrift is the documented drift (fence.DefaultDrift, design.md §2): a

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // loadWorker's record of what the cluster acknowledged to it.

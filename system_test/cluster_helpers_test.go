@@ -17,12 +17,12 @@ import (
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/internal/chaos"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/chaos"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // The multi-process cluster tests (cluster_*_test.go) run three real
-// `fence serve` processes on loopback (internal/harness) with the default
+// `fence serve` processes on loopback (testkit/harness) with the default
 // LAN raft timeouts (election 1s), and talk to them over the API with one
 // attempt per call, so that each test decides itself what a retry is: the
 // same request, with the same request_id or op_id, on the next node. That

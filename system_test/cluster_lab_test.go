@@ -13,8 +13,8 @@ import (
 	"connectrpc.com/connect"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/harness"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/harness"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // labRun is a `fence lab` process.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // TestClusterRemovedNodeCannotGrant: a 3-node cluster formed with

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // TestClusterMinorityGrantsNothing: the leader of a 3-node cluster is cut

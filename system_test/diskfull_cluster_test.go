@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // Fault 5 in a cluster: one follower's data dir is on a small filesystem

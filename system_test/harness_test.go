@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/harness"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/harness"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // hangGuard bounds every wait in the harness. It is not a timing assertion:
@@ -80,7 +80,7 @@ func moduleRoot(t testing.TB) string {
 
 func fenceBinary(t testing.TB) string { return binary(t, "./cmd/fence") }
 
-// fenceServer is one `fence serve` process (internal/harness) and its data
+// fenceServer is one `fence serve` process (testkit/harness) and its data
 // directory, which outlives the process so that the server can be
 // restarted on it. Its Stop, Kill and Restart fail the test instead of
 // returning errors.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // postgresDSN is testutil.PostgresDSN: skipped loudly without PostgreSQL,

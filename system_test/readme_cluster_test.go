@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // TestReadmeCluster runs the README's "## A cluster" block as written: the

@@ -27,7 +27,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/guard/postgres"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // The restore tests run the real commands as an operator would: `fence

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // A node that cannot take office within --ready-timeout makes `fence serve`

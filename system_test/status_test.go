@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // fenceStatus runs `fence --server servers status args...`.

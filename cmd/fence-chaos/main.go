@@ -1,4 +1,4 @@
-// Command fence-chaos is Fence's fault harness (package internal/chaos): it
+// Command fence-chaos is Fence's fault harness (package testkit/chaos): it
 // starts a Fence server — or a raft cluster of 3 or 5 (-nodes), with a
 // fault-injecting proxy on every peer link — as real processes behind
 // fault-injecting client proxies, runs the paused-worker story's workload from worker
@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fenceworks/fence/internal/chaos"
+	"github.com/fenceworks/fence/testkit/chaos"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fenceworks/fence/internal/chaos"
+	"github.com/fenceworks/fence/testkit/chaos"
 )
 
 func writeHistory(t *testing.T, dir, name string, ops ...chaos.Op) {

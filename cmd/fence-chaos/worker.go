@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/fenceworks/fence/internal/chaos"
+	"github.com/fenceworks/fence/testkit/chaos"
 )
 
 // workerMain runs `fence-chaos worker ARGS` (chaos.ParseWorkerArgs): one

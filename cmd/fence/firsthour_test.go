@@ -20,7 +20,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/cluster"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // The paper cuts of a new user's first hour: a --server without a scheme,

@@ -14,10 +14,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 const membersUsage = `[list] | add ID RAFTADDR | remove ID | transfer [ID]

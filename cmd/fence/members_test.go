@@ -11,7 +11,7 @@ import (
 	"time"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // membersJSONOut is `fence members --json`.

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // fenceBin is the fence binary, built once by TestMain.

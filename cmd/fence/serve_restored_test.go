@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // serveRefused runs `fence serve args...` and expects it to refuse to

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // statusKeys are the --json keys of one node: every NodeStatus field, and

@@ -22,9 +22,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/internal/apierr"
 )
 
 // TestHelpGoesToStdout: every way of asking for help prints the usage on
@@ -347,7 +347,7 @@ func TestProcessDeleteAndLocksPages(t *testing.T) {
 }
 
 // limitServer answers every Write with the server's RESOURCE_EXHAUSTED
-// refusal (as internal/apierr encodes it) and counts the attempts.
+// refusal (as api/apierr encodes it) and counts the attempts.
 type limitServer struct {
 	fencev1connect.UnimplementedResourceServiceHandler
 	calls atomic.Int32

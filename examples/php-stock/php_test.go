@@ -26,7 +26,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	mysqlguard "github.com/fenceworks/fence/guard/mysql"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 	_ "github.com/go-sql-driver/mysql"
 )
 

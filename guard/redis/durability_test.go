@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 	"github.com/redis/go-redis/v9"
 )
 

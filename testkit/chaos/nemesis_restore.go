@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // FaultRestore backs the cluster up at a random time (client.Backup of one

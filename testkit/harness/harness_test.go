@@ -6,7 +6,7 @@ import (
 )
 
 // The processes themselves are exercised by system_test (every system test
-// starts its servers through this package) and internal/chaos; these are
+// starts its servers through this package) and testkit/chaos; these are
 // the pure parts.
 
 func TestDialMapString(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence/daemon"
-	"github.com/fenceworks/fence/internal/testutil"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // member is one server of a test cluster, serving its client port.

@@ -826,7 +826,7 @@ func TestCheckOKWithoutReturn(t *testing.T) {
 // TestCheckHistoryFiles checks recorded histories: CHAOS_CHECK_HISTORY is a
 // glob of JSONL files (workers' histories and the final reads), e.g.
 //
-//	CHAOS_CHECK_HISTORY='/tmp/run/history-*.jsonl' go test -run HistoryFiles -v ./internal/chaos
+//	CHAOS_CHECK_HISTORY='/tmp/run/history-*.jsonl' go test -run HistoryFiles -v ./testkit/chaos
 func TestCheckHistoryFiles(t *testing.T) {
 	glob := os.Getenv("CHAOS_CHECK_HISTORY")
 	if glob == "" {

@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // The membership side of a raft cluster, through ClusterService on the

@@ -23,7 +23,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // The worker's tests run the real thing: a `fence serve` process, real

@@ -3,7 +3,7 @@ package harness
 import (
 	"strings"
 
-	"github.com/fenceworks/fence/internal/freeport"
+	"github.com/fenceworks/fence/testkit/freeport"
 )
 
 // FreeAddr returns a loopback address (127.0.0.1:port) that was free a

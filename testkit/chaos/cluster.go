@@ -14,13 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // NodeConfig is one Fence server process: `Bin serve --listen Listen
 // --data-dir DataDir [--node-id ID --raft-addr RaftAddr] Formation... Args...`.
 // The process itself (start, readiness, signals, restarts, its log) is an
-// internal/harness Server; what a Node adds is the chaos part: a data dir
+// testkit/harness Server; what a Node adds is the chaos part: a data dir
 // on a size-limited tmpfs, the proxy clients reach it through, and a wipe
 // and rejoin for membership changes.
 type NodeConfig struct {

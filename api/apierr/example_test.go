@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fenceworks/fence"
-	"github.com/fenceworks/fence/internal/apierr"
+	"github.com/fenceworks/fence/api/apierr"
 )
 
 func ExampleFromConnect() {

@@ -21,7 +21,7 @@ var plantedSymbols = []string{
 	"github.com/fenceworks/fence/state.(*impl).plantForgetOps",
 	"github.com/fenceworks/fence/state.(*impl).plantForgetSaved",
 	"github.com/fenceworks/fence/state.(*impl).plantGrantHeld",
-	"github.com/fenceworks/fence/internal/plant.parse",
+	"github.com/fenceworks/fence/state/internal/plant.parse",
 }
 
 // TestReleaseHasNoPlantedCode builds cmd/fence without and with the
@@ -94,7 +94,7 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// plantSymbols lists bin's symbols (go tool nm) of package internal/plant
+// plantSymbols lists bin's symbols (go tool nm) of package state/internal/plant
 // and of state's planted helpers.
 func plantSymbols(t *testing.T, bin string) []string {
 	t.Helper()
@@ -104,7 +104,7 @@ func plantSymbols(t *testing.T, bin string) []string {
 	}
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, "fence/internal/plant.") || strings.Contains(line, "fence/state.(*impl).plant") {
+		if strings.Contains(line, "fence/state/internal/plant.") || strings.Contains(line, "fence/state.(*impl).plant") {
 			out = append(out, strings.TrimSpace(line))
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/harness"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/harness"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 var everyKind = []FaultKind{FaultWorkerPause, FaultServerPause, FaultServerKill, FaultConnReset,

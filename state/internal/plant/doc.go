@@ -1,5 +1,5 @@
 // Package plant switches on known faults ("planted bugs") in a build made
-// with the plantbug tag, so that the chaos harness (internal/chaos) can show
+// with the plantbug tag, so that the chaos harness (testkit/chaos) can show
 // that it catches them. A release build (no tag) cannot contain them: there
 // [On] is a constant false that the compiler inlines, so every
 //

@@ -11,7 +11,7 @@
 //
 //   - history.go: Op, the record of one logical operation (a JSON line), and
 //     reading and writing histories;
-//   - cluster.go: Node and Cluster, Fence server processes (internal/harness
+//   - cluster.go: Node and Cluster, Fence server processes (testkit/harness
 //     Servers) with their data dirs (optionally on a size-limited tmpfs),
 //     their client proxies and, for a cluster, the peer-link proxies that
 //     each node's FENCE_TEST_DIAL_MAP routes it through;

@@ -54,7 +54,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Server, error) {
 
 // LeaderOf is Cluster.Leader over the given members (the nodes of the
 // current raft configuration), for callers that keep their own node list
-// (internal/chaos).
+// (testkit/chaos).
 func LeaderOf(ctx context.Context, members []*Server) (*Server, error) {
 	type answer struct {
 		s  *Server

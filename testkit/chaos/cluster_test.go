@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/internal/harness"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 var (

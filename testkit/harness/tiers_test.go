@@ -35,7 +35,7 @@ func TestUnitTierStartsNoProcess(t *testing.T) {
 			return nil
 		}
 		// This file names the patterns it looks for.
-		if !strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, "internal/harness/tiers_test.go") {
+		if !strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, "testkit/harness/tiers_test.go") {
 			return nil
 		}
 		constraint, body := buildLine(t, path)

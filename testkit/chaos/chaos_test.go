@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceworks/fence/internal/chaos"
-	"github.com/fenceworks/fence/internal/testutil"
+	"github.com/fenceworks/fence/testkit/chaos"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // These are the harness's own runs in `make test`: a short seeded run with

@@ -1,5 +1,5 @@
 // Package harness runs real Fence server processes for tests, the chaos
-// harness (internal/chaos) and the bench runner (bench/): it builds the
+// harness (testkit/chaos) and the bench runner (bench/): it builds the
 // fence binary once per process, starts `fence serve` on free loopback
 // ports (the client port and, for a cluster node, --raft-addr) with its own
 // data directory, waits for GET /readyz, and stops (SIGTERM), kills
@@ -14,7 +14,7 @@
 // change leadership and membership through any node.
 //
 // It is not a _test.go file so that three users share it: system_test (with
-// the testing.TB helpers in testing.go), internal/chaos and the bench/
+// the testing.TB helpers in testing.go), testkit/chaos and the bench/
 // module (which may import it: bench's module path is under this module's,
 // so the internal rule allows it).
 //
@@ -27,6 +27,6 @@
 // Partitions between nodes go through FENCE_TEST_DIAL_MAP (test-only, read
 // by cmd/fence): every outgoing dial of a node to a mapped raft address goes
 // to the mapped address instead. ClusterConfig.Link lets the caller put a
-// proxy (internal/chaos's Proxy) on each directed peer link; DialMap formats
+// proxy (testkit/chaos's Proxy) on each directed peer link; DialMap formats
 // the variable.
 package harness
