@@ -98,7 +98,7 @@ const (
 // daemon is here.
 func DefaultConfig() Config {
 	return Config{
-		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID,
+		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID, LogStore: node.LogStoreWAL,
 		Rules:           state.DefaultConfig(),
 		WaiterGrace:     5 * time.Second,
 		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"net"
@@ -58,26 +57,11 @@ in production; a set one is logged as a warning):
   FENCE_TEST_CLOCK_RATE=1.005                 scales the leader clock's elapsed time
 `
 
-// clusterFlags are serve's cluster flags.
+// clusterFlags are serve's cluster flags (rows of serveFlagTable).
 type clusterFlags struct {
 	nodeID, raftAddr, raftAdvertise, join, peers string
 	bootstrap                                    bool
-	heartbeat, election, leaderLease, commit     *time.Duration
-}
-
-func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
-	f := &clusterFlags{}
-	fs.StringVar(&f.nodeID, "node-id", "fence-1", "this node's id in the cluster (raft's server id); a restart must keep it")
-	fs.StringVar(&f.raftAddr, "raft-addr", "", "`HOST:PORT` of the raft port (raft and, for other nodes, the API); empty: a single node, no cluster")
-	fs.StringVar(&f.raftAdvertise, "raft-advertise", "", "`HOST:PORT` other nodes dial to reach --raft-addr (default: --raft-addr)")
-	fs.BoolVar(&f.bootstrap, "bootstrap", false, "first start only: make a one-voter cluster of this node (others then --join it)")
-	fs.StringVar(&f.join, "join", "", "first start only: `URL[,URL]` of running nodes; ask them to add this node as a voter (until one does or --ready-timeout)")
-	fs.StringVar(&f.peers, "peers", "", "first start only: `ID=HOST:PORT,...`, every voter of a static cluster (this node included); give every node the same list")
-	f.heartbeat = fs.Duration("heartbeat-timeout", 0, "raft heartbeat timeout (default 500ms in a cluster, 100ms alone)")
-	f.election = fs.Duration("election-timeout", 0, "raft election timeout (default 1s in a cluster, 100ms alone)")
-	f.leaderLease = fs.Duration("leader-lease-timeout", 0, "raft leader lease timeout, at most --heartbeat-timeout (default 500ms in a cluster, 100ms alone)")
-	f.commit = fs.Duration("commit-timeout", 0, "raft commit timeout (default 10ms in a cluster, 5ms alone)")
-	return f
+	heartbeat, election, leaderLease, commit     time.Duration
 }
 
 // config checks the cluster flags together and returns the daemon's
@@ -150,7 +134,7 @@ func (f *clusterFlags) clusterConfig() (daemon.ClusterConfig, error) {
 	if err := checkTimeouts(f, c.RaftAddr != ""); err != nil {
 		return c, err
 	}
-	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = *f.heartbeat, *f.election, *f.leaderLease, *f.commit
+	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = f.heartbeat, f.election, f.leaderLease, f.commit
 	return c, nil
 }
 
@@ -213,8 +197,8 @@ func checkTimeouts(f *clusterFlags, clustered bool) error {
 		v    *time.Duration
 		def  *time.Duration
 		min  time.Duration
-	}{{"heartbeat-timeout", f.heartbeat, &hb, 5 * time.Millisecond}, {"election-timeout", f.election, &el, 5 * time.Millisecond},
-		{"leader-lease-timeout", f.leaderLease, &lease, 5 * time.Millisecond}, {"commit-timeout", f.commit, &commit, time.Millisecond}} {
+	}{{"heartbeat-timeout", &f.heartbeat, &hb, 5 * time.Millisecond}, {"election-timeout", &f.election, &el, 5 * time.Millisecond},
+		{"leader-lease-timeout", &f.leaderLease, &lease, 5 * time.Millisecond}, {"commit-timeout", &f.commit, &commit, time.Millisecond}} {
 		if *x.v < 0 || *x.v > 0 && *x.v < x.min {
 			return fence.Invalid("--"+x.name, "at least "+x.min.String(), x.v.String())
 		}

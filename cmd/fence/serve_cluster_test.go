@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -101,13 +100,11 @@ type parsedServe struct {
 // parseServeFlags parses serve's cluster flags as serveCmd does.
 func parseServeFlags(t *testing.T, env map[string]string, args ...string) (parsedServe, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cf := registerClusterFlags(fs)
+	fs, s := serveFlags(&globals{}, io.Discard)
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parse %q: %v", args, err)
 	}
-	c, h, err := cf.config(func(k string) string { return env[k] })
+	c, h, err := s.cf.config(func(k string) string { return env[k] })
 	return parsedServe{ClusterConfig: c, DialMap: h.DialMap, ClockOffset: h.Clock.Offset, ClockRate: h.Clock.Rate}, err
 }
 

@@ -21,31 +21,6 @@ import (
 	"time"
 )
 
-// testValue is a valid value of f other than its default, for the env
-// tests: what the flag's type takes.
-func testValue(t *testing.T, f *flag.Flag) string {
-	t.Helper()
-	if c, ok := f.Value.(interface{ Choices() []string }); ok {
-		return c.Choices()[len(c.Choices())-1]
-	}
-	g, ok := f.Value.(flag.Getter)
-	if !ok {
-		t.Fatalf("--%s: a flag.Value without Get; teach testValue its type", f.Name)
-	}
-	switch g.Get().(type) {
-	case bool:
-		return "true"
-	case time.Duration:
-		return "7s"
-	case int, int64, uint, uint64:
-		return "7"
-	case string:
-		return "from-env-" + f.Name
-	}
-	t.Fatalf("--%s: type %T; teach testValue its type", f.Name, g.Get())
-	return ""
-}
-
 // Every flag of `fence serve` (but the globals) has a FENCE_ variable:
 // walking serve's own flag set, each variable set alone sets its flag; the
 // variable is named in --help; none takes a name with another meaning. A
@@ -103,25 +78,10 @@ func TestServeEveryFlagHasAnEnvVar(t *testing.T) {
 	}
 }
 
-// normalized is v as the flag prints it once set (7s stays 7s).
-func normalized(t *testing.T, f *flag.Flag, v string) string {
-	t.Helper()
-	if g, ok := f.Value.(flag.Getter); ok {
-		if _, ok := g.Get().(time.Duration); ok {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d.String()
-		}
-	}
-	return v
-}
-
 // A variable applies when its flag is not given; the flag wins when it
 // is; an empty variable is unset.
 func TestServeEnvAppliesFlagWins(t *testing.T) {
-	parse := func(env map[string]string, args ...string) *serveOptions {
+	parse := func(env map[string]string, args ...string) *serveSettings {
 		t.Helper()
 		fs, o := serveFlags(&globals{}, io.Discard)
 		if _, err := parseServe(fs, args, func(k string) string { return env[k] }); err != nil {
@@ -131,12 +91,12 @@ func TestServeEnvAppliesFlagWins(t *testing.T) {
 	}
 	env := map[string]string{"FENCE_MAX_TTL": "2m", "FENCE_LOG_FORMAT": "json", "FENCE_RAFT_ADDR": "127.0.0.1:9", "FENCE_BOOTSTRAP": "true", "FENCE_LISTEN": ""}
 	o := parse(env)
-	if *o.maxTTL != 2*time.Minute || *o.logFormat != "json" || o.cf.raftAddr != "127.0.0.1:9" || !o.cf.bootstrap || *o.listen != "127.0.0.1:7420" {
-		t.Errorf("from env: max-ttl %s, log-format %s, raft-addr %q, bootstrap %v, listen %q", *o.maxTTL, *o.logFormat, o.cf.raftAddr, o.cf.bootstrap, *o.listen)
+	if o.cfg.Rules.MaxTTL != 2*time.Minute || o.logFormat != "json" || o.cf.raftAddr != "127.0.0.1:9" || !o.cf.bootstrap || o.cfg.Listen != "127.0.0.1:7420" {
+		t.Errorf("from env: max-ttl %s, log-format %s, raft-addr %q, bootstrap %v, listen %q", o.cfg.Rules.MaxTTL, o.logFormat, o.cf.raftAddr, o.cf.bootstrap, o.cfg.Listen)
 	}
 	o = parse(env, "--max-ttl", "3m", "--log-format=text", "--raft-addr", "127.0.0.1:8", "--bootstrap=false")
-	if *o.maxTTL != 3*time.Minute || *o.logFormat != "text" || o.cf.raftAddr != "127.0.0.1:8" || o.cf.bootstrap {
-		t.Errorf("flags over env: max-ttl %s, log-format %s, raft-addr %q, bootstrap %v", *o.maxTTL, *o.logFormat, o.cf.raftAddr, o.cf.bootstrap)
+	if o.cfg.Rules.MaxTTL != 3*time.Minute || o.logFormat != "text" || o.cf.raftAddr != "127.0.0.1:8" || o.cf.bootstrap {
+		t.Errorf("flags over env: max-ttl %s, log-format %s, raft-addr %q, bootstrap %v", o.cfg.Rules.MaxTTL, o.logFormat, o.cf.raftAddr, o.cf.bootstrap)
 	}
 }
 

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"flag"
+	"time"
+
+	"github.com/fenceworks/fence/daemon"
+)
+
+// serveSettings is what serve's flags set: the daemon's config (its
+// defaults are daemon.DefaultConfig's, so a flag's default is the
+// daemon's), the logger's, and the cluster flags, which are checked
+// together before they become the daemon's cluster config
+// (clusterFlags.config).
+type serveSettings struct {
+	cfg                 daemon.Config
+	logFormat, logLevel string
+	cf                  clusterFlags
+}
+
+// serveFlag is one row of serve's flag table: the flag's name, its
+// --help text and where its value goes. Its FENCE_ variable is derived
+// from the name (envName), so a row is a flag and a variable at once;
+// docs/operations.md's table lists every row (serve_flags_test.go).
+type serveFlag struct {
+	name, usage string
+	// value is the flag.Value bound to its place in s; its current value
+	// is the default.
+	value func(s *serveSettings) flag.Value
+}
+
+// serveFlagTable is every flag of `fence serve`, in --help order.
+var serveFlagTable = []serveFlag{
+	{"listen", "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)",
+		str(func(s *serveSettings) *string { return &s.cfg.Listen })},
+	{"data-dir", "directory for the raft log and snapshots",
+		str(func(s *serveSettings) *string { return &s.cfg.DataDir })},
+	{"log-store", "raft log store: wal, the only one (a dir holding a raft-boltdb raft.db is refused)",
+		str(func(s *serveSettings) *string { return &s.cfg.LogStore })},
+	{"log-format", "log `format` on stderr: text (key=value) or json (one object a line)",
+		oneOf(logFormats, func(s *serveSettings) *string { return &s.logFormat })},
+	{"log-level", "least important log `level` shown: debug (also every refused request), info, warn or error",
+		oneOf(logLevels, func(s *serveSettings) *string { return &s.logLevel })},
+	{"ready-timeout", "how long to wait for the node to replay its log and take office (a single node), or to be added (--join), before giving up (exit 1)",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.ReadyTimeout })},
+	{"waiter-grace", "after taking office, how long queued acquires have to be retried by their clients before they are dropped",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.WaiterGrace })},
+
+	// Cluster (serve_cluster.go). Without --raft-addr: a single node.
+	{"node-id", "this node's id in the cluster (raft's server id); a restart must keep it",
+		str(func(s *serveSettings) *string { return &s.cf.nodeID })},
+	{"raft-addr", "`HOST:PORT` of the raft port (raft and, for other nodes, the API); empty: a single node, no cluster",
+		str(func(s *serveSettings) *string { return &s.cf.raftAddr })},
+	{"raft-advertise", "`HOST:PORT` other nodes dial to reach --raft-addr (default: --raft-addr)",
+		str(func(s *serveSettings) *string { return &s.cf.raftAdvertise })},
+	{"bootstrap", "first start only: make a one-voter cluster of this node (others then --join it)",
+		boolean(func(s *serveSettings) *bool { return &s.cf.bootstrap })},
+	{"join", "first start only: `URL[,URL]` of running nodes; ask them to add this node as a voter (until one does or --ready-timeout)",
+		str(func(s *serveSettings) *string { return &s.cf.join })},
+	{"peers", "first start only: `ID=HOST:PORT,...`, every voter of a static cluster (this node included); give every node the same list",
+		str(func(s *serveSettings) *string { return &s.cf.peers })},
+	{"heartbeat-timeout", "raft heartbeat timeout (default 500ms in a cluster, 100ms alone)",
+		dur(func(s *serveSettings) *time.Duration { return &s.cf.heartbeat })},
+	{"election-timeout", "raft election timeout (default 1s in a cluster, 100ms alone)",
+		dur(func(s *serveSettings) *time.Duration { return &s.cf.election })},
+	{"leader-lease-timeout", "raft leader lease timeout, at most --heartbeat-timeout (default 500ms in a cluster, 100ms alone)",
+		dur(func(s *serveSettings) *time.Duration { return &s.cf.leaderLease })},
+	{"commit-timeout", "raft commit timeout (default 10ms in a cluster, 5ms alone)",
+		dur(func(s *serveSettings) *time.Duration { return &s.cf.commit })},
+
+	// Connection limits (this process only).
+	{"max-conns", "most client connections open at once; more wait to be accepted",
+		integer(func(s *serveSettings) *int { return &s.cfg.MaxConns })},
+	{"max-streams", "most session streams open at once; more are refused (RESOURCE_EXHAUSTED)",
+		integer(func(s *serveSettings) *int { return &s.cfg.MaxStreams })},
+	{"max-stream-requests", "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client",
+		integer(func(s *serveSettings) *int { return &s.cfg.MaxStreamRequests })},
+	{"read-header-timeout", "time allowed to read a request's header",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.ReadHeaderTimeout })},
+	{"read-timeout", "time allowed to read a whole request, body included (not a blocking acquire's wait)",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.ReadTimeout })},
+	{"idle-timeout", "close a keep-alive connection idle this long",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.IdleTimeout })},
+	{"write-timeout", "time allowed to write a reply once it is ready (a blocking acquire's once its wait ends); a client that does not read loses its connection",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.WriteTimeout })},
+
+	// Rules recorded in the log: they apply to commands after the node
+	// records them, never to a replay.
+	{"max-ttl", "rule: largest lease TTL accepted",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.Rules.MaxTTL })},
+	{"max-waiters-per-lock", "rule: most queued acquires on one lock (0: no cap)",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxWaitersPerLock })},
+	{"max-waiters", "rule: most queued acquires on all locks (0: no cap)",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxWaiters })},
+	{"max-resources", "rule: most fenced resources, deleted ones included (0: no cap)",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxResources })},
+	{"max-resource-bytes", "rule: most bytes of all fenced resource values (0: no cap)",
+		integer64(func(s *serveSettings) *int64 { return &s.cfg.Rules.MaxResourceBytes })},
+	{"max-locks", "rule: most locks held, delayed or with waiters (0: no cap)",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxLocks })},
+	{"max-sessions", "rule: most live client sessions (0: no cap)",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxSessions })},
+	{"max-session-results", "rule: most unacknowledged saved results on one session (0: no cap)",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxSessionResults })},
+	{"id-retention", "rule: an op_id or request_id is remembered at most this long",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.Rules.IDRetention })},
+	{"min-id-retention", "rule: an id is remembered at least this long; when memory is full of younger ids, new ids are refused (RESOURCE_EXHAUSTED)",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.Rules.MinIDRetention })},
+	{"max-ids", "rule: most op_ids, and most request_ids, remembered",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxOps })}, // and MaxRequests: daemonConfig
+}
+
+// newServeSettings is the settings before any flag: the daemon's
+// defaults, text logs at info.
+func newServeSettings() *serveSettings {
+	s := &serveSettings{cfg: daemon.DefaultConfig(), logFormat: logFormats[0], logLevel: logLevels[0]}
+	s.cf.nodeID = s.cfg.NodeID
+	return s
+}
+
+// daemonConfig is the daemon's configuration the parsed flags give: the
+// node id is checked with the cluster flags and kept there, and --max-ids
+// caps both id memories (op_ids and request_ids).
+func (s *serveSettings) daemonConfig() daemon.Config {
+	c := s.cfg
+	c.NodeID = s.cf.nodeID
+	c.Rules.MaxRequests = c.Rules.MaxOps
+	return c
+}
+
+// defineServeFlags defines every row of serveFlagTable on fs, bound to s.
+func defineServeFlags(fs *flag.FlagSet, s *serveSettings) {
+	for _, f := range serveFlagTable {
+		fs.Var(f.value(s), f.name, f.usage)
+	}
+}
+
+// The binders of the table's rows: each wraps the flag package's own
+// Value of its type around the place the row names (the standard
+// flag.Value types are unexported, so a FlagSet makes them).
+func str(p func(*serveSettings) *string) func(*serveSettings) flag.Value {
+	return func(s *serveSettings) flag.Value {
+		return bound(func(fs *flag.FlagSet) { fs.StringVar(p(s), "v", *p(s), "") })
+	}
+}
+
+func dur(p func(*serveSettings) *time.Duration) func(*serveSettings) flag.Value {
+	return func(s *serveSettings) flag.Value {
+		return bound(func(fs *flag.FlagSet) { fs.DurationVar(p(s), "v", *p(s), "") })
+	}
+}
+
+func integer(p func(*serveSettings) *int) func(*serveSettings) flag.Value {
+	return func(s *serveSettings) flag.Value {
+		return bound(func(fs *flag.FlagSet) { fs.IntVar(p(s), "v", *p(s), "") })
+	}
+}
+
+func integer64(p func(*serveSettings) *int64) func(*serveSettings) flag.Value {
+	return func(s *serveSettings) flag.Value {
+		return bound(func(fs *flag.FlagSet) { fs.Int64Var(p(s), "v", *p(s), "") })
+	}
+}
+
+func boolean(p func(*serveSettings) *bool) func(*serveSettings) flag.Value {
+	return func(s *serveSettings) flag.Value {
+		return bound(func(fs *flag.FlagSet) { fs.BoolVar(p(s), "v", *p(s), "") })
+	}
+}
+
+func oneOf(choices []string, p func(*serveSettings) *string) func(*serveSettings) flag.Value {
+	return func(s *serveSettings) flag.Value { return enumValue{p(s), choices} }
+}
+
+// bound is the Value define puts on a scratch FlagSet under the name "v".
+func bound(define func(fs *flag.FlagSet)) flag.Value {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	define(fs)
+	return fs.Lookup("v").Value
+}
