@@ -40,12 +40,12 @@ type clusterParts struct {
 func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterParts, error) {
 	c := cfg.Cluster
 	nc.HeartbeatTimeout, nc.ElectionTimeout, nc.LeaderLeaseTimeout, nc.CommitTimeout = c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout
-	nc.ClockOffset, nc.ClockRate = h.Clock.Offset, h.Clock.Rate
+	nc.Clock = h.Clock
 	cp := &clusterParts{}
 	if !c.enabled() {
 		return nc, cp, nil
 	}
-	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, raftstore.WithDialMap(h.DialMap), raftstore.WithMuxLogger(cfg.Logger))
+	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, raftstore.WithDialer(h.Dialer), raftstore.WithMuxLogger(cfg.Logger))
 	if err != nil {
 		return nc, nil, err
 	}

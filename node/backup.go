@@ -84,7 +84,7 @@ func (n *Node) BackupView(ctx context.Context) (BackupPoint, error) {
 		p.Applied, p.Term = ri, n.raft.CurrentTerm()
 	}
 	p.Role = strings.ToLower(n.raft.State().String()) // "leader", "follower": as NodeStatus, fence status and fence_raft_state say it
-	p.WallUnixMS = n.wall.now().UnixMilli()
+	p.WallUnixMS = wallNow(n.cfg.Clock).UnixMilli()
 	n.fsm.mu.RUnlock()
 	return p, nil
 }

@@ -15,7 +15,7 @@ import "time"
 type leaderClock struct {
 	base  int64
 	start time.Time
-	rate  float64 // Config.ClockRate (1 outside tests)
+	clock Clock // Config.Clock (the system clock outside tests)
 	term  uint64
 	lag   commitLag
 	gone  chan struct{} // closed when the term of office ends
@@ -27,7 +27,7 @@ type leaderClock struct {
 // until clock latest + maxSlack: a lag charged by an earlier term still
 // protects the leases it was charged for, and no others (doc.go, G3).
 func newLeaderClock(base int64, maxSlack time.Duration, latest int64, held bool) *leaderClock {
-	c := &leaderClock{base: base, start: time.Now(), rate: 1, gone: make(chan struct{})}
+	c := &leaderClock{base: base, start: time.Now(), clock: SystemClock{}, gone: make(chan struct{})}
 	if held {
 		c.lag.charges.charge(latest+int64(maxSlack), int64(maxSlack))
 	}
@@ -35,21 +35,35 @@ func newLeaderClock(base int64, maxSlack time.Duration, latest int64, held bool)
 }
 
 // now is base + elapsed, in nanoseconds of server time. Only the monotonic
-// reading in start counts: a wall clock that jumps, or is offset
-// (Config.ClockOffset), changes nothing.
+// reading in start counts (Clock.Since): a wall clock that jumps, or is
+// offset by a test clock, changes nothing.
 func (c *leaderClock) now() int64 {
-	e := time.Since(c.start)
-	if c.rate != 1 {
-		return c.base + int64(float64(e)*c.rate)
-	}
-	return c.base + int64(e)
+	return c.base + int64(c.clock.Since(c.start))
 }
 
-// wallClock is the node's wall-clock source: time.Now's wall reading (no
-// monotonic reading) plus the test-only Config.ClockOffset. The node reads
-// it only for what it reports (logs); the leader clock reads the monotonic
-// clock alone. Tests skew it by an hour to show that nothing of the node's
-// time hangs on it.
-type wallClock struct{ offset time.Duration }
+// wallNow is clock's wall reading (no monotonic part). The node reads it
+// only for what it reports (logs, a backup's wall time); the leader clock
+// reads the monotonic clock alone. Tests skew the wall clock by an hour to
+// show that nothing of the node's time hangs on it.
+func wallNow(clock Clock) time.Time { return clock.Now().Round(0) }
 
-func (w wallClock) now() time.Time { return time.Now().Round(0).Add(w.offset) }
+// Clock is where a node reads time. Outside tests it is SystemClock; a
+// test harness injects another (daemon.Hooks) to skew the node's clocks.
+// The node's server time comes from Since alone (a monotonic stopwatch,
+// design.md §2); Now's wall reading is only reported.
+type Clock interface {
+	// Now is a reading with a monotonic part, as time.Now's.
+	Now() time.Time
+	// Since is the time elapsed since t, an earlier Now reading, as
+	// time.Since measures it (by the monotonic parts).
+	Since(t time.Time) time.Duration
+}
+
+// SystemClock is the machine's clock: time.Now and time.Since.
+type SystemClock struct{}
+
+// Now is time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Since is time.Since(t).
+func (SystemClock) Since(t time.Time) time.Duration { return time.Since(t) }

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,14 +19,8 @@ type Peer struct {
 	Addr string
 }
 
-// validateCluster refuses cluster options that cannot work together, and
-// a test clock rate that is not a positive number (rates far from 1 are
-// allowed: the chaos harness plants a fast clock to show its checker
-// catches early expiry).
+// validateCluster refuses cluster options that cannot work together.
 func (c Config) validateCluster() error {
-	if !(c.ClockRate > 0) || math.IsInf(c.ClockRate, 0) {
-		return fence.Invalid("clock_rate", "a positive number", fmt.Sprint(c.ClockRate))
-	}
 	if !c.cluster() {
 		if c.Bootstrap {
 			return fence.Invalid("bootstrap", "only with a raft address (cluster mode)", "true")

@@ -93,7 +93,7 @@ func startCluster(t *testing.T, opts clusterOpts) *testCluster {
 					dm[addrs[j]] = tc.proxies.add(i, j, addrs[j])
 				}
 			}
-			mopts = append(mopts, raftstore.WithDialMap(dm))
+			mopts = append(mopts, raftstore.WithDialer(raftstore.MapDialer(dm)))
 		}
 		lns[i].Close() // rebind the same port in the mux
 		m, err := raftstore.Listen(addrs[i], "", mopts...)
@@ -607,7 +607,6 @@ func TestClusterConfigRefusals(t *testing.T) {
 		"peers without self":    {Mux: m, Peers: []Peer{{"a", "127.0.0.1:1"}}},
 		"self at another addr":  {Mux: m, Peers: []Peer{{"fence-1", "127.0.0.1:1"}}},
 		"duplicate peer":        {Mux: m, Peers: []Peer{{"fence-1", m.Addr()}, {"fence-1", "127.0.0.1:2"}}},
-		"negative clock rate":   {ClockRate: -1},
 	} {
 		cfg.DataDir = t.TempDir()
 		if n, err := Open(cfg); !errors.Is(err, fence.ErrInvalid) {
@@ -619,20 +618,28 @@ func TestClusterConfigRefusals(t *testing.T) {
 	}
 }
 
-// The test clock rate scales the leader clock's elapsed time.
-func TestLeaderClockRate(t *testing.T) {
+// fixedClock is a Clock whose stopwatch reads elapsed and whose wall
+// reads wall, whatever the machine's clock does.
+type fixedClock struct {
+	wall    time.Time
+	elapsed time.Duration
+}
+
+func (c fixedClock) Now() time.Time                { return c.wall }
+func (c fixedClock) Since(time.Time) time.Duration { return c.elapsed }
+
+// The leader clock reads the injected clock's stopwatch (Since) alone:
+// its wall reading, an hour off, changes nothing of server time, and only
+// the wall reading is reported.
+func TestLeaderClockReadsTheInjectedStopwatch(t *testing.T) {
 	c := newLeaderClock(1000, 0, 0, false)
-	c.rate = 2
-	t0 := c.start
-	time.Sleep(5 * time.Millisecond)
-	e := time.Since(t0)
-	if got := c.now() - 1000; got < 2*int64(e) {
-		t.Fatalf("elapsed %v at rate 2 read %v", e, time.Duration(got))
+	off := fixedClock{wall: time.Now().Add(time.Hour), elapsed: 7 * time.Second}
+	c.clock, c.start = off, off.Now()
+	if got := c.now(); got != 1000+int64(7*time.Second) {
+		t.Fatalf("server time %v, want base + the stopwatch's 7s", time.Duration(got))
 	}
-	// The wall clock's offset moves its readings, not the leader clock.
-	w := wallClock{offset: time.Hour}
-	if w.now().Sub(time.Now().Round(0)) < 59*time.Minute {
-		t.Fatal("the offset did not move the wall reading")
+	if w := wallNow(off); !w.Equal(off.wall.Round(0)) || w != w.Round(0) {
+		t.Fatalf("wall reading %v, want the clock's wall %v without a monotonic part", w, off.wall)
 	}
 }
 

@@ -68,15 +68,10 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 
-	// ClockOffset is TEST ONLY (cmd/fence: FENCE_TEST_CLOCK_OFFSET): it is
-	// added to every wall-clock reading the node makes. The node's time
-	// comes from the monotonic clock (design.md §2), so it must change
-	// nothing; tests skew it by an hour to show that.
-	ClockOffset time.Duration
-	// ClockRate is TEST ONLY (cmd/fence: FENCE_TEST_CLOCK_RATE): the leader
-	// clock's monotonic elapsed time is scaled by it (1.005: a clock 0.5%
-	// fast, within the documented 1% drift). 0 means 1.
-	ClockRate float64
+	// Clock is where the node reads time; nil is SystemClock. Only a test
+	// harness sets another (daemon.Hooks: a wall clock an hour off, a
+	// stopwatch 0.5% fast).
+	Clock Clock
 	// LockTimeout bounds the wait for the data directory's file lock: a
 	// second process on the same DataDir fails after it. Default 1s.
 	LockTimeout time.Duration
@@ -177,8 +172,8 @@ func (c Config) withDefaults() Config {
 		c.OnFatal = defaultOnFatal(c)
 	}
 	c = c.withDefaultTimeouts()
-	if c.ClockRate == 0 {
-		c.ClockRate = 1
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
 	}
 	return c
 }

@@ -123,9 +123,9 @@
 // stamp a command of the later one (its slack bookkeeping misses what the
 // leaders between charged) nor answer a read before that term's barrier.
 // A group is checked again right before it goes to raft (refused with
-// ErrNotLeader, nothing proposed). Config.ClockRate (tests only) scales the
-// stopwatch; Config.ClockOffset (tests only) moves the wall clock, which
-// the node reads only for its logs.
+// ErrNotLeader, nothing proposed). A test harness's Config.Clock may scale
+// the stopwatch or move the wall clock, which the node reads only for its
+// logs and a backup's wall time.
 //
 // # Expiry
 //

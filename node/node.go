@@ -28,7 +28,6 @@ type Node struct {
 	props *proposer
 
 	clock   atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
-	wall    wallClock                   // wall-clock readings (test offset: Config.ClockOffset)
 	addr    string                      // this node's raft address (its transport's)
 	officeC chan struct{}               // cap 1: wakes the ticker on leadership change
 	ticks   atomic.Uint64
@@ -102,7 +101,6 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 		props:   newProposer(cfg.groupsInFlight),
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),
-		wall:    wallClock{offset: cfg.ClockOffset},
 		addr:    string(trans.LocalAddr()),
 	}
 	if cfg.Mux != nil {
@@ -333,7 +331,7 @@ func (n *Node) takeOffice() bool {
 		clusterID = m.ClusterID()
 	})
 	c := newLeaderClock(base, maxSlack, latest, held)
-	c.rate, c.term = n.cfg.ClockRate, term // c.start: a monotonic reading, never the wall clock
+	c.clock, c.start, c.term = n.cfg.Clock, n.cfg.Clock.Now(), term // c.start: read for its monotonic part, never the wall clock
 	// The rules in force are the log's. If the operator asks for others,
 	// propose them before serving: they apply to later commands only. A log
 	// that never recorded rules gets them even when they equal the
@@ -375,7 +373,7 @@ func (n *Node) takeOffice() bool {
 		n.leaveOffice() // a fatal error raced the takeoffice
 		return false
 	}
-	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", term, "wall", n.wall.now(), "max_slack", maxSlack, "queued_waiters", len(queued))
+	n.cfg.Logger.Info("took office", "server_time", time.Duration(base), "term", term, "wall", wallNow(n.cfg.Clock), "max_slack", maxSlack, "queued_waiters", len(queued))
 	if len(queued) > 0 {
 		n.wg.Add(1)
 		go n.reapOrphans(c, queued)

@@ -54,7 +54,7 @@ var ErrMuxClosed = fmt.Errorf("raftstore: mux closed: %w", net.ErrClosed)
 type Mux struct {
 	ln        net.Listener
 	advertise string
-	dialMap   map[string]string // test only: outgoing dial address -> address dialed instead
+	dialer    Dialer // outgoing dials (net.Dialer outside tests)
 	log       *slog.Logger
 	peers     *peerLog // raft peers logged unreachable (peerlog.go)
 
@@ -128,21 +128,37 @@ func WithConnLimits(pending, raft, api int) MuxOption {
 // MuxOption configures Listen.
 type MuxOption func(*Mux)
 
-// WithDialMap makes every outgoing dial (raft and API) to an address that
-// is a key of m go to its value instead. TEST ONLY: the chaos harness puts
-// a fault proxy on every directed peer link this way (cmd/fence reads it
-// from FENCE_TEST_DIAL_MAP, see ParseDialMap). The advertised address, and
-// so the address recorded in the raft configuration, is unchanged.
-func WithDialMap(m map[string]string) MuxOption {
+// Dialer makes the mux's outgoing connections (raft and API); a
+// *net.Dialer is one.
+type Dialer interface {
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// WithDialer makes every outgoing dial (raft and API) through d (nil: a
+// net.Dialer). Only a test harness sets one: the chaos harness puts a
+// fault proxy on every directed peer link with a MapDialer. The advertised
+// address, and so the address recorded in the raft configuration, is
+// unchanged.
+func WithDialer(d Dialer) MuxOption {
 	return func(x *Mux) {
-		if len(m) == 0 {
-			return
-		}
-		x.dialMap = make(map[string]string, len(m))
-		for k, v := range m {
-			x.dialMap[k] = v
+		if d != nil {
+			x.dialer = d
 		}
 	}
+}
+
+// MapDialer dials the address an address maps to instead of it (a fault
+// proxy), and any other address as it is. TEST ONLY: cmd/fence makes one
+// from FENCE_TEST_DIAL_MAP (ParseDialMap).
+type MapDialer map[string]string
+
+// DialContext dials m[address] if address is a key of m, else address.
+func (m MapDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	if to, ok := m[address]; ok {
+		address = to
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, address)
 }
 
 // WithMuxLogger sets the logger (default slog.Default()).
@@ -156,7 +172,7 @@ func WithMuxLogger(l *slog.Logger) MuxOption {
 
 // ParseDialMap parses FENCE_TEST_DIAL_MAP's format,
 // "raftaddr1=proxyaddr1,raftaddr2=proxyaddr2" (spaces around items are
-// ignored; "" is no map). TEST ONLY, see WithDialMap.
+// ignored; "" is no map). TEST ONLY, see MapDialer.
 func ParseDialMap(s string) (map[string]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -183,7 +199,7 @@ func ParseDialMap(s string) (map[string]string, error) {
 // and the raft configuration records; "" means the bound address, which
 // must then not be unspecified (0.0.0.0, [::]): peers could not dial it.
 func Listen(bind, advertise string, opts ...MuxOption) (*Mux, error) {
-	m := &Mux{log: slog.Default(), peers: newPeerLog(), closed: make(chan struct{}), pending: map[net.Conn]struct{}{},
+	m := &Mux{log: slog.Default(), dialer: &net.Dialer{}, peers: newPeerLog(), closed: make(chan struct{}), pending: map[net.Conn]struct{}{},
 		maxPending: DefaultMaxPendingConns, maxRaft: DefaultMaxRaftConns, maxAPI: DefaultMaxAPIConns}
 	for _, o := range opts {
 		o(m)
@@ -440,19 +456,14 @@ func (m *Mux) dialRaft(ctx context.Context, addr string) (net.Conn, error) {
 	return m.dial(ctx, addr, hdr)
 }
 
-// dial connects to addr (mapped through the dial map) and sends header.
+// dial connects to addr (through the dialer) and sends header.
 func (m *Mux) dial(ctx context.Context, addr string, header []byte) (net.Conn, error) {
 	select {
 	case <-m.closed:
 		return nil, ErrMuxClosed
 	default:
 	}
-	target := addr
-	if to, ok := m.dialMap[addr]; ok {
-		target = to
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", target)
+	c, err := m.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -465,7 +476,7 @@ func (m *Mux) dial(ctx context.Context, addr string, header []byte) (net.Conn, e
 	}
 	if _, err := c.Write(header); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("raftstore: send connection header to %s: %w", target, err)
+		return nil, fmt.Errorf("raftstore: send connection header to %s: %w", addr, err)
 	}
 	c.SetWriteDeadline(time.Time{})
 	return c, nil

@@ -168,7 +168,7 @@ func TestMuxDialMap(t *testing.T) {
 	echoAPI(t, b)
 
 	proxy, proxied := startProxy(t, b.Addr())
-	a := listenMux(t, WithDialMap(map[string]string{b.Addr(): proxy}))
+	a := listenMux(t, WithDialer(MapDialer{b.Addr(): proxy}))
 	ta := quietTransport(a)
 	defer ta.Close()
 

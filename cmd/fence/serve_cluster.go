@@ -225,21 +225,30 @@ func testHooks(getenv func(string) string) (daemon.Hooks, error) {
 		if err != nil {
 			return h, fmt.Errorf("%s (test only): %w", envDialMap, err)
 		}
-		h.DialMap = m
+		h.Dialer = raftstore.MapDialer(m)
 	}
+	var offset time.Duration
+	var rate float64
 	if s := getenv(envClockOffset); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
 			return h, fmt.Errorf("%s (test only): want a signed duration such as +1h or -30m, got %q", envClockOffset, s)
 		}
-		h.Clock.Offset = d
+		offset = d
 	}
 	if s := getenv(envClockRate); s != "" {
 		r, err := strconv.ParseFloat(s, 64)
 		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
 			return h, fmt.Errorf("%s (test only): want a rate above 0 such as 1.005, got %q", envClockRate, s)
 		}
-		h.Clock.Rate = r
+		rate = r
+	}
+	if offset != 0 || rate != 0 {
+		c, err := daemon.NewSkewedClock(offset, rate)
+		if err != nil {
+			return h, fmt.Errorf("%s (test only): %w", envClockRate, err)
+		}
+		h.Clock = c
 	}
 	return h, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/raftstore"
 )
 
 // serveExit runs `fence serve` with args (and env added) as a process and
@@ -105,7 +106,18 @@ func parseServeFlags(t *testing.T, env map[string]string, args ...string) (parse
 		t.Fatalf("parse %q: %v", args, err)
 	}
 	c, h, err := s.cf.config(func(k string) string { return env[k] })
-	return parsedServe{ClusterConfig: c, DialMap: h.DialMap, ClockOffset: h.Clock.Offset, ClockRate: h.Clock.Rate}, err
+	p := parsedServe{ClusterConfig: c}
+	if d, ok := h.Dialer.(raftstore.MapDialer); ok {
+		p.DialMap = d
+	} else if h.Dialer != nil {
+		t.Fatalf("dialer %T, want a raftstore.MapDialer", h.Dialer)
+	}
+	if s, ok := h.Clock.(daemon.SkewedClock); ok {
+		p.ClockOffset, p.ClockRate = s.Offset(), s.Rate()
+	} else if h.Clock != nil {
+		t.Fatalf("clock %T, want a daemon.SkewedClock", h.Clock)
+	}
+	return p, err
 }
 
 // Good cluster flags become the server's ClusterConfig; the test-only
