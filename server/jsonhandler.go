@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -56,7 +57,7 @@ func unaryJSON[Req, Res any](f func(context.Context, *connect.Request[Req]) (*co
 
 // jsonCalls is the JSON handler of every unary procedure, by path: the
 // service methods Connect is given (server.go), bound to s. New refuses to
-// build a server when a unary procedure of the table (procedures.go) has
+// build a server (checkJSONCalls) when a unary procedure of the table (procedures.go) has
 // none here, so a method added to fence.proto is served as plain JSON or
 // the server does not start (and TestEveryUnaryProcedureHasAJSONHandler
 // fails first).
@@ -114,26 +115,29 @@ func healthJSON(c grpchealth.Checker) jsonCall {
 	}
 }
 
-// checkJSONCalls panics when calls and the unary procedures of the table
-// differ, or a call decodes into another message than its procedure's.
-func checkJSONCalls(calls map[string]jsonCall) {
+// checkJSONCalls is an error naming the first procedure for which calls
+// and the table differ: a unary procedure without a plain JSON handler, a
+// handler of a streaming procedure or of no procedure, or one that decodes
+// another message than its procedure's.
+func checkJSONCalls(calls map[string]jsonCall) error {
 	for path, p := range procedures {
 		c, ok := calls[path]
 		switch {
 		case p.stream && ok:
-			panic("server: streaming procedure " + path + " has a plain JSON handler")
+			return errors.New("server: streaming procedure " + path + " has a plain JSON handler")
 		case p.stream:
 		case !ok:
-			panic("server: unary procedure " + path + " has no plain JSON handler (jsonCalls)")
+			return errors.New("server: unary procedure " + path + " has no plain JSON handler (jsonCalls)")
 		case c.newRequest().ProtoReflect().Descriptor() != p.newRequest().ProtoReflect().Descriptor():
-			panic("server: the plain JSON handler of " + path + " decodes another message than the procedure's")
+			return errors.New("server: the plain JSON handler of " + path + " decodes another message than the procedure's")
 		}
 	}
 	for path := range calls {
 		if _, ok := procedures[path]; !ok {
-			panic("server: plain JSON handler for " + path + ", which is not a procedure")
+			return errors.New("server: plain JSON handler for " + path + ", which is not a procedure")
 		}
 	}
+	return nil
 }
 
 // apiFront checks an API call's deadline header, in every protocol, and
@@ -243,14 +247,15 @@ func acceptsGzip(r *http.Request) bool {
 }
 
 // connectError is err as Connect would answer it: a *connect.Error as it
-// is, a context's end as canceled or deadline_exceeded, anything else
+// is, a context's end or a read deadline (a body trickled past the
+// server's ReadTimeout) as canceled or deadline_exceeded, anything else
 // unknown.
 func connectError(err error) *connect.Error {
 	if ce := new(connect.Error); errors.As(err, &ce) {
 		return ce
 	}
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	case errors.Is(err, context.Canceled):
 		return connect.NewError(connect.CodeCanceled, err)

@@ -75,7 +75,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	// Plain JSON calls are answered by serveJSON (jsonhandler.go), one
 	// handler per unary procedure of the table.
 	s.json = s.jsonCalls()
-	checkJSONCalls(s.json)
+	if err := checkJSONCalls(s.json); err != nil {
+		return nil, err
+	}
 	lockPath, lockHandler := fencev1connect.NewLockServiceHandler(lockService{s}, opts...)
 	resPath, resHandler := fencev1connect.NewResourceServiceHandler(resourceService{s}, opts...)
 	sessPath, sessHandler := fencev1connect.NewSessionServiceHandler(sessionService{s}, opts...)
