@@ -33,7 +33,9 @@ import (
 // and makes sure the Fence-Reason header is there (an invalid_argument from
 // the protobuf decoder inside Connect has no detail: INVALID_ARGUMENT). A
 // 415 (a content type Connect does not serve: PHP's form encoding) gets a
-// body naming what was received and what is accepted.
+// body naming what was received and what is accepted. A plain JSON call is
+// not Connect's: serveJSON writes the same body from the error itself
+// (writeJSONError), nothing is rewritten.
 
 // refusalReasons gives every refusal its reason, in whichever protocol it
 // is answered: a unary Connect error body its reason and facts
@@ -41,7 +43,7 @@ import (
 // and the end of a Connect stream with JSON messages what a unary body gets
 // (streamErrors). It is mounted outermost (server.go), so the refusals made
 // in front of Connect — limitBodies' Content-Length check, serveStreams'
-// and checkJSONBodies' deadline headers — get them as the handlers' do.
+// and apiFront's deadline headers — get them as the handlers' do.
 func refusalReasons(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
