@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 )
 
@@ -141,6 +143,31 @@ func TestJSONCodecAgreesWithProtoJSON(t *testing.T) {
 					t.Fatalf("%s: decodeJSON(%s) = %v, want %v", md.FullName(), in, back, msg)
 				}
 			}
+		}
+	}
+}
+
+// decodeJSON refuses, naming the field, what encoding/json would accept:
+// a member in another case, a member given twice (also under its other
+// name), a string that is not UTF-8 or holds a lone surrogate, an integer
+// string that is not plain digits; and what protojson would accept: a
+// duration finer than a nanosecond.
+func TestDecodeJSONIsStrict(t *testing.T) {
+	for _, tc := range []struct{ body, field string }{
+		{`{"Name":"x"}`, "Name"},
+		{`{"name":"x","NAME":"y"}`, "NAME"},
+		{`{"ttl":"1s","ttl":"2s"}`, "ttl"},
+		{`{"lock_delay":"1s","lockDelay":"2s"}`, "lock_delay"},
+		{"{\"name\":\"\xff\"}", "name"},
+		{`{"name":"\ud800"}`, "name"},
+		{`{"session":{"id":"01"}}`, "session.id"},
+		{`{"session":{"Id":1}}`, "session.Id"},
+		{`{"ttl":"0.5ns"}`, "ttl"},
+	} {
+		var inv *fence.InvalidError
+		err := decodeJSON([]byte(tc.body), new(fencev1.AcquireRequest))
+		if !errors.As(err, &inv) || inv.Field != tc.field {
+			t.Errorf("%s: %v; want it refused naming %s", tc.body, err, tc.field)
 		}
 	}
 }

@@ -172,7 +172,9 @@ func plainJSON(r *http.Request) (isJSON, gz bool) {
 	if r.Method != http.MethodPost || !strings.Contains(strings.ToLower(ct), "json") {
 		return false, false
 	}
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+	// Another charset than UTF-8 is left to Connect, which refuses it (415).
+	mt, params, err := mime.ParseMediaType(ct)
+	if cs, ok := params["charset"]; err != nil || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
 		return false, false
 	}
 	switch r.Header.Get("Content-Encoding") {
