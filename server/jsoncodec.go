@@ -427,7 +427,7 @@ func appendMessage(b []byte, m protoreflect.Message) []byte {
 	fs := m.Descriptor().Fields()
 	for i := 0; i < fs.Len(); i++ {
 		fd := fs.Get(i)
-		if !m.Has(fd) {
+		if !m.Has(fd) || fd.IsMap() { // the API has no map fields
 			continue
 		}
 		if !first {
@@ -448,20 +448,6 @@ func appendMessage(b []byte, m protoreflect.Message) []byte {
 				b = appendValue(b, fd, l.Get(j))
 			}
 			b = append(b, ']')
-		case fd.IsMap():
-			b = append(b, '{')
-			n := 0
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				if n > 0 {
-					b = append(b, ',')
-				}
-				n++
-				b = appendString(b, k.String())
-				b = append(b, ':')
-				b = appendValue(b, fd.MapValue(), mv)
-				return true
-			})
-			b = append(b, '}')
 		default:
 			b = appendValue(b, fd, v)
 		}
