@@ -42,7 +42,8 @@
 // leaves no more than the reply margin makes it a try (wait.go). A
 // malformed Connect-Timeout-Ms or grpc-timeout is refused like any bad
 // input (timeout.go), and so is a JSON field the request message does not
-// have (jsonbody.go, codec.go).
+// have (jsoncodec.go). A plain JSON call (application/json) is answered by
+// its procedure's handler in jsonhandler.go; Connect serves the rest.
 //
 // Run is what `fence serve` calls; New, Serve, Handler and Shutdown are the
 // lower-level pieces for in-process tests and `fence lab`.

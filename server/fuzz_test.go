@@ -40,7 +40,7 @@ import (
 //
 // The inputs are (proc, flags, body): proc picks a procedure (modulo
 // len(fuzzProcs)); flags bit 0 gzips the body (Content-Encoding: gzip, so
-// Connect's codec decodes it, not checkJSONBodies), bit 1 sends the raw
+// the plain JSON handler gunzips it first), bit 1 sends the raw
 // bytes labelled gzip (the server's gzip reader gets garbage), bit 2 adds
 // "; charset=utf-8" to the JSON media type.
 //
@@ -136,8 +136,8 @@ type connectErrorBody struct {
 
 // checkFuzzReply fails t if the reply to a request of p is neither a
 // success nor a well-formed Connect error.
-// plainJSON: the body went through checkJSONBodies (uncompressed
-// application/json), which names the field of every refusal it makes.
+// plainJSON: the body went to serveJSON uncompressed (application/json),
+// which names the field of every refusal it makes.
 func checkFuzzReply(t *testing.T, p fuzzProc, binary, plainJSON bool, rec *httptest.ResponseRecorder) {
 	t.Helper()
 	body := rec.Body.Bytes()
@@ -413,7 +413,7 @@ func TestFuzzReplyGzipped(t *testing.T) {
 }
 
 // Regression (FuzzJSONRequest/439359f841044e62): "{}\f" was refused with
-// the fallback that jsonbody.go calls unreachable ("body: must be a JSON
+// the fallback the old JSON check called unreachable ("body: must be a JSON
 // object that decodes as ..."), because bytes.TrimSpace took the form feed
 // for JSON whitespace and the body looked like an empty object. JSON allows
 // only space, tab, CR and LF around a value: such a body is malformed JSON,

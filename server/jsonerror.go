@@ -33,7 +33,9 @@ import (
 // and makes sure the Fence-Reason header is there (an invalid_argument from
 // the protobuf decoder inside Connect has no detail: INVALID_ARGUMENT). A
 // 415 (a content type Connect does not serve: PHP's form encoding) gets a
-// body naming what was received and what is accepted.
+// body naming what was received and what is accepted. A plain JSON call is
+// not Connect's: serveJSON writes the same body from the error itself
+// (writeJSONError), nothing is rewritten.
 
 // refusalReasons gives every refusal its reason, in whichever protocol it
 // is answered: a unary Connect error body its reason and facts
@@ -41,7 +43,7 @@ import (
 // and the end of a Connect stream with JSON messages what a unary body gets
 // (streamErrors). It is mounted outermost (server.go), so the refusals made
 // in front of Connect — limitBodies' Content-Length check, serveStreams'
-// and checkJSONBodies' deadline headers — get them as the handlers' do.
+// and apiFront's deadline headers — get them as the handlers' do.
 func refusalReasons(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -57,6 +59,9 @@ func refusalReasons(next http.Handler) http.Handler {
 			r2.Header.Del("Content-Encoding")
 			next.ServeHTTP(eb, r2)
 			return
+		case plainJSONCall(r):
+			// Answered whole by serveJSON, refusals included
+			// (writeJSONError; refuse in front of it).
 		case unaryConnect(r):
 			eb := &errorBodies{ResponseWriter: w, r: r}
 			defer eb.finish()
@@ -73,6 +78,16 @@ func refusalReasons(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// plainJSONCall reports whether r is a plain JSON call of a unary
+// procedure (serveJSON's).
+func plainJSONCall(r *http.Request) bool {
+	if p, ok := procedures[r.URL.Path]; !ok || p.stream {
+		return false
+	}
+	isJSON, _ := plainJSON(r)
+	return isJSON
 }
 
 // grpcWebText reports whether r is gRPC-Web's text mode
@@ -178,62 +193,81 @@ type connectWireError struct {
 }
 
 // rewriteError is body, a Connect unary error, with reason and facts
-// added and the detail's debug copy written with numbers; and the reason.
-// It returns nil when body is not a Connect error.
+// added and the detail's debug copy written with numbers (refusalBody);
+// and the reason. It returns nil when body is not a Connect error.
 func rewriteError(body []byte) ([]byte, string) {
 	var wire connectWireError
 	if json.Unmarshal(body, &wire) != nil || wire.Code == "" {
 		return nil, ""
 	}
-	var (
-		detail  *fencev1.ErrorDetail
-		details = make([]json.RawMessage, 0, len(wire.Details))
-	)
+	details := make([]wireDetail, 0, len(wire.Details))
 	for _, raw := range wire.Details {
-		var d struct {
-			Type  string `json:"type"`
-			Value string `json:"value"`
+		var d wireDetail
+		if json.Unmarshal(raw, &d) != nil {
+			continue
 		}
-		if json.Unmarshal(raw, &d) == nil && d.Type == "fence.v1.ErrorDetail" && detail == nil {
-			b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d.Value, "="))
+		b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d.Value, "="))
+		if err != nil {
+			continue
+		}
+		d.bytes = b
+		details = append(details, d)
+	}
+	return refusalBody(wire.Code, wire.Message, details)
+}
+
+// jsonErrorBody is ce as refusalBody writes it, and its reason.
+func jsonErrorBody(ce *connect.Error) ([]byte, string) {
+	details := make([]wireDetail, 0, 1)
+	for _, d := range ce.Details() {
+		details = append(details, wireDetail{Type: d.Type(), Value: base64.RawStdEncoding.EncodeToString(d.Bytes()), bytes: d.Bytes()})
+	}
+	return refusalBody(ce.Code().String(), ce.Message(), details)
+}
+
+// wireDetail is one detail of a Connect error body; bytes is its value
+// decoded.
+type wireDetail struct {
+	Type  string          `json:"type"`
+	Value string          `json:"value"`
+	Debug json.RawMessage `json:"debug,omitempty"`
+	bytes []byte
+}
+
+// refusalBody is the JSON contract's refusal: Connect's unary error body
+// (code, message, details) with the reason and facts of its ErrorDetail —
+// or, with none (a failure outside Fence's refusals: a ClusterService
+// failed_precondition, Health's not_found, unavailable), the code's name
+// in capitals as reason, so every refused call has one — and the detail's
+// debug copy with numbers.
+func refusalBody(code, message string, details []wireDetail) ([]byte, string) {
+	var detail *fencev1.ErrorDetail
+	raws := make([]json.RawMessage, 0, len(details))
+	for _, d := range details {
+		if d.Type == "fence.v1.ErrorDetail" && detail == nil {
 			det := new(fencev1.ErrorDetail)
-			if err == nil && proto.Unmarshal(b, det) == nil {
+			if proto.Unmarshal(d.bytes, det) == nil {
 				detail = det
-				if debug, err := marshalJSON(det); err == nil {
-					raw, _ = json.Marshal(struct {
-						Type  string          `json:"type"`
-						Value string          `json:"value"`
-						Debug json.RawMessage `json:"debug"`
-					}{d.Type, d.Value, debug})
-				}
+				d.Debug = encodeJSON(det)
 			}
 		}
-		details = append(details, raw)
+		raws = append(raws, mustJSON(d))
 	}
-	reason := ""
+	reason := strings.ToUpper(code)
 	var facts []byte
-	switch {
-	case detail != nil:
+	if detail != nil {
 		reason = detail.GetReason()
 		facts = factsJSON(detail)
-	default:
-		// No detail: refused by the decoder inside Connect (binary
-		// protobuf that is not valid UTF-8: INVALID_ARGUMENT), or a
-		// failure outside Fence's refusals (a ClusterService
-		// failed_precondition, Health's not_found, an unknown
-		// Content-Encoding's unimplemented, unavailable): the reason is
-		// the code's name in capitals, so every refused call has one.
-		reason = strings.ToUpper(wire.Code)
 	}
-	members := []member{{"code", mustJSON(wire.Code)}, {"message", mustJSON(wire.Message)}}
+	members := []member{{"code", mustJSON(code)}, {"message", mustJSON(message)}}
 	if reason != "" {
 		members = append(members, member{"reason", mustJSON(reason)})
 	}
 	if facts != nil {
 		members = append(members, member{"facts", facts})
 	}
-	if len(details) > 0 {
-		members = append(members, member{"details", mustJSON(details)})
+	if len(raws) > 0 {
+		members = append(members, member{"details", mustJSON(raws)})
 	}
 	return writeObject(members), reason
 }
@@ -243,10 +277,7 @@ func rewriteError(body []byte) ([]byte, string) {
 // token named lastToken (as Fence-Last-Token, and as the API names it in
 // a lock or a resource state).
 func factsJSON(d *fencev1.ErrorDetail) []byte {
-	b, err := marshalJSON(d)
-	if err != nil {
-		return []byte("{}")
-	}
+	b := encodeJSON(d)
 	var out []member
 	for _, m := range objectMembers(b) {
 		switch m.name {

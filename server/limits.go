@@ -103,8 +103,13 @@ func limitBodies(next http.Handler) http.Handler {
 // refuse answers err in the request's protocol (Connect, gRPC or gRPC-Web).
 // The unread rest of the body is left to net/http (it drains a little for
 // keep-alive, else closes the connection). Every refusal in front of
-// Connect (limitBodies, checkJSONBodies) goes through it.
+// Connect (limitBodies, apiFront) goes through it; a plain JSON call gets
+// the refusal serveJSON would write (writeJSONError).
 func refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
+	if plainJSONCall(r) {
+		writeJSONError(w, err)
+		return
+	}
 	_ = errorWriter.Write(w, r, err)
 }
 

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"maps"
 	"net/http"
+	"strings"
 	"testing"
 
 	"connectrpc.com/grpchealth"
@@ -78,6 +80,40 @@ func TestEveryUnaryProcedureRefusesUnknownJSONFields(t *testing.T) {
 		facts, _ := body["facts"].(map[string]any)
 		if body["reason"] != "INVALID_ARGUMENT" || facts["field"] != "no_such_field" {
 			t.Errorf("%s: body %s, want reason INVALID_ARGUMENT and facts.field no_such_field", path, r.body)
+		}
+	}
+}
+
+// Every unary procedure of the service descriptors has a plain JSON
+// handler (jsonCalls) that decodes its own request message, no streaming
+// one has; and a set of handlers that misses a unary procedure is refused
+// (checkJSONCalls: New returns its error), so none is served another way.
+func TestEveryUnaryProcedureHasAJSONHandler(t *testing.T) {
+	calls := (&Server{}).jsonCalls()
+	for path, m := range declaredProcedures(t) {
+		c, ok := calls[path]
+		if m.IsStreamingClient() || m.IsStreamingServer() {
+			if ok {
+				t.Errorf("%s streams, but has a plain JSON handler", path)
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("%s is unary, but has no plain JSON handler (jsonCalls)", path)
+			continue
+		}
+		if got := c.newRequest().ProtoReflect().Descriptor().FullName(); got != m.Input().FullName() {
+			t.Errorf("%s: its JSON handler decodes %s, its request is %s", path, got, m.Input().FullName())
+		}
+	}
+	if err := checkJSONCalls(calls); err != nil {
+		t.Fatalf("checkJSONCalls refuses the server's own handlers: %v", err)
+	}
+	for path := range calls {
+		missing := maps.Clone(calls)
+		delete(missing, path)
+		if err := checkJSONCalls(missing); err == nil || !strings.Contains(err.Error(), path+" has no plain JSON handler") {
+			t.Errorf("checkJSONCalls without %s: %v; want it named as missing", path, err)
 		}
 	}
 }

@@ -18,8 +18,9 @@ type procedure struct {
 	// streaming content type (application/connect+json) is served on it,
 	// and its errors are end-of-stream messages, not unary error bodies.
 	stream bool
-	// newRequest makes the request message of a unary method: a JSON POST
-	// is checked against it (checkJSONBodies). Nil for a streaming method.
+	// newRequest makes the request message of a unary method, as the
+	// descriptor declares it: its plain JSON handler must decode into it
+	// (checkJSONCalls). Nil for a streaming method.
 	newRequest func() proto.Message
 }
 

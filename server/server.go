@@ -39,6 +39,7 @@ type Server struct {
 	svc     fence.Service
 	metrics *metrics
 	handler http.Handler
+	json    map[string]jsonCall // plain JSON handlers, by procedure path (jsonhandler.go)
 	http    *http.Server
 
 	baseCtx    context.Context // parent of every request context
@@ -71,6 +72,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		connect.WithCompressMinBytes(compressMinBytes),
 	}
 	opts = append(opts, jsonCodecs()...)
+	// Plain JSON calls are answered by serveJSON (jsonhandler.go), one
+	// handler per unary procedure of the table.
+	s.json = s.jsonCalls()
+	if err := checkJSONCalls(s.json); err != nil {
+		return nil, err
+	}
 	lockPath, lockHandler := fencev1connect.NewLockServiceHandler(lockService{s}, opts...)
 	resPath, resHandler := fencev1connect.NewResourceServiceHandler(resourceService{s}, opts...)
 	sessPath, sessHandler := fencev1connect.NewSessionServiceHandler(sessionService{s}, opts...)
@@ -81,7 +88,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	// SessionService.Stream has limits of its own (stream_http.go).
 	// refusalReasons, outermost, gives every refusal its reason and
 	// facts, also those made in front of Connect (jsonerror.go).
-	s.handler = refusalReasons(serveStreams(sessHandler, limitWrites(limitBodies(checkJSONBodies(apiRouter{
+	s.handler = refusalReasons(serveStreams(sessHandler, limitWrites(limitBodies(s.apiFront(apiRouter{
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
 		{prefix: sessPath, h: sessHandler},

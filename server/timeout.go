@@ -17,8 +17,8 @@ const (
 
 // timeoutError is the refusal of an API request whose deadline header is malformed,
 // made the way every other bad input is refused: invalid_argument with an
-// ErrorDetail naming the header and its bound (checkJSONBodies answers it,
-// in front of Connect). Connect's own refusal of a malformed value carries
+// ErrorDetail naming the header and its bound (apiFront answers it, in
+// front of Connect and of serveJSON). Connect's own refusal of a malformed value carries
 // no detail, and it reads Connect-Timeout-Ms 0 or -5 as a deadline already
 // past (deadline_exceeded at once), which no Connect client sends: a client
 // whose deadline has passed does not call. grpc-timeout "0n" is what gRPC
