@@ -47,20 +47,20 @@ func TestLockCap(t *testing.T) {
 	}
 }
 
-// MaxLocks travels in the OpConfig codec (config field 9) and in
+// MaxLocks travels in the OpConfig codec (statepb.Config field 10) and in
 // snapshots; what was written before it existed reads as 0 (no cap).
 func TestLockCapEncoded(t *testing.T) {
 	c := Command{Op: OpConfig, Config: Config{MaxLocks: 3}}
 	b, err := c.MarshalBinary()
-	if err != nil || !bytes.Equal(b, []byte{1, 9, 0x80, 0x40, 0x80, 0x04, 6}) {
+	if err != nil || !bytes.Equal(b, []byte{1, 0x08, 9, 0x7a, 2, 0x50, 6}) {
 		t.Fatalf("%x %v", b, err)
 	}
 	var d Command
 	if err := d.UnmarshalBinary(b); err != nil || d.Op != OpConfig || d.Config != c.Config {
 		t.Fatalf("%+v %v", d, err)
 	}
-	// An OpConfig without bit 9 decodes with MaxLocks 0 (no cap).
-	if err := d.UnmarshalBinary([]byte{1, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}); err != nil || d.Config != (Config{MaxOps: 3, MaxResourceBytes: 1}) {
+	// An OpConfig without field 10 decodes with MaxLocks 0 (no cap).
+	if err := d.UnmarshalBinary([]byte{1, 0x08, 9, 0x7a, 4, 0x10, 6, 0x48, 2}); err != nil || d.Config != (Config{MaxOps: 3, MaxResourceBytes: 1}) {
 		t.Fatalf("OpConfig without max_locks: %+v %v", d, err)
 	}
 
