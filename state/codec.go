@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -118,8 +119,13 @@ func decodeCommand(out *Command, b []byte) error {
 	if err := proto.Unmarshal(b[1:], &p); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
-	if err := knownFields(&p); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadCommand, err)
+	// The message's own unknown fields and its config's: the only message
+	// it holds (a faster knownFields).
+	if len(p.ProtoReflect().GetUnknown()) != 0 {
+		return fmt.Errorf("%w: unknown field in Command", ErrBadCommand)
+	}
+	if p.Config != nil && len(p.Config.ProtoReflect().GetUnknown()) != 0 {
+		return fmt.Errorf("%w: unknown field in Config", ErrBadCommand)
 	}
 	if p.Op > math.MaxUint8 || p.Slack > math.MaxInt64 {
 		return fmt.Errorf("%w: op %d or slack %d out of range", ErrBadCommand, p.Op, p.Slack)
@@ -128,11 +134,17 @@ func decodeCommand(out *Command, b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
+	// Re-encoding p (not c: no copies) is the canonical check, but for the
+	// one value c and p hold differently: a present config of zeros, which
+	// c writes as no config.
+	if p.Config != nil && cfg == (Config{}) {
+		return fmt.Errorf("%w: not in canonical encoding (an empty config present)", ErrBadCommand)
+	}
 	c := Command{Op: Op(p.Op), Now: p.Now, Slack: time.Duration(p.Slack), Name: string(p.Name), Owner: string(p.Owner),
 		TTL: time.Duration(p.Ttl), Wait: time.Duration(p.Wait), LockDelay: time.Duration(p.LockDelay), RequestID: string(p.RequestId),
 		Token: fence.Token(p.Token), Value: p.Value, Delta: p.Delta, OpID: string(p.OpId), Attempt: p.Attempt, Config: cfg,
 		Session: p.Session, Seq: p.Seq, Ack: p.Ack, ClusterID: string(p.ClusterId)}
-	if err := canonical(b[1:], pbCommand(c)); err != nil {
+	if err := canonical(b[1:], &p); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
 	*out = c
@@ -166,17 +178,25 @@ func knownFields(m proto.Message) error {
 }
 
 // canonical refuses b unless it is the one encoding of m, the message
-// rebuilt from what was decoded from b: so equal values are equal bytes,
+// decoded from b (or rebuilt from what was): so equal values are equal bytes,
 // and a present zero field (or an empty message), a repeated field, fields
 // out of order, a non-minimal varint or a value truncated to its field's
 // type do not decode.
 func canonical(b []byte, m proto.Message) error {
-	again, err := deterministic.Marshal(m)
+	buf := canonicalBufs.Get().(*[]byte)
+	defer canonicalBufs.Put(buf)
+	again, err := deterministic.MarshalAppend((*buf)[:0], m)
 	if err != nil {
 		return err
+	}
+	if cap(again) <= 64<<10 {
+		*buf = again
 	}
 	if !bytes.Equal(again, b) {
 		return fmt.Errorf("not in canonical encoding (%d bytes, canonical %d)", len(b), len(again))
 	}
 	return nil
 }
+
+// canonicalBufs holds the buffers canonical re-encodes into.
+var canonicalBufs = sync.Pool{New: func() any { return new([]byte) }}
