@@ -36,8 +36,39 @@ const CommandVersion = 1
 // every other field.
 const MaxCommandBytes = fence.MaxValueBytes + 64<<10
 
-// ErrBadCommand is wrapped by every decoding error.
+// ErrBadCommand is matched (errors.Is) by every error refusing a command,
+// to encode or to decode.
 var ErrBadCommand = errors.New("state: malformed command")
+
+// DecodeError refuses bytes that are not exactly what MarshalBinary or
+// Snapshot writes (R2: nothing of them is applied). errors.Is matches it
+// to ErrBadCommand (a command's) or ErrBadSnapshot (a snapshot's).
+type DecodeError struct {
+	Snapshot bool   // a snapshot's; otherwise a command's
+	Message  int    // in a snapshot: 0 the header, n > 0 the n-th record after it
+	Reason   string // what is wrong, e.g. "unknown field in Config"
+}
+
+func (e *DecodeError) Error() string {
+	switch {
+	case !e.Snapshot:
+		return ErrBadCommand.Error() + ": " + e.Reason
+	case e.Message == 0:
+		return ErrBadSnapshot.Error() + ": header: " + e.Reason
+	}
+	return fmt.Sprintf("%s: record %d: %s", ErrBadSnapshot, e.Message, e.Reason)
+}
+
+// Is matches ErrBadSnapshot for a snapshot's, ErrBadCommand for a
+// command's.
+func (e *DecodeError) Is(target error) bool {
+	return target == ErrBadSnapshot && e.Snapshot || target == ErrBadCommand && !e.Snapshot
+}
+
+// badCommand is a command's DecodeError.
+func badCommand(format string, args ...any) error {
+	return &DecodeError{Reason: fmt.Sprintf(format, args...)}
+}
 
 // deterministic is the one encoding of every message of the formats.
 var deterministic = proto.MarshalOptions{Deterministic: true}
@@ -107,45 +138,45 @@ var sized = proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
 
 func decodeCommand(out *Command, b []byte) error {
 	if len(b) > MaxCommandBytes {
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
+		return badCommand("%d bytes, more than %d", len(b), MaxCommandBytes)
 	}
 	if len(b) == 0 {
-		return fmt.Errorf("%w: empty", ErrBadCommand)
+		return badCommand("empty")
 	}
 	if b[0] != CommandVersion {
-		return fmt.Errorf("%w: unknown version %d", ErrBadCommand, b[0])
+		return badCommand("unknown version %d", b[0])
 	}
 	var p statepb.Command
 	if err := proto.Unmarshal(b[1:], &p); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadCommand, err)
+		return badCommand("%v", err)
 	}
 	// The message's own unknown fields and its config's: the only message
 	// it holds (a faster knownFields).
 	if len(p.ProtoReflect().GetUnknown()) != 0 {
-		return fmt.Errorf("%w: unknown field in Command", ErrBadCommand)
+		return badCommand("unknown field in Command")
 	}
 	if p.Config != nil && len(p.Config.ProtoReflect().GetUnknown()) != 0 {
-		return fmt.Errorf("%w: unknown field in Config", ErrBadCommand)
+		return badCommand("unknown field in Config")
 	}
 	if p.Op > math.MaxUint8 || p.Slack > math.MaxInt64 {
-		return fmt.Errorf("%w: op %d or slack %d out of range", ErrBadCommand, p.Op, p.Slack)
+		return badCommand("op %d or slack %d out of range", p.Op, p.Slack)
 	}
 	cfg, err := configOfPB(p.Config)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadCommand, err)
+		return badCommand("%v", err)
 	}
 	// Re-encoding p (not c: no copies) is the canonical check, but for the
 	// one value c and p hold differently: a present config of zeros, which
 	// c writes as no config.
 	if p.Config != nil && cfg == (Config{}) {
-		return fmt.Errorf("%w: not in canonical encoding (an empty config present)", ErrBadCommand)
+		return badCommand("not in canonical encoding (an empty config present)")
 	}
 	c := Command{Op: Op(p.Op), Now: p.Now, Slack: time.Duration(p.Slack), Name: string(p.Name), Owner: string(p.Owner),
 		TTL: time.Duration(p.Ttl), Wait: time.Duration(p.Wait), LockDelay: time.Duration(p.LockDelay), RequestID: string(p.RequestId),
 		Token: fence.Token(p.Token), Value: p.Value, Delta: p.Delta, OpID: string(p.OpId), Attempt: p.Attempt, Config: cfg,
 		Session: p.Session, Seq: p.Seq, Ack: p.Ack, ClusterID: string(p.ClusterId)}
 	if err := canonical(b[1:], &p); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadCommand, err)
+		return badCommand("%v", err)
 	}
 	*out = c
 	return nil

@@ -121,8 +121,9 @@ func TestCodecRefuses(t *testing.T) {
 	} {
 		var c Command
 		err := c.UnmarshalBinary(tc.b)
-		if !errors.Is(err, ErrBadCommand) || !strings.Contains(err.Error(), tc.why) {
-			t.Errorf("%s: err %v (decoded %+v), want ErrBadCommand with %q", tc.name, err, c, tc.why)
+		var de *DecodeError
+		if !errors.Is(err, ErrBadCommand) || errors.Is(err, ErrBadSnapshot) || !errors.As(err, &de) || de.Snapshot || !strings.Contains(de.Reason, tc.why) {
+			t.Errorf("%s: err %v (decoded %+v), want a command's *DecodeError (ErrBadCommand) with %q", tc.name, err, c, tc.why)
 		}
 	}
 	if _, err := (Command{Op: OpTick, Slack: -1}).MarshalBinary(); !errors.Is(err, ErrBadCommand) {

@@ -24,7 +24,9 @@ import (
 // is refused), and testdata/snapshot.golden pins the bytes.
 const snapshotFormat = "fence-state/1"
 
-// ErrBadSnapshot is wrapped by every Restore error.
+// ErrBadSnapshot is matched (errors.Is) by every Restore error: a
+// *DecodeError when the bytes are not a snapshot of this format, a wrapped
+// error naming the inconsistency when the state they hold is not one.
 var ErrBadSnapshot = errors.New("state: bad snapshot")
 
 type snapDoc struct {
@@ -217,7 +219,7 @@ func (m *impl) restore(r io.Reader) error {
 	}
 	doc, err := decodeSnapshot(b)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return err // a *DecodeError: it is ErrBadSnapshot
 	}
 	n, err := fromSnapshot(doc)
 	if err != nil {

@@ -100,36 +100,36 @@ func nextMessage(b []byte) (msg, rest []byte, err error) {
 func decodeSnapshot(b []byte) (*snapDoc, error) {
 	msg, rest, err := nextMessage(b)
 	if err != nil {
-		return nil, fmt.Errorf("header: %v", err)
+		return nil, badSnapshot(0, "%v", err)
 	}
 	var h statepb.SnapshotHeader
 	if err := proto.Unmarshal(msg, &h); err != nil {
-		return nil, fmt.Errorf("header: %v", err)
+		return nil, badSnapshot(0, "%v", err)
 	}
 	if h.Format != snapshotFormat {
-		return nil, fmt.Errorf("format %q, want %q", h.Format, snapshotFormat)
+		return nil, badSnapshot(0, "format %q, want %q", h.Format, snapshotFormat)
 	}
 	if err := knownFields(&h); err != nil {
-		return nil, err
+		return nil, badSnapshot(0, "%v", err)
 	}
 	doc, err := headerDoc(&h)
 	if err != nil {
-		return nil, err
+		return nil, badSnapshot(0, "%v", err)
 	}
 	if err := canonical(msg, pbHeader(doc)); err != nil {
-		return nil, fmt.Errorf("header: %v", err)
+		return nil, badSnapshot(0, "%v", err)
 	}
 	last := 0 // the kind of the last record: its oneof field number
 	for i := 1; len(rest) > 0; i++ {
 		if msg, rest, err = nextMessage(rest); err != nil {
-			return nil, fmt.Errorf("record %d: %v", i, err)
+			return nil, badSnapshot(i, "%v", err)
 		}
 		var r statepb.SnapshotRecord
 		if err := proto.Unmarshal(msg, &r); err != nil {
-			return nil, fmt.Errorf("record %d: %v", i, err)
+			return nil, badSnapshot(i, "%v", err)
 		}
 		if err := knownFields(&r); err != nil {
-			return nil, fmt.Errorf("record %d: %v", i, err)
+			return nil, badSnapshot(i, "%v", err)
 		}
 		var again proto.Message
 		kind := 0
@@ -159,17 +159,23 @@ func decodeSnapshot(b []byte) (*snapDoc, error) {
 			doc.Sessions = append(doc.Sessions, sessionOf(x.Session))
 			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Session{Session: pbSession(&doc.Sessions[len(doc.Sessions)-1])}}
 		default:
-			return nil, fmt.Errorf("record %d: empty", i)
+			return nil, badSnapshot(i, "empty")
 		}
 		if kind < last {
-			return nil, fmt.Errorf("record %d: a %s after a later kind", i, r.ProtoReflect().WhichOneof(r.ProtoReflect().Descriptor().Oneofs().Get(0)).Name())
+			return nil, badSnapshot(i, "a %s after a later kind", r.ProtoReflect().WhichOneof(r.ProtoReflect().Descriptor().Oneofs().Get(0)).Name())
 		}
 		last = kind
 		if err := canonical(msg, again); err != nil {
-			return nil, fmt.Errorf("record %d: %v", i, err)
+			return nil, badSnapshot(i, "%v", err)
 		}
 	}
 	return doc, nil
+}
+
+// badSnapshot is a snapshot's DecodeError, of its header (0) or of its
+// record i.
+func badSnapshot(i int, format string, args ...any) error {
+	return &DecodeError{Snapshot: true, Message: i, Reason: fmt.Sprintf(format, args...)}
 }
 
 // The conversions between the records as Go values and as messages. Each

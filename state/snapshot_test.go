@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,9 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := busyMachine(t)
+			if err := m.Restore(bytes.NewReader(in)); errors.Is(err, ErrBadCommand) {
+				t.Fatalf("err %v is a command's", err)
+			}
 			before := snapshotBytes(t, m)
 			err := m.Restore(bytes.NewReader(in))
 			if !errors.Is(err, ErrBadSnapshot) {
@@ -145,5 +149,29 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 				t.Fatal("failed restore changed the machine")
 			}
 		})
+	}
+	// A decoding refusal says which message and why.
+	for name, want := range map[string]DecodeError{
+		"wrong format":         {Snapshot: true, Message: 0, Reason: `format "fence-state/9", want "fence-state/1"`},
+		"record not canonical": {Snapshot: true, Message: 1, Reason: "not in canonical encoding"},
+		"trailing empty":       {Snapshot: true, Message: len(splitSnap(t, good)), Reason: "empty"},
+	} {
+		var in []byte
+		switch name {
+		case "wrong format":
+			in = edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+				h.Format = "fence-state/9"
+				return r
+			})
+		case "record not canonical":
+			in = encodeSnapRaw(msgs[0], append(bytes.Clone(msgs[1]), msgs[1]...))
+		default:
+			in = append(bytes.Clone(good), 0)
+		}
+		var de *DecodeError
+		err := New().Restore(bytes.NewReader(in))
+		if !errors.As(err, &de) || de.Snapshot != want.Snapshot || de.Message != want.Message || !strings.HasPrefix(de.Reason, want.Reason) {
+			t.Errorf("%s: %#v (%v), want %+v", name, de, err, want)
+		}
 	}
 }
