@@ -127,12 +127,16 @@ $(GREMLINS):
 lab: build
 	./$(BIN) lab
 
-## proto: regenerate api/fence/v1 (needs protoc, protoc-gen-go, protoc-gen-connect-go: make proto-tools)
+## proto: regenerate api/fence/v1 and state/internal/statepb (the log and snapshot format)
+##   (needs protoc, protoc-gen-go, protoc-gen-connect-go: make proto-tools)
 proto:
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" protoc -I api \
 	  --go_out=. --go_opt=module=github.com/fenceworks/fence \
 	  --connect-go_out=. --connect-go_opt=module=github.com/fenceworks/fence \
 	  api/fence/v1/fence.proto
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" protoc -I . \
+	  --go_out=. --go_opt=module=github.com/fenceworks/fence \
+	  state/internal/statepb/state.proto
 
 ## proto-tools: install what `make proto` runs: protoc 3.21.12 (Debian 12's protobuf-compiler,
 ##   the version the checked-in code was generated with) and the Go plugins at the versions of

@@ -101,7 +101,7 @@ func (l *liveHeap) Write(p []byte) (int, error) {
 // frame (streamed, never the whole state in one buffer), and a machine
 // restored from it snapshots identically.
 func TestRoundTripBigStateStreamed(t *testing.T) {
-	m := machine(t, 4000)
+	m := machine(t, 12000) // over 16 frames of records
 	var snap bytes.Buffer
 	if err := m.Snapshot(&snap); err != nil {
 		t.Fatal(err)

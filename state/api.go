@@ -302,7 +302,8 @@ func (m *Machine) Sessions() int { return m.sessionCount() }
 // was never written).
 func (m *Machine) Resource(name string) ResourceState { return m.resource(name) }
 
-// Snapshot writes the whole state to w.
+// Snapshot writes the whole state to w, format "fence-state/1": the same
+// state always gives the same bytes (snapshot_stream.go).
 func (m *Machine) Snapshot(w io.Writer) error { return m.snapshot(w) }
 
 // SnapshotView copies the whole state into a value that shares nothing
@@ -312,13 +313,19 @@ func (m *Machine) Snapshot(w io.Writer) error { return m.snapshot(w) }
 // written are those Snapshot would have written at the time of the copy.
 func (m *Machine) SnapshotView() *SnapshotView { return m.snapshotView() }
 
-// Restore replaces the whole state with one written by Snapshot.
+// Restore replaces the whole state with one written by Snapshot. Input
+// that is not a consistent snapshot of this format is refused with an
+// error wrapping ErrBadSnapshot, and the machine is then unchanged.
 func (m *Machine) Restore(r io.Reader) error { return m.restore(r) }
 
-// MarshalBinary encodes c for the replicated log. The format is versioned
-// (first byte) and stable.
+// MarshalBinary encodes c for the replicated log: CommandVersion, then a
+// statepb.Command (codec.go). The format is stable; equal commands encode
+// to equal bytes.
 func (c Command) MarshalBinary() ([]byte, error) { return encodeCommand(c) }
 
 // UnmarshalBinary decodes what MarshalBinary wrote. It never panics on any
-// input and refuses truncated, oversized or trailing data with an error.
+// input and refuses, with an error wrapping ErrBadCommand and the reason,
+// anything MarshalBinary would not have written: another version,
+// truncated, oversized or trailing data, unknown fields, a non-canonical
+// encoding.
 func (c *Command) UnmarshalBinary(b []byte) error { return decodeCommand(c, b) }

@@ -37,8 +37,8 @@ func TestClusterIDRecordedOnceAndKept(t *testing.T) {
 	if err := m.Snapshot(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), `"cluster_id":"first-id"`) {
-		t.Fatalf("snapshot has no cluster id: %s", b.String())
+	if h, _ := snapMessages(t, b.Bytes()); string(h.ClusterId) != "first-id" {
+		t.Fatalf("snapshot has no cluster id: %v", h)
 	}
 	r := New()
 	if err := r.Restore(bytes.NewReader(b.Bytes())); err != nil || r.ClusterID() != "first-id" {

@@ -1,52 +1,33 @@
 package state
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
-// Command encoding for the replicated log, version 1:
+// Command encoding for the replicated log, version 1: one byte,
+// CommandVersion, then the command as a statepb.Command
+// (internal/statepb/state.proto), every field present exactly when it is
+// not zero.
 //
-//	byte     version (CommandVersion)
-//	byte     op
-//	uvarint  mask: which fields follow (bit i = field i below)
-//	fields, in this order, only those in mask:
-//	  0 Now        zigzag varint
-//	  1 Name       uvarint length + bytes
-//	  2 Owner      uvarint length + bytes
-//	  3 TTL        zigzag varint (ns)
-//	  4 Wait       zigzag varint (ns)
-//	  5 LockDelay  zigzag varint (ns)
-//	  6 RequestID  uvarint length + bytes
-//	  7 Token      uvarint
-//	  8 Value      uvarint length + bytes
-//	  9 Delta      zigzag varint
-//	 10 OpID       uvarint length + bytes
-//	 11 Slack      uvarint (ns; a negative Slack does not encode)
-//	 12 Attempt    uvarint
-//	 13 Config     uvarint config mask, then
-//	               its present fields in this order, each a zigzag varint:
-//	               0 MaxTTL (ns), 1 MaxOps, 2 MaxRequests, 3 IDRetention
-//	               (ns), 4 MinIDRetention (ns), 5 MaxWaitersPerLock,
-//	               6 MaxWaiters, 7 MaxResources, 8 MaxResourceBytes,
-//	               9 MaxLocks, 10 MaxSessions, 11 MaxSessionResults
-//	 14 Session    uvarint
-//	 15 Seq        uvarint
-//	 16 Ack        uvarint
-//	 17 ClusterID  uvarint length + bytes
-//
-// A field is present exactly when it is not zero (an empty Value is absent),
-// so every command has one encoding; the decoder refuses a present zero
-// field, unknown mask bits (a command or config field this binary does not
-// know), truncation, trailing bytes, commands larger than MaxCommandBytes,
-// and any version but CommandVersion: a binary refuses (rather than
-// misreads) a command written by a later format it cannot apply.
-// testdata/commands.golden pins the bytes.
+// A command has exactly one encoding: the decoder re-encodes what it
+// decoded and refuses input that differs (a present zero field, a repeated
+// or out-of-order field, a non-minimal varint, a value out of its Go
+// field's range), and refuses fields this binary does not know,
+// truncation, commands larger than MaxCommandBytes, and any version but
+// CommandVersion: a binary refuses (rather than misreads) a command
+// written by a later format it cannot apply. testdata/commands.golden pins
+// the bytes.
 
 // CommandVersion is the first byte of every encoded command.
 const CommandVersion = 1
@@ -55,331 +36,198 @@ const CommandVersion = 1
 // every other field.
 const MaxCommandBytes = fence.MaxValueBytes + 64<<10
 
-const (
-	fNow = iota
-	fName
-	fOwner
-	fTTL
-	fWait
-	fLockDelay
-	fRequestID
-	fToken
-	fValue
-	fDelta
-	fOpID
-	fSlack
-	fAttempt
-	fConfig
-	fSession
-	fSeq
-	fAck
-	fClusterID
-	fieldCount
-)
-
-// Config fields, in encoding order.
-const (
-	cMaxTTL = iota
-	cMaxOps
-	cMaxRequests
-	cIDRetention
-	cMinIDRetention
-	cMaxWaitersPerLock
-	cMaxWaiters
-	cMaxResources
-	cMaxResourceBytes
-	cMaxLocks
-	cMaxSessions
-	cMaxSessionResults
-	configFieldCount
-)
-
-// configInts lists c's fields as int64s in encoding order.
-func configInts(c Config) [configFieldCount]int64 {
-	return [configFieldCount]int64{int64(c.MaxTTL), int64(c.MaxOps), int64(c.MaxRequests), int64(c.IDRetention),
-		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources), c.MaxResourceBytes, int64(c.MaxLocks),
-		int64(c.MaxSessions), int64(c.MaxSessionResults)}
-}
-
-// configOf is the inverse of configInts.
-func configOf(v [configFieldCount]int64) Config {
-	return Config{MaxTTL: time.Duration(v[0]), MaxOps: int(v[1]), MaxRequests: int(v[2]), IDRetention: time.Duration(v[3]),
-		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]), MaxResourceBytes: v[8], MaxLocks: int(v[9]),
-		MaxSessions: int(v[10]), MaxSessionResults: int(v[11])}
-}
-
-// ErrBadCommand is wrapped by every decoding error.
+// ErrBadCommand is matched (errors.Is) by every error refusing a command,
+// to encode or to decode.
 var ErrBadCommand = errors.New("state: malformed command")
 
-func encodeCommand(c Command) ([]byte, error) {
-	var mask uint64
-	set := func(i int, present bool) {
-		if present {
-			mask |= 1 << i
-		}
+// DecodeError refuses bytes that are not exactly what MarshalBinary or
+// Snapshot writes (R2: nothing of them is applied). errors.Is matches it
+// to ErrBadCommand (a command's) or ErrBadSnapshot (a snapshot's).
+type DecodeError struct {
+	Snapshot bool   // a snapshot's; otherwise a command's
+	Message  int    // in a snapshot: 0 the header, n > 0 the n-th record after it
+	Reason   string // what is wrong, e.g. "unknown field in Config"
+}
+
+func (e *DecodeError) Error() string {
+	switch {
+	case !e.Snapshot:
+		return ErrBadCommand.Error() + ": " + e.Reason
+	case e.Message == 0:
+		return ErrBadSnapshot.Error() + ": header: " + e.Reason
 	}
-	set(fNow, c.Now != 0)
-	set(fName, c.Name != "")
-	set(fOwner, c.Owner != "")
-	set(fTTL, c.TTL != 0)
-	set(fWait, c.Wait != 0)
-	set(fLockDelay, c.LockDelay != 0)
-	set(fRequestID, c.RequestID != "")
-	set(fToken, c.Token != 0)
-	set(fValue, len(c.Value) != 0)
-	set(fDelta, c.Delta != 0)
-	set(fOpID, c.OpID != "")
-	set(fSlack, c.Slack != 0)
-	set(fAttempt, c.Attempt != 0)
-	set(fConfig, c.Config != (Config{}))
-	set(fSession, c.Session != 0)
-	set(fSeq, c.Seq != 0)
-	set(fAck, c.Ack != 0)
-	set(fClusterID, c.ClusterID != "")
+	return fmt.Sprintf("%s: record %d: %s", ErrBadSnapshot, e.Message, e.Reason)
+}
+
+// Is matches ErrBadSnapshot for a snapshot's, ErrBadCommand for a
+// command's.
+func (e *DecodeError) Is(target error) bool {
+	return target == ErrBadSnapshot && e.Snapshot || target == ErrBadCommand && !e.Snapshot
+}
+
+// badCommand is a command's DecodeError.
+func badCommand(format string, args ...any) error {
+	return &DecodeError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// deterministic is the one encoding of every message of the formats.
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// bs is s as bytes, nil when empty (an absent field).
+func bs(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
+}
+
+// pbConfig is c as a message, nil when every field is 0 (absent).
+func pbConfig(c Config) *statepb.Config {
+	if c == (Config{}) {
+		return nil
+	}
+	return configPB(c)
+}
+
+func configPB(c Config) *statepb.Config {
+	return &statepb.Config{MaxTtl: int64(c.MaxTTL), MaxOps: int64(c.MaxOps), MaxRequests: int64(c.MaxRequests),
+		IdRetention: int64(c.IDRetention), MinIdRetention: int64(c.MinIDRetention), MaxWaitersPerLock: int64(c.MaxWaitersPerLock),
+		MaxWaiters: int64(c.MaxWaiters), MaxResources: int64(c.MaxResources), MaxResourceBytes: c.MaxResourceBytes,
+		MaxLocks: int64(c.MaxLocks), MaxSessions: int64(c.MaxSessions), MaxSessionResults: int64(c.MaxSessionResults)}
+}
+
+// configOfPB is the inverse of pbConfig; an int field out of int's range
+// on this platform is refused.
+func configOfPB(p *statepb.Config) (Config, error) {
+	if p == nil {
+		return Config{}, nil
+	}
+	c := Config{MaxTTL: time.Duration(p.MaxTtl), MaxOps: int(p.MaxOps), MaxRequests: int(p.MaxRequests),
+		IDRetention: time.Duration(p.IdRetention), MinIDRetention: time.Duration(p.MinIdRetention),
+		MaxWaitersPerLock: int(p.MaxWaitersPerLock), MaxWaiters: int(p.MaxWaiters), MaxResources: int(p.MaxResources),
+		MaxResourceBytes: p.MaxResourceBytes, MaxLocks: int(p.MaxLocks), MaxSessions: int(p.MaxSessions), MaxSessionResults: int(p.MaxSessionResults)}
+	if !proto.Equal(configPB(c), p) {
+		return Config{}, fmt.Errorf("config field out of range")
+	}
+	return c, nil
+}
+
+func pbCommand(c Command) *statepb.Command {
+	return &statepb.Command{Op: uint32(c.Op), Now: c.Now, Slack: uint64(c.Slack), Name: bs(c.Name), Owner: bs(c.Owner),
+		Ttl: int64(c.TTL), Wait: int64(c.Wait), LockDelay: int64(c.LockDelay), RequestId: bs(c.RequestID), Token: uint64(c.Token),
+		Value: c.Value, Delta: c.Delta, OpId: bs(c.OpID), Attempt: c.Attempt, Config: pbConfig(c.Config), Session: c.Session,
+		Seq: c.Seq, Ack: c.Ack, ClusterId: bs(c.ClusterID)}
+}
+
+func encodeCommand(c Command) ([]byte, error) {
 	if c.Slack < 0 {
 		return nil, fmt.Errorf("%w: negative slack %s", ErrBadCommand, c.Slack)
 	}
-
-	data := len(c.Name) + len(c.Owner) + len(c.RequestID) + len(c.Value) + len(c.OpID) + len(c.ClusterID)
-	if data > MaxCommandBytes {
-		return nil, fmt.Errorf("%w: %d bytes of data, more than %d", ErrBadCommand, data, MaxCommandBytes)
+	p := pbCommand(c)
+	n := 1 + deterministic.Size(p)
+	if n > MaxCommandBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, n, MaxCommandBytes)
 	}
-	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+fieldCount)+data)
-	b = append(b, CommandVersion, byte(c.Op))
-	b = binary.AppendUvarint(b, mask)
-	str := func(i int, s string) {
-		if mask&(1<<i) != 0 {
-			b = binary.AppendUvarint(b, uint64(len(s)))
-			b = append(b, s...)
-		}
-	}
-	num := func(i int, v int64) {
-		if mask&(1<<i) != 0 {
-			b = binary.AppendVarint(b, v)
-		}
-	}
-	num(fNow, c.Now)
-	str(fName, c.Name)
-	str(fOwner, c.Owner)
-	num(fTTL, int64(c.TTL))
-	num(fWait, int64(c.Wait))
-	num(fLockDelay, int64(c.LockDelay))
-	str(fRequestID, c.RequestID)
-	if mask&(1<<fToken) != 0 {
-		b = binary.AppendUvarint(b, uint64(c.Token))
-	}
-	str(fValue, string(c.Value))
-	num(fDelta, c.Delta)
-	str(fOpID, c.OpID)
-	if mask&(1<<fSlack) != 0 {
-		b = binary.AppendUvarint(b, uint64(c.Slack))
-	}
-	if mask&(1<<fAttempt) != 0 {
-		b = binary.AppendUvarint(b, uint64(c.Attempt))
-	}
-	if mask&(1<<fConfig) != 0 {
-		vals := configInts(c.Config)
-		var cmask uint64
-		for i, v := range vals {
-			if v != 0 {
-				cmask |= 1 << i
-			}
-		}
-		b = binary.AppendUvarint(b, cmask)
-		for _, v := range vals {
-			if v != 0 {
-				b = binary.AppendVarint(b, v)
-			}
-		}
-	}
-	for _, f := range [...]struct {
-		i int
-		v uint64
-	}{{fSession, c.Session}, {fSeq, c.Seq}, {fAck, c.Ack}} {
-		if mask&(1<<f.i) != 0 {
-			b = binary.AppendUvarint(b, f.v)
-		}
-	}
-	str(fClusterID, c.ClusterID)
-	if len(b) > MaxCommandBytes {
-		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
-	}
-	return b, nil
+	b := make([]byte, 1, n)
+	b[0] = CommandVersion
+	return sized.MarshalAppend(b, p)
 }
+
+// sized marshals deterministically with the size Size just computed.
+var sized = proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
 
 func decodeCommand(out *Command, b []byte) error {
 	if len(b) > MaxCommandBytes {
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
+		return badCommand("%d bytes, more than %d", len(b), MaxCommandBytes)
 	}
-	if len(b) < 3 {
-		return fmt.Errorf("%w: %d bytes, too short", ErrBadCommand, len(b))
+	if len(b) == 0 {
+		return badCommand("empty")
 	}
 	if b[0] != CommandVersion {
-		return fmt.Errorf("%w: unknown version %d", ErrBadCommand, b[0])
+		return badCommand("unknown version %d", b[0])
 	}
-	d := decoder{b: b[2:]}
-	c := Command{Op: Op(b[1])}
-	mask := d.uvarint()
-	d.zero = false // an empty mask is fine
-	if d.err == nil && mask>>fieldCount != 0 {
-		return fmt.Errorf("%w: unknown fields in mask %#x", ErrBadCommand, mask)
+	var p statepb.Command
+	if err := proto.Unmarshal(b[1:], &p); err != nil {
+		return badCommand("%v", err)
 	}
-	has := func(i int) bool { return d.err == nil && mask&(1<<i) != 0 }
-	if has(fNow) {
-		c.Now = d.varint()
+	// The message's own unknown fields and its config's: the only message
+	// it holds (a faster knownFields).
+	if len(p.ProtoReflect().GetUnknown()) != 0 {
+		return badCommand("unknown field in Command")
 	}
-	if has(fName) {
-		c.Name = d.str()
+	if p.Config != nil && len(p.Config.ProtoReflect().GetUnknown()) != 0 {
+		return badCommand("unknown field in Config")
 	}
-	if has(fOwner) {
-		c.Owner = d.str()
+	if p.Op > math.MaxUint8 || p.Slack > math.MaxInt64 {
+		return badCommand("op %d or slack %d out of range", p.Op, p.Slack)
 	}
-	if has(fTTL) {
-		c.TTL = time.Duration(d.varint())
+	cfg, err := configOfPB(p.Config)
+	if err != nil {
+		return badCommand("%v", err)
 	}
-	if has(fWait) {
-		c.Wait = time.Duration(d.varint())
+	// Re-encoding p (not c: no copies) is the canonical check, but for the
+	// one value c and p hold differently: a present config of zeros, which
+	// c writes as no config.
+	if p.Config != nil && cfg == (Config{}) {
+		return badCommand("not in canonical encoding (an empty config present)")
 	}
-	if has(fLockDelay) {
-		c.LockDelay = time.Duration(d.varint())
-	}
-	if has(fRequestID) {
-		c.RequestID = d.str()
-	}
-	if has(fToken) {
-		c.Token = fence.Token(d.uvarint())
-	}
-	if has(fValue) {
-		c.Value = []byte(d.str())
-	}
-	if has(fDelta) {
-		c.Delta = d.varint()
-	}
-	if has(fOpID) {
-		c.OpID = d.str()
-	}
-	if has(fSlack) {
-		v := d.uvarint()
-		if v > math.MaxInt64 {
-			return fmt.Errorf("%w: slack %d out of range", ErrBadCommand, v)
-		}
-		c.Slack = time.Duration(v)
-	}
-	if has(fAttempt) {
-		v := d.uvarint()
-		if v > math.MaxUint32 {
-			return fmt.Errorf("%w: attempt %d out of range", ErrBadCommand, v)
-		}
-		c.Attempt = uint32(v)
-	}
-	if has(fConfig) {
-		cmask := d.uvarint()
-		if d.err == nil && cmask>>configFieldCount != 0 {
-			return fmt.Errorf("%w: unknown config fields in mask %#x", ErrBadCommand, cmask)
-		}
-		var vals [configFieldCount]int64
-		for i := range vals {
-			if d.err == nil && cmask&(1<<i) != 0 {
-				vals[i] = d.varint()
-			}
-		}
-		c.Config = configOf(vals)
-		if configInts(c.Config) != vals {
-			return fmt.Errorf("%w: config field out of range", ErrBadCommand)
-		}
-	}
-	if has(fSession) {
-		c.Session = d.uvarint()
-	}
-	if has(fSeq) {
-		c.Seq = d.uvarint()
-	}
-	if has(fAck) {
-		c.Ack = d.uvarint()
-	}
-	if has(fClusterID) {
-		c.ClusterID = d.str()
-	}
-	switch {
-	case d.err != nil:
-		return d.err
-	case len(d.b) != 0:
-		return fmt.Errorf("%w: %d trailing bytes", ErrBadCommand, len(d.b))
-	case d.zero:
-		return fmt.Errorf("%w: a field is present with a zero value", ErrBadCommand)
+	c := Command{Op: Op(p.Op), Now: p.Now, Slack: time.Duration(p.Slack), Name: string(p.Name), Owner: string(p.Owner),
+		TTL: time.Duration(p.Ttl), Wait: time.Duration(p.Wait), LockDelay: time.Duration(p.LockDelay), RequestID: string(p.RequestId),
+		Token: fence.Token(p.Token), Value: p.Value, Delta: p.Delta, OpID: string(p.OpId), Attempt: p.Attempt, Config: cfg,
+		Session: p.Session, Seq: p.Seq, Ack: p.Ack, ClusterID: string(p.ClusterId)}
+	if err := canonical(b[1:], &p); err != nil {
+		return badCommand("%v", err)
 	}
 	*out = c
 	return nil
 }
 
-// decoder reads varints and strings, remembering the first error. Every read
-// checks the remaining length first, so no input makes it panic or allocate
-// more than the input's size.
-type decoder struct {
-	b    []byte
-	err  error
-	zero bool // a present field held a zero value (non-canonical)
+// knownFields refuses a message holding a field this binary does not know
+// (written by a later format), at any depth.
+func knownFields(m proto.Message) error {
+	var err error
+	var walk func(m protoreflect.Message)
+	walk = func(m protoreflect.Message) {
+		if err == nil && len(m.GetUnknown()) != 0 {
+			err = fmt.Errorf("unknown field in %s", m.Descriptor().Name())
+		}
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.Message() == nil:
+			case fd.IsList():
+				for i := range v.List().Len() {
+					walk(v.List().Get(i).Message())
+				}
+			default:
+				walk(v.Message())
+			}
+			return err == nil
+		})
+	}
+	walk(m.ProtoReflect())
+	return err
 }
 
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated or overlong %s", ErrBadCommand, what)
+// canonical refuses b unless it is the one encoding of m, the message
+// decoded from b (or rebuilt from what was): so equal values are equal bytes,
+// and a present zero field (or an empty message), a repeated field, fields
+// out of order, a non-minimal varint or a value truncated to its field's
+// type do not decode.
+func canonical(b []byte, m proto.Message) error {
+	buf := canonicalBufs.Get().(*[]byte)
+	defer canonicalBufs.Put(buf)
+	again, err := deterministic.MarshalAppend((*buf)[:0], m)
+	if err != nil {
+		return err
 	}
+	if cap(again) <= 64<<10 {
+		*buf = again
+	}
+	if !bytes.Equal(again, b) {
+		return fmt.Errorf("not in canonical encoding (%d bytes, canonical %d)", len(b), len(again))
+	}
+	return nil
 }
 
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 || n != uvarintLen(v) {
-		d.fail("varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	if v == 0 {
-		d.zero = true
-	}
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 || n != uvarintLen(uint64(v)<<1^uint64(v>>63)) {
-		d.fail("varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	if v == 0 {
-		d.zero = true
-	}
-	return v
-}
-
-func (d *decoder) str() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) || n > math.MaxInt32 {
-		d.fail("string")
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-// uvarintLen is the length of the shortest encoding of v; longer encodings
-// of the same number are refused so every command has one encoding.
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
+// canonicalBufs holds the buffers canonical re-encodes into.
+var canonicalBufs = sync.Pool{New: func() any { return new([]byte) }}

@@ -2,9 +2,11 @@ package state
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,60 +61,73 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// TestCodecBytes: a few commands' exact encodings, field by field (the
-// golden file pins one command of every op).
+// TestCodecBytes: a few commands' exact encodings, field by field: the
+// version byte, then statepb.Command's fields in number order, each a tag
+// (field<<3 | wire type) and its value, zero fields absent, signed fields
+// zigzag (the golden file pins one command of every op).
 func TestCodecBytes(t *testing.T) {
 	for _, tc := range []struct {
 		c    Command
-		want []byte
+		want string
 	}{
-		{Command{Op: OpTick}, []byte{1, 5, 0}},
-		{Command{Op: OpCancelWait, Name: "x", RequestID: "r"}, []byte{1, 4, 0x42, 1, 'x', 1, 'r'}},
-		{Command{Op: OpAdd, Now: 1, Name: "n", Token: 2, Delta: -1, OpID: "o"}, []byte{1, 7, 0x83, 0x0d, 2, 1, 'n', 2, 1, 1, 'o'}},
-		{Command{Op: OpCancelWait, Name: "x", RequestID: "r", Attempt: 2}, []byte{1, 4, 0xc2, 0x20, 1, 'x', 1, 'r', 2}},
-		{Command{Op: OpDelete, Name: "x", Token: 1}, []byte{1, 10, 0x82, 0x01, 1, 'x', 1}},
-		{Command{Op: OpConfig, Config: Config{MaxOps: 3, MaxResourceBytes: 1}}, []byte{1, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}},
-		{Command{Op: OpSessionOpen, TTL: 1}, []byte{1, 11, 0x08, 2}},
-		{Command{Op: OpSessionKeepAlive, Session: 1, Seq: 2, Ack: 1}, []byte{1, 12, 0x80, 0x80, 0x07, 1, 2, 1}},
-		{Command{Op: OpConfig, Config: Config{MaxSessions: 1, MaxSessionResults: 2}}, []byte{1, 9, 0x80, 0x40, 0x80, 0x18, 2, 4}},
+		{Command{Op: OpTick}, "01 0805"},
+		{Command{Op: OpCancelWait, Name: "x", RequestID: "r"}, "01 0804 220178 4a0172"},
+		{Command{Op: OpAdd, Now: 1, Name: "n", Token: 2, Delta: -1, OpID: "o"}, "01 0807 1002 22016e 5002 6001 6a016f"},
+		{Command{Op: OpCancelWait, Name: "x", RequestID: "r", Attempt: 2}, "01 0804 220178 4a0172 7002"},
+		{Command{Op: OpDelete, Name: "x", Token: 1}, "01 080a 220178 5001"},
+		{Command{Op: OpConfig, Config: Config{MaxOps: 3, MaxResourceBytes: 1}}, "01 0809 7a04 1006 4802"},
+		{Command{Op: OpSessionOpen, TTL: 1}, "01 080b 3002"},
+		{Command{Op: OpSessionKeepAlive, Session: 1, Seq: 2, Ack: 1}, "01 080c 800101 880102 900101"},
+		{Command{Op: OpConfig, Config: Config{MaxSessions: 1, MaxSessionResults: 2}}, "01 0809 7a04 5802 6004"},
 	} {
+		want, _ := hex.DecodeString(strings.ReplaceAll(tc.want, " ", ""))
 		b, err := tc.c.MarshalBinary()
-		if err != nil || !bytes.Equal(b, tc.want) {
-			t.Errorf("%+v: %x (%v), want %x", tc.c, b, err, tc.want)
+		if err != nil || !bytes.Equal(b, want) {
+			t.Errorf("%+v: %x (%v), want %x", tc.c, b, err, want)
 		}
 	}
 }
 
+// TestCodecRefuses: input that is not exactly one v1 command is refused
+// with ErrBadCommand and the reason, never decoded to something.
 func TestCodecRefuses(t *testing.T) {
 	good, _ := Command{Op: OpWrite, Name: "s", Token: 1, Value: []byte("v")}.MarshalBinary()
-	for name, b := range map[string][]byte{
-		"empty":           {},
-		"version 0":       {0, 5, 0},
-		"version 2":       {2, 5, 0},
-		"version 255":     {255, 5, 0},
-		"truncated":       good[:len(good)-1],
-		"trailing":        append(bytes.Clone(good), 0),
-		"unknown field":   {1, 5, 0x80, 0x80, 0x10},
-		"zero present":    {1, 5, 1, 0},
-		"overlong varint": {1, 5, 0x81, 0x00, 2},
-		"huge length":     {1, 5, 2, 0xff, 0xff, 0xff, 0xff, 0x0f},
-		"oversized":       make([]byte, MaxCommandBytes+1),
-		"attempt > 2^32":  {1, 4, 0x80, 0x20, 0x80, 0x80, 0x80, 0x80, 0x10},
-		"config mask 0":   {1, 9, 0x80, 0x40, 0},
-		"config unknown":  {1, 9, 0x80, 0x40, 0x80, 0x20, 2},
-		"config zero":     {1, 9, 0x80, 0x40, 1, 0},
+	ff := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		why  string // in the error
+	}{
+		{"empty", []byte{}, "empty"},
+		{"version 0", []byte{0, 0x08, 5}, "unknown version 0"},
+		{"version 2", []byte{2, 0x08, 5}, "unknown version 2"},
+		{"version 255", []byte{255, 0x08, 5}, "unknown version 255"},
+		{"truncated", good[:len(good)-1], ""},
+		{"trailing zero", append(bytes.Clone(good), 0), ""},
+		{"unknown field 20", []byte{1, 0x08, 5, 0xa0, 0x01, 1}, "unknown field in Command"},
+		{"known field, wrong wire type", []byte{1, 0x0d, 5, 0, 0, 0}, "unknown field in Command"},
+		{"zero present", []byte{1, 0x08, 5, 0x10, 0}, "canonical"},
+		{"overlong varint", []byte{1, 0x08, 0x85, 0x00}, "canonical"},
+		{"fields out of order", []byte{1, 0x10, 2, 0x08, 5}, "canonical"},
+		{"field repeated", []byte{1, 0x08, 5, 0x08, 5}, "canonical"},
+		{"huge length", []byte{1, 0x22, 0xff, 0xff, 0xff, 0xff, 0x0f}, ""},
+		{"oversized", make([]byte, MaxCommandBytes+1), "more than"},
+		{"attempt > 2^32", []byte{1, 0x08, 4, 0x70, 0x80, 0x80, 0x80, 0x80, 0x10}, "canonical"},
+		{"op > 255", []byte{1, 0x08, 0x80, 0x02}, "out of range"},
+		{"slack > MaxInt64", append([]byte{1, 0x08, 5, 0x18}, ff...), "out of range"},
+		{"config present, empty", []byte{1, 0x08, 9, 0x7a, 0}, "canonical"},
+		{"config unknown field", []byte{1, 0x08, 9, 0x7a, 2, 0x68, 2}, "unknown field in Config"},
+		{"config zero present", []byte{1, 0x08, 9, 0x7a, 2, 0x10, 0}, "canonical"},
 	} {
 		var c Command
-		if err := c.UnmarshalBinary(b); !errors.Is(err, ErrBadCommand) {
-			t.Errorf("%s: err %v, want ErrBadCommand", name, err)
+		err := c.UnmarshalBinary(tc.b)
+		var de *DecodeError
+		if !errors.Is(err, ErrBadCommand) || errors.Is(err, ErrBadSnapshot) || !errors.As(err, &de) || de.Snapshot || !strings.Contains(de.Reason, tc.why) {
+			t.Errorf("%s: err %v (decoded %+v), want a command's *DecodeError (ErrBadCommand) with %q", tc.name, err, c, tc.why)
 		}
 	}
 	if _, err := (Command{Op: OpTick, Slack: -1}).MarshalBinary(); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("negative slack encoded: %v", err)
-	}
-	var c Command
-	if err := c.UnmarshalBinary([]byte{1, 5, 0x80, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}); !errors.Is(err, ErrBadCommand) {
-		t.Fatalf("slack above MaxInt64 decoded: %v (%+v)", err, c)
 	}
 	big := Command{Op: OpWrite, Name: "s", Value: make([]byte, MaxCommandBytes)}
 	if _, err := big.MarshalBinary(); !errors.Is(err, ErrBadCommand) {
@@ -132,17 +147,13 @@ func FuzzDecodeCommand(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{})
-	f.Add([]byte{1, 5, 0x80, 0x10})
-	f.Add([]byte{1, 1, 0xff, 0x0f})
-	f.Add([]byte{1, 5, 0x81, 0x10, 0x0a, 0x05})                                                 // tick, Now and Slack
-	f.Add([]byte{1, 5, 0x80, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}) // slack > MaxInt64
-	f.Add([]byte{2, 5, 0x80, 0x20, 0x01})                                                       // an unknown version
-	f.Add([]byte{1, 9, 0x00})                                                                   // OpConfig with no config
-	f.Add([]byte{1, 4, 0x80, 0x60, 0x01, 0x01, 0x02})                                           // cancel with attempt and a config
-	f.Add([]byte{1, 9, 0x80, 0x40, 0x80, 0x04, 0x02})                                           // a config mask
-	f.Add([]byte{1, 12, 0x80, 0x80, 0x07, 1, 2, 1})                                             // keepalive with session, seq, ack
-	f.Add([]byte{1, 1, 0x80, 0x80, 0x01, 1})                                                    // an acquire with a session
-	f.Add([]byte{1, 5, 0x80, 0x80, 0x10, 1})                                                    // an unknown field
+	f.Add([]byte{1, 0x08, 5, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}) // slack > MaxInt64
+	f.Add([]byte{2, 0x08, 5})                                                                   // an unknown version
+	f.Add([]byte{1, 0x08, 9, 0x7a, 0})                                                          // an empty config present
+	f.Add([]byte{1, 0x08, 4, 0x70, 1, 0x7a, 2, 0x10, 2})                                        // cancel with attempt and a config
+	f.Add([]byte{1, 0x08, 12, 0x80, 0x01, 1, 0x88, 0x01, 2, 0x90, 0x01, 1})                     // keepalive with session, seq, ack
+	f.Add([]byte{1, 0x10, 2, 0x08, 5})                                                          // fields out of order
+	f.Add([]byte{1, 0x08, 5, 0xa0, 0x01, 1})                                                    // an unknown field
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c Command
 		if err := c.UnmarshalBinary(b); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
 // Fault 1 (G1 broken by a flag): A holds "a" with a 2h TTL (token 1), B
@@ -144,15 +145,19 @@ func TestSnapshotCarriesConfig(t *testing.T) {
 	if n.Config() != c {
 		t.Fatalf("restored config %+v, want %+v", n.Config(), c)
 	}
-	for _, bad := range []string{
-		`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"config":{"max_ttl":1},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
-		`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
-		`{"format":"fence-state/2","now":0,"decided":0,"counter":0,"config":{"max_ttl":60000000000,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
-		`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"config":{"max_ttl":0,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
+	old := Config{MaxTTL: time.Minute, MaxOps: 1, MaxRequests: 1, IDRetention: time.Second}
+	for name, h := range map[string]*statepb.SnapshotHeader{
+		"invalid config": emptySnapHeader(&Config{MaxTTL: 1}),
+		"no config":      emptySnapHeader(nil),
+		"format 2":       {Format: "fence-state/2", Config: configPB(old)},
+		"max_ttl 0":      emptySnapHeader(&Config{MaxOps: 1, MaxRequests: 1, IDRetention: time.Second}),
 	} {
-		if err := New().Restore(bytes.NewReader([]byte(bad))); !errors.Is(err, ErrBadSnapshot) {
-			t.Errorf("%s: %v, want ErrBadSnapshot", bad, err)
+		if err := New().Restore(bytes.NewReader(encodeSnap(h))); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("%s: %v, want ErrBadSnapshot", name, err)
 		}
+	}
+	if err := New().Restore(bytes.NewReader(encodeSnap(emptySnapHeader(&old)))); err != nil {
+		t.Fatalf("the same header with a valid config: %v", err)
 	}
 }
 

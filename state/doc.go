@@ -272,11 +272,12 @@
 // ids, 216 and 196 at 1,000,000), plus the bytes of distinct names and
 // owners. The default caps (a million of each) are about 420 MB when full,
 // which a steady load keeps them: plan for it or lower MaxOps/MaxRequests
-// (and with them the load the window holds). Snapshots (JSON) cost about 0.6 s
-// to write and 1.8 s to restore per million remembered ids on a 2-core
-// machine (BenchmarkSnapshotIDs). Only the copy ([Machine.SnapshotView],
-// about a tenth of the write: 0.1 s for 600,000 ids) needs applies
-// stopped; the encoding ([SnapshotView.WriteTo]) runs beside them.
+// (and with them the load the window holds). A snapshot of 600,000
+// remembered ids (BenchmarkSnapshotIDs) takes about 0.6 s to write and
+// 1.6-1.9 s to restore on a 2-core machine (docs/benchmarks.md). Only the
+// copy ([Machine.SnapshotView], about a tenth of the write: 0.06-0.08 s)
+// needs applies stopped; the encoding ([SnapshotView.WriteTo]) runs beside
+// them.
 //
 // Fenced resources (their value, last token and version) are data and are
 // never forgotten; deleted ones stay as tombstones.

@@ -2,15 +2,15 @@ package state
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fenceworks/fence"
 )
@@ -208,7 +208,9 @@ func FuzzCommandEncode(f *testing.F) {
 
 func FuzzRestore(f *testing.F) {
 	f.Add(fuzzSnapshot(fuzzMachine()))
-	f.Add([]byte(`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`))
+	f.Add(encodeSnap(emptySnapHeader(nil)))
+	cfg := DefaultConfig()
+	f.Add(encodeSnap(emptySnapHeader(&cfg)))
 	f.Fuzz(checkRestore)
 }
 
@@ -231,36 +233,33 @@ func checkRestore(t *testing.T, snap []byte) {
 	checkSameBehaviour(t, m, checkSnapshotRestores(t, m))
 }
 
-// FuzzRestoreFields reaches the checks past JSON decoding: it edits up to
-// three fields of a real snapshot (with and without sessions) and restores the
-// result with checkRestore. A field is picked by its index among the
-// document's scalar leaves (in key order); the value says how to change it:
-// a number becomes v>>2, moves by a small step, becomes an extreme, or
-// goes away; a bool flips; a string becomes another name of the document,
-// empty, or goes away.
+// FuzzRestoreFields reaches the checks past decoding: it edits up to
+// three fields of a real snapshot (with and without sessions) and restores
+// the result with checkRestore. A field is picked by its index among the
+// scalar fields, set or not, of the header and records (in field number
+// order, elements of a list in order); the value says how to change it: a
+// number becomes v>>2, moves by a small step, becomes an extreme, or goes
+// away; a bool flips or goes away; bytes become another name of the
+// snapshot, doubled, or go away.
 func FuzzRestoreFields(f *testing.F) {
 	bases := restoreBases()
 	for i := range bases {
 		f.Add(uint8(i), uint16(0), int64(1), uint16(0), int64(1), uint16(0), int64(1)) // unchanged
 	}
 	f.Fuzz(func(t *testing.T, base uint8, p1 uint16, v1 int64, p2 uint16, v2 int64, p3 uint16, v3 int64) {
-		doc := decodeJSONTree(bases[int(base)%len(bases)])
+		h, recs := snapMessages(t, bases[int(base)%len(bases)])
 		for _, e := range [...]struct {
 			p uint16
 			v int64
 		}{{p1, v1}, {p2, v2}, {p3, v3}} {
-			var paths [][]any
-			jsonLeaves(doc, nil, &paths)
-			if len(paths) == 0 {
-				break
+			var leaves []pbLeaf
+			pbLeaves(h.ProtoReflect(), &leaves)
+			for _, r := range recs {
+				pbLeaves(r.ProtoReflect(), &leaves)
 			}
-			editLeaf(doc, paths[int(e.p)%len(paths)], e.v)
+			editLeaf(leaves[int(e.p)%len(leaves)], e.v)
 		}
-		b, err := json.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkRestore(t, b)
+		checkRestore(t, encodeSnap(h, recs...))
 	})
 }
 
@@ -294,114 +293,129 @@ func restoreBases() [][]byte {
 	return out
 }
 
-// decodeJSONTree decodes b keeping numbers exact.
-func decodeJSONTree(b []byte) any {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		panic(err)
-	}
-	return v
+// pbLeaf is one scalar field of a message, or one element of a list of
+// scalars.
+type pbLeaf struct {
+	m    protoreflect.Message
+	fd   protoreflect.FieldDescriptor
+	list protoreflect.List // nil: the field itself
+	i    int
 }
 
-// jsonLeaves appends the path (keys and indices) of every scalar in v, in
-// key order.
-func jsonLeaves(v any, path []any, out *[][]any) {
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
+// pbLeaves appends m's scalar fields, set or not (a oneof member only when
+// set), and those of the messages it holds, in field number order.
+func pbLeaves(m protoreflect.Message, out *[]pbLeaf) {
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.ContainingOneof() != nil && !m.Has(fd) {
+			continue
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			jsonLeaves(x[k], append(slices.Clip(path), k), out)
-		}
-	case []any:
-		for i, c := range x {
-			jsonLeaves(c, append(slices.Clip(path), i), out)
-		}
-	default:
-		*out = append(*out, path)
-	}
-}
-
-// fuzzNames are the names a string field may take.
-var fuzzNames = []string{"", "held", "idle", "delayed", "bound", "s", "n", "gone", "AHMxLjE=", "ci1oZWxk", "fence-state/2"}
-
-// editLeaf changes the scalar at path in doc as v says (see
-// FuzzRestoreFields).
-func editLeaf(doc any, path []any, v int64) {
-	if len(path) == 0 {
-		return
-	}
-	parent := doc
-	for _, k := range path[:len(path)-1] {
-		switch x := parent.(type) {
-		case map[string]any:
-			parent = x[k.(string)]
-		case []any:
-			parent = x[k.(int)]
-		}
-	}
-	last := path[len(path)-1]
-	get := func() any {
-		if m, ok := parent.(map[string]any); ok {
-			return m[last.(string)]
-		}
-		return parent.([]any)[last.(int)]
-	}
-	set := func(val any, remove bool) {
-		switch x := parent.(type) {
-		case map[string]any:
-			if remove {
-				delete(x, last.(string))
-			} else {
-				x[last.(string)] = val
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := m.Get(fd).List()
+			for j := range l.Len() {
+				pbLeaves(l.Get(j).Message(), out)
 			}
-		case []any:
-			x[last.(int)] = val // an element is never removed, only nulled
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			for j := range l.Len() {
+				*out = append(*out, pbLeaf{m: m, fd: fd, list: l, i: j})
+			}
+		case fd.Message() != nil:
+			if m.Has(fd) {
+				pbLeaves(m.Get(fd).Message(), out)
+			}
+		default:
+			*out = append(*out, pbLeaf{m: m, fd: fd})
 		}
+	}
+}
+
+// fuzzNames are the names a bytes field may take.
+var fuzzNames = []string{"", "held", "idle", "delayed", "bound", "s", "n", "gone", "\x00s1.1", "r-held", "fence-state/2"}
+
+// editLeaf changes the scalar l as v says (see FuzzRestoreFields).
+func editLeaf(l pbLeaf, v int64) {
+	get := func() protoreflect.Value {
+		if l.list != nil {
+			return l.list.Get(l.i)
+		}
+		return l.m.Get(l.fd)
+	}
+	set := func(val protoreflect.Value, remove bool) {
+		switch {
+		case l.list != nil && remove:
+			l.list.Set(l.i, protoreflect.ValueOfBytes(nil)) // an element is never removed, only emptied
+		case l.list != nil:
+			l.list.Set(l.i, val)
+		case remove:
+			l.m.Clear(l.fd)
+		default:
+			l.m.Set(l.fd, val)
+		}
+	}
+	num := func(n int64) protoreflect.Value {
+		switch l.fd.Kind() {
+		case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+			return protoreflect.ValueOfUint64(uint64(n))
+		case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+			return protoreflect.ValueOfUint32(uint32(n))
+		case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+			return protoreflect.ValueOfInt32(int32(n))
+		}
+		return protoreflect.ValueOfInt64(n)
 	}
 	mode, x := v&3, v>>2
-	switch old := get().(type) {
-	case json.Number:
-		n, _ := old.Int64()
-		extremes := []string{"0", "-1", "1", "9223372036854775807", "-9223372036854775808", "18446744073709551615", "4294967296"}
-		switch mode {
-		case 0:
-			set(json.Number(strconv.FormatInt(x, 10)), false)
-		case 1:
-			set(json.Number(strconv.FormatInt(n+x%8, 10)), false)
-		case 2:
-			set(json.Number(extremes[uint64(x)%uint64(len(extremes))]), false)
-		default:
-			set(nil, true)
-		}
-	case bool:
-		set(!old, mode == 3)
-	case string:
+	old := get()
+	switch l.fd.Kind() {
+	case protoreflect.BoolKind:
+		set(protoreflect.ValueOfBool(!old.Bool()), mode == 3)
+	case protoreflect.BytesKind, protoreflect.StringKind:
+		var b []byte
 		switch mode {
 		case 0, 1:
-			set(fuzzNames[uint64(x)%uint64(len(fuzzNames))], false)
+			b = []byte(fuzzNames[uint64(x)%uint64(len(fuzzNames))])
 		case 2:
-			set(old+old, false)
-		default:
-			set(nil, true)
+			if l.fd.Kind() == protoreflect.StringKind {
+				b = []byte(old.String() + old.String())
+			} else {
+				b = append(bytes.Clone(old.Bytes()), old.Bytes()...)
+			}
 		}
-	default: // null
-		set(json.Number("1"), mode == 3)
+		if l.fd.Kind() == protoreflect.StringKind {
+			set(protoreflect.ValueOfString(string(b)), mode == 3)
+		} else {
+			set(protoreflect.ValueOfBytes(b), mode == 3)
+		}
+	default:
+		var n int64
+		switch l.fd.Kind() {
+		case protoreflect.Uint64Kind, protoreflect.Fixed64Kind, protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+			n = int64(old.Uint())
+		default:
+			n = old.Int()
+		}
+		extremes := []int64{0, -1, 1, math.MaxInt64, math.MinInt64, -1 /* as unsigned: MaxUint64 */, 1 << 32}
+		switch mode {
+		case 0:
+			set(num(x), false)
+		case 1:
+			set(num(n+x%8), false)
+		case 2:
+			set(num(extremes[uint64(x)%uint64(len(extremes))]), false)
+		default:
+			set(protoreflect.Value{}, true)
+		}
 	}
 }
 
 // Regression (FuzzCommandEncode/068bf1095689ccfc): a session's saved result
-// keeps the refused command's name as it came, and the snapshot wrote it as
-// a JSON string, which turns a name that is not UTF-8 into U+FFFD. A retry
-// of the seq then got its saved refusal on the machine that applied the
-// log but OP_CONFLICT on one restored from the snapshot (replicas
-// diverged). The name is now written as bytes (name_bytes) when it is not
-// UTF-8.
+// keeps the refused command's name as it came. The JSON snapshot wrote it
+// as a string, which turns a name that is not UTF-8 into U+FFFD, and a
+// retry of the seq then got its saved refusal on the machine that applied
+// the log but OP_CONFLICT on one restored from the snapshot (replicas
+// diverged). Names are bytes in the records.
 func TestSavedNameNotUTF8SurvivesRestore(t *testing.T) {
 	m := fuzzMachine()
 	retries := []Command{
@@ -413,23 +427,21 @@ func TestSavedNameNotUTF8SurvivesRestore(t *testing.T) {
 			t.Fatalf("%+v: %s, want INVALID_ARGUMENT", c, describe(r))
 		}
 	}
-	snap := fuzzSnapshot(m)
-	if !bytes.Contains(snap, []byte(`"name_bytes":"vw=="`)) {
-		t.Fatalf("the name is not written as bytes: %s", snap)
+	_, recs := snapMessages(t, fuzzSnapshot(m))
+	names := map[string]bool{}
+	for _, r := range recs {
+		for _, sv := range r.GetSession().GetResults() {
+			names[string(sv.Name)] = true
+		}
+	}
+	if !names["\xbf"] || !names["\xff"] {
+		t.Fatalf("the names are not written as they came: %v", names)
 	}
 	n := checkSnapshotRestores(t, m)
 	for _, c := range retries {
 		ra, rb := m.Apply(c), n.Apply(c)
 		if !ra.Replayed || !errors.Is(ra.Err, fence.ErrInvalid) || describe(ra) != describe(rb) {
 			t.Fatalf("retry of %+v: %s; restored: %s", c, describe(ra), describe(rb))
-		}
-	}
-	// One encoding: name_bytes only for a name that is not UTF-8, never
-	// with a name.
-	for _, bad := range []string{`"name_bytes":"YQ=="`, `"name":"a","name_bytes":"vw=="`} {
-		in := bytes.Replace(snap, []byte(`"name_bytes":"vw=="`), []byte(bad), 1)
-		if err := New().Restore(bytes.NewReader(in)); !errors.Is(err, ErrBadSnapshot) {
-			t.Fatalf("%s: %v, want ErrBadSnapshot", bad, err)
 		}
 	}
 }

@@ -111,25 +111,41 @@ func goldenMachine(t *testing.T) *Machine {
 }
 
 // TestSnapshotGolden pins the v1 snapshot bytes: goldenMachine's snapshot
-// is compared byte for byte with testdata/snapshot.golden, and that file
+// is compared byte for byte with testdata/snapshot.golden (one line per
+// message: its kind and its length-prefixed bytes in hex), and that file
 // restores to a machine that writes it again and answers as the original
 // (a saved refusal replays with every field).
 func TestSnapshotGolden(t *testing.T) {
 	m := goldenMachine(t)
 	got := snapshotBytes(t, m)
-	for _, part := range []string{`"sessions":[{`, `"busy":{`, `"deleted":true`, `"cluster_id":"golden-cluster"`, `"keep_min":`, `"queue":[{`} {
-		if !strings.Contains(string(got), part) {
-			t.Fatalf("goldenMachine's snapshot has no %s: %s", part, got)
+	h, recs := snapMessages(t, got)
+	has := map[string]bool{"cluster id": string(h.ClusterId) == "golden-cluster", "keep_min": h.KeepMin != 0}
+	for _, r := range recs {
+		if l := r.GetLock(); len(l.GetQueue()) > 0 {
+			has["queue"] = true
+		}
+		if r.GetResource().GetDeleted() {
+			has["deleted"] = true
+		}
+		for _, sv := range r.GetSession().GetResults() {
+			if sv.Err.GetBusy() != nil {
+				has["busy refusal"] = true
+			}
 		}
 	}
-	golden(t, "snapshot.golden", got)
+	for _, part := range []string{"cluster id", "keep_min", "queue", "deleted", "busy refusal"} {
+		if !has[part] {
+			t.Fatalf("goldenMachine's snapshot has no %s: %v %v", part, h, recs)
+		}
+	}
+	golden(t, "snapshot.golden", []byte(snapHex(t, got)))
 
 	n := New()
-	if err := n.Restore(strings.NewReader(readGolden(t, "snapshot.golden"))); err != nil {
+	if err := n.Restore(bytes.NewReader(snapFromHex(t, readGolden(t, "snapshot.golden")))); err != nil {
 		t.Fatal(err)
 	}
 	if again := snapshotBytes(t, n); !bytes.Equal(again, got) {
-		t.Fatalf("restored golden snapshot writes\n%s\nwant\n%s", again, got)
+		t.Fatalf("restored golden snapshot writes\n%s\nwant\n%s", snapHex(t, again), snapHex(t, got))
 	}
 	retry := Command{Op: OpAcquire, Now: 4 * sec, Name: "held", Owner: "S", Session: 1, Seq: 2}
 	a, b := m.Apply(retry), n.Apply(retry)

@@ -47,20 +47,20 @@ func TestLockCap(t *testing.T) {
 	}
 }
 
-// MaxLocks travels in the OpConfig codec (config field 9) and in
+// MaxLocks travels in the OpConfig codec (statepb.Config field 10) and in
 // snapshots; what was written before it existed reads as 0 (no cap).
 func TestLockCapEncoded(t *testing.T) {
 	c := Command{Op: OpConfig, Config: Config{MaxLocks: 3}}
 	b, err := c.MarshalBinary()
-	if err != nil || !bytes.Equal(b, []byte{1, 9, 0x80, 0x40, 0x80, 0x04, 6}) {
+	if err != nil || !bytes.Equal(b, []byte{1, 0x08, 9, 0x7a, 2, 0x50, 6}) {
 		t.Fatalf("%x %v", b, err)
 	}
 	var d Command
 	if err := d.UnmarshalBinary(b); err != nil || d.Op != OpConfig || d.Config != c.Config {
 		t.Fatalf("%+v %v", d, err)
 	}
-	// An OpConfig without bit 9 decodes with MaxLocks 0 (no cap).
-	if err := d.UnmarshalBinary([]byte{1, 9, 0x80, 0x40, 0x82, 0x02, 6, 2}); err != nil || d.Config != (Config{MaxOps: 3, MaxResourceBytes: 1}) {
+	// An OpConfig without field 10 decodes with MaxLocks 0 (no cap).
+	if err := d.UnmarshalBinary([]byte{1, 0x08, 9, 0x7a, 4, 0x10, 6, 0x48, 2}); err != nil || d.Config != (Config{MaxOps: 3, MaxResourceBytes: 1}) {
 		t.Fatalf("OpConfig without max_locks: %+v %v", d, err)
 	}
 
@@ -69,15 +69,16 @@ func TestLockCapEncoded(t *testing.T) {
 	if err := m.Snapshot(&s); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(s.Bytes(), []byte(`"max_locks":7`)) {
-		t.Fatalf("snapshot has no max_locks: %s", s.Bytes())
+	if h, _ := snapMessages(t, s.Bytes()); h.Config.GetMaxLocks() != 7 {
+		t.Fatalf("snapshot has no max_locks: %v", h)
 	}
 	n := New()
 	if err := n.Restore(&s); err != nil || n.Config().MaxLocks != 7 {
 		t.Fatalf("restored %+v %v", n.Config(), err)
 	}
-	old := `{"format":"fence-state/1","now":0,"decided":0,"counter":0,"config":{"max_ttl":60000000000,"max_ops":1,"max_requests":1,"id_retention":1000000000,"min_id_retention":0,"max_waiters_per_lock":0,"max_waiters":0,"max_resources":0,"max_resource_bytes":0},"configured":true,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`
-	if err := n.Restore(bytes.NewReader([]byte(old))); err != nil || n.Config().MaxLocks != 0 {
+	old := emptySnapHeader(&Config{MaxTTL: time.Minute, MaxOps: 1, MaxRequests: 1, IDRetention: time.Second})
+	old.Configured = true
+	if err := n.Restore(bytes.NewReader(encodeSnap(old))); err != nil || n.Config().MaxLocks != 0 {
 		t.Fatalf("snapshot without max_locks: %+v %v", n.Config(), err)
 	}
 }

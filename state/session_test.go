@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
 func openSess(now int64, ttl time.Duration) Command {
@@ -360,26 +360,53 @@ func sessionMachine(t *testing.T) *Machine {
 }
 
 func TestRestoreRejectsBadSessions(t *testing.T) {
-	good := string(snapshotBytes(t, sessionMachine(t)))
-	for name, in := range map[string]string{
-		"unknown session":       strings.Replace(good, `"session":1},"last_token":1`, `"session":2},"last_token":1`, 1),
-		"id above counter":      strings.Replace(good, `"session_counter":1`, `"session_counter":0`, 1),
-		"lease not listed":      strings.Replace(good, `"leases":["a"]`, `"leases":["b"]`, 1),
-		"bound with a ttl":      strings.Replace(good, `"token":1,"ttl":0,"expires_at":0`, `"token":1,"ttl":5,"expires_at":0`, 1),
-		"saved below floor":     strings.Replace(good, `"open_ttl":5000000000,`, `"open_ttl":5000000000,"floor":2,`, 1),
-		"saved out of order":    strings.Replace(good, `{"seq":3`, `{"seq":1`, 1),
-		"saved queued not live": strings.Replace(good, `"hash":"jpf9FCCvKN4Z5cRolWVH2w==","request":{"id":"AHMxLjI=`, `"hash":"jpf9FCCvKN4Z5cRolWVH2w==","request":{"id":"AHMxLjM=`, 1),
-		"saved in the future":   strings.Replace(good, `{"seq":3,"op":7,"name":"n","at":0`, `{"seq":3,"op":7,"name":"n","at":1`, 1),
-		"bad error type":        strings.Replace(good, `"add_value":1}`, `"add_value":1,"err":{"type":"NoSuchError"}}`, 1),
+	good := snapshotBytes(t, sessionMachine(t))
+	// edit is good with f applied to its header, the session's record and
+	// lock a's record.
+	edit := func(f func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock)) []byte {
+		h, recs := snapMessages(t, good)
+		var s *statepb.Session
+		var a *statepb.Lock
+		for _, r := range recs {
+			if r.GetSession() != nil {
+				s = r.GetSession()
+			}
+			if l := r.GetLock(); l != nil && string(l.Name) == "a" {
+				a = l
+			}
+		}
+		if s == nil || a == nil || len(s.Results) != 3 || s.Results[1].Request == nil || s.Results[2].Resource == nil {
+			t.Fatalf("sessionMachine's snapshot changed: %v", recs)
+		}
+		f(h, s, a)
+		return encodeSnap(h, recs...)
+	}
+	for name, in := range map[string][]byte{
+		"unknown session":    edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) { a.Holder.Session = 2 }),
+		"id above counter":   edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) { h.SessionCounter = 0 }),
+		"lease not listed":   edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) { s.Leases = [][]byte{[]byte("b")} }),
+		"bound with a ttl":   edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) { a.Holder.Ttl = 5 }),
+		"saved below floor":  edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) { s.Floor = 2 }),
+		"saved out of order": edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) { s.Results[2].Seq = 1 }),
+		"saved queued not live": edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) {
+			s.Results[1].Request.Id = []byte("\x00s1.3")
+		}),
+		"saved in the future": edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) { s.Results[2].At = 1 }),
+		"refusal with no member": edit(func(h *statepb.SnapshotHeader, s *statepb.Session, a *statepb.Lock) {
+			s.Results[2].Err = &statepb.Refusal{}
+		}),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if in == good {
+			if bytes.Equal(in, good) {
 				t.Fatal("the case changes nothing")
 			}
-			if err := New().Restore(strings.NewReader(in)); !errors.Is(err, ErrBadSnapshot) {
+			if err := New().Restore(bytes.NewReader(in)); !errors.Is(err, ErrBadSnapshot) {
 				t.Fatalf("err %v, want ErrBadSnapshot", err)
 			}
 		})
+	}
+	if err := New().Restore(bytes.NewReader(edit(func(*statepb.SnapshotHeader, *statepb.Session, *statepb.Lock) {}))); err != nil {
+		t.Fatalf("unedited: %v", err)
 	}
 }
 

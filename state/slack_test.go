@@ -2,10 +2,12 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
 // withSlack returns c carrying slack s.
@@ -207,13 +209,18 @@ func TestSlackSnapshot(t *testing.T) {
 	// expired: the restored decision time (6s-40ms) is kept.
 	errAs[*fence.LeaseExpiredError](t, r.Apply(withSlack(renew(at(6), "x", 1, 0), 2*time.Second)).Err)
 
-	for name, doc := range map[string]string{
-		"decided above now":  `{"format":"fence-state/1","now":5,"decided":6,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
-		"negative decided":   `{"format":"fence-state/1","now":5,"decided":-1,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
-		"negative max_slack": `{"format":"fence-state/1","now":5,"decided":1,"max_slack":-1,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`,
+	cfg := DefaultConfig()
+	for name, h := range map[string]*statepb.SnapshotHeader{
+		"decided above now":  {Format: snapshotFormat, Now: 5, Decided: 6, Config: configPB(cfg)},
+		"negative decided":   {Format: snapshotFormat, Now: 5, Decided: -1, Config: configPB(cfg)},
+		"negative max_slack": {Format: snapshotFormat, Now: 5, Decided: 1, MaxSlack: -1, Config: configPB(cfg)},
 	} {
-		if err := New().Restore(bytes.NewReader([]byte(doc))); err == nil {
-			t.Errorf("%s: restored", name)
+		if err := New().Restore(bytes.NewReader(encodeSnap(h))); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("%s: %v, want ErrBadSnapshot", name, err)
+		}
+		h.Decided, h.MaxSlack = 1, 0
+		if err := New().Restore(bytes.NewReader(encodeSnap(h))); err != nil {
+			t.Errorf("%s, corrected: %v", name, err)
 		}
 	}
 }

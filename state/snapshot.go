@@ -1,8 +1,6 @@
 package state
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,128 +10,108 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// Snapshots are JSON, written in a fixed order (locks and resources by name,
-// memories and idle locks oldest first, waiters in arrival order), so the
-// same state always gives the same bytes. request_ids and op_ids are stored
-// as bytes because they need not be UTF-8.
+// A snapshot is a SnapshotHeader and then SnapshotRecords
+// (internal/statepb/state.proto), each length-prefixed, written in a fixed
+// order (locks and resources by name, memories and idle locks oldest
+// first, waiters in arrival order, sessions by id), so the same state
+// always gives the same bytes (snapshot_stream.go). snapDoc and its parts
+// are the records as Go values: what a snapshot view holds and what
+// Restore checks before it builds a machine.
 
 // snapshotFormat names the snapshot layout Snapshot writes and Restore
-// reads. Restore refuses any other (a later format it cannot apply, R2);
-// the fields of a format are fixed (an unknown field is refused), and
-// testdata/snapshot.golden pins the bytes.
+// reads, written in the header. Restore refuses any other (a later format
+// it cannot apply, R2); the fields of a format are fixed (an unknown field
+// is refused), and testdata/snapshot.golden pins the bytes.
 const snapshotFormat = "fence-state/1"
 
-// ErrBadSnapshot is wrapped by every Restore error.
+// ErrBadSnapshot is matched (errors.Is) by every Restore error: a
+// *DecodeError when the bytes are not a snapshot of this format, a wrapped
+// error naming the inconsistency when the state they hold is not one.
 var ErrBadSnapshot = errors.New("state: bad snapshot")
 
 type snapDoc struct {
-	Format     string      `json:"format"`
-	Now        int64       `json:"now"`
-	Decided    int64       `json:"decided"`             // decision time (Command.Slack)
-	MaxSlack   int64       `json:"max_slack,omitempty"` // largest Slack applied
-	Counter    fence.Token `json:"counter"`
-	Config     *snapConfig `json:"config,omitempty"`     // the rules in force
-	Configured bool        `json:"configured,omitempty"` // an OpConfig was applied
+	Format     string
+	Now        int64
+	Decided    int64 // decision time (Command.Slack)
+	MaxSlack   int64 // largest Slack applied
+	Counter    fence.Token
+	Config     *Config // the rules in force
+	Configured bool    // an OpConfig was applied
 	// a lowered MinIDRetention still held at its old value until server
 	// time keep_min_until
-	KeepMin      int64          `json:"keep_min,omitempty"`
-	KeepMinUntil int64          `json:"keep_min_until,omitempty"`
-	Locks        []snapLock     `json:"locks"`
-	Idle         []string       `json:"idle"`     // idle lock names, oldest first
-	Requests     []snapRequest  `json:"requests"` // final outcomes, oldest first
-	Ops          []snapOp       `json:"ops"`      // oldest first
-	Resources    []snapResource `json:"resources"`
+	KeepMin      int64
+	KeepMinUntil int64
+	Locks        []snapLock
+	Idle         []string      // idle lock names, oldest first
+	Requests     []snapRequest // final outcomes, oldest first
+	Ops          []snapOp      // oldest first
+	Resources    []snapResource
 	// the last session id issued and the live sessions, by id
-	SessionCounter uint64        `json:"session_counter,omitempty"`
-	Sessions       []snapSession `json:"sessions,omitempty"`
+	SessionCounter uint64
+	Sessions       []snapSession
 	// the cluster id (absent when none)
-	ClusterID string `json:"cluster_id,omitempty"`
+	ClusterID string
 }
 
 type snapLock struct {
-	Name       string        `json:"name"`
-	Holder     *snapGrant    `json:"holder,omitempty"`
-	Queue      []snapRequest `json:"queue,omitempty"`
-	LastToken  fence.Token   `json:"last_token"`
-	LastOwner  string        `json:"last_owner,omitempty"`
-	LastEnd    leaseEnd      `json:"last_end"`
-	FreedAt    int64         `json:"freed_at"`
-	DelayUntil int64         `json:"delay_until,omitempty"`
-	IdleSince  int64         `json:"idle_since,omitempty"`
+	Name       string
+	Holder     *snapGrant
+	Queue      []snapRequest
+	LastToken  fence.Token
+	LastOwner  string
+	LastEnd    leaseEnd
+	FreedAt    int64
+	DelayUntil int64
+	IdleSince  int64
 }
 
 type snapGrant struct {
-	Owner     string       `json:"owner"`
-	Token     fence.Token  `json:"token"`
-	TTL       int64        `json:"ttl"`
-	ExpiresAt int64        `json:"expires_at"`
-	LockDelay int64        `json:"lock_delay,omitempty"`
-	Request   *snapRequest `json:"request,omitempty"`
-	Session   uint64       `json:"session,omitempty"` // bound to it (TTL and ExpiresAt 0)
+	Owner     string
+	Token     fence.Token
+	TTL       int64
+	ExpiresAt int64
+	LockDelay int64
+	Request   *snapRequest
+	Session   uint64 // bound to it (TTL and ExpiresAt 0)
 }
 
 type snapRequest struct {
-	ID        []byte       `json:"id"`
-	Name      string       `json:"name"`
-	Owner     string       `json:"owner"`
-	TTL       int64        `json:"ttl"`
-	Wait      int64        `json:"wait"`
-	LockDelay int64        `json:"lock_delay"`
-	Deadline  int64        `json:"deadline,omitempty"`
-	State     requestState `json:"state"`
-	Token     fence.Token  `json:"token,omitempty"`
-	Outcome   outcome      `json:"outcome,omitempty"`
-	At        int64        `json:"at,omitempty"` // when remembered
-	Attempt   uint32       `json:"attempt,omitempty"`
-	Session   uint64       `json:"session,omitempty"` // session-bound
-}
-
-type snapConfig struct {
-	MaxTTL            int64 `json:"max_ttl"`
-	MaxOps            int   `json:"max_ops"`
-	MaxRequests       int   `json:"max_requests"`
-	IDRetention       int64 `json:"id_retention"`
-	MinIDRetention    int64 `json:"min_id_retention"`
-	MaxWaitersPerLock int   `json:"max_waiters_per_lock"`
-	MaxWaiters        int   `json:"max_waiters"`
-	MaxResources      int   `json:"max_resources"`
-	MaxResourceBytes  int64 `json:"max_resource_bytes"`
-	MaxLocks          int   `json:"max_locks,omitempty"`           // absent: 0 (no cap)
-	MaxSessions       int   `json:"max_sessions,omitempty"`        // absent: 0 (no cap)
-	MaxSessionResults int   `json:"max_session_results,omitempty"` // absent: 0 (no cap)
-}
-
-func snapConfigOf(c Config) *snapConfig {
-	return &snapConfig{int64(c.MaxTTL), c.MaxOps, c.MaxRequests, int64(c.IDRetention), int64(c.MinIDRetention),
-		c.MaxWaitersPerLock, c.MaxWaiters, c.MaxResources, c.MaxResourceBytes, c.MaxLocks, c.MaxSessions, c.MaxSessionResults}
-}
-
-func (s *snapConfig) config() Config {
-	return Config{time.Duration(s.MaxTTL), s.MaxOps, s.MaxRequests, time.Duration(s.IDRetention), time.Duration(s.MinIDRetention),
-		s.MaxWaitersPerLock, s.MaxWaiters, s.MaxResources, s.MaxResourceBytes, s.MaxLocks, s.MaxSessions, s.MaxSessionResults}
+	ID        []byte
+	Name      string
+	Owner     string
+	TTL       int64
+	Wait      int64
+	LockDelay int64
+	Deadline  int64
+	State     requestState
+	Token     fence.Token
+	Outcome   outcome
+	At        int64 // when remembered
+	Attempt   uint32
+	Session   uint64 // session-bound
 }
 
 type snapOp struct {
-	Resource string      `json:"resource"`
-	OpID     []byte      `json:"op_id"`
-	At       int64       `json:"at"`
-	Payload  []byte      `json:"payload"`
-	Token    fence.Token `json:"token"`
-	Version  uint64      `json:"version"`
-	AddValue int64       `json:"add_value,omitempty"`
+	Resource string
+	OpID     []byte
+	At       int64
+	Payload  []byte
+	Token    fence.Token
+	Version  uint64
+	AddValue int64
 }
 
 type snapResource struct {
-	Name      string      `json:"name"`
-	Value     []byte      `json:"value"`
-	LastToken fence.Token `json:"last_token"`
-	Version   uint64      `json:"version"`
-	Deleted   bool        `json:"deleted,omitempty"`
+	Name      string
+	Value     []byte
+	LastToken fence.Token
+	Version   uint64
+	Deleted   bool
 }
 
 // SnapshotView is a copy of a machine's whole state, taken by
 // Machine.SnapshotView, that shares nothing the machine changes: writing
-// it (WriteTo, the JSON encoding, the costly part) needs no lock and may
+// it (WriteTo, the encoding, the costly part) needs no lock and may
 // run while the machine applies commands.
 type SnapshotView struct{ doc *snapDoc }
 
@@ -156,13 +134,13 @@ func (m *impl) snapshot(w io.Writer) error {
 // Strings and resource values are shared (never changed in place).
 func (m *impl) snapshotView() *SnapshotView {
 	doc := &snapDoc{Format: snapshotFormat, Now: m.clock, Decided: m.decided, MaxSlack: int64(m.maxSlack), Counter: m.counter,
-		Config: snapConfigOf(m.cfg), Configured: m.configured, KeepMin: int64(m.keepMin), KeepMinUntil: m.keepMinUntil}
+		Config: new(m.cfg), Configured: m.configured, KeepMin: int64(m.keepMin), KeepMinUntil: m.keepMinUntil}
 	names := make([]string, 0, len(m.byName))
 	for name := range m.byName {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	if len(names) > 0 { // none stays nil: written as null, as before
+	if len(names) > 0 {
 		doc.Locks = make([]snapLock, 0, len(names))
 	}
 	for _, name := range names {
@@ -183,15 +161,6 @@ func (m *impl) snapshotView() *SnapshotView {
 	m.ops.each(func(k opKey, at int64, r opRecord) {
 		doc.Ops = append(doc.Ops, snapOp{Resource: k.resource, OpID: []byte(k.opID), At: at, Payload: r.payload[:], Token: r.token, Version: r.version, AddValue: r.addValue})
 	})
-	// The memories' lengths count removed entries too: none listed is
-	// written as none (null), as a restored machine, which has no removed
-	// entries, writes it.
-	if len(doc.Requests) == 0 {
-		doc.Requests = nil
-	}
-	if len(doc.Ops) == 0 {
-		doc.Ops = nil
-	}
 	names = names[:0]
 	for name := range m.resources {
 		names = append(names, name)
@@ -248,16 +217,11 @@ func (m *impl) restore(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
-	var doc snapDoc
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	doc, err := decodeSnapshot(b)
+	if err != nil {
+		return err // a *DecodeError: it is ErrBadSnapshot
 	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data", ErrBadSnapshot)
-	}
-	n, err := fromSnapshot(&doc)
+	n, err := fromSnapshot(doc)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
@@ -274,7 +238,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 	if doc.Config == nil {
 		return nil, fmt.Errorf("no config")
 	}
-	cfg, configured := doc.Config.config(), doc.Configured
+	cfg, configured := *doc.Config, doc.Configured
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -6,142 +6,75 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
 // A saved result's refusal is written as one explicit record per error
-// type, each field named: the snapshot bytes depend on these records only,
-// never on the order of the fields of the public error types, so a change
-// to package fence's structs cannot change what a snapshot decodes to.
-// Strings are written as bytes: a refused command's name or id need not be
-// UTF-8. Exactly one member of snapError is set.
-
-type snapError struct {
-	Busy              *snapBusy              `json:"busy,omitempty"`
-	StaleToken        *snapStaleToken        `json:"stale_token,omitempty"`
-	NotHolder         *snapLockToken         `json:"not_holder,omitempty"`
-	LeaseExpired      *snapLockToken         `json:"lease_expired,omitempty"`
-	UnknownToken      *snapUnknownToken      `json:"unknown_token,omitempty"`
-	OpConflict        *snapOpConflict        `json:"op_conflict,omitempty"`
-	Invalid           *snapInvalid           `json:"invalid,omitempty"`
-	ResourceExhausted *snapResourceExhausted `json:"resource_exhausted,omitempty"`
-	SessionExpired    *snapSessionExpired    `json:"session_expired,omitempty"`
-	Untyped           *snapUntyped           `json:"untyped,omitempty"` // an error of no type above: its message
-}
-
-type snapBusy struct {
-	Name      []byte      `json:"name"`
-	Holder    []byte      `json:"holder"`
-	Token     fence.Token `json:"token"`
-	Remaining int64       `json:"remaining"` // ns
-	Delayed   bool        `json:"delayed"`
-	Waited    bool        `json:"waited"`
-}
-
-type snapStaleToken struct {
-	Resource     []byte      `json:"resource"`
-	Token        fence.Token `json:"token"`
-	LastAccepted fence.Token `json:"last_accepted"`
-}
-
-// snapLockToken records a NotHolderError or a LeaseExpiredError.
-type snapLockToken struct {
-	Name  []byte      `json:"name"`
-	Token fence.Token `json:"token"`
-}
-
-type snapUnknownToken struct {
-	Token      fence.Token `json:"token"`
-	LastIssued fence.Token `json:"last_issued"`
-}
-
-type snapOpConflict struct {
-	Field []byte `json:"field"`
-	ID    []byte `json:"id"`
-}
-
-type snapInvalid struct {
-	Field []byte `json:"field"`
-	Bound []byte `json:"bound"`
-	Value []byte `json:"value"`
-}
-
-type snapResourceExhausted struct {
-	Limit []byte `json:"limit"`
-	Bound []byte `json:"bound"`
-	Got   []byte `json:"got"`
-}
-
-type snapSessionExpired struct {
-	Session uint64 `json:"session"`
-}
-
-type snapUntyped struct {
-	Message []byte `json:"message"`
-}
+// type (statepb.Refusal, a oneof), each field named: the snapshot bytes
+// depend on these records only, never on the order of the fields of the
+// public error types, so a change to package fence's structs cannot change
+// what a snapshot decodes to. Strings are bytes: a refused command's name
+// or id need not be UTF-8. Exactly one member is set (a record with none
+// is refused; one with two does not decode canonically).
 
 // snapErrorOf records err. An error of another type (none is returned by
 // the machine) is kept as its message.
-func snapErrorOf(err error) *snapError {
-	b := func(s string) []byte { return []byte(s) }
+func snapErrorOf(err error) *statepb.Refusal {
+	b := func(s string) []byte { return bs(s) }
 	switch e := err.(type) {
 	case *fence.BusyError:
-		return &snapError{Busy: &snapBusy{Name: b(e.Name), Holder: b(e.Holder), Token: e.Token, Remaining: int64(e.Remaining), Delayed: e.Delayed, Waited: e.Waited}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_Busy{Busy: &statepb.Busy{Name: b(e.Name), Holder: b(e.Holder), Token: uint64(e.Token),
+			Remaining: int64(e.Remaining), Delayed: e.Delayed, Waited: e.Waited}}}
 	case *fence.StaleTokenError:
-		return &snapError{StaleToken: &snapStaleToken{Resource: b(e.Resource), Token: e.Token, LastAccepted: e.LastAccepted}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_StaleToken{StaleToken: &statepb.StaleToken{Resource: b(e.Resource), Token: uint64(e.Token),
+			LastAccepted: uint64(e.LastAccepted)}}}
 	case *fence.NotHolderError:
-		return &snapError{NotHolder: &snapLockToken{Name: b(e.Name), Token: e.Token}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_NotHolder{NotHolder: &statepb.LockToken{Name: b(e.Name), Token: uint64(e.Token)}}}
 	case *fence.LeaseExpiredError:
-		return &snapError{LeaseExpired: &snapLockToken{Name: b(e.Name), Token: e.Token}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_LeaseExpired{LeaseExpired: &statepb.LockToken{Name: b(e.Name), Token: uint64(e.Token)}}}
 	case *fence.UnknownTokenError:
-		return &snapError{UnknownToken: &snapUnknownToken{Token: e.Token, LastIssued: e.LastIssued}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_UnknownToken{UnknownToken: &statepb.UnknownToken{Token: uint64(e.Token), LastIssued: uint64(e.LastIssued)}}}
 	case *fence.OpConflictError:
-		return &snapError{OpConflict: &snapOpConflict{Field: b(e.Field), ID: b(e.ID)}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_OpConflict{OpConflict: &statepb.OpConflict{Field: b(e.Field), Id: b(e.ID)}}}
 	case *fence.InvalidError:
-		return &snapError{Invalid: &snapInvalid{Field: b(e.Field), Bound: b(e.Bound), Value: b(e.Value)}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_Invalid{Invalid: &statepb.Invalid{Field: b(e.Field), Bound: b(e.Bound), Value: b(e.Value)}}}
 	case *fence.ResourceExhaustedError:
-		return &snapError{ResourceExhausted: &snapResourceExhausted{Limit: b(e.Limit), Bound: b(e.Bound), Got: b(e.Got)}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_ResourceExhausted{ResourceExhausted: &statepb.ResourceExhausted{Limit: b(e.Limit), Bound: b(e.Bound), Got: b(e.Got)}}}
 	case *fence.SessionExpiredError:
-		return &snapError{SessionExpired: &snapSessionExpired{Session: e.Session}}
+		return &statepb.Refusal{Refusal: &statepb.Refusal_SessionExpired{SessionExpired: &statepb.SessionExpired{Session: e.Session}}}
 	}
-	return &snapError{Untyped: &snapUntyped{Message: b(err.Error())}}
+	return &statepb.Refusal{Refusal: &statepb.Refusal_Untyped{Untyped: &statepb.Untyped{Message: b(err.Error())}}}
 }
 
-// error decodes what snapErrorOf recorded, refusing a record with no
-// member or more than one.
-func (s *snapError) error() (error, error) {
-	var out []error
-	if r := s.Busy; r != nil {
-		out = append(out, &fence.BusyError{Name: string(r.Name), Holder: string(r.Holder), Token: r.Token, Remaining: time.Duration(r.Remaining), Delayed: r.Delayed, Waited: r.Waited})
+// refusalError decodes what snapErrorOf recorded, refusing a record with
+// no member.
+func refusalError(r *statepb.Refusal) (error, error) {
+	switch x := r.GetRefusal().(type) {
+	case *statepb.Refusal_Busy:
+		e := x.Busy
+		return &fence.BusyError{Name: string(e.Name), Holder: string(e.Holder), Token: fence.Token(e.Token), Remaining: time.Duration(e.Remaining),
+			Delayed: e.Delayed, Waited: e.Waited}, nil
+	case *statepb.Refusal_StaleToken:
+		e := x.StaleToken
+		return &fence.StaleTokenError{Resource: string(e.Resource), Token: fence.Token(e.Token), LastAccepted: fence.Token(e.LastAccepted)}, nil
+	case *statepb.Refusal_NotHolder:
+		return &fence.NotHolderError{Name: string(x.NotHolder.Name), Token: fence.Token(x.NotHolder.Token)}, nil
+	case *statepb.Refusal_LeaseExpired:
+		return &fence.LeaseExpiredError{Name: string(x.LeaseExpired.Name), Token: fence.Token(x.LeaseExpired.Token)}, nil
+	case *statepb.Refusal_UnknownToken:
+		return &fence.UnknownTokenError{Token: fence.Token(x.UnknownToken.Token), LastIssued: fence.Token(x.UnknownToken.LastIssued)}, nil
+	case *statepb.Refusal_OpConflict:
+		return &fence.OpConflictError{Field: string(x.OpConflict.Field), ID: string(x.OpConflict.Id)}, nil
+	case *statepb.Refusal_Invalid:
+		e := x.Invalid
+		return &fence.InvalidError{Field: string(e.Field), Bound: string(e.Bound), Value: string(e.Value)}, nil
+	case *statepb.Refusal_ResourceExhausted:
+		e := x.ResourceExhausted
+		return &fence.ResourceExhaustedError{Limit: string(e.Limit), Bound: string(e.Bound), Got: string(e.Got)}, nil
+	case *statepb.Refusal_SessionExpired:
+		return &fence.SessionExpiredError{Session: x.SessionExpired.Session}, nil
+	case *statepb.Refusal_Untyped:
+		return errors.New(string(x.Untyped.Message)), nil
 	}
-	if r := s.StaleToken; r != nil {
-		out = append(out, &fence.StaleTokenError{Resource: string(r.Resource), Token: r.Token, LastAccepted: r.LastAccepted})
-	}
-	if r := s.NotHolder; r != nil {
-		out = append(out, &fence.NotHolderError{Name: string(r.Name), Token: r.Token})
-	}
-	if r := s.LeaseExpired; r != nil {
-		out = append(out, &fence.LeaseExpiredError{Name: string(r.Name), Token: r.Token})
-	}
-	if r := s.UnknownToken; r != nil {
-		out = append(out, &fence.UnknownTokenError{Token: r.Token, LastIssued: r.LastIssued})
-	}
-	if r := s.OpConflict; r != nil {
-		out = append(out, &fence.OpConflictError{Field: string(r.Field), ID: string(r.ID)})
-	}
-	if r := s.Invalid; r != nil {
-		out = append(out, &fence.InvalidError{Field: string(r.Field), Bound: string(r.Bound), Value: string(r.Value)})
-	}
-	if r := s.ResourceExhausted; r != nil {
-		out = append(out, &fence.ResourceExhaustedError{Limit: string(r.Limit), Bound: string(r.Bound), Got: string(r.Got)})
-	}
-	if r := s.SessionExpired; r != nil {
-		out = append(out, &fence.SessionExpiredError{Session: r.Session})
-	}
-	if r := s.Untyped; r != nil {
-		out = append(out, errors.New(string(r.Message)))
-	}
-	if len(out) != 1 {
-		return nil, fmt.Errorf("refusal record with %d members, want 1", len(out))
-	}
-	return out[0], nil
+	return nil, fmt.Errorf("refusal record with no member")
 }

@@ -2,15 +2,21 @@ package state
 
 import (
 	"bytes"
-	"encoding/json"
+	"encoding/hex"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
 // update rewrites the golden files under testdata/ from the current
@@ -55,40 +61,66 @@ func goldenRefusals() []error {
 }
 
 // TestRefusalRecordsGolden: the saved-refusal records are pinned byte for
-// byte in testdata/refusals.json, and that file decodes to the refusals
-// with every field where it was. Reordering, renaming or retyping a field
-// of a public error struct leaves both unchanged; a change of the records
-// fails here.
+// byte in testdata/refusals.golden (one "type<TAB>hex" line each), and
+// each line decodes to its refusal with every field where it was.
+// Reordering, renaming or retyping a field of a public error struct leaves
+// both unchanged; a change of the records fails here.
 func TestRefusalRecordsGolden(t *testing.T) {
 	want := goldenRefusals()
-	recs := make([]*snapError, len(want))
-	for i, err := range want {
-		recs[i] = snapErrorOf(err)
+	var b strings.Builder
+	for _, err := range want {
+		rec := snapErrorOf(err)
+		enc, merr := deterministic.Marshal(rec)
+		if merr != nil {
+			t.Fatal(merr)
+		}
+		fmt.Fprintf(&b, "%s\t%s\n", rec.ProtoReflect().WhichOneof(rec.ProtoReflect().Descriptor().Oneofs().Get(0)).Name(), hex.EncodeToString(enc))
 	}
-	b, err := json.MarshalIndent(recs, "", "\t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "refusals.json", append(b, '\n'))
+	golden(t, "refusals.golden", []byte(b.String()))
 
-	raw, err := readTestdata("refusals.json")
-	if err != nil {
-		t.Fatal(err)
+	lines := strings.Split(strings.TrimSuffix(readGolden(t, "refusals.golden"), "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d records, want %d", len(lines), len(want))
 	}
-	var back []*snapError
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&back); err != nil {
-		t.Fatal(err)
-	}
-	if len(back) != len(want) {
-		t.Fatalf("%d records, want %d", len(back), len(want))
-	}
-	for i, rec := range back {
-		got, bad := rec.error()
+	for i, line := range lines {
+		_, h, _ := strings.Cut(line, "\t")
+		enc, err := hex.DecodeString(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec statepb.Refusal
+		if err := proto.Unmarshal(enc, &rec); err != nil {
+			t.Fatal(err)
+		}
+		got, bad := refusalError(&rec)
 		if bad != nil || !reflect.DeepEqual(got, want[i]) {
 			t.Fatalf("record %d decodes to %#v (%v), want %#v", i, got, bad, want[i])
 		}
+	}
+}
+
+// A refusal record with two members (protobuf would keep the last) is not
+// canonical and is refused; with one it decodes.
+func TestRefusalTwoMembersRefused(t *testing.T) {
+	snap := func(refusal []byte) []byte {
+		saved := append([]byte{0x08, 1, 0x10, byte(OpAcquire)}, protowire.AppendTag(nil, 7, protowire.BytesType)...)
+		saved = protowire.AppendBytes(saved, refusal)
+		sess := append([]byte{0x08, 1, 0x10, 2}, protowire.AppendTag(nil, 8, protowire.BytesType)...)
+		sess = protowire.AppendBytes(sess, saved)
+		rec := protowire.AppendBytes(protowire.AppendTag(nil, 6, protowire.BytesType), sess)
+		cfg := DefaultConfig()
+		h := emptySnapHeader(&cfg)
+		h.SessionCounter = 1
+		hb, _ := deterministic.Marshal(h)
+		return encodeSnapRaw(hb, rec)
+	}
+	one := []byte{0x4a, 0x02, 0x08, 0x07}                 // session_expired{session: 7}
+	two := append([]byte{0x0a, 0x02, 0x18, 0x01}, one...) // busy{token: 1}, then session_expired
+	if _, err := decodeSnapshot(snap(one)); err != nil {
+		t.Fatalf("one member: %v", err)
+	}
+	if _, err := decodeSnapshot(snap(two)); err == nil || !strings.Contains(err.Error(), "canonical") {
+		t.Fatalf("two members: %v, want refused as not canonical", err)
 	}
 }
 

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"sort"
 	"time"
-	"unicode/utf8"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
 // Sessions in snapshots: sorted by id, each with the names of
@@ -17,36 +17,30 @@ import (
 // machine replays identical results.
 
 type snapSession struct {
-	ID        uint64      `json:"id"`
-	TTL       int64       `json:"ttl"`
-	ExpiresAt int64       `json:"expires_at"`
-	OpenID    []byte      `json:"open_id,omitempty"`
-	OpenTTL   int64       `json:"open_ttl,omitempty"`
-	Floor     uint64      `json:"floor,omitempty"`
-	Leases    []string    `json:"leases,omitempty"`  // lock names, sorted
-	Results   []snapSaved `json:"results,omitempty"` // by seq
+	ID        uint64
+	TTL       int64
+	ExpiresAt int64
+	OpenID    []byte
+	OpenTTL   int64
+	Floor     uint64
+	Leases    []string    // lock names, sorted
+	Results   []snapSaved // by seq
 }
 
 type snapSaved struct {
-	Seq      uint64         `json:"seq"`
-	Op       Op             `json:"op"`
-	Name     string         `json:"name,omitempty"`
-	At       int64          `json:"at"`
-	Hash     []byte         `json:"hash,omitempty"`
-	Request  *snapRequest   `json:"request,omitempty"` // a granted or queued acquire: answered by the request's outcome
-	Err      *snapError     `json:"err,omitempty"`
-	Lease    *fence.Lease   `json:"lease,omitempty"`
-	Queued   bool           `json:"queued,omitempty"`
-	Resource *ResourceState `json:"resource,omitempty"`
-	AddValue int64          `json:"add_value,omitempty"`
-	Attempt  uint32         `json:"attempt,omitempty"`
-	Session  *SessionInfo   `json:"session,omitempty"`
-
-	// NameBytes holds the name instead of Name when it is not valid UTF-8
-	// (a refused command's name is saved as it came): a JSON string would
-	// turn it into U+FFFD, and a retry of the seq would then conflict on a
-	// restored machine only.
-	NameBytes []byte `json:"name_bytes,omitempty"`
+	Seq      uint64
+	Op       Op
+	Name     string
+	At       int64
+	Hash     []byte
+	Request  *snapRequest // a granted or queued acquire: answered by the request's outcome
+	Err      *statepb.Refusal
+	Lease    *fence.Lease
+	Queued   bool
+	Resource *ResourceState
+	AddValue int64
+	Attempt  uint32
+	Session  *SessionInfo
 }
 
 // snapSessions copies the live sessions, by id.
@@ -80,9 +74,6 @@ func (m *impl) snapSessions() []snapSession {
 
 func snapSavedOf(sv savedResult) snapSaved {
 	out := snapSaved{Seq: sv.seq, Op: sv.op, Name: sv.name, At: sv.at}
-	if !utf8.ValidString(sv.name) {
-		out.Name, out.NameBytes = "", []byte(sv.name)
-	}
 	if sv.hash != ([payloadSize]byte{}) {
 		out.Hash = bytesOf(sv.hash)
 	}
@@ -148,12 +139,6 @@ func (m *impl) restoreResults(doc *snapDoc) error {
 				return fmt.Errorf("session %d: saved result %d after server time", s.id, sv.Seq)
 			}
 			r := savedResult{seq: sv.Seq, op: sv.Op, name: sv.Name, at: sv.At}
-			if sv.NameBytes != nil {
-				if sv.Name != "" || utf8.Valid(sv.NameBytes) {
-					return fmt.Errorf("session %d: saved result %d: name_bytes with a name, or valid UTF-8", s.id, sv.Seq)
-				}
-				r.name = string(sv.NameBytes)
-			}
 			if sv.Hash != nil {
 				if len(sv.Hash) != payloadSize {
 					return fmt.Errorf("session %d: saved result %d: bad hash", s.id, sv.Seq)
@@ -184,7 +169,7 @@ func (m *impl) restoreResults(doc *snapDoc) error {
 			} else {
 				r.res = Result{Lease: sv.Lease, Queued: sv.Queued, Resource: sv.Resource, AddValue: sv.AddValue, Attempt: sv.Attempt, Session: sv.Session}
 				if sv.Err != nil {
-					err, bad := sv.Err.error()
+					err, bad := refusalError(sv.Err)
 					if bad != nil {
 						return fmt.Errorf("session %d: saved result %d: %v", s.id, sv.Seq, bad)
 					}

@@ -1,144 +1,322 @@
 package state
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"reflect"
-	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
-// Snapshot streaming. A snapshot is the JSON encoding of snapDoc, exactly
-// the bytes json.Marshal gives, but written a piece at a time: the
-// document's fields in declaration order, and each element of a list field
-// (locks, idle names, requests, ops, resources, sessions) on its own, with
-// at most snapChunk bytes buffered before they go to the writer. So writing
-// a snapshot needs memory for one element, not for the whole encoding:
-// json.Marshal of a 500,000-lease state built a ~150 MB buffer by doubling
-// and then copied it, about three times the snapshot's size at its peak,
-// on top of the view.
+// Snapshot encoding, format "fence-state/1": a statepb.SnapshotHeader, then
+// one statepb.SnapshotRecord per lock, idle lock name, remembered request,
+// remembered op, resource and session, in that order of kinds; each
+// message is preceded by its length as a uvarint and is in its one
+// canonical encoding. Writing is streamed: at most snapChunk bytes (plus
+// one record) are buffered before they go to the writer, so a snapshot
+// needs memory for the view and one record, not for the whole encoding.
+//
+// Decoding refuses, before a machine is built from the records (R2): a
+// length past the end, an undecodable message, a header of another format
+// (checked first, so a later format is named as such), a field this binary
+// does not know, a record with no member, records out of the order of
+// kinds, and any message that is not exactly the encoding of what was
+// decoded from it. fromSnapshot then checks the state's invariants.
 
 // snapChunk is how much encoded output is buffered before it is written.
 const snapChunk = 64 << 10
 
-// snapField is one field of snapDoc as encoding/json sees it.
-type snapField struct {
-	index     int
-	key       []byte // `"name":`
-	omitEmpty bool
-	list      bool // a slice: streamed element by element
-}
-
-// snapFields are snapDoc's fields in declaration order (the order
-// encoding/json writes them in).
-var snapFields = func() []snapField {
-	t := reflect.TypeFor[snapDoc]()
-	var out []snapField
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, ok := f.Tag.Lookup("json")
-		name, opts, _ := strings.Cut(tag, ",")
-		if !ok || name == "" || name == "-" || !f.IsExported() || f.Anonymous {
-			// Every field is tagged with its name; a field that is not
-			// would be encoded by rules this writer does not follow.
-			panic(fmt.Sprintf("state: snapDoc field %s has no json name", f.Name))
-		}
-		key, _ := json.Marshal(name)
-		out = append(out, snapField{index: i, key: append(key, ':'), omitEmpty: opts == "omitempty",
-			list: f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() != reflect.Uint8})
-	}
-	return out
-}()
-
-// snapStream writes JSON values to w through a snapChunk buffer, counting
-// what it wrote.
+// snapStream writes length-prefixed messages to w through a snapChunk
+// buffer, counting what it wrote.
 type snapStream struct {
 	w   io.Writer
-	buf bytes.Buffer
-	enc *json.Encoder // encodes into buf, as json.Marshal does (HTML escaped)
+	buf []byte
 	n   int64
 	err error
 }
 
-func newSnapStream(w io.Writer) *snapStream {
-	s := &snapStream{w: w}
-	s.buf.Grow(snapChunk + 4<<10)
-	s.enc = json.NewEncoder(&s.buf)
-	return s
-}
-
-func (s *snapStream) raw(b ...byte) { s.buf.Write(b) }
-
-// value appends v's encoding (json.Encoder ends it with a newline, which
-// json.Marshal does not write: dropped).
-func (s *snapStream) value(v any) {
+func (s *snapStream) msg(m proto.Message) {
 	if s.err != nil {
 		return
 	}
-	if err := s.enc.Encode(v); err != nil {
-		s.err = err
-		return
-	}
-	s.buf.Truncate(s.buf.Len() - 1)
-	if s.buf.Len() >= snapChunk {
+	s.buf = protowire.AppendVarint(s.buf, uint64(deterministic.Size(m)))
+	s.buf, s.err = sized.MarshalAppend(s.buf, m)
+	if len(s.buf) >= snapChunk {
 		s.flush()
 	}
 }
 
 func (s *snapStream) flush() {
-	if s.err != nil || s.buf.Len() == 0 {
+	if s.err != nil || len(s.buf) == 0 {
 		return
 	}
-	n, err := s.w.Write(s.buf.Bytes())
+	n, err := s.w.Write(s.buf)
 	s.n += int64(n)
 	s.err = err
-	s.buf.Reset()
+	s.buf = s.buf[:0]
 }
 
-// writeSnapDoc writes json.Marshal(doc)'s bytes to w, streamed.
+// writeSnapDoc writes doc's encoding to w, streamed.
 func writeSnapDoc(w io.Writer, doc *snapDoc) (int64, error) {
-	s := newSnapStream(w)
-	v := reflect.ValueOf(doc).Elem()
-	s.raw('{')
-	first := true
-	for _, f := range snapFields {
-		fv := v.Field(f.index)
-		if f.omitEmpty && emptyJSON(fv) {
-			continue
-		}
-		if !first {
-			s.raw(',')
-		}
-		first = false
-		s.raw(f.key...)
-		if !f.list || fv.IsNil() {
-			s.value(fv.Interface())
-			continue
-		}
-		s.raw('[')
-		for i := range fv.Len() {
-			if i > 0 {
-				s.raw(',')
-			}
-			s.value(fv.Index(i).Addr().Interface())
-		}
-		s.raw(']')
+	s := &snapStream{w: w, buf: make([]byte, 0, snapChunk+4<<10)}
+	s.msg(pbHeader(doc))
+	for i := range doc.Locks {
+		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Lock{Lock: pbLock(&doc.Locks[i])}})
 	}
-	s.raw('}')
+	for _, name := range doc.Idle {
+		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Idle{Idle: []byte(name)}})
+	}
+	for i := range doc.Requests {
+		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Request{Request: pbRequest(&doc.Requests[i])}})
+	}
+	for i := range doc.Ops {
+		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Op{Op: pbOp(&doc.Ops[i])}})
+	}
+	for i := range doc.Resources {
+		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Resource{Resource: pbResource(&doc.Resources[i])}})
+	}
+	for i := range doc.Sessions {
+		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Session{Session: pbSession(&doc.Sessions[i])}})
+	}
 	s.flush()
 	return s.n, s.err
 }
 
-// emptyJSON is encoding/json's "empty" for omitempty.
-func emptyJSON(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
-		return v.Len() == 0
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.Interface, reflect.Pointer:
-		return v.IsZero()
+// nextMessage splits the first length-prefixed message off b.
+func nextMessage(b []byte) (msg, rest []byte, err error) {
+	n, k := protowire.ConsumeVarint(b)
+	if k < 0 || n > uint64(len(b)-k) {
+		return nil, nil, fmt.Errorf("truncated or bad length prefix")
 	}
-	return false
+	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+// decodeSnapshot decodes a snapshot's messages into a snapDoc, checking
+// the format (not yet the state's invariants: fromSnapshot does).
+func decodeSnapshot(b []byte) (*snapDoc, error) {
+	msg, rest, err := nextMessage(b)
+	if err != nil {
+		return nil, badSnapshot(0, "%v", err)
+	}
+	var h statepb.SnapshotHeader
+	if err := proto.Unmarshal(msg, &h); err != nil {
+		return nil, badSnapshot(0, "%v", err)
+	}
+	if h.Format != snapshotFormat {
+		return nil, badSnapshot(0, "format %q, want %q", h.Format, snapshotFormat)
+	}
+	if err := knownFields(&h); err != nil {
+		return nil, badSnapshot(0, "%v", err)
+	}
+	doc, err := headerDoc(&h)
+	if err != nil {
+		return nil, badSnapshot(0, "%v", err)
+	}
+	if err := canonical(msg, pbHeader(doc)); err != nil {
+		return nil, badSnapshot(0, "%v", err)
+	}
+	last := 0 // the kind of the last record: its oneof field number
+	for i := 1; len(rest) > 0; i++ {
+		if msg, rest, err = nextMessage(rest); err != nil {
+			return nil, badSnapshot(i, "%v", err)
+		}
+		var r statepb.SnapshotRecord
+		if err := proto.Unmarshal(msg, &r); err != nil {
+			return nil, badSnapshot(i, "%v", err)
+		}
+		if err := knownFields(&r); err != nil {
+			return nil, badSnapshot(i, "%v", err)
+		}
+		var again proto.Message
+		kind := 0
+		switch x := r.Record.(type) {
+		case *statepb.SnapshotRecord_Lock:
+			kind = 1
+			doc.Locks = append(doc.Locks, lockOf(x.Lock))
+			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Lock{Lock: pbLock(&doc.Locks[len(doc.Locks)-1])}}
+		case *statepb.SnapshotRecord_Idle:
+			kind = 2
+			doc.Idle = append(doc.Idle, string(x.Idle))
+			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Idle{Idle: []byte(doc.Idle[len(doc.Idle)-1])}}
+		case *statepb.SnapshotRecord_Request:
+			kind = 3
+			doc.Requests = append(doc.Requests, requestOf(x.Request))
+			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Request{Request: pbRequest(&doc.Requests[len(doc.Requests)-1])}}
+		case *statepb.SnapshotRecord_Op:
+			kind = 4
+			doc.Ops = append(doc.Ops, opOf(x.Op))
+			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Op{Op: pbOp(&doc.Ops[len(doc.Ops)-1])}}
+		case *statepb.SnapshotRecord_Resource:
+			kind = 5
+			doc.Resources = append(doc.Resources, resourceOf(x.Resource))
+			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Resource{Resource: pbResource(&doc.Resources[len(doc.Resources)-1])}}
+		case *statepb.SnapshotRecord_Session:
+			kind = 6
+			doc.Sessions = append(doc.Sessions, sessionOf(x.Session))
+			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Session{Session: pbSession(&doc.Sessions[len(doc.Sessions)-1])}}
+		default:
+			return nil, badSnapshot(i, "empty")
+		}
+		if kind < last {
+			return nil, badSnapshot(i, "a %s after a later kind", r.ProtoReflect().WhichOneof(r.ProtoReflect().Descriptor().Oneofs().Get(0)).Name())
+		}
+		last = kind
+		if err := canonical(msg, again); err != nil {
+			return nil, badSnapshot(i, "%v", err)
+		}
+	}
+	return doc, nil
+}
+
+// badSnapshot is a snapshot's DecodeError, of its header (0) or of its
+// record i.
+func badSnapshot(i int, format string, args ...any) error {
+	return &DecodeError{Snapshot: true, Message: i, Reason: fmt.Sprintf(format, args...)}
+}
+
+// The conversions between the records as Go values and as messages. Each
+// pair is exact both ways for every value a message can hold (a value out
+// of a Go field's range converts back to another message and is refused
+// as not canonical).
+
+func pbHeader(d *snapDoc) *statepb.SnapshotHeader {
+	h := &statepb.SnapshotHeader{Format: d.Format, Now: d.Now, Decided: d.Decided, MaxSlack: d.MaxSlack, Counter: uint64(d.Counter),
+		Configured: d.Configured, KeepMin: d.KeepMin, KeepMinUntil: d.KeepMinUntil, SessionCounter: d.SessionCounter, ClusterId: bs(d.ClusterID)}
+	if d.Config != nil {
+		h.Config = configPB(*d.Config)
+	}
+	return h
+}
+
+func headerDoc(h *statepb.SnapshotHeader) (*snapDoc, error) {
+	d := &snapDoc{Format: h.Format, Now: h.Now, Decided: h.Decided, MaxSlack: h.MaxSlack, Counter: fence.Token(h.Counter),
+		Configured: h.Configured, KeepMin: h.KeepMin, KeepMinUntil: h.KeepMinUntil, SessionCounter: h.SessionCounter, ClusterID: string(h.ClusterId)}
+	if h.Config != nil {
+		c, err := configOfPB(h.Config)
+		if err != nil {
+			return nil, err
+		}
+		d.Config = &c
+	}
+	return d, nil
+}
+
+func pbLock(l *snapLock) *statepb.Lock {
+	p := &statepb.Lock{Name: bs(l.Name), LastToken: uint64(l.LastToken), LastOwner: bs(l.LastOwner), LastEnd: uint32(l.LastEnd),
+		FreedAt: l.FreedAt, DelayUntil: l.DelayUntil, IdleSince: l.IdleSince}
+	if g := l.Holder; g != nil {
+		p.Holder = &statepb.Grant{Owner: bs(g.Owner), Token: uint64(g.Token), Ttl: g.TTL, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session}
+		if g.Request != nil {
+			p.Holder.Request = pbRequest(g.Request)
+		}
+	}
+	for i := range l.Queue {
+		p.Queue = append(p.Queue, pbRequest(&l.Queue[i]))
+	}
+	return p
+}
+
+func lockOf(p *statepb.Lock) snapLock {
+	l := snapLock{Name: string(p.Name), LastToken: fence.Token(p.LastToken), LastOwner: string(p.LastOwner), LastEnd: leaseEnd(p.LastEnd),
+		FreedAt: p.FreedAt, DelayUntil: p.DelayUntil, IdleSince: p.IdleSince}
+	if g := p.Holder; g != nil {
+		l.Holder = &snapGrant{Owner: string(g.Owner), Token: fence.Token(g.Token), TTL: g.Ttl, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session}
+		if g.Request != nil {
+			r := requestOf(g.Request)
+			l.Holder.Request = &r
+		}
+	}
+	for _, q := range p.Queue {
+		l.Queue = append(l.Queue, requestOf(q))
+	}
+	return l
+}
+
+func pbRequest(r *snapRequest) *statepb.Request {
+	return &statepb.Request{Id: r.ID, Name: bs(r.Name), Owner: bs(r.Owner), Ttl: r.TTL, Wait: r.Wait, LockDelay: r.LockDelay, Deadline: r.Deadline,
+		State: uint32(r.State), Token: uint64(r.Token), Outcome: uint32(r.Outcome), At: r.At, Attempt: r.Attempt, Session: r.Session}
+}
+
+func requestOf(p *statepb.Request) snapRequest {
+	return snapRequest{ID: p.Id, Name: string(p.Name), Owner: string(p.Owner), TTL: p.Ttl, Wait: p.Wait, LockDelay: p.LockDelay, Deadline: p.Deadline,
+		State: requestState(p.State), Token: fence.Token(p.Token), Outcome: outcome(p.Outcome), At: p.At, Attempt: p.Attempt, Session: p.Session}
+}
+
+func pbOp(o *snapOp) *statepb.Op {
+	return &statepb.Op{Resource: bs(o.Resource), OpId: o.OpID, At: o.At, Payload: o.Payload, Token: uint64(o.Token), Version: o.Version, AddValue: o.AddValue}
+}
+
+func opOf(p *statepb.Op) snapOp {
+	return snapOp{Resource: string(p.Resource), OpID: p.OpId, At: p.At, Payload: p.Payload, Token: fence.Token(p.Token), Version: p.Version, AddValue: p.AddValue}
+}
+
+func pbResource(r *snapResource) *statepb.Resource {
+	return &statepb.Resource{Name: bs(r.Name), Value: r.Value, LastToken: uint64(r.LastToken), Version: r.Version, Deleted: r.Deleted}
+}
+
+func resourceOf(p *statepb.Resource) snapResource {
+	return snapResource{Name: string(p.Name), Value: p.Value, LastToken: fence.Token(p.LastToken), Version: p.Version, Deleted: p.Deleted}
+}
+
+func pbSession(s *snapSession) *statepb.Session {
+	p := &statepb.Session{Id: s.ID, Ttl: s.TTL, ExpiresAt: s.ExpiresAt, OpenId: s.OpenID, OpenTtl: s.OpenTTL, Floor: s.Floor}
+	for _, name := range s.Leases {
+		p.Leases = append(p.Leases, []byte(name))
+	}
+	for i := range s.Results {
+		p.Results = append(p.Results, pbSaved(&s.Results[i]))
+	}
+	return p
+}
+
+func sessionOf(p *statepb.Session) snapSession {
+	s := snapSession{ID: p.Id, TTL: p.Ttl, ExpiresAt: p.ExpiresAt, OpenID: p.OpenId, OpenTTL: p.OpenTtl, Floor: p.Floor}
+	for _, name := range p.Leases {
+		s.Leases = append(s.Leases, string(name))
+	}
+	for _, r := range p.Results {
+		s.Results = append(s.Results, savedOf(r))
+	}
+	return s
+}
+
+func pbSaved(s *snapSaved) *statepb.Saved {
+	p := &statepb.Saved{Seq: s.Seq, Op: uint32(s.Op), Name: bs(s.Name), At: s.At, Hash: s.Hash, Err: s.Err, Queued: s.Queued,
+		AddValue: s.AddValue, Attempt: s.Attempt}
+	if s.Request != nil {
+		p.Request = pbRequest(s.Request)
+	}
+	if l := s.Lease; l != nil {
+		p.Lease = &statepb.Lease{Name: bs(l.Name), Owner: bs(l.Owner), Token: uint64(l.Token), Ttl: int64(l.TTL), Remaining: int64(l.Remaining)}
+	}
+	if r := s.Resource; r != nil {
+		p.Resource = &statepb.ResourceState{Resource: bs(r.Resource), Value: r.Value, LastToken: uint64(r.LastToken), Version: r.Version, Deleted: r.Deleted}
+	}
+	if i := s.Session; i != nil {
+		p.Session = &statepb.SessionInfo{Id: i.ID, Ttl: int64(i.TTL), Remaining: int64(i.Remaining), Leases: int64(i.Leases)}
+	}
+	return p
+}
+
+func savedOf(p *statepb.Saved) snapSaved {
+	s := snapSaved{Seq: p.Seq, Op: Op(p.Op), Name: string(p.Name), At: p.At, Hash: p.Hash, Err: p.Err, Queued: p.Queued,
+		AddValue: p.AddValue, Attempt: p.Attempt}
+	if p.Request != nil {
+		r := requestOf(p.Request)
+		s.Request = &r
+	}
+	if l := p.Lease; l != nil {
+		s.Lease = &fence.Lease{Name: string(l.Name), Owner: string(l.Owner), Token: fence.Token(l.Token), TTL: time.Duration(l.Ttl), Remaining: time.Duration(l.Remaining)}
+	}
+	if r := p.Resource; r != nil {
+		s.Resource = &ResourceState{Resource: string(r.Resource), Value: r.Value, LastToken: fence.Token(r.LastToken), Version: r.Version, Deleted: r.Deleted}
+	}
+	if i := p.Session; i != nil {
+		s.Session = &SessionInfo{ID: i.Id, TTL: time.Duration(i.Ttl), Remaining: time.Duration(i.Remaining), Leases: int(i.Leases)}
+	}
+	return s
 }

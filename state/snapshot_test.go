@@ -2,11 +2,15 @@ package state
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
 // busyMachine has every kind of state: held, queued, delayed and idle locks,
@@ -75,27 +79,69 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 }
 
+// TestRestoreRejectsGarbage: input that is not a consistent v1 snapshot is
+// refused with ErrBadSnapshot and changes nothing.
 func TestRestoreRejectsGarbage(t *testing.T) {
 	good := snapshotBytes(t, busyMachine(t))
-	c, _ := json.Marshal(snapConfigOf(busyMachine(t).Config()))
-	cfg := string(c)
-	for name, in := range map[string]string{
-		"empty":           "",
-		"not json":        "garbage",
-		"trailing data":   string(good) + "{}",
-		"wrong format":    strings.Replace(string(good), "fence-state/1", "fence-state/9", 1),
-		"no config":       strings.Replace(string(good), `"config":`+cfg+`,`, ``, 1),
-		"unknown field":   strings.Replace(string(good), `"now"`, `"nope":1,"now"`, 1),
-		"truncated":       string(good[:len(good)/2]),
-		"token > counter": strings.Replace(string(good), `"counter":3`, `"counter":1`, 1),
-		"bad payload":     `{"format":"fence-state/1","now":0,"counter":0,"config":` + cfg + `,"locks":null,"idle":null,"requests":null,"ops":[{"resource":"s","op_id":"AA==","at":0,"payload":"AA==","token":1,"version":1}],"resources":null}`,
-		"idle not listed": strings.Replace(string(good), `"idle":["idle"]`, `"idle":[]`, 1),
-		"idle not a lock": `{"format":"fence-state/1","now":0,"counter":0,"config":` + cfg + `,"locks":null,"idle":["x"],"requests":null,"ops":null,"resources":null}`,
+	// edit is good with its header and records changed by f.
+	edit := func(f func(h *statepb.SnapshotHeader, recs []*statepb.SnapshotRecord) []*statepb.SnapshotRecord) []byte {
+		h, recs := snapMessages(t, good)
+		return encodeSnap(h, f(h, recs)...)
+	}
+	without := func(recs []*statepb.SnapshotRecord, drop func(*statepb.SnapshotRecord) bool) []*statepb.SnapshotRecord {
+		var out []*statepb.SnapshotRecord
+		for _, r := range recs {
+			if !drop(r) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	cfg := DefaultConfig()
+	msgs := splitSnap(t, good)
+	headerWithUnknown := append(bytes.Clone(msgs[0]), 0xa0, 0x01, 1) // field 20
+	recordWithUnknown := append(bytes.Clone(msgs[1]), 0xa0, 0x01, 1)
+	for name, in := range map[string][]byte{
+		"empty":           {},
+		"not a snapshot":  []byte("garbage"),
+		"the old JSON":    []byte(`{"format":"fence-state/1","now":0,"decided":0,"counter":0,"locks":null,"idle":null,"requests":null,"ops":null,"resources":null}`),
+		"trailing length": append(bytes.Clone(good), 1),
+		"trailing empty":  append(bytes.Clone(good), 0),
+		"wrong format": edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+			h.Format = "fence-state/9"
+			return r
+		}),
+		"no config": edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+			h.Config = nil
+			return r
+		}),
+		"unknown in header": append(protowire.AppendBytes(nil, headerWithUnknown), good[len(protowire.AppendBytes(nil, msgs[0])):]...),
+		"unknown in record": encodeSnapRaw(msgs[0], recordWithUnknown),
+		"truncated":         good[:len(good)/2],
+		"token > counter": edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+			h.Counter = 1
+			return r
+		}),
+		"bad payload": encodeSnap(emptySnapHeader(&cfg), &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Op{Op: &statepb.Op{
+			Resource: []byte("s"), OpId: []byte{0}, Payload: []byte{0}, Token: 1, Version: 1}}}),
+		"idle not listed": edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+			return without(r, func(r *statepb.SnapshotRecord) bool { return r.GetIdle() != nil })
+		}),
+		"idle not a lock": encodeSnap(emptySnapHeader(&cfg), &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Idle{Idle: []byte("x")}}),
+		"out of order": edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+			first := slices.IndexFunc(r, func(r *statepb.SnapshotRecord) bool { return r.GetResource() != nil })
+			return slices.Concat([]*statepb.SnapshotRecord{r[first]}, r[:first], r[first+1:]) // the first resource before the locks
+		}),
+		"header not canonical": encodeSnapRaw(append(bytes.Clone(msgs[0]), 0x38, 0), msgs[1:]...), // configured: false, present
+		"record not canonical": encodeSnapRaw(msgs[0], append(bytes.Clone(msgs[1]), msgs[1]...)),  // the lock twice in one record
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := busyMachine(t)
+			if err := m.Restore(bytes.NewReader(in)); errors.Is(err, ErrBadCommand) {
+				t.Fatalf("err %v is a command's", err)
+			}
 			before := snapshotBytes(t, m)
-			err := m.Restore(strings.NewReader(in))
+			err := m.Restore(bytes.NewReader(in))
 			if !errors.Is(err, ErrBadSnapshot) {
 				t.Fatalf("err %v, want ErrBadSnapshot", err)
 			}
@@ -103,5 +149,29 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 				t.Fatal("failed restore changed the machine")
 			}
 		})
+	}
+	// A decoding refusal says which message and why.
+	for name, want := range map[string]DecodeError{
+		"wrong format":         {Snapshot: true, Message: 0, Reason: `format "fence-state/9", want "fence-state/1"`},
+		"record not canonical": {Snapshot: true, Message: 1, Reason: "not in canonical encoding"},
+		"trailing empty":       {Snapshot: true, Message: len(splitSnap(t, good)), Reason: "empty"},
+	} {
+		var in []byte
+		switch name {
+		case "wrong format":
+			in = edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+				h.Format = "fence-state/9"
+				return r
+			})
+		case "record not canonical":
+			in = encodeSnapRaw(msgs[0], append(bytes.Clone(msgs[1]), msgs[1]...))
+		default:
+			in = append(bytes.Clone(good), 0)
+		}
+		var de *DecodeError
+		err := New().Restore(bytes.NewReader(in))
+		if !errors.As(err, &de) || de.Snapshot != want.Snapshot || de.Message != want.Message || !strings.HasPrefix(de.Reason, want.Reason) {
+			t.Errorf("%s: %#v (%v), want %+v", name, de, err, want)
+		}
 	}
 }
