@@ -9,8 +9,8 @@ import (
 )
 
 // A waiting acquire's handler is bounded on the server, whatever the client
-// sent (fault 2 of issue 6: a handler left waiting forever, or answered
-// after its client had given up and retried).
+// sent: no handler is left waiting forever, and none answers after its
+// client has given up and retried.
 const (
 	// replyMargin is kept between the end of a wait and the client's own
 	// deadline (Connect-Timeout-Ms, grpc-timeout): the proposal commits,
