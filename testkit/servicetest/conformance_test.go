@@ -10,6 +10,7 @@ import (
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/testkit/memservice"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -110,4 +111,19 @@ func TestConformanceLeaderAndFollower(t *testing.T) {
 		viaFollower = Run(t, Target{Service: client.NewService(follower.url), Stop: follower.stop})
 	})
 	Compare(t, "leader", viaLeader, "follower", viaFollower)
+}
+
+// TestConformanceInMemory runs the table against testkit/memservice (the
+// in-memory service the server's handler tests run over) and checks that
+// it answered every call as the local node does: the fake holds the
+// contract it stands in for.
+func TestConformanceInMemory(t *testing.T) {
+	var local, mem []Outcome
+	t.Run("local node", func(t *testing.T) { local = Run(t, localTarget(t)) })
+	t.Run("in memory", func(t *testing.T) {
+		s := memservice.New(memservice.Config{})
+		t.Cleanup(func() { s.Close() })
+		mem = Run(t, Target{Service: s, Stop: func() { s.Close() }})
+	})
+	Compare(t, "local node", local, "in memory", mem)
 }
