@@ -60,7 +60,7 @@ type Service struct {
 	waiters map[string]*waitEntry
 	nwait   int
 	closed  bool
-	ticks   uint64
+	applied uint64 // commands applied (the OpConfig included): an applied index
 }
 
 // waitEntry is the attempts of one request_id waiting here.
@@ -95,6 +95,7 @@ func New(cfg Config) *Service {
 	if res.Err != nil {
 		panic("memservice: rules refused: " + res.Err.Error())
 	}
+	s.applied = 1
 	s.wg.Add(1)
 	go s.runTicker()
 	return s
@@ -142,6 +143,7 @@ func (s *Service) apply(cmd state.Command, ch chan state.Event) (state.Result, e
 	}
 	cmd.Now, cmd.Slack = max(s.now(), s.m.Now()), 0
 	res := s.m.Apply(cmd)
+	s.applied++
 	for _, ev := range res.Events {
 		s.deliverLocked(ev)
 	}
@@ -306,7 +308,7 @@ func (s *Service) Tick() int64 {
 		return s.m.Now()
 	}
 	cmd := state.Command{Op: state.OpTick, Now: max(s.now(), s.m.Now())}
-	s.ticks++
+	s.applied++
 	res := s.m.Apply(cmd)
 	for _, ev := range res.Events {
 		s.deliverLocked(ev)
@@ -355,4 +357,20 @@ func (s *Service) Machine(f func(m *state.Machine)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f(s.m)
+}
+
+// Applied is the number of commands applied so far (the first OpConfig
+// and every tick included), as a node's applied index counts them.
+func (s *Service) Applied() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied
+}
+
+// SnapshotView copies the state as of now (as node.BackupView does), with
+// the applied count, the counter and the server time it is as of.
+func (s *Service) SnapshotView() (view *state.SnapshotView, applied uint64, last fence.Token, now int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.SnapshotView(), s.applied, s.m.LastToken(), max(s.now(), s.m.Now())
 }
