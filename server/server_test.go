@@ -66,6 +66,15 @@ func startServerOnNode(tb testing.TB, cfg Config) (*Server, string) {
 	return serveOn(tb, cfg, state.Config{}, newOverNode)
 }
 
+// startServerDeps is startServerWith over the fakes of newOverFake as
+// change alters them (a hand-written fake where one answer matters).
+func startServerDeps(tb testing.TB, cfg Config, change func(*Deps)) (*Server, string) {
+	tb.Helper()
+	return serveOn(tb, cfg, state.Config{}, func(tb testing.TB, cfg Config, rules state.Config) (*Server, error) {
+		return newOverFakeWith(tb, cfg, rules, change)
+	})
+}
+
 // serveOn builds a server with build and serves it on a loopback port
 // until cleanup.
 func serveOn(tb testing.TB, cfg Config, rules state.Config, build func(testing.TB, Config, state.Config) (*Server, error)) (*Server, string) {

@@ -73,11 +73,22 @@ func waitersOf(s *Server) int {
 // cleanup.
 func newOverFake(tb testing.TB, cfg Config, rules state.Config) (*Server, error) {
 	tb.Helper()
+	return newOverFakeWith(tb, cfg, rules, nil)
+}
+
+// newOverFakeWith is newOverFake with the deps altered by change (if set)
+// before the server is built.
+func newOverFakeWith(tb testing.TB, cfg Config, rules state.Config, change func(*Deps)) (*Server, error) {
+	tb.Helper()
 	m := memservice.New(memservice.Config{Rules: rules})
-	s, err := New(cfg, Deps{
+	deps := Deps{
 		Service: m, Node: memNode{m}, Cluster: memMembership{m},
 		Errors: ErrorKinds{NotLeader: errNotLeader, UnknownOutcome: errUnknownOutcome, Closed: memservice.ErrClosed, ChangeRefused: func(err error) bool { return err == cluster.ErrSingleNode }},
-	})
+	}
+	if change != nil {
+		change(&deps)
+	}
+	s, err := New(cfg, deps)
 	if err != nil {
 		m.Close()
 		return nil, err
