@@ -363,6 +363,7 @@ func TestClusterLeaderKillKeepsTokensAndWrites(t *testing.T) {
 // A removed node cannot grant: it refuses with ErrNotLeader, never stands
 // for election (it is in no configuration), and the others go on.
 func TestClusterRemovedNodeCannotGrant(t *testing.T) {
+	t.Parallel() // mostly a watch of ten election timeouts on a cluster of its own
 	tc := startCluster(t, clusterOpts{n: 3})
 	lead := tc.leader()
 	ctx := context.Background()
@@ -752,6 +753,7 @@ func (lp *linkProxies) heal() {
 // running under it: Config.ShutdownOnRemove is off), and the others elect
 // a leader whose tokens continue upward.
 func TestClusterRemovedLeaderStepsDown(t *testing.T) {
+	t.Parallel() // mostly a watch of ten election timeouts on a cluster of its own
 	tc := startCluster(t, clusterOpts{n: 3})
 	lead := tc.leader()
 	last := grant(t, lead.node, "a")
