@@ -81,6 +81,13 @@ func TestLayering(t *testing.T) {
 		forbidDirect(t, mod+"/server", mod+"/node", mod+"/raftstore", mod+"/backup", "github.com/hashicorp/raft")
 		forbid(t, []string{mod + "/server"}, append([]string{mod + "/daemon"}, testLibs...)...)
 	})
+	t.Run("the server's fake store is the state machine alone", func(t *testing.T) {
+		t.Parallel()
+		// testkit/memservice stands in for a node in the server's handler
+		// tests: no raft, no node, nothing of the wire.
+		forbid(t, []string{mod + "/testkit/memservice"}, mod+"/node", mod+"/raftstore", mod+"/cluster",
+			mod+"/server", mod+"/daemon", mod+"/api", "github.com/hashicorp", "connectrpc.com", "net/http")
+	})
 	t.Run("cluster speaks domain types", func(t *testing.T) {
 		t.Parallel()
 		forbid(t, []string{mod + "/cluster"}, append([]string{mod + "/api", mod + "/server", mod + "/daemon"}, testLibs...)...)

@@ -104,6 +104,7 @@ func TestAcquireAttemptBoundedByWait(t *testing.T) {
 // TestKeepAliveAttemptTimesOut: a renewal that gets no answer is given up
 // after TTL/3 and retried, so one stalled request does not lose the lease.
 func TestKeepAliveAttemptTimesOut(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	name := uniq(t)
 	p, url := newHoldProxy(t, serverURL, "Renew", 1)
 	c := newClientFor(t, url, client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
@@ -230,6 +231,7 @@ func delayProxy(t *testing.T, target string, delay time.Duration) string {
 // reply held back 1s, send time + TTL is at most (return time - 1s) + TTL;
 // a deadline counted from the reply would be about 1s later.
 func TestDeadlineCountsFromSendTime(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	const delay, ttl = time.Second, 10 * time.Second
 	ctx, name := ctxFor(t), uniq(t)
 	c := newClientFor(t, delayProxy(t, serverURL, delay))

@@ -248,6 +248,7 @@ func waitValue(t *testing.T, ctx context.Context, c *client.Client, res string, 
 // renewals move to the next endpoint when the one in use dies, and the
 // lease lives on past several TTLs.
 func TestStandaloneKeepAliveFailsOver(t *testing.T) {
+	t.Parallel() // waits out a TTL on proxies of its own
 	ctx, name := ctxFor(t), uniq(t)
 	p1, u1 := newTCPProxy(t, serverURL)
 	p2, u2 := newTCPProxy(t, serverURL)

@@ -46,6 +46,7 @@ func holdUntil(seen time.Time, d time.Duration) {
 // whose reply is held back 1s sets the deadline from the renew's send
 // time: at most (when the tap saw the renew) + TTL.
 func TestLeaseRenewDeadlineFromSendTime(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
@@ -87,6 +88,7 @@ func TestLeaseRenewDeadlineFromSendTime(t *testing.T) {
 // is the event that says the first one's reply was handled (the loop is
 // sequential).
 func TestLeaseKeepAliveDeadlineFromSendTime(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
@@ -135,6 +137,7 @@ func TestLeaseKeepAliveDeadlineFromSendTime(t *testing.T) {
 // one's; a Write answered after the released reply orders its handling
 // before the read.
 func TestSessionKeepAliveDeadlineFromSendTime(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
@@ -191,6 +194,7 @@ func TestSessionKeepAliveDeadlineFromSendTime(t *testing.T) {
 // sets the session's deadline from the renew's send time. Keepalives after
 // the stream's first are held for good, so only the renew moves it.
 func TestSessionLeaseRenewDeadlineFromSendTime(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)
@@ -236,6 +240,7 @@ func TestSessionLeaseRenewDeadlineFromSendTime(t *testing.T) {
 // stream's keepalives are held for good, so the deadline read is the
 // Open's.
 func TestSessionOpenDeadlineFromSendTime(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	const ttl = deadlineTTL
 	ctx, name := ctxFor(t), uniq(t)
 	tp := newTap(t)

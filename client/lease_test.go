@@ -13,6 +13,7 @@ import (
 )
 
 func TestKeepAliveHoldsLeasePastTTL(t *testing.T) {
+	t.Parallel() // waits out 2.5 TTLs on a lock of its own
 	ctx, name := ctxFor(t), uniq(t)
 	c := newClient(t)
 	const ttl = 2 * time.Second // renewed every ~667ms: a loaded CI machine may stall a few hundred ms

@@ -20,6 +20,7 @@ import (
 // (2 / time.Second = 0: no pings), under which the call hangs until its
 // context ends.
 func TestServiceSilentConnectionFailsUnavailable(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	ctx := ctxFor(t)
 	proxy, url := newTCPProxy(t, serverURL)
 	svc := client.NewService(url)

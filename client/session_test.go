@@ -236,6 +236,7 @@ func TestSessionExpiredEndsEveryLease(t *testing.T) {
 // deadline — before the server expires the session: the lock is still
 // held on the server when Done fires, and freed later.
 func TestSessionSilentNetworkLosesBeforeServerExpiry(t *testing.T) {
+	t.Parallel() // waits out a held reply or a silent network on a proxy of its own
 	ctx, name := ctxFor(t), uniq(t)
 	proxy, url := newTCPProxy(t, serverURL)
 	// Drift 0.5: the safe deadline is half the remaining TTL early, a

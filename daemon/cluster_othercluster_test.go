@@ -18,6 +18,7 @@ import (
 // bootstrapped node exited 0 and wiped it). The refused node keeps serving
 // its own state.
 func TestClusterAddRefusesANodeOfAnotherCluster(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
 	a := startRun(t, clusterConfig(t, "a1", ClusterConfig{Bootstrap: true}))
 	a.awaitReady(t)
 	b := startRun(t, clusterConfig(t, "b1", ClusterConfig{Bootstrap: true}))

@@ -152,6 +152,7 @@ func ids(ms []*fencev1.Member) []string {
 // transfer and a removal asked of a follower are done by the leader; a
 // change marked as forwarded is not passed on by a node that does not lead.
 func TestClusterJoinListTransferRemove(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
 	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
 	n1.awaitReady(t)
 	n2 := startRun(t, clusterConfig(t, "n2", ClusterConfig{Join: []string{n1.url}}))
@@ -360,6 +361,7 @@ func TestClusterSingleNode(t *testing.T) {
 // another node answers is refused; a running node that waits to be added
 // (no --bootstrap, --join or --peers) is added.
 func TestClusterAddChecks(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
 	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
 	n1.awaitReady(t)
 	dup := startRun(t, clusterConfig(t, "n1", ClusterConfig{Join: []string{n1.url}})) // ReadyTimeout: clusterWait

@@ -24,6 +24,7 @@ import (
 // taking it as a no-op re-add: Run fails naming the id until the member is
 // removed (operations.md: remove it, then add the new one).
 func TestClusterWipedVoterRejoinRefused(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
 	cfg1 := clusterConfig(t, "n1", ClusterConfig{Bootstrap: true})
 	n1 := startRun(t, cfg1)
 	n1.awaitReady(t)
@@ -54,6 +55,7 @@ func TestClusterWipedVoterRejoinRefused(t *testing.T) {
 // A voter whose data dir was lost is refused until it is removed; then it
 // joins again as a new voter (with a majority left, the removal commits).
 func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
 	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
 	n1.awaitReady(t)
 	n2 := startRun(t, clusterConfig(t, "n2", ClusterConfig{Join: []string{n1.url}}))
@@ -102,6 +104,7 @@ func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
 // whether it started empty is fixed when the node opens, not read from a
 // configuration the leader may already have sent.
 func TestClusterWipedVoterReachedBeforeJoinIsRefused(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
 	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
 	n1.awaitReady(t)
 	cfg3 := clusterConfig(t, "n3", ClusterConfig{Join: []string{n1.url}})

@@ -319,6 +319,7 @@ func TestClusterElectsReplicatesAndFollowersRefuse(t *testing.T) {
 // grant and write still there; the killed node restarts from its data
 // dir, rejoins as a follower and catches up.
 func TestClusterLeaderKillKeepsTokensAndWrites(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc := startCluster(t, clusterOpts{n: 3})
 	lead := tc.leader()
 	var last fence.Token
@@ -363,6 +364,7 @@ func TestClusterLeaderKillKeepsTokensAndWrites(t *testing.T) {
 // A removed node cannot grant: it refuses with ErrNotLeader, never stands
 // for election (it is in no configuration), and the others go on.
 func TestClusterRemovedNodeCannotGrant(t *testing.T) {
+	t.Parallel() // mostly a watch of ten election timeouts on a cluster of its own
 	tc := startCluster(t, clusterOpts{n: 3})
 	lead := tc.leader()
 	ctx := context.Background()
@@ -407,6 +409,7 @@ func TestClusterRemovedNodeCannotGrant(t *testing.T) {
 // raft-wal still serves entries below its first index while their segment
 // exists, so with 64 MiB segments a joiner gets the log instead.)
 func TestClusterAddedNodeReceivesState(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc := startCluster(t, clusterOpts{n: 2, joiners: 1, tweak: func(c *Config) {
 		c.SnapshotThreshold = 16
 		c.TrailingLogs = 4
@@ -759,6 +762,7 @@ func (lp *linkProxies) heal() {
 // running under it: Config.ShutdownOnRemove is off), and the others elect
 // a leader whose tokens continue upward.
 func TestClusterRemovedLeaderStepsDown(t *testing.T) {
+	t.Parallel() // mostly a watch of ten election timeouts on a cluster of its own
 	tc := startCluster(t, clusterOpts{n: 3})
 	lead := tc.leader()
 	last := grant(t, lead.node, "a")

@@ -7,6 +7,7 @@ import (
 // The first leader records a cluster id (a UUID) before it serves; a
 // restart keeps it and proposes no other; the nodes of a cluster share it.
 func TestClusterIDChosenByTheFirstLeader(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	dir := t.TempDir()
 	n := openNode(t, dir)
 	id := n.ClusterID()

@@ -39,6 +39,7 @@ func dirBytes(t *testing.T, dir string) int64 {
 // TrailingLogs entries behind it, and two segments (the head one holding
 // entries already compacted, and the preallocated tail).
 func TestWALSegmentsDeletedAfterSnapshots(t *testing.T) {
+	t.Parallel() // a data dir of its own, mostly writing 40 MiB
 	dir := t.TempDir()
 	const (
 		segment   = 2 << 20

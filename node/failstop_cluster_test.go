@@ -182,6 +182,7 @@ func agree(t *testing.T, tc *testCluster, lead, mb *member) {
 // other follower keep committing; a restart with a healthy store catches
 // up with every acknowledged write.
 func TestClusterFollowerLogWriteErrorIsFatal(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc, hooks := startFaultyCluster(t, 3, 0, false, nil)
 	lead := tc.leader()
 	f := tc.others(lead)[0]
@@ -236,6 +237,7 @@ func TestClusterFollowerLogWriteErrorIsFatal(t *testing.T) {
 // leader serves with the remaining quorum, and a restart with a healthy
 // store rejoins and catches up.
 func TestClusterFollowerTermWriteErrorIsFatal(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc, hooks := startFaultyCluster(t, 3, 0, true, nil)
 	lead := tc.leader()
 	others := tc.others(lead)
@@ -278,6 +280,7 @@ func TestClusterFollowerTermWriteErrorIsFatal(t *testing.T) {
 // node installs and acknowledges nothing. A restart with a healthy store
 // installs the snapshot and catches up.
 func TestClusterFollowerSnapshotInstallErrorIsFatal(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc, hooks := startFaultyCluster(t, 2, 1, false, func(c *Config) {
 		// Small segments: raft-wal still returns entries compacted away
 		// while they are in its tail segment, and the leader would send
@@ -367,6 +370,7 @@ func TestClusterFollowerSnapshotInstallErrorIsFatal(t *testing.T) {
 // that returns, a stopped leader that kept raft running would go on
 // heartbeating, and the others would never elect.)
 func TestClusterLeaderSnapshotWriteErrorIsFatal(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc, hooks := startFaultyCluster(t, 3, 0, false, func(c *Config) {
 		c.SnapshotThreshold, c.TrailingLogs = 16, 4
 	})
@@ -408,6 +412,7 @@ func TestClusterLeaderSnapshotWriteErrorIsFatal(t *testing.T) {
 // token given. A restart with a healthy store catches up (the part of a
 // batch its log kept is overwritten by the new leader's entries).
 func TestClusterLeaderLogWriteErrorIsFatal(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc, hooks := startFaultyCluster(t, 3, 0, false, nil)
 	lead := tc.leader()
 	tok := grant(t, lead.node, "l")
@@ -464,6 +469,7 @@ func TestClusterLeaderLogWriteErrorIsFatal(t *testing.T) {
 // refuses the vote before the store, while the term is still saved (raft
 // panics otherwise).
 func TestClusterFailedFollowerGrantsNoVote(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc, hooks := startFaultyCluster(t, 3, 0, false, nil)
 	lead := tc.leader()
 	others := tc.others(lead)

@@ -17,6 +17,7 @@ import (
 // chaos run found it). raftstore's TestWALSuffixTruncationSurvivesReopen is
 // the same at the store level.
 func TestClusterConflictingSuffixSurvivesRestart(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	tc := startCluster(t, clusterOpts{n: 3, links: true})
 	lead := tc.leader()
 	if lead.node.store.Kind != LogStoreWAL {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -206,32 +207,36 @@ func TestWALDiskFullDuringSealRecovers(t *testing.T) {
 // before the fix, or a crash between the failed write and its zeroing) is
 // repaired at open: the same entries are kept, and appends work.
 func TestWALTailRepair(t *testing.T) {
+	// Each entry size fills a disk of its own: they run side by side.
 	for _, entry := range []int{8, 37, 100, 500} {
-		dir := t.TempDir()
-		last := fillUntilFull(t, dir, false, entry)
-		before := tailScan(t, dir)
-		if len(before.indexes) == 0 || before.indexes[0] < before.keep {
-			t.Fatalf("entry %d: want a partial index frame after the last commit (ending %d), got index frames at %v", entry, before.keep, before.indexes)
-		}
-		appendFails(t, dir)
+		t.Run(fmt.Sprintf("entry%d", entry), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			last := fillUntilFull(t, dir, false, entry)
+			before := tailScan(t, dir)
+			if len(before.indexes) == 0 || before.indexes[0] < before.keep {
+				t.Fatalf("entry %d: want a partial index frame after the last commit (ending %d), got index frames at %v", entry, before.keep, before.indexes)
+			}
+			appendFails(t, dir)
 
-		var logs bytes.Buffer
-		if err := repairWALTail(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(logs.String(), "repaired the tail segment") || !strings.Contains(logs.String(), tailSegmentName(t, dir)) {
-			t.Fatalf("repair logged %q", logs.String())
-		}
-		after := tailScan(t, dir)
-		if after.keep != before.keep || len(after.indexes) != 0 {
-			t.Fatalf("after repair: committed end %d (was %d), index frames %v", after.keep, before.keep, after.indexes)
-		}
-		// A second open finds nothing to repair.
-		logs.Reset()
-		if err := repairWALTail(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil || logs.Len() != 0 {
-			t.Fatalf("second repair: %v, logged %q", err, logs.String())
-		}
-		checkReopen(t, dir, last)
+			var logs bytes.Buffer
+			if err := repairWALTail(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(logs.String(), "repaired the tail segment") || !strings.Contains(logs.String(), tailSegmentName(t, dir)) {
+				t.Fatalf("repair logged %q", logs.String())
+			}
+			after := tailScan(t, dir)
+			if after.keep != before.keep || len(after.indexes) != 0 {
+				t.Fatalf("after repair: committed end %d (was %d), index frames %v", after.keep, before.keep, after.indexes)
+			}
+			// A second open finds nothing to repair.
+			logs.Reset()
+			if err := repairWALTail(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil || logs.Len() != 0 {
+				t.Fatalf("second repair: %v, logged %q", err, logs.String())
+			}
+			checkReopen(t, dir, last)
+		})
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -140,8 +139,8 @@ func TestErrorMapping(t *testing.T) {
 	s, url := startServer(t)
 	ctx := context.Background()
 	for _, err := range []error{
-		fmt.Errorf("apply: %w", node.ErrUnknownOutcome),
-		fmt.Errorf("%w: %w", node.ErrUnknownOutcome, context.Canceled),
+		fmt.Errorf("apply: %w", errUnknownOutcome),
+		fmt.Errorf("%w: %w", errUnknownOutcome, context.Canceled),
 	} {
 		if got := s.connectError(ctx, "p", err); connect.CodeOf(got) != connect.CodeUnavailable {
 			t.Fatalf("connectError(%v) = %v, want unavailable", err, got)
@@ -176,7 +175,7 @@ func TestRulesReachTheMachine(t *testing.T) {
 		_, err := c.locks.Acquire(wctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "B", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(time.Hour)}))
 		waited <- err
 	}()
-	until(t, "B's acquire waits", func() bool { return nodeOf(s).Status().Waiters == 1 })
+	until(t, "B's acquire waits", func() bool { return waitersOf(s) == 1 })
 	// (Without the cap, C would wait 2s and get BUSY.)
 	_, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "capped", Owner: "C", Ttl: durationpb.New(time.Hour), Wait: durationpb.New(2 * time.Second)}))
 	var ex *fence.ResourceExhaustedError
@@ -194,7 +193,7 @@ func TestRulesReachTheMachine(t *testing.T) {
 // fence_oldest_remembered_id_age_seconds is 0 with no id remembered and
 // grows from the first op_id on.
 func TestOldestIDAgeMetric(t *testing.T) {
-	_, url := startServer(t)
+	_, url := startServerOnNode(t, Config{}) // the node's gauge
 	age := func() float64 {
 		t.Helper()
 		for _, line := range strings.Split(scrapeMetrics(t, url), "\n") {

@@ -4,15 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"syscall"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/apierr"
@@ -23,24 +21,11 @@ import (
 // F10: a second backup while one is being streamed is refused
 // RESOURCE_EXHAUSTED and counted as
 // fence_resource_exhausted_total{limit="max_backups"}, not "other". The
-// first backup (8 MiB of values, read through a socket with a 16 KiB
-// receive buffer) is held open mid-stream by not reading it.
+// first backup (8 MiB from a fake node, read through a socket with a 16
+// KiB receive buffer) is held open mid-stream by not reading it.
 func TestSecondBackupCountedAsMaxBackups(t *testing.T) {
-	_, url := startServer(t)
+	_, url := startServerDeps(t, Config{}, func(d *Deps) { d.Node = bigBackup{d.Node} })
 	ctx := context.Background()
-	c := protocols(url)[1] // gRPC: protobuf, no base64 of the values
-	for i := range 8 {
-		name := fmt.Sprintf("big-%d", i)
-		a, err := c.locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Owner: "A", Ttl: durationpb.New(time.Hour)}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := make([]byte, 1<<20)
-		rand.Read(v)
-		if _, err := c.res.Write(ctx, connect.NewRequest(&fencev1.WriteRequest{Resource: name, Token: a.Msg.Lease.Token, Value: v})); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// A client whose socket takes little (16 KiB receive buffer): the
 	// node's sends block soon, with the stream held mid-way.
 	small := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
@@ -81,4 +66,23 @@ func TestSecondBackupCountedAsMaxBackups(t *testing.T) {
 	if other := `fence_resource_exhausted_total{limit="other"}`; after[other] != before[other] {
 		t.Errorf("%s moved by %v, want 0", other, after[other]-before[other])
 	}
+}
+
+// bigBackup is a node whose backup is 8 MiB of random bytes (more than
+// the sockets between a server and its client hold): with its client not
+// reading, its stream is held mid-way.
+type bigBackup struct{ Node }
+
+func (n bigBackup) Backup(ctx context.Context) (*fencev1.BackupHeader, func(io.Writer) error, error) {
+	hdr, _, err := n.Node.Backup(ctx)
+	return hdr, func(w io.Writer) error {
+		b := make([]byte, 64<<10)
+		rand.Read(b)
+		for range 128 {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, err
 }

@@ -30,7 +30,7 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			s, url := startServer(b)
+			s, url := startServerOnNode(b, Config{})
 			// One HTTP/1.1 keep-alive connection per client. (Measured on 2
 			// cores: h2c with one connection was ~15% slower, gRPC over h2c
 			// ~30% slower; see docs/benchmarks.md.)
@@ -62,7 +62,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkAcquireReleaseLeanClient(b *testing.B) {
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			s, url := startServer(b)
+			s, url := startServerOnNode(b, Config{})
 			runCycles(b, s, clients, func() (cycle, error) {
 				c, err := dialLean(url)
 				if err != nil {
@@ -168,7 +168,7 @@ func meanBatch(s *Server) float64 {
 func BenchmarkStreamAcquireRelease(b *testing.B) {
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			s, url := startServer(b)
+			s, url := startServerOnNode(b, Config{})
 			sc := fencev1connect.NewSessionServiceClient(h2cClient(), url)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -272,7 +272,7 @@ func (m *replyMux) call(req *fencev1.SessionRequest) (*fencev1.SessionReply, err
 func BenchmarkAcquireReleaseJSON(b *testing.B) {
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			s, url := startServer(b)
+			s, url := startServerOnNode(b, Config{})
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}}
 			defer hc.CloseIdleConnections()
 			post := func(path, body string, out any) error {

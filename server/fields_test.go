@@ -339,7 +339,7 @@ func TestRefusalFactsReachTheClient(t *testing.T) {
 			want("LEASE_EXPIRED", err, connect.CodeFailedPrecondition, &fencev1.ErrorDetail{Reason: "LEASE_EXPIRED", Name: p + "exp", Token: te})
 
 			// UNKNOWN_TOKEN: a token never issued; lastToken the last issued.
-			last := uint64(nodeOf(s).LastToken())
+			last := uint64(memOf(s).LastToken())
 			_, err = c.locks.Renew(ctx, connect.NewRequest(&fencev1.RenewRequest{Name: p + "exp", Token: last + 1000}))
 			want("UNKNOWN_TOKEN", err, connect.CodeFailedPrecondition, &fencev1.ErrorDetail{Reason: "UNKNOWN_TOKEN", Token: last + 1000, LastAccepted: last})
 

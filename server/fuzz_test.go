@@ -87,7 +87,7 @@ const fuzzRequestTimeout = 250 * time.Millisecond
 // fuzzServer builds a real server for a fuzz target, closed at cleanup.
 func fuzzServer(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := newOverNode(tb, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, state.Config{})
+	s, err := newOverFake(tb, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, state.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}

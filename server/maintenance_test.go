@@ -22,7 +22,7 @@ import (
 // first carries the header, which is the file's and matches the node (id,
 // counter, cluster id, applied index).
 func TestBackupHandler(t *testing.T) {
-	s, url := startServer(t)
+	s, url := startServerOnNode(t, Config{})
 	ctx := context.Background()
 	c := protocols(url)[0]
 	var last uint64

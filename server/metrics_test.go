@@ -75,7 +75,7 @@ func (want metricsDelta) check(t *testing.T, step string, before, after map[stri
 // state and term; fsyncs timed. Every lease ends once: grants = releases +
 // expiries + held.
 func TestMetricsMoveAsTheServerActs(t *testing.T) {
-	_, url := startServer(t)
+	_, url := startServerOnNode(t, Config{}) // the node's gauges and counters
 	c := protocols(url)[0]
 	ctx := context.Background()
 	acquire := func(name string, ttl, wait time.Duration) (*fencev1.Lease, error) {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,8 +31,8 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
-// startServer runs a real server (real node, durable raft in a temp dir) on
-// a loopback port and returns its base URL.
+// startServer runs a real server over the in-memory service and fakes of
+// testdeps_test.go on a loopback port and returns its base URL.
 func startServer(tb testing.TB) (*Server, string) {
 	tb.Helper()
 	return startServerWith(tb, Config{})
@@ -50,14 +51,38 @@ func startServerRules(tb testing.TB, rules state.Config) (*Server, string) {
 	return startServerOver(tb, Config{}, rules)
 }
 
-// startServerOver is startServerWith over a node that records rules (the
+// startServerOver is startServerWith over a store that records rules (the
 // zero value: state.DefaultConfig()).
 func startServerOver(tb testing.TB, cfg Config, rules state.Config) (*Server, string) {
+	tb.Helper()
+	return serveOn(tb, cfg, rules, newOverFake)
+}
+
+// startServerOnNode is startServerWith over a real single node (durable
+// raft in a temp dir, testnode_test.go), for the tests of what only a
+// node gives: its metrics and its membership.
+func startServerOnNode(tb testing.TB, cfg Config) (*Server, string) {
+	tb.Helper()
+	return serveOn(tb, cfg, state.Config{}, newOverNode)
+}
+
+// startServerDeps is startServerWith over the fakes of newOverFake as
+// change alters them (a hand-written fake where one answer matters).
+func startServerDeps(tb testing.TB, cfg Config, change func(*Deps)) (*Server, string) {
+	tb.Helper()
+	return serveOn(tb, cfg, state.Config{}, func(tb testing.TB, cfg Config, rules state.Config) (*Server, error) {
+		return newOverFakeWith(tb, cfg, rules, change)
+	})
+}
+
+// serveOn builds a server with build and serves it on a loopback port
+// until cleanup.
+func serveOn(tb testing.TB, cfg Config, rules state.Config, build func(testing.TB, Config, state.Config) (*Server, error)) (*Server, string) {
 	tb.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s, err := newOverNode(tb, cfg, rules)
+	s, err := build(tb, cfg, rules)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -75,6 +100,7 @@ func startServerOver(tb testing.TB, cfg Config, rules state.Config) (*Server, st
 	tb.Cleanup(func() {
 		s := box.s
 		box.s = nil
+		closeIdleClients()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
@@ -91,7 +117,32 @@ func startServerOver(tb testing.TB, cfg Config, rules state.Config) (*Server, st
 func h2cClient() *http.Client {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: p}}
+	return &http.Client{Transport: tracked(&http.Transport{Protocols: p})}
+}
+
+// h2Transports are the HTTP/2 client transports the tests made: a server's
+// cleanup closes their idle connections before its Shutdown, which
+// otherwise waits out HTTP/2's GOAWAY grace (a second) for every
+// connection a client left open.
+var h2Transports struct {
+	sync.Mutex
+	ts []*http.Transport
+}
+
+func tracked(t *http.Transport) *http.Transport {
+	h2Transports.Lock()
+	h2Transports.ts = append(h2Transports.ts, t)
+	h2Transports.Unlock()
+	return t
+}
+
+// closeIdleClients closes the idle connections of every tracked transport.
+func closeIdleClients() {
+	h2Transports.Lock()
+	defer h2Transports.Unlock()
+	for _, t := range h2Transports.ts {
+		t.CloseIdleConnections()
+	}
 }
 
 type clients struct {
@@ -319,7 +370,7 @@ func TestBadInputRaw(t *testing.T) {
 }
 
 func TestHealthReadyMetrics(t *testing.T) {
-	s, url := startServer(t)
+	s, url := startServerOnNode(t, Config{}) // the node's readiness and gauges
 	get := func(path string) (int, string) {
 		resp, err := http.Get(url + path)
 		if err != nil {

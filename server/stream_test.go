@@ -410,7 +410,7 @@ func TestStreamDroppedMidWaitWithdrawsTheWait(t *testing.T) {
 	ts.drop()
 	ts.ended()
 	until(t, "the dropped stream's wait is withdrawn", func() bool {
-		return lockOf(t, url, "w").GetWaiters() == 0 && nodeOf(s).Status().Waiters == 0
+		return lockOf(t, url, "w").GetWaiters() == 0 && waitersOf(s) == 0
 	})
 	if _, err := locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{Name: "w", Token: held.Msg.Lease.Token})); err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func TestStreamDroppedMidWaitWithdrawsTheWait(t *testing.T) {
 // RESOURCE_EXHAUSTED at once; a message over the request limit ends the
 // stream with invalid_argument naming "body".
 func TestStreamLimits(t *testing.T) {
-	_, url := startServerWith(t, Config{MaxStreams: 1, MaxStreamRequests: 1})
+	_, url := startServerOnNode(t, Config{MaxStreams: 1, MaxStreamRequests: 1}) // fence_sessions is the node's gauge
 	c := sessionClients(url)[0].c
 	ctx := context.Background()
 	locks := protocols(url)[1].locks
@@ -557,7 +557,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	id := openSession(t, c, time.Minute)
 	ts := startStream(t, c, &fencev1.SessionRequest{Session: id})
 	ts.send(&fencev1.SessionRequest{Call: 1, Seq: 1, Ack: 1, Op: acquireOp("sd", "w", time.Hour)})
-	until(t, "the acquire queues", func() bool { return nodeOf(s).Status().Waiters == 1 })
+	until(t, "the acquire queues", func() bool { return waitersOf(s) == 1 })
 	sctx, cancel := context.WithTimeout(ctx, hangGuard)
 	defer cancel()
 	if err := s.Shutdown(sctx); err != nil {
@@ -593,7 +593,7 @@ func TestStreamRetryOfAQueuedAcquire(t *testing.T) {
 	// there (one queue entry of the lock; a waiter registers before its
 	// acquire is proposed). Whether the retry is applied before or after
 	// the release, its stream gets the grant.
-	until(t, "the retry waits beside the first attempt", func() bool { return nodeOf(s).Status().Waiters == 2 })
+	until(t, "the retry waits beside the first attempt", func() bool { return waitersOf(s) == 2 })
 	if _, err := locks.Release(ctx, connect.NewRequest(&fencev1.ReleaseRequest{Name: "q", Token: held.Msg.Lease.Token})); err != nil {
 		t.Fatal(err)
 	}
@@ -630,11 +630,11 @@ func TestStreamUnreadRepliesAreCut(t *testing.T) {
 	// the Service: over HTTP each reply would have to be written within
 	// the short WriteTimeout of when its request started (an fsync
 	// included), which a loaded machine misses (the Open failed so).
-	a, err := nodeOf(s).Apply(ctx, state.Command{Op: state.OpAcquire, Name: "big", TTL: time.Hour})
+	a, err := storeOf(s).Apply(ctx, state.Command{Op: state.OpAcquire, Name: "big", TTL: time.Hour})
 	if err != nil || a.Err != nil {
 		t.Fatal(err, a.Err)
 	}
-	if w, err := nodeOf(s).Apply(ctx, state.Command{Op: state.OpWrite, Name: "big", Token: a.Lease.Token, Value: make([]byte, fence.MaxValueBytes)}); err != nil || w.Err != nil {
+	if w, err := storeOf(s).Apply(ctx, state.Command{Op: state.OpWrite, Name: "big", Token: a.Lease.Token, Value: make([]byte, fence.MaxValueBytes)}); err != nil || w.Err != nil {
 		t.Fatal(err, w.Err)
 	}
 	open, err := s.Service().OpenSession(ctx, fence.OpenSessionRequest{TTL: time.Minute})

@@ -97,6 +97,7 @@ func TestWaitShorterThanClientDeadline(t *testing.T) {
 	_, url := startServer(t)
 	for _, c := range protocols(url) {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each waits out most of its 4s deadline, on a lock of its own
 			name := "held-" + c.name
 			if _, err := c.locks.Acquire(context.Background(), connect.NewRequest(&fencev1.AcquireRequest{Name: name, Owner: "A", Ttl: durationpb.New(time.Hour)})); err != nil {
 				t.Fatal(err)

@@ -34,11 +34,11 @@ func TestUnreadRepliesAreCut(t *testing.T) {
 	// reply, too, would have to be written within the short WriteTimeout
 	// of when the request started (the fsync of a 1 MiB entry included),
 	// which a loaded machine misses.
-	a, err := nodeOf(s).Apply(ctx, state.Command{Op: state.OpAcquire, Name: "big", TTL: time.Hour})
+	a, err := storeOf(s).Apply(ctx, state.Command{Op: state.OpAcquire, Name: "big", TTL: time.Hour})
 	if err != nil || a.Err != nil {
 		t.Fatal(err, a.Err)
 	}
-	if w, err := nodeOf(s).Apply(ctx, state.Command{Op: state.OpWrite, Name: "big", Token: a.Lease.Token, Value: make([]byte, fence.MaxValueBytes)}); err != nil || w.Err != nil {
+	if w, err := storeOf(s).Apply(ctx, state.Command{Op: state.OpWrite, Name: "big", Token: a.Lease.Token, Value: make([]byte, fence.MaxValueBytes)}); err != nil || w.Err != nil {
 		t.Fatal(err, w.Err)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/daemon"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/testkit/memservice"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -65,6 +66,7 @@ func forwardedTarget(t *testing.T) Target {
 // remote client over a real server, and checks that the two answered
 // every call alike.
 func TestConformance(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
 	var local, remote []Outcome
 	t.Run("local node", func(t *testing.T) { local = Run(t, localTarget(t)) })
 	t.Run("remote client", func(t *testing.T) { remote = Run(t, remoteTarget(t)) })
@@ -75,6 +77,7 @@ func TestConformance(t *testing.T) {
 // three-node cluster (the leader forwarder, over the raft port), and
 // checks that it answered every call as the local node does.
 func TestConformanceForwarded(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
 	var local, forwarded []Outcome
 	t.Run("local node", func(t *testing.T) { local = Run(t, localTarget(t)) })
 	t.Run("forwarded by a follower", func(t *testing.T) { forwarded = Run(t, forwardedTarget(t)) })
@@ -85,6 +88,7 @@ func TestConformanceForwarded(t *testing.T) {
 // cluster.Forwarder itself (Server.Service, no client in front of it),
 // and checks that it answered every call as the local node does.
 func TestConformanceForwarderInProcess(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
 	var local, fwd []Outcome
 	t.Run("local node", func(t *testing.T) { local = Run(t, localTarget(t)) })
 	t.Run("follower's forwarder", func(t *testing.T) {
@@ -100,6 +104,7 @@ func TestConformanceForwarderInProcess(t *testing.T) {
 // that every answer is the same, field by field: which node a client asks
 // does not change what it is told.
 func TestConformanceLeaderAndFollower(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
 	var viaLeader, viaFollower []Outcome
 	t.Run("leader", func(t *testing.T) {
 		leader, _ := startCluster(t)
@@ -110,4 +115,20 @@ func TestConformanceLeaderAndFollower(t *testing.T) {
 		viaFollower = Run(t, Target{Service: client.NewService(follower.url), Stop: follower.stop})
 	})
 	Compare(t, "leader", viaLeader, "follower", viaFollower)
+}
+
+// TestConformanceInMemory runs the table against testkit/memservice (the
+// in-memory service the server's handler tests run over) and checks that
+// it answered every call as the local node does: the fake holds the
+// contract it stands in for.
+func TestConformanceInMemory(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
+	var local, mem []Outcome
+	t.Run("local node", func(t *testing.T) { local = Run(t, localTarget(t)) })
+	t.Run("in memory", func(t *testing.T) {
+		s := memservice.New(memservice.Config{})
+		t.Cleanup(func() { s.Close() })
+		mem = Run(t, Target{Service: s, Stop: func() { s.Close() }})
+	})
+	Compare(t, "local node", local, "in memory", mem)
 }

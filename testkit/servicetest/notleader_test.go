@@ -16,6 +16,7 @@ import (
 // node.ErrNotLeader, that nothing was proposed, so the forwarder may send
 // it to the leader. The leader then holds nothing of what was asked.
 func TestFollowerNodeServiceRefusesNothing(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
 	leader, follower := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

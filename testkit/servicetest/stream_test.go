@@ -21,12 +21,14 @@ import (
 // the leader, refusals with their facts, and a waiting acquire withdrawn
 // on the leader when the stream ends.
 func TestStreamThroughFollower(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
 	leader, follower := startCluster(t)
 	streamScenario(t, leader.s.Node().Service(), follower.url)
 }
 
 // TestStreamSingleNode: the same on a single node (no forwarding).
 func TestStreamSingleNode(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
 	s := startSingle(t)
 	streamScenario(t, s.s.Node().Service(), s.url)
 }
