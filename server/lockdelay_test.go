@@ -85,6 +85,7 @@ func TestLockDelayReachesTheStore(t *testing.T) {
 			}
 			// Expired with a lock-delay: delayed.
 			name := "ld-expired-" + c.name
+			sent := time.Now()
 			if _, err := acquire(name, "A", fence.MinTTL, lockDelay); err != nil {
 				t.Fatal(err)
 			}
@@ -95,6 +96,12 @@ func TestLockDelayReachesTheStore(t *testing.T) {
 			}
 			d, retry := busyDetail(t, "acquire in the lock-delay", err)
 			wantDelayed(t, "acquire", name, d.GetDelayed(), d.GetHolder(), d.GetHolderToken(), d.GetRemaining().AsDuration(), retry)
+			// The whole delay reached the store: it began when the lease
+			// ended, after the acquire was sent, so what remains is at
+			// least lock_delay less the time since.
+			if rem, least := d.GetRemaining().AsDuration(), lockDelay-time.Since(sent); rem < least {
+				t.Fatalf("remaining lock-delay %s, want at least %s (lock_delay %s, sent %s ago)", rem, least, lockDelay, time.Since(sent))
+			}
 			if li := lockOf(t, url, name); li.GetLease() != nil || li.GetLockDelayRemaining().AsDuration() <= 0 {
 				t.Fatalf("Get %s = %v, want free with lockDelayRemaining", name, li)
 			}
