@@ -52,32 +52,29 @@ func TestClusterLogsLeaderChanges(t *testing.T) {
 	if err := lead.node.TransferLeadership(context.Background(), to.id); err != nil {
 		t.Fatal(err)
 	}
-	if next := tc.leader(); next != to {
-		t.Fatalf("leader after the transfer to %s: %s", to.id, next.id)
-	}
-	term := to.node.Status().Term
-	for _, mb := range tc.members {
-		if got := mb.node.Status().Term; got != term {
-			t.Fatalf("%s is in term %d, the new leader in %d: another election came between", mb.id, got, term)
-		}
-	}
-	// Each node logs the change it saw, after raft reported it: wait for
-	// the line (the hang guard is clusterWait), then check them all.
+	// On a loaded machine a heartbeat can be missed and another election
+	// follow the transfer: the test follows whatever raft did. Each node
+	// logs the change it saw, after raft reported it: wait until its last
+	// line names the leader and term it reports now (both re-read, the hang
+	// guard is clusterWait), then check its lines.
+	tc.leader() // the cluster agrees on a leader again
 	for _, mb := range tc.members {
 		deadline := time.Now().Add(clusterWait)
 		for {
+			leader, _ := mb.node.Leader()
+			term := mb.node.Status().Term
 			ls := leaderLines(t, logs[mb.id].String())
-			if n := len(ls); n > 0 && ls[n-1].LeaderID == to.id && ls[n-1].Term == term {
+			if n := len(ls); n > 0 && leader != "" && ls[n-1].LeaderID == leader && ls[n-1].Term == term {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s never logged 'leader changed' to %s in term %d; log:\n%s", mb.id, to.id, term, logs[mb.id].String())
+				t.Fatalf("%s never logged 'leader changed' to %q in term %d, the leader and term it reports; log:\n%s", mb.id, leader, term, logs[mb.id].String())
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // a read of the log: polling changes nothing
 		}
 		ls := leaderLines(t, logs[mb.id].String())
 		seen := map[leaderLine]bool{}
-		for _, l := range ls {
+		for i, l := range ls {
 			if seen[l] {
 				t.Errorf("%s logged %+v twice; its lines: %+v", mb.id, l, ls)
 			}
@@ -89,11 +86,30 @@ func TestClusterLogsLeaderChanges(t *testing.T) {
 			if l.NodeID != mb.id || l.Role != wantRole || l.Term == 0 {
 				t.Errorf("%s: line %+v: want node_id %s, role %s, a term", mb.id, l, mb.id, wantRole)
 			}
+			if i > 0 && l.Term < ls[i-1].Term {
+				t.Errorf("%s: line %+v after a later term %d", mb.id, l, ls[i-1].Term)
+			}
 		}
-		// The first leader, then the new one (a line with "no leader" may
-		// come between): at least two changes, the old leader among them.
-		if len(ls) < 2 || ls[len(ls)-2].LeaderID != lead.id || ls[len(ls)-2].Term >= term {
-			t.Errorf("%s: lines %+v: want %s (an earlier term) before %s in term %d", mb.id, ls, lead.id, to.id, term)
+		// The first leader, in an earlier term, then the transfer's: the
+		// first line naming a leader names the first leader, a later one
+		// the target of the transfer in a later term (more may follow
+		// under load; "no leader" lines may come between).
+		var named []leaderLine
+		for _, l := range ls {
+			if l.LeaderID != "" {
+				named = append(named, l)
+			}
+		}
+		if len(named) < 2 || named[0].LeaderID != lead.id {
+			t.Errorf("%s: lines %+v: want %s first", mb.id, ls, lead.id)
+			continue
+		}
+		found := false
+		for _, l := range named[1:] {
+			found = found || l.LeaderID == to.id && l.Term > named[0].Term
+		}
+		if !found {
+			t.Errorf("%s: lines %+v: want %s in a term after %d", mb.id, ls, to.id, named[0].Term)
 		}
 	}
 }
