@@ -2,7 +2,6 @@ package node
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -49,9 +48,7 @@ func TestClusterLogsLeaderChanges(t *testing.T) {
 	}})
 	lead := tc.leader()
 	to := tc.others(lead)[0]
-	if err := lead.node.TransferLeadership(context.Background(), to.id); err != nil {
-		t.Fatal(err)
-	}
+	tc.transferTo(to)
 	// On a loaded machine a heartbeat can be missed and another election
 	// follow the transfer: the test follows whatever raft did. Each node
 	// logs the change it saw, after raft reported it: wait until its last
