@@ -5,12 +5,6 @@ import (
 	"fmt"
 )
 
-// ErrSingleNode refuses a membership change on a node started without a
-// raft address: its raft runs over an in-memory transport that cannot reach
-// another node, so there is nobody to add (restart it with --raft-addr and
-// --bootstrap to make it the first node of a cluster).
-var ErrSingleNode = errors.New("cluster: this node runs alone (no --raft-addr): its membership cannot change")
-
 // ConflictError refuses to add member ID at RaftAddr: member MemberID is at
 // MemberAddr, and either the ids or the addresses are the same; or
 // (NotMember) the node answering at RaftAddr is MemberID, not ID. Nothing
@@ -46,15 +40,3 @@ func (e *ConflictError) Error() string {
 // ErrLastVoter refuses to remove the only voter: a configuration without
 // voters can never elect a leader again.
 var ErrLastVoter = errors.New("cluster: it is the last voter: a cluster without voters can never elect a leader again")
-
-// RefusedError is another node's refusal that no retry changes: an
-// invalid id or address, a conflict, a node that runs alone. Err is the
-// node's answer, as its Peer returned it.
-type RefusedError struct {
-	Err error
-}
-
-func (e *RefusedError) Error() string { return e.Err.Error() }
-
-// Unwrap returns Err.
-func (e *RefusedError) Unwrap() error { return e.Err }

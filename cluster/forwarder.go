@@ -8,18 +8,11 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/cluster/clusterapi"
 	"github.com/fenceworks/fence/node"
 )
-
-// ForwardedHeader marks a call that a node passes on to its leader
-// ("Fence-Forwarded: 1"). A node that gets such a call and does not lead
-// answers it unavailable instead of passing it on again: a call makes at
-// most one hop, so two nodes that each think the other leads cannot bounce
-// it between them.
-const ForwardedHeader = "Fence-Forwarded"
 
 // Leadership is what the forwarder asks of the local node (*node.Node has
 // it): whether it serves calls itself, and who leads otherwise.
@@ -31,24 +24,6 @@ type Leadership interface {
 	// ID is this node's id.
 	ID() string
 }
-
-// DialFunc opens a connection to the Fence API of the node whose raft
-// address is raftAddr (raftstore's Mux.DialAPI).
-type DialFunc func(ctx context.Context, raftAddr string) (net.Conn, error)
-
-// RemoteFunc returns the remote fence.Service of the node whose API is at
-// url ("http://" and its raft address), whose connections dial opens (it
-// ignores network and addr: the connection goes to that node), and every
-// request of which carries the header ForwardedHeader: 1. The Service must
-// return every field the remote node's Service answered (client.NewService
-// with client.WithDialer and client.WithHeader is one); if it is an
-// io.Closer, the Forwarder closes it when the leader changes.
-type RemoteFunc func(url string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) fence.Service
-
-// DialTimeout bounds the forwarder's connection attempt to the leader's
-// raft port (the connection and its header byte); on a LAN it takes a
-// millisecond.
-const DialTimeout = 2 * time.Second
 
 // Forwarder is the fence.Service a node's server serves: the local node's
 // own Service while the node leads and is in office, otherwise the remote
@@ -167,7 +142,7 @@ func (f *Forwarder) remoteFor(addr string) fence.Service {
 	}
 	old := f.remote
 	f.addr = addr
-	f.remote = f.newRemote(peerURL(addr), func(ctx context.Context, _, _ string) (net.Conn, error) {
+	f.remote = f.newRemote(clusterapi.PeerURL(addr), func(ctx context.Context, _, _ string) (net.Conn, error) {
 		// A leader cut off by the network drops the connection attempt
 		// without an answer: give up while the client's attempt still has
 		// time to go to another node.

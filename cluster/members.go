@@ -33,12 +33,6 @@ const addCheckTimeout = 3 * time.Second
 // reports the transfer done, to learn the new leader's id for its reply.
 const transferSettle = 2 * time.Second
 
-// Suffrage values of a Member.
-const (
-	Voter    = "voter"
-	Nonvoter = "nonvoter"
-)
-
 // Membership answers the ClusterService for one node (see the package
 // doc): listing from its own view, changes on the leader (forwarded there
 // from a follower), its own status. Methods are safe for concurrent use.

@@ -6,12 +6,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/cluster/clusterapi"
 )
 
 // nodeStatusToProto is the NodeStatus of package cluster on the wire.
 // LastContact 0 (none measured) is absent.
-func nodeStatusToProto(s cluster.NodeStatus) *fencev1.NodeStatusResponse {
+func nodeStatusToProto(s clusterapi.NodeStatus) *fencev1.NodeStatusResponse {
 	r := &fencev1.NodeStatusResponse{
 		Id: s.ID, RaftAddr: s.RaftAddr, Role: s.Role, LeaderId: s.LeaderID, LeaderAddr: s.LeaderAddr,
 		Term: s.Term, CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex, LastToken: s.LastToken,
@@ -28,8 +28,8 @@ func nodeStatusToProto(s cluster.NodeStatus) *fencev1.NodeStatusResponse {
 }
 
 // nodeStatusFromProto is nodeStatusToProto's inverse.
-func nodeStatusFromProto(r *fencev1.NodeStatusResponse) cluster.NodeStatus {
-	return cluster.NodeStatus{
+func nodeStatusFromProto(r *fencev1.NodeStatusResponse) clusterapi.NodeStatus {
+	return clusterapi.NodeStatus{
 		ID: r.GetId(), RaftAddr: r.GetRaftAddr(), Role: r.GetRole(), LeaderID: r.GetLeaderId(), LeaderAddr: r.GetLeaderAddr(),
 		LastContact: dur(r.GetLastContact()),
 		Term:        r.GetTerm(), CommitIndex: r.GetCommitIndex(), AppliedIndex: r.GetAppliedIndex(), LastToken: r.GetLastToken(),
@@ -50,7 +50,7 @@ func dur(d *durationpb.Duration) time.Duration {
 }
 
 // membersToProto is a MemberList of package cluster on the wire.
-func membersToProto(l cluster.MemberList) *fencev1.MembersResponse {
+func membersToProto(l clusterapi.MemberList) *fencev1.MembersResponse {
 	r := &fencev1.MembersResponse{AnsweredBy: l.AnsweredBy, Members: make([]*fencev1.Member, 0, len(l.Members))}
 	for _, m := range l.Members {
 		pm := &fencev1.Member{Id: m.ID, RaftAddr: m.RaftAddr, Suffrage: m.Suffrage, Leader: m.Leader, Error: m.Error}

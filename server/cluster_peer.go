@@ -8,7 +8,7 @@ import (
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/cluster/clusterapi"
 )
 
 // ClusterPeers reaches other nodes' ClusterService for package cluster
@@ -19,16 +19,16 @@ type ClusterPeers struct {
 	join *http.Client
 }
 
-func NewClusterPeers(dial cluster.DialFunc) *ClusterPeers {
+func NewClusterPeers(dial clusterapi.DialFunc) *ClusterPeers {
 	p := &ClusterPeers{join: &http.Client{}}
 	if dial != nil {
-		p.raft = cluster.PeerHTTPClient(dial)
+		p.raft = clusterapi.PeerHTTPClient(dial)
 	}
 	return p
 }
 
-// peer is the cluster.PeerFunc: the node at raftAddr, over its raft port.
-func (p *ClusterPeers) Peer(raftAddr string, forwarded bool) cluster.Peer {
+// peer is the clusterapi.PeerFunc: the node at raftAddr, over its raft port.
+func (p *ClusterPeers) Peer(raftAddr string, forwarded bool) clusterapi.Peer {
 	var opts []connect.ClientOption
 	if forwarded {
 		opts = append(opts, connect.WithInterceptors(forwardedMark{}))
@@ -36,8 +36,8 @@ func (p *ClusterPeers) Peer(raftAddr string, forwarded bool) cluster.Peer {
 	return connectPeer{fencev1connect.NewClusterServiceClient(p.raft, "http://"+raftAddr, opts...)}
 }
 
-// joinPeer is the cluster.JoinFunc: the node at a --join URL.
-func (p *ClusterPeers) JoinPeer(url string) cluster.Peer {
+// joinPeer is the clusterapi.JoinFunc: the node at a --join URL.
+func (p *ClusterPeers) JoinPeer(url string) clusterapi.Peer {
 	return connectPeer{fencev1connect.NewClusterServiceClient(p.join, url)}
 }
 
@@ -49,9 +49,9 @@ func (p *ClusterPeers) Close() {
 	p.join.CloseIdleConnections()
 }
 
-// connectPeer is a cluster.Peer over a ClusterService client. An error is
+// connectPeer is a clusterapi.Peer over a ClusterService client. An error is
 // the *connect.Error the call returned (the node's answer, passed on as
-// is by a node forwarding a change), wrapped in a *cluster.RefusedError
+// is by a node forwarding a change), wrapped in a *clusterapi.RefusedError
 // when its code says no retry changes it.
 type connectPeer struct {
 	c fencev1connect.ClusterServiceClient
@@ -60,20 +60,20 @@ type connectPeer struct {
 func peerErr(err error) error {
 	switch connect.CodeOf(err) {
 	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
-		return &cluster.RefusedError{Err: err}
+		return &clusterapi.RefusedError{Err: err}
 	}
 	return err
 }
 
-func (p connectPeer) NodeStatus(ctx context.Context, adding bool) (cluster.NodeStatus, error) {
+func (p connectPeer) NodeStatus(ctx context.Context, adding bool) (clusterapi.NodeStatus, error) {
 	res, err := p.c.NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{Adding: adding}))
 	if err != nil {
-		return cluster.NodeStatus{}, peerErr(err)
+		return clusterapi.NodeStatus{}, peerErr(err)
 	}
 	return nodeStatusFromProto(res.Msg), nil
 }
 
-func (p connectPeer) AddMember(ctx context.Context, req cluster.AddMemberRequest) error {
+func (p connectPeer) AddMember(ctx context.Context, req clusterapi.AddMemberRequest) error {
 	_, err := p.c.AddMember(ctx, connect.NewRequest(&fencev1.AddMemberRequest{Id: req.ID, RaftAddr: req.RaftAddr, Fresh: req.Fresh, JoinId: req.JoinID}))
 	if err != nil {
 		return peerErr(err)
@@ -97,12 +97,12 @@ func (p connectPeer) TransferLeadership(ctx context.Context, id string) (string,
 	return res.Msg.GetLeader(), nil
 }
 
-// forwardedMark sets cluster.ForwardedHeader on unary calls.
+// forwardedMark sets clusterapi.ForwardedHeader on unary calls.
 type forwardedMark struct{}
 
 func (forwardedMark) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set(cluster.ForwardedHeader, "1")
+		req.Header().Set(clusterapi.ForwardedHeader, "1")
 		return next(ctx, req)
 	}
 }
@@ -116,6 +116,6 @@ func (forwardedMark) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 }
 
 var (
-	_ cluster.PeerFunc = (*ClusterPeers)(nil).Peer
-	_ cluster.JoinFunc = (*ClusterPeers)(nil).JoinPeer
+	_ clusterapi.PeerFunc = (*ClusterPeers)(nil).Peer
+	_ clusterapi.JoinFunc = (*ClusterPeers)(nil).JoinPeer
 )

@@ -6,14 +6,14 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
-	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/cluster/clusterapi"
 )
 
-// LeaderService is the cluster.RemoteFunc of the leader forwarder: the
+// LeaderService is the clusterapi.RemoteFunc of the leader forwarder: the
 // remote fence.Service (client.NewService) of the node at url, over the
 // connections dial opens, each call marked forwarded.
 func LeaderService(url string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) fence.Service {
-	return client.NewService(url, client.WithDialer(dial), client.WithHeader(cluster.ForwardedHeader, "1"))
+	return client.NewService(url, client.WithDialer(dial), client.WithHeader(clusterapi.ForwardedHeader, "1"))
 }
 
-var _ cluster.RemoteFunc = LeaderService
+var _ clusterapi.RemoteFunc = LeaderService

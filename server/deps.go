@@ -11,7 +11,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/cluster/clusterapi"
 )
 
 // Deps are what a server serves over. Service and Node are required; the
@@ -57,11 +57,11 @@ type Node interface {
 // Membership is the ClusterService's logic: package cluster's Membership
 // seen through the daemon (which knows whether a call was forwarded).
 type Membership interface {
-	Members(ctx context.Context) (cluster.MemberList, error)
+	Members(ctx context.Context) (clusterapi.MemberList, error)
 	AddMember(ctx context.Context, id, raftAddr string, fresh bool, joinID string) error
 	RemoveMember(ctx context.Context, id string) (wasMember bool, err error)
 	TransferLeadership(ctx context.Context, id string) (leader string, err error)
-	NodeStatus(adding bool) cluster.NodeStatus
+	NodeStatus(adding bool) clusterapi.NodeStatus
 }
 
 // ErrorKinds are the errors of the node and the cluster that the handlers

@@ -1,4 +1,4 @@
-package cluster
+package clusterapi
 
 import (
 	"context"
@@ -34,5 +34,5 @@ func PeerHTTPClient(dial DialFunc) *http.Client {
 	}}
 }
 
-// peerURL is the base URL of the node at raftAddr for PeerHTTPClient.
-func peerURL(raftAddr string) string { return "http://" + raftAddr }
+// PeerURL is the base URL of the node at raftAddr for PeerHTTPClient.
+func PeerURL(raftAddr string) string { return "http://" + raftAddr }

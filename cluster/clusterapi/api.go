@@ -1,0 +1,59 @@
+package clusterapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// ForwardedHeader marks a call that a node passes on to its leader
+// ("Fence-Forwarded: 1"). A node that gets such a call and does not lead
+// answers it unavailable instead of passing it on again: a call makes at
+// most one hop, so two nodes that each think the other leads cannot bounce
+// it between them.
+const ForwardedHeader = "Fence-Forwarded"
+
+// DialFunc opens a connection to the Fence API of the node whose raft
+// address is raftAddr (raftstore's Mux.DialAPI).
+type DialFunc func(ctx context.Context, raftAddr string) (net.Conn, error)
+
+// RemoteFunc returns the remote fence.Service of the node whose API is at
+// url ("http://" and its raft address), whose connections dial opens (it
+// ignores network and addr: the connection goes to that node), and every
+// request of which carries the header ForwardedHeader: 1. The Service must
+// return every field the remote node's Service answered (client.NewService
+// with client.WithDialer and client.WithHeader is one); if it is an
+// io.Closer, the Forwarder closes it when the leader changes.
+type RemoteFunc func(url string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) fence.Service
+
+// DialTimeout bounds the forwarder's connection attempt to the leader's
+// raft port (the connection and its header byte); on a LAN it takes a
+// millisecond.
+const DialTimeout = 2 * time.Second
+
+// Suffrage values of a Member.
+const (
+	Voter    = "voter"
+	Nonvoter = "nonvoter"
+)
+
+// ErrSingleNode refuses a membership change on a node started without a
+// raft address: its raft runs over an in-memory transport that cannot reach
+// another node, so there is nobody to add (restart it with --raft-addr and
+// --bootstrap to make it the first node of a cluster).
+var ErrSingleNode = errors.New("cluster: this node runs alone (no --raft-addr): its membership cannot change")
+
+// RefusedError is another node's refusal that no retry changes: an
+// invalid id or address, a conflict, a node that runs alone. Err is the
+// node's answer, as its Peer returned it.
+type RefusedError struct {
+	Err error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RefusedError) Unwrap() error { return e.Err }
