@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"math"
 	"strconv"
 	"time"
 
@@ -31,16 +30,20 @@ type SkewedClock struct {
 	rate   float64
 }
 
+// MaxClockRate bounds a SkewedClock's rate: far from 1 (the chaos harness
+// plants a clock 50% fast to show its checker catches early expiry), and
+// far from where a scaled stopwatch would overflow server time.
+const MaxClockRate = 100
+
 // NewSkewedClock is a clock offset by offset whose stopwatch runs at rate
-// (0 means 1). A rate that is not a positive number is refused: rates far
-// from 1 are allowed (the chaos harness plants a fast clock to show its
-// checker catches early expiry).
+// (0 means 1). A rate that is not a number in (0, MaxClockRate] is
+// refused.
 func NewSkewedClock(offset time.Duration, rate float64) (SkewedClock, error) {
 	if rate == 0 {
 		rate = 1
 	}
-	if !(rate > 0) || math.IsInf(rate, 0) {
-		return SkewedClock{}, fence.Invalid("clock_rate", "a positive number", strconv.FormatFloat(rate, 'g', -1, 64))
+	if !(rate > 0 && rate <= MaxClockRate) {
+		return SkewedClock{}, fence.Invalid("clock_rate", "a number above 0 and at most 100", strconv.FormatFloat(rate, 'g', -1, 64))
 	}
 	return SkewedClock{offset: offset, rate: rate}, nil
 }

@@ -37,7 +37,7 @@ func TestSkewedClock(t *testing.T) {
 	if plain, _ := NewSkewedClock(0, 0); plain.Rate() != 1 || plain.Offset() != 0 {
 		t.Fatalf("zero rate %v offset %v, want 1 and 0", plain.Rate(), plain.Offset())
 	}
-	for _, r := range []float64{-1, math.Inf(1), math.NaN()} {
+	for _, r := range []float64{-1, math.Inf(1), math.NaN(), MaxClockRate + 0.001, 1e308} {
 		_, err := NewSkewedClock(0, r)
 		var inv *fence.InvalidError
 		if !errors.As(err, &inv) || inv.Field != "clock_rate" {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -238,8 +237,8 @@ func testHooks(getenv func(string) string) (daemon.Hooks, error) {
 	}
 	if s := getenv(envClockRate); s != "" {
 		r, err := strconv.ParseFloat(s, 64)
-		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-			return h, fmt.Errorf("%s (test only): want a rate above 0 such as 1.005, got %q", envClockRate, s)
+		if err != nil || !(r > 0 && r <= daemon.MaxClockRate) {
+			return h, fmt.Errorf("%s (test only): want a rate above 0 and at most %d such as 1.005, got %q", envClockRate, daemon.MaxClockRate, s)
 		}
 		rate = r
 	}

@@ -78,6 +78,7 @@ func TestServeClusterFlagErrors(t *testing.T) {
 		{nil, []string{"--heartbeat-timeout", "1s"}, "--election-timeout (100ms) must be at least --heartbeat-timeout (1s)"}, // alone: the default election timeout
 		{[]string{"FENCE_TEST_CLOCK_RATE=0"}, nil, "FENCE_TEST_CLOCK_RATE"},
 		{[]string{"FENCE_TEST_CLOCK_RATE=fast"}, nil, "FENCE_TEST_CLOCK_RATE"},
+		{[]string{"FENCE_TEST_CLOCK_RATE=1e308"}, nil, "FENCE_TEST_CLOCK_RATE"},
 		{[]string{"FENCE_TEST_CLOCK_OFFSET=1"}, nil, "FENCE_TEST_CLOCK_OFFSET"},
 		{[]string{"FENCE_TEST_DIAL_MAP=garbage"}, nil, "FENCE_TEST_DIAL_MAP"},
 	}
