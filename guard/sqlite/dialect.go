@@ -68,7 +68,7 @@ RETURNING last_token`, table, nowSQL),
 VALUES (?1, ?2, ?3, ?4, ?5, %s)`, ops, nowSQL),
 		PruneOne: fmt.Sprintf(`DELETE FROM %s WHERE resource = ?1 AND created_at < strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now', ?2)`, ops),
 		PruneAll: fmt.Sprintf(`DELETE FROM %s WHERE created_at < strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now', ?1)`, ops),
-		MaxToken: fmt.Sprintf(`SELECT max(last_token) FROM %s`, table),
+		MaxToken: fmt.Sprintf(`SELECT max(CAST(last_token AS INTEGER)) FROM %s`, table), // a hand-made table may hold a number as TEXT, which max() would order above every integer
 	}
 }
 
