@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -82,9 +83,14 @@ func releaseRequest(m *fencev1.ReleaseRequest, b binding) (fence.ReleaseRequest,
 	return fence.ReleaseRequest{Name: m.GetName(), Token: fence.Token(m.GetToken()), Session: b.ref()}, wire()
 }
 
-// writeRequest takes the value writeValue read.
+// writeRequest takes the value writeValue read. A value sent as text is
+// judged in value's place under text's name: the client sent text.
 func writeRequest(m *fencev1.WriteRequest, value []byte, b binding) (fence.WriteRequest, []fence.FieldCheck) {
-	return fence.WriteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Value: value, OpID: m.GetOpId(), Session: b.ref()}, wire()
+	var tc fence.FieldCheck
+	if m.GetText() != "" && len(value) > fence.MaxValueBytes {
+		tc = fence.FieldCheck{Field: "value", Err: fence.Invalid("text", fmt.Sprintf("at most %d bytes", fence.MaxValueBytes), fmt.Sprintf("(%d bytes)", len(value)))}
+	}
+	return fence.WriteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Value: value, OpID: m.GetOpId(), Session: b.ref()}, wire(tc)
 }
 
 func addRequest(m *fencev1.AddRequest, b binding) (fence.AddRequest, []fence.FieldCheck) {

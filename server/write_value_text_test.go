@@ -3,8 +3,10 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
 
@@ -28,5 +30,12 @@ func TestWriteValueAndText(t *testing.T) {
 	r := sendJSON(t, url, fencev1connect.ResourceServiceWriteProcedure, fmt.Sprintf(`{"resource":"vt","token":%d,"value":"OA==","text":"9"}`, token))
 	if m := object(t, r); r.status != http.StatusBadRequest || at(m, "facts", "field") != "text" {
 		t.Fatalf("write value and text both non-empty: %d %s; want 400 field text", r.status, r.body)
+	}
+	// A text over the value bound is refused naming text (the client sent
+	// no value), with value's bound.
+	big := strings.Repeat("x", fence.MaxValueBytes+1)
+	r = sendJSON(t, url, fencev1connect.ResourceServiceWriteProcedure, fmt.Sprintf(`{"resource":"vt","token":%d,"text":%q}`, token, big))
+	if m := object(t, r); r.status != http.StatusBadRequest || at(m, "facts", "field") != "text" || !strings.Contains(string(r.body), fmt.Sprintf("at most %d bytes", fence.MaxValueBytes)) {
+		t.Fatalf("write of a %d-byte text: %d %.300s; want 400 field text at most %d bytes", len(big), r.status, r.body, fence.MaxValueBytes)
 	}
 }
