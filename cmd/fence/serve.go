@@ -129,7 +129,12 @@ func flagError(err error) string {
 	if name == "max_ops" || name == "max_requests" {
 		name = "max_ids"
 	}
-	msg := "--" + strings.ReplaceAll(name, "_", "-") + " must be " + inv.Bound
+	// --min-id-retention's upper bound is --id-retention's value.
+	bound := inv.Bound
+	if hi, ok := strings.CutPrefix(bound, "between 0s and "); ok && name == "min_id_retention" {
+		bound = "between 0s and --id-retention (" + hi + ")"
+	}
+	msg := "--" + strings.ReplaceAll(name, "_", "-") + " must be " + bound
 	if inv.Value != "" {
 		msg += " (got " + inv.Value + ")"
 	}

@@ -119,6 +119,8 @@ func TestServeBadEnvNamesTheVariable(t *testing.T) {
 		{[]string{"FENCE_BOOTSTRAP=1"}, nil, []string{"--bootstrap needs --raft-addr", "--bootstrap is FENCE_BOOTSTRAP=1"}},
 		{[]string{"FENCE_HEARTBEAT_TIMEOUT=1ms"}, nil, []string{"--heartbeat-timeout", "FENCE_HEARTBEAT_TIMEOUT=1ms"}},
 		{[]string{"FENCE_MAX_SESSIONS=-1"}, nil, []string{"--max-sessions", "FENCE_MAX_SESSIONS=-1"}},
+		// A bound set by another flag names that flag and its variable.
+		{[]string{"FENCE_ID_RETENTION=1m"}, nil, []string{"--min-id-retention must be between 0s and --id-retention (1m0s)", "--id-retention is FENCE_ID_RETENTION=1m"}},
 	}
 	for _, tc := range cases {
 		code, stderr := serveExit(t, tc.env, tc.args...)
