@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -174,6 +175,12 @@ func (c Config) Validate() error {
 		if n.v < 1 {
 			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
 		}
+	}
+	if c.LogStore != "" && c.LogStore != node.LogStoreWAL {
+		return fence.Invalid("config.log_store", `"`+node.LogStoreWAL+`", the only log store`, c.LogStore)
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); c.Listen != "" && (err != nil || port == "") {
+		return fence.Invalid("config.listen", "HOST:PORT", c.Listen)
 	}
 	return c.Rules.Validate()
 }

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -155,11 +157,21 @@ func TestValueRendering(t *testing.T) {
 	}
 }
 
+// A log store or a listen address serve cannot use is a usage error
+// naming the flag, refused before the data dir is made.
 func TestServeRefusesUnknownLogStore(t *testing.T) {
-	var out, errb strings.Builder
-	dir := t.TempDir()
-	code := run([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--log-store", "nope"}, &out, &errb)
-	if code != exitUsage || !strings.Contains(errb.String(), "log_store") {
-		t.Fatalf("serve --log-store nope: exit %d, stderr %q; want %d naming log_store", code, errb.String(), exitUsage)
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--listen", "127.0.0.1:0", "--log-store", "nope"}},
+		{[]string{"--listen", "notanaddr"}},
+	} {
+		var out, errb strings.Builder
+		dir := filepath.Join(t.TempDir(), "data")
+		code := run(append([]string{"serve", "--data-dir", dir}, tc.args...), &out, &errb)
+		if code != exitUsage || !strings.Contains(errb.String(), tc.args[len(tc.args)-2]) {
+			t.Fatalf("serve %q: exit %d, stderr %q; want %d naming %s", tc.args, code, errb.String(), exitUsage, tc.args[len(tc.args)-2])
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("serve %q made its data dir (%v)", tc.args, err)
+		}
 	}
 }

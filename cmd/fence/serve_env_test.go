@@ -119,6 +119,7 @@ func TestServeBadEnvNamesTheVariable(t *testing.T) {
 		{[]string{"FENCE_BOOTSTRAP=1"}, nil, []string{"--bootstrap needs --raft-addr", "--bootstrap is FENCE_BOOTSTRAP=1"}},
 		{[]string{"FENCE_HEARTBEAT_TIMEOUT=1ms"}, nil, []string{"--heartbeat-timeout", "FENCE_HEARTBEAT_TIMEOUT=1ms"}},
 		{[]string{"FENCE_MAX_SESSIONS=-1"}, nil, []string{"--max-sessions", "FENCE_MAX_SESSIONS=-1"}},
+		{[]string{"FENCE_LOG_STORE=bolt"}, nil, []string{`--log-store must be "wal"`, "FENCE_LOG_STORE=bolt"}},
 		// A bound set by another flag names that flag and its variable.
 		{[]string{"FENCE_ID_RETENTION=1m"}, nil, []string{"--min-id-retention must be between 0s and --id-retention (1m0s)", "--id-retention is FENCE_ID_RETENTION=1m"}},
 	}
