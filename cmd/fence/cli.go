@@ -447,6 +447,11 @@ func parseArgs(fs *flag.FlagSet, args []string) (pos, after []string, err error)
 						fmt.Fprintf(fs.Output(), "fence: %v\n", err)
 						return nil, nil, err
 					}
+					if sv.g.timeout < 0 {
+						err := fmt.Errorf("--timeout must be at least 0 (0: no limit), got %s", sv.g.timeout)
+						fmt.Fprintf(fs.Output(), "fence: %v\n", err)
+						return nil, nil, err
+					}
 				}
 			}
 			return pos, after, nil
