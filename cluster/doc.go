@@ -40,6 +40,12 @@
 //     id that is a member at another address, or at the address of another
 //     member, is refused (ConflictError): raft would take it for a move, so
 //     a second node started with an id in use would take the first's place.
+//     A node that is not a member is asked for its status first and added
+//     only if it answers as id, knows no other leader, and is empty (no
+//     cluster id, no raft state) or of this cluster (its cluster id is the
+//     leader's); else ConflictError (OtherLeader, OtherCluster, NotEmpty):
+//     a node of another cluster made a voter here never acknowledges, and
+//     the quorum it joins may never commit again (checkJoinerState).
 //   - NodeStatus is the asked node's own view, never forwarded.
 //
 // A single node (started without --raft-addr: raft over an in-memory

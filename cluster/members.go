@@ -301,6 +301,39 @@ func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) erro
 	if la := st.LeaderAddr; la != "" && la != m.node.RaftAddr() {
 		return &ConflictError{ID: id, RaftAddr: raftAddr, OtherLeader: la}
 	}
+	return checkJoinerState(id, raftAddr, st, m.node.ClusterID())
+}
+
+// checkJoinerState refuses to add a node (status st) that is neither empty
+// nor of this cluster (cluster id ours). A node of another cluster that
+// knows no leader — the old nodes after a restore, each started on its old
+// data dir — passes the leader check of checkIsThere; made a voter, its
+// raft port and this cluster's refuse each other (their cluster ids
+// differ), or its log conflicts with this one's: either way a voter that
+// never acknowledges, in a cluster of one a quorum that can never commit
+// again, not even the removal that would undo it (outside review). So:
+//   - its cluster id is this one's: a member of this cluster (removed,
+//     added back with its data); raft brings its log in line;
+//   - another cluster id: refused (OtherCluster);
+//   - no cluster id and raft state (a term, an index): refused (NotEmpty)
+//     — an old node restarted without a leader has applied nothing yet,
+//     so it cannot say which cluster it was of;
+//   - no cluster id and no raft state: an empty data dir waiting to be
+//     added.
+//
+// A leader that has no cluster id yet (elected, not yet in office) cannot
+// tell: it refuses a node that has one, for now (ErrUnavailable: retry).
+func checkJoinerState(id, raftAddr string, st NodeStatus, ours string) error {
+	switch {
+	case st.ClusterID != "" && st.ClusterID == ours:
+		return nil
+	case st.ClusterID != "" && ours == "":
+		return fmt.Errorf("%w: cannot add %s yet: this leader has no cluster id (not in office yet) to compare %s's (%s) with; retry", fence.ErrUnavailable, id, raftAddr, st.ClusterID)
+	case st.ClusterID != "":
+		return &ConflictError{ID: id, RaftAddr: raftAddr, OtherCluster: st.ClusterID, ClusterID: ours}
+	case st.Term > 0 || st.CommitIndex > 0 || st.AppliedIndex > 0:
+		return &ConflictError{ID: id, RaftAddr: raftAddr, NotEmpty: true, Term: st.Term}
+	}
 	return nil
 }
 

@@ -104,7 +104,10 @@ type restoreReport struct {
 	OldCounter uint64 `json:"oldCounter"`
 	FirstToken uint64 `json:"firstToken"`
 	Chosen     string `json:"chosen"`
-	Floors     []struct {
+	// ClusterID is the restored cluster's id, RestoredFrom the backed-up one's.
+	ClusterID    string `json:"clusterId"`
+	RestoredFrom string `json:"restoredFrom"`
+	Floors       []struct {
 		Source string `json:"source"`
 		Token  uint64 `json:"token"`
 	} `json:"floors"`
@@ -580,7 +583,7 @@ func TestRestoreRefusals(t *testing.T) {
 		b[i] ^= 0x01
 		return b
 	}
-	headerByte := bytes.IndexByte(data, '{') + 2 // inside the header's JSON
+	headerByte := bytes.IndexByte(data, '{') + 2     // inside the header's JSON
 	valueByte := bytes.Index(data, []byte(blob)) + 8 // the snapshot records hold values as they are
 	if valueByte < 8 {
 		t.Fatalf("res/blob's value is not in the backup file")
