@@ -327,6 +327,10 @@ func loadState(path string, want Header) (*state.Machine, error) {
 	if m.LastToken() != want.LastToken {
 		return nil, fmt.Errorf("backup %s: %w: the header records last token %d, the state's counter is %d", path, ErrCorrupt, want.LastToken, m.LastToken())
 	}
+	if want.ServerTimeNS < m.Now() { // a backup's server time is at or after its state's (node.BackupPoint)
+		return nil, fmt.Errorf("backup %s: %w", path, &FileError{Kind: &HeaderError{Kind: ErrCorrupt, Field: "server_time_ns",
+			Got: fmt.Sprint(want.ServerTimeNS), Want: fmt.Sprintf("at least the state's server time %d", m.Now())}, Offset: int64(len(Magic)), Detail: "the header disagrees with the state"})
+	}
 	if m.ClusterID() != want.ClusterID {
 		return nil, fmt.Errorf("backup %s: %w: the header records cluster id %q, the state %q", path, ErrCorrupt, want.ClusterID, m.ClusterID())
 	}

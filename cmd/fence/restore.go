@@ -339,6 +339,10 @@ func restoreFail(g *globals, stdout, stderr io.Writer, err error) int {
 		if errors.As(err, &fe) {
 			e["offset"] = fe.Offset
 		}
+		var he *backup.HeaderError
+		if errors.As(err, &he) {
+			e["field"] = he.Field
+		}
 		if empty != nil {
 			e["where"] = empty.Where
 		}
