@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -268,6 +269,19 @@ func build(opts RestoreOptions, cfg node.Config, m *state.Machine, index, term u
 	if err != nil {
 		return fmt.Errorf("backup: staging directory: %w", err)
 	}
+	// The snapshot first, the RESTORED marker last: a DIR holding the
+	// marker always holds the snapshot (node.CheckRestoreLeftover checks
+	// it, should the staging directory be removed by hand).
+	rank := func(name string) int {
+		switch name {
+		case "snapshots":
+			return 0
+		case RestoredFile:
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(entries, func(a, b os.DirEntry) int { return rank(a.Name()) - rank(b.Name()) })
 	for _, e := range entries {
 		if err := os.Rename(filepath.Join(stage, e.Name()), filepath.Join(dir, e.Name())); err != nil {
 			return fmt.Errorf("backup: move %s into %s: %w", e.Name(), dir, err)

@@ -38,10 +38,18 @@ var ErrRestoreIncomplete = errors.New("a restore into the data dir did not finis
 // restore left; it wraps ErrRestoreIncomplete.
 type RestoreIncompleteError struct {
 	DataDir string // the data dir
-	Staging string // the staging directory found (DataDir+RestoringSuffix, or DataDir/RestoringSubdir)
+	Staging string // the staging directory found (DataDir+RestoringSuffix, or DataDir/RestoringSubdir); "" when Missing says what is wrong
+	// Missing: the data dir holds the RESTORED marker (a restore's, not
+	// started yet) but not what every restore writes before it: a
+	// complete raft snapshot.
+	Missing string
 }
 
 func (e *RestoreIncompleteError) Error() string {
+	if e.Staging == "" {
+		return fmt.Sprintf("%v: %s holds %s, the marker of a data dir fence restore made, but %s — a restore always writes that first. "+
+			"Nothing was started from it. Run fence restore again into a new or emptied data dir", ErrRestoreIncomplete, e.DataDir, RestoredFile, e.Missing)
+	}
 	return fmt.Sprintf("%v: %s is there — fence restore builds %s in it and had not finished "+
 		"(it was killed, or runs now). Nothing was started from it. Once no fence restore runs, "+
 		"remove %s (and %s, if it holds anything) and run fence restore again",
@@ -63,7 +71,38 @@ func CheckRestoreLeftover(dir string) error {
 			return fmt.Errorf("node: data dir: %w", err)
 		}
 	}
+	if _, err := os.Lstat(filepath.Join(dir, RestoredFile)); err != nil {
+		return nil // not a restored dir (or one that started: the marker is removed then)
+	}
+	if !hasSnapshot(filepath.Join(dir, "snapshots")) {
+		return &RestoreIncompleteError{DataDir: dir, Missing: "no complete raft snapshot in snapshots/"}
+	}
 	return nil
+}
+
+// hasSnapshot reports whether dir holds a complete raft snapshot: a
+// directory, not one raft is still writing (".tmp"), with its meta.json
+// and state.bin.
+func hasSnapshot(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if !e.IsDir() || filepath.Ext(e.Name()) == ".tmp" {
+			continue
+		}
+		ok := true
+		for _, f := range []string{"meta.json", "state.bin"} {
+			if fi, err := os.Stat(filepath.Join(dir, e.Name(), f)); err != nil || !fi.Mode().IsRegular() {
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // SyncTree fsyncs every file and directory under dir, dir included.
