@@ -77,6 +77,46 @@ func (e *FileError) Error() string {
 
 func (e *FileError) Unwrap() error { return e.Kind }
 
+// HeaderError is a header value no backup this fence reads can have, found
+// even when the checksum matches (it covers what the writer wrote, not
+// whether that was sane): Field is its JSON name, Got the value, Want what
+// it must be. Kind is ErrFormat (a state_format this fence does not read)
+// or ErrCorrupt. A *FileError's Kind is the *HeaderError, which unwraps to
+// Kind.
+type HeaderError struct {
+	Kind  error
+	Field string
+	Got   string
+	Want  string
+}
+
+func (e *HeaderError) Error() string {
+	return fmt.Sprintf("%v: header field %s is %s, want %s", e.Kind, e.Field, e.Got, e.Want)
+}
+
+func (e *HeaderError) Unwrap() error { return e.Kind }
+
+// checkHeader refuses header values a backup written by fence backup
+// cannot have.
+func checkHeader(h Header) *HeaderError {
+	bad := func(kind error, field string, got any, want string) *HeaderError {
+		return &HeaderError{Kind: kind, Field: field, Got: fmt.Sprint(got), Want: want}
+	}
+	switch {
+	case h.StateFormat != state.SnapshotFormat:
+		return bad(ErrFormat, "state_format", fmt.Sprintf("%q", h.StateFormat), fmt.Sprintf("%q (the state format this fence reads)", state.SnapshotFormat))
+	case h.AppliedIndex == 0:
+		return bad(ErrCorrupt, "applied_index", h.AppliedIndex, "at least 1 (a node's state has applied its first raft entry)")
+	case h.Term == 0:
+		return bad(ErrCorrupt, "term", h.Term, "at least 1 (raft terms start at 1)")
+	case h.ServerTimeNS < 0:
+		return bad(ErrCorrupt, "server_time_ns", h.ServerTimeNS, "at least 0 (server time starts at 0)")
+	case h.WallUnixMS <= 0:
+		return bad(ErrCorrupt, "wall_unix_ms", h.WallUnixMS, "above 0 (the backing-up node's wall clock, unix ms)")
+	}
+	return nil
+}
+
 // Write writes a backup file of view to w: magic, h (Format and, when
 // empty, StateFormat are filled in), the state streamed in frames, and the
 // trailer. It buffers one frame, never the whole state; the view may be
@@ -196,6 +236,9 @@ func Read(r io.Reader) (*Reader, error) {
 		return nil, br.fail(ErrCorrupt, start, "bad header: no state_format")
 	case h.LastToken > fence.MaxTokenJSONInt:
 		return nil, br.fail(ErrCorrupt, start, fmt.Sprintf("bad header: last_token %d above the largest token %d", h.LastToken, uint64(fence.MaxTokenJSONInt)))
+	}
+	if he := checkHeader(h); he != nil {
+		return nil, br.fail(he, start, "bad header")
 	}
 	br.header = h
 	return br, nil

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -38,7 +39,24 @@ type RestoreOptions struct {
 	// Logger receives the data dir's creation lines (raft's stores); nil
 	// discards them (fence restore prints its Report).
 	Logger *slog.Logger
+	// Hook, when set (tests only), is called at each step of building the
+	// data dir with the step's name: RestoreStaged (the staging directory
+	// made, empty), RestoreBuilt (the store and the RESTORED marker written
+	// in it), RestoreSynced (all of it fsynced), RestoreMoved (in place: the
+	// entries moved into the data dir, the staging directory not yet
+	// removed) and RestoreRenamed (the staging directory renamed to the data
+	// dir, the parent not yet fsynced). A test kills the restore there.
+	Hook func(step string)
 }
+
+// The steps of RestoreOptions.Hook.
+const (
+	RestoreStaged  = "staged"
+	RestoreBuilt   = "built"
+	RestoreSynced  = "synced"
+	RestoreMoved   = "moved"
+	RestoreRenamed = "renamed"
+)
 
 // Report is what Restore did.
 type Report struct {
@@ -87,8 +105,18 @@ const RestoredFile = node.RestoredFile
 // fence serve (same data dir and node id, and raft address for a cluster
 // member) starts with the backed-up state and the counter raised as Plan
 // says. Before writing anything it checks opts, that the data dir is
-// empty, the whole file (ErrCorrupt, ErrTruncated, ErrFormat), and the
-// clock (ErrClockBehind); on any of these refusals the dir is untouched.
+// empty and no earlier restore into it was left unfinished
+// (node.ErrRestoreIncomplete), the whole file (ErrCorrupt, ErrTruncated,
+// ErrFormat), and the clock (ErrClockBehind); on any of these refusals the
+// dir is untouched.
+//
+// It is all-or-nothing (node/restoring.go): the data dir is built in a
+// staging directory — DataDir + ".restoring" beside an absent DataDir, or
+// DataDir/.restoring inside an existing empty one (a mount point) —
+// fsynced whole, then made the data dir in one step (a rename; in place,
+// moving the entries, then removing the staging directory last). A crash
+// before that step leaves DataDir as it was and the staging directory,
+// which fence serve (node.Open) and the next Restore refuse, naming it.
 func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, error) {
 	if opts.DataDir == "" {
 		return Report{}, fence.Invalid("data_dir", "not empty", "")
@@ -105,6 +133,9 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 		if host, port, err := net.SplitHostPort(opts.RaftAddr); err != nil || host == "" || port == "" || port == "0" {
 			return Report{}, fence.Invalid("raft_addr", "host:port (the address other nodes reach this one at)", opts.RaftAddr)
 		}
+	}
+	if err := node.CheckRestoreLeftover(opts.DataDir); err != nil {
+		return Report{}, err
 	}
 	if err := node.CheckEmptyDir(opts.DataDir); err != nil {
 		return Report{}, err
@@ -165,17 +196,108 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 	// instead of taking it as a follower with its old state and counter,
 	// and its own elections (a lower term) are ignored.
 	rep.Term = RestoreTerm(h.Term, opts.Now)
-	if err := node.InitDataDir(cfg, m, h.AppliedIndex, rep.Term); err != nil {
-		return rep, err
-	}
 	marker, _ := json.MarshalIndent(struct {
 		Backup string `json:"backup"`
 		Report
 	}{path, rep}, "", "  ")
-	if err := writeFileSync(filepath.Join(opts.DataDir, RestoredFile), append(marker, '\n')); err != nil {
-		return rep, fmt.Errorf("backup: write %s: %w", RestoredFile, err)
+	if err := build(opts, cfg, m, h.AppliedIndex, rep.Term, append(marker, '\n')); err != nil {
+		return rep, err
 	}
 	return rep, nil
+}
+
+// build makes opts.DataDir the data dir of m (InitDataDir) with the
+// RESTORED marker, all-or-nothing: see Restore.
+func build(opts RestoreOptions, cfg node.Config, m *state.Machine, index, term uint64, marker []byte) error {
+	hook := opts.Hook
+	if hook == nil {
+		hook = func(string) {}
+	}
+	dir := filepath.Clean(opts.DataDir)
+	_, err := os.Lstat(dir)
+	inPlace := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("backup: data dir: %w", err)
+	}
+	stage := node.RestoringPath(dir)
+	if inPlace {
+		stage = filepath.Join(dir, node.RestoringSubdir)
+	} else if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("backup: data dir: %w", err)
+	}
+	// Mkdir, not MkdirAll: two restores into one dir cannot share it.
+	if err := os.Mkdir(stage, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return &node.RestoreIncompleteError{DataDir: opts.DataDir, Staging: stage}
+		}
+		return fmt.Errorf("backup: staging directory: %w", err)
+	}
+	committing := false
+	defer func() {
+		if !committing { // nothing is in the data dir yet: leave it as found
+			os.RemoveAll(stage)
+		}
+	}()
+	hook(RestoreStaged)
+	cfg.DataDir = stage
+	if err := node.InitDataDir(cfg, m, index, term); err != nil {
+		return err
+	}
+	if err := writeFileSync(filepath.Join(stage, RestoredFile), marker); err != nil {
+		return fmt.Errorf("backup: write %s: %w", RestoredFile, err)
+	}
+	hook(RestoreBuilt)
+	if err := node.SyncTree(stage); err != nil {
+		return fmt.Errorf("backup: fsync the staging directory %s: %w", stage, err)
+	}
+	hook(RestoreSynced)
+	if !inPlace {
+		if err := os.Rename(stage, dir); err != nil {
+			return fmt.Errorf("backup: rename %s to %s: %w", stage, dir, err)
+		}
+		committing = true
+		hook(RestoreRenamed)
+		if err := node.SyncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("backup: fsync %s after the rename: %w", filepath.Dir(dir), err)
+		}
+		return nil
+	}
+	// In place: from the first move on, dir holds part of the store, and
+	// the staging directory in it (removed last) marks it unfinished.
+	committing = true
+	entries, err := os.ReadDir(stage)
+	if err != nil {
+		return fmt.Errorf("backup: staging directory: %w", err)
+	}
+	// The snapshot first, the RESTORED marker last: a DIR holding the
+	// marker always holds the snapshot (node.CheckRestoreLeftover checks
+	// it, should the staging directory be removed by hand).
+	rank := func(name string) int {
+		switch name {
+		case "snapshots":
+			return 0
+		case RestoredFile:
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(entries, func(a, b os.DirEntry) int { return rank(a.Name()) - rank(b.Name()) })
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(stage, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("backup: move %s into %s: %w", e.Name(), dir, err)
+		}
+	}
+	if err := node.SyncDir(dir); err != nil {
+		return fmt.Errorf("backup: fsync %s: %w", dir, err)
+	}
+	hook(RestoreMoved)
+	if err := os.Remove(stage); err != nil {
+		return fmt.Errorf("backup: remove the staging directory %s: %w", stage, err)
+	}
+	if err := node.SyncDir(dir); err != nil {
+		return fmt.Errorf("backup: fsync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // verifyFile reads the whole file at path and checks it.
@@ -218,6 +340,10 @@ func loadState(path string, want Header) (*state.Machine, error) {
 	}
 	if m.LastToken() != want.LastToken {
 		return nil, fmt.Errorf("backup %s: %w: the header records last token %d, the state's counter is %d", path, ErrCorrupt, want.LastToken, m.LastToken())
+	}
+	if want.ServerTimeNS < m.Now() { // a backup's server time is at or after its state's (node.BackupPoint)
+		return nil, fmt.Errorf("backup %s: %w", path, &FileError{Kind: &HeaderError{Kind: ErrCorrupt, Field: "server_time_ns",
+			Got: fmt.Sprint(want.ServerTimeNS), Want: fmt.Sprintf("at least the state's server time %d", m.Now())}, Offset: int64(len(Magic)), Detail: "the header disagrees with the state"})
 	}
 	if m.ClusterID() != want.ClusterID {
 		return nil, fmt.Errorf("backup %s: %w: the header records cluster id %q, the state %q", path, ErrCorrupt, want.ClusterID, m.ClusterID())

@@ -61,6 +61,11 @@ func Open(cfg Config) (*Node, error) {
 	if err := cfg.validateCluster(); err != nil {
 		return nil, err
 	}
+	// A restore that did not finish left its staging directory: starting
+	// here would make a fresh store (token 0) below the backup's tokens.
+	if err := CheckRestoreLeftover(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}

@@ -24,6 +24,10 @@ import (
 // is refused), and testdata/snapshot.golden pins the bytes.
 const snapshotFormat = "fence-state/1"
 
+// SnapshotFormat names the snapshot format this package writes and reads
+// (a backup file's header records it as state_format).
+const SnapshotFormat = snapshotFormat
+
 // ErrBadSnapshot is matched (errors.Is) by every Restore error: a
 // *DecodeError when the bytes are not a snapshot of this format, a wrapped
 // error naming the inconsistency when the state they hold is not one.

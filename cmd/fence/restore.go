@@ -51,6 +51,13 @@ it leaves 2^40 tokens of headroom below the largest token Fence issues
 --table T is the table of a SQL DSN without ?table=. A store where no token
 is found (an empty table, a mistyped table or prefix) is an error, not 0.
 
+The restore is all-or-nothing: DIR is built in a staging directory
+(DIR.restoring beside an absent DIR, DIR/.restoring inside an existing empty
+one), fsynced, and then made DIR in one step. Killed before that step, it
+leaves DIR as it was and the staging directory: fence serve refuses to start
+on DIR while it is there, and so does the next fence restore into DIR (exit
+4, naming it): remove it once no fence restore runs, and restore again.
+
 Refused, with DIR left untouched: a corrupt or truncated FILE (checksum), a
 DIR that exists and is not an empty directory (an empty lost+found in it,
 as at a fresh ext4 volume's root, counts as empty), and — unless --floor is given — a clock
@@ -67,7 +74,11 @@ nodes dial), start it with fence serve --data-dir DIR --node-id ID
 
 Exit codes: 0 restored, 1 error (FILE unreadable, a guard store
 unreachable or empty), 2 usage, 4 refused (corrupt or truncated FILE, DIR
-not empty or not a directory, clock behind).
+not empty or not a directory, an unfinished restore's staging directory,
+clock behind).
+
+FENCE_TEST_CLOCK_OFFSET and FENCE_TEST_RESTORE_HALT are test-only hooks: set,
+each is named in a warning line on stderr.
 `
 
 // floorList is a repeatable --floor N.
@@ -137,6 +148,44 @@ func restoreNow() (time.Time, error) {
 	return now, nil
 }
 
+// envRestoreHalt (test only) names a step of the restore's data dir
+// building (backup.RestoreOptions.Hook: staged, built, synced, moved,
+// renamed) at which fence restore prints "fence restore: halted at STEP"
+// on stderr and waits to be killed: the system tests kill -9 it there.
+const envRestoreHalt = "FENCE_TEST_RESTORE_HALT"
+
+// restoreTestHooks names the test-only variables fence restore reads that
+// are set: FENCE_TEST_CLOCK_OFFSET and FENCE_TEST_RESTORE_HALT.
+func restoreTestHooks(getenv func(string) string) []string {
+	var set []string
+	for _, k := range []string{envClockOffset, envRestoreHalt} {
+		if v := getenv(k); v != "" {
+			set = append(set, k+"="+v)
+		}
+	}
+	return set
+}
+
+// haltHook is the Hook of FENCE_TEST_RESTORE_HALT=step: at that step it
+// says so on stderr and blocks until the process is killed.
+func haltHook(step string, stderr io.Writer) func(string) {
+	if step == "" {
+		return nil
+	}
+	return func(s string) {
+		if s != step {
+			return
+		}
+		fmt.Fprintf(stderr, "fence restore: halted at %s (%s, test only): waiting to be killed\n", s, envRestoreHalt)
+		if f, ok := stderr.(*os.File); ok {
+			f.Sync()
+		}
+		for {
+			time.Sleep(time.Hour) // not a test's wait: the test kills this process
+		}
+	}
+}
+
 // restoreCmd is `fence restore FILE --data-dir DIR ...`.
 func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newLocalFlagSet("restore", restoreUsage, g, stderr)
@@ -194,18 +243,27 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 		stores = append(stores, s)
 	}
+	for _, v := range restoreTestHooks(os.Getenv) {
+		fmt.Fprintf(stderr, "fence restore: warning: test-only hook set in the environment (never in production): %s\n", v)
+	}
 	now, err := restoreNow()
 	if err != nil {
 		return usage(err)
 	}
 
-	// A data dir that is not empty is refused before any store is asked.
+	// A data dir that is not empty, or that an unfinished restore left
+	// its staging directory in or beside, is refused before any store is
+	// asked.
+	if err := node.CheckRestoreLeftover(dataDir); err != nil {
+		return restoreFail(g, stdout, stderr, fmt.Errorf("restore refused: %w", err))
+	}
 	if err := node.CheckEmptyDir(dataDir); err != nil {
 		return restoreFail(g, stdout, stderr, fmt.Errorf("restore refused: %w", err))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := backup.RestoreOptions{DataDir: dataDir, NodeID: nodeID, RaftAddr: raftAd, LogStore: logStore, Now: now}
+	opts := backup.RestoreOptions{DataDir: dataDir, NodeID: nodeID, RaftAddr: raftAd, LogStore: logStore, Now: now,
+		Hook: haltHook(os.Getenv(envRestoreHalt), stderr)}
 	for _, n := range floors {
 		opts.Floors = append(opts.Floors, backup.Floor{Source: backup.SourceFlag, Token: n})
 	}
@@ -246,6 +304,7 @@ func restoreRefused(err error) (kind string, ok bool) {
 	}{
 		{backup.ErrCorrupt, "corrupt"}, {backup.ErrTruncated, "truncated"}, {backup.ErrFormat, "format"},
 		{backup.ErrDirNotEmpty, "dir_not_empty"}, {backup.ErrNotDirectory, "not_a_directory"}, {backup.ErrClockBehind, "clock_behind"},
+		{node.ErrRestoreIncomplete, "restore_incomplete"},
 	} {
 		if errors.Is(err, k.err) {
 			return k.kind, true
@@ -279,6 +338,10 @@ func restoreFail(g *globals, stdout, stderr io.Writer, err error) int {
 		var fe *backup.FileError
 		if errors.As(err, &fe) {
 			e["offset"] = fe.Offset
+		}
+		var he *backup.HeaderError
+		if errors.As(err, &he) {
+			e["field"] = he.Field
 		}
 		if empty != nil {
 			e["where"] = empty.Where

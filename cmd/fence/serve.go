@@ -82,6 +82,11 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err := o.cf.checkRestored(cfg.DataDir); err != nil {
 		return usage("serve: " + err.Error())
 	}
+	// A restore killed before it finished left its staging directory: a
+	// store started here would begin at token 0, below the backup's.
+	if err := node.CheckRestoreLeftover(cfg.DataDir); err != nil {
+		return refuse(fmt.Errorf("serve: %w", err))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
