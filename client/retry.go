@@ -38,6 +38,7 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 	}
 	pause := c.cfg.backoffMin
 	unreachable := 0 // leading attempts that could not connect at all
+	var last error   // the previous attempt's failure, said when ctx ends the next one
 	for n := 0; ; n++ {
 		ep := c.pick()
 		err := c.bounded(ctx, wait, func(actx context.Context) error { return attempt(actx, ep, n) })
@@ -48,8 +49,15 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 			if errors.Is(err, errAskAgain) {
 				err = ctx.Err()
 			}
+			if last != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+				// The attempt ctx cut says nothing; the one before it
+				// (a node's answer, a dial error) says why the call
+				// was still retrying.
+				err = &retriedError{err: err, last: last}
+			}
 			return withCause(ctx, toError(op, err))
 		}
+		last = err
 		if c.cfg.failFast && unreachable == n && cannotConnect(err) {
 			// With several endpoints, fail fast only when none of them
 			// can be reached.
@@ -205,6 +213,15 @@ func withCause(ctx context.Context, err error) error {
 	}
 	return &causedError{err: err, cause: cause}
 }
+
+// retriedError is a call's error when its context ended during a retry:
+// the cut attempt's error, with the failure that made the call retry.
+type retriedError struct{ err, last error }
+
+func (e *retriedError) Error() string {
+	return fmt.Sprintf("%v (last failure before it: %v)", e.err, e.last)
+}
+func (e *retriedError) Unwrap() error { return e.err }
 
 // causedError is a call's error when its context ended for a reason of its
 // own: it matches both (errors.Is err, errors.Is cause).

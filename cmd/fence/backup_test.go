@@ -295,7 +295,8 @@ func TestProcessBackupIgnoresPlantedTemp(t *testing.T) {
 // answers the backup Unavailable, which the client retries; --timeout
 // bounds the whole wait for the first byte across those retries: fence
 // backup exits 1 naming the node's answer and the timeout, leaves no file
-// (FILE and "-" alike). Without the bound it retried until the process
+// (FILE and "-" alike; 5 s: the node must have answered at least once by
+// then on a loaded machine). Without the bound it retried until the process
 // limit killed it.
 func TestProcessBackupTimeoutWithoutLeader(t *testing.T) {
 	free := func() string {
@@ -310,15 +311,15 @@ func TestProcessBackupTimeoutWithoutLeader(t *testing.T) {
 	srv := startServe(t, "--node-id", "a", "--raft-addr", ra, "--peers", "a="+ra+",b="+b+",c="+c)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "nl.backup")
-	r := fenceRun(t, srv.url, "backup", file, "--timeout", "2s").want(t, exitError, "fence backup from a node without a leader")
-	if !strings.Contains(r.stderr, "leader") || !strings.Contains(r.stderr, "within --timeout 2s") {
+	r := fenceRun(t, srv.url, "backup", file, "--timeout", "5s").want(t, exitError, "fence backup from a node without a leader")
+	if !strings.Contains(r.stderr, "leader") || !strings.Contains(r.stderr, "within --timeout 5s") {
 		t.Errorf("stderr %q: want the node's answer (no leader) and the timeout", r.stderr)
 	}
 	if names := dirNames(t, dir); len(names) != 0 {
 		t.Errorf("the directory holds %q after the refused backup", names)
 	}
-	r = fenceRun(t, srv.url, "backup", "-", "--timeout", "2s").want(t, exitError, "fence backup - from a node without a leader")
-	if r.stdout != "" || !strings.Contains(r.stderr, "within --timeout 2s") {
+	r = fenceRun(t, srv.url, "backup", "-", "--timeout", "5s").want(t, exitError, "fence backup - from a node without a leader")
+	if r.stdout != "" || !strings.Contains(r.stderr, "within --timeout 5s") {
 		t.Errorf("fence backup -: stdout %d bytes, stderr %q", len(r.stdout), r.stderr)
 	}
 }
