@@ -302,6 +302,13 @@ func TestSessionCap(t *testing.T) {
 		t.Fatalf("bound %q", e.Bound)
 	}
 	mustOpen(t, m, openSess(5*sec, 5*time.Second)) // the first expired
+
+	// MaxSessions 0 is no cap.
+	cfg.MaxSessions = 0
+	m = NewWithConfig(cfg)
+	for range 3 {
+		mustOpen(t, m, openSess(0, 5*time.Second))
+	}
 }
 
 // TestSessionSnapshotRoundTrip: a state with sessions restores to a
