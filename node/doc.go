@@ -78,7 +78,7 @@
 //
 // The node takes a snapshot once the log written since the last one holds
 // Config.SnapshotBytes bytes of command data, or Config.SnapshotThreshold
-// entries and at least one entry per 256 bytes of the last snapshot (a
+// entries and at least one entry per 640 bytes of the last snapshot (a
 // large state is copied whole while applies wait, and then encoded and
 // written beside them, so it is snapshotted about as often as the log it
 // saves replaying grows; raft's own check, every 30s, is a backstop), and

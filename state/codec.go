@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -112,25 +111,15 @@ func configOfPB(p *statepb.Config) (Config, error) {
 	return c, nil
 }
 
-func pbCommand(c Command) *statepb.Command {
-	return &statepb.Command{Op: uint32(c.Op), Now: c.Now, Slack: uint64(c.Slack), Name: bs(c.Name), Owner: bs(c.Owner),
-		Ttl: int64(c.TTL), Wait: int64(c.Wait), LockDelay: int64(c.LockDelay), RequestId: bs(c.RequestID), Token: uint64(c.Token),
-		Value: c.Value, Delta: c.Delta, OpId: bs(c.OpID), Attempt: c.Attempt, Config: pbConfig(c.Config), Session: c.Session,
-		Seq: c.Seq, Ack: c.Ack, ClusterId: bs(c.ClusterID)}
-}
-
 func encodeCommand(c Command) ([]byte, error) {
 	if c.Slack < 0 {
 		return nil, fmt.Errorf("%w: negative slack %s", ErrBadCommand, c.Slack)
 	}
-	p := pbCommand(c)
-	n := 1 + deterministic.Size(p)
-	if n > MaxCommandBytes {
-		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, n, MaxCommandBytes)
+	b := appendCommand(append(make([]byte, 0, 64+len(c.Name)+len(c.Owner)+len(c.RequestID)+len(c.OpID)+len(c.Value)), CommandVersion), c)
+	if len(b) > MaxCommandBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
 	}
-	b := make([]byte, 1, n)
-	b[0] = CommandVersion
-	return sized.MarshalAppend(b, p)
+	return b, nil
 }
 
 // sized marshals deterministically with the size Size just computed.
@@ -146,37 +135,21 @@ func decodeCommand(out *Command, b []byte) error {
 	if b[0] != CommandVersion {
 		return badCommand("unknown version %d", b[0])
 	}
-	var p statepb.Command
-	if err := proto.Unmarshal(b[1:], &p); err != nil {
+	var c Command
+	if err := readCommand(b[1:], &c); err != nil {
 		return badCommand("%v", err)
 	}
-	// The message's own unknown fields and its config's: the only message
-	// it holds (a faster knownFields).
-	if len(p.ProtoReflect().GetUnknown()) != 0 {
-		return badCommand("unknown field in Command")
+	// A command has one encoding: what appendCommand writes of what was
+	// read (a present zero field, a repeated or out-of-order one, a
+	// non-minimal varint, an empty config present all read back otherwise).
+	buf := canonicalBufs.Get().(*[]byte)
+	defer canonicalBufs.Put(buf)
+	again := appendCommand((*buf)[:0], c)
+	if cap(again) <= 64<<10 {
+		*buf = again
 	}
-	if p.Config != nil && len(p.Config.ProtoReflect().GetUnknown()) != 0 {
-		return badCommand("unknown field in Config")
-	}
-	if p.Op > math.MaxUint8 || p.Slack > math.MaxInt64 {
-		return badCommand("op %d or slack %d out of range", p.Op, p.Slack)
-	}
-	cfg, err := configOfPB(p.Config)
-	if err != nil {
-		return badCommand("%v", err)
-	}
-	// Re-encoding p (not c: no copies) is the canonical check, but for the
-	// one value c and p hold differently: a present config of zeros, which
-	// c writes as no config.
-	if p.Config != nil && cfg == (Config{}) {
-		return badCommand("not in canonical encoding (an empty config present)")
-	}
-	c := Command{Op: Op(p.Op), Now: p.Now, Slack: time.Duration(p.Slack), Name: string(p.Name), Owner: string(p.Owner),
-		TTL: time.Duration(p.Ttl), Wait: time.Duration(p.Wait), LockDelay: time.Duration(p.LockDelay), RequestID: string(p.RequestId),
-		Token: fence.Token(p.Token), Value: p.Value, Delta: p.Delta, OpID: string(p.OpId), Attempt: p.Attempt, Config: cfg,
-		Session: p.Session, Seq: p.Seq, Ack: p.Ack, ClusterID: string(p.ClusterId)}
-	if err := canonical(b[1:], &p); err != nil {
-		return badCommand("%v", err)
+	if !bytes.Equal(again, b[1:]) {
+		return badCommand("not in canonical encoding (%d bytes, canonical %d)", len(b)-1, len(again))
 	}
 	*out = c
 	return nil
