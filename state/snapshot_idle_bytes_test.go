@@ -34,3 +34,27 @@ func TestIdleRecordBytes(t *testing.T) {
 		}
 	}
 }
+
+// A free lock's hand-encoded record is byte for byte the runtime's.
+func TestFreeLockRecordBytes(t *testing.T) {
+	fd := (&statepb.SnapshotRecord{}).ProtoReflect().Descriptor().Fields().ByName("lock")
+	if fd == nil || fd.Number() != protoreflect.FieldNumber(lockField) {
+		t.Fatalf("SnapshotRecord.lock is field %v, lockField is %d", fd, lockField)
+	}
+	for _, l := range []snapLock{
+		{Name: "a"},
+		{Name: "sku/42", LastToken: 7, LastOwner: "worker-1", LastEnd: 2, FreedAt: 1e9, IdleSince: 2e9},
+		{Name: strings.Repeat("n", 512), LastToken: 1 << 60, LastOwner: strings.Repeat("o", 256), LastEnd: 1, FreedAt: -5, DelayUntil: 3e9, IdleSince: 1},
+	} {
+		var hand, lib bytes.Buffer
+		h := &snapStream{w: &hand}
+		h.freeLock(&l)
+		h.flush()
+		r := &snapStream{w: &lib}
+		r.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Lock{Lock: pbLock(&l)}})
+		r.flush()
+		if h.err != nil || r.err != nil || !bytes.Equal(hand.Bytes(), lib.Bytes()) {
+			t.Fatalf("%+v: hand %x (%v), runtime %x (%v)", l, hand.Bytes(), h.err, lib.Bytes(), r.err)
+		}
+	}
+}
