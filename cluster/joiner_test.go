@@ -15,6 +15,7 @@ import (
 // review).
 func TestCheckJoinerState(t *testing.T) {
 	const ours, old = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+	const leaderAddr = "127.0.0.1:7001" // the leader deciding
 	for _, tc := range []struct {
 		name     string
 		st       NodeStatus
@@ -33,6 +34,11 @@ func TestCheckJoinerState(t *testing.T) {
 			conflict: func(e *ConflictError) bool { return e.OtherCluster == old }, want: old},
 		{name: "an old node restarted, nothing applied yet (a term only)", st: NodeStatus{ID: "n2", Term: 4}, ours: ours,
 			conflict: func(e *ConflictError) bool { return e.NotEmpty && e.Term == 4 }, want: "belongs to another cluster or to none"},
+		{name: "a removed member restarted empty, reached by this leader's last heartbeat (a term, this leader)", st: NodeStatus{ID: "n2", Term: 4, LeaderAddr: leaderAddr}, ours: ours, ok: true},
+		{name: "an old node following another leader's address, nothing applied", st: NodeStatus{ID: "n2", Term: 4, LeaderAddr: "127.0.0.1:9"}, ours: ours,
+			conflict: func(e *ConflictError) bool { return e.NotEmpty }},
+		{name: "a node following this leader but holding entries and no cluster id", st: NodeStatus{ID: "n2", Term: 4, CommitIndex: 3, LeaderAddr: leaderAddr}, ours: ours,
+			conflict: func(e *ConflictError) bool { return e.NotEmpty }},
 		{name: "an old node, a commit index only", st: NodeStatus{ID: "n2", CommitIndex: 4}, ours: ours,
 			conflict: func(e *ConflictError) bool { return e.NotEmpty }, want: "empty its data dir"},
 		{name: "an old node, an applied index only", st: NodeStatus{ID: "n2", AppliedIndex: 4}, ours: ours,
@@ -43,7 +49,7 @@ func TestCheckJoinerState(t *testing.T) {
 			conflict: func(e *ConflictError) bool { return e.NotEmpty }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkJoinerState("n2", "127.0.0.1:7002", tc.st, tc.ours)
+			err := checkJoinerState("n2", "127.0.0.1:7002", tc.st, tc.ours, leaderAddr)
 			switch {
 			case tc.ok:
 				if err != nil {

@@ -301,7 +301,7 @@ func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) erro
 	if la := st.LeaderAddr; la != "" && la != m.node.RaftAddr() {
 		return &ConflictError{ID: id, RaftAddr: raftAddr, OtherLeader: la}
 	}
-	return checkJoinerState(id, raftAddr, st, m.node.ClusterID())
+	return checkJoinerState(id, raftAddr, st, m.node.ClusterID(), m.node.RaftAddr())
 }
 
 // checkJoinerState refuses to add a node (status st) that is neither empty
@@ -323,8 +323,15 @@ func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) erro
 //
 // A leader that has no cluster id yet (elected, not yet in office) cannot
 // tell: it refuses a node that has one, for now (ErrUnavailable: retry).
-func checkJoinerState(id, raftAddr string, st NodeStatus, ours string) error {
+//
+// A node with a term but nothing committed or applied that follows this
+// leader (its LeaderAddr is ours) has heard only from this leader — raft
+// sends only to the servers of its configuration, so it was one a moment
+// ago (a removed member restarted empty at its address): it is empty.
+func checkJoinerState(id, raftAddr string, st NodeStatus, ours, ourAddr string) error {
 	switch {
+	case st.ClusterID == "" && st.CommitIndex == 0 && st.AppliedIndex == 0 && st.LeaderAddr != "" && st.LeaderAddr == ourAddr:
+		return nil
 	case st.ClusterID != "" && st.ClusterID == ours:
 		return nil
 	case st.ClusterID != "" && ours == "":
