@@ -294,9 +294,22 @@ func TestChaosPlantedBugs(t *testing.T) {
 				FenceBin: plant, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
 				PostgresDSN: dsn, Kinds: tc.kinds, Stores: tc.stores, ServerEnv: []string{"FENCE_PLANTBUG=" + tc.bug},
 			}
-			sum := run(t, cfg, false)
+			// A run shows a planted bug only when its faults meet it
+			// (ids-forgotten needs a reply lost and retried after the id
+			// is forgotten): one run in a few misses it. Up to three
+			// seeds; a bug no run of three shows fails.
+			var sum chaos.Summary
+			for try := 0; try < 3; try++ {
+				if try > 0 {
+					cfg.Seed = seed(t)
+					t.Logf("planted bug %s not shown by that run; another seed", tc.bug)
+				}
+				if sum = run(t, cfg, false); !sum.Pass {
+					break
+				}
+			}
 			if sum.Pass {
-				t.Fatalf("planted bug %s: the run passed every check: %s", tc.bug, sum.Line())
+				t.Fatalf("planted bug %s: three runs passed every check; the last: %s", tc.bug, sum.Line())
 			}
 			if !tc.caught(sum.Report) {
 				t.Errorf("planted bug %s: want %s: %s", tc.bug, tc.want, sum.Line())
