@@ -5,16 +5,17 @@ import "time"
 // Input bounds. Requests outside them are refused with an *InvalidError that
 // names the field and the bound; nothing is changed.
 const (
-	MinTTL          = 10 * time.Millisecond     // least TTL of a lease
-	DefaultMaxTTL   = 24 * time.Hour            // default greatest TTL (the server may be configured lower or higher)
-	LongestMaxTTL   = 10 * 365 * 24 * time.Hour // the greatest MaxTTL a store may be configured with (ten years)
-	MaxWait         = 24 * time.Hour            // greatest wait of a blocking acquire
-	MaxLockDelay    = 24 * time.Hour            // greatest lock-delay
-	MaxNameBytes    = 512                       // lock and resource names
-	MaxOwnerBytes   = 256                       // owner labels
-	MaxIDBytes      = 256                       // request_id and op_id
-	MaxValueBytes   = 1 << 20                   // values written to fenced resources (1 MiB)
-	MaxTokenJSONInt = 1<<53 - 1                 // tokens stay exact in JSON below this
+	MinTTL              = 10 * time.Millisecond     // least TTL of a lease
+	DefaultMaxTTL       = 24 * time.Hour            // default greatest TTL (the server may be configured lower or higher)
+	LongestMaxTTL       = 10 * 365 * 24 * time.Hour // the greatest MaxTTL a store may be configured with (ten years)
+	MaxWait             = 24 * time.Hour            // greatest wait of a blocking acquire
+	MaxLockDelay        = 24 * time.Hour            // greatest lock-delay a store may be configured to allow
+	DefaultMaxLockDelay = time.Minute               // default greatest lock-delay (Consul's bound; the server may be configured up to MaxLockDelay)
+	MaxNameBytes        = 512                       // lock and resource names
+	MaxOwnerBytes       = 256                       // owner labels
+	MaxIDBytes          = 256                       // request_id and op_id
+	MaxValueBytes       = 1 << 20                   // values written to fenced resources (1 MiB)
+	MaxTokenJSONInt     = 1<<53 - 1                 // tokens stay exact in JSON below this
 )
 
 // Limits are the bounds of a request that a store configures (the rest are
@@ -25,6 +26,30 @@ type Limits struct {
 	// MaxTTL is the largest TTL of a lease or session; 0 checks no upper
 	// bound.
 	MaxTTL time.Duration
+	// MaxLockDelay is the largest lock-delay of an acquire; 0 checks the
+	// constant MaxLockDelay.
+	MaxLockDelay time.Duration
+}
+
+// lockDelayBound is the lock-delay bound to check and its refusal's
+// wording: MaxLockDelay, or the constant when it is 0 or above it.
+func (l Limits) lockDelayBound() (time.Duration, string) {
+	if l.MaxLockDelay <= 0 || l.MaxLockDelay >= MaxLockDelay {
+		return MaxLockDelay, "at most " + MaxLockDelay.String()
+	}
+	return l.MaxLockDelay, "at most " + l.MaxLockDelay.String() + " (the server's max_lock_delay)"
+}
+
+// ValidateLockDelay checks an acquire's lock_delay against l.
+func (l Limits) ValidateLockDelay(d time.Duration) error {
+	limit, bound := l.lockDelayBound()
+	if d < 0 {
+		return Invalid("lock_delay", "at least 0s", d.String())
+	}
+	if d > limit {
+		return Invalid("lock_delay", bound, d.String())
+	}
+	return nil
 }
 
 // maxTTL is the upper TTL bound to check: MaxTTL, or the largest duration

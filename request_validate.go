@@ -106,7 +106,7 @@ func (r AcquireRequest) Validate(l Limits, wire ...FieldCheck) error {
 		FieldCheck{"owner", ValidateOwner(r.Owner)},
 		FieldCheck{"ttl", ttl},
 		FieldCheck{"wait", ValidateDuration("wait", r.Wait, MaxWait)},
-		FieldCheck{"lock_delay", ValidateDuration("lock_delay", r.LockDelay, MaxLockDelay)},
+		FieldCheck{"lock_delay", l.ValidateLockDelay(r.LockDelay)},
 		FieldCheck{"request_id", validateWireID("request_id", r.RequestID)},
 	)
 }

@@ -21,8 +21,9 @@ import (
 // follower returns the same lease (a refusal there would tell a client that
 // holds the lease that it does not: G5). A ttl above the log's rule is still
 // refused before anything is proposed. (Found by the outside review: the
-// follower judged by its own flag.)
-func TestClusterFollowerChecksTTLAgainstTheLogsRule(t *testing.T) {
+// follower judged by its own flag.) The same holds for lock_delay and
+// --max-lock-delay.
+func TestClusterFollowerChecksTTLAndLockDelayAgainstTheLogsRule(t *testing.T) {
 	ids := []string{"n1", "n2", "n3"}
 	var peers []node.Peer
 	addrs := map[string]string{}
@@ -35,7 +36,8 @@ func TestClusterFollowerChecksTTLAgainstTheLogsRule(t *testing.T) {
 		cfg := clusterConfig(t, id, ClusterConfig{RaftAddr: addrs[id], Peers: peers})
 		if id == "n3" {
 			cfg.Rules = state.DefaultConfig()
-			cfg.Rules.MaxTTL = 10 * time.Second // the odd one out; the others keep 24h
+			cfg.Rules.MaxTTL = 10 * time.Second       // the odd one out; the others keep 24h
+			cfg.Rules.MaxLockDelay = 10 * time.Second // and 1m
 		}
 		nodes[id] = startRun(t, cfg)
 	}
@@ -82,4 +84,12 @@ func TestClusterFollowerChecksTTLAgainstTheLogsRule(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("ttl 25h through n3: %v, want invalid_argument (the log's rule is 24h)", err)
 	}
+	// The same for lock_delay: n3's flag says 10s, the log's rule 1m.
+	if _, err := nodes["n3"].locks().Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "delayed", Owner: "t",
+		Ttl: durationpb.New(time.Second), LockDelay: durationpb.New(30 * time.Second)})); err != nil {
+		t.Fatalf("lock_delay 30s through n3 (its flag 10s, the log's rule 1m): %v", err)
+	}
+	_, err = nodes["n3"].locks().Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "delayed-long", Owner: "t",
+		Ttl: durationpb.New(time.Second), LockDelay: durationpb.New(2 * time.Minute)}))
+	checkInvalid(t, err, "lock_delay")
 }

@@ -98,9 +98,11 @@ const (
 // default rules and the server's default limits. Every default of the
 // daemon is here.
 func DefaultConfig() Config {
+	rules := state.DefaultConfig()
+	rules.MaxLockDelay = fence.DefaultMaxLockDelay
 	return Config{
 		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID, LogStore: node.LogStoreWAL,
-		Rules:           state.DefaultConfig(),
+		Rules:           rules,
 		WaiterGrace:     5 * time.Second,
 		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,
 		MaxConns: server.DefaultMaxConns, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -32,10 +33,10 @@ type fsm struct {
 	amu      sync.Mutex
 
 	waiters *waiters
-	kick    chan struct{}               // cap 1: wakes the ticker
-	rulesC  chan struct{}               // cap 1: an OpConfig was applied, or a snapshot restored (watchRules)
-	maxTTL  atomic.Int64                // the recorded rules' MaxTTL, set under mu with every change (Node.MaxTTL)
-	onBatch atomic.Pointer[func(n int)] // metrics hook (nil: none); set at any time
+	kick    chan struct{}                // cap 1: wakes the ticker
+	rulesC  chan struct{}                // cap 1: an OpConfig was applied, or a snapshot restored (watchRules)
+	limits  atomic.Pointer[fence.Limits] // the recorded rules' request bounds, set under mu with every change (Node.Limits)
+	onBatch atomic.Pointer[func(n int)]  // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
 	counts   counters      // state events applied (counters.go)
@@ -45,9 +46,15 @@ type fsm struct {
 
 var _ raft.BatchingFSM = (*fsm)(nil)
 
+// setLimits publishes the request bounds of the rules c (under mu).
+func (f *fsm) setLimits(c state.Config) {
+	l := c.Limits()
+	f.limits.Store(&l)
+}
+
 func newFSM(m *state.Machine, w *waiters) *fsm {
 	f := &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), rulesC: make(chan struct{}, 1), appliedC: make(chan struct{})}
-	f.maxTTL.Store(int64(m.Config().MaxTTL))
+	f.setLimits(m.Config())
 	return f
 }
 
@@ -99,7 +106,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	rel1, exp1 := f.m.LeaseEnds()
 	f.counts.leaseEnds(rel0, exp0, rel1, exp1)
 	if rules {
-		f.maxTTL.Store(int64(f.m.Config().MaxTTL))
+		f.setLimits(f.m.Config())
 	}
 	if len(logs) > 0 {
 		f.at.index, f.at.term = logs[len(logs)-1].Index, logs[len(logs)-1].Term
@@ -167,7 +174,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.restores.Add(1)
 	f.at.index, f.at.term = 0, 0
-	f.maxTTL.Store(int64(f.m.Config().MaxTTL))
+	f.setLimits(f.m.Config())
 	f.signalRules()
 	return nil
 }

@@ -63,12 +63,7 @@ func errMissing(what string) error { return errors.New("node: " + what) }
 
 // limits are the bounds requests are judged by before they are proposed:
 // the rules recorded in the log, which the machine applies them by.
-func (s nodeService) limits() fence.Limits {
-	if d := s.n.MaxTTL(); d > 0 {
-		return fence.Limits{MaxTTL: d}
-	}
-	return fence.Limits{MaxTTL: s.n.Rules().MaxTTL}
-}
+func (s nodeService) limits() fence.Limits { return s.n.Limits() }
 
 func (s nodeService) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.Grant, error) {
 	if err := req.Validate(s.limits()); err != nil {

@@ -140,7 +140,12 @@ func (n *Node) Rules() state.Config {
 // rules applied so far on this node; on a follower, the leader's). It takes
 // no lock: the server checks every request's ttl against it. A node's own
 // flags (Config.Rules) only propose rules; this is what decides.
-func (n *Node) MaxTTL() time.Duration { return time.Duration(n.fsm.maxTTL.Load()) }
+func (n *Node) MaxTTL() time.Duration { return n.Limits().MaxTTL }
+
+// Limits are the request bounds of the rules recorded in the log (the
+// largest TTL and lock-delay; state.Config.Limits), read without a lock:
+// the server and the node judge every request by them.
+func (n *Node) Limits() fence.Limits { return *n.fsm.limits.Load() }
 
 // HeldLeases counts the locks held as of the last command applied
 // (state.Machine.Holders: O(1), no scan; a lease past its end counts until

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -45,9 +44,10 @@ type Node interface {
 	// knows its leader and applied all it knows committed. detail is the
 	// one line /readyz shows after "ready: " or "not ready: ".
 	Readiness() (ready bool, detail string)
-	// MaxTTL is the largest TTL the rules recorded in the log allow; 0 if
-	// none are known yet (Config.MaxTTL applies then).
-	MaxTTL() time.Duration
+	// Limits are the request bounds of the rules recorded in the log (the
+	// largest TTL and lock-delay); MaxTTL 0 if none are known yet
+	// (Config.MaxTTL applies then).
+	Limits() fence.Limits
 	// Backup copies the node's state as of one applied index and returns
 	// the header's facts and the function that writes the backup file. An
 	// error that is not a *connect.Error is mapped as a Service error.

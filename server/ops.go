@@ -302,18 +302,20 @@ func withRef[Res any](ref *fencev1.SessionRef, build func(binding) (call[Res], e
 	return build(b)
 }
 
-// limits are the bounds requests are judged by: the largest TTL, as
-// maxTTL.
-func (s *Server) limits() fence.Limits { return fence.Limits{MaxTTL: s.maxTTL()} }
-
-// maxTTL is the largest TTL the rules recorded in the log allow, which is
-// what the leader's state machine judges by. The server's own --max-ttl only
-// proposes rules (when this node leads): a follower started with another
-// value must neither refuse a TTL the log allows (a retried request_id would
-// then be refused although it was granted) nor pass one it does not.
-func (s *Server) maxTTL() time.Duration {
-	if d := s.deps.Node.MaxTTL(); d > 0 {
-		return d
+// limits are the bounds requests are judged by: those of the rules
+// recorded in the log (the largest TTL and lock-delay), which is what the
+// leader's state machine judges by. The server's own --max-ttl and
+// --max-lock-delay only propose rules (when this node leads): a follower
+// started with other values must neither refuse what the log allows (a
+// retried request_id would then be refused although it was granted) nor
+// pass what it does not. Before any rules are known, Config.MaxTTL.
+func (s *Server) limits() fence.Limits {
+	l := s.deps.Node.Limits()
+	if l.MaxTTL <= 0 {
+		l.MaxTTL = s.cfg.MaxTTL
 	}
-	return s.cfg.MaxTTL
+	return l
 }
+
+// maxTTL is limits' largest TTL.
+func (s *Server) maxTTL() time.Duration { return s.limits().MaxTTL }

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/backup"
 	"github.com/fenceworks/fence/cluster"
@@ -108,7 +109,7 @@ func (n memNode) Readiness() (bool, string) {
 	return true, fmt.Sprintf("applied=%d last_token=%d", n.m.Applied(), n.m.LastToken())
 }
 
-func (n memNode) MaxTTL() time.Duration { return n.m.MaxTTL() }
+func (n memNode) Limits() fence.Limits { return n.m.Limits() }
 
 // Backup writes the service's state as a backup file (backup.Write), as
 // the daemon's adapter writes a node's.

@@ -92,7 +92,8 @@ func configPB(c Config) *statepb.Config {
 	return &statepb.Config{MaxTtl: int64(c.MaxTTL), MaxOps: int64(c.MaxOps), MaxRequests: int64(c.MaxRequests),
 		IdRetention: int64(c.IDRetention), MinIdRetention: int64(c.MinIDRetention), MaxWaitersPerLock: int64(c.MaxWaitersPerLock),
 		MaxWaiters: int64(c.MaxWaiters), MaxResources: int64(c.MaxResources), MaxResourceBytes: c.MaxResourceBytes,
-		MaxLocks: int64(c.MaxLocks), MaxSessions: int64(c.MaxSessions), MaxSessionResults: int64(c.MaxSessionResults)}
+		MaxLocks: int64(c.MaxLocks), MaxSessions: int64(c.MaxSessions), MaxSessionResults: int64(c.MaxSessionResults),
+		MaxLockDelay: int64(c.MaxLockDelay)}
 }
 
 // configOfPB is the inverse of pbConfig; an int field out of int's range
@@ -104,7 +105,8 @@ func configOfPB(p *statepb.Config) (Config, error) {
 	c := Config{MaxTTL: time.Duration(p.MaxTtl), MaxOps: int(p.MaxOps), MaxRequests: int(p.MaxRequests),
 		IDRetention: time.Duration(p.IdRetention), MinIDRetention: time.Duration(p.MinIdRetention),
 		MaxWaitersPerLock: int(p.MaxWaitersPerLock), MaxWaiters: int(p.MaxWaiters), MaxResources: int(p.MaxResources),
-		MaxResourceBytes: p.MaxResourceBytes, MaxLocks: int(p.MaxLocks), MaxSessions: int(p.MaxSessions), MaxSessionResults: int(p.MaxSessionResults)}
+		MaxResourceBytes: p.MaxResourceBytes, MaxLocks: int(p.MaxLocks), MaxSessions: int(p.MaxSessions), MaxSessionResults: int(p.MaxSessionResults),
+		MaxLockDelay: time.Duration(p.MaxLockDelay)}
 	if !proto.Equal(configPB(c), p) {
 		return Config{}, fmt.Errorf("config field out of range")
 	}

@@ -65,7 +65,8 @@ func TestWireCodecMatchesTheRuntime(t *testing.T) {
 				MaxRequests: int(i64.Draw(t, "max_requests")), IDRetention: time.Duration(i64.Draw(t, "id_retention")),
 				MinIDRetention: time.Duration(i64.Draw(t, "min_id_retention")), MaxWaitersPerLock: int(i64.Draw(t, "mwpl")),
 				MaxWaiters: int(i64.Draw(t, "mw")), MaxResources: int(i64.Draw(t, "mr")), MaxResourceBytes: i64.Draw(t, "mrb"),
-				MaxLocks: int(i64.Draw(t, "ml")), MaxSessions: int(i64.Draw(t, "ms")), MaxSessionResults: int(i64.Draw(t, "msr"))}
+				MaxLocks: int(i64.Draw(t, "ml")), MaxSessions: int(i64.Draw(t, "ms")), MaxSessionResults: int(i64.Draw(t, "msr")),
+				MaxLockDelay: time.Duration(i64.Draw(t, "mld"))}
 		}
 		check(t, c)
 	})

@@ -15,7 +15,8 @@ import (
 // package doc, Config). A zero cap (MaxWaitersPerLock, MaxWaiters,
 // MaxResources, MaxResourceBytes, MaxLocks, MaxSessions,
 // MaxSessionResults) means no cap; a zero MinIDRetention means
-// ids may be forgotten by count at any age.
+// ids may be forgotten by count at any age; a zero MaxLockDelay means
+// fence.MaxLockDelay (a rule recorded before the field existed is read so).
 type Config struct {
 	MaxTTL            time.Duration // greatest TTL of an acquire or renew
 	MaxOps            int           // op_ids remembered (see Retention)
@@ -29,6 +30,7 @@ type Config struct {
 	MaxLocks          int           // locks that exist: held, delayed or with waiters (idle tombstones are bounded by MaxIdleLocks)
 	MaxSessions       int           // live sessions
 	MaxSessionResults int           // saved unacknowledged results of sequenced commands, per session
+	MaxLockDelay      time.Duration // greatest lock_delay of an acquire (0: fence.MaxLockDelay, the format's bound)
 }
 
 // MaxIdleLocks bounds the tombstones of idle locks whatever MaxRequests is:
@@ -46,6 +48,9 @@ const (
 // been applied (a constant of the log format) and the one a node proposes
 // (with OpConfig) when the operator sets no flag: ids remembered at least 3 minutes and at most
 // 24 hours, up to a million of each, and caps on waiters and resources.
+// Its MaxLockDelay is 0 (fence.MaxLockDelay): the field came after the
+// format's first rules, and a machine's first rules do not change with a
+// release; `fence serve` proposes fence.DefaultMaxLockDelay (daemon).
 // 3 minutes at 5,000 id-bearing operations per second is 900,000 ids, so
 // the stated load fits in MaxOps and MaxRequests.
 func DefaultConfig() Config {
@@ -94,7 +99,13 @@ func (c Config) Validate() error {
 		n("max_locks", int64(c.MaxLocks), 0, unbounded),
 		n("max_sessions", int64(c.MaxSessions), 0, unbounded),
 		n("max_session_results", int64(c.MaxSessionResults), 0, unbounded),
+		d("max_lock_delay", c.MaxLockDelay, 0, fence.MaxLockDelay),
 	)
+}
+
+// Limits are the request bounds these rules set (fence.Request Validate).
+func (c Config) Limits() fence.Limits {
+	return fence.Limits{MaxTTL: c.MaxTTL, MaxLockDelay: c.MaxLockDelay}
 }
 
 // withDefaults fills the zero fields of c that cannot be zero from

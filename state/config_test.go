@@ -105,6 +105,8 @@ func TestOpConfigRefusesNonsense(t *testing.T) {
 		{"config.max_resources", func(c *Config) { c.MaxResources = -1 }},
 		{"config.max_resource_bytes", func(c *Config) { c.MaxResourceBytes = -1 }},
 		{"config.max_locks", func(c *Config) { c.MaxLocks = -1 }},
+		{"config.max_lock_delay", func(c *Config) { c.MaxLockDelay = -1 }},
+		{"config.max_lock_delay", func(c *Config) { c.MaxLockDelay = fence.MaxLockDelay + 1 }},
 	}
 	for _, tc := range cases {
 		c := ok
@@ -132,7 +134,7 @@ func TestOpConfigRefusesNonsense(t *testing.T) {
 func TestSnapshotCarriesConfig(t *testing.T) {
 	m := New()
 	c := DefaultConfig()
-	c.MaxTTL = time.Hour
+	c.MaxTTL, c.MaxLockDelay = time.Hour, 90*time.Second
 	mustOK(t, m, Command{Op: OpConfig, Config: c})
 	var b bytes.Buffer
 	if err := m.Snapshot(&b); err != nil {

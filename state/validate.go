@@ -23,7 +23,7 @@ func (m *impl) validateAcquire(c Command) error {
 		fence.ValidateOwner(c.Owner),
 		ttl,
 		fence.ValidateDuration("wait", c.Wait, fence.MaxWait),
-		fence.ValidateDuration("lock_delay", c.LockDelay, fence.MaxLockDelay),
+		m.cfg.Limits().ValidateLockDelay(c.LockDelay),
 		fence.ValidateID("request_id", c.RequestID),
 		requestIDForWait(c),
 		reservedRequestID(c),

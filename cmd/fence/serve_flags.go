@@ -88,6 +88,8 @@ var serveFlagTable = []serveFlag{
 	// records them, never to a replay.
 	{"max-ttl", "rule: largest lease TTL accepted",
 		dur(func(s *serveSettings) *time.Duration { return &s.cfg.Rules.MaxTTL })},
+	{"max-lock-delay", "rule: largest lock_delay an acquire may ask for (0: 24h, the format's bound)",
+		dur(func(s *serveSettings) *time.Duration { return &s.cfg.Rules.MaxLockDelay })},
 	{"max-waiters-per-lock", "rule: most queued acquires on one lock (0: no cap)",
 		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxWaitersPerLock })},
 	{"max-waiters", "rule: most queued acquires on all locks (0: no cap)",

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/backup"
 	"github.com/fenceworks/fence/internal/buildinfo"
@@ -33,7 +34,7 @@ func (v Node) Readiness() (bool, string) {
 
 // MaxTTL is the largest TTL the rules recorded in the log allow (0 before
 // any are known).
-func (v Node) MaxTTL() time.Duration { return v.N.MaxTTL() }
+func (v Node) Limits() fence.Limits { return v.N.Limits() }
 
 // Backup copies the node's state (node.BackupView) and returns the
 // header's facts and the function that writes the file (backup.Write).

@@ -332,10 +332,13 @@ func (s *Service) LastToken() fence.Token {
 }
 
 // MaxTTL is the largest TTL the recorded rules allow.
-func (s *Service) MaxTTL() time.Duration {
+func (s *Service) MaxTTL() time.Duration { return s.Limits().MaxTTL }
+
+// Limits are the request bounds of the recorded rules.
+func (s *Service) Limits() fence.Limits {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m.Config().MaxTTL
+	return s.m.Config().Limits()
 }
 
 // ClusterID is the cluster id recorded with the rules.

@@ -32,7 +32,7 @@ func outcome(res state.Result, err error) (state.Result, error) {
 	return res, res.Err
 }
 
-func (s *Service) limits() fence.Limits { return fence.Limits{MaxTTL: s.MaxTTL()} }
+func (s *Service) limits() fence.Limits { return s.Limits() }
 
 func bind(cmd state.Command, ref fence.SessionRef) state.Command {
 	cmd.Session, cmd.Seq, cmd.Ack = ref.ID, ref.Seq, ref.Ack

@@ -15,9 +15,14 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// rules are the rules of every store the table runs against: those of
+// `fence serve` without flags (daemon.DefaultConfig), which the table's
+// bounds are written for.
+var rules = daemon.DefaultConfig().Rules
+
 // localTarget is a node on a fresh data dir, as node.Node.Service.
 func localTarget(t *testing.T) Target {
-	n, err := node.Open(node.Config{DataDir: t.TempDir(), Logger: quiet})
+	n, err := node.Open(node.Config{DataDir: t.TempDir(), Logger: quiet, Rules: rules})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +131,7 @@ func TestConformanceInMemory(t *testing.T) {
 	var local, mem []Outcome
 	t.Run("local node", func(t *testing.T) { local = Run(t, localTarget(t)) })
 	t.Run("in memory", func(t *testing.T) {
-		s := memservice.New(memservice.Config{})
+		s := memservice.New(memservice.Config{Rules: rules})
 		t.Cleanup(func() { s.Close() })
 		mem = Run(t, Target{Service: s, Stop: func() { s.Close() }})
 	})

@@ -142,6 +142,8 @@ var table = []step{
 	{"ttl above the largest", acquire(fence.AcquireRequest{Name: "c", TTL: fence.DefaultMaxTTL + time.Second}), []string{"INVALID_ARGUMENT", "Field:ttl"}},
 	{"lock_delay above the largest", acquire(fence.AcquireRequest{Name: "c", TTL: 10 * time.Second, LockDelay: fence.MaxLockDelay + time.Second}),
 		[]string{"INVALID_ARGUMENT", "Field:lock_delay"}},
+	{"lock_delay above the default rule (--max-lock-delay 1m)", acquire(fence.AcquireRequest{Name: "c", TTL: 10 * time.Second, LockDelay: fence.DefaultMaxLockDelay + time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:lock_delay", "max_lock_delay"}},
 	{"owner too long", acquire(fence.AcquireRequest{Name: "c", Owner: strings.Repeat("o", fence.MaxOwnerBytes+1), TTL: 10 * time.Second}),
 		[]string{"INVALID_ARGUMENT", "Field:owner"}},
 	{"request_id too long", acquire(fence.AcquireRequest{Name: "c", TTL: 10 * time.Second, RequestID: strings.Repeat("r", fence.MaxIDBytes+1)}),

@@ -246,6 +246,7 @@ type Config struct {
 	MaxLocks          int64                  `protobuf:"zigzag64,10,opt,name=max_locks,json=maxLocks,proto3" json:"max_locks,omitempty"`
 	MaxSessions       int64                  `protobuf:"zigzag64,11,opt,name=max_sessions,json=maxSessions,proto3" json:"max_sessions,omitempty"`
 	MaxSessionResults int64                  `protobuf:"zigzag64,12,opt,name=max_session_results,json=maxSessionResults,proto3" json:"max_session_results,omitempty"`
+	MaxLockDelay      int64                  `protobuf:"zigzag64,13,opt,name=max_lock_delay,json=maxLockDelay,proto3" json:"max_lock_delay,omitempty"` // 0 (absent): fence.MaxLockDelay
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -360,6 +361,13 @@ func (x *Config) GetMaxSessions() int64 {
 func (x *Config) GetMaxSessionResults() int64 {
 	if x != nil {
 		return x.MaxSessionResults
+	}
+	return 0
+}
+
+func (x *Config) GetMaxLockDelay() int64 {
+	if x != nil {
+		return x.MaxLockDelay
 	}
 	return 0
 }
@@ -2365,7 +2373,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x03seq\x18\x11 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03ack\x18\x12 \x01(\x04R\x03ack\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x13 \x01(\fR\tclusterId\"\xbf\x03\n" +
+	"cluster_id\x18\x13 \x01(\fR\tclusterId\"\xe5\x03\n" +
 	"\x06Config\x12\x17\n" +
 	"\amax_ttl\x18\x01 \x01(\x12R\x06maxTtl\x12\x17\n" +
 	"\amax_ops\x18\x02 \x01(\x12R\x06maxOps\x12!\n" +
@@ -2380,7 +2388,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\tmax_locks\x18\n" +
 	" \x01(\x12R\bmaxLocks\x12!\n" +
 	"\fmax_sessions\x18\v \x01(\x12R\vmaxSessions\x12.\n" +
-	"\x13max_session_results\x18\f \x01(\x12R\x11maxSessionResults\"\xe4\x02\n" +
+	"\x13max_session_results\x18\f \x01(\x12R\x11maxSessionResults\x12$\n" +
+	"\x0emax_lock_delay\x18\r \x01(\x12R\fmaxLockDelay\"\xe4\x02\n" +
 	"\x0eSnapshotHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x18\n" +
