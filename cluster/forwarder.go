@@ -89,11 +89,12 @@ func IsForwarded(ctx context.Context) bool {
 }
 
 // MarkForwarded wraps the API handler: a request with "Fence-Forwarded: 1"
-// is served under a context marked WithForwarded, which the Forwarder
-// answers locally or not at all.
+// that came through the peer port (clusterapi.FromPeer) is served under a
+// context marked WithForwarded, which the Forwarder answers locally or not
+// at all. On the client port the header is ignored.
 func MarkForwarded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(ForwardedHeader) == "1" {
+		if r.Header.Get(ForwardedHeader) == "1" && clusterapi.FromPeer(r.Context()) {
 			r = r.WithContext(WithForwarded(r.Context()))
 		}
 		h.ServeHTTP(w, r)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/testkit/chaos"
 	"github.com/fenceworks/fence/testkit/harness"
 )
@@ -132,7 +134,9 @@ func TestForwarderServesThroughFollowers(t *testing.T) {
 		}
 	}
 
-	marked := client.NewService(followers[0].URL(), client.WithHeader(cluster.ForwardedHeader, "1"))
+	// A call another node forwarded (it comes through the raft port)
+	// reaches a follower: refused, not passed on again.
+	marked := client.NewService("http://"+followers[0].RaftAddr(), client.WithDialer(dialPeerAPI), client.WithHeader(cluster.ForwardedHeader, "1"))
 	_, err := marked.Acquire(ctx, fence.AcquireRequest{Name: "marked", Owner: "o", TTL: 10 * time.Second})
 	if !errors.Is(err, fence.ErrUnavailable) || fence.ReasonOf(err) != "" {
 		t.Fatalf("forwarded call at a follower = %v, want unavailable", err)
@@ -140,6 +144,27 @@ func TestForwarderServesThroughFollowers(t *testing.T) {
 	if info, err := direct.Get(ctx, "marked"); err != nil || info.Lease != nil || info.LastToken != 0 {
 		t.Fatalf("lock after a refused forwarded call: %+v, %v; want never granted", info, err)
 	}
+	// The same mark sent by a client to the client port means nothing:
+	// the follower forwards the call as any other.
+	spoofed := client.NewService(followers[0].URL(), client.WithHeader(cluster.ForwardedHeader, "1"))
+	g, err := spoofed.Acquire(ctx, fence.AcquireRequest{Name: "spoofed", Owner: "o", TTL: 10 * time.Second})
+	if err != nil || g.Lease.Token == 0 {
+		t.Fatalf("a client's forwarded mark on the client port: %v, want the call forwarded and granted", err)
+	}
+}
+
+// dialPeerAPI opens a connection to the API side of the raft port at addr,
+// as a peer forwarding a call does (raftstore.Mux.DialAPI).
+func dialPeerAPI(ctx context.Context, _, addr string) (net.Conn, error) {
+	c, err := new(net.Dialer).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte{raftstore.HeaderAPI}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // TestForwarderFollowsLeadership: leadership moves to each node in turn;

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/cluster/clusterapi"
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/testkit/testutil"
 )
 
@@ -201,12 +204,21 @@ func TestClusterJoinListTransferRemove(t *testing.T) {
 		t.Fatalf("the leader's view of l: %v, %v; want the lease granted through n3 (token %d)", got, err, grant.Msg.GetLease().GetToken())
 	}
 
-	// A change another node forwarded reaches a follower: refused as
-	// unavailable, not passed on to the leader (one hop at most).
+	// A change another node forwarded (through the raft port) reaches a
+	// follower: refused as unavailable, not passed on to the leader (one
+	// hop at most).
 	req := connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})
 	req.Header().Set(cluster.ForwardedHeader, "1")
-	if _, err := n2.client().RemoveMember(context.Background(), req); connect.CodeOf(err) != connect.CodeUnavailable {
+	peer := fencev1connect.NewClusterServiceClient(clusterapi.PeerHTTPClient(dialPeerAPI), "http://"+n2.cfg.Cluster.RaftAddr)
+	if _, err := peer.RemoveMember(context.Background(), req); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("forwarded RemoveMember on a follower: %v, want unavailable", err)
+	}
+	// The mark set by a client on the client port means nothing: the
+	// follower forwards the call as any other.
+	spoof := connect.NewRequest(&fencev1.AcquireRequest{Name: "spoofed", Owner: "o", Ttl: durationpb.New(time.Minute)})
+	spoof.Header().Set(cluster.ForwardedHeader, "1")
+	if g, err := n2.locks().Acquire(context.Background(), spoof); err != nil || g.Msg.GetLease().GetToken() == 0 {
+		t.Fatalf("a client's forwarded mark on follower n2's client port: %v, want the acquire forwarded and granted", err)
 	}
 	if got := ids(n1.members(t)); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
 		t.Fatalf("after a refused forwarded removal the leader lists %v", got)
@@ -443,4 +455,18 @@ func goroutineIn(fn string) bool {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// dialPeerAPI opens a connection to the API side of the raft port at
+// raftAddr, as a peer forwarding a call does (raftstore.Mux.DialAPI).
+func dialPeerAPI(ctx context.Context, raftAddr string) (net.Conn, error) {
+	c, err := new(net.Dialer).DialContext(ctx, "tcp", raftAddr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte{raftstore.HeaderAPI}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }

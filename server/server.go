@@ -117,6 +117,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
+		ConnContext:       markPeerConn,
 		ErrorLog:          httpErrorLog(cfg.Logger),
 	}
 	return s, nil
@@ -149,8 +150,12 @@ func (s *Server) Drain() {
 // ServePeers serves the same handler on ln without the client connection
 // cap (the API as other nodes reach it on the raft port), until Shutdown
 // or Close; it then returns nil.
+//
+// Only what arrives this way is served as from a peer
+// (clusterapi.FromPeer): a client-port request carrying the forwarded
+// mark is served as any other.
 func (s *Server) ServePeers(ln net.Listener) error {
-	err := s.http.Serve(ln)
+	err := s.http.Serve(peerListener{ln})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -14,7 +14,23 @@ import (
 // answers it unavailable instead of passing it on again: a call makes at
 // most one hop, so two nodes that each think the other leads cannot bounce
 // it between them.
+//
+// The mark is honoured only on a call that came through the peer port (the
+// raft port's API side; FromPeer): on the client port it is ignored, so a
+// client cannot make a follower refuse its call instead of forwarding it.
 const ForwardedHeader = "Fence-Forwarded"
+
+type peerKey struct{}
+
+// WithPeer marks ctx as the context of a request that came through the
+// peer port (the server sets it on those connections).
+func WithPeer(ctx context.Context) context.Context { return context.WithValue(ctx, peerKey{}, true) }
+
+// FromPeer reports a request that came through the peer port (WithPeer).
+func FromPeer(ctx context.Context) bool {
+	v, _ := ctx.Value(peerKey{}).(bool)
+	return v
+}
 
 // DialFunc opens a connection to the Fence API of the node whose raft
 // address is raftAddr (raftstore's Mux.DialAPI).

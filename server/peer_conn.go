@@ -1,0 +1,32 @@
+package server
+
+import (
+	"context"
+	"net"
+
+	"github.com/fenceworks/fence/cluster/clusterapi"
+)
+
+// peerListener marks the connections of the peer port (ServePeers), so
+// that the requests served over them, and only those, are served as from a
+// peer: the forwarded mark a client sets on the client port means nothing.
+type peerListener struct{ net.Listener }
+
+type peerConn struct{ net.Conn }
+
+func (l peerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return peerConn{c}, nil
+}
+
+// markPeerConn is the http.Server's ConnContext: a peer connection's
+// requests carry clusterapi.WithPeer.
+func markPeerConn(ctx context.Context, c net.Conn) context.Context {
+	if _, ok := c.(peerConn); ok {
+		return clusterapi.WithPeer(ctx)
+	}
+	return ctx
+}
