@@ -8,6 +8,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A field this binary does not know is refused as unknown, at the top and
@@ -60,5 +61,30 @@ func TestMutantCodecExactlyMaxCommandBytes(t *testing.T) {
 	over.Value = append(bytes.Clone(cmd.Value), 'v')
 	if _, err := over.MarshalBinary(); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("encode of MaxCommandBytes+1: %v, want ErrBadCommand", err)
+	}
+}
+
+// Each variable-length field of a command may be the long one: a command
+// whose name, owner, request_id, op_id or value alone is far longer than
+// the others encodes and decodes. (Kills a "+" of encodeCommand's capacity
+// hint turned "-": the capacity goes negative and make panics.)
+func TestMutantCodecOneLongField(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	for name, c := range map[string]Command{
+		"name":       {Op: OpAcquire, Name: long, TTL: time.Second},
+		"owner":      {Op: OpAcquire, Name: "n", Owner: long, TTL: time.Second},
+		"request_id": {Op: OpAcquire, Name: "n", TTL: time.Second, RequestID: long},
+		"op_id":      {Op: OpWrite, Name: "n", Token: 1, OpID: long},
+		"value":      {Op: OpWrite, Name: "n", Token: 1, Value: []byte(long)},
+	} {
+		b, err := c.MarshalBinary()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var got Command
+		if err := got.UnmarshalBinary(b); err != nil || got.Name != c.Name || got.Owner != c.Owner ||
+			got.RequestID != c.RequestID || got.OpID != c.OpID || string(got.Value) != string(c.Value) {
+			t.Fatalf("%s: decoded %+v, %v", name, got, err)
+		}
 	}
 }
