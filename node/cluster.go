@@ -98,6 +98,9 @@ func (n *Node) bootstrap(trans raft.Transport, stable raft.StableStore, snaps ra
 		cfg.Logger.Info("new node without bootstrap or peers: waiting to be added to a cluster", "node_id", cfg.NodeID, "raft_addr", local)
 		return nil
 	}
+	if n.startedBefore {
+		return &LostStateError{Dir: cfg.DataDir, NodeID: cfg.NodeID}
+	}
 	if err := raft.BootstrapCluster(cfg.raftConfig(), n.log, stable, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
 		return fmt.Errorf("node: bootstrap: %w", err)
 	}
@@ -217,6 +220,7 @@ func (n *Node) watchRules() {
 	defer n.wg.Done()
 	var warned state.Config
 	for {
+		n.persistClusterID()
 		if n.raft.State() == raft.Leader {
 			// While it leads, its own flags are (or are being) recorded:
 			// a later leader's other rules are news again.

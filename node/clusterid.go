@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/fenceworks/fence/state"
@@ -30,24 +31,86 @@ func newClusterID() (string, error) {
 	return id, state.ValidateClusterID(id)
 }
 
+// ClusterIDFile records, in the data dir, the cluster id the node's state
+// last held. The state learns its id only as it applies the log (or
+// restores a snapshot), which a restarted member does only once a leader
+// has told it what is committed; until then its raft port would take
+// connections from a node of any cluster — a re-bootstrapped old member
+// could replicate into it or win its vote. With the file, a restarted node
+// knows its cluster at once (raftstore's HeaderRaftCluster check).
+const ClusterIDFile = "CLUSTER_ID"
+
+// readClusterIDFile returns the cluster id recorded in dir ("" if none).
+func readClusterIDFile(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ClusterIDFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("node: read %s: %w", ClusterIDFile, err)
+	}
+	id := strings.TrimSpace(string(b))
+	if err := state.ValidateClusterID(id); err != nil {
+		return "", fmt.Errorf("node: %s in %s: %w", ClusterIDFile, dir, err)
+	}
+	return id, nil
+}
+
+// persistClusterID records the state's cluster id in ClusterIDFile when it
+// is known and not yet recorded (watchRules calls it at start and after
+// every change of the rules, which carry the id).
+func (n *Node) persistClusterID() {
+	id := n.ClusterID()
+	if id == "" || id == *n.persistedID.Load() {
+		return
+	}
+	if old := *n.persistedID.Load(); old != "" {
+		n.cfg.Logger.Error("the state's cluster id differs from the one this data dir recorded; recording the state's", "recorded", old, "state", id)
+	}
+	if err := writeFileSync(n.cfg.DataDir, ClusterIDFile, id+"\n"); err != nil {
+		n.cfg.Logger.Error("recording the cluster id failed: until the log is applied after a restart, this node's raft port will not know its cluster", "err", err)
+		return
+	}
+	n.persistedID.Store(&id)
+}
+
 // muxClusterID is what the raft port reads at every raft dial and accept
 // (raftstore.Mux.SetClusterID): the state's cluster id, or the last one
 // read while the FSM is held by an apply or a snapshot restore (a
-// connection does not wait for those).
+// connection does not wait for those), or, while the state knows none
+// yet, the one the data dir recorded (ClusterIDFile).
 func (n *Node) muxClusterID() func() string {
 	var last atomic.Pointer[string]
 	return func() string {
+		var id string
 		if n.fsm.mu.TryRLock() {
-			id := n.fsm.m.ClusterID()
+			id = n.fsm.m.ClusterID()
 			n.fsm.mu.RUnlock()
 			last.Store(&id)
-			return id
+		} else if p := last.Load(); p != nil {
+			id = *p
 		}
-		if p := last.Load(); p != nil {
-			return *p
+		if id == "" {
+			id = *n.persistedID.Load()
 		}
-		return ""
+		return id
 	}
+}
+
+// LostStateError: a data dir that has been started before (it records a
+// node id) holds no raft log and no snapshot — its wal/ or snapshots/ were
+// lost — and this start would bootstrap it (a single node, --bootstrap or
+// --peers): a new store whose tokens start again at 1, below tokens
+// already granted. Open refuses it.
+type LostStateError struct {
+	Dir, NodeID string
+}
+
+func (e *LostStateError) Error() string {
+	return fmt.Sprintf("node: data dir %s has been started before (it records node id %s in %s) but holds no raft log and no snapshot: its wal/ or snapshots/ are gone. "+
+		"Bootstrapping it would start a new store whose tokens begin again at 1, below tokens already granted. Restore it from a backup (fence restore), "+
+		"or, in a cluster, start this node with an empty data dir and add it again (fence members remove %s, then --join); to start a new store here on purpose, remove %s",
+		e.Dir, e.NodeID, nodeIDFile, e.NodeID, filepath.Join(e.Dir, nodeIDFile))
 }
 
 // ClusterID is the cluster id recorded in the applied state ("" until the

@@ -19,25 +19,36 @@ const nodeIDFile = "NODE_ID"
 
 // checkNodeID refuses to start dir under another id than the one recorded
 // in it, and records id in a dir that has none (a new dir, or one from
-// before the file existed). The caller holds the dir's lock.
-func checkNodeID(dir, id string) error {
+// before the file existed). started reports that the file was there: the
+// dir has been started before. The caller holds the dir's lock.
+func checkNodeID(dir, id string) (started bool, err error) {
 	path := filepath.Join(dir, nodeIDFile)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		if got := string(bytes.TrimSpace(b)); got != id {
-			return fmt.Errorf("node: data dir %s belongs to node %q, but this start says node id %q: start it with --node-id %s (or give this node its own data dir)", dir, got, id, got)
+			return true, fmt.Errorf("node: data dir %s belongs to node %q, but this start says node id %q: start it with --node-id %s (or give this node its own data dir)", dir, got, id, got)
 		}
-		return nil
+		return true, nil
 	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("node: read %s: %w", path, err)
+		return false, fmt.Errorf("node: read %s: %w", path, err)
 	}
+	if err := writeFileSync(dir, nodeIDFile, id+"\n"); err != nil {
+		return false, fmt.Errorf("node: record the node id in %s: %w", path, err)
+	}
+	return false, nil
+}
+
+// writeFileSync replaces dir/name with content, durably: a temporary
+// file written and synced, renamed over name, and the dir synced.
+func writeFileSync(dir, name, content string) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("node: record the node id: %w", err)
+		return err
 	}
-	_, err = f.WriteString(id + "\n")
+	_, err = f.WriteString(content)
 	if serr := f.Sync(); err == nil {
 		err = serr
 	}
@@ -50,10 +61,7 @@ func checkNodeID(dir, id string) error {
 	if err == nil {
 		err = syncDir(dir)
 	}
-	if err != nil {
-		return fmt.Errorf("node: record the node id in %s: %w", path, err)
-	}
-	return nil
+	return err
 }
 
 func syncDir(dir string) error {

@@ -145,7 +145,7 @@ func InitDataDir(cfg Config, m *state.Machine, index, term uint64) (err error) {
 			err = fmt.Errorf("node: init data dir: close the stores: %w", cerr)
 		}
 	}()
-	if err := checkNodeID(cfg.DataDir, cfg.NodeID); err != nil {
+	if _, err := checkNodeID(cfg.DataDir, cfg.NodeID); err != nil {
 		return err
 	}
 	// raft's key for the current term (raft.keyCurrentTerm): a node whose

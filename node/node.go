@@ -36,6 +36,12 @@ type Node struct {
 	// bootstrap configuration (a node waiting to be added). Fixed at Open:
 	// what a leader replicates to it later does not change it.
 	startedEmpty bool
+	// startedBefore: the data dir recorded a node id when Open began (it
+	// has been started before): it must not be bootstrapped again.
+	startedBefore bool
+	// persistedID is the cluster id last recorded in ClusterIDFile ("":
+	// none), known at start before anything is applied.
+	persistedID atomic.Pointer[string]
 	closing      chan struct{}
 	closeOnce    sync.Once
 	closeErr     error
@@ -74,11 +80,17 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNodeID(cfg.DataDir, cfg.NodeID); err != nil {
+	started, err := checkNodeID(cfg.DataDir, cfg.NodeID)
+	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	n, err := open(cfg, store)
+	persisted, err := readClusterIDFile(cfg.DataDir)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	n, err := open(cfg, store, started, persisted)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -87,7 +99,7 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func open(cfg Config, store *raftstore.Store) (*Node, error) {
+func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID string) (*Node, error) {
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, raftstore.NewHCLogger(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
@@ -107,7 +119,10 @@ func open(cfg Config, store *raftstore.Store) (*Node, error) {
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		addr:    string(trans.LocalAddr()),
+
+		startedBefore: started,
 	}
+	n.persistedID.Store(&persistedClusterID)
 	if cfg.Mux != nil {
 		cfg.Mux.SetClusterID(n.muxClusterID())
 	}
