@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strings"
+	"unicode"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
@@ -96,6 +98,24 @@ func (e *HeaderError) Error() string {
 
 func (e *HeaderError) Unwrap() error { return e.Kind }
 
+// Bounds of header values (checkHeader).
+const (
+	MaxIndex        = 1 << 53 // applied_index and term
+	MaxServerTimeNS = 1 << 62 // server_time_ns
+)
+
+func knownRole(r string) bool { return r == "leader" || r == "follower" || r == "candidate" }
+
+// validNodeID: a node id as fence serve takes one (cluster.ValidateID).
+func validNodeID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	return !strings.ContainsFunc(id, func(r rune) bool {
+		return r == ',' || r == '=' || unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar
+	})
+}
+
 // checkHeader refuses header values a backup written by fence backup
 // cannot have.
 func checkHeader(h Header) *HeaderError {
@@ -109,8 +129,18 @@ func checkHeader(h Header) *HeaderError {
 		return bad(ErrCorrupt, "applied_index", h.AppliedIndex, "at least 1 (a node's state has applied its first raft entry)")
 	case h.Term == 0:
 		return bad(ErrCorrupt, "term", h.Term, "at least 1 (raft terms start at 1)")
+	case h.AppliedIndex > MaxIndex:
+		return bad(ErrCorrupt, "applied_index", h.AppliedIndex, "at most 2^53 (no raft log reaches it; a restore starts its log after it)")
+	case h.Term > MaxIndex:
+		return bad(ErrCorrupt, "term", h.Term, "at most 2^53")
 	case h.ServerTimeNS < 0:
 		return bad(ErrCorrupt, "server_time_ns", h.ServerTimeNS, "at least 0 (server time starts at 0)")
+	case h.ServerTimeNS > MaxServerTimeNS:
+		return bad(ErrCorrupt, "server_time_ns", h.ServerTimeNS, "at most 2^62 ns, 146 years (leases are timed by adding to it)")
+	case !knownRole(h.Role):
+		return bad(ErrCorrupt, "role", fmt.Sprintf("%q", h.Role), `"leader", "follower" or "candidate"`)
+	case !validNodeID(h.NodeID):
+		return bad(ErrCorrupt, "node_id", fmt.Sprintf("%q", h.NodeID), "1 to 128 bytes, no spaces, control characters, ',' or '='")
 	case h.WallUnixMS <= 0:
 		return bad(ErrCorrupt, "wall_unix_ms", h.WallUnixMS, "above 0 (the backing-up node's wall clock, unix ms)")
 	}

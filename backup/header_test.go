@@ -49,7 +49,10 @@ func withHeader(t *testing.T, file []byte, edit func(*Header)) []byte {
 // time below the state's is refused by Restore (the header disagrees with
 // the state). Planted, each seen red: checkHeader returning nil (every case
 // but server_time_ns below the state's), the server-time cross-check in
-// loadState removed (that case).
+// loadState removed (that case). Header values no backup can have (an
+// applied_index or term of 2^64-1, a server time of 2^63-1 ns, an unknown
+// role, an empty node id) were restored, after which fence serve panicked
+// or granted one lock to two owners (the outside attack).
 func TestHeaderValuesChecked(t *testing.T) {
 	m := machine(t, 3)
 	if m.Now() <= 0 {
@@ -70,6 +73,14 @@ func TestHeaderValuesChecked(t *testing.T) {
 		{"applied_index", ErrCorrupt, func(h *Header) { h.AppliedIndex = 0 }, true},
 		{"term", ErrCorrupt, func(h *Header) { h.Term = 0 }, true},
 		{"server_time_ns", ErrCorrupt, func(h *Header) { h.ServerTimeNS = -5 }, true},
+		{"applied_index", ErrCorrupt, func(h *Header) { h.AppliedIndex = 1<<64 - 1 }, true},
+		{"applied_index", ErrCorrupt, func(h *Header) { h.AppliedIndex = MaxIndex + 1 }, true},
+		{"term", ErrCorrupt, func(h *Header) { h.Term = 1<<64 - 1 }, true},
+		{"server_time_ns", ErrCorrupt, func(h *Header) { h.ServerTimeNS = 1<<63 - 1 }, true},
+		{"server_time_ns", ErrCorrupt, func(h *Header) { h.ServerTimeNS = MaxServerTimeNS + 1 }, true},
+		{"role", ErrCorrupt, func(h *Header) { h.Role = "evil" }, true},
+		{"node_id", ErrCorrupt, func(h *Header) { h.NodeID = "" }, true},
+		{"node_id", ErrCorrupt, func(h *Header) { h.NodeID = "a,b" }, true},
 		{"wall_unix_ms", ErrCorrupt, func(h *Header) { h.WallUnixMS = 0 }, true},
 		{"wall_unix_ms", ErrCorrupt, func(h *Header) { h.WallUnixMS = -1 }, true},
 		{"server_time_ns", ErrCorrupt, func(h *Header) { h.ServerTimeNS = m.Now() - 1 }, false},

@@ -100,3 +100,25 @@ func (n *Node) checkAddress(local raft.ServerAddress) error {
 	}
 	return nil
 }
+
+// checkLogReachable refuses a dir whose raft log starts after entry 1 but
+// holds no snapshot: the entries before its first were compacted into a
+// snapshot that is gone (snapshots/ lost or emptied), and raft would
+// start from nothing or panic ("log not found").
+func checkLogReachable(dir string, logs raft.LogStore, snaps raft.SnapshotStore) error {
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("node: read the log's first index: %w", err)
+	}
+	if first <= 1 {
+		return nil
+	}
+	metas, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("node: list snapshots: %w", err)
+	}
+	if len(metas) == 0 {
+		return fmt.Errorf("node: data dir %s: its raft log starts at entry %d but it holds no snapshot of the entries before: snapshots/ was lost or emptied. Restore it from a backup (fence restore), or, in a cluster, remove this member and add it again with an empty data dir", dir, first)
+	}
+	return nil
+}
