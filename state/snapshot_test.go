@@ -132,6 +132,14 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 			first := slices.IndexFunc(r, func(r *statepb.SnapshotRecord) bool { return r.GetResource() != nil })
 			return slices.Concat([]*statepb.SnapshotRecord{r[first]}, r[:first], r[first+1:]) // the first resource before the locks
 		}),
+		"lock repeated": edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+			i := slices.IndexFunc(r, func(r *statepb.SnapshotRecord) bool { return r.GetLock() != nil })
+			return slices.Insert(r, i+1, r[i])
+		}),
+		"resource repeated": edit(func(h *statepb.SnapshotHeader, r []*statepb.SnapshotRecord) []*statepb.SnapshotRecord {
+			i := slices.IndexFunc(r, func(r *statepb.SnapshotRecord) bool { return r.GetResource() != nil })
+			return slices.Insert(r, i+1, r[i])
+		}),
 		"header not canonical": encodeSnapRaw(append(bytes.Clone(msgs[0]), 0x38, 0), msgs[1:]...), // configured: false, present
 		"record not canonical": encodeSnapRaw(msgs[0], append(bytes.Clone(msgs[1]), msgs[1]...)),  // the lock twice in one record
 	} {
