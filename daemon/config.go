@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"os"
 	"time"
 
@@ -181,8 +182,22 @@ func (c Config) Validate() error {
 	if c.LogStore != "" && c.LogStore != node.LogStoreWAL {
 		return fence.Invalid("config.log_store", `"`+node.LogStoreWAL+`", the only log store`, c.LogStore)
 	}
-	if _, port, err := net.SplitHostPort(c.Listen); c.Listen != "" && (err != nil || port == "") {
-		return fence.Invalid("config.listen", "HOST:PORT", c.Listen)
+	if c.Listen != "" && !hostPort(c.Listen) {
+		return fence.Invalid("config.listen", "HOST:PORT with a port 0-65535", c.Listen)
+	}
+	if c.Cluster.RaftAddr != "" && !hostPort(c.Cluster.RaftAddr) {
+		return fence.Invalid("config.cluster.raft_addr", "HOST:PORT with a port 0-65535", c.Cluster.RaftAddr)
 	}
 	return c.Rules.Validate()
+}
+
+// hostPort reports whether addr is HOST:PORT with a decimal port 0-65535
+// (the host is resolved when the port is opened).
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return false
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && p <= 65535
 }

@@ -25,6 +25,9 @@ func TestConfigValidate(t *testing.T) {
 		{"config.log_store", func(c *Config) { c.LogStore = "bolt" }},
 		{"config.listen", func(c *Config) { c.Listen = "notanaddr" }},
 		{"config.listen", func(c *Config) { c.Listen = "127.0.0.1:" }},
+		{"config.listen", func(c *Config) { c.Listen = "127.0.0.1:65536" }},
+		{"config.cluster.raft_addr", func(c *Config) { c.Cluster.RaftAddr = "127.0.0.1:99999" }},
+		{"config.max_lock_delay", func(c *Config) { c.Rules.MaxLockDelay = 25 * time.Hour }},
 		{"config.max_ttl", func(c *Config) { c.Rules.MaxTTL = time.Millisecond }},
 	} {
 		c := DefaultConfig()

@@ -157,12 +157,18 @@ func TestValueRendering(t *testing.T) {
 	}
 }
 
-// A log store or a listen address serve cannot use is a usage error
-// naming the flag, refused before the data dir is made.
+// A log store, a listen or raft address serve cannot use (a port out of
+// 0-65535 included: it failed late, with a raw listen error naming no
+// flag) is a usage error naming the flag, refused before the data dir is
+// made.
 func TestServeRefusesUnknownLogStore(t *testing.T) {
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--listen", "127.0.0.1:0", "--log-store", "nope"}},
 		{[]string{"--listen", "notanaddr"}},
+		{[]string{"--listen", "127.0.0.1:99999"}},
+		{[]string{"--listen", "127.0.0.1:70000"}},
+		{[]string{"--listen", "127.0.0.1:http"}},
+		{[]string{"--bootstrap", "--raft-addr", "127.0.0.1:99999"}},
 	} {
 		var out, errb strings.Builder
 		dir := filepath.Join(t.TempDir(), "data")

@@ -71,6 +71,9 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if *ttl < fence.MinTTL { // 0 would read as "not set" once in a request
 		return fail(g, stdout, stderr, fence.Invalid("ttl", "at least "+fence.MinTTL.String(), ttl.String()))
 	}
+	if *grace < 0 { // no SIGTERM would ever go out
+		return fail(g, stdout, stderr, fence.Invalid("grace", "at least 0s (0: SIGKILL with no SIGTERM first)", grace.String()))
+	}
 	name, argv := pos[0], append(pos[1:], after...)
 
 	c, lease, err := g.acquireKept(name, *ttl, *wait, *owner)

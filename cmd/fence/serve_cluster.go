@@ -102,8 +102,8 @@ func (f *clusterFlags) clusterConfig() (daemon.ClusterConfig, error) {
 	}
 	c.RaftAddr, c.RaftAdvertise, c.Bootstrap = f.raftAddr, f.raftAdvertise, f.bootstrap
 	if c.RaftAddr != "" {
-		if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
-			return c, fence.Invalid("--raft-addr", "HOST:PORT", c.RaftAddr)
+		if _, port, err := net.SplitHostPort(c.RaftAddr); err != nil || !decimalPort(port) {
+			return c, fence.Invalid("--raft-addr", "HOST:PORT with a port 0-65535", c.RaftAddr)
 		}
 		if c.RaftAdvertise != "" {
 			if err := cluster.ValidateRaftAddr("--raft-advertise", c.RaftAdvertise); err != nil {
@@ -261,4 +261,10 @@ func testHooksSet(getenv func(string) string) []string {
 		}
 	}
 	return set
+}
+
+// decimalPort: a port number 0-65535 written in decimal.
+func decimalPort(p string) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n <= 65535
 }
