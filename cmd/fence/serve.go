@@ -106,6 +106,14 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		logger.Info("flags from the environment", "set", strings.Join(slices.Sorted(maps.Values(src)), " "))
 	}
 	cfg.Logger, cfg.Cluster = logger, clusterCfg
+	if cfg.TLSEnabled() {
+		// SIGHUP re-reads the certificate, key and CA files (a changed
+		// file is also noticed by the next handshake, within a second).
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		cfg.ReloadTLS = hup
+	}
 	err = daemon.Run(ctx, cfg, daemon.WithHooks(hooks))
 	if errors.Is(err, node.ErrNotLeader) && clusterCfg.RaftAddr == "" {
 		// Open gave up waiting for the node to take office.
