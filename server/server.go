@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -135,7 +134,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Serve(ln net.Listener) error {
 	ln = newLimitListener(ln, s.cfg.MaxConns, &s.conns)
 	if s.cfg.TLS != nil {
-		ln = tls.NewListener(ln, s.cfg.TLS)
+		ln = tlsListener{ln, s.cfg.TLS}
 	}
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
