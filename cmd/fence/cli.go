@@ -137,6 +137,7 @@ var subcommands = map[string]subcommand{
 	"restore": restoreCmd,
 	"status":  statusCmd,
 	"version": versionCmd,
+	"cert":    certCmd,
 }
 
 const usageText = `usage: fence [global flags] COMMAND [ARGS]
@@ -183,6 +184,8 @@ commands:
                                                           build a data dir from a backup (offline);
                                                           the token counter never goes back
   guard max-token ...                                     inspect a guard store
+  cert [--dir DIR] [--hosts HOST,...]                     make a test CA (once) and server and client
+                                                          certificates signed by it (docs/operations.md)
   version
 
 durations take a unit: 500ms, 30s, 5m, 1h.
