@@ -63,7 +63,10 @@ func tlsFailure(url string, err error) *TLSError {
 	case errors.As(err, &header), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		cause = "the server does not speak TLS (use http://, or serve TLS with --cert-file)"
 	case errors.As(err, &op) && op.Op == "remote error":
-		cause = "the server refused the TLS handshake (" + op.Err.Error() + "): with --client-cert-auth it needs a client certificate signed by its --trusted-ca-file (--cert and --key)"
+		cause = "the server refused the TLS handshake (" + op.Err.Error() + ")"
+		if strings.Contains(op.Err.Error(), "certificate") {
+			cause += ": with --client-cert-auth it needs a client certificate signed by its --trusted-ca-file (--cert and --key, FENCE_CERT and FENCE_KEY, tls.Config.Certificates)"
+		}
 	case strings.Contains(err.Error(), goPlaintextReply), strings.Contains(err.Error(), plaintextGoAway):
 		cause = "the server speaks TLS on this port: use an https:// URL (and --cacert)"
 	default:
