@@ -527,3 +527,35 @@ func TestTLSEveryProtocol(t *testing.T) {
 }
 
 var _ = x509.NewCertPool
+
+// The CA file of --trusted-ca-file is re-read as the certificate is: a
+// client whose certificate is from a CA not in it is refused, then served
+// once the file holds that CA too (the files changed, no signal); a CA
+// file replaced by junk keeps the last good one.
+func TestTLSTrustedCAReload(t *testing.T) {
+	p := newPKI(t)
+	d, addr := startTLS(t, Config{CertFile: p.certFile, KeyFile: p.keyFile, TrustedCAFile: p.caFile, ClientCertAuth: true})
+	url := "https://" + addr
+	newcomer := []client.Option{client.WithTLS(p.clientTLS(p.otherClient, tls.Certificate{})), client.WithoutSession()}
+	wantTLSError(t, acquireOnce(t, url, newcomer...), "the server refused the TLS handshake")
+	if err := acquireOnce(t, url, client.WithTLS(p.clientTLS(p.client)), client.WithoutSession()); err != nil {
+		t.Fatal(err)
+	}
+	bundle := append(p.ca.CertPEM(), p.other.CertPEM()...)
+	if err := certgen.WriteFile(p.caFile, bundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "a client of the added CA to be served", func() bool { return acquireOnce(t, url, newcomer...) == nil })
+	if err := acquireOnce(t, url, client.WithTLS(p.clientTLS(p.client)), client.WithoutSession()); err != nil {
+		t.Fatalf("the first CA's client after the CA file changed: %v", err)
+	}
+	if err := certgen.WriteFile(p.caFile, []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ReloadTLS(); err == nil {
+		t.Fatal("ReloadTLS of a junk CA file succeeded")
+	}
+	if err := acquireOnce(t, url, newcomer...); err != nil {
+		t.Fatalf("after a junk CA file the last good CA bundle should stay: %v", err)
+	}
+}
