@@ -181,10 +181,12 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 			"anyone who can reach " + ln.Addr().String() + " can take and release locks and write resources")
 	}
 	if cfg.ReloadTLS != nil {
+		rctx, stopReload := context.WithCancel(ctx)
+		defer stopReload()
 		go func() {
 			for {
 				select {
-				case <-ctx.Done():
+				case <-rctx.Done():
 					return
 				case <-cfg.ReloadTLS:
 					d.ReloadTLS() // logs its outcome
