@@ -60,6 +60,10 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		}
 		tlsCfg = certs.serverConfig()
 	}
+	metrics := nodeview.Metrics(n)
+	if certs != nil {
+		metrics = append(metrics, certs.collectors()...)
+	}
 	svc, err := cp.service(cfg, n)
 	if err != nil {
 		n.Close()
@@ -72,7 +76,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, TLS: tlsCfg,
 	}, server.Deps{
 		Service: svc, Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
-		Metrics: nodeview.Metrics(n),
+		Metrics: metrics,
 		// A call another node forwarded here is marked, so it is never
 		// forwarded again (cluster.Forwarder, cluster.Membership).
 		Middleware: cluster.MarkForwarded,

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"os"
 	"sync"
@@ -111,6 +112,8 @@ type certReloader struct {
 	log                       *slog.Logger
 	now                       func() time.Time
 
+	failures prometheus.Counter // fence_tls_reload_failures_total
+
 	mu          sync.Mutex
 	cur         *tlsFiles
 	failed      [3]fileStamp // the stamps of the last load that failed
@@ -119,7 +122,11 @@ type certReloader struct {
 
 // newCertReloader loads the files once; an error is the first load's.
 func newCertReloader(c Config) (*certReloader, error) {
-	r := &certReloader{certFile: c.CertFile, keyFile: c.KeyFile, caFile: c.TrustedCAFile, log: c.Logger, now: time.Now}
+	r := &certReloader{certFile: c.CertFile, keyFile: c.KeyFile, caFile: c.TrustedCAFile, log: c.Logger, now: time.Now,
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fence_tls_reload_failures_total",
+			Help: "Loads of the TLS certificate, key or CA files that failed (the previous certificate stays in use).",
+		})}
 	switch {
 	case c.ClientCertAuth:
 		r.clientAuth = tls.RequireAndVerifyClientCert
@@ -182,6 +189,7 @@ func (r *certReloader) reloadLocked(why string) error {
 	f, err := r.load()
 	if err != nil {
 		r.failed = r.stamps()
+		r.failures.Inc()
 		r.log.Error("TLS certificate reload failed; still serving the previous certificate", "why", why, "err", err)
 		return err
 	}
@@ -209,6 +217,20 @@ func (r *certReloader) current() *tls.Config {
 
 func sameStamps(a, b [3]fileStamp) bool {
 	return a[0].same(b[0]) && a[1].same(b[1]) && a[2].same(b[2])
+}
+
+// collectors are the reloader's metrics: the failed loads, and when the
+// certificate served now expires.
+func (r *certReloader) collectors() []prometheus.Collector {
+	notAfter := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fence_tls_cert_not_after_seconds",
+		Help: "When the TLS certificate served now expires, as a Unix time.",
+	}, func() float64 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return float64(r.cur.config.Certificates[0].Leaf.NotAfter.Unix())
+	})
+	return []prometheus.Collector{notAfter, r.failures}
 }
 
 // serverConfig is the listener's config: every handshake asks the

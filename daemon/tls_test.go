@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -417,6 +418,15 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	if err := d.ReloadTLS(); err == nil {
 		t.Fatal("ReloadTLS of a junk certificate file succeeded")
 	}
+	resp, err := h2.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^fence_tls_reload_failures_total [1-9]`).Match(metrics) {
+		t.Fatalf("fence_tls_reload_failures_total is not above 0 after a failed reload:\n%s", metrics)
+	}
 	if !strings.Contains(logs.String(), "TLS certificate reload failed") {
 		t.Fatalf("no error logged for a failed reload:\n%s", logs.String())
 	}
@@ -504,9 +514,13 @@ func TestTLSEveryProtocol(t *testing.T) {
 		}
 		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 			resp := do("GET", path, "", nil)
+			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 {
 				t.Fatalf("%s GET %s = %d", h.name, path, resp.StatusCode)
+			}
+			if path == "/metrics" && (!strings.Contains(string(b), "fence_tls_cert_not_after_seconds") || !strings.Contains(string(b), "fence_tls_reload_failures_total 0")) {
+				t.Fatalf("/metrics lacks the TLS metrics:\n%s", b)
 			}
 		}
 		resp := do("POST", "/fence.v1.LockService/Acquire", "application/json", []byte(`{"name":"json-`+h.name+`","ttl":"30s"}`))
