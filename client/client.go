@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -71,8 +72,11 @@ func New(url string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	if err := cfg.checkTLS(urls); err != nil {
+		return nil, err
+	}
 	if cfg.httpClient == nil {
-		cfg.httpClient = defaultHTTPClient(cfg.protocol, cfg.dialer)
+		cfg.httpClient = defaultHTTPClient(cfg.protocol, cfg.dialer, cfg.tls)
 	}
 	copts := cfg.connectOptions()
 	c := &Client{cfg: cfg, leases: map[*Lease]struct{}{}}
@@ -130,10 +134,12 @@ func (cfg *config) connectOptions() []connect.ClientOption {
 	return copts
 }
 
-// defaultHTTPClient returns an HTTP/1.1 client for Connect, and an HTTP/2
-// client (h2c for http://) for gRPC; dial, if set, opens its connections.
-func defaultHTTPClient(p Protocol, dial dialFunc) *http.Client {
+// defaultHTTPClient returns an HTTP/1.1 client for Connect (HTTP/2 by ALPN
+// over TLS), and an HTTP/2 client (h2c for http://) for gRPC; dial, if set,
+// opens its connections; tlsCfg, if set, is its TLS config.
+func defaultHTTPClient(p Protocol, dial dialFunc, tlsCfg *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	setTLS(t, tlsCfg)
 	// Go's default keeps 2 idle connections per host: with more concurrent
 	// calls (keepalives of many leases, parallel writes) connections would
 	// be closed and reopened all the time.
@@ -145,6 +151,30 @@ func defaultHTTPClient(p Protocol, dial dialFunc) *http.Client {
 		t.DialContext = dial
 	}
 	return &http.Client{Transport: t}
+}
+
+// setTLS gives t the TLS config cfg (nil: Go's default, the system's
+// roots). Go's transport offers h2 by ALPN when t.Protocols or
+// ForceAttemptHTTP2 allow it, with a config given too.
+func setTLS(t *http.Transport, cfg *tls.Config) {
+	if cfg != nil {
+		t.TLSClientConfig = cfg.Clone()
+		t.ForceAttemptHTTP2 = true
+	}
+}
+
+// checkTLS refuses an http:// endpoint when WithTLS was given: the Client
+// would send in plain text what its user meant to protect.
+func (cfg *config) checkTLS(urls []string) error {
+	if cfg.tls == nil {
+		return nil
+	}
+	for _, u := range urls {
+		if strings.HasPrefix(u, "http://") {
+			return fmt.Errorf("fence: endpoint %q: WithTLS was given: want an https:// URL", u)
+		}
+	}
+	return nil
 }
 
 // http2Only is HTTP/2 only: over TLS for https://, cleartext with prior

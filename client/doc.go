@@ -115,6 +115,17 @@
 // [NewService] is something else: fence.Service over one URL, one attempt
 // per call, for a node that passes calls on to its leader.
 //
+// # TLS
+//
+// A server started with --cert-file speaks TLS: give the Client https://
+// URLs and [WithTLS] with a *tls.Config whose RootCAs hold the CA that
+// signed the server's certificate and, for a server with
+// --client-cert-auth, whose Certificates hold the client's. The session's
+// stream and gRPC negotiate HTTP/2 by ALPN. A handshake no retry can fix
+// (an untrusted or expired certificate, a wrong host name, a refused
+// client certificate, TLS against plain HTTP) fails the call at once with
+// a [*TLSError] naming the cause.
+//
 // # Errors
 //
 // Refusals are the typed errors of package fence and work with errors.Is

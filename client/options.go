@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -49,6 +50,8 @@ type config struct {
 	endpoints []string
 	dialer    dialFunc
 	headers   http.Header
+	// tls: the TLS config of the default HTTP clients (WithTLS).
+	tls *tls.Config
 }
 
 // dialFunc opens a connection, as net.Dialer.DialContext.
@@ -68,6 +71,22 @@ func WithEndpoints(urls ...string) Option {
 // node dials its leader's API over the raft port this way).
 func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
 	return func(cfg *config) { cfg.dialer = dial }
+}
+
+// WithTLS makes the Client's own HTTP clients (not one given with
+// WithHTTPClient) speak TLS with cfg to https:// endpoints: RootCAs is the
+// CA that signed the server's certificate (nil: the system's), and
+// Certificates (or GetClientCertificate) the client certificate a server
+// with --client-cert-auth asks for. HTTP/2 is negotiated by ALPN (the
+// session's stream and gRPC need it). Every endpoint must then be https://:
+// New refuses an http:// one rather than send in plain text.
+//
+// A handshake that fails for a reason no retry changes (the server's
+// certificate is not from a trusted CA, has expired or does not name the
+// host; the server refused the client's certificate or does not speak TLS)
+// fails the call at once with a *TLSError naming the cause.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg }
 }
 
 // WithHeader adds an HTTP header to every request the Client sends (a

@@ -58,6 +58,9 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 			return withCause(ctx, toError(op, err))
 		}
 		last = err
+		if te := tlsFailure(ep.url, err); te != nil {
+			return te
+		}
 		if c.cfg.failFast && unreachable == n && cannotConnect(err) {
 			// With several endpoints, fail fast only when none of them
 			// can be reached.

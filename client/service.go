@@ -74,10 +74,15 @@ func NewService(url string, opts ...Option) fence.Service {
 		return s
 	}
 	s.url = urls[0]
+	if err := cfg.checkTLS(urls); err != nil {
+		s.err = fence.Invalid("url", "an https:// URL (WithTLS was given)", url)
+		return s
+	}
 	s.hc = cfg.httpClient
 	if s.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Protocols = http2Only()
+		setTLS(t, cfg.tls)
 		// A connection to a leader that went silent (paused, cut off)
 		// must not hold calls until their contexts end: after 2s without
 		// a frame it is pinged, and closed if the ping is not answered

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -79,7 +80,7 @@ func newSession(c *Client, copts []connect.ClientOption) *session {
 		s.hc = c.cfg.httpClient
 	} else {
 		s.conns = &connTracker{}
-		s.hc = streamHTTPClient(c.cfg.dialer, s.conns)
+		s.hc = streamHTTPClient(c.cfg.dialer, c.cfg.tls, s.conns)
 	}
 	for _, ep := range c.endpoints {
 		ep.sessions = fencev1connect.NewSessionServiceClient(s.hc, ep.url, copts...)
@@ -87,12 +88,14 @@ func newSession(c *Client, copts []connect.ClientOption) *session {
 	return s
 }
 
-// streamHTTPClient speaks HTTP/2 — h2c for http:// — which a bidi stream
-// needs, over connections (opened with dial, if set) that conns records so
-// that a stream that hangs can have its connection cut.
-func streamHTTPClient(dial dialFunc, conns *connTracker) *http.Client {
+// streamHTTPClient speaks HTTP/2 — h2c for http://, by ALPN over TLS
+// (tlsCfg, if set) for https:// — which a bidi stream needs, over
+// connections (opened with dial, if set) that conns records so that a
+// stream that hangs can have its connection cut.
+func streamHTTPClient(dial dialFunc, tlsCfg *tls.Config, conns *connTracker) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Protocols = http2Only()
+	setTLS(t, tlsCfg)
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}

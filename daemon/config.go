@@ -86,6 +86,28 @@ type Config struct {
 	// DefaultMaxStreamRequests; more are answered at once with
 	// RESOURCE_EXHAUSTED and not applied (stream.go).
 	MaxStreamRequests int
+
+	// CertFile and KeyFile, both set, serve the client API (health,
+	// readiness and metrics included) over TLS with this PEM certificate
+	// and its unencrypted key: HTTP/2 by ALPN "h2" and HTTP/1.1. Empty:
+	// plain HTTP (and h2c). The files are re-read when they change (a
+	// handshake looks at most once a second) and on ReloadTLS; a load that
+	// fails keeps the previous certificate and logs an error. The raft
+	// port is not changed by them.
+	CertFile, KeyFile string
+	// TrustedCAFile is a PEM file of the CAs that sign client
+	// certificates (re-read as CertFile is). Without ClientCertAuth a
+	// client certificate is checked against it when a client sends one
+	// (tls.VerifyClientCertIfGiven); with it, every client must send one
+	// (tls.RequireAndVerifyClientCert).
+	TrustedCAFile string
+	// ClientCertAuth: every client must present a certificate signed by a
+	// CA of TrustedCAFile (etcd's --client-cert-auth).
+	ClientCertAuth bool
+	// ReloadTLS: every value received re-reads the certificate, key and
+	// CA files (`fence serve` sends SIGHUP here). Nil: only changed files
+	// are re-read.
+	ReloadTLS <-chan os.Signal
 }
 
 // DefaultListen and DefaultDataDir are the defaults of `fence serve`.
@@ -178,6 +200,9 @@ func (c Config) Validate() error {
 		if n.v < 1 {
 			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
 		}
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
 	}
 	if c.LogStore != "" && c.LogStore != node.LogStoreWAL {
 		return fence.Invalid("config.log_store", `"`+node.LogStoreWAL+`", the only log store`, c.LogStore)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ type Daemon struct {
 	node    *node.Node
 	cluster *clusterParts // raft port, forwarder, membership (cluster.go)
 	srv     *server.Server
+	certs   *certReloader // nil without TLS (tls.go)
 }
 
 // New opens (or creates) the node in cfg.DataDir and builds the server in
@@ -48,6 +50,20 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		cp.close(cfg.Logger)
 		return nil, err
 	}
+	var certs *certReloader
+	var tlsCfg *tls.Config
+	if cfg.TLSEnabled() {
+		if certs, err = newCertReloader(cfg); err != nil {
+			n.Close()
+			cp.close(cfg.Logger)
+			return nil, err
+		}
+		tlsCfg = certs.serverConfig()
+	}
+	metrics := nodeview.Metrics(n)
+	if certs != nil {
+		metrics = append(metrics, certs.collectors()...)
+	}
 	svc, err := cp.service(cfg, n)
 	if err != nil {
 		n.Close()
@@ -57,10 +73,10 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	srv, err := server.New(server.Config{
 		Logger: cfg.Logger, MaxTTL: cfg.Rules.MaxTTL, MaxConns: cfg.MaxConns,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
-		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests,
+		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, TLS: tlsCfg,
 	}, server.Deps{
 		Service: svc, Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
-		Metrics: nodeview.Metrics(n),
+		Metrics: metrics,
 		// A call another node forwarded here is marked, so it is never
 		// forwarded again (cluster.Forwarder, cluster.Membership).
 		Middleware: cluster.MarkForwarded,
@@ -70,7 +86,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		cp.close(cfg.Logger)
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, node: n, cluster: cp, srv: srv}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, node: n, cluster: cp, srv: srv, certs: certs}
 	cp.serve(d)
 	return d, nil
 }
@@ -89,9 +105,29 @@ func (d *Daemon) Server() *server.Server { return d.srv }
 func (d *Daemon) Service() fence.Service { return d.srv.Service() }
 
 // Serve serves HTTP/1.1 and unencrypted HTTP/2 on ln until Shutdown or
-// Close; it then returns nil. At most cfg.MaxConns connections are open at
-// once.
+// Close, or with cfg.CertFile TLS (HTTP/2 by ALPN and HTTP/1.1); it then
+// returns nil. At most cfg.MaxConns connections are open at once.
 func (d *Daemon) Serve(ln net.Listener) error { return d.srv.Serve(ln) }
+
+// ReloadTLS re-reads the certificate, key and CA files now (what SIGHUP
+// does to `fence serve`). A load that fails returns its error and the
+// previous certificate stays in use; without TLS it does nothing.
+// Connections already open are not touched.
+func (d *Daemon) ReloadTLS() error {
+	if d.certs == nil {
+		return nil
+	}
+	return d.certs.Reload()
+}
+
+// URL is the base URL clients use for the API on addr: https:// when the
+// daemon serves TLS.
+func (d *Daemon) URL(addr net.Addr) string {
+	if d.certs != nil {
+		return "https://" + addr.String()
+	}
+	return "http://" + addr.String()
+}
 
 // Shutdown cancels waiting acquires (their clients get Unavailable and
 // their waits are withdrawn from the queue), hands leadership over when
@@ -137,11 +173,30 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- d.Serve(ln) }()
-	d.log.Info("fence serving on http://"+ln.Addr().String(), "data_dir", cfg.DataDir, "last_token", d.node.LastToken())
-	if !loopback(ln.Addr()) {
-		d.log.Warn("listening on a non-loopback address without TLS or authentication (Fence has neither yet): " +
+	d.log.Info("fence serving on "+d.URL(ln.Addr()), "data_dir", cfg.DataDir, "last_token", d.node.LastToken())
+	switch {
+	case loopback(ln.Addr()):
+	case !cfg.TLSEnabled():
+		d.log.Warn("listening on a non-loopback address without TLS or authentication: " +
 			"anyone who can reach " + ln.Addr().String() + " can take and release locks and write resources; " +
-			"listen on 127.0.0.1 or keep the port on a trusted network")
+			"listen on 127.0.0.1, keep the port on a trusted network, or serve TLS with client certificates (--cert-file, --key-file, --trusted-ca-file, --client-cert-auth)")
+	case !cfg.ClientCertAuth:
+		d.log.Warn("listening on a non-loopback address with TLS but without client certificates (--client-cert-auth): " +
+			"anyone who can reach " + ln.Addr().String() + " can take and release locks and write resources")
+	}
+	if cfg.ReloadTLS != nil {
+		rctx, stopReload := context.WithCancel(ctx)
+		defer stopReload()
+		go func() {
+			for {
+				select {
+				case <-rctx.Done():
+					return
+				case <-cfg.ReloadTLS:
+					d.ReloadTLS() // logs its outcome
+				}
+			}
+		}()
 	}
 	var joinErr error
 	select {

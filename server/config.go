@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"os"
 	"time"
@@ -39,6 +40,11 @@ type Config struct {
 	// DefaultMaxStreamRequests; more are answered at once with
 	// RESOURCE_EXHAUSTED and not applied (stream.go).
 	MaxStreamRequests int
+	// TLS, when set, makes Serve speak TLS (HTTP/2 by ALPN "h2" and
+	// HTTP/1.1) on its listener with this config; its NextProtos should
+	// offer "h2" and "http/1.1" (or its GetConfigForClient return configs
+	// that do). ServePeers is not changed by it.
+	TLS *tls.Config
 }
 
 func (c Config) withDefaults() Config {

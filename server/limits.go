@@ -269,6 +269,14 @@ type countedConn struct {
 	closed atomic.Bool
 }
 
+// CloseWrite closes the sending side of a TCP connection.
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *countedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.n.open.Add(-1)

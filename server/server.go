@@ -105,6 +105,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	protocols.SetHTTP2(true) // over TLS (Config.TLS), by ALPN
 	s.http = &http.Server{
 		Handler:   s.handler,
 		Protocols: protocols,
@@ -128,10 +129,15 @@ func New(cfg Config, deps Deps) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves HTTP/1.1 and unencrypted HTTP/2 on ln until Shutdown or
-// Close; it then returns nil.
+// Close; it then returns nil. With Config.TLS it serves TLS instead:
+// HTTP/2 (ALPN h2) and HTTP/1.1 over it.
 // At most cfg.MaxConns connections are open at once.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.http.Serve(newLimitListener(ln, s.cfg.MaxConns, &s.conns))
+	ln = newLimitListener(ln, s.cfg.MaxConns, &s.conns)
+	if s.cfg.TLS != nil {
+		ln = tlsListener{ln, s.cfg.TLS}
+	}
+	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

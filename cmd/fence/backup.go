@@ -67,7 +67,7 @@ func backupCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		idle = math.MaxInt64 // --timeout 0: no limit, as for every command
 	}
 	opts := []client.Option{client.WithFailFast(), client.WithoutSession(), client.WithAttemptTimeout(idle)}
-	c, err := client.New(g.server, opts...)
+	c, err := client.New(g.server, g.clientOptions(opts...)...)
 	if err != nil {
 		return fail(g, out, stderr, &usageError{err.Error()})
 	}

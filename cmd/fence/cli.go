@@ -30,6 +30,7 @@ type globals struct {
 	json       bool
 	timeout    time.Duration
 	stdout     io.Writer // where --help goes
+	tls        clientTLSFlags
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -39,7 +40,8 @@ func (g *globals) register(fs *flag.FlagSet) {
 
 // registerServer defines --server, for the commands that talk to a server.
 func (g *globals) registerServer(fs *flag.FlagSet) {
-	fs.Var(serverValue{g}, "server", "server `URL` (HOST:PORT means http://HOST:PORT), or a cluster's nodes as a comma-separated list (env FENCE_SERVER)")
+	fs.Var(serverValue{g}, "server", "server `URL` (HOST:PORT means http://HOST:PORT, https:// with --cacert, --cert or --key), or a cluster's nodes as a comma-separated list (env FENCE_SERVER)")
+	g.tls.register(fs)
 }
 
 // registerLocal defines the globals of every command but serve: --json and
@@ -69,10 +71,21 @@ func (v serverValue) Set(s string) error {
 
 // normalizeServer checks g.server and rewrites it with every entry a base
 // URL: an entry without a scheme (HOST:PORT, as etcdctl's --endpoints
-// takes and as fence serve --listen is given) gets http:// — Fence speaks
-// plain HTTP only. Anything else that is not an http or https URL with a
-// host is a usage error naming where the list came from.
+// takes and as fence serve --listen is given) gets http://, or https://
+// when a TLS flag (--cacert, --cert, --key) is given, as does the default
+// server. Anything else that is not an http or https URL with a host is a
+// usage error naming where the list came from. It loads the TLS files.
 func (g *globals) normalizeServer() error {
+	if err := g.tls.load(); err != nil {
+		return err
+	}
+	scheme := "http://"
+	if g.tls.on() {
+		scheme = "https://"
+		if !g.serverSet && g.server == defaultServer {
+			g.server = "https://" + strings.TrimPrefix(defaultServer, "http://")
+		}
+	}
 	var out []string
 	for _, raw := range strings.Split(g.server, ",") {
 		s := strings.TrimSpace(raw)
@@ -80,7 +93,7 @@ func (g *globals) normalizeServer() error {
 			continue
 		}
 		if !strings.Contains(s, "://") {
-			s = "http://" + s
+			s = scheme + s
 		}
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -124,6 +137,7 @@ var subcommands = map[string]subcommand{
 	"restore": restoreCmd,
 	"status":  statusCmd,
 	"version": versionCmd,
+	"cert":    certCmd,
 }
 
 const usageText = `usage: fence [global flags] COMMAND [ARGS]
@@ -132,6 +146,11 @@ global flags (before or after COMMAND):
   --server URL   the server (default http://127.0.0.1:7420; env FENCE_SERVER; HOST:PORT means
                  http://HOST:PORT); for a cluster, its nodes as URL,URL,... (the client fails
                  over between them)
+  --cacert FILE  TLS: the CA that signed the server's certificate (env FENCE_CACERT); with any
+                 TLS flag HOST:PORT and the default mean https://
+  --cert FILE, --key FILE
+                 TLS: the client certificate and key a server with --client-cert-auth
+                 asks for (env FENCE_CERT, FENCE_KEY)
   --json         print one JSON object (field names as in the API's JSON; tokens as numbers)
   --timeout D    give up after D (default 10s; added to any --wait)
   -h, --help     print help (also: fence COMMAND --help)
@@ -165,6 +184,8 @@ commands:
                                                           build a data dir from a backup (offline);
                                                           the token counter never goes back
   guard max-token ...                                     inspect a guard store
+  cert [--dir DIR] [--hosts HOST,...]                     make a test CA (once) and server and client
+                                                          certificates signed by it (docs/operations.md)
   version
 
 durations take a unit: 500ms, 30s, 5m, 1h.
@@ -179,6 +200,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if s := os.Getenv("FENCE_SERVER"); s != "" {
 		g.server, g.serverSet, g.serverFrom = s, true, "FENCE_SERVER"
 	}
+	g.tls.fromEnv(os.Getenv)
 	fs := flag.NewFlagSet("fence", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usageText) }
@@ -502,7 +524,7 @@ func (g *globals) noteServerFlag(fs *flag.FlagSet) {
 // connection fails the command at once (client.WithFailFast), with a hint
 // (see fail).
 func (g *globals) dial() (*client.Client, error) {
-	return client.New(g.server, client.WithFailFast())
+	return client.New(g.server, g.clientOptions(client.WithFailFast())...)
 }
 
 // call sets up one API call: a client and the command's context (see
@@ -526,7 +548,7 @@ func (g *globals) call(extra time.Duration) (c *client.Client, ctx context.Conte
 // success the caller closes c (which closes the session: the lease is freed
 // if it was not released).
 func (g *globals) acquireKept(name string, ttl, wait time.Duration, owner string) (c *client.Client, lease *client.Lease, err error) {
-	c, err = client.New(g.server, client.WithFailFast(), client.WithSessionTTL(ttl))
+	c, err = client.New(g.server, g.clientOptions(client.WithFailFast(), client.WithSessionTTL(ttl))...)
 	if err != nil {
 		return nil, nil, err
 	}

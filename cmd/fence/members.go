@@ -72,7 +72,7 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := g.context(*wait)
 	defer cancel()
-	hc := &http.Client{}
+	hc := g.httpClient()
 	defer hc.CloseIdleConnections()
 	switch verb {
 	case "list":

@@ -66,7 +66,7 @@ func waitExited(t *testing.T, exited <-chan struct{}, what string) {
 	}
 }
 
-var servingRe = regexp.MustCompile(`fence serving on (http://127\.0\.0\.1:\d+)`)
+var servingRe = regexp.MustCompile(`fence serving on (https?://127\.0\.0\.1:\d+)`)
 
 // startServe runs `fence serve --listen 127.0.0.1:0` in a temp dir and
 // waits for the address it logs. It is stopped at cleanup.

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -106,6 +107,14 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		logger.Info("flags from the environment", "set", strings.Join(slices.Sorted(maps.Values(src)), " "))
 	}
 	cfg.Logger, cfg.Cluster = logger, clusterCfg
+	if cfg.TLSEnabled() {
+		// SIGHUP re-reads the certificate, key and CA files (a changed
+		// file is also noticed by the next handshake, within a second).
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		cfg.ReloadTLS = hup
+	}
 	err = daemon.Run(ctx, cfg, daemon.WithHooks(hooks))
 	if errors.Is(err, node.ErrNotLeader) && clusterCfg.RaftAddr == "" {
 		// Open gave up waiting for the node to take office.
@@ -123,6 +132,8 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+var configFieldRe = regexp.MustCompile(`config\.[a-z_]+`)
+
 // flagError names the flag of a state.Config field refused by Validate
 // ("config.max_ttl" is --max-ttl; max_ops and max_requests are --max-ids).
 func flagError(err error) string {
@@ -139,6 +150,10 @@ func flagError(err error) string {
 	if hi, ok := strings.CutPrefix(bound, "between 0s and "); ok && name == "min_id_retention" {
 		bound = "between 0s and --id-retention (" + hi + ")"
 	}
+	// A bound naming another setting names its flag.
+	bound = configFieldRe.ReplaceAllStringFunc(bound, func(f string) string {
+		return "--" + strings.ReplaceAll(strings.TrimPrefix(f, "config."), "_", "-")
+	})
 	msg := "--" + strings.ReplaceAll(name, "_", "-") + " must be " + bound
 	if inv.Value != "" {
 		msg += " (got " + inv.Value + ")"

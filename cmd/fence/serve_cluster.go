@@ -37,6 +37,12 @@ members. A data dir made by fence restore forms its cluster by itself: start
 it without --join, --peers or --bootstrap (refused until its first start),
 then the others with empty data dirs and --join.
 
+TLS: --cert-file and --key-file serve the client port (API, health, metrics)
+over TLS; --trusted-ca-file checks client certificates, --client-cert-auth
+requires one. The files are re-read when they change (a handshake looks at
+most once a second) and on SIGHUP; a load that fails keeps the old
+certificate and logs an error. fence cert makes a test CA and certificates.
+
 Environment: every flag above but the global ones (--server, --json,
 --timeout) can be set by the variable named with it, FENCE_ and the flag in
 upper case with _ for - (--max-ttl: FENCE_MAX_TTL=1h). A flag on the command

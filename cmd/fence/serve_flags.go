@@ -31,8 +31,16 @@ type serveFlag struct {
 
 // serveFlagTable is every flag of `fence serve`, in --help order.
 var serveFlagTable = []serveFlag{
-	{"listen", "TCP address to listen on (a non-loopback address gets a warning: there is no TLS and no auth)",
+	{"listen", "TCP address to listen on (a non-loopback address gets a warning without TLS and --client-cert-auth)",
 		str(func(s *serveSettings) *string { return &s.cfg.Listen })},
+	{"cert-file", "`FILE`: PEM certificate of the client port; with --key-file the API, health and metrics are served over TLS (re-read when it changes or on SIGHUP)",
+		str(func(s *serveSettings) *string { return &s.cfg.CertFile })},
+	{"key-file", "`FILE`: PEM (unencrypted) key of --cert-file",
+		str(func(s *serveSettings) *string { return &s.cfg.KeyFile })},
+	{"trusted-ca-file", "`FILE`: PEM CA certificates that sign client certificates; a client certificate sent is checked against them",
+		str(func(s *serveSettings) *string { return &s.cfg.TrustedCAFile })},
+	{"client-cert-auth", "every client must present a certificate signed by a CA of --trusted-ca-file",
+		boolean(func(s *serveSettings) *bool { return &s.cfg.ClientCertAuth })},
 	{"data-dir", "directory for the raft log and snapshots",
 		str(func(s *serveSettings) *string { return &s.cfg.DataDir })},
 	{"log-store", "raft log store: wal, the only one (a dir holding a raft-boltdb raft.db is refused)",

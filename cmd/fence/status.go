@@ -59,7 +59,7 @@ func statusCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := g.context(*wait)
 	defer cancel()
-	hc := &http.Client{}
+	hc := g.httpClient()
 	defer hc.CloseIdleConnections()
 	type answer struct {
 		st  *fencev1.NodeStatusResponse

@@ -1,0 +1,76 @@
+package client
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// TLSError: a call failed because TLS with the server at URL could not be
+// set up, for a reason retrying does not change: the server's certificate
+// is not signed by a CA the client trusts, has expired or does not name
+// the host dialled; the server refused the client's certificate (or sent
+// none was asked for); one side speaks TLS and the other plain HTTP. The
+// call is not retried. Cause says which, in words.
+type TLSError struct {
+	URL   string
+	Cause string
+	Err   error
+}
+
+func (e *TLSError) Error() string {
+	return fmt.Sprintf("fence: TLS with the server at %s failed: %s", e.URL, e.Cause)
+}
+
+// Unwrap returns the transport's error.
+func (e *TLSError) Unwrap() error { return e.Err }
+
+// plaintextToTLS is what a Fence server (and any Go server) answers a
+// plain HTTP/1.1 request sent to its TLS port; the server's GOAWAY to
+// plain HTTP/2 carries server.PlaintextToTLS.
+const (
+	goPlaintextReply = "Client sent an HTTP request to an HTTPS server"
+	plaintextGoAway  = "plain HTTP sent to a TLS port"
+)
+
+// tlsFailure returns the *TLSError err is, or nil: the handshake's own
+// errors and the server's answers to plain HTTP on its TLS port.
+func tlsFailure(url string, err error) *TLSError {
+	if err == nil {
+		return nil
+	}
+	cause := ""
+	var verify *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var header tls.RecordHeaderError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &host):
+		cause = "the server's certificate does not name the host: " + host.Error()
+	case errors.As(err, &unknownCA):
+		cause = "the server's certificate is not signed by a trusted CA (give the CA that signed it: --cacert, FENCE_CACERT, tls.Config.RootCAs): " + unknownCA.Error()
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		cause = "the server's certificate has expired or is not valid yet: " + invalid.Error()
+	case errors.As(err, &invalid):
+		cause = "the server's certificate is not valid: " + invalid.Error()
+	case errors.As(err, &verify):
+		cause = "the server's certificate was refused: " + verify.Err.Error()
+	case errors.As(err, &header), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		cause = "the server does not speak TLS (use http://, or serve TLS with --cert-file)"
+	case errors.As(err, &op) && op.Op == "remote error":
+		cause = "the server refused the TLS handshake (" + op.Err.Error() + ")"
+		if strings.Contains(op.Err.Error(), "certificate") {
+			cause += ": with --client-cert-auth it needs a client certificate signed by its --trusted-ca-file (--cert and --key, FENCE_CERT and FENCE_KEY, tls.Config.Certificates)"
+		}
+	case strings.Contains(err.Error(), goPlaintextReply), strings.Contains(err.Error(), plaintextGoAway):
+		cause = "the server speaks TLS on this port: use an https:// URL (and --cacert)"
+	default:
+		return nil
+	}
+	return &TLSError{URL: url, Cause: cause, Err: err}
+}

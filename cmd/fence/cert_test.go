@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// fence cert makes a CA once and keeps it: run again, it issues new
+// certificates from the same CA. The server certificate names 127.0.0.1,
+// ::1, localhost and the hosts given, is ECDSA P-256 and verifies against
+// the CA for server auth; the client's verifies for client auth; keys are
+// 0600.
+func TestCertMakesCAOnceAndVerifiableCertificates(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	if _, err := makeCerts(dir, []string{"fence-1.internal", "10.0.0.5"}, "server", "client", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ca1, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := tls.LoadX509KeyPair(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca1)
+	leaf := first.Leaf
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "fence-1.internal", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Fatalf("server certificate for fence-1.internal: %v", err)
+	}
+	for _, h := range []string{"127.0.0.1", "::1", "10.0.0.5", "localhost"} {
+		if err := leaf.VerifyHostname(h); err != nil {
+			t.Errorf("server certificate does not name %s: %v", h, err)
+		}
+	}
+	if leaf.PublicKeyAlgorithm != x509.ECDSA {
+		t.Errorf("key algorithm %v, want ECDSA", leaf.PublicKeyAlgorithm)
+	}
+	cl, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("client certificate: %v", err)
+	}
+	for _, k := range []string{"ca.key", "server.key", "client.key"} {
+		fi, err := os.Stat(filepath.Join(dir, k))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", k, fi.Mode(), err)
+		}
+	}
+
+	files, err := makeCerts(dir, nil, "server", "client", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(files, filepath.Join(dir, "ca.crt")) {
+		t.Errorf("the second run rewrote the CA: %v", files)
+	}
+	ca2, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if !bytes.Equal(ca1, ca2) {
+		t.Fatal("the CA changed on the second run")
+	}
+	second, err := tls.LoadX509KeyPair(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Leaf.SerialNumber.Cmp(leaf.SerialNumber) == 0 {
+		t.Fatal("the second run kept the server certificate")
+	}
+	if _, err := second.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "localhost"}); err != nil {
+		t.Fatalf("the reissued certificate is not from the same CA: %v", err)
+	}
+}
