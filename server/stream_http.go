@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/apierr"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
@@ -43,7 +45,7 @@ func serveStreams(stream, rest http.Handler, writeTimeout time.Duration) http.Ha
 		}
 		orig := r.Body
 		defer func() { r.Body = orig }()
-		r.Body = prefixedBody{Reader: &envelopeCap{r: orig}, c: orig}
+		r.Body = prefixedBody{Reader: &envelopeCap{r: orig, encoded: streamEncoded(r.Header)}, c: orig}
 		c := &streamConn{rc: http.NewResponseController(w), body: orig, timeout: writeTimeout}
 		stop := context.AfterFunc(r.Context(), c.closeBody)
 		defer stop()
@@ -97,10 +99,13 @@ func (c *streamConn) closeBody() {
 // envelopeCap passes a streaming request body through unchanged, reading
 // the prefix of each message (a flags byte and a big-endian uint32 length,
 // in gRPC, gRPC-Web and Connect streaming alike): a message longer than
-// maxRequestBytes is refused with tooLarge before Connect reads it, and the
+// maxRequestBytes is refused with tooLarge before Connect reads it, and so
+// is a message with the compressed flag on a stream that named no
+// compression (Connect answers that internal, a server fault); the
 // refusal is sticky.
 type envelopeCap struct {
-	r      io.Reader
+	r       io.Reader
+	encoded bool // the stream named a compression
 	prefix [grpcPrefixBytes]byte
 	have   int    // bytes of the current prefix read
 	left   uint32 // bytes of the current message still to pass
@@ -129,7 +134,23 @@ func (e *envelopeCap) Read(p []byte) (int, error) {
 				e.err = tooLarge("")
 				return 0, e.err
 			}
+			if e.prefix[0]&1 != 0 && !e.encoded {
+				e.err = apierr.ToConnect(fence.Invalid("message flags", "no compressed flag unless the stream names a compression (Connect-Content-Encoding or grpc-encoding)", fmt.Sprintf("0x%02x", e.prefix[0])))
+				return 0, e.err
+			}
 		}
 	}
 	return n, err
+}
+
+// streamEncoded reports whether a streaming request named a compression
+// for its messages (Connect streaming: Connect-Content-Encoding; gRPC and
+// gRPC-Web: Grpc-Encoding), other than identity.
+func streamEncoded(h http.Header) bool {
+	for _, k := range []string{"Connect-Content-Encoding", "Grpc-Encoding"} {
+		if v := h.Get(k); v != "" && v != "identity" {
+			return true
+		}
+	}
+	return false
 }

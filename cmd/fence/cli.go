@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -331,6 +332,9 @@ func (v durationValue) Set(s string) error {
 		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
 			return errors.New("a duration needs a unit, e.g. 30s (500ms, 5m, 1h)")
 		}
+		if strings.Contains(err.Error(), "invalid duration") && durationShape.MatchString(s) {
+			return errors.New("out of range: a duration is at most 2562047h (about 292 years)")
+		}
 		return errors.New("not a duration: want a number with a unit, e.g. 30s (500ms, 5m, 1h)")
 	}
 	*v.d = d
@@ -575,3 +579,7 @@ func (g *globals) context(extra time.Duration) (context.Context, context.CancelF
 	ctx, cancel := context.WithTimeout(ctx, g.timeout+extra)
 	return ctx, func() { cancel(); stop() }
 }
+
+// durationShape is what time.ParseDuration reads when its value fits: a
+// value of this shape that it refuses is out of range.
+var durationShape = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)

@@ -181,3 +181,18 @@ func TestServeRefusesUnknownLogStore(t *testing.T) {
 		}
 	}
 }
+
+// A FENCE_TEST_RESTORE_HALT that names no step of the restore is refused
+// (a typo let a crash test restore to the end without halting anywhere).
+func TestRestoreRefusesUnknownHaltStep(t *testing.T) {
+	t.Setenv(envRestoreHalt, "stagged")
+	var out, errb strings.Builder
+	dir := filepath.Join(t.TempDir(), "data")
+	code := run([]string{"restore", filepath.Join(t.TempDir(), "b.fence"), "--data-dir", dir}, &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), "not a step of the restore") {
+		t.Fatalf("exit %d, stderr %q; want %d naming the bad step", code, errb.String(), exitUsage)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the refused restore made its data dir (%v)", err)
+	}
+}

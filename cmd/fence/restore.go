@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -154,6 +155,9 @@ func restoreNow() (time.Time, error) {
 // on stderr and waits to be killed: the system tests kill -9 it there.
 const envRestoreHalt = "FENCE_TEST_RESTORE_HALT"
 
+// restoreSteps are the values envRestoreHalt takes.
+var restoreSteps = []string{backup.RestoreStaged, backup.RestoreBuilt, backup.RestoreSynced, backup.RestoreMoved, backup.RestoreRenamed}
+
 // restoreTestHooks names the test-only variables fence restore reads that
 // are set: FENCE_TEST_CLOCK_OFFSET and FENCE_TEST_RESTORE_HALT.
 func restoreTestHooks(getenv func(string) string) []string {
@@ -259,6 +263,10 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := node.CheckEmptyDir(dataDir); err != nil {
 		return restoreFail(g, stdout, stderr, fmt.Errorf("restore refused: %w", err))
+	}
+	if step := os.Getenv(envRestoreHalt); step != "" && !slices.Contains(restoreSteps, step) {
+		// A typo would let a crash test pass without halting anywhere.
+		return restoreFail(g, stdout, stderr, &usageError{fmt.Sprintf("%s=%q: not a step of the restore (%s)", envRestoreHalt, step, strings.Join(restoreSteps, ", "))})
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
