@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/fenceworks/fence"

@@ -42,10 +42,10 @@ type Node struct {
 	// persistedID is the cluster id last recorded in ClusterIDFile ("":
 	// none), known at start before anything is applied.
 	persistedID atomic.Pointer[string]
-	closing      chan struct{}
-	closeOnce    sync.Once
-	closeErr     error
-	wg           sync.WaitGroup
+	closing     chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
+	wg          sync.WaitGroup
 }
 
 // Open opens (or creates) the node in cfg.DataDir. On first start a single

@@ -106,10 +106,10 @@ func (c *streamConn) closeBody() {
 type envelopeCap struct {
 	r       io.Reader
 	encoded bool // the stream named a compression
-	prefix [grpcPrefixBytes]byte
-	have   int    // bytes of the current prefix read
-	left   uint32 // bytes of the current message still to pass
-	err    error
+	prefix  [grpcPrefixBytes]byte
+	have    int    // bytes of the current prefix read
+	left    uint32 // bytes of the current message still to pass
+	err     error
 }
 
 func (e *envelopeCap) Read(p []byte) (int, error) {
