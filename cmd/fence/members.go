@@ -81,10 +81,25 @@ func membersCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			code int
 		)
 		err := waitHealthy(ctx, *wait, func() (int, error) {
+			// A node that knows no leader (a removed member still
+			// running, one cut off) is not the cluster's last word: the
+			// next endpoint is asked, and its answer kept only if none
+			// knows one.
+			var leaderless *fencev1.MembersResponse
 			var err error
 			res, err = onEndpoints(ctx, g.server, hc, func(c fencev1connect.ClusterServiceClient) (*fencev1.MembersResponse, error) {
-				return msgOf(c.Members(ctx, connect.NewRequest(&fencev1.MembersRequest{})))
+				r, err := msgOf(c.Members(ctx, connect.NewRequest(&fencev1.MembersRequest{})))
+				if err == nil && membersExit(r) == exitNoLeader {
+					if leaderless == nil {
+						leaderless = r
+					}
+					return nil, connect.NewError(connect.CodeUnavailable, errors.New("this node knows no leader"))
+				}
+				return r, err
 			})
+			if err != nil && leaderless != nil {
+				res, err = leaderless, nil
+			}
 			if err != nil {
 				return exitCodeOf(err), err
 			}

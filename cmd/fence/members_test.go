@@ -155,6 +155,12 @@ func TestProcessMembersCluster(t *testing.T) {
 	if !strings.Contains(r.stdout, "n4, which answered, is not in the configuration") {
 		t.Errorf("fence members on a waiting node:\n%s", r.stdout)
 	}
+	// Listed first, a node that knows no leader does not speak for the
+	// cluster: the next --server, which knows the leader, is asked.
+	r = fenceRun(t, n4.url+","+n3.url, "members").want(t, exitOK, "fence members with a leaderless first --server")
+	if !strings.Contains(r.stdout, "*") {
+		t.Errorf("fence members with a leaderless first --server shows no leader:\n%s", r.stdout)
+	}
 	fenceRun(t, n1.url, "members", "add", "n4", a4).want(t, exitOK, "fence members add n4")
 	awaitMembers(t, n4.url, "n3", "n1", "n2", "n3", "n4")
 
