@@ -393,9 +393,17 @@ func (s *Server) Stop() error {
 	select {
 	case <-done:
 	case <-time.After(s.cfg.StopTimeout):
-		cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("harness: %s did not exit %v after SIGTERM; killed; its output:\n%s",
+		// SIGQUIT first: the Go runtime writes every goroutine's stack
+		// to stderr (the node's log) and exits, so a hung shutdown
+		// leaves the trace that says where it hung.
+		cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		return fmt.Errorf("harness: %s did not exit %v after SIGTERM; SIGQUIT (its goroutines are in its log), then killed; its output:\n%s",
 			s.cfg.ID, s.cfg.StopTimeout, tail(s.LastLog(), 8<<10))
 	}
 	s.mu.Lock()
