@@ -76,4 +76,16 @@ func TestSnapTriggerExactBounds(t *testing.T) {
 	if tr.due() {
 		t.Fatal("due 99 bytes after a snapshot")
 	}
+
+	// Snapshots finishing out of order: an older one's marks do not move
+	// the count back.
+	tr, store = newTrigger(10, 1<<40)
+	older := tr.mark()
+	store(10, 1)
+	tr.done(tr.mark(), 0)
+	tr.done(older, 0)
+	store(9, 1)
+	if tr.due() {
+		t.Fatal("due 9 commands after the newer snapshot: the older one's marks moved the count back")
+	}
 }
