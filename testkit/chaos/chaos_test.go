@@ -170,9 +170,18 @@ func TestChaosControl(t *testing.T) {
 		PostgresDSN: testutil.PostgresDSN(t), Control: true,
 		Kinds: []chaos.FaultKind{chaos.FaultWorkerPause, chaos.FaultConnDelay},
 	}
+	// The damage needs a pause that meets a write window while another
+	// worker takes the lock over; on a loaded machine one 25 s run in a
+	// few has too few operations for that (357 once). Up to three seeds,
+	// as TestChaosPlantedBugs: a control no run of three shows fails.
 	sum := run(t, cfg, true)
+	for try := 1; try < 3 && sum.Report.StaleAccepted == 0; try++ {
+		cfg.Seed = seed(t)
+		t.Logf("control run showed no stale write; another seed")
+		sum = run(t, cfg, true)
+	}
 	if sum.Report.StaleAccepted == 0 {
-		t.Errorf("control run: plain writes after a pause were not caught by checker 1: %s", sum.Line())
+		t.Errorf("control run: plain writes after a pause were not caught by checker 1 in three runs; the last: %s", sum.Line())
 	}
 	if !sum.Pass {
 		t.Errorf("control run failed: %s\nproblems:\n%s", sum.Line(), strings.Join(sum.Report.Problems, "\n"))
