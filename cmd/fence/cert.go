@@ -70,6 +70,14 @@ func makeCerts(dir string, hosts []string, serverName, clientName string, valid 
 	}
 	ca, err := certgen.LoadCA(dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		// A CA certificate without its key (kept off this host, as the
+		// docs advise) is not replaced: a new CA would make every
+		// certificate it signed untrusted wherever ca.crt is trusted.
+		for _, f := range []string{"ca.crt", "ca.key"} {
+			if _, serr := os.Stat(filepath.Join(dir, f)); serr == nil {
+				return nil, fmt.Errorf("%s holds %s but not the other half of the CA: fence cert will not replace a CA; give the directory that holds ca.key too, or another directory for a new CA", dir, f)
+			}
+		}
 		if ca, err = certgen.NewCA("Fence test CA", valid); err != nil {
 			return nil, err
 		}

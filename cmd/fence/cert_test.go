@@ -79,3 +79,30 @@ func TestCertMakesCAOnceAndVerifiableCertificates(t *testing.T) {
 		t.Fatalf("the reissued certificate is not from the same CA: %v", err)
 	}
 }
+
+// A directory holding ca.crt without ca.key (the key kept off this host)
+// is refused, not given a new CA over the old certificate: that made
+// every certificate of the old CA untrusted wherever ca.crt is trusted.
+func TestCertKeepsACAWhoseKeyIsElsewhere(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	if _, err := makeCerts(dir, nil, "server", "client", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "ca.key")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := makeCerts(dir, nil, "server2", "", time.Hour); err == nil {
+		t.Fatal("fence cert with ca.crt but no ca.key made certificates")
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if !bytes.Equal(before, after) {
+		t.Fatal("fence cert replaced ca.crt")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "server2.crt")); err == nil {
+		t.Fatal("fence cert issued server2.crt without the CA's key")
+	}
+}
