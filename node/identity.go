@@ -101,24 +101,67 @@ func (n *Node) checkAddress(local raft.ServerAddress) error {
 	return nil
 }
 
-// checkLogReachable refuses a dir whose raft log starts after entry 1 but
-// holds no snapshot: the entries before its first were compacted into a
-// snapshot that is gone (snapshots/ lost or emptied), and raft would
-// start from nothing or panic ("log not found").
-func checkLogReachable(dir string, logs raft.LogStore, snaps raft.SnapshotStore) error {
+// checkLogReachable refuses a dir whose log and snapshots do not make a
+// whole history, before raft reads them (it would start from what is
+// left, granting tokens again, or panic: "log not found"):
+//   - the log starts after the entry that follows the newest snapshot
+//     (snapshots/ lost or emptied, or only its newest snapshot lost: the
+//     entries between were compacted away);
+//   - a snapshot is there but the stable store records no term (wal/,
+//     which holds both, was lost: a node that forgot its term and vote
+//     must not vote, and a single node would start again from the
+//     snapshot, below tokens it granted after it);
+//   - a single node that has voted has an empty log below its newest
+//     snapshot (the log's segments were lost: raft keeps TrailingLogs
+//     entries behind every snapshot, and the first election after a
+//     restore writes one).
+func checkLogReachable(cfg Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
+	dir := cfg.DataDir
 	first, err := logs.FirstIndex()
 	if err != nil {
 		return fmt.Errorf("node: read the log's first index: %w", err)
 	}
-	if first <= 1 {
-		return nil
+	last, err := logs.LastIndex()
+	if err != nil {
+		return fmt.Errorf("node: read the log's last index: %w", err)
 	}
 	metas, err := snaps.List()
 	if err != nil {
 		return fmt.Errorf("node: list snapshots: %w", err)
 	}
-	if len(metas) == 0 {
-		return fmt.Errorf("node: data dir %s: its raft log starts at entry %d but it holds no snapshot of the entries before: snapshots/ was lost or emptied. Restore it from a backup (fence restore), or, in a cluster, remove this member and add it again with an empty data dir", dir, first)
+	var newest uint64
+	if len(metas) > 0 {
+		newest = metas[0].Index // newest first
+	}
+	lost := func(what string) error {
+		return fmt.Errorf("node: data dir %s: %s. Restore it from a backup (fence restore), or, in a cluster, remove this member and add it again with an empty data dir", dir, what)
+	}
+	if first > 0 && first > newest+1 {
+		if newest == 0 {
+			return lost(fmt.Sprintf("its raft log starts at entry %d but it holds no snapshot of the entries before: snapshots/ was lost or emptied", first))
+		}
+		return lost(fmt.Sprintf("its raft log starts at entry %d but its newest snapshot ends at entry %d: the snapshot of the entries between was lost", first, newest))
+	}
+	if newest == 0 {
+		return nil
+	}
+	term, err := stable.GetUint64([]byte("CurrentTerm"))
+	if err != nil && err.Error() != "not found" {
+		return fmt.Errorf("node: read the current term: %w", err)
+	}
+	if term == 0 {
+		return lost(fmt.Sprintf("it holds a snapshot up to entry %d but no raft term: the raft log and stable store (wal/) were lost", newest))
+	}
+	if !cfg.cluster() && last == 0 {
+		// A dir InitDataDir built (a restore) holds a snapshot and no log
+		// until its first election; it has never voted.
+		voted, err := stable.GetUint64([]byte("LastVoteTerm"))
+		if err != nil && err.Error() != "not found" {
+			return fmt.Errorf("node: read the last vote: %w", err)
+		}
+		if voted != 0 {
+			return lost(fmt.Sprintf("its raft log is empty below its snapshot up to entry %d: the log's segments were lost", newest))
+		}
 	}
 	return nil
 }

@@ -108,7 +108,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 	if err != nil {
 		return nil, fmt.Errorf("node: inspect state: %w", err)
 	}
-	if err := checkLogReachable(cfg.DataDir, store.Log, snaps); err != nil {
+	if err := checkLogReachable(cfg, store.Log, store.Stable, snaps); err != nil {
 		return nil, err
 	}
 	trans := cfg.transport() // after every early return: a mux's transport holds its raft side
