@@ -26,7 +26,16 @@ import (
 // the restarted members knew no cluster id until a leader committed, took
 // the re-bootstrapped node as a follower, and its replica diverged while
 // the cluster granted tokens it had granted too.)
+//
+// The same when the old members' dirs hold no CLUSTER_ID (written by a
+// version before the file, or the file lost): they read their cluster id
+// from their own log as they open (second outside attack).
 func TestClusterRebootstrappedMemberIsRefused(t *testing.T) {
+	t.Run("CLUSTER_ID recorded", func(t *testing.T) { rebootstrappedMember(t, false) })
+	t.Run("CLUSTER_ID gone", func(t *testing.T) { rebootstrappedMember(t, true) })
+}
+
+func rebootstrappedMember(t *testing.T, removeFile bool) {
 	cfg1 := clusterConfig(t, "n1", ClusterConfig{Bootstrap: true})
 	n1 := startRun(t, cfg1)
 	n1.awaitReady(t)
@@ -77,6 +86,13 @@ func TestClusterRebootstrappedMemberIsRefused(t *testing.T) {
 		acquire(n1, fmt.Sprintf("z%d", i))
 	}
 
+	if removeFile {
+		for _, cfg := range cfgs {
+			if err := os.Remove(filepath.Join(cfg.DataDir, node.ClusterIDFile)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	others = others[:0]
 	for _, cfg := range cfgs {
 		others = append(others, startRun(t, cfg))

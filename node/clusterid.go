@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/fenceworks/fence/state"
 )
 
@@ -39,6 +41,38 @@ func newClusterID() (string, error) {
 // could replicate into it or win its vote. With the file, a restarted node
 // knows its cluster at once (raftstore's HeaderRaftCluster check).
 const ClusterIDFile = "CLUSTER_ID"
+
+// scanLogClusterID returns the cluster id an OpConfig of the local log
+// records ("" if none does): for a dir without ClusterIDFile (written
+// before the file existed, or the file lost), so that its raft port knows
+// its cluster from the start all the same. An entry that does not decode
+// is skipped (the FSM will refuse it when it applies it).
+func scanLogClusterID(logs raft.LogStore) string {
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return ""
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return ""
+	}
+	for i := max(first, 1); i <= last; i++ {
+		var l raft.Log
+		if logs.GetLog(i, &l) != nil || l.Type != raft.LogCommand {
+			continue
+		}
+		cmds, err := decodeEntry(l.Data)
+		if err != nil {
+			continue
+		}
+		for _, c := range cmds {
+			if c.Op == state.OpConfig && c.ClusterID != "" {
+				return c.ClusterID
+			}
+		}
+	}
+	return ""
+}
 
 // readClusterIDFile returns the cluster id recorded in dir ("" if none).
 func readClusterIDFile(dir string) (string, error) {

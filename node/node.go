@@ -90,6 +90,13 @@ func Open(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
+	if persisted == "" && cfg.cluster() {
+		if persisted = scanLogClusterID(store.Log); persisted != "" {
+			if err := writeFileSync(cfg.DataDir, ClusterIDFile, persisted+"\n"); err != nil {
+				cfg.Logger.Warn("recording the cluster id read from the log failed", "err", err)
+			}
+		}
+	}
 	n, err := open(cfg, store, started, persisted)
 	if err != nil {
 		store.Close()
