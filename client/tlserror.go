@@ -65,7 +65,7 @@ func tlsFailure(url string, err error) *TLSError {
 	case errors.As(err, &op) && op.Op == "remote error":
 		cause = "the server refused the TLS handshake (" + op.Err.Error() + ")"
 		if strings.Contains(op.Err.Error(), "certificate") {
-			cause += ": with --client-cert-auth it needs a client certificate signed by its --trusted-ca-file (--cert and --key, FENCE_CERT and FENCE_KEY, tls.Config.Certificates)"
+			cause += ": the server checks client certificates against its --trusted-ca-file (and requires one with --client-cert-auth): give a certificate signed by that CA (--cert and --key, FENCE_CERT and FENCE_KEY, tls.Config.Certificates)"
 		}
 	case strings.Contains(err.Error(), goPlaintextReply), strings.Contains(err.Error(), plaintextGoAway):
 		cause = "the server speaks TLS on this port: use an https:// URL (and --cacert)"

@@ -110,6 +110,9 @@ func (f *clusterFlags) clusterConfig() (daemon.ClusterConfig, error) {
 	if c.RaftAddr != "" {
 		if _, port, err := net.SplitHostPort(c.RaftAddr); err != nil || !decimalPort(port) {
 			return c, fence.Invalid("--raft-addr", "HOST:PORT with a port 0-65535", c.RaftAddr)
+		} else if port == "0" && c.RaftAdvertise == "" {
+			// Other nodes dial the advertised address, which is this one.
+			return c, fence.Invalid("--raft-addr", "a port other nodes can dial: not 0 (or give --raft-advertise)", c.RaftAddr)
 		}
 		if c.RaftAdvertise != "" {
 			if err := cluster.ValidateRaftAddr("--raft-advertise", c.RaftAdvertise); err != nil {

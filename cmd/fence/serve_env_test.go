@@ -112,6 +112,7 @@ func TestServeBadEnvNamesTheVariable(t *testing.T) {
 		{[]string{"FENCE_MAX_TTL=5"}, nil, []string{`FENCE_MAX_TTL="5"`, "--max-ttl", "needs a unit"}},
 		{[]string{"FENCE_MAX_TTL=100000000h"}, nil, []string{`FENCE_MAX_TTL="100000000h"`, "--max-ttl", "out of range"}},
 		{[]string{"FENCE_RAFT_ADDR=127.0.0.1:99999", "FENCE_BOOTSTRAP=true"}, nil, []string{"--raft-addr", "port 0-65535", "FENCE_RAFT_ADDR=127.0.0.1:99999"}},
+		{[]string{"FENCE_RAFT_ADDR=127.0.0.1:0", "FENCE_BOOTSTRAP=true"}, nil, []string{"--raft-addr", "not 0", "FENCE_RAFT_ADDR=127.0.0.1:0"}},
 		{[]string{"FENCE_BOOTSTRAP=maybe"}, nil, []string{`FENCE_BOOTSTRAP="maybe"`, "--bootstrap"}},
 		{[]string{"FENCE_MAX_CONNS=many"}, nil, []string{`FENCE_MAX_CONNS="many"`, "--max-conns"}},
 		{[]string{"FENCE_LOG_LEVEL=loud"}, nil, []string{`FENCE_LOG_LEVEL="loud"`, "--log-level", "info, debug, warn, error"}},
