@@ -17,9 +17,9 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/cluster"
-	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/testkit/chaos"
 	"github.com/fenceworks/fence/testkit/harness"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // TestMain removes the fence binary the harness built (about 36 MB in
@@ -136,7 +136,7 @@ func TestForwarderServesThroughFollowers(t *testing.T) {
 
 	// A call another node forwarded (it comes through the raft port)
 	// reaches a follower: refused, not passed on again.
-	marked := client.NewService("http://"+followers[0].RaftAddr(), client.WithDialer(dialPeerAPI), client.WithHeader(cluster.ForwardedHeader, "1"))
+	marked := client.NewService("http://"+followers[0].RaftAddr(), client.WithDialer(func(ctx context.Context, _, addr string) (net.Conn, error) { return testutil.DialPeerAPI(ctx, addr) }), client.WithHeader(cluster.ForwardedHeader, "1"))
 	_, err := marked.Acquire(ctx, fence.AcquireRequest{Name: "marked", Owner: "o", TTL: 10 * time.Second})
 	if !errors.Is(err, fence.ErrUnavailable) || fence.ReasonOf(err) != "" {
 		t.Fatalf("forwarded call at a follower = %v, want unavailable", err)
@@ -151,20 +151,6 @@ func TestForwarderServesThroughFollowers(t *testing.T) {
 	if err != nil || g.Lease.Token == 0 {
 		t.Fatalf("a client's forwarded mark on the client port: %v, want the call forwarded and granted", err)
 	}
-}
-
-// dialPeerAPI opens a connection to the API side of the raft port at addr,
-// as a peer forwarding a call does (raftstore.Mux.DialAPI).
-func dialPeerAPI(ctx context.Context, _, addr string) (net.Conn, error) {
-	c, err := new(net.Dialer).DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Write([]byte{raftstore.HeaderAPI}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
 }
 
 // TestForwarderFollowsLeadership: leadership moves to each node in turn;

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime"
 	"slices"
@@ -18,7 +17,6 @@ import (
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster"
 	"github.com/fenceworks/fence/cluster/clusterapi"
-	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/testkit/testutil"
 )
 
@@ -220,7 +218,7 @@ func TestClusterJoinListTransferRemove(t *testing.T) {
 	// hop at most).
 	req := connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})
 	req.Header().Set(cluster.ForwardedHeader, "1")
-	peer := fencev1connect.NewClusterServiceClient(clusterapi.PeerHTTPClient(dialPeerAPI), "http://"+n2.cfg.Cluster.RaftAddr)
+	peer := fencev1connect.NewClusterServiceClient(clusterapi.PeerHTTPClient(testutil.DialPeerAPI), "http://"+n2.cfg.Cluster.RaftAddr)
 	if _, err := peer.RemoveMember(context.Background(), req); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("forwarded RemoveMember on a follower: %v, want unavailable", err)
 	}
@@ -466,18 +464,4 @@ func goroutineIn(fn string) bool {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-}
-
-// dialPeerAPI opens a connection to the API side of the raft port at
-// raftAddr, as a peer forwarding a call does (raftstore.Mux.DialAPI).
-func dialPeerAPI(ctx context.Context, raftAddr string) (net.Conn, error) {
-	c, err := new(net.Dialer).DialContext(ctx, "tcp", raftAddr)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Write([]byte{raftstore.HeaderAPI}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
 }
