@@ -84,8 +84,9 @@ func mutation[Res any](s *Server, timed bool, do call[Res]) call[Res] {
 // wire's checks: a session-bound acquire that gives a ttl is refused
 // however the ttl is written).
 func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1.AcquireResponse], error) {
-	req, wire := acquireRequest(m, b, s.maxTTL())
-	if err := req.Validate(s.limits(), wire...); err != nil {
+	l := s.limits()
+	req, wire := acquireRequest(m, b, l.MaxTTL)
+	if err := req.Validate(l, wire...); err != nil {
 		return nil, err
 	}
 	// A waiting acquire is not timed: its wait is not the apply's.
@@ -107,8 +108,9 @@ func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1
 }
 
 func (s *Server) renewCall(m *fencev1.RenewRequest, b binding) (call[fencev1.RenewResponse], error) {
-	req, wire := renewRequest(m, b, s.maxTTL())
-	if err := req.Validate(s.limits(), wire...); err != nil {
+	l := s.limits()
+	req, wire := renewRequest(m, b, l.MaxTTL)
+	if err := req.Validate(l, wire...); err != nil {
 		return nil, err
 	}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.RenewResponse, bool, error) {
@@ -182,8 +184,9 @@ func (s *Server) deleteCall(m *fencev1.DeleteRequest, b binding) (call[fencev1.D
 
 // openCall checks an open: ttl required.
 func (s *Server) openCall(m *fencev1.OpenSessionRequest) (call[fencev1.OpenSessionResponse], error) {
-	req, wire := openRequest(m, s.maxTTL())
-	if err := req.Validate(s.limits(), wire...); err != nil {
+	l := s.limits()
+	req, wire := openRequest(m, l.MaxTTL)
+	if err := req.Validate(l, wire...); err != nil {
 		return nil, err
 	}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.OpenSessionResponse, bool, error) {
@@ -198,8 +201,9 @@ func (s *Server) openCall(m *fencev1.OpenSessionRequest) (call[fencev1.OpenSessi
 // keepAliveCall checks a keepalive of session (the request's, or on a
 // stream the stream's): ttl absent keeps the session's TTL.
 func (s *Server) keepAliveCall(m *fencev1.KeepAliveRequest, b binding) (call[fencev1.KeepAliveResponse], error) {
-	req, wire := keepAliveRequest(m, b, s.maxTTL())
-	if err := req.Validate(s.limits(), wire...); err != nil {
+	l := s.limits()
+	req, wire := keepAliveRequest(m, b, l.MaxTTL)
+	if err := req.Validate(l, wire...); err != nil {
 		return nil, err
 	}
 	return mutation(s, true, func(ctx context.Context) (*fencev1.KeepAliveResponse, bool, error) {
@@ -316,6 +320,3 @@ func (s *Server) limits() fence.Limits {
 	}
 	return l
 }
-
-// maxTTL is limits' largest TTL.
-func (s *Server) maxTTL() time.Duration { return s.limits().MaxTTL }
