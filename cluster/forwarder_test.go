@@ -17,9 +17,9 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 	"github.com/fenceworks/fence/cluster"
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/testkit/chaos"
 	"github.com/fenceworks/fence/testkit/harness"
-	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // TestMain removes the fence binary the harness built (about 36 MB in
@@ -136,7 +136,7 @@ func TestForwarderServesThroughFollowers(t *testing.T) {
 
 	// A call another node forwarded (it comes through the raft port)
 	// reaches a follower: refused, not passed on again.
-	marked := client.NewService("http://"+followers[0].RaftAddr(), client.WithDialer(func(ctx context.Context, _, addr string) (net.Conn, error) { return testutil.DialPeerAPI(ctx, addr) }), client.WithHeader(cluster.ForwardedHeader, "1"))
+	marked := client.NewService("http://"+followers[0].RaftAddr(), client.WithDialer(func(ctx context.Context, _, addr string) (net.Conn, error) { return raftstore.DialAPI(ctx, addr) }), client.WithHeader(cluster.ForwardedHeader, "1"))
 	_, err := marked.Acquire(ctx, fence.AcquireRequest{Name: "marked", Owner: "o", TTL: 10 * time.Second})
 	if !errors.Is(err, fence.ErrUnavailable) || fence.ReasonOf(err) != "" {
 		t.Fatalf("forwarded call at a follower = %v, want unavailable", err)

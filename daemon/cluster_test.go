@@ -17,6 +17,7 @@ import (
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster"
 	"github.com/fenceworks/fence/cluster/clusterapi"
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/testkit/testutil"
 )
 
@@ -218,7 +219,7 @@ func TestClusterJoinListTransferRemove(t *testing.T) {
 	// hop at most).
 	req := connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})
 	req.Header().Set(cluster.ForwardedHeader, "1")
-	peer := fencev1connect.NewClusterServiceClient(clusterapi.PeerHTTPClient(testutil.DialPeerAPI), "http://"+n2.cfg.Cluster.RaftAddr)
+	peer := fencev1connect.NewClusterServiceClient(clusterapi.PeerHTTPClient(raftstore.DialAPI), "http://"+n2.cfg.Cluster.RaftAddr)
 	if _, err := peer.RemoveMember(context.Background(), req); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("forwarded RemoveMember on a follower: %v, want unavailable", err)
 	}

@@ -548,3 +548,18 @@ type advertisedAddr string
 
 func (a advertisedAddr) Network() string { return "tcp" }
 func (a advertisedAddr) String() string  { return string(a) }
+
+// DialAPI connects directly (no dial map) to the Fence API side of the
+// raft port at raftAddr, as Mux.DialAPI does for a node: for a caller
+// without a mux (tests reaching a node as its peers do).
+func DialAPI(ctx context.Context, raftAddr string) (net.Conn, error) {
+	c, err := new(net.Dialer).DialContext(ctx, "tcp", raftAddr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte{HeaderAPI}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
