@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -122,16 +123,23 @@ func tail(path string) string {
 // expiry-storm workloads fit (no cap on locks and waiters, room for the
 // request ids of a million acquires).
 func StartFence(bin, tmp string) (*Server, error) {
+	return startFence(bin, tmp, "fence", nil)
+}
+
+// startFence starts a fence server of kind with more serve flags; tlsCfg
+// is the client TLS configuration of a server that serves TLS.
+func startFence(bin, tmp, kind string, tlsCfg *tls.Config, more ...string) (*Server, error) {
 	dir, err := os.MkdirTemp(tmp, "fence-")
 	if err != nil {
 		return nil, err
 	}
 	hs, err := harness.Start(context.Background(), harness.Config{
 		Bin:     bin,
-		ID:      "fence",
+		ID:      kind,
 		DataDir: filepath.Join(dir, "data"),
-		Args: []string{"--max-locks", "0", "--max-waiters", "0", "--max-waiters-per-lock", "0",
-			"--max-ids", "4000000", "--min-id-retention", "1s", "--max-conns", "16384"},
+		Args: append([]string{"--max-locks", "0", "--max-waiters", "0", "--max-waiters-per-lock", "0",
+			"--max-ids", "4000000", "--min-id-retention", "1s", "--max-conns", "16384"}, more...),
+		ClientTLS:    tlsCfg,
 		LogPath:      filepath.Join(dir, "server.log"),
 		LogLimit:     64 << 10,
 		ReadyTimeout: 60 * time.Second,
@@ -139,9 +147,9 @@ func StartFence(bin, tmp string) (*Server, error) {
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("fence: %w", err)
+		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
-	return &Server{Kind: "fence", Addr: hs.Addr(), fence: hs, dir: dir}, nil
+	return &Server{Kind: kind, Addr: hs.Addr(), fence: hs, dir: dir}, nil
 }
 
 // StartEtcd runs the etcdserver binary (bench/cmd/etcdserver) on free

@@ -170,7 +170,7 @@ func (r *Report) Markdown(env Env, command string) string {
 		p("- Servers: each in its own process on loopback with a temp data dir — `fence serve` (raft log, fsync before every reply); ")
 		p("etcd (single member, fsync per commit); `redis-server --appendonly yes --appendfsync always` (redis-always) and `--appendfsync everysec` (redis-everysec, may lose the last second on a crash), `--save \"\"`.\n")
 	}
-	p("- Clients, each system's own Go client: fence-unary = package `client` with `WithoutSession()` (one unary Connect call per operation over HTTP/1.1 keep-alive, a background keepalive per lease); fence-session = package `client` as it is by default: one session per `client.Client` (a Client per worker, at most %d; session TTL %d s), every call and keepalive on its one h2c stream, session-bound leases (Acquire without TTL); ", maxSessions, sessionTTL)
+	p("- Clients, each system's own Go client: fence-unary = package `client` with `WithoutSession()` (one unary Connect call per operation over HTTP/1.1 keep-alive, a background keepalive per lease); fence-session = package `client` as it is by default: one session per `client.Client` (a Client per worker, at most %d; session TTL %d s), every call and keepalive on its one h2c stream, session-bound leases (Acquire without TTL); fence-session-tls = fence-session over TLS (HTTP/2, ALPN h2) to a server started with `--cert-file`/`--key-file` (certificates from `fence cert`); ", maxSessions, sessionTTL)
 	p("etcd = `concurrency.Mutex` on a `concurrency.Session` (one `clientv3.Client`; a session per worker, at most %d); ", maxSessions)
 	if c.Cluster > 1 {
 		if c.ViaFollower {

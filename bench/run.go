@@ -152,6 +152,8 @@ func (c *Config) start(kind string) (*Server, error) {
 	switch kind {
 	case "fence":
 		return StartFence(c.FenceBin, c.Tmp)
+	case "fence-tls":
+		return StartFenceTLS(c.FenceBin, c.Tmp)
 	case "etcd":
 		return StartEtcd(c.EtcdBin, c.Tmp)
 	case "redis-always":

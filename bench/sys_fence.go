@@ -44,10 +44,13 @@ func (fenceUnary) Open(ctx context.Context, addr string, workers int) (Client, e
 
 // fenceURLs is the Fence client's endpoint list for addr (host:port, or a
 // cluster's comma-separated host:ports): "http://a,http://b,...".
-func fenceURLs(addr string) string {
+func fenceURLs(addr string) string { return schemeURLs("http", addr) }
+
+// schemeURLs is fenceURLs with another scheme ("https").
+func schemeURLs(scheme, addr string) string {
 	var us []string
 	for _, a := range strings.Split(addr, ",") {
-		us = append(us, "http://"+a)
+		us = append(us, scheme+"://"+a)
 	}
 	return strings.Join(us, ",")
 }
@@ -69,11 +72,17 @@ func (f *fenceClient) Queued(ctx context.Context, prefix string, locks int) (int
 }
 
 func fenceWaiters(ctx context.Context, addr string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	return fenceWaitersAt(ctx, http.DefaultClient, "http://"+addr)
+}
+
+// fenceWaitersAt reads the fence_waiters gauge of the server at base
+// (scheme://host:port) with hc.
+func fenceWaitersAt(ctx context.Context, hc *http.Client, base string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +99,7 @@ func fenceWaiters(ctx context.Context, addr string) (int, error) {
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("no fence_waiters in %s/metrics", addr)
+	return 0, fmt.Errorf("no fence_waiters in %s/metrics", base)
 }
 
 type fenceWorker struct{ c *client.Client }

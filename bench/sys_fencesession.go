@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"time"
 
@@ -22,11 +23,13 @@ func (fenceSession) Server() string { return "fence" }
 func (fenceSession) Fenced() bool   { return true }
 
 func (fenceSession) Open(ctx context.Context, addr string, workers int) (Client, error) {
-	return &fenceSessionClient{addr: addr, clients: map[int]*client.Client{}}, nil
+	return &fenceSessionClient{addr: addr, clients: map[int]*client.Client{}, scheme: "http"}, nil
 }
 
 type fenceSessionClient struct {
 	addr    string
+	scheme  string          // "http", or "https" for fence-session-tls
+	opts    []client.Option // more client options (TLS)
 	mu      sync.Mutex
 	clients map[int]*client.Client
 }
@@ -38,7 +41,8 @@ func (f *fenceSessionClient) Worker(ctx context.Context, i int) (Worker, error) 
 	c, ok := f.clients[k]
 	if !ok {
 		var err error
-		c, err = client.New(fenceURLs(f.addr), client.WithSessionTTL(time.Duration(sessionTTL)*time.Second))
+		opts := append([]client.Option{client.WithSessionTTL(time.Duration(sessionTTL) * time.Second)}, f.opts...)
+		c, err = client.New(schemeURLs(f.scheme, f.addr), opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -48,6 +52,15 @@ func (f *fenceSessionClient) Worker(ctx context.Context, i int) (Worker, error) 
 }
 
 func (f *fenceSessionClient) Queued(ctx context.Context, prefix string, locks int) (int, error) {
+	if f.scheme == "https" {
+		cfg, err := benchClientTLS()
+		if err != nil {
+			return 0, err
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+		defer hc.CloseIdleConnections()
+		return fenceWaitersAt(ctx, hc, "https://"+f.addr)
+	}
 	return fenceWaiters(ctx, f.addr)
 }
 

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +57,11 @@ type Config struct {
 	// waiting for /readyz (call WaitReady): e.g. a node restarted into a
 	// minority, which cannot be ready.
 	NoWait bool
+	// ClientTLS, when set, says the server serves its client port over
+	// TLS (its Args carry --cert-file and --key-file): URL is https:// and
+	// the /readyz checks use this configuration (its RootCAs trust the
+	// server's CA).
+	ClientTLS *tls.Config
 }
 
 // Server is a `fence serve` process and its data directory, which outlives
@@ -123,7 +129,7 @@ func newServer(cfg Config) (*Server, error) {
 		pickR: cfg.RaftAddr == "auto",
 		readyCl: &http.Client{
 			Timeout:   time.Second,
-			Transport: &http.Transport{DisableKeepAlives: true},
+			Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.ClientTLS},
 		},
 	}
 	s.out = s.log
@@ -281,8 +287,14 @@ func (s *Server) Config() Config { return s.cfg }
 // Addr is the client address, 127.0.0.1:port.
 func (s *Server) Addr() string { return s.cfg.Listen }
 
-// URL is the client base URL, http://127.0.0.1:port.
-func (s *Server) URL() string { return "http://" + s.cfg.Listen }
+// URL is the client base URL, http://127.0.0.1:port (https:// with
+// Config.ClientTLS).
+func (s *Server) URL() string {
+	if s.cfg.ClientTLS != nil {
+		return "https://" + s.cfg.Listen
+	}
+	return "http://" + s.cfg.Listen
+}
 
 // RaftAddr is the raft address ("" for a single node without one).
 func (s *Server) RaftAddr() string { return s.cfg.RaftAddr }
