@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fenceworks/fence/client"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,6 +58,9 @@ type NodeConfig struct {
 	// NoWait: StartNode returns once the process runs, before /readyz (a
 	// cluster node with --peers is not ready alone; call WaitReady).
 	NoWait bool
+	// Security, set, serves the client port over TLS (its ServerArgs are
+	// added to Args by the caller: StartCluster does).
+	Security *Security
 }
 
 // Node is a Fence server process behind its Proxy. Its methods are safe for
@@ -143,6 +147,7 @@ func (n *Node) serverConfig(formation []string) harness.Config {
 		LogLimit:     nodeLogLimit,
 		ReadyTimeout: cfg.ReadyTimeout,
 		NoWait:       cfg.NoWait,
+		ClientTLS:    cfg.Security.tlsConfig(),
 	}
 }
 
@@ -178,10 +183,16 @@ func (n *Node) RaftAddr() string { return n.cfg.RaftAddr }
 
 // URL is the node's base URL through its proxy (http://127.0.0.1:port):
 // what clients use.
-func (n *Node) URL() string { return "http://" + n.proxy.Addr() }
+func (n *Node) URL() string { return n.cfg.Security.Scheme() + "://" + n.proxy.Addr() }
 
 // DirectURL is the node's own base URL, bypassing the proxy.
-func (n *Node) DirectURL() string { return "http://" + n.cfg.Listen }
+func (n *Node) DirectURL() string { return n.cfg.Security.Scheme() + "://" + n.cfg.Listen }
+
+// ClientOptions are the Go client options that reach this node (its TLS),
+// then more.
+func (n *Node) ClientOptions(more ...client.Option) []client.Option {
+	return n.cfg.Security.ClientOptions(more...)
+}
 
 // Proxy is the proxy in front of the node's client port.
 func (n *Node) Proxy() *Proxy { return n.proxy }
@@ -437,6 +448,8 @@ type ClusterConfig struct {
 	Args, Env    []string // for every node, on every start
 	DiskBytes    int64    // > 0: each data dir on a tmpfs of this size
 	ReadyTimeout time.Duration
+	// Security, set, serves every node's client port over TLS.
+	Security *Security
 }
 
 // StartCluster starts the nodes (all at once: a cluster node is ready only
@@ -474,11 +487,12 @@ func startCluster(ctx context.Context, cfg ClusterConfig) (_ *Cluster, err error
 		return NodeConfig{
 			Bin:          cfg.Bin,
 			DataDir:      filepath.Join(cfg.Dir, fmt.Sprintf("node%d-data", i)),
-			Args:         cfg.Args,
+			Args:         append(cfg.Security.ServerArgs(), cfg.Args...),
 			Env:          cfg.Env,
 			LogPath:      filepath.Join(cfg.Dir, fmt.Sprintf("node%d.log", i)),
 			DiskBytes:    cfg.DiskBytes,
 			ReadyTimeout: cfg.ReadyTimeout,
+			Security:     cfg.Security,
 		}
 	}
 	if cfg.Nodes == 1 {

@@ -851,7 +851,7 @@ func (n *Nemesis) diskPressure(ctx context.Context, node *Node, fill int) int {
 		case <-ctx.Done():
 		}
 	}()
-	c, err := client.New(node.DirectURL(), client.WithoutSession(), client.WithAttemptTimeout(2*time.Second))
+	c, err := client.New(node.DirectURL(), node.ClientOptions(client.WithoutSession(), client.WithAttemptTimeout(2*time.Second))...)
 	if err != nil {
 		return 0
 	}

@@ -115,7 +115,7 @@ func (n *Nemesis) takeBackup(ctx context.Context, i int, deadline time.Time) bac
 		n.restoreMu.RLock()
 		op := Op{Worker: -1, N: i, Kind: KindBackup, Call: nowNano(), Attempts: attempt}
 		hdr, err := func() (string, error) {
-			cl, err := client.New(strings.Join(eps, ","), client.WithoutSession(), client.WithAttemptTimeout(3*time.Second))
+			cl, err := client.New(strings.Join(eps, ","), n.Cluster.Nodes[0].ClientOptions(client.WithoutSession(), client.WithAttemptTimeout(3*time.Second))...)
 			if err != nil {
 				return "", err
 			}
@@ -202,7 +202,7 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 	holdFor(context.WithoutCancel(ctx), 300*time.Millisecond)
 	hctx, cancel := n.healCtx(ctx)
 	defer cancel()
-	end, err := FinalReads(hctx, strings.Join(c.DirectURLs(), ","), "", "", rc.Resources, []string{StoreFence})
+	end, err := FinalReads(hctx, strings.Join(c.DirectURLs(), ","), "", "", rc.Resources, []string{StoreFence}, c.Nodes[0].ClientOptions()...)
 	if err != nil {
 		n.logf("restore #%d: end-of-epoch reads: %v", num, err)
 	}
@@ -276,7 +276,7 @@ func (n *Nemesis) restoreFault(ctx context.Context, i int, f Fault, b backupResu
 	}
 
 	// 4. The restored state, before any client can reach it.
-	restored, err := FinalReads(hctx, strings.Join(c.DirectURLs(), ","), "", "", rc.Resources, []string{StoreFence})
+	restored, err := FinalReads(hctx, strings.Join(c.DirectURLs(), ","), "", "", rc.Resources, []string{StoreFence}, c.Nodes[0].ClientOptions()...)
 	if err != nil {
 		n.logf("restore #%d: restored reads: %v", num, err)
 	}

@@ -56,6 +56,10 @@ type Config struct {
 	// clock of 1970): tokens issued after the backup are issued again,
 	// which the tokens-regressed checker must catch.
 	PlantRestoreNoRaise bool
+	// TLS serves every node's client port over TLS (certificates from the
+	// fence binary's `fence cert`, in Dir/pki): the workers, the nemesis
+	// and the final reads all speak HTTPS.
+	TLS bool
 	// LinTimeout bounds porcupine per run (default 2m).
 	LinTimeout time.Duration
 	// Log receives progress lines (nil: discarded).
@@ -245,9 +249,15 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		fmt.Fprintf(cfg.Log, "%s chaos: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
 
+	var err error
 	ccfg := ClusterConfig{
 		Nodes: cfg.Nodes, Bin: cfg.FenceBin, Dir: cfg.Dir,
 		Args: cfg.ServerArgs, Env: cfg.ServerEnv,
+	}
+	if cfg.TLS {
+		if ccfg.Security, err = NewSecurity(cfg.FenceBin, filepath.Join(cfg.Dir, "pki")); err != nil {
+			return sum, err
+		}
 	}
 	if slices.Contains(cfg.Kinds, FaultDiskFull) {
 		ccfg.DiskBytes = cfg.DiskBytes
@@ -306,6 +316,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			History: filepath.Join(cfg.Dir, fmt.Sprintf("history-%d.jsonl", i)),
 			Seed:    cfg.Seed*1_000_003 + uint64(i) + 1, TTL: cfg.TTL, SessionTTL: cfg.SessionTTL,
 			Control: cfg.Control,
+		}
+		if ccfg.Security != nil {
+			wc.CACert = filepath.Join(ccfg.Security.Dir, "ca.crt")
 		}
 		histories = append(histories, wc.History)
 		procs.windows = append(procs.windows, wc.WindowFile())
@@ -450,7 +463,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// A cluster with a majority up can still answer (the run fails on the
 	// unrecovered node either way, but the history is judged in full).
 	if sum.Unrecovered == 0 || cluster.Raft() && running > len(cluster.Nodes)/2 {
-		final, err = FinalReads(ctx, strings.Join(cluster.DirectURLs(), ","), cfg.PostgresDSN, prefix, cfg.Resources, cfg.Stores)
+		final, err = FinalReads(ctx, strings.Join(cluster.DirectURLs(), ","), cfg.PostgresDSN, prefix, cfg.Resources, cfg.Stores, ccfg.Security.ClientOptions()...)
 		if err != nil {
 			// A node back up but unable to serve a read is a finding, not
 			// a harness failure: the resources without a final read fail

@@ -31,6 +31,7 @@ type WorkerConfig struct {
 	TTL         time.Duration // standalone leases (default 1s)
 	SessionTTL  time.Duration // the session client's TTL (default 1s)
 	Control     bool          // PostgreSQL writes without the guard (Fenced=false)
+	CACert      string        // the CA of servers that serve TLS (https:// URLs)
 
 	// Mode forces the lease kind: "" or "mixed" (both, chosen per
 	// iteration), "session" or "standalone". For tests.
@@ -127,6 +128,9 @@ func (c WorkerConfig) Args() []string {
 	if c.Hold > 0 {
 		a = append(a, "-hold", c.Hold.String())
 	}
+	if c.CACert != "" {
+		a = append(a, "-cacert", c.CACert)
+	}
 	return a
 }
 
@@ -148,6 +152,7 @@ func ParseWorkerArgs(args []string) (WorkerConfig, error) {
 	fs.BoolVar(&c.Control, "control", false, "PostgreSQL writes without the guard")
 	fs.StringVar(&c.Mode, "mode", "", "mixed, session or standalone")
 	fs.DurationVar(&c.Hold, "hold", 0, "sleep exactly this long between read and write (tests)")
+	fs.StringVar(&c.CACert, "cacert", "", "CA certificate (PEM) of servers that serve TLS")
 	if err := fs.Parse(args); err != nil {
 		return WorkerConfig{}, fmt.Errorf("chaos worker: %w", err)
 	}
@@ -235,13 +240,21 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		idBase: fmt.Sprintf("w%d-%s", cfg.ID, strconv.FormatInt(time.Now().UnixNano(), 36)),
 	}
 	defer rec.Close()
-	w.sess, err = client.New(cfg.Server, client.WithSessionTTL(cfg.SessionTTL),
-		client.WithAttemptTimeout(workerAttempt), client.WithBackoff(20*time.Millisecond, 250*time.Millisecond))
+	var sec []client.Option
+	if cfg.CACert != "" {
+		tc, err := trustCA(cfg.CACert)
+		if err != nil {
+			return err
+		}
+		sec = append(sec, client.WithTLS(tc))
+	}
+	w.sess, err = client.New(cfg.Server, append(sec, client.WithSessionTTL(cfg.SessionTTL),
+		client.WithAttemptTimeout(workerAttempt), client.WithBackoff(20*time.Millisecond, 250*time.Millisecond))...)
 	if err != nil {
 		return err
 	}
-	w.solo, err = client.New(cfg.Server, client.WithoutSession(),
-		client.WithAttemptTimeout(workerAttempt), client.WithBackoff(20*time.Millisecond, 250*time.Millisecond))
+	w.solo, err = client.New(cfg.Server, append(sec, client.WithoutSession(),
+		client.WithAttemptTimeout(workerAttempt), client.WithBackoff(20*time.Millisecond, 250*time.Millisecond))...)
 	if err != nil {
 		w.sess.Close()
 		return err
@@ -549,7 +562,7 @@ func (w *wrk) release(h *heldLease) error {
 // to 20s: the server may have just been restarted. A read that fails is
 // recorded (outcome unknown, with its error) and joined into the error;
 // the other resources are still read.
-func FinalReads(ctx context.Context, fenceURL, dsn, prefix string, resources int, stores []string) ([]Op, error) {
+func FinalReads(ctx context.Context, fenceURL, dsn, prefix string, resources int, stores []string, opts ...client.Option) ([]Op, error) {
 	var ops []Op
 	var errs []error
 	n := 0
@@ -558,7 +571,7 @@ func FinalReads(ctx context.Context, fenceURL, dsn, prefix string, resources int
 		var res func(k int) string
 		switch sname {
 		case StoreFence:
-			cl, err := client.New(fenceURL, client.WithoutSession(), client.WithAttemptTimeout(2*time.Second))
+			cl, err := client.New(fenceURL, append(append([]client.Option(nil), opts...), client.WithoutSession(), client.WithAttemptTimeout(2*time.Second))...)
 			if err != nil {
 				return nil, err
 			}

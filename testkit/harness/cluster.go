@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -43,6 +44,9 @@ type ClusterConfig struct {
 	Spares int
 	// LogDir, if set, receives each node's output in LogDir/<id>.log.
 	LogDir string
+	// ClientTLS and AuthToken: as in Config, for every node.
+	ClientTLS *tls.Config
+	AuthToken string
 	// LogLimit, ReadyTimeout, StopTimeout: as in Config.
 	LogLimit     int
 	ReadyTimeout time.Duration
@@ -167,6 +171,8 @@ func (c *Cluster) newNode(i, attempt int, args []string) (*Server, error) {
 		LogLimit:     cfg.LogLimit,
 		ReadyTimeout: cfg.ReadyTimeout,
 		StopTimeout:  cfg.StopTimeout,
+		ClientTLS:    cfg.ClientTLS,
+		AuthToken:    cfg.AuthToken,
 	}
 	if cfg.NodeArgs != nil {
 		sc.Args = append(sc.Args, cfg.NodeArgs(id)...)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
@@ -19,12 +18,10 @@ import (
 // must not hold up Leader.
 const statusTimeout = time.Second
 
-var clusterHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-
 // ClusterClient is a ClusterService client of this node's client port.
 // Mutations sent to a follower are forwarded to the leader by the node.
 func (s *Server) ClusterClient() fencev1connect.ClusterServiceClient {
-	return fencev1connect.NewClusterServiceClient(clusterHTTP, s.URL())
+	return fencev1connect.NewClusterServiceClient(s.HTTPClient(), s.URL())
 }
 
 // Status asks the node for its own NodeStatus (never forwarded), bounded

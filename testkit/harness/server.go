@@ -62,6 +62,9 @@ type Config struct {
 	// the /readyz checks use this configuration (its RootCAs trust the
 	// server's CA).
 	ClientTLS *tls.Config
+	// AuthToken, when set, is sent as `Authorization: Bearer AuthToken`
+	// on the harness's own calls (/readyz, NodeStatus, membership).
+	AuthToken string
 }
 
 // Server is a `fence serve` process and its data directory, which outlives
@@ -129,7 +132,7 @@ func newServer(cfg Config) (*Server, error) {
 		pickR: cfg.RaftAddr == "auto",
 		readyCl: &http.Client{
 			Timeout:   time.Second,
-			Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.ClientTLS},
+			Transport: &authTransport{&http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.ClientTLS}, cfg.AuthToken},
 		},
 	}
 	s.out = s.log
@@ -286,6 +289,27 @@ func (s *Server) Config() Config { return s.cfg }
 
 // Addr is the client address, 127.0.0.1:port.
 func (s *Server) Addr() string { return s.cfg.Listen }
+
+// HTTPClient is an HTTP client for this server's client port: its TLS
+// configuration and bearer token (Config.ClientTLS, Config.AuthToken), no
+// keep-alive, no timeout of its own (callers bound their calls).
+func (s *Server) HTTPClient() *http.Client {
+	return &http.Client{Transport: &authTransport{&http.Transport{DisableKeepAlives: true, TLSClientConfig: s.cfg.ClientTLS}, s.cfg.AuthToken}}
+}
+
+// authTransport adds the bearer token, if any, to every request.
+type authTransport struct {
+	base  *http.Transport
+	token string
+}
+
+func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	return t.base.RoundTrip(r)
+}
 
 // URL is the client base URL, http://127.0.0.1:port (https:// with
 // Config.ClientTLS).
