@@ -219,6 +219,28 @@ func (r *certReloader) warnExpiry(f *tlsFiles) {
 	}
 }
 
+// checkValidity refuses, on a reload, a certificate that is not valid now
+// (expired, or not valid yet) while the one served now is: swapping it in
+// would make every new handshake fail, where keeping the old one serves
+// clients until it expires itself. (At start there is nothing better to
+// serve: an expired certificate is only warned about.)
+func (r *certReloader) checkValidity(f *tlsFiles) error {
+	now := r.now()
+	valid := func(c *x509.Certificate) bool {
+		return c != nil && !now.Before(c.NotBefore) && !now.After(c.NotAfter)
+	}
+	leaf := f.config.Certificates[0].Leaf
+	if valid(leaf) || !valid(r.cur.config.Certificates[0].Leaf) {
+		return nil
+	}
+	if now.After(leaf.NotAfter) {
+		return fmt.Errorf("certificate %s expired at %s: keeping the one served now (valid until %s)",
+			r.certFile, leaf.NotAfter.UTC().Format(time.RFC3339), r.cur.config.Certificates[0].Leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("certificate %s is not valid until %s: keeping the one served now",
+		r.certFile, leaf.NotBefore.UTC().Format(time.RFC3339))
+}
+
 // Reload re-reads the files now. It returns the load's error (the old
 // certificate stays in use).
 func (r *certReloader) Reload() error {
@@ -230,6 +252,9 @@ func (r *certReloader) Reload() error {
 func (r *certReloader) reloadLocked(why string) error {
 	r.lastChecked = r.now()
 	f, err := r.load()
+	if err == nil {
+		err = r.checkValidity(f)
+	}
 	if err != nil {
 		r.failed = r.stamps()
 		r.failures.Inc()

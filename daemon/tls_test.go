@@ -573,3 +573,41 @@ func TestTLSTrustedCAReload(t *testing.T) {
 		t.Fatalf("after a junk CA file the last good CA bundle should stay: %v", err)
 	}
 }
+
+// A reload that finds an expired certificate (or one not valid yet) in the
+// files keeps serving the valid one it has, counts a failed reload, and
+// takes the next valid certificate written.
+func TestTLSReloadKeepsAValidCertificateOverAnExpiredOne(t *testing.T) {
+	p := newPKI(t)
+	d, addr := startTLS(t, Config{CertFile: p.certFile, KeyFile: p.keyFile})
+	good := handshakeSerial(t, addr, p.clientTLS())
+	for _, tc := range []struct {
+		name string
+		o    certgen.Options
+		want string
+	}{
+		{"expired", certgen.Options{NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour)}, "expired at"},
+		{"not valid yet", certgen.Options{NotBefore: time.Now().Add(24 * time.Hour), NotAfter: time.Now().Add(48 * time.Hour)}, "is not valid until"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p.writeServer(t, tc.o)
+			err := d.ReloadTLS()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ReloadTLS with a certificate that is %s = %v, want a refusal saying %q", tc.name, err, tc.want)
+			}
+			if got := handshakeSerial(t, addr, p.clientTLS()); got != good {
+				t.Fatalf("after refusing a certificate that is %s the server serves serial %s, want the valid %s", tc.name, got, good)
+			}
+			if err := acquireOnce(t, "https://"+addr, client.WithTLS(p.clientTLS()), client.WithoutSession()); err != nil {
+				t.Fatalf("a call after the refused reload: %v", err)
+			}
+		})
+	}
+	next := p.writeServer(t, certgen.Options{})
+	if err := d.ReloadTLS(); err != nil {
+		t.Fatalf("ReloadTLS of a valid certificate after refused ones: %v", err)
+	}
+	if got := handshakeSerial(t, addr, p.clientTLS()); got != next {
+		t.Fatalf("after a valid reload the server serves serial %s, want %s", got, next)
+	}
+}
