@@ -17,9 +17,15 @@ type Config struct {
 	// MaxTTL is the largest lease TTL accepted when Deps.Node knows no
 	// rules recorded in the log yet; default fence.DefaultMaxTTL.
 	MaxTTL time.Duration
-	// MaxConns caps open client connections, default DefaultMaxConns; more
-	// wait in the kernel's accept queue until one closes.
+	// MaxConns caps open client connections, default DefaultMaxConns. A
+	// newcomer over the cap closes the oldest connection that has carried
+	// no client request yet (conn_fair.go); when every one has, it waits in
+	// the kernel's accept queue until one closes.
 	MaxConns int
+	// UnprovenTimeout closes a connection that has carried no client
+	// request this long after it was accepted, default ReadHeaderTimeout
+	// (a connection that has lives IdleTimeout when idle).
+	UnprovenTimeout time.Duration
 	// ReadHeaderTimeout bounds reading a request's header, default
 	// DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
@@ -59,6 +65,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadHeaderTimeout == 0 {
 		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.UnprovenTimeout == 0 {
+		c.UnprovenTimeout = c.ReadHeaderTimeout
 	}
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = DefaultReadTimeout

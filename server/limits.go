@@ -6,14 +6,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
-	"golang.org/x/net/netutil"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/apierr"
@@ -230,56 +227,3 @@ func (d *limitedGzip) Reset(r io.Reader) error {
 func (d *limitedGzip) Close() error { return d.gz.Close() }
 
 func newGzipCompressor() connect.Compressor { return gzip.NewWriter(io.Discard) }
-
-// limitListener caps open connections at max (netutil.LimitListener: Accept
-// waits for a free slot) and counts the open ones. The count goes down before
-// a slot is freed and up after one is taken, so it never exceeds max.
-type limitListener struct {
-	net.Listener
-	n *connCount
-}
-
-// connCount counts open connections and the most ever open at once.
-type connCount struct {
-	open, peak atomic.Int64
-}
-
-func newLimitListener(ln net.Listener, max int, n *connCount) net.Listener {
-	return limitListener{Listener: netutil.LimitListener(ln, max), n: n}
-}
-
-func (l limitListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	open := l.n.open.Add(1)
-	for {
-		p := l.n.peak.Load()
-		if open <= p || l.n.peak.CompareAndSwap(p, open) {
-			break
-		}
-	}
-	return &countedConn{Conn: c, n: l.n}, nil
-}
-
-type countedConn struct {
-	net.Conn
-	n      *connCount
-	closed atomic.Bool
-}
-
-// CloseWrite closes the sending side of a TCP connection.
-func (c *countedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
-
-func (c *countedConn) Close() error {
-	if c.closed.CompareAndSwap(false, true) {
-		c.n.open.Add(-1)
-	}
-	return c.Conn.Close()
-}

@@ -51,6 +51,10 @@ func newMetrics(conns *connCount, streams *atomic.Int64, extra []prometheus.Coll
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_http_connections", Help: "Open client connections (at most --max-conns)."},
 			func() float64 { return float64(conns.open.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fence_http_connections_evicted_total", Help: "Client connections that had carried no request closed to give their slot of --max-conns to a newcomer."},
+			func() float64 { return float64(conns.evicted.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fence_http_connections_unproven_closed_total", Help: "Client connections closed because no request came on them within the header timeout."},
+			func() float64 { return float64(conns.expired.Load()) }),
 	)
 	m.reg.MustRegister(extra...)
 	return m

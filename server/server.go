@@ -101,6 +101,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Middleware != nil {
 		s.handler = deps.Middleware(s.handler)
 	}
+	s.handler = s.proveConns(s.handler)
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -118,7 +119,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
-		ConnContext:       markPeerConn,
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return withFairConn(markPeerConn(ctx, c), c) },
 		ErrorLog:          httpErrorLog(cfg.Logger),
 	}
 	return s, nil
@@ -131,9 +132,11 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Serve serves HTTP/1.1 and unencrypted HTTP/2 on ln until Shutdown or
 // Close; it then returns nil. With Config.TLS it serves TLS instead:
 // HTTP/2 (ALPN h2) and HTTP/1.1 over it.
-// At most cfg.MaxConns connections are open at once.
+// At most cfg.MaxConns connections are open at once; a newcomer takes the
+// slot of the oldest connection no client request has come on yet
+// (conn_fair.go).
 func (s *Server) Serve(ln net.Listener) error {
-	ln = newLimitListener(ln, s.cfg.MaxConns, &s.conns)
+	ln = newFairListener(ln, s.cfg.MaxConns, s.cfg.UnprovenTimeout, &s.conns)
 	if s.cfg.TLS != nil {
 		ln = tlsListener{ln, s.cfg.TLS}
 	}

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"container/list"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The connection cap is fair to clients that have shown they are clients.
+//
+// A connection is *proven* once a request on it has been accepted as a
+// client's (proveConn: with authentication on, once its caller is
+// authenticated; without, once it carries any HTTP request). Until then it
+// is *unproven*, and it
+//   - is closed UnprovenTimeout after it was accepted (default: the
+//     header timeout), where a proven idle one lives IdleTimeout;
+//   - gives up its slot to a newcomer when every slot of MaxConns is taken:
+//     the oldest unproven connection is closed to make room, once it has
+//     been open evictGrace (a client sends its first request within
+//     milliseconds of connecting: clients arriving together at the cap
+//     wait for each other, as before, instead of closing each other).
+//
+// So sockets that connect and say nothing (or only fail to authenticate)
+// cannot hold the cap against clients: a newcomer always gets a slot while
+// any slot is held by an unproven connection, and only when all MaxConns
+// are proven clients does Accept wait for one to close, as before.
+
+// connCount counts open connections, the most ever open at once, and the
+// unproven ones closed by the cap.
+type connCount struct {
+	open, peak atomic.Int64
+	// evicted: unproven connections closed to give their slot to a
+	// newcomer; expired: unproven connections closed by UnprovenTimeout.
+	evicted, expired atomic.Int64
+}
+
+// fairListener caps open connections at max (see above).
+type fairListener struct {
+	net.Listener
+	n           *connCount
+	slots       chan struct{} // one token per open connection, max of them
+	unprovenFor time.Duration
+
+	mu       sync.Mutex
+	unproven *list.List // of *fairConn, oldest first
+}
+
+func newFairListener(ln net.Listener, max int, unprovenFor time.Duration, n *connCount) *fairListener {
+	return &fairListener{Listener: ln, n: n, slots: make(chan struct{}, max), unprovenFor: unprovenFor, unproven: list.New()}
+}
+
+func (l *fairListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.takeSlot()
+	fc := &fairConn{Conn: c, l: l, accepted: time.Now()}
+	l.mu.Lock()
+	fc.elem = l.unproven.PushBack(fc)
+	l.mu.Unlock()
+	fc.timer = time.AfterFunc(l.unprovenFor, func() {
+		if !fc.proven.Load() && !fc.closed.Load() {
+			l.n.expired.Add(1)
+			fc.Close()
+		}
+	})
+	open := l.n.open.Add(1)
+	for {
+		p := l.n.peak.Load()
+		if open <= p || l.n.peak.CompareAndSwap(p, open) {
+			break
+		}
+	}
+	return fc, nil
+}
+
+// evictGrace is how long an unproven connection keeps its slot before a
+// newcomer may take it.
+const evictGrace = time.Second
+
+// takeSlot takes a slot for a newcomer: a free one, else the slot of the
+// oldest unproven connection open evictGrace, else it waits for one of
+// these.
+func (l *fairListener) takeSlot() {
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return
+		default:
+		}
+		wait := time.Duration(-1) // no unproven connection: wait for a slot
+		if v := l.oldestUnproven(); v != nil {
+			if age := time.Since(v.accepted); age >= evictGrace {
+				l.n.evicted.Add(1)
+				v.Close() // frees its slot (or a closing one just did)
+				continue
+			} else {
+				wait = evictGrace - age
+			}
+		}
+		if wait < 0 {
+			l.slots <- struct{}{}
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case l.slots <- struct{}{}:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// oldestUnproven is the unproven connection accepted first (nil: none).
+func (l *fairListener) oldestUnproven() *fairConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.unproven.Front(); e != nil {
+		return e.Value.(*fairConn)
+	}
+	return nil
+}
+
+// fairConn is one connection of a fairListener.
+type fairConn struct {
+	net.Conn
+	l        *fairListener
+	elem     *list.Element // in l.unproven while unproven and open (under l.mu)
+	accepted time.Time
+	timer    *time.Timer
+	proven   atomic.Bool
+	closed   atomic.Bool
+}
+
+// prove marks the connection proven: it keeps its slot and lives
+// IdleTimeout when idle.
+func (c *fairConn) prove() {
+	if c.proven.Load() || !c.proven.CompareAndSwap(false, true) {
+		return
+	}
+	c.timer.Stop()
+	c.l.mu.Lock()
+	if c.elem != nil {
+		c.l.unproven.Remove(c.elem)
+		c.elem = nil
+	}
+	c.l.mu.Unlock()
+}
+
+// CloseWrite closes the sending side of a TCP connection.
+func (c *fairConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Close closes the connection and frees its slot (once).
+func (c *fairConn) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.timer.Stop()
+		c.l.mu.Lock()
+		if c.elem != nil {
+			c.l.unproven.Remove(c.elem)
+			c.elem = nil
+		}
+		c.l.mu.Unlock()
+		c.l.n.open.Add(-1)
+		<-c.l.slots
+	}
+	return err
+}
+
+type fairConnKey struct{}
+
+// withFairConn is part of the http.Server's ConnContext: a request's
+// context knows the client connection it came on (under TLS, the one the
+// TLS connection runs over).
+func withFairConn(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if fc, ok := c.(*fairConn); ok {
+		return context.WithValue(ctx, fairConnKey{}, fc)
+	}
+	return ctx
+}
+
+// proveConn marks the connection r came on proven (see above); a request
+// of the peer port, or of a listener that is not Serve's, is a no-op.
+func proveConn(r *http.Request) {
+	if fc, ok := r.Context().Value(fairConnKey{}).(*fairConn); ok {
+		fc.prove()
+	}
+}
+
+// proveConns proves the connection of every request that reaches the
+// server's handler. (Fence has no authentication yet: any HTTP request is
+// a client's.)
+func (s *Server) proveConns(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proveConn(r)
+		next.ServeHTTP(w, r)
+	})
+}

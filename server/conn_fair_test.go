@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+)
+
+// keptClient is one client on one kept-alive connection.
+type keptClient struct {
+	hc *http.Client
+	lc fencev1connect.LockServiceClient
+}
+
+func newKeptClient(url string) keptClient {
+	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+	return keptClient{hc: hc, lc: fencev1connect.NewLockServiceClient(hc, url)}
+}
+
+// acquire acquires name and reports whether the call reused the client's
+// connection (false: it dialled a new one).
+func (k keptClient) acquire(t *testing.T, name string) (reused bool) {
+	t.Helper()
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+	})
+	if _, err := k.lc.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: name, Ttl: durationpb.New(time.Hour)})); err != nil {
+		t.Fatalf("acquire %s: %v", name, err)
+	}
+	return reused
+}
+
+// Sockets that connect and say nothing cannot hold the connection cap
+// against clients: with every slot taken, a newcomer takes the slot of the
+// oldest silent connection, never one a client's request came on, and a
+// silent connection is closed after the unproven timeout even when the
+// header timeout is long. (Before: --max-conns filled with idle sockets
+// kept honest clients, /healthz included, waiting.)
+func TestConnCapFavoursClients(t *testing.T) {
+	const max = 4
+	s, url := startServerWith(t, Config{MaxConns: max, ReadHeaderTimeout: time.Hour, UnprovenTimeout: time.Hour})
+	clients := []keptClient{newKeptClient(url), newKeptClient(url)}
+	for i, c := range clients {
+		defer c.hc.CloseIdleConnections()
+		c.acquire(t, fmt.Sprint("client-", i, "-first"))
+	}
+	// A flood of silent sockets, many more than the free slots.
+	const silent = max + 2
+	for range silent {
+		c, _ := rawConn(t, url)
+		defer c.Close()
+	}
+	until(t, "the silent sockets to be accepted, evicting each other", func() bool { return s.conns.evicted.Load() >= silent-2 })
+	// A newcomer is served at once (it evicts a silent socket; with the
+	// old cap it waited for the header timeout, an hour here).
+	newcomer := newKeptClient(url)
+	defer newcomer.hc.CloseIdleConnections()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		newcomer.acquire(t, "newcomer")
+	}()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		t.Fatalf("a new client was not served while silent sockets held the cap (evicted %d)", s.conns.evicted.Load())
+	}
+	// The clients' connections were never the ones closed.
+	for i, c := range clients {
+		if !c.acquire(t, fmt.Sprint("client-", i, "-again")) {
+			t.Errorf("client %d had to dial again: its connection, proven by a request, was evicted for a silent one", i)
+		}
+	}
+	if open := s.conns.open.Load(); open > max {
+		t.Errorf("%d connections open, cap %d", open, max)
+	}
+}
+
+// A connection no request came on is closed after UnprovenTimeout, even
+// with a longer header timeout; one a request came on lives on.
+func TestUnprovenConnectionsAreClosedSooner(t *testing.T) {
+	s, url := startServerWith(t, Config{ReadHeaderTimeout: time.Hour, UnprovenTimeout: 200 * time.Millisecond, IdleTimeout: time.Hour})
+	silent, r := rawConn(t, url)
+	untilClosed(t, silent, r)
+	if n := s.conns.expired.Load(); n != 1 {
+		t.Fatalf("fence_http_connections_unproven_closed_total = %d, want 1", n)
+	}
+	c := newKeptClient(url)
+	defer c.hc.CloseIdleConnections()
+	c.acquire(t, "a")
+	// Longer than UnprovenTimeout: wait for a silent socket opened after
+	// the client's request to be closed by it.
+	late, r2 := rawConn(t, url)
+	untilClosed(t, late, r2)
+	if !c.acquire(t, "b") {
+		t.Fatal("the client's connection, proven by its request, was closed as unproven")
+	}
+}
