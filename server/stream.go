@@ -208,7 +208,14 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 	}
 	ss.s.metrics.streamRequests.WithLabelValues(c.op).Inc()
 	if err != nil {
-		ss.reply(ss.s.refusal(m.GetCall(), err, false))
+		call := m.GetCall()
+		if call > fence.MaxTokenJSONInt {
+			// Echoed, it would be inexact as a JSON number, the very
+			// thing refused: answered as call 0, the refusal's value
+			// naming it exactly (a string).
+			call = 0
+		}
+		ss.reply(ss.s.refusal(call, err, false))
 		return
 	}
 	if c.op == "keep_alive" {
