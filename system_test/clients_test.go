@@ -6,14 +6,20 @@ package system_test
 // Connect-ES over four transports, @grpc/grpc-js), Python's urllib, PHP's curl
 // and Go — as written, each against its own fresh `fence serve` that has
 // granted 98 leases first, so that the snippet's two workers get tokens 99 and
-// 100: the pair a text comparison orders wrongly. The rules a snippet follows
-// are at the bottom of that page.
+// 100: the pair a text comparison orders wrongly. The snippets of its "Over
+// TLS" section (curl, the fence CLI and grpcurl; urllib; Connect-ES; PHP's
+// curl) run against a server that serves TLS and asks for a client
+// certificate, with the certificates `fence cert` makes. The rules a snippet
+// follows are at the bottom of that page.
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,15 +30,17 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 type clientSnippet struct {
 	line       int    // of the code block's first line
 	file, code string // the name to save it as, and its text
 	want       string // the ```text block after it
+	tls        bool   // marked "tls": run against a server with TLS and client-certificate auth
 }
 
-var snippetMarker = regexp.MustCompile(`^<!-- clients-test: (\S+) -->$`)
+var snippetMarker = regexp.MustCompile(`^<!-- clients-test: (\S+)( tls)? -->$`)
 
 // parseClientSnippets finds the marked code blocks of docs/clients.md and
 // their expected outputs; a js, python, php or go block without a marker is
@@ -54,7 +62,7 @@ func parseClientSnippets(doc string) ([]clientSnippet, error) {
 				return nil, fmt.Errorf("line %d: marker %q is not followed by a code block", i+1, m[1])
 			}
 			_, code, end := block(i + 1)
-			s := clientSnippet{line: i + 3, file: m[1], code: code}
+			s := clientSnippet{line: i + 3, file: m[1], code: code, tls: m[2] != ""}
 			for j := end + 1; j < len(lines) && !snippetMarker.MatchString(lines[j]); j++ {
 				if strings.TrimSpace(lines[j]) == "```text" {
 					_, s.want, _ = block(j)
@@ -112,6 +120,10 @@ func TestClientsDocParse(t *testing.T) {
 	if _, err := parseClientSnippets("x\n```python\nprint(1)\n```\n"); err == nil {
 		t.Fatal("an unmarked python block was accepted")
 	}
+	s, err := parseClientSnippets("<!-- clients-test: a.py tls -->\n```python\nprint(1)\n```\n```text\n1\n```\n<!-- clients-test: b.py -->\n```python\nprint(2)\n```\n```text\n2\n```\n")
+	if err != nil || len(s) != 2 || s[0].file != "a.py" || !s[0].tls || s[1].file != "b.py" || s[1].tls {
+		t.Fatalf("tls markers parsed as %+v, %v", s, err)
+	}
 }
 
 func TestClientsDoc(t *testing.T) {
@@ -124,24 +136,58 @@ func TestClientsDoc(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docs/clients.md: %v", err)
 	}
-	// The page must keep a snippet for each client the issue names.
-	have := map[string]bool{}
-	for _, s := range snippets {
-		have[s.file] = true
+	// The page must keep a snippet for each client the issue names, the
+	// ones of "Over TLS" marked tls.
+	have := map[string]*clientSnippet{}
+	for i, s := range snippets {
+		have[s.file] = &snippets[i]
 	}
-	for _, f := range []string{"grpcurl.sh", "fetch.mjs", "connect.mjs", "grpc-js.mjs", "fence_story.py", "fence_story.php", "main.go"} {
-		if !have[f] {
+	for f, tls := range map[string]bool{
+		"grpcurl.sh": false, "fetch.mjs": false, "connect.mjs": false, "grpc-js.mjs": false,
+		"fence_story.py": false, "fence_story.php": false, "main.go": false,
+		"tls.sh": true, "tls_story.py": true, "tls_connect.mjs": true, "tls_story.php": true,
+	} {
+		switch s := have[f]; {
+		case s == nil:
 			t.Errorf("docs/clients.md lost its snippet %s", f)
+		case s.tls != tls:
+			t.Errorf("docs/clients.md line %d: %s is marked tls=%v, want %v", s.line, f, s.tls, tls)
 		}
 	}
 	bin := fenceBinary(t)
 	for _, s := range snippets {
 		t.Run(s.file, func(t *testing.T) {
 			t.Parallel()
-			cmd, saveDir := snippetCommand(t, root, s.file)
-			srv := startServerWith(t, bin, filepath.Join(t.TempDir(), "data"))
-			grantTokens(t, srv.URL(), 98)
-			code := strings.ReplaceAll(s.code, "127.0.0.1:7420", srv.Addr())
+			cmd, saveDir := snippetCommand(t, root, bin, s.file)
+			cfg := harness.Config{Bin: bin, DataDir: filepath.Join(t.TempDir(), "data"), ReadyTimeout: hangGuard, StopTimeout: hangGuard}
+			code := s.code
+			var opts []client.Option
+			if s.tls {
+				// The snippet's certs/ is what `fence cert --dir certs` makes.
+				if !strings.Contains(code, "certs/") {
+					t.Fatalf("docs/clients.md line %d: %s is marked tls and names no certs/ file", s.line, s.file)
+				}
+				certs := filepath.Join(t.TempDir(), "certs")
+				cfg.ClientTLS = clientCertTLS(t, bin, certs)
+				cfg.Args = []string{
+					"--cert-file", filepath.Join(certs, "server.crt"), "--key-file", filepath.Join(certs, "server.key"),
+					"--trusted-ca-file", filepath.Join(certs, "ca.crt"), "--client-cert-auth",
+				}
+				opts = append(opts, client.WithTLS(cfg.ClientTLS))
+				code = strings.ReplaceAll(code, "certs/", certs+"/")
+			}
+			srv := harness.StartT(t, cfg)
+			if s.tls {
+				// The server must refuse a client without a certificate: a
+				// snippet that lost its client certificate then fails.
+				noCert := &http.Client{Timeout: hangGuard, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: cfg.ClientTLS.RootCAs}}}
+				if res, err := noCert.Get(srv.URL() + "/readyz"); err == nil {
+					res.Body.Close()
+					t.Fatalf("the server answered a client without a certificate (%s): it does not ask for one", res.Status)
+				}
+			}
+			grantTokens(t, srv.URL(), 98, opts...)
+			code = strings.ReplaceAll(code, "127.0.0.1:7420", srv.Addr())
 			if err := os.WriteFile(filepath.Join(saveDir, s.file), []byte(code), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -159,10 +205,34 @@ func TestClientsDoc(t *testing.T) {
 	}
 }
 
+// clientCertTLS makes a CA and a server and a client certificate in dir with
+// bin's `fence cert`, and returns a client configuration that trusts the CA
+// and presents the client certificate.
+func clientCertTLS(t *testing.T, bin, dir string) *tls.Config {
+	t.Helper()
+	if out, err := exec.Command(bin, "cert", "--dir", dir, "--valid", "24h").CombinedOutput(); err != nil {
+		t.Fatalf("fence cert: %v\n%s", err, out)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("%s/ca.crt holds no certificate", dir)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+}
+
 // snippetCommand returns the command that runs file, once the caller has
 // saved it in dir: the runtime its extension names, skipping the test when
-// that runtime is missing outside CI.
-func snippetCommand(t *testing.T, root, file string) (cmd *exec.Cmd, dir string) {
+// that runtime is missing outside CI. A shell snippet finds grpcurl and
+// bin (as fence) on its PATH.
+func snippetCommand(t *testing.T, root, bin, file string) (cmd *exec.Cmd, dir string) {
 	t.Helper()
 	need := func(prog, why string) string {
 		t.Helper()
@@ -179,12 +249,14 @@ func snippetCommand(t *testing.T, root, file string) (cmd *exec.Cmd, dir string)
 	cmd = &exec.Cmd{Dir: dir, Env: os.Environ()}
 	switch filepath.Ext(file) {
 	case ".sh":
-		need("jq", "the grpcurl snippet")
+		need("jq", "the shell snippet "+file)
 		bindir := t.TempDir()
-		if err := os.Symlink(grpcurlBinary(t, root), filepath.Join(bindir, "grpcurl")); err != nil {
-			t.Fatal(err)
+		for name, p := range map[string]string{"grpcurl": grpcurlBinary(t, root), "fence": bin} {
+			if err := os.Symlink(p, filepath.Join(bindir, name)); err != nil {
+				t.Fatal(err)
+			}
 		}
-		cmd.Path, cmd.Args = need("sh", "the grpcurl snippet"), []string{"sh", file}
+		cmd.Path, cmd.Args = need("sh", "the shell snippet "+file), []string{"sh", file}
 		cmd.Env = append(cmd.Env, "PATH="+bindir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	case ".mjs":
 		cmd.Path = need("node", "the Node snippet "+file)
@@ -230,9 +302,9 @@ func snippetCommand(t *testing.T, root, file string) (cmd *exec.Cmd, dir string)
 }
 
 // grantTokens makes the server at url grant n leases (tokens 1..n).
-func grantTokens(t *testing.T, url string, n int) {
+func grantTokens(t *testing.T, url string, n int, opts ...client.Option) {
 	t.Helper()
-	svc := client.NewService(url)
+	svc := client.NewService(url, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	for i := 1; i <= n; i++ {
