@@ -115,8 +115,24 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 	if err != nil {
 		return nil, fmt.Errorf("node: inspect state: %w", err)
 	}
+	// A member's dir that lost its wal/ is refused before the lost-log
+	// checks below, in every start mode (member.go).
+	member := false
+	if cfg.cluster() {
+		if member, err = checkMember(cfg, store.Stable); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkLogReachable(cfg, store.Log, store.Stable, snaps); err != nil {
 		return nil, err
+	}
+	if cfg.cluster() && !member && existing {
+		// Raft state without the file: a dir from before it, or the file
+		// lost. It has been a member all the same.
+		if err := writeMemberFile(cfg.DataDir, cfg.NodeID); err != nil {
+			return nil, err
+		}
+		member = true
 	}
 	trans := cfg.transport() // after every early return: a mux's transport holds its raft side
 	w := newWaiters()
@@ -152,9 +168,14 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 	if cfg.wrapSnapshots != nil {
 		snapStore = cfg.wrapSnapshots(snapStore)
 	}
-	stable := store.Stable
+	var stable raft.StableStore = store.Stable
 	if cfg.wrapStable != nil {
 		stable = cfg.wrapStable(stable)
+	}
+	if cfg.cluster() && !member {
+		// A new dir: MemberFile before its first term (a bootstrap's, or
+		// a leader's or candidate's), before it answers anyone.
+		stable = &memberMarkingStable{StableStore: stable, dir: cfg.DataDir, id: cfg.NodeID}
 	}
 	gsnaps := &raftstore.GuardedSnapshots{SnapshotStore: snapStore, Fail: n.fail, Mark: n.snap.mark, Done: n.snap.done}
 	gstable := &raftstore.GuardedStable{StableStore: stable, Fail: n.fail}
@@ -379,10 +400,15 @@ func (n *Node) takeOffice() bool {
 				"recorded", fmt.Sprintf("%+v", recorded), "configured", fmt.Sprintf("%+v", n.cfg.Rules))
 		}
 		if clusterID == "" {
-			id, err := newClusterID()
-			if err != nil {
-				n.cfg.Logger.Error("choosing a cluster id failed; not taking office", "err", err)
-				return false
+			// A --bootstrap node chose its id before raft started
+			// (chooseClusterID); its raft port already carries it.
+			id := *n.persistedID.Load()
+			if id == "" {
+				var err error
+				if id, err = newClusterID(); err != nil {
+					n.cfg.Logger.Error("choosing a cluster id failed; not taking office", "err", err)
+					return false
+				}
 			}
 			cmd.ClusterID = id
 			n.cfg.Logger.Info("proposing a cluster id: the log records none", "cluster_id", id)
