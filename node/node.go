@@ -39,6 +39,9 @@ type Node struct {
 	// startedBefore: the data dir recorded a node id when Open began (it
 	// has been started before): it must not be bootstrapped again.
 	startedBefore bool
+	// admission gates the raft RPCs of a node that started empty with
+	// Config.AdmitOnAdd until Admit (nil: none).
+	admission *admissionTransport
 	// persistedID is the cluster id last recorded in ClusterIDFile ("":
 	// none), known at start before anything is applied.
 	persistedID atomic.Pointer[string]
@@ -135,6 +138,18 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		member = true
 	}
 	trans := cfg.transport() // after every early return: a mux's transport holds its raft side
+	var admission *admissionTransport
+	if cfg.AdmitOnAdd && cfg.cluster() && !existing && !cfg.Bootstrap && len(cfg.Peers) == 0 {
+		// A node waiting to be added answers no raft RPC until a leader
+		// says it adds it (admission.go).
+		if admission, err = newAdmissionTransport(trans, cfg.Logger); err != nil {
+			if c, ok := trans.(raft.WithClose); ok {
+				c.Close()
+			}
+			return nil, err
+		}
+		trans = admission
+	}
 	w := newWaiters()
 	n := &Node{
 		cfg:     cfg,
@@ -147,6 +162,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		addr:    string(trans.LocalAddr()),
 
 		startedBefore: started,
+		admission:     admission,
 	}
 	n.persistedID.Store(&persistedClusterID)
 	if cfg.Mux != nil {
