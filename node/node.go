@@ -129,6 +129,9 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 	if err := checkLogReachable(cfg, store.Log, store.Stable, snaps); err != nil {
 		return nil, err
 	}
+	if err := checkNewestSnapshot(cfg.DataDir, snaps); err != nil {
+		return nil, err
+	}
 	if cfg.cluster() && !member && existing {
 		// Raft state without the file: a dir from before it, or the file
 		// lost. It has been a member all the same.
