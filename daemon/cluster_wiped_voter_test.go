@@ -173,3 +173,34 @@ func TestClusterWipedVoterIsNotReachedBeforeItsJoin(t *testing.T) {
 		t.Fatalf("the wiped n3's --peers start after its refused join: %v, want a *node.LostStateError", err)
 	}
 }
+
+// The status call's adding flag, which lets a node that started empty
+// answer raft (a leader about to add it sets it), counts only from the raft
+// port: set by a client on the client port of a wiped voter, it does not
+// let the leader that lists it make an empty voter of it.
+func TestClusterAddingOnTheClientPortAdmitsNothing(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
+	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	n1.awaitReady(t)
+	cfg3 := clusterConfig(t, "n3", ClusterConfig{Join: []string{n1.url}})
+	n3 := startRun(t, cfg3)
+	n3.awaitReady(t)
+	n3.stop(t)
+
+	cfg3.DataDir = t.TempDir() // wiped; started again without --join
+	cfg3.Cluster.Join = nil
+	n3 = startRun(t, cfg3)
+	const refused = "refused raft RPCs"
+	await(t, "wiped n3 refuses the leader's RPCs", func() bool { return strings.Contains(n3.logs.String(), refused) })
+	if _, err := n3.client().NodeStatus(context.Background(), connect.NewRequest(&fencev1.NodeStatusRequest{Adding: true})); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Count(n3.logs.String(), refused)
+	member := func() bool { return len(n3.members(t)) > 0 }
+	await(t, "the leader refused again, or n3 in a configuration", func() bool {
+		return member() || strings.Count(n3.logs.String(), refused) > before
+	})
+	if member() {
+		t.Fatalf("a client's NodeStatus with adding on the client port let the leader make the wiped n3 a voter: %v", ids(n3.members(t)))
+	}
+}
