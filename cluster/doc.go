@@ -46,7 +46,12 @@
 //     leader's); else ConflictError (OtherLeader, OtherCluster, NotEmpty):
 //     a node of another cluster made a voter here never acknowledges, and
 //     the quorum it joins may never commit again (checkJoinerState).
-//   - NodeStatus is the asked node's own view, never forwarded.
+//   - NodeStatus is the asked node's own view, never forwarded. A leader
+//     about to add a node asks it with adding set (from the raft port
+//     only), which admits a node that started empty to answer raft
+//     (node.Config.AdmitOnAdd): until then it refuses every raft RPC, so
+//     a leader that lists its id already (its data dir lost) cannot make
+//     an empty voter of it.
 //
 // A single node (started without --raft-addr: raft over an in-memory
 // transport) lists itself and refuses changes (ErrSingleNode): it cannot

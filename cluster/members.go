@@ -91,6 +91,9 @@ func (m *Membership) single() bool { return m.peer == nil }
 func (m *Membership) NodeStatus(adding bool) NodeStatus {
 	if adding {
 		m.expectAdd.Store(true)
+		// A leader about to add this node: if it started empty, it
+		// answers raft from here (node.Config.AdmitOnAdd).
+		m.node.Admit()
 	}
 	st := m.node.Status()
 	r := NodeStatus{

@@ -51,6 +51,9 @@ func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterPart
 	}
 	cp.mux = mux
 	nc.Mux, nc.Bootstrap, nc.Peers = mux, c.Bootstrap, c.Peers
+	// Started empty, it answers raft only once a leader says it adds it:
+	// a leader that lists its id already (its data dir lost) is refused.
+	nc.AdmitOnAdd = true
 	return nc, cp, nil
 }
 

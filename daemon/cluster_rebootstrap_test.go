@@ -121,6 +121,10 @@ func rebootstrappedMember(t *testing.T, removeFile bool) {
 		t.Fatalf("the old cluster's next token is %d, want %d (its last was %d)", tok, last+1, last)
 	}
 	for _, n := range others {
+		// A follower's state knows its id once it has applied (the grant
+		// above committed with the leader and one follower: the other may
+		// lag).
+		await(t, n.id+" applied the grant", func() bool { return n.status(t).GetLastToken() == last+1 })
 		if st := n.status(t); st.GetClusterId() != oldID {
 			t.Fatalf("%s: cluster id %q, want the old %q", n.id, st.GetClusterId(), oldID)
 		}

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
-	"io"
+	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"connectrpc.com/connect"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // A voter whose data dir was lost must not come back under its old id as if
@@ -66,12 +70,16 @@ func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
 	n3.stop(t)
 
 	// Started again without --join, the wiped n3 is reached by the leader
-	// at its old address and made a voter again: it says so, loudly.
+	// at its old address: it answers none of its RPCs (no leader said it
+	// adds it), says so, and stays out.
 	cfg3.DataDir = t.TempDir()
 	joinURLs := cfg3.Cluster.Join
 	cfg3.Cluster.Join = nil
 	n3 = startRun(t, cfg3)
-	await(t, "wiped n3 logs the error", func() bool { return strings.Contains(n3.logs.String(), "is a voter, though nobody added it") })
+	await(t, "wiped n3 refuses the leader's RPCs", func() bool { return strings.Contains(n3.logs.String(), "refused raft RPCs") })
+	if ms := n3.members(t); len(ms) != 0 {
+		t.Fatalf("wiped n3, started without --join, is in a configuration: %v", ids(ms))
+	}
 	n3.stop(t)
 	// With --join, it is refused.
 	cfg3.Cluster.Join = joinURLs
@@ -99,13 +107,18 @@ func TestClusterWipedVoterRemovedThenRejoins(t *testing.T) {
 }
 
 // A voter whose data dir was lost, started again with --join under its old
-// id and address, is refused even when the leader reaches its raft port
-// (and replicates the configuration naming it) before Join first looks:
-// whether it started empty is fixed when the node opens, not read from a
-// configuration the leader may already have sent.
-func TestClusterWipedVoterReachedBeforeJoinIsRefused(t *testing.T) {
+// id and address: the leader, which still lists it, reaches its raft port
+// by itself before its join is answered. The node answers no raft RPC
+// until a leader says it adds it (node.Config.AdmitOnAdd), so nothing is
+// written to its new dir; its join is refused; and a later start of the
+// same dir with --peers is refused as a dir that served and lost its log.
+// (The third outside attack: the leader's replication wrote a term and a
+// configuration into the wiped dir, and the --peers start that followed
+// passed every check — a voter that forgot its votes.)
+func TestClusterWipedVoterIsNotReachedBeforeItsJoin(t *testing.T) {
 	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
-	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	cfg1 := clusterConfig(t, "n1", ClusterConfig{Bootstrap: true})
+	n1 := startRun(t, cfg1)
 	n1.awaitReady(t)
 	cfg3 := clusterConfig(t, "n3", ClusterConfig{Join: []string{n1.url}})
 	n3 := startRun(t, cfg3)
@@ -113,7 +126,8 @@ func TestClusterWipedVoterReachedBeforeJoinIsRefused(t *testing.T) {
 	n3.stop(t)
 
 	cfg3.DataDir = t.TempDir() // wiped; same id and addresses, --join set
-	cfg3.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := new(testutil.Buffer)
+	cfg3.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	s, err := New(cfg3) // the raft port is open from here, as in Run
 	if err != nil {
 		t.Fatal(err)
@@ -124,19 +138,69 @@ func TestClusterWipedVoterReachedBeforeJoinIsRefused(t *testing.T) {
 	}
 	go s.Serve(ln)
 	defer s.Close()
-	// The leader reaches the wiped n3 at its old address before Join runs
-	// (as a slow start lets it).
-	await(t, "the leader replicates its configuration to the wiped n3", func() bool {
+	reached := func() bool {
 		ms, err := s.Node().Members(context.Background())
 		return err == nil && len(ms) > 0
+	}
+	// The leader reaches the wiped n3 at its old address before Join runs
+	// (as a slow start lets it).
+	await(t, "the leader's RPCs to the wiped n3 refused, or n3 reached", func() bool {
+		return reached() || strings.Contains(logs.String(), "refused raft RPCs")
 	})
+	if reached() {
+		t.Fatalf("the leader reached the wiped n3 before its join and replicated to it: an empty voter\n%s", logs.String())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = s.cluster.members.Join(ctx, cfg3.Cluster.Join)
-	if err == nil {
-		t.Fatalf("the wiped voter's join returned nil: it asked nobody and serves as the old voter n3")
-	}
-	if !strings.Contains(err.Error(), "refused to add n3") {
+	if err == nil || !strings.Contains(err.Error(), "refused to add n3") {
 		t.Fatalf("Join of the wiped n3 = %v, want the leader's refusal", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg3.DataDir, node.MemberFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the wiped n3's dir records %s after a refused join (%v): raft state was written", node.MemberFile, err)
+	}
+	cfg3.Cluster.Join = nil
+	cfg3.Cluster.Peers = []node.Peer{{ID: "n1", Addr: cfg1.Cluster.RaftAddr}, {ID: "n3", Addr: cfg3.Cluster.RaftAddr}}
+	s, err = New(cfg3)
+	if err == nil {
+		s.Close()
+		t.Fatal("the wiped n3, its join refused, started with --peers: a voter that forgot its votes")
+	}
+	if !errors.As(err, new(*node.LostStateError)) {
+		t.Fatalf("the wiped n3's --peers start after its refused join: %v, want a *node.LostStateError", err)
+	}
+}
+
+// The status call's adding flag, which lets a node that started empty
+// answer raft (a leader about to add it sets it), counts only from the raft
+// port: set by a client on the client port of a wiped voter, it does not
+// let the leader that lists it make an empty voter of it.
+func TestClusterAddingOnTheClientPortAdmitsNothing(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on elections and joins
+	n1 := startRun(t, clusterConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	n1.awaitReady(t)
+	cfg3 := clusterConfig(t, "n3", ClusterConfig{Join: []string{n1.url}})
+	n3 := startRun(t, cfg3)
+	n3.awaitReady(t)
+	n3.stop(t)
+
+	cfg3.DataDir = t.TempDir() // wiped; started again without --join
+	cfg3.Cluster.Join = nil
+	n3 = startRun(t, cfg3)
+	const refused = "refused raft RPCs"
+	await(t, "wiped n3 refuses the leader's RPCs", func() bool { return strings.Contains(n3.logs.String(), refused) })
+	if _, err := n3.client().NodeStatus(context.Background(), connect.NewRequest(&fencev1.NodeStatusRequest{Adding: true})); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Count(n3.logs.String(), refused)
+	member := func() bool { return len(n3.members(t)) > 0 }
+	await(t, "the leader refused again, or n3 in a configuration", func() bool {
+		return member() || strings.Count(n3.logs.String(), refused) > before
+	})
+	if member() {
+		t.Fatalf("a client's NodeStatus with adding on the client port let the leader make the wiped n3 a voter: %v", ids(n3.members(t)))
 	}
 }

@@ -101,6 +101,11 @@ func (n *Node) bootstrap(trans raft.Transport, stable raft.StableStore, snaps ra
 	if n.startedBefore {
 		return &LostStateError{Dir: cfg.DataDir, NodeID: cfg.NodeID}
 	}
+	if cfg.cluster() && cfg.Bootstrap {
+		if err := n.chooseClusterID(); err != nil {
+			return err
+		}
+	}
 	if err := raft.BootstrapCluster(cfg.raftConfig(), n.log, stable, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
 		return fmt.Errorf("node: bootstrap: %w", err)
 	}

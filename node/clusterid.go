@@ -108,6 +108,33 @@ func (n *Node) persistClusterID() {
 	n.persistedID.Store(&id)
 }
 
+// chooseClusterID chooses the cluster id of a cluster a --bootstrap node
+// is about to make, and records it (ClusterIDFile) before raft starts: its
+// first leader term carries it in the first OpConfig (takeOffice), and its
+// raft port carries it from the first connection. A node that knew no id
+// until its first leader's OpConfig applied accepted anyone's raft
+// connections until then: a member wiped and restarted with --bootstrap
+// while its old peers ran was reached by their leader's heartbeat first,
+// and taken back as an empty voter of the old cluster (third outside
+// attack). With the id known, the raft port refuses that leader (a node of
+// another cluster). A --peers node cannot choose alone (its peers must
+// agree on one id); it learns the id from its first leader.
+func (n *Node) chooseClusterID() error {
+	if *n.persistedID.Load() != "" {
+		return nil
+	}
+	id, err := newClusterID()
+	if err != nil {
+		return err
+	}
+	if err := writeFileSync(n.cfg.DataDir, ClusterIDFile, id+"\n"); err != nil {
+		return fmt.Errorf("node: record the new cluster's id in %s: %w", filepath.Join(n.cfg.DataDir, ClusterIDFile), err)
+	}
+	n.persistedID.Store(&id)
+	n.cfg.Logger.Info("chose the new cluster's id", "cluster_id", id)
+	return nil
+}
+
 // muxClusterID is what the raft port reads at every raft dial and accept
 // (raftstore.Mux.SetClusterID): the state's cluster id, or the last one
 // read while the FSM is held by an apply or a snapshot restore (a

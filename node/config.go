@@ -58,6 +58,14 @@ type Config struct {
 	// starts empty and waits to be added (join mode). A data dir with raft
 	// state ignores both: the node rejoins with its log.
 	Peers []Peer
+	// AdmitOnAdd (cluster mode): a node that starts without raft state and
+	// without Bootstrap or Peers (it waits to be added) answers every raft
+	// RPC with ErrNotAdmitted until Admit is called — when a leader says it
+	// is adding this node (package cluster: NodeStatus with adding, which
+	// the leader asks before AddVoter). A leader that lists this node's id
+	// already (a member whose data dir was lost, started again empty under
+	// its old id) is refused instead of making an empty voter of it.
+	AdmitOnAdd bool
 
 	// HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout and
 	// CommitTimeout are raft's timeouts (raft.Config). Zero takes the

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -40,6 +43,22 @@ func servedWithSnapshots(t *testing.T) (string, uint64) {
 	return dir, last
 }
 
+// newestSnapshotID is the id (directory name) of dir's newest snapshot, as
+// raft's snapshot store lists them. (The names, term-index-time without
+// padding, do not sort by index: "2-105-…" comes before "2-98-…".)
+func newestSnapshotID(t *testing.T, dir string) string {
+	t.Helper()
+	store, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, raftstore.NewHCLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metas, err := store.List() // newest first
+	if err != nil || len(metas) < 2 {
+		t.Fatalf("want two snapshots, have %d (%v)", len(metas), err)
+	}
+	return metas[0].ID
+}
+
 // A single node whose raft log is lost — wal/ whole, or only its segment
 // files — while its snapshots remain is refused at Open: started from the
 // last snapshot it granted again tokens it had granted after it (second
@@ -61,11 +80,7 @@ func TestLostWALWithSnapshotsRefused(t *testing.T) {
 			return nil
 		},
 		"the newest snapshot": func(dir string) error {
-			snaps, err := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
-			if err != nil || len(snaps) < 2 {
-				t.Fatalf("want two snapshots, have %v (%v)", snaps, err)
-			}
-			return os.RemoveAll(snaps[len(snaps)-1]) // names sort by term, index, time
+			return os.RemoveAll(filepath.Join(dir, "snapshots", newestSnapshotID(t, dir)))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -39,6 +39,9 @@ type Node struct {
 	// startedBefore: the data dir recorded a node id when Open began (it
 	// has been started before): it must not be bootstrapped again.
 	startedBefore bool
+	// admission gates the raft RPCs of a node that started empty with
+	// Config.AdmitOnAdd until Admit (nil: none).
+	admission *admissionTransport
 	// persistedID is the cluster id last recorded in ClusterIDFile ("":
 	// none), known at start before anything is applied.
 	persistedID atomic.Pointer[string]
@@ -115,10 +118,41 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 	if err != nil {
 		return nil, fmt.Errorf("node: inspect state: %w", err)
 	}
+	// A member's dir that lost its wal/ is refused before the lost-log
+	// checks below, in every start mode (member.go).
+	member := false
+	if cfg.cluster() {
+		if member, err = checkMember(cfg, store.Stable); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkLogReachable(cfg, store.Log, store.Stable, snaps); err != nil {
 		return nil, err
 	}
+	if err := checkNewestSnapshot(cfg.DataDir, snaps); err != nil {
+		return nil, err
+	}
+	if cfg.cluster() && !member && existing {
+		// Raft state without the file: a dir from before it, or the file
+		// lost. It has been a member all the same.
+		if err := writeMemberFile(cfg.DataDir, cfg.NodeID); err != nil {
+			return nil, err
+		}
+		member = true
+	}
 	trans := cfg.transport() // after every early return: a mux's transport holds its raft side
+	var admission *admissionTransport
+	if cfg.AdmitOnAdd && cfg.cluster() && !existing && !cfg.Bootstrap && len(cfg.Peers) == 0 {
+		// A node waiting to be added answers no raft RPC until a leader
+		// says it adds it (admission.go).
+		if admission, err = newAdmissionTransport(trans, cfg.Logger); err != nil {
+			if c, ok := trans.(raft.WithClose); ok {
+				c.Close()
+			}
+			return nil, err
+		}
+		trans = admission
+	}
 	w := newWaiters()
 	n := &Node{
 		cfg:     cfg,
@@ -131,6 +165,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		addr:    string(trans.LocalAddr()),
 
 		startedBefore: started,
+		admission:     admission,
 	}
 	n.persistedID.Store(&persistedClusterID)
 	if cfg.Mux != nil {
@@ -152,9 +187,14 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 	if cfg.wrapSnapshots != nil {
 		snapStore = cfg.wrapSnapshots(snapStore)
 	}
-	stable := store.Stable
+	var stable raft.StableStore = store.Stable
 	if cfg.wrapStable != nil {
 		stable = cfg.wrapStable(stable)
+	}
+	if cfg.cluster() && !member {
+		// A new dir: MemberFile before its first term (a bootstrap's, or
+		// a leader's or candidate's), before it answers anyone.
+		stable = &memberMarkingStable{StableStore: stable, dir: cfg.DataDir, id: cfg.NodeID}
 	}
 	gsnaps := &raftstore.GuardedSnapshots{SnapshotStore: snapStore, Fail: n.fail, Mark: n.snap.mark, Done: n.snap.done}
 	gstable := &raftstore.GuardedStable{StableStore: stable, Fail: n.fail}
@@ -379,10 +419,15 @@ func (n *Node) takeOffice() bool {
 				"recorded", fmt.Sprintf("%+v", recorded), "configured", fmt.Sprintf("%+v", n.cfg.Rules))
 		}
 		if clusterID == "" {
-			id, err := newClusterID()
-			if err != nil {
-				n.cfg.Logger.Error("choosing a cluster id failed; not taking office", "err", err)
-				return false
+			// A --bootstrap node chose its id before raft started
+			// (chooseClusterID); its raft port already carries it.
+			id := *n.persistedID.Load()
+			if id == "" {
+				var err error
+				if id, err = newClusterID(); err != nil {
+					n.cfg.Logger.Error("choosing a cluster id failed; not taking office", "err", err)
+					return false
+				}
 			}
 			cmd.ClusterID = id
 			n.cfg.Logger.Info("proposing a cluster id: the log records none", "cluster_id", id)

@@ -132,6 +132,9 @@ func openLogStore(cfg Config, kind string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raftstore: wal dir: %w", err)
 	}
+	if err := checkWALMeta(dir); err != nil {
+		return nil, err
+	}
 	// A tail segment a partial seal left refusing appends is repaired
 	// first (see countingFile.WriteAt).
 	if err := repairWALTail(dir, cfg.Logger); err != nil {
@@ -172,6 +175,22 @@ func (c walCloser) Close() error {
 		err = merr
 	}
 	return err
+}
+
+// checkWALMeta refuses a wal dir that holds segment files but no meta
+// file (LostWALMetaError).
+func checkWALMeta(dir string) error {
+	if exists(filepath.Join(dir, metadb.FileName)) {
+		return nil
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil {
+		return fmt.Errorf("raftstore: wal dir: %w", err)
+	}
+	if len(segs) > 0 {
+		return &LostWALMetaError{Dir: dir, Segments: len(segs)}
+	}
+	return nil
 }
 
 func exists(path string) bool {

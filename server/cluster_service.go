@@ -10,6 +10,7 @@ import (
 	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/cluster/clusterapi"
 )
 
 // clusterService is the ClusterService: Deps.Cluster behind Connect.
@@ -64,7 +65,12 @@ func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Req
 }
 
 func (c clusterService) NodeStatus(ctx context.Context, req *connect.Request[fencev1.NodeStatusRequest]) (*connect.Response[fencev1.NodeStatusResponse], error) {
-	return connect.NewResponse(nodeStatusToProto(c.m.NodeStatus(req.Msg.GetAdding()))), nil
+	// adding admits a node that started empty to answer raft
+	// (node.Config.AdmitOnAdd): it counts only from the raft port's API
+	// side, where a leader about to add the node asks; on the client port
+	// it is ignored.
+	adding := req.Msg.GetAdding() && clusterapi.FromPeer(ctx)
+	return connect.NewResponse(nodeStatusToProto(c.m.NodeStatus(adding))), nil
 }
 
 // error maps a membership error to what the caller sees. An answer of the

@@ -3002,9 +3002,10 @@ func (x *TransferLeadershipResponse) GetLeader() string {
 type NodeStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set by a leader about to add the node asked (AddMember's check), so a
-	// node that started with an empty data dir knows it is being added: one
-	// that finds itself a voter otherwise logs an error (a voter whose data
-	// was lost, reached by the leader at its old address).
+	// node that started with an empty data dir knows it is being added: until
+	// then it answers no raft RPC (a voter whose data was lost, reached by the
+	// leader at its old address, is refused). Counted only on the raft port;
+	// ignored on the client port.
 	Adding        bool `protobuf:"varint,1,opt,name=adding,proto3" json:"adding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
