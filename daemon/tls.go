@@ -4,8 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/fenceworks/fence/internal/pemfile"
 	"github.com/prometheus/client_golang/prometheus"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -66,39 +66,9 @@ func loadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
 	return &cert, nil
 }
 
-// maxPEMFile bounds a certificate, key or CA file: a chain of certificates
-// is kilobytes; a CA bundle the system's is about 200 KB.
-const maxPEMFile = 4 << 20
-
-// readPEMFile reads a certificate, key or CA file that is a regular file
-// (after symlinks) of at most maxPEMFile bytes: a FIFO hung every handshake
-// that reloaded it, and a link to /dev/zero ran the server out of memory.
-func readPEMFile(file string) ([]byte, error) {
-	// Stat before Open: opening a FIFO blocks until a writer comes.
-	info, err := os.Stat(file)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", file, info.Mode().Type())
-	}
-	if info.Size() > maxPEMFile {
-		return nil, fmt.Errorf("%s is %d bytes, more than %d", file, info.Size(), maxPEMFile)
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxPEMFile {
-		return nil, fmt.Errorf("%s is more than %d bytes", file, maxPEMFile)
-	}
-	return b, nil
-}
+// readPEMFile reads a certificate, key or CA file within pemfile's bounds
+// (a regular file of at most pemfile.MaxBytes).
+func readPEMFile(file string) ([]byte, error) { return pemfile.Read(file) }
 
 func loadPool(file string) (*x509.CertPool, error) {
 	pem, err := readPEMFile(file)

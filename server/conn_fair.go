@@ -25,6 +25,12 @@ import (
 //     milliseconds of connecting: clients arriving together at the cap
 //     wait for each other, as before, instead of closing each other).
 //
+// The grace bounds how fast newcomers are admitted while every slot is
+// held by unproven connections: MaxConns per evictGrace. A flood of N
+// silent sockets kept in the kernel's accept queue delays a client by
+// about N / MaxConns × evictGrace (an outside test at 1 s: 240 sockets
+// against --max-conns 8 delayed a probe 26–29 s; at 100 ms, 3 s).
+//
 // So sockets that connect and say nothing (or only fail to authenticate)
 // cannot hold the cap against clients: a newcomer always gets a slot while
 // any slot is held by an unproven connection, and only when all MaxConns
@@ -82,7 +88,7 @@ func (l *fairListener) Accept() (net.Conn, error) {
 
 // evictGrace is how long an unproven connection keeps its slot before a
 // newcomer may take it.
-const evictGrace = time.Second
+const evictGrace = 100 * time.Millisecond
 
 // takeSlot takes a slot for a newcomer: a free one, else the slot of the
 // oldest unproven connection open evictGrace, else it waits for one of

@@ -5,8 +5,8 @@ import (
 	"crypto/x509"
 	"flag"
 	"fmt"
+	"github.com/fenceworks/fence/internal/pemfile"
 	"net/http"
-	"os"
 
 	"github.com/fenceworks/fence/client"
 )
@@ -43,7 +43,7 @@ func (f *clientTLSFlags) load() error {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if f.cacert != "" {
-		pem, err := os.ReadFile(f.cacert)
+		pem, err := pemfile.Read(f.cacert)
 		if err != nil {
 			return &usageError{fmt.Sprintf("--cacert: %v", err)}
 		}
@@ -59,7 +59,7 @@ func (f *clientTLSFlags) load() error {
 	case f.key != "" && f.cert == "":
 		return &usageError{"--key needs --cert (FENCE_CERT), the key's certificate"}
 	case f.cert != "":
-		pair, err := tls.LoadX509KeyPair(f.cert, f.key)
+		pair, err := loadClientPair(f.cert, f.key)
 		if err != nil {
 			return &usageError{fmt.Sprintf("--cert %s with --key %s: %v", f.cert, f.key, err)}
 		}
@@ -86,4 +86,17 @@ func (g *globals) httpClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = g.tls.config.Clone()
 	return &http.Client{Transport: t}
+}
+
+// loadClientPair is tls.LoadX509KeyPair within pemfile's bounds.
+func loadClientPair(certFile, keyFile string) (tls.Certificate, error) {
+	c, err := pemfile.Read(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	k, err := pemfile.Read(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(c, k)
 }
