@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -78,7 +80,9 @@ func makeCerts(dir string, hosts []string, serverName, clientName string, valid 
 				return nil, fmt.Errorf("%s holds %s but not the other half of the CA: fence cert will not replace a CA; give the directory that holds ca.key too, or another directory for a new CA", dir, f)
 			}
 		}
-		if ca, err = certgen.NewCA("Fence test CA", valid); err != nil {
+		// A name of its own (a random suffix): a client given another
+		// `fence cert` CA then names which one it was checking against.
+		if ca, err = certgen.NewCA("Fence test CA "+randomSuffix(), valid); err != nil {
 			return nil, err
 		}
 		key, err := ca.KeyPEM()
@@ -118,4 +122,11 @@ func makeCerts(dir string, hosts []string, serverName, clientName string, valid 
 		return nil, err
 	}
 	return files, nil
+}
+
+// randomSuffix is 8 random hex digits.
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenceworks/fence/internal/certgen"
 )
 
 // fence cert makes a CA once and keeps it: run again, it issues new
@@ -104,5 +107,26 @@ func TestCertKeepsACAWhoseKeyIsElsewhere(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "server2.crt")); err == nil {
 		t.Fatal("fence cert issued server2.crt without the CA's key")
+	}
+}
+
+// Two CAs made by fence cert have different names, so a client checking
+// against the wrong one names which one it had (they were all "Fence test
+// CA").
+func TestCertCAsHaveTheirOwnNames(t *testing.T) {
+	var names []string
+	for range 2 {
+		dir := t.TempDir()
+		if _, err := makeCerts(dir, nil, "", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		ca, err := certgen.LoadCA(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, ca.Cert.Subject.CommonName)
+	}
+	if names[0] == names[1] || !strings.HasPrefix(names[0], "Fence test CA ") {
+		t.Fatalf("CA names %q: want two different names starting with %q", names, "Fence test CA ")
 	}
 }
