@@ -19,6 +19,7 @@ import (
 type Node struct {
 	cfg   Config
 	raft  *raft.Raft
+	trans raft.Transport   // raft's transport: closed as soon as raft is told to shut down
 	store *raftstore.Store // the data dir's lock, log and stable store
 	fsm   *fsm
 	wait  *waiters
@@ -189,7 +190,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		}
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
-	n.raft = r
+	n.raft, n.trans = r, trans
 	if existing && cfg.cluster() {
 		if err := n.checkAddress(trans.LocalAddr()); err != nil {
 			r.Shutdown().Error()
@@ -461,6 +462,22 @@ func (n *Node) LastToken() fence.Token {
 // safe to call more than once. It does not close Config.Mux.
 func (n *Node) Close() error { return n.close(true) }
 
+// closeTransport closes raft's transport once raft has been told to shut
+// down, before waiting for raft's goroutines. hashicorp/raft's shutdown
+// future closes the transport only after every raft goroutine has
+// returned: a replication worker blocked on a peer that stopped
+// answering, or a follower reading a snapshot from a leader that stalled,
+// would hold the close (and the transport, whose connection handlers go on
+// taking the peers' RPCs for a raft that no longer reads them) until its
+// I/O gives up. Closed here, those calls fail at once, and no RPC arriving
+// now waits for a raft that is gone. (raft closes it again later: a
+// no-op.)
+func (n *Node) closeTransport() {
+	if c, ok := n.trans.(raft.WithClose); ok {
+		c.Close()
+	}
+}
+
 // close closes the node; handOver false skips the leadership transfer
 // (tests: a leader that dies).
 func (n *Node) close(handOver bool) error {
@@ -470,7 +487,9 @@ func (n *Node) close(handOver bool) error {
 		}
 		close(n.closing)
 		n.leaveOffice()
-		err := n.raft.Shutdown().Error()
+		f := n.raft.Shutdown()
+		n.closeTransport()
+		err := f.Error()
 		n.wg.Wait()
 		if cerr := n.store.Close(); err == nil { // the stores, then the dir lock
 			err = cerr
