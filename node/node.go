@@ -389,7 +389,7 @@ func (n *Node) takeOffice() bool {
 			n.cfg.Logger.Info("proposing a cluster id: the log records none", "cluster_id", id)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
-		res, err := n.proposeWith(ctx, c, cmd)
+		res, err := n.proposeUnlessClosed(ctx, c, cmd)
 		cancel()
 		if err == nil {
 			err = res.Err
@@ -410,6 +410,30 @@ func (n *Node) takeOffice() bool {
 		go n.reapOrphans(c, queued)
 	}
 	return true
+}
+
+// proposeUnlessClosed is proposeWith for the leadership watcher, which
+// Close waits for: it gives up (ErrClosed) when the node closes. A proposal
+// that raft took into its apply queue just as it shut down is never
+// answered (raft's Apply may queue one even after Shutdown), and its
+// group leader waits on it for good; the watcher must not wait with it.
+// That goroutine holds nothing Close needs.
+func (n *Node) proposeUnlessClosed(ctx context.Context, c *leaderClock, cmd *state.Command) (state.Result, error) {
+	type answer struct {
+		res state.Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := n.proposeWith(ctx, c, cmd)
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-n.closing:
+		return state.Result{}, ErrClosed
+	}
 }
 
 // leaveOffice ends the term of office, if one is open: nothing more is
