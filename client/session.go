@@ -38,6 +38,7 @@ type session struct {
 	c     *Client
 	hc    *http.Client // every endpoint's SessionService client uses it
 	conns *connTracker // nil with WithHTTPClient: the stream's connection is not ours to close
+	copts []connect.ClientOption
 
 	openSem  chan struct{} // one Open at a time
 	wake     chan struct{} // run has something to do (cap 1)
@@ -74,6 +75,7 @@ func newSession(c *Client, copts []connect.ClientOption) *session {
 		openSem: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		closing: make(chan struct{}), loopDone: make(chan struct{}),
 		leases: map[fence.Token]*Lease{},
+		copts:  copts,
 	}
 	s.calls.init()
 	if c.cfg.userHTTPClient {
@@ -392,13 +394,27 @@ const closeTimeout = 5 * time.Second
 // closeTimeout: one attempt per endpoint, moving to the next one only when
 // an attempt could not connect or was answered Unavailable), so that its
 // leases are freed now rather than when it expires.
+//
+// With a transport of its own (not WithHTTPClient) the call goes over a
+// new connection: close and checkDeadline have just cut the stream's
+// connections, and HTTP/2's pool hands out a cut one until its read loop
+// has seen the cut — the call then failed with "use of closed network
+// connection" and the session's locks stayed held until its TTL (about
+// one close in twenty under load).
 func (s *session) closeOnServer(id uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
+	hc := s.hc
+	if s.conns != nil {
+		conns := &connTracker{}
+		hc = streamHTTPClient(s.c.cfg.dialer, s.c.cfg.tls, conns)
+		defer conns.cut()
+	}
 	var err error
 	for range s.c.endpoints {
 		ep := s.c.pick()
-		_, err = ep.sessions.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
+		sessions := fencev1connect.NewSessionServiceClient(hc, ep.url, s.copts...)
+		_, err = sessions.Close(ctx, connect.NewRequest(&fencev1.CloseSessionRequest{Session: id}))
 		if err == nil || !failoverOn(err) || ctx.Err() != nil {
 			break
 		}

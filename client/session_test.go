@@ -275,12 +275,15 @@ func TestSessionManyLeasesBoundedGoroutines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 acquires")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // 10,000 acquires under -race
+	// Hang guards, each phase its own: 10,000 acquires under -race on a
+	// loaded machine, then what Close must do. (One context for both once
+	// left the last wait only what the acquires had not used.)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	name := uniq(t)
 	baseline := runtime.NumGoroutine()
 	// A TTL far beyond the test's waits: only Close can free the locks.
-	c, err := client.New(serverURL, client.WithSessionTTL(5*time.Minute))
+	c, err := client.New(serverURL, client.WithSessionTTL(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,17 +319,20 @@ func TestSessionManyLeasesBoundedGoroutines(t *testing.T) {
 		}
 	}
 	c.Close()
+	after, cancelAfter := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelAfter()
 	for _, l := range leases {
-		waitDone(t, ctx, l)
+		waitDone(t, after, l)
 	}
-	// Close closed the session: its locks are free (the wait covers a slow
-	// apply of the close; the session's TTL is far longer).
+	// Close returned once its close call had ended: the session is closed
+	// on the server and its locks are free now (the server's own proof: a
+	// blocking acquire granted; the session's hour is far longer).
 	other := newClient(t, client.WithoutSession())
-	l, err := other.Acquire(ctx, fmt.Sprintf("%s/%d", name, n-1), client.Wait(20*time.Second))
+	l, err := other.Acquire(after, fmt.Sprintf("%s/%d", name, n-1), client.Wait(time.Minute))
 	if err != nil {
 		t.Fatalf("acquire after the session closed: %v", err)
 	}
-	l.Release(ctx)
+	l.Release(after)
 }
 
 // An acquire whose caller stops waiting is not left held: if it is

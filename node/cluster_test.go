@@ -138,19 +138,27 @@ func (tc *testCluster) open(mb *member) {
 // the process (its log is as durable as fsync made it).
 func (tc *testCluster) kill(mb *member) {
 	tc.t.Helper()
-	if err := mb.node.close(false); err != nil {
+	var err error
+	if !within(tc.t, "close "+mb.id, func() { err = mb.node.close(false) }) {
+		tc.t.FailNow()
+	}
+	if err != nil {
 		tc.t.Fatalf("close %s: %v", mb.id, err)
 	}
 }
 
+// close closes every member and its raft port, each within the hang
+// guard: a member whose close hangs is reported (with every goroutine)
+// and left behind, and the others are still closed, so that a live peer
+// does not go on sending to it for the rest of the run.
 func (tc *testCluster) close() {
 	for _, mb := range tc.members {
 		if mb.node != nil {
-			mb.node.close(false)
+			within(tc.t, "close "+mb.id+" at cleanup", func() { mb.node.close(false) })
 		}
 	}
 	for _, mb := range tc.members {
-		mb.mux.Close()
+		within(tc.t, "close the raft port of "+mb.id+" at cleanup", func() { mb.mux.Close() })
 	}
 }
 
@@ -676,11 +684,14 @@ type linkProxies struct {
 }
 
 type linkProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]bool
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	flowing *sync.Cond // signalled when cut or stalled changes
+	cut     bool
+	stalled bool // connections stay open but nothing is forwarded
+	held    int  // reads not forwarded while stalled
+	conns   map[net.Conn]bool
 }
 
 func newLinkProxies(t *testing.T) *linkProxies {
@@ -704,6 +715,7 @@ func (lp *linkProxies) add(from, to int, target string) string {
 		lp.t.Fatal(err)
 	}
 	p := &linkProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p.flowing = sync.NewCond(&p.mu)
 	lp.mu.Lock()
 	lp.links[[2]int{from, to}] = p
 	lp.mu.Unlock()
@@ -737,8 +749,8 @@ func (p *linkProxy) pipe(c net.Conn) {
 	p.conns[c], p.conns[up] = true, true
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); done <- struct{}{} }()
-	go func() { io.Copy(c, up); done <- struct{}{} }()
+	go func() { p.copy(up, c); done <- struct{}{} }()
+	go func() { p.copy(c, up); done <- struct{}{} }()
 	<-done
 	c.Close()
 	up.Close()
@@ -749,10 +761,50 @@ func (p *linkProxy) pipe(c net.Conn) {
 	p.mu.Unlock()
 }
 
+// copy forwards src to dst, holding what it read while the link is
+// stalled (a peer that stopped answering: its connections stay open).
+func (p *linkProxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			if p.stalled && !p.cut {
+				p.held++
+			}
+			for p.stalled && !p.cut {
+				p.flowing.Wait()
+			}
+			p.mu.Unlock()
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// heldReads is how many reads the link holds back while stalled.
+func (p *linkProxy) heldReads() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+func (p *linkProxy) setStalled(stalled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = stalled
+	p.flowing.Broadcast()
+}
+
 func (p *linkProxy) setCut(cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = cut
+	p.flowing.Broadcast()
 	if cut {
 		for c := range p.conns {
 			c.Close()
@@ -776,7 +828,15 @@ func (lp *linkProxies) heal() {
 	defer lp.mu.Unlock()
 	for _, p := range lp.links {
 		p.setCut(false)
+		p.setStalled(false)
 	}
+}
+
+// link is the proxy of the directed link from→to.
+func (lp *linkProxies) link(from, to int) *linkProxy {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return lp.links[[2]int{from, to}]
 }
 
 // A leader that removes itself steps down once the change commits and

@@ -19,6 +19,7 @@ import (
 type Node struct {
 	cfg   Config
 	raft  *raft.Raft
+	trans raft.Transport   // raft's transport: closed as soon as raft is told to shut down
 	store *raftstore.Store // the data dir's lock, log and stable store
 	fsm   *fsm
 	wait  *waiters
@@ -229,7 +230,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		}
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
-	n.raft = r
+	n.raft, n.trans = r, trans
 	if existing && cfg.cluster() {
 		if err := n.checkAddress(trans.LocalAddr()); err != nil {
 			r.Shutdown().Error()
@@ -433,7 +434,7 @@ func (n *Node) takeOffice() bool {
 			n.cfg.Logger.Info("proposing a cluster id: the log records none", "cluster_id", id)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
-		res, err := n.proposeWith(ctx, c, cmd)
+		res, err := n.proposeUnlessClosed(ctx, c, cmd)
 		cancel()
 		if err == nil {
 			err = res.Err
@@ -454,6 +455,30 @@ func (n *Node) takeOffice() bool {
 		go n.reapOrphans(c, queued)
 	}
 	return true
+}
+
+// proposeUnlessClosed is proposeWith for the leadership watcher, which
+// Close waits for: it gives up (ErrClosed) when the node closes. A proposal
+// that raft took into its apply queue just as it shut down is never
+// answered (raft's Apply may queue one even after Shutdown), and its
+// group leader waits on it for good; the watcher must not wait with it.
+// That goroutine holds nothing Close needs.
+func (n *Node) proposeUnlessClosed(ctx context.Context, c *leaderClock, cmd *state.Command) (state.Result, error) {
+	type answer struct {
+		res state.Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := n.proposeWith(ctx, c, cmd)
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-n.closing:
+		return state.Result{}, ErrClosed
+	}
 }
 
 // leaveOffice ends the term of office, if one is open: nothing more is
@@ -506,6 +531,22 @@ func (n *Node) LastToken() fence.Token {
 // safe to call more than once. It does not close Config.Mux.
 func (n *Node) Close() error { return n.close(true) }
 
+// closeTransport closes raft's transport once raft has been told to shut
+// down, before waiting for raft's goroutines. hashicorp/raft's shutdown
+// future closes the transport only after every raft goroutine has
+// returned: a replication worker blocked on a peer that stopped
+// answering, or a follower reading a snapshot from a leader that stalled,
+// would hold the close (and the transport, whose connection handlers go on
+// taking the peers' RPCs for a raft that no longer reads them) until its
+// I/O gives up. Closed here, those calls fail at once, and no RPC arriving
+// now waits for a raft that is gone. (raft closes it again later: a
+// no-op.)
+func (n *Node) closeTransport() {
+	if c, ok := n.trans.(raft.WithClose); ok {
+		c.Close()
+	}
+}
+
 // close closes the node; handOver false skips the leadership transfer
 // (tests: a leader that dies).
 func (n *Node) close(handOver bool) error {
@@ -515,7 +556,9 @@ func (n *Node) close(handOver bool) error {
 		}
 		close(n.closing)
 		n.leaveOffice()
-		err := n.raft.Shutdown().Error()
+		f := n.raft.Shutdown()
+		n.closeTransport()
+		err := f.Error()
 		n.wg.Wait()
 		if cerr := n.store.Close(); err == nil { // the stores, then the dir lock
 			err = cerr

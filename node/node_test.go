@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -30,13 +31,19 @@ func openNode(t *testing.T, dir string) *Node {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
-	t.Cleanup(func() { n.Close() })
+	t.Cleanup(func() { within(t, "close the node at cleanup", func() { n.Close() }) })
 	return n
 }
 
+// mustApply applies cmd and fails the test on an error or a refusal; a
+// proposal raft never answers fails it after the hang guard.
 func mustApply(t *testing.T, n *Node, cmd state.Command) state.Result {
 	t.Helper()
-	res, err := n.Apply(context.Background(), cmd)
+	var res state.Result
+	var err error
+	if !within(t, fmt.Sprintf("Apply(%+v)", cmd), func() { res, err = n.Apply(context.Background(), cmd) }) {
+		t.FailNow()
+	}
 	if err != nil {
 		t.Fatalf("Apply(%+v): %v", cmd, err)
 	}

@@ -24,8 +24,8 @@ func listenMux(t *testing.T, opts ...MuxOption) *Mux {
 	return m
 }
 
-func quietTransport(m *Mux) *raft.NetworkTransport {
-	return m.Transport(TransportConfig{Logger: hclog.NewNullLogger(), Timeout: 5 * time.Second}).(*raft.NetworkTransport)
+func quietTransport(m *Mux) *transport {
+	return m.Transport(TransportConfig{Logger: hclog.NewNullLogger(), Timeout: 5 * time.Second}).(*transport)
 }
 
 // serveRaft answers every AppendEntries arriving on trans with Success and
@@ -287,7 +287,7 @@ func TestListenAdvertise(t *testing.T) {
 		t.Fatalf("Addr = %q", m.Addr())
 	}
 	tr := m.Transport(TransportConfig{Logger: hclog.NewNullLogger()})
-	defer tr.(*raft.NetworkTransport).Close()
+	defer tr.(*transport).Close()
 	if tr.LocalAddr() != "node-a.example:7100" {
 		t.Fatalf("transport LocalAddr = %q, want the advertised address", tr.LocalAddr())
 	}

@@ -24,7 +24,8 @@ type TransportConfig struct {
 // Transport returns a raft transport (hashicorp/raft's NetworkTransport)
 // over the mux: it accepts the port's 'R' connections and dials peers with
 // the 'R' header (through the test dial map, if any). Its LocalAddr is
-// Addr(). raft.Shutdown closes it, which stops only the raft side: later
+// Addr(). Closing it also closes the append pipelines it opened
+// (pipeline.go). raft.Shutdown closes it, which stops only the raft side: later
 // raft connections are refused until Transport is called again (a node
 // reopened on the same mux). One transport at a time.
 func (m *Mux) Transport(cfg TransportConfig) raft.Transport {
@@ -45,12 +46,12 @@ func (m *Mux) Transport(cfg TransportConfig) raft.Transport {
 	m.mu.Lock()
 	m.layer = layer
 	m.mu.Unlock()
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return newTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: cfg.MaxPool,
 		Timeout: cfg.Timeout,
 		Logger:  cfg.Logger,
-	})
+	}))
 }
 
 // streamLayer is raft's view of the mux: the 'R' connections, and dials
