@@ -26,6 +26,13 @@ const (
 	OpSessionOpen      Op = 11 // TTL, RequestID (optional: the open's idempotency key): Result.Session
 	OpSessionKeepAlive Op = 12 // Session, TTL (0: the session's TTL): extend it to now + TTL
 	OpSessionClose     Op = 13 // Session: end it; its leases are released and handed on, its waits end
+	// Authentication (see auth.go).
+	OpAuthBootstrap Op = 14 // Name (token id), Value (SHA-256 of its secret), Attempt (bootstraps so far, for a reset)
+	OpAuthEnable    Op = 15 // Delta != 0: checking on; 0: off
+	OpTokenCreate   Op = 16 // Name (id), Value (hash), Owner (description), Roles, TTL (0: no expiry)
+	OpTokenRevoke   Op = 17 // Name (id)
+	OpRoleGrant     Op = 18 // Name (role, created if new), Perms added
+	OpRoleRevoke    Op = 19 // Name (role), Perms removed; none: the role removed
 )
 
 // Command is one state change. The node that proposes it (the raft leader)
@@ -80,6 +87,20 @@ type Command struct {
 	// store's cluster id if it has none yet, and ignored otherwise. The
 	// node that first takes office chooses it; the machine never makes one.
 	ClusterID string
+	// Principal is who made the command, as the server authenticated it
+	// ("" when authentication is off): recorded with every lease, queued
+	// request and session it creates, and compared with theirs on every
+	// later command on them (auth.go).
+	Principal string
+	// Admin: the server found the principal an admin (or authentication
+	// off): ownership is not checked, and token and role changes are
+	// allowed.
+	Admin bool
+	// Roles (OpTokenCreate) are the new token's roles.
+	Roles []string
+	// Perms (OpRoleGrant, OpRoleRevoke) are the permissions added or
+	// removed.
+	Perms []Permission
 }
 
 // Result is what Apply returns for one command.
