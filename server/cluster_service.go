@@ -30,6 +30,10 @@ func (s *Server) clusterRoute(opts []connect.HandlerOption) route {
 }
 
 func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev1.MembersRequest]) (*connect.Response[fencev1.MembersResponse], error) {
+	ctx, err := c.s.requireAdmin(ctx, "Members")
+	if err != nil {
+		return nil, c.error(ctx, "Members", err)
+	}
 	res, err := c.m.Members(ctx)
 	if err != nil {
 		return nil, c.error(ctx, "Members", err)
@@ -38,7 +42,11 @@ func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev
 }
 
 func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fencev1.AddMemberRequest]) (*connect.Response[fencev1.AddMemberResponse], error) {
-	err := c.m.AddMember(ctx, req.Msg.GetId(), req.Msg.GetRaftAddr(), req.Msg.GetFresh(), req.Msg.GetJoinId())
+	ctx, err := c.s.requireAdmin(ctx, "AddMember")
+	if err != nil {
+		return nil, c.error(ctx, "AddMember", err)
+	}
+	err = c.m.AddMember(ctx, req.Msg.GetId(), req.Msg.GetRaftAddr(), req.Msg.GetFresh(), req.Msg.GetJoinId())
 	if err != nil {
 		return nil, c.error(ctx, "AddMember", err)
 	}
@@ -47,6 +55,10 @@ func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fenc
 }
 
 func (c clusterService) RemoveMember(ctx context.Context, req *connect.Request[fencev1.RemoveMemberRequest]) (*connect.Response[fencev1.RemoveMemberResponse], error) {
+	ctx, err := c.s.requireAdmin(ctx, "RemoveMember")
+	if err != nil {
+		return nil, c.error(ctx, "RemoveMember", err)
+	}
 	was, err := c.m.RemoveMember(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, c.error(ctx, "RemoveMember", err)
@@ -56,6 +68,10 @@ func (c clusterService) RemoveMember(ctx context.Context, req *connect.Request[f
 }
 
 func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Request[fencev1.TransferLeadershipRequest]) (*connect.Response[fencev1.TransferLeadershipResponse], error) {
+	ctx, err := c.s.requireAdmin(ctx, "TransferLeadership")
+	if err != nil {
+		return nil, c.error(ctx, "TransferLeadership", err)
+	}
 	leader, err := c.m.TransferLeadership(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, c.error(ctx, "TransferLeadership", err)
@@ -64,6 +80,10 @@ func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Req
 }
 
 func (c clusterService) NodeStatus(ctx context.Context, req *connect.Request[fencev1.NodeStatusRequest]) (*connect.Response[fencev1.NodeStatusResponse], error) {
+	ctx, err := c.s.requireAdmin(ctx, "NodeStatus")
+	if err != nil {
+		return nil, c.error(ctx, "NodeStatus", err)
+	}
 	return connect.NewResponse(nodeStatusToProto(c.m.NodeStatus(req.Msg.GetAdding()))), nil
 }
 
