@@ -78,7 +78,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		AuthResetFile: filepath.Join(cfg.DataDir, AuthResetFile),
 	}, server.Deps{
 		Service: svc, Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
-		Auth: nodeview.Auth{N: n},
+		Auth:    nodeview.Auth{N: n},
 		Metrics: metrics,
 		// A call another node forwarded here is marked, so it is never
 		// forwarded again (cluster.Forwarder, cluster.Membership).
