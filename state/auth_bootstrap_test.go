@@ -2,7 +2,9 @@ package state
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +107,29 @@ func TestPermissionsByPrefix(t *testing.T) {
 	}
 	if !Allows([]Permission{{PermAdmin, ""}}, PermWrite, "anything") {
 		t.Error("admin does not allow write")
+	}
+}
+
+// TestSnapshotAuthGolden pins the snapshot bytes of the auth state and the
+// principals (the header's auth message, a grant's, a request's and a
+// session's principal): authLog's machine is compared with
+// testdata/snapshot_auth.golden (hex), and that file restores to a machine
+// that writes it again. A machine without auth writes the bytes it wrote
+// before auth existed (TestSnapshotGolden is unchanged).
+func TestSnapshotAuthGolden(t *testing.T) {
+	m := New()
+	applyAll(t, m, authLog())
+	got := snapBytes(t, m)
+	golden(t, "snapshot_auth.golden", []byte(hex.EncodeToString(got)+"\n"))
+	want, err := hex.DecodeString(strings.TrimSpace(readGolden(t, "snapshot_auth.golden")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := New()
+	if err := n.Restore(bytes.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapBytes(t, n), want) {
+		t.Fatal("the golden auth snapshot does not restore to itself")
 	}
 }
