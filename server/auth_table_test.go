@@ -66,8 +66,10 @@ func bearer(secret string) string { return "Bearer " + secret }
 // and enables checking: callers none, wrong (a well-formed secret never
 // issued), revoked (lock on jobs/, revoked), lock, read, write (each on
 // jobs/), otherlock (lock on other/), admin (the bootstrap token).
-func newAuthFixture(t *testing.T) *authFixture {
-	s, url := startServer(t)
+func newAuthFixture(t *testing.T) *authFixture { return newAuthFixtureWith(t, Config{}) }
+
+func newAuthFixtureWith(t *testing.T, cfg Config) *authFixture {
+	s, url := startServerWith(t, cfg)
 	f := &authFixture{t: t, s: s, url: url, creds: map[string]string{"none": ""}}
 	boot := f.must(fencev1connect.AuthServiceBootstrapProcedure, "", `{}`)
 	admin := bearer(boot["secret"].(string))
