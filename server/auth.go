@@ -65,7 +65,7 @@ func (s *Server) withCredentials(h http.Handler) http.Handler {
 				c.bearer = strings.TrimSpace(secret)
 			}
 		}
-		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
 			c.certNames = certNames(r.TLS.PeerCertificates[0])
 		}
 		if clusterapi.FromPeer(r.Context()) {
@@ -117,12 +117,24 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 		perms      []state.Permission
 	)
 	id, ok := parseSecret(c.bearer)
+	var certName string // the first of the certificate's names bound to a role
 	s.deps.Auth.ReadAuth(func(m *state.Machine) {
 		enabled, bootstraps, now = m.AuthEnabled(), m.AuthBootstraps(), m.Now()
-		if ok && (enabled || force) {
+		switch {
+		case !enabled && !force:
+		case ok:
 			if tok, found = m.AuthToken(id); found {
 				for _, r := range tok.Roles {
 					role, _ := m.Role(r)
+					perms = append(perms, role.Perms...)
+				}
+			}
+		case !c.header:
+			for _, name := range c.certNames {
+				for _, role := range m.CertRoles(name) {
+					if certName == "" {
+						certName = name
+					}
 					perms = append(perms, role.Perms...)
 				}
 			}
@@ -131,9 +143,14 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 	if !enabled && (!force || bootstraps == 0) {
 		return identity{Principal: fence.Principal{Admin: true}, trusted: true}, nil
 	}
+	if !c.header && certName != "" {
+		return identity{Principal: fence.Principal{Name: "cert:" + certName, Admin: state.Allows(perms, state.PermAdmin, "")}, perms: perms}, nil
+	}
 	var reason string
 	sum := sha256.Sum256([]byte(c.bearer))
 	switch {
+	case !c.header && len(c.certNames) > 0:
+		reason = "no credentials (the client certificate's names are bound to no role)"
 	case !c.header:
 		reason = "no credentials (send Authorization: Bearer <token>)"
 	case c.bearer == "" || !ok:

@@ -251,7 +251,7 @@ func (a authService) ListRoles(ctx context.Context, req *connect.Request[fencev1
 	out := &fencev1.ListRolesResponse{}
 	a.s.deps.Auth.ReadAuth(func(m *state.Machine) {
 		for _, r := range m.Roles() {
-			ri := &fencev1.RoleInfo{Name: r.Name}
+			ri := &fencev1.RoleInfo{Name: r.Name, CertNames: r.Certs}
 			for _, p := range r.Perms {
 				ri.Permissions = append(ri.Permissions, p.String())
 			}
@@ -275,3 +275,18 @@ func (s *Server) resetPermitted(idx uint64) bool {
 }
 
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }
+
+func (a authService) BindRole(ctx context.Context, req *connect.Request[fencev1.BindRoleRequest]) (*connect.Response[fencev1.BindRoleResponse], error) {
+	ctx, p, err := a.admin(ctx, "BindRole")
+	if err != nil {
+		return nil, err
+	}
+	cmd := state.Command{Op: state.OpRoleBind, Name: req.Msg.GetRole(), Owner: req.Msg.GetCertName()}
+	if !req.Msg.GetUnbind() {
+		cmd.Delta = 1
+	}
+	if err := a.apply(ctx, "BindRole", p, cmd); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&fencev1.BindRoleResponse{}), nil
+}

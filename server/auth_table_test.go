@@ -110,7 +110,7 @@ func (f *authFixture) fingerprint() string {
 			fmt.Fprintf(&b, "token %s %v %t\n", t.ID, t.Roles, t.Revoked)
 		}
 		for _, r := range m.Roles() {
-			fmt.Fprintf(&b, "role %s %v\n", r.Name, r.Perms)
+			fmt.Fprintf(&b, "role %s %v %v\n", r.Name, r.Perms, r.Certs)
 		}
 	})
 	return b.String()
@@ -195,6 +195,9 @@ var authRPCs = []rpc{
 		return fmt.Sprintf(`{"role":"gone%d"}`, n)
 	}},
 	{fencev1connect.AuthServiceListRolesProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.AuthServiceBindRoleProcedure, "admin", func(_ *authFixture, _ string, n int) string {
+		return fmt.Sprintf(`{"role":"reader","certName":"cn-%d"}`, n)
+	}},
 	{healthCheckProcedure, "open", func(*authFixture, string, int) string { return `{}` }},
 }
 

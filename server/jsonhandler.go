@@ -96,6 +96,7 @@ func (s *Server) jsonCalls() map[string]jsonCall {
 		fencev1connect.AuthServiceGrantRoleProcedure:             unaryJSON(au.GrantRole),
 		fencev1connect.AuthServiceRevokeRoleProcedure:            unaryJSON(au.RevokeRole),
 		fencev1connect.AuthServiceListRolesProcedure:             unaryJSON(au.ListRoles),
+		fencev1connect.AuthServiceBindRoleProcedure:              unaryJSON(au.BindRole),
 	}
 }
 

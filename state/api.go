@@ -33,6 +33,7 @@ const (
 	OpTokenRevoke   Op = 17 // Name (id)
 	OpRoleGrant     Op = 18 // Name (role, created if new), Perms added
 	OpRoleRevoke    Op = 19 // Name (role), Perms removed; none: the role removed
+	OpRoleBind      Op = 20 // Name (role), Owner (a client certificate's CN or URI SAN), Delta != 0: bind, 0: unbind
 )
 
 // Command is one state change. The node that proposes it (the raft leader)

@@ -91,10 +91,12 @@ func (p Permission) less(q Permission) bool {
 	return p.Prefix < q.Prefix
 }
 
-// Role is a named set of permissions (sorted).
+// Role is a named set of permissions (sorted), and the client
+// certificate names (a subject CN or a URI SAN, sorted) bound to it.
 type Role struct {
 	Name  string
 	Perms []Permission
+	Certs []string
 }
 
 // AuthToken is a bearer token as stored: never its secret.
@@ -118,6 +120,7 @@ const (
 	MaxRoles          = 1000
 	MaxPermsPerRole   = 256
 	MaxRolesPerToken  = 64
+	MaxCertsPerRole   = 256
 	maxAuthNameBytes  = 128
 	maxAuthDescrBytes = 256
 	authHashBytes     = 32
@@ -326,6 +329,46 @@ func (m *impl) roleChange(cmd Command) Result {
 	return Result{}
 }
 
+// roleBind applies OpRoleBind: binds (Delta != 0) or unbinds the client
+// certificate name Owner to role Name.
+func (m *impl) roleBind(cmd Command) Result {
+	if err := m.needAdmin(cmd); err != nil {
+		return Result{Err: err}
+	}
+	r := m.auth.roles[cmd.Name]
+	switch {
+	case r == nil:
+		return Result{Err: fence.Invalid("role", "an existing role", cmd.Name)}
+	case cmd.Owner == "" || len(cmd.Owner) > fence.MaxNameBytes:
+		return Result{Err: fence.Invalid("cert_name", "1 to 512 bytes (a certificate's CN or URI SAN)", itoa(int64(len(cmd.Owner)))+" bytes")}
+	}
+	certs := slices.Clone(r.Certs)
+	i, found := slices.BinarySearch(certs, cmd.Owner)
+	switch {
+	case cmd.Delta != 0 && !found:
+		if len(certs) >= MaxCertsPerRole {
+			return Result{Err: fence.Exhausted("certificate names of a role", "at most "+utoa(MaxCertsPerRole), utoa(len(certs)))}
+		}
+		certs = slices.Insert(certs, i, cmd.Owner)
+	case cmd.Delta == 0 && found:
+		certs = slices.Delete(certs, i, i+1)
+	}
+	r.Certs = certs
+	return Result{}
+}
+
+// CertRoles are the roles bound to certificate name (by name).
+func (m *Machine) CertRoles(name string) []Role {
+	var out []Role
+	for _, n := range m.roleNames() {
+		r := m.auth.roles[n]
+		if _, ok := slices.BinarySearch(r.Certs, name); ok {
+			out = append(out, Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs)})
+		}
+	}
+	return out
+}
+
 func (m *impl) tokenIDs() []string {
 	ids := make([]string, 0, len(m.auth.tokens))
 	for id := range m.auth.tokens {
@@ -387,7 +430,7 @@ func (m *Machine) Role(name string) (Role, bool) {
 	if r == nil {
 		return Role{}, false
 	}
-	return Role{Name: r.Name, Perms: slices.Clone(r.Perms)}, true
+	return Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs)}, true
 }
 
 // Roles lists the roles by name.

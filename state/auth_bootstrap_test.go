@@ -43,6 +43,7 @@ func TestAuthChangesNeedAdmin(t *testing.T) {
 		{Op: OpTokenCreate, Now: 2, Name: "t", Value: hashOf("x"), Roles: []string{AdminRole}, Principal: "token:x"},
 		{Op: OpTokenRevoke, Now: 2, Name: "root", Principal: "token:x"},
 		{Op: OpRoleRevoke, Now: 2, Name: "r", Principal: "token:x"},
+		{Op: OpRoleBind, Now: 2, Name: AdminRole, Owner: "worker", Delta: 1, Principal: "token:x"},
 	} {
 		denied(t, m, c, "admin")
 	}
@@ -85,6 +86,9 @@ func TestAuthReplayIsDeterministic(t *testing.T) {
 	}
 	if r, _ := b.Role("ops"); len(r.Perms) != 2 {
 		t.Fatalf("ops perms %v", r.Perms)
+	}
+	if rs := b.CertRoles("worker"); len(rs) != 1 || rs[0].Name != "app" || len(b.CertRoles("spiffe://x/y")) != 0 {
+		t.Fatalf("cert bindings: worker %v, spiffe %v", rs, b.CertRoles("spiffe://x/y"))
 	}
 	if tok, _ := b.AuthToken("b"); !tok.Revoked || tok.ExpiresAt != 3+int64(time.Hour) {
 		t.Fatalf("token b %+v", tok)

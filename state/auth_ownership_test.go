@@ -47,6 +47,9 @@ func authLog() []Command {
 	return []Command{
 		{Op: OpAuthBootstrap, Now: 1, Name: "root", Value: hashOf("s0")},
 		{Op: OpRoleGrant, Now: 2, Name: "app", Perms: []Permission{{PermLock, "jobs/"}, {PermRead, ""}}, Admin: true, Principal: "token:root"},
+		{Op: OpRoleBind, Now: 2, Name: "app", Owner: "worker", Delta: 1, Admin: true},
+		{Op: OpRoleBind, Now: 2, Name: "app", Owner: "spiffe://x/y", Delta: 1, Admin: true},
+		{Op: OpRoleBind, Now: 2, Name: "app", Owner: "spiffe://x/y", Admin: true},
 		{Op: OpTokenCreate, Now: 3, Name: "a", Value: hashOf("sa"), Roles: []string{"app"}, Owner: "A", Admin: true},
 		{Op: OpTokenCreate, Now: 3, Name: "b", Value: hashOf("sb"), Roles: []string{"app"}, TTL: time.Hour, Admin: true},
 		{Op: OpAuthEnable, Now: 4, Delta: 1, Admin: true},

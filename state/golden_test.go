@@ -41,6 +41,7 @@ func goldenCommands() []Command {
 		{Op: OpRoleGrant, Now: 17, Name: "app", Perms: []Permission{{PermLock, "jobs/"}, {PermRead, ""}}, Admin: true},
 		{Op: OpRoleRevoke, Now: 18, Name: "app", Perms: []Permission{{PermRead, ""}}, Admin: true},
 		{Op: OpAcquire, Now: 19, Name: "jobs/x", Owner: "w", TTL: time.Second, Principal: "token:fedcba9876543210"},
+		{Op: OpRoleBind, Now: 20, Name: "app", Owner: "spiffe://example.org/worker", Delta: 1, Admin: true},
 	}
 }
 
@@ -78,7 +79,7 @@ func TestCommandsGolden(t *testing.T) {
 		}
 		ops[d.Op] = true
 	}
-	for op := OpAcquire; op <= OpRoleRevoke; op++ {
+	for op := OpAcquire; op <= OpRoleBind; op++ {
 		if !ops[op] {
 			t.Errorf("op %d has no golden command", op)
 		}

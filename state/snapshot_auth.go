@@ -27,7 +27,7 @@ func (m *impl) snapAuth() *snapAuth {
 	out := &snapAuth{Enabled: a.enabled, Bootstraps: a.bootstraps}
 	for _, n := range m.roleNames() {
 		r := a.roles[n]
-		out.Roles = append(out.Roles, Role{Name: r.Name, Perms: slices.Clone(r.Perms)})
+		out.Roles = append(out.Roles, Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs)})
 	}
 	for _, id := range m.tokenIDs() {
 		t := *a.tokens[id]
@@ -46,6 +46,9 @@ func pbAuth(a *snapAuth) *statepb.Auth {
 		pr := &statepb.AuthRole{Name: bs(r.Name)}
 		for _, q := range r.Perms {
 			pr.Perms = append(pr.Perms, permBytes(q))
+		}
+		for _, c := range r.Certs {
+			pr.Certs = append(pr.Certs, []byte(c))
 		}
 		p.Roles = append(p.Roles, pr)
 	}
@@ -73,6 +76,9 @@ func authOfPB(p *statepb.Auth) (*snapAuth, error) {
 				return nil, err
 			}
 			r.Perms = append(r.Perms, q)
+		}
+		for _, c := range pr.Certs {
+			r.Certs = append(r.Certs, string(c))
 		}
 		a.Roles = append(a.Roles, r)
 	}
@@ -106,7 +112,12 @@ func (m *impl) restoreAuth(a *snapAuth) error {
 				return fmt.Errorf("auth role %q: bad or unsorted permission %q", r.Name, q.String())
 			}
 		}
-		m.auth.roles[r.Name] = &Role{Name: r.Name, Perms: r.Perms}
+		for j, c := range r.Certs {
+			if c == "" || j > 0 && r.Certs[j-1] >= c {
+				return fmt.Errorf("auth role %q: certificate names empty, unsorted or repeated", r.Name)
+			}
+		}
+		m.auth.roles[r.Name] = &Role{Name: r.Name, Perms: r.Perms, Certs: r.Certs}
 	}
 	for i, t := range a.Tokens {
 		if i > 0 && a.Tokens[i-1].ID >= t.ID || validAuthName("id", t.ID) != nil || checkHash(t.Hash) != nil ||

@@ -45,7 +45,7 @@ const tokenUsage = `create --role R[,R...] [--description D] [--ttl D] | list | 
                                   once it has applied the revocation)
 `
 
-const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | list
+const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind ROLE CERTNAME | unbind ROLE CERTNAME | list
 
   PERM is KIND:PREFIX: KIND lock (acquire, renew, release; sessions), read (get,
   list, read), write (write, add, delete) or admin; PREFIX the names it covers
@@ -55,7 +55,12 @@ const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | list
   fence role grant ROLE PERM...    add permissions (making the role if new)
   fence role revoke ROLE PERM...   remove permissions
   fence role revoke ROLE           remove the role (refused while a token holds it)
-  fence role list                  the roles and their permissions
+  fence role bind ROLE CERTNAME    a client with a verified certificate whose subject CN
+                                   or a URI SAN is CERTNAME, and no token, is the principal
+                                   cert:CERTNAME with ROLE's permissions (needs
+                                   --trusted-ca-file on the server)
+  fence role unbind ROLE CERTNAME  undo it
+  fence role list                  the roles, their permissions and certificate names
 `
 
 // onAuth calls the AuthService of the first --server node that answers
@@ -247,6 +252,14 @@ func roleCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			human = "role " + rest[0] + " removed"
 		}
 		emit(g, stdout, human, map[string]any{"role": rest[0], "revoked": rest[1:]})
+	case (verb == "bind" || verb == "unbind") && len(rest) == 2:
+		_, err := authCall(g, func(ctx context.Context, c fencev1connect.AuthServiceClient) (*fencev1.BindRoleResponse, error) {
+			return msgOf(c.BindRole(ctx, connect.NewRequest(&fencev1.BindRoleRequest{Role: rest[0], CertName: rest[1], Unbind: verb == "unbind"})))
+		})
+		if err != nil {
+			return fail(g, stdout, stderr, err)
+		}
+		emit(g, stdout, fmt.Sprintf("role %s: %s certificate name %q", rest[0], verb, rest[1]), map[string]any{"role": rest[0], verb: rest[1]})
 	case verb == "list" && len(rest) == 0:
 		res, err := authCall(g, func(ctx context.Context, c fencev1connect.AuthServiceClient) (*fencev1.ListRolesResponse, error) {
 			return msgOf(c.ListRoles(ctx, connect.NewRequest(&fencev1.ListRolesRequest{})))
@@ -255,18 +268,22 @@ func roleCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			return fail(g, stdout, stderr, err)
 		}
 		if g.json {
-			out := map[string][]string{}
+			out := map[string]any{}
 			for _, r := range res.GetRoles() {
-				out[r.GetName()] = append([]string{}, r.GetPermissions()...)
+				out[r.GetName()] = map[string][]string{"permissions": r.GetPermissions(), "certNames": r.GetCertNames()}
 			}
 			emit(g, stdout, "", map[string]any{"roles": out})
 			return exitOK
 		}
 		for _, r := range res.GetRoles() {
-			fmt.Fprintf(stdout, "%s\t%s\n", r.GetName(), strings.Join(r.GetPermissions(), " "))
+			line := r.GetName() + "\t" + strings.Join(r.GetPermissions(), " ")
+			if len(r.GetCertNames()) > 0 {
+				line += "\tcertificates: " + strings.Join(r.GetCertNames(), " ")
+			}
+			fmt.Fprintln(stdout, line)
 		}
 	default:
-		return fail(g, stdout, stderr, &usageError{"role: want add ROLE, grant ROLE PERM..., revoke ROLE [PERM...] or list"})
+		return fail(g, stdout, stderr, &usageError{"role: want add ROLE, grant ROLE PERM..., revoke ROLE [PERM...], bind ROLE CERTNAME, unbind ROLE CERTNAME or list"})
 	}
 	return exitOK
 }

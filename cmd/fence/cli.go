@@ -202,7 +202,7 @@ commands:
                                                           make the first admin token (once), turn
                                                           checking on or off, show who you are
   token create --role R[,R...] [--description D] [--ttl D] | list | revoke ID
-  role add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | list
+  role add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind ROLE CERTNAME | list
                                                           PERM is KIND:PREFIX, KIND lock, read,
                                                           write or admin (docs/security.md)
   version

@@ -3532,6 +3532,102 @@ func (x *BackupHeader) GetVersion() string {
 	return ""
 }
 
+type BindRoleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	CertName      string                 `protobuf:"bytes,2,opt,name=cert_name,json=certName,proto3" json:"cert_name,omitempty"`
+	Unbind        bool                   `protobuf:"varint,3,opt,name=unbind,proto3" json:"unbind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindRoleRequest) Reset() {
+	*x = BindRoleRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindRoleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindRoleRequest) ProtoMessage() {}
+
+func (x *BindRoleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindRoleRequest.ProtoReflect.Descriptor instead.
+func (*BindRoleRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *BindRoleRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *BindRoleRequest) GetCertName() string {
+	if x != nil {
+		return x.CertName
+	}
+	return ""
+}
+
+func (x *BindRoleRequest) GetUnbind() bool {
+	if x != nil {
+		return x.Unbind
+	}
+	return false
+}
+
+type BindRoleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindRoleResponse) Reset() {
+	*x = BindRoleResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindRoleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindRoleResponse) ProtoMessage() {}
+
+func (x *BindRoleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindRoleResponse.ProtoReflect.Descriptor instead.
+func (*BindRoleResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
+}
+
 type AuthBootstrapRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The store's bootstraps so far, as written in the node's reset file
@@ -3543,7 +3639,7 @@ type AuthBootstrapRequest struct {
 
 func (x *AuthBootstrapRequest) Reset() {
 	*x = AuthBootstrapRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3555,7 +3651,7 @@ func (x *AuthBootstrapRequest) String() string {
 func (*AuthBootstrapRequest) ProtoMessage() {}
 
 func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3568,7 +3664,7 @@ func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AuthBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AuthBootstrapRequest) GetResetIndex() uint64 {
@@ -3589,7 +3685,7 @@ type AuthBootstrapResponse struct {
 
 func (x *AuthBootstrapResponse) Reset() {
 	*x = AuthBootstrapResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +3697,7 @@ func (x *AuthBootstrapResponse) String() string {
 func (*AuthBootstrapResponse) ProtoMessage() {}
 
 func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +3710,7 @@ func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthBootstrapResponse.ProtoReflect.Descriptor instead.
 func (*AuthBootstrapResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AuthBootstrapResponse) GetToken() *AuthTokenInfo {
@@ -3640,7 +3736,7 @@ type AuthSetEnabledRequest struct {
 
 func (x *AuthSetEnabledRequest) Reset() {
 	*x = AuthSetEnabledRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3748,7 @@ func (x *AuthSetEnabledRequest) String() string {
 func (*AuthSetEnabledRequest) ProtoMessage() {}
 
 func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3761,7 @@ func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSetEnabledRequest.ProtoReflect.Descriptor instead.
 func (*AuthSetEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AuthSetEnabledRequest) GetEnabled() bool {
@@ -3683,7 +3779,7 @@ type AuthSetEnabledResponse struct {
 
 func (x *AuthSetEnabledResponse) Reset() {
 	*x = AuthSetEnabledResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3791,7 @@ func (x *AuthSetEnabledResponse) String() string {
 func (*AuthSetEnabledResponse) ProtoMessage() {}
 
 func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3804,7 @@ func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSetEnabledResponse.ProtoReflect.Descriptor instead.
 func (*AuthSetEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
 }
 
 type AuthStatusRequest struct {
@@ -3719,7 +3815,7 @@ type AuthStatusRequest struct {
 
 func (x *AuthStatusRequest) Reset() {
 	*x = AuthStatusRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3731,7 +3827,7 @@ func (x *AuthStatusRequest) String() string {
 func (*AuthStatusRequest) ProtoMessage() {}
 
 func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3744,7 +3840,7 @@ func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthStatusRequest.ProtoReflect.Descriptor instead.
 func (*AuthStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
 }
 
 type AuthStatusResponse struct {
@@ -3760,7 +3856,7 @@ type AuthStatusResponse struct {
 
 func (x *AuthStatusResponse) Reset() {
 	*x = AuthStatusResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3772,7 +3868,7 @@ func (x *AuthStatusResponse) String() string {
 func (*AuthStatusResponse) ProtoMessage() {}
 
 func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3785,7 +3881,7 @@ func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthStatusResponse.ProtoReflect.Descriptor instead.
 func (*AuthStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AuthStatusResponse) GetEnabled() bool {
@@ -3828,7 +3924,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +3936,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +3949,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CreateTokenRequest) GetRoles() []string {
@@ -3887,7 +3983,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +3995,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4008,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CreateTokenResponse) GetToken() *AuthTokenInfo {
@@ -3944,7 +4040,7 @@ type AuthTokenInfo struct {
 
 func (x *AuthTokenInfo) Reset() {
 	*x = AuthTokenInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4052,7 @@ func (x *AuthTokenInfo) String() string {
 func (*AuthTokenInfo) ProtoMessage() {}
 
 func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4065,7 @@ func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTokenInfo.ProtoReflect.Descriptor instead.
 func (*AuthTokenInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AuthTokenInfo) GetId() string {
@@ -4022,7 +4118,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4034,7 +4130,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4047,7 +4143,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
 }
 
 type ListTokensResponse struct {
@@ -4059,7 +4155,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4071,7 +4167,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4084,7 +4180,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListTokensResponse) GetTokens() []*AuthTokenInfo {
@@ -4103,7 +4199,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4115,7 +4211,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4128,7 +4224,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -4146,7 +4242,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4254,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4267,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
 }
 
 type GrantRoleRequest struct {
@@ -4185,7 +4281,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4197,7 +4293,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4210,7 +4306,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GrantRoleRequest) GetRole() string {
@@ -4235,7 +4331,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4343,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4356,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
 }
 
 type RevokeRoleRequest struct {
@@ -4273,7 +4369,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4381,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4394,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RevokeRoleRequest) GetRole() string {
@@ -4323,7 +4419,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +4431,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +4444,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
 }
 
 type ListRolesRequest struct {
@@ -4359,7 +4455,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4371,7 +4467,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4384,7 +4480,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
 }
 
 type ListRolesResponse struct {
@@ -4396,7 +4492,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4408,7 +4504,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4421,7 +4517,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleInfo {
@@ -4432,16 +4528,18 @@ func (x *ListRolesResponse) GetRoles() []*RoleInfo {
 }
 
 type RoleInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Permissions   []string               `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Permissions []string               `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	// The client certificate names bound to it.
+	CertNames     []string `protobuf:"bytes,3,rep,name=cert_names,json=certNames,proto3" json:"cert_names,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoleInfo) Reset() {
 	*x = RoleInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4551,7 @@ func (x *RoleInfo) String() string {
 func (*RoleInfo) ProtoMessage() {}
 
 func (x *RoleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4564,7 @@ func (x *RoleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleInfo.ProtoReflect.Descriptor instead.
 func (*RoleInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RoleInfo) GetName() string {
@@ -4479,6 +4577,13 @@ func (x *RoleInfo) GetName() string {
 func (x *RoleInfo) GetPermissions() []string {
 	if x != nil {
 		return x.Permissions
+	}
+	return nil
+}
+
+func (x *RoleInfo) GetCertNames() []string {
+	if x != nil {
+		return x.CertNames
 	}
 	return nil
 }
@@ -4753,7 +4858,12 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\fwall_unix_ms\x18\t \x01(\x03R\n" +
 	"wallUnixMs\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\"7\n" +
+	" \x01(\tR\aversion\"Z\n" +
+	"\x0fBindRoleRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x1b\n" +
+	"\tcert_name\x18\x02 \x01(\tR\bcertName\x12\x16\n" +
+	"\x06unbind\x18\x03 \x01(\bR\x06unbind\"\x12\n" +
+	"\x10BindRoleResponse\"7\n" +
 	"\x14AuthBootstrapRequest\x12\x1f\n" +
 	"\vreset_index\x18\x01 \x01(\x04R\n" +
 	"resetIndex\"^\n" +
@@ -4803,10 +4913,12 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x12RevokeRoleResponse\"\x12\n" +
 	"\x10ListRolesRequest\"=\n" +
 	"\x11ListRolesResponse\x12(\n" +
-	"\x05roles\x18\x01 \x03(\v2\x12.fence.v1.RoleInfoR\x05roles\"@\n" +
+	"\x05roles\x18\x01 \x03(\v2\x12.fence.v1.RoleInfoR\x05roles\"_\n" +
 	"\bRoleInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vpermissions\x18\x02 \x03(\tR\vpermissions2\xb2\x02\n" +
+	"\vpermissions\x18\x02 \x03(\tR\vpermissions\x12\x1d\n" +
+	"\n" +
+	"cert_names\x18\x03 \x03(\tR\tcertNames2\xb2\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
@@ -4831,7 +4943,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"NodeStatus\x12\x1b.fence.v1.NodeStatusRequest\x1a\x1c.fence.v1.NodeStatusResponse2S\n" +
 	"\x12MaintenanceService\x12=\n" +
-	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x012\xa7\x05\n" +
+	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x012\xea\x05\n" +
 	"\vAuthService\x12L\n" +
 	"\tBootstrap\x12\x1e.fence.v1.AuthBootstrapRequest\x1a\x1f.fence.v1.AuthBootstrapResponse\x12O\n" +
 	"\n" +
@@ -4844,7 +4956,8 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\tGrantRole\x12\x1a.fence.v1.GrantRoleRequest\x1a\x1b.fence.v1.GrantRoleResponse\x12G\n" +
 	"\n" +
 	"RevokeRole\x12\x1b.fence.v1.RevokeRoleRequest\x1a\x1c.fence.v1.RevokeRoleResponse\x12D\n" +
-	"\tListRoles\x12\x1a.fence.v1.ListRolesRequest\x1a\x1b.fence.v1.ListRolesResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
+	"\tListRoles\x12\x1a.fence.v1.ListRolesRequest\x1a\x1b.fence.v1.ListRolesResponse\x12A\n" +
+	"\bBindRole\x12\x19.fence.v1.BindRoleRequest\x1a\x1a.fence.v1.BindRoleResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fence_proto_rawDescOnce sync.Once
@@ -4858,7 +4971,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -4906,34 +5019,36 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*BackupRequest)(nil),              // 43: fence.v1.BackupRequest
 	(*BackupResponse)(nil),             // 44: fence.v1.BackupResponse
 	(*BackupHeader)(nil),               // 45: fence.v1.BackupHeader
-	(*AuthBootstrapRequest)(nil),       // 46: fence.v1.AuthBootstrapRequest
-	(*AuthBootstrapResponse)(nil),      // 47: fence.v1.AuthBootstrapResponse
-	(*AuthSetEnabledRequest)(nil),      // 48: fence.v1.AuthSetEnabledRequest
-	(*AuthSetEnabledResponse)(nil),     // 49: fence.v1.AuthSetEnabledResponse
-	(*AuthStatusRequest)(nil),          // 50: fence.v1.AuthStatusRequest
-	(*AuthStatusResponse)(nil),         // 51: fence.v1.AuthStatusResponse
-	(*CreateTokenRequest)(nil),         // 52: fence.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 53: fence.v1.CreateTokenResponse
-	(*AuthTokenInfo)(nil),              // 54: fence.v1.AuthTokenInfo
-	(*ListTokensRequest)(nil),          // 55: fence.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),         // 56: fence.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 57: fence.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 58: fence.v1.RevokeTokenResponse
-	(*GrantRoleRequest)(nil),           // 59: fence.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),          // 60: fence.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),          // 61: fence.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),         // 62: fence.v1.RevokeRoleResponse
-	(*ListRolesRequest)(nil),           // 63: fence.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),          // 64: fence.v1.ListRolesResponse
-	(*RoleInfo)(nil),                   // 65: fence.v1.RoleInfo
-	(*durationpb.Duration)(nil),        // 66: google.protobuf.Duration
+	(*BindRoleRequest)(nil),            // 46: fence.v1.BindRoleRequest
+	(*BindRoleResponse)(nil),           // 47: fence.v1.BindRoleResponse
+	(*AuthBootstrapRequest)(nil),       // 48: fence.v1.AuthBootstrapRequest
+	(*AuthBootstrapResponse)(nil),      // 49: fence.v1.AuthBootstrapResponse
+	(*AuthSetEnabledRequest)(nil),      // 50: fence.v1.AuthSetEnabledRequest
+	(*AuthSetEnabledResponse)(nil),     // 51: fence.v1.AuthSetEnabledResponse
+	(*AuthStatusRequest)(nil),          // 52: fence.v1.AuthStatusRequest
+	(*AuthStatusResponse)(nil),         // 53: fence.v1.AuthStatusResponse
+	(*CreateTokenRequest)(nil),         // 54: fence.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 55: fence.v1.CreateTokenResponse
+	(*AuthTokenInfo)(nil),              // 56: fence.v1.AuthTokenInfo
+	(*ListTokensRequest)(nil),          // 57: fence.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),         // 58: fence.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 59: fence.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 60: fence.v1.RevokeTokenResponse
+	(*GrantRoleRequest)(nil),           // 61: fence.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),          // 62: fence.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),          // 63: fence.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),         // 64: fence.v1.RevokeRoleResponse
+	(*ListRolesRequest)(nil),           // 65: fence.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),          // 66: fence.v1.ListRolesResponse
+	(*RoleInfo)(nil),                   // 67: fence.v1.RoleInfo
+	(*durationpb.Duration)(nil),        // 68: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	66, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	66, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	66, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	68, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	68, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	68, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	66, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	68, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
 	1,  // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	0,  // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
@@ -4958,14 +5073,14 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	18, // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,  // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
 	31, // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	66, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	66, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	66, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	66, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	66, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	68, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	68, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	68, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	68, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	68, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	0,  // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
 	10, // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	66, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	68, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10, // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
 	1,  // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
@@ -4973,7 +5088,7 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	21, // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
 	21, // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
 	10, // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	66, // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	68, // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
 	0,  // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
 	22, // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
 	0,  // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
@@ -4981,22 +5096,22 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	22, // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
 	0,  // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
 	22, // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	66, // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	68, // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
 	34, // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
 	42, // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	66, // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	66, // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	66, // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	66, // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	68, // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	68, // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	68, // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	68, // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
 	45, // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	66, // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
-	54, // 61: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
-	66, // 62: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	54, // 63: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
-	66, // 64: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
-	66, // 65: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
-	54, // 66: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
-	65, // 67: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
+	68, // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	56, // 61: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
+	68, // 62: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	56, // 63: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
+	68, // 64: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	68, // 65: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	56, // 66: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
+	67, // 67: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
 	11, // 68: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
 	13, // 69: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
 	15, // 70: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
@@ -5016,45 +5131,47 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	39, // 84: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
 	41, // 85: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
 	43, // 86: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	46, // 87: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
-	48, // 88: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
-	50, // 89: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
-	52, // 90: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
-	55, // 91: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
-	57, // 92: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
-	59, // 93: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
-	61, // 94: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
-	63, // 95: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
-	12, // 96: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14, // 97: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16, // 98: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18, // 99: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20, // 100: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24, // 101: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26, // 102: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28, // 103: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30, // 104: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,  // 105: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,  // 106: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,  // 107: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,  // 108: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33, // 109: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36, // 110: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38, // 111: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40, // 112: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42, // 113: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	44, // 114: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	47, // 115: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
-	49, // 116: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
-	51, // 117: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
-	53, // 118: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
-	56, // 119: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
-	58, // 120: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
-	60, // 121: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
-	62, // 122: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
-	64, // 123: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
-	96, // [96:124] is the sub-list for method output_type
-	68, // [68:96] is the sub-list for method input_type
+	48, // 87: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	50, // 88: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	52, // 89: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	54, // 90: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	57, // 91: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	59, // 92: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	61, // 93: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	63, // 94: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	65, // 95: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	46, // 96: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	12, // 97: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14, // 98: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16, // 99: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18, // 100: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20, // 101: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24, // 102: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26, // 103: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28, // 104: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30, // 105: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,  // 106: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,  // 107: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,  // 108: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,  // 109: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33, // 110: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36, // 111: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38, // 112: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40, // 113: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42, // 114: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	44, // 115: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	49, // 116: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	51, // 117: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	53, // 118: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	55, // 119: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	58, // 120: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	60, // 121: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	62, // 122: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	64, // 123: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	66, // 124: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	47, // 125: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	97, // [97:126] is the sub-list for method output_type
+	68, // [68:97] is the sub-list for method input_type
 	68, // [68:68] is the sub-list for extension type_name
 	68, // [68:68] is the sub-list for extension extendee
 	0,  // [0:68] is the sub-list for field type_name
@@ -5098,7 +5215,7 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

@@ -613,6 +613,7 @@ type AuthRole struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Perms         [][]byte               `protobuf:"bytes,2,rep,name=perms,proto3" json:"perms,omitempty"` // kind byte, then the prefix; sorted
+	Certs         [][]byte               `protobuf:"bytes,3,rep,name=certs,proto3" json:"certs,omitempty"` // client certificate names (CN or URI SAN) bound to it; sorted
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,6 +658,13 @@ func (x *AuthRole) GetName() []byte {
 func (x *AuthRole) GetPerms() [][]byte {
 	if x != nil {
 		return x.Perms
+	}
+	return nil
+}
+
+func (x *AuthRole) GetCerts() [][]byte {
+	if x != nil {
+		return x.Certs
 	}
 	return nil
 }
@@ -2696,10 +2704,11 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"bootstraps\x18\x02 \x01(\x04R\n" +
 	"bootstraps\x12.\n" +
 	"\x05roles\x18\x03 \x03(\v2\x18.fence.state.v1.AuthRoleR\x05roles\x121\n" +
-	"\x06tokens\x18\x04 \x03(\v2\x19.fence.state.v1.AuthTokenR\x06tokens\"4\n" +
+	"\x06tokens\x18\x04 \x03(\v2\x19.fence.state.v1.AuthTokenR\x06tokens\"J\n" +
 	"\bAuthRole\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
-	"\x05perms\x18\x02 \x03(\fR\x05perms\"\xbf\x01\n" +
+	"\x05perms\x18\x02 \x03(\fR\x05perms\x12\x14\n" +
+	"\x05certs\x18\x03 \x03(\fR\x05certs\"\xbf\x01\n" +
 	"\tAuthToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\fR\x04hash\x12\x14\n" +

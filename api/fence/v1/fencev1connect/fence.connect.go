@@ -125,6 +125,8 @@ const (
 	AuthServiceRevokeRoleProcedure = "/fence.v1.AuthService/RevokeRole"
 	// AuthServiceListRolesProcedure is the fully-qualified name of the AuthService's ListRoles RPC.
 	AuthServiceListRolesProcedure = "/fence.v1.AuthService/ListRoles"
+	// AuthServiceBindRoleProcedure is the fully-qualified name of the AuthService's BindRole RPC.
+	AuthServiceBindRoleProcedure = "/fence.v1.AuthService/BindRole"
 )
 
 // LockServiceClient is a client for the fence.v1.LockService service.
@@ -964,6 +966,11 @@ type AuthServiceClient interface {
 	// RevokeRole removes permissions from a role, or (none given) the role.
 	RevokeRole(context.Context, *connect.Request[v1.RevokeRoleRequest]) (*connect.Response[v1.RevokeRoleResponse], error)
 	ListRoles(context.Context, *connect.Request[v1.ListRolesRequest]) (*connect.Response[v1.ListRolesResponse], error)
+	// BindRole binds a role to a client certificate name (its subject CN or
+	// a URI SAN), or unbinds it: a request with a verified certificate of
+	// that name and no bearer token is made by the principal cert:<name>
+	// with the role's permissions.
+	BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error)
 }
 
 // NewAuthServiceClient constructs a client for the fence.v1.AuthService service. By default, it
@@ -1031,6 +1038,12 @@ func NewAuthServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(authServiceMethods.ByName("ListRoles")),
 			connect.WithClientOptions(opts...),
 		),
+		bindRole: connect.NewClient[v1.BindRoleRequest, v1.BindRoleResponse](
+			httpClient,
+			baseURL+AuthServiceBindRoleProcedure,
+			connect.WithSchema(authServiceMethods.ByName("BindRole")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -1045,6 +1058,7 @@ type authServiceClient struct {
 	grantRole   *connect.Client[v1.GrantRoleRequest, v1.GrantRoleResponse]
 	revokeRole  *connect.Client[v1.RevokeRoleRequest, v1.RevokeRoleResponse]
 	listRoles   *connect.Client[v1.ListRolesRequest, v1.ListRolesResponse]
+	bindRole    *connect.Client[v1.BindRoleRequest, v1.BindRoleResponse]
 }
 
 // Bootstrap calls fence.v1.AuthService.Bootstrap.
@@ -1092,6 +1106,11 @@ func (c *authServiceClient) ListRoles(ctx context.Context, req *connect.Request[
 	return c.listRoles.CallUnary(ctx, req)
 }
 
+// BindRole calls fence.v1.AuthService.BindRole.
+func (c *authServiceClient) BindRole(ctx context.Context, req *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error) {
+	return c.bindRole.CallUnary(ctx, req)
+}
+
 // AuthServiceHandler is an implementation of the fence.v1.AuthService service.
 type AuthServiceHandler interface {
 	// Bootstrap creates the role "admin" and the first admin token, and
@@ -1113,6 +1132,11 @@ type AuthServiceHandler interface {
 	// RevokeRole removes permissions from a role, or (none given) the role.
 	RevokeRole(context.Context, *connect.Request[v1.RevokeRoleRequest]) (*connect.Response[v1.RevokeRoleResponse], error)
 	ListRoles(context.Context, *connect.Request[v1.ListRolesRequest]) (*connect.Response[v1.ListRolesResponse], error)
+	// BindRole binds a role to a client certificate name (its subject CN or
+	// a URI SAN), or unbinds it: a request with a verified certificate of
+	// that name and no bearer token is made by the principal cert:<name>
+	// with the role's permissions.
+	BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error)
 }
 
 // NewAuthServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -1176,6 +1200,12 @@ func NewAuthServiceHandler(svc AuthServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(authServiceMethods.ByName("ListRoles")),
 		connect.WithHandlerOptions(opts...),
 	)
+	authServiceBindRoleHandler := connect.NewUnaryHandler(
+		AuthServiceBindRoleProcedure,
+		svc.BindRole,
+		connect.WithSchema(authServiceMethods.ByName("BindRole")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fence.v1.AuthService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AuthServiceBootstrapProcedure:
@@ -1196,6 +1226,8 @@ func NewAuthServiceHandler(svc AuthServiceHandler, opts ...connect.HandlerOption
 			authServiceRevokeRoleHandler.ServeHTTP(w, r)
 		case AuthServiceListRolesProcedure:
 			authServiceListRolesHandler.ServeHTTP(w, r)
+		case AuthServiceBindRoleProcedure:
+			authServiceBindRoleHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1239,4 +1271,8 @@ func (UnimplementedAuthServiceHandler) RevokeRole(context.Context, *connect.Requ
 
 func (UnimplementedAuthServiceHandler) ListRoles(context.Context, *connect.Request[v1.ListRolesRequest]) (*connect.Response[v1.ListRolesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.ListRoles is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.BindRole is not implemented"))
 }
