@@ -107,6 +107,11 @@ type memAuth struct{ m *memservice.Service }
 
 func (a memAuth) ReadAuth(f func(m *state.Machine)) { a.m.Machine(f) }
 
+func (a memAuth) AuthEnabled() (on bool) {
+	a.m.Machine(func(m *state.Machine) { on = m.AuthEnabled() })
+	return on
+}
+
 func (a memAuth) ApplyAuth(ctx context.Context, cmd state.Command) (state.Result, error) {
 	return a.m.Apply(ctx, cmd)
 }

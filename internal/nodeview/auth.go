@@ -16,3 +16,5 @@ func (v Auth) ReadAuth(f func(m *state.Machine)) { v.N.ReadState(f) }
 func (v Auth) ApplyAuth(ctx context.Context, cmd state.Command) (state.Result, error) {
 	return v.N.Apply(ctx, cmd)
 }
+
+func (v Auth) AuthEnabled() bool { return v.N.AuthEnabled() }
