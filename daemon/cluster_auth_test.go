@@ -15,6 +15,7 @@ import (
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster/clusterapi"
 	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/testkit/testutil"
 )
 
@@ -123,6 +124,17 @@ func TestClusterAuthFollowerForwardsPrincipalAndSeesRevocation(t *testing.T) {
 	denied("B renews with a spoofed principal header", err, "lease")
 	if _, err := locks.Renew(ctx, withBearer(&fencev1.RenewRequest{Name: "jobs/x", Token: tok}, a)); err != nil {
 		t.Fatalf("A renews through the follower: %v", err)
+	}
+	// A forwarded call that names no principal (what a follower that has
+	// not yet applied the enable sends for any caller, as an anonymous
+	// admin) is not served once the leader checks.
+	peer := fencev1connect.NewLockServiceClient(clusterapi.PeerHTTPClient(raftstore.DialAPI), "http://"+lead.cfg.Cluster.RaftAddr)
+	anon := connect.NewRequest(&fencev1.RenewRequest{Name: "jobs/x", Token: tok})
+	anon.Header().Set(clusterapi.ForwardedHeader, "1")
+	anon.Header().Set(clusterapi.PrincipalHeader, "")
+	anon.Header().Set(clusterapi.AdminHeader, "1")
+	if _, err := peer.Renew(ctx, anon); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("an anonymous admin forwarded to the leader with checking on: %v, want unauthenticated", err)
 	}
 
 	// Revoked on the leader, refused by the follower from its own replica.

@@ -107,6 +107,13 @@ type identity struct {
 func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 	c := credsOf(ctx)
 	if c.peer != nil {
+		// A node whose replica had not yet applied "enable" forwards its
+		// callers as anonymous admins: once checking is on here, such a
+		// call is not served (the client retries; the forwarding node
+		// catches up).
+		if c.peer.Name == "" && s.deps.Auth != nil && s.deps.Auth.AuthEnabled() {
+			return identity{}, &fence.UnauthenticatedError{Reason: "no credentials (forwarded anonymous by a node that had not yet applied authentication's enable)"}
+		}
 		return identity{Principal: *c.peer, trusted: true}, nil
 	}
 	if s.deps.Auth == nil || !force && !s.deps.Auth.AuthEnabled() {
