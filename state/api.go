@@ -267,7 +267,9 @@ func (m *Machine) LastToken() fence.Token { return m.lastToken() }
 
 // NextDeadline is the earliest decision time at which an OpTick would change
 // something (a lease expiry, a session expiry, a wait running out, a
-// lock-delay ending for a lock with waiters). ok is false when nothing is pending. It is in decision
+// lock-delay ending for a lock with waiters), or an auth token's expiry still
+// ahead of server time (a tick then moves server time past it, which the
+// server judges a token's expiry by). ok is false when nothing is pending. It is in decision
 // time (see Command.Slack): a tick stamped with Now and Slack acts on it only
 // when Now - Slack >= at, so the node proposes the tick once its clock minus
 // the slack it stamps has reached at.

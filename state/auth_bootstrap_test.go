@@ -137,3 +137,25 @@ func TestSnapshotAuthGolden(t *testing.T) {
 		t.Fatal("the golden auth snapshot does not restore to itself")
 	}
 }
+
+// A token's expiry is a deadline: NextDeadline reports it while it is
+// ahead of server time, so the node ticks at it and an idle store's server
+// time (which the server judges expiry by) passes it; then it is reported
+// no more.
+func TestTokenExpiryIsADeadline(t *testing.T) {
+	m := New()
+	mustOK(t, m, Command{Op: OpAuthBootstrap, Now: sec, Name: "root", Value: hashOf("s0")})
+	mustOK(t, m, Command{Op: OpRoleGrant, Now: sec, Name: "r", Perms: []Permission{{PermRead, ""}}, Admin: true})
+	mustOK(t, m, Command{Op: OpTokenCreate, Now: sec, Name: "t", Value: hashOf("t"), Roles: []string{"r"}, TTL: time.Minute, Admin: true})
+	at, ok := m.NextDeadline()
+	if !ok || at != sec+int64(time.Minute) {
+		t.Fatalf("NextDeadline = %d, %v; want the token's expiry %d", at, ok, sec+int64(time.Minute))
+	}
+	mustOK(t, m, Command{Op: OpTick, Now: at})
+	if tok, _ := m.AuthToken("t"); m.Now() < tok.ExpiresAt {
+		t.Fatalf("server time %d after the tick, expiry %d", m.Now(), tok.ExpiresAt)
+	}
+	if at, ok := m.NextDeadline(); ok {
+		t.Fatalf("NextDeadline = %d after the expiry, want none", at)
+	}
+}
