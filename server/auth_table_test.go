@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -326,5 +327,28 @@ func TestAuthStreams(t *testing.T) {
 		if got := connect.CodeOf(err); (err == nil) != (want == 0) || err != nil && got != want {
 			t.Errorf("Stream as %s: %v, want %v", who, err, want)
 		}
+	}
+}
+
+// A token made with a ttl is served until the store's server time passes
+// its expiry, then refused "expired token" — with no other traffic: the
+// expiry is a deadline the store ticks at.
+func TestAuthExpiredTokenRefused(t *testing.T) {
+	f := newAuthFixture(t)
+	out := f.must(fencev1connect.AuthServiceCreateTokenProcedure, f.creds["admin"], `{"roles":["reader"],"ttl":"0.2s"}`)
+	tok := bearer(out["secret"].(string))
+	if code, got := f.post(fencev1connect.LockServiceGetProcedure, tok, `{"name":"jobs/a"}`); code != http.StatusOK {
+		t.Fatalf("a fresh token with a ttl: %d %s", code, got["_raw"])
+	}
+	deadline := time.Now().Add(hangGuard)
+	for {
+		code, got := f.post(fencev1connect.LockServiceGetProcedure, tok, `{"name":"jobs/a"}`)
+		if code == http.StatusUnauthorized && strings.Contains(got["_raw"].(string), "expired token") {
+			return
+		}
+		if code != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("the token past its expiry: %d %s", code, got["_raw"])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
