@@ -46,6 +46,14 @@ var (
 	// retry, with the same request_id, op_id or session seq, and the retry
 	// learns what happened. Service implementations wrap it.
 	ErrUnavailable = errors.New("fence: unavailable")
+	// ErrPermissionDenied: the caller's principal may not do this (its
+	// roles grant no such permission on the name, or the lease or session
+	// belongs to another principal). *PermissionDeniedError names what.
+	ErrPermissionDenied = errors.New("fence: permission denied")
+	// ErrUnauthenticated: authentication is on and the request carried no
+	// credentials, or credentials the store does not accept (unknown,
+	// revoked or expired token). *UnauthenticatedError says which.
+	ErrUnauthenticated = errors.New("fence: unauthenticated")
 )
 
 // Reason is the stable machine-readable name of a refusal, as sent in API
@@ -67,6 +75,11 @@ const (
 	// ReasonSessionExpired: the request's session has ended; every lease
 	// bound to it is lost.
 	ReasonSessionExpired Reason = "SESSION_EXPIRED"
+	// ReasonPermissionDenied: the principal lacks the permission named in
+	// the refusal, or the lease or session is another principal's.
+	ReasonPermissionDenied Reason = "PERMISSION_DENIED"
+	// ReasonUnauthenticated: no credentials, or credentials not accepted.
+	ReasonUnauthenticated Reason = "UNAUTHENTICATED"
 )
 
 // ReasonOf returns the reason of a Fence refusal, or "" if err is not one.
@@ -92,6 +105,10 @@ func ReasonOf(err error) Reason {
 		return ReasonResourceExhausted
 	case errors.Is(err, ErrSessionExpired):
 		return ReasonSessionExpired
+	case errors.Is(err, ErrPermissionDenied):
+		return ReasonPermissionDenied
+	case errors.Is(err, ErrUnauthenticated):
+		return ReasonUnauthenticated
 	}
 	return ""
 }
@@ -250,3 +267,43 @@ func (e *SessionExpiredError) Error() string {
 
 // Is reports ErrSessionExpired.
 func (e *SessionExpiredError) Is(target error) bool { return target == ErrSessionExpired }
+
+// PermissionDeniedError: Principal may not do What on Name. What is a
+// permission ("lock", "read", "write", "admin") when a role is missing, or
+// "lease", "session" or "request_id" when the lease, session or request
+// belongs to another principal.
+type PermissionDeniedError struct {
+	Principal string
+	What      string
+	Name      string
+}
+
+func (e *PermissionDeniedError) Error() string {
+	p := e.Principal
+	if p == "" {
+		p = "(anonymous)"
+	}
+	switch e.What {
+	case "lease", "session", "request_id":
+		return fmt.Sprintf("permission denied: %s %q belongs to another principal than %s", e.What, e.Name, p)
+	}
+	if e.Name == "" {
+		return fmt.Sprintf("permission denied: principal %s has no %s permission", p, e.What)
+	}
+	return fmt.Sprintf("permission denied: principal %s has no %s permission on %q", p, e.What, e.Name)
+}
+
+// Is reports ErrPermissionDenied.
+func (e *PermissionDeniedError) Is(target error) bool { return target == ErrPermissionDenied }
+
+// UnauthenticatedError: the request was not authenticated; Reason says
+// why ("no credentials", "unknown token", "revoked token", "expired token",
+// "malformed token", ...). It never holds a secret.
+type UnauthenticatedError struct {
+	Reason string
+}
+
+func (e *UnauthenticatedError) Error() string { return "unauthenticated: " + e.Reason }
+
+// Is reports ErrUnauthenticated.
+func (e *UnauthenticatedError) Is(target error) bool { return target == ErrUnauthenticated }

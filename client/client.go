@@ -128,6 +128,9 @@ func (cfg *config) connectOptions() []connect.ClientOption {
 	case ProtocolConnectJSON:
 		copts = append(copts, connect.WithProtoJSON())
 	}
+	for _, f := range cfg.ctxHeaders {
+		copts = append(copts, connect.WithInterceptors(ctxHeaderInterceptor(f)))
+	}
 	if len(cfg.headers) > 0 {
 		copts = append(copts, connect.WithInterceptors(headerInterceptor(cfg.headers)))
 	}

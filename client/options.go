@@ -50,6 +50,8 @@ type config struct {
 	endpoints []string
 	dialer    dialFunc
 	headers   http.Header
+	// ctxHeaders set headers from each call's context (WithContextHeaders).
+	ctxHeaders []func(ctx context.Context, h http.Header)
 	// tls: the TLS config of the default HTTP clients (WithTLS).
 	tls *tls.Config
 }
@@ -98,6 +100,21 @@ func WithHeader(key, value string) Option {
 		}
 		cfg.headers.Add(key, value)
 	}
+}
+
+// WithBearerToken authenticates every request with token, a secret made by
+// `fence auth bootstrap` or `fence token create` (sent as
+// "Authorization: Bearer <token>"). Use it with WithTLS off loopback: a
+// bearer token sent in clear text can be replayed by whoever sees it.
+func WithBearerToken(token string) Option {
+	return WithHeader("Authorization", "Bearer "+token)
+}
+
+// WithContextHeaders calls set with each request's context and headers
+// before it is sent (a Fence node forwarding a call to its leader passes on
+// the principal it authenticated this way).
+func WithContextHeaders(set func(ctx context.Context, h http.Header)) Option {
+	return func(cfg *config) { cfg.ctxHeaders = append(cfg.ctxHeaders, set) }
 }
 
 func defaultConfig() config {

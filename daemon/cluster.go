@@ -61,6 +61,7 @@ func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterPart
 // leader forwarder in cluster mode, else the node's own.
 func (cp *clusterParts) service(cfg Config, n *node.Node) (fence.Service, error) {
 	cp.peers = server.NewClusterPeers(cp.dial())
+	cp.peers.JoinAuthToken = cfg.Cluster.JoinAuthToken
 	cp.members = cluster.NewMembership(n, cluster.Config{RaftAddr: cp.raftAddr(), Peer: cp.peers.Peer, Join: cp.peers.JoinPeer, Logger: cfg.Logger})
 	switch {
 	case cfg.Service != nil:

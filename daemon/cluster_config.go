@@ -28,6 +28,10 @@ type ClusterConfig struct {
 	// does or ReadyTimeout passes (Run then fails). A node that is already
 	// a member (a restart with its data dir) asks nobody.
 	Join []string
+	// JoinAuthToken is the bearer secret (an admin token) the join's calls
+	// carry, for a cluster with authentication enabled, where adding a
+	// member needs an admin (fence serve takes it from FENCE_AUTH_TOKEN).
+	JoinAuthToken string
 	// Raft's timeouts; zero takes the node's defaults (LAN values in a
 	// cluster, quick ones for a single node: see node.Config).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration

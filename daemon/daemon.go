@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/cluster"
@@ -74,8 +75,10 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		Logger: cfg.Logger, MaxTTL: cfg.Rules.MaxTTL, MaxConns: cfg.MaxConns,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
 		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, TLS: tlsCfg,
+		AuthResetFile: filepath.Join(cfg.DataDir, AuthResetFile),
 	}, server.Deps{
 		Service: svc, Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
+		Auth:    nodeview.Auth{N: n},
 		Metrics: metrics,
 		// A call another node forwarded here is marked, so it is never
 		// forwarded again (cluster.Forwarder, cluster.Membership).
@@ -90,6 +93,12 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	cp.serve(d)
 	return d, nil
 }
+
+// AuthResetFile, in a node's data dir, permits one more auth bootstrap
+// when it holds the number of bootstraps the store has had (fence auth
+// status shows it): how an operator with a shell on a server recovers a
+// lost admin token (docs/operations.md).
+const AuthResetFile = "auth-reset"
 
 // Handler is the API, /healthz, /readyz and /metrics on one mux (for
 // httptest and for embedding).

@@ -41,6 +41,12 @@ const cancelWaitTimeout = 5 * time.Second
 // ErrUnknownOutcome (the command may have been applied: retry it with the
 // same op_id or request_id); a Fence refusal is Result.Err.
 func (n *Node) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	// The caller's principal, as the server authenticated it, goes in the
+	// command: the machine records it with what the command creates and
+	// checks it against what the command touches (state/auth.go).
+	if p, ok := fence.PrincipalFrom(ctx); ok {
+		cmd.Principal, cmd.Admin = p.Name, p.Admin
+	}
 	// A sequenced session-bound acquire is known by its session and seq:
 	// the machine gives it that request_id when it has none, and its
 	// waiter must be registered under the same one.

@@ -36,6 +36,7 @@ type fsm struct {
 	kick    chan struct{}                // cap 1: wakes the ticker
 	rulesC  chan struct{}                // cap 1: an OpConfig was applied, or a snapshot restored (watchRules)
 	limits  atomic.Pointer[fence.Limits] // the recorded rules' request bounds, set under mu with every change (Node.Limits)
+	authOn  atomic.Bool                  // the state's auth checking is on, set under mu after every batch and restore (Node.AuthEnabled)
 	onBatch atomic.Pointer[func(n int)]  // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
@@ -55,6 +56,7 @@ func (f *fsm) setLimits(c state.Config) {
 func newFSM(m *state.Machine, w *waiters) *fsm {
 	f := &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), rulesC: make(chan struct{}, 1), appliedC: make(chan struct{})}
 	f.setLimits(m.Config())
+	f.authOn.Store(m.AuthEnabled())
 	return f
 }
 
@@ -105,6 +107,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	rel1, exp1 := f.m.LeaseEnds()
 	f.counts.leaseEnds(rel0, exp0, rel1, exp1)
+	f.authOn.Store(f.m.AuthEnabled())
 	if rules {
 		f.setLimits(f.m.Config())
 	}
@@ -175,6 +178,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.restores.Add(1)
 	f.at.index, f.at.term = 0, 0
 	f.setLimits(f.m.Config())
+	f.authOn.Store(f.m.AuthEnabled())
 	f.signalRules()
 	return nil
 }

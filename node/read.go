@@ -87,3 +87,13 @@ func (n *Node) Session(ctx context.Context, id uint64) (info state.SessionInfo, 
 	n.fsm.read(func(m *state.Machine) { info, ok = m.Session(id, now) })
 	return info, ok, nil
 }
+
+// ReadState runs fn on the applied state (the local replica, not a
+// linearizable read) under the read lock; fn must not keep m. The server
+// reads the auth state this way: a node refuses a revoked token as soon as
+// it has applied the revocation.
+func (n *Node) ReadState(fn func(m *state.Machine)) { n.fsm.read(fn) }
+
+// AuthEnabled reports whether the applied state has auth checking on,
+// without the state's lock (the server's fast path for every call).
+func (n *Node) AuthEnabled() bool { return n.fsm.authOn.Load() }

@@ -17,6 +17,10 @@ import (
 type ClusterPeers struct {
 	raft *http.Client // nil alone
 	join *http.Client
+	// JoinAuthToken, if set, is sent as a bearer token with the calls to
+	// --join URLs (client ports: with authentication enabled, adding a
+	// member needs an admin).
+	JoinAuthToken string
 }
 
 func NewClusterPeers(dial clusterapi.DialFunc) *ClusterPeers {
@@ -38,7 +42,17 @@ func (p *ClusterPeers) Peer(raftAddr string, forwarded bool) clusterapi.Peer {
 
 // joinPeer is the clusterapi.JoinFunc: the node at a --join URL.
 func (p *ClusterPeers) JoinPeer(url string) clusterapi.Peer {
-	return connectPeer{fencev1connect.NewClusterServiceClient(p.join, url)}
+	var opts []connect.ClientOption
+	if p.JoinAuthToken != "" {
+		auth := "Bearer " + p.JoinAuthToken
+		opts = append(opts, connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set("Authorization", auth)
+				return next(ctx, req)
+			}
+		})))
+	}
+	return connectPeer{fencev1connect.NewClusterServiceClient(p.join, url, opts...)}
 }
 
 // close closes idle connections to other nodes.

@@ -31,6 +31,10 @@ func (s *Server) clusterRoute(opts []connect.HandlerOption) route {
 }
 
 func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev1.MembersRequest]) (*connect.Response[fencev1.MembersResponse], error) {
+	ctx, err := c.s.requireAdmin(ctx, "Members")
+	if err != nil {
+		return nil, c.error(ctx, "Members", err)
+	}
 	res, err := c.m.Members(ctx)
 	if err != nil {
 		return nil, c.error(ctx, "Members", err)
@@ -39,7 +43,11 @@ func (c clusterService) Members(ctx context.Context, req *connect.Request[fencev
 }
 
 func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fencev1.AddMemberRequest]) (*connect.Response[fencev1.AddMemberResponse], error) {
-	err := c.m.AddMember(ctx, req.Msg.GetId(), req.Msg.GetRaftAddr(), req.Msg.GetFresh(), req.Msg.GetJoinId())
+	ctx, err := c.s.requireAdmin(ctx, "AddMember")
+	if err != nil {
+		return nil, c.error(ctx, "AddMember", err)
+	}
+	err = c.m.AddMember(ctx, req.Msg.GetId(), req.Msg.GetRaftAddr(), req.Msg.GetFresh(), req.Msg.GetJoinId())
 	if err != nil {
 		return nil, c.error(ctx, "AddMember", err)
 	}
@@ -48,6 +56,10 @@ func (c clusterService) AddMember(ctx context.Context, req *connect.Request[fenc
 }
 
 func (c clusterService) RemoveMember(ctx context.Context, req *connect.Request[fencev1.RemoveMemberRequest]) (*connect.Response[fencev1.RemoveMemberResponse], error) {
+	ctx, err := c.s.requireAdmin(ctx, "RemoveMember")
+	if err != nil {
+		return nil, c.error(ctx, "RemoveMember", err)
+	}
 	was, err := c.m.RemoveMember(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, c.error(ctx, "RemoveMember", err)
@@ -57,6 +69,10 @@ func (c clusterService) RemoveMember(ctx context.Context, req *connect.Request[f
 }
 
 func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Request[fencev1.TransferLeadershipRequest]) (*connect.Response[fencev1.TransferLeadershipResponse], error) {
+	ctx, err := c.s.requireAdmin(ctx, "TransferLeadership")
+	if err != nil {
+		return nil, c.error(ctx, "TransferLeadership", err)
+	}
 	leader, err := c.m.TransferLeadership(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, c.error(ctx, "TransferLeadership", err)
@@ -65,6 +81,10 @@ func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Req
 }
 
 func (c clusterService) NodeStatus(ctx context.Context, req *connect.Request[fencev1.NodeStatusRequest]) (*connect.Response[fencev1.NodeStatusResponse], error) {
+	ctx, err := c.s.requireAdmin(ctx, "NodeStatus")
+	if err != nil {
+		return nil, c.error(ctx, "NodeStatus", err)
+	}
 	// adding admits a node that started empty to answer raft
 	// (node.Config.AdmitOnAdd): it counts only from the raft port's API
 	// side, where a leader about to add the node asks; on the client port

@@ -14,7 +14,7 @@ import (
 // The connection cap is fair to clients that have shown they are clients.
 //
 // A connection is *proven* once a request on it has been accepted as a
-// client's (proveConn: with authentication on, once its caller is
+// client's (proveConn: with authentication on, once a caller on it has
 // authenticated; without, once it carries any HTTP request). Until then it
 // is *unproven*, and it
 //   - is closed UnprovenTimeout after it was accepted (default: the
@@ -202,18 +202,21 @@ func withFairConn(ctx context.Context, c net.Conn) context.Context {
 
 // proveConn marks the connection r came on proven (see above); a request
 // of the peer port, or of a listener that is not Serve's, is a no-op.
-func proveConn(r *http.Request) {
-	if fc, ok := r.Context().Value(fairConnKey{}).(*fairConn); ok {
+func proveConn(ctx context.Context) {
+	if fc, ok := ctx.Value(fairConnKey{}).(*fairConn); ok {
 		fc.prove()
 	}
 }
 
 // proveConns proves the connection of every request that reaches the
-// server's handler. (Fence has no authentication yet: any HTTP request is
-// a client's.)
+// server's handler while authentication is off (any HTTP request is then
+// a client's). With checking on, a connection is proven only by a call
+// whose caller authenticated (identify).
 func (s *Server) proveConns(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		proveConn(r)
+		if s.deps.Auth == nil || !s.deps.Auth.AuthEnabled() {
+			proveConn(r.Context())
+		}
 		next.ServeHTTP(w, r)
 	})
 }

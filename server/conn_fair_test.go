@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +105,51 @@ func TestUnprovenConnectionsAreClosedSooner(t *testing.T) {
 	untilClosed(t, late, r2)
 	if !c.acquire(t, "b") {
 		t.Fatal("the client's connection, proven by its request, was closed as unproven")
+	}
+}
+
+// With authentication on, only a call whose caller authenticated proves
+// a connection: one that only sends a wrong token stays unproven and is
+// closed after UnprovenTimeout; one with a valid token keeps its slot.
+func TestAuthProvesConnections(t *testing.T) {
+	f := newAuthFixtureWith(t, Config{ReadHeaderTimeout: time.Hour, UnprovenTimeout: 300 * time.Millisecond, IdleTimeout: time.Hour})
+	call := func(hc *http.Client, auth string) (reused bool, code int) {
+		t.Helper()
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+		})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url+fencev1connect.LockServiceGetProcedure, strings.NewReader(`{"name":"jobs/a"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", auth)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return reused, resp.StatusCode
+	}
+	kept := func() *http.Client {
+		return &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+	}
+	good, bad := kept(), kept()
+	defer good.CloseIdleConnections()
+	defer bad.CloseIdleConnections()
+	if _, code := call(good, f.creds["read"]); code != http.StatusOK {
+		t.Fatalf("valid token: %d", code)
+	}
+	before := f.s.conns.expired.Load()
+	if _, code := call(bad, f.creds["wrong"]); code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d, want 401", code)
+	}
+	until(t, "the wrong token's connection to be closed as unproven", func() bool { return f.s.conns.expired.Load() > before })
+	if reused, code := call(bad, f.creds["wrong"]); reused || code != http.StatusUnauthorized {
+		t.Fatalf("after the unproven timeout the wrong token's call reused its connection (%v, %d): it was never closed", reused, code)
+	}
+	if reused, code := call(good, f.creds["read"]); !reused || code != http.StatusOK {
+		t.Fatalf("the valid token's connection was closed (reused %v, %d): an authenticated call proves it", reused, code)
 	}
 }

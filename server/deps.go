@@ -32,6 +32,9 @@ type Deps struct {
 	// Metrics are registered in the server's registry beside its own and
 	// served on /metrics (the node's gauges and counters).
 	Metrics []prometheus.Collector
+	// Auth is the auth state (auth.go); nil serves every call as an
+	// admin's, as before authentication existed.
+	Auth AuthStore
 	// Middleware, if set, wraps the whole API handler (on every port it is
 	// served on).
 	Middleware func(http.Handler) http.Handler

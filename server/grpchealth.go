@@ -19,6 +19,7 @@ var fenceServices = []string{
 	fencev1connect.SessionServiceName,
 	fencev1connect.ClusterServiceName,
 	fencev1connect.MaintenanceServiceName,
+	fencev1connect.AuthServiceName,
 }
 
 // healthChecker answers grpc.health.v1.Health/Check the way /readyz

@@ -67,6 +67,7 @@ func (s *Server) jsonCalls() map[string]jsonCall {
 	if s.deps.Cluster != nil {
 		cl = clusterService{s: s, m: s.deps.Cluster} // as clusterRoute mounts it
 	}
+	au := s.authCalls()
 	return map[string]jsonCall{
 		fencev1connect.LockServiceAcquireProcedure:               unaryJSON(lock.Acquire),
 		fencev1connect.LockServiceRenewProcedure:                 unaryJSON(lock.Renew),
@@ -86,6 +87,16 @@ func (s *Server) jsonCalls() map[string]jsonCall {
 		fencev1connect.ClusterServiceTransferLeadershipProcedure: unaryJSON(cl.TransferLeadership),
 		fencev1connect.ClusterServiceNodeStatusProcedure:         unaryJSON(cl.NodeStatus),
 		healthCheckProcedure:                                     healthJSON(healthChecker{s}),
+		fencev1connect.AuthServiceBootstrapProcedure:             unaryJSON(au.Bootstrap),
+		fencev1connect.AuthServiceSetEnabledProcedure:            unaryJSON(au.SetEnabled),
+		fencev1connect.AuthServiceStatusProcedure:                unaryJSON(au.Status),
+		fencev1connect.AuthServiceCreateTokenProcedure:           unaryJSON(au.CreateToken),
+		fencev1connect.AuthServiceListTokensProcedure:            unaryJSON(au.ListTokens),
+		fencev1connect.AuthServiceRevokeTokenProcedure:           unaryJSON(au.RevokeToken),
+		fencev1connect.AuthServiceGrantRoleProcedure:             unaryJSON(au.GrantRole),
+		fencev1connect.AuthServiceRevokeRoleProcedure:            unaryJSON(au.RevokeRole),
+		fencev1connect.AuthServiceListRolesProcedure:             unaryJSON(au.ListRoles),
+		fencev1connect.AuthServiceBindRoleProcedure:              unaryJSON(au.BindRole),
 	}
 }
 

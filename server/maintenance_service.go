@@ -74,6 +74,10 @@ func sendDeadline(ctx context.Context) {
 // never held whole in memory. A client that goes away (or stops reading
 // for WriteTimeout) ends the stream; the copy is dropped.
 func (m maintenanceService) Backup(ctx context.Context, req *connect.Request[fencev1.BackupRequest], stream *connect.ServerStream[fencev1.BackupResponse]) error {
+	ctx, err := m.s.requireAdmin(ctx, "Backup")
+	if err != nil {
+		return m.s.connectError(ctx, "Backup", err)
+	}
 	select {
 	case m.slot <- struct{}{}:
 		defer func() { <-m.slot }()

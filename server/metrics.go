@@ -22,6 +22,8 @@ type metrics struct {
 	exhausted *prometheus.CounterVec
 	// streamRequests counts the messages of SessionService.Stream by op.
 	streamRequests *prometheus.CounterVec
+	// authRefusals counts authentication and permission refusals by reason.
+	authRefusals *prometheus.CounterVec
 }
 
 func newMetrics(conns *connCount, streams *atomic.Int64, extra []prometheus.Collector) *metrics {
@@ -45,7 +47,10 @@ func newMetrics(conns *connCount, streams *atomic.Int64, extra []prometheus.Coll
 	m.streamRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fence_stream_requests_total", Help: "Requests received on SessionService.Stream streams, by op (none: a message without one).",
 	}, []string{"op"})
-	m.reg.MustRegister(m.requests, m.latency, m.apply, m.exhausted, m.streamRequests,
+	m.authRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_auth_refusals_total", Help: "Requests refused UNAUTHENTICATED or PERMISSION_DENIED, by reason (no_credentials, malformed, unknown_token, revoked_token, expired_token, permission, ownership).",
+	}, []string{"reason"})
+	m.reg.MustRegister(m.requests, m.latency, m.apply, m.exhausted, m.streamRequests, m.authRefusals,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_streams", Help: "Open SessionService.Stream streams (at most --max-streams)."},
 			func() float64 { return float64(streams.Load()) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

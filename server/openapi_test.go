@@ -37,6 +37,9 @@ var openAPIStory = []string{
 	"SessionService.Open", "SessionService.KeepAlive", "SessionService.Close",
 	"ClusterService.Members", "ClusterService.AddMember", "ClusterService.RemoveMember",
 	"ClusterService.TransferLeadership", "ClusterService.NodeStatus",
+	"AuthService.Status", "AuthService.ListRoles", "AuthService.ListTokens", "AuthService.SetEnabled",
+	"AuthService.GrantRole", "AuthService.RevokeRole", "AuthService.BindRole", "AuthService.CreateToken", "AuthService.RevokeToken",
+	"AuthService.Bootstrap",
 	"Health.Check", "healthz", "readyz", "metrics",
 }
 

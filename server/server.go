@@ -48,6 +48,7 @@ type Server struct {
 	drainC     chan struct{}
 	conns      connCount    // client connections (Serve's listener)
 	streams    atomic.Int64 // open SessionService.Stream streams
+	auditLimit auditLimiter // audit.go
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or
@@ -58,6 +59,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, errors.New("server: Deps.Service and Deps.Node are required")
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{})}
+	if deps.Auth != nil {
+		s.svc = authzService{s: s, inner: deps.Service}
+	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(&s.conns, &s.streams, deps.Metrics)
 
@@ -94,10 +98,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		{prefix: sessPath, h: sessHandler},
 		s.clusterRoute(opts),
 		s.maintenanceRoute(opts),
+		s.authRoute(opts),
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},
 	})), cfg.WriteTimeout), cfg.WriteTimeout))
+	s.handler = s.withCredentials(s.handler)
 	if deps.Middleware != nil {
 		s.handler = deps.Middleware(s.handler)
 	}

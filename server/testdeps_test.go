@@ -83,7 +83,7 @@ func newOverFakeWith(tb testing.TB, cfg Config, rules state.Config, change func(
 	tb.Helper()
 	m := memservice.New(memservice.Config{Rules: rules})
 	deps := Deps{
-		Service: m, Node: memNode{m}, Cluster: memMembership{m},
+		Service: m, Node: memNode{m}, Cluster: memMembership{m}, Auth: memAuth{m},
 		Errors: ErrorKinds{NotLeader: errNotLeader, UnknownOutcome: errUnknownOutcome, Closed: memservice.ErrClosed, ChangeRefused: func(err error) bool { return err == cluster.ErrSingleNode }},
 	}
 	if change != nil {
@@ -100,6 +100,20 @@ func newOverFakeWith(tb testing.TB, cfg Config, rules state.Config, change func(
 		m.Close()
 	})
 	return s, nil
+}
+
+// memAuth is the AuthStore of an in-memory service.
+type memAuth struct{ m *memservice.Service }
+
+func (a memAuth) ReadAuth(f func(m *state.Machine)) { a.m.Machine(f) }
+
+func (a memAuth) AuthEnabled() (on bool) {
+	a.m.Machine(func(m *state.Machine) { on = m.AuthEnabled() })
+	return on
+}
+
+func (a memAuth) ApplyAuth(ctx context.Context, cmd state.Command) (state.Result, error) {
+	return a.m.Apply(ctx, cmd)
 }
 
 // memNode is a fake server.Node over an in-memory service.

@@ -34,7 +34,7 @@ func newOverNode(tb testing.TB, cfg Config, rules state.Config) (*Server, error)
 	}
 	m := cluster.NewMembership(n, cluster.Config{Logger: cfg.Logger})
 	s, err := New(cfg, Deps{
-		Service: n.Service(), Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: m},
+		Service: n.Service(), Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: m}, Auth: nodeview.Auth{N: n},
 		Metrics: nodeview.Metrics(n),
 		Errors: ErrorKinds{
 			NotLeader: node.ErrNotLeader, UnknownOutcome: node.ErrUnknownOutcome, Closed: node.ErrClosed,

@@ -31,6 +31,10 @@ func (m *impl) acquire(cmd Command) Result {
 
 	if cmd.RequestID != "" {
 		if r := m.findRequest(cmd.RequestID); r != nil {
+			if err := owns(cmd, r.principal, "request_id", cmd.RequestID); err != nil {
+				res.Err = err
+				return res
+			}
 			if !r.samePayload(cmd) {
 				res.Err = &fence.OpConflictError{Field: "request_id", ID: cmd.RequestID}
 				return res
@@ -74,7 +78,7 @@ func (m *impl) acquire(cmd Command) Result {
 		if req != nil {
 			req.name = l.name // share the bytes: remembered requests are many
 		}
-		g := m.grantTo(l, cmd.Owner, cmd.TTL, cmd.LockDelay, req, s)
+		g := m.grantTo(l, cmd.Owner, cmd.Principal, cmd.TTL, cmd.LockDelay, req, s)
 		res.Lease = g.lease(l.name, m.clock)
 		if req != nil {
 			res.Attempt = req.attempt
@@ -117,6 +121,7 @@ func (m *impl) newRequest(cmd Command, s *session) *request {
 		wait:      cmd.Wait,
 		lockDelay: cmd.LockDelay,
 		attempt:   1,
+		principal: cmd.Principal,
 	}
 }
 

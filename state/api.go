@@ -26,6 +26,14 @@ const (
 	OpSessionOpen      Op = 11 // TTL, RequestID (optional: the open's idempotency key): Result.Session
 	OpSessionKeepAlive Op = 12 // Session, TTL (0: the session's TTL): extend it to now + TTL
 	OpSessionClose     Op = 13 // Session: end it; its leases are released and handed on, its waits end
+	// Authentication (see auth.go).
+	OpAuthBootstrap Op = 14 // Name (token id), Value (SHA-256 of its secret), Attempt (bootstraps so far, for a reset)
+	OpAuthEnable    Op = 15 // Delta != 0: checking on; 0: off
+	OpTokenCreate   Op = 16 // Name (id), Value (hash), Owner (description), Roles, TTL (0: no expiry)
+	OpTokenRevoke   Op = 17 // Name (id)
+	OpRoleGrant     Op = 18 // Name (role, created if new), Perms added
+	OpRoleRevoke    Op = 19 // Name (role), Perms removed; none: the role removed
+	OpRoleBind      Op = 20 // Name (role), Owner (a client certificate's CN or URI SAN), Delta != 0: bind, 0: unbind
 )
 
 // Command is one state change. The node that proposes it (the raft leader)
@@ -80,6 +88,20 @@ type Command struct {
 	// store's cluster id if it has none yet, and ignored otherwise. The
 	// node that first takes office chooses it; the machine never makes one.
 	ClusterID string
+	// Principal is who made the command, as the server authenticated it
+	// ("" when authentication is off): recorded with every lease, queued
+	// request and session it creates, and compared with theirs on every
+	// later command on them (auth.go).
+	Principal string
+	// Admin: the server found the principal an admin (or authentication
+	// off): ownership is not checked, and token and role changes are
+	// allowed.
+	Admin bool
+	// Roles (OpTokenCreate) are the new token's roles.
+	Roles []string
+	// Perms (OpRoleGrant, OpRoleRevoke) are the permissions added or
+	// removed.
+	Perms []Permission
 }
 
 // Result is what Apply returns for one command.
@@ -245,7 +267,9 @@ func (m *Machine) LastToken() fence.Token { return m.lastToken() }
 
 // NextDeadline is the earliest decision time at which an OpTick would change
 // something (a lease expiry, a session expiry, a wait running out, a
-// lock-delay ending for a lock with waiters). ok is false when nothing is pending. It is in decision
+// lock-delay ending for a lock with waiters), or an auth token's expiry still
+// ahead of server time (a tick then moves server time past it, which the
+// server judges a token's expiry by). ok is false when nothing is pending. It is in decision
 // time (see Command.Slack): a tick stamped with Now and Slack acts on it only
 // when Now - Slack >= at, so the node proposes the tick once its clock minus
 // the slack it stamps has reached at.

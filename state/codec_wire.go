@@ -24,7 +24,8 @@ import (
 const (
 	fOp, fNow, fSlack, fName, fOwner, fTTL, fWait, fLockDelay, fRequestID, fToken = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 	fValue, fDelta, fOpID, fAttempt, fConfig, fSession, fSeq, fAck, fClusterID    = 11, 12, 13, 14, 15, 16, 17, 18, 19
-	lastCommandField                                                              = fClusterID
+	fPrincipal, fAdmin, fRoles, fPerms                                            = 20, 21, 22, 23
+	lastCommandField                                                              = fPerms
 	lastConfigField                                                               = 13
 )
 
@@ -93,7 +94,29 @@ func appendCommand(b []byte, c Command) []byte {
 	b = appendUint(b, fSession, c.Session)
 	b = appendUint(b, fSeq, c.Seq)
 	b = appendUint(b, fAck, c.Ack)
-	return appendStr(b, fClusterID, c.ClusterID)
+	b = appendStr(b, fClusterID, c.ClusterID)
+	b = appendStr(b, fPrincipal, c.Principal)
+	if c.Admin {
+		b = appendUint(b, fAdmin, 1)
+	}
+	for _, r := range c.Roles {
+		b = protowire.AppendString(protowire.AppendTag(b, fRoles, protowire.BytesType), r)
+	}
+	for _, p := range c.Perms {
+		b = protowire.AppendBytes(protowire.AppendTag(b, fPerms, protowire.BytesType), permBytes(p))
+	}
+	return b
+}
+
+// permBytes is p as stored: its kind byte, then its prefix.
+func permBytes(p Permission) []byte { return append([]byte{byte(p.Kind)}, p.Prefix...) }
+
+// permOf reads what permBytes wrote.
+func permOf(b []byte) (Permission, error) {
+	if len(b) == 0 {
+		return Permission{}, errors.New("empty permission")
+	}
+	return Permission{Kind: PermKind(b[0]), Prefix: string(b[1:])}, nil
 }
 
 // errUnknownCommandField and errUnknownConfigField name a field this
@@ -106,7 +129,7 @@ var (
 // bytesField reports whether num of statepb.Command is a bytes field.
 func bytesField(num protowire.Number) bool {
 	switch num {
-	case fName, fOwner, fRequestID, fValue, fOpID, fConfig, fClusterID:
+	case fName, fOwner, fRequestID, fValue, fOpID, fConfig, fClusterID, fPrincipal, fRoles, fPerms:
 		return true
 	}
 	return false
@@ -144,6 +167,16 @@ func readCommand(b []byte, c *Command) error {
 				c.OpID = string(v)
 			case fClusterID:
 				c.ClusterID = string(v)
+			case fPrincipal:
+				c.Principal = string(v)
+			case fRoles:
+				c.Roles = append(c.Roles, string(v))
+			case fPerms:
+				p, err := permOf(v)
+				if err != nil {
+					return err
+				}
+				c.Perms = append(c.Perms, p)
 			case fConfig:
 				cfg, err := readConfig(v)
 				if err != nil {
@@ -189,6 +222,11 @@ func readCommand(b []byte, c *Command) error {
 			c.Seq = v
 		case fAck:
 			c.Ack = v
+		case fAdmin:
+			if v != 1 {
+				return fmt.Errorf("admin %d is not a bool", v)
+			}
+			c.Admin = true
 		}
 	}
 	return nil

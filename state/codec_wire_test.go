@@ -14,10 +14,17 @@ import (
 // pbCommand is c as the protobuf runtime's message: the reference the
 // hand codec is held to.
 func pbCommand(c Command) *statepb.Command {
-	return &statepb.Command{Op: uint32(c.Op), Now: c.Now, Slack: uint64(c.Slack), Name: bs(c.Name), Owner: bs(c.Owner),
+	p := &statepb.Command{Op: uint32(c.Op), Now: c.Now, Slack: uint64(c.Slack), Name: bs(c.Name), Owner: bs(c.Owner),
 		Ttl: int64(c.TTL), Wait: int64(c.Wait), LockDelay: int64(c.LockDelay), RequestId: bs(c.RequestID), Token: uint64(c.Token),
 		Value: c.Value, Delta: c.Delta, OpId: bs(c.OpID), Attempt: c.Attempt, Config: pbConfig(c.Config), Session: c.Session,
-		Seq: c.Seq, Ack: c.Ack, ClusterId: bs(c.ClusterID)}
+		Seq: c.Seq, Ack: c.Ack, ClusterId: bs(c.ClusterID), Principal: bs(c.Principal), Admin: c.Admin}
+	for _, r := range c.Roles {
+		p.Roles = append(p.Roles, []byte(r))
+	}
+	for _, q := range c.Perms {
+		p.Perms = append(p.Perms, permBytes(q))
+	}
+	return p
 }
 
 // The hand-written command codec writes exactly the protobuf runtime's
@@ -56,6 +63,14 @@ func TestWireCodecMatchesTheRuntime(t *testing.T) {
 			Value: rapid.SliceOfN(rapid.Byte(), 0, 30).Draw(t, "value"), Delta: i64.Draw(t, "delta"), OpID: str.Draw(t, "op_id"),
 			Attempt: rapid.Uint32().Draw(t, "attempt"), Session: rapid.Uint64().Draw(t, "session"), Seq: rapid.Uint64().Draw(t, "seq"),
 			Ack: rapid.Uint64().Draw(t, "ack"), ClusterID: str.Draw(t, "cluster_id"),
+			Principal: str.Draw(t, "principal"), Admin: rapid.Bool().Draw(t, "admin"),
+			Roles: rapid.SliceOfN(str, 0, 3).Draw(t, "roles"),
+		}
+		for _, k := range rapid.SliceOfN(rapid.Uint8(), 0, 3).Draw(t, "perm_kinds") {
+			c.Perms = append(c.Perms, Permission{Kind: PermKind(k), Prefix: str.Draw(t, "perm_prefix")})
+		}
+		if len(c.Roles) == 0 {
+			c.Roles = nil
 		}
 		if len(c.Value) == 0 {
 			c.Value = nil // what decode gives back for an absent value

@@ -64,5 +64,24 @@ func (m *impl) nextDeadline() (int64, bool) {
 	if len(m.deadlines) > 0 && (!ok || m.deadlines[0].deadline < at) {
 		at, ok = m.deadlines[0].deadline, true
 	}
+	if e, eok := m.nextTokenExpiry(); eok && (!ok || e < at) {
+		at, ok = e, true
+	}
+	return at, ok
+}
+
+// nextTokenExpiry is the earliest expiry, still ahead of server time, of
+// an unrevoked token. A tick at it moves server time past it on every
+// replica, so an idle store (where nothing else advances server time)
+// refuses an expired token on time (the server judges expiry by the
+// replica's server time). O(tokens): there are at most MaxAuthTokens.
+func (m *impl) nextTokenExpiry() (int64, bool) {
+	var at int64
+	ok := false
+	for _, t := range m.auth.tokens {
+		if t.ExpiresAt > m.clock && !t.Revoked && (!ok || t.ExpiresAt < at) {
+			at, ok = t.ExpiresAt, true
+		}
+	}
 	return at, ok
 }

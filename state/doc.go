@@ -222,6 +222,18 @@
 // busy. OpBumpToken above the bound is refused. Only a restore's floor gets
 // the counter near it.
 //
+// # Authentication and ownership
+//
+// The auth state (enabled flag, tokens by id with the SHA-256 of their
+// secret, roles with permissions by name prefix and bound certificate
+// names, the number of bootstraps) changes only by ops 14..20 and is in
+// snapshots; the machine never makes a secret (auth.go). Every lease,
+// queued request and session records Command.Principal; a renew, release,
+// request_id retry or session command by another principal is refused
+// with a *fence.PermissionDeniedError and changes nothing, unless
+// Command.Admin (the server sets it for admins, and for every command
+// while checking is off).
+//
 // # Retention (what is forgotten, and when)
 //
 // The promise (G5): an id is remembered for at least Config.MinIDRetention

@@ -32,6 +32,16 @@ func goldenCommands() []Command {
 		{Op: OpSessionOpen, Now: 10, TTL: 10 * time.Second, RequestID: "open-1"},
 		{Op: OpSessionKeepAlive, Now: 11, Session: 1, TTL: time.Minute},
 		{Op: OpSessionClose, Now: 12, Session: math.MaxUint64, Seq: 3, Ack: 2},
+		// Authentication (ops 14..19, fields 20..23): appended, so the
+		// lines above are the bytes they always were.
+		{Op: OpAuthBootstrap, Now: 13, Name: "0123456789abcdef", Value: bytes.Repeat([]byte{0xab}, 32), Attempt: 1},
+		{Op: OpAuthEnable, Now: 14, Delta: 1, Principal: "token:0123456789abcdef", Admin: true},
+		{Op: OpTokenCreate, Now: 15, Name: "fedcba9876543210", Value: bytes.Repeat([]byte{0xcd}, 32), Owner: "billing", Roles: []string{"app", "ops"}, TTL: time.Hour, Admin: true},
+		{Op: OpTokenRevoke, Now: 16, Name: "fedcba9876543210", Admin: true},
+		{Op: OpRoleGrant, Now: 17, Name: "app", Perms: []Permission{{PermLock, "jobs/"}, {PermRead, ""}}, Admin: true},
+		{Op: OpRoleRevoke, Now: 18, Name: "app", Perms: []Permission{{PermRead, ""}}, Admin: true},
+		{Op: OpAcquire, Now: 19, Name: "jobs/x", Owner: "w", TTL: time.Second, Principal: "token:fedcba9876543210"},
+		{Op: OpRoleBind, Now: 20, Name: "app", Owner: "spiffe://example.org/worker", Delta: 1, Admin: true},
 	}
 }
 
@@ -69,7 +79,7 @@ func TestCommandsGolden(t *testing.T) {
 		}
 		ops[d.Op] = true
 	}
-	for op := OpAcquire; op <= OpSessionClose; op++ {
+	for op := OpAcquire; op <= OpRoleBind; op++ {
 		if !ops[op] {
 			t.Errorf("op %d has no golden command", op)
 		}

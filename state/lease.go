@@ -22,6 +22,9 @@ func (m *impl) renew(cmd Command) Result {
 		defer m.touch(l)
 	}
 	g, err := m.holding(l, cmd.Name, cmd.Token)
+	if err == nil {
+		err = owns(cmd, g.principal, "lease", cmd.Name)
+	}
 	if err != nil {
 		res.Err = err
 		return res
@@ -62,7 +65,11 @@ func (m *impl) release(cmd Command) Result {
 		m.settle(l, &res.Events)
 		defer m.touch(l)
 	}
-	if _, err := m.holding(l, cmd.Name, cmd.Token); err != nil {
+	g, err := m.holding(l, cmd.Name, cmd.Token)
+	if err == nil {
+		err = owns(cmd, g.principal, "lease", cmd.Name)
+	}
+	if err != nil {
 		res.Err = err
 		return res
 	}

@@ -47,6 +47,9 @@ type grant struct {
 	// 0): it ends when its session does, and the lock's deadline heap does
 	// not hold it (the session heap does).
 	sess *session
+	// principal acquired it (auth.go): only it (or an admin) may renew or
+	// release it.
+	principal string
 }
 
 // end is the server time the lease ends at (its session's expiry for a
@@ -126,7 +129,7 @@ func (m *impl) handOn(l *lockEntry, events *[]Event) {
 			m.refuseWait(w, err, events)
 			continue
 		}
-		g := m.grantTo(l, w.owner, w.ttl, w.lockDelay, w, w.sess)
+		g := m.grantTo(l, w.owner, w.principal, w.ttl, w.lockDelay, w, w.sess)
 		*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Lease: g.lease(l.name, m.clock)})
 	}
 	if len(l.queue) == 0 {
@@ -174,8 +177,9 @@ func (m *impl) waitRanOut(l *lockEntry, w *request, events *[]Event) {
 
 // grantTo gives the free lock l a new lease with the next token, bound to
 // session s if it is not nil (then ttl is ignored).
-func (m *impl) grantTo(l *lockEntry, owner string, ttl, lockDelay time.Duration, req *request, s *session) *grant {
+func (m *impl) grantTo(l *lockEntry, owner, principal string, ttl, lockDelay time.Duration, req *request, s *session) *grant {
 	g := &grant{
+		principal: principal,
 		owner:     owner,
 		token:     m.nextToken(),
 		ttl:       ttl,

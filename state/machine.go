@@ -39,6 +39,8 @@ type impl struct {
 	opens          map[string]*session // live sessions by the RequestID of their open
 	sessionCounter uint64              // last session id issued
 
+	auth authState // tokens, roles, enabled (auth.go)
+
 	clusterID string // recorded by the first OpConfig that carried one (clusterid.go)
 
 	ends    [3]uint64 // leases ended, by leaseEnd (stats.go; not state: snapshots leave it out)
@@ -135,8 +137,20 @@ func (m *impl) dispatch(cmd Command) Result {
 		return m.sessionKeepAlive(cmd)
 	case OpSessionClose:
 		return m.sessionClose(cmd)
+	case OpAuthBootstrap:
+		return m.authBootstrap(cmd)
+	case OpAuthEnable:
+		return m.authEnable(cmd)
+	case OpTokenCreate:
+		return m.tokenCreate(cmd)
+	case OpTokenRevoke:
+		return m.tokenRevoke(cmd)
+	case OpRoleGrant, OpRoleRevoke:
+		return m.roleChange(cmd)
+	case OpRoleBind:
+		return m.roleBind(cmd)
 	}
-	return Result{Err: fence.Invalid("op", "a known operation (1..13)", itoa(int64(cmd.Op)))}
+	return Result{Err: fence.Invalid("op", "a known operation (1..20)", itoa(int64(cmd.Op)))}
 }
 
 // tick expires everything due at server time and hands freed locks on.

@@ -41,6 +41,7 @@ type request struct {
 	outcome   outcome
 	attempt   uint32   // attempt generation: 1, then +1 per applied retry while live
 	sess      *session // session-bound: the session it was made on (nil: none)
+	principal string   // who asked (auth.go)
 }
 
 // retry makes a new attempt of a live request (saturating: after 2^32-1
@@ -78,16 +79,17 @@ type doneRequest struct {
 	token       fence.Token
 	attempt     uint32
 	outcome     outcome
+	principal   string
 }
 
 func (r *request) done() doneRequest {
-	return doneRequest{name: r.name, owner: r.owner, ttl: r.ttl, lockDelay: r.lockDelay, token: r.token, attempt: r.attempt, outcome: r.outcome}
+	return doneRequest{name: r.name, owner: r.owner, ttl: r.ttl, lockDelay: r.lockDelay, token: r.token, attempt: r.attempt, outcome: r.outcome, principal: r.principal}
 }
 
 // request rebuilds the request d remembers (state reqDone).
 func (d doneRequest) request(id string) *request {
 	return &request{id: id, name: d.name, owner: d.owner, ttl: d.ttl, lockDelay: d.lockDelay, token: d.token, attempt: d.attempt,
-		outcome: d.outcome, state: reqDone}
+		outcome: d.outcome, state: reqDone, principal: d.principal}
 }
 
 // findRequest returns the live or remembered request with this id. A

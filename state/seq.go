@@ -64,6 +64,11 @@ func (m *impl) sequenced(cmd Command) Result {
 		return Result{Err: fence.Invalid("session", "0 for op "+itoa(int64(cmd.Op)), u64toa(cmd.Session))}
 	}
 	s, err := m.liveSession(cmd.Session)
+	if err == nil {
+		// Before the ack and the saved results: another principal's
+		// command neither acknowledges nor reads nor takes a seq.
+		err = owns(cmd, s.principal, "session", u64toa(s.id))
+	}
 	if err != nil {
 		return Result{Err: err}
 	}

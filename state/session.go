@@ -55,6 +55,8 @@ type session struct {
 	floor   uint64        // every seq below it was acknowledged: refused
 
 	heapIndex int // position in impl.sessionHeap, -1 when not there
+
+	principal string // who opened it (auth.go): only it (or an admin) may use it
 }
 
 // info describes s at server time now.
@@ -123,6 +125,9 @@ func (m *impl) openSession(cmd Command) Result {
 	}
 	if cmd.RequestID != "" {
 		if s := m.opens[cmd.RequestID]; s != nil {
+			if err := owns(cmd, s.principal, "session", u64toa(s.id)); err != nil {
+				return Result{Err: err}
+			}
 			if s.openTTL != cmd.TTL {
 				return Result{Err: &fence.OpConflictError{Field: "request_id", ID: cmd.RequestID}}
 			}
@@ -133,7 +138,7 @@ func (m *impl) openSession(cmd Command) Result {
 		return Result{Err: fence.Exhausted("sessions (config.max_sessions)", "at most "+utoa(c), utoa(len(m.sessions)))}
 	}
 	m.sessionCounter++
-	s := &session{id: m.sessionCounter, ttl: cmd.TTL, expiresAt: m.clock + int64(cmd.TTL), openID: cmd.RequestID, openTTL: cmd.TTL, heapIndex: -1}
+	s := &session{id: m.sessionCounter, ttl: cmd.TTL, expiresAt: m.clock + int64(cmd.TTL), openID: cmd.RequestID, openTTL: cmd.TTL, heapIndex: -1, principal: cmd.Principal}
 	m.sessions[s.id] = s
 	m.sessionHeap.set(s)
 	if s.openID != "" {

@@ -55,6 +55,8 @@ type snapDoc struct {
 	Sessions       []snapSession
 	// the cluster id (absent when none)
 	ClusterID string
+	// the auth state (nil when empty)
+	Auth *snapAuth
 }
 
 type snapLock struct {
@@ -77,6 +79,7 @@ type snapGrant struct {
 	LockDelay int64
 	Request   *snapRequest
 	Session   uint64 // bound to it (TTL and ExpiresAt 0)
+	Principal string
 }
 
 type snapRequest struct {
@@ -93,6 +96,7 @@ type snapRequest struct {
 	At        int64 // when remembered
 	Attempt   uint32
 	Session   uint64 // session-bound
+	Principal string
 }
 
 type snapOp struct {
@@ -180,6 +184,7 @@ func (m *impl) snapshotView() *SnapshotView {
 	doc.SessionCounter = m.sessionCounter
 	doc.Sessions = m.snapSessions()
 	doc.ClusterID = m.clusterID
+	doc.Auth = m.snapAuth()
 	return &SnapshotView{doc: doc}
 }
 
@@ -189,7 +194,7 @@ func snapLockOf(l *lockEntry) snapLock {
 		s.IdleSince = l.idleSince
 	}
 	if g := l.holder; g != nil {
-		s.Holder = &snapGrant{Owner: g.owner, Token: g.token, TTL: int64(g.ttl), ExpiresAt: g.expiresAt, LockDelay: int64(g.lockDelay)}
+		s.Holder = &snapGrant{Owner: g.owner, Token: g.token, TTL: int64(g.ttl), ExpiresAt: g.expiresAt, LockDelay: int64(g.lockDelay), Principal: g.principal}
 		if g.sess != nil {
 			s.Holder.Session = g.sess.id
 		}
@@ -206,12 +211,12 @@ func snapLockOf(l *lockEntry) snapLock {
 
 func snapRequestOf(r *request) snapRequest {
 	return snapRequest{ID: []byte(r.id), Name: r.name, Owner: r.owner, TTL: int64(r.ttl), Wait: int64(r.wait), LockDelay: int64(r.lockDelay),
-		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome, Attempt: r.attempt, Session: r.sessionID()}
+		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome, Attempt: r.attempt, Session: r.sessionID(), Principal: r.principal}
 }
 
 func (s snapRequest) request() *request {
 	return &request{id: string(s.ID), name: s.Name, owner: s.Owner, ttl: time.Duration(s.TTL), wait: time.Duration(s.Wait), lockDelay: time.Duration(s.LockDelay),
-		deadline: s.Deadline, state: s.State, token: s.Token, outcome: s.Outcome, attempt: s.Attempt}
+		deadline: s.Deadline, state: s.State, token: s.Token, outcome: s.Outcome, attempt: s.Attempt, principal: s.Principal}
 }
 
 // restore decodes and checks a snapshot completely before it replaces
@@ -264,6 +269,9 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 	m := newImpl(cfg)
 	m.configured = configured
 	m.clusterID = doc.ClusterID
+	if err := m.restoreAuth(doc.Auth); err != nil {
+		return nil, err
+	}
 	m.keepMin, m.keepMinUntil = time.Duration(doc.KeepMin), doc.KeepMinUntil
 	m.clock, m.counter = doc.Now, doc.Counter
 	if doc.Decided < 0 || doc.Decided > max(doc.Now, 0) || doc.MaxSlack < 0 {
@@ -310,7 +318,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			if g.Token != s.LastToken || g.Token == 0 || s.LastEnd != endNone || !own || g.LockDelay < 0 {
 				return nil, fmt.Errorf("lock %q: inconsistent holder", s.Name)
 			}
-			l.holder = &grant{owner: g.Owner, token: g.Token, ttl: time.Duration(g.TTL), expiresAt: g.ExpiresAt, lockDelay: time.Duration(g.LockDelay), sess: sess}
+			l.holder = &grant{owner: g.Owner, token: g.Token, ttl: time.Duration(g.TTL), expiresAt: g.ExpiresAt, lockDelay: time.Duration(g.LockDelay), sess: sess, principal: g.Principal}
 			m.holders++
 			if sess != nil {
 				sess.bind(l)

@@ -25,6 +25,7 @@ type snapSession struct {
 	Floor     uint64
 	Leases    []string    // lock names, sorted
 	Results   []snapSaved // by seq
+	Principal string
 }
 
 type snapSaved struct {
@@ -56,7 +57,7 @@ func (m *impl) snapSessions() []snapSession {
 	out := make([]snapSession, 0, len(ids))
 	for _, id := range ids {
 		s := m.sessions[id]
-		ss := snapSession{ID: s.id, TTL: int64(s.ttl), ExpiresAt: s.expiresAt, OpenTTL: int64(s.openTTL), Floor: s.floor}
+		ss := snapSession{ID: s.id, TTL: int64(s.ttl), ExpiresAt: s.expiresAt, OpenTTL: int64(s.openTTL), Floor: s.floor, Principal: s.principal}
 		if s.openID != "" {
 			ss.OpenID = []byte(s.openID)
 		}
@@ -103,7 +104,7 @@ func (m *impl) restoreSessions(doc *snapDoc) error {
 			return fmt.Errorf("session %d: id above counter %d or bad ttl", ss.ID, doc.SessionCounter)
 		}
 		s := &session{id: ss.ID, ttl: time.Duration(ss.TTL), expiresAt: ss.ExpiresAt, openID: string(ss.OpenID), openTTL: time.Duration(ss.OpenTTL),
-			floor: ss.Floor, heapIndex: -1}
+			floor: ss.Floor, heapIndex: -1, principal: ss.Principal}
 		if s.openID != "" {
 			if m.opens[s.openID] != nil {
 				return fmt.Errorf("session %d: open id repeated", ss.ID)

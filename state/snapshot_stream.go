@@ -239,6 +239,7 @@ func pbHeader(d *snapDoc) *statepb.SnapshotHeader {
 	if d.Config != nil {
 		h.Config = configPB(*d.Config)
 	}
+	h.Auth = pbAuth(d.Auth)
 	return h
 }
 
@@ -252,6 +253,11 @@ func headerDoc(h *statepb.SnapshotHeader) (*snapDoc, error) {
 		}
 		d.Config = &c
 	}
+	a, err := authOfPB(h.Auth)
+	if err != nil {
+		return nil, err
+	}
+	d.Auth = a
 	return d, nil
 }
 
@@ -259,7 +265,7 @@ func pbLock(l *snapLock) *statepb.Lock {
 	p := &statepb.Lock{Name: bs(l.Name), LastToken: uint64(l.LastToken), LastOwner: bs(l.LastOwner), LastEnd: uint32(l.LastEnd),
 		FreedAt: l.FreedAt, DelayUntil: l.DelayUntil, IdleSince: l.IdleSince}
 	if g := l.Holder; g != nil {
-		p.Holder = &statepb.Grant{Owner: bs(g.Owner), Token: uint64(g.Token), Ttl: g.TTL, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session}
+		p.Holder = &statepb.Grant{Owner: bs(g.Owner), Token: uint64(g.Token), Ttl: g.TTL, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session, Principal: bs(g.Principal)}
 		if g.Request != nil {
 			p.Holder.Request = pbRequest(g.Request)
 		}
@@ -274,7 +280,7 @@ func lockOf(p *statepb.Lock) snapLock {
 	l := snapLock{Name: string(p.Name), LastToken: fence.Token(p.LastToken), LastOwner: string(p.LastOwner), LastEnd: leaseEnd(p.LastEnd),
 		FreedAt: p.FreedAt, DelayUntil: p.DelayUntil, IdleSince: p.IdleSince}
 	if g := p.Holder; g != nil {
-		l.Holder = &snapGrant{Owner: string(g.Owner), Token: fence.Token(g.Token), TTL: g.Ttl, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session}
+		l.Holder = &snapGrant{Owner: string(g.Owner), Token: fence.Token(g.Token), TTL: g.Ttl, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session, Principal: string(g.Principal)}
 		if g.Request != nil {
 			r := requestOf(g.Request)
 			l.Holder.Request = &r
@@ -288,12 +294,12 @@ func lockOf(p *statepb.Lock) snapLock {
 
 func pbRequest(r *snapRequest) *statepb.Request {
 	return &statepb.Request{Id: r.ID, Name: bs(r.Name), Owner: bs(r.Owner), Ttl: r.TTL, Wait: r.Wait, LockDelay: r.LockDelay, Deadline: r.Deadline,
-		State: uint32(r.State), Token: uint64(r.Token), Outcome: uint32(r.Outcome), At: r.At, Attempt: r.Attempt, Session: r.Session}
+		State: uint32(r.State), Token: uint64(r.Token), Outcome: uint32(r.Outcome), At: r.At, Attempt: r.Attempt, Session: r.Session, Principal: bs(r.Principal)}
 }
 
 func requestOf(p *statepb.Request) snapRequest {
 	return snapRequest{ID: p.Id, Name: string(p.Name), Owner: string(p.Owner), TTL: p.Ttl, Wait: p.Wait, LockDelay: p.LockDelay, Deadline: p.Deadline,
-		State: requestState(p.State), Token: fence.Token(p.Token), Outcome: outcome(p.Outcome), At: p.At, Attempt: p.Attempt, Session: p.Session}
+		State: requestState(p.State), Token: fence.Token(p.Token), Outcome: outcome(p.Outcome), At: p.At, Attempt: p.Attempt, Session: p.Session, Principal: string(p.Principal)}
 }
 
 func pbOp(o *snapOp) *statepb.Op {
@@ -313,7 +319,7 @@ func resourceOf(p *statepb.Resource) snapResource {
 }
 
 func pbSession(s *snapSession) *statepb.Session {
-	p := &statepb.Session{Id: s.ID, Ttl: s.TTL, ExpiresAt: s.ExpiresAt, OpenId: s.OpenID, OpenTtl: s.OpenTTL, Floor: s.Floor}
+	p := &statepb.Session{Id: s.ID, Ttl: s.TTL, ExpiresAt: s.ExpiresAt, OpenId: s.OpenID, OpenTtl: s.OpenTTL, Floor: s.Floor, Principal: bs(s.Principal)}
 	for _, name := range s.Leases {
 		p.Leases = append(p.Leases, []byte(name))
 	}
@@ -324,7 +330,7 @@ func pbSession(s *snapSession) *statepb.Session {
 }
 
 func sessionOf(p *statepb.Session) snapSession {
-	s := snapSession{ID: p.Id, TTL: p.Ttl, ExpiresAt: p.ExpiresAt, OpenID: p.OpenId, OpenTTL: p.OpenTtl, Floor: p.Floor}
+	s := snapSession{ID: p.Id, TTL: p.Ttl, ExpiresAt: p.ExpiresAt, OpenID: p.OpenId, OpenTTL: p.OpenTtl, Floor: p.Floor, Principal: string(p.Principal)}
 	for _, name := range p.Leases {
 		s.Leases = append(s.Leases, string(name))
 	}

@@ -58,6 +58,10 @@ func FromDetail(d *fencev1.ErrorDetail) error {
 		return &fence.ResourceExhaustedError{Limit: d.GetLimit(), Bound: d.GetBound(), Got: d.GetGot()}
 	case fence.ReasonSessionExpired:
 		return &fence.SessionExpiredError{Session: d.GetSession()}
+	case fence.ReasonPermissionDenied:
+		return &fence.PermissionDeniedError{Principal: d.GetPrincipal(), What: d.GetPermission(), Name: d.GetName()}
+	case fence.ReasonUnauthenticated:
+		return &fence.UnauthenticatedError{Reason: d.GetGot()}
 	}
 	return nil
 }

@@ -26,6 +26,10 @@ func CodeOf(r fence.Reason) connect.Code {
 		return connect.CodeAlreadyExists
 	case fence.ReasonInvalid:
 		return connect.CodeInvalidArgument
+	case fence.ReasonPermissionDenied:
+		return connect.CodePermissionDenied
+	case fence.ReasonUnauthenticated:
+		return connect.CodeUnauthenticated
 	}
 	return connect.CodeUnknown
 }
@@ -148,6 +152,8 @@ func Detail(err error) *fencev1.ErrorDetail {
 		invalid  *fence.InvalidError
 		limit    *fence.ResourceExhaustedError
 		session  *fence.SessionExpiredError
+		denied   *fence.PermissionDeniedError
+		unauth   *fence.UnauthenticatedError
 	)
 	switch {
 	case errors.As(err, &busy):
@@ -170,6 +176,10 @@ func Detail(err error) *fencev1.ErrorDetail {
 		d.Limit, d.Bound, d.Got = limit.Limit, limit.Bound, limit.Got
 	case errors.As(err, &session):
 		d.Session = session.Session
+	case errors.As(err, &denied):
+		d.Principal, d.Permission, d.Name = denied.Principal, denied.What, denied.Name
+	case errors.As(err, &unauth):
+		d.Got = unauth.Reason
 	}
 	return d
 }

@@ -20,6 +20,16 @@ import (
 // client cannot make a follower refuse its call instead of forwarding it.
 const ForwardedHeader = "Fence-Forwarded"
 
+// PrincipalHeader and AdminHeader carry, on a call a node forwards to its
+// leader, the principal the forwarding node authenticated and whether it
+// is an admin ("1"). Like ForwardedHeader they are honoured only on the
+// peer port (FromPeer); on the client port they are ignored, and the
+// caller is authenticated from its own credentials.
+const (
+	PrincipalHeader = "Fence-Principal"
+	AdminHeader     = "Fence-Admin"
+)
+
 type peerKey struct{}
 
 // WithPeer marks ctx as the context of a request that came through the

@@ -32,6 +32,10 @@ type globals struct {
 	timeout    time.Duration
 	stdout     io.Writer // where --help goes
 	tls        clientTLSFlags
+	// authToken is the bearer secret sent with every request
+	// (--auth-token, FENCE_AUTH_TOKEN; not FENCE_TOKEN, which fence run
+	// gives its child).
+	authToken string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -43,6 +47,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 func (g *globals) registerServer(fs *flag.FlagSet) {
 	fs.Var(serverValue{g}, "server", "server `URL` (HOST:PORT means http://HOST:PORT, https:// with --cacert, --cert or --key), or a cluster's nodes as a comma-separated list (env FENCE_SERVER)")
 	g.tls.register(fs)
+	fs.StringVar(&g.authToken, "auth-token", g.authToken, "`SECRET`: the bearer token of `fence auth bootstrap` or `fence token create`, sent with every request (env FENCE_AUTH_TOKEN)")
 }
 
 // registerLocal defines the globals of every command but serve: --json and
@@ -139,6 +144,9 @@ var subcommands = map[string]subcommand{
 	"status":  statusCmd,
 	"version": versionCmd,
 	"cert":    certCmd,
+	"auth":    authCmd,
+	"token":   tokenCmd,
+	"role":    roleCmd,
 }
 
 const usageText = `usage: fence [global flags] COMMAND [ARGS]
@@ -152,6 +160,9 @@ global flags (before or after COMMAND):
   --cert FILE, --key FILE
                  TLS: the client certificate and key a server with --client-cert-auth
                  asks for (env FENCE_CERT, FENCE_KEY)
+  --auth-token SECRET
+                 the bearer token sent with every request, for a server with auth
+                 enabled (env FENCE_AUTH_TOKEN; docs/security.md)
   --json         print one JSON object (field names as in the API's JSON; tokens as numbers)
   --timeout D    give up after D (default 10s; added to any --wait)
   -h, --help     print help (also: fence COMMAND --help)
@@ -187,6 +198,13 @@ commands:
   guard max-token ...                                     inspect a guard store
   cert [--dir DIR] [--hosts HOST,...]                     make a test CA (once) and server and client
                                                           certificates signed by it (docs/operations.md)
+  auth bootstrap [--reset-index N] | enable | disable | status
+                                                          make the first admin token (once), turn
+                                                          checking on or off, show who you are
+  token create --role R[,R...] [--description D] [--ttl D] | list | revoke ID
+  role add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind ROLE CERTNAME | list
+                                                          PERM is KIND:PREFIX, KIND lock, read,
+                                                          write or admin (docs/security.md)
   version
 
 durations take a unit: 500ms, 30s, 5m, 1h.
@@ -202,6 +220,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		g.server, g.serverSet, g.serverFrom = s, true, "FENCE_SERVER"
 	}
 	g.tls.fromEnv(os.Getenv)
+	g.authToken = os.Getenv("FENCE_AUTH_TOKEN")
 	fs := flag.NewFlagSet("fence", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usageText) }

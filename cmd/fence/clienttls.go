@@ -74,17 +74,22 @@ func (g *globals) clientOptions(opts ...client.Option) []client.Option {
 	if g.tls.config != nil {
 		opts = append(opts, client.WithTLS(g.tls.config))
 	}
+	if g.authToken != "" {
+		opts = append(opts, client.WithBearerToken(g.authToken))
+	}
 	return opts
 }
 
 // httpClient is the plain HTTP client of status and members, with the TLS
 // config, if any.
 func (g *globals) httpClient() *http.Client {
-	if g.tls.config == nil {
-		return &http.Client{}
-	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.TLSClientConfig = g.tls.config.Clone()
+	if g.tls.config != nil {
+		t.TLSClientConfig = g.tls.config.Clone()
+	}
+	if g.authToken != "" {
+		return &http.Client{Transport: bearerTransport{t, "Bearer " + g.authToken}}
+	}
 	return &http.Client{Transport: t}
 }
 
@@ -99,4 +104,16 @@ func loadClientPair(certFile, keyFile string) (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	return tls.X509KeyPair(c, k)
+}
+
+// bearerTransport sends Authorization with every request.
+type bearerTransport struct {
+	*http.Transport
+	auth string
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", b.auth)
+	return b.Transport.RoundTrip(r)
 }

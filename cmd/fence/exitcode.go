@@ -38,7 +38,8 @@ func exitCodeOf(err error) int {
 	case fence.ReasonResourceExhausted:
 		return exitLimit
 	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired,
-		fence.ReasonUnknownToken, fence.ReasonOpConflict, fence.ReasonSessionExpired:
+		fence.ReasonUnknownToken, fence.ReasonOpConflict, fence.ReasonSessionExpired,
+		fence.ReasonPermissionDenied, fence.ReasonUnauthenticated:
 		return exitRefused
 	}
 	var usage *usageError

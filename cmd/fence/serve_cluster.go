@@ -128,6 +128,10 @@ func (f *clusterFlags) clusterConfig() (daemon.ClusterConfig, error) {
 			return c, err
 		}
 		c.Join = urls
+		// With authentication on, adding a member needs an admin token:
+		// the joining node sends FENCE_AUTH_TOKEN (never a flag: it would
+		// show in ps).
+		c.JoinAuthToken = os.Getenv("FENCE_AUTH_TOKEN")
 	}
 	if f.peers != "" {
 		peers, err := cluster.ParsePeers("--peers", f.peers)

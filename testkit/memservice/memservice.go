@@ -121,6 +121,9 @@ func (s *Service) Close() error {
 // RequestID that is queued waits for its Event (or ctx, or Close). The
 // error is nil, ErrClosed or ctx.Err(); a refusal is Result.Err.
 func (s *Service) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	if p, ok := fence.PrincipalFrom(ctx); ok {
+		cmd.Principal, cmd.Admin = p.Name, p.Admin
+	}
 	if cmd.Op == state.OpAcquire && cmd.Session != 0 && cmd.Seq > 0 && cmd.RequestID == "" {
 		cmd.RequestID = state.SessionRequestID(cmd.Session, cmd.Seq)
 	}

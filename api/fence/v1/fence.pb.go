@@ -2383,7 +2383,13 @@ type ErrorDetail struct {
 	Session uint64 `protobuf:"varint,15,opt,name=session,proto3" json:"session,omitempty"`
 	// The refusal is the saved result of a retried session seq, answered
 	// again: nothing was applied this time.
-	Replayed      bool `protobuf:"varint,16,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,16,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// PERMISSION_DENIED: the principal refused and what it lacked (a
+	// permission: lock, read, write, admin; or lease, session, request_id
+	// when those are another principal's), on name. UNAUTHENTICATED: why
+	// (in field "permission" empty, the reason in "got").
+	Principal     string `protobuf:"bytes,17,opt,name=principal,proto3" json:"principal,omitempty"`
+	Permission    string `protobuf:"bytes,18,opt,name=permission,proto3" json:"permission,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2528,6 +2534,20 @@ func (x *ErrorDetail) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *ErrorDetail) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
 }
 
 type MembersRequest struct {
@@ -3513,6 +3533,1062 @@ func (x *BackupHeader) GetVersion() string {
 	return ""
 }
 
+type BindRoleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	CertName      string                 `protobuf:"bytes,2,opt,name=cert_name,json=certName,proto3" json:"cert_name,omitempty"`
+	Unbind        bool                   `protobuf:"varint,3,opt,name=unbind,proto3" json:"unbind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindRoleRequest) Reset() {
+	*x = BindRoleRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindRoleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindRoleRequest) ProtoMessage() {}
+
+func (x *BindRoleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindRoleRequest.ProtoReflect.Descriptor instead.
+func (*BindRoleRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *BindRoleRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *BindRoleRequest) GetCertName() string {
+	if x != nil {
+		return x.CertName
+	}
+	return ""
+}
+
+func (x *BindRoleRequest) GetUnbind() bool {
+	if x != nil {
+		return x.Unbind
+	}
+	return false
+}
+
+type BindRoleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindRoleResponse) Reset() {
+	*x = BindRoleResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindRoleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindRoleResponse) ProtoMessage() {}
+
+func (x *BindRoleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindRoleResponse.ProtoReflect.Descriptor instead.
+func (*BindRoleResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
+}
+
+type AuthBootstrapRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The store's bootstraps so far, as written in the node's reset file
+	// (0, or absent, for the first bootstrap).
+	ResetIndex    uint64 `protobuf:"varint,1,opt,name=reset_index,json=resetIndex,proto3" json:"reset_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthBootstrapRequest) Reset() {
+	*x = AuthBootstrapRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthBootstrapRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthBootstrapRequest) ProtoMessage() {}
+
+func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthBootstrapRequest.ProtoReflect.Descriptor instead.
+func (*AuthBootstrapRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *AuthBootstrapRequest) GetResetIndex() uint64 {
+	if x != nil {
+		return x.ResetIndex
+	}
+	return 0
+}
+
+type AuthBootstrapResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token *AuthTokenInfo         `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// The bearer secret: fence_<id>_<base64url>. Shown once.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthBootstrapResponse) Reset() {
+	*x = AuthBootstrapResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthBootstrapResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthBootstrapResponse) ProtoMessage() {}
+
+func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthBootstrapResponse.ProtoReflect.Descriptor instead.
+func (*AuthBootstrapResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *AuthBootstrapResponse) GetToken() *AuthTokenInfo {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *AuthBootstrapResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type AuthSetEnabledRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthSetEnabledRequest) Reset() {
+	*x = AuthSetEnabledRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthSetEnabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthSetEnabledRequest) ProtoMessage() {}
+
+func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthSetEnabledRequest.ProtoReflect.Descriptor instead.
+func (*AuthSetEnabledRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *AuthSetEnabledRequest) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+type AuthSetEnabledResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthSetEnabledResponse) Reset() {
+	*x = AuthSetEnabledResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthSetEnabledResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthSetEnabledResponse) ProtoMessage() {}
+
+func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthSetEnabledResponse.ProtoReflect.Descriptor instead.
+func (*AuthSetEnabledResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
+}
+
+type AuthStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthStatusRequest) Reset() {
+	*x = AuthStatusRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthStatusRequest) ProtoMessage() {}
+
+func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthStatusRequest.ProtoReflect.Descriptor instead.
+func (*AuthStatusRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
+}
+
+type AuthStatusResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Enabled    bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Bootstraps uint64                 `protobuf:"varint,2,opt,name=bootstraps,proto3" json:"bootstraps,omitempty"`
+	// The caller as the node authenticated it ("" anonymous).
+	Principal     string `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
+	Admin         bool   `protobuf:"varint,4,opt,name=admin,proto3" json:"admin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthStatusResponse) Reset() {
+	*x = AuthStatusResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthStatusResponse) ProtoMessage() {}
+
+func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthStatusResponse.ProtoReflect.Descriptor instead.
+func (*AuthStatusResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *AuthStatusResponse) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *AuthStatusResponse) GetBootstraps() uint64 {
+	if x != nil {
+		return x.Bootstraps
+	}
+	return 0
+}
+
+func (x *AuthStatusResponse) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AuthStatusResponse) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
+type CreateTokenRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Roles       []string               `protobuf:"bytes,1,rep,name=roles,proto3" json:"roles,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Expiry from now in server time; absent: never.
+	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *CreateTokenRequest) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type CreateTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *AuthTokenInfo         `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *CreateTokenResponse) GetToken() *AuthTokenInfo {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *CreateTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type AuthTokenInfo struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Roles       []string               `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// Server time of its creation and expiry (absent: none).
+	CreatedAt     *durationpb.Duration `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt     *durationpb.Duration `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Revoked       bool                 `protobuf:"varint,6,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthTokenInfo) Reset() {
+	*x = AuthTokenInfo{}
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthTokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthTokenInfo) ProtoMessage() {}
+
+func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthTokenInfo.ProtoReflect.Descriptor instead.
+func (*AuthTokenInfo) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *AuthTokenInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AuthTokenInfo) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *AuthTokenInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *AuthTokenInfo) GetCreatedAt() *durationpb.Duration {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *AuthTokenInfo) GetExpiresAt() *durationpb.Duration {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *AuthTokenInfo) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+type ListTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
+}
+
+type ListTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*AuthTokenInfo       `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListTokensResponse) GetTokens() []*AuthTokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *RevokeTokenRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
+}
+
+type GrantRoleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// Each "kind:prefix", kind one of lock, read, write, admin.
+	Permissions   []string `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRoleRequest) Reset() {
+	*x = GrantRoleRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRoleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRoleRequest) ProtoMessage() {}
+
+func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
+func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GrantRoleRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *GrantRoleRequest) GetPermissions() []string {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+type GrantRoleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRoleResponse) Reset() {
+	*x = GrantRoleResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRoleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRoleResponse) ProtoMessage() {}
+
+func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
+func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
+}
+
+type RevokeRoleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Permissions   []string               `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRoleRequest) Reset() {
+	*x = RevokeRoleRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRoleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRoleRequest) ProtoMessage() {}
+
+func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *RevokeRoleRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RevokeRoleRequest) GetPermissions() []string {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+type RevokeRoleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRoleResponse) Reset() {
+	*x = RevokeRoleResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRoleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRoleResponse) ProtoMessage() {}
+
+func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
+func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
+}
+
+type ListRolesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRolesRequest) Reset() {
+	*x = ListRolesRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRolesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRolesRequest) ProtoMessage() {}
+
+func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
+func (*ListRolesRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
+}
+
+type ListRolesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Roles         []*RoleInfo            `protobuf:"bytes,1,rep,name=roles,proto3" json:"roles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRolesResponse) Reset() {
+	*x = ListRolesResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRolesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRolesResponse) ProtoMessage() {}
+
+func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
+func (*ListRolesResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ListRolesResponse) GetRoles() []*RoleInfo {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+type RoleInfo struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Permissions []string               `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	// The client certificate names bound to it.
+	CertNames     []string `protobuf:"bytes,3,rep,name=cert_names,json=certNames,proto3" json:"cert_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleInfo) Reset() {
+	*x = RoleInfo{}
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleInfo) ProtoMessage() {}
+
+func (x *RoleInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleInfo.ProtoReflect.Descriptor instead.
+func (*RoleInfo) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *RoleInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RoleInfo) GetPermissions() []string {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+func (x *RoleInfo) GetCertNames() []string {
+	if x != nil {
+		return x.CertNames
+	}
+	return nil
+}
+
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
@@ -3681,7 +4757,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"[\n" +
 	"\x0eDeleteResponse\x12-\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xb4\x03\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xf2\x03\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x14\n" +
@@ -3699,7 +4775,11 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x05limit\x18\r \x01(\tR\x05limit\x12\x10\n" +
 	"\x03got\x18\x0e \x01(\tR\x03got\x12\x18\n" +
 	"\asession\x18\x0f \x01(\x04R\asession\x12\x1a\n" +
-	"\breplayed\x18\x10 \x01(\bR\breplayed\"\x10\n" +
+	"\breplayed\x18\x10 \x01(\bR\breplayed\x12\x1c\n" +
+	"\tprincipal\x18\x11 \x01(\tR\tprincipal\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x12 \x01(\tR\n" +
+	"permission\"\x10\n" +
 	"\x0eMembersRequest\"^\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.fence.v1.MemberR\amembers\x12\x1f\n" +
@@ -3779,7 +4859,67 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\fwall_unix_ms\x18\t \x01(\x03R\n" +
 	"wallUnixMs\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion2\xb2\x02\n" +
+	" \x01(\tR\aversion\"Z\n" +
+	"\x0fBindRoleRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x1b\n" +
+	"\tcert_name\x18\x02 \x01(\tR\bcertName\x12\x16\n" +
+	"\x06unbind\x18\x03 \x01(\bR\x06unbind\"\x12\n" +
+	"\x10BindRoleResponse\"7\n" +
+	"\x14AuthBootstrapRequest\x12\x1f\n" +
+	"\vreset_index\x18\x01 \x01(\x04R\n" +
+	"resetIndex\"^\n" +
+	"\x15AuthBootstrapResponse\x12-\n" +
+	"\x05token\x18\x01 \x01(\v2\x17.fence.v1.AuthTokenInfoR\x05token\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"1\n" +
+	"\x15AuthSetEnabledRequest\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\"\x18\n" +
+	"\x16AuthSetEnabledResponse\"\x13\n" +
+	"\x11AuthStatusRequest\"\x82\x01\n" +
+	"\x12AuthStatusResponse\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1e\n" +
+	"\n" +
+	"bootstraps\x18\x02 \x01(\x04R\n" +
+	"bootstraps\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x14\n" +
+	"\x05admin\x18\x04 \x01(\bR\x05admin\"y\n" +
+	"\x12CreateTokenRequest\x12\x14\n" +
+	"\x05roles\x18\x01 \x03(\tR\x05roles\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\\\n" +
+	"\x13CreateTokenResponse\x12-\n" +
+	"\x05token\x18\x01 \x01(\v2\x17.fence.v1.AuthTokenInfoR\x05token\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xe5\x01\n" +
+	"\rAuthTokenInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05roles\x18\x02 \x03(\tR\x05roles\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x128\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tcreatedAt\x128\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\texpiresAt\x12\x18\n" +
+	"\arevoked\x18\x06 \x01(\bR\arevoked\"\x13\n" +
+	"\x11ListTokensRequest\"E\n" +
+	"\x12ListTokensResponse\x12/\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x17.fence.v1.AuthTokenInfoR\x06tokens\"$\n" +
+	"\x12RevokeTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
+	"\x13RevokeTokenResponse\"H\n" +
+	"\x10GrantRoleRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12 \n" +
+	"\vpermissions\x18\x02 \x03(\tR\vpermissions\"\x13\n" +
+	"\x11GrantRoleResponse\"I\n" +
+	"\x11RevokeRoleRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12 \n" +
+	"\vpermissions\x18\x02 \x03(\tR\vpermissions\"\x14\n" +
+	"\x12RevokeRoleResponse\"\x12\n" +
+	"\x10ListRolesRequest\"=\n" +
+	"\x11ListRolesResponse\x12(\n" +
+	"\x05roles\x18\x01 \x03(\v2\x12.fence.v1.RoleInfoR\x05roles\"_\n" +
+	"\bRoleInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vpermissions\x18\x02 \x03(\tR\vpermissions\x12\x1d\n" +
+	"\n" +
+	"cert_names\x18\x03 \x03(\tR\tcertNames2\xb2\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
@@ -3804,7 +4944,21 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"NodeStatus\x12\x1b.fence.v1.NodeStatusRequest\x1a\x1c.fence.v1.NodeStatusResponse2S\n" +
 	"\x12MaintenanceService\x12=\n" +
-	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x01B2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
+	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x012\xea\x05\n" +
+	"\vAuthService\x12L\n" +
+	"\tBootstrap\x12\x1e.fence.v1.AuthBootstrapRequest\x1a\x1f.fence.v1.AuthBootstrapResponse\x12O\n" +
+	"\n" +
+	"SetEnabled\x12\x1f.fence.v1.AuthSetEnabledRequest\x1a .fence.v1.AuthSetEnabledResponse\x12C\n" +
+	"\x06Status\x12\x1b.fence.v1.AuthStatusRequest\x1a\x1c.fence.v1.AuthStatusResponse\x12J\n" +
+	"\vCreateToken\x12\x1c.fence.v1.CreateTokenRequest\x1a\x1d.fence.v1.CreateTokenResponse\x12G\n" +
+	"\n" +
+	"ListTokens\x12\x1b.fence.v1.ListTokensRequest\x1a\x1c.fence.v1.ListTokensResponse\x12J\n" +
+	"\vRevokeToken\x12\x1c.fence.v1.RevokeTokenRequest\x1a\x1d.fence.v1.RevokeTokenResponse\x12D\n" +
+	"\tGrantRole\x12\x1a.fence.v1.GrantRoleRequest\x1a\x1b.fence.v1.GrantRoleResponse\x12G\n" +
+	"\n" +
+	"RevokeRole\x12\x1b.fence.v1.RevokeRoleRequest\x1a\x1c.fence.v1.RevokeRoleResponse\x12D\n" +
+	"\tListRoles\x12\x1a.fence.v1.ListRolesRequest\x1a\x1b.fence.v1.ListRolesResponse\x12A\n" +
+	"\bBindRole\x12\x19.fence.v1.BindRoleRequest\x1a\x1a.fence.v1.BindRoleResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fence_proto_rawDescOnce sync.Once
@@ -3818,7 +4972,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -3866,14 +5020,36 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*BackupRequest)(nil),              // 43: fence.v1.BackupRequest
 	(*BackupResponse)(nil),             // 44: fence.v1.BackupResponse
 	(*BackupHeader)(nil),               // 45: fence.v1.BackupHeader
-	(*durationpb.Duration)(nil),        // 46: google.protobuf.Duration
+	(*BindRoleRequest)(nil),            // 46: fence.v1.BindRoleRequest
+	(*BindRoleResponse)(nil),           // 47: fence.v1.BindRoleResponse
+	(*AuthBootstrapRequest)(nil),       // 48: fence.v1.AuthBootstrapRequest
+	(*AuthBootstrapResponse)(nil),      // 49: fence.v1.AuthBootstrapResponse
+	(*AuthSetEnabledRequest)(nil),      // 50: fence.v1.AuthSetEnabledRequest
+	(*AuthSetEnabledResponse)(nil),     // 51: fence.v1.AuthSetEnabledResponse
+	(*AuthStatusRequest)(nil),          // 52: fence.v1.AuthStatusRequest
+	(*AuthStatusResponse)(nil),         // 53: fence.v1.AuthStatusResponse
+	(*CreateTokenRequest)(nil),         // 54: fence.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 55: fence.v1.CreateTokenResponse
+	(*AuthTokenInfo)(nil),              // 56: fence.v1.AuthTokenInfo
+	(*ListTokensRequest)(nil),          // 57: fence.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),         // 58: fence.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 59: fence.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 60: fence.v1.RevokeTokenResponse
+	(*GrantRoleRequest)(nil),           // 61: fence.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),          // 62: fence.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),          // 63: fence.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),         // 64: fence.v1.RevokeRoleResponse
+	(*ListRolesRequest)(nil),           // 65: fence.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),          // 66: fence.v1.ListRolesResponse
+	(*RoleInfo)(nil),                   // 67: fence.v1.RoleInfo
+	(*durationpb.Duration)(nil),        // 68: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	46, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	46, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	46, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	68, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	68, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	68, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	46, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	68, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
 	1,  // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	0,  // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
@@ -3898,14 +5074,14 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	18, // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,  // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
 	31, // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	46, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	46, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	46, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	46, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	46, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	68, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	68, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	68, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	68, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	68, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	0,  // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
 	10, // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	46, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	68, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10, // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
 	1,  // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
@@ -3913,7 +5089,7 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	21, // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
 	21, // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
 	10, // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	46, // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	68, // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
 	0,  // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
 	22, // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
 	0,  // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
@@ -3921,58 +5097,85 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	22, // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
 	0,  // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
 	22, // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	46, // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	68, // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
 	34, // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
 	42, // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	46, // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	46, // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	46, // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	46, // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	68, // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	68, // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	68, // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	68, // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
 	45, // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	46, // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
-	11, // 61: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13, // 62: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15, // 63: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17, // 64: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19, // 65: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23, // 66: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25, // 67: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27, // 68: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29, // 69: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,  // 70: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,  // 71: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,  // 72: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,  // 73: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32, // 74: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35, // 75: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37, // 76: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39, // 77: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41, // 78: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	43, // 79: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	12, // 80: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14, // 81: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16, // 82: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18, // 83: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20, // 84: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24, // 85: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26, // 86: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28, // 87: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30, // 88: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,  // 89: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,  // 90: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,  // 91: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,  // 92: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33, // 93: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36, // 94: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38, // 95: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40, // 96: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42, // 97: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	44, // 98: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	80, // [80:99] is the sub-list for method output_type
-	61, // [61:80] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	68, // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	56, // 61: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
+	68, // 62: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	56, // 63: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
+	68, // 64: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	68, // 65: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	56, // 66: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
+	67, // 67: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
+	11, // 68: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13, // 69: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15, // 70: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17, // 71: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19, // 72: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	23, // 73: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25, // 74: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27, // 75: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29, // 76: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,  // 77: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,  // 78: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,  // 79: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,  // 80: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32, // 81: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35, // 82: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37, // 83: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39, // 84: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41, // 85: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	43, // 86: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	48, // 87: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	50, // 88: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	52, // 89: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	54, // 90: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	57, // 91: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	59, // 92: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	61, // 93: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	63, // 94: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	65, // 95: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	46, // 96: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	12, // 97: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14, // 98: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16, // 99: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18, // 100: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20, // 101: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24, // 102: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26, // 103: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28, // 104: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30, // 105: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,  // 106: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,  // 107: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,  // 108: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,  // 109: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33, // 110: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36, // 111: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38, // 112: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40, // 113: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42, // 114: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	44, // 115: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	49, // 116: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	51, // 117: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	53, // 118: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	55, // 119: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	58, // 120: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	60, // 121: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	62, // 122: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	64, // 123: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	66, // 124: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	47, // 125: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	97, // [97:126] is the sub-list for method output_type
+	68, // [68:97] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -4013,9 +5216,9 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   68,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_fence_v1_fence_proto_goTypes,
 		DependencyIndexes: file_fence_v1_fence_proto_depIdxs,

@@ -44,26 +44,32 @@ const (
 
 // Command is one state.Command: every field of it, present when not zero.
 type Command struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Op            uint32                 `protobuf:"varint,1,opt,name=op,proto3" json:"op,omitempty"` // state.Op (at most 255)
-	Now           int64                  `protobuf:"zigzag64,2,opt,name=now,proto3" json:"now,omitempty"`
-	Slack         uint64                 `protobuf:"varint,3,opt,name=slack,proto3" json:"slack,omitempty"` // at most MaxInt64
-	Name          []byte                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
-	Owner         []byte                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
-	Ttl           int64                  `protobuf:"zigzag64,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	Wait          int64                  `protobuf:"zigzag64,7,opt,name=wait,proto3" json:"wait,omitempty"`
-	LockDelay     int64                  `protobuf:"zigzag64,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
-	RequestId     []byte                 `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Token         uint64                 `protobuf:"varint,10,opt,name=token,proto3" json:"token,omitempty"`
-	Value         []byte                 `protobuf:"bytes,11,opt,name=value,proto3" json:"value,omitempty"`
-	Delta         int64                  `protobuf:"zigzag64,12,opt,name=delta,proto3" json:"delta,omitempty"`
-	OpId          []byte                 `protobuf:"bytes,13,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,14,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Config        *Config                `protobuf:"bytes,15,opt,name=config,proto3" json:"config,omitempty"` // absent when every field is 0
-	Session       uint64                 `protobuf:"varint,16,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64                 `protobuf:"varint,17,opt,name=seq,proto3" json:"seq,omitempty"`
-	Ack           uint64                 `protobuf:"varint,18,opt,name=ack,proto3" json:"ack,omitempty"`
-	ClusterId     []byte                 `protobuf:"bytes,19,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Op        uint32                 `protobuf:"varint,1,opt,name=op,proto3" json:"op,omitempty"` // state.Op (at most 255)
+	Now       int64                  `protobuf:"zigzag64,2,opt,name=now,proto3" json:"now,omitempty"`
+	Slack     uint64                 `protobuf:"varint,3,opt,name=slack,proto3" json:"slack,omitempty"` // at most MaxInt64
+	Name      []byte                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Owner     []byte                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	Ttl       int64                  `protobuf:"zigzag64,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Wait      int64                  `protobuf:"zigzag64,7,opt,name=wait,proto3" json:"wait,omitempty"`
+	LockDelay int64                  `protobuf:"zigzag64,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	RequestId []byte                 `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Token     uint64                 `protobuf:"varint,10,opt,name=token,proto3" json:"token,omitempty"`
+	Value     []byte                 `protobuf:"bytes,11,opt,name=value,proto3" json:"value,omitempty"`
+	Delta     int64                  `protobuf:"zigzag64,12,opt,name=delta,proto3" json:"delta,omitempty"`
+	OpId      []byte                 `protobuf:"bytes,13,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Attempt   uint32                 `protobuf:"varint,14,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Config    *Config                `protobuf:"bytes,15,opt,name=config,proto3" json:"config,omitempty"` // absent when every field is 0
+	Session   uint64                 `protobuf:"varint,16,opt,name=session,proto3" json:"session,omitempty"`
+	Seq       uint64                 `protobuf:"varint,17,opt,name=seq,proto3" json:"seq,omitempty"`
+	Ack       uint64                 `protobuf:"varint,18,opt,name=ack,proto3" json:"ack,omitempty"`
+	ClusterId []byte                 `protobuf:"bytes,19,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Authentication (state/auth.go): set by the server from the caller it
+	// authenticated, never from a request field.
+	Principal     []byte   `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	Admin         bool     `protobuf:"varint,21,opt,name=admin,proto3" json:"admin,omitempty"`
+	Roles         [][]byte `protobuf:"bytes,22,rep,name=roles,proto3" json:"roles,omitempty"` // OpTokenCreate: role names
+	Perms         [][]byte `protobuf:"bytes,23,rep,name=perms,proto3" json:"perms,omitempty"` // OpRoleGrant/OpRoleRevoke: kind byte, then the prefix
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -231,6 +237,34 @@ func (x *Command) GetClusterId() []byte {
 	return nil
 }
 
+func (x *Command) GetPrincipal() []byte {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *Command) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
+func (x *Command) GetRoles() [][]byte {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *Command) GetPerms() [][]byte {
+	if x != nil {
+		return x.Perms
+	}
+	return nil
+}
+
 // Config is a state.Config.
 type Config struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -387,6 +421,7 @@ type SnapshotHeader struct {
 	KeepMinUntil   int64  `protobuf:"zigzag64,9,opt,name=keep_min_until,json=keepMinUntil,proto3" json:"keep_min_until,omitempty"`
 	SessionCounter uint64 `protobuf:"varint,10,opt,name=session_counter,json=sessionCounter,proto3" json:"session_counter,omitempty"` // the last session id issued
 	ClusterId      []byte `protobuf:"bytes,11,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Auth           *Auth  `protobuf:"bytes,12,opt,name=auth,proto3" json:"auth,omitempty"` // absent when never bootstrapped and nothing set
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -498,6 +533,234 @@ func (x *SnapshotHeader) GetClusterId() []byte {
 	return nil
 }
 
+func (x *SnapshotHeader) GetAuth() *Auth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+// Auth is the authentication state: absent fields are zero.
+type Auth struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Bootstraps    uint64                 `protobuf:"varint,2,opt,name=bootstraps,proto3" json:"bootstraps,omitempty"`
+	Roles         []*AuthRole            `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`   // by name
+	Tokens        []*AuthToken           `protobuf:"bytes,4,rep,name=tokens,proto3" json:"tokens,omitempty"` // by id
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Auth) Reset() {
+	*x = Auth{}
+	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Auth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Auth) ProtoMessage() {}
+
+func (x *Auth) ProtoReflect() protoreflect.Message {
+	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Auth.ProtoReflect.Descriptor instead.
+func (*Auth) Descriptor() ([]byte, []int) {
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Auth) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *Auth) GetBootstraps() uint64 {
+	if x != nil {
+		return x.Bootstraps
+	}
+	return 0
+}
+
+func (x *Auth) GetRoles() []*AuthRole {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *Auth) GetTokens() []*AuthToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type AuthRole struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Perms         [][]byte               `protobuf:"bytes,2,rep,name=perms,proto3" json:"perms,omitempty"` // kind byte, then the prefix; sorted
+	Certs         [][]byte               `protobuf:"bytes,3,rep,name=certs,proto3" json:"certs,omitempty"` // client certificate names (CN or URI SAN) bound to it; sorted
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthRole) Reset() {
+	*x = AuthRole{}
+	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthRole) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthRole) ProtoMessage() {}
+
+func (x *AuthRole) ProtoReflect() protoreflect.Message {
+	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
+func (*AuthRole) Descriptor() ([]byte, []int) {
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AuthRole) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *AuthRole) GetPerms() [][]byte {
+	if x != nil {
+		return x.Perms
+	}
+	return nil
+}
+
+func (x *AuthRole) GetCerts() [][]byte {
+	if x != nil {
+		return x.Certs
+	}
+	return nil
+}
+
+type AuthToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Hash          []byte                 `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"` // sha256 of the secret
+	Roles         [][]byte               `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`
+	Description   []byte                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	ExpiresAt     int64                  `protobuf:"zigzag64,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // server time, 0 none
+	Revoked       bool                   `protobuf:"varint,6,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	CreatedAt     int64                  `protobuf:"zigzag64,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthToken) Reset() {
+	*x = AuthToken{}
+	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthToken) ProtoMessage() {}
+
+func (x *AuthToken) ProtoReflect() protoreflect.Message {
+	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthToken.ProtoReflect.Descriptor instead.
+func (*AuthToken) Descriptor() ([]byte, []int) {
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AuthToken) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *AuthToken) GetHash() []byte {
+	if x != nil {
+		return x.Hash
+	}
+	return nil
+}
+
+func (x *AuthToken) GetRoles() [][]byte {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *AuthToken) GetDescription() []byte {
+	if x != nil {
+		return x.Description
+	}
+	return nil
+}
+
+func (x *AuthToken) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *AuthToken) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *AuthToken) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
 // SnapshotRecord is one element of the state after the header. Records come
 // in this order of kinds, each kind in its own order: locks by name, idle
 // lock names oldest first, remembered requests oldest first, remembered ops
@@ -519,7 +782,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +794,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +807,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{3}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -665,7 +928,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +940,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +953,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{4}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Lock) GetName() []byte {
@@ -764,14 +1027,15 @@ type Grant struct {
 	ExpiresAt     int64                  `protobuf:"zigzag64,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	LockDelay     int64                  `protobuf:"zigzag64,5,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
 	Request       *Request               `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
-	Session       uint64                 `protobuf:"varint,7,opt,name=session,proto3" json:"session,omitempty"` // bound to it (ttl and expires_at 0)
+	Session       uint64                 `protobuf:"varint,7,opt,name=session,proto3" json:"session,omitempty"`    // bound to it (ttl and expires_at 0)
+	Principal     []byte                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"` // who acquired it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +1047,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +1060,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{5}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Grant) GetOwner() []byte {
@@ -848,6 +1112,13 @@ func (x *Grant) GetSession() uint64 {
 	return 0
 }
 
+func (x *Grant) GetPrincipal() []byte {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
 // Request is an acquire with a request id: live (queued or held) or
 // remembered with its final outcome.
 type Request struct {
@@ -864,14 +1135,15 @@ type Request struct {
 	Outcome       uint32                 `protobuf:"varint,10,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	At            int64                  `protobuf:"zigzag64,11,opt,name=at,proto3" json:"at,omitempty"` // when remembered
 	Attempt       uint32                 `protobuf:"varint,12,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Session       uint64                 `protobuf:"varint,13,opt,name=session,proto3" json:"session,omitempty"` // session-bound
+	Session       uint64                 `protobuf:"varint,13,opt,name=session,proto3" json:"session,omitempty"`    // session-bound
+	Principal     []byte                 `protobuf:"bytes,14,opt,name=principal,proto3" json:"principal,omitempty"` // who asked
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1155,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1168,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{6}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Request) GetId() []byte {
@@ -990,6 +1262,13 @@ func (x *Request) GetSession() uint64 {
 	return 0
 }
 
+func (x *Request) GetPrincipal() []byte {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
 // Op is a remembered op_id of a resource.
 type Op struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1006,7 +1285,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1297,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1310,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{7}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Op) GetResource() []byte {
@@ -1096,7 +1375,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1387,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1400,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{8}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Resource) GetName() []byte {
@@ -1167,15 +1446,16 @@ type Session struct {
 	OpenId        []byte                 `protobuf:"bytes,4,opt,name=open_id,json=openId,proto3" json:"open_id,omitempty"`
 	OpenTtl       int64                  `protobuf:"zigzag64,5,opt,name=open_ttl,json=openTtl,proto3" json:"open_ttl,omitempty"`
 	Floor         uint64                 `protobuf:"varint,6,opt,name=floor,proto3" json:"floor,omitempty"`
-	Leases        [][]byte               `protobuf:"bytes,7,rep,name=leases,proto3" json:"leases,omitempty"`   // lock names, sorted
-	Results       []*Saved               `protobuf:"bytes,8,rep,name=results,proto3" json:"results,omitempty"` // by seq
+	Leases        [][]byte               `protobuf:"bytes,7,rep,name=leases,proto3" json:"leases,omitempty"`       // lock names, sorted
+	Results       []*Saved               `protobuf:"bytes,8,rep,name=results,proto3" json:"results,omitempty"`     // by seq
+	Principal     []byte                 `protobuf:"bytes,9,opt,name=principal,proto3" json:"principal,omitempty"` // who opened it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1467,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1480,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{9}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1259,6 +1539,13 @@ func (x *Session) GetResults() []*Saved {
 	return nil
 }
 
+func (x *Session) GetPrincipal() []byte {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
 // Saved is a session's saved result of one seq: either the request of an
 // acquire (answered by its current outcome) or a result.
 type Saved struct {
@@ -1282,7 +1569,7 @@ type Saved struct {
 
 func (x *Saved) Reset() {
 	*x = Saved{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1581,7 @@ func (x *Saved) String() string {
 func (*Saved) ProtoMessage() {}
 
 func (x *Saved) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1594,7 @@ func (x *Saved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saved.ProtoReflect.Descriptor instead.
 func (*Saved) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{10}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Saved) GetSeq() uint64 {
@@ -1415,7 +1702,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1714,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1727,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{11}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Lease) GetName() []byte {
@@ -1492,7 +1779,7 @@ type ResourceState struct {
 
 func (x *ResourceState) Reset() {
 	*x = ResourceState{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1791,7 @@ func (x *ResourceState) String() string {
 func (*ResourceState) ProtoMessage() {}
 
 func (x *ResourceState) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1804,7 @@ func (x *ResourceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceState.ProtoReflect.Descriptor instead.
 func (*ResourceState) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{12}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResourceState) GetResource() []byte {
@@ -1568,7 +1855,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1867,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1880,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{13}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SessionInfo) GetId() uint64 {
@@ -1647,7 +1934,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1946,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1959,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{14}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Refusal) GetRefusal() isRefusal_Refusal {
@@ -1850,7 +2137,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2149,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2162,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{15}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Busy) GetName() []byte {
@@ -1931,7 +2218,7 @@ type StaleToken struct {
 
 func (x *StaleToken) Reset() {
 	*x = StaleToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2230,7 @@ func (x *StaleToken) String() string {
 func (*StaleToken) ProtoMessage() {}
 
 func (x *StaleToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2243,7 @@ func (x *StaleToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleToken.ProtoReflect.Descriptor instead.
 func (*StaleToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{16}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StaleToken) GetResource() []byte {
@@ -1991,7 +2278,7 @@ type LockToken struct {
 
 func (x *LockToken) Reset() {
 	*x = LockToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2290,7 @@ func (x *LockToken) String() string {
 func (*LockToken) ProtoMessage() {}
 
 func (x *LockToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2303,7 @@ func (x *LockToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockToken.ProtoReflect.Descriptor instead.
 func (*LockToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{17}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LockToken) GetName() []byte {
@@ -2043,7 +2330,7 @@ type UnknownToken struct {
 
 func (x *UnknownToken) Reset() {
 	*x = UnknownToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2342,7 @@ func (x *UnknownToken) String() string {
 func (*UnknownToken) ProtoMessage() {}
 
 func (x *UnknownToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2355,7 @@ func (x *UnknownToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownToken.ProtoReflect.Descriptor instead.
 func (*UnknownToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{18}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UnknownToken) GetToken() uint64 {
@@ -2095,7 +2382,7 @@ type OpConflict struct {
 
 func (x *OpConflict) Reset() {
 	*x = OpConflict{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2394,7 @@ func (x *OpConflict) String() string {
 func (*OpConflict) ProtoMessage() {}
 
 func (x *OpConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2407,7 @@ func (x *OpConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpConflict.ProtoReflect.Descriptor instead.
 func (*OpConflict) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{19}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OpConflict) GetField() []byte {
@@ -2148,7 +2435,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2447,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2460,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{20}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Invalid) GetField() []byte {
@@ -2208,7 +2495,7 @@ type ResourceExhausted struct {
 
 func (x *ResourceExhausted) Reset() {
 	*x = ResourceExhausted{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2507,7 @@ func (x *ResourceExhausted) String() string {
 func (*ResourceExhausted) ProtoMessage() {}
 
 func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2520,7 @@ func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceExhausted.ProtoReflect.Descriptor instead.
 func (*ResourceExhausted) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResourceExhausted) GetLimit() []byte {
@@ -2266,7 +2553,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2565,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2578,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -2310,7 +2597,7 @@ type Untyped struct {
 
 func (x *Untyped) Reset() {
 	*x = Untyped{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2609,7 @@ func (x *Untyped) String() string {
 func (*Untyped) ProtoMessage() {}
 
 func (x *Untyped) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2622,7 @@ func (x *Untyped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Untyped.ProtoReflect.Descriptor instead.
 func (*Untyped) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Untyped) GetMessage() []byte {
@@ -2349,7 +2636,7 @@ var File_state_internal_statepb_state_proto protoreflect.FileDescriptor
 
 const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\n" +
-	"\"state/internal/statepb/state.proto\x12\x0efence.state.v1\"\xcd\x03\n" +
+	"\"state/internal/statepb/state.proto\x12\x0efence.state.v1\"\xad\x04\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\rR\x02op\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x14\n" +
@@ -2373,7 +2660,11 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x03seq\x18\x11 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03ack\x18\x12 \x01(\x04R\x03ack\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x13 \x01(\fR\tclusterId\"\xe5\x03\n" +
+	"cluster_id\x18\x13 \x01(\fR\tclusterId\x12\x1c\n" +
+	"\tprincipal\x18\x14 \x01(\fR\tprincipal\x12\x14\n" +
+	"\x05admin\x18\x15 \x01(\bR\x05admin\x12\x14\n" +
+	"\x05roles\x18\x16 \x03(\fR\x05roles\x12\x14\n" +
+	"\x05perms\x18\x17 \x03(\fR\x05perms\"\xe5\x03\n" +
 	"\x06Config\x12\x17\n" +
 	"\amax_ttl\x18\x01 \x01(\x12R\x06maxTtl\x12\x17\n" +
 	"\amax_ops\x18\x02 \x01(\x12R\x06maxOps\x12!\n" +
@@ -2389,7 +2680,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	" \x01(\x12R\bmaxLocks\x12!\n" +
 	"\fmax_sessions\x18\v \x01(\x12R\vmaxSessions\x12.\n" +
 	"\x13max_session_results\x18\f \x01(\x12R\x11maxSessionResults\x12$\n" +
-	"\x0emax_lock_delay\x18\r \x01(\x12R\fmaxLockDelay\"\xe4\x02\n" +
+	"\x0emax_lock_delay\x18\r \x01(\x12R\fmaxLockDelay\"\x8e\x03\n" +
 	"\x0eSnapshotHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x18\n" +
@@ -2405,7 +2696,29 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x0fsession_counter\x18\n" +
 	" \x01(\x04R\x0esessionCounter\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\v \x01(\fR\tclusterId\"\xa4\x02\n" +
+	"cluster_id\x18\v \x01(\fR\tclusterId\x12(\n" +
+	"\x04auth\x18\f \x01(\v2\x14.fence.state.v1.AuthR\x04auth\"\xa3\x01\n" +
+	"\x04Auth\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1e\n" +
+	"\n" +
+	"bootstraps\x18\x02 \x01(\x04R\n" +
+	"bootstraps\x12.\n" +
+	"\x05roles\x18\x03 \x03(\v2\x18.fence.state.v1.AuthRoleR\x05roles\x121\n" +
+	"\x06tokens\x18\x04 \x03(\v2\x19.fence.state.v1.AuthTokenR\x06tokens\"J\n" +
+	"\bAuthRole\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
+	"\x05perms\x18\x02 \x03(\fR\x05perms\x12\x14\n" +
+	"\x05certs\x18\x03 \x03(\fR\x05certs\"\xbf\x01\n" +
+	"\tAuthToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\fR\x04hash\x12\x14\n" +
+	"\x05roles\x18\x03 \x03(\fR\x05roles\x12 \n" +
+	"\vdescription\x18\x04 \x01(\fR\vdescription\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x12R\texpiresAt\x12\x18\n" +
+	"\arevoked\x18\x06 \x01(\bR\arevoked\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\a \x01(\x12R\tcreatedAt\"\xa4\x02\n" +
 	"\x0eSnapshotRecord\x12*\n" +
 	"\x04lock\x18\x01 \x01(\v2\x14.fence.state.v1.LockH\x00R\x04lock\x12\x14\n" +
 	"\x04idle\x18\x02 \x01(\fH\x00R\x04idle\x123\n" +
@@ -2427,7 +2740,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\vdelay_until\x18\b \x01(\x12R\n" +
 	"delayUntil\x12\x1d\n" +
 	"\n" +
-	"idle_since\x18\t \x01(\x12R\tidleSince\"\xd0\x01\n" +
+	"idle_since\x18\t \x01(\x12R\tidleSince\"\xee\x01\n" +
 	"\x05Grant\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\fR\x05owner\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x10\n" +
@@ -2437,7 +2750,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\n" +
 	"lock_delay\x18\x05 \x01(\x12R\tlockDelay\x121\n" +
 	"\arequest\x18\x06 \x01(\v2\x17.fence.state.v1.RequestR\arequest\x12\x18\n" +
-	"\asession\x18\a \x01(\x04R\asession\"\xae\x02\n" +
+	"\asession\x18\a \x01(\x04R\asession\x12\x1c\n" +
+	"\tprincipal\x18\b \x01(\fR\tprincipal\"\xcc\x02\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x14\n" +
@@ -2453,7 +2767,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	" \x01(\rR\aoutcome\x12\x0e\n" +
 	"\x02at\x18\v \x01(\x12R\x02at\x12\x18\n" +
 	"\aattempt\x18\f \x01(\rR\aattempt\x12\x18\n" +
-	"\asession\x18\r \x01(\x04R\asession\"\xac\x01\n" +
+	"\asession\x18\r \x01(\x04R\asession\x12\x1c\n" +
+	"\tprincipal\x18\x0e \x01(\fR\tprincipal\"\xac\x01\n" +
 	"\x02Op\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\fR\bresource\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\fR\x04opId\x12\x0e\n" +
@@ -2468,7 +2783,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\n" +
 	"last_token\x18\x03 \x01(\x04R\tlastToken\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
-	"\adeleted\x18\x05 \x01(\bR\adeleted\"\xdd\x01\n" +
+	"\adeleted\x18\x05 \x01(\bR\adeleted\"\xfb\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03ttl\x18\x02 \x01(\x12R\x03ttl\x12\x1d\n" +
@@ -2478,7 +2793,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\bopen_ttl\x18\x05 \x01(\x12R\aopenTtl\x12\x14\n" +
 	"\x05floor\x18\x06 \x01(\x04R\x05floor\x12\x16\n" +
 	"\x06leases\x18\a \x03(\fR\x06leases\x12/\n" +
-	"\aresults\x18\b \x03(\v2\x15.fence.state.v1.SavedR\aresults\"\xad\x03\n" +
+	"\aresults\x18\b \x03(\v2\x15.fence.state.v1.SavedR\aresults\x12\x1c\n" +
+	"\tprincipal\x18\t \x01(\fR\tprincipal\"\xad\x03\n" +
 	"\x05Saved\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\rR\x02op\x12\x12\n" +
@@ -2576,65 +2892,71 @@ func file_state_internal_statepb_state_proto_rawDescGZIP() []byte {
 	return file_state_internal_statepb_state_proto_rawDescData
 }
 
-var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_state_internal_statepb_state_proto_goTypes = []any{
 	(*Command)(nil),           // 0: fence.state.v1.Command
 	(*Config)(nil),            // 1: fence.state.v1.Config
 	(*SnapshotHeader)(nil),    // 2: fence.state.v1.SnapshotHeader
-	(*SnapshotRecord)(nil),    // 3: fence.state.v1.SnapshotRecord
-	(*Lock)(nil),              // 4: fence.state.v1.Lock
-	(*Grant)(nil),             // 5: fence.state.v1.Grant
-	(*Request)(nil),           // 6: fence.state.v1.Request
-	(*Op)(nil),                // 7: fence.state.v1.Op
-	(*Resource)(nil),          // 8: fence.state.v1.Resource
-	(*Session)(nil),           // 9: fence.state.v1.Session
-	(*Saved)(nil),             // 10: fence.state.v1.Saved
-	(*Lease)(nil),             // 11: fence.state.v1.Lease
-	(*ResourceState)(nil),     // 12: fence.state.v1.ResourceState
-	(*SessionInfo)(nil),       // 13: fence.state.v1.SessionInfo
-	(*Refusal)(nil),           // 14: fence.state.v1.Refusal
-	(*Busy)(nil),              // 15: fence.state.v1.Busy
-	(*StaleToken)(nil),        // 16: fence.state.v1.StaleToken
-	(*LockToken)(nil),         // 17: fence.state.v1.LockToken
-	(*UnknownToken)(nil),      // 18: fence.state.v1.UnknownToken
-	(*OpConflict)(nil),        // 19: fence.state.v1.OpConflict
-	(*Invalid)(nil),           // 20: fence.state.v1.Invalid
-	(*ResourceExhausted)(nil), // 21: fence.state.v1.ResourceExhausted
-	(*SessionExpired)(nil),    // 22: fence.state.v1.SessionExpired
-	(*Untyped)(nil),           // 23: fence.state.v1.Untyped
+	(*Auth)(nil),              // 3: fence.state.v1.Auth
+	(*AuthRole)(nil),          // 4: fence.state.v1.AuthRole
+	(*AuthToken)(nil),         // 5: fence.state.v1.AuthToken
+	(*SnapshotRecord)(nil),    // 6: fence.state.v1.SnapshotRecord
+	(*Lock)(nil),              // 7: fence.state.v1.Lock
+	(*Grant)(nil),             // 8: fence.state.v1.Grant
+	(*Request)(nil),           // 9: fence.state.v1.Request
+	(*Op)(nil),                // 10: fence.state.v1.Op
+	(*Resource)(nil),          // 11: fence.state.v1.Resource
+	(*Session)(nil),           // 12: fence.state.v1.Session
+	(*Saved)(nil),             // 13: fence.state.v1.Saved
+	(*Lease)(nil),             // 14: fence.state.v1.Lease
+	(*ResourceState)(nil),     // 15: fence.state.v1.ResourceState
+	(*SessionInfo)(nil),       // 16: fence.state.v1.SessionInfo
+	(*Refusal)(nil),           // 17: fence.state.v1.Refusal
+	(*Busy)(nil),              // 18: fence.state.v1.Busy
+	(*StaleToken)(nil),        // 19: fence.state.v1.StaleToken
+	(*LockToken)(nil),         // 20: fence.state.v1.LockToken
+	(*UnknownToken)(nil),      // 21: fence.state.v1.UnknownToken
+	(*OpConflict)(nil),        // 22: fence.state.v1.OpConflict
+	(*Invalid)(nil),           // 23: fence.state.v1.Invalid
+	(*ResourceExhausted)(nil), // 24: fence.state.v1.ResourceExhausted
+	(*SessionExpired)(nil),    // 25: fence.state.v1.SessionExpired
+	(*Untyped)(nil),           // 26: fence.state.v1.Untyped
 }
 var file_state_internal_statepb_state_proto_depIdxs = []int32{
 	1,  // 0: fence.state.v1.Command.config:type_name -> fence.state.v1.Config
 	1,  // 1: fence.state.v1.SnapshotHeader.config:type_name -> fence.state.v1.Config
-	4,  // 2: fence.state.v1.SnapshotRecord.lock:type_name -> fence.state.v1.Lock
-	6,  // 3: fence.state.v1.SnapshotRecord.request:type_name -> fence.state.v1.Request
-	7,  // 4: fence.state.v1.SnapshotRecord.op:type_name -> fence.state.v1.Op
-	8,  // 5: fence.state.v1.SnapshotRecord.resource:type_name -> fence.state.v1.Resource
-	9,  // 6: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
-	5,  // 7: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
-	6,  // 8: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
-	6,  // 9: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
-	10, // 10: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
-	6,  // 11: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
-	14, // 12: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
-	11, // 13: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
-	12, // 14: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
-	13, // 15: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
-	15, // 16: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
-	16, // 17: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
-	17, // 18: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
-	17, // 19: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
-	18, // 20: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
-	19, // 21: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
-	20, // 22: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
-	21, // 23: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
-	22, // 24: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
-	23, // 25: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	3,  // 2: fence.state.v1.SnapshotHeader.auth:type_name -> fence.state.v1.Auth
+	4,  // 3: fence.state.v1.Auth.roles:type_name -> fence.state.v1.AuthRole
+	5,  // 4: fence.state.v1.Auth.tokens:type_name -> fence.state.v1.AuthToken
+	7,  // 5: fence.state.v1.SnapshotRecord.lock:type_name -> fence.state.v1.Lock
+	9,  // 6: fence.state.v1.SnapshotRecord.request:type_name -> fence.state.v1.Request
+	10, // 7: fence.state.v1.SnapshotRecord.op:type_name -> fence.state.v1.Op
+	11, // 8: fence.state.v1.SnapshotRecord.resource:type_name -> fence.state.v1.Resource
+	12, // 9: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
+	8,  // 10: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
+	9,  // 11: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
+	9,  // 12: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
+	13, // 13: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
+	9,  // 14: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
+	17, // 15: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
+	14, // 16: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
+	15, // 17: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
+	16, // 18: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
+	18, // 19: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
+	19, // 20: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
+	20, // 21: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
+	20, // 22: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
+	21, // 23: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
+	22, // 24: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
+	23, // 25: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
+	24, // 26: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
+	25, // 27: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
+	26, // 28: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_state_internal_statepb_state_proto_init() }
@@ -2642,7 +2964,7 @@ func file_state_internal_statepb_state_proto_init() {
 	if File_state_internal_statepb_state_proto != nil {
 		return
 	}
-	file_state_internal_statepb_state_proto_msgTypes[3].OneofWrappers = []any{
+	file_state_internal_statepb_state_proto_msgTypes[6].OneofWrappers = []any{
 		(*SnapshotRecord_Lock)(nil),
 		(*SnapshotRecord_Idle)(nil),
 		(*SnapshotRecord_Request)(nil),
@@ -2650,7 +2972,7 @@ func file_state_internal_statepb_state_proto_init() {
 		(*SnapshotRecord_Resource)(nil),
 		(*SnapshotRecord_Session)(nil),
 	}
-	file_state_internal_statepb_state_proto_msgTypes[14].OneofWrappers = []any{
+	file_state_internal_statepb_state_proto_msgTypes[17].OneofWrappers = []any{
 		(*Refusal_Busy)(nil),
 		(*Refusal_StaleToken)(nil),
 		(*Refusal_NotHolder)(nil),
@@ -2668,7 +2990,7 @@ func file_state_internal_statepb_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_internal_statepb_state_proto_rawDesc), len(file_state_internal_statepb_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

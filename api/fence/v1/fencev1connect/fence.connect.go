@@ -51,6 +51,8 @@ const (
 	ClusterServiceName = "fence.v1.ClusterService"
 	// MaintenanceServiceName is the fully-qualified name of the MaintenanceService service.
 	MaintenanceServiceName = "fence.v1.MaintenanceService"
+	// AuthServiceName is the fully-qualified name of the AuthService service.
+	AuthServiceName = "fence.v1.AuthService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -105,6 +107,26 @@ const (
 	// MaintenanceServiceBackupProcedure is the fully-qualified name of the MaintenanceService's Backup
 	// RPC.
 	MaintenanceServiceBackupProcedure = "/fence.v1.MaintenanceService/Backup"
+	// AuthServiceBootstrapProcedure is the fully-qualified name of the AuthService's Bootstrap RPC.
+	AuthServiceBootstrapProcedure = "/fence.v1.AuthService/Bootstrap"
+	// AuthServiceSetEnabledProcedure is the fully-qualified name of the AuthService's SetEnabled RPC.
+	AuthServiceSetEnabledProcedure = "/fence.v1.AuthService/SetEnabled"
+	// AuthServiceStatusProcedure is the fully-qualified name of the AuthService's Status RPC.
+	AuthServiceStatusProcedure = "/fence.v1.AuthService/Status"
+	// AuthServiceCreateTokenProcedure is the fully-qualified name of the AuthService's CreateToken RPC.
+	AuthServiceCreateTokenProcedure = "/fence.v1.AuthService/CreateToken"
+	// AuthServiceListTokensProcedure is the fully-qualified name of the AuthService's ListTokens RPC.
+	AuthServiceListTokensProcedure = "/fence.v1.AuthService/ListTokens"
+	// AuthServiceRevokeTokenProcedure is the fully-qualified name of the AuthService's RevokeToken RPC.
+	AuthServiceRevokeTokenProcedure = "/fence.v1.AuthService/RevokeToken"
+	// AuthServiceGrantRoleProcedure is the fully-qualified name of the AuthService's GrantRole RPC.
+	AuthServiceGrantRoleProcedure = "/fence.v1.AuthService/GrantRole"
+	// AuthServiceRevokeRoleProcedure is the fully-qualified name of the AuthService's RevokeRole RPC.
+	AuthServiceRevokeRoleProcedure = "/fence.v1.AuthService/RevokeRole"
+	// AuthServiceListRolesProcedure is the fully-qualified name of the AuthService's ListRoles RPC.
+	AuthServiceListRolesProcedure = "/fence.v1.AuthService/ListRoles"
+	// AuthServiceBindRoleProcedure is the fully-qualified name of the AuthService's BindRole RPC.
+	AuthServiceBindRoleProcedure = "/fence.v1.AuthService/BindRole"
 )
 
 // LockServiceClient is a client for the fence.v1.LockService service.
@@ -921,4 +943,336 @@ type UnimplementedMaintenanceServiceHandler struct{}
 
 func (UnimplementedMaintenanceServiceHandler) Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.MaintenanceService.Backup is not implemented"))
+}
+
+// AuthServiceClient is a client for the fence.v1.AuthService service.
+type AuthServiceClient interface {
+	// Bootstrap creates the role "admin" and the first admin token, and
+	// returns its secret (shown once; only its SHA-256 is stored).
+	Bootstrap(context.Context, *connect.Request[v1.AuthBootstrapRequest]) (*connect.Response[v1.AuthBootstrapResponse], error)
+	// SetEnabled turns checking on (or off).
+	SetEnabled(context.Context, *connect.Request[v1.AuthSetEnabledRequest]) (*connect.Response[v1.AuthSetEnabledResponse], error)
+	// Status says whether checking is on, how often the store was
+	// bootstrapped, and who the caller is.
+	Status(context.Context, *connect.Request[v1.AuthStatusRequest]) (*connect.Response[v1.AuthStatusResponse], error)
+	// CreateToken makes a token with roles and returns its secret (once).
+	CreateToken(context.Context, *connect.Request[v1.CreateTokenRequest]) (*connect.Response[v1.CreateTokenResponse], error)
+	ListTokens(context.Context, *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error)
+	// RevokeToken revokes a token for good: every node refuses it once it
+	// has applied the revocation.
+	RevokeToken(context.Context, *connect.Request[v1.RevokeTokenRequest]) (*connect.Response[v1.RevokeTokenResponse], error)
+	// GrantRole adds permissions to a role (creating it).
+	GrantRole(context.Context, *connect.Request[v1.GrantRoleRequest]) (*connect.Response[v1.GrantRoleResponse], error)
+	// RevokeRole removes permissions from a role, or (none given) the role.
+	RevokeRole(context.Context, *connect.Request[v1.RevokeRoleRequest]) (*connect.Response[v1.RevokeRoleResponse], error)
+	ListRoles(context.Context, *connect.Request[v1.ListRolesRequest]) (*connect.Response[v1.ListRolesResponse], error)
+	// BindRole binds a role to a client certificate name (its subject CN or
+	// a URI SAN), or unbinds it: a request with a verified certificate of
+	// that name and no bearer token is made by the principal cert:<name>
+	// with the role's permissions.
+	BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error)
+}
+
+// NewAuthServiceClient constructs a client for the fence.v1.AuthService service. By default, it
+// uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and sends
+// uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC() or
+// connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewAuthServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) AuthServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	authServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("AuthService").Methods()
+	return &authServiceClient{
+		bootstrap: connect.NewClient[v1.AuthBootstrapRequest, v1.AuthBootstrapResponse](
+			httpClient,
+			baseURL+AuthServiceBootstrapProcedure,
+			connect.WithSchema(authServiceMethods.ByName("Bootstrap")),
+			connect.WithClientOptions(opts...),
+		),
+		setEnabled: connect.NewClient[v1.AuthSetEnabledRequest, v1.AuthSetEnabledResponse](
+			httpClient,
+			baseURL+AuthServiceSetEnabledProcedure,
+			connect.WithSchema(authServiceMethods.ByName("SetEnabled")),
+			connect.WithClientOptions(opts...),
+		),
+		status: connect.NewClient[v1.AuthStatusRequest, v1.AuthStatusResponse](
+			httpClient,
+			baseURL+AuthServiceStatusProcedure,
+			connect.WithSchema(authServiceMethods.ByName("Status")),
+			connect.WithClientOptions(opts...),
+		),
+		createToken: connect.NewClient[v1.CreateTokenRequest, v1.CreateTokenResponse](
+			httpClient,
+			baseURL+AuthServiceCreateTokenProcedure,
+			connect.WithSchema(authServiceMethods.ByName("CreateToken")),
+			connect.WithClientOptions(opts...),
+		),
+		listTokens: connect.NewClient[v1.ListTokensRequest, v1.ListTokensResponse](
+			httpClient,
+			baseURL+AuthServiceListTokensProcedure,
+			connect.WithSchema(authServiceMethods.ByName("ListTokens")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeToken: connect.NewClient[v1.RevokeTokenRequest, v1.RevokeTokenResponse](
+			httpClient,
+			baseURL+AuthServiceRevokeTokenProcedure,
+			connect.WithSchema(authServiceMethods.ByName("RevokeToken")),
+			connect.WithClientOptions(opts...),
+		),
+		grantRole: connect.NewClient[v1.GrantRoleRequest, v1.GrantRoleResponse](
+			httpClient,
+			baseURL+AuthServiceGrantRoleProcedure,
+			connect.WithSchema(authServiceMethods.ByName("GrantRole")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeRole: connect.NewClient[v1.RevokeRoleRequest, v1.RevokeRoleResponse](
+			httpClient,
+			baseURL+AuthServiceRevokeRoleProcedure,
+			connect.WithSchema(authServiceMethods.ByName("RevokeRole")),
+			connect.WithClientOptions(opts...),
+		),
+		listRoles: connect.NewClient[v1.ListRolesRequest, v1.ListRolesResponse](
+			httpClient,
+			baseURL+AuthServiceListRolesProcedure,
+			connect.WithSchema(authServiceMethods.ByName("ListRoles")),
+			connect.WithClientOptions(opts...),
+		),
+		bindRole: connect.NewClient[v1.BindRoleRequest, v1.BindRoleResponse](
+			httpClient,
+			baseURL+AuthServiceBindRoleProcedure,
+			connect.WithSchema(authServiceMethods.ByName("BindRole")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// authServiceClient implements AuthServiceClient.
+type authServiceClient struct {
+	bootstrap   *connect.Client[v1.AuthBootstrapRequest, v1.AuthBootstrapResponse]
+	setEnabled  *connect.Client[v1.AuthSetEnabledRequest, v1.AuthSetEnabledResponse]
+	status      *connect.Client[v1.AuthStatusRequest, v1.AuthStatusResponse]
+	createToken *connect.Client[v1.CreateTokenRequest, v1.CreateTokenResponse]
+	listTokens  *connect.Client[v1.ListTokensRequest, v1.ListTokensResponse]
+	revokeToken *connect.Client[v1.RevokeTokenRequest, v1.RevokeTokenResponse]
+	grantRole   *connect.Client[v1.GrantRoleRequest, v1.GrantRoleResponse]
+	revokeRole  *connect.Client[v1.RevokeRoleRequest, v1.RevokeRoleResponse]
+	listRoles   *connect.Client[v1.ListRolesRequest, v1.ListRolesResponse]
+	bindRole    *connect.Client[v1.BindRoleRequest, v1.BindRoleResponse]
+}
+
+// Bootstrap calls fence.v1.AuthService.Bootstrap.
+func (c *authServiceClient) Bootstrap(ctx context.Context, req *connect.Request[v1.AuthBootstrapRequest]) (*connect.Response[v1.AuthBootstrapResponse], error) {
+	return c.bootstrap.CallUnary(ctx, req)
+}
+
+// SetEnabled calls fence.v1.AuthService.SetEnabled.
+func (c *authServiceClient) SetEnabled(ctx context.Context, req *connect.Request[v1.AuthSetEnabledRequest]) (*connect.Response[v1.AuthSetEnabledResponse], error) {
+	return c.setEnabled.CallUnary(ctx, req)
+}
+
+// Status calls fence.v1.AuthService.Status.
+func (c *authServiceClient) Status(ctx context.Context, req *connect.Request[v1.AuthStatusRequest]) (*connect.Response[v1.AuthStatusResponse], error) {
+	return c.status.CallUnary(ctx, req)
+}
+
+// CreateToken calls fence.v1.AuthService.CreateToken.
+func (c *authServiceClient) CreateToken(ctx context.Context, req *connect.Request[v1.CreateTokenRequest]) (*connect.Response[v1.CreateTokenResponse], error) {
+	return c.createToken.CallUnary(ctx, req)
+}
+
+// ListTokens calls fence.v1.AuthService.ListTokens.
+func (c *authServiceClient) ListTokens(ctx context.Context, req *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error) {
+	return c.listTokens.CallUnary(ctx, req)
+}
+
+// RevokeToken calls fence.v1.AuthService.RevokeToken.
+func (c *authServiceClient) RevokeToken(ctx context.Context, req *connect.Request[v1.RevokeTokenRequest]) (*connect.Response[v1.RevokeTokenResponse], error) {
+	return c.revokeToken.CallUnary(ctx, req)
+}
+
+// GrantRole calls fence.v1.AuthService.GrantRole.
+func (c *authServiceClient) GrantRole(ctx context.Context, req *connect.Request[v1.GrantRoleRequest]) (*connect.Response[v1.GrantRoleResponse], error) {
+	return c.grantRole.CallUnary(ctx, req)
+}
+
+// RevokeRole calls fence.v1.AuthService.RevokeRole.
+func (c *authServiceClient) RevokeRole(ctx context.Context, req *connect.Request[v1.RevokeRoleRequest]) (*connect.Response[v1.RevokeRoleResponse], error) {
+	return c.revokeRole.CallUnary(ctx, req)
+}
+
+// ListRoles calls fence.v1.AuthService.ListRoles.
+func (c *authServiceClient) ListRoles(ctx context.Context, req *connect.Request[v1.ListRolesRequest]) (*connect.Response[v1.ListRolesResponse], error) {
+	return c.listRoles.CallUnary(ctx, req)
+}
+
+// BindRole calls fence.v1.AuthService.BindRole.
+func (c *authServiceClient) BindRole(ctx context.Context, req *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error) {
+	return c.bindRole.CallUnary(ctx, req)
+}
+
+// AuthServiceHandler is an implementation of the fence.v1.AuthService service.
+type AuthServiceHandler interface {
+	// Bootstrap creates the role "admin" and the first admin token, and
+	// returns its secret (shown once; only its SHA-256 is stored).
+	Bootstrap(context.Context, *connect.Request[v1.AuthBootstrapRequest]) (*connect.Response[v1.AuthBootstrapResponse], error)
+	// SetEnabled turns checking on (or off).
+	SetEnabled(context.Context, *connect.Request[v1.AuthSetEnabledRequest]) (*connect.Response[v1.AuthSetEnabledResponse], error)
+	// Status says whether checking is on, how often the store was
+	// bootstrapped, and who the caller is.
+	Status(context.Context, *connect.Request[v1.AuthStatusRequest]) (*connect.Response[v1.AuthStatusResponse], error)
+	// CreateToken makes a token with roles and returns its secret (once).
+	CreateToken(context.Context, *connect.Request[v1.CreateTokenRequest]) (*connect.Response[v1.CreateTokenResponse], error)
+	ListTokens(context.Context, *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error)
+	// RevokeToken revokes a token for good: every node refuses it once it
+	// has applied the revocation.
+	RevokeToken(context.Context, *connect.Request[v1.RevokeTokenRequest]) (*connect.Response[v1.RevokeTokenResponse], error)
+	// GrantRole adds permissions to a role (creating it).
+	GrantRole(context.Context, *connect.Request[v1.GrantRoleRequest]) (*connect.Response[v1.GrantRoleResponse], error)
+	// RevokeRole removes permissions from a role, or (none given) the role.
+	RevokeRole(context.Context, *connect.Request[v1.RevokeRoleRequest]) (*connect.Response[v1.RevokeRoleResponse], error)
+	ListRoles(context.Context, *connect.Request[v1.ListRolesRequest]) (*connect.Response[v1.ListRolesResponse], error)
+	// BindRole binds a role to a client certificate name (its subject CN or
+	// a URI SAN), or unbinds it: a request with a verified certificate of
+	// that name and no bearer token is made by the principal cert:<name>
+	// with the role's permissions.
+	BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error)
+}
+
+// NewAuthServiceHandler builds an HTTP handler from the service implementation. It returns the path
+// on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewAuthServiceHandler(svc AuthServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	authServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("AuthService").Methods()
+	authServiceBootstrapHandler := connect.NewUnaryHandler(
+		AuthServiceBootstrapProcedure,
+		svc.Bootstrap,
+		connect.WithSchema(authServiceMethods.ByName("Bootstrap")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceSetEnabledHandler := connect.NewUnaryHandler(
+		AuthServiceSetEnabledProcedure,
+		svc.SetEnabled,
+		connect.WithSchema(authServiceMethods.ByName("SetEnabled")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceStatusHandler := connect.NewUnaryHandler(
+		AuthServiceStatusProcedure,
+		svc.Status,
+		connect.WithSchema(authServiceMethods.ByName("Status")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceCreateTokenHandler := connect.NewUnaryHandler(
+		AuthServiceCreateTokenProcedure,
+		svc.CreateToken,
+		connect.WithSchema(authServiceMethods.ByName("CreateToken")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceListTokensHandler := connect.NewUnaryHandler(
+		AuthServiceListTokensProcedure,
+		svc.ListTokens,
+		connect.WithSchema(authServiceMethods.ByName("ListTokens")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceRevokeTokenHandler := connect.NewUnaryHandler(
+		AuthServiceRevokeTokenProcedure,
+		svc.RevokeToken,
+		connect.WithSchema(authServiceMethods.ByName("RevokeToken")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceGrantRoleHandler := connect.NewUnaryHandler(
+		AuthServiceGrantRoleProcedure,
+		svc.GrantRole,
+		connect.WithSchema(authServiceMethods.ByName("GrantRole")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceRevokeRoleHandler := connect.NewUnaryHandler(
+		AuthServiceRevokeRoleProcedure,
+		svc.RevokeRole,
+		connect.WithSchema(authServiceMethods.ByName("RevokeRole")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceListRolesHandler := connect.NewUnaryHandler(
+		AuthServiceListRolesProcedure,
+		svc.ListRoles,
+		connect.WithSchema(authServiceMethods.ByName("ListRoles")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceBindRoleHandler := connect.NewUnaryHandler(
+		AuthServiceBindRoleProcedure,
+		svc.BindRole,
+		connect.WithSchema(authServiceMethods.ByName("BindRole")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/fence.v1.AuthService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case AuthServiceBootstrapProcedure:
+			authServiceBootstrapHandler.ServeHTTP(w, r)
+		case AuthServiceSetEnabledProcedure:
+			authServiceSetEnabledHandler.ServeHTTP(w, r)
+		case AuthServiceStatusProcedure:
+			authServiceStatusHandler.ServeHTTP(w, r)
+		case AuthServiceCreateTokenProcedure:
+			authServiceCreateTokenHandler.ServeHTTP(w, r)
+		case AuthServiceListTokensProcedure:
+			authServiceListTokensHandler.ServeHTTP(w, r)
+		case AuthServiceRevokeTokenProcedure:
+			authServiceRevokeTokenHandler.ServeHTTP(w, r)
+		case AuthServiceGrantRoleProcedure:
+			authServiceGrantRoleHandler.ServeHTTP(w, r)
+		case AuthServiceRevokeRoleProcedure:
+			authServiceRevokeRoleHandler.ServeHTTP(w, r)
+		case AuthServiceListRolesProcedure:
+			authServiceListRolesHandler.ServeHTTP(w, r)
+		case AuthServiceBindRoleProcedure:
+			authServiceBindRoleHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedAuthServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedAuthServiceHandler struct{}
+
+func (UnimplementedAuthServiceHandler) Bootstrap(context.Context, *connect.Request[v1.AuthBootstrapRequest]) (*connect.Response[v1.AuthBootstrapResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.Bootstrap is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) SetEnabled(context.Context, *connect.Request[v1.AuthSetEnabledRequest]) (*connect.Response[v1.AuthSetEnabledResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.SetEnabled is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) Status(context.Context, *connect.Request[v1.AuthStatusRequest]) (*connect.Response[v1.AuthStatusResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.Status is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) CreateToken(context.Context, *connect.Request[v1.CreateTokenRequest]) (*connect.Response[v1.CreateTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.CreateToken is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) ListTokens(context.Context, *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.ListTokens is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) RevokeToken(context.Context, *connect.Request[v1.RevokeTokenRequest]) (*connect.Response[v1.RevokeTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.RevokeToken is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) GrantRole(context.Context, *connect.Request[v1.GrantRoleRequest]) (*connect.Response[v1.GrantRoleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.GrantRole is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) RevokeRole(context.Context, *connect.Request[v1.RevokeRoleRequest]) (*connect.Response[v1.RevokeRoleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.RevokeRole is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) ListRoles(context.Context, *connect.Request[v1.ListRolesRequest]) (*connect.Response[v1.ListRolesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.ListRoles is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.BindRole is not implemented"))
 }

@@ -1,0 +1,20 @@
+package nodeview
+
+import (
+	"context"
+
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/state"
+)
+
+// Auth is a node as the server's AuthStore: the auth state of its replica,
+// and auth commands proposed to it (a follower answers node.ErrNotLeader).
+type Auth struct{ N *node.Node }
+
+func (v Auth) ReadAuth(f func(m *state.Machine)) { v.N.ReadState(f) }
+
+func (v Auth) ApplyAuth(ctx context.Context, cmd state.Command) (state.Result, error) {
+	return v.N.Apply(ctx, cmd)
+}
+
+func (v Auth) AuthEnabled() bool { return v.N.AuthEnabled() }

@@ -1,0 +1,244 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"net/http"
+	"strings"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/cluster/clusterapi"
+	"github.com/fenceworks/fence/state"
+)
+
+// Authentication and permissions (docs/security.md).
+//
+// withCredentials puts what a request presents in its context: the bearer
+// secret of "Authorization: Bearer ...", and, on the peer port only, the
+// principal a forwarding node authenticated (clusterapi.PrincipalHeader).
+// Nothing is refused there: each call is judged where it is served
+// (identify, then authorize), so a refusal is the protocol's own error
+// with its typed detail on every path (Connect, gRPC, gRPC-Web, plain
+// JSON, the session stream).
+//
+// Auth state is read from the node's own replica (Deps.Auth.ReadAuth), so a
+// revoked token is refused by a node as soon as it has applied the
+// revocation. With no Deps.Auth, or with checking off (the default),
+// every call is served as before authentication existed: as an admin with
+// no name, so leases and sessions carry no principal.
+
+// AuthStore is the auth state behind the server.
+type AuthStore interface {
+	// ReadAuth runs f on the local replica's machine under its read lock;
+	// f must not keep m.
+	ReadAuth(f func(m *state.Machine))
+	// ApplyAuth proposes an auth command (the caller's principal and
+	// admin already set in it). A follower answers Errors.NotLeader.
+	ApplyAuth(ctx context.Context, cmd state.Command) (state.Result, error)
+	// AuthEnabled is the replica's enabled flag, read without the state's
+	// lock: with checking off (the default) a call takes no lock to be
+	// authenticated.
+	AuthEnabled() bool
+}
+
+// TokenPrefix starts every bearer secret: fence_<id>_<base64url secret>.
+const TokenPrefix = "fence_"
+
+// credentials are what a request presented.
+type credentials struct {
+	header    bool   // an Authorization header was sent
+	bearer    string // its bearer secret ("" none or not Bearer)
+	certNames []string
+	peer      *fence.Principal // forwarded by a peer node (peer port only)
+}
+
+type credentialsKey struct{}
+
+func credsOf(ctx context.Context) credentials {
+	c, _ := ctx.Value(credentialsKey{}).(credentials)
+	return c
+}
+
+func (s *Server) withCredentials(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c credentials
+		if a := r.Header.Get("Authorization"); a != "" {
+			c.header = true
+			if scheme, secret, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
+				c.bearer = strings.TrimSpace(secret)
+			}
+		}
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
+			c.certNames = certNames(r.TLS.PeerCertificates[0])
+		}
+		if clusterapi.FromPeer(r.Context()) {
+			if p, ok := r.Header[clusterapi.PrincipalHeader]; ok {
+				c.peer = &fence.Principal{Name: strings.Join(p, ""), Admin: r.Header.Get(clusterapi.AdminHeader) == "1"}
+			}
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credentialsKey{}, c)))
+	})
+}
+
+// certNames are the names a role binding may match: the CN and every URI
+// SAN of a verified client certificate.
+func certNames(c *x509.Certificate) []string {
+	var out []string
+	if c.Subject.CommonName != "" {
+		out = append(out, c.Subject.CommonName)
+	}
+	for _, u := range c.URIs {
+		out = append(out, u.String())
+	}
+	return out
+}
+
+// identity is an authenticated caller.
+type identity struct {
+	fence.Principal
+	perms   []state.Permission
+	trusted bool // forwarded by a peer, or no checking: not judged again
+}
+
+// identify authenticates the caller of ctx. With checking off it is an
+// anonymous admin, unless force (the AuthService's calls: once
+// bootstrapped they need an admin token even before checking is on).
+func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
+	c := credsOf(ctx)
+	if c.peer != nil {
+		// A node whose replica had not yet applied "enable" forwards its
+		// callers as anonymous admins: once checking is on here, such a
+		// call is not served (the client retries; the forwarding node
+		// catches up).
+		if c.peer.Name == "" && s.deps.Auth != nil && s.deps.Auth.AuthEnabled() {
+			return identity{}, &fence.UnauthenticatedError{Reason: "no credentials (forwarded anonymous by a node that had not yet applied authentication's enable)"}
+		}
+		return identity{Principal: *c.peer, trusted: true}, nil
+	}
+	if s.deps.Auth == nil || !force && !s.deps.Auth.AuthEnabled() {
+		return identity{Principal: fence.Principal{Admin: true}, trusted: true}, nil
+	}
+	var (
+		enabled    bool
+		bootstraps uint64
+		tok        state.AuthToken
+		found      bool
+		now        int64
+		perms      []state.Permission
+	)
+	id, ok := parseSecret(c.bearer)
+	var certName string // the first of the certificate's names bound to a role
+	s.deps.Auth.ReadAuth(func(m *state.Machine) {
+		enabled, bootstraps, now = m.AuthEnabled(), m.AuthBootstraps(), m.Now()
+		switch {
+		case !enabled && !force:
+		case ok:
+			if tok, found = m.AuthToken(id); found {
+				for _, r := range tok.Roles {
+					role, _ := m.Role(r)
+					perms = append(perms, role.Perms...)
+				}
+			}
+		case !c.header:
+			for _, name := range c.certNames {
+				for _, role := range m.CertRoles(name) {
+					if certName == "" {
+						certName = name
+					}
+					perms = append(perms, role.Perms...)
+				}
+			}
+		}
+	})
+	if !enabled && (!force || bootstraps == 0) {
+		return identity{Principal: fence.Principal{Admin: true}, trusted: true}, nil
+	}
+	if !c.header && certName != "" {
+		proveConn(ctx)
+		return identity{Principal: fence.Principal{Name: "cert:" + certName, Admin: state.Allows(perms, state.PermAdmin, "")}, perms: perms}, nil
+	}
+	var reason string
+	sum := sha256.Sum256([]byte(c.bearer))
+	switch {
+	case !c.header && len(c.certNames) > 0:
+		reason = "no credentials (the client certificate's names are bound to no role)"
+	case !c.header:
+		reason = "no credentials (send Authorization: Bearer <token>)"
+	case c.bearer == "" || !ok:
+		reason = "malformed credentials (want Authorization: Bearer fence_<id>_<secret>)"
+	case !found || !tok.TokenMatches(sum[:]):
+		reason = "unknown token"
+	case tok.Revoked:
+		reason = "revoked token"
+	case tok.ExpiresAt != 0 && now >= tok.ExpiresAt:
+		reason = "expired token"
+	}
+	if reason != "" {
+		return identity{}, &fence.UnauthenticatedError{Reason: reason}
+	}
+	proveConn(ctx) // its connection keeps its slot (conn_fair.go)
+	return identity{Principal: fence.Principal{Name: "token:" + id, Admin: state.Allows(perms, state.PermAdmin, "")}, perms: perms}, nil
+}
+
+// parseSecret is the token id of fence_<id>_<secret>.
+func parseSecret(secret string) (id string, ok bool) {
+	rest, ok := strings.CutPrefix(secret, TokenPrefix)
+	if !ok {
+		return "", false
+	}
+	id, sec, ok := strings.Cut(rest, "_")
+	return id, ok && id != "" && sec != ""
+}
+
+// anyName: a permission of the kind on any prefix will do (sessions,
+// which name no lock).
+const anyName = "\x00any"
+
+// authorize authenticates the caller of ctx and checks that it may do kind
+// on name (kind 0: authenticated is enough; anyName: any prefix). It
+// returns ctx carrying the principal, for the node to record and check
+// ownership with. Every refusal is audited.
+func (s *Server) authorize(ctx context.Context, method string, kind state.PermKind, name string) (context.Context, error) {
+	id, err := s.identify(ctx, false)
+	if err != nil {
+		s.audit(ctx, method, "", name, err)
+		return ctx, err
+	}
+	if !id.trusted && !id.Admin && kind != 0 && !allows(id.perms, kind, name) {
+		shown := name
+		if name == anyName {
+			shown = ""
+		}
+		err := &fence.PermissionDeniedError{Principal: id.Name, What: kind.String(), Name: shown}
+		s.audit(ctx, method, id.Name, shown, err)
+		return ctx, err
+	}
+	return fence.WithPrincipal(ctx, id.Principal), nil
+}
+
+func allows(perms []state.Permission, kind state.PermKind, name string) bool {
+	if name == anyName {
+		for _, p := range perms {
+			if p.Kind == kind || p.Kind == state.PermAdmin {
+				return true
+			}
+		}
+		return false
+	}
+	return state.Allows(perms, kind, name)
+}
+
+// requireAdmin authorizes an admin call (backup, membership, leadership,
+// detailed status). A peer's call on the raft port is a node's, trusted.
+func (s *Server) requireAdmin(ctx context.Context, method string) (context.Context, error) {
+	if clusterapi.FromPeer(ctx) {
+		return ctx, nil
+	}
+	ctx, err := s.authorize(ctx, method, state.PermAdmin, "")
+	if err == nil {
+		p, _ := fence.PrincipalFrom(ctx)
+		s.auditAction(ctx, method, p.Name, "")
+	}
+	return ctx, err
+}

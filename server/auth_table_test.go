@@ -1,0 +1,349 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/state"
+	"github.com/fenceworks/fence/testkit/memservice"
+)
+
+// authFixture is a server with auth bootstrapped and enabled, and a token
+// for each kind of caller.
+type authFixture struct {
+	t     *testing.T
+	s     *Server
+	url   string
+	creds map[string]string // caller name → Authorization header value ("" none)
+}
+
+// post sends a plain JSON call as the caller whose Authorization is auth.
+func (f *authFixture) post(proc, auth, body string) (int, map[string]any) {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.url+proc, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := map[string]any{}
+	_ = json.Unmarshal(b, &out)
+	out["_raw"] = string(b)
+	return resp.StatusCode, out
+}
+
+// must posts and fails unless the call is answered 200.
+func (f *authFixture) must(proc, auth, body string) map[string]any {
+	f.t.Helper()
+	code, out := f.post(proc, auth, body)
+	if code != http.StatusOK {
+		f.t.Fatalf("%s %s: %d %s", proc, body, code, out["_raw"])
+	}
+	return out
+}
+
+func bearer(secret string) string { return "Bearer " + secret }
+
+// newAuthFixture bootstraps a fresh server, makes the roles and tokens
+// and enables checking: callers none, wrong (a well-formed secret never
+// issued), revoked (lock on jobs/, revoked), lock, read, write (each on
+// jobs/), otherlock (lock on other/), admin (the bootstrap token).
+func newAuthFixture(t *testing.T) *authFixture { return newAuthFixtureWith(t, Config{}) }
+
+func newAuthFixtureWith(t *testing.T, cfg Config) *authFixture {
+	s, url := startServerWith(t, cfg)
+	f := &authFixture{t: t, s: s, url: url, creds: map[string]string{"none": ""}}
+	boot := f.must(fencev1connect.AuthServiceBootstrapProcedure, "", `{}`)
+	admin := bearer(boot["secret"].(string))
+	f.creds["admin"] = admin
+	for role, perm := range map[string]string{"locker": "lock:jobs/", "reader": "read:jobs/", "writer": "write:jobs/", "otherlock": "lock:other/"} {
+		f.must(fencev1connect.AuthServiceGrantRoleProcedure, admin, fmt.Sprintf(`{"role":%q,"permissions":[%q]}`, role, perm))
+	}
+	for name, role := range map[string]string{"lock": "locker", "read": "reader", "write": "writer", "otherlock": "otherlock", "revoked": "locker"} {
+		out := f.must(fencev1connect.AuthServiceCreateTokenProcedure, admin, fmt.Sprintf(`{"roles":[%q],"description":%q}`, role, name))
+		f.creds[name] = bearer(out["secret"].(string))
+		if name == "revoked" {
+			id := out["token"].(map[string]any)["id"].(string)
+			f.must(fencev1connect.AuthServiceRevokeTokenProcedure, admin, fmt.Sprintf(`{"id":%q}`, id))
+			f.creds["wrong"] = bearer("fence_" + id + "_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+		}
+	}
+	f.must(fencev1connect.AuthServiceSetEnabledProcedure, admin, `{"enabled":true}`)
+	return f
+}
+
+// fingerprint is what a call could change: tokens, locks, resources,
+// sessions and the auth state (not server time).
+func (f *authFixture) fingerprint() string {
+	var b bytes.Buffer
+	storeOf(f.s).(*memservice.Service).Machine(func(m *state.Machine) {
+		fmt.Fprintf(&b, "last=%d sessions=%d enabled=%t boots=%d\n", m.LastToken(), m.Sessions(), m.AuthEnabled(), m.AuthBootstraps())
+		for _, l := range m.Locks("", m.Now()) {
+			fmt.Fprintf(&b, "lock %s %v %d\n", l.Name, l.Lease != nil, l.LastToken)
+			if l.Lease != nil {
+				fmt.Fprintf(&b, " ttl %s\n", l.Lease.TTL)
+			}
+		}
+		for _, r := range []string{"jobs/r", "jobs/n"} {
+			rs := m.Resource(r)
+			fmt.Fprintf(&b, "res %s %d %d %t\n", r, rs.Version, rs.LastToken, rs.Deleted)
+		}
+		for _, t := range m.AuthTokens() {
+			fmt.Fprintf(&b, "token %s %v %t\n", t.ID, t.Roles, t.Revoked)
+		}
+		for _, r := range m.Roles() {
+			fmt.Fprintf(&b, "role %s %v %v\n", r.Name, r.Perms, r.Certs)
+		}
+	})
+	return b.String()
+}
+
+// rpc is one procedure: the permission it needs ("" any authenticated
+// caller; "never": refused to everyone once bootstrapped; "open": served
+// to everyone) and its body, made ready by setup as caller owner (the
+// caller itself when it may, else the admin).
+type rpc struct {
+	proc string
+	perm string
+	body func(f *authFixture, owner string, n int) string
+}
+
+func acquireAs(f *authFixture, owner, name string) uint64 {
+	out := f.must(fencev1connect.LockServiceAcquireProcedure, f.creds[owner], fmt.Sprintf(`{"name":%q,"owner":"o","ttl":"60s"}`, name))
+	var tok uint64
+	fmt.Sscan(fmt.Sprint(out["lease"].(map[string]any)["token"]), &tok)
+	return tok
+}
+
+func openAs(f *authFixture, owner string) uint64 {
+	out := f.must(fencev1connect.SessionServiceOpenProcedure, f.creds[owner], `{"ttl":"60s"}`)
+	var id uint64
+	fmt.Sscan(fmt.Sprint(out["session"].(map[string]any)["id"]), &id)
+	return id
+}
+
+var authRPCs = []rpc{
+	{fencev1connect.LockServiceAcquireProcedure, "lock", func(f *authFixture, _ string, n int) string {
+		return fmt.Sprintf(`{"name":"jobs/a%d","owner":"o","ttl":"30s"}`, n)
+	}},
+	{fencev1connect.LockServiceRenewProcedure, "lock", func(f *authFixture, owner string, n int) string {
+		name := fmt.Sprintf("jobs/renew%d", n)
+		return fmt.Sprintf(`{"name":%q,"token":%d,"ttl":"90s"}`, name, acquireAs(f, owner, name))
+	}},
+	{fencev1connect.LockServiceReleaseProcedure, "lock", func(f *authFixture, owner string, n int) string {
+		name := fmt.Sprintf("jobs/rel%d", n)
+		return fmt.Sprintf(`{"name":%q,"token":%d}`, name, acquireAs(f, owner, name))
+	}},
+	{fencev1connect.LockServiceGetProcedure, "read", func(*authFixture, string, int) string { return `{"name":"jobs/a"}` }},
+	{fencev1connect.LockServiceListProcedure, "read", func(*authFixture, string, int) string { return `{"prefix":"jobs/"}` }},
+	{fencev1connect.ResourceServiceWriteProcedure, "write", func(f *authFixture, _ string, n int) string {
+		return fmt.Sprintf(`{"resource":"jobs/r","token":%d,"value":"aGk="}`, acquireAs(f, "admin", fmt.Sprintf("jobs/w%d", n)))
+	}},
+	{fencev1connect.ResourceServiceAddProcedure, "write", func(f *authFixture, _ string, n int) string {
+		return fmt.Sprintf(`{"resource":"jobs/n","token":%d,"delta":1}`, acquireAs(f, "admin", fmt.Sprintf("jobs/w%d", n)))
+	}},
+	{fencev1connect.ResourceServiceDeleteProcedure, "write", func(f *authFixture, _ string, n int) string {
+		return fmt.Sprintf(`{"resource":"jobs/r","token":%d}`, acquireAs(f, "admin", fmt.Sprintf("jobs/w%d", n)))
+	}},
+	{fencev1connect.ResourceServiceReadProcedure, "read", func(*authFixture, string, int) string { return `{"resource":"jobs/r"}` }},
+	{fencev1connect.SessionServiceOpenProcedure, "lock", func(*authFixture, string, int) string { return `{"ttl":"30s"}` }},
+	{fencev1connect.SessionServiceKeepAliveProcedure, "lock", func(f *authFixture, owner string, _ int) string {
+		return fmt.Sprintf(`{"session":%d,"ttl":"10s"}`, openAs(f, owner))
+	}},
+	{fencev1connect.SessionServiceCloseProcedure, "lock", func(f *authFixture, owner string, _ int) string {
+		return fmt.Sprintf(`{"session":%d}`, openAs(f, owner))
+	}},
+	{fencev1connect.ClusterServiceMembersProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.ClusterServiceNodeStatusProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.ClusterServiceAddMemberProcedure, "admin", func(*authFixture, string, int) string {
+		return `{"id":"n2","raftAddr":"127.0.0.1:1"}`
+	}},
+	{fencev1connect.ClusterServiceRemoveMemberProcedure, "admin", func(*authFixture, string, int) string { return `{"id":"n9"}` }},
+	{fencev1connect.ClusterServiceTransferLeadershipProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.AuthServiceBootstrapProcedure, "never", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.AuthServiceSetEnabledProcedure, "admin", func(*authFixture, string, int) string { return `{"enabled":true}` }},
+	{fencev1connect.AuthServiceStatusProcedure, "", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.AuthServiceCreateTokenProcedure, "admin", func(*authFixture, string, int) string { return `{"roles":["reader"]}` }},
+	{fencev1connect.AuthServiceListTokensProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.AuthServiceRevokeTokenProcedure, "admin", func(f *authFixture, _ string, _ int) string {
+		out := f.must(fencev1connect.AuthServiceCreateTokenProcedure, f.creds["admin"], `{"roles":["reader"]}`)
+		return fmt.Sprintf(`{"id":%q}`, out["token"].(map[string]any)["id"])
+	}},
+	{fencev1connect.AuthServiceGrantRoleProcedure, "admin", func(_ *authFixture, _ string, n int) string {
+		return fmt.Sprintf(`{"role":"tmp%d","permissions":["read:x/"]}`, n)
+	}},
+	{fencev1connect.AuthServiceRevokeRoleProcedure, "admin", func(f *authFixture, _ string, n int) string {
+		f.must(fencev1connect.AuthServiceGrantRoleProcedure, f.creds["admin"], fmt.Sprintf(`{"role":"gone%d","permissions":["read:x/"]}`, n))
+		return fmt.Sprintf(`{"role":"gone%d"}`, n)
+	}},
+	{fencev1connect.AuthServiceListRolesProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.AuthServiceBindRoleProcedure, "admin", func(_ *authFixture, _ string, n int) string {
+		return fmt.Sprintf(`{"role":"reader","certName":"cn-%d"}`, n)
+	}},
+	{healthCheckProcedure, "open", func(*authFixture, string, int) string { return `{}` }},
+}
+
+// Every unary procedure × {no credentials, a wrong token, a revoked token,
+// each permission, a permission on another prefix, an admin}: served
+// exactly where the permission allows (an admin everywhere), refused
+// UNAUTHENTICATED (401) without valid credentials and PERMISSION_DENIED
+// (403) naming the missing permission otherwise, and a refused call
+// changes nothing. Streaming procedures are in TestAuthStreams.
+func TestAuthEveryRPCByCaller(t *testing.T) {
+	f := newAuthFixture(t)
+	covered := map[string]bool{}
+	for _, r := range authRPCs {
+		covered[r.proc] = true
+	}
+	for path, p := range procedures {
+		if !p.stream && !covered[path] && !strings.HasPrefix(path, "/grpc.reflection.") {
+			t.Errorf("%s: no row in authRPCs", path)
+		}
+	}
+	callers := []string{"none", "wrong", "revoked", "lock", "read", "write", "otherlock", "admin"}
+	n := 0
+	for _, r := range authRPCs {
+		for _, who := range callers {
+			n++
+			valid := who != "none" && who != "wrong" && who != "revoked"
+			var allowed bool
+			switch r.perm {
+			case "open":
+				allowed = true
+			case "never":
+				allowed = false
+			case "":
+				allowed = valid
+			default:
+				allowed = who == "admin" || who == r.perm ||
+					who == "otherlock" && r.proc == fencev1connect.SessionServiceOpenProcedure // lock on any prefix opens a session
+			}
+			owner := "admin"
+			if allowed && who != "admin" && r.perm == "lock" {
+				owner = who
+			}
+			body := r.body(f, owner, n)
+			before := f.fingerprint()
+			code, out := f.post(r.proc, f.creds[who], body)
+			what := fmt.Sprintf("%s as %s %s", r.proc, who, body)
+			if allowed {
+				if code == http.StatusUnauthorized || code == http.StatusForbidden {
+					t.Errorf("%s: refused %d %s, want served", what, code, out["_raw"])
+				} else if code != http.StatusOK && !strings.Contains(r.proc, "ClusterService/") {
+					t.Errorf("%s: %d %s, want 200", what, code, out["_raw"])
+				}
+				continue
+			}
+			facts, _ := out["facts"].(map[string]any)
+			switch {
+			case r.perm == "open":
+			case !valid && r.perm != "never":
+				if code != http.StatusUnauthorized || out["reason"] != "UNAUTHENTICATED" {
+					t.Errorf("%s: %d %s, want 401 UNAUTHENTICATED", what, code, out["_raw"])
+				}
+			case r.perm == "never":
+				if code != http.StatusForbidden || out["reason"] != "PERMISSION_DENIED" {
+					t.Errorf("%s: %d %s, want 403 PERMISSION_DENIED", what, code, out["_raw"])
+				}
+			default:
+				want := r.perm
+				if who == "otherlock" && strings.HasPrefix(r.proc, "/fence.v1.SessionService/") && r.proc != fencev1connect.SessionServiceOpenProcedure {
+					want = "session" // lock on some prefix opens a session; another's session is refused as not its own
+				}
+				if code != http.StatusForbidden || out["reason"] != "PERMISSION_DENIED" || facts["permission"] != want {
+					t.Errorf("%s: %d %s, want 403 PERMISSION_DENIED naming %s", what, code, out["_raw"], want)
+				}
+			}
+			if after := f.fingerprint(); after != before {
+				t.Errorf("%s: the refused call changed the state:\n%s\nthen\n%s", what, before, after)
+			}
+		}
+	}
+}
+
+// The streaming procedures: a backup needs an admin; a session stream
+// needs the lock permission and the session's own principal.
+func TestAuthStreams(t *testing.T) {
+	f := newAuthFixture(t)
+	ctx := context.Background()
+	hc := &http.Client{}
+	for _, who := range []string{"none", "wrong", "revoked", "lock", "read", "admin"} {
+		c := fencev1connect.NewMaintenanceServiceClient(hc, f.url)
+		req := connect.NewRequest(&fencev1.BackupRequest{})
+		if a := f.creds[who]; a != "" {
+			req.Header().Set("Authorization", a)
+		}
+		st, err := c.Backup(ctx, req)
+		if err == nil {
+			for st.Receive() {
+			}
+			err = st.Err()
+			st.Close()
+		}
+		want := map[string]connect.Code{"none": connect.CodeUnauthenticated, "wrong": connect.CodeUnauthenticated,
+			"revoked": connect.CodeUnauthenticated, "lock": connect.CodePermissionDenied, "read": connect.CodePermissionDenied}[who]
+		if got := connect.CodeOf(err); err != nil && got != want || err == nil && want != 0 {
+			t.Errorf("Backup as %s: %v, want %v", who, err, want)
+		}
+	}
+	// A session stream on the lock caller's session: refused to the
+	// others (the reader lacks lock; otherlock has lock, but not on this
+	// session), served to its owner.
+	id := openAs(f, "lock")
+	for _, who := range []string{"none", "read", "otherlock", "lock"} {
+		c := fencev1connect.NewSessionServiceClient(h2cClient(), f.url, connect.WithGRPC())
+		sctx, cancel := context.WithCancel(ctx)
+		st := c.Stream(sctx)
+		if a := f.creds[who]; a != "" {
+			st.RequestHeader().Set("Authorization", a)
+		}
+		err := st.Send(&fencev1.SessionRequest{Session: id, Call: 1, Op: &fencev1.SessionRequest_Get{Get: &fencev1.GetRequest{Name: "jobs/x"}}})
+		if err == nil {
+			_, err = st.Receive()
+		}
+		cancel()
+		st.CloseRequest()
+		st.CloseResponse()
+		want := map[string]connect.Code{"none": connect.CodeUnauthenticated, "read": connect.CodePermissionDenied, "otherlock": connect.CodePermissionDenied}[who]
+		if got := connect.CodeOf(err); (err == nil) != (want == 0) || err != nil && got != want {
+			t.Errorf("Stream as %s: %v, want %v", who, err, want)
+		}
+	}
+}
+
+// A token made with a ttl is served until the store's server time passes
+// its expiry, then refused "expired token" — with no other traffic: the
+// expiry is a deadline the store ticks at.
+func TestAuthExpiredTokenRefused(t *testing.T) {
+	f := newAuthFixture(t)
+	out := f.must(fencev1connect.AuthServiceCreateTokenProcedure, f.creds["admin"], `{"roles":["reader"],"ttl":"0.2s"}`)
+	tok := bearer(out["secret"].(string))
+	if code, got := f.post(fencev1connect.LockServiceGetProcedure, tok, `{"name":"jobs/a"}`); code != http.StatusOK {
+		t.Fatalf("a fresh token with a ttl: %d %s", code, got["_raw"])
+	}
+	until(t, "the token refused as expired", func() bool {
+		code, got := f.post(fencev1connect.LockServiceGetProcedure, tok, `{"name":"jobs/a"}`)
+		if code != http.StatusOK && !(code == http.StatusUnauthorized && strings.Contains(got["_raw"].(string), "expired token")) {
+			t.Fatalf("the token past its expiry: %d %s", code, got["_raw"])
+		}
+		return code == http.StatusUnauthorized
+	})
+}
