@@ -154,6 +154,8 @@ func (c *Config) start(kind string) (*Server, error) {
 		return StartFence(c.FenceBin, c.Tmp)
 	case "fence-tls":
 		return StartFenceTLS(c.FenceBin, c.Tmp)
+	case "fence-tls-auth":
+		return StartFenceTLSAuth(c.FenceBin, c.Tmp)
 	case "etcd":
 		return StartEtcd(c.EtcdBin, c.Tmp)
 	case "redis-always":

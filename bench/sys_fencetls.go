@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +14,10 @@ import (
 	"github.com/fenceworks/fence/client"
 )
 
-func init() { Register(fenceSessionTLS{}) }
+func init() {
+	Register(fenceSessionTLS{})
+	Register(fenceSessionTLSAuth{})
+}
 
 // fenceSessionTLS is fence-session against a server whose client port
 // speaks TLS (HTTP/2 over TLS, ALPN h2): the same workloads, so that the
@@ -40,6 +44,83 @@ func (fenceSessionTLS) Open(ctx context.Context, addr string, workers int) (Clie
 		scheme: "https", opts: []client.Option{client.WithTLS(cfg)}}, nil
 }
 
+// fenceSessionTLSAuth is fence-session-tls with authentication on: every
+// call carries a bearer token whose role may lock, read and write every
+// name, and the server authenticates and checks it (issue 21's benchmark:
+// the cost of TLS and auth together, against fence-session in one run).
+type fenceSessionTLSAuth struct{}
+
+func (fenceSessionTLSAuth) Name() string   { return "fence-session-tls-auth" }
+func (fenceSessionTLSAuth) Server() string { return "fence-tls-auth" }
+func (fenceSessionTLSAuth) Fenced() bool   { return true }
+
+// AuthEnv names the variable that holds the bench clients' bearer token
+// (set by StartFenceTLSAuth, inherited by the runner's children).
+const AuthEnv = "FENCEBENCH_AUTH_TOKEN"
+
+func (fenceSessionTLSAuth) Open(ctx context.Context, addr string, workers int) (Client, error) {
+	cfg, err := benchClientTLS()
+	if err != nil {
+		return nil, err
+	}
+	tok := os.Getenv(AuthEnv)
+	if tok == "" {
+		return nil, fmt.Errorf("%s is not set: no fence-tls-auth server was started", AuthEnv)
+	}
+	return &fenceSessionClient{addr: addr, clients: map[int]*client.Client{},
+		scheme: "https", opts: []client.Option{client.WithTLS(cfg), client.WithBearerToken(tok)}}, nil
+}
+
+// StartFenceTLSAuth is StartFenceTLS, then `fence auth bootstrap`, a role
+// bench with lock:, read: and write: (every name), a token holding it, and
+// `fence auth enable`; the token goes into $FENCEBENCH_AUTH_TOKEN.
+func StartFenceTLSAuth(bin, tmp string) (*Server, error) {
+	s, err := startFenceTLS(bin, tmp, "fence-tls-auth")
+	if err != nil {
+		return nil, err
+	}
+	cli := func(token string, args ...string) ([]byte, error) {
+		cmd := exec.Command(bin, append([]string{"--server", "https://" + s.Addr, "--auth-token", token}, args...)...)
+		cmd.Env = append(os.Environ(), "FENCE_CACERT="+filepath.Join(os.Getenv(PKIEnv), "ca.crt"))
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr string
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = string(ee.Stderr)
+			}
+			return nil, fmt.Errorf("fence %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr))
+		}
+		return out, nil
+	}
+	var boot, tok struct {
+		Secret string `json:"secret"`
+	}
+	fail := func(err error) (*Server, error) { s.Stop(); return nil, err }
+	out, err := cli("", "auth", "bootstrap", "--json")
+	if err != nil {
+		return fail(err)
+	}
+	if err := json.Unmarshal(out, &boot); err != nil || boot.Secret == "" {
+		return fail(fmt.Errorf("fence auth bootstrap --json printed %q: %v", out, err))
+	}
+	if _, err := cli(boot.Secret, "role", "grant", "bench", "lock:", "read:", "write:"); err != nil {
+		return fail(err)
+	}
+	if out, err = cli(boot.Secret, "token", "create", "--role", "bench", "--json"); err != nil {
+		return fail(err)
+	}
+	if err := json.Unmarshal(out, &tok); err != nil || tok.Secret == "" {
+		return fail(fmt.Errorf("fence token create --json printed %q: %v", out, err))
+	}
+	if _, err := cli(boot.Secret, "auth", "enable"); err != nil {
+		return fail(err)
+	}
+	if err := os.Setenv(AuthEnv, tok.Secret); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
 // benchClientTLS trusts the CA in $FENCEBENCH_PKI.
 func benchClientTLS() (*tls.Config, error) {
 	dir := os.Getenv(PKIEnv)
@@ -60,21 +141,27 @@ func benchClientTLS() (*tls.Config, error) {
 // StartFenceTLS is StartFence with the client port on TLS: `fence cert`
 // makes a CA and a server certificate for 127.0.0.1 under tmp, and the
 // server is started with --cert-file and --key-file.
-func StartFenceTLS(bin, tmp string) (*Server, error) {
-	pki, err := os.MkdirTemp(tmp, "pki-")
-	if err != nil {
-		return nil, err
-	}
-	if out, err := exec.Command(bin, "cert", "--dir", pki, "--valid", "24h").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("fence cert: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	if err := os.Setenv(PKIEnv, pki); err != nil {
-		return nil, err
+func StartFenceTLS(bin, tmp string) (*Server, error) { return startFenceTLS(bin, tmp, "fence-tls") }
+
+func startFenceTLS(bin, tmp, kind string) (*Server, error) {
+	// One CA for every TLS server of the run: the clients find it in
+	// $FENCEBENCH_PKI, whichever server they talk to.
+	pki := os.Getenv(PKIEnv)
+	if _, err := os.Stat(filepath.Join(pki, "server.crt")); pki == "" || err != nil {
+		if pki, err = os.MkdirTemp(tmp, "pki-"); err != nil {
+			return nil, err
+		}
+		if out, err := exec.Command(bin, "cert", "--dir", pki, "--valid", "24h").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("fence cert: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		if err := os.Setenv(PKIEnv, pki); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := benchClientTLS()
 	if err != nil {
 		return nil, err
 	}
-	return startFence(bin, tmp, "fence-tls", cfg,
+	return startFence(bin, tmp, kind, cfg,
 		"--cert-file", filepath.Join(pki, "server.crt"), "--key-file", filepath.Join(pki, "server.key"))
 }
