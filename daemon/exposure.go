@@ -47,4 +47,3 @@ func checkExposure(cfg Config, port, flag string, addr net.Addr, tls bool) error
 	}
 	return nil
 }
-

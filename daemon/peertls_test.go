@@ -314,5 +314,3 @@ func metricValue(t *testing.T, page, name string) float64 {
 	t.Fatalf("no %s in /metrics", name)
 	return 0
 }
-
-
