@@ -61,7 +61,7 @@ func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterPart
 	if err != nil {
 		return nc, nil, err
 	}
-	if err := checkExposure(cfg, "raft", "--raft-addr", mux.BindAddr(), cfg.PeerTLSEnabled()); err != nil {
+	if err := checkExposure(cfg, "raft", "--raft-addr", c.RaftAddr, mux.BindAddr(), cfg.PeerTLSEnabled()); err != nil {
 		mux.Close()
 		return nc, nil, err
 	}

@@ -178,7 +178,7 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	if err := checkExposure(cfg, "client", "--listen", ln.Addr(), cfg.TLSEnabled()); err != nil {
+	if err := checkExposure(cfg, "client", "--listen", cfg.Listen, ln.Addr(), cfg.TLSEnabled()); err != nil {
 		ln.Close()
 		return err
 	}

@@ -13,7 +13,7 @@ var ErrInsecureListen = errors.New("refusing to listen on a non-loopback address
 // Config.InsecureListen says so.
 type InsecureListenError struct {
 	// Port is "client" or "raft"; Flag the flag that set its address
-	// (--listen, --raft-addr); Addr the address bound.
+	// (--listen, --raft-addr); Addr the address it gave.
 	Port, Flag, Addr string
 }
 
@@ -29,21 +29,22 @@ func (e *InsecureListenError) Error() string {
 
 func (e *InsecureListenError) Is(target error) bool { return target == ErrInsecureListen }
 
-// checkExposure refuses a port bound at addr that is not on loopback and
-// speaks no TLS, unless cfg.InsecureListen; with it, the exposure is
-// logged as an error.
-func checkExposure(cfg Config, port, flag string, addr net.Addr, tls bool) error {
-	if tls || loopback(addr) {
+// checkExposure refuses a port given as addr and bound at bound that is
+// not on loopback and speaks no TLS, unless cfg.InsecureListen; with it,
+// the raft port's exposure is logged as an error (Run logs the client
+// port's).
+func checkExposure(cfg Config, port, flag, addr string, bound net.Addr, tls bool) error {
+	if tls || loopback(bound) {
 		return nil
 	}
 	if !cfg.InsecureListen {
-		return &InsecureListenError{Port: port, Flag: flag, Addr: addr.String()}
+		return &InsecureListenError{Port: port, Flag: flag, Addr: addr}
 	}
 	if port == "raft" {
 		cfg.Logger.Error("--insecure-listen: the raft port listens on a non-loopback address without peer TLS: "+
 			"anyone who can reach it can join the cluster, vote, and call the API as a peer; "+
 			"make it mutual TLS (--peer-cert-file, --peer-key-file, --peer-trusted-ca-file) or keep it on a trusted network",
-			"raft_addr", addr.String())
+			"raft_addr", addr, "bound", bound.String())
 	}
 	return nil
 }
