@@ -64,7 +64,9 @@ func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Req
 }
 
 func (c clusterService) NodeStatus(ctx context.Context, req *connect.Request[fencev1.NodeStatusRequest]) (*connect.Response[fencev1.NodeStatusResponse], error) {
-	return connect.NewResponse(nodeStatusToProto(c.m.NodeStatus(req.Msg.GetAdding()))), nil
+	st := c.m.NodeStatus(req.Msg.GetAdding())
+	st.InsecureListen = c.s.cfg.InsecureListen
+	return connect.NewResponse(nodeStatusToProto(st)), nil
 }
 
 // error maps a membership error to what the caller sees. An answer of the
