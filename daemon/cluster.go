@@ -46,6 +46,9 @@ func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterPart
 	nc.Clock = h.Clock
 	cp := &clusterParts{}
 	if !c.enabled() {
+		if cfg.PeerTLSEnabled() {
+			return nc, nil, ErrPeerTLSAlone
+		}
 		return nc, cp, nil
 	}
 	opts := []raftstore.MuxOption{raftstore.WithDialer(h.Dialer), raftstore.WithMuxLogger(cfg.Logger)}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -13,8 +14,10 @@ import (
 func (c Config) PeerTLSEnabled() bool { return c.PeerCertFile != "" }
 
 // validatePeerTLS checks the peer TLS settings as a set and loads their
-// files once: the three go together, in cluster mode only, and the
-// certificate must name a node (raftstore.NodeIDOf).
+// files once: the three go together and the certificate must name a node
+// (raftstore.NodeIDOf). That they need cluster mode is New's check
+// (ErrPeerTLSAlone): `fence serve` validates before it adds the cluster
+// flags.
 func (c Config) validatePeerTLS() error {
 	set := 0
 	for _, f := range []string{c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile} {
@@ -31,8 +34,6 @@ func (c Config) validatePeerTLS() error {
 		return fence.Invalid("config.peer_key_file", "set with config.peer_cert_file and config.peer_trusted_ca_file (peer TLS needs all three)", "")
 	case c.PeerTrustedCAFile == "":
 		return fence.Invalid("config.peer_trusted_ca_file", "set with config.peer_cert_file and config.peer_key_file (peer TLS is mutual: the CA that signs every node's certificate)", "")
-	case c.Cluster.RaftAddr == "":
-		return fence.Invalid("config.peer_cert_file", "set only with config.cluster.raft_addr (a single node has no raft port)", c.PeerCertFile)
 	}
 	cert, err := loadKeyPair(c.PeerCertFile, c.PeerKeyFile)
 	if err != nil {
@@ -46,6 +47,9 @@ func (c Config) validatePeerTLS() error {
 	}
 	return nil
 }
+
+// ErrPeerTLSAlone: peer TLS settings without a raft port (New).
+var ErrPeerTLSAlone = errors.New("the peer TLS files are for the raft port: a single node (no --raft-addr) has none")
 
 // PeerCertNodeError: the peer certificate names another node than this
 // one. Run refuses to start (its peers would refuse it: a connection is

@@ -19,8 +19,9 @@ import (
 )
 
 // The peer TLS settings are checked as a set before anything opens, each
-// refusal naming its setting: the three files go together, in cluster mode
-// only, and the certificate must name a node (fence-node://ID). Run also
+// refusal naming its setting: the three files go together and the
+// certificate must name a node (fence-node://ID); New refuses them on a
+// single node (ErrPeerTLSAlone). Run also
 // refuses a certificate naming another node than --node-id
 // (*PeerCertNodeError): its peers would take it for that node.
 func TestPeerTLSConfigValidate(t *testing.T) {
@@ -46,9 +47,6 @@ func TestPeerTLSConfigValidate(t *testing.T) {
 		{"cert alone", func(c *Config) { c.PeerCertFile = cert }, "config.peer_key_file", "all three"},
 		{"no CA", func(c *Config) { c.PeerCertFile, c.PeerKeyFile = cert, key }, "config.peer_trusted_ca_file", "mutual"},
 		{"CA alone", func(c *Config) { c.PeerTrustedCAFile = p.caFile }, "config.peer_cert_file", "all three"},
-		{"a single node", func(c *Config) {
-			c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile, c.Cluster = cert, key, p.caFile, ClusterConfig{}
-		}, "config.peer_cert_file", "raft_addr"},
 		{"a certificate naming no node", func(c *Config) {
 			c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile = noID+".crt", noID+".key", p.caFile
 		}, "config.peer_cert_file", "fence-node://NODE-ID"},
@@ -63,6 +61,12 @@ func TestPeerTLSConfigValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want an InvalidError for %s saying %q", err, tc.field, tc.in)
 			}
 		})
+	}
+	alone := DefaultConfig()
+	alone.DataDir = t.TempDir()
+	alone.PeerCertFile, alone.PeerKeyFile, alone.PeerTrustedCAFile = cert, key, p.caFile
+	if _, err := New(alone); !errors.Is(err, ErrPeerTLSAlone) {
+		t.Fatalf("New of a single node with peer TLS files = %v, want ErrPeerTLSAlone", err)
 	}
 	good := DefaultConfig()
 	good.NodeID, good.Cluster = "n1", raft

@@ -80,6 +80,9 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage("serve: " + err.Error())
 	}
+	if cfg.PeerTLSEnabled() && clusterCfg.RaftAddr == "" {
+		return usage("serve: --peer-cert-file, --peer-key-file and --peer-trusted-ca-file are for the raft port: give --raft-addr (a single node has none)")
+	}
 	if err := o.cf.checkRestored(cfg.DataDir); err != nil {
 		return usage("serve: " + err.Error())
 	}
