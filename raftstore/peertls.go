@@ -169,7 +169,11 @@ func (m *Mux) acceptTLS(c net.Conn) (net.Conn, error) {
 		if why == nil {
 			why = err
 		}
-		m.logPeerRefusal("accepted", c.RemoteAddr().String(), id, why)
+		select {
+		case <-m.closed: // Close cut the handshake short: no refusal
+		default:
+			m.logPeerRefusal("accepted", c.RemoteAddr().String(), id, why)
+		}
 		c.Close()
 		return nil, why
 	}
@@ -230,10 +234,17 @@ func (m *Mux) dialTLS(ctx context.Context, c net.Conn, addr string) (net.Conn, e
 	}
 	tc := tls.Client(c, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		if why == nil {
+		// A refusal: this side's check failed, or the other side's (a TLS
+		// alert); a connection cut or timed out is no refusal (the peer
+		// may be stopping).
+		if why != nil || errors.As(err, new(tls.AlertError)) {
+			if why == nil {
+				why = err
+			}
+			m.logPeerRefusal("dialed", addr, id, why)
+		} else {
 			why = err
 		}
-		m.logPeerRefusal("dialed", addr, id, why)
 		c.Close()
 		return nil, fmt.Errorf("raftstore: peer TLS with %s: %w", addr, why)
 	}
