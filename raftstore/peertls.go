@@ -92,32 +92,16 @@ func (m *Mux) PeerTLS() bool { return m.peerCerts != nil }
 // not a member, or not the one dialed.
 func (m *Mux) PeerRefusals() uint64 { return m.peerRefused.Load() }
 
-// PeerIdentity is implemented by the raft port's connections under peer
-// TLS: the node id the other side's certificate names.
-type PeerIdentity interface{ PeerNodeID() string }
-
 // peerConn is a connection whose other side proved, by TLS, to be node id.
 type peerConn struct {
 	net.Conn
 	id string
 }
 
+// PeerNodeID is the node id the other side's certificate names (what
+// clusterapi.PeerNodeID reads through the wrappers; countedConn has
+// NetConn for it).
 func (c *peerConn) PeerNodeID() string { return c.id }
-
-// PeerNodeID is the node id c's peer certificate names ("" when c is not a
-// peer TLS connection of a mux, or wraps none).
-func PeerNodeID(c net.Conn) string {
-	for {
-		switch x := c.(type) {
-		case PeerIdentity:
-			return x.PeerNodeID()
-		case interface{ NetConn() net.Conn }:
-			c = x.NetConn()
-		default:
-			return ""
-		}
-	}
-}
 
 // verifyPeer checks the chain of a peer's certificate against the CA pool
 // for usage, and returns the node id it names.
