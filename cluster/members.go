@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/cluster/clusterapi"
 	"github.com/fenceworks/fence/internal/buildinfo"
 	"github.com/fenceworks/fence/node"
 )
@@ -289,6 +290,11 @@ func (m *Membership) checkIsThere(ctx context.Context, id, raftAddr string) erro
 	ctx, cancel := context.WithTimeout(ctx, addCheckTimeout)
 	defer cancel()
 	st, err := m.peer(raftAddr, false).NodeStatus(ctx, true)
+	if mis := (*clusterapi.CertMismatchError)(nil); errors.As(err, &mis) {
+		// Under peer TLS: the node claims id but its certificate names
+		// another node.
+		return &ConflictError{ID: id, RaftAddr: raftAddr, MemberID: mis.CertID, MemberAddr: raftAddr, NotMember: true}
+	}
 	if err != nil {
 		// %v, not %w: the server passes the Peer's error in the chain on
 		// as the leader's own answer (a forwarded change); this is ours.

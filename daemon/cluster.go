@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/cluster"
 	"github.com/fenceworks/fence/internal/nodeview"
@@ -21,6 +23,7 @@ import (
 // membership API (a cluster of one).
 type clusterParts struct {
 	mux     *raftstore.Mux     // nil alone
+	certs   *certReloader      // the raft port's peer TLS (nil without)
 	fwd     *cluster.Forwarder // nil alone
 	members *cluster.Membership
 	peers   *server.ClusterPeers // other nodes' ClusterService, for members
@@ -43,10 +46,26 @@ func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterPart
 	nc.Clock = h.Clock
 	cp := &clusterParts{}
 	if !c.enabled() {
+		if cfg.PeerTLSEnabled() {
+			return nc, nil, ErrPeerTLSAlone
+		}
 		return nc, cp, nil
 	}
-	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, raftstore.WithDialer(h.Dialer), raftstore.WithMuxLogger(cfg.Logger))
+	opts := []raftstore.MuxOption{raftstore.WithDialer(h.Dialer), raftstore.WithMuxLogger(cfg.Logger)}
+	if cfg.PeerTLSEnabled() {
+		certs, err := newPeerCertReloader(cfg)
+		if err != nil {
+			return nc, nil, err
+		}
+		cp.certs = certs
+		opts = append(opts, raftstore.WithPeerTLS(certs.peerCerts))
+	}
+	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, opts...)
 	if err != nil {
+		return nc, nil, err
+	}
+	if err := checkExposure(cfg, "raft", "--raft-addr", c.RaftAddr, mux.BindAddr(), cfg.PeerTLSEnabled()); err != nil {
+		mux.Close()
 		return nc, nil, err
 	}
 	cp.mux = mux
@@ -55,6 +74,38 @@ func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterPart
 	// a leader that lists its id already (its data dir lost) is refused.
 	nc.AdmitOnAdd = true
 	return nc, cp, nil
+}
+
+// watchMembers gives the raft port node n's configuration (peer TLS lets
+// members in, and checks the member at an address dialed).
+func (cp *clusterParts) watchMembers(n *node.Node) {
+	if cp.mux == nil {
+		return
+	}
+	cp.mux.SetMembers(func() []raftstore.Member {
+		ms, err := n.Members(context.Background())
+		if err != nil {
+			return nil
+		}
+		out := make([]raftstore.Member, len(ms))
+		for i, m := range ms {
+			out[i] = raftstore.Member{ID: m.ID, Addr: m.Addr}
+		}
+		return out
+	})
+}
+
+// peerMetrics are the raft port's peer TLS metrics (none without).
+func (cp *clusterParts) peerMetrics() []prometheus.Collector {
+	if cp.mux == nil || cp.certs == nil {
+		return nil
+	}
+	mux := cp.mux
+	refused := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fence_peer_tls_refused_total",
+		Help: "Raft port connections (accepted or dialed) refused by peer TLS: no or a bad certificate, another CA, a node that is not a member or not the one dialed.",
+	}, func() float64 { return float64(mux.PeerRefusals()) })
+	return append(cp.certs.collectors(), refused)
 }
 
 // service is the fence.Service for node n: cfg.Service's if set, the

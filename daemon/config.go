@@ -104,8 +104,24 @@ type Config struct {
 	// ClientCertAuth: every client must present a certificate signed by a
 	// CA of TrustedCAFile (etcd's --client-cert-auth).
 	ClientCertAuth bool
+
+	// PeerCertFile, PeerKeyFile and PeerTrustedCAFile, all set (cluster
+	// mode only), make every connection of the raft port mutual TLS, in and
+	// out, raft and API alike (raftstore.WithPeerTLS): each side presents
+	// a certificate signed by a CA of PeerTrustedCAFile whose URI SAN
+	// fence-node://NODE-ID names it; a node that is not a member (or not
+	// the member at the address dialed) is refused. The certificate must
+	// name this node's NodeID. Re-read as CertFile is.
+	PeerCertFile, PeerKeyFile, PeerTrustedCAFile string
+
+	// InsecureListen lets Run listen on a non-loopback address without TLS
+	// (the client port without CertFile, the raft port without the peer
+	// files); without it Run refuses (*InsecureListenError). It is logged
+	// as an error and reported by NodeStatus.
+	InsecureListen bool
+
 	// ReloadTLS: every value received re-reads the certificate, key and
-	// CA files (`fence serve` sends SIGHUP here). Nil: only changed files
+	// CA files, the peer ones too (`fence serve` sends SIGHUP here). Nil: only changed files
 	// are re-read.
 	ReloadTLS <-chan os.Signal
 }
@@ -202,6 +218,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	if err := c.validatePeerTLS(); err != nil {
 		return err
 	}
 	if c.LogStore != "" && c.LogStore != node.LogStoreWAL {

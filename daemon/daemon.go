@@ -51,6 +51,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		cp.close(cfg.Logger)
 		return nil, err
 	}
+	cp.watchMembers(n)
 	var certs *certReloader
 	var tlsCfg *tls.Config
 	if cfg.TLSEnabled() {
@@ -65,6 +66,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	if certs != nil {
 		metrics = append(metrics, certs.collectors()...)
 	}
+	metrics = append(metrics, cp.peerMetrics()...)
 	svc, err := cp.service(cfg, n)
 	if err != nil {
 		n.Close()
@@ -75,7 +77,8 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		Logger: cfg.Logger, MaxTTL: cfg.Rules.MaxTTL, MaxConns: cfg.MaxConns,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
 		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, TLS: tlsCfg,
-		AuthResetFile: filepath.Join(cfg.DataDir, AuthResetFile),
+		AuthResetFile:  filepath.Join(cfg.DataDir, AuthResetFile),
+		InsecureListen: cfg.InsecureListen,
 	}, server.Deps{
 		Service: svc, Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
 		Auth:    nodeview.Auth{N: n},
@@ -118,15 +121,22 @@ func (d *Daemon) Service() fence.Service { return d.srv.Service() }
 // returns nil. At most cfg.MaxConns connections are open at once.
 func (d *Daemon) Serve(ln net.Listener) error { return d.srv.Serve(ln) }
 
-// ReloadTLS re-reads the certificate, key and CA files now (what SIGHUP
-// does to `fence serve`). A load that fails returns its error and the
-// previous certificate stays in use; without TLS it does nothing.
+// ReloadTLS re-reads the certificate, key and CA files now, the client
+// port's and the raft port's (what SIGHUP does to `fence serve`). A load
+// that fails returns its error and the previous certificate stays in use;
+// without TLS it does nothing.
 // Connections already open are not touched.
 func (d *Daemon) ReloadTLS() error {
-	if d.certs == nil {
-		return nil
+	var err error
+	if d.certs != nil {
+		err = d.certs.Reload()
 	}
-	return d.certs.Reload()
+	if d.cluster.certs != nil {
+		if perr := d.cluster.certs.Reload(); err == nil {
+			err = perr
+		}
+	}
+	return err
 }
 
 // URL is the base URL clients use for the API on addr: https:// when the
@@ -171,8 +181,15 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := cfg.checkPeerCertNamesNode(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		return err
+	}
+	if err := checkExposure(cfg, "client", "--listen", cfg.Listen, ln.Addr(), cfg.TLSEnabled()); err != nil {
+		ln.Close()
 		return err
 	}
 	d, err := New(cfg, opts...)
@@ -186,7 +203,7 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 	switch {
 	case loopback(ln.Addr()):
 	case !cfg.TLSEnabled():
-		d.log.Warn("listening on a non-loopback address without TLS or authentication: " +
+		d.log.Error("--insecure-listen: listening on a non-loopback address without TLS or authentication: " +
 			"anyone who can reach " + ln.Addr().String() + " can take and release locks and write resources; " +
 			"listen on 127.0.0.1, keep the port on a trusted network, or serve TLS with client certificates (--cert-file, --key-file, --trusted-ca-file, --client-cert-auth)")
 	case !cfg.ClientCertAuth:

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -109,32 +110,79 @@ func TestShutdownEndsWaiters(t *testing.T) {
 	}
 }
 
-// Run warns when it listens where other machines can reach it (there is no
-// TLS and no auth), and not on loopback.
-func TestRunWarnsOffLoopback(t *testing.T) {
-	for _, tc := range []struct {
-		listen string
-		warn   bool
-	}{{"127.0.0.1:0", false}, {"0.0.0.0:0", true}} {
-		var logs testutil.Buffer
+// Run refuses to listen where other machines can reach a port that speaks
+// no TLS — the client port (--listen) or the raft port (--raft-addr) — with
+// an *InsecureListenError naming the port, its flag, the address and
+// --insecure-listen; with InsecureListen it serves and logs the exposure
+// as an error. Loopback needs nothing; a raft port with peer TLS is not
+// refused.
+func TestRunRefusesOffLoopbackWithoutTLS(t *testing.T) {
+	run := func(cfg Config) (logs *testutil.Buffer, err error) {
+		t.Helper()
+		logs = new(testutil.Buffer)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		if cfg.DataDir == "" {
+			cfg.DataDir = t.TempDir()
+		}
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		done := make(chan error, 1)
-		go func() {
-			done <- Run(ctx, Config{Listen: tc.listen, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		}()
+		go func() { done <- Run(ctx, cfg) }()
 		for !strings.Contains(logs.String(), "fence serving on") {
 			select {
 			case err := <-done:
-				t.Fatalf("Run returned early: %v", err)
+				return logs, err
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
 		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
+		return logs, <-done
+	}
+	refused := func(err error, port, flag, addr string) {
+		t.Helper()
+		var e *InsecureListenError
+		if !errors.As(err, &e) || !errors.Is(err, ErrInsecureListen) || e.Port != port || e.Flag != flag || !strings.HasPrefix(e.Addr, addr) {
+			t.Fatalf("Run = %v, want an *InsecureListenError for the %s port (%s) at %s", err, port, flag, addr)
 		}
-		if got := strings.Contains(logs.String(), "non-loopback address without TLS or authentication"); got != tc.warn {
-			t.Fatalf("--listen %s: warning logged = %t, want %t\n%s", tc.listen, got, tc.warn, logs.String())
+		for _, want := range []string{flag, "--insecure-listen", e.Addr} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q does not name %s", err.Error(), want)
+			}
 		}
+	}
+	const loud = "--insecure-listen: "
+
+	// The client port.
+	logs, err := run(Config{Listen: "127.0.0.1:0"})
+	if err != nil || strings.Contains(logs.String(), loud) {
+		t.Fatalf("--listen 127.0.0.1:0: Run = %v, logs:\n%s", err, logs.String())
+	}
+	_, err = run(Config{Listen: "0.0.0.0:0"})
+	refused(err, "client", "--listen", "0.0.0.0:")
+	logs, err = run(Config{Listen: "0.0.0.0:0", InsecureListen: true})
+	if err != nil || !strings.Contains(logs.String(), "level=ERROR msg=\""+loud) {
+		t.Fatalf("--listen 0.0.0.0:0 --insecure-listen: Run = %v, want it served with an error logged:\n%s", err, logs.String())
+	}
+
+	// The raft port (every interface, advertised on loopback).
+	raftCfg := func() Config {
+		port := testutil.FreeAddr(t)[len("127.0.0.1:"):]
+		return Config{Listen: "127.0.0.1:0", NodeID: "n1", Cluster: ClusterConfig{RaftAddr: "0.0.0.0:" + port, RaftAdvertise: "127.0.0.1:" + port, Bootstrap: true}}
+	}
+	_, err = run(raftCfg())
+	refused(err, "raft", "--raft-addr", "0.0.0.0:")
+	cfg := raftCfg()
+	cfg.InsecureListen = true
+	logs, err = run(cfg)
+	if err != nil || !strings.Contains(logs.String(), "level=ERROR msg=\""+loud+"the raft port") {
+		t.Fatalf("--raft-addr 0.0.0.0 --insecure-listen: Run = %v, want it served with an error logged:\n%s", err, logs.String())
+	}
+	p := newPeerPKI(t)
+	cfg = raftCfg()
+	cfg.PeerCertFile, cfg.PeerKeyFile = p.write(t, p.ca, "n1", "n1")
+	cfg.PeerTrustedCAFile = p.caFile
+	logs, err = run(cfg)
+	if err != nil || strings.Contains(logs.String(), loud) {
+		t.Fatalf("--raft-addr 0.0.0.0 with peer TLS: Run = %v, want it served without a word:\n%s", err, logs.String())
 	}
 }

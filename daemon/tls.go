@@ -124,6 +124,8 @@ type certReloader struct {
 	clientAuth                tls.ClientAuthType
 	log                       *slog.Logger
 	now                       func() time.Time
+	what                      string // "TLS" or "peer TLS", in log lines
+	metric                    string // metric name prefix: fence_tls or fence_peer_tls
 
 	failures prometheus.Counter // fence_tls_reload_failures_total
 
@@ -135,17 +137,22 @@ type certReloader struct {
 
 // newCertReloader loads the files once; an error is the first load's.
 func newCertReloader(c Config) (*certReloader, error) {
-	r := &certReloader{certFile: c.CertFile, keyFile: c.KeyFile, caFile: c.TrustedCAFile, log: c.Logger, now: time.Now,
-		failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fence_tls_reload_failures_total",
-			Help: "Loads of the TLS certificate, key or CA files that failed (the previous certificate stays in use).",
-		})}
+	r := &certReloader{certFile: c.CertFile, keyFile: c.KeyFile, caFile: c.TrustedCAFile, log: c.Logger, now: time.Now, what: "TLS", metric: "fence_tls"}
 	switch {
 	case c.ClientCertAuth:
 		r.clientAuth = tls.RequireAndVerifyClientCert
 	case c.TrustedCAFile != "":
 		r.clientAuth = tls.VerifyClientCertIfGiven
 	}
+	return r.start()
+}
+
+// start makes the reloader's metric and loads the files once.
+func (r *certReloader) start() (*certReloader, error) {
+	r.failures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: r.metric + "_reload_failures_total",
+		Help: "Loads of the " + r.what + " certificate, key or CA files that failed (the previous certificate stays in use).",
+	})
 	f, err := r.load()
 	if err != nil {
 		return nil, err
@@ -185,7 +192,7 @@ func (r *certReloader) load() (*tlsFiles, error) {
 func (r *certReloader) warnExpiry(f *tlsFiles) {
 	leaf := f.config.Certificates[0].Leaf
 	if leaf != nil && r.now().After(leaf.NotAfter) {
-		r.log.Warn("TLS certificate has expired: clients will refuse it", "cert_file", r.certFile, "not_after", leaf.NotAfter)
+		r.log.Warn(r.what+" certificate has expired: the other side will refuse it", "cert_file", r.certFile, "not_after", leaf.NotAfter)
 	}
 }
 
@@ -228,11 +235,11 @@ func (r *certReloader) reloadLocked(why string) error {
 	if err != nil {
 		r.failed = r.stamps()
 		r.failures.Inc()
-		r.log.Error("TLS certificate reload failed; still serving the previous certificate", "why", why, "err", err)
+		r.log.Error(r.what+" certificate reload failed; still serving the previous certificate", "why", why, "err", err)
 		return err
 	}
 	r.cur, r.failed = f, [3]fileStamp{}
-	r.log.Info("TLS certificate loaded", "why", why, "cert_file", r.certFile, "serial", f.serial,
+	r.log.Info(r.what+" certificate loaded", "why", why, "cert_file", r.certFile, "serial", f.serial,
 		"not_after", f.config.Certificates[0].Leaf.NotAfter)
 	r.warnExpiry(f)
 	return nil
@@ -261,8 +268,8 @@ func sameStamps(a, b [3]fileStamp) bool {
 // certificate served now expires.
 func (r *certReloader) collectors() []prometheus.Collector {
 	notAfter := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "fence_tls_cert_not_after_seconds",
-		Help: "When the TLS certificate served now expires, as a Unix time.",
+		Name: r.metric + "_cert_not_after_seconds",
+		Help: "When the " + r.what + " certificate served now expires, as a Unix time.",
 	}, func() float64 {
 		r.mu.Lock()
 		defer r.mu.Unlock()

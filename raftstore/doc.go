@@ -3,7 +3,9 @@
 // log and stable store, the fail-stop wrappers around every durable raft
 // write, the WAL's file system (fsync counting, undoing a failed segment
 // write, repairing a tail a partial seal left), the hclog bridge, and the
-// TCP transport with the raft port's connection mux (mux.go, transport.go).
+// TCP transport with the raft port's connection mux (mux.go, transport.go),
+// mutual TLS between peers when given certificates (peertls.go: a
+// connection is the node its certificate's fence-node://ID URI SAN names).
 // Package node builds on it; nothing here knows about state or leases (the
 // mux reads only the header byte of the API's connections).
 //

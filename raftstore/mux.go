@@ -80,6 +80,8 @@ type Mux struct {
 
 	clusterID   atomic.Pointer[func() string] // SetClusterID
 	lastRefusal time.Time                     // last "another cluster" log line (m.mu)
+
+	peerTLSState // WithPeerTLS (peertls.go)
 }
 
 // SetClusterID gives the mux its node's cluster id, read at every raft
@@ -318,11 +320,22 @@ func (m *Mux) acceptLoop() {
 // route reads c's header byte and hands c to the raft or the API side.
 func (m *Mux) route(c net.Conn) {
 	defer m.wg.Done()
+	raw := c
+	var err error
+	if m.peerCerts != nil {
+		// Mutual TLS first: the header byte and all after it are inside.
+		if c, err = m.acceptTLS(raw); err != nil {
+			m.mu.Lock()
+			delete(m.pending, raw)
+			m.mu.Unlock()
+			return
+		}
+	}
 	var hdr [1]byte
 	c.SetReadDeadline(time.Now().Add(headerTimeout))
-	_, err := io.ReadFull(c, hdr[:])
+	_, err = io.ReadFull(c, hdr[:])
 	m.mu.Lock()
-	delete(m.pending, c)
+	delete(m.pending, raw)
 	m.mu.Unlock()
 	if err != nil {
 		c.Close()
@@ -408,6 +421,9 @@ type countedConn struct {
 	once sync.Once
 }
 
+// NetConn is the connection under c (PeerNodeID looks through it).
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
@@ -466,6 +482,11 @@ func (m *Mux) dial(ctx context.Context, addr string, header []byte) (net.Conn, e
 	c, err := m.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if m.peerCerts != nil {
+		if c, err = m.dialTLS(ctx, c, addr); err != nil {
+			return nil, err
+		}
 	}
 	// The header goes out with a deadline: a peer that accepts but never
 	// reads must not hold the caller past its context (or forever).

@@ -19,7 +19,7 @@ func nodeStatusToProto(s clusterapi.NodeStatus) *fencev1.NodeStatusResponse {
 		Sessions: s.Sessions, LeasesHeld: s.LeasesHeld, Waiters: s.Waiters, Queued: s.Queued,
 		ServerTime: durationpb.New(s.ServerTime), Slack: durationpb.New(s.Slack),
 		DataDirBytes: s.DataDirBytes, Resources: s.Resources, ResourceBytes: s.ResourceBytes,
-		OldestIdAge: durationpb.New(s.OldestIDAge), Fatal: s.Fatal, Version: s.Version,
+		OldestIdAge: durationpb.New(s.OldestIDAge), Fatal: s.Fatal, Version: s.Version, InsecureListen: s.InsecureListen,
 	}
 	if s.LastContact != 0 {
 		r.LastContact = durationpb.New(s.LastContact)
@@ -37,7 +37,7 @@ func nodeStatusFromProto(r *fencev1.NodeStatusResponse) clusterapi.NodeStatus {
 		Sessions: r.GetSessions(), LeasesHeld: r.GetLeasesHeld(), Waiters: r.GetWaiters(), Queued: r.GetQueued(),
 		ServerTime: dur(r.GetServerTime()), Slack: dur(r.GetSlack()),
 		DataDirBytes: r.GetDataDirBytes(), Resources: r.GetResources(), ResourceBytes: r.GetResourceBytes(),
-		OldestIDAge: dur(r.GetOldestIdAge()), Fatal: r.GetFatal(), Version: r.GetVersion(),
+		OldestIDAge: dur(r.GetOldestIdAge()), Fatal: r.GetFatal(), Version: r.GetVersion(), InsecureListen: r.GetInsecureListen(),
 	}
 }
 

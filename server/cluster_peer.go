@@ -79,12 +79,21 @@ func peerErr(err error) error {
 	return err
 }
 
+// NodeStatus asks the node for its status. Under peer TLS the id it
+// answers with must be the one its certificate names (a node is the node
+// its certificate names): otherwise a *clusterapi.RefusedError wrapping a
+// *clusterapi.CertMismatchError, so a leader about to add it refuses.
 func (p connectPeer) NodeStatus(ctx context.Context, adding bool) (clusterapi.NodeStatus, error) {
-	res, err := p.c.NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{Adding: adding}))
+	var certID string
+	res, err := p.c.NodeStatus(clusterapi.TraceCertNodeID(ctx, &certID), connect.NewRequest(&fencev1.NodeStatusRequest{Adding: adding}))
 	if err != nil {
 		return clusterapi.NodeStatus{}, peerErr(err)
 	}
-	return nodeStatusFromProto(res.Msg), nil
+	st := nodeStatusFromProto(res.Msg)
+	if certID != "" && certID != st.ID {
+		return clusterapi.NodeStatus{}, &clusterapi.RefusedError{Err: &clusterapi.CertMismatchError{Claimed: st.ID, CertID: certID}}
+	}
+	return st, nil
 }
 
 func (p connectPeer) AddMember(ctx context.Context, req clusterapi.AddMemberRequest) error {

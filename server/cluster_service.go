@@ -89,8 +89,9 @@ func (c clusterService) NodeStatus(ctx context.Context, req *connect.Request[fen
 	// (node.Config.AdmitOnAdd): it counts only from the raft port's API
 	// side, where a leader about to add the node asks; on the client port
 	// it is ignored.
-	adding := req.Msg.GetAdding() && clusterapi.FromPeer(ctx)
-	return connect.NewResponse(nodeStatusToProto(c.m.NodeStatus(adding))), nil
+	st := c.m.NodeStatus(req.Msg.GetAdding() && clusterapi.FromPeer(ctx))
+	st.InsecureListen = c.s.cfg.InsecureListen
+	return connect.NewResponse(nodeStatusToProto(st)), nil
 }
 
 // error maps a membership error to what the caller sees. An answer of the

@@ -51,6 +51,9 @@ type Config struct {
 	// DefaultMaxStreamRequests; more are answered at once with
 	// RESOURCE_EXHAUSTED and not applied (stream.go).
 	MaxStreamRequests int
+	// InsecureListen is reported by NodeStatus (insecure_listen): the
+	// daemon was started with --insecure-listen.
+	InsecureListen bool
 	// TLS, when set, makes Serve speak TLS (HTTP/2 by ALPN "h2" and
 	// HTTP/1.1) on its listener with this config; its NextProtos should
 	// offer "h2" and "http/1.1" (or its GetConfigForClient return configs

@@ -34,6 +34,9 @@ type NodeStatus struct {
 	// Fatal is the storage error that stopped the node, or "".
 	Fatal   string
 	Version string
+	// InsecureListen: the node was started with --insecure-listen (it
+	// may listen on a non-loopback address whose port speaks no TLS).
+	InsecureListen bool
 }
 
 // Member is one member of a configuration, as a node lists it.

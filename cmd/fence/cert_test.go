@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence/internal/certgen"
+	"github.com/fenceworks/fence/raftstore"
 )
 
 // fence cert makes a CA once and keeps it: run again, it issues new
@@ -128,5 +129,44 @@ func TestCertCAsHaveTheirOwnNames(t *testing.T) {
 	}
 	if names[0] == names[1] || !strings.HasPrefix(names[0], "Fence test CA ") {
 		t.Fatalf("CA names %q: want two different names starting with %q", names, "Fence test CA ")
+	}
+}
+
+// fence cert --node-id issues, from the same CA, a peer certificate per
+// node id: peer-ID.crt and peer-ID.key, naming the node by the URI SAN
+// fence-node://ID (what the raft port checks), good for server and client
+// auth (a node dials its peers and is dialed), key 0600.
+func TestCertMakesPeerCertificatesNamingNodes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	if _, err := makeCerts(dir, nil, "server", "", time.Hour, "n1", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	for _, id := range []string{"n1", "n2"} {
+		pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "peer-"+id+".crt"), filepath.Join(dir, "peer-"+id+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := raftstore.NodeIDOf(pair.Leaf)
+		if err != nil || got != id {
+			t.Errorf("peer-%s.crt names node %q (%v), want %s", id, got, err, id)
+		}
+		for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+			if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{u}}); err != nil {
+				t.Errorf("peer-%s.crt for usage %v: %v", id, u, err)
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "peer-"+id+".key")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("peer-%s.key: %v, want mode 0600", id, err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := certCmd(&globals{}, []string{"--dir", dir, "--node-id", "a/b"}, &out, &errOut); code != exitUsage {
+		t.Errorf("fence cert --node-id a/b: exit %d, want %d (%s)", code, exitUsage, errOut.String())
 	}
 }

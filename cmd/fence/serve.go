@@ -80,6 +80,9 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage("serve: " + err.Error())
 	}
+	if cfg.PeerTLSEnabled() && clusterCfg.RaftAddr == "" {
+		return usage("serve: --peer-cert-file, --peer-key-file and --peer-trusted-ca-file are for the raft port: give --raft-addr (a single node has none)")
+	}
 	if err := o.cf.checkRestored(cfg.DataDir); err != nil {
 		return usage("serve: " + err.Error())
 	}
@@ -107,8 +110,9 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		logger.Info("flags from the environment", "set", strings.Join(slices.Sorted(maps.Values(src)), " "))
 	}
 	cfg.Logger, cfg.Cluster = logger, clusterCfg
-	if cfg.TLSEnabled() {
-		// SIGHUP re-reads the certificate, key and CA files (a changed
+	if cfg.TLSEnabled() || cfg.PeerTLSEnabled() {
+		// SIGHUP re-reads the certificate, key and CA files, the client
+		// port's and the raft port's (a changed
 		// file is also noticed by the next handshake, within a second).
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

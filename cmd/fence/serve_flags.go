@@ -31,7 +31,7 @@ type serveFlag struct {
 
 // serveFlagTable is every flag of `fence serve`, in --help order.
 var serveFlagTable = []serveFlag{
-	{"listen", "TCP address to listen on (a non-loopback address gets a warning without TLS and --client-cert-auth)",
+	{"listen", "TCP address to listen on (a non-loopback address is refused without TLS, unless --insecure-listen; warned about without --client-cert-auth)",
 		str(func(s *serveSettings) *string { return &s.cfg.Listen })},
 	{"cert-file", "`FILE`: PEM certificate of the client port; with --key-file the API, health and metrics are served over TLS (re-read when it changes or on SIGHUP)",
 		str(func(s *serveSettings) *string { return &s.cfg.CertFile })},
@@ -41,6 +41,8 @@ var serveFlagTable = []serveFlag{
 		str(func(s *serveSettings) *string { return &s.cfg.TrustedCAFile })},
 	{"client-cert-auth", "every client must present a certificate signed by a CA of --trusted-ca-file",
 		boolean(func(s *serveSettings) *bool { return &s.cfg.ClientCertAuth })},
+	{"insecure-listen", "listen on a non-loopback --listen or --raft-addr even without TLS on that port (logged as an error, shown by fence status); without it such a start is refused",
+		boolean(func(s *serveSettings) *bool { return &s.cfg.InsecureListen })},
 	{"data-dir", "directory for the raft log and snapshots",
 		str(func(s *serveSettings) *string { return &s.cfg.DataDir })},
 	{"log-store", "raft log store: wal, the only one (a dir holding a raft-boltdb raft.db is refused)",
@@ -61,6 +63,12 @@ var serveFlagTable = []serveFlag{
 		str(func(s *serveSettings) *string { return &s.cf.raftAddr })},
 	{"raft-advertise", "`HOST:PORT` other nodes dial to reach --raft-addr (default: --raft-addr)",
 		str(func(s *serveSettings) *string { return &s.cf.raftAdvertise })},
+	{"peer-cert-file", "`FILE`: PEM certificate of the raft port, naming this node by the URI SAN fence-node://NODE-ID (fence cert --node-id); with --peer-key-file and --peer-trusted-ca-file every peer connection is mutual TLS (re-read when it changes or on SIGHUP)",
+		str(func(s *serveSettings) *string { return &s.cfg.PeerCertFile })},
+	{"peer-key-file", "`FILE`: PEM (unencrypted) key of --peer-cert-file",
+		str(func(s *serveSettings) *string { return &s.cfg.PeerKeyFile })},
+	{"peer-trusted-ca-file", "`FILE`: PEM CA certificates that sign every node's peer certificate; a peer without one, or not a member, is refused",
+		str(func(s *serveSettings) *string { return &s.cfg.PeerTrustedCAFile })},
 	{"bootstrap", "first start only: make a one-voter cluster of this node (others then --join it)",
 		boolean(func(s *serveSettings) *bool { return &s.cf.bootstrap })},
 	{"join", "first start only: `URL[,URL]` of running nodes; ask them to add this node as a voter (until one does or --ready-timeout)",

@@ -172,7 +172,16 @@ func statusLines(st *fencev1.NodeStatusResponse) []statusLine {
 		{"data dir size", bytesText(st.GetDataDirBytes())},
 		{"fatal", dash(st.GetFatal())},
 		{"version", dash(st.GetVersion())},
+		{"insecure listen", insecureText(st.GetInsecureListen())},
 	}
+}
+
+// insecureText is the insecure listen line: loud when set.
+func insecureText(on bool) string {
+	if on {
+		return "YES (--insecure-listen: a port off loopback may speak no TLS; see the node's log)"
+	}
+	return "no"
 }
 
 // printStatus prints st as aligned "key: value" lines.
@@ -203,7 +212,7 @@ func statusJSON(url string, st *fencev1.NodeStatusResponse) map[string]any {
 		"serverTime": st.GetServerTime().AsDuration().String(), "slack": st.GetSlack().AsDuration().String(),
 		"oldestIdAge": st.GetOldestIdAge().AsDuration().String(),
 		"resources":   st.GetResources(), "resourceBytes": st.GetResourceBytes(), "dataDirBytes": st.GetDataDirBytes(),
-		"fatal": st.GetFatal(), "version": st.GetVersion(),
+		"fatal": st.GetFatal(), "version": st.GetVersion(), "insecureListen": st.GetInsecureListen(),
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -40,6 +41,8 @@ type Options struct {
 	Valid time.Duration
 	// Server, Client: the extended key usages (both when neither is set).
 	Server, Client bool
+	// URIs are URI SANs (a peer certificate's fence-node://NODE-ID).
+	URIs []*url.URL
 }
 
 // NewCA makes a self-signed CA valid for valid (a year when 0).
@@ -103,6 +106,7 @@ func (ca *CA) Issue(o Options) (certPEM, keyPEM []byte, cert *x509.Certificate, 
 	if o.Client || !o.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
+	tmpl.URIs = o.URIs
 	for _, h := range o.Hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)

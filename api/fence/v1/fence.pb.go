@@ -3115,9 +3115,14 @@ type NodeStatusResponse struct {
 	// The storage error that stopped the node (fail-stop), or empty.
 	Fatal string `protobuf:"bytes,23,opt,name=fatal,proto3" json:"fatal,omitempty"`
 	// The fence version the node runs.
-	Version       string `protobuf:"bytes,24,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version string `protobuf:"bytes,24,opt,name=version,proto3" json:"version,omitempty"`
+	// The node was started with --insecure-listen: it may listen on a
+	// non-loopback address whose port speaks no TLS (the client port
+	// without --cert-file, the raft port without peer TLS); its log says
+	// which, as an error.
+	InsecureListen bool `protobuf:"varint,25,opt,name=insecure_listen,json=insecureListen,proto3" json:"insecure_listen,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeStatusResponse) Reset() {
@@ -3316,6 +3321,13 @@ func (x *NodeStatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *NodeStatusResponse) GetInsecureListen() bool {
+	if x != nil {
+		return x.InsecureListen
+	}
+	return false
 }
 
 type BackupRequest struct {
@@ -4808,7 +4820,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x1aTransferLeadershipResponse\x12\x16\n" +
 	"\x06leader\x18\x01 \x01(\tR\x06leader\"+\n" +
 	"\x11NodeStatusRequest\x12\x16\n" +
-	"\x06adding\x18\x01 \x01(\bR\x06adding\"\xb7\x06\n" +
+	"\x06adding\x18\x01 \x01(\bR\x06adding\"\xe0\x06\n" +
 	"\x12NodeStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x12\n" +
@@ -4839,7 +4851,8 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x0eresource_bytes\x18\x15 \x01(\x04R\rresourceBytes\x12=\n" +
 	"\roldest_id_age\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\voldestIdAge\x12\x14\n" +
 	"\x05fatal\x18\x17 \x01(\tR\x05fatal\x12\x18\n" +
-	"\aversion\x18\x18 \x01(\tR\aversion\"\x0f\n" +
+	"\aversion\x18\x18 \x01(\tR\aversion\x12'\n" +
+	"\x0finsecure_listen\x18\x19 \x01(\bR\x0einsecureListen\"\x0f\n" +
 	"\rBackupRequest\"T\n" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12.\n" +
