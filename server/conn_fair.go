@@ -60,7 +60,7 @@ func (l *fairListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.takeSlot()
-	fc := &fairConn{Conn: c, l: l, accepted: time.Now()}
+	fc := &fairConn{Conn: c, l: l, accepted: time.Now(), replies: newReplyBudget(maxConnReplyBytes)}
 	l.mu.Lock()
 	fc.elem = l.unproven.PushBack(fc)
 	l.mu.Unlock()
@@ -137,6 +137,7 @@ type fairConn struct {
 	timer    *time.Timer
 	proven   atomic.Bool
 	closed   atomic.Bool
+	replies  *replyBudget // reply bytes held for this connection (reply_budget.go)
 }
 
 // prove marks the connection proven: it keeps its slot and lives

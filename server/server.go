@@ -48,6 +48,7 @@ type Server struct {
 	drainC     chan struct{}
 	conns      connCount    // client connections (Serve's listener)
 	streams    atomic.Int64 // open SessionService.Stream streams
+	replies    *replyBudget // reply bytes held, all connections (reply_budget.go)
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or
@@ -57,7 +58,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Service == nil || deps.Node == nil {
 		return nil, errors.New("server: Deps.Service and Deps.Node are required")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes)}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(&s.conns, &s.streams, deps.Metrics)
 
@@ -88,7 +89,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	// SessionService.Stream has limits of its own (stream_http.go).
 	// refusalReasons, outermost, gives every refusal its reason and
 	// facts, also those made in front of Connect (jsonerror.go).
-	s.handler = refusalReasons(serveStreams(sessHandler, limitWrites(limitBodies(s.apiFront(apiRouter{
+	s.handler = refusalReasons(serveStreams(sessHandler, limitWrites(s.holdReplies(limitBodies(s.apiFront(apiRouter{
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
 		{prefix: sessPath, h: sessHandler},
@@ -97,7 +98,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},
-	})), cfg.WriteTimeout), cfg.WriteTimeout))
+	}))), cfg.WriteTimeout), cfg.WriteTimeout))
 	if deps.Middleware != nil {
 		s.handler = deps.Middleware(s.handler)
 	}
