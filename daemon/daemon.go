@@ -73,7 +73,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	srv, err := server.New(server.Config{
 		Logger: cfg.Logger, MaxTTL: cfg.Rules.MaxTTL, MaxConns: cfg.MaxConns,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
-		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, TLS: tlsCfg,
+		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, MaxReplyBytes: cfg.MaxReplyBytes, TLS: tlsCfg,
 	}, server.Deps{
 		Service: svc, Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
 		Metrics: metrics,

@@ -60,7 +60,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes)}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
-	s.metrics = newMetrics(&s.conns, &s.streams, deps.Metrics)
+	s.metrics = newMetrics(&s.conns, &s.streams, s.replies, deps.Metrics)
 
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(s.metrics.interceptor()),
