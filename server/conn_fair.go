@@ -184,10 +184,13 @@ type fairConnKey struct{}
 
 // withFairConn is part of the http.Server's ConnContext: a request's
 // context knows the client connection it came on (under TLS, the one the
-// TLS connection runs over).
+// TLS connection runs over, under tlsListener's plaintextCheck).
 func withFairConn(ctx context.Context, c net.Conn) context.Context {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
+	}
+	if pc, ok := c.(*plaintextCheck); ok {
+		c = pc.Conn
 	}
 	if fc, ok := c.(*fairConn); ok {
 		return context.WithValue(ctx, fairConnKey{}, fc)

@@ -3,9 +3,12 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -54,17 +57,26 @@ func writeBig(t *testing.T, s *Server, name string) {
 // that never reads: its streams' flow-control window is 0, so the server
 // can send no reply data on it and holds every reply it made.
 type unreadConn struct {
-	t    *testing.T
-	c    net.Conn
-	fr   *http2.Framer
-	addr string
-	next uint32 // the next stream id
+	t      *testing.T
+	c      net.Conn
+	fr     *http2.Framer
+	addr   string
+	scheme string
+	next   uint32 // the next stream id
 }
 
-func dialUnread(t *testing.T, url string) *unreadConn {
+// dialUnread dials url: h2c for http://, TLS (ALPN h2, trusting roots)
+// for https://.
+func dialUnread(t *testing.T, url string, roots *x509.CertPool) *unreadConn {
 	t.Helper()
-	addr := strings.TrimPrefix(url, "http://")
-	c, err := net.Dial("tcp", addr)
+	scheme, addr, _ := strings.Cut(url, "://")
+	var c net.Conn
+	var err error
+	if scheme == "https" {
+		c, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
+	} else {
+		c, err = net.Dial("tcp", addr)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +88,7 @@ func dialUnread(t *testing.T, url string) *unreadConn {
 	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
 		t.Fatal(err)
 	}
-	return &unreadConn{t: t, c: c, fr: fr, addr: addr, next: 1}
+	return &unreadConn{t: t, c: c, fr: fr, addr: addr, scheme: scheme, next: 1}
 }
 
 // open starts a POST to path (content type ct) and returns its stream id.
@@ -84,7 +96,7 @@ func (u *unreadConn) open(path, ct string) uint32 {
 	u.t.Helper()
 	var hb bytes.Buffer
 	e := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", u.addr}, {":path", path}, {"content-type", ct}} {
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", u.scheme}, {":authority", u.addr}, {":path", path}, {"content-type", ct}} {
 		_ = e.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	id := u.next
@@ -164,14 +176,27 @@ func honestReads(t *testing.T, rc fencev1connect.ResourceServiceClient, resource
 // reading on another connection is served meanwhile. Once the attacker
 // goes, every byte it held is given back.
 func TestUnreadRepliesOfOneConnectionAreBounded(t *testing.T) {
-	s, url := startServerWith(t, Config{})
+	t.Run("h2c", func(t *testing.T) {
+		s, url := startServerWith(t, Config{})
+		unreadRepliesOfOneConnection(t, s, url, h2cClient(), nil)
+	})
+	// Under TLS the connection's budget is found under the TLS
+	// connection and tlsListener's wrapper (it was not: every TLS
+	// connection drew on the server's budget alone).
+	t.Run("TLS", func(t *testing.T) {
+		s, url, roots := startTLSServer(t, Config{})
+		unreadRepliesOfOneConnection(t, s, url, h2TLSClient(roots), roots)
+	})
+}
+
+func unreadRepliesOfOneConnection(t *testing.T, s *Server, url string, honest *http.Client, roots *x509.CertPool) {
 	writeBig(t, s, "big")
-	rc := fencev1connect.NewResourceServiceClient(h2cClient(), url)
+	rc := fencev1connect.NewResourceServiceClient(honest, url)
 	honestReads(t, rc, "big", 1) // warms what a read allocates once
 	before := heapInuse()
 
 	const streams = 100
-	atk := dialUnread(t, url)
+	atk := dialUnread(t, url, roots)
 	atk.reads(streams, "big")
 	used := repliesAt(t, s, streams)
 	honestReads(t, rc, "big", 3)
@@ -206,7 +231,7 @@ func TestUnreadRepliesOfManyConnectionsAreBounded(t *testing.T) {
 
 	const conns, streams = 12, 20
 	for range conns {
-		dialUnread(t, url).reads(streams, "big")
+		dialUnread(t, url, nil).reads(streams, "big")
 	}
 	used := repliesAt(t, s, conns*streams)
 	// Small calls are never kept waiting by the full budget.
@@ -248,7 +273,7 @@ func TestUnreadStreamRepliesAreBounded(t *testing.T) {
 	before := heapInuse()
 
 	const reads = 200
-	dialUnread(t, url).streamReads(o.Msg.GetSession().GetId(), reads, "big")
+	dialUnread(t, url, nil).streamReads(o.Msg.GetSession().GetId(), reads, "big")
 	used := repliesAt(t, s, reads)
 	honestReads(t, rc, "big", 3)
 	grew := heapInuse() - before
