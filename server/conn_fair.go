@@ -60,7 +60,7 @@ func (l *fairListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.takeSlot()
-	fc := &fairConn{Conn: c, l: l, accepted: time.Now(), replies: newReplyBudget(maxConnReplyBytes)}
+	fc := &fairConn{Conn: c, l: l, accepted: time.Now(), replies: newReplyBudget(maxConnReplyBytes, firstGuess)}
 	l.mu.Lock()
 	fc.elem = l.unproven.PushBack(fc)
 	l.mu.Unlock()

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/fenceworks/fence"
 )
 
 // Large replies are held in memory until they are written: a Read of a
@@ -26,11 +29,18 @@ import (
 // request's context (a unary call's deadline, the client going away, the
 // stream ending), and while it waits it holds none of its bytes: the reply
 // is dropped and the read made again once room is reserved (reads propose
-// nothing; the second is as linearizable as the first). Waiting rather
-// than refusing: a client that reads its replies gets them all, its
-// replies beyond the budget being built as earlier ones are written (on
-// loopback, milliseconds); only a client that does not read waits, for
-// room its own unread replies hold, until WriteTimeout frees it.
+// nothing; the second is as linearizable as the first). So that a
+// connection's reads do not each make (and drop) a large reply first,
+// a read reserves beforehand, in its connection's budget only, what the
+// connection's last read reply cost (its guess: at first a 1 MiB value's,
+// 0 once a reply was small), and waits there for room.
+//
+// Waiting rather than refusing: a client that reads its replies gets them
+// all, its replies beyond the budget being built as earlier ones are
+// written (on loopback, milliseconds); only a client that does not read
+// waits, for room its own unread replies hold, until WriteTimeout frees
+// it. Refusing (RESOURCE_EXHAUSTED) would fail an honest client's
+// concurrent large reads for a limit it cannot see, and it would resend.
 //
 // Replies whose cost is under replySmall are not counted: they cost about
 // what the request and its stream cost, bounded by the stream limits like
@@ -46,7 +56,7 @@ const (
 	// replyCostFactor: a reply of n proto bytes is reserved as this many
 	// times n: the message (a Read's value is a copy), its encoding (JSON's
 	// base64 is 4/3 of the value) and a compressed copy, measured
-	// (TestUnreadLargeRepliesAreBounded).
+	// (TestUnreadRepliesOfOneConnectionAreBounded).
 	replyCostFactor = 3
 )
 
@@ -57,14 +67,22 @@ type replyBudget struct {
 	mu    sync.Mutex
 	used  int64
 	freed chan struct{} // closed (and replaced) when bytes are given back
-	// holds: reservations holding bytes now; waiting: replies waiting for
-	// room (counted in the server's budget only).
+	// guess (a connection's budget only): what the connection's next read
+	// reply is taken to cost, reserved before it reads: the cost of its
+	// last one (0: small, nothing reserved), at first a large value's.
+	guess int64
+	// holds: requests holding bytes now; waiting: requests waiting for
+	// room (both counted in the server's budget only).
 	holds, waiting int64
 }
 
-func newReplyBudget(max int64) *replyBudget {
-	return &replyBudget{max: max, freed: make(chan struct{})}
+func newReplyBudget(max, guess int64) *replyBudget {
+	return &replyBudget{max: max, guess: min(guess, max), freed: make(chan struct{})}
 }
+
+// firstGuess is a connection's guess before its first read reply: the
+// cost of a reply of the largest value.
+const firstGuess = replyCostFactor * fence.MaxValueBytes
 
 // try takes n bytes if they fit now.
 func (b *replyBudget) try(n int64) bool {
@@ -96,6 +114,39 @@ func (b *replyBudget) take(ctx context.Context, n int64) error {
 	}
 }
 
+// takeGuess takes the guess (waiting for room until ctx ends, or until
+// the guess is 0) and returns what it took.
+func (b *replyBudget) takeGuess(ctx context.Context) (int64, error) {
+	for {
+		b.mu.Lock()
+		g := b.guess
+		if g == 0 || b.used+g <= b.max {
+			b.used += g
+			b.mu.Unlock()
+			return g, nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// setGuess makes n the guess; requests waiting to take the guess look
+// again.
+func (b *replyBudget) setGuess(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n = min(n, b.max)
+	if b.guess != n {
+		b.guess = n
+		b.wake()
+	}
+}
+
 // give gives back n bytes.
 func (b *replyBudget) give(n int64) {
 	if n == 0 {
@@ -103,12 +154,17 @@ func (b *replyBudget) give(n int64) {
 	}
 	b.mu.Lock()
 	b.used -= n
-	close(b.freed)
-	b.freed = make(chan struct{})
+	b.wake()
 	b.mu.Unlock()
 }
 
-// count adds to the reservations holding bytes and the replies waiting.
+// wake wakes every request waiting for room (under b.mu).
+func (b *replyBudget) wake() {
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
+// count adds to the requests holding bytes and those waiting.
 func (b *replyBudget) count(holds, waiting int64) {
 	b.mu.Lock()
 	b.holds += holds
@@ -116,8 +172,8 @@ func (b *replyBudget) count(holds, waiting int64) {
 	b.mu.Unlock()
 }
 
-// state is the bytes reserved, the reservations holding them and the
-// replies waiting for room.
+// state is the bytes reserved, the requests holding them and the
+// requests waiting for room.
 func (b *replyBudget) state() (used, holds, waiting int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -126,12 +182,12 @@ func (b *replyBudget) state() (used, holds, waiting int64) {
 
 // replyHold is what one request (a unary call, or one request of a
 // session stream) holds of the budgets of its connection (conn: nil on
-// the peer port or with Handler mounted elsewhere) and of the server.
+// the peer port or with Handler mounted elsewhere) and of the server. It
+// is used by one goroutine at a time (the request's, then the stream's
+// sender).
 type replyHold struct {
-	conn, all *replyBudget
-
-	mu   sync.Mutex
-	held int64
+	conn, all         *replyBudget
+	heldConn, heldAll int64
 }
 
 type replyHoldKey struct{}
@@ -159,73 +215,75 @@ func (h *replyHold) limit() int64 {
 	return l
 }
 
-// try takes n more bytes if both budgets have room now.
-func (h *replyHold) try(n int64) bool {
-	if h.conn != nil && !h.conn.try(n) {
-		return false
+// takeGuess takes its connection's guess before a read (see budgeted).
+func (h *replyHold) takeGuess(ctx context.Context) error {
+	if h.conn == nil || h.heldConn > 0 {
+		return nil
 	}
-	if !h.all.try(n) {
-		if h.conn != nil {
-			h.conn.give(n)
-		}
-		return false
-	}
-	h.add(n)
-	return true
-}
-
-// take takes n more bytes, waiting for room (the connection's first,
-// then the server's) until ctx ends.
-func (h *replyHold) take(ctx context.Context, n int64) error {
 	h.all.count(0, 1)
 	defer h.all.count(0, -1)
-	if h.conn != nil {
-		if err := h.conn.take(ctx, n); err != nil {
-			return err
-		}
-	}
-	if err := h.all.take(ctx, n); err != nil {
-		if h.conn != nil {
-			h.conn.give(n)
-		}
-		return err
-	}
-	h.add(n)
-	return nil
+	g, err := h.conn.takeGuess(ctx)
+	h.heldConn = g
+	return err
 }
 
-func (h *replyHold) add(n int64) {
-	h.mu.Lock()
-	first := h.held == 0 && n > 0
-	h.held += n
-	h.mu.Unlock()
-	if first {
+// reach makes the hold need bytes in both budgets: it gives back what is
+// over, and takes what is missing, waiting for room until ctx ends when
+// wait is set, else only if there is room now (ok false: it took
+// nothing).
+func (h *replyHold) reach(ctx context.Context, need int64, wait bool) (ok bool, err error) {
+	if wait {
+		h.all.count(0, 1)
+		defer h.all.count(0, -1)
+	}
+	take := func(b *replyBudget, n int64) error {
+		if wait {
+			return b.take(ctx, n)
+		}
+		if !b.try(n) {
+			return errNoRoom
+		}
+		return nil
+	}
+	var tookConn int64
+	if h.conn != nil {
+		if d := need - h.heldConn; d < 0 {
+			h.conn.give(-d)
+			h.heldConn = need
+		} else if d > 0 {
+			if err := take(h.conn, d); err != nil {
+				return false, err
+			}
+			h.heldConn, tookConn = need, d
+		}
+	}
+	before := h.heldAll
+	if d := need - h.heldAll; d < 0 {
+		h.all.give(-d)
+		h.heldAll = need
+	} else if d > 0 {
+		if err := take(h.all, d); err != nil {
+			h.conn.give(tookConn) // tookConn > 0 only with h.conn
+			h.heldConn -= tookConn
+			return false, err
+		}
+		h.heldAll = need
+	}
+	h.countHold(before)
+	return true, nil
+}
+
+// errNoRoom: reach without waiting found no room.
+var errNoRoom = errors.New("no room in a reply budget")
+
+// countHold counts the hold in or out of the server's holds as its bytes
+// there went from before to none or back.
+func (h *replyHold) countHold(before int64) {
+	switch {
+	case before == 0 && h.heldAll > 0:
 		h.all.count(1, 0)
-		if h.conn != nil {
-			h.conn.count(1, 0)
-		}
-	}
-}
-
-// give gives back n of the bytes held.
-func (h *replyHold) give(n int64) {
-	if n <= 0 {
-		return
-	}
-	h.mu.Lock()
-	n = min(n, h.held)
-	h.held -= n
-	last := h.held == 0 && n > 0
-	h.mu.Unlock()
-	if h.conn != nil {
-		h.conn.give(n)
-	}
-	h.all.give(n)
-	if last {
+	case before > 0 && h.heldAll == 0:
 		h.all.count(-1, 0)
-		if h.conn != nil {
-			h.conn.count(-1, 0)
-		}
 	}
 }
 
@@ -234,10 +292,14 @@ func (h *replyHold) release() {
 	if h == nil {
 		return
 	}
-	h.mu.Lock()
-	n := h.held
-	h.mu.Unlock()
-	h.give(n)
+	if h.conn != nil {
+		h.conn.give(h.heldConn)
+	}
+	h.heldConn = 0
+	before := h.heldAll
+	h.all.give(h.heldAll)
+	h.heldAll = 0
+	h.countHold(before)
 }
 
 // holdReplies gives each request a hold on the reply budgets, released
@@ -263,11 +325,17 @@ func budgeted[Res any, P interface {
 		if h == nil {
 			return do(ctx)
 		}
-		var held int64 // reserved for this reply
+		// The connection's guess first: a connection whose replies are
+		// large, and not read, has its reads wait before they make a
+		// reply, not after.
+		if err := h.takeGuess(ctx); err != nil {
+			h.release()
+			return nil, false, err
+		}
 		for {
 			out, replayed, err := do(ctx)
 			if err != nil {
-				h.give(held)
+				h.release()
 				return out, replayed, err
 			}
 			need := replyCostFactor * int64(proto.Size(P(out)))
@@ -275,21 +343,19 @@ func budgeted[Res any, P interface {
 				need = 0
 			}
 			need = min(need, h.limit())
-			if need <= held {
-				h.give(held - need)
-				return out, replayed, nil
+			if h.conn != nil {
+				h.conn.setGuess(need)
 			}
-			if h.try(need - held) {
+			if ok, _ := h.reach(ctx, need, false); ok {
 				return out, replayed, nil
 			}
 			// No room: wait for it holding nothing of the reply, then
 			// read again (its size may have changed).
 			out = nil
-			if err := h.take(ctx, need-held); err != nil {
-				h.give(held)
+			if _, err := h.reach(ctx, need, true); err != nil {
+				h.release()
 				return nil, false, err
 			}
-			held = need
 		}
 	}
 }

@@ -58,7 +58,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Service == nil || deps.Node == nil {
 		return nil, errors.New("server: Deps.Service and Deps.Node are required")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes)}
+	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes, 0)}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(&s.conns, &s.streams, s.replies, deps.Metrics)
 

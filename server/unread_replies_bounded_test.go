@@ -285,3 +285,34 @@ func TestUnreadStreamRepliesAreBounded(t *testing.T) {
 		t.Fatalf("one stream holds %d reply bytes, over its connection's budget %d", used, maxConnReplyBytes)
 	}
 }
+
+// A client that reads its replies gets every one, however many large
+// replies it asks for at once on one connection: beyond the budget they
+// wait for the earlier ones to be written, none is refused.
+func TestAReaderGetsEveryLargeReply(t *testing.T) {
+	s, url := startServerWith(t, Config{})
+	writeBig(t, s, "big")
+	rc := fencev1connect.NewResourceServiceClient(h2cClient(), url) // one connection
+	const reads = 24                                                // 24 × 3 MiB reserved: 4.5 budgets
+	errs := make(chan error, reads)
+	for range reads {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			r, err := rc.Read(ctx, connect.NewRequest(&fencev1.ReadRequest{Resource: "big"}))
+			if err == nil && len(r.Msg.GetState().GetValue()) != fence.MaxValueBytes {
+				err = fmt.Errorf("%d bytes, want %d", len(r.Msg.GetState().GetValue()), fence.MaxValueBytes)
+			}
+			errs <- err
+		}()
+	}
+	for range reads {
+		if err := <-errs; err != nil {
+			t.Fatalf("a read of a client that reads: %v", err)
+		}
+	}
+	until(t, "every reply's bytes given back", func() bool {
+		used, holds, waiting := s.replies.state()
+		return used == 0 && holds == 0 && waiting == 0
+	})
+}
