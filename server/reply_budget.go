@@ -350,8 +350,11 @@ func budgeted[Res any, P interface {
 				return out, replayed, nil
 			}
 			// No room: wait for it holding nothing of the reply, then
-			// read again (its size may have changed).
+			// read again (its size may have changed). What the hold had
+			// is given back first: a wait holds no server bytes while it
+			// waits for its connection's (always taken in that order).
 			out = nil
+			h.release()
 			if _, err := h.reach(ctx, need, true); err != nil {
 				h.release()
 				return nil, false, err
