@@ -86,6 +86,11 @@ type Config struct {
 	// DefaultMaxStreamRequests; more are answered at once with
 	// RESOURCE_EXHAUSTED and not applied (stream.go).
 	MaxStreamRequests int
+	// MaxReplyBytes bounds the bytes of large replies (a Read's value, a
+	// List page) held until they are written, all client connections
+	// together, default server.DefaultMaxReplyBytes (one connection holds
+	// at most 16 MiB of them); a reply without room waits for it.
+	MaxReplyBytes int64
 
 	// CertFile and KeyFile, both set, serve the client API (health,
 	// readiness and metrics included) over TLS with this PEM certificate
@@ -145,6 +150,7 @@ func DefaultConfig() Config {
 		WaiterGrace:     5 * time.Second,
 		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,
 		MaxConns: server.DefaultMaxConns, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,
+		MaxReplyBytes:     server.DefaultMaxReplyBytes,
 		ReadHeaderTimeout: server.DefaultReadHeaderTimeout, ReadTimeout: server.DefaultReadTimeout,
 		IdleTimeout: server.DefaultIdleTimeout, WriteTimeout: server.DefaultWriteTimeout,
 	}
@@ -182,6 +188,9 @@ func (c Config) withDefaults() Config {
 			*f.v = *f.def
 		}
 	}
+	if c.MaxReplyBytes == 0 {
+		c.MaxReplyBytes = d.MaxReplyBytes
+	}
 	return c
 }
 
@@ -216,6 +225,9 @@ func (c Config) Validate() error {
 		if n.v < 1 {
 			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
 		}
+	}
+	if c.MaxReplyBytes < 1 {
+		return fence.Invalid("config.max_reply_bytes", "at least 1", fmt.Sprint(c.MaxReplyBytes))
 	}
 	if err := c.validateTLS(); err != nil {
 		return err

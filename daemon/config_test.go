@@ -22,6 +22,7 @@ func TestConfigValidate(t *testing.T) {
 		{"config.ready_timeout", func(c *Config) { c.ReadyTimeout = 0 }},
 		{"config.write_timeout", func(c *Config) { c.WriteTimeout = -time.Second }},
 		{"config.max_conns", func(c *Config) { c.MaxConns = 0 }},
+		{"config.max_reply_bytes", func(c *Config) { c.MaxReplyBytes = -1 }},
 		{"config.log_store", func(c *Config) { c.LogStore = "bolt" }},
 		{"config.listen", func(c *Config) { c.Listen = "notanaddr" }},
 		{"config.listen", func(c *Config) { c.Listen = "127.0.0.1:" }},

@@ -54,6 +54,12 @@ type Config struct {
 	// InsecureListen is reported by NodeStatus (insecure_listen): the
 	// daemon was started with --insecure-listen.
 	InsecureListen bool
+	// MaxReplyBytes bounds the bytes of large replies (a Read's value, a
+	// List page) held until written, all connections together, default
+	// DefaultMaxReplyBytes; one connection holds at most
+	// maxConnReplyBytes. A reply without room waits for it
+	// (reply_budget.go).
+	MaxReplyBytes int64
 	// TLS, when set, makes Serve speak TLS (HTTP/2 by ALPN "h2" and
 	// HTTP/1.1) on its listener with this config; its NextProtos should
 	// offer "h2" and "http/1.1" (or its GetConfigForClient return configs
@@ -88,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = DefaultMaxStreams
+	}
+	if c.MaxReplyBytes == 0 {
+		c.MaxReplyBytes = DefaultMaxReplyBytes
 	}
 	if c.MaxStreamRequests == 0 {
 		c.MaxStreamRequests = DefaultMaxStreamRequests

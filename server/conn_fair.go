@@ -66,7 +66,7 @@ func (l *fairListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.takeSlot()
-	fc := &fairConn{Conn: c, l: l, accepted: time.Now()}
+	fc := &fairConn{Conn: c, l: l, accepted: time.Now(), replies: newReplyBudget(maxConnReplyBytes, firstGuess)}
 	l.mu.Lock()
 	fc.elem = l.unproven.PushBack(fc)
 	l.mu.Unlock()
@@ -143,6 +143,7 @@ type fairConn struct {
 	timer    *time.Timer
 	proven   atomic.Bool
 	closed   atomic.Bool
+	replies  *replyBudget // reply bytes held for this connection (reply_budget.go)
 }
 
 // prove marks the connection proven: it keeps its slot and lives
@@ -189,10 +190,13 @@ type fairConnKey struct{}
 
 // withFairConn is part of the http.Server's ConnContext: a request's
 // context knows the client connection it came on (under TLS, the one the
-// TLS connection runs over).
+// TLS connection runs over, under tlsListener's plaintextCheck).
 func withFairConn(ctx context.Context, c net.Conn) context.Context {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
+	}
+	if pc, ok := c.(*plaintextCheck); ok {
+		c = pc.Conn
 	}
 	if fc, ok := c.(*fairConn); ok {
 		return context.WithValue(ctx, fairConnKey{}, fc)

@@ -19,7 +19,8 @@ import (
 // Limits against slow and greedy clients. Each one ends what a single client
 // can hold: a connection slot (MaxConns), a header (ReadHeaderTimeout,
 // maxHeaderBytes), a request body (ReadTimeout, maxRequestBytes, also once
-// decompressed), a reply it does not read (WriteTimeout, writes.go), an
+// decompressed), a reply it does not read (WriteTimeout, writes.go; the
+// bytes of its large replies: reply_budget.go), an
 // idle keep-alive connection (IdleTimeout).
 //
 // ReadTimeout bounds reading a request, body included, and nothing after it:

@@ -26,7 +26,7 @@ type metrics struct {
 	authRefusals *prometheus.CounterVec
 }
 
-func newMetrics(conns *connCount, streams *atomic.Int64, extra []prometheus.Collector) *metrics {
+func newMetrics(conns *connCount, streams *atomic.Int64, replies *replyBudget, extra []prometheus.Collector) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,6 +60,10 @@ func newMetrics(conns *connCount, streams *atomic.Int64, extra []prometheus.Coll
 			func() float64 { return float64(conns.evicted.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fence_http_connections_unproven_closed_total", Help: "Client connections closed because no request came on them within the header timeout."},
 			func() float64 { return float64(conns.expired.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_http_reply_bytes_held", Help: "Bytes of large replies (Read, List) held until written, all connections (at most --max-reply-bytes)."},
+			func() float64 { used, _, _ := replies.state(); return float64(used) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_http_replies_waiting", Help: "Large replies waiting for room in their connection's or the server's reply budget."},
+			func() float64 { _, _, waiting := replies.state(); return float64(waiting) }),
 	)
 	m.reg.MustRegister(extra...)
 	return m

@@ -249,13 +249,15 @@ func (s *Server) readCall(resource string) (call[fencev1.ReadResponse], error) {
 	if err := fence.ValidateName("resource", resource); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) (*fencev1.ReadResponse, bool, error) {
+	// A value of up to 1 MiB: the reply holds its cost in the reply
+	// budgets until it is written (reply_budget.go).
+	return budgeted(func(ctx context.Context) (*fencev1.ReadResponse, bool, error) {
 		rs, err := s.svc.Read(ctx, resource)
 		if err != nil {
 			return nil, false, err
 		}
 		return &fencev1.ReadResponse{State: resourceToProto(&rs)}, false, nil
-	}, nil
+	}), nil
 }
 
 func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], error) {
@@ -263,7 +265,8 @@ func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], e
 	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) (*fencev1.ListResponse, bool, error) {
+	// A page of up to 10,000 locks: budgeted as a Read.
+	return budgeted(func(ctx context.Context) (*fencev1.ListResponse, bool, error) {
 		page, err := s.svc.List(ctx, req)
 		if err != nil {
 			return nil, false, err
@@ -273,7 +276,7 @@ func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], e
 			out.Locks = append(out.Locks, lockToProto(li))
 		}
 		return out, false, nil
-	}, nil
+	}), nil
 }
 
 // unary answers one unary call: do (or verr, its refusal) run, every error

@@ -49,6 +49,7 @@ type Server struct {
 	conns      connCount    // client connections (Serve's listener)
 	streams    atomic.Int64 // open SessionService.Stream streams
 	auditLimit auditLimiter // audit.go
+	replies    *replyBudget // reply bytes held, all connections (reply_budget.go)
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or
@@ -58,12 +59,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Service == nil || deps.Node == nil {
 		return nil, errors.New("server: Deps.Service and Deps.Node are required")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes, 0)}
 	if deps.Auth != nil {
 		s.svc = authzService{s: s, inner: deps.Service}
 	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
-	s.metrics = newMetrics(&s.conns, &s.streams, deps.Metrics)
+	s.metrics = newMetrics(&s.conns, &s.streams, s.replies, deps.Metrics)
 
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(s.metrics.interceptor()),
@@ -92,7 +93,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	// SessionService.Stream has limits of its own (stream_http.go).
 	// refusalReasons, outermost, gives every refusal its reason and
 	// facts, also those made in front of Connect (jsonerror.go).
-	s.handler = refusalReasons(serveStreams(sessHandler, limitWrites(limitBodies(s.apiFront(apiRouter{
+	s.handler = refusalReasons(serveStreams(sessHandler, limitWrites(s.holdReplies(limitBodies(s.apiFront(apiRouter{
 		{prefix: lockPath, h: lockHandler},
 		{prefix: resPath, h: resHandler},
 		{prefix: sessPath, h: sessHandler},
@@ -102,7 +103,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},
-	})), cfg.WriteTimeout), cfg.WriteTimeout))
+	}))), cfg.WriteTimeout), cfg.WriteTimeout))
 	s.handler = s.withCredentials(s.handler)
 	if deps.Middleware != nil {
 		s.handler = deps.Middleware(s.handler)

@@ -94,8 +94,8 @@ type sessionStream struct {
 	ctx    context.Context // ends with the stream: in-flight requests are cancelled
 	cancel context.CancelFunc
 
-	replies  chan *fencev1.SessionReply // to the sender
-	wg       sync.WaitGroup             // requests in flight
+	replies  chan queuedReply // to the sender
+	wg       sync.WaitGroup   // requests in flight
 	inflight atomic.Int64
 	bytes    atomic.Int64
 	// keepalives in flight: counted apart from inflight, so a stream full
@@ -135,7 +135,7 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	}
 	// From here the stream may idle as long as the client keeps it.
 	conn.noReadDeadline()
-	ss := &sessionStream{s: s, st: st, conn: conn, session: first.GetSession(), replies: make(chan *fencev1.SessionReply, replyQueue)}
+	ss := &sessionStream{s: s, st: st, conn: conn, session: first.GetSession(), replies: make(chan queuedReply, replyQueue)}
 	ss.ctx, ss.cancel = context.WithCancel(ctx)
 	defer ss.cancel()
 	return ss.serve(first)
@@ -259,7 +259,10 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 
 // do runs one request and queues its reply, or ends the stream.
 func (ss *sessionStream) do(call uint64, c streamCall) {
-	r, replayed, err := c.run(ss.ctx)
+	// A large reply holds its bytes in the connection's reply budget
+	// until it is sent (reply_budget.go).
+	h := ss.s.newReplyHold(ss.ctx)
+	r, replayed, err := c.run(withReplyHold(ss.ctx, h))
 	switch {
 	case err == nil:
 		r.Call, r.Replayed = call, replayed
@@ -272,26 +275,36 @@ func (ss *sessionStream) do(call uint64, c streamCall) {
 		// nothing, as when a wait runs out.
 		r = ss.s.refusal(call, &fence.BusyError{Name: *c.acquire, Waited: true}, false)
 	default:
+		h.release()
 		ss.end(ss.s.connectError(ss.ctx, streamProc, err))
 		return
 	}
-	ss.reply(r)
+	ss.replies <- queuedReply{r, h}
+}
+
+// queuedReply is a reply for the sender and the reply bytes it holds
+// (nil: none), given back once it is sent.
+type queuedReply struct {
+	r    *fencev1.SessionReply
+	hold *replyHold
 }
 
 // reply queues r for the sender.
-func (ss *sessionStream) reply(r *fencev1.SessionReply) { ss.replies <- r }
+func (ss *sessionStream) reply(r *fencev1.SessionReply) { ss.replies <- queuedReply{r: r} }
 
 // sendLoop sends the queued replies until the queue is closed: what is
 // ready is sent under one write deadline. After a failed send it keeps
 // draining the queue (nothing waits on a stream that has ended).
 func (ss *sessionStream) sendLoop() {
 	failed := false
-	for r := range ss.replies {
+	for q := range ss.replies {
 		if failed {
+			q.hold.release()
 			continue
 		}
 		ss.conn.writeWithin(ss.s.cfg.WriteTimeout)
-		err := ss.st.Send(r)
+		err := ss.st.Send(q.r)
+		q.hold.release()
 	batch:
 		for err == nil {
 			select {
@@ -299,7 +312,8 @@ func (ss *sessionStream) sendLoop() {
 				if !ok {
 					break batch
 				}
-				err = ss.st.Send(more)
+				err = ss.st.Send(more.r)
+				more.hold.release()
 			default:
 				break batch
 			}

@@ -1,0 +1,364 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fenceworks/fence"
+)
+
+// Large replies are held in memory until they are written: a Read of a
+// resource (its value copied out of the state, then encoded: base64 in
+// JSON, maybe gzip) or a List page of up to 10,000 locks. A client that
+// asks for many and reads none (its socket or its HTTP/2 window stays
+// shut) would make the server hold them all until WriteTimeout cuts each,
+// and ask again. So the bytes of such replies are reserved before they are
+// kept, from two budgets:
+//   - the connection's, maxConnReplyBytes: one client connection (every
+//     stream and request on it) holds at most that much;
+//   - the server's, Config.MaxReplyBytes: all connections together (and
+//     the peer port) hold at most that much.
+//
+// A reservation is held until the reply is written (a unary call: its
+// handler returned; a session stream: the reply was sent) or the request
+// ends. A reply that finds no room *waits* for it, bounded by its
+// request's context (a unary call's deadline, the client going away, the
+// stream ending), and while it waits it holds none of its bytes: the reply
+// is dropped and the read made again once room is reserved (reads propose
+// nothing; the second is as linearizable as the first). So that a
+// connection's reads do not each make (and drop) a large reply first,
+// a read reserves beforehand, in its connection's budget only, what the
+// connection's last read reply cost (its guess: at first a 1 MiB value's,
+// 0 once a reply was small), and waits there for room.
+//
+// Waiting rather than refusing: a client that reads its replies gets them
+// all, its replies beyond the budget being built as earlier ones are
+// written (on loopback, milliseconds); only a client that does not read
+// waits, for room its own unread replies hold, until WriteTimeout frees
+// it. Refusing (RESOURCE_EXHAUSTED) would fail an honest client's
+// concurrent large reads for a limit it cannot see, and it would resend.
+//
+// Replies whose cost is under replySmall are not counted: they cost about
+// what the request and its stream cost, bounded by the stream limits like
+// any other call's, and so a client filling the server's budget delays
+// only large reads, never an acquire, a renew or a small read.
+const (
+	// maxConnReplyBytes is the budget of one client connection.
+	maxConnReplyBytes = 16 << 20
+	// DefaultMaxReplyBytes is the default server-wide budget.
+	DefaultMaxReplyBytes = 256 << 20
+	// replySmall: a reply costing less is not counted.
+	replySmall = 16 << 10
+	// replyCostFactor: a reply of n proto bytes is reserved as this many
+	// times n: the message (a Read's value is a copy), its encoding (JSON's
+	// base64 is 4/3 of the value) and a compressed copy, measured
+	// (TestUnreadRepliesOfOneConnectionAreBounded).
+	replyCostFactor = 3
+)
+
+// replyBudget is a budget of reply bytes: reservations wait for room.
+type replyBudget struct {
+	max int64
+
+	mu    sync.Mutex
+	used  int64
+	freed chan struct{} // closed (and replaced) when bytes are given back
+	// guess (a connection's budget only): what the connection's next read
+	// reply is taken to cost, reserved before it reads: the cost of its
+	// last one (0: small, nothing reserved), at first a large value's.
+	guess int64
+	// holds: requests holding bytes now; waiting: requests waiting for
+	// room (both counted in the server's budget only).
+	holds, waiting int64
+}
+
+func newReplyBudget(max, guess int64) *replyBudget {
+	return &replyBudget{max: max, guess: min(guess, max), freed: make(chan struct{})}
+}
+
+// firstGuess is a connection's guess before its first read reply: the
+// cost of a reply of the largest value.
+const firstGuess = replyCostFactor * fence.MaxValueBytes
+
+// try takes n bytes if they fit now.
+func (b *replyBudget) try(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.max {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// take takes n bytes, waiting for room until ctx ends.
+func (b *replyBudget) take(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.max {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// takeGuess takes the guess (waiting for room until ctx ends, or until
+// the guess is 0) and returns what it took.
+func (b *replyBudget) takeGuess(ctx context.Context) (int64, error) {
+	for {
+		b.mu.Lock()
+		g := b.guess
+		if g == 0 || b.used+g <= b.max {
+			b.used += g
+			b.mu.Unlock()
+			return g, nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// setGuess makes n the guess; requests waiting to take the guess look
+// again.
+func (b *replyBudget) setGuess(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n = min(n, b.max)
+	if b.guess != n {
+		b.guess = n
+		b.wake()
+	}
+}
+
+// give gives back n bytes.
+func (b *replyBudget) give(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.wake()
+	b.mu.Unlock()
+}
+
+// wake wakes every request waiting for room (under b.mu).
+func (b *replyBudget) wake() {
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
+// count adds to the requests holding bytes and those waiting.
+func (b *replyBudget) count(holds, waiting int64) {
+	b.mu.Lock()
+	b.holds += holds
+	b.waiting += waiting
+	b.mu.Unlock()
+}
+
+// state is the bytes reserved, the requests holding them and the
+// requests waiting for room.
+func (b *replyBudget) state() (used, holds, waiting int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.holds, b.waiting
+}
+
+// replyHold is what one request (a unary call, or one request of a
+// session stream) holds of the budgets of its connection (conn: nil on
+// the peer port or with Handler mounted elsewhere) and of the server. It
+// is used by one goroutine at a time (the request's, then the stream's
+// sender).
+type replyHold struct {
+	conn, all         *replyBudget
+	heldConn, heldAll int64
+}
+
+type replyHoldKey struct{}
+
+// newReplyHold is a hold on the budgets of the request of ctx.
+func (s *Server) newReplyHold(ctx context.Context) *replyHold {
+	h := &replyHold{all: s.replies}
+	if fc, ok := ctx.Value(fairConnKey{}).(*fairConn); ok {
+		h.conn = fc.replies
+	}
+	return h
+}
+
+func withReplyHold(ctx context.Context, h *replyHold) context.Context {
+	return context.WithValue(ctx, replyHoldKey{}, h)
+}
+
+// limit is the most one reply may hold (a reply larger than a budget
+// holds all of it, so it is not kept waiting forever).
+func (h *replyHold) limit() int64 {
+	l := h.all.max
+	if h.conn != nil {
+		l = min(l, h.conn.max)
+	}
+	return l
+}
+
+// takeGuess takes its connection's guess before a read (see budgeted).
+func (h *replyHold) takeGuess(ctx context.Context) error {
+	if h.conn == nil || h.heldConn > 0 {
+		return nil
+	}
+	h.all.count(0, 1)
+	defer h.all.count(0, -1)
+	g, err := h.conn.takeGuess(ctx)
+	h.heldConn = g
+	return err
+}
+
+// reach makes the hold need bytes in both budgets: it gives back what is
+// over, and takes what is missing, waiting for room until ctx ends when
+// wait is set, else only if there is room now (ok false: it took
+// nothing).
+func (h *replyHold) reach(ctx context.Context, need int64, wait bool) (ok bool, err error) {
+	if wait {
+		h.all.count(0, 1)
+		defer h.all.count(0, -1)
+	}
+	take := func(b *replyBudget, n int64) error {
+		if wait {
+			return b.take(ctx, n)
+		}
+		if !b.try(n) {
+			return errNoRoom
+		}
+		return nil
+	}
+	var tookConn int64
+	if h.conn != nil {
+		if d := need - h.heldConn; d < 0 {
+			h.conn.give(-d)
+			h.heldConn = need
+		} else if d > 0 {
+			if err := take(h.conn, d); err != nil {
+				return false, err
+			}
+			h.heldConn, tookConn = need, d
+		}
+	}
+	before := h.heldAll
+	if d := need - h.heldAll; d < 0 {
+		h.all.give(-d)
+		h.heldAll = need
+	} else if d > 0 {
+		if err := take(h.all, d); err != nil {
+			h.conn.give(tookConn) // tookConn > 0 only with h.conn
+			h.heldConn -= tookConn
+			return false, err
+		}
+		h.heldAll = need
+	}
+	h.countHold(before)
+	return true, nil
+}
+
+// errNoRoom: reach without waiting found no room.
+var errNoRoom = errors.New("no room in a reply budget")
+
+// countHold counts the hold in or out of the server's holds as its bytes
+// there went from before to none or back.
+func (h *replyHold) countHold(before int64) {
+	switch {
+	case before == 0 && h.heldAll > 0:
+		h.all.count(1, 0)
+	case before > 0 && h.heldAll == 0:
+		h.all.count(-1, 0)
+	}
+}
+
+// release gives back everything held (nil: nothing).
+func (h *replyHold) release() {
+	if h == nil {
+		return
+	}
+	if h.conn != nil {
+		h.conn.give(h.heldConn)
+	}
+	h.heldConn = 0
+	before := h.heldAll
+	h.all.give(h.heldAll)
+	h.heldAll = 0
+	h.countHold(before)
+}
+
+// holdReplies gives each request a hold on the reply budgets, released
+// once its handler has returned: its reply is written by then (over
+// HTTP/2 a handler's write returns once its frames are written).
+func (s *Server) holdReplies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := s.newReplyHold(r.Context())
+		defer h.release()
+		next.ServeHTTP(w, r.WithContext(withReplyHold(r.Context(), h)))
+	})
+}
+
+// budgeted makes a read's reply hold its cost in the reply budgets of its
+// request before it is kept (see above). Without a hold in ctx (Handler
+// mounted without holdReplies) it runs do as it is.
+func budgeted[Res any, P interface {
+	*Res
+	proto.Message
+}](do call[Res]) call[Res] {
+	return func(ctx context.Context) (*Res, bool, error) {
+		h, _ := ctx.Value(replyHoldKey{}).(*replyHold)
+		if h == nil {
+			return do(ctx)
+		}
+		// The connection's guess first: a connection whose replies are
+		// large, and not read, has its reads wait before they make a
+		// reply, not after.
+		if err := h.takeGuess(ctx); err != nil {
+			h.release()
+			return nil, false, err
+		}
+		for {
+			out, replayed, err := do(ctx)
+			if err != nil {
+				h.release()
+				return out, replayed, err
+			}
+			need := replyCostFactor * int64(proto.Size(P(out)))
+			if need < replySmall {
+				need = 0
+			}
+			need = min(need, h.limit())
+			if h.conn != nil {
+				h.conn.setGuess(need)
+			}
+			if ok, _ := h.reach(ctx, need, false); ok {
+				return out, replayed, nil
+			}
+			// No room: wait for it holding nothing of the reply, then
+			// read again (its size may have changed). What the hold had
+			// is given back first: a wait holds no server bytes while it
+			// waits for its connection's (always taken in that order).
+			out = nil
+			h.release()
+			if _, err := h.reach(ctx, need, true); err != nil {
+				h.release()
+				return nil, false, err
+			}
+		}
+	}
+}
