@@ -71,6 +71,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	expectCaught := fs.Bool("expect-caught", false, "exit 0 only when the run FAILS its checks (for planted bugs)")
 	linTimeout := fs.Duration("lin-timeout", 2*time.Minute, "porcupine time bound")
 	useTLS := fs.Bool("tls", false, "serve every node's client port over TLS (certificates from `fence cert`): workers, nemesis and final reads speak HTTPS")
+	useAuth := fs.Bool("auth", false, "turn authentication on once the nodes are up: each worker calls with a token of its own (its own principal), the harness and the nemesis as admin")
 	quiet := fs.Bool("q", false, "print only the summary line")
 	restoreInProcess := fs.Bool("restore-in-process", false, "restore fault: restore with package backup in the harness's process instead of `fence restore` (the same rule)")
 	plantRestore := fs.Bool("plant-restore-no-raise", false, "PLANTED BUG of the harness's own: every restore leaves the counter at the backup's (no floor, wall clock of 1970); use with -expect-caught (tokens_regressed)")
@@ -84,7 +85,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		FenceBin: *fenceBin, Duration: *duration, Seed: *seed, Nodes: *nodes, Workers: *workers,
 		Resources: *resources, Control: *control, PostgresDSN: *pg, TTL: *ttl,
 		SessionTTL: *sessionTTL, DiskBytes: *disk << 20, LinTimeout: *linTimeout, Log: stderr,
-		RestoreInProcess: *restoreInProcess, PlantRestoreNoRaise: *plantRestore, TLS: *useTLS,
+		RestoreInProcess: *restoreInProcess, PlantRestoreNoRaise: *plantRestore, TLS: *useTLS, Auth: *useAuth,
 	}
 	if *quiet {
 		cfg.Log = io.Discard

@@ -142,8 +142,10 @@ func mustHaveEveryFault(t *testing.T, sum chaos.Summary, kinds []chaos.FaultKind
 }
 
 // TestChaosShort: the single-node server with every fault kind, its
-// client port on TLS (the workers, the nemesis and the final reads all
-// speak HTTPS; the other single-node runs are plaintext).
+// client port on TLS and authentication on (the workers, the nemesis and
+// the final reads all speak HTTPS; each worker calls with a token of its
+// own, so ownership is checked between them; the other single-node runs
+// are plaintext with authentication off).
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
@@ -151,7 +153,7 @@ func TestChaosShort(t *testing.T) {
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 60 * time.Second, Seed: seed(t),
-		PostgresDSN: testutil.PostgresDSN(t), TLS: true,
+		PostgresDSN: testutil.PostgresDSN(t), TLS: true, Auth: true,
 	}
 	sum := run(t, cfg, true)
 	mustHaveEveryFault(t, sum, chaos.AllFaults)

@@ -142,12 +142,13 @@ func (n *Node) serverConfig(formation []string) harness.Config {
 		Listen:       cfg.Listen,
 		RaftAddr:     cfg.RaftAddr,
 		Args:         append(append([]string(nil), formation...), cfg.Args...),
-		Env:          cfg.Env,
+		Env:          nodeEnv(cfg),
 		LogPath:      cfg.LogPath,
 		LogLimit:     nodeLogLimit,
 		ReadyTimeout: cfg.ReadyTimeout,
 		NoWait:       cfg.NoWait,
 		ClientTLS:    cfg.Security.tlsConfig(),
+		AuthToken:    cfg.Security.token(),
 	}
 }
 
@@ -597,4 +598,13 @@ func (c *Cluster) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nodeEnv is the node's environment: with authentication on, the admin
+// token too (a node started with --join asks with it).
+func nodeEnv(cfg NodeConfig) []string {
+	if tok := cfg.Security.token(); tok != "" {
+		return append(append([]string(nil), cfg.Env...), "FENCE_AUTH_TOKEN="+tok)
+	}
+	return cfg.Env
 }

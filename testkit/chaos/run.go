@@ -60,6 +60,10 @@ type Config struct {
 	// fence binary's `fence cert`, in Dir/pki): the workers, the nemesis
 	// and the final reads all speak HTTPS.
 	TLS bool
+	// Auth turns authentication on once the nodes are up (EnableAuth):
+	// each worker calls with a token of its own, the harness and the
+	// nemesis as admin.
+	Auth bool
 	// LinTimeout bounds porcupine per run (default 2m).
 	LinTimeout time.Duration
 	// Log receives progress lines (nil: discarded).
@@ -262,11 +266,20 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if slices.Contains(cfg.Kinds, FaultDiskFull) {
 		ccfg.DiskBytes = cfg.DiskBytes
 	}
+	if cfg.Auth && ccfg.Security == nil {
+		ccfg.Security = &Security{}
+	}
 	cluster, err := StartCluster(ctx, ccfg)
 	if err != nil {
 		return sum, fmt.Errorf("chaos: start the nodes: %w", err)
 	}
 	defer cluster.Close()
+	if cfg.Auth {
+		if err := ccfg.Security.EnableAuth(ctx, cfg.FenceBin, strings.Join(cluster.DirectURLs(), ","), cfg.Workers, cluster.Nodes); err != nil {
+			return sum, err
+		}
+		logf("authentication on: an admin token for the harness, a token of its own for each of %d workers", cfg.Workers)
+	}
 	for i, node := range cluster.Nodes {
 		raft := ""
 		if node.RaftAddr() != "" {
@@ -317,8 +330,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			Seed:    cfg.Seed*1_000_003 + uint64(i) + 1, TTL: cfg.TTL, SessionTTL: cfg.SessionTTL,
 			Control: cfg.Control,
 		}
-		if ccfg.Security != nil {
+		if ccfg.Security != nil && ccfg.Security.TLS != nil {
 			wc.CACert = filepath.Join(ccfg.Security.Dir, "ca.crt")
+		}
+		if ccfg.Security != nil && i < len(ccfg.Security.WorkerTokens) {
+			wc.AuthToken = ccfg.Security.WorkerTokens[i]
 		}
 		histories = append(histories, wc.History)
 		procs.windows = append(procs.windows, wc.WindowFile())

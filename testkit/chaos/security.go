@@ -1,8 +1,11 @@
 package chaos
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,12 +16,19 @@ import (
 )
 
 // Security is how the harness, its workers and its nemesis reach nodes
-// whose client port serves TLS. nil is plaintext, the default.
+// whose client port serves TLS, or checks bearer tokens, or both. nil is
+// plaintext with no credentials, the default.
 type Security struct {
-	// Dir holds `fence cert`'s output: ca.crt, server.crt, server.key.
+	// Dir holds `fence cert`'s output: ca.crt, server.crt, server.key
+	// ("" without TLS).
 	Dir string
-	// TLS trusts Dir/ca.crt.
+	// TLS trusts Dir/ca.crt (nil: plaintext).
 	TLS *tls.Config
+	// AuthToken, once authentication is on (EnableAuth), is the admin
+	// token of the harness's and the nemesis's calls; WorkerTokens[i] is
+	// worker i's, each its own principal.
+	AuthToken    string
+	WorkerTokens []string
 }
 
 // NewSecurity makes a CA and a server certificate for 127.0.0.1 in dir
@@ -69,6 +79,9 @@ func (s *Security) ClientOptions(more ...client.Option) []client.Option {
 	if s != nil && s.TLS != nil {
 		o = append(o, client.WithTLS(s.TLS.Clone()))
 	}
+	if s != nil && s.AuthToken != "" {
+		o = append(o, client.WithBearerToken(s.AuthToken))
+	}
 	return append(o, more...)
 }
 
@@ -78,4 +91,78 @@ func (s *Security) tlsConfig() *tls.Config {
 		return nil
 	}
 	return s.TLS
+}
+
+// token is s's admin token ("" without).
+func (s *Security) token() string {
+	if s == nil {
+		return ""
+	}
+	return s.AuthToken
+}
+
+// EnableAuth turns authentication on for the cluster, with bin's CLI
+// against url: `fence auth bootstrap` (the admin token), a role worker
+// that may lock, read and write every name, one token holding it per
+// worker (each its own principal: ownership is checked between workers),
+// and `fence auth enable`. Every node's harness calls then carry the
+// admin token.
+func (s *Security) EnableAuth(ctx context.Context, bin, url string, workers int, nodes []*Node) error {
+	cli := func(token string, args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", url, "--json"}, args...)...)
+		cmd.Env = os.Environ()
+		if token != "" {
+			cmd.Env = append(cmd.Env, "FENCE_AUTH_TOKEN="+token)
+		}
+		if s.TLS != nil {
+			cmd.Env = append(cmd.Env, "FENCE_CACERT="+filepath.Join(s.Dir, "ca.crt"))
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("chaos: fence %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return out, nil
+	}
+	secret := func(out []byte) (string, error) {
+		var v struct {
+			Secret string `json:"secret"`
+		}
+		if err := json.Unmarshal(out, &v); err != nil || v.Secret == "" {
+			return "", fmt.Errorf("chaos: no secret in %q: %v", out, err)
+		}
+		return v.Secret, nil
+	}
+	out, err := cli("", "auth", "bootstrap")
+	if err != nil {
+		return err
+	}
+	admin, err := secret(out)
+	if err != nil {
+		return err
+	}
+	if _, err := cli(admin, "role", "grant", "worker", "lock:", "read:", "write:"); err != nil {
+		return err
+	}
+	s.WorkerTokens = nil
+	for i := range workers {
+		out, err := cli(admin, "token", "create", "--role", "worker", "--description", fmt.Sprintf("chaos worker %d", i))
+		if err != nil {
+			return err
+		}
+		tok, err := secret(out)
+		if err != nil {
+			return err
+		}
+		s.WorkerTokens = append(s.WorkerTokens, tok)
+	}
+	if _, err := cli(admin, "auth", "enable"); err != nil {
+		return err
+	}
+	s.AuthToken = admin
+	for _, n := range nodes {
+		n.server().SetAuthToken(admin)
+	}
+	return nil
 }

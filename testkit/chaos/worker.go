@@ -32,6 +32,7 @@ type WorkerConfig struct {
 	SessionTTL  time.Duration // the session client's TTL (default 1s)
 	Control     bool          // PostgreSQL writes without the guard (Fenced=false)
 	CACert      string        // the CA of servers that serve TLS (https:// URLs)
+	AuthToken   string        // the worker's bearer token, when authentication is on
 
 	// Mode forces the lease kind: "" or "mixed" (both, chosen per
 	// iteration), "session" or "standalone". For tests.
@@ -131,6 +132,9 @@ func (c WorkerConfig) Args() []string {
 	if c.CACert != "" {
 		a = append(a, "-cacert", c.CACert)
 	}
+	if c.AuthToken != "" {
+		a = append(a, "-auth-token", c.AuthToken)
+	}
 	return a
 }
 
@@ -153,6 +157,7 @@ func ParseWorkerArgs(args []string) (WorkerConfig, error) {
 	fs.StringVar(&c.Mode, "mode", "", "mixed, session or standalone")
 	fs.DurationVar(&c.Hold, "hold", 0, "sleep exactly this long between read and write (tests)")
 	fs.StringVar(&c.CACert, "cacert", "", "CA certificate (PEM) of servers that serve TLS")
+	fs.StringVar(&c.AuthToken, "auth-token", "", "bearer token, when the servers check them")
 	if err := fs.Parse(args); err != nil {
 		return WorkerConfig{}, fmt.Errorf("chaos worker: %w", err)
 	}
@@ -247,6 +252,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 			return err
 		}
 		sec = append(sec, client.WithTLS(tc))
+	}
+	if cfg.AuthToken != "" {
+		sec = append(sec, client.WithBearerToken(cfg.AuthToken))
 	}
 	w.sess, err = client.New(cfg.Server, append(sec, client.WithSessionTTL(cfg.SessionTTL),
 		client.WithAttemptTimeout(workerAttempt), client.WithBackoff(20*time.Millisecond, 250*time.Millisecond))...)

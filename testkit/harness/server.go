@@ -63,7 +63,9 @@ type Config struct {
 	// server's CA).
 	ClientTLS *tls.Config
 	// AuthToken, when set, is sent as `Authorization: Bearer AuthToken`
-	// on the harness's own calls (/readyz, NodeStatus, membership).
+	// on the harness's own calls (/readyz, NodeStatus, membership);
+	// SetAuthToken changes it (a server whose auth is bootstrapped after
+	// it started).
 	AuthToken string
 }
 
@@ -130,10 +132,10 @@ func newServer(cfg Config) (*Server, error) {
 		log:   &logBuffer{max: cfg.LogLimit},
 		pickL: cfg.Listen == "",
 		pickR: cfg.RaftAddr == "auto",
-		readyCl: &http.Client{
-			Timeout:   time.Second,
-			Transport: &authTransport{&http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.ClientTLS}, cfg.AuthToken},
-		},
+	}
+	s.readyCl = &http.Client{
+		Timeout:   time.Second,
+		Transport: &authTransport{&http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.ClientTLS}, s.authToken},
 	}
 	s.out = s.log
 	if cfg.LogPath != "" {
@@ -294,21 +296,35 @@ func (s *Server) Addr() string { return s.cfg.Listen }
 // configuration and bearer token (Config.ClientTLS, Config.AuthToken), no
 // keep-alive, no timeout of its own (callers bound their calls).
 func (s *Server) HTTPClient() *http.Client {
-	return &http.Client{Transport: &authTransport{&http.Transport{DisableKeepAlives: true, TLSClientConfig: s.cfg.ClientTLS}, s.cfg.AuthToken}}
+	return &http.Client{Transport: &authTransport{&http.Transport{DisableKeepAlives: true, TLSClientConfig: s.cfg.ClientTLS}, s.authToken}}
 }
 
 // authTransport adds the bearer token, if any, to every request.
 type authTransport struct {
 	base  *http.Transport
-	token string
+	token func() string
 }
 
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.token != "" {
+	if tok := t.token(); tok != "" {
 		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+t.token)
+		r.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return t.base.RoundTrip(r)
+}
+
+// SetAuthToken sets the bearer token of the harness's own calls (see
+// Config.AuthToken).
+func (s *Server) SetAuthToken(tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.AuthToken = tok
+}
+
+func (s *Server) authToken() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.AuthToken
 }
 
 // URL is the client base URL, http://127.0.0.1:port (https:// with
