@@ -162,12 +162,13 @@ func TestClientsDoc(t *testing.T) {
 			cfg := harness.Config{Bin: bin, DataDir: filepath.Join(t.TempDir(), "data"), ReadyTimeout: hangGuard, StopTimeout: hangGuard}
 			code := s.code
 			var opts []client.Option
+			var certs string
 			if s.tls {
 				// The snippet's certs/ is what `fence cert --dir certs` makes.
 				if !strings.Contains(code, "certs/") {
 					t.Fatalf("docs/clients.md line %d: %s is marked tls and names no certs/ file", s.line, s.file)
 				}
-				certs := filepath.Join(t.TempDir(), "certs")
+				certs = filepath.Join(t.TempDir(), "certs")
 				cfg.ClientTLS = clientCertTLS(t, bin, certs)
 				cfg.Args = []string{
 					"--cert-file", filepath.Join(certs, "server.crt"), "--key-file", filepath.Join(certs, "server.key"),
@@ -187,6 +188,22 @@ func TestClientsDoc(t *testing.T) {
 				}
 			}
 			grantTokens(t, srv.URL(), 98, opts...)
+			if s.tls {
+				// Authentication on, as the section sets it up: the
+				// snippet gets a token of a role that may lock sku-, and
+				// the server must refuse a call without one (a snippet that
+				// lost its token then fails).
+				cmd.Env = append(cmd.Env, "FENCE_AUTH_TOKEN="+enableAuth(t, bin, srv.URL(), certs))
+				noToken := &http.Client{Timeout: hangGuard, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.ClientTLS}}
+				res, err := noToken.Post(srv.URL()+"/fence.v1.LockService/Acquire", "application/json", strings.NewReader(`{"name":"sku-0","ttl":"1s"}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				if res.StatusCode != http.StatusUnauthorized {
+					t.Fatalf("with authentication on, an acquire without a token was answered %s, want 401", res.Status)
+				}
+			}
 			code = strings.ReplaceAll(code, "127.0.0.1:7420", srv.Addr())
 			if err := os.WriteFile(filepath.Join(saveDir, s.file), []byte(code), 0o644); err != nil {
 				t.Fatal(err)
@@ -203,6 +220,44 @@ func TestClientsDoc(t *testing.T) {
 			}
 		})
 	}
+}
+
+// enableAuth turns authentication on for the server at url as
+// docs/clients.md's "Over TLS" does, with bin's CLI and the client
+// certificates in certs: the first admin token, a role app that may lock and read
+// sku-, a token holding it (returned), then `fence auth enable`.
+func enableAuth(t *testing.T, bin, url, certs string) string {
+	t.Helper()
+	cli := func(token string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--server", url}, args...)...)
+		cmd.Env = append(os.Environ(), "FENCE_AUTH_TOKEN="+token, "FENCE_CACERT="+filepath.Join(certs, "ca.crt"),
+			"FENCE_CERT="+filepath.Join(certs, "client.crt"), "FENCE_KEY="+filepath.Join(certs, "client.key"))
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("fence %s: %v: %s", strings.Join(args, " "), err, stderr)
+		}
+		return string(out)
+	}
+	secret := func(out string) string {
+		t.Helper()
+		var v struct {
+			Secret string `json:"secret"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil || v.Secret == "" {
+			t.Fatalf("no secret in %q: %v", out, err)
+		}
+		return v.Secret
+	}
+	admin := secret(cli("", "auth", "bootstrap", "--json"))
+	cli(admin, "role", "grant", "app", "lock:sku-", "read:sku-")
+	app := secret(cli(admin, "token", "create", "--role", "app", "--json"))
+	cli(admin, "auth", "enable")
+	return app
 }
 
 // clientCertTLS makes a CA and a server and a client certificate in dir with
