@@ -38,15 +38,22 @@ func startCluster(t *testing.T) (leader, follower *member) {
 	for i := range peers {
 		peers[i].Addr = testutil.FreeAddr(t)
 	}
+	// The data dirs first: cleanups run last-registered first, so the
+	// members stop before their dirs are removed (a dir removed under a
+	// running node failed the test with "directory not empty").
+	dirs := make([]string, len(peers))
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
 	members := make([]*member, 0, len(peers))
 	t.Cleanup(func() {
 		for _, m := range members {
 			m.stop()
 		}
 	})
-	for _, p := range peers {
+	for i, p := range peers {
 		s, err := daemon.New(daemon.Config{
-			DataDir: t.TempDir(), NodeID: p.ID, Logger: quiet, ReadyTimeout: time.Minute,
+			DataDir: dirs[i], NodeID: p.ID, Logger: quiet, ReadyTimeout: time.Minute,
 			Cluster: daemon.ClusterConfig{RaftAddr: p.Addr, Peers: peers},
 		})
 		if err != nil {
