@@ -186,3 +186,26 @@ func TestZeroQuotaBindsNobody(t *testing.T) {
 		t.Fatalf("refusal %+v, want got 5", e)
 	}
 }
+
+// Waits bound to a session count against their principal's quota, and the
+// session's end (closed here) ends them and gives the room back.
+func TestWaiterQuotaCountsSessionWaits(t *testing.T) {
+	m := New()
+	mustOK(t, m, Command{Op: OpConfig, Now: at(0), Config: quotaConfig()})
+	mustOK(t, m, acq(at(1), "held", "h", time.Hour))
+	s := mustOK(t, m, openAs(at(1), "token:a")).Session.ID
+	for seq := uint64(1); seq <= 2; seq++ {
+		c := Command{Op: OpAcquire, Now: at(1), Name: "held", Owner: "a", Wait: time.Minute, Session: s, Seq: seq, Principal: "token:a"}
+		if r := mustOK(t, m, c); !r.Queued {
+			t.Fatalf("session wait %d: %s", seq, describe(r))
+		}
+	}
+	const limit = `waiters of principal "token:a" (config.max_waiters_per_principal)`
+	exhaustedQuota(t, m, waitAs(at(2), "held", "a3", "token:a"), limit)
+	mustOK(t, m, Command{Op: OpSessionClose, Now: at(2), Session: s, Principal: "token:a"})
+	for _, rid := range []string{"a3", "a4"} {
+		if r := mustOK(t, m, waitAs(at(2), "held", rid, "token:a")); !r.Queued {
+			t.Fatalf("A after its session closed: %s, want queued", describe(r))
+		}
+	}
+}
