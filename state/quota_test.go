@@ -209,3 +209,17 @@ func TestWaiterQuotaCountsSessionWaits(t *testing.T) {
 		}
 	}
 }
+
+// A retried open (its request_id) of a session A already has is answered
+// with that session at the quota, not refused: the retry adds nothing.
+func TestSessionQuotaAnswersARetriedOpen(t *testing.T) {
+	m := New()
+	mustOK(t, m, Command{Op: OpConfig, Now: at(0), Config: quotaConfig()})
+	open := openAs(at(1), "token:a")
+	open.RequestID = "open-1"
+	first := mustOK(t, m, open)
+	mustOK(t, m, openAs(at(1), "token:a"))
+	if r := mustOK(t, m, open); !r.Replayed || r.Session.ID != first.Session.ID {
+		t.Fatalf("retried open at the quota: %s, want session %d replayed", describe(r), first.Session.ID)
+	}
+}
