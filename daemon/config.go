@@ -131,6 +131,16 @@ type Config struct {
 	ReloadTLS <-chan os.Signal
 }
 
+// The per-principal quotas `fence serve` proposes: a tenth of the global
+// caps on sessions and waiters (state.DefaultConfig), so that ten
+// principals at their quota still leave room. They bind authenticated
+// principals only: with authentication off no call has a principal, and
+// only the global caps apply.
+const (
+	DefaultMaxSessionsPerPrincipal = 10_000
+	DefaultMaxWaitersPerPrincipal  = 10_000
+)
+
 // DefaultListen and DefaultDataDir are the defaults of `fence serve`.
 const (
 	DefaultListen  = "127.0.0.1:7420"
@@ -144,6 +154,8 @@ const (
 func DefaultConfig() Config {
 	rules := state.DefaultConfig()
 	rules.MaxLockDelay = fence.DefaultMaxLockDelay
+	rules.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
+	rules.MaxWaitersPerPrincipal = DefaultMaxWaitersPerPrincipal
 	return Config{
 		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID, LogStore: node.LogStoreWAL,
 		Rules:           rules,

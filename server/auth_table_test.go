@@ -70,6 +70,11 @@ func newAuthFixture(t *testing.T) *authFixture { return newAuthFixtureWith(t, Co
 
 func newAuthFixtureWith(t *testing.T, cfg Config) *authFixture {
 	s, url := startServerWith(t, cfg)
+	return authFixtureOn(t, s, url)
+}
+
+// authFixtureOn is newAuthFixture over server s, fresh, at url.
+func authFixtureOn(t *testing.T, s *Server, url string) *authFixture {
 	f := &authFixture{t: t, s: s, url: url, creds: map[string]string{"none": ""}}
 	boot := f.must(fencev1connect.AuthServiceBootstrapProcedure, "", `{}`)
 	admin := bearer(boot["secret"].(string))

@@ -89,7 +89,7 @@ func (m *impl) acquire(cmd Command) Result {
 			res.Err = err
 			return res
 		}
-		if err := first(m.admitWaiter(l), m.admitRequestID(cmd.RequestID)); err != nil {
+		if err := first(m.admitWaiter(l), m.admitWaiterQuota(cmd.Principal), m.admitRequestID(cmd.RequestID)); err != nil {
 			res.Err = err
 			return res
 		}
@@ -101,7 +101,7 @@ func (m *impl) acquire(cmd Command) Result {
 		req.state = reqQueued
 		req.deadline = m.clock + int64(cmd.Wait)
 		l.queue = append(l.queue, req)
-		m.waiting++
+		m.addWaiterCount(req)
 		m.live[req.id] = req
 		res.Queued = true
 		res.Attempt = req.attempt

@@ -206,3 +206,23 @@ func BenchmarkSessionExpiry(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQuotaOpenClose: a session opened and closed by an authenticated
+// principal (counted against its quota) and by "" (not counted): the cost
+// of the per-principal count.
+func BenchmarkQuotaOpenClose(b *testing.B) {
+	for _, p := range []string{"", "token:0123456789abcdef"} {
+		b.Run("principal="+p, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.MaxSessionsPerPrincipal = 10_000
+			m := NewWithConfig(cfg)
+			for b.Loop() {
+				r := m.Apply(Command{Op: OpSessionOpen, TTL: time.Hour, Principal: p})
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+				m.Apply(Command{Op: OpSessionClose, Session: r.Session.ID, Principal: p, Admin: true})
+			}
+		})
+	}
+}

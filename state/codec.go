@@ -93,7 +93,7 @@ func configPB(c Config) *statepb.Config {
 		IdRetention: int64(c.IDRetention), MinIdRetention: int64(c.MinIDRetention), MaxWaitersPerLock: int64(c.MaxWaitersPerLock),
 		MaxWaiters: int64(c.MaxWaiters), MaxResources: int64(c.MaxResources), MaxResourceBytes: c.MaxResourceBytes,
 		MaxLocks: int64(c.MaxLocks), MaxSessions: int64(c.MaxSessions), MaxSessionResults: int64(c.MaxSessionResults),
-		MaxLockDelay: int64(c.MaxLockDelay)}
+		MaxLockDelay: int64(c.MaxLockDelay), MaxSessionsPerPrincipal: int64(c.MaxSessionsPerPrincipal), MaxWaitersPerPrincipal: int64(c.MaxWaitersPerPrincipal)}
 }
 
 // configOfPB is the inverse of pbConfig; an int field out of int's range
@@ -106,7 +106,7 @@ func configOfPB(p *statepb.Config) (Config, error) {
 		IDRetention: time.Duration(p.IdRetention), MinIDRetention: time.Duration(p.MinIdRetention),
 		MaxWaitersPerLock: int(p.MaxWaitersPerLock), MaxWaiters: int(p.MaxWaiters), MaxResources: int(p.MaxResources),
 		MaxResourceBytes: p.MaxResourceBytes, MaxLocks: int(p.MaxLocks), MaxSessions: int(p.MaxSessions), MaxSessionResults: int(p.MaxSessionResults),
-		MaxLockDelay: time.Duration(p.MaxLockDelay)}
+		MaxLockDelay: time.Duration(p.MaxLockDelay), MaxSessionsPerPrincipal: int(p.MaxSessionsPerPrincipal), MaxWaitersPerPrincipal: int(p.MaxWaitersPerPrincipal)}
 	if !proto.Equal(configPB(c), p) {
 		return Config{}, fmt.Errorf("config field out of range")
 	}

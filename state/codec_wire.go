@@ -26,7 +26,7 @@ const (
 	fValue, fDelta, fOpID, fAttempt, fConfig, fSession, fSeq, fAck, fClusterID    = 11, 12, 13, 14, 15, 16, 17, 18, 19
 	fPrincipal, fAdmin, fRoles, fPerms                                            = 20, 21, 22, 23
 	lastCommandField                                                              = fPerms
-	lastConfigField                                                               = 13
+	lastConfigField                                                               = 15
 )
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -51,14 +51,15 @@ func appendStr(b []byte, num protowire.Number, s string) []byte {
 func configInts(c Config) [lastConfigField]int64 {
 	return [lastConfigField]int64{int64(c.MaxTTL), int64(c.MaxOps), int64(c.MaxRequests), int64(c.IDRetention),
 		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources),
-		c.MaxResourceBytes, int64(c.MaxLocks), int64(c.MaxSessions), int64(c.MaxSessionResults), int64(c.MaxLockDelay)}
+		c.MaxResourceBytes, int64(c.MaxLocks), int64(c.MaxSessions), int64(c.MaxSessionResults), int64(c.MaxLockDelay),
+		int64(c.MaxSessionsPerPrincipal), int64(c.MaxWaitersPerPrincipal)}
 }
 
 func configOfInts(v [lastConfigField]int64) Config {
 	return Config{MaxTTL: time.Duration(v[0]), MaxOps: int(v[1]), MaxRequests: int(v[2]), IDRetention: time.Duration(v[3]),
 		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]),
 		MaxResourceBytes: v[8], MaxLocks: int(v[9]), MaxSessions: int(v[10]), MaxSessionResults: int(v[11]),
-		MaxLockDelay: time.Duration(v[12])}
+		MaxLockDelay: time.Duration(v[12]), MaxSessionsPerPrincipal: int(v[13]), MaxWaitersPerPrincipal: int(v[14])}
 }
 
 func appendConfig(b []byte, c Config) []byte {

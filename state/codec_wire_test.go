@@ -81,7 +81,7 @@ func TestWireCodecMatchesTheRuntime(t *testing.T) {
 				MinIDRetention: time.Duration(i64.Draw(t, "min_id_retention")), MaxWaitersPerLock: int(i64.Draw(t, "mwpl")),
 				MaxWaiters: int(i64.Draw(t, "mw")), MaxResources: int(i64.Draw(t, "mr")), MaxResourceBytes: i64.Draw(t, "mrb"),
 				MaxLocks: int(i64.Draw(t, "ml")), MaxSessions: int(i64.Draw(t, "ms")), MaxSessionResults: int(i64.Draw(t, "msr")),
-				MaxLockDelay: time.Duration(i64.Draw(t, "mld"))}
+				MaxLockDelay: time.Duration(i64.Draw(t, "mld")), MaxSessionsPerPrincipal: int(i64.Draw(t, "msp")), MaxWaitersPerPrincipal: int(i64.Draw(t, "mwp"))}
 		}
 		check(t, c)
 	})

@@ -14,7 +14,7 @@ import (
 // replaces it for the commands after it, and snapshots carry it (see the
 // package doc, Config). A zero cap (MaxWaitersPerLock, MaxWaiters,
 // MaxResources, MaxResourceBytes, MaxLocks, MaxSessions,
-// MaxSessionResults) means no cap; a zero MinIDRetention means
+// MaxSessionResults, MaxSessionsPerPrincipal, MaxWaitersPerPrincipal) means no cap; a zero MinIDRetention means
 // ids may be forgotten by count at any age; a zero MaxLockDelay means
 // fence.MaxLockDelay (a rule recorded before the field existed is read so).
 type Config struct {
@@ -31,6 +31,11 @@ type Config struct {
 	MaxSessions       int           // live sessions
 	MaxSessionResults int           // saved unacknowledged results of sequenced commands, per session
 	MaxLockDelay      time.Duration // greatest lock_delay of an acquire (0: fence.MaxLockDelay, the format's bound)
+	// Quotas of one principal (quota.go): live sessions it opened and
+	// acquires it has queued. They bind every principal but "" (no
+	// authentication); 0 means no quota.
+	MaxSessionsPerPrincipal int
+	MaxWaitersPerPrincipal  int
 }
 
 // MaxIdleLocks bounds the tombstones of idle locks whatever MaxRequests is:
@@ -100,6 +105,8 @@ func (c Config) Validate() error {
 		n("max_sessions", int64(c.MaxSessions), 0, unbounded),
 		n("max_session_results", int64(c.MaxSessionResults), 0, unbounded),
 		d("max_lock_delay", c.MaxLockDelay, 0, fence.MaxLockDelay),
+		n("max_sessions_per_principal", int64(c.MaxSessionsPerPrincipal), 0, unbounded),
+		n("max_waiters_per_principal", int64(c.MaxWaitersPerPrincipal), 0, unbounded),
 	)
 }
 

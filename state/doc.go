@@ -209,7 +209,10 @@
 // does not grow it is accepted); a new op_id or request_id the id memory
 // cannot hold (Retention); a session opened beyond MaxSessions; a new Seq on
 // a session holding MaxSessionResults unacknowledged results (a retry of a
-// saved Seq is still answered). A cap is checked after the token: a stale token
+// saved Seq is still answered); a session opened, or an acquire queued, by
+// a principal other than "" holding MaxSessionsPerPrincipal live sessions
+// or MaxWaitersPerPrincipal queued acquires (quota.go: the counts are
+// derived, recounted by a restore). A cap is checked after the token: a stale token
 // is refused as stale. The bound itself is allowed. What a lowered cap
 // already exceeds stays until it ends.
 //

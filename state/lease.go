@@ -122,7 +122,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 		for i, w := range l.queue {
 			if w == r {
 				l.queue = append(l.queue[:i:i], l.queue[i+1:]...)
-				m.waiting--
+				m.dropWaiterCount(r)
 				break
 			}
 		}

@@ -114,7 +114,7 @@ func (m *impl) handOn(l *lockEntry, events *[]Event) {
 		}
 		w := l.queue[0]
 		l.queue = l.queue[1:]
-		m.waiting--
+		m.dropWaiterCount(w)
 		if w.sess != nil && w.sess.expiresAt <= m.expiryTime() {
 			// Its session is past its expiry (it ends later in this
 			// apply): it ends with it, and is not granted.
@@ -142,7 +142,7 @@ func (m *impl) expireWaits(l *lockEntry, events *[]Event) {
 	kept := l.queue[:0]
 	for _, w := range l.queue {
 		if w.deadline <= m.expiryTime() {
-			m.waiting--
+			m.dropWaiterCount(w)
 			m.waitRanOut(l, w, events)
 			continue
 		}

@@ -31,8 +31,9 @@ type impl struct {
 	ops      memory[opKey, opRecord]     // op_ids of accepted writes and adds
 
 	resources     map[string]*resource
-	resourceBytes int64 // sum of len(value) over resources
-	waiting       int   // queued acquires on all locks
+	resourceBytes int64                    // sum of len(value) over resources
+	waiting       int                      // queued acquires on all locks
+	use           map[string]*principalUse // per principal: what its quotas bound (quota.go; restore recounts it)
 
 	sessions       map[uint64]*session // live sessions by id
 	sessionHeap    sessionHeap         // live sessions by (expiresAt, id)

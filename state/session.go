@@ -137,9 +137,13 @@ func (m *impl) openSession(cmd Command) Result {
 	if c := m.cfg.MaxSessions; c > 0 && len(m.sessions) >= c {
 		return Result{Err: fence.Exhausted("sessions (config.max_sessions)", "at most "+utoa(c), utoa(len(m.sessions)))}
 	}
+	if err := m.admitSessionQuota(cmd.Principal); err != nil {
+		return Result{Err: err}
+	}
 	m.sessionCounter++
 	s := &session{id: m.sessionCounter, ttl: cmd.TTL, expiresAt: m.clock + int64(cmd.TTL), openID: cmd.RequestID, openTTL: cmd.TTL, heapIndex: -1, principal: cmd.Principal}
 	m.sessions[s.id] = s
+	m.count(s.principal, 1, 0)
 	m.sessionHeap.set(s)
 	if s.openID != "" {
 		m.opens[s.openID] = s
@@ -201,6 +205,7 @@ func (m *impl) settleSessions(events *[]Event) {
 // the queues of the locks it waits on), never a scan of all locks.
 func (m *impl) endSession(s *session, expired bool, events *[]Event) {
 	delete(m.sessions, s.id)
+	m.count(s.principal, -1, 0)
 	m.sessionHeap.remove(s)
 	if s.openID != "" && m.opens[s.openID] == s {
 		delete(m.opens, s.openID)
@@ -222,7 +227,7 @@ func (m *impl) endSession(s *session, expired bool, events *[]Event) {
 					kept = append(kept, w)
 					continue
 				}
-				m.waiting--
+				m.dropWaiterCount(w)
 				m.sessionEndedWait(w, events)
 			}
 			clear(l.queue[len(kept):])

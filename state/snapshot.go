@@ -353,7 +353,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			if err := attempt(w); err != nil {
 				return nil, err
 			}
-			m.waiting++
+			m.addWaiterCount(w)
 			if err := m.addLive(w); err != nil {
 				return nil, err
 			}

@@ -20,14 +20,15 @@ import (
 )
 
 // `fence serve` proposes the session rules from its flags: with no flag
-// the caps of state.DefaultConfig (a serve that proposed 0, "no cap",
+// the caps of state.DefaultConfig and the daemon's per-principal quotas (a serve that proposed 0, "no cap",
 // passed every other test), and --max-sessions caps live sessions, with
 // the refusal naming the limit. A restart with a higher cap applies it to
 // later opens only; the sessions opened before stay.
 func TestServeProposesSessionRules(t *testing.T) {
 	srv := startServer(t)
-	if log := srv.Log(); !strings.Contains(log, "MaxSessions:100000 MaxSessionResults:4096") {
-		t.Fatalf("serve without session flags did not propose the default caps:\n%s", log)
+	if log := srv.Log(); !strings.Contains(log, "MaxSessions:100000 MaxSessionResults:4096") ||
+		!strings.Contains(log, "MaxSessionsPerPrincipal:10000 MaxWaitersPerPrincipal:10000") {
+		t.Fatalf("serve without session flags did not propose the default caps and quotas:\n%s", log)
 	}
 	srv.Stop()
 

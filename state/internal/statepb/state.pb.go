@@ -267,22 +267,24 @@ func (x *Command) GetPerms() [][]byte {
 
 // Config is a state.Config.
 type Config struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	MaxTtl            int64                  `protobuf:"zigzag64,1,opt,name=max_ttl,json=maxTtl,proto3" json:"max_ttl,omitempty"`
-	MaxOps            int64                  `protobuf:"zigzag64,2,opt,name=max_ops,json=maxOps,proto3" json:"max_ops,omitempty"`
-	MaxRequests       int64                  `protobuf:"zigzag64,3,opt,name=max_requests,json=maxRequests,proto3" json:"max_requests,omitempty"`
-	IdRetention       int64                  `protobuf:"zigzag64,4,opt,name=id_retention,json=idRetention,proto3" json:"id_retention,omitempty"`
-	MinIdRetention    int64                  `protobuf:"zigzag64,5,opt,name=min_id_retention,json=minIdRetention,proto3" json:"min_id_retention,omitempty"`
-	MaxWaitersPerLock int64                  `protobuf:"zigzag64,6,opt,name=max_waiters_per_lock,json=maxWaitersPerLock,proto3" json:"max_waiters_per_lock,omitempty"`
-	MaxWaiters        int64                  `protobuf:"zigzag64,7,opt,name=max_waiters,json=maxWaiters,proto3" json:"max_waiters,omitempty"`
-	MaxResources      int64                  `protobuf:"zigzag64,8,opt,name=max_resources,json=maxResources,proto3" json:"max_resources,omitempty"`
-	MaxResourceBytes  int64                  `protobuf:"zigzag64,9,opt,name=max_resource_bytes,json=maxResourceBytes,proto3" json:"max_resource_bytes,omitempty"`
-	MaxLocks          int64                  `protobuf:"zigzag64,10,opt,name=max_locks,json=maxLocks,proto3" json:"max_locks,omitempty"`
-	MaxSessions       int64                  `protobuf:"zigzag64,11,opt,name=max_sessions,json=maxSessions,proto3" json:"max_sessions,omitempty"`
-	MaxSessionResults int64                  `protobuf:"zigzag64,12,opt,name=max_session_results,json=maxSessionResults,proto3" json:"max_session_results,omitempty"`
-	MaxLockDelay      int64                  `protobuf:"zigzag64,13,opt,name=max_lock_delay,json=maxLockDelay,proto3" json:"max_lock_delay,omitempty"` // 0 (absent): fence.MaxLockDelay
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	MaxTtl                  int64                  `protobuf:"zigzag64,1,opt,name=max_ttl,json=maxTtl,proto3" json:"max_ttl,omitempty"`
+	MaxOps                  int64                  `protobuf:"zigzag64,2,opt,name=max_ops,json=maxOps,proto3" json:"max_ops,omitempty"`
+	MaxRequests             int64                  `protobuf:"zigzag64,3,opt,name=max_requests,json=maxRequests,proto3" json:"max_requests,omitempty"`
+	IdRetention             int64                  `protobuf:"zigzag64,4,opt,name=id_retention,json=idRetention,proto3" json:"id_retention,omitempty"`
+	MinIdRetention          int64                  `protobuf:"zigzag64,5,opt,name=min_id_retention,json=minIdRetention,proto3" json:"min_id_retention,omitempty"`
+	MaxWaitersPerLock       int64                  `protobuf:"zigzag64,6,opt,name=max_waiters_per_lock,json=maxWaitersPerLock,proto3" json:"max_waiters_per_lock,omitempty"`
+	MaxWaiters              int64                  `protobuf:"zigzag64,7,opt,name=max_waiters,json=maxWaiters,proto3" json:"max_waiters,omitempty"`
+	MaxResources            int64                  `protobuf:"zigzag64,8,opt,name=max_resources,json=maxResources,proto3" json:"max_resources,omitempty"`
+	MaxResourceBytes        int64                  `protobuf:"zigzag64,9,opt,name=max_resource_bytes,json=maxResourceBytes,proto3" json:"max_resource_bytes,omitempty"`
+	MaxLocks                int64                  `protobuf:"zigzag64,10,opt,name=max_locks,json=maxLocks,proto3" json:"max_locks,omitempty"`
+	MaxSessions             int64                  `protobuf:"zigzag64,11,opt,name=max_sessions,json=maxSessions,proto3" json:"max_sessions,omitempty"`
+	MaxSessionResults       int64                  `protobuf:"zigzag64,12,opt,name=max_session_results,json=maxSessionResults,proto3" json:"max_session_results,omitempty"`
+	MaxLockDelay            int64                  `protobuf:"zigzag64,13,opt,name=max_lock_delay,json=maxLockDelay,proto3" json:"max_lock_delay,omitempty"`                                    // 0 (absent): fence.MaxLockDelay
+	MaxSessionsPerPrincipal int64                  `protobuf:"zigzag64,14,opt,name=max_sessions_per_principal,json=maxSessionsPerPrincipal,proto3" json:"max_sessions_per_principal,omitempty"` // 0 (absent): no quota
+	MaxWaitersPerPrincipal  int64                  `protobuf:"zigzag64,15,opt,name=max_waiters_per_principal,json=maxWaitersPerPrincipal,proto3" json:"max_waiters_per_principal,omitempty"`    // 0 (absent): no quota
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Config) Reset() {
@@ -402,6 +404,20 @@ func (x *Config) GetMaxSessionResults() int64 {
 func (x *Config) GetMaxLockDelay() int64 {
 	if x != nil {
 		return x.MaxLockDelay
+	}
+	return 0
+}
+
+func (x *Config) GetMaxSessionsPerPrincipal() int64 {
+	if x != nil {
+		return x.MaxSessionsPerPrincipal
+	}
+	return 0
+}
+
+func (x *Config) GetMaxWaitersPerPrincipal() int64 {
+	if x != nil {
+		return x.MaxWaitersPerPrincipal
 	}
 	return 0
 }
@@ -2664,7 +2680,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\tprincipal\x18\x14 \x01(\fR\tprincipal\x12\x14\n" +
 	"\x05admin\x18\x15 \x01(\bR\x05admin\x12\x14\n" +
 	"\x05roles\x18\x16 \x03(\fR\x05roles\x12\x14\n" +
-	"\x05perms\x18\x17 \x03(\fR\x05perms\"\xe5\x03\n" +
+	"\x05perms\x18\x17 \x03(\fR\x05perms\"\xdd\x04\n" +
 	"\x06Config\x12\x17\n" +
 	"\amax_ttl\x18\x01 \x01(\x12R\x06maxTtl\x12\x17\n" +
 	"\amax_ops\x18\x02 \x01(\x12R\x06maxOps\x12!\n" +
@@ -2680,7 +2696,9 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	" \x01(\x12R\bmaxLocks\x12!\n" +
 	"\fmax_sessions\x18\v \x01(\x12R\vmaxSessions\x12.\n" +
 	"\x13max_session_results\x18\f \x01(\x12R\x11maxSessionResults\x12$\n" +
-	"\x0emax_lock_delay\x18\r \x01(\x12R\fmaxLockDelay\"\x8e\x03\n" +
+	"\x0emax_lock_delay\x18\r \x01(\x12R\fmaxLockDelay\x12;\n" +
+	"\x1amax_sessions_per_principal\x18\x0e \x01(\x12R\x17maxSessionsPerPrincipal\x129\n" +
+	"\x19max_waiters_per_principal\x18\x0f \x01(\x12R\x16maxWaitersPerPrincipal\"\x8e\x03\n" +
 	"\x0eSnapshotHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x18\n" +
