@@ -478,6 +478,11 @@ func parseArgs(fs *flag.FlagSet, args []string) (pos, after []string, err error)
 	defer restore()
 	for {
 		if err := fs.Parse(args); err != nil {
+			if !errors.Is(err, flag.ErrHelp) {
+				// flag printed the error, then the usage: say it again
+				// last, where a long usage (or a log's tail) leaves it seen.
+				fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
+			}
 			return nil, nil, err
 		}
 		args = fs.Args()
