@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -351,4 +352,46 @@ func TestAuthExpiredTokenRefused(t *testing.T) {
 		}
 		return code == http.StatusUnauthorized
 	})
+}
+
+// With authentication on, a session stream without credentials is refused
+// before it takes a slot of MaxStreams: streams that send no token (and
+// nothing else) cannot keep a token holder's stream out.
+func TestAuthStreamSlotsNeedCredentials(t *testing.T) {
+	f := newAuthFixtureWith(t, Config{MaxStreams: 2})
+	hc := h2cClient()
+	var answered atomic.Int64
+	for range 4 {
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { pw.Close() })
+		req, err := http.NewRequest(http.MethodPost, f.url+fencev1connect.SessionServiceStreamProcedure, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/grpc")
+		go func() {
+			if resp, err := hc.Do(req); err == nil {
+				answered.Add(1)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	// Each silent stream is either answered at once or holds a slot.
+	until(t, "the silent streams to be answered or to hold their slots", func() bool { return answered.Load()+f.s.streams.Load() >= 4 })
+	id := openAs(f, "lock")
+	c := fencev1connect.NewSessionServiceClient(h2cClient(), f.url, connect.WithGRPC())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := c.Stream(ctx)
+	st.RequestHeader().Set("Authorization", f.creds["lock"])
+	err := st.Send(&fencev1.SessionRequest{Session: id, Call: 1, Op: &fencev1.SessionRequest_Get{Get: &fencev1.GetRequest{Name: "jobs/x"}}})
+	if err == nil {
+		_, err = st.Receive()
+	}
+	st.CloseRequest()
+	st.CloseResponse()
+	if err != nil {
+		t.Fatalf("the token holder's stream while %d streams without credentials were open: %v (slots held %d)", 4-answered.Load(), err, f.s.streams.Load())
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fenceworks/fence/state"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,15 @@ const streamProc = fencev1connect.SessionServiceStreamProcedure
 
 // serveStream serves one stream until the client ends it or it fails.
 func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1.SessionRequest, fencev1.SessionReply]) error {
+	// The caller is authenticated (and may lock) before it takes a slot
+	// of MaxStreams: a stream without credentials is refused at once,
+	// not kept open until its first message (an outside test held every
+	// slot with streams that sent no token and nothing else).
+	if s.deps.Auth != nil && s.deps.Auth.AuthEnabled() {
+		if _, err := s.authorize(ctx, "Stream", state.PermLock, anyName); err != nil {
+			return s.connectError(ctx, streamProc, err)
+		}
+	}
 	if n := s.streams.Add(1); n > int64(s.cfg.MaxStreams) {
 		s.streams.Add(-1)
 		return s.connectError(ctx, streamProc, &fence.ResourceExhaustedError{
