@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,7 +84,8 @@ func authFixtureOn(t *testing.T, s *Server, url string) *authFixture {
 	for role, perm := range map[string]string{"locker": "lock:jobs/", "reader": "read:jobs/", "writer": "write:jobs/", "otherlock": "lock:other/"} {
 		f.must(fencev1connect.AuthServiceGrantRoleProcedure, admin, fmt.Sprintf(`{"role":%q,"permissions":[%q]}`, role, perm))
 	}
-	for name, role := range map[string]string{"lock": "locker", "read": "reader", "write": "writer", "otherlock": "otherlock", "revoked": "locker"} {
+	f.must(fencev1connect.AuthServiceGrantRoleProcedure, admin, `{"role":"readwriter","permissions":["read:jobs/","write:jobs/"]}`)
+	for name, role := range map[string]string{"lock": "locker", "read": "reader", "write": "writer", "readwrite": "readwriter", "otherlock": "otherlock", "revoked": "locker"} {
 		out := f.must(fencev1connect.AuthServiceCreateTokenProcedure, admin, fmt.Sprintf(`{"roles":[%q],"description":%q}`, role, name))
 		f.creds[name] = bearer(out["secret"].(string))
 		if name == "revoked" {
@@ -163,7 +165,7 @@ var authRPCs = []rpc{
 	{fencev1connect.ResourceServiceWriteProcedure, "write", func(f *authFixture, _ string, n int) string {
 		return fmt.Sprintf(`{"resource":"jobs/r","token":%d,"value":"aGk="}`, acquireAs(f, "admin", fmt.Sprintf("jobs/w%d", n)))
 	}},
-	{fencev1connect.ResourceServiceAddProcedure, "write", func(f *authFixture, _ string, n int) string {
+	{fencev1connect.ResourceServiceAddProcedure, "write+read", func(f *authFixture, _ string, n int) string {
 		return fmt.Sprintf(`{"resource":"jobs/n","token":%d,"delta":1}`, acquireAs(f, "admin", fmt.Sprintf("jobs/w%d", n)))
 	}},
 	{fencev1connect.ResourceServiceDeleteProcedure, "write", func(f *authFixture, _ string, n int) string {
@@ -224,7 +226,9 @@ func TestAuthEveryRPCByCaller(t *testing.T) {
 			t.Errorf("%s: no row in authRPCs", path)
 		}
 	}
-	callers := []string{"none", "wrong", "revoked", "lock", "read", "write", "otherlock", "admin"}
+	callers := []string{"none", "wrong", "revoked", "lock", "read", "write", "readwrite", "otherlock", "admin"}
+	// has[caller] are the permissions its token's role holds on jobs/.
+	has := map[string][]string{"lock": {"lock"}, "read": {"read"}, "write": {"write"}, "readwrite": {"read", "write"}}
 	n := 0
 	for _, r := range authRPCs {
 		for _, who := range callers {
@@ -239,8 +243,13 @@ func TestAuthEveryRPCByCaller(t *testing.T) {
 			case "":
 				allowed = valid
 			default:
-				allowed = who == "admin" || who == r.perm ||
-					who == "otherlock" && r.proc == fencev1connect.SessionServiceOpenProcedure // lock on any prefix opens a session
+				allowed = who == "admin" || who == "otherlock" && r.proc == fencev1connect.SessionServiceOpenProcedure // lock on any prefix opens a session
+				if !allowed && len(has[who]) > 0 {
+					allowed = true
+					for _, p := range strings.Split(r.perm, "+") {
+						allowed = allowed && slices.Contains(has[who], p)
+					}
+				}
 			}
 			owner := "admin"
 			if allowed && who != "admin" && r.perm == "lock" {
@@ -270,7 +279,12 @@ func TestAuthEveryRPCByCaller(t *testing.T) {
 					t.Errorf("%s: %d %s, want 403 PERMISSION_DENIED", what, code, out["_raw"])
 				}
 			default:
-				want := r.perm
+				want := ""
+				for _, p := range strings.Split(r.perm, "+") { // the first one missing
+					if want == "" && !slices.Contains(has[who], p) {
+						want = p
+					}
+				}
 				if who == "otherlock" && strings.HasPrefix(r.proc, "/fence.v1.SessionService/") && r.proc != fencev1connect.SessionServiceOpenProcedure {
 					want = "session" // lock on some prefix opens a session; another's session is refused as not its own
 				}
@@ -393,5 +407,37 @@ func TestAuthStreamSlotsNeedCredentials(t *testing.T) {
 	st.CloseResponse()
 	if err != nil {
 		t.Fatalf("the token holder's stream while %d streams without credentials were open: %v (slots held %d)", 4-answered.Load(), err, f.s.streams.Load())
+	}
+}
+
+// A caller that may write a resource but not read it never gets its value
+// back: not in its own write's reply, not in the saved result of another
+// principal's op_id it replays, and Add (whose answer is the value) needs
+// read as well (an outside test read values with write:jobs/ alone).
+func TestAuthWriteOnlyCannotReadValues(t *testing.T) {
+	f := newAuthFixture(t)
+	tok := acquireAs(f, "admin", "jobs/secret-lock")
+	secret := f.must(fencev1connect.ResourceServiceWriteProcedure, f.creds["readwrite"],
+		fmt.Sprintf(`{"resource":"jobs/secret","token":%d,"text":"s3cret","opId":"op-1"}`, tok))
+	if !strings.Contains(fmt.Sprint(secret["_raw"]), `"value"`) {
+		t.Fatalf("a caller with read and write gets no value in its write's reply: %s", secret["_raw"])
+	}
+	for name, body := range map[string]string{
+		"its own write":    fmt.Sprintf(`{"resource":"jobs/secret","token":%d,"text":"s3cret","opId":"op-2"}`, tok),
+		"a replayed op_id": fmt.Sprintf(`{"resource":"jobs/secret","token":%d,"text":"s3cret","opId":"op-1"}`, tok),
+		"a delete":         fmt.Sprintf(`{"resource":"jobs/other","token":%d}`, tok),
+	} {
+		proc := fencev1connect.ResourceServiceWriteProcedure
+		if name == "a delete" {
+			proc = fencev1connect.ResourceServiceDeleteProcedure
+		}
+		out := f.must(proc, f.creds["write"], body)
+		if raw := fmt.Sprint(out["_raw"]); strings.Contains(raw, `"value"`) || strings.Contains(raw, "czNjcmV0") {
+			t.Errorf("write-only caller, %s: the reply holds the value: %s", name, raw)
+		}
+	}
+	code, out := f.post(fencev1connect.ResourceServiceAddProcedure, f.creds["write"], fmt.Sprintf(`{"resource":"jobs/n","token":%d,"delta":0}`, tok))
+	if code != http.StatusForbidden || out["reason"] != "PERMISSION_DENIED" {
+		t.Errorf("Add with delta 0 by a write-only caller: %d %s, want 403 (its answer is the value)", code, out["_raw"])
 	}
 }

@@ -80,18 +80,26 @@ func (a authzService) List(ctx context.Context, req fence.ListRequest) (fence.Lo
 	return a.inner.List(ctx, req)
 }
 
+// A write's reply carries the resource's value: a saved result (a
+// replayed op_id, maybe another principal's) as much as the caller's own.
+// A caller without read permission on the resource gets the reply without
+// the value; Add, whose answer is the value, needs read as well as write.
+
 func (a authzService) Write(ctx context.Context, req fence.WriteRequest) (fence.Written, error) {
 	ctx, err := a.check(ctx, "Write", state.PermWrite, req.Resource)
 	if err != nil {
 		return fence.Written{}, err
 	}
 	w, err := a.inner.Write(ctx, req)
-	return w, a.done(ctx, "Write", req.Resource, err)
+	return a.unlessReadable(ctx, req.Resource, w), a.done(ctx, "Write", req.Resource, err)
 }
 
 func (a authzService) Add(ctx context.Context, req fence.AddRequest) (fence.Written, error) {
 	ctx, err := a.check(ctx, "Add", state.PermWrite, req.Resource)
 	if err != nil {
+		return fence.Written{}, err
+	}
+	if _, err := a.check(ctx, "Add", state.PermRead, req.Resource); err != nil {
 		return fence.Written{}, err
 	}
 	w, err := a.inner.Add(ctx, req)
@@ -104,7 +112,18 @@ func (a authzService) Delete(ctx context.Context, req fence.DeleteRequest) (fenc
 		return fence.Written{}, err
 	}
 	w, err := a.inner.Delete(ctx, req)
-	return w, a.done(ctx, "Delete", req.Resource, err)
+	return a.unlessReadable(ctx, req.Resource, w), a.done(ctx, "Delete", req.Resource, err)
+}
+
+// unlessReadable is w without the resource's value when the caller may
+// not read resource.
+func (a authzService) unlessReadable(ctx context.Context, resource string, w fence.Written) fence.Written {
+	id, err := a.s.identify(ctx, false)
+	if err == nil && (id.trusted || id.Admin || allows(id.perms, state.PermRead, resource)) {
+		return w
+	}
+	w.State.Value, w.Value = nil, 0
+	return w
 }
 
 func (a authzService) Read(ctx context.Context, resource string) (fence.ResourceState, error) {
