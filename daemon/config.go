@@ -66,6 +66,10 @@ type Config struct {
 	// MaxConns caps open client connections, default DefaultMaxConns; more
 	// wait in the kernel's accept queue until one closes.
 	MaxConns int
+	// MaxConnsPerPrincipal caps, with authentication on, the client
+	// connections one principal holds (server.Config.MaxConnsPerPrincipal),
+	// default server.DefaultMaxConnsPerPrincipal.
+	MaxConnsPerPrincipal int
 	// ReadHeaderTimeout bounds reading a request's header, default
 	// DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
@@ -161,7 +165,7 @@ func DefaultConfig() Config {
 		Rules:           rules,
 		WaiterGrace:     5 * time.Second,
 		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,
-		MaxConns: server.DefaultMaxConns, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,
+		MaxConns: server.DefaultMaxConns, MaxConnsPerPrincipal: server.DefaultMaxConnsPerPrincipal, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,
 		MaxReplyBytes:     server.DefaultMaxReplyBytes,
 		ReadHeaderTimeout: server.DefaultReadHeaderTimeout, ReadTimeout: server.DefaultReadTimeout,
 		IdleTimeout: server.DefaultIdleTimeout, WriteTimeout: server.DefaultWriteTimeout,
@@ -194,7 +198,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	for _, f := range []struct{ v, def *int }{
-		{&c.MaxConns, &d.MaxConns}, {&c.MaxStreams, &d.MaxStreams}, {&c.MaxStreamRequests, &d.MaxStreamRequests},
+		{&c.MaxConns, &d.MaxConns}, {&c.MaxConnsPerPrincipal, &d.MaxConnsPerPrincipal}, {&c.MaxStreams, &d.MaxStreams}, {&c.MaxStreamRequests, &d.MaxStreamRequests},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -233,7 +237,7 @@ func (c Config) Validate() error {
 	for _, n := range []struct {
 		field string
 		v     int
-	}{{"max_conns", c.MaxConns}, {"max_streams", c.MaxStreams}, {"max_stream_requests", c.MaxStreamRequests}} {
+	}{{"max_conns", c.MaxConns}, {"max_conns_per_principal", c.MaxConnsPerPrincipal}, {"max_streams", c.MaxStreams}, {"max_stream_requests", c.MaxStreamRequests}} {
 		if n.v < 1 {
 			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
 		}

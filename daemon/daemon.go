@@ -76,7 +76,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	srv, err := server.New(server.Config{
 		Logger: cfg.Logger, MaxTTL: cfg.Rules.MaxTTL, MaxConns: cfg.MaxConns,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
-		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, MaxReplyBytes: cfg.MaxReplyBytes, TLS: tlsCfg,
+		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, MaxReplyBytes: cfg.MaxReplyBytes, MaxConnsPerPrincipal: cfg.MaxConnsPerPrincipal, TLS: tlsCfg,
 		AuthResetFile:  filepath.Join(cfg.DataDir, AuthResetFile),
 		InsecureListen: cfg.InsecureListen,
 	}, server.Deps{

@@ -155,7 +155,9 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 		return identity{Principal: fence.Principal{Admin: true}, trusted: true}, nil
 	}
 	if !c.header && certName != "" {
-		proveConn(ctx)
+		if err := s.admitConn(ctx, "cert:"+certName); err != nil {
+			return identity{}, err
+		}
 		return identity{Principal: fence.Principal{Name: "cert:" + certName, Admin: state.Allows(perms, state.PermAdmin, "")}, perms: perms}, nil
 	}
 	var reason string
@@ -177,7 +179,11 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 	if reason != "" {
 		return identity{}, &fence.UnauthenticatedError{Reason: reason}
 	}
-	proveConn(ctx) // its connection keeps its slot (conn_fair.go)
+	// Its connection keeps its slot, counted as this principal's
+	// (conn_fair.go).
+	if err := s.admitConn(ctx, "token:"+id); err != nil {
+		return identity{}, err
+	}
 	return identity{Principal: fence.Principal{Name: "token:" + id, Admin: state.Allows(perms, state.PermAdmin, "")}, perms: perms}, nil
 }
 

@@ -27,6 +27,12 @@ type Config struct {
 	// no client request yet (conn_fair.go); when every one has, it waits in
 	// the kernel's accept queue until one closes.
 	MaxConns int
+	// MaxConnsPerPrincipal caps, with authentication on, the connections
+	// one principal holds: a connection belongs to the first principal
+	// authenticated on it, and that principal's calls on one more are
+	// refused RESOURCE_EXHAUSTED (conn_fair.go). Default
+	// DefaultMaxConnsPerPrincipal.
+	MaxConnsPerPrincipal int
 	// UnprovenTimeout closes a connection that has carried no client
 	// request this long after it was accepted, default ReadHeaderTimeout
 	// (a connection that has lives IdleTimeout when idle).
@@ -79,6 +85,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadHeaderTimeout == 0 {
 		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.MaxConnsPerPrincipal == 0 {
+		c.MaxConnsPerPrincipal = DefaultMaxConnsPerPrincipal
 	}
 	if c.UnprovenTimeout == 0 {
 		c.UnprovenTimeout = c.ReadHeaderTimeout

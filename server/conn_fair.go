@@ -1,9 +1,12 @@
 package server
 
 import (
+	"fmt"
+
 	"container/list"
 	"context"
 	"crypto/tls"
+	"github.com/fenceworks/fence"
 	"net"
 	"net/http"
 	"sync"
@@ -35,6 +38,11 @@ import (
 // cannot hold the cap against clients: a newcomer always gets a slot while
 // any slot is held by an unproven connection, and only when all MaxConns
 // are proven clients does Accept wait for one to close, as before.
+
+// DefaultMaxConnsPerPrincipal is the default of
+// Config.MaxConnsPerPrincipal: a quarter of DefaultMaxConns, so that one
+// principal cannot take every slot from the others.
+const DefaultMaxConnsPerPrincipal = DefaultMaxConns / 4
 
 // connCount counts open connections, the most ever open at once, and the
 // unproven ones closed by the cap.
@@ -140,10 +148,13 @@ type fairConn struct {
 	l        *fairListener
 	elem     *list.Element // in l.unproven while unproven and open (under l.mu)
 	accepted time.Time
-	timer    *time.Timer
-	proven   atomic.Bool
-	closed   atomic.Bool
-	replies  *replyBudget // reply bytes held for this connection (reply_budget.go)
+	// release gives back the connection's place in its principal's count
+	// (set once, by admitConn; called by Close).
+	release atomic.Pointer[func()]
+	timer   *time.Timer
+	proven  atomic.Bool
+	closed  atomic.Bool
+	replies *replyBudget // reply bytes held for this connection (reply_budget.go)
 }
 
 // prove marks the connection proven: it keeps its slot and lives
@@ -182,6 +193,9 @@ func (c *fairConn) Close() error {
 		c.l.mu.Unlock()
 		c.l.n.open.Add(-1)
 		<-c.l.slots
+		if r := c.release.Swap(nil); r != nil {
+			(*r)()
+		}
 	}
 	return err
 }
@@ -223,4 +237,54 @@ func (s *Server) proveConns(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// principalConns counts, with authentication on, the client connections
+// each principal holds.
+type principalConns struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// admitConn proves the connection of ctx for principal, and counts it as
+// principal's if no principal had it yet. A principal at max connections
+// is refused on one more (its connection stays unproven, so it goes soon).
+func (s *Server) admitConn(ctx context.Context, principal string) error {
+	fc, ok := ctx.Value(fairConnKey{}).(*fairConn)
+	if !ok {
+		return nil // the peer port, or a listener that is not Serve's
+	}
+	if fc.release.Load() == nil {
+		pc := &s.principalConns
+		pc.mu.Lock()
+		if pc.n == nil {
+			pc.n = map[string]int{}
+		}
+		if n := pc.n[principal]; n >= s.cfg.MaxConnsPerPrincipal {
+			pc.mu.Unlock()
+			return &fence.ResourceExhaustedError{
+				Limit: fmt.Sprintf("connections of principal %q (config.max_conns_per_principal)", principal),
+				Bound: fmt.Sprintf("at most %d", s.cfg.MaxConnsPerPrincipal), Got: fmt.Sprint(n),
+			}
+		}
+		pc.n[principal]++
+		pc.mu.Unlock()
+		release := func() {
+			pc.mu.Lock()
+			defer pc.mu.Unlock()
+			if pc.n[principal]--; pc.n[principal] <= 0 {
+				delete(pc.n, principal)
+			}
+		}
+		if !fc.release.CompareAndSwap(nil, &release) {
+			release() // another call on the connection counted it first
+		} else if fc.closed.Load() {
+			// Closed while being counted: Close may have looked before.
+			if r := fc.release.Swap(nil); r != nil {
+				(*r)()
+			}
+		}
+	}
+	fc.prove()
+	return nil
 }

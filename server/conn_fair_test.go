@@ -163,3 +163,57 @@ func TestAuthProvesConnections(t *testing.T) {
 		t.Fatalf("the valid token's connection was closed (reused %v, %d): an authenticated call proves it", reused, code)
 	}
 }
+
+// With authentication on, one principal holds at most
+// MaxConnsPerPrincipal connections: its call on one more is refused
+// RESOURCE_EXHAUSTED naming the quota, another principal is served, and a
+// connection closed gives its place back.
+func TestConnsPerPrincipal(t *testing.T) {
+	const max = 2
+	f := newAuthFixtureWith(t, Config{MaxConnsPerPrincipal: max})
+	get := func(hc *http.Client, auth string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, f.url+fencev1connect.LockServiceGetProcedure, strings.NewReader(`{"name":"jobs/a"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", auth)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	kept := func() *http.Client {
+		return &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+	}
+	var mine []*http.Client
+	for range max {
+		hc := kept()
+		defer hc.CloseIdleConnections()
+		if code, body := get(hc, f.creds["read"]); code != http.StatusOK {
+			t.Fatalf("connection %d of the principal: %d %s", len(mine)+1, code, body)
+		}
+		mine = append(mine, hc)
+	}
+	extra := kept()
+	defer extra.CloseIdleConnections()
+	code, body := get(extra, f.creds["read"])
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "max_conns_per_principal") || !strings.Contains(body, "RESOURCE_EXHAUSTED") {
+		t.Fatalf("the principal's call on connection %d: %d %s, want 429 RESOURCE_EXHAUSTED naming max_conns_per_principal", max+1, code, body)
+	}
+	other := kept()
+	defer other.CloseIdleConnections()
+	if code, body := get(other, f.creds["admin"]); code != http.StatusOK {
+		t.Fatalf("another principal while the first is at its quota: %d %s", code, body)
+	}
+	// A connection of the principal closed: its place comes back.
+	mine[0].CloseIdleConnections()
+	until(t, "a new connection of the principal to be served after one closed", func() bool {
+		c, _ := get(kept(), f.creds["read"])
+		return c == http.StatusOK
+	})
+}

@@ -50,6 +50,9 @@ type Server struct {
 	streams    atomic.Int64 // open SessionService.Stream streams
 	auditLimit auditLimiter // audit.go
 	replies    *replyBudget // reply bytes held, all connections (reply_budget.go)
+	// principalConns counts the connections each principal holds
+	// (conn_fair.go).
+	principalConns principalConns
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or

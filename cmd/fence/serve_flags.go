@@ -87,6 +87,8 @@ var serveFlagTable = []serveFlag{
 	// Connection limits (this process only).
 	{"max-conns", "most client connections open at once; more wait to be accepted",
 		integer(func(s *serveSettings) *int { return &s.cfg.MaxConns })},
+	{"max-conns-per-principal", "with authentication on, most client connections one principal may hold; its calls on more are refused (RESOURCE_EXHAUSTED)",
+		integer(func(s *serveSettings) *int { return &s.cfg.MaxConnsPerPrincipal })},
 	{"max-streams", "most session streams open at once; more are refused (RESOURCE_EXHAUSTED)",
 		integer(func(s *serveSettings) *int { return &s.cfg.MaxStreams })},
 	{"max-stream-requests", "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client",
