@@ -1220,6 +1220,21 @@ export declare type ErrorDetail = Message<"fence.v1.ErrorDetail"> & {
    * @generated from field: bool replayed = 16;
    */
   replayed: boolean;
+
+  /**
+   * PERMISSION_DENIED: the principal refused and what it lacked (a
+   * permission: lock, read, write, admin; or lease, session, request_id
+   * when those are another principal's), on name. UNAUTHENTICATED: why
+   * (in field "permission" empty, the reason in "got").
+   *
+   * @generated from field: string principal = 17;
+   */
+  principal: string;
+
+  /**
+   * @generated from field: string permission = 18;
+   */
+  permission: string;
 };
 
 /**
@@ -1443,9 +1458,10 @@ export declare const TransferLeadershipResponseSchema: GenMessage<TransferLeader
 export declare type NodeStatusRequest = Message<"fence.v1.NodeStatusRequest"> & {
   /**
    * Set by a leader about to add the node asked (AddMember's check), so a
-   * node that started with an empty data dir knows it is being added: one
-   * that finds itself a voter otherwise logs an error (a voter whose data
-   * was lost, reached by the leader at its old address).
+   * node that started with an empty data dir knows it is being added: until
+   * then it answers no raft RPC (a voter whose data was lost, reached by the
+   * leader at its old address, is refused). Counted only on the raft port;
+   * ignored on the client port.
    *
    * @generated from field: bool adding = 1;
    */
@@ -1618,6 +1634,16 @@ export declare type NodeStatusResponse = Message<"fence.v1.NodeStatusResponse"> 
    * @generated from field: string version = 24;
    */
   version: string;
+
+  /**
+   * The node was started with --insecure-listen: it may listen on a
+   * non-loopback address whose port speaks no TLS (the client port
+   * without --cert-file, the raft port without peer TLS); its log says
+   * which, as an error.
+   *
+   * @generated from field: bool insecure_listen = 25;
+   */
+  insecureListen: boolean;
 };
 
 /**
@@ -1740,6 +1766,431 @@ export declare type BackupHeader = Message<"fence.v1.BackupHeader"> & {
  * Use `create(BackupHeaderSchema)` to create a new message.
  */
 export declare const BackupHeaderSchema: GenMessage<BackupHeader>;
+
+/**
+ * @generated from message fence.v1.BindRoleRequest
+ */
+export declare type BindRoleRequest = Message<"fence.v1.BindRoleRequest"> & {
+  /**
+   * @generated from field: string role = 1;
+   */
+  role: string;
+
+  /**
+   * @generated from field: string cert_name = 2;
+   */
+  certName: string;
+
+  /**
+   * @generated from field: bool unbind = 3;
+   */
+  unbind: boolean;
+};
+
+/**
+ * Describes the message fence.v1.BindRoleRequest.
+ * Use `create(BindRoleRequestSchema)` to create a new message.
+ */
+export declare const BindRoleRequestSchema: GenMessage<BindRoleRequest>;
+
+/**
+ * @generated from message fence.v1.BindRoleResponse
+ */
+export declare type BindRoleResponse = Message<"fence.v1.BindRoleResponse"> & {
+};
+
+/**
+ * Describes the message fence.v1.BindRoleResponse.
+ * Use `create(BindRoleResponseSchema)` to create a new message.
+ */
+export declare const BindRoleResponseSchema: GenMessage<BindRoleResponse>;
+
+/**
+ * @generated from message fence.v1.AuthBootstrapRequest
+ */
+export declare type AuthBootstrapRequest = Message<"fence.v1.AuthBootstrapRequest"> & {
+  /**
+   * The store's bootstraps so far, as written in the node's reset file
+   * (0, or absent, for the first bootstrap).
+   *
+   * @generated from field: uint64 reset_index = 1;
+   */
+  resetIndex: bigint;
+};
+
+/**
+ * Describes the message fence.v1.AuthBootstrapRequest.
+ * Use `create(AuthBootstrapRequestSchema)` to create a new message.
+ */
+export declare const AuthBootstrapRequestSchema: GenMessage<AuthBootstrapRequest>;
+
+/**
+ * @generated from message fence.v1.AuthBootstrapResponse
+ */
+export declare type AuthBootstrapResponse = Message<"fence.v1.AuthBootstrapResponse"> & {
+  /**
+   * @generated from field: fence.v1.AuthTokenInfo token = 1;
+   */
+  token?: AuthTokenInfo | undefined;
+
+  /**
+   * The bearer secret: fence_<id>_<base64url>. Shown once.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message fence.v1.AuthBootstrapResponse.
+ * Use `create(AuthBootstrapResponseSchema)` to create a new message.
+ */
+export declare const AuthBootstrapResponseSchema: GenMessage<AuthBootstrapResponse>;
+
+/**
+ * @generated from message fence.v1.AuthSetEnabledRequest
+ */
+export declare type AuthSetEnabledRequest = Message<"fence.v1.AuthSetEnabledRequest"> & {
+  /**
+   * @generated from field: bool enabled = 1;
+   */
+  enabled: boolean;
+};
+
+/**
+ * Describes the message fence.v1.AuthSetEnabledRequest.
+ * Use `create(AuthSetEnabledRequestSchema)` to create a new message.
+ */
+export declare const AuthSetEnabledRequestSchema: GenMessage<AuthSetEnabledRequest>;
+
+/**
+ * @generated from message fence.v1.AuthSetEnabledResponse
+ */
+export declare type AuthSetEnabledResponse = Message<"fence.v1.AuthSetEnabledResponse"> & {
+};
+
+/**
+ * Describes the message fence.v1.AuthSetEnabledResponse.
+ * Use `create(AuthSetEnabledResponseSchema)` to create a new message.
+ */
+export declare const AuthSetEnabledResponseSchema: GenMessage<AuthSetEnabledResponse>;
+
+/**
+ * @generated from message fence.v1.AuthStatusRequest
+ */
+export declare type AuthStatusRequest = Message<"fence.v1.AuthStatusRequest"> & {
+};
+
+/**
+ * Describes the message fence.v1.AuthStatusRequest.
+ * Use `create(AuthStatusRequestSchema)` to create a new message.
+ */
+export declare const AuthStatusRequestSchema: GenMessage<AuthStatusRequest>;
+
+/**
+ * @generated from message fence.v1.AuthStatusResponse
+ */
+export declare type AuthStatusResponse = Message<"fence.v1.AuthStatusResponse"> & {
+  /**
+   * @generated from field: bool enabled = 1;
+   */
+  enabled: boolean;
+
+  /**
+   * @generated from field: uint64 bootstraps = 2;
+   */
+  bootstraps: bigint;
+
+  /**
+   * The caller as the node authenticated it ("" anonymous).
+   *
+   * @generated from field: string principal = 3;
+   */
+  principal: string;
+
+  /**
+   * @generated from field: bool admin = 4;
+   */
+  admin: boolean;
+};
+
+/**
+ * Describes the message fence.v1.AuthStatusResponse.
+ * Use `create(AuthStatusResponseSchema)` to create a new message.
+ */
+export declare const AuthStatusResponseSchema: GenMessage<AuthStatusResponse>;
+
+/**
+ * @generated from message fence.v1.CreateTokenRequest
+ */
+export declare type CreateTokenRequest = Message<"fence.v1.CreateTokenRequest"> & {
+  /**
+   * @generated from field: repeated string roles = 1;
+   */
+  roles: string[];
+
+  /**
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Expiry from now in server time; absent: never.
+   *
+   * @generated from field: google.protobuf.Duration ttl = 3;
+   */
+  ttl?: Duration | undefined;
+};
+
+/**
+ * Describes the message fence.v1.CreateTokenRequest.
+ * Use `create(CreateTokenRequestSchema)` to create a new message.
+ */
+export declare const CreateTokenRequestSchema: GenMessage<CreateTokenRequest>;
+
+/**
+ * @generated from message fence.v1.CreateTokenResponse
+ */
+export declare type CreateTokenResponse = Message<"fence.v1.CreateTokenResponse"> & {
+  /**
+   * @generated from field: fence.v1.AuthTokenInfo token = 1;
+   */
+  token?: AuthTokenInfo | undefined;
+
+  /**
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message fence.v1.CreateTokenResponse.
+ * Use `create(CreateTokenResponseSchema)` to create a new message.
+ */
+export declare const CreateTokenResponseSchema: GenMessage<CreateTokenResponse>;
+
+/**
+ * @generated from message fence.v1.AuthTokenInfo
+ */
+export declare type AuthTokenInfo = Message<"fence.v1.AuthTokenInfo"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: repeated string roles = 2;
+   */
+  roles: string[];
+
+  /**
+   * @generated from field: string description = 3;
+   */
+  description: string;
+
+  /**
+   * Server time of its creation and expiry (absent: none).
+   *
+   * @generated from field: google.protobuf.Duration created_at = 4;
+   */
+  createdAt?: Duration | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Duration expires_at = 5;
+   */
+  expiresAt?: Duration | undefined;
+
+  /**
+   * @generated from field: bool revoked = 6;
+   */
+  revoked: boolean;
+};
+
+/**
+ * Describes the message fence.v1.AuthTokenInfo.
+ * Use `create(AuthTokenInfoSchema)` to create a new message.
+ */
+export declare const AuthTokenInfoSchema: GenMessage<AuthTokenInfo>;
+
+/**
+ * @generated from message fence.v1.ListTokensRequest
+ */
+export declare type ListTokensRequest = Message<"fence.v1.ListTokensRequest"> & {
+};
+
+/**
+ * Describes the message fence.v1.ListTokensRequest.
+ * Use `create(ListTokensRequestSchema)` to create a new message.
+ */
+export declare const ListTokensRequestSchema: GenMessage<ListTokensRequest>;
+
+/**
+ * @generated from message fence.v1.ListTokensResponse
+ */
+export declare type ListTokensResponse = Message<"fence.v1.ListTokensResponse"> & {
+  /**
+   * @generated from field: repeated fence.v1.AuthTokenInfo tokens = 1;
+   */
+  tokens: AuthTokenInfo[];
+};
+
+/**
+ * Describes the message fence.v1.ListTokensResponse.
+ * Use `create(ListTokensResponseSchema)` to create a new message.
+ */
+export declare const ListTokensResponseSchema: GenMessage<ListTokensResponse>;
+
+/**
+ * @generated from message fence.v1.RevokeTokenRequest
+ */
+export declare type RevokeTokenRequest = Message<"fence.v1.RevokeTokenRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message fence.v1.RevokeTokenRequest.
+ * Use `create(RevokeTokenRequestSchema)` to create a new message.
+ */
+export declare const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest>;
+
+/**
+ * @generated from message fence.v1.RevokeTokenResponse
+ */
+export declare type RevokeTokenResponse = Message<"fence.v1.RevokeTokenResponse"> & {
+};
+
+/**
+ * Describes the message fence.v1.RevokeTokenResponse.
+ * Use `create(RevokeTokenResponseSchema)` to create a new message.
+ */
+export declare const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse>;
+
+/**
+ * @generated from message fence.v1.GrantRoleRequest
+ */
+export declare type GrantRoleRequest = Message<"fence.v1.GrantRoleRequest"> & {
+  /**
+   * @generated from field: string role = 1;
+   */
+  role: string;
+
+  /**
+   * Each "kind:prefix", kind one of lock, read, write, admin.
+   *
+   * @generated from field: repeated string permissions = 2;
+   */
+  permissions: string[];
+};
+
+/**
+ * Describes the message fence.v1.GrantRoleRequest.
+ * Use `create(GrantRoleRequestSchema)` to create a new message.
+ */
+export declare const GrantRoleRequestSchema: GenMessage<GrantRoleRequest>;
+
+/**
+ * @generated from message fence.v1.GrantRoleResponse
+ */
+export declare type GrantRoleResponse = Message<"fence.v1.GrantRoleResponse"> & {
+};
+
+/**
+ * Describes the message fence.v1.GrantRoleResponse.
+ * Use `create(GrantRoleResponseSchema)` to create a new message.
+ */
+export declare const GrantRoleResponseSchema: GenMessage<GrantRoleResponse>;
+
+/**
+ * @generated from message fence.v1.RevokeRoleRequest
+ */
+export declare type RevokeRoleRequest = Message<"fence.v1.RevokeRoleRequest"> & {
+  /**
+   * @generated from field: string role = 1;
+   */
+  role: string;
+
+  /**
+   * @generated from field: repeated string permissions = 2;
+   */
+  permissions: string[];
+};
+
+/**
+ * Describes the message fence.v1.RevokeRoleRequest.
+ * Use `create(RevokeRoleRequestSchema)` to create a new message.
+ */
+export declare const RevokeRoleRequestSchema: GenMessage<RevokeRoleRequest>;
+
+/**
+ * @generated from message fence.v1.RevokeRoleResponse
+ */
+export declare type RevokeRoleResponse = Message<"fence.v1.RevokeRoleResponse"> & {
+};
+
+/**
+ * Describes the message fence.v1.RevokeRoleResponse.
+ * Use `create(RevokeRoleResponseSchema)` to create a new message.
+ */
+export declare const RevokeRoleResponseSchema: GenMessage<RevokeRoleResponse>;
+
+/**
+ * @generated from message fence.v1.ListRolesRequest
+ */
+export declare type ListRolesRequest = Message<"fence.v1.ListRolesRequest"> & {
+};
+
+/**
+ * Describes the message fence.v1.ListRolesRequest.
+ * Use `create(ListRolesRequestSchema)` to create a new message.
+ */
+export declare const ListRolesRequestSchema: GenMessage<ListRolesRequest>;
+
+/**
+ * @generated from message fence.v1.ListRolesResponse
+ */
+export declare type ListRolesResponse = Message<"fence.v1.ListRolesResponse"> & {
+  /**
+   * @generated from field: repeated fence.v1.RoleInfo roles = 1;
+   */
+  roles: RoleInfo[];
+};
+
+/**
+ * Describes the message fence.v1.ListRolesResponse.
+ * Use `create(ListRolesResponseSchema)` to create a new message.
+ */
+export declare const ListRolesResponseSchema: GenMessage<ListRolesResponse>;
+
+/**
+ * @generated from message fence.v1.RoleInfo
+ */
+export declare type RoleInfo = Message<"fence.v1.RoleInfo"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: repeated string permissions = 2;
+   */
+  permissions: string[];
+
+  /**
+   * The client certificate names bound to it.
+   *
+   * @generated from field: repeated string cert_names = 3;
+   */
+  certNames: string[];
+};
+
+/**
+ * Describes the message fence.v1.RoleInfo.
+ * Use `create(RoleInfoSchema)` to create a new message.
+ */
+export declare const RoleInfoSchema: GenMessage<RoleInfo>;
 
 /**
  * LockService grants leases with fencing tokens.
@@ -2012,6 +2463,121 @@ export declare const MaintenanceService: GenService<{
     methodKind: "server_streaming";
     input: typeof BackupRequestSchema;
     output: typeof BackupResponseSchema;
+  },
+}>;
+
+/**
+ * AuthService manages authentication and permissions (docs/security.md).
+ * Bootstrap needs no credentials, and works once (or once more with a
+ * reset file on the node, docs/operations.md); every other call needs an
+ * admin token once the store is bootstrapped, whether or not checking is
+ * enabled. Changes go to the leader (a follower answers unavailable: ask
+ * the leader); Status and the lists read the node's own replica.
+ *
+ * @generated from service fence.v1.AuthService
+ */
+export declare const AuthService: GenService<{
+  /**
+   * Bootstrap creates the role "admin" and the first admin token, and
+   * returns its secret (shown once; only its SHA-256 is stored).
+   *
+   * @generated from rpc fence.v1.AuthService.Bootstrap
+   */
+  bootstrap: {
+    methodKind: "unary";
+    input: typeof AuthBootstrapRequestSchema;
+    output: typeof AuthBootstrapResponseSchema;
+  },
+  /**
+   * SetEnabled turns checking on (or off).
+   *
+   * @generated from rpc fence.v1.AuthService.SetEnabled
+   */
+  setEnabled: {
+    methodKind: "unary";
+    input: typeof AuthSetEnabledRequestSchema;
+    output: typeof AuthSetEnabledResponseSchema;
+  },
+  /**
+   * Status says whether checking is on, how often the store was
+   * bootstrapped, and who the caller is.
+   *
+   * @generated from rpc fence.v1.AuthService.Status
+   */
+  status: {
+    methodKind: "unary";
+    input: typeof AuthStatusRequestSchema;
+    output: typeof AuthStatusResponseSchema;
+  },
+  /**
+   * CreateToken makes a token with roles and returns its secret (once).
+   *
+   * @generated from rpc fence.v1.AuthService.CreateToken
+   */
+  createToken: {
+    methodKind: "unary";
+    input: typeof CreateTokenRequestSchema;
+    output: typeof CreateTokenResponseSchema;
+  },
+  /**
+   * @generated from rpc fence.v1.AuthService.ListTokens
+   */
+  listTokens: {
+    methodKind: "unary";
+    input: typeof ListTokensRequestSchema;
+    output: typeof ListTokensResponseSchema;
+  },
+  /**
+   * RevokeToken revokes a token for good: every node refuses it once it
+   * has applied the revocation.
+   *
+   * @generated from rpc fence.v1.AuthService.RevokeToken
+   */
+  revokeToken: {
+    methodKind: "unary";
+    input: typeof RevokeTokenRequestSchema;
+    output: typeof RevokeTokenResponseSchema;
+  },
+  /**
+   * GrantRole adds permissions to a role (creating it).
+   *
+   * @generated from rpc fence.v1.AuthService.GrantRole
+   */
+  grantRole: {
+    methodKind: "unary";
+    input: typeof GrantRoleRequestSchema;
+    output: typeof GrantRoleResponseSchema;
+  },
+  /**
+   * RevokeRole removes permissions from a role, or (none given) the role.
+   *
+   * @generated from rpc fence.v1.AuthService.RevokeRole
+   */
+  revokeRole: {
+    methodKind: "unary";
+    input: typeof RevokeRoleRequestSchema;
+    output: typeof RevokeRoleResponseSchema;
+  },
+  /**
+   * @generated from rpc fence.v1.AuthService.ListRoles
+   */
+  listRoles: {
+    methodKind: "unary";
+    input: typeof ListRolesRequestSchema;
+    output: typeof ListRolesResponseSchema;
+  },
+  /**
+   * BindRole binds a role to a client certificate name (its subject CN or
+   * a URI SAN), or unbinds it: a request with a verified certificate of
+   * that name and no bearer token is made by the principal cert:<name>
+   * with the role's permissions.
+   *
+   * @generated from rpc fence.v1.AuthService.BindRole
+   */
+  bindRole: {
+    methodKind: "unary";
+    input: typeof BindRoleRequestSchema;
+    output: typeof BindRoleResponseSchema;
   },
 }>;
 
