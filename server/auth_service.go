@@ -163,11 +163,20 @@ func (a authService) Status(ctx context.Context, req *connect.Request[fencev1.Au
 	return connect.NewResponse(out), nil
 }
 
+// maxTokenTTL bounds a token's ttl: ten years (server time is
+// nanoseconds in an int64; a ttl near its end overflowed into the past).
+const maxTokenTTL = 10 * 365 * 24 * time.Hour
+
 func (a authService) CreateToken(ctx context.Context, req *connect.Request[fencev1.CreateTokenRequest]) (*connect.Response[fencev1.CreateTokenResponse], error) {
 	const method = "CreateToken"
 	ctx, p, err := a.admin(ctx, method)
 	if err != nil {
 		return nil, err
+	}
+	if ttl := req.Msg.GetTtl(); ttl != nil && (!ttl.IsValid() || ttl.AsDuration() < 0 || ttl.AsDuration() > maxTokenTTL) {
+		// Refused before it is proposed: a TTL that overflowed server time
+		// made a token that had expired before it was made.
+		return nil, a.s.connectError(ctx, method, fence.Invalid("ttl", "0 (no expiry) to "+maxTokenTTL.String(), ttl.AsDuration().String()))
 	}
 	id, secret, hash, err := newSecret()
 	if err != nil {

@@ -444,3 +444,23 @@ func TestAuthWriteOnlyCannotReadValues(t *testing.T) {
 		t.Errorf("Add with delta 0 by a write-only caller: %d %s, want 403 (its answer is the value)", code, out["_raw"])
 	}
 }
+
+// A token's ttl is bounded (ten years): one near the end of int64
+// nanoseconds made a token expired before it was made. Nothing is created.
+func TestAuthTokenTTLBounded(t *testing.T) {
+	f := newAuthFixture(t)
+	before := f.must(fencev1connect.AuthServiceListTokensProcedure, f.creds["admin"], `{}`)["_raw"]
+	for _, ttl := range []string{"9223372036s", "-5s", "315360001s"} {
+		code, out := f.post(fencev1connect.AuthServiceCreateTokenProcedure, f.creds["admin"], fmt.Sprintf(`{"roles":["reader"],"ttl":%q}`, ttl))
+		facts, _ := out["facts"].(map[string]any)
+		if code != http.StatusBadRequest || out["reason"] != "INVALID_ARGUMENT" || facts["field"] != "ttl" {
+			t.Errorf("CreateToken ttl %s: %d %s, want 400 INVALID_ARGUMENT field ttl", ttl, code, out["_raw"])
+		}
+	}
+	if after := f.must(fencev1connect.AuthServiceListTokensProcedure, f.creds["admin"], `{}`)["_raw"]; after != before {
+		t.Errorf("refused CreateToken calls made tokens:\n%s\nthen\n%s", before, after)
+	}
+	if _, out := f.post(fencev1connect.AuthServiceCreateTokenProcedure, f.creds["admin"], `{"roles":["reader"],"ttl":"315360000s"}`); out["secret"] == nil {
+		t.Errorf("CreateToken with a ttl of ten years: %s, want a token", out["_raw"])
+	}
+}
