@@ -199,7 +199,9 @@ func TestChaosControl(t *testing.T) {
 // skewed by an hour with leadership moved onto it, a member removed and
 // re-added, the whole cluster restored from a backup (node 0 restored, the
 // others wiped and joined to it), and worker pauses: every checker holds,
-// the early-expiry one included.
+// the early-expiry one included. Authentication is on (a token per worker,
+// forwarded by followers as the worker's principal; joins with the admin
+// token).
 func TestChaosCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
@@ -208,7 +210,7 @@ func TestChaosCluster(t *testing.T) {
 	kinds := append([]chaos.FaultKind{chaos.FaultWorkerPause, chaos.FaultRestore}, chaos.ClusterFaults...)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 45 * time.Second, Seed: seed(t), Nodes: 3,
-		PostgresDSN: testutil.PostgresDSN(t), Kinds: kinds,
+		PostgresDSN: testutil.PostgresDSN(t), Kinds: kinds, Auth: true,
 	}
 	sum := run(t, cfg, true)
 	mustHaveEveryFault(t, sum, kinds)
