@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"text/tabwriter"
@@ -13,10 +11,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/client"
 )
 
 const authUsage = `bootstrap [--reset-index N] | enable | disable | status
@@ -67,30 +63,9 @@ const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind 
 // and is not unavailable (a follower answers changes unavailable: the next
 // is asked).
 func onAuth[T any](ctx context.Context, servers string, hc *http.Client, call func(fencev1connect.AuthServiceClient) (*T, error)) (*T, error) {
-	var err error
-	for _, url := range strings.Split(servers, ",") {
-		url = strings.TrimSuffix(strings.TrimSpace(url), "/")
-		if url == "" {
-			continue
-		}
-		var res *T
-		res, err = call(fencev1connect.NewAuthServiceClient(hc, url))
-		if err == nil {
-			return res, nil
-		}
-		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-			err = &client.UnreachableError{URL: url, Err: op}
-		} else if connect.CodeOf(err) != connect.CodeUnavailable {
-			return nil, apierr.FromConnect(err)
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = &usageError{"no server URL (--server or FENCE_SERVER)"}
-	}
-	return nil, apierr.FromConnect(err)
+	return onServers(ctx, servers, func(url string) fencev1connect.AuthServiceClient {
+		return fencev1connect.NewAuthServiceClient(hc, url)
+	}, call)
 }
 
 // authCall runs f against the AuthService with the command's context.

@@ -196,6 +196,17 @@ func waitHealthy(ctx context.Context, wait time.Duration, ask func() (int, error
 // is safe to repeat. A refusal comes back as the typed error of package
 // fence (INVALID_ARGUMENT: exit 2).
 func onEndpoints[T any](ctx context.Context, servers string, hc *http.Client, call func(fencev1connect.ClusterServiceClient) (*T, error)) (*T, error) {
+	return onServers(ctx, servers, func(url string) fencev1connect.ClusterServiceClient {
+		return fencev1connect.NewClusterServiceClient(hc, url)
+	}, call)
+}
+
+// onServers makes call, on a client newClient makes for each server of
+// the comma-separated list in turn, until one answers: the next is asked
+// when one cannot be reached or answers unavailable (no leader known, not
+// the leader, shutting down); any other refusal ends it. The error is the
+// typed error of package fence.
+func onServers[C, T any](ctx context.Context, servers string, newClient func(url string) C, call func(C) (*T, error)) (*T, error) {
 	var err error
 	for _, url := range strings.Split(servers, ",") {
 		url = strings.TrimSuffix(strings.TrimSpace(url), "/")
@@ -203,7 +214,7 @@ func onEndpoints[T any](ctx context.Context, servers string, hc *http.Client, ca
 			continue
 		}
 		var res *T
-		res, err = call(fencev1connect.NewClusterServiceClient(hc, url))
+		res, err = call(newClient(url))
 		if err == nil {
 			return res, nil
 		}
