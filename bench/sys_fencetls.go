@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 func init() {
@@ -79,44 +78,15 @@ func StartFenceTLSAuth(bin, tmp string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli := func(token string, args ...string) ([]byte, error) {
-		cmd := exec.Command(bin, append([]string{"--server", "https://" + s.Addr, "--auth-token", token}, args...)...)
-		cmd.Env = append(os.Environ(), "FENCE_CACERT="+filepath.Join(os.Getenv(PKIEnv), "ca.crt"))
-		out, err := cmd.Output()
-		if err != nil {
-			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = string(ee.Stderr)
-			}
-			return nil, fmt.Errorf("fence %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr))
-		}
-		return out, nil
-	}
-	var boot, tok struct {
-		Secret string `json:"secret"`
-	}
-	fail := func(err error) (*Server, error) { s.Stop(); return nil, err }
-	out, err := cli("", "auth", "bootstrap", "--json")
+	a, err := harness.EnableAuth(context.Background(), bin, "https://"+s.Addr,
+		[]string{"FENCE_CACERT=" + filepath.Join(os.Getenv(PKIEnv), "ca.crt")}, "bench", []string{"lock:", "read:", "write:"}, 1)
 	if err != nil {
-		return fail(err)
+		s.Stop()
+		return nil, err
 	}
-	if err := json.Unmarshal(out, &boot); err != nil || boot.Secret == "" {
-		return fail(fmt.Errorf("fence auth bootstrap --json printed %q: %v", out, err))
-	}
-	if _, err := cli(boot.Secret, "role", "grant", "bench", "lock:", "read:", "write:"); err != nil {
-		return fail(err)
-	}
-	if out, err = cli(boot.Secret, "token", "create", "--role", "bench", "--json"); err != nil {
-		return fail(err)
-	}
-	if err := json.Unmarshal(out, &tok); err != nil || tok.Secret == "" {
-		return fail(fmt.Errorf("fence token create --json printed %q: %v", out, err))
-	}
-	if _, err := cli(boot.Secret, "auth", "enable"); err != nil {
-		return fail(err)
-	}
-	if err := os.Setenv(AuthEnv, tok.Secret); err != nil {
-		return fail(err)
+	if err := os.Setenv(AuthEnv, a.Tokens[0]); err != nil {
+		s.Stop()
+		return nil, err
 	}
 	return s, nil
 }
@@ -127,15 +97,7 @@ func benchClientTLS() (*tls.Config, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%s is not set: no fence-tls server was started", PKIEnv)
 	}
-	pem, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s/ca.crt holds no certificate", dir)
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+	return harness.TrustCA(filepath.Join(dir, "ca.crt"))
 }
 
 // StartFenceTLS is StartFence with the client port on TLS: `fence cert`

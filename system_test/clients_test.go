@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -228,36 +227,13 @@ func TestClientsDoc(t *testing.T) {
 // sku-, a token holding it (returned), then `fence auth enable`.
 func enableAuth(t *testing.T, bin, url, certs string) string {
 	t.Helper()
-	cli := func(token string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--server", url}, args...)...)
-		cmd.Env = append(os.Environ(), "FENCE_AUTH_TOKEN="+token, "FENCE_CACERT="+filepath.Join(certs, "ca.crt"),
-			"FENCE_CERT="+filepath.Join(certs, "client.crt"), "FENCE_KEY="+filepath.Join(certs, "client.key"))
-		out, err := cmd.Output()
-		if err != nil {
-			var stderr []byte
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = ee.Stderr
-			}
-			t.Fatalf("fence %s: %v: %s", strings.Join(args, " "), err, stderr)
-		}
-		return string(out)
+	a, err := harness.EnableAuth(context.Background(), bin, url, []string{"FENCE_CACERT=" + filepath.Join(certs, "ca.crt"),
+		"FENCE_CERT=" + filepath.Join(certs, "client.crt"), "FENCE_KEY=" + filepath.Join(certs, "client.key")},
+		"app", []string{"lock:sku-", "read:sku-"}, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	secret := func(out string) string {
-		t.Helper()
-		var v struct {
-			Secret string `json:"secret"`
-		}
-		if err := json.Unmarshal([]byte(out), &v); err != nil || v.Secret == "" {
-			t.Fatalf("no secret in %q: %v", out, err)
-		}
-		return v.Secret
-	}
-	admin := secret(cli("", "auth", "bootstrap", "--json"))
-	cli(admin, "role", "grant", "app", "lock:sku-", "read:sku-")
-	app := secret(cli(admin, "token", "create", "--role", "app", "--json"))
-	cli(admin, "auth", "enable")
-	return app
+	return a.Tokens[0]
 }
 
 // clientCertTLS makes a CA and a server and a client certificate in dir with
@@ -268,19 +244,16 @@ func clientCertTLS(t *testing.T, bin, dir string) *tls.Config {
 	if out, err := exec.Command(bin, "cert", "--dir", dir, "--valid", "24h").CombinedOutput(); err != nil {
 		t.Fatalf("fence cert: %v\n%s", err, out)
 	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	cfg, err := harness.TrustCA(filepath.Join(dir, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		t.Fatalf("%s/ca.crt holds no certificate", dir)
 	}
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	cfg.Certificates = []tls.Certificate{pair}
+	return cfg
 }
 
 // snippetCommand returns the command that runs file, once the caller has

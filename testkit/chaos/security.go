@@ -1,18 +1,15 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/fenceworks/fence/client"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // Security is how the harness, its workers and its nemesis reach nodes
@@ -44,18 +41,8 @@ func NewSecurity(bin, dir string) (*Security, error) {
 	return &Security{Dir: dir, TLS: cfg}, nil
 }
 
-// trustCA is a client TLS configuration that trusts the CA in path.
-func trustCA(path string) (*tls.Config, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("chaos: CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("chaos: %s holds no certificate", path)
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
-}
+// trustCA is harness.TrustCA.
+func trustCA(path string) (*tls.Config, error) { return harness.TrustCA(path) }
 
 // Scheme is the URL scheme of the nodes' client ports.
 func (s *Security) Scheme() string {
@@ -108,61 +95,17 @@ func (s *Security) token() string {
 // and `fence auth enable`. Every node's harness calls then carry the
 // admin token.
 func (s *Security) EnableAuth(ctx context.Context, bin, url string, workers int, nodes []*Node) error {
-	cli := func(token string, args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", url, "--json"}, args...)...)
-		cmd.Env = os.Environ()
-		if token != "" {
-			cmd.Env = append(cmd.Env, "FENCE_AUTH_TOKEN="+token)
-		}
-		if s.TLS != nil {
-			cmd.Env = append(cmd.Env, "FENCE_CACERT="+filepath.Join(s.Dir, "ca.crt"))
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("chaos: fence %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-		}
-		return out, nil
+	var env []string
+	if s.TLS != nil {
+		env = append(env, "FENCE_CACERT="+filepath.Join(s.Dir, "ca.crt"))
 	}
-	secret := func(out []byte) (string, error) {
-		var v struct {
-			Secret string `json:"secret"`
-		}
-		if err := json.Unmarshal(out, &v); err != nil || v.Secret == "" {
-			return "", fmt.Errorf("chaos: no secret in %q: %v", out, err)
-		}
-		return v.Secret, nil
-	}
-	out, err := cli("", "auth", "bootstrap")
+	a, err := harness.EnableAuth(ctx, bin, url, env, "worker", []string{"lock:", "read:", "write:"}, workers)
 	if err != nil {
-		return err
+		return fmt.Errorf("chaos: %w", err)
 	}
-	admin, err := secret(out)
-	if err != nil {
-		return err
-	}
-	if _, err := cli(admin, "role", "grant", "worker", "lock:", "read:", "write:"); err != nil {
-		return err
-	}
-	s.WorkerTokens = nil
-	for i := range workers {
-		out, err := cli(admin, "token", "create", "--role", "worker", "--description", fmt.Sprintf("chaos worker %d", i))
-		if err != nil {
-			return err
-		}
-		tok, err := secret(out)
-		if err != nil {
-			return err
-		}
-		s.WorkerTokens = append(s.WorkerTokens, tok)
-	}
-	if _, err := cli(admin, "auth", "enable"); err != nil {
-		return err
-	}
-	s.AuthToken = admin
+	s.AuthToken, s.WorkerTokens = a.Admin, a.Tokens
 	for _, n := range nodes {
-		n.server().SetAuthToken(admin)
+		n.server().SetAuthToken(a.Admin)
 	}
 	return nil
 }
