@@ -105,6 +105,9 @@ type identity struct {
 // anonymous admin, unless force (the AuthService's calls: once
 // bootstrapped they need an admin token even before checking is on).
 func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
+	if id, ok := ctx.Value(identityKey{}).(identity); ok && !force {
+		return id, nil // authorize judged this call already
+	}
 	c := credsOf(ctx)
 	if c.peer != nil {
 		// A node whose replica had not yet applied "enable" forwards its
@@ -220,8 +223,13 @@ func (s *Server) authorize(ctx context.Context, method string, kind state.PermKi
 		s.audit(ctx, method, id.Name, shown, err)
 		return ctx, err
 	}
-	return fence.WithPrincipal(ctx, id.Principal), nil
+	return fence.WithPrincipal(context.WithValue(ctx, identityKey{}, id), id.Principal), nil
 }
+
+// identityKey keys the identity authorize found, so that a later check of
+// the same call (Add's second permission, a write's reply) does not look
+// the token up and hash it again.
+type identityKey struct{}
 
 func allows(perms []state.Permission, kind state.PermKind, name string) bool {
 	if name == anyName {
