@@ -211,7 +211,9 @@ const anyName = "\x00any"
 func (s *Server) authorize(ctx context.Context, method string, kind state.PermKind, name string) (context.Context, error) {
 	id, err := s.identify(ctx, false)
 	if err != nil {
-		s.audit(ctx, method, "", name, err)
+		// Audited only if it is an auth refusal: a principal at its
+		// connection quota is RESOURCE_EXHAUSTED, counted as that.
+		s.auditRefusal(ctx, method, name, err)
 		return ctx, err
 	}
 	if !id.trusted && !id.Admin && kind != 0 && !allows(id.perms, kind, name) {
