@@ -54,6 +54,11 @@ var (
 	// credentials, or credentials the store does not accept (unknown,
 	// revoked or expired token). *UnauthenticatedError says which.
 	ErrUnauthenticated = errors.New("fence: unauthenticated")
+	// ErrForgedToken: the token's proof does not show that this cluster
+	// granted it for this lock (no proof where one is required, another
+	// cluster's, an unknown key, a tampered token or another lock's
+	// proof). Nothing was changed. *ForgedTokenError says why.
+	ErrForgedToken = errors.New("fence: forged token")
 )
 
 // Reason is the stable machine-readable name of a refusal, as sent in API
@@ -80,6 +85,8 @@ const (
 	ReasonPermissionDenied Reason = "PERMISSION_DENIED"
 	// ReasonUnauthenticated: no credentials, or credentials not accepted.
 	ReasonUnauthenticated Reason = "UNAUTHENTICATED"
+	// ReasonForgedToken: the token's proof does not hold (ErrForgedToken).
+	ReasonForgedToken Reason = "FORGED_TOKEN"
 )
 
 // ReasonOf returns the reason of a Fence refusal, or "" if err is not one.
@@ -109,6 +116,8 @@ func ReasonOf(err error) Reason {
 		return ReasonPermissionDenied
 	case errors.Is(err, ErrUnauthenticated):
 		return ReasonUnauthenticated
+	case errors.Is(err, ErrForgedToken):
+		return ReasonForgedToken
 	}
 	return ""
 }
@@ -307,3 +316,19 @@ func (e *UnauthenticatedError) Error() string { return "unauthenticated: " + e.R
 
 // Is reports ErrUnauthenticated.
 func (e *UnauthenticatedError) Is(target error) bool { return target == ErrUnauthenticated }
+
+// ForgedTokenError: Token, offered for lock Name, carries no proof that
+// this cluster granted it for that lock; Reason says what failed (it never
+// holds the signature).
+type ForgedTokenError struct {
+	Token  Token
+	Name   string
+	Reason string
+}
+
+func (e *ForgedTokenError) Error() string {
+	return fmt.Sprintf("forged token: token %d for %q: %s", e.Token, e.Name, e.Reason)
+}
+
+// Is reports ErrForgedToken.
+func (e *ForgedTokenError) Is(target error) bool { return target == ErrForgedToken }

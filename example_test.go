@@ -1,6 +1,7 @@
 package fence_test
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"time"
@@ -71,4 +72,22 @@ func ExampleResourceExhaustedError() {
 	// true false
 	// RESOURCE_EXHAUSTED
 	// resource exhausted: waiters on lock "x": at most 1024 (now 1024)
+}
+
+// A guard holding the cluster's key set checks a token's proof before it
+// compares the number: a made-up token is refused, whatever its size.
+func ExampleKeySet_Verify() {
+	seed := make([]byte, ed25519.SeedSize)
+	key := ed25519.NewKeyFromSeed(seed)
+	pub := key.Public().(ed25519.PublicKey)
+	keys := &fence.KeySet{ClusterID: "prod", Keys: []fence.PublicKey{{ID: fence.KeyIDOf(pub), Key: pub}}}
+
+	granted := fence.Sign(key, "prod", "orders/7", 2) // what the lease hands out
+	fmt.Println(keys.Verify(granted, "orders/7"))
+	fmt.Println(keys.Verify(fence.SignedToken{Token: 1<<53 - 1}, "orders/7"))
+	fmt.Println(keys.Verify(granted, "orders/8"))
+	// Output:
+	// <nil>
+	// forged token: token 9007199254740991 for "orders/7": no proof
+	// forged token: token 2 for "orders/8": proof does not hold for this lock and token
 }

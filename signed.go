@@ -1,0 +1,130 @@
+package fence
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A signed token is a fencing token with the proof of its grant: an
+// Ed25519 signature, by one of the cluster's signing keys, over the
+// canonical bytes of (key id, cluster id, lock name, token) — ProofMessage,
+// specified byte for byte in docs/design.md so that any language can check
+// it. A guard that holds the cluster's public keys (a KeySet) tells a
+// token Fence granted for this lock from a forged, tampered, foreign or
+// mis-scoped one before it compares the number (G9).
+//
+// Its text form, the one value a lease hands out for guards (the
+// Fence-Token header, FENCE_SIGNED_TOKEN of `fence run`, signedToken in
+// the JSON API), is
+//
+//	<token>.<cluster id>.<key id>.<signature>
+//
+// with the token in decimal, the signature in unpadded base64url (86
+// characters). The token comes first, so a reader that wants only the
+// number stops at the first '.'. A bare decimal token is a SignedToken
+// without a proof.
+
+// SignedToken is a fencing token and the proof of its grant. A zero
+// Signature means no proof (an unsigned token).
+type SignedToken struct {
+	Token     Token
+	ClusterID string // the cluster that granted it
+	KeyID     string // the signing key (KeyIDOf its public key)
+	Signature []byte // ed25519.SignatureSize bytes, over ProofMessage
+}
+
+// Signed reports whether t carries a proof.
+func (t SignedToken) Signed() bool { return len(t.Signature) != 0 }
+
+// String returns the text form: "<token>.<cluster id>.<key id>.<signature>",
+// or the bare token when t carries no proof.
+func (t SignedToken) String() string {
+	if !t.Signed() {
+		return t.Token.String()
+	}
+	return t.Token.String() + "." + t.ClusterID + "." + t.KeyID + "." + base64.RawURLEncoding.EncodeToString(t.Signature)
+}
+
+// MaxSignedTokenBytes bounds the text form ParseSignedToken accepts.
+const MaxSignedTokenBytes = 256
+
+// ParseSignedToken reads the text form of a signed token, or a bare
+// decimal token (then the result carries no proof). A malformed value is
+// a *InvalidError naming field "token"; ParseSignedToken checks the form,
+// not the proof (KeySet.Verify does).
+func ParseSignedToken(s string) (SignedToken, error) {
+	if len(s) > MaxSignedTokenBytes {
+		return SignedToken{}, Invalid("token", fmt.Sprintf("at most %d bytes", MaxSignedTokenBytes), fmt.Sprintf("%d bytes", len(s)))
+	}
+	num, rest, signed := strings.Cut(s, ".")
+	tok, err := parseTokenNumber(num)
+	if err != nil {
+		return SignedToken{}, err
+	}
+	if !signed {
+		return SignedToken{Token: tok}, nil
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+		return SignedToken{}, Invalid("token", "<token>.<cluster id>.<key id>.<signature>", strconv.Quote(s))
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return SignedToken{}, Invalid("token", fmt.Sprintf("a signature of %d bytes in unpadded base64url", ed25519.SignatureSize), strconv.Quote(parts[2]))
+	}
+	return SignedToken{Token: tok, ClusterID: parts[0], KeyID: parts[1], Signature: sig}, nil
+}
+
+// parseTokenNumber reads a decimal token in [1, MaxToken].
+func parseTokenNumber(s string) (Token, error) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 || n > uint64(MaxTokenJSONInt) || s[0] == '0' {
+		return 0, Invalid("token", fmt.Sprintf("a decimal number in [1, %d]", uint64(MaxTokenJSONInt)), strconv.Quote(s))
+	}
+	return Token(n), nil
+}
+
+// proofDomain starts every proof message, so that a Fence signing key's
+// signature over one can never be taken for a signature over anything
+// else.
+const proofDomain = "fence-grant-v1\x00"
+
+// ProofMessage returns the bytes a grant's proof signs:
+//
+//	"fence-grant-v1" 0x00
+//	uint32 big-endian length of key id,     key id bytes
+//	uint32 big-endian length of cluster id, cluster id bytes
+//	uint32 big-endian length of lock name,  lock name bytes
+//	uint64 big-endian token
+func ProofMessage(keyID, clusterID, name string, token Token) []byte {
+	b := make([]byte, 0, len(proofDomain)+12+len(keyID)+len(clusterID)+len(name)+8)
+	b = append(b, proofDomain...)
+	for _, f := range [...]string{keyID, clusterID, name} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(f)))
+		b = append(b, f...)
+	}
+	return binary.BigEndian.AppendUint64(b, uint64(token))
+}
+
+// KeyIDOf returns a public key's id: the unpadded base64url of the first
+// 9 bytes of its SHA-256 (12 characters). Ids are derived, not chosen, so
+// two clusters' keys never share one by accident.
+func KeyIDOf(pub ed25519.PublicKey) string {
+	h := sha256.Sum256(pub)
+	return base64.RawURLEncoding.EncodeToString(h[:9])
+}
+
+// Sign returns the proof of granting token on lock name in cluster
+// clusterID, made with key. Ed25519 is deterministic: every replica, replay
+// and restore that signs the same grant with the same key makes the same
+// bytes.
+func Sign(key ed25519.PrivateKey, clusterID, name string, token Token) SignedToken {
+	id := KeyIDOf(key.Public().(ed25519.PublicKey))
+	return SignedToken{Token: token, ClusterID: clusterID, KeyID: id,
+		Signature: ed25519.Sign(key, ProofMessage(id, clusterID, name, token))}
+}
