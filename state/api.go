@@ -133,6 +133,9 @@ type Result struct {
 	// Session is set by OpSessionOpen and OpSessionKeepAlive, and by a
 	// Renew of a session-bound lease (which keeps its session alive).
 	Session *SessionInfo
+	// KeyID is set by OpKeyRotate (the new signing key's id) and
+	// OpKeyRetire (the retired key's id); see keys.go.
+	KeyID string
 	// Events are the outcomes for queued acquirers that this apply decided:
 	// a grant, or a wait that ran out. Any command may produce them (a
 	// Release hands the lock to the next waiter in the same apply).

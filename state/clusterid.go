@@ -46,6 +46,14 @@ func (m *Machine) SetRestoredClusterID(id string) error {
 	if err := ValidateClusterID(id); err != nil {
 		return err
 	}
+	if old := m.clusterID; old != "" && old != id {
+		// The keys it keeps signed proofs naming the old id: the key set
+		// lists it (keys.go).
+		m.keys.restoredFrom = append([]string{old}, m.keys.restoredFrom...)
+		if len(m.keys.restoredFrom) > MaxRestoredFrom {
+			m.keys.restoredFrom = m.keys.restoredFrom[:MaxRestoredFrom]
+		}
+	}
 	m.clusterID = id
 	return nil
 }

@@ -50,6 +50,9 @@ type grant struct {
 	// principal acquired it (auth.go): only it (or an admin) may renew or
 	// release it.
 	principal string
+	// key signs it (keys.go): the signing key when it was granted or last
+	// renewed; nil if there was none.
+	key *signingKey
 }
 
 // end is the server time the lease ends at (its session's expiry for a
@@ -197,6 +200,7 @@ func (m *impl) grantTo(l *lockEntry, owner, principal string, ttl, lockDelay tim
 	}
 	l.holder = g
 	m.holders++
+	m.signWith(g)
 	l.lastToken = g.token
 	l.lastOwner = owner
 	l.lastEnd = endNone
@@ -218,6 +222,7 @@ func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
 	l.lastEnd = how
 	m.ends[how]++
 	m.holders--
+	m.unsign(g)
 	l.freedAt = at
 	if g.sess != nil {
 		delete(g.sess.leases, l.name)

@@ -44,6 +44,8 @@ type impl struct {
 
 	clusterID string // recorded by the first OpConfig that carried one (clusterid.go)
 
+	keys keyState // signing keys and the cluster ids restored from (keys.go)
+
 	ends    [3]uint64 // leases ended, by leaseEnd (stats.go; not state: snapshots leave it out)
 	holders int       // locks with a holder (stats.go; restore counts them)
 }
@@ -150,8 +152,12 @@ func (m *impl) dispatch(cmd Command) Result {
 		return m.roleChange(cmd)
 	case OpRoleBind:
 		return m.roleBind(cmd)
+	case OpKeyRotate:
+		return m.keyRotate(cmd)
+	case OpKeyRetire:
+		return m.keyRetire(cmd)
 	}
-	return Result{Err: fence.Invalid("op", "a known operation (1..20)", itoa(int64(cmd.Op)))}
+	return Result{Err: fence.Invalid("op", "a known operation (1..20, 22, 23)", itoa(int64(cmd.Op)))}
 }
 
 // tick expires everything due at server time and hands freed locks on.

@@ -57,6 +57,10 @@ type snapDoc struct {
 	ClusterID string
 	// the auth state (nil when empty)
 	Auth *snapAuth
+	// the signing keys, oldest first, and the cluster ids restored from
+	// (snapshot_keys.go)
+	Keys         []snapKey
+	RestoredFrom []string
 }
 
 type snapLock struct {
@@ -80,6 +84,7 @@ type snapGrant struct {
 	Request   *snapRequest
 	Session   uint64 // bound to it (TTL and ExpiresAt 0)
 	Principal string
+	Key       string // the id of the key that signs it ("" none)
 }
 
 type snapRequest struct {
@@ -185,6 +190,7 @@ func (m *impl) snapshotView() *SnapshotView {
 	doc.Sessions = m.snapSessions()
 	doc.ClusterID = m.clusterID
 	doc.Auth = m.snapAuth()
+	doc.Keys, doc.RestoredFrom = m.snapKeys()
 	return &SnapshotView{doc: doc}
 }
 
@@ -195,6 +201,9 @@ func snapLockOf(l *lockEntry) snapLock {
 	}
 	if g := l.holder; g != nil {
 		s.Holder = &snapGrant{Owner: g.owner, Token: g.token, TTL: int64(g.ttl), ExpiresAt: g.expiresAt, LockDelay: int64(g.lockDelay), Principal: g.principal}
+		if g.key != nil {
+			s.Holder.Key = g.key.id
+		}
 		if g.sess != nil {
 			s.Holder.Session = g.sess.id
 		}
@@ -272,6 +281,9 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 	if err := m.restoreAuth(doc.Auth); err != nil {
 		return nil, err
 	}
+	if err := m.restoreKeys(doc); err != nil {
+		return nil, err
+	}
 	m.keepMin, m.keepMinUntil = time.Duration(doc.KeepMin), doc.KeepMinUntil
 	m.clock, m.counter = doc.Now, doc.Counter
 	if doc.Decided < 0 || doc.Decided > max(doc.Now, 0) || doc.MaxSlack < 0 {
@@ -320,6 +332,9 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			}
 			l.holder = &grant{owner: g.Owner, token: g.Token, ttl: time.Duration(g.TTL), expiresAt: g.ExpiresAt, lockDelay: time.Duration(g.LockDelay), sess: sess, principal: g.Principal}
 			m.holders++
+			if err := m.restoreLeaseKey(l.holder, g.Key); err != nil {
+				return nil, fmt.Errorf("lock %q: %v", s.Name, err)
+			}
 			if sess != nil {
 				sess.bind(l)
 			}
@@ -418,6 +433,9 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		m.resourceBytes += int64(len(s.Value))
 	}
 	if err := m.restoreResults(doc); err != nil {
+		return nil, err
+	}
+	if err := m.checkKeyLeases(); err != nil {
 		return nil, err
 	}
 	return m, nil

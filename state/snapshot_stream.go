@@ -240,6 +240,7 @@ func pbHeader(d *snapDoc) *statepb.SnapshotHeader {
 		h.Config = configPB(*d.Config)
 	}
 	h.Auth = pbAuth(d.Auth)
+	h.Keys, h.RestoredFrom = pbKeys(d.Keys, d.RestoredFrom)
 	return h
 }
 
@@ -258,6 +259,7 @@ func headerDoc(h *statepb.SnapshotHeader) (*snapDoc, error) {
 		return nil, err
 	}
 	d.Auth = a
+	d.Keys, d.RestoredFrom = keysOfPB(h.Keys, h.RestoredFrom)
 	return d, nil
 }
 
@@ -265,7 +267,7 @@ func pbLock(l *snapLock) *statepb.Lock {
 	p := &statepb.Lock{Name: bs(l.Name), LastToken: uint64(l.LastToken), LastOwner: bs(l.LastOwner), LastEnd: uint32(l.LastEnd),
 		FreedAt: l.FreedAt, DelayUntil: l.DelayUntil, IdleSince: l.IdleSince}
 	if g := l.Holder; g != nil {
-		p.Holder = &statepb.Grant{Owner: bs(g.Owner), Token: uint64(g.Token), Ttl: g.TTL, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session, Principal: bs(g.Principal)}
+		p.Holder = &statepb.Grant{Owner: bs(g.Owner), Token: uint64(g.Token), Ttl: g.TTL, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session, Principal: bs(g.Principal), Key: bs(g.Key)}
 		if g.Request != nil {
 			p.Holder.Request = pbRequest(g.Request)
 		}
@@ -280,7 +282,7 @@ func lockOf(p *statepb.Lock) snapLock {
 	l := snapLock{Name: string(p.Name), LastToken: fence.Token(p.LastToken), LastOwner: string(p.LastOwner), LastEnd: leaseEnd(p.LastEnd),
 		FreedAt: p.FreedAt, DelayUntil: p.DelayUntil, IdleSince: p.IdleSince}
 	if g := p.Holder; g != nil {
-		l.Holder = &snapGrant{Owner: string(g.Owner), Token: fence.Token(g.Token), TTL: g.Ttl, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session, Principal: string(g.Principal)}
+		l.Holder = &snapGrant{Owner: string(g.Owner), Token: fence.Token(g.Token), TTL: g.Ttl, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session, Principal: string(g.Principal), Key: string(g.Key)}
 		if g.Request != nil {
 			r := requestOf(g.Request)
 			l.Holder.Request = &r

@@ -438,8 +438,13 @@ type SnapshotHeader struct {
 	SessionCounter uint64 `protobuf:"varint,10,opt,name=session_counter,json=sessionCounter,proto3" json:"session_counter,omitempty"` // the last session id issued
 	ClusterId      []byte `protobuf:"bytes,11,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	Auth           *Auth  `protobuf:"bytes,12,opt,name=auth,proto3" json:"auth,omitempty"` // absent when never bootstrapped and nothing set
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Signed grants (state/keys.go): the signing keys in the order they were
+	// added (the last is the signing key), and the cluster ids the store was
+	// restored from, newest first.
+	Keys          []*SigningKey `protobuf:"bytes,13,rep,name=keys,proto3" json:"keys,omitempty"`
+	RestoredFrom  [][]byte      `protobuf:"bytes,14,rep,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
@@ -556,6 +561,82 @@ func (x *SnapshotHeader) GetAuth() *Auth {
 	return nil
 }
 
+func (x *SnapshotHeader) GetKeys() []*SigningKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetRestoredFrom() [][]byte {
+	if x != nil {
+		return x.RestoredFrom
+	}
+	return nil
+}
+
+// SigningKey is one Ed25519 signing key: its private seed (its id and
+// public key are derived from it), its status and when it was added.
+type SigningKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seed          []byte                 `protobuf:"bytes,1,opt,name=seed,proto3" json:"seed,omitempty"`                         // 32 bytes
+	Status        uint32                 `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`                    // 1 active (the signing key), 2 verify-only, 3 retiring
+	AddedAt       int64                  `protobuf:"zigzag64,3,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"` // server time
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SigningKey) Reset() {
+	*x = SigningKey{}
+	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SigningKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SigningKey) ProtoMessage() {}
+
+func (x *SigningKey) ProtoReflect() protoreflect.Message {
+	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
+func (*SigningKey) Descriptor() ([]byte, []int) {
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SigningKey) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+func (x *SigningKey) GetStatus() uint32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *SigningKey) GetAddedAt() int64 {
+	if x != nil {
+		return x.AddedAt
+	}
+	return 0
+}
+
 // Auth is the authentication state: absent fields are zero.
 type Auth struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -569,7 +650,7 @@ type Auth struct {
 
 func (x *Auth) Reset() {
 	*x = Auth{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +662,7 @@ func (x *Auth) String() string {
 func (*Auth) ProtoMessage() {}
 
 func (x *Auth) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +675,7 @@ func (x *Auth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Auth.ProtoReflect.Descriptor instead.
 func (*Auth) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{3}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Auth) GetEnabled() bool {
@@ -636,7 +717,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +729,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +742,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{4}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AuthRole) GetName() []byte {
@@ -700,7 +781,7 @@ type AuthToken struct {
 
 func (x *AuthToken) Reset() {
 	*x = AuthToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +793,7 @@ func (x *AuthToken) String() string {
 func (*AuthToken) ProtoMessage() {}
 
 func (x *AuthToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +806,7 @@ func (x *AuthToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthToken.ProtoReflect.Descriptor instead.
 func (*AuthToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{5}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AuthToken) GetId() []byte {
@@ -798,7 +879,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +891,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +904,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{6}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -944,7 +1025,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1037,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1050,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{7}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Lock) GetName() []byte {
@@ -1045,13 +1126,14 @@ type Grant struct {
 	Request       *Request               `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
 	Session       uint64                 `protobuf:"varint,7,opt,name=session,proto3" json:"session,omitempty"`    // bound to it (ttl and expires_at 0)
 	Principal     []byte                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"` // who acquired it
+	Key           []byte                 `protobuf:"bytes,9,opt,name=key,proto3" json:"key,omitempty"`             // the id of the key that signs it (state/keys.go); absent: none
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1145,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1158,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{8}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Grant) GetOwner() []byte {
@@ -1135,6 +1217,13 @@ func (x *Grant) GetPrincipal() []byte {
 	return nil
 }
 
+func (x *Grant) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
 // Request is an acquire with a request id: live (queued or held) or
 // remembered with its final outcome.
 type Request struct {
@@ -1159,7 +1248,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1260,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1273,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{9}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Request) GetId() []byte {
@@ -1301,7 +1390,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1402,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1415,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{10}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Op) GetResource() []byte {
@@ -1391,7 +1480,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1492,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1505,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{11}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Resource) GetName() []byte {
@@ -1471,7 +1560,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1572,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1585,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{12}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1585,7 +1674,7 @@ type Saved struct {
 
 func (x *Saved) Reset() {
 	*x = Saved{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1686,7 @@ func (x *Saved) String() string {
 func (*Saved) ProtoMessage() {}
 
 func (x *Saved) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1699,7 @@ func (x *Saved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saved.ProtoReflect.Descriptor instead.
 func (*Saved) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{13}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Saved) GetSeq() uint64 {
@@ -1718,7 +1807,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1819,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1832,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{14}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Lease) GetName() []byte {
@@ -1795,7 +1884,7 @@ type ResourceState struct {
 
 func (x *ResourceState) Reset() {
 	*x = ResourceState{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +1896,7 @@ func (x *ResourceState) String() string {
 func (*ResourceState) ProtoMessage() {}
 
 func (x *ResourceState) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +1909,7 @@ func (x *ResourceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceState.ProtoReflect.Descriptor instead.
 func (*ResourceState) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{15}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResourceState) GetResource() []byte {
@@ -1871,7 +1960,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1972,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +1985,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{16}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SessionInfo) GetId() uint64 {
@@ -1950,7 +2039,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2051,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2064,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{17}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Refusal) GetRefusal() isRefusal_Refusal {
@@ -2153,7 +2242,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2254,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2267,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{18}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Busy) GetName() []byte {
@@ -2234,7 +2323,7 @@ type StaleToken struct {
 
 func (x *StaleToken) Reset() {
 	*x = StaleToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2335,7 @@ func (x *StaleToken) String() string {
 func (*StaleToken) ProtoMessage() {}
 
 func (x *StaleToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2348,7 @@ func (x *StaleToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleToken.ProtoReflect.Descriptor instead.
 func (*StaleToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{19}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StaleToken) GetResource() []byte {
@@ -2294,7 +2383,7 @@ type LockToken struct {
 
 func (x *LockToken) Reset() {
 	*x = LockToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2395,7 @@ func (x *LockToken) String() string {
 func (*LockToken) ProtoMessage() {}
 
 func (x *LockToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2408,7 @@ func (x *LockToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockToken.ProtoReflect.Descriptor instead.
 func (*LockToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{20}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LockToken) GetName() []byte {
@@ -2346,7 +2435,7 @@ type UnknownToken struct {
 
 func (x *UnknownToken) Reset() {
 	*x = UnknownToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2447,7 @@ func (x *UnknownToken) String() string {
 func (*UnknownToken) ProtoMessage() {}
 
 func (x *UnknownToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2460,7 @@ func (x *UnknownToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownToken.ProtoReflect.Descriptor instead.
 func (*UnknownToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UnknownToken) GetToken() uint64 {
@@ -2398,7 +2487,7 @@ type OpConflict struct {
 
 func (x *OpConflict) Reset() {
 	*x = OpConflict{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2499,7 @@ func (x *OpConflict) String() string {
 func (*OpConflict) ProtoMessage() {}
 
 func (x *OpConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2512,7 @@ func (x *OpConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpConflict.ProtoReflect.Descriptor instead.
 func (*OpConflict) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OpConflict) GetField() []byte {
@@ -2451,7 +2540,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2552,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2565,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Invalid) GetField() []byte {
@@ -2511,7 +2600,7 @@ type ResourceExhausted struct {
 
 func (x *ResourceExhausted) Reset() {
 	*x = ResourceExhausted{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2612,7 @@ func (x *ResourceExhausted) String() string {
 func (*ResourceExhausted) ProtoMessage() {}
 
 func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2625,7 @@ func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceExhausted.ProtoReflect.Descriptor instead.
 func (*ResourceExhausted) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResourceExhausted) GetLimit() []byte {
@@ -2569,7 +2658,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2581,7 +2670,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2594,7 +2683,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -2613,7 +2702,7 @@ type Untyped struct {
 
 func (x *Untyped) Reset() {
 	*x = Untyped{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2714,7 @@ func (x *Untyped) String() string {
 func (*Untyped) ProtoMessage() {}
 
 func (x *Untyped) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2727,7 @@ func (x *Untyped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Untyped.ProtoReflect.Descriptor instead.
 func (*Untyped) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Untyped) GetMessage() []byte {
@@ -2698,7 +2787,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x13max_session_results\x18\f \x01(\x12R\x11maxSessionResults\x12$\n" +
 	"\x0emax_lock_delay\x18\r \x01(\x12R\fmaxLockDelay\x12;\n" +
 	"\x1amax_sessions_per_principal\x18\x0e \x01(\x12R\x17maxSessionsPerPrincipal\x129\n" +
-	"\x19max_waiters_per_principal\x18\x0f \x01(\x12R\x16maxWaitersPerPrincipal\"\x8e\x03\n" +
+	"\x19max_waiters_per_principal\x18\x0f \x01(\x12R\x16maxWaitersPerPrincipal\"\xe3\x03\n" +
 	"\x0eSnapshotHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x18\n" +
@@ -2715,7 +2804,14 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	" \x01(\x04R\x0esessionCounter\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\v \x01(\fR\tclusterId\x12(\n" +
-	"\x04auth\x18\f \x01(\v2\x14.fence.state.v1.AuthR\x04auth\"\xa3\x01\n" +
+	"\x04auth\x18\f \x01(\v2\x14.fence.state.v1.AuthR\x04auth\x12.\n" +
+	"\x04keys\x18\r \x03(\v2\x1a.fence.state.v1.SigningKeyR\x04keys\x12#\n" +
+	"\rrestored_from\x18\x0e \x03(\fR\frestoredFrom\"S\n" +
+	"\n" +
+	"SigningKey\x12\x12\n" +
+	"\x04seed\x18\x01 \x01(\fR\x04seed\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\rR\x06status\x12\x19\n" +
+	"\badded_at\x18\x03 \x01(\x12R\aaddedAt\"\xa3\x01\n" +
 	"\x04Auth\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1e\n" +
 	"\n" +
@@ -2758,7 +2854,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\vdelay_until\x18\b \x01(\x12R\n" +
 	"delayUntil\x12\x1d\n" +
 	"\n" +
-	"idle_since\x18\t \x01(\x12R\tidleSince\"\xee\x01\n" +
+	"idle_since\x18\t \x01(\x12R\tidleSince\"\x80\x02\n" +
 	"\x05Grant\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\fR\x05owner\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x10\n" +
@@ -2769,7 +2865,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"lock_delay\x18\x05 \x01(\x12R\tlockDelay\x121\n" +
 	"\arequest\x18\x06 \x01(\v2\x17.fence.state.v1.RequestR\arequest\x12\x18\n" +
 	"\asession\x18\a \x01(\x04R\asession\x12\x1c\n" +
-	"\tprincipal\x18\b \x01(\fR\tprincipal\"\xcc\x02\n" +
+	"\tprincipal\x18\b \x01(\fR\tprincipal\x12\x10\n" +
+	"\x03key\x18\t \x01(\fR\x03key\"\xcc\x02\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x14\n" +
@@ -2910,71 +3007,73 @@ func file_state_internal_statepb_state_proto_rawDescGZIP() []byte {
 	return file_state_internal_statepb_state_proto_rawDescData
 }
 
-var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_state_internal_statepb_state_proto_goTypes = []any{
 	(*Command)(nil),           // 0: fence.state.v1.Command
 	(*Config)(nil),            // 1: fence.state.v1.Config
 	(*SnapshotHeader)(nil),    // 2: fence.state.v1.SnapshotHeader
-	(*Auth)(nil),              // 3: fence.state.v1.Auth
-	(*AuthRole)(nil),          // 4: fence.state.v1.AuthRole
-	(*AuthToken)(nil),         // 5: fence.state.v1.AuthToken
-	(*SnapshotRecord)(nil),    // 6: fence.state.v1.SnapshotRecord
-	(*Lock)(nil),              // 7: fence.state.v1.Lock
-	(*Grant)(nil),             // 8: fence.state.v1.Grant
-	(*Request)(nil),           // 9: fence.state.v1.Request
-	(*Op)(nil),                // 10: fence.state.v1.Op
-	(*Resource)(nil),          // 11: fence.state.v1.Resource
-	(*Session)(nil),           // 12: fence.state.v1.Session
-	(*Saved)(nil),             // 13: fence.state.v1.Saved
-	(*Lease)(nil),             // 14: fence.state.v1.Lease
-	(*ResourceState)(nil),     // 15: fence.state.v1.ResourceState
-	(*SessionInfo)(nil),       // 16: fence.state.v1.SessionInfo
-	(*Refusal)(nil),           // 17: fence.state.v1.Refusal
-	(*Busy)(nil),              // 18: fence.state.v1.Busy
-	(*StaleToken)(nil),        // 19: fence.state.v1.StaleToken
-	(*LockToken)(nil),         // 20: fence.state.v1.LockToken
-	(*UnknownToken)(nil),      // 21: fence.state.v1.UnknownToken
-	(*OpConflict)(nil),        // 22: fence.state.v1.OpConflict
-	(*Invalid)(nil),           // 23: fence.state.v1.Invalid
-	(*ResourceExhausted)(nil), // 24: fence.state.v1.ResourceExhausted
-	(*SessionExpired)(nil),    // 25: fence.state.v1.SessionExpired
-	(*Untyped)(nil),           // 26: fence.state.v1.Untyped
+	(*SigningKey)(nil),        // 3: fence.state.v1.SigningKey
+	(*Auth)(nil),              // 4: fence.state.v1.Auth
+	(*AuthRole)(nil),          // 5: fence.state.v1.AuthRole
+	(*AuthToken)(nil),         // 6: fence.state.v1.AuthToken
+	(*SnapshotRecord)(nil),    // 7: fence.state.v1.SnapshotRecord
+	(*Lock)(nil),              // 8: fence.state.v1.Lock
+	(*Grant)(nil),             // 9: fence.state.v1.Grant
+	(*Request)(nil),           // 10: fence.state.v1.Request
+	(*Op)(nil),                // 11: fence.state.v1.Op
+	(*Resource)(nil),          // 12: fence.state.v1.Resource
+	(*Session)(nil),           // 13: fence.state.v1.Session
+	(*Saved)(nil),             // 14: fence.state.v1.Saved
+	(*Lease)(nil),             // 15: fence.state.v1.Lease
+	(*ResourceState)(nil),     // 16: fence.state.v1.ResourceState
+	(*SessionInfo)(nil),       // 17: fence.state.v1.SessionInfo
+	(*Refusal)(nil),           // 18: fence.state.v1.Refusal
+	(*Busy)(nil),              // 19: fence.state.v1.Busy
+	(*StaleToken)(nil),        // 20: fence.state.v1.StaleToken
+	(*LockToken)(nil),         // 21: fence.state.v1.LockToken
+	(*UnknownToken)(nil),      // 22: fence.state.v1.UnknownToken
+	(*OpConflict)(nil),        // 23: fence.state.v1.OpConflict
+	(*Invalid)(nil),           // 24: fence.state.v1.Invalid
+	(*ResourceExhausted)(nil), // 25: fence.state.v1.ResourceExhausted
+	(*SessionExpired)(nil),    // 26: fence.state.v1.SessionExpired
+	(*Untyped)(nil),           // 27: fence.state.v1.Untyped
 }
 var file_state_internal_statepb_state_proto_depIdxs = []int32{
 	1,  // 0: fence.state.v1.Command.config:type_name -> fence.state.v1.Config
 	1,  // 1: fence.state.v1.SnapshotHeader.config:type_name -> fence.state.v1.Config
-	3,  // 2: fence.state.v1.SnapshotHeader.auth:type_name -> fence.state.v1.Auth
-	4,  // 3: fence.state.v1.Auth.roles:type_name -> fence.state.v1.AuthRole
-	5,  // 4: fence.state.v1.Auth.tokens:type_name -> fence.state.v1.AuthToken
-	7,  // 5: fence.state.v1.SnapshotRecord.lock:type_name -> fence.state.v1.Lock
-	9,  // 6: fence.state.v1.SnapshotRecord.request:type_name -> fence.state.v1.Request
-	10, // 7: fence.state.v1.SnapshotRecord.op:type_name -> fence.state.v1.Op
-	11, // 8: fence.state.v1.SnapshotRecord.resource:type_name -> fence.state.v1.Resource
-	12, // 9: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
-	8,  // 10: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
-	9,  // 11: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
-	9,  // 12: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
-	13, // 13: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
-	9,  // 14: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
-	17, // 15: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
-	14, // 16: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
-	15, // 17: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
-	16, // 18: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
-	18, // 19: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
-	19, // 20: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
-	20, // 21: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
-	20, // 22: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
-	21, // 23: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
-	22, // 24: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
-	23, // 25: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
-	24, // 26: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
-	25, // 27: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
-	26, // 28: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	4,  // 2: fence.state.v1.SnapshotHeader.auth:type_name -> fence.state.v1.Auth
+	3,  // 3: fence.state.v1.SnapshotHeader.keys:type_name -> fence.state.v1.SigningKey
+	5,  // 4: fence.state.v1.Auth.roles:type_name -> fence.state.v1.AuthRole
+	6,  // 5: fence.state.v1.Auth.tokens:type_name -> fence.state.v1.AuthToken
+	8,  // 6: fence.state.v1.SnapshotRecord.lock:type_name -> fence.state.v1.Lock
+	10, // 7: fence.state.v1.SnapshotRecord.request:type_name -> fence.state.v1.Request
+	11, // 8: fence.state.v1.SnapshotRecord.op:type_name -> fence.state.v1.Op
+	12, // 9: fence.state.v1.SnapshotRecord.resource:type_name -> fence.state.v1.Resource
+	13, // 10: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
+	9,  // 11: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
+	10, // 12: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
+	10, // 13: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
+	14, // 14: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
+	10, // 15: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
+	18, // 16: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
+	15, // 17: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
+	16, // 18: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
+	17, // 19: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
+	19, // 20: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
+	20, // 21: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
+	21, // 22: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
+	21, // 23: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
+	22, // 24: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
+	23, // 25: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
+	24, // 26: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
+	25, // 27: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
+	26, // 28: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
+	27, // 29: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_state_internal_statepb_state_proto_init() }
@@ -2982,7 +3081,7 @@ func file_state_internal_statepb_state_proto_init() {
 	if File_state_internal_statepb_state_proto != nil {
 		return
 	}
-	file_state_internal_statepb_state_proto_msgTypes[6].OneofWrappers = []any{
+	file_state_internal_statepb_state_proto_msgTypes[7].OneofWrappers = []any{
 		(*SnapshotRecord_Lock)(nil),
 		(*SnapshotRecord_Idle)(nil),
 		(*SnapshotRecord_Request)(nil),
@@ -2990,7 +3089,7 @@ func file_state_internal_statepb_state_proto_init() {
 		(*SnapshotRecord_Resource)(nil),
 		(*SnapshotRecord_Session)(nil),
 	}
-	file_state_internal_statepb_state_proto_msgTypes[17].OneofWrappers = []any{
+	file_state_internal_statepb_state_proto_msgTypes[18].OneofWrappers = []any{
 		(*Refusal_Busy)(nil),
 		(*Refusal_StaleToken)(nil),
 		(*Refusal_NotHolder)(nil),
@@ -3008,7 +3107,7 @@ func file_state_internal_statepb_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_internal_statepb_state_proto_rawDesc), len(file_state_internal_statepb_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
