@@ -13,6 +13,11 @@ type Lease struct {
 	Token     Token         // the fencing token of this grant
 	TTL       time.Duration // the TTL the lease was granted or last renewed with
 	Remaining time.Duration // time left, in server time, when the reply was made
+	// Signed is Token with the proof of this grant (G9; see SignedToken):
+	// what a guard holding the cluster's key set verifies. Its Signature is
+	// empty when the server made no proof (a grant applied before the
+	// cluster had a signing key, or a listing: List does not sign).
+	Signed SignedToken
 }
 
 // DefaultDrift is the clock-rate bound the client assumes between its own

@@ -140,11 +140,11 @@ func (n *Node) IsLeader() bool {
 }
 
 // Ready reports whether the node can take part in serving: no fatal error,
-// a leader known, and either this node is in office (and has applied what
+// a signing key in the applied state (its grants carry proofs), a leader known, and either this node is in office (and has applied what
 // is committed), or it follows and has applied everything it knows to be
 // committed. A single node is ready once it took office. (/readyz.)
 func (n *Node) Ready() bool {
-	if n.fail.Err() != nil {
+	if n.fail.Err() != nil || !n.fsm.keyed.Load() {
 		return false
 	}
 	select {

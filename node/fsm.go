@@ -37,6 +37,7 @@ type fsm struct {
 	rulesC  chan struct{}                // cap 1: an OpConfig was applied, or a snapshot restored (watchRules)
 	limits  atomic.Pointer[fence.Limits] // the recorded rules' request bounds, set under mu with every change (Node.Limits)
 	authOn  atomic.Bool                  // the state's auth checking is on, set under mu after every batch and restore (Node.AuthEnabled)
+	keyed   atomic.Bool                  // the state has a signing key, set under mu after every batch and restore (Node.Ready)
 	onBatch atomic.Pointer[func(n int)]  // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
@@ -57,6 +58,7 @@ func newFSM(m *state.Machine, w *waiters) *fsm {
 	f := &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), rulesC: make(chan struct{}, 1), appliedC: make(chan struct{})}
 	f.setLimits(m.Config())
 	f.authOn.Store(m.AuthEnabled())
+	f.keyed.Store(m.HasSigningKey())
 	return f
 }
 
@@ -108,6 +110,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	rel1, exp1 := f.m.LeaseEnds()
 	f.counts.leaseEnds(rel0, exp0, rel1, exp1)
 	f.authOn.Store(f.m.AuthEnabled())
+	f.keyed.Store(f.m.HasSigningKey())
 	if rules {
 		f.setLimits(f.m.Config())
 	}
@@ -179,6 +182,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.at.index, f.at.term = 0, 0
 	f.setLimits(f.m.Config())
 	f.authOn.Store(f.m.AuthEnabled())
+	f.keyed.Store(f.m.HasSigningKey())
 	f.signalRules()
 	return nil
 }

@@ -395,11 +395,13 @@ func (n *Node) takeOffice() bool {
 	var configured bool
 	var queued []state.QueuedRequest
 	var clusterID string
+	var keyed bool
 	n.fsm.read(func(m *state.Machine) {
 		base, maxSlack = m.Now(), m.MaxSlack()
 		latest, held = m.LatestExpiry()
 		recorded, configured, queued = m.Config(), m.Configured(), m.Queued()
 		clusterID = m.ClusterID()
+		keyed = m.HasSigningKey()
 	})
 	c := newLeaderClock(base, maxSlack, latest, held)
 	c.clock, c.start, c.term = n.cfg.Clock, n.cfg.Clock.Now(), term // c.start: read for its monotonic part, never the wall clock
@@ -441,6 +443,18 @@ func (n *Node) takeOffice() bool {
 		}
 		if err != nil {
 			n.cfg.Logger.Error("proposing the configured rules failed; not taking office", "err", err)
+			return false
+		}
+	}
+	// A log without a signing key (a new cluster, or one upgraded from
+	// before keys) gets one before this leader serves: grants are signed
+	// from the first one (node/signing.go).
+	if !keyed {
+		ctx, cancel := context.WithTimeout(context.Background(), cancelWaitTimeout)
+		err := n.proposeFirstKey(ctx, c)
+		cancel()
+		if err != nil {
+			n.cfg.Logger.Error("proposing the first signing key failed; not taking office", "err", err)
 			return false
 		}
 	}

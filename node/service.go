@@ -88,6 +88,7 @@ func (s nodeService) grant(ctx context.Context, cmd state.Command, missing strin
 		return fence.Grant{}, errMissing(missing)
 	}
 	g := fence.Grant{Lease: *res.Lease, Replayed: res.Replayed}
+	s.n.signLease(&g.Lease)
 	if res.Session != nil {
 		si := sessionInfo(*res.Session)
 		g.Session = &si
@@ -111,7 +112,13 @@ func (s nodeService) Get(ctx context.Context, name string) (fence.LockInfo, erro
 	if err != nil {
 		return fence.LockInfo{}, unavailable(err)
 	}
-	return lockInfo(li), nil
+	out := lockInfo(li)
+	if out.Lease != nil { // a held lock's lease carries its proof (List's do not)
+		l := *out.Lease
+		s.n.signLease(&l)
+		out.Lease = &l
+	}
+	return out, nil
 }
 
 func (s nodeService) List(ctx context.Context, req fence.ListRequest) (fence.LockPage, error) {

@@ -53,6 +53,9 @@ type Status struct {
 	// ClusterID is the cluster's id recorded in the state
 	// (state.Machine.ClusterID; "" before the first leader took office).
 	ClusterID string
+	// SigningKey: the state holds a signing key (node/signing.go); a node
+	// is not ready without one (its grants would carry no proof).
+	SigningKey bool
 	// Proposals counts the commands this process proposed, Groups the log
 	// entries they were grouped into (group commit): Proposals/Groups is
 	// the mean group size.
@@ -71,12 +74,12 @@ type Status struct {
 }
 
 // Ready reports whether the node can serve (Node.Ready): no fatal error,
-// and either it leads, its clock runs and its FSM has applied everything
+// a signing key in the state, and either it leads, its clock runs and its FSM has applied everything
 // committed, or it follows a known leader and has applied everything it
 // knows to be committed.
 func (s Status) Ready() bool {
 	switch {
-	case s.Fatal != nil:
+	case s.Fatal != nil, !s.SigningKey:
 		return false
 	case s.Leader:
 		return s.InOffice && s.AppliedIndex >= s.CommitIndex
@@ -123,6 +126,7 @@ func (n *Node) Status() Status {
 		s.Resources, s.ResourceBytes = m.Resources(), m.ResourceBytes()
 		s.StateTime = m.Now()
 		s.ClusterID = m.ClusterID()
+		s.SigningKey = m.HasSigningKey()
 	})
 	return s
 }
