@@ -74,6 +74,11 @@ type Report struct {
 	// cluster: the old one's nodes are not its members.
 	ClusterID    string `json:"cluster_id,omitempty"`
 	RestoredFrom string `json:"restored_from,omitempty"`
+	// SigningKey is the id of the fresh signing key the restored cluster
+	// signs grants with (the backup's keys are kept: they verify the
+	// proofs made before). Guards learn it from the restored cluster's key
+	// set (fence keys --json, GET /v1/keys).
+	SigningKey string `json:"signing_key,omitempty"`
 }
 
 // RestoreTerm is the raft term a restored log starts at: the larger of the
@@ -179,6 +184,17 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 		return rep, err
 	}
 	rep.ClusterID, rep.RestoredFrom = id, h.ClusterID
+	// A fresh signing key (the state keeps every key it had, so the old
+	// proofs still verify, and lists the old cluster id as restored_from):
+	// a second cluster restored from the same backup signs with a key the
+	// first one's guards never learned.
+	seed, err := node.NewKeySeed()
+	if err != nil {
+		return rep, err
+	}
+	if rep.SigningKey, err = m.AddRestoredKey(seed); err != nil {
+		return rep, fmt.Errorf("backup: add a signing key: %w", err)
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

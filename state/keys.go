@@ -256,9 +256,11 @@ func (m *Machine) LeaseSigner(name string, token fence.Token) (key ed25519.Priva
 
 // AddRestoredKey adds a fresh signing key (seed drawn by the caller) to a
 // machine restored from a backup, keeping every key it had (their proofs
-// still verify): a second cluster restored from the same backup signs with
-// a key the first one's guards never learned. For backup.Restore only, on
-// a machine no replica runs, like SetRestoredClusterID.
+// still verify), and moves every live lease to it: from the restore on,
+// every proof the restored cluster makes is by a key the backed-up
+// cluster's guards never learned (and a second cluster restored from the
+// same backup draws another). For backup.Restore only, on a machine no
+// replica runs, like SetRestoredClusterID.
 func (m *Machine) AddRestoredKey(seed []byte) (string, error) {
 	if len(seed) != ed25519.SeedSize {
 		return "", fence.Invalid("seed", fmt.Sprintf("%d bytes", ed25519.SeedSize), strconv.Itoa(len(seed))+" bytes")
@@ -273,5 +275,14 @@ func (m *Machine) AddRestoredKey(seed []byte) (string, error) {
 			}
 		}
 	}
-	return m.addKey(seed)
+	id, err := m.addKey(seed)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range m.byName { // the order decides nothing: counts only
+		if l.holder != nil {
+			m.signWith(l.holder)
+		}
+	}
+	return id, nil
 }

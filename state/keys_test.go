@@ -317,14 +317,24 @@ func TestKeyRestoredCluster(t *testing.T) {
 		t.Fatalf("AddRestoredKey: %q, %v", id, err)
 	}
 	ks := m.KeySet()
-	if ks.ClusterID != "c2" || !slices.Equal(ks.RestoredFrom, []string{"c1"}) || len(ks.Keys) != len(before.Keys)+1 {
-		t.Fatalf("restored key set %+v", ks)
+	// Every key is kept but the retiring one, whose last lease moved to
+	// the fresh key.
+	var ids []string
+	for _, k := range ks.Keys {
+		ids = append(ids, k.ID)
+	}
+	if want := []string{keyIDOfSeed(2), keyIDOfSeed(3), keyIDOfSeed(9)}; ks.ClusterID != "c2" || !slices.Equal(ks.RestoredFrom, []string{"c1"}) || !slices.Equal(ids, want) {
+		t.Fatalf("restored key set %+v, want keys %v (before: %+v)", ks, want, before)
 	}
 	// An old proof (cluster c1, old key) still verifies; a new grant is
 	// signed by the new key under c2.
+	// Every live lease moved to the fresh key.
 	k, c, _ := m.LeaseSigner("d", 5)
-	if c != "c2" || fence.KeyIDOf(k.Public().(ed25519.PublicKey)) != keyIDOfSeed(3) {
-		t.Fatalf("live lease d: signer %s under %q (want its own key under c2)", fence.KeyIDOf(k.Public().(ed25519.PublicKey)), c)
+	if c != "c2" || fence.KeyIDOf(k.Public().(ed25519.PublicKey)) != keyIDOfSeed(9) {
+		t.Fatalf("live lease d: signer %s under %q (want the fresh key under c2)", fence.KeyIDOf(k.Public().(ed25519.PublicKey)), c)
+	}
+	if strings.Contains(keyStates(m), "retiring") {
+		t.Fatalf("the retiring key outlived its leases' move: %s", keyStates(m))
 	}
 	oldProof := fence.Sign(ed25519.NewKeyFromSeed(seed(3)), "c1", "d", 5)
 	if err := ks.Verify(oldProof, "d"); err != nil {
