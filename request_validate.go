@@ -158,6 +158,7 @@ func (r WriteRequest) Validate(_ Limits, wire ...FieldCheck) error {
 		FieldCheck{"token", ValidateToken(r.Token)},
 		FieldCheck{"value", ValidateValue(r.Value)},
 		FieldCheck{"op_id", validateWireID("op_id", r.OpID)},
+		FieldCheck{"signed_token", validateSignedFor(r.Signed, r.Token)},
 	)
 }
 
@@ -168,6 +169,7 @@ func (r AddRequest) Validate(_ Limits, wire ...FieldCheck) error {
 		FieldCheck{"resource", ValidateName("resource", r.Resource)},
 		FieldCheck{"token", ValidateToken(r.Token)},
 		FieldCheck{"op_id", validateWireID("op_id", r.OpID)},
+		FieldCheck{"signed_token", validateSignedFor(r.Signed, r.Token)},
 	)
 }
 
@@ -178,6 +180,7 @@ func (r DeleteRequest) Validate(_ Limits, wire ...FieldCheck) error {
 		FieldCheck{"resource", ValidateName("resource", r.Resource)},
 		FieldCheck{"token", ValidateToken(r.Token)},
 		FieldCheck{"op_id", validateWireID("op_id", r.OpID)},
+		FieldCheck{"signed_token", validateSignedFor(r.Signed, r.Token)},
 	)
 }
 
@@ -242,6 +245,15 @@ func sessionBinding(id uint64, ref SessionRef) error {
 func requireSession(id uint64) error {
 	if id == 0 {
 		return Invalid("session", "set (the id SessionService.Open returned)", "")
+	}
+	return nil
+}
+
+// validateSignedFor checks a write's optional signed token: absent (zero),
+// or for the write's own token.
+func validateSignedFor(st SignedToken, token Token) error {
+	if st.Token != 0 && st.Token != token {
+		return Invalid("signed_token", "a signed form of token "+token.String(), st.String())
 	}
 	return nil
 }

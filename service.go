@@ -129,6 +129,12 @@ type WriteRequest struct {
 	Value    []byte
 	OpID     string // makes the write idempotent per resource
 	Session  SessionRef
+	// Signed, optional, is Token with its proof (Lease.Signed): the
+	// serving node verifies it against the cluster's key set, for the lock
+	// of Resource's name, before it proposes the write (a proof that does
+	// not hold: *ForgedTokenError, nothing changed). Its Token must be
+	// Token.
+	Signed SignedToken
 }
 
 // AddRequest adds Delta to Resource's integer value, fenced by Token.
@@ -138,6 +144,7 @@ type AddRequest struct {
 	Delta    int64
 	OpID     string
 	Session  SessionRef
+	Signed   SignedToken // optional: Token with its proof, verified first (see WriteRequest)
 }
 
 // DeleteRequest deletes Resource, fenced by Token (its last token stays).
@@ -146,6 +153,7 @@ type DeleteRequest struct {
 	Token    Token
 	OpID     string
 	Session  SessionRef
+	Signed   SignedToken // optional: Token with its proof, verified first (see WriteRequest)
 }
 
 // OpenSessionRequest opens a session whose keepalives must come within TTL.

@@ -19,7 +19,19 @@ func leaseFromProto(p *fencev1.Lease) fence.Lease {
 		Token:     fence.Token(p.GetToken()),
 		TTL:       p.GetTtl().AsDuration(),
 		Remaining: p.GetRemaining().AsDuration(),
+		Signed:    signedFromProto(p),
 	}
+}
+
+// signedFromProto reads a lease's signed_token; one that does not parse,
+// or names another token, is dropped (the lease then carries no proof, and
+// a guard with a key set refuses it as it would a forged one).
+func signedFromProto(p *fencev1.Lease) fence.SignedToken {
+	st, err := fence.ParseSignedToken(p.GetSignedToken())
+	if p.GetSignedToken() == "" || err != nil || st.Token != fence.Token(p.GetToken()) {
+		return fence.SignedToken{}
+	}
+	return st
 }
 
 // durationOrNil sends 0 as an absent field.
@@ -81,15 +93,15 @@ func releaseToProto(r fence.ReleaseRequest) *fencev1.ReleaseRequest {
 }
 
 func writeToProto(r fence.WriteRequest) *fencev1.WriteRequest {
-	return &fencev1.WriteRequest{Resource: r.Resource, Token: uint64(r.Token), Value: r.Value, OpId: r.OpID, Session: refToProto(r.Session)}
+	return &fencev1.WriteRequest{Resource: r.Resource, Token: uint64(r.Token), Value: r.Value, OpId: r.OpID, Session: refToProto(r.Session), SignedToken: signedRequestText(r.Signed)}
 }
 
 func addToProto(r fence.AddRequest) *fencev1.AddRequest {
-	return &fencev1.AddRequest{Resource: r.Resource, Token: uint64(r.Token), Delta: r.Delta, OpId: r.OpID, Session: refToProto(r.Session)}
+	return &fencev1.AddRequest{Resource: r.Resource, Token: uint64(r.Token), Delta: r.Delta, OpId: r.OpID, Session: refToProto(r.Session), SignedToken: signedRequestText(r.Signed)}
 }
 
 func deleteToProto(r fence.DeleteRequest) *fencev1.DeleteRequest {
-	return &fencev1.DeleteRequest{Resource: r.Resource, Token: uint64(r.Token), OpId: r.OpID, Session: refToProto(r.Session)}
+	return &fencev1.DeleteRequest{Resource: r.Resource, Token: uint64(r.Token), OpId: r.OpID, Session: refToProto(r.Session), SignedToken: signedRequestText(r.Signed)}
 }
 
 func openToProto(r fence.OpenSessionRequest) *fencev1.OpenSessionRequest {
@@ -104,4 +116,13 @@ func keepAliveToProto(r fence.KeepAliveRequest) *fencev1.KeepAliveRequest {
 
 func closeToProto(r fence.CloseSessionRequest) *fencev1.CloseSessionRequest {
 	return &fencev1.CloseSessionRequest{Session: r.SessionID(), SessionRef: refToProto(r.Session)}
+}
+
+// signedRequestText is a write's signed_token: sent only with a proof (a
+// bare token says nothing the token field does not).
+func signedRequestText(st fence.SignedToken) string {
+	if !st.Signed() {
+		return ""
+	}
+	return st.String()
 }

@@ -77,11 +77,12 @@ type Lease struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	ttl      time.Duration
-	deadline time.Time   // local safe deadline, monotonic (a session lease: set when it ends)
-	watch    *time.Timer // fires at deadline
-	err      error       // why it ended; nil while held
-	lastErr  error       // last transient renew failure
-	lastSent time.Time   // send time of the last successful grant or renew
+	deadline time.Time         // local safe deadline, monotonic (a session lease: set when it ends)
+	watch    *time.Timer       // fires at deadline
+	err      error             // why it ended; nil while held
+	lastErr  error             // last transient renew failure
+	lastSent time.Time         // send time of the last successful grant or renew
+	signed   fence.SignedToken // the token with the proof of the last grant or renew
 	loopDone chan struct{}
 }
 
@@ -91,6 +92,7 @@ func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Dur
 		c: c, name: granted.Name, owner: granted.Owner, token: granted.Token,
 		keepAlive: keepAlive, done: make(chan struct{}), kaCtx: kaCtx, kaCancel: kaCancel,
 		ttl:      granted.TTL,
+		signed:   granted.Signed,
 		deadline: fence.SafeDeadline(sent, granted.Remaining, c.cfg.drift),
 		lastSent: sent,
 		loopDone: make(chan struct{}),
@@ -107,6 +109,20 @@ func (l *Lease) Owner() string { return l.owner }
 // Token is the fencing token of this grant. Send it with every protected
 // write.
 func (l *Lease) Token() fence.Token { return l.token }
+
+// SignedToken is the token with the proof of its grant (G9): the one value
+// to hand a guard that holds the cluster's key set (its text form is the
+// Fence-Token header's). A renew may move the lease to a newer signing key:
+// the value is that of the last grant or renew. It carries no proof (bare
+// token) when the server made none.
+func (l *Lease) SignedToken() fence.SignedToken {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.signed.Token != l.token {
+		return fence.SignedToken{Token: l.token}
+	}
+	return l.signed
+}
 
 // TTL is the TTL the lease was granted or last renewed with; for a lease
 // bound to a session, the session's TTL.
@@ -248,6 +264,9 @@ func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
 	if newer {
 		l.ttl = granted.TTL
 		l.lastSent = sent
+		if granted.Signed.Token == l.token {
+			l.signed = granted.Signed
+		}
 	}
 	l.lastErr = nil
 	return nil

@@ -257,10 +257,20 @@ func KeepAlive(d time.Duration) AcquireOption {
 // OpOption configures one Write or Add.
 type OpOption func(*opConfig)
 
-type opConfig struct{ opID string }
+type opConfig struct {
+	opID   string
+	signed fence.SignedToken
+}
 
 // OpID sets the op_id of a write (default: fresh random per call, reused
 // across its retries). A repeated op_id returns the saved result with
 // Replayed set; the same op_id with another payload is refused with
 // fence.ErrOpConflict.
 func OpID(id string) OpOption { return func(c *opConfig) { c.opID = id } }
+
+// Signed sends the token's signed form (Lease.SignedToken) with a write,
+// add or delete: the server verifies its proof against the cluster's key
+// set, for the lock named like the resource, before it applies anything,
+// and refuses one that does not hold with *fence.ForgedTokenError
+// (errors.Is fence.ErrForgedToken). Its token must be the call's.
+func Signed(st fence.SignedToken) OpOption { return func(c *opConfig) { c.signed = st } }

@@ -34,7 +34,7 @@ type Resource struct {
 // unary call.
 func (c *Client) Write(ctx context.Context, resource string, token fence.Token, value []byte, opts ...OpOption) (Resource, error) {
 	cfg := opConfigOf(opts)
-	w := fence.WriteRequest{Resource: resource, Token: token, Value: value, OpID: cfg.opID}
+	w := fence.WriteRequest{Resource: resource, Token: token, Value: value, OpID: cfg.opID, Signed: cfg.signed}
 	if err := w.Validate(fence.Limits{}); err != nil {
 		return Resource{}, err
 	}
@@ -68,7 +68,7 @@ func (c *Client) Write(ctx context.Context, resource string, token fence.Token, 
 // add.
 func (c *Client) Add(ctx context.Context, resource string, token fence.Token, delta int64, opts ...OpOption) (Resource, error) {
 	cfg := opConfigOf(opts)
-	a := fence.AddRequest{Resource: resource, Token: token, Delta: delta, OpID: cfg.opID}
+	a := fence.AddRequest{Resource: resource, Token: token, Delta: delta, OpID: cfg.opID, Signed: cfg.signed}
 	if err := a.Validate(fence.Limits{}); err != nil {
 		return Resource{}, err
 	}
@@ -106,7 +106,7 @@ func (c *Client) Add(ctx context.Context, resource string, token fence.Token, de
 // state is the one after the delete.
 func (c *Client) Delete(ctx context.Context, resource string, token fence.Token, opts ...OpOption) (Resource, error) {
 	cfg := opConfigOf(opts)
-	d := fence.DeleteRequest{Resource: resource, Token: token, OpID: cfg.opID}
+	d := fence.DeleteRequest{Resource: resource, Token: token, OpID: cfg.opID, Signed: cfg.signed}
 	if err := d.Validate(fence.Limits{}); err != nil {
 		return Resource{}, err
 	}

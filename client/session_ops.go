@@ -39,7 +39,7 @@ func (s *session) acquire(ctx context.Context, name string, cfg acquireConfig, o
 	granted := leaseFromProto(r.GetAcquire().GetLease())
 	l := &Lease{
 		c: s.c, name: granted.Name, owner: granted.Owner, token: granted.Token,
-		sess: s, gen: gen, done: make(chan struct{}), ttl: granted.TTL,
+		sess: s, gen: gen, done: make(chan struct{}), ttl: granted.TTL, signed: granted.Signed,
 	}
 	if l.name == "" {
 		l.name = name

@@ -140,6 +140,9 @@ func (s nodeService) Write(ctx context.Context, req fence.WriteRequest) (fence.W
 	if err := req.Validate(s.limits()); err != nil {
 		return fence.Written{}, err
 	}
+	if err := s.n.verifySigned(req.Signed, req.Resource); err != nil {
+		return fence.Written{}, err
+	}
 	return s.written(ctx, writeCommand(req), "write")
 }
 
@@ -147,11 +150,17 @@ func (s nodeService) Add(ctx context.Context, req fence.AddRequest) (fence.Writt
 	if err := req.Validate(s.limits()); err != nil {
 		return fence.Written{}, err
 	}
+	if err := s.n.verifySigned(req.Signed, req.Resource); err != nil {
+		return fence.Written{}, err
+	}
 	return s.written(ctx, addCommand(req), "add")
 }
 
 func (s nodeService) Delete(ctx context.Context, req fence.DeleteRequest) (fence.Written, error) {
 	if err := req.Validate(s.limits()); err != nil {
+		return fence.Written{}, err
+	}
+	if err := s.n.verifySigned(req.Signed, req.Resource); err != nil {
 		return fence.Written{}, err
 	}
 	return s.written(ctx, deleteCommand(req), "delete")

@@ -99,3 +99,14 @@ func (n *Node) proposeFirstKey(ctx context.Context, c *leaderClock) error {
 	}
 	return err
 }
+
+// verifySigned checks, before a write of the built-in store is proposed,
+// the signed token it carries (if it carries a proof): the proof must hold
+// under the applied state's key set for the lock named like the resource.
+// A refusal is a *fence.ForgedTokenError; nothing is proposed.
+func (n *Node) verifySigned(st fence.SignedToken, resource string) error {
+	if !st.Signed() {
+		return nil
+	}
+	return n.KeySet().Verify(st, resource)
+}

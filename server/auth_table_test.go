@@ -115,6 +115,9 @@ func (f *authFixture) fingerprint() string {
 			rs := m.Resource(r)
 			fmt.Fprintf(&b, "res %s %d %d %t\n", r, rs.Version, rs.LastToken, rs.Deleted)
 		}
+		for _, k := range m.SigningKeys() {
+			fmt.Fprintf(&b, "key %s %s\n", k.ID, k.Status)
+		}
 		for _, t := range m.AuthTokens() {
 			fmt.Fprintf(&b, "token %s %v %t\n", t.ID, t.Roles, t.Revoked)
 		}
@@ -204,6 +207,14 @@ var authRPCs = []rpc{
 		return fmt.Sprintf(`{"role":"gone%d"}`, n)
 	}},
 	{fencev1connect.AuthServiceListRolesProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	// The key set is public (as GET /v1/keys); key changes are an admin's.
+	{fencev1connect.KeyServiceListKeysProcedure, "open", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.KeyServiceRotateKeyProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.KeyServiceRetireKeyProcedure, "admin", func(f *authFixture, _ string, _ int) string {
+		old := f.must(fencev1connect.KeyServiceRotateKeyProcedure, f.creds["admin"], `{}`)["keyId"]
+		f.must(fencev1connect.KeyServiceRotateKeyProcedure, f.creds["admin"], `{}`)
+		return fmt.Sprintf(`{"keyId":%q}`, old)
+	}},
 	{fencev1connect.AuthServiceBindRoleProcedure, "admin", func(_ *authFixture, _ string, n int) string {
 		return fmt.Sprintf(`{"role":"reader","certName":"cn-%d"}`, n)
 	}},

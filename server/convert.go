@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,7 +21,17 @@ func leaseToProto(l *fence.Lease) *fencev1.Lease {
 		Token:     uint64(l.Token),
 		Ttl:       durationpb.New(l.TTL),
 		Remaining: durationpb.New(l.Remaining),
+		// Set where the node made it (grants, Get of a held lock): the
+		// bare token when it had no key to sign with; absent in List.
+		SignedToken: signedText(l.Signed),
 	}
+}
+
+func signedText(st fence.SignedToken) string {
+	if st.Token == 0 {
+		return ""
+	}
+	return st.String()
 }
 
 func lockToProto(li fence.LockInfo) *fencev1.LockInfo {
@@ -90,15 +101,18 @@ func writeRequest(m *fencev1.WriteRequest, value []byte, b binding) (fence.Write
 	if m.GetText() != "" && len(value) > fence.MaxValueBytes {
 		tc = fence.FieldCheck{Field: "value", Err: fence.Invalid("text", fmt.Sprintf("at most %d bytes", fence.MaxValueBytes), fmt.Sprintf("(%d bytes)", len(value)))}
 	}
-	return fence.WriteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Value: value, OpID: m.GetOpId(), Session: b.ref()}, wire(tc)
+	st, tok, sc := signedRequestToken(m.GetSignedToken(), m.GetToken())
+	return fence.WriteRequest{Resource: m.GetResource(), Token: tok, Value: value, OpID: m.GetOpId(), Session: b.ref(), Signed: st}, wire(tc, sc)
 }
 
 func addRequest(m *fencev1.AddRequest, b binding) (fence.AddRequest, []fence.FieldCheck) {
-	return fence.AddRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), Delta: m.GetDelta(), OpID: m.GetOpId(), Session: b.ref()}, wire()
+	st, tok, sc := signedRequestToken(m.GetSignedToken(), m.GetToken())
+	return fence.AddRequest{Resource: m.GetResource(), Token: tok, Delta: m.GetDelta(), OpID: m.GetOpId(), Session: b.ref(), Signed: st}, wire(sc)
 }
 
 func deleteRequest(m *fencev1.DeleteRequest, b binding) (fence.DeleteRequest, []fence.FieldCheck) {
-	return fence.DeleteRequest{Resource: m.GetResource(), Token: fence.Token(m.GetToken()), OpID: m.GetOpId(), Session: b.ref()}, wire()
+	st, tok, sc := signedRequestToken(m.GetSignedToken(), m.GetToken())
+	return fence.DeleteRequest{Resource: m.GetResource(), Token: tok, OpID: m.GetOpId(), Session: b.ref(), Signed: st}, wire(sc)
 }
 
 func openRequest(m *fencev1.OpenSessionRequest, max time.Duration) (fence.OpenSessionRequest, []fence.FieldCheck) {
@@ -124,4 +138,26 @@ func listRequest(m *fencev1.ListRequest) (fence.ListRequest, []fence.FieldCheck)
 	after, terr := decodePageToken(m.GetPageToken())
 	return fence.ListRequest{Prefix: m.GetPrefix(), After: after, Limit: size},
 		[]fence.FieldCheck{{Field: "limit", Err: serr}, {Field: "after", Err: terr}}
+}
+
+// signedRequestToken reads a write's optional signed_token: its parsed
+// form and the request's token (the token field, or the signed token's
+// when the field is absent), and the wire check of a malformed one (judged
+// in signed_token's place).
+func signedRequestToken(text string, token uint64) (fence.SignedToken, fence.Token, fence.FieldCheck) {
+	if text == "" {
+		return fence.SignedToken{}, fence.Token(token), fence.FieldCheck{}
+	}
+	st, err := fence.ParseSignedToken(text)
+	if err != nil {
+		var inv *fence.InvalidError
+		if errors.As(err, &inv) {
+			err = fence.Invalid("signed_token", inv.Bound, inv.Value)
+		}
+		return fence.SignedToken{}, fence.Token(token), fence.FieldCheck{Field: "signed_token", Err: err}
+	}
+	if token == 0 {
+		token = uint64(st.Token)
+	}
+	return st, fence.Token(token), fence.FieldCheck{}
 }

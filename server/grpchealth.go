@@ -20,6 +20,7 @@ var fenceServices = []string{
 	fencev1connect.ClusterServiceName,
 	fencev1connect.MaintenanceServiceName,
 	fencev1connect.AuthServiceName,
+	fencev1connect.KeyServiceName,
 }
 
 // healthChecker answers grpc.health.v1.Health/Check the way /readyz

@@ -152,7 +152,7 @@ func TestUnknownJSONFieldsRefused(t *testing.T) {
 	typo := []byte(`{"resource":"typo","token":` + tok + `,"delta":1,"opID":"once"}`)
 	for i := 0; i < 3; i++ {
 		wantInvalidJSON(t, "add with opID", postJSON(t, url, "/fence.v1.ResourceService/Add", typo, nil),
-			"opID", "a field of fence.v1.AddRequest (resource, token, delta, op_id, session)", "invalid opID: must be a field of fence.v1.AddRequest")
+			"opID", "a field of fence.v1.AddRequest (resource, token, delta, op_id, session, signed_token)", "invalid opID: must be a field of fence.v1.AddRequest")
 	}
 	read := postJSON(t, url, "/fence.v1.ResourceService/Read", []byte(`{"resource":"typo"}`), nil)
 	if read.status != http.StatusOK || strings.Contains(read.body, `"version"`) {

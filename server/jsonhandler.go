@@ -67,7 +67,7 @@ func (s *Server) jsonCalls() map[string]jsonCall {
 	if s.deps.Cluster != nil {
 		cl = clusterService{s: s, m: s.deps.Cluster} // as clusterRoute mounts it
 	}
-	au := s.authCalls()
+	au, ks := s.authCalls(), s.keyCalls()
 	return map[string]jsonCall{
 		fencev1connect.LockServiceAcquireProcedure:               unaryJSON(lock.Acquire),
 		fencev1connect.LockServiceRenewProcedure:                 unaryJSON(lock.Renew),
@@ -97,6 +97,9 @@ func (s *Server) jsonCalls() map[string]jsonCall {
 		fencev1connect.AuthServiceRevokeRoleProcedure:            unaryJSON(au.RevokeRole),
 		fencev1connect.AuthServiceListRolesProcedure:             unaryJSON(au.ListRoles),
 		fencev1connect.AuthServiceBindRoleProcedure:              unaryJSON(au.BindRole),
+		fencev1connect.KeyServiceListKeysProcedure:               unaryJSON(ks.ListKeys),
+		fencev1connect.KeyServiceRotateKeyProcedure:              unaryJSON(ks.RotateKey),
+		fencev1connect.KeyServiceRetireKeyProcedure:              unaryJSON(ks.RetireKey),
 	}
 }
 

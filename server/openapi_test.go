@@ -39,6 +39,7 @@ var openAPIStory = []string{
 	"ClusterService.TransferLeadership", "ClusterService.NodeStatus",
 	"AuthService.Status", "AuthService.ListRoles", "AuthService.ListTokens", "AuthService.SetEnabled",
 	"AuthService.GrantRole", "AuthService.RevokeRole", "AuthService.BindRole", "AuthService.CreateToken", "AuthService.RevokeToken",
+	"KeyService.ListKeys", "KeyService.RotateKey", "KeyService.RetireKey", "keys",
 	"AuthService.Bootstrap",
 	"Health.Check", "healthz", "readyz", "metrics",
 }

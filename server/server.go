@@ -92,6 +92,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /v1/keys", s.keys)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	// SessionService.Stream has limits of its own (stream_http.go).
 	// refusalReasons, outermost, gives every refusal its reason and
@@ -103,6 +104,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.clusterRoute(opts),
 		s.maintenanceRoute(opts),
 		s.authRoute(opts),
+		s.keyRoute(opts),
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},

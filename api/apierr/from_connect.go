@@ -62,6 +62,8 @@ func FromDetail(d *fencev1.ErrorDetail) error {
 		return &fence.PermissionDeniedError{Principal: d.GetPrincipal(), What: d.GetPermission(), Name: d.GetName()}
 	case fence.ReasonUnauthenticated:
 		return &fence.UnauthenticatedError{Reason: d.GetGot()}
+	case fence.ReasonForgedToken:
+		return &fence.ForgedTokenError{Token: fence.Token(d.GetToken()), Name: d.GetName(), Reason: d.GetGot()}
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func CodeOf(r fence.Reason) connect.Code {
 	case fence.ReasonBusy, fence.ReasonResourceExhausted:
 		// Told apart by the detail's reason.
 		return connect.CodeResourceExhausted
-	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired, fence.ReasonUnknownToken, fence.ReasonSessionExpired:
+	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired, fence.ReasonUnknownToken, fence.ReasonSessionExpired, fence.ReasonForgedToken:
 		return connect.CodeFailedPrecondition
 	case fence.ReasonOpConflict:
 		return connect.CodeAlreadyExists
@@ -154,6 +154,7 @@ func Detail(err error) *fencev1.ErrorDetail {
 		session  *fence.SessionExpiredError
 		denied   *fence.PermissionDeniedError
 		unauth   *fence.UnauthenticatedError
+		forged   *fence.ForgedTokenError
 	)
 	switch {
 	case errors.As(err, &busy):
@@ -180,6 +181,8 @@ func Detail(err error) *fencev1.ErrorDetail {
 		d.Principal, d.Permission, d.Name = denied.Principal, denied.What, denied.Name
 	case errors.As(err, &unauth):
 		d.Got = unauth.Reason
+	case errors.As(err, &forged):
+		d.Token, d.Name, d.Got = uint64(forged.Token), forged.Name, forged.Reason
 	}
 	return d
 }

@@ -16,6 +16,9 @@ type acquireJSON struct {
 	Token     uint64 `json:"token"`
 	TTL       string `json:"ttl"`
 	RequestID string `json:"requestId"`
+	// SignedToken is the token with its proof (Lease.SignedToken): the
+	// value to hand a guard with the cluster's key set.
+	SignedToken string `json:"signedToken,omitempty"`
 }
 
 // acquireCmd takes a lock and prints its token. The lease is not kept alive:
@@ -57,7 +60,7 @@ func acquireCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	emit(g, stdout,
 		fmt.Sprintf("acquired %s token=%d ttl=%s", nameHuman(lease.Name()), lease.Token(), lease.TTL()),
 		acquireJSON{Name: lease.Name(), Owner: lease.Owner(), Token: uint64(lease.Token()),
-			TTL: jsonDuration(lease.TTL()), RequestID: *requestID})
+			TTL: jsonDuration(lease.TTL()), RequestID: *requestID, SignedToken: lease.SignedToken().String()})
 	return exitOK
 }
 
@@ -68,4 +71,7 @@ type leaseJSON struct {
 	Token     uint64 `json:"token"`
 	TTL       string `json:"ttl"`
 	Remaining string `json:"remaining"`
+	// SignedToken: renew only (Get and List leases are not read by the
+	// CLI with their proofs).
+	SignedToken string `json:"signedToken,omitempty"`
 }

@@ -147,6 +147,7 @@ var subcommands = map[string]subcommand{
 	"auth":    authCmd,
 	"token":   tokenCmd,
 	"role":    roleCmd,
+	"keys":    keysCmd,
 }
 
 const usageText = `usage: fence [global flags] COMMAND [ARGS]
@@ -195,6 +196,8 @@ commands:
   restore FILE --data-dir DIR [--floor N] [--floor-from DSN]...
                                                           build a data dir from a backup (offline);
                                                           the token counter never goes back
+  keys [--json | rotate | retire ID]                      the signing keys: list, the public key set,
+                                                          rotate, retire (docs/operations.md)
   guard max-token ...                                     inspect a guard store
   cert [--dir DIR] [--hosts HOST,...]                     make a test CA (once) and server and client
                                                           certificates signed by it (docs/operations.md)

@@ -30,6 +30,15 @@ func renewCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	emit(g, stdout,
 		fmt.Sprintf("renewed %s token=%d ttl=%s remaining=%s", l.Name, l.Token, l.TTL, l.Remaining),
-		leaseJSON{Name: l.Name, Owner: l.Owner, Token: uint64(l.Token), TTL: jsonDuration(l.TTL), Remaining: jsonDuration(l.Remaining)})
+		leaseJSON{Name: l.Name, Owner: l.Owner, Token: uint64(l.Token), TTL: jsonDuration(l.TTL), Remaining: jsonDuration(l.Remaining), SignedToken: signedText(l)})
 	return exitOK
+}
+
+// signedText is a renewed lease's signed token, "" when the server sent
+// none.
+func signedText(l fence.Lease) string {
+	if l.Signed.Token == 0 {
+		return ""
+	}
+	return l.Signed.String()
 }

@@ -21,7 +21,8 @@ const runUsage = `NAME --ttl D [--wait D] [--grace D] [--owner S] -- CMD ARGS...
 
 Takes lock NAME — waiting while it is held, up to --wait (default 24h, the
 longest wait the server allows; --wait 0 tries once and exits 3 when it is
-held) — runs CMD with FENCE_LOCK and FENCE_TOKEN in its environment, keeps
+held) — runs CMD with FENCE_LOCK, FENCE_TOKEN and FENCE_SIGNED_TOKEN (the
+token with its proof, for guards) in its environment, keeps
 the lease alive while CMD runs, releases it when CMD exits, and exits with
 CMD's status. CMD runs in a process group of its own and every signal goes
 to the whole group, so nothing CMD started outlives the lease: SIGINT,
@@ -105,7 +106,10 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 func superviseChild(lease *client.Lease, argv []string, grace time.Duration, stdout, stderr io.Writer) int {
 	foreground := inForeground()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "FENCE_LOCK="+lease.Name(), "FENCE_TOKEN="+lease.Token().String())
+	cmd.Env = append(os.Environ(), "FENCE_LOCK="+lease.Name(), "FENCE_TOKEN="+lease.Token().String(),
+		// The token with its proof, for a guard holding the key set; the
+		// numeric FENCE_TOKEN stays (scripts compare it).
+		"FENCE_SIGNED_TOKEN="+lease.SignedToken().String())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	// Setpgid: CMD leads a process group of its own, which kill signals as
 	// a whole. Pdeathsig: if fence run itself dies (kill -9, a crash), the

@@ -1010,7 +1010,13 @@ type Lease struct {
 	// The TTL the lease was granted or last renewed with.
 	Ttl *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Time left in server time when the server made the reply.
-	Remaining     *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Remaining *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// The token with the proof of this grant (docs/design.md, "Signed
+	// grants"): "<token>.<cluster id>.<key id>.<signature>", what a guard
+	// holding the cluster's key set (KeyService, GET /v1/keys) verifies. Set
+	// on the replies of Acquire, Renew and Get of a held lock; the bare token
+	// when the cluster had no signing key yet; absent in List.
+	SignedToken   string `protobuf:"bytes,6,opt,name=signed_token,json=signedToken,proto3" json:"signed_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1078,6 +1084,13 @@ func (x *Lease) GetRemaining() *durationpb.Duration {
 		return x.Remaining
 	}
 	return nil
+}
+
+func (x *Lease) GetSignedToken() string {
+	if x != nil {
+		return x.SignedToken
+	}
+	return ""
 }
 
 type AcquireRequest struct {
@@ -1866,7 +1879,13 @@ type WriteRequest struct {
 	// Bind to a session (and, with seq, apply exactly once). On
 	// SessionService.Stream the stream's session and the request's seq are
 	// used instead.
-	Session       *SessionRef `protobuf:"bytes,20,opt,name=session,proto3" json:"session,omitempty"`
+	Session *SessionRef `protobuf:"bytes,20,opt,name=session,proto3" json:"session,omitempty"`
+	// Optional: the token's signed form (Lease.signed_token). When given, its
+	// token must be the token field's (or token absent), and the serving node
+	// verifies its proof against the cluster's key set for the lock of the
+	// resource's name before proposing: a proof that does not hold is refused
+	// FORGED_TOKEN and nothing changes.
+	SignedToken   string `protobuf:"bytes,21,opt,name=signed_token,json=signedToken,proto3" json:"signed_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1943,6 +1962,13 @@ func (x *WriteRequest) GetSession() *SessionRef {
 	return nil
 }
 
+func (x *WriteRequest) GetSignedToken() string {
+	if x != nil {
+		return x.SignedToken
+	}
+	return ""
+}
+
 type WriteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	State *ResourceState         `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
@@ -2005,7 +2031,13 @@ type AddRequest struct {
 	// Bind to a session (and, with seq, apply exactly once). On
 	// SessionService.Stream the stream's session and the request's seq are
 	// used instead.
-	Session       *SessionRef `protobuf:"bytes,20,opt,name=session,proto3" json:"session,omitempty"`
+	Session *SessionRef `protobuf:"bytes,20,opt,name=session,proto3" json:"session,omitempty"`
+	// Optional: the token's signed form (Lease.signed_token). When given, its
+	// token must be the token field's (or token absent), and the serving node
+	// verifies its proof against the cluster's key set for the lock of the
+	// resource's name before proposing: a proof that does not hold is refused
+	// FORGED_TOKEN and nothing changes.
+	SignedToken   string `protobuf:"bytes,21,opt,name=signed_token,json=signedToken,proto3" json:"signed_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2073,6 +2105,13 @@ func (x *AddRequest) GetSession() *SessionRef {
 		return x.Session
 	}
 	return nil
+}
+
+func (x *AddRequest) GetSignedToken() string {
+	if x != nil {
+		return x.SignedToken
+	}
+	return ""
 }
 
 type AddResponse struct {
@@ -2233,7 +2272,13 @@ type DeleteRequest struct {
 	// Bind to a session (and, with seq, apply exactly once). On
 	// SessionService.Stream the stream's session and the request's seq are
 	// used instead.
-	Session       *SessionRef `protobuf:"bytes,20,opt,name=session,proto3" json:"session,omitempty"`
+	Session *SessionRef `protobuf:"bytes,20,opt,name=session,proto3" json:"session,omitempty"`
+	// Optional: the token's signed form (Lease.signed_token). When given, its
+	// token must be the token field's (or token absent), and the serving node
+	// verifies its proof against the cluster's key set for the lock of the
+	// resource's name before proposing: a proof that does not hold is refused
+	// FORGED_TOKEN and nothing changes.
+	SignedToken   string `protobuf:"bytes,21,opt,name=signed_token,json=signedToken,proto3" json:"signed_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2296,6 +2341,13 @@ func (x *DeleteRequest) GetSession() *SessionRef {
 	return nil
 }
 
+func (x *DeleteRequest) GetSignedToken() string {
+	if x != nil {
+		return x.SignedToken
+	}
+	return ""
+}
+
 type DeleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	State *ResourceState         `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
@@ -2353,7 +2405,8 @@ func (x *DeleteResponse) GetReplayed() bool {
 type ErrorDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// BUSY, STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT,
-	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SESSION_EXPIRED.
+	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SESSION_EXPIRED, PERMISSION_DENIED,
+	// UNAUTHENTICATED, FORGED_TOKEN (token, name, and why in "got").
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// INVALID_ARGUMENT: the field and the rule it broke.
 	// RESOURCE_EXHAUSTED: bound is the limit's rule ("at most 1024").
@@ -4601,6 +4654,345 @@ func (x *RoleInfo) GetCertNames() []string {
 	return nil
 }
 
+type ListKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysRequest) Reset() {
+	*x = ListKeysRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysRequest) ProtoMessage() {}
+
+func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListKeysRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{68}
+}
+
+type ListKeysResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The cluster ids this one was restored from, newest first.
+	RestoredFrom []string `protobuf:"bytes,2,rep,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
+	// Oldest first; the last is the signing key.
+	Keys          []*SigningKeyInfo `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysResponse) Reset() {
+	*x = ListKeysResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysResponse) ProtoMessage() {}
+
+func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListKeysResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ListKeysResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ListKeysResponse) GetRestoredFrom() []string {
+	if x != nil {
+		return x.RestoredFrom
+	}
+	return nil
+}
+
+func (x *ListKeysResponse) GetKeys() []*SigningKeyInfo {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type SigningKeyInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The Ed25519 public key, unpadded base64url.
+	PublicKey string `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	// "active" (the signing key), "verify-only" or "retiring".
+	Status string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// Server time it was added.
+	AddedAt *durationpb.Duration `protobuf:"bytes,4,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"`
+	// Live leases signed by it.
+	Leases        uint64 `protobuf:"varint,5,opt,name=leases,proto3" json:"leases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SigningKeyInfo) Reset() {
+	*x = SigningKeyInfo{}
+	mi := &file_fence_v1_fence_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SigningKeyInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SigningKeyInfo) ProtoMessage() {}
+
+func (x *SigningKeyInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SigningKeyInfo.ProtoReflect.Descriptor instead.
+func (*SigningKeyInfo) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *SigningKeyInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SigningKeyInfo) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
+	}
+	return ""
+}
+
+func (x *SigningKeyInfo) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *SigningKeyInfo) GetAddedAt() *durationpb.Duration {
+	if x != nil {
+		return x.AddedAt
+	}
+	return nil
+}
+
+func (x *SigningKeyInfo) GetLeases() uint64 {
+	if x != nil {
+		return x.Leases
+	}
+	return 0
+}
+
+type RotateKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateKeyRequest) Reset() {
+	*x = RotateKeyRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateKeyRequest) ProtoMessage() {}
+
+func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{71}
+}
+
+type RotateKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new signing key's id.
+	KeyId         string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateKeyResponse) Reset() {
+	*x = RotateKeyResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateKeyResponse) ProtoMessage() {}
+
+func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
+func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *RotateKeyResponse) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+type RetireKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeyId         string                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireKeyRequest) Reset() {
+	*x = RetireKeyRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireKeyRequest) ProtoMessage() {}
+
+func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireKeyRequest.ProtoReflect.Descriptor instead.
+func (*RetireKeyRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *RetireKeyRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+type RetireKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireKeyResponse) Reset() {
+	*x = RetireKeyResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireKeyResponse) ProtoMessage() {}
+
+func (x *RetireKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireKeyResponse.ProtoReflect.Descriptor instead.
+func (*RetireKeyResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{74}
+}
+
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
@@ -4672,13 +5064,14 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x05error\x18\x14 \x01(\v2\x15.fence.v1.ErrorDetailH\x00R\x05error\x12\x18\n" +
 	"\amessage\x18\x15 \x01(\tR\amessage\x12\x1a\n" +
 	"\breplayed\x18\x16 \x01(\bR\breplayedB\b\n" +
-	"\x06result\"\xad\x01\n" +
+	"\x06result\"\xd0\x01\n" +
 	"\x05Lease\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12+\n" +
 	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x127\n" +
-	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\x9f\x02\n" +
+	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12!\n" +
+	"\fsigned_token\x18\x06 \x01(\tR\vsignedToken\"\x9f\x02\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +
@@ -4735,25 +5128,27 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
 	"\adeleted\x18\x05 \x01(\bR\adeleted\x12\x17\n" +
 	"\x04text\x18\x06 \x01(\tH\x00R\x04text\x88\x01\x01B\a\n" +
-	"\x05_text\"\xbd\x01\n" +
+	"\x05_text\"\xe0\x01\n" +
 	"\fWriteRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12\x17\n" +
 	"\x04text\x18\x05 \x01(\tH\x00R\x04text\x88\x01\x01\x12\x13\n" +
 	"\x05op_id\x18\x04 \x01(\tR\x04opId\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asessionB\a\n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\x12!\n" +
+	"\fsigned_token\x18\x15 \x01(\tR\vsignedTokenB\a\n" +
 	"\x05_text\"Z\n" +
 	"\rWriteResponse\x12-\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x99\x01\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xbc\x01\n" +
 	"\n" +
 	"AddRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05delta\x18\x03 \x01(\x03R\x05delta\x12\x13\n" +
 	"\x05op_id\x18\x04 \x01(\tR\x04opId\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"n\n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\x12!\n" +
+	"\fsigned_token\x18\x15 \x01(\tR\vsignedToken\"n\n" +
 	"\vAddResponse\x12-\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value\x12\x1a\n" +
@@ -4761,12 +5156,13 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\vReadRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\"=\n" +
 	"\fReadResponse\x12-\n" +
-	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\"\x86\x01\n" +
+	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\"\xa9\x01\n" +
 	"\rDeleteRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x13\n" +
 	"\x05op_id\x18\x03 \x01(\tR\x04opId\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"[\n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\x12!\n" +
+	"\fsigned_token\x18\x15 \x01(\tR\vsignedToken\"[\n" +
 	"\x0eDeleteResponse\x12-\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\x12\x1a\n" +
 	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xf2\x03\n" +
@@ -4932,7 +5328,26 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vpermissions\x18\x02 \x03(\tR\vpermissions\x12\x1d\n" +
 	"\n" +
-	"cert_names\x18\x03 \x03(\tR\tcertNames2\xb2\x02\n" +
+	"cert_names\x18\x03 \x03(\tR\tcertNames\"\x11\n" +
+	"\x0fListKeysRequest\"\x84\x01\n" +
+	"\x10ListKeysResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
+	"\rrestored_from\x18\x02 \x03(\tR\frestoredFrom\x12,\n" +
+	"\x04keys\x18\x03 \x03(\v2\x18.fence.v1.SigningKeyInfoR\x04keys\"\xa5\x01\n" +
+	"\x0eSigningKeyInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x02 \x01(\tR\tpublicKey\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x124\n" +
+	"\badded_at\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aaddedAt\x12\x16\n" +
+	"\x06leases\x18\x05 \x01(\x04R\x06leases\"\x12\n" +
+	"\x10RotateKeyRequest\"*\n" +
+	"\x11RotateKeyResponse\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\")\n" +
+	"\x10RetireKeyRequest\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\"\x13\n" +
+	"\x11RetireKeyResponse2\xb2\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
@@ -4971,7 +5386,12 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"RevokeRole\x12\x1b.fence.v1.RevokeRoleRequest\x1a\x1c.fence.v1.RevokeRoleResponse\x12D\n" +
 	"\tListRoles\x12\x1a.fence.v1.ListRolesRequest\x1a\x1b.fence.v1.ListRolesResponse\x12A\n" +
-	"\bBindRole\x12\x19.fence.v1.BindRoleRequest\x1a\x1a.fence.v1.BindRoleResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
+	"\bBindRole\x12\x19.fence.v1.BindRoleRequest\x1a\x1a.fence.v1.BindRoleResponse2\xdb\x01\n" +
+	"\n" +
+	"KeyService\x12A\n" +
+	"\bListKeys\x12\x19.fence.v1.ListKeysRequest\x1a\x1a.fence.v1.ListKeysResponse\x12D\n" +
+	"\tRotateKey\x12\x1a.fence.v1.RotateKeyRequest\x1a\x1b.fence.v1.RotateKeyResponse\x12D\n" +
+	"\tRetireKey\x12\x1a.fence.v1.RetireKeyRequest\x1a\x1b.fence.v1.RetireKeyResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fence_proto_rawDescOnce sync.Once
@@ -4985,7 +5405,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -5055,140 +5475,155 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*ListRolesRequest)(nil),           // 65: fence.v1.ListRolesRequest
 	(*ListRolesResponse)(nil),          // 66: fence.v1.ListRolesResponse
 	(*RoleInfo)(nil),                   // 67: fence.v1.RoleInfo
-	(*durationpb.Duration)(nil),        // 68: google.protobuf.Duration
+	(*ListKeysRequest)(nil),            // 68: fence.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),           // 69: fence.v1.ListKeysResponse
+	(*SigningKeyInfo)(nil),             // 70: fence.v1.SigningKeyInfo
+	(*RotateKeyRequest)(nil),           // 71: fence.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),          // 72: fence.v1.RotateKeyResponse
+	(*RetireKeyRequest)(nil),           // 73: fence.v1.RetireKeyRequest
+	(*RetireKeyResponse)(nil),          // 74: fence.v1.RetireKeyResponse
+	(*durationpb.Duration)(nil),        // 75: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	68, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	68, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	68, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	1,  // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	68, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
-	1,  // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
-	0,  // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
-	4,  // 8: fence.v1.SessionRequest.keep_alive:type_name -> fence.v1.KeepAliveRequest
-	11, // 9: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
-	13, // 10: fence.v1.SessionRequest.renew:type_name -> fence.v1.RenewRequest
-	15, // 11: fence.v1.SessionRequest.release:type_name -> fence.v1.ReleaseRequest
-	23, // 12: fence.v1.SessionRequest.write:type_name -> fence.v1.WriteRequest
-	25, // 13: fence.v1.SessionRequest.add:type_name -> fence.v1.AddRequest
-	29, // 14: fence.v1.SessionRequest.delete:type_name -> fence.v1.DeleteRequest
-	27, // 15: fence.v1.SessionRequest.read:type_name -> fence.v1.ReadRequest
-	17, // 16: fence.v1.SessionRequest.get:type_name -> fence.v1.GetRequest
-	6,  // 17: fence.v1.SessionRequest.close:type_name -> fence.v1.CloseSessionRequest
-	5,  // 18: fence.v1.SessionReply.keep_alive:type_name -> fence.v1.KeepAliveResponse
-	12, // 19: fence.v1.SessionReply.acquire:type_name -> fence.v1.AcquireResponse
-	14, // 20: fence.v1.SessionReply.renew:type_name -> fence.v1.RenewResponse
-	16, // 21: fence.v1.SessionReply.release:type_name -> fence.v1.ReleaseResponse
-	24, // 22: fence.v1.SessionReply.write:type_name -> fence.v1.WriteResponse
-	26, // 23: fence.v1.SessionReply.add:type_name -> fence.v1.AddResponse
-	30, // 24: fence.v1.SessionReply.delete:type_name -> fence.v1.DeleteResponse
-	28, // 25: fence.v1.SessionReply.read:type_name -> fence.v1.ReadResponse
-	18, // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
-	7,  // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
-	31, // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	68, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	68, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	68, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	68, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	68, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	0,  // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
-	10, // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	68, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
-	10, // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
-	1,  // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
-	0,  // 40: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
-	21, // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
-	21, // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
-	10, // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	68, // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
-	0,  // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
-	22, // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
-	0,  // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
-	22, // 48: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
-	22, // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
-	0,  // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
-	22, // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	68, // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	34, // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
-	42, // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	68, // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	68, // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	68, // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	68, // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
-	45, // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	68, // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
-	56, // 61: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
-	68, // 62: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	56, // 63: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
-	68, // 64: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
-	68, // 65: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
-	56, // 66: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
-	67, // 67: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
-	11, // 68: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13, // 69: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15, // 70: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17, // 71: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19, // 72: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23, // 73: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25, // 74: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27, // 75: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29, // 76: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,  // 77: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,  // 78: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,  // 79: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,  // 80: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32, // 81: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35, // 82: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37, // 83: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39, // 84: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41, // 85: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	43, // 86: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	48, // 87: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
-	50, // 88: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
-	52, // 89: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
-	54, // 90: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
-	57, // 91: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
-	59, // 92: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
-	61, // 93: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
-	63, // 94: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
-	65, // 95: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
-	46, // 96: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
-	12, // 97: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14, // 98: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16, // 99: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18, // 100: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20, // 101: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24, // 102: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26, // 103: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28, // 104: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30, // 105: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,  // 106: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,  // 107: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,  // 108: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,  // 109: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33, // 110: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36, // 111: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38, // 112: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40, // 113: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42, // 114: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	44, // 115: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	49, // 116: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
-	51, // 117: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
-	53, // 118: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
-	55, // 119: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
-	58, // 120: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
-	60, // 121: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
-	62, // 122: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
-	64, // 123: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
-	66, // 124: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
-	47, // 125: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
-	97, // [97:126] is the sub-list for method output_type
-	68, // [68:97] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	75,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	75,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	75,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	1,   // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
+	75,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	0,   // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
+	1,   // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
+	0,   // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
+	4,   // 8: fence.v1.SessionRequest.keep_alive:type_name -> fence.v1.KeepAliveRequest
+	11,  // 9: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
+	13,  // 10: fence.v1.SessionRequest.renew:type_name -> fence.v1.RenewRequest
+	15,  // 11: fence.v1.SessionRequest.release:type_name -> fence.v1.ReleaseRequest
+	23,  // 12: fence.v1.SessionRequest.write:type_name -> fence.v1.WriteRequest
+	25,  // 13: fence.v1.SessionRequest.add:type_name -> fence.v1.AddRequest
+	29,  // 14: fence.v1.SessionRequest.delete:type_name -> fence.v1.DeleteRequest
+	27,  // 15: fence.v1.SessionRequest.read:type_name -> fence.v1.ReadRequest
+	17,  // 16: fence.v1.SessionRequest.get:type_name -> fence.v1.GetRequest
+	6,   // 17: fence.v1.SessionRequest.close:type_name -> fence.v1.CloseSessionRequest
+	5,   // 18: fence.v1.SessionReply.keep_alive:type_name -> fence.v1.KeepAliveResponse
+	12,  // 19: fence.v1.SessionReply.acquire:type_name -> fence.v1.AcquireResponse
+	14,  // 20: fence.v1.SessionReply.renew:type_name -> fence.v1.RenewResponse
+	16,  // 21: fence.v1.SessionReply.release:type_name -> fence.v1.ReleaseResponse
+	24,  // 22: fence.v1.SessionReply.write:type_name -> fence.v1.WriteResponse
+	26,  // 23: fence.v1.SessionReply.add:type_name -> fence.v1.AddResponse
+	30,  // 24: fence.v1.SessionReply.delete:type_name -> fence.v1.DeleteResponse
+	28,  // 25: fence.v1.SessionReply.read:type_name -> fence.v1.ReadResponse
+	18,  // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
+	7,   // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
+	31,  // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
+	75,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	75,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	75,  // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	75,  // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	75,  // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	0,   // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
+	10,  // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
+	75,  // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	0,   // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
+	10,  // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
+	1,   // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
+	0,   // 40: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
+	21,  // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
+	21,  // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
+	10,  // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
+	75,  // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	0,   // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
+	22,  // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
+	0,   // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
+	22,  // 48: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
+	22,  // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
+	0,   // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
+	22,  // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
+	75,  // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	34,  // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
+	42,  // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
+	75,  // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	75,  // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	75,  // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	75,  // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	45,  // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
+	75,  // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	56,  // 61: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
+	75,  // 62: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	56,  // 63: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
+	75,  // 64: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	75,  // 65: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	56,  // 66: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
+	67,  // 67: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
+	70,  // 68: fence.v1.ListKeysResponse.keys:type_name -> fence.v1.SigningKeyInfo
+	75,  // 69: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
+	11,  // 70: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13,  // 71: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15,  // 72: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17,  // 73: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19,  // 74: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	23,  // 75: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25,  // 76: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27,  // 77: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29,  // 78: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,   // 79: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,   // 80: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,   // 81: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,   // 82: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32,  // 83: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35,  // 84: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37,  // 85: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39,  // 86: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41,  // 87: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	43,  // 88: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	48,  // 89: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	50,  // 90: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	52,  // 91: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	54,  // 92: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	57,  // 93: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	59,  // 94: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	61,  // 95: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	63,  // 96: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	65,  // 97: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	46,  // 98: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	68,  // 99: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
+	71,  // 100: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
+	73,  // 101: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
+	12,  // 102: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14,  // 103: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16,  // 104: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18,  // 105: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20,  // 106: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24,  // 107: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26,  // 108: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28,  // 109: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30,  // 110: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,   // 111: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,   // 112: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,   // 113: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,   // 114: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33,  // 115: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36,  // 116: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38,  // 117: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40,  // 118: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42,  // 119: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	44,  // 120: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	49,  // 121: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	51,  // 122: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	53,  // 123: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	55,  // 124: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	58,  // 125: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	60,  // 126: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	62,  // 127: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	64,  // 128: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	66,  // 129: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	47,  // 130: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	69,  // 131: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
+	72,  // 132: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
+	74,  // 133: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
+	102, // [102:134] is the sub-list for method output_type
+	70,  // [70:102] is the sub-list for method input_type
+	70,  // [70:70] is the sub-list for extension type_name
+	70,  // [70:70] is the sub-list for extension extendee
+	0,   // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -5229,9 +5664,9 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   68,
+			NumMessages:   75,
 			NumExtensions: 0,
-			NumServices:   6,
+			NumServices:   7,
 		},
 		GoTypes:           file_fence_v1_fence_proto_goTypes,
 		DependencyIndexes: file_fence_v1_fence_proto_depIdxs,

@@ -53,6 +53,8 @@ const (
 	MaintenanceServiceName = "fence.v1.MaintenanceService"
 	// AuthServiceName is the fully-qualified name of the AuthService service.
 	AuthServiceName = "fence.v1.AuthService"
+	// KeyServiceName is the fully-qualified name of the KeyService service.
+	KeyServiceName = "fence.v1.KeyService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -127,6 +129,12 @@ const (
 	AuthServiceListRolesProcedure = "/fence.v1.AuthService/ListRoles"
 	// AuthServiceBindRoleProcedure is the fully-qualified name of the AuthService's BindRole RPC.
 	AuthServiceBindRoleProcedure = "/fence.v1.AuthService/BindRole"
+	// KeyServiceListKeysProcedure is the fully-qualified name of the KeyService's ListKeys RPC.
+	KeyServiceListKeysProcedure = "/fence.v1.KeyService/ListKeys"
+	// KeyServiceRotateKeyProcedure is the fully-qualified name of the KeyService's RotateKey RPC.
+	KeyServiceRotateKeyProcedure = "/fence.v1.KeyService/RotateKey"
+	// KeyServiceRetireKeyProcedure is the fully-qualified name of the KeyService's RetireKey RPC.
+	KeyServiceRetireKeyProcedure = "/fence.v1.KeyService/RetireKey"
 )
 
 // LockServiceClient is a client for the fence.v1.LockService service.
@@ -1275,4 +1283,136 @@ func (UnimplementedAuthServiceHandler) ListRoles(context.Context, *connect.Reque
 
 func (UnimplementedAuthServiceHandler) BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.BindRole is not implemented"))
+}
+
+// KeyServiceClient is a client for the fence.v1.KeyService service.
+type KeyServiceClient interface {
+	// ListKeys lists the keys: the signing key, verify-only and retiring ones.
+	ListKeys(context.Context, *connect.Request[v1.ListKeysRequest]) (*connect.Response[v1.ListKeysResponse], error)
+	// RotateKey adds a key (its seed drawn by the node) and signs every grant
+	// and renewal with it from then on; the others stay, verify-only.
+	RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error)
+	// RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
+	// dropped, and no longer published, once no live lease is signed by it.
+	RetireKey(context.Context, *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error)
+}
+
+// NewKeyServiceClient constructs a client for the fence.v1.KeyService service. By default, it uses
+// the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and sends
+// uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC() or
+// connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewKeyServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) KeyServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	keyServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("KeyService").Methods()
+	return &keyServiceClient{
+		listKeys: connect.NewClient[v1.ListKeysRequest, v1.ListKeysResponse](
+			httpClient,
+			baseURL+KeyServiceListKeysProcedure,
+			connect.WithSchema(keyServiceMethods.ByName("ListKeys")),
+			connect.WithClientOptions(opts...),
+		),
+		rotateKey: connect.NewClient[v1.RotateKeyRequest, v1.RotateKeyResponse](
+			httpClient,
+			baseURL+KeyServiceRotateKeyProcedure,
+			connect.WithSchema(keyServiceMethods.ByName("RotateKey")),
+			connect.WithClientOptions(opts...),
+		),
+		retireKey: connect.NewClient[v1.RetireKeyRequest, v1.RetireKeyResponse](
+			httpClient,
+			baseURL+KeyServiceRetireKeyProcedure,
+			connect.WithSchema(keyServiceMethods.ByName("RetireKey")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// keyServiceClient implements KeyServiceClient.
+type keyServiceClient struct {
+	listKeys  *connect.Client[v1.ListKeysRequest, v1.ListKeysResponse]
+	rotateKey *connect.Client[v1.RotateKeyRequest, v1.RotateKeyResponse]
+	retireKey *connect.Client[v1.RetireKeyRequest, v1.RetireKeyResponse]
+}
+
+// ListKeys calls fence.v1.KeyService.ListKeys.
+func (c *keyServiceClient) ListKeys(ctx context.Context, req *connect.Request[v1.ListKeysRequest]) (*connect.Response[v1.ListKeysResponse], error) {
+	return c.listKeys.CallUnary(ctx, req)
+}
+
+// RotateKey calls fence.v1.KeyService.RotateKey.
+func (c *keyServiceClient) RotateKey(ctx context.Context, req *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error) {
+	return c.rotateKey.CallUnary(ctx, req)
+}
+
+// RetireKey calls fence.v1.KeyService.RetireKey.
+func (c *keyServiceClient) RetireKey(ctx context.Context, req *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error) {
+	return c.retireKey.CallUnary(ctx, req)
+}
+
+// KeyServiceHandler is an implementation of the fence.v1.KeyService service.
+type KeyServiceHandler interface {
+	// ListKeys lists the keys: the signing key, verify-only and retiring ones.
+	ListKeys(context.Context, *connect.Request[v1.ListKeysRequest]) (*connect.Response[v1.ListKeysResponse], error)
+	// RotateKey adds a key (its seed drawn by the node) and signs every grant
+	// and renewal with it from then on; the others stay, verify-only.
+	RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error)
+	// RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
+	// dropped, and no longer published, once no live lease is signed by it.
+	RetireKey(context.Context, *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error)
+}
+
+// NewKeyServiceHandler builds an HTTP handler from the service implementation. It returns the path
+// on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewKeyServiceHandler(svc KeyServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	keyServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("KeyService").Methods()
+	keyServiceListKeysHandler := connect.NewUnaryHandler(
+		KeyServiceListKeysProcedure,
+		svc.ListKeys,
+		connect.WithSchema(keyServiceMethods.ByName("ListKeys")),
+		connect.WithHandlerOptions(opts...),
+	)
+	keyServiceRotateKeyHandler := connect.NewUnaryHandler(
+		KeyServiceRotateKeyProcedure,
+		svc.RotateKey,
+		connect.WithSchema(keyServiceMethods.ByName("RotateKey")),
+		connect.WithHandlerOptions(opts...),
+	)
+	keyServiceRetireKeyHandler := connect.NewUnaryHandler(
+		KeyServiceRetireKeyProcedure,
+		svc.RetireKey,
+		connect.WithSchema(keyServiceMethods.ByName("RetireKey")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/fence.v1.KeyService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case KeyServiceListKeysProcedure:
+			keyServiceListKeysHandler.ServeHTTP(w, r)
+		case KeyServiceRotateKeyProcedure:
+			keyServiceRotateKeyHandler.ServeHTTP(w, r)
+		case KeyServiceRetireKeyProcedure:
+			keyServiceRetireKeyHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedKeyServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedKeyServiceHandler struct{}
+
+func (UnimplementedKeyServiceHandler) ListKeys(context.Context, *connect.Request[v1.ListKeysRequest]) (*connect.Response[v1.ListKeysResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.KeyService.ListKeys is not implemented"))
+}
+
+func (UnimplementedKeyServiceHandler) RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.KeyService.RotateKey is not implemented"))
+}
+
+func (UnimplementedKeyServiceHandler) RetireKey(context.Context, *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.KeyService.RetireKey is not implemented"))
 }

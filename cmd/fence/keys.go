@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+)
+
+const keysUsage = `[rotate | retire ID]
+
+  fence keys            the cluster's signing keys: id, status (active: signs new
+                        grants; verify-only; retiring: dropped once the leases it
+                        signed are over), live leases signed, when added
+  fence keys --json     the public key set (a JSON Web Key Set with cluster_id and
+                        restored_from): give it to the guards (docs/guards.md)
+  fence keys rotate     add a key and sign every grant and renewal with it from
+                        now on (admin); the old keys keep verifying
+  fence keys retire ID  retire key ID (admin): it is dropped from the key set once
+                        no live lease is signed by it; not the active key
+
+Rotate and retire go to the leader: with several --server URLs the next is
+asked when one is not the leader.
+`
+
+// keyCall runs f against the KeyService of the first --server node that
+// answers and is not unavailable.
+func keyCall[T any](g *globals, f func(ctx context.Context, c fencev1connect.KeyServiceClient) (*T, error)) (*T, error) {
+	ctx, cancel := g.context(0)
+	defer cancel()
+	hc := g.httpClient()
+	defer hc.CloseIdleConnections()
+	return onServers(ctx, g.server, func(url string) fencev1connect.KeyServiceClient {
+		return fencev1connect.NewKeyServiceClient(hc, url)
+	}, func(c fencev1connect.KeyServiceClient) (*T, error) { return f(ctx, c) })
+}
+
+func keysCmd(g *globals, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("keys", keysUsage, g, stderr)
+	pos, after, err := parseArgs(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	verb, rest := verbOf(append(pos, after...))
+	switch {
+	case verb == "" && len(rest) == 0:
+		res, err := keyCall(g, func(ctx context.Context, c fencev1connect.KeyServiceClient) (*fencev1.ListKeysResponse, error) {
+			return msgOf(c.ListKeys(ctx, connect.NewRequest(&fencev1.ListKeysRequest{})))
+		})
+		if err != nil {
+			return fail(g, stdout, stderr, err)
+		}
+		if g.json {
+			ks, err := keySetOf(res)
+			if err != nil {
+				return fail(g, stdout, stderr, err)
+			}
+			b, _ := json.Marshal(ks)
+			fmt.Fprintln(stdout, string(b))
+			return exitOK
+		}
+		fmt.Fprintf(stdout, "cluster %s", res.GetClusterId())
+		if from := res.GetRestoredFrom(); len(from) > 0 {
+			fmt.Fprintf(stdout, " (restored from %v)", from)
+		}
+		fmt.Fprintln(stdout)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSTATUS\tLEASES\tADDED (SERVER TIME)")
+		for _, k := range res.GetKeys() {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", k.GetId(), k.GetStatus(), k.GetLeases(), k.GetAddedAt().AsDuration())
+		}
+		tw.Flush()
+	case verb == "rotate" && len(rest) == 0:
+		res, err := keyCall(g, func(ctx context.Context, c fencev1connect.KeyServiceClient) (*fencev1.RotateKeyResponse, error) {
+			return msgOf(c.RotateKey(ctx, connect.NewRequest(&fencev1.RotateKeyRequest{})))
+		})
+		if err != nil {
+			return fail(g, stdout, stderr, err)
+		}
+		emit(g, stdout, "signing with key "+res.GetKeyId()+" (give the guards the new key set: fence keys --json)", map[string]any{"keyId": res.GetKeyId()})
+	case verb == "retire" && len(rest) == 1:
+		_, err := keyCall(g, func(ctx context.Context, c fencev1connect.KeyServiceClient) (*fencev1.RetireKeyResponse, error) {
+			return msgOf(c.RetireKey(ctx, connect.NewRequest(&fencev1.RetireKeyRequest{KeyId: rest[0]})))
+		})
+		if err != nil {
+			return fail(g, stdout, stderr, err)
+		}
+		emit(g, stdout, "retired "+rest[0]+" (dropped once no live lease is signed by it)", map[string]any{"retired": rest[0]})
+	default:
+		return fail(g, stdout, stderr, &usageError{"keys: want no argument, rotate, or retire ID"})
+	}
+	return exitOK
+}
+
+// keySetOf is a ListKeys answer as the public key set.
+func keySetOf(res *fencev1.ListKeysResponse) (*fence.KeySet, error) {
+	ks := &fence.KeySet{ClusterID: res.GetClusterId(), RestoredFrom: res.GetRestoredFrom()}
+	for _, k := range res.GetKeys() {
+		pub, err := base64.RawURLEncoding.DecodeString(k.GetPublicKey())
+		if err != nil || len(pub) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("key %s: bad public key %q from the server", k.GetId(), k.GetPublicKey())
+		}
+		ks.Keys = append(ks.Keys, fence.PublicKey{ID: k.GetId(), Key: pub})
+	}
+	return ks, nil
+}
