@@ -38,7 +38,7 @@ func keySetAt(t *testing.T, url string) *fence.KeySet {
 	return ks
 }
 
-// End to end over a real server: a lease hands out its signed token, which
+// G9 end to end over a real server: a lease hands out its signed token, which
 // verifies under the published key set; the built-in store refuses a
 // write whose proof does not hold (tampered, another lock's) with
 // fence.ErrForgedToken and changes nothing, and takes the genuine one; a

@@ -105,6 +105,17 @@
 // lease and token. Whoever validates a request before proposing it must use
 // Node.Rules, not its flags.
 //
+// # Signing keys
+//
+// In office, before its clock runs, a leader whose state has no signing key
+// proposes one (OpKeyRotate, only if none; its seed from crypto/rand), and
+// the node is not Ready until its state holds a key. Every grant the
+// Service answers (acquire, renew, replayed, session) and a Get of a held
+// lock carry fence.Lease.Signed, made here with fence.Sign from the key
+// the state records for the lease (signing.go); a Write, Add or Delete
+// carrying a signed token is verified against the applied key set before
+// it is proposed (*fence.ForgedTokenError, nothing proposed).
+//
 // # Time
 //
 // The node never puts wall-clock time into a command. On taking office, after

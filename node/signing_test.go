@@ -21,7 +21,7 @@ func verifySigned(t *testing.T, ks *fence.KeySet, what string, l fence.Lease) {
 	}
 }
 
-// The first leader of a log proposes a signing key before it serves, and
+// G9: the first leader of a log proposes a signing key before it serves, and
 // every way a grant is answered carries its proof: an acquire, a renew, a
 // replayed acquire (same request_id), a session acquire and a Get of the
 // held lock. A restart adds no key (the state has one).

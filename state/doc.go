@@ -237,6 +237,20 @@
 // Command.Admin (the server sets it for admins, and for every command
 // while checking is off).
 //
+// # Signing keys
+//
+// The state holds the Ed25519 signing keys of signed grants (keys.go:
+// seeds drawn by the proposing node, never by the machine) and records
+// with every lease which key signs it — the signing key at its grant; a
+// renew moves it to the signing key of then. OpKeyRotate (22) adds the
+// signing key (a variant only when there is none, for a leader taking
+// office); OpKeyRetire (23) retires a key that is not the signing key, and
+// the machine drops it when no live lease is signed by it (it counts them;
+// a restore recounts). The proof itself (fence.Sign) is made outside the
+// machine from LeaseSigner: deterministic, so the same log gives the same
+// proof everywhere. Keys and the cluster ids restored from are in
+// snapshots.
+//
 // # Retention (what is forgotten, and when)
 //
 // The promise (G5): an id is remembered for at least Config.MinIDRetention

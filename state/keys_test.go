@@ -100,7 +100,7 @@ func TestKeyRotateRules(t *testing.T) {
 	errAs[*fence.ResourceExhaustedError](t, m.Apply(rotate(sec, 200)).Err)
 }
 
-// Every lease records the key that was the signing key at its grant; a
+// G9: every lease records the key that was the signing key at its grant; a
 // renew moves it to the signing key of then. A retire is refused for the
 // signing key and for an unknown id; a retired key stays (and is
 // published) while a live lease is signed by it, and is dropped when the
