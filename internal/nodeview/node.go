@@ -27,7 +27,7 @@ type Node struct{ N *node.Node }
 func (v Node) Readiness() (bool, string) {
 	st := v.N.Status()
 	if !st.Ready() {
-		return false, fmt.Sprintf("leader=%t in_office=%t applied=%d commit=%d", st.Leader, st.InOffice, st.AppliedIndex, st.CommitIndex)
+		return false, fmt.Sprintf("leader=%t in_office=%t applied=%d commit=%d signing_key=%t", st.Leader, st.InOffice, st.AppliedIndex, st.CommitIndex, st.SigningKey)
 	}
 	return true, fmt.Sprintf("applied=%d last_token=%d", st.AppliedIndex, st.LastToken)
 }

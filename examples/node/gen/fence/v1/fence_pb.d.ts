@@ -485,6 +485,17 @@ export declare type Lease = Message<"fence.v1.Lease"> & {
    * @generated from field: google.protobuf.Duration remaining = 5;
    */
   remaining?: Duration | undefined;
+
+  /**
+   * The token with the proof of this grant (docs/design.md, "Signed
+   * grants"): "<token>.<cluster id>.<key id>.<signature>", what a guard
+   * holding the cluster's key set (KeyService, GET /v1/keys) verifies. Set
+   * on the replies of Acquire, Renew and Get of a held lock; the bare token
+   * when the cluster had no signing key yet; absent in List.
+   *
+   * @generated from field: string signed_token = 6;
+   */
+  signedToken: string;
 };
 
 /**
@@ -917,6 +928,17 @@ export declare type WriteRequest = Message<"fence.v1.WriteRequest"> & {
    * @generated from field: fence.v1.SessionRef session = 20;
    */
   session?: SessionRef | undefined;
+
+  /**
+   * Optional: the token's signed form (Lease.signed_token). When given, its
+   * token must be the token field's (or token absent), and the serving node
+   * verifies its proof against the cluster's key set for the lock of the
+   * resource's name before proposing: a proof that does not hold is refused
+   * FORGED_TOKEN and nothing changes.
+   *
+   * @generated from field: string signed_token = 21;
+   */
+  signedToken: string;
 };
 
 /**
@@ -980,6 +1002,17 @@ export declare type AddRequest = Message<"fence.v1.AddRequest"> & {
    * @generated from field: fence.v1.SessionRef session = 20;
    */
   session?: SessionRef | undefined;
+
+  /**
+   * Optional: the token's signed form (Lease.signed_token). When given, its
+   * token must be the token field's (or token absent), and the serving node
+   * verifies its proof against the cluster's key set for the lock of the
+   * resource's name before proposing: a proof that does not hold is refused
+   * FORGED_TOKEN and nothing changes.
+   *
+   * @generated from field: string signed_token = 21;
+   */
+  signedToken: string;
 };
 
 /**
@@ -1077,6 +1110,17 @@ export declare type DeleteRequest = Message<"fence.v1.DeleteRequest"> & {
    * @generated from field: fence.v1.SessionRef session = 20;
    */
   session?: SessionRef | undefined;
+
+  /**
+   * Optional: the token's signed form (Lease.signed_token). When given, its
+   * token must be the token field's (or token absent), and the serving node
+   * verifies its proof against the cluster's key set for the lock of the
+   * resource's name before proposing: a proof that does not hold is refused
+   * FORGED_TOKEN and nothing changes.
+   *
+   * @generated from field: string signed_token = 21;
+   */
+  signedToken: string;
 };
 
 /**
@@ -1116,7 +1160,8 @@ export declare const DeleteResponseSchema: GenMessage<DeleteResponse>;
 export declare type ErrorDetail = Message<"fence.v1.ErrorDetail"> & {
   /**
    * BUSY, STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT,
-   * INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SESSION_EXPIRED.
+   * INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SESSION_EXPIRED, PERMISSION_DENIED,
+   * UNAUTHENTICATED, FORGED_TOKEN (token, name, and why in "got").
    *
    * @generated from field: string reason = 1;
    */
@@ -2193,6 +2238,150 @@ export declare type RoleInfo = Message<"fence.v1.RoleInfo"> & {
 export declare const RoleInfoSchema: GenMessage<RoleInfo>;
 
 /**
+ * @generated from message fence.v1.ListKeysRequest
+ */
+export declare type ListKeysRequest = Message<"fence.v1.ListKeysRequest"> & {
+};
+
+/**
+ * Describes the message fence.v1.ListKeysRequest.
+ * Use `create(ListKeysRequestSchema)` to create a new message.
+ */
+export declare const ListKeysRequestSchema: GenMessage<ListKeysRequest>;
+
+/**
+ * @generated from message fence.v1.ListKeysResponse
+ */
+export declare type ListKeysResponse = Message<"fence.v1.ListKeysResponse"> & {
+  /**
+   * @generated from field: string cluster_id = 1;
+   */
+  clusterId: string;
+
+  /**
+   * The cluster ids this one was restored from, newest first.
+   *
+   * @generated from field: repeated string restored_from = 2;
+   */
+  restoredFrom: string[];
+
+  /**
+   * Oldest first; the last is the signing key.
+   *
+   * @generated from field: repeated fence.v1.SigningKeyInfo keys = 3;
+   */
+  keys: SigningKeyInfo[];
+};
+
+/**
+ * Describes the message fence.v1.ListKeysResponse.
+ * Use `create(ListKeysResponseSchema)` to create a new message.
+ */
+export declare const ListKeysResponseSchema: GenMessage<ListKeysResponse>;
+
+/**
+ * @generated from message fence.v1.SigningKeyInfo
+ */
+export declare type SigningKeyInfo = Message<"fence.v1.SigningKeyInfo"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The Ed25519 public key, unpadded base64url.
+   *
+   * @generated from field: string public_key = 2;
+   */
+  publicKey: string;
+
+  /**
+   * "active" (the signing key), "verify-only" or "retiring".
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * Server time it was added.
+   *
+   * @generated from field: google.protobuf.Duration added_at = 4;
+   */
+  addedAt?: Duration | undefined;
+
+  /**
+   * Live leases signed by it.
+   *
+   * @generated from field: uint64 leases = 5;
+   */
+  leases: bigint;
+};
+
+/**
+ * Describes the message fence.v1.SigningKeyInfo.
+ * Use `create(SigningKeyInfoSchema)` to create a new message.
+ */
+export declare const SigningKeyInfoSchema: GenMessage<SigningKeyInfo>;
+
+/**
+ * @generated from message fence.v1.RotateKeyRequest
+ */
+export declare type RotateKeyRequest = Message<"fence.v1.RotateKeyRequest"> & {
+};
+
+/**
+ * Describes the message fence.v1.RotateKeyRequest.
+ * Use `create(RotateKeyRequestSchema)` to create a new message.
+ */
+export declare const RotateKeyRequestSchema: GenMessage<RotateKeyRequest>;
+
+/**
+ * @generated from message fence.v1.RotateKeyResponse
+ */
+export declare type RotateKeyResponse = Message<"fence.v1.RotateKeyResponse"> & {
+  /**
+   * The new signing key's id.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message fence.v1.RotateKeyResponse.
+ * Use `create(RotateKeyResponseSchema)` to create a new message.
+ */
+export declare const RotateKeyResponseSchema: GenMessage<RotateKeyResponse>;
+
+/**
+ * @generated from message fence.v1.RetireKeyRequest
+ */
+export declare type RetireKeyRequest = Message<"fence.v1.RetireKeyRequest"> & {
+  /**
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message fence.v1.RetireKeyRequest.
+ * Use `create(RetireKeyRequestSchema)` to create a new message.
+ */
+export declare const RetireKeyRequestSchema: GenMessage<RetireKeyRequest>;
+
+/**
+ * @generated from message fence.v1.RetireKeyResponse
+ */
+export declare type RetireKeyResponse = Message<"fence.v1.RetireKeyResponse"> & {
+};
+
+/**
+ * Describes the message fence.v1.RetireKeyResponse.
+ * Use `create(RetireKeyResponseSchema)` to create a new message.
+ */
+export declare const RetireKeyResponseSchema: GenMessage<RetireKeyResponse>;
+
+/**
  * LockService grants leases with fencing tokens.
  *
  * @generated from service fence.v1.LockService
@@ -2578,6 +2767,51 @@ export declare const AuthService: GenService<{
     methodKind: "unary";
     input: typeof BindRoleRequestSchema;
     output: typeof BindRoleResponseSchema;
+  },
+}>;
+
+/**
+ * KeyService manages the cluster's signing keys (docs/design.md, "Signed
+ * grants"). RotateKey and RetireKey need an admin token once the store is
+ * bootstrapped, are audited, and go to the leader (a follower answers
+ * unavailable); ListKeys reads the node's own replica and shows no secret
+ * (the public key set is also served, without credentials, at GET
+ * /v1/keys).
+ *
+ * @generated from service fence.v1.KeyService
+ */
+export declare const KeyService: GenService<{
+  /**
+   * ListKeys lists the keys: the signing key, verify-only and retiring ones.
+   *
+   * @generated from rpc fence.v1.KeyService.ListKeys
+   */
+  listKeys: {
+    methodKind: "unary";
+    input: typeof ListKeysRequestSchema;
+    output: typeof ListKeysResponseSchema;
+  },
+  /**
+   * RotateKey adds a key (its seed drawn by the node) and signs every grant
+   * and renewal with it from then on; the others stay, verify-only.
+   *
+   * @generated from rpc fence.v1.KeyService.RotateKey
+   */
+  rotateKey: {
+    methodKind: "unary";
+    input: typeof RotateKeyRequestSchema;
+    output: typeof RotateKeyResponseSchema;
+  },
+  /**
+   * RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
+   * dropped, and no longer published, once no live lease is signed by it.
+   *
+   * @generated from rpc fence.v1.KeyService.RetireKey
+   */
+  retireKey: {
+    methodKind: "unary";
+    input: typeof RetireKeyRequestSchema;
+    output: typeof RetireKeyResponseSchema;
   },
 }>;
 
