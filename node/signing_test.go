@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"testing"
 	"time"
@@ -179,3 +180,51 @@ func TestClusterNewLeaderSignsAlike(t *testing.T) {
 }
 
 func errorsIsNotLeader(err error) bool { return errors.Is(err, ErrNotLeader) }
+
+// The built-in store checks a write's signed token before it proposes: a
+// proof by another cluster's key, by an unknown key under this cluster's
+// id, a made-up huge token and a proof moved to another token are each
+// refused FORGED_TOKEN, and the resource is unchanged (nothing was
+// proposed); the genuine one writes, and a write with no proof is as
+// before (UNKNOWN_TOKEN still refuses a never-issued token).
+func TestBuiltInStoreVerifiesSignedTokens(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	svc, ctx := n.Service(), context.Background()
+	g, err := svc.Acquire(ctx, fence.AcquireRequest{Name: "res", Owner: "o", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, cid := g.Lease.Signed, n.ClusterID()
+	stranger := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	moved := st
+	moved.Token = st.Token + 1
+	for what, bad := range map[string]fence.SignedToken{
+		"another cluster's proof":        fence.Sign(stranger, "other-cluster", "res", st.Token),
+		"an unknown key, this cluster":   fence.Sign(stranger, cid, "res", st.Token),
+		"a made-up huge token":           fence.Sign(stranger, cid, "res", fence.MaxTokenJSONInt),
+		"a proof moved to another token": moved,
+	} {
+		_, err := svc.Write(ctx, fence.WriteRequest{Resource: "res", Token: bad.Token, Value: []byte("x"), Signed: bad})
+		if !errors.Is(err, fence.ErrForgedToken) {
+			t.Fatalf("%s: %v, want FORGED_TOKEN", what, err)
+		}
+		if rs, _ := svc.Read(ctx, "res"); rs.Version != 0 || rs.LastToken != 0 {
+			t.Fatalf("%s: resource %+v after the refusal, want untouched", what, rs)
+		}
+	}
+	if _, err := svc.Add(ctx, fence.AddRequest{Resource: "res", Token: st.Token, Delta: 1, Signed: fence.Sign(stranger, cid, "res", st.Token)}); !errors.Is(err, fence.ErrForgedToken) {
+		t.Fatalf("add with a forged proof: %v", err)
+	}
+	if _, err := svc.Delete(ctx, fence.DeleteRequest{Resource: "res", Token: st.Token, Signed: fence.Sign(stranger, cid, "res", st.Token)}); !errors.Is(err, fence.ErrForgedToken) {
+		t.Fatalf("delete with a forged proof: %v", err)
+	}
+	if w, err := svc.Write(ctx, fence.WriteRequest{Resource: "res", Token: st.Token, Value: []byte("ok"), Signed: st}); err != nil || w.State.Version != 1 {
+		t.Fatalf("genuine signed write: %+v, %v", w, err)
+	}
+	if _, err := svc.Write(ctx, fence.WriteRequest{Resource: "res", Token: fence.MaxTokenJSONInt, Value: []byte("x")}); !errors.Is(err, fence.ErrUnknownToken) {
+		t.Fatalf("unsigned never-issued token: %v, want UNKNOWN_TOKEN", err)
+	}
+	if _, err := svc.Write(ctx, fence.WriteRequest{Resource: "res", Token: st.Token + 5, Value: []byte("x"), Signed: st}); !errors.Is(err, fence.ErrInvalid) {
+		t.Fatalf("a signed token of another token than the write's: %v, want INVALID_ARGUMENT", err)
+	}
+}
