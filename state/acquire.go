@@ -53,6 +53,10 @@ func (m *impl) acquire(cmd Command) Result {
 		}
 	}
 
+	if err := m.acquireRules(cmd); err != nil {
+		res.Err = err
+		return res
+	}
 	switch {
 	case l == nil || l.free(m.expiryTime()) || plant.On(plant.GrantHeld) && m.plantGrantHeld(l):
 		if err := m.admitToken(); err != nil {
