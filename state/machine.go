@@ -150,8 +150,10 @@ func (m *impl) dispatch(cmd Command) Result {
 		return m.roleChange(cmd)
 	case OpRoleBind:
 		return m.roleBind(cmd)
+	case OpRoleQuota:
+		return m.roleQuota(cmd)
 	}
-	return Result{Err: fence.Invalid("op", "a known operation (1..20)", itoa(int64(cmd.Op)))}
+	return Result{Err: fence.Invalid("op", "a known operation (1..21)", itoa(int64(cmd.Op)))}
 }
 
 // tick expires everything due at server time and hands freed locks on.
