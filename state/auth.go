@@ -450,7 +450,7 @@ func (m *Machine) Role(name string) (Role, bool) {
 	if r == nil {
 		return Role{}, false
 	}
-	return Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs)}, true
+	return Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs), Quota: r.Quota}, true
 }
 
 // Roles lists the roles by name.

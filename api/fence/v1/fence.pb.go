@@ -3545,6 +3545,169 @@ func (x *BackupHeader) GetVersion() string {
 	return ""
 }
 
+type SetRoleQuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// Absent, or a field 0: that quota is the server's default.
+	Quota         *RoleQuota `protobuf:"bytes,2,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoleQuotaRequest) Reset() {
+	*x = SetRoleQuotaRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoleQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoleQuotaRequest) ProtoMessage() {}
+
+func (x *SetRoleQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoleQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetRoleQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SetRoleQuotaRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *SetRoleQuotaRequest) GetQuota() *RoleQuota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+type SetRoleQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoleQuotaResponse) Reset() {
+	*x = SetRoleQuotaResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoleQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoleQuotaResponse) ProtoMessage() {}
+
+func (x *SetRoleQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoleQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetRoleQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
+}
+
+// RoleQuota is a role's per-principal quotas; 0: the server's default.
+type RoleQuota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Live sessions one principal may have open.
+	Sessions uint32 `protobuf:"varint,1,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	// Acquires one principal may have queued.
+	Waiters uint32 `protobuf:"varint,2,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	// op_ids, and apart request_ids, one principal may have remembered
+	// (beyond it its oldest are forgotten once --min-id-retention old).
+	Ids uint32 `protobuf:"varint,3,opt,name=ids,proto3" json:"ids,omitempty"`
+	// Connections one principal may have open to one server.
+	Conns         uint32 `protobuf:"varint,4,opt,name=conns,proto3" json:"conns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleQuota) Reset() {
+	*x = RoleQuota{}
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleQuota) ProtoMessage() {}
+
+func (x *RoleQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleQuota.ProtoReflect.Descriptor instead.
+func (*RoleQuota) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *RoleQuota) GetSessions() uint32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *RoleQuota) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+func (x *RoleQuota) GetIds() uint32 {
+	if x != nil {
+		return x.Ids
+	}
+	return 0
+}
+
+func (x *RoleQuota) GetConns() uint32 {
+	if x != nil {
+		return x.Conns
+	}
+	return 0
+}
+
 type BindRoleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
@@ -3556,7 +3719,7 @@ type BindRoleRequest struct {
 
 func (x *BindRoleRequest) Reset() {
 	*x = BindRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3731,7 @@ func (x *BindRoleRequest) String() string {
 func (*BindRoleRequest) ProtoMessage() {}
 
 func (x *BindRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3744,7 @@ func (x *BindRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindRoleRequest.ProtoReflect.Descriptor instead.
 func (*BindRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BindRoleRequest) GetRole() string {
@@ -3613,7 +3776,7 @@ type BindRoleResponse struct {
 
 func (x *BindRoleResponse) Reset() {
 	*x = BindRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3625,7 +3788,7 @@ func (x *BindRoleResponse) String() string {
 func (*BindRoleResponse) ProtoMessage() {}
 
 func (x *BindRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3638,7 +3801,7 @@ func (x *BindRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindRoleResponse.ProtoReflect.Descriptor instead.
 func (*BindRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
 }
 
 type AuthBootstrapRequest struct {
@@ -3652,7 +3815,7 @@ type AuthBootstrapRequest struct {
 
 func (x *AuthBootstrapRequest) Reset() {
 	*x = AuthBootstrapRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3664,7 +3827,7 @@ func (x *AuthBootstrapRequest) String() string {
 func (*AuthBootstrapRequest) ProtoMessage() {}
 
 func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3677,7 +3840,7 @@ func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AuthBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AuthBootstrapRequest) GetResetIndex() uint64 {
@@ -3698,7 +3861,7 @@ type AuthBootstrapResponse struct {
 
 func (x *AuthBootstrapResponse) Reset() {
 	*x = AuthBootstrapResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3873,7 @@ func (x *AuthBootstrapResponse) String() string {
 func (*AuthBootstrapResponse) ProtoMessage() {}
 
 func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3886,7 @@ func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthBootstrapResponse.ProtoReflect.Descriptor instead.
 func (*AuthBootstrapResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AuthBootstrapResponse) GetToken() *AuthTokenInfo {
@@ -3749,7 +3912,7 @@ type AuthSetEnabledRequest struct {
 
 func (x *AuthSetEnabledRequest) Reset() {
 	*x = AuthSetEnabledRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3761,7 +3924,7 @@ func (x *AuthSetEnabledRequest) String() string {
 func (*AuthSetEnabledRequest) ProtoMessage() {}
 
 func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3774,7 +3937,7 @@ func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSetEnabledRequest.ProtoReflect.Descriptor instead.
 func (*AuthSetEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AuthSetEnabledRequest) GetEnabled() bool {
@@ -3792,7 +3955,7 @@ type AuthSetEnabledResponse struct {
 
 func (x *AuthSetEnabledResponse) Reset() {
 	*x = AuthSetEnabledResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3804,7 +3967,7 @@ func (x *AuthSetEnabledResponse) String() string {
 func (*AuthSetEnabledResponse) ProtoMessage() {}
 
 func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3817,7 +3980,7 @@ func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSetEnabledResponse.ProtoReflect.Descriptor instead.
 func (*AuthSetEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
 }
 
 type AuthStatusRequest struct {
@@ -3828,7 +3991,7 @@ type AuthStatusRequest struct {
 
 func (x *AuthStatusRequest) Reset() {
 	*x = AuthStatusRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +4003,7 @@ func (x *AuthStatusRequest) String() string {
 func (*AuthStatusRequest) ProtoMessage() {}
 
 func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +4016,7 @@ func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthStatusRequest.ProtoReflect.Descriptor instead.
 func (*AuthStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
 }
 
 type AuthStatusResponse struct {
@@ -3869,7 +4032,7 @@ type AuthStatusResponse struct {
 
 func (x *AuthStatusResponse) Reset() {
 	*x = AuthStatusResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3881,7 +4044,7 @@ func (x *AuthStatusResponse) String() string {
 func (*AuthStatusResponse) ProtoMessage() {}
 
 func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3894,7 +4057,7 @@ func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthStatusResponse.ProtoReflect.Descriptor instead.
 func (*AuthStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AuthStatusResponse) GetEnabled() bool {
@@ -3937,7 +4100,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3949,7 +4112,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3962,7 +4125,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateTokenRequest) GetRoles() []string {
@@ -3996,7 +4159,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4171,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4184,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateTokenResponse) GetToken() *AuthTokenInfo {
@@ -4053,7 +4216,7 @@ type AuthTokenInfo struct {
 
 func (x *AuthTokenInfo) Reset() {
 	*x = AuthTokenInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4065,7 +4228,7 @@ func (x *AuthTokenInfo) String() string {
 func (*AuthTokenInfo) ProtoMessage() {}
 
 func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4078,7 +4241,7 @@ func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTokenInfo.ProtoReflect.Descriptor instead.
 func (*AuthTokenInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuthTokenInfo) GetId() string {
@@ -4131,7 +4294,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4143,7 +4306,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4156,7 +4319,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
 }
 
 type ListTokensResponse struct {
@@ -4168,7 +4331,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4180,7 +4343,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4193,7 +4356,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListTokensResponse) GetTokens() []*AuthTokenInfo {
@@ -4212,7 +4375,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4224,7 +4387,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4237,7 +4400,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -4255,7 +4418,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4267,7 +4430,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4280,7 +4443,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
 }
 
 type GrantRoleRequest struct {
@@ -4294,7 +4457,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4306,7 +4469,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4319,7 +4482,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GrantRoleRequest) GetRole() string {
@@ -4344,7 +4507,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4356,7 +4519,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4369,7 +4532,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
 }
 
 type RevokeRoleRequest struct {
@@ -4382,7 +4545,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4394,7 +4557,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4407,7 +4570,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RevokeRoleRequest) GetRole() string {
@@ -4432,7 +4595,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4444,7 +4607,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4457,7 +4620,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{67}
 }
 
 type ListRolesRequest struct {
@@ -4468,7 +4631,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	mi := &file_fence_v1_fence_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4480,7 +4643,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	mi := &file_fence_v1_fence_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4493,7 +4656,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{68}
 }
 
 type ListRolesResponse struct {
@@ -4505,7 +4668,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[66]
+	mi := &file_fence_v1_fence_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4517,7 +4680,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[66]
+	mi := &file_fence_v1_fence_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4530,7 +4693,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{66}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleInfo {
@@ -4545,14 +4708,16 @@ type RoleInfo struct {
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Permissions []string               `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
 	// The client certificate names bound to it.
-	CertNames     []string `protobuf:"bytes,3,rep,name=cert_names,json=certNames,proto3" json:"cert_names,omitempty"`
+	CertNames []string `protobuf:"bytes,3,rep,name=cert_names,json=certNames,proto3" json:"cert_names,omitempty"`
+	// The quotas it sets (absent: none, the server's defaults).
+	Quota         *RoleQuota `protobuf:"bytes,4,opt,name=quota,proto3" json:"quota,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoleInfo) Reset() {
 	*x = RoleInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[67]
+	mi := &file_fence_v1_fence_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4564,7 +4729,7 @@ func (x *RoleInfo) String() string {
 func (*RoleInfo) ProtoMessage() {}
 
 func (x *RoleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[67]
+	mi := &file_fence_v1_fence_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4577,7 +4742,7 @@ func (x *RoleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleInfo.ProtoReflect.Descriptor instead.
 func (*RoleInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{67}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RoleInfo) GetName() string {
@@ -4597,6 +4762,13 @@ func (x *RoleInfo) GetPermissions() []string {
 func (x *RoleInfo) GetCertNames() []string {
 	if x != nil {
 		return x.CertNames
+	}
+	return nil
+}
+
+func (x *RoleInfo) GetQuota() *RoleQuota {
+	if x != nil {
+		return x.Quota
 	}
 	return nil
 }
@@ -4872,7 +5044,16 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\fwall_unix_ms\x18\t \x01(\x03R\n" +
 	"wallUnixMs\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\"Z\n" +
+	" \x01(\tR\aversion\"T\n" +
+	"\x13SetRoleQuotaRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12)\n" +
+	"\x05quota\x18\x02 \x01(\v2\x13.fence.v1.RoleQuotaR\x05quota\"\x16\n" +
+	"\x14SetRoleQuotaResponse\"i\n" +
+	"\tRoleQuota\x12\x1a\n" +
+	"\bsessions\x18\x01 \x01(\rR\bsessions\x12\x18\n" +
+	"\awaiters\x18\x02 \x01(\rR\awaiters\x12\x10\n" +
+	"\x03ids\x18\x03 \x01(\rR\x03ids\x12\x14\n" +
+	"\x05conns\x18\x04 \x01(\rR\x05conns\"Z\n" +
 	"\x0fBindRoleRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x1b\n" +
 	"\tcert_name\x18\x02 \x01(\tR\bcertName\x12\x16\n" +
@@ -4927,12 +5108,13 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x12RevokeRoleResponse\"\x12\n" +
 	"\x10ListRolesRequest\"=\n" +
 	"\x11ListRolesResponse\x12(\n" +
-	"\x05roles\x18\x01 \x03(\v2\x12.fence.v1.RoleInfoR\x05roles\"_\n" +
+	"\x05roles\x18\x01 \x03(\v2\x12.fence.v1.RoleInfoR\x05roles\"\x8a\x01\n" +
 	"\bRoleInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vpermissions\x18\x02 \x03(\tR\vpermissions\x12\x1d\n" +
 	"\n" +
-	"cert_names\x18\x03 \x03(\tR\tcertNames2\xb2\x02\n" +
+	"cert_names\x18\x03 \x03(\tR\tcertNames\x12)\n" +
+	"\x05quota\x18\x04 \x01(\v2\x13.fence.v1.RoleQuotaR\x05quota2\xb2\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
@@ -4957,7 +5139,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"NodeStatus\x12\x1b.fence.v1.NodeStatusRequest\x1a\x1c.fence.v1.NodeStatusResponse2S\n" +
 	"\x12MaintenanceService\x12=\n" +
-	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x012\xea\x05\n" +
+	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x012\xb9\x06\n" +
 	"\vAuthService\x12L\n" +
 	"\tBootstrap\x12\x1e.fence.v1.AuthBootstrapRequest\x1a\x1f.fence.v1.AuthBootstrapResponse\x12O\n" +
 	"\n" +
@@ -4971,7 +5153,8 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"RevokeRole\x12\x1b.fence.v1.RevokeRoleRequest\x1a\x1c.fence.v1.RevokeRoleResponse\x12D\n" +
 	"\tListRoles\x12\x1a.fence.v1.ListRolesRequest\x1a\x1b.fence.v1.ListRolesResponse\x12A\n" +
-	"\bBindRole\x12\x19.fence.v1.BindRoleRequest\x1a\x1a.fence.v1.BindRoleResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
+	"\bBindRole\x12\x19.fence.v1.BindRoleRequest\x1a\x1a.fence.v1.BindRoleResponse\x12M\n" +
+	"\fSetRoleQuota\x12\x1d.fence.v1.SetRoleQuotaRequest\x1a\x1e.fence.v1.SetRoleQuotaResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fence_proto_rawDescOnce sync.Once
@@ -4985,7 +5168,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -5033,162 +5216,169 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*BackupRequest)(nil),              // 43: fence.v1.BackupRequest
 	(*BackupResponse)(nil),             // 44: fence.v1.BackupResponse
 	(*BackupHeader)(nil),               // 45: fence.v1.BackupHeader
-	(*BindRoleRequest)(nil),            // 46: fence.v1.BindRoleRequest
-	(*BindRoleResponse)(nil),           // 47: fence.v1.BindRoleResponse
-	(*AuthBootstrapRequest)(nil),       // 48: fence.v1.AuthBootstrapRequest
-	(*AuthBootstrapResponse)(nil),      // 49: fence.v1.AuthBootstrapResponse
-	(*AuthSetEnabledRequest)(nil),      // 50: fence.v1.AuthSetEnabledRequest
-	(*AuthSetEnabledResponse)(nil),     // 51: fence.v1.AuthSetEnabledResponse
-	(*AuthStatusRequest)(nil),          // 52: fence.v1.AuthStatusRequest
-	(*AuthStatusResponse)(nil),         // 53: fence.v1.AuthStatusResponse
-	(*CreateTokenRequest)(nil),         // 54: fence.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 55: fence.v1.CreateTokenResponse
-	(*AuthTokenInfo)(nil),              // 56: fence.v1.AuthTokenInfo
-	(*ListTokensRequest)(nil),          // 57: fence.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),         // 58: fence.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 59: fence.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 60: fence.v1.RevokeTokenResponse
-	(*GrantRoleRequest)(nil),           // 61: fence.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),          // 62: fence.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),          // 63: fence.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),         // 64: fence.v1.RevokeRoleResponse
-	(*ListRolesRequest)(nil),           // 65: fence.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),          // 66: fence.v1.ListRolesResponse
-	(*RoleInfo)(nil),                   // 67: fence.v1.RoleInfo
-	(*durationpb.Duration)(nil),        // 68: google.protobuf.Duration
+	(*SetRoleQuotaRequest)(nil),        // 46: fence.v1.SetRoleQuotaRequest
+	(*SetRoleQuotaResponse)(nil),       // 47: fence.v1.SetRoleQuotaResponse
+	(*RoleQuota)(nil),                  // 48: fence.v1.RoleQuota
+	(*BindRoleRequest)(nil),            // 49: fence.v1.BindRoleRequest
+	(*BindRoleResponse)(nil),           // 50: fence.v1.BindRoleResponse
+	(*AuthBootstrapRequest)(nil),       // 51: fence.v1.AuthBootstrapRequest
+	(*AuthBootstrapResponse)(nil),      // 52: fence.v1.AuthBootstrapResponse
+	(*AuthSetEnabledRequest)(nil),      // 53: fence.v1.AuthSetEnabledRequest
+	(*AuthSetEnabledResponse)(nil),     // 54: fence.v1.AuthSetEnabledResponse
+	(*AuthStatusRequest)(nil),          // 55: fence.v1.AuthStatusRequest
+	(*AuthStatusResponse)(nil),         // 56: fence.v1.AuthStatusResponse
+	(*CreateTokenRequest)(nil),         // 57: fence.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 58: fence.v1.CreateTokenResponse
+	(*AuthTokenInfo)(nil),              // 59: fence.v1.AuthTokenInfo
+	(*ListTokensRequest)(nil),          // 60: fence.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),         // 61: fence.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 62: fence.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 63: fence.v1.RevokeTokenResponse
+	(*GrantRoleRequest)(nil),           // 64: fence.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),          // 65: fence.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),          // 66: fence.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),         // 67: fence.v1.RevokeRoleResponse
+	(*ListRolesRequest)(nil),           // 68: fence.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),          // 69: fence.v1.ListRolesResponse
+	(*RoleInfo)(nil),                   // 70: fence.v1.RoleInfo
+	(*durationpb.Duration)(nil),        // 71: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	68, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	68, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	68, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	1,  // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	68, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
-	1,  // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
-	0,  // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
-	4,  // 8: fence.v1.SessionRequest.keep_alive:type_name -> fence.v1.KeepAliveRequest
-	11, // 9: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
-	13, // 10: fence.v1.SessionRequest.renew:type_name -> fence.v1.RenewRequest
-	15, // 11: fence.v1.SessionRequest.release:type_name -> fence.v1.ReleaseRequest
-	23, // 12: fence.v1.SessionRequest.write:type_name -> fence.v1.WriteRequest
-	25, // 13: fence.v1.SessionRequest.add:type_name -> fence.v1.AddRequest
-	29, // 14: fence.v1.SessionRequest.delete:type_name -> fence.v1.DeleteRequest
-	27, // 15: fence.v1.SessionRequest.read:type_name -> fence.v1.ReadRequest
-	17, // 16: fence.v1.SessionRequest.get:type_name -> fence.v1.GetRequest
-	6,  // 17: fence.v1.SessionRequest.close:type_name -> fence.v1.CloseSessionRequest
-	5,  // 18: fence.v1.SessionReply.keep_alive:type_name -> fence.v1.KeepAliveResponse
-	12, // 19: fence.v1.SessionReply.acquire:type_name -> fence.v1.AcquireResponse
-	14, // 20: fence.v1.SessionReply.renew:type_name -> fence.v1.RenewResponse
-	16, // 21: fence.v1.SessionReply.release:type_name -> fence.v1.ReleaseResponse
-	24, // 22: fence.v1.SessionReply.write:type_name -> fence.v1.WriteResponse
-	26, // 23: fence.v1.SessionReply.add:type_name -> fence.v1.AddResponse
-	30, // 24: fence.v1.SessionReply.delete:type_name -> fence.v1.DeleteResponse
-	28, // 25: fence.v1.SessionReply.read:type_name -> fence.v1.ReadResponse
-	18, // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
-	7,  // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
-	31, // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	68, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	68, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	68, // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	68, // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	68, // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	0,  // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
-	10, // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	68, // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
-	10, // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
-	1,  // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
-	0,  // 40: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
-	21, // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
-	21, // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
-	10, // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	68, // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
-	0,  // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
-	22, // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
-	0,  // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
-	22, // 48: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
-	22, // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
-	0,  // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
-	22, // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	68, // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	34, // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
-	42, // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	68, // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	68, // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	68, // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	68, // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
-	45, // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	68, // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
-	56, // 61: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
-	68, // 62: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	56, // 63: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
-	68, // 64: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
-	68, // 65: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
-	56, // 66: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
-	67, // 67: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
-	11, // 68: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13, // 69: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15, // 70: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17, // 71: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19, // 72: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23, // 73: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25, // 74: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27, // 75: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29, // 76: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,  // 77: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,  // 78: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,  // 79: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,  // 80: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32, // 81: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35, // 82: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37, // 83: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39, // 84: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41, // 85: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	43, // 86: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	48, // 87: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
-	50, // 88: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
-	52, // 89: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
-	54, // 90: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
-	57, // 91: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
-	59, // 92: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
-	61, // 93: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
-	63, // 94: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
-	65, // 95: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
-	46, // 96: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
-	12, // 97: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14, // 98: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16, // 99: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18, // 100: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20, // 101: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24, // 102: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26, // 103: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28, // 104: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30, // 105: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,  // 106: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,  // 107: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,  // 108: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,  // 109: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33, // 110: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36, // 111: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38, // 112: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40, // 113: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42, // 114: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	44, // 115: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	49, // 116: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
-	51, // 117: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
-	53, // 118: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
-	55, // 119: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
-	58, // 120: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
-	60, // 121: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
-	62, // 122: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
-	64, // 123: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
-	66, // 124: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
-	47, // 125: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
-	97, // [97:126] is the sub-list for method output_type
-	68, // [68:97] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	71,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	71,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	71,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	1,   // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
+	71,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	0,   // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
+	1,   // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
+	0,   // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
+	4,   // 8: fence.v1.SessionRequest.keep_alive:type_name -> fence.v1.KeepAliveRequest
+	11,  // 9: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
+	13,  // 10: fence.v1.SessionRequest.renew:type_name -> fence.v1.RenewRequest
+	15,  // 11: fence.v1.SessionRequest.release:type_name -> fence.v1.ReleaseRequest
+	23,  // 12: fence.v1.SessionRequest.write:type_name -> fence.v1.WriteRequest
+	25,  // 13: fence.v1.SessionRequest.add:type_name -> fence.v1.AddRequest
+	29,  // 14: fence.v1.SessionRequest.delete:type_name -> fence.v1.DeleteRequest
+	27,  // 15: fence.v1.SessionRequest.read:type_name -> fence.v1.ReadRequest
+	17,  // 16: fence.v1.SessionRequest.get:type_name -> fence.v1.GetRequest
+	6,   // 17: fence.v1.SessionRequest.close:type_name -> fence.v1.CloseSessionRequest
+	5,   // 18: fence.v1.SessionReply.keep_alive:type_name -> fence.v1.KeepAliveResponse
+	12,  // 19: fence.v1.SessionReply.acquire:type_name -> fence.v1.AcquireResponse
+	14,  // 20: fence.v1.SessionReply.renew:type_name -> fence.v1.RenewResponse
+	16,  // 21: fence.v1.SessionReply.release:type_name -> fence.v1.ReleaseResponse
+	24,  // 22: fence.v1.SessionReply.write:type_name -> fence.v1.WriteResponse
+	26,  // 23: fence.v1.SessionReply.add:type_name -> fence.v1.AddResponse
+	30,  // 24: fence.v1.SessionReply.delete:type_name -> fence.v1.DeleteResponse
+	28,  // 25: fence.v1.SessionReply.read:type_name -> fence.v1.ReadResponse
+	18,  // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
+	7,   // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
+	31,  // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
+	71,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	71,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	71,  // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	71,  // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	71,  // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	0,   // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
+	10,  // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
+	71,  // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	0,   // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
+	10,  // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
+	1,   // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
+	0,   // 40: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
+	21,  // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
+	21,  // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
+	10,  // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
+	71,  // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	0,   // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
+	22,  // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
+	0,   // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
+	22,  // 48: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
+	22,  // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
+	0,   // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
+	22,  // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
+	71,  // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	34,  // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
+	42,  // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
+	71,  // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	71,  // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	71,  // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	71,  // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	45,  // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
+	71,  // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	48,  // 61: fence.v1.SetRoleQuotaRequest.quota:type_name -> fence.v1.RoleQuota
+	59,  // 62: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
+	71,  // 63: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	59,  // 64: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
+	71,  // 65: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	71,  // 66: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	59,  // 67: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
+	70,  // 68: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
+	48,  // 69: fence.v1.RoleInfo.quota:type_name -> fence.v1.RoleQuota
+	11,  // 70: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13,  // 71: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15,  // 72: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17,  // 73: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19,  // 74: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	23,  // 75: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25,  // 76: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27,  // 77: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29,  // 78: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,   // 79: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,   // 80: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,   // 81: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,   // 82: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32,  // 83: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35,  // 84: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37,  // 85: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39,  // 86: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41,  // 87: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	43,  // 88: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	51,  // 89: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	53,  // 90: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	55,  // 91: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	57,  // 92: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	60,  // 93: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	62,  // 94: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	64,  // 95: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	66,  // 96: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	68,  // 97: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	49,  // 98: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	46,  // 99: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
+	12,  // 100: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14,  // 101: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16,  // 102: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18,  // 103: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20,  // 104: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24,  // 105: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26,  // 106: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28,  // 107: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30,  // 108: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,   // 109: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,   // 110: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,   // 111: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,   // 112: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33,  // 113: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36,  // 114: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38,  // 115: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40,  // 116: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42,  // 117: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	44,  // 118: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	52,  // 119: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	54,  // 120: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	56,  // 121: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	58,  // 122: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	61,  // 123: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	63,  // 124: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	65,  // 125: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	67,  // 126: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	69,  // 127: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	50,  // 128: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	47,  // 129: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
+	100, // [100:130] is the sub-list for method output_type
+	70,  // [70:100] is the sub-list for method input_type
+	70,  // [70:70] is the sub-list for extension type_name
+	70,  // [70:70] is the sub-list for extension extendee
+	0,   // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -5229,7 +5419,7 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   68,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   6,
 		},
