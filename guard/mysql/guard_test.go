@@ -307,3 +307,11 @@ func (s *store) Stock(ctx context.Context, key string) (qty int64, token fence.T
 	err = s.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT qty, fence_token FROM %s WHERE sku = ?`, s.tt.stock), key).Scan(&qty, &tok)
 	return qty, fence.Token(tok), err
 }
+
+func (s *store) Above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]mysql.Stored, error) {
+	return s.g.Above(ctx, s.db, resource, prefix, ceiling)
+}
+
+func (s *store) Lower(ctx context.Context, st mysql.Stored, ceiling fence.Token) (bool, error) {
+	return s.g.Lower(ctx, s.db, st, ceiling)
+}

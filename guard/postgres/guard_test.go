@@ -301,3 +301,11 @@ func TestRefusesWhatTextCannotHold(t *testing.T) {
 		t.Errorf("Prune(0) = %v; 0 is a valid age (every record)", err)
 	}
 }
+
+func (s *store) Above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]postgres.Stored, error) {
+	return s.g.Above(ctx, s.db, resource, prefix, ceiling)
+}
+
+func (s *store) Lower(ctx context.Context, st postgres.Stored, ceiling fence.Token) (bool, error) {
+	return s.g.Lower(ctx, s.db, st, ceiling)
+}

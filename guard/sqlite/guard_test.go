@@ -192,3 +192,11 @@ func (s *store) Stock(ctx context.Context, key string) (qty int64, token fence.T
 	err = s.db.QueryRowContext(ctx, `SELECT qty, fence_token FROM stock WHERE sku = ?1`, key).Scan(&qty, &tok)
 	return qty, fence.Token(tok), err
 }
+
+func (s *store) Above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]sqlite.Stored, error) {
+	return s.g.Above(ctx, s.db, resource, prefix, ceiling)
+}
+
+func (s *store) Lower(ctx context.Context, st sqlite.Stored, ceiling fence.Token) (bool, error) {
+	return s.g.Lower(ctx, s.db, st, ceiling)
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/guard/internal/proof"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
 // Op mirrors the guards' Op.
@@ -58,6 +59,9 @@ type Store interface {
 	// upserts the data row in the transaction), SaveOp with fn's result,
 	// commit. The suite's Do tests run against it too.
 	SplitDo(ctx context.Context, op Op, fn func(write func(value int64) error) ([]byte, error)) (result []byte, replayed bool, err error)
+	// Above runs the guard's Above; Lower its Lower.
+	Above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]sqlguard.Stored, error)
+	Lower(ctx context.Context, s sqlguard.Stored, ceiling fence.Token) (bool, error)
 	// MaxToken runs the guard's MaxToken.
 	MaxToken(ctx context.Context) (fence.Token, error)
 	// Prune runs the guard's Prune.

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Signed/LockFor", testLockFor},
 		{"Signed/KeySourceReloads", testKeySource},
 		{"Signed/NoKeySetComparesAnyToken", testNoKeySetCompares},
+		{"RepairLowersPoisonedTokens", testRepair},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore) })
