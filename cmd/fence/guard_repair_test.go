@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fenceworks/fence"
+	mysqlguard "github.com/fenceworks/fence/guard/mysql"
 	"github.com/fenceworks/fence/guard/postgres"
+	"github.com/fenceworks/fence/guard/sqlite"
 )
 
 // pgPoisoned makes a guard table for one test (without a key set, as
@@ -108,4 +112,68 @@ func TestGuardRepairPostgresCeiling(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d", c, code, exitUsage)
 		}
 	}
+}
+
+// fence guard repair --sqlite and --mysql run the same engine as
+// --postgres: a poisoned row lowered, the honest row left, a missing
+// SQLite file refused without being created.
+func TestGuardRepairSQLiteAndMySQL(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "guard.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := sqlite.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	for res, tok := range map[string]fence.Token{"a": fence.MaxTokenJSONInt, "b": 9} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sqlite.Check(ctx, tx, res, tok); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, errs := runGuard("repair", "--sqlite", path, "--prefix", "", "--ceiling", "10"); code != 0 || out != "lowered \"a\": 9007199254740991 -> 10\n" {
+		t.Fatalf("sqlite repair: exit %d, %q, %q", code, out, errs)
+	}
+	wantMaxToken(t, "10", "--sqlite", path)
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	if code, _, _ := runGuard("repair", "--sqlite", missing, "--prefix", "", "--ceiling", "10"); code != 1 {
+		t.Errorf("missing file: exit %d, want 1", code)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("repair created %s", missing)
+	}
+
+	mdb, dsn := mysqlTestDB(t)
+	table := "cli_" + randName() + "_guard"
+	g, err := mysqlguard.New(mysqlguard.Options{Table: table, OpsTable: table + "_ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Migrate(ctx, mdb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mdb.Exec("DROP TABLE IF EXISTS " + table + ", " + table + "_ops") })
+	tx, err := mdb.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check(ctx, tx, "a", fence.MaxTokenJSONInt); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runGuard("repair", "--mysql", dsn, "--table", table, "--resource", "a", "--ceiling", "10"); code != 0 || out != "lowered \"a\": 9007199254740991 -> 10\n" {
+		t.Fatalf("mysql repair: exit %d, %q, %q", code, out, errs)
+	}
+	wantMaxToken(t, "10", "--mysql", dsn, "--table", table)
 }
