@@ -196,6 +196,8 @@ commands:
                                                           build a data dir from a backup (offline);
                                                           the token counter never goes back
   guard max-token ...                                     inspect a guard store
+  guard repair ... (--resource R | --prefix P) [--ceiling N] [--dry-run]
+                                                          lower tokens Fence never issued in a guard store
   cert [--dir DIR] [--hosts HOST,...]                     make a test CA (once) and server and client
                                                           certificates signed by it (docs/operations.md)
   auth bootstrap [--reset-index N] | enable | disable | status
@@ -248,7 +250,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if g.json && len(rest) > 0 { // the global --json applies to guard commands too
 			rest = append([]string{rest[0], "--json"}, rest[1:]...)
 		}
-		return guardCmd(rest, stdout, stderr)
+		return guardCmd(g, rest, stdout, stderr)
 	}
 	if name == "help" {
 		if len(rest) > 0 { // fence help COMMAND
