@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/testkit/harness"
 )
 
 // TestPHPProofVectors: lib/FenceProof.php gives every case of the
@@ -93,10 +95,9 @@ func (f *fakeFence) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // worker without a key set (the control) believes a bare 2^53-1, which
 // poisons the guard row.
 //
-// The grants come from a fake server (fakeFence): the real one does not
-// hand out signed tokens yet at the time of writing (see the README: the
-// test against `fence serve` with `fence keys --json` is to be added when
-// it does).
+// The grants come from a fake server (fakeFence), which can hand out forged
+// ones; TestPHPWorkerVerifiesServerProof runs the worker against real
+// servers' proofs.
 func TestPHPWorkerVerifiesProof(t *testing.T) {
 	php := requirePHP(t)
 	db := testDB(t)
@@ -228,4 +229,91 @@ func TestPHPWorkerVerifiesProof(t *testing.T) {
 func notBase64URL(st fence.SignedToken) string {
 	s := st.String()
 	return s[:len(s)-1] + "!"
+}
+
+// TestPHPWorkerVerifiesServerProof: the worker against two real `fence
+// serve` processes, "prod" and "staging" (two clusters, each with its own
+// signing key). Given prod's key set (GET /v1/keys, what `fence keys
+// --json` prints), a prod grant's signed token verifies in PHP and is
+// written; given staging's, the same grant is refused as another cluster's
+// (FORGED_TOKEN, exit 4) and the guard row is unchanged.
+func TestPHPWorkerVerifiesServerProof(t *testing.T) {
+	php := requirePHP(t)
+	db := testDB(t)
+	suffix := randomSuffix(t)
+	stockTable, guardTable, opsTable := "php_stock_"+suffix, "php_guard_"+suffix, "php_ops_"+suffix
+	t.Cleanup(func() {
+		for _, tbl := range []string{stockTable, guardTable, opsTable} {
+			db.Exec("DROP TABLE IF EXISTS `" + tbl + "`")
+		}
+	})
+	prod := harness.StartT(t, harness.Config{})
+	staging := harness.StartT(t, harness.Config{})
+	prodKeys, prodCluster := serverKeySet(t, prod.URL())
+	stagingKeys, _ := serverKeySet(t, staging.URL())
+	const sku = "sku-3"
+	lockName := "stock/" + sku
+	worker := func(name, keys string, qty int) *proc {
+		return startProc(t, name, php, "worker.php", "--server", prod.URL(), "--dsn", phpDSN(t),
+			"--stock-table", stockTable, "--guard-table", guardTable, "--ops-table", opsTable, "--sku", sku,
+			"--owner", "worker", "--qty", strconv.Itoa(qty), "--keys", keys)
+	}
+	lastToken := func() (last int64) {
+		t.Helper()
+		if err := db.QueryRow("SELECT last_token FROM `"+guardTable+"` WHERE resource = ?", lockName).Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		return last
+	}
+
+	w := worker("worker with prod's keys", prodKeys, 8)
+	token := w.expect("acquired")["token"]
+	if got := w.expect("verified"); got["token"] != token || got["cluster"] != prodCluster {
+		t.Fatalf("worker with prod's keys: %v, want verified token=%s cluster=%s", got, token, prodCluster)
+	}
+	if got := w.expect("written"); got["token"] != token {
+		t.Fatalf("worker with prod's keys: %v, want written token=%s", got, token)
+	}
+	w.expect("released")
+	w.wait(0)
+	written := lastToken()
+
+	w = worker("worker with staging's keys", stagingKeys, 1)
+	w.expect("acquired")
+	if got := w.expect("refused"); got["reason"] != "FORGED_TOKEN" || got["kind"] != "another-cluster" {
+		t.Fatalf("prod's grant checked with staging's key set: %v, want refused reason=FORGED_TOKEN kind=another-cluster", got)
+	}
+	w.expect("released")
+	w.wait(4)
+	if last := lastToken(); last != written {
+		t.Fatalf("after the refused write: guard last_token %d, want %d unchanged", last, written)
+	}
+}
+
+// serverKeySet writes the key set the server at url publishes (GET
+// /v1/keys) to a file and returns its path and the cluster id.
+func serverKeySet(t *testing.T, url string) (path, clusterID string) {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		// Before issue 22's server side (Lease.signedToken, GET /v1/keys) is merged.
+		t.Skipf("!!! SKIPPING — the server publishes no key set (GET /v1/keys: 404): issue 22's signed grants are not in this build")
+	}
+	ks, err := fence.ParseKeySet(body)
+	if resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("GET /v1/keys: %s, %v\n%s", resp.Status, err, body)
+	}
+	path = filepath.Join(t.TempDir(), "fence-keys.json")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, ks.ClusterID
 }
