@@ -279,8 +279,8 @@ func (e *SessionExpiredError) Is(target error) bool { return target == ErrSessio
 
 // PermissionDeniedError: Principal may not do What on Name. What is a
 // permission ("lock", "read", "write", "admin") when a role is missing, or
-// "lease", "session" or "request_id" when the lease, session or request
-// belongs to another principal.
+// "lease", "session", "request_id" or "op_id" when the lease, session,
+// request or write belongs to another principal.
 type PermissionDeniedError struct {
 	Principal string
 	What      string
@@ -293,7 +293,7 @@ func (e *PermissionDeniedError) Error() string {
 		p = "(anonymous)"
 	}
 	switch e.What {
-	case "lease", "session", "request_id":
+	case "lease", "session", "request_id", "op_id":
 		return fmt.Sprintf("permission denied: %s %q belongs to another principal than %s", e.What, e.Name, p)
 	}
 	if e.Name == "" {

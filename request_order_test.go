@@ -84,7 +84,12 @@ var orderCases = []orderCase{
 	{"delete: op_id", fence.DeleteRequest{Resource: "r", Token: 1, OpID: longID}, "op_id", ""},
 
 	{"open: ttl absent before request_id", fence.OpenSessionRequest{RequestID: longID}, "ttl", "set (between 10ms and 1h0m0s)"},
-	{"open: ttl above the limit", fence.OpenSessionRequest{TTL: 2 * time.Hour, RequestID: longID}, "ttl", "at most 1h0m0s"},
+	{"open: ttl above the limit", fence.OpenSessionRequest{TTL: 2 * time.Hour}, "ttl", "at most 1h0m0s"},
+	// A request that may be a retry leaves the rules' bounds to the store
+	// (after its id lookup), not the format's.
+	{"open with request_id: ttl above the format", fence.OpenSessionRequest{TTL: fence.LongestMaxTTL + 1, RequestID: "r"}, "ttl", "at most " + fence.LongestMaxTTL.String()},
+	{"acquire with request_id: ttl above the format", fence.AcquireRequest{Name: "a", TTL: fence.LongestMaxTTL + 1, RequestID: "r"}, "ttl", "at most " + fence.LongestMaxTTL.String()},
+	{"acquire with request_id: lock_delay above the format", fence.AcquireRequest{Name: "a", TTL: time.Second, LockDelay: fence.MaxLockDelay + 1, RequestID: "r"}, "lock_delay", "at most " + fence.MaxLockDelay.String()},
 	{"open: request_id", fence.OpenSessionRequest{TTL: time.Second, RequestID: longID}, "request_id", ""},
 
 	{"keepalive: two sessions", fence.KeepAliveRequest{ID: 1, Session: fence.SessionRef{ID: 2, Seq: 1, Ack: 5}, TTL: time.Millisecond}, "session_ref.id", "0 or session (1)"},
@@ -126,6 +131,11 @@ func TestValidateAccepts(t *testing.T) {
 		fence.AddRequest{Resource: "r", Token: 1, Delta: -1},
 		fence.DeleteRequest{Resource: "r", Token: 1},
 		fence.OpenSessionRequest{TTL: time.Hour},
+		// Above the rules' bounds but possibly a retry: the store judges
+		// it after its id lookup.
+		fence.AcquireRequest{Name: "a", TTL: 2 * time.Hour, LockDelay: fence.MaxLockDelay, RequestID: "r"},
+		fence.AcquireRequest{Name: "a", LockDelay: fence.MaxLockDelay, Session: fence.SessionRef{ID: 1, Seq: 3, Ack: 3}},
+		fence.OpenSessionRequest{TTL: 2 * time.Hour, RequestID: "r"},
 		fence.KeepAliveRequest{ID: 1, Session: fence.SessionRef{ID: 1, Seq: 2, Ack: 1}},
 		fence.KeepAliveRequest{Session: fence.SessionRef{ID: 1}},
 		fence.CloseSessionRequest{ID: 1},

@@ -80,6 +80,10 @@ func validateWireID(field, id string) error {
 }
 
 // optionalTTL checks a ttl that may be absent (0).
+// retryLimits are the bounds a request that may be a retry is judged by
+// before the store looks its id up: the format's, not the rules'.
+var retryLimits = Limits{MaxTTL: LongestMaxTTL}
+
 func optionalTTL(ttl time.Duration, l Limits) error {
 	if ttl == 0 {
 		return nil
@@ -90,15 +94,26 @@ func optionalTTL(ttl time.Duration, l Limits) error {
 // Validate checks an acquire, in this order: session_ref, name, owner,
 // ttl, wait, lock_delay, request_id. An acquire bound to a session leaves
 // ttl 0 (its lease lasts as long as the session); one without must set it.
+//
+// An acquire that may be the retry of one the store already decided (it
+// has a request_id, or a session seq) is judged by the format's bounds
+// only (retryLimits): the store checks its rules' bounds after it looked
+// the id up, so that a retry of an acquire granted under higher bounds —
+// the server restarted with a lower --max-ttl or --max-lock-delay since —
+// learns its first outcome instead of a refusal.
 func (r AcquireRequest) Validate(l Limits, wire ...FieldCheck) error {
 	var ttl error
+	rl := l
+	if r.RequestID != "" || r.Session.Seq != 0 {
+		rl = retryLimits
+	}
 	switch {
 	case r.Session.ID == 0 && r.TTL == 0:
 		ttl = Invalid("ttl", "set ("+l.ttlRange()+") unless the acquire is bound to a session (session.id)", "")
 	case r.Session.ID != 0 && r.TTL != 0:
 		ttl = TTLWithSession(r.Session.ID, r.TTL)
 	default:
-		ttl = optionalTTL(r.TTL, l)
+		ttl = optionalTTL(r.TTL, rl)
 	}
 	return firstBad(wire,
 		FieldCheck{"session_ref", r.Session.CheckAs("session.id", "session.ack")},
@@ -106,7 +121,7 @@ func (r AcquireRequest) Validate(l Limits, wire ...FieldCheck) error {
 		FieldCheck{"owner", ValidateOwner(r.Owner)},
 		FieldCheck{"ttl", ttl},
 		FieldCheck{"wait", ValidateDuration("wait", r.Wait, MaxWait)},
-		FieldCheck{"lock_delay", l.ValidateLockDelay(r.LockDelay)},
+		FieldCheck{"lock_delay", rl.ValidateLockDelay(r.LockDelay)},
 		FieldCheck{"request_id", validateWireID("request_id", r.RequestID)},
 	)
 }
@@ -185,8 +200,15 @@ func (r DeleteRequest) Validate(_ Limits, wire ...FieldCheck) error {
 }
 
 // Validate checks a session open: ttl (required), request_id.
+// An open with a request_id is judged by the format's bounds only, as an
+// acquire is (AcquireRequest.Validate): the store checks its MaxTTL after
+// the id's lookup.
 func (r OpenSessionRequest) Validate(l Limits, wire ...FieldCheck) error {
-	ttl := optionalTTL(r.TTL, l)
+	rl := l
+	if r.RequestID != "" {
+		rl = retryLimits
+	}
+	ttl := optionalTTL(r.TTL, rl)
 	if r.TTL == 0 {
 		ttl = Invalid("ttl", "set ("+l.ttlRange()+")", "")
 	}

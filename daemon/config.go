@@ -136,13 +136,15 @@ type Config struct {
 }
 
 // The per-principal quotas `fence serve` proposes: a tenth of the global
-// caps on sessions and waiters (state.DefaultConfig), so that ten
-// principals at their quota still leave room. They bind authenticated
-// principals only: with authentication off no call has a principal, and
-// only the global caps apply.
+// caps on sessions, waiters and remembered ids (state.DefaultConfig), so
+// that ten principals at their quota still leave room. They bind
+// authenticated principals only: with authentication off no call has a
+// principal, and only the global caps apply. A role may set its own
+// (`fence role quota`).
 const (
 	DefaultMaxSessionsPerPrincipal = 10_000
 	DefaultMaxWaitersPerPrincipal  = 10_000
+	DefaultMaxIDsPerPrincipal      = 100_000
 )
 
 // DefaultListen and DefaultDataDir are the defaults of `fence serve`.
@@ -160,6 +162,7 @@ func DefaultConfig() Config {
 	rules.MaxLockDelay = fence.DefaultMaxLockDelay
 	rules.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	rules.MaxWaitersPerPrincipal = DefaultMaxWaitersPerPrincipal
+	rules.MaxIDsPerPrincipal = DefaultMaxIDsPerPrincipal
 	return Config{
 		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID, LogStore: node.LogStoreWAL,
 		Rules:           rules,

@@ -129,6 +129,7 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 		found      bool
 		now        int64
 		perms      []state.Permission
+		conns      int // the principal's roles' connection quota (0: the flag's)
 	)
 	id, ok := parseSecret(c.bearer)
 	var certName string // the first of the certificate's names bound to a role
@@ -142,6 +143,7 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 					role, _ := m.Role(r)
 					perms = append(perms, role.Perms...)
 				}
+				conns = m.QuotaOf("token:" + id).Conns
 			}
 		case !c.header:
 			for _, name := range c.certNames {
@@ -152,13 +154,16 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 					perms = append(perms, role.Perms...)
 				}
 			}
+			if certName != "" {
+				conns = m.QuotaOf("cert:" + certName).Conns
+			}
 		}
 	})
 	if !enabled && (!force || bootstraps == 0) {
 		return identity{Principal: fence.Principal{Admin: true}, trusted: true}, nil
 	}
 	if !c.header && certName != "" {
-		if err := s.admitConn(ctx, "cert:"+certName); err != nil {
+		if err := s.admitConn(ctx, "cert:"+certName, conns); err != nil {
 			return identity{}, err
 		}
 		return identity{Principal: fence.Principal{Name: "cert:" + certName, Admin: state.Allows(perms, state.PermAdmin, "")}, perms: perms}, nil
@@ -184,7 +189,7 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 	}
 	// Its connection keeps its slot, counted as this principal's
 	// (conn_fair.go).
-	if err := s.admitConn(ctx, "token:"+id); err != nil {
+	if err := s.admitConn(ctx, "token:"+id, conns); err != nil {
 		return identity{}, err
 	}
 	return identity{Principal: fence.Principal{Name: "token:" + id, Admin: state.Allows(perms, state.PermAdmin, "")}, perms: perms}, nil

@@ -260,7 +260,7 @@ func (a authService) ListRoles(ctx context.Context, req *connect.Request[fencev1
 	out := &fencev1.ListRolesResponse{}
 	a.s.deps.Auth.ReadAuth(func(m *state.Machine) {
 		for _, r := range m.Roles() {
-			ri := &fencev1.RoleInfo{Name: r.Name, CertNames: r.Certs}
+			ri := &fencev1.RoleInfo{Name: r.Name, CertNames: r.Certs, Quota: roleQuotaProto(r.Quota)}
 			for _, p := range r.Perms {
 				ri.Permissions = append(ri.Permissions, p.String())
 			}
@@ -298,4 +298,26 @@ func (a authService) BindRole(ctx context.Context, req *connect.Request[fencev1.
 		return nil, err
 	}
 	return connect.NewResponse(&fencev1.BindRoleResponse{}), nil
+}
+
+func (a authService) SetRoleQuota(ctx context.Context, req *connect.Request[fencev1.SetRoleQuotaRequest]) (*connect.Response[fencev1.SetRoleQuotaResponse], error) {
+	ctx, p, err := a.admin(ctx, "SetRoleQuota")
+	if err != nil {
+		return nil, err
+	}
+	q := req.Msg.GetQuota()
+	cmd := state.Command{Op: state.OpRoleQuota, Name: req.Msg.GetRole(),
+		Quota: state.Quota{Sessions: int(q.GetSessions()), Waiters: int(q.GetWaiters()), IDs: int(q.GetIds()), Conns: int(q.GetConns())}}
+	if err := a.apply(ctx, "SetRoleQuota", p, cmd); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&fencev1.SetRoleQuotaResponse{}), nil
+}
+
+// roleQuotaProto is q as the API's RoleQuota, nil when it sets none.
+func roleQuotaProto(q state.Quota) *fencev1.RoleQuota {
+	if q == (state.Quota{}) {
+		return nil
+	}
+	return &fencev1.RoleQuota{Sessions: uint32(q.Sessions), Waiters: uint32(q.Waiters), Ids: uint32(q.IDs), Conns: uint32(q.Conns)}
 }

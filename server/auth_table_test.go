@@ -218,6 +218,9 @@ var authRPCs = []rpc{
 	{fencev1connect.AuthServiceBindRoleProcedure, "admin", func(_ *authFixture, _ string, n int) string {
 		return fmt.Sprintf(`{"role":"reader","certName":"cn-%d"}`, n)
 	}},
+	{fencev1connect.AuthServiceSetRoleQuotaProcedure, "admin", func(_ *authFixture, _ string, n int) string {
+		return fmt.Sprintf(`{"role":"reader","quota":{"sessions":%d}}`, n+1)
+	}},
 	{healthCheckProcedure, "open", func(*authFixture, string, int) string { return `{}` }},
 }
 
@@ -425,9 +428,10 @@ func TestAuthStreamSlotsNeedCredentials(t *testing.T) {
 }
 
 // A caller that may write a resource but not read it never gets its value
-// back: not in its own write's reply, not in the saved result of another
-// principal's op_id it replays, and Add (whose answer is the value) needs
-// read as well (an outside test read values with write:jobs/ alone).
+// back: not in its own write's reply, not from another principal's op_id
+// it replays (refused PERMISSION_DENIED: an op_id's saved result is its
+// writer's), and Add (whose answer is the value) needs read as well (an
+// outside test read values with write:jobs/ alone).
 func TestAuthWriteOnlyCannotReadValues(t *testing.T) {
 	f := newAuthFixture(t)
 	tok := acquireAs(f, "admin", "jobs/secret-lock")
@@ -436,10 +440,15 @@ func TestAuthWriteOnlyCannotReadValues(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(secret["_raw"]), `"value"`) {
 		t.Fatalf("a caller with read and write gets no value in its write's reply: %s", secret["_raw"])
 	}
+	code, replay := f.post(fencev1connect.ResourceServiceWriteProcedure, f.creds["write"],
+		fmt.Sprintf(`{"resource":"jobs/secret","token":%d,"text":"s3cret","opId":"op-1"}`, tok))
+	if raw := fmt.Sprint(replay["_raw"]); code != http.StatusForbidden || replay["reason"] != "PERMISSION_DENIED" ||
+		!strings.Contains(raw, "op_id") || strings.Contains(raw, "czNjcmV0") {
+		t.Errorf("write-only caller replaying another principal's op_id: %d %s, want 403 naming the op_id, no value", code, raw)
+	}
 	for name, body := range map[string]string{
-		"its own write":    fmt.Sprintf(`{"resource":"jobs/secret","token":%d,"text":"s3cret","opId":"op-2"}`, tok),
-		"a replayed op_id": fmt.Sprintf(`{"resource":"jobs/secret","token":%d,"text":"s3cret","opId":"op-1"}`, tok),
-		"a delete":         fmt.Sprintf(`{"resource":"jobs/other","token":%d}`, tok),
+		"its own write": fmt.Sprintf(`{"resource":"jobs/secret","token":%d,"text":"s3cret","opId":"op-2"}`, tok),
+		"a delete":      fmt.Sprintf(`{"resource":"jobs/other","token":%d}`, tok),
 	} {
 		proc := fencev1connect.ResourceServiceWriteProcedure
 		if name == "a delete" {

@@ -249,7 +249,10 @@ type principalConns struct {
 // admitConn proves the connection of ctx for principal, and counts it as
 // principal's if no principal had it yet. A principal at max connections
 // is refused on one more (its connection stays unproven, so it goes soon).
-func (s *Server) admitConn(ctx context.Context, principal string) error {
+//
+// quota is the principal's own (its roles' SetRoleQuota), 0 for the
+// server's --max-conns-per-principal.
+func (s *Server) admitConn(ctx context.Context, principal string, quota int) error {
 	fc, ok := ctx.Value(fairConnKey{}).(*fairConn)
 	if !ok {
 		return nil // the peer port, or a listener that is not Serve's
@@ -260,11 +263,14 @@ func (s *Server) admitConn(ctx context.Context, principal string) error {
 		if pc.n == nil {
 			pc.n = map[string]int{}
 		}
-		if n := pc.n[principal]; n >= s.cfg.MaxConnsPerPrincipal {
+		if quota <= 0 {
+			quota = s.cfg.MaxConnsPerPrincipal
+		}
+		if n := pc.n[principal]; n >= quota {
 			pc.mu.Unlock()
 			return &fence.ResourceExhaustedError{
-				Limit: fmt.Sprintf("connections of principal %q (config.max_conns_per_principal)", principal),
-				Bound: fmt.Sprintf("at most %d", s.cfg.MaxConnsPerPrincipal), Got: fmt.Sprint(n),
+				Limit: fmt.Sprintf("connections of principal %q (config.max_conns_per_principal or its roles' quota)", principal),
+				Bound: fmt.Sprintf("at most %d", quota), Got: fmt.Sprint(n),
 			}
 		}
 		pc.n[principal]++

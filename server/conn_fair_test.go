@@ -217,3 +217,44 @@ func TestConnsPerPrincipal(t *testing.T) {
 		return c == http.StatusOK
 	})
 }
+
+// A role's own connection quota (SetRoleQuota conns) replaces the flag's
+// for its principals: "lock" (role locker, conns=1) is refused its second
+// connection while "read" (reader, no role quota) keeps the flag's 2.
+func TestConnsPerPrincipalRoleQuota(t *testing.T) {
+	f := newAuthFixtureWith(t, Config{MaxConnsPerPrincipal: 2})
+	f.must(fencev1connect.AuthServiceSetRoleQuotaProcedure, f.creds["admin"], `{"role":"locker","quota":{"conns":1}}`)
+	get := func(hc *http.Client, auth string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, f.url+fencev1connect.LockServiceAcquireProcedure, strings.NewReader(`{"name":"jobs/x","ttl":60}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", auth)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	kept := func() *http.Client {
+		hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+		t.Cleanup(hc.CloseIdleConnections)
+		return hc
+	}
+	if code, body := get(kept(), f.creds["lock"]); code != http.StatusOK && code != http.StatusConflict {
+		t.Fatalf("lock's first connection: %d %s", code, body)
+	}
+	code, body := get(kept(), f.creds["lock"])
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "at most 1") || !strings.Contains(body, "max_conns_per_principal") {
+		t.Fatalf("lock's second connection under its role's conns=1: %d %s", code, body)
+	}
+	for i := range 2 {
+		if code, body := get(kept(), f.creds["read"]); code == http.StatusTooManyRequests {
+			t.Fatalf("read's connection %d under the flag's 2: %d %s", i+1, code, body)
+		}
+	}
+}

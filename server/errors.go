@@ -67,5 +67,8 @@ func limitLabel(limit string) string {
 	if i < 0 || !strings.HasSuffix(limit, ")") {
 		return "other"
 	}
-	return limit[i+len("(config.") : len(limit)-1]
+	label := limit[i+len("(config.") : len(limit)-1]
+	// "(config.max_ids_per_principal or its roles' quota)": the rule's name.
+	label, _, _ = strings.Cut(label, " ")
+	return label
 }

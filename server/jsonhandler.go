@@ -97,6 +97,7 @@ func (s *Server) jsonCalls() map[string]jsonCall {
 		fencev1connect.AuthServiceRevokeRoleProcedure:            unaryJSON(au.RevokeRole),
 		fencev1connect.AuthServiceListRolesProcedure:             unaryJSON(au.ListRoles),
 		fencev1connect.AuthServiceBindRoleProcedure:              unaryJSON(au.BindRole),
+		fencev1connect.AuthServiceSetRoleQuotaProcedure:          unaryJSON(au.SetRoleQuota),
 		fencev1connect.KeyServiceListKeysProcedure:               unaryJSON(ks.ListKeys),
 		fencev1connect.KeyServiceRotateKeyProcedure:              unaryJSON(ks.RotateKey),
 		fencev1connect.KeyServiceRetireKeyProcedure:              unaryJSON(ks.RetireKey),

@@ -38,7 +38,7 @@ var openAPIStory = []string{
 	"ClusterService.Members", "ClusterService.AddMember", "ClusterService.RemoveMember",
 	"ClusterService.TransferLeadership", "ClusterService.NodeStatus",
 	"AuthService.Status", "AuthService.ListRoles", "AuthService.ListTokens", "AuthService.SetEnabled",
-	"AuthService.GrantRole", "AuthService.RevokeRole", "AuthService.BindRole", "AuthService.CreateToken", "AuthService.RevokeToken",
+	"AuthService.GrantRole", "AuthService.RevokeRole", "AuthService.BindRole", "AuthService.SetRoleQuota", "AuthService.CreateToken", "AuthService.RevokeToken",
 	"KeyService.ListKeys", "KeyService.RotateKey", "KeyService.RetireKey", "keys",
 	"AuthService.Bootstrap",
 	"Health.Check", "healthz", "readyz", "metrics",

@@ -12,13 +12,15 @@ import (
 	"github.com/fenceworks/fence/state"
 )
 
-// Two principals with the same role: A fills its quotas of sessions (2)
-// and waiting acquires (2) and is refused RESOURCE_EXHAUSTED naming each
-// quota, while B still opens a session, acquires, queues, writes, and
-// /healthz answers. The quotas are per principal, not per role.
+// Two principals with the same role: A fills its quotas of sessions (2),
+// waiting acquires (2) and remembered op_ids (2) and is refused
+// RESOURCE_EXHAUSTED naming each quota, while B still opens a session,
+// acquires, queues, writes with op_ids, and /healthz answers. The quotas
+// are per principal, not per role. Then an admin sets the role's own
+// session quota (SetRoleQuota, 3): A opens a third session, not a fourth.
 func TestOnePrincipalAtItsQuotaDoesNotStarveAnother(t *testing.T) {
 	rules := state.DefaultConfig()
-	rules.MaxSessionsPerPrincipal, rules.MaxWaitersPerPrincipal = 2, 2
+	rules.MaxSessionsPerPrincipal, rules.MaxWaitersPerPrincipal, rules.MaxIDsPerPrincipal = 2, 2, 2
 	s, url := startServerRules(t, rules)
 	f := authFixtureOn(t, s, url)
 	admin := f.creds["admin"]
@@ -33,7 +35,7 @@ func TestOnePrincipalAtItsQuotaDoesNotStarveAnother(t *testing.T) {
 		t.Helper()
 		code, out := f.post(proc, auth, body)
 		if raw := out["_raw"].(string); code != http.StatusTooManyRequests || out["code"] != "resource_exhausted" ||
-			!strings.Contains(raw, "(config."+quota+")") {
+			!strings.Contains(raw, "(config."+quota+" or its roles' quota)") {
 			t.Fatalf("%s at its quota: %d %s, want resource_exhausted naming %s", who, code, raw, quota)
 		}
 	}
@@ -96,5 +98,30 @@ func TestOnePrincipalAtItsQuotaDoesNotStarveAnother(t *testing.T) {
 	}
 	if want := `fence_resource_exhausted_total{limit="max_waiters_per_principal"} 1`; !strings.Contains(scrapeMetrics(t, url), want) {
 		t.Fatalf("/metrics lacks %q", want)
+	}
+
+	// Remembered op_ids: A's third fresh op_id within --min-id-retention
+	// is refused; B's are remembered.
+	ga := f.must(fencev1connect.LockServiceAcquireProcedure, a, `{"name":"jobs/a","owner":"a","ttl":3600}`)
+	atok := ga["lease"].(map[string]any)["token"]
+	for _, op := range []string{"o1", "o2"} {
+		f.must(fencev1connect.ResourceServiceWriteProcedure, a, fmt.Sprintf(`{"resource":"jobs/ra","token":%v,"text":%q,"opId":%q}`, atok, op, op))
+	}
+	exhausted("A", fencev1connect.ResourceServiceWriteProcedure, a,
+		fmt.Sprintf(`{"resource":"jobs/ra","token":%v,"text":"o3","opId":"o3"}`, atok), "max_ids_per_principal")
+	for _, op := range []string{"o1", "o2"} {
+		f.must(fencev1connect.ResourceServiceWriteProcedure, b, fmt.Sprintf(`{"resource":"jobs/rb","token":%v,"text":%q,"opId":%q}`, tok, op, op))
+	}
+
+	// The role's own quota: 3 sessions for tenant's principals.
+	f.must(fencev1connect.AuthServiceSetRoleQuotaProcedure, admin, `{"role":"tenant","quota":{"sessions":3}}`)
+	roles := f.must(fencev1connect.AuthServiceListRolesProcedure, admin, `{}`)
+	if !strings.Contains(roles["_raw"].(string), `"quota":{"sessions":3}`) {
+		t.Fatalf("ListRoles does not show the quota: %s", roles["_raw"])
+	}
+	f.must(fencev1connect.SessionServiceOpenProcedure, a, `{"ttl":3600}`)
+	code, out := f.post(fencev1connect.SessionServiceOpenProcedure, a, `{"ttl":3600}`)
+	if raw := out["_raw"].(string); code != http.StatusTooManyRequests || !strings.Contains(raw, "at most 3") {
+		t.Fatalf("A's fourth session under the role's quota 3: %d %s", code, raw)
 	}
 }

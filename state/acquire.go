@@ -53,6 +53,10 @@ func (m *impl) acquire(cmd Command) Result {
 		}
 	}
 
+	if err := m.acquireRules(cmd); err != nil {
+		res.Err = err
+		return res
+	}
 	switch {
 	case l == nil || l.free(m.expiryTime()) || plant.On(plant.GrantHeld) && m.plantGrantHeld(l):
 		if err := m.admitToken(); err != nil {
@@ -65,7 +69,7 @@ func (m *impl) acquire(cmd Command) Result {
 		}
 		var req *request
 		if cmd.RequestID != "" {
-			if err := m.admitRequestID(cmd.RequestID); err != nil {
+			if err := m.admitRequestID(cmd.RequestID, cmd.Principal); err != nil {
 				res.Err = err
 				return res
 			}
@@ -89,7 +93,7 @@ func (m *impl) acquire(cmd Command) Result {
 			res.Err = err
 			return res
 		}
-		if err := first(m.admitWaiter(l), m.admitWaiterQuota(cmd.Principal), m.admitRequestID(cmd.RequestID)); err != nil {
+		if err := first(m.admitWaiter(l), m.admitWaiterQuota(cmd.Principal), m.admitRequestID(cmd.RequestID, cmd.Principal)); err != nil {
 			res.Err = err
 			return res
 		}
@@ -128,9 +132,9 @@ func (m *impl) newRequest(cmd Command, s *session) *request {
 // admitRequestID is admitRequest for id, except that a SessionRequestID is
 // never remembered in the request memory (its session's saved result
 // answers its retries), so it needs no room there.
-func (m *impl) admitRequestID(id string) error {
+func (m *impl) admitRequestID(id, principal string) error {
 	if generatedID(id) {
 		return nil
 	}
-	return m.admitRequest()
+	return m.admitRequest(principal)
 }

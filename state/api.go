@@ -34,6 +34,7 @@ const (
 	OpRoleGrant     Op = 18 // Name (role, created if new), Perms added
 	OpRoleRevoke    Op = 19 // Name (role), Perms removed; none: the role removed
 	OpRoleBind      Op = 20 // Name (role), Owner (a client certificate's CN or URI SAN), Delta != 0: bind, 0: unbind
+	OpRoleQuota     Op = 21 // Name (role), Quota: the role's per-principal quotas (a zero field: the server's default)
 )
 
 // Command is one state change. The node that proposes it (the raft leader)
@@ -102,6 +103,8 @@ type Command struct {
 	// Perms (OpRoleGrant, OpRoleRevoke) are the permissions added or
 	// removed.
 	Perms []Permission
+	// Quota (OpRoleQuota) is the role's new quotas, replacing its old ones.
+	Quota Quota
 }
 
 // Result is what Apply returns for one command.

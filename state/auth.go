@@ -97,6 +97,9 @@ type Role struct {
 	Name  string
 	Perms []Permission
 	Certs []string
+	// Quota is what the role sets of its principals' quotas (quota.go);
+	// a zero field leaves that quota at the rules' default.
+	Quota Quota
 }
 
 // AuthToken is a bearer token as stored: never its secret.
@@ -357,6 +360,23 @@ func (m *impl) roleBind(cmd Command) Result {
 	return Result{}
 }
 
+// roleQuota applies OpRoleQuota: role Name's quotas become Quota (the
+// admin role's too: quotas are not permissions).
+func (m *impl) roleQuota(cmd Command) Result {
+	if err := m.needAdmin(cmd); err != nil {
+		return Result{Err: err}
+	}
+	r := m.auth.roles[cmd.Name]
+	if r == nil {
+		return Result{Err: fence.Invalid("role", "an existing role", cmd.Name)}
+	}
+	if err := cmd.Quota.Validate(); err != nil {
+		return Result{Err: err}
+	}
+	r.Quota = cmd.Quota
+	return Result{}
+}
+
 // CertRoles are the roles bound to certificate name (by name).
 func (m *Machine) CertRoles(name string) []Role {
 	var out []Role
@@ -430,7 +450,7 @@ func (m *Machine) Role(name string) (Role, bool) {
 	if r == nil {
 		return Role{}, false
 	}
-	return Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs)}, true
+	return Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs), Quota: r.Quota}, true
 }
 
 // Roles lists the roles by name.

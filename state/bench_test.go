@@ -75,6 +75,19 @@ func BenchmarkEncodeDecode(b *testing.B) {
 // It reports bytes/op_id and bytes/request_id (heap in use after a GC,
 // divided by n); the figures are in doc.go (Retention).
 func BenchmarkIDMemoryBytes(b *testing.B) {
+	// Without a principal (authentication off), and with one: each id
+	// then also names it and has a place in its principal's queue
+	// (the quota of ids, quota.go).
+	for _, p := range []string{"", "token:0123456789abcdef"} {
+		name := "anonymous"
+		if p != "" {
+			name = "principal"
+		}
+		b.Run(name, func(b *testing.B) { benchIDMemoryBytes(b, p) })
+	}
+}
+
+func benchIDMemoryBytes(b *testing.B, principal string) {
 	const n = 200_000
 	id := func(i int) string { return fmt.Sprintf("%026d", i) }
 	heap := func() uint64 {
@@ -83,12 +96,14 @@ func BenchmarkIDMemoryBytes(b *testing.B) {
 		runtime.ReadMemStats(&s)
 		return s.HeapAlloc
 	}
+	c := DefaultConfig()
+	c.MaxIDsPerPrincipal = n
 	for range b.N {
-		m := NewWithConfig(DefaultConfig())
-		m.Apply(Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: time.Hour})
+		m := NewWithConfig(c)
+		m.Apply(Command{Op: OpAcquire, Name: "x", Owner: "A", TTL: time.Hour, Principal: principal})
 		before := heap()
 		for i := range n {
-			m.Apply(Command{Op: OpWrite, Name: strings.Clone("stock"), Token: 1, Value: []byte("7"), OpID: id(i)})
+			m.Apply(Command{Op: OpWrite, Name: strings.Clone("stock"), Token: 1, Value: []byte("7"), OpID: id(i), Principal: principal})
 		}
 		after := heap()
 		if m.ops.len() != n {
@@ -96,11 +111,11 @@ func BenchmarkIDMemoryBytes(b *testing.B) {
 		}
 		b.ReportMetric(float64(after-before)/n, "bytes/op_id")
 
-		m = NewWithConfig(DefaultConfig())
+		m = NewWithConfig(c)
 		before = heap()
 		for i := range n {
-			r := m.Apply(Command{Op: OpAcquire, Name: strings.Clone("x"), Owner: strings.Clone("worker-1"), TTL: time.Minute, RequestID: id(i)})
-			m.Apply(Command{Op: OpRelease, Name: "x", Token: r.Lease.Token})
+			r := m.Apply(Command{Op: OpAcquire, Name: strings.Clone("x"), Owner: strings.Clone("worker-1"), TTL: time.Minute, RequestID: id(i), Principal: principal})
+			m.Apply(Command{Op: OpRelease, Name: "x", Token: r.Lease.Token, Principal: principal})
 		}
 		after = heap()
 		if m.requests.len() != n {

@@ -93,7 +93,8 @@ func configPB(c Config) *statepb.Config {
 		IdRetention: int64(c.IDRetention), MinIdRetention: int64(c.MinIDRetention), MaxWaitersPerLock: int64(c.MaxWaitersPerLock),
 		MaxWaiters: int64(c.MaxWaiters), MaxResources: int64(c.MaxResources), MaxResourceBytes: c.MaxResourceBytes,
 		MaxLocks: int64(c.MaxLocks), MaxSessions: int64(c.MaxSessions), MaxSessionResults: int64(c.MaxSessionResults),
-		MaxLockDelay: int64(c.MaxLockDelay), MaxSessionsPerPrincipal: int64(c.MaxSessionsPerPrincipal), MaxWaitersPerPrincipal: int64(c.MaxWaitersPerPrincipal)}
+		MaxLockDelay: int64(c.MaxLockDelay), MaxSessionsPerPrincipal: int64(c.MaxSessionsPerPrincipal), MaxWaitersPerPrincipal: int64(c.MaxWaitersPerPrincipal),
+		MaxIdsPerPrincipal: int64(c.MaxIDsPerPrincipal)}
 }
 
 // configOfPB is the inverse of pbConfig; an int field out of int's range
@@ -106,11 +107,33 @@ func configOfPB(p *statepb.Config) (Config, error) {
 		IDRetention: time.Duration(p.IdRetention), MinIDRetention: time.Duration(p.MinIdRetention),
 		MaxWaitersPerLock: int(p.MaxWaitersPerLock), MaxWaiters: int(p.MaxWaiters), MaxResources: int(p.MaxResources),
 		MaxResourceBytes: p.MaxResourceBytes, MaxLocks: int(p.MaxLocks), MaxSessions: int(p.MaxSessions), MaxSessionResults: int(p.MaxSessionResults),
-		MaxLockDelay: time.Duration(p.MaxLockDelay), MaxSessionsPerPrincipal: int(p.MaxSessionsPerPrincipal), MaxWaitersPerPrincipal: int(p.MaxWaitersPerPrincipal)}
+		MaxLockDelay: time.Duration(p.MaxLockDelay), MaxSessionsPerPrincipal: int(p.MaxSessionsPerPrincipal), MaxWaitersPerPrincipal: int(p.MaxWaitersPerPrincipal),
+		MaxIDsPerPrincipal: int(p.MaxIdsPerPrincipal)}
 	if !proto.Equal(configPB(c), p) {
 		return Config{}, fmt.Errorf("config field out of range")
 	}
 	return c, nil
+}
+
+// quotaPB is q as a message, nil when every field is 0 (absent).
+func quotaPB(q Quota) *statepb.Quota {
+	if q == (Quota{}) {
+		return nil
+	}
+	return &statepb.Quota{Sessions: int64(q.Sessions), Waiters: int64(q.Waiters), Ids: int64(q.IDs), Conns: int64(q.Conns)}
+}
+
+// quotaOfPB is the inverse of quotaPB; a field out of int's range, or a
+// present message with every field 0, is refused.
+func quotaOfPB(p *statepb.Quota) (Quota, error) {
+	if p == nil {
+		return Quota{}, nil
+	}
+	q := Quota{Sessions: int(p.Sessions), Waiters: int(p.Waiters), IDs: int(p.Ids), Conns: int(p.Conns)}
+	if !proto.Equal(quotaPB(q), p) {
+		return Quota{}, fmt.Errorf("quota field out of range")
+	}
+	return q, nil
 }
 
 func encodeCommand(c Command) ([]byte, error) {

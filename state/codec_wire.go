@@ -24,9 +24,10 @@ import (
 const (
 	fOp, fNow, fSlack, fName, fOwner, fTTL, fWait, fLockDelay, fRequestID, fToken = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 	fValue, fDelta, fOpID, fAttempt, fConfig, fSession, fSeq, fAck, fClusterID    = 11, 12, 13, 14, 15, 16, 17, 18, 19
-	fPrincipal, fAdmin, fRoles, fPerms                                            = 20, 21, 22, 23
-	lastCommandField                                                              = fPerms
-	lastConfigField                                                               = 15
+	fPrincipal, fAdmin, fRoles, fPerms, fQuota                                    = 20, 21, 22, 23, 24
+	lastCommandField                                                              = fQuota
+	lastConfigField                                                               = 16
+	lastQuotaField                                                                = 4
 )
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -52,14 +53,15 @@ func configInts(c Config) [lastConfigField]int64 {
 	return [lastConfigField]int64{int64(c.MaxTTL), int64(c.MaxOps), int64(c.MaxRequests), int64(c.IDRetention),
 		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources),
 		c.MaxResourceBytes, int64(c.MaxLocks), int64(c.MaxSessions), int64(c.MaxSessionResults), int64(c.MaxLockDelay),
-		int64(c.MaxSessionsPerPrincipal), int64(c.MaxWaitersPerPrincipal)}
+		int64(c.MaxSessionsPerPrincipal), int64(c.MaxWaitersPerPrincipal), int64(c.MaxIDsPerPrincipal)}
 }
 
 func configOfInts(v [lastConfigField]int64) Config {
 	return Config{MaxTTL: time.Duration(v[0]), MaxOps: int(v[1]), MaxRequests: int(v[2]), IDRetention: time.Duration(v[3]),
 		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]),
 		MaxResourceBytes: v[8], MaxLocks: int(v[9]), MaxSessions: int(v[10]), MaxSessionResults: int(v[11]),
-		MaxLockDelay: time.Duration(v[12]), MaxSessionsPerPrincipal: int(v[13]), MaxWaitersPerPrincipal: int(v[14])}
+		MaxLockDelay: time.Duration(v[12]), MaxSessionsPerPrincipal: int(v[13]), MaxWaitersPerPrincipal: int(v[14]),
+		MaxIDsPerPrincipal: int(v[15])}
 }
 
 func appendConfig(b []byte, c Config) []byte {
@@ -106,7 +108,53 @@ func appendCommand(b []byte, c Command) []byte {
 	for _, p := range c.Perms {
 		b = protowire.AppendBytes(protowire.AppendTag(b, fPerms, protowire.BytesType), permBytes(p))
 	}
+	if c.Quota != (Quota{}) {
+		b = protowire.AppendBytes(protowire.AppendTag(b, fQuota, protowire.BytesType), appendQuota(nil, c.Quota))
+	}
 	return b
+}
+
+// quotaInts are q's fields in statepb.Quota's field order.
+func quotaInts(q Quota) [lastQuotaField]int64 {
+	return [lastQuotaField]int64{int64(q.Sessions), int64(q.Waiters), int64(q.IDs), int64(q.Conns)}
+}
+
+func quotaOfInts(v [lastQuotaField]int64) Quota {
+	return Quota{Sessions: int(v[0]), Waiters: int(v[1]), IDs: int(v[2]), Conns: int(v[3])}
+}
+
+// appendQuota appends q as a statepb.Quota's fields.
+func appendQuota(b []byte, q Quota) []byte {
+	for i, v := range quotaInts(q) {
+		b = appendSint(b, protowire.Number(i+1), v)
+	}
+	return b
+}
+
+// readQuota reads what appendQuota wrote.
+func readQuota(b []byte) (Quota, error) {
+	var v [lastQuotaField]int64
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return Quota{}, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num < 1 || num > lastQuotaField || typ != protowire.VarintType {
+			return Quota{}, errors.New("unknown field in Quota")
+		}
+		x, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return Quota{}, protowire.ParseError(n)
+		}
+		b = b[n:]
+		v[num-1] = protowire.DecodeZigZag(x)
+	}
+	q := quotaOfInts(v)
+	if quotaInts(q) != v {
+		return Quota{}, errors.New("quota field out of range")
+	}
+	return q, nil
 }
 
 // permBytes is p as stored: its kind byte, then its prefix.
@@ -130,7 +178,7 @@ var (
 // bytesField reports whether num of statepb.Command is a bytes field.
 func bytesField(num protowire.Number) bool {
 	switch num {
-	case fName, fOwner, fRequestID, fValue, fOpID, fConfig, fClusterID, fPrincipal, fRoles, fPerms:
+	case fName, fOwner, fRequestID, fValue, fOpID, fConfig, fClusterID, fPrincipal, fRoles, fPerms, fQuota:
 		return true
 	}
 	return false
@@ -178,6 +226,12 @@ func readCommand(b []byte, c *Command) error {
 					return err
 				}
 				c.Perms = append(c.Perms, p)
+			case fQuota:
+				q, err := readQuota(v)
+				if err != nil {
+					return err
+				}
+				c.Quota = q
 			case fConfig:
 				cfg, err := readConfig(v)
 				if err != nil {

@@ -24,6 +24,7 @@ func pbCommand(c Command) *statepb.Command {
 	for _, q := range c.Perms {
 		p.Perms = append(p.Perms, permBytes(q))
 	}
+	p.Quota = quotaPB(c.Quota)
 	return p
 }
 
@@ -72,6 +73,10 @@ func TestWireCodecMatchesTheRuntime(t *testing.T) {
 		if len(c.Roles) == 0 {
 			c.Roles = nil
 		}
+		if rapid.Bool().Draw(t, "quota") {
+			c.Quota = Quota{Sessions: int(i64.Draw(t, "q_sessions")), Waiters: int(i64.Draw(t, "q_waiters")),
+				IDs: int(i64.Draw(t, "q_ids")), Conns: int(i64.Draw(t, "q_conns"))}
+		}
 		if len(c.Value) == 0 {
 			c.Value = nil // what decode gives back for an absent value
 		}
@@ -81,7 +86,8 @@ func TestWireCodecMatchesTheRuntime(t *testing.T) {
 				MinIDRetention: time.Duration(i64.Draw(t, "min_id_retention")), MaxWaitersPerLock: int(i64.Draw(t, "mwpl")),
 				MaxWaiters: int(i64.Draw(t, "mw")), MaxResources: int(i64.Draw(t, "mr")), MaxResourceBytes: i64.Draw(t, "mrb"),
 				MaxLocks: int(i64.Draw(t, "ml")), MaxSessions: int(i64.Draw(t, "ms")), MaxSessionResults: int(i64.Draw(t, "msr")),
-				MaxLockDelay: time.Duration(i64.Draw(t, "mld")), MaxSessionsPerPrincipal: int(i64.Draw(t, "msp")), MaxWaitersPerPrincipal: int(i64.Draw(t, "mwp"))}
+				MaxLockDelay: time.Duration(i64.Draw(t, "mld")), MaxSessionsPerPrincipal: int(i64.Draw(t, "msp")), MaxWaitersPerPrincipal: int(i64.Draw(t, "mwp")),
+				MaxIDsPerPrincipal: int(i64.Draw(t, "mip"))}
 		}
 		check(t, c)
 	})

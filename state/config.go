@@ -14,7 +14,8 @@ import (
 // replaces it for the commands after it, and snapshots carry it (see the
 // package doc, Config). A zero cap (MaxWaitersPerLock, MaxWaiters,
 // MaxResources, MaxResourceBytes, MaxLocks, MaxSessions,
-// MaxSessionResults, MaxSessionsPerPrincipal, MaxWaitersPerPrincipal) means no cap; a zero MinIDRetention means
+// MaxSessionResults, MaxSessionsPerPrincipal, MaxWaitersPerPrincipal,
+// MaxIDsPerPrincipal) means no cap; a zero MinIDRetention means
 // ids may be forgotten by count at any age; a zero MaxLockDelay means
 // fence.MaxLockDelay (a rule recorded before the field existed is read so).
 type Config struct {
@@ -36,6 +37,11 @@ type Config struct {
 	// authentication); 0 means no quota.
 	MaxSessionsPerPrincipal int
 	MaxWaitersPerPrincipal  int
+	// MaxIDsPerPrincipal bounds the op_ids, and apart the request_ids, one
+	// principal has remembered (quota.go): beyond it its own oldest are
+	// forgotten once MinIDRetention old, and a new one is refused while
+	// they are younger. 0 means no quota.
+	MaxIDsPerPrincipal int
 }
 
 // MaxIdleLocks bounds the tombstones of idle locks whatever MaxRequests is:
@@ -107,6 +113,7 @@ func (c Config) Validate() error {
 		d("max_lock_delay", c.MaxLockDelay, 0, fence.MaxLockDelay),
 		n("max_sessions_per_principal", int64(c.MaxSessionsPerPrincipal), 0, unbounded),
 		n("max_waiters_per_principal", int64(c.MaxWaitersPerPrincipal), 0, unbounded),
+		n("max_ids_per_principal", int64(c.MaxIDsPerPrincipal), 0, MaxIDMemory),
 	)
 }
 

@@ -296,10 +296,11 @@
 // proposes DefaultConfig (or the operator's) with OpConfig, and the
 // promise holds from that entry on.
 //
-// Memory: a remembered op_id or request_id costs about 200 bytes of heap
-// with 26-byte ids (BenchmarkIDMemoryBytes: 200 and 198 bytes at 200,000
-// ids, 216 and 196 at 1,000,000), plus the bytes of distinct names and
-// owners. The default caps (a million of each) are about 420 MB when full,
+// Memory: a remembered op_id or request_id costs about 220 bytes of heap
+// with 26-byte ids (BenchmarkIDMemoryBytes at 200,000 ids: 221 and 219
+// bytes without a principal, 230 and 228 with one, which also puts each id
+// in its principal's queue), plus the bytes of distinct names and
+// owners. The default caps (a million of each) are about 460 MB when full,
 // which a steady load keeps them: plan for it or lower MaxOps/MaxRequests
 // (and with them the load the window holds). A snapshot of 600,000
 // remembered ids (BenchmarkSnapshotIDs) takes about 0.6 s to write and

@@ -152,12 +152,14 @@ func (m *impl) dispatch(cmd Command) Result {
 		return m.roleChange(cmd)
 	case OpRoleBind:
 		return m.roleBind(cmd)
+	case OpRoleQuota:
+		return m.roleQuota(cmd)
 	case OpKeyRotate:
 		return m.keyRotate(cmd)
 	case OpKeyRetire:
 		return m.keyRetire(cmd)
 	}
-	return Result{Err: fence.Invalid("op", "a known operation (1..20, 22, 23)", itoa(int64(cmd.Op)))}
+	return Result{Err: fence.Invalid("op", "a known operation (1..23)", itoa(int64(cmd.Op)))}
 }
 
 // tick expires everything due at server time and hands freed locks on.

@@ -15,12 +15,28 @@ import (
 // (key, time, value inline) sit in one ring buffer in insertion order, and
 // the map holds only each key's sequence number — no per-entry allocation
 // beyond the key's own bytes. doc.go (Retention) has the bytes per id.
-type memory[K comparable, V any] struct {
+//
+// It also keeps each principal's entries in order (per), for the quota of
+// ids one principal may hold (Config.MaxIDsPerPrincipal, quota.go).
+type memory[K comparable, V owned] struct {
 	index map[K]uint64     // key -> sequence number of its entry
 	ring  []memEntry[K, V] // circular, oldest at head
 	head  int              // ring index of the oldest entry
 	n     int              // entries in the ring
 	first uint64           // sequence number of the oldest entry
+	per   map[string]*idQueue
+}
+
+// owned is a remembered value that names the principal that made it (""
+// with authentication off: not counted).
+type owned interface{ by() string }
+
+// idQueue is one principal's entries: their sequence numbers, oldest
+// first. Entries forgotten since (popped, or dead) are skipped, and
+// dropped from the front as they are met; n counts the live ones.
+type idQueue struct {
+	seqs []uint64
+	n    int
 }
 
 type memEntry[K comparable, V any] struct {
@@ -35,8 +51,8 @@ const dead = -1
 
 const minRing = 64
 
-func newMemory[K comparable, V any]() memory[K, V] {
-	return memory[K, V]{index: map[K]uint64{}}
+func newMemory[K comparable, V owned]() memory[K, V] {
+	return memory[K, V]{index: map[K]uint64{}, per: map[string]*idQueue{}}
 }
 
 // reserve makes room for n entries at once (a restore knows how many).
@@ -71,6 +87,7 @@ func (m *memory[K, V]) get(k K) (V, bool) {
 // dropped in its turn (the machine never puts a remembered key again).
 func (m *memory[K, V]) put(k K, v V, at int64) {
 	if seq, ok := m.index[k]; ok {
+		m.disown(seq)
 		m.entry(seq).at = dead
 	}
 	if m.n == len(m.ring) {
@@ -80,11 +97,83 @@ func (m *memory[K, V]) put(k K, v V, at int64) {
 	m.n++
 	*m.entry(seq) = memEntry[K, V]{key: k, at: at, val: v}
 	m.index[k] = seq
+	if p := v.by(); p != "" {
+		q := m.per[p]
+		if q == nil {
+			q = &idQueue{}
+			m.per[p] = q
+		}
+		m.trim(q)
+		q.seqs = append(q.seqs, seq)
+		q.n++
+	}
+}
+
+// disown counts live entry seq, about to be forgotten, out of its
+// principal's.
+func (m *memory[K, V]) disown(seq uint64) {
+	p := m.entry(seq).val.by()
+	if p == "" {
+		return
+	}
+	q := m.per[p]
+	if q.n--; q.n == 0 {
+		delete(m.per, p)
+	}
+}
+
+// trim drops from q's front the entries forgotten since.
+func (m *memory[K, V]) trim(q *idQueue) {
+	for len(q.seqs) > 0 && (q.seqs[0] < m.first || m.entry(q.seqs[0]).at == dead) {
+		q.seqs = q.seqs[1:]
+	}
+}
+
+// owns is how many live entries principal p has.
+func (m *memory[K, V]) owns(p string) int {
+	if q := m.per[p]; q != nil {
+		return q.n
+	}
+	return 0
+}
+
+// oldestOf is principal p's oldest live entry (nil if none).
+func (m *memory[K, V]) oldestOf(p string) *memEntry[K, V] {
+	q := m.per[p]
+	if q == nil {
+		return nil
+	}
+	m.trim(q)
+	return m.entry(q.seqs[0])
+}
+
+// ownerFull reports whether principal p, at its quota of entries, must be
+// refused a new one: its oldest is younger than minRetention, so
+// forgetting it would break the promise that a retry within
+// MinIDRetention is never applied twice (as full, for one principal).
+func (m *memory[K, V]) ownerFull(p string, now, minRetention int64, quota int) bool {
+	if p == "" || quota <= 0 || minRetention <= 0 || m.owns(p) < quota {
+		return false
+	}
+	return now-m.oldestOf(p).at < minRetention
+}
+
+// forgetOwner forgets principal p's oldest entries beyond quota, as long
+// as they are at least minRetention old (run after a put of p's).
+func (m *memory[K, V]) forgetOwner(p string, now, minRetention int64, quota int) {
+	for p != "" && quota > 0 && m.owns(p) > quota {
+		e := m.oldestOf(p)
+		if now-e.at < minRetention {
+			return
+		}
+		m.remove(e.key)
+	}
 }
 
 // remove forgets k now (its entry is dead until popped).
 func (m *memory[K, V]) remove(k K) {
 	if seq, ok := m.index[k]; ok {
+		m.disown(seq)
 		m.entry(seq).at = dead
 		delete(m.index, k)
 	}
@@ -94,6 +183,7 @@ func (m *memory[K, V]) remove(k K) {
 func (m *memory[K, V]) pop() {
 	e := m.entry(m.first)
 	if e.at != dead {
+		m.disown(m.first)
 		delete(m.index, e.key)
 	}
 	*e = memEntry[K, V]{}
@@ -174,22 +264,46 @@ func (m *impl) forget() {
 // admitOp refuses a new op_id when the op_id memory is full of ids younger
 // than MinIDRetention: forgetting one would break the promise that a retry
 // within MinIDRetention is never applied twice.
-func (m *impl) admitOp() error {
-	if minimum := m.minRetention(); m.ops.full(m.clock, int64(minimum), m.cfg.MaxOps) {
+//
+// A principal at its quota of ids (quota.go) is refused the same way when
+// its own oldest is younger than MinIDRetention; otherwise remembering the
+// new id forgets its oldest (rememberedBy).
+func (m *impl) admitOp(p string) error {
+	minimum := m.minRetention()
+	if m.ops.full(m.clock, int64(minimum), m.cfg.MaxOps) {
 		return fence.Exhausted("remembered op_ids (config.max_ops)",
 			"at most "+utoa(m.cfg.MaxOps)+" younger than "+minimum.String(), utoa(m.ops.len()))
 	}
+	if q := m.quotaOf(p).IDs; m.ops.ownerFull(p, m.clock, int64(minimum), q) {
+		return exhausted("remembered op_ids", p, "config.max_ids_per_principal", q, m.ops.owns(p))
+	}
 	return nil
+}
+
+// rememberedBy applies principal p's quota of ids after an id of p's was
+// remembered: its oldest beyond the quota are forgotten once
+// MinIDRetention old.
+func (m *impl) rememberedBy(p string) {
+	if p == "" {
+		return
+	}
+	q, minimum := m.quotaOf(p).IDs, int64(m.minRetention())
+	m.ops.forgetOwner(p, m.clock, minimum, q)
+	m.requests.forgetOwner(p, m.clock, minimum, q)
 }
 
 // admitRequest is admitOp for a new request_id. Only ended requests are
 // counted: a request admitted while queued or holding is remembered when it
 // ends even if the memory is full then, so the memory may exceed
 // MaxRequests by the number of requests live at that moment.
-func (m *impl) admitRequest() error {
-	if minimum := m.minRetention(); m.requests.full(m.clock, int64(minimum), m.cfg.MaxRequests) {
+func (m *impl) admitRequest(p string) error {
+	minimum := m.minRetention()
+	if m.requests.full(m.clock, int64(minimum), m.cfg.MaxRequests) {
 		return fence.Exhausted("remembered request_ids (config.max_requests)",
 			"at most "+utoa(m.cfg.MaxRequests)+" younger than "+minimum.String(), utoa(m.requests.len()))
+	}
+	if q := m.quotaOf(p).IDs; m.requests.ownerFull(p, m.clock, int64(minimum), q) {
+		return exhausted("remembered request_ids", p, "config.max_ids_per_principal", q, m.requests.owns(p))
 	}
 	return nil
 }

@@ -127,7 +127,7 @@ func TestMutantBumpTokenNextGrantIsTheFloor(t *testing.T) {
 // The oldest remembered time skips an entry made dead by its key being put
 // again. (Kills oldest's "m.first + i" → "m.first - i".)
 func TestMutantMemoryOldestSkipsDeadEntries(t *testing.T) {
-	mem := newMemory[string, int]()
+	mem := newMemory[string, tv]()
 	mem.put("a", 1, 10)
 	mem.put("b", 2, 20)
 	mem.put("a", 3, 30)

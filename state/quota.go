@@ -1,27 +1,75 @@
 package state
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/fenceworks/fence"
 )
 
-// Quotas of one principal (Config.MaxSessionsPerPrincipal,
-// Config.MaxWaitersPerPrincipal): so that no tenant starves the others, a
+// Quotas of one principal: so that no tenant starves the others, a
 // principal at its quota is refused with a *fence.ResourceExhaustedError
 // naming the quota and the principal, while the others are served up to
 // the global caps. A quota binds every principal but "" (commands made
 // with authentication off: one tenant, bounded by the global caps alone).
 //
+// What a quota is for a principal: the rules give the default
+// (Config.MaxSessionsPerPrincipal, MaxWaitersPerPrincipal,
+// MaxIDsPerPrincipal); a role may set its own (OpRoleQuota, Role.Quota),
+// and a principal holding roles that set one gets the largest they set
+// (a role that sets none leaves the default). The principal's roles are
+// its token's ("token:<id>") or those bound to its certificate name
+// ("cert:<name>"), as recorded in the log, so every replica decides alike
+// (R1). Conns is not the machine's (a server counts connections): it is
+// kept here so that the server reads it with the rest.
+//
 // The machine counts, per principal, the live sessions it opened and the
-// acquires it has queued (the principal recorded with each, auth.go). The
-// counts are derived state: a snapshot does not carry them, a restore
-// recounts them from the sessions and waiters it restores. A decision
-// looks up one principal's count, never iterates the map. As with the
-// global caps, a quota is checked when something would grow: what a
-// lowered quota already exceeds stays until it ends.
+// acquires it has queued (the principal recorded with each, auth.go), and
+// the op_ids and request_ids it has remembered (memory.go keeps each
+// principal's ids in order). The counts are derived state: a snapshot does
+// not carry them, a restore recounts them. A decision looks up one
+// principal's count, never iterates the map. As with the global caps, a
+// quota is checked when something would grow: what a lowered quota
+// already exceeds stays until it ends (ids: until they are forgotten).
 
-// principalUse is what one principal holds that a quota bounds.
+// Quota is a role's per-principal quotas; 0 leaves a quota at the rules'
+// default.
+type Quota struct {
+	Sessions int // live sessions
+	Waiters  int // queued acquires
+	IDs      int // remembered op_ids, and apart remembered request_ids
+	Conns    int // open connections to one server (the server's flag is the default)
+}
+
+// MaxQuota bounds each field of a Quota.
+const MaxQuota = MaxIDMemory
+
+// Validate checks q's fields: each 0 (the default) to MaxQuota.
+func (q Quota) Validate() error {
+	for i, v := range quotaInts(q) {
+		if v < 0 || v > MaxQuota {
+			return fence.Invalid("quota."+quotaNames[i], "between 0 and "+itoa(MaxQuota), itoa(v))
+		}
+	}
+	return nil
+}
+
+var quotaNames = [lastQuotaField]string{"sessions", "waiters", "ids", "conns"}
+
+// String lists the fields set, as "sessions=10 conns=5" ("" when none).
+func (q Quota) String() string {
+	var parts []string
+	for i, v := range quotaInts(q) {
+		if v != 0 {
+			parts = append(parts, quotaNames[i]+"="+itoa(v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// principalUse is what one principal holds that a quota bounds (ids are
+// counted by the memories themselves).
 type principalUse struct {
 	sessions int // live sessions it opened
 	waiters  int // acquires it has queued
@@ -57,20 +105,71 @@ func (m *impl) count(p string, ds, dw int) {
 	}
 }
 
-// admitSessionQuota refuses principal p one more live session beyond
-// MaxSessionsPerPrincipal.
+// QuotaOf is principal p's quotas: for each, the largest its roles set,
+// else the rules' default (Conns: 0 when no role sets it — the server's
+// flag applies). Principal "" has none (all 0).
+func (m *Machine) QuotaOf(p string) Quota { return m.quotaOf(p) }
+
+func (m *impl) quotaOf(p string) Quota {
+	if p == "" {
+		return Quota{}
+	}
+	var set Quota
+	raise := func(r *Role) {
+		if r == nil {
+			return
+		}
+		set.Sessions, set.Waiters = max(set.Sessions, r.Quota.Sessions), max(set.Waiters, r.Quota.Waiters)
+		set.IDs, set.Conns = max(set.IDs, r.Quota.IDs), max(set.Conns, r.Quota.Conns)
+	}
+	if id, ok := strings.CutPrefix(p, "token:"); ok {
+		if t := m.auth.tokens[id]; t != nil {
+			for _, r := range t.Roles {
+				raise(m.auth.roles[r])
+			}
+		}
+	} else if name, ok := strings.CutPrefix(p, "cert:"); ok {
+		for _, r := range m.auth.roles {
+			if _, ok := slices.BinarySearch(r.Certs, name); ok {
+				raise(r)
+			}
+		}
+	}
+	or := func(v, def int) int {
+		if v != 0 {
+			return v
+		}
+		return def
+	}
+	return Quota{Sessions: or(set.Sessions, m.cfg.MaxSessionsPerPrincipal), Waiters: or(set.Waiters, m.cfg.MaxWaitersPerPrincipal),
+		IDs: or(set.IDs, m.cfg.MaxIDsPerPrincipal), Conns: set.Conns}
+}
+
+// exhausted is the refusal of principal p at quota c of what.
+func exhausted(what, p, rule string, c, n int) error {
+	return fence.Exhausted(what+" of principal "+strconv.Quote(p)+" ("+rule+" or its roles' quota)", "at most "+utoa(c), utoa(n))
+}
+
+// admitSessionQuota refuses principal p one more live session beyond its
+// sessions quota.
 func (m *impl) admitSessionQuota(p string) error {
-	if c, n := m.cfg.MaxSessionsPerPrincipal, m.useOf(p).sessions; c > 0 && n >= c {
-		return fence.Exhausted("sessions of principal "+strconv.Quote(p)+" (config.max_sessions_per_principal)", "at most "+utoa(c), utoa(n))
+	if p == "" {
+		return nil
+	}
+	if c, n := m.quotaOf(p).Sessions, m.useOf(p).sessions; c > 0 && n >= c {
+		return exhausted("sessions", p, "config.max_sessions_per_principal", c, n)
 	}
 	return nil
 }
 
-// admitWaiterQuota refuses principal p one more queued acquire beyond
-// MaxWaitersPerPrincipal.
+// admitWaiterQuota refuses principal p one more queued acquire beyond its
+// waiters quota.
 func (m *impl) admitWaiterQuota(p string) error {
-	if c, n := m.cfg.MaxWaitersPerPrincipal, m.useOf(p).waiters; c > 0 && n >= c {
-		return fence.Exhausted("waiters of principal "+strconv.Quote(p)+" (config.max_waiters_per_principal)", "at most "+utoa(c), utoa(n))
+	if p == "" {
+		return nil
+	}
+	if c, n := m.quotaOf(p).Waiters, m.useOf(p).waiters; c > 0 && n >= c {
+		return exhausted("waiters", p, "config.max_waiters_per_principal", c, n)
 	}
 	return nil
 }

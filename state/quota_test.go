@@ -68,7 +68,7 @@ func TestSessionQuotaRefusesOnePrincipalAndServesOthers(t *testing.T) {
 	for _, c := range log {
 		mustOK(t, m, c)
 	}
-	const limit = `sessions of principal "token:a" (config.max_sessions_per_principal)`
+	const limit = `sessions of principal "token:a" (config.max_sessions_per_principal or its roles' quota)`
 	exhaustedQuota(t, m, openAs(at(2), "token:a"), limit)
 	mustOK(t, m, openAs(at(2), "token:b"))
 	for range 3 {
@@ -83,7 +83,7 @@ func TestSessionQuotaRefusesOnePrincipalAndServesOthers(t *testing.T) {
 	for name, n := range map[string]*Machine{"restored": restored(t, m), "replayed": replay} {
 		t.Run(name, func(t *testing.T) {
 			exhaustedQuota(t, n, openAs(at(3), "token:a"), limit)
-			exhaustedQuota(t, n, openAs(at(3), "token:b"), `sessions of principal "token:b" (config.max_sessions_per_principal)`)
+			exhaustedQuota(t, n, openAs(at(3), "token:b"), `sessions of principal "token:b" (config.max_sessions_per_principal or its roles' quota)`)
 			mustOK(t, n, Command{Op: OpSessionClose, Now: at(3), Session: 1, Principal: "token:a"})
 			mustOK(t, n, openAs(at(3), "token:a"))
 			exhaustedQuota(t, n, openAs(at(3), "token:a"), limit)
@@ -113,7 +113,7 @@ func TestWaiterQuotaRefusesOnePrincipalAndServesOthers(t *testing.T) {
 			t.Fatalf("%+v: %s, want queued", c, describe(r))
 		}
 	}
-	const limit = `waiters of principal "token:a" (config.max_waiters_per_principal)`
+	const limit = `waiters of principal "token:a" (config.max_waiters_per_principal or its roles' quota)`
 	exhaustedQuota(t, m, waitAs(at(2), "held", "a3", "token:a"), limit)
 	if r := m.Apply(waitAs(at(2), "free", "a4", "token:a")); r.Err != nil || r.Lease == nil {
 		t.Fatalf("A acquiring a free lock at its waiter quota: %s, want granted", describe(r))
@@ -128,7 +128,7 @@ func TestWaiterQuotaRefusesOnePrincipalAndServesOthers(t *testing.T) {
 	for name, n := range map[string]*Machine{"restored": restored(t, m), "replayed": replay} {
 		t.Run(name, func(t *testing.T) {
 			exhaustedQuota(t, n, waitAs(at(3), "held", "a5", "token:a"), limit)
-			exhaustedQuota(t, n, waitAs(at(3), "held", "b3", "token:b"), `waiters of principal "token:b" (config.max_waiters_per_principal)`)
+			exhaustedQuota(t, n, waitAs(at(3), "held", "b3", "token:b"), `waiters of principal "token:b" (config.max_waiters_per_principal or its roles' quota)`)
 			// A cancelled wait gives A room.
 			mustOK(t, n, Command{Op: OpCancelWait, Now: at(3), Name: "held", RequestID: "a1", Principal: "token:a"})
 			if r := mustOK(t, n, waitAs(at(3), "held", "a5", "token:a")); !r.Queued {
@@ -200,7 +200,7 @@ func TestWaiterQuotaCountsSessionWaits(t *testing.T) {
 			t.Fatalf("session wait %d: %s", seq, describe(r))
 		}
 	}
-	const limit = `waiters of principal "token:a" (config.max_waiters_per_principal)`
+	const limit = `waiters of principal "token:a" (config.max_waiters_per_principal or its roles' quota)`
 	exhaustedQuota(t, m, waitAs(at(2), "held", "a3", "token:a"), limit)
 	mustOK(t, m, Command{Op: OpSessionClose, Now: at(2), Session: s, Principal: "token:a"})
 	for _, rid := range []string{"a3", "a4"} {

@@ -82,6 +82,8 @@ type doneRequest struct {
 	principal   string
 }
 
+func (d doneRequest) by() string { return d.principal }
+
 func (r *request) done() doneRequest {
 	return doneRequest{name: r.name, owner: r.owner, ttl: r.ttl, lockDelay: r.lockDelay, token: r.token, attempt: r.attempt, outcome: r.outcome, principal: r.principal}
 }
@@ -117,6 +119,7 @@ func (m *impl) finish(r *request, out outcome) {
 	}
 	if !generatedID(r.id) {
 		m.requests.put(r.id, r.done(), m.clock)
+		m.rememberedBy(r.principal)
 	}
 }
 

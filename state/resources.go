@@ -35,7 +35,12 @@ type opRecord struct {
 	token    fence.Token
 	version  uint64
 	addValue int64 // Add: the value after it
+	// principal made the write (auth.go): the only one whose retry of the
+	// op_id is answered, and whose quota of ids it counts against.
+	principal string
 }
+
+func (r opRecord) by() string { return r.principal }
 
 // payloadSize is how much of the SHA-256 of a payload an op_id record
 // keeps: 128 bits tell payloads apart (a collision would need 2^64 tries by
@@ -121,7 +126,7 @@ func (m *impl) add(cmd Command) Result {
 func (m *impl) admitChange(cmd Command, r *resource, size int) error {
 	var op error
 	if cmd.OpID != "" {
-		op = m.admitOp()
+		op = m.admitOp(cmd.Principal)
 	}
 	return first(m.admitResource(cmd.Name, r, size), op)
 }
@@ -135,6 +140,13 @@ func (m *impl) replayOp(cmd Command) (Result, bool) {
 	rec, ok := m.ops.get(opKey{cmd.Name, cmd.OpID})
 	if !ok {
 		return Result{}, false
+	}
+	// Only its principal's retry is answered (an op remembered before
+	// records carried one has none: anyone's retry is, as it was then).
+	if rec.principal != "" {
+		if err := owns(cmd, rec.principal, "op_id", cmd.OpID); err != nil {
+			return Result{Err: err}, true
+		}
 	}
 	if rec.payload != payloadHash(cmd) {
 		return Result{Err: &fence.OpConflictError{Field: "op_id", ID: cmd.OpID}}, true
@@ -185,7 +197,8 @@ func (m *impl) accepted(cmd Command, r *resource, addValue int64) Result {
 	r.lastToken = cmd.Token
 	r.version++
 	if cmd.OpID != "" {
-		m.ops.put(opKey{r.name, cmd.OpID}, opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue}, m.clock)
+		m.ops.put(opKey{r.name, cmd.OpID}, opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue, principal: cmd.Principal}, m.clock)
+		m.rememberedBy(cmd.Principal)
 	}
 	res := Result{Resource: r.state()}
 	if cmd.Op == OpAdd {

@@ -120,7 +120,10 @@ func (m *impl) liveSession(id uint64) (*session, error) {
 // openSession opens a session with cmd.TTL. A retried open (the same
 // RequestID) while its session is live gets that session (Replayed).
 func (m *impl) openSession(cmd Command) Result {
-	if err := first(fence.ValidateTTL(cmd.TTL, m.cfg.MaxTTL), fence.ValidateID("request_id", cmd.RequestID)); err != nil {
+	// The ttl against the rules' MaxTTL only for a new open, after the
+	// request_id lookup (as an acquire's, validateAcquire): a retry of an
+	// open made under a higher bound learns its session.
+	if err := first(fence.ValidateTTL(cmd.TTL, fence.LongestMaxTTL), fence.ValidateID("request_id", cmd.RequestID)); err != nil {
 		return Result{Err: err}
 	}
 	if cmd.RequestID != "" {
@@ -133,6 +136,9 @@ func (m *impl) openSession(cmd Command) Result {
 			}
 			return Result{Session: s.info(m.clock), Replayed: true}
 		}
+	}
+	if err := fence.ValidateTTL(cmd.TTL, m.cfg.MaxTTL); err != nil {
+		return Result{Err: err}
 	}
 	if c := m.cfg.MaxSessions; c > 0 && len(m.sessions) >= c {
 		return Result{Err: fence.Exhausted("sessions (config.max_sessions)", "at most "+utoa(c), utoa(len(m.sessions)))}

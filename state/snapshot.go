@@ -112,6 +112,8 @@ type snapOp struct {
 	Token    fence.Token
 	Version  uint64
 	AddValue int64
+	// Principal made the write ("" with authentication off).
+	Principal string
 }
 
 type snapResource struct {
@@ -172,7 +174,7 @@ func (m *impl) snapshotView() *SnapshotView {
 		doc.Requests = append(doc.Requests, s)
 	})
 	m.ops.each(func(k opKey, at int64, r opRecord) {
-		doc.Ops = append(doc.Ops, snapOp{Resource: k.resource, OpID: []byte(k.opID), At: at, Payload: r.payload[:], Token: r.token, Version: r.version, AddValue: r.addValue})
+		doc.Ops = append(doc.Ops, snapOp{Resource: k.resource, OpID: []byte(k.opID), At: at, Payload: r.payload[:], Token: r.token, Version: r.version, AddValue: r.addValue, Principal: r.principal})
 	})
 	names = names[:0]
 	for name := range m.resources {
@@ -415,7 +417,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			return nil, fmt.Errorf("op %q of %q: inconsistent, repeated or out of order", s.OpID, s.Resource)
 		}
 		last = s.At
-		rec := opRecord{token: s.Token, version: s.Version, addValue: s.AddValue}
+		rec := opRecord{token: s.Token, version: s.Version, addValue: s.AddValue, principal: s.Principal}
 		copy(rec.payload[:], s.Payload)
 		m.ops.put(k, rec, s.At)
 	}

@@ -27,7 +27,7 @@ func (m *impl) snapAuth() *snapAuth {
 	out := &snapAuth{Enabled: a.enabled, Bootstraps: a.bootstraps}
 	for _, n := range m.roleNames() {
 		r := a.roles[n]
-		out.Roles = append(out.Roles, Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs)})
+		out.Roles = append(out.Roles, Role{Name: r.Name, Perms: slices.Clone(r.Perms), Certs: slices.Clone(r.Certs), Quota: r.Quota})
 	}
 	for _, id := range m.tokenIDs() {
 		t := *a.tokens[id]
@@ -43,7 +43,7 @@ func pbAuth(a *snapAuth) *statepb.Auth {
 	}
 	p := &statepb.Auth{Enabled: a.Enabled, Bootstraps: a.Bootstraps}
 	for _, r := range a.Roles {
-		pr := &statepb.AuthRole{Name: bs(r.Name)}
+		pr := &statepb.AuthRole{Name: bs(r.Name), Quota: quotaPB(r.Quota)}
 		for _, q := range r.Perms {
 			pr.Perms = append(pr.Perms, permBytes(q))
 		}
@@ -69,7 +69,11 @@ func authOfPB(p *statepb.Auth) (*snapAuth, error) {
 	}
 	a := &snapAuth{Enabled: p.Enabled, Bootstraps: p.Bootstraps}
 	for _, pr := range p.Roles {
-		r := Role{Name: string(pr.Name)}
+		q, err := quotaOfPB(pr.Quota)
+		if err != nil {
+			return nil, err
+		}
+		r := Role{Name: string(pr.Name), Quota: q}
 		for _, b := range pr.Perms {
 			q, err := permOf(b)
 			if err != nil {
@@ -117,7 +121,10 @@ func (m *impl) restoreAuth(a *snapAuth) error {
 				return fmt.Errorf("auth role %q: certificate names empty, unsorted or repeated", r.Name)
 			}
 		}
-		m.auth.roles[r.Name] = &Role{Name: r.Name, Perms: r.Perms, Certs: r.Certs}
+		if err := r.Quota.Validate(); err != nil {
+			return fmt.Errorf("auth role %q: %w", r.Name, err)
+		}
+		m.auth.roles[r.Name] = &Role{Name: r.Name, Perms: r.Perms, Certs: r.Certs, Quota: r.Quota}
 	}
 	for i, t := range a.Tokens {
 		if i > 0 && a.Tokens[i-1].ID >= t.ID || validAuthName("id", t.ID) != nil || checkHash(t.Hash) != nil ||

@@ -305,11 +305,11 @@ func requestOf(p *statepb.Request) snapRequest {
 }
 
 func pbOp(o *snapOp) *statepb.Op {
-	return &statepb.Op{Resource: bs(o.Resource), OpId: o.OpID, At: o.At, Payload: o.Payload, Token: uint64(o.Token), Version: o.Version, AddValue: o.AddValue}
+	return &statepb.Op{Resource: bs(o.Resource), OpId: o.OpID, At: o.At, Payload: o.Payload, Token: uint64(o.Token), Version: o.Version, AddValue: o.AddValue, Principal: bs(o.Principal)}
 }
 
 func opOf(p *statepb.Op) snapOp {
-	return snapOp{Resource: string(p.Resource), OpID: p.OpId, At: p.At, Payload: p.Payload, Token: fence.Token(p.Token), Version: p.Version, AddValue: p.AddValue}
+	return snapOp{Resource: string(p.Resource), OpID: p.OpId, At: p.At, Payload: p.Payload, Token: fence.Token(p.Token), Version: p.Version, AddValue: p.AddValue, Principal: string(p.Principal)}
 }
 
 func pbResource(r *snapResource) *statepb.Resource {

@@ -13,21 +13,37 @@ import (
 // the log is applied or refused by these rules, the same way on every
 // replica and at every replay (R1), whoever proposed it.
 
+// validateAcquire checks an acquire's form: its ttl and lock_delay
+// against the format's bounds only. The rules' bounds (Config.MaxTTL,
+// MaxLockDelay) are acquireRules, checked after the request_id lookup: a
+// retry of an acquire granted under higher bounds (the rules lowered
+// since, by a restart with a lower --max-ttl) is answered with its first
+// outcome, not refused — its client would never learn it holds the lock.
 func (m *impl) validateAcquire(c Command) error {
 	var ttl error
 	if c.Session == 0 { // a session-bound lease lasts as long as its session
-		ttl = fence.ValidateTTL(c.TTL, m.cfg.MaxTTL)
+		ttl = fence.ValidateTTL(c.TTL, fence.LongestMaxTTL)
 	}
 	return first(
 		fence.ValidateName("name", c.Name),
 		fence.ValidateOwner(c.Owner),
 		ttl,
 		fence.ValidateDuration("wait", c.Wait, fence.MaxWait),
-		m.cfg.Limits().ValidateLockDelay(c.LockDelay),
+		fence.Limits{}.ValidateLockDelay(c.LockDelay),
 		fence.ValidateID("request_id", c.RequestID),
 		requestIDForWait(c),
 		reservedRequestID(c),
 	)
+}
+
+// acquireRules checks a new acquire (not the retry of a remembered one)
+// against the rules in force.
+func (m *impl) acquireRules(c Command) error {
+	var ttl error
+	if c.Session == 0 {
+		ttl = fence.ValidateTTL(c.TTL, m.cfg.MaxTTL)
+	}
+	return first(ttl, m.cfg.Limits().ValidateLockDelay(c.LockDelay))
 }
 
 // reservedRequestID refuses a request_id starting as a SessionRequestID

@@ -9,8 +9,11 @@ package system_test
 // 100: the pair a text comparison orders wrongly. The snippets of its "Over
 // TLS" section (curl, the fence CLI and grpcurl; urllib; Connect-ES; PHP's
 // curl) run against a server that serves TLS and asks for a client
-// certificate, with the certificates `fence cert` makes. The rules a snippet
-// follows are at the bottom of that page.
+// certificate, with the certificates `fence cert` makes. The snippets of its
+// "Verifying a signed token" section (Python's cryptography, Node's crypto)
+// run against the cross-language vectors (testdata/proof-vectors.json): one
+// run per case, each must give Go's verdict. The rules a snippet follows are
+// at the bottom of that page.
 
 import (
 	"bytes"
@@ -37,9 +40,10 @@ type clientSnippet struct {
 	file, code string // the name to save it as, and its text
 	want       string // the ```text block after it
 	tls        bool   // marked "tls": run against a server with TLS and client-certificate auth
+	vectors    bool   // marked "vectors": run against testdata/proof-vectors.json, no server
 }
 
-var snippetMarker = regexp.MustCompile(`^<!-- clients-test: (\S+)( tls)? -->$`)
+var snippetMarker = regexp.MustCompile(`^<!-- clients-test: (\S+)( tls| vectors)? -->$`)
 
 // parseClientSnippets finds the marked code blocks of docs/clients.md and
 // their expected outputs; a js, python, php or go block without a marker is
@@ -61,7 +65,7 @@ func parseClientSnippets(doc string) ([]clientSnippet, error) {
 				return nil, fmt.Errorf("line %d: marker %q is not followed by a code block", i+1, m[1])
 			}
 			_, code, end := block(i + 1)
-			s := clientSnippet{line: i + 3, file: m[1], code: code, tls: m[2] != ""}
+			s := clientSnippet{line: i + 3, file: m[1], code: code, tls: m[2] == " tls", vectors: m[2] == " vectors"}
 			for j := end + 1; j < len(lines) && !snippetMarker.MatchString(lines[j]); j++ {
 				if strings.TrimSpace(lines[j]) == "```text" {
 					_, s.want, _ = block(j)
@@ -120,8 +124,12 @@ func TestClientsDocParse(t *testing.T) {
 		t.Fatal("an unmarked python block was accepted")
 	}
 	s, err := parseClientSnippets("<!-- clients-test: a.py tls -->\n```python\nprint(1)\n```\n```text\n1\n```\n<!-- clients-test: b.py -->\n```python\nprint(2)\n```\n```text\n2\n```\n")
-	if err != nil || len(s) != 2 || s[0].file != "a.py" || !s[0].tls || s[1].file != "b.py" || s[1].tls {
+	if err != nil || len(s) != 2 || s[0].file != "a.py" || !s[0].tls || s[0].vectors || s[1].file != "b.py" || s[1].tls || s[1].vectors {
 		t.Fatalf("tls markers parsed as %+v, %v", s, err)
+	}
+	s, err = parseClientSnippets("<!-- clients-test: v.py vectors -->\n```python\nprint(1)\n```\n```text\nok 1\n```\n")
+	if err != nil || len(s) != 1 || !s[0].vectors || s[0].tls {
+		t.Fatalf("a vectors marker parsed as %+v, %v", s, err)
 	}
 }
 
@@ -153,10 +161,22 @@ func TestClientsDoc(t *testing.T) {
 			t.Errorf("docs/clients.md line %d: %s is marked tls=%v, want %v", s.line, f, s.tls, tls)
 		}
 	}
+	for _, f := range []string{"verify_token.py", "verify_token.mjs"} {
+		switch s := have[f]; {
+		case s == nil:
+			t.Errorf("docs/clients.md lost its snippet %s", f)
+		case !s.vectors:
+			t.Errorf("docs/clients.md line %d: %s is not marked vectors", s.line, f)
+		}
+	}
 	bin := fenceBinary(t)
 	for _, s := range snippets {
 		t.Run(s.file, func(t *testing.T) {
 			t.Parallel()
+			if s.vectors {
+				runVectorSnippet(t, root, s)
+				return
+			}
 			cmd, saveDir := snippetCommand(t, root, bin, s.file)
 			cfg := harness.Config{Bin: bin, DataDir: filepath.Join(t.TempDir(), "data"), ReadyTimeout: hangGuard, StopTimeout: hangGuard}
 			code := s.code
@@ -218,6 +238,93 @@ func TestClientsDoc(t *testing.T) {
 				t.Fatalf("docs/clients.md line %d, %s: %v\nprinted:\n%s\nwant (docs/clients.md):\n%s", s.line, s.file, err, out.String(), s.want)
 			}
 		})
+	}
+}
+
+// runVectorSnippet runs a snippet of "Verifying a signed token" once per
+// case of testdata/proof-vectors.json, as
+//
+//	python3 verify_token.py fence-keys.json LOCK SIGNED_TOKEN   (or node verify_token.mjs ...)
+//
+// with fence-keys.json the vectors' key set. A case Go accepts must print
+// "ok <token>" and exit 0; one Go refuses must print "refused: <verdict>"
+// (no proof, another cluster, unknown key, does not hold, malformed) and
+// exit 1. Every line printed must be one the snippet's ```text block shows
+// ("ok ..." for the accepted ones).
+func runVectorSnippet(t *testing.T, root string, s clientSnippet) {
+	raw, err := os.ReadFile(filepath.Join(root, "testdata", "proof-vectors.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors struct {
+		KeySet json.RawMessage `json:"keySet"`
+		Cases  []struct{ Name, Token, Lock, Expect string }
+	}
+	if err := json.Unmarshal(raw, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	need := func(prog string) string {
+		t.Helper()
+		p, err := exec.LookPath(prog)
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("CI=true and %s is not installed: the snippet %s", prog, s.file)
+			}
+			t.Skipf("SKIP !!! %s is not installed: the snippet %s did NOT run (CI=true makes this fail)", prog, s.file)
+		}
+		return p
+	}
+	var prog string
+	switch filepath.Ext(s.file) {
+	case ".py":
+		prog = need("python3")
+		if out, err := exec.Command(prog, "-c", "import cryptography.hazmat.primitives.asymmetric.ed25519").CombinedOutput(); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("CI=true and Python's cryptography is missing (.ci/run installs python3-cryptography): %v\n%s", err, out)
+			}
+			t.Skipf("SKIP !!! Python's cryptography is missing (apt-get install python3-cryptography): %s did NOT run", s.file)
+		}
+	case ".mjs":
+		prog = need("node")
+	default:
+		t.Fatalf("%s: no runtime for a vectors snippet with this extension", s.file)
+	}
+	dir := t.TempDir()
+	if os.WriteFile(filepath.Join(dir, s.file), []byte(s.code), 0o644) != nil ||
+		os.WriteFile(filepath.Join(dir, "fence-keys.json"), vectors.KeySet, 0o644) != nil {
+		t.Fatal("cannot write the snippet and its key set")
+	}
+	documented := map[string]bool{}
+	documentsOK := false
+	for _, l := range strings.Split(strings.TrimSpace(s.want), "\n") {
+		documented[strings.TrimSpace(l)] = true
+		documentsOK = documentsOK || strings.HasPrefix(l, "ok ")
+	}
+	for _, c := range vectors.Cases {
+		want, wantCode := "refused: "+c.Expect, 1
+		if c.Expect == "ok" {
+			number, _, _ := strings.Cut(c.Token, ".")
+			want, wantCode = "ok "+number, 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		run := exec.CommandContext(ctx, prog, s.file, "fence-keys.json", c.Lock, c.Token)
+		run.Dir = dir
+		out, err := run.CombinedOutput()
+		cancel()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", s.file, err)
+		}
+		got := strings.TrimSpace(string(out))
+		if got != want || code != wantCode {
+			t.Errorf("docs/clients.md line %d, %s, case %q (token %q, lock %q): printed %q, exit %d; want %q, exit %d",
+				s.line, s.file, c.Name, c.Token, c.Lock, got, code, want, wantCode)
+		}
+		if c.Expect == "ok" && !documentsOK || c.Expect != "ok" && !documented[want] {
+			t.Errorf("docs/clients.md line %d, %s: its ```text block does not show the line %q", s.line, s.file, want)
+		}
 	}
 }
 

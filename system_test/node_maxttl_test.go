@@ -7,19 +7,37 @@ import (
 	"testing"
 	"time"
 
+	"net/http"
+
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
 
 // Fault 1 end to end: `fence serve --max-ttl 24h`, A takes a with a 2h TTL
 // (token 1) and B takes b (token 2); restart the same data dir with
 // --max-ttl 1h. The replay keeps both leases and the counter: a is still
 // held with token 1, b with 2, the next grant is 3; only a new acquire
-// above 1h is refused.
+// above 1h is refused. A's acquire and an open, retried with their
+// request_ids after the restart (their replies lost), get their first
+// outcome, not a refusal by the lowered bounds (--max-lock-delay too):
+// their clients learn what they hold.
 func TestNodeRestartWithLowerMaxTTL(t *testing.T) {
-	srv := startServer(t, "--max-ttl", "24h")
+	srv := startServer(t, "--max-ttl", "24h", "--max-lock-delay", "1h")
 	c := connectAPI(srv)
 	ctx := context.Background()
-	a, err := c.acquire(ctx, "a", "A", 2*time.Hour, 0)
+	aReq := &fencev1.AcquireRequest{Name: "a", Owner: "A", Ttl: durationpb.New(2 * time.Hour),
+		LockDelay: durationpb.New(30 * time.Minute), RequestId: "a-1"}
+	ar, err := c.Locks.Acquire(ctx, connect.NewRequest(aReq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ar.Msg.GetLease()
+	sessions := fencev1connect.NewSessionServiceClient(&http.Client{Timeout: hangGuard}, srv.URL())
+	oReq := &fencev1.OpenSessionRequest{Ttl: durationpb.New(2 * time.Hour), RequestId: "open-1"}
+	opened, err := sessions.Open(ctx, connect.NewRequest(oReq))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +50,15 @@ func TestNodeRestartWithLowerMaxTTL(t *testing.T) {
 	}
 	srv.Stop()
 
-	srv.RestartWith("--max-ttl", "1h")
+	srv.RestartWith("--max-ttl", "1h", "--max-lock-delay", "1m")
+	again, err := c.Locks.Acquire(ctx, connect.NewRequest(aReq))
+	if err != nil || !again.Msg.GetReplayed() || again.Msg.GetLease().GetToken() != 1 {
+		t.Fatalf("A's acquire retried after the restart = %v, %v; want the replay of token 1", again, err)
+	}
+	reopened, err := sessions.Open(ctx, connect.NewRequest(oReq))
+	if err != nil || !reopened.Msg.GetReplayed() || reopened.Msg.GetSession().GetId() != opened.Msg.GetSession().GetId() {
+		t.Fatalf("the open retried after the restart = %v, %v; want the replay of session %d", reopened, err, opened.Msg.GetSession().GetId())
+	}
 	for _, want := range []struct {
 		name  string
 		token uint64

@@ -27,7 +27,7 @@ import (
 func TestServeProposesSessionRules(t *testing.T) {
 	srv := startServer(t)
 	if log := srv.Log(); !strings.Contains(log, "MaxSessions:100000 MaxSessionResults:4096") ||
-		!strings.Contains(log, "MaxSessionsPerPrincipal:10000 MaxWaitersPerPrincipal:10000") {
+		!strings.Contains(log, "MaxSessionsPerPrincipal:10000 MaxWaitersPerPrincipal:10000 MaxIDsPerPrincipal:100000") {
 		t.Fatalf("serve without session flags did not propose the default caps and quotas:\n%s", log)
 	}
 	srv.Stop()

@@ -41,7 +41,7 @@ const tokenUsage = `create --role R[,R...] [--description D] [--ttl D] | list | 
                                   once it has applied the revocation)
 `
 
-const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind ROLE CERTNAME | unbind ROLE CERTNAME | list
+const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind ROLE CERTNAME | unbind ROLE CERTNAME | quota ROLE [KIND=N...] | list
 
   PERM is KIND:PREFIX: KIND lock (acquire, renew, release; sessions), read (get,
   list, read), write (write, add, delete) or admin; PREFIX the names it covers
@@ -56,7 +56,13 @@ const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind 
                                    cert:CERTNAME with ROLE's permissions (needs
                                    --trusted-ca-file on the server)
   fence role unbind ROLE CERTNAME  undo it
-  fence role list                  the roles, their permissions and certificate names
+  fence role quota ROLE [KIND=N...]
+                                   set ROLE's per-principal quotas, replacing its old ones:
+                                   KIND sessions, waiters, ids or conns (e.g. sessions=500
+                                   ids=2000000); a kind not given, or 0, is the server's
+                                   default (--max-*-per-principal). A principal gets the
+                                   largest quota its roles set. No KIND: clear them all
+  fence role list                  the roles, their permissions, certificate names and quotas
 `
 
 // onAuth calls the AuthService of the first --server node that answers
@@ -235,6 +241,19 @@ func roleCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			return fail(g, stdout, stderr, err)
 		}
 		emit(g, stdout, fmt.Sprintf("role %s: %s certificate name %q", rest[0], verb, rest[1]), map[string]any{"role": rest[0], verb: rest[1]})
+	case verb == "quota" && len(rest) >= 1:
+		q, err := parseRoleQuota(rest[1:])
+		if err != nil {
+			return fail(g, stdout, stderr, err)
+		}
+		_, err = authCall(g, func(ctx context.Context, c fencev1connect.AuthServiceClient) (*fencev1.SetRoleQuotaResponse, error) {
+			return msgOf(c.SetRoleQuota(ctx, connect.NewRequest(&fencev1.SetRoleQuotaRequest{Role: rest[0], Quota: q})))
+		})
+		if err != nil {
+			return fail(g, stdout, stderr, err)
+		}
+		human := fmt.Sprintf("role %s: quotas %s", rest[0], quotaText(q))
+		emit(g, stdout, human, map[string]any{"role": rest[0], "quota": quotaJSON(q)})
 	case verb == "list" && len(rest) == 0:
 		res, err := authCall(g, func(ctx context.Context, c fencev1connect.AuthServiceClient) (*fencev1.ListRolesResponse, error) {
 			return msgOf(c.ListRoles(ctx, connect.NewRequest(&fencev1.ListRolesRequest{})))
@@ -245,7 +264,7 @@ func roleCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		if g.json {
 			out := map[string]any{}
 			for _, r := range res.GetRoles() {
-				out[r.GetName()] = map[string][]string{"permissions": r.GetPermissions(), "certNames": r.GetCertNames()}
+				out[r.GetName()] = map[string]any{"permissions": r.GetPermissions(), "certNames": r.GetCertNames(), "quota": quotaJSON(r.GetQuota())}
 			}
 			emit(g, stdout, "", map[string]any{"roles": out})
 			return exitOK
@@ -254,6 +273,9 @@ func roleCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			line := r.GetName() + "\t" + strings.Join(r.GetPermissions(), " ")
 			if len(r.GetCertNames()) > 0 {
 				line += "\tcertificates: " + strings.Join(r.GetCertNames(), " ")
+			}
+			if r.GetQuota() != nil {
+				line += "\tquotas: " + quotaText(r.GetQuota())
 			}
 			fmt.Fprintln(stdout, line)
 		}

@@ -199,6 +199,8 @@ commands:
   keys [--json | rotate | retire ID]                      the signing keys: list, the public key set,
                                                           rotate, retire (docs/operations.md)
   guard max-token ...                                     inspect a guard store
+  guard repair ... (--resource R | --prefix P) [--ceiling N] [--dry-run]
+                                                          lower tokens Fence never issued in a guard store
   cert [--dir DIR] [--hosts HOST,...]                     make a test CA (once) and server and client
                                                           certificates signed by it (docs/operations.md)
   auth bootstrap [--reset-index N] | enable | disable | status
@@ -251,7 +253,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if g.json && len(rest) > 0 { // the global --json applies to guard commands too
 			rest = append([]string{rest[0], "--json"}, rest[1:]...)
 		}
-		return guardCmd(rest, stdout, stderr)
+		return guardCmd(g, rest, stdout, stderr)
 	}
 	if name == "help" {
 		if len(rest) > 0 { // fence help COMMAND

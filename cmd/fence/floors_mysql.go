@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"net/url"
 	"strings"
 
@@ -54,3 +55,38 @@ func mysqlStore(dsn, table string, dsnWins bool) (guardStore, error) {
 	}
 	return s, nil
 }
+
+// mysqlRepairer repairs a MySQL/MariaDB guard table (fence guard repair --mysql).
+type mysqlRepairer struct {
+	g  *mysqlguard.Guard
+	db *sql.DB
+}
+
+func init() {
+	extraRepair["mysql"] = func(ctx context.Context, conn, table string) (repairer, error) {
+		g, err := mysqlguard.New(mysqlguard.Options{Table: table})
+		if err != nil {
+			return nil, err
+		}
+		db, err := sql.Open("mysql", conn)
+		if err != nil {
+			return nil, err
+		}
+		return mysqlRepairer{g, db}, nil
+	}
+}
+
+func (r mysqlRepairer) above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]storedToken, error) {
+	rows, err := r.g.Above(ctx, r.db, resource, prefix, ceiling)
+	out := make([]storedToken, len(rows))
+	for i, s := range rows {
+		out[i] = storedToken(s)
+	}
+	return out, err
+}
+
+func (r mysqlRepairer) lower(ctx context.Context, s storedToken, ceiling fence.Token) (bool, error) {
+	return r.g.Lower(ctx, r.db, mysqlguard.Stored(s), ceiling)
+}
+
+func (r mysqlRepairer) close() { r.db.Close() }

@@ -15,6 +15,8 @@ import (
 )
 
 const guardUsage = `usage: fence guard max-token (--postgres DSN | --mysql DSN | --redis ADDR [--redis-prefix P] | --sqlite PATH) [--table T] [--allow-empty] [--json] [--timeout D]
+       fence [--server URL] guard repair (--postgres DSN | --mysql DSN | --redis ADDR [--redis-prefix P] | --sqlite PATH) [--table T]
+             (--resource R | --prefix P) [--ceiling N] [--dry-run] [--json] [--timeout D]
 
 max-token prints the largest fencing token a guard store has accepted: the
 floor a restore of the server must stay above (fence restore --floor-from
@@ -28,18 +30,44 @@ found in ...: wrong table or prefix?"), not a 0 an operator would trust.
   --sqlite PATH      an existing SQLite database file (opened read-only)
   --table T          the guard table of --postgres, --mysql or --sqlite
   --allow-empty      print 0 and exit 0 when no token is found (for scripts that expect it)
+With a server (--server before "guard", or FENCE_SERVER) max-token also
+reads the cluster's last token (fence status lastToken) and says on stderr
+(and with --json in "aboveLastToken") when the store holds a larger one: a
+token Fence never issued, accepted by a guard without a key set — see
+repair. A server that does not answer is noted on stderr, not an error.
+
+repair lowers the stored tokens above a ceiling — tokens Fence never issued,
+which refuse every honest owner — to the ceiling, per resource (--resource)
+or for every resource starting with --prefix ("" : all). The ceiling is
+--ceiling N, or by default the cluster's last token (the largest lastToken
+the --server nodes report, read again after the scan so that a token
+issued meanwhile is never lowered). A resource whose stored token is at or
+below the ceiling is refused (exit 1, nothing changed), and so is a prefix
+with no such resource. --dry-run prints what it would do and changes
+nothing. Each change is one conditional update (a token that changed since
+it was read is left alone) and one line on stdout ("lowered R: A -> C"; with
+--json one object per resource). After a repair the owner's next token (above
+the ceiling) is accepted; a token at or below it stays refused, so current
+holders renew-acquire. Give guards a key set (docs/guards.md) so it does not
+happen again.
+  --resource R       the one resource to repair
+  --prefix P         every resource whose name starts with P
+  --ceiling N        lower to N (default: the cluster's last token)
+  --dry-run          print what would change; change nothing
 `
 
 // guardCmd runs "fence guard ...". The global flags are not passed here;
 // max-token takes its own --json.
-func guardCmd(args []string, stdout, stderr io.Writer) int {
+func guardCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, guardUsage)
 		return exitUsage
 	}
 	switch args[0] {
 	case "max-token":
-		return guardMaxTokenCmd(args[1:], stdout, stderr)
+		return guardMaxTokenCmd(g, args[1:], stdout, stderr)
+	case "repair":
+		return guardRepairCmd(g, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, guardUsage)
 		return exitOK
@@ -49,7 +77,7 @@ func guardCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // guardMaxTokenCmd prints the largest token one guard store has accepted.
-func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
+func guardMaxTokenCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fence guard max-token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), guardUsage) }
@@ -120,8 +148,23 @@ func guardMaxTokenCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return guardFail(stdout, stderr, asJSON, err)
 	}
+	above := map[string]any{}
+	if g.serverSet {
+		if last, err := clusterLastToken(ctx, g); err != nil {
+			fmt.Fprintf(stderr, "fence guard max-token: not compared with the cluster's last token: %v\n", err)
+		} else {
+			above["lastToken"], above["aboveLastToken"] = uint64(last), max > last
+			if max > last {
+				fmt.Fprintf(stderr, "fence guard max-token: WARNING: %s holds token %d, above the cluster's last token %d: a token Fence never issued (forged, foreign or made up) was accepted by a guard without a key set; it refuses every honest owner (fence guard repair lowers it)\n", store, uint64(max), uint64(last))
+			}
+		}
+	}
 	if asJSON {
-		_ = json.NewEncoder(stdout).Encode(map[string]any{"store": store.kind, "maxToken": uint64(max)})
+		obj := map[string]any{"store": store.kind, "maxToken": uint64(max)}
+		for k, v := range above {
+			obj[k] = v
+		}
+		_ = json.NewEncoder(stdout).Encode(obj)
 	} else {
 		fmt.Fprintln(stdout, uint64(max))
 	}

@@ -27,7 +27,7 @@ import (
 
 func runGuard(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
-	code = guardCmd(args, &out, &errb)
+	code = guardCmd(&globals{server: defaultServer, timeout: 10 * time.Second, stdout: &out}, args, &out, &errb)
 	return code, out.String(), errb.String()
 }
 

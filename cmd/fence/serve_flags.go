@@ -126,6 +126,8 @@ var serveFlagTable = []serveFlag{
 		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxSessionsPerPrincipal })},
 	{"max-waiters-per-principal", "rule: most acquires one authenticated principal may have queued (0: no quota)",
 		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxWaitersPerPrincipal })},
+	{"max-ids-per-principal", "rule: most op_ids, and most request_ids, one authenticated principal may have remembered; beyond it its oldest are forgotten once --min-id-retention old (0: no quota)",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxIDsPerPrincipal })},
 	{"max-session-results", "rule: most unacknowledged saved results on one session (0: no cap)",
 		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxSessionResults })},
 	{"id-retention", "rule: an op_id or request_id is remembered at most this long",

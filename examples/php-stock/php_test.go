@@ -337,12 +337,13 @@ func TestPHPWorkerSnapshotIsolationRetry(t *testing.T) {
 }
 
 // requirePHP returns the php binary, or skips loudly (fails under CI=true,
-// where .ci/run installs it) when php or its curl or pdo_mysql is missing.
+// where .ci/run installs it) when php or its curl, pdo_mysql or sodium
+// (built into Debian's php-cli) is missing.
 func requirePHP(t *testing.T) string {
 	t.Helper()
 	php, err := exec.LookPath("php")
 	if err == nil {
-		out, cerr := exec.Command(php, "-r", `foreach (["curl", "pdo_mysql"] as $e) if (!extension_loaded($e)) { echo $e; exit(1); }`).CombinedOutput()
+		out, cerr := exec.Command(php, "-r", `foreach (["curl", "pdo_mysql", "sodium"] as $e) if (!extension_loaded($e)) { echo $e; exit(1); }`).CombinedOutput()
 		if cerr != nil {
 			err = fmt.Errorf("php extension %s missing (%v)", out, cerr)
 		}

@@ -14,16 +14,30 @@
 // snapshot isolation, a deadlock, a lock wait timeout) is rolled back and run
 // again, up to TX_TRIES times in all. Prints one key=value line per step;
 // exit codes as the fence CLI's: 0 written, 1 error, 2 usage, 3 busy,
-// 4 refused (a stale token, an op_id reused for another operation).
+// 4 refused (a stale token, an op_id reused for another operation, a token
+// whose proof does not verify).
+//
+// With --keys FILE (the key set of `fence keys --json`), the lease's signed
+// token is verified before the MySQL transaction (FenceProof.php: sodium's
+// Ed25519, the rules of Go's KeySet.Verify): a token that is not this lock's
+// grant by this cluster — no proof, a flipped byte, another lock's or
+// another cluster's proof, an unknown key — is refused (FORGED_TOKEN) and
+// nothing is written. --allow-unsigned accepts a lease without a proof
+// (migration only: a made-up token is then compared, and a large one
+// poisons the guard row).
 
 declare(strict_types=1);
 
 require __DIR__ . '/lib/FenceClient.php';
 require __DIR__ . '/lib/FenceGuard.php';
+require __DIR__ . '/lib/FenceProof.php';
 
 use Shop\Fence\FenceClient;
 use Shop\Fence\FenceException;
 use Shop\Fence\FenceGuard;
+use Shop\Fence\ForgedTokenException;
+use Shop\Fence\KeySet;
+use Shop\Fence\MalformedTokenException;
 use Shop\Fence\OpConflictException;
 use Shop\Fence\RetryableException;
 use Shop\Fence\StaleTokenException;
@@ -43,7 +57,7 @@ function usage(string $why): never
         . "         [--ttl SECONDS] [--wait SECONDS] [--owner NAME] [--server URL]\n"
         . "         [--dsn PDO_DSN] [--user U] [--password P]\n"
         . "         [--stock-table T] [--guard-table T] [--ops-table T] [--pause-before-write]\n"
-        . "         [--read-first] [--init-sql SQL]\n");
+        . "         [--read-first] [--init-sql SQL] [--keys FILE [--allow-unsigned]]\n");
     exit(EXIT_USAGE);
 }
 
@@ -54,7 +68,7 @@ function say(string $line): void
 }
 
 $known = ['server:', 'dsn:', 'user:', 'password:', 'sku:', 'qty:', 'add:', 'op-id:', 'attempts:', 'ttl:', 'wait:',
-    'owner:', 'stock-table:', 'guard-table:', 'ops-table:', 'pause-before-write', 'read-first', 'init-sql:', 'help'];
+    'owner:', 'stock-table:', 'guard-table:', 'ops-table:', 'pause-before-write', 'read-first', 'init-sql:', 'keys:', 'allow-unsigned', 'help'];
 foreach (array_slice($argv, 1) as $arg) { // getopt skips what it does not know: a typo would go unseen
     $name = substr(explode('=', $arg, 2)[0], 2);
     if (str_starts_with($arg, '--') && !in_array($name, $known, true) && !in_array("$name:", $known, true)) {
@@ -110,6 +124,22 @@ if (!preg_match('/^[A-Za-z_][A-Za-z0-9_]{0,63}$/', $stockTable)) {
 }
 $lockName = "stock/$sku"; // the lease and the guard row share the name
 
+// The key set that proofs are verified with (`fence keys --json > fence-keys.json`).
+$keysFile = $opt['keys'] ?? (getenv('FENCE_KEYS') ?: null);
+$allowUnsigned = isset($opt['allow-unsigned']);
+if ($allowUnsigned && $keysFile === null) {
+    usage('--allow-unsigned needs --keys (without a key set no proof is checked)');
+}
+$keySet = null;
+if ($keysFile !== null) {
+    try {
+        $keySet = KeySet::fromFile($keysFile);
+    } catch (RuntimeException | JsonException $e) {
+        fwrite(STDERR, "worker.php: --keys $keysFile: {$e->getMessage()}\n");
+        exit(EXIT_ERROR);
+    }
+}
+
 try {
     // PDO's defaults otherwise (emulated prepares: numbers come back as strings).
     // --init-sql runs first on the connection, e.g. "SET SESSION
@@ -142,6 +172,36 @@ try {
 }
 $token = $lease->token; // an int
 say("acquired lock=$lockName token=$token ttl={$lease->ttl} owner=$owner");
+
+// Verify, then compare: the proof is checked here, before the transaction;
+// the guard row compares the number in it.
+if ($keySet !== null) {
+    $refuse = static function (string $line) use ($fence, $lockName, $token): never {
+        say($line);
+        try {
+            $fence->release($lockName, $token);
+            say("released lock=$lockName token=$token");
+        } catch (FenceException $e) {
+            say("release_refused reason={$e->reason} ({$e->getMessage()})");
+        }
+        exit(EXIT_REFUSED);
+    };
+    if ($lease->signedToken === null && $allowUnsigned) {
+        say("unsigned lock=$lockName token=$token (no proof in the reply; --allow-unsigned)");
+    } else {
+        try {
+            $st = $keySet->verify($lease->signedToken ?? (string) $token, $lockName);
+            if ($st->token !== $token) {
+                $refuse("refused reason=FORGED_TOKEN kind=token-mismatch token=$token signed_token={$st->token} (the lease's token and its proof's differ)");
+            }
+            say("verified lock=$lockName token=$token cluster={$st->clusterId} key={$st->keyId}");
+        } catch (ForgedTokenException $e) {
+            $refuse("refused reason=FORGED_TOKEN kind=" . str_replace(' ', '-', $e->kind) . " token={$e->token} ({$e->getMessage()})");
+        } catch (MalformedTokenException $e) {
+            $refuse("refused reason=INVALID_ARGUMENT kind=malformed token=$token ({$e->getMessage()})");
+        }
+    }
+}
 
 $readFirst = isset($opt['read-first']);
 if (isset($opt['pause-before-write']) && !$readFirst) {

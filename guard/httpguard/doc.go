@@ -4,7 +4,8 @@
 //
 // # Headers
 //
-//	Fence-Token:    the writer's fencing token, decimal, in [1, 2^53-1] (required)
+//	Fence-Token:    the writer's signed token, <token>.<cluster id>.<key id>.<signature>,
+//	                or a bare decimal token in [1, 2^53-1] (required)
 //	Fence-Resource: the fenced resource, 1..512 bytes of UTF-8 (required)
 //	Fence-Op-Id:    an idempotency key, at most 256 bytes (optional; see Idempotency)
 //
@@ -66,7 +67,16 @@
 //
 // [Transport] is an http.RoundTripper that adds Fence-Token and
 // Fence-Resource from a lease (anything with Token() fence.Token, such as
-// *client.Lease) to every request, and Fence-Op-Id from [WithOpID].
-// [ResponseError] turns a 409 or 400 answer back into a *fence.StaleTokenError
-// or *fence.InvalidError.
+// *client.Lease; a [SignedTokenSource] sends its signed token) to every
+// request, and Fence-Op-Id from [WithOpID]. [ResponseError] turns a 409 or
+// 400 answer back into a *fence.StaleTokenError, *fence.ForgedTokenError or
+// *fence.InvalidError.
+//
+// # Signed tokens
+//
+// With Options.KeySet (the cluster's public keys, `fence keys --json`) the
+// middleware verifies the proof of Fence-Token for the resource's lock
+// (Options.LockFor) before it begins the store's transaction: a forged,
+// tampered, foreign or unsigned token gets 409 FORGED_TOKEN and nothing is
+// touched. Without a key set any number is compared (docs/guards.md).
 package httpguard

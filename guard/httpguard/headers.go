@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/fenceworks/fence"
 )
@@ -19,8 +20,12 @@ const (
 type Fenced struct {
 	Resource string
 	Token    fence.Token
-	OpID     string // "" when the request had none
-	Tx       Tx     // the open guard transaction; the handler writes in it
+	// SignedToken is Fence-Token as sent: the token with its proof (or
+	// without one, for a bare decimal token). With a key set the middleware
+	// accepted the request only after the proof held.
+	SignedToken fence.SignedToken
+	OpID        string // "" when the request had none
+	Tx          Tx     // the open guard transaction; the handler writes in it
 }
 
 // parseHeaders reads and validates the fencing headers. Errors are
@@ -33,11 +38,20 @@ func parseHeaders(h http.Header, resourceOf func(*http.Request) string, r *http.
 	if err != nil {
 		return f, err
 	}
-	n, err := strconv.ParseUint(tok, 10, 64)
-	if err != nil || tok[0] == '+' {
-		return f, fence.Invalid(HeaderToken, "a decimal integer", quote(tok))
+	if strings.Contains(tok, ".") {
+		// The text form of a signed token: <token>.<cluster>.<key>.<sig>.
+		if f.SignedToken, err = fence.ParseSignedToken(tok); err != nil {
+			return f, renamed(err, HeaderToken)
+		}
+		f.Token = f.SignedToken.Token
+	} else {
+		n, err := strconv.ParseUint(tok, 10, 64)
+		if err != nil || tok[0] == '+' {
+			return f, fence.Invalid(HeaderToken, "a decimal integer, or a signed token <token>.<cluster id>.<key id>.<signature>", quote(tok))
+		}
+		f.Token = fence.Token(n)
+		f.SignedToken = fence.SignedToken{Token: f.Token}
 	}
-	f.Token = fence.Token(n)
 	if err := fence.ValidateToken(f.Token); err != nil {
 		return f, renamed(err, HeaderToken)
 	}

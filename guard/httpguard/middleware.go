@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/proof"
 )
 
 // Options configure the middleware. The zero value is ready to use.
@@ -35,12 +36,39 @@ type Options struct {
 	// DefaultMaxBody, 1 MiB; negative panics in Middleware). A larger body
 	// gets 413 and a JSON body naming the bound.
 	MaxBody int
+
+	// KeySet is the Fence cluster's public signing keys (`fence keys
+	// --json` or GET /v1/keys, read with fence.ParseKeySet). With a key set
+	// the middleware verifies the proof of every Fence-Token before it
+	// begins the store's transaction: a token without a proof, or whose
+	// proof does not hold for the resource's lock under a key of this
+	// cluster (tampered, another lock's or another cluster's, made up), gets
+	// 409 FORGED_TOKEN, the handler is not called and the store is not
+	// touched. Without one (the default) any number is compared, and a
+	// made-up token such as 2^53-1 is accepted and then refuses every
+	// honest owner.
+	KeySet *fence.KeySet
+	// KeySource, instead of KeySet, returns the current key set for every
+	// request (reload it after a `fence keys rotate` or a restore). A nil
+	// result answers 500 and changes nothing. Setting both panics in
+	// Middleware.
+	KeySource func() *fence.KeySet
+	// LockFor names the lock whose proofs a resource accepts (default: the
+	// lock of the resource's own name).
+	LockFor func(resource string) string
+	// AllowUnsigned accepts a bare decimal Fence-Token even with a key set,
+	// while clients move to signed tokens. It reopens the hole: a made-up
+	// unsigned token is compared, and a large one poisons the resource.
+	// Signed tokens are still verified.
+	AllowUnsigned bool
 }
 
 // Middleware fences the handlers it wraps with store. For each request it:
 //
 //  1. reads Fence-Token, Fence-Resource and Fence-Op-Id; a missing or
-//     malformed header gets 400 and a JSON body naming it;
+//     malformed header gets 400 and a JSON body naming it; with a key set
+//     (Options.KeySet) a token whose proof does not hold gets 409
+//     FORGED_TOKEN and nothing else happens;
 //  2. begins a guard transaction with store.Begin; a stale token gets 409
 //     and a JSON body with both tokens, and the handler is not called.
 //     With a Fence-Op-Id and an OpStore it calls BeginOp instead: an op
@@ -73,6 +101,11 @@ func Middleware(store Store, opts Options) func(http.Handler) http.Handler {
 	if m.log == nil {
 		m.log = slog.Default()
 	}
+	keys, err := proof.New(proof.Config{KeySet: opts.KeySet, KeySource: opts.KeySource, LockFor: opts.LockFor, AllowUnsigned: opts.AllowUnsigned})
+	if err != nil {
+		panic("httpguard: Options: " + err.Error())
+	}
+	m.keys = keys
 	m.opStore, _ = store.(OpStore)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
@@ -95,12 +128,20 @@ type middleware struct {
 	log                *slog.Logger
 	resourceOf         func(*http.Request) string
 	maxBuffer, maxBody int
+	keys               *proof.Verifier
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx := r.Context()
 	f, err := parseHeaders(r.Header, m.resourceOf, r)
 	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	if err := m.keys.Verify(f.Resource, f.SignedToken); err != nil {
+		if fence.ReasonOf(err) == "" {
+			m.log.ErrorContext(ctx, "httpguard: verifying the token", "resource", f.Resource, "token", uint64(f.Token), "err", err)
+		}
 		writeRefusal(w, err)
 		return
 	}

@@ -112,6 +112,9 @@ func TestBadHeadersGet400NamingTheHeader(t *testing.T) {
 		{"no resource", map[string]string{HeaderToken: "3"}, HeaderResource},
 		{"long resource", fenced(strings.Repeat("x", 513), 3), HeaderResource},
 		{"long op id", map[string]string{HeaderResource: "r", HeaderToken: "3", HeaderOpID: strings.Repeat("o", 257)}, HeaderOpID},
+		{"signed token, three parts", map[string]string{HeaderResource: "r", HeaderToken: "3.prod.kid"}, HeaderToken},
+		{"signed token, short signature", map[string]string{HeaderResource: "r", HeaderToken: "3.prod.kid.AAAA"}, HeaderToken},
+		{"signed token, token 0", map[string]string{HeaderResource: "r", HeaderToken: "0.prod.kid." + strings.Repeat("A", 86)}, HeaderToken},
 	} {
 		resp, body := put(t, srv.URL, c.headers, "1")
 		var ref Refusal

@@ -11,9 +11,11 @@ import (
 
 // Refusal is the JSON body of every answer the middleware makes itself.
 type Refusal struct {
-	Reason       fence.Reason `json:"reason"`                  // STALE_TOKEN, INVALID_ARGUMENT, UNAVAILABLE, INTERNAL...
-	Resource     string       `json:"resource,omitempty"`      // STALE_TOKEN
-	Token        fence.Token  `json:"token,omitempty"`         // STALE_TOKEN: the request's token
+	Reason       fence.Reason `json:"reason"`                  // STALE_TOKEN, FORGED_TOKEN, INVALID_ARGUMENT, UNAVAILABLE, INTERNAL...
+	Resource     string       `json:"resource,omitempty"`      // STALE_TOKEN, FORGED_TOKEN
+	Token        fence.Token  `json:"token,omitempty"`         // STALE_TOKEN, FORGED_TOKEN: the request's token
+	Lock         string       `json:"lock,omitempty"`          // FORGED_TOKEN: the lock whose proof was required
+	Proof        string       `json:"proof,omitempty"`         // FORGED_TOKEN: why the proof does not hold ("no proof", ...)
 	LastAccepted fence.Token  `json:"last_accepted,omitempty"` // STALE_TOKEN: the newer token
 	Field        string       `json:"field,omitempty"`         // INVALID_ARGUMENT: the header; OP_CONFLICT: "op_id"
 	OpID         string       `json:"op_id,omitempty"`         // OP_CONFLICT: the op_id used with another request
@@ -32,9 +34,10 @@ var errCommit = errors.New("the guarded write could not be committed; nothing wa
 // refusalOf maps an error to its status and body.
 func refusalOf(err error) (int, Refusal) {
 	var (
-		stale *fence.StaleTokenError
-		inv   *fence.InvalidError
-		retry *RetryableError
+		stale  *fence.StaleTokenError
+		forged *fence.ForgedTokenError
+		inv    *fence.InvalidError
+		retry  *RetryableError
 	)
 	var (
 		tooLarge *bodyTooLargeError
@@ -51,6 +54,8 @@ func refusalOf(err error) (int, Refusal) {
 	case errors.As(err, &stale):
 		return http.StatusConflict, Refusal{Reason: fence.ReasonStaleToken, Resource: stale.Resource,
 			Token: stale.Token, LastAccepted: stale.LastAccepted, Message: stale.Error()}
+	case errors.As(err, &forged):
+		return http.StatusConflict, Refusal{Reason: fence.ReasonForgedToken, Token: forged.Token, Lock: forged.Name, Proof: forged.Reason, Message: forged.Error()}
 	case errors.As(err, &inv):
 		return http.StatusBadRequest, Refusal{Reason: fence.ReasonInvalid, Field: inv.Field, Bound: inv.Bound, Message: inv.Error()}
 	case err == errCommit || err == errTooLarge:

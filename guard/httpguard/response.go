@@ -15,7 +15,8 @@ import (
 // ResponseError returns nil for a 2xx response. For any other status it
 // reads (up to 64 KiB of) the body and returns the typed error the
 // middleware's JSON names — *fence.StaleTokenError for 409 STALE_TOKEN,
-// *fence.OpConflictError for 409 OP_CONFLICT, *fence.InvalidError for 400
+// *fence.ForgedTokenError for 409 FORGED_TOKEN, *fence.OpConflictError for
+// 409 OP_CONFLICT, *fence.InvalidError for 400
 // INVALID_ARGUMENT, *RetryableError (with the
 // Retry-After) for 503 UNAVAILABLE — or an error with the
 // status and body. The caller still closes resp.Body.
@@ -29,6 +30,8 @@ func ResponseError(resp *http.Response) error {
 		switch {
 		case resp.StatusCode == http.StatusConflict && ref.Reason == fence.ReasonStaleToken:
 			return &fence.StaleTokenError{Resource: ref.Resource, Token: ref.Token, LastAccepted: ref.LastAccepted}
+		case resp.StatusCode == http.StatusConflict && ref.Reason == fence.ReasonForgedToken:
+			return &fence.ForgedTokenError{Token: ref.Token, Name: ref.Lock, Reason: ref.Proof}
 		case resp.StatusCode == http.StatusConflict && ref.Reason == fence.ReasonOpConflict:
 			return &fence.OpConflictError{Field: ref.Field, ID: ref.OpID}
 		case resp.StatusCode == http.StatusBadRequest && ref.Reason == fence.ReasonInvalid:

@@ -8,12 +8,21 @@ import (
 )
 
 // TokenSource is what Transport needs of a lease; *client.Lease satisfies it.
+// A TokenSource that is also a SignedTokenSource sends its signed token.
 type TokenSource interface {
 	Token() fence.Token
 }
 
+// SignedTokenSource is a lease that hands out its token with the proof of
+// its grant (*client.Lease's SignedToken). Transport sends its text form in
+// Fence-Token, for a server whose middleware has a key set.
+type SignedTokenSource interface {
+	SignedToken() fence.SignedToken
+}
+
 // Transport is an http.RoundTripper that adds Fence-Token (from Lease, read
-// at each request) and Fence-Resource to every request it sends, and
+// at each request: its SignedToken's text form when Lease is a
+// SignedTokenSource, else the bare Token) and Fence-Resource to every request it sends, and
 // Fence-Op-Id when the request's context carries one (WithOpID). It does not
 // modify the caller's request.
 type Transport struct {
@@ -34,8 +43,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody()
 		return nil, fence.Invalid("lease", "set", "nil")
 	}
-	tok := t.Lease.Token()
-	if err := fence.ValidateToken(tok); err != nil {
+	var st fence.SignedToken
+	if s, ok := t.Lease.(SignedTokenSource); ok {
+		st = s.SignedToken()
+	} else {
+		st = fence.SignedToken{Token: t.Lease.Token()}
+	}
+	if err := fence.ValidateToken(st.Token); err != nil {
 		closeBody()
 		return nil, err
 	}
@@ -44,7 +58,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	out := req.Clone(req.Context())
-	out.Header.Set(HeaderToken, tok.String())
+	out.Header.Set(HeaderToken, st.String())
 	out.Header.Set(HeaderResource, t.Resource)
 	if id, ok := req.Context().Value(opIDKey{}).(string); ok && id != "" {
 		out.Header.Set(HeaderOpID, id)

@@ -18,6 +18,11 @@ type Op struct {
 	// must carry the same payload; a different payload under a used ID is
 	// refused with *fence.OpConflictError. Only its SHA-256 is stored.
 	Payload []byte
+	// SignedToken is the writer's token with its proof
+	// (lease.SignedToken()), required when the guard has a key set (see
+	// CheckSigned). When it is set it is the op's token: leave Token 0 (or
+	// the same number; another is *fence.InvalidError, field "token").
+	SignedToken fence.SignedToken
 }
 
 // Do runs op with the default Guard. See Guard.Do.

@@ -97,6 +97,18 @@
 // whose record has been removed is applied again as a new op, and its token
 // is still checked.
 //
+// # Signed tokens
+//
+// With Options.KeySet (the Fence cluster's public keys, `fence keys --json`,
+// read with fence.ParseKeySet) the guard verifies a token's proof before
+// it compares: CheckSigned(ctx, tx, resource, lease.SignedToken()), or
+// Op.SignedToken for Do. A token without a proof, or whose proof does not
+// hold for the resource's lock (Options.LockFor, default the resource's
+// name) under a key of the cluster, is refused with *fence.ForgedTokenError
+// before any SQL runs. Without a key set any number is compared: a made-up
+// 2^53-1 would poison the resource (Above and Lower, and `fence guard
+// repair`, undo that). See docs/guards.md.
+//
 // # Tables
 //
 // The package-level functions use the tables fence_guard and fence_ops in

@@ -140,7 +140,7 @@ func TestConformance(t *testing.T) {
 	for _, iso := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelReadCommitted, sql.LevelSerializable} {
 		t.Run(iso.String(), func(t *testing.T) {
 			guardtest.Run(t, func(t *testing.T, o guardtest.Options) guardtest.Store {
-				return newStore(t, testDB(t), iso, o.PruneEvery)
+				return newStoreOpts(t, testDB(t), iso, o)
 			})
 		})
 	}
@@ -148,8 +148,14 @@ func TestConformance(t *testing.T) {
 
 func newStore(t testing.TB, db *sql.DB, iso sql.IsolationLevel, pruneEvery int) *store {
 	t.Helper()
+	return newStoreOpts(t, db, iso, guardtest.Options{PruneEvery: pruneEvery})
+}
+
+func newStoreOpts(t testing.TB, db *sql.DB, iso sql.IsolationLevel, o guardtest.Options) *store {
+	t.Helper()
 	tt := newTestTables(t, db)
-	g, err := mysql.New(mysql.Options{Table: tt.guard, OpsTable: tt.ops, PruneEvery: pruneEvery})
+	g, err := mysql.New(mysql.Options{Table: tt.guard, OpsTable: tt.ops, PruneEvery: o.PruneEvery,
+		KeySet: o.Keys.KeySet, KeySource: o.Keys.KeySource, LockFor: o.Keys.LockFor, AllowUnsigned: o.Keys.AllowUnsigned})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +192,10 @@ func (s *store) Check(ctx context.Context, resource string, token fence.Token) e
 	return s.inTx(ctx, func(tx *sql.Tx) error { return s.g.Check(ctx, tx, resource, token) })
 }
 
+func (s *store) CheckSigned(ctx context.Context, resource string, token fence.SignedToken) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error { return s.g.CheckSigned(ctx, tx, resource, token) })
+}
+
 // write upserts the data row in tx and returns its seq (1 for a new row).
 func (s *store) write(ctx context.Context, tx *sql.Tx, resource string, value int64) (seq int64, err error) {
 	_, err = tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (resource, value, seq) VALUES (?, ?, 1)
@@ -200,6 +210,17 @@ ON DUPLICATE KEY UPDATE value = ?, seq = seq + 1`, s.tt.data), resource, value, 
 func (s *store) GuardedWrite(ctx context.Context, resource string, token fence.Token, value int64) (seq int64, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.g.Check(ctx, tx, resource, token); err != nil {
+			return err
+		}
+		seq, err = s.write(ctx, tx, resource, value)
+		return err
+	})
+	return seq, err
+}
+
+func (s *store) GuardedWriteSigned(ctx context.Context, resource string, token fence.SignedToken, value int64) (seq int64, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.g.CheckSigned(ctx, tx, resource, token); err != nil {
 			return err
 		}
 		seq, err = s.write(ctx, tx, resource, value)
@@ -285,4 +306,12 @@ func (s *store) Stock(ctx context.Context, key string) (qty int64, token fence.T
 	var tok int64
 	err = s.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT qty, fence_token FROM %s WHERE sku = ?`, s.tt.stock), key).Scan(&qty, &tok)
 	return qty, fence.Token(tok), err
+}
+
+func (s *store) Above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]mysql.Stored, error) {
+	return s.g.Above(ctx, s.db, resource, prefix, ceiling)
+}
+
+func (s *store) Lower(ctx context.Context, st mysql.Stored, ceiling fence.Token) (bool, error) {
+	return s.g.Lower(ctx, s.db, st, ceiling)
 }

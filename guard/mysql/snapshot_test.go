@@ -58,6 +58,6 @@ func TestConformanceSnapshotIsolation(t *testing.T) {
 		t.Skipf("this server has no innodb_snapshot_isolation: %v", err)
 	}
 	guardtest.Run(t, func(t *testing.T, o guardtest.Options) guardtest.Store {
-		return newStore(t, db, sql.LevelRepeatableRead, o.PruneEvery)
+		return newStoreOpts(t, db, sql.LevelRepeatableRead, o)
 	})
 }

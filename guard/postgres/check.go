@@ -40,6 +40,34 @@ func Check(ctx context.Context, tx Tx, resource string, token fence.Token) error
 // A token of 0 or above fence.MaxTokenJSONInt, or an empty, oversize or
 // non-UTF-8 resource, or one holding a NUL byte (PostgreSQL text cannot), is
 // refused with *fence.InvalidError before any SQL runs.
+//
+// With a key set (Options.KeySet) use CheckSigned: the number alone carries
+// no proof and is refused with *fence.ForgedTokenError ("no proof") unless
+// Options.AllowUnsigned.
 func (g *Guard) Check(ctx context.Context, tx Tx, resource string, token fence.Token) error {
+	return g.CheckSigned(ctx, tx, resource, fence.SignedToken{Token: token})
+}
+
+// CheckSigned checks the default guard table. See Guard.CheckSigned.
+func CheckSigned(ctx context.Context, tx Tx, resource string, token fence.SignedToken) error {
+	return defaultGuard.CheckSigned(ctx, tx, resource, token)
+}
+
+// CheckSigned is Check for a token with its proof (lease.SignedToken(), or
+// fence.ParseSignedToken of its text form). With a key set it first
+// verifies, in Go, that the proof holds for the lock of resource
+// (Options.LockFor) under a key of the cluster: a token without a proof, a
+// tampered one, another lock's or another cluster's proof is refused with
+// *fence.ForgedTokenError (errors.Is fence.ErrForgedToken) before any SQL
+// runs, so the guard row is unchanged and tx stays usable. Then it compares
+// as Check does. Without a key set the proof is not looked at.
+func (g *Guard) CheckSigned(ctx context.Context, tx Tx, resource string, token fence.SignedToken) error {
 	return g.e.Check(ctx, querier{tx, tx}, resource, token)
+}
+
+// Verify checks token's proof for resource as CheckSigned does, without
+// touching the database: nil when g has no key set. Use it before a
+// column-pattern UPDATE, which compares the number by itself.
+func (g *Guard) Verify(resource string, token fence.SignedToken) error {
+	return g.e.Verify(resource, token)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/proof"
 	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
@@ -28,6 +30,30 @@ type Options struct {
 	// records older than Retention (default 1000; negative: never, leaving
 	// it to Prune).
 	PruneEvery int
+
+	// KeySet is the Fence cluster's public signing keys (`fence keys
+	// --json` or GET /v1/keys, read with fence.ParseKeySet). With a key set
+	// the guard verifies every token's proof before it compares: a token
+	// without a proof, or whose proof does not hold for the resource's lock
+	// under a key of this cluster (a tampered token, another lock's or
+	// another cluster's proof, a made-up one), is refused with
+	// *fence.ForgedTokenError (errors.Is fence.ErrForgedToken) and nothing
+	// changes. Without one (the default) any number is compared as it is,
+	// and a made-up token such as 2^53-1 is accepted and then refuses every
+	// honest owner (`fence guard repair` undoes that).
+	KeySet *fence.KeySet
+	// KeySource, instead of KeySet, returns the current key set on every
+	// check (reload it after a `fence keys rotate` or a restore). A nil
+	// result refuses the write. Set KeySet or KeySource, not both.
+	KeySource func() *fence.KeySet
+	// LockFor names the lock whose proofs a resource accepts (default: the
+	// lock of the resource's own name).
+	LockFor func(resource string) string
+	// AllowUnsigned accepts tokens without a proof even with a key set, for
+	// the time writers move to signed tokens. It reopens the hole: a
+	// made-up unsigned token is compared, and a large one poisons the
+	// resource. Signed tokens are still verified.
+	AllowUnsigned bool
 }
 
 // Guard checks fencing tokens in PostgreSQL tables. It holds only the table
@@ -36,10 +62,11 @@ type Options struct {
 type Guard struct{ e *sqlguard.Engine }
 
 // New returns a Guard for the tables named in opts. A name that is not a
-// plain SQL identifier, or a negative Retention, is refused with
-// *fence.InvalidError.
+// plain SQL identifier, a negative Retention, or both KeySet and
+// KeySource, is refused with *fence.InvalidError.
 func New(opts Options) (*Guard, error) {
-	e, err := sqlguard.NewEngine(dialect, opts.Table, opts.OpsTable, sqlguard.Retention{Keep: opts.Retention, PruneEvery: opts.PruneEvery})
+	e, err := sqlguard.NewEngine(dialect, opts.Table, opts.OpsTable, sqlguard.Retention{Keep: opts.Retention, PruneEvery: opts.PruneEvery},
+		proof.Config{KeySet: opts.KeySet, KeySource: opts.KeySource, LockFor: opts.LockFor, AllowUnsigned: opts.AllowUnsigned})
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,8 @@ func TestConformance(t *testing.T) {
 	guardtest.Run(t, func(t *testing.T, o guardtest.Options) guardtest.Store {
 		db := testPool(t)
 		tt := newTestTables(t, db)
-		g, err := postgres.New(postgres.Options{Table: tt.guard, OpsTable: tt.ops, PruneEvery: o.PruneEvery})
+		g, err := postgres.New(postgres.Options{Table: tt.guard, OpsTable: tt.ops, PruneEvery: o.PruneEvery,
+			KeySet: o.Keys.KeySet, KeySource: o.Keys.KeySource, LockFor: o.Keys.LockFor, AllowUnsigned: o.Keys.AllowUnsigned})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,6 +152,10 @@ func (s *store) Check(ctx context.Context, resource string, token fence.Token) e
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error { return s.g.Check(ctx, tx, resource, token) })
 }
 
+func (s *store) CheckSigned(ctx context.Context, resource string, token fence.SignedToken) error {
+	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error { return s.g.CheckSigned(ctx, tx, resource, token) })
+}
+
 func (s *store) write(ctx context.Context, tx pgx.Tx, resource string, value int64) (seq int64, err error) {
 	err = tx.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %[1]s AS d (resource, value, seq) VALUES ($1, $2, 1)
 ON CONFLICT (resource) DO UPDATE SET value = EXCLUDED.value, seq = d.seq + 1 RETURNING seq`, s.tt.data), resource, value).Scan(&seq)
@@ -160,6 +165,17 @@ ON CONFLICT (resource) DO UPDATE SET value = EXCLUDED.value, seq = d.seq + 1 RET
 func (s *store) GuardedWrite(ctx context.Context, resource string, token fence.Token, value int64) (seq int64, err error) {
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if err := s.g.Check(ctx, tx, resource, token); err != nil {
+			return err
+		}
+		seq, err = s.write(ctx, tx, resource, value)
+		return err
+	})
+	return seq, err
+}
+
+func (s *store) GuardedWriteSigned(ctx context.Context, resource string, token fence.SignedToken, value int64) (seq int64, err error) {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if err := s.g.CheckSigned(ctx, tx, resource, token); err != nil {
 			return err
 		}
 		seq, err = s.write(ctx, tx, resource, value)
@@ -284,4 +300,12 @@ func TestRefusesWhatTextCannotHold(t *testing.T) {
 	if _, err := g.Prune(ctx, db, 0); err != nil {
 		t.Errorf("Prune(0) = %v; 0 is a valid age (every record)", err)
 	}
+}
+
+func (s *store) Above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]postgres.Stored, error) {
+	return s.g.Above(ctx, s.db, resource, prefix, ceiling)
+}
+
+func (s *store) Lower(ctx context.Context, st postgres.Stored, ceiling fence.Token) (bool, error) {
+	return s.g.Lower(ctx, s.db, st, ceiling)
 }

@@ -52,3 +52,13 @@ func TestColumnRefusesBadNames(t *testing.T) {
 		t.Errorf("one row changed: %v, want nil", err)
 	}
 }
+
+// TestNewRefusesKeySetAndKeySource: a guard reads its keys from one place.
+func TestNewRefusesKeySetAndKeySource(t *testing.T) {
+	ks := &fence.KeySet{ClusterID: "c"}
+	g, err := postgres.New(postgres.Options{KeySet: ks, KeySource: func() *fence.KeySet { return ks }})
+	var inv *fence.InvalidError
+	if g != nil || !errors.As(err, &inv) || inv.Field != "key_source" {
+		t.Fatalf("New with KeySet and KeySource = %v, %v; want *fence.InvalidError for key_source", g, err)
+	}
+}

@@ -10,6 +10,16 @@
 // Nothing is read by the client and written back later, so no other owner can
 // slip in between the compare and the write.
 //
+// # Signed tokens
+//
+// With Options.KeySet (the Fence cluster's public keys, `fence keys --json`)
+// SetSigned, AddSigned and CheckSigned verify the token's proof in Go before
+// the script runs: a token without a proof, or whose proof does not hold for
+// the resource's lock (Options.LockFor) under a key of the cluster, is
+// refused with *fence.ForgedTokenError and Redis is not touched. Without a
+// key set any number is compared; Above and Lower (and `fence guard
+// repair`) lower a token Fence never issued. See docs/guards.md.
+//
 // # Keys
 //
 // For Options.Prefix P (n = len(P), in decimal) and resource R the guard uses:

@@ -2,6 +2,7 @@ package redisguard_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -70,4 +71,38 @@ func ExampleGuard_Add() {
 	// Output:
 	// -3 false
 	// -3 true
+}
+
+// Signed tokens on Redis: the guard is given the cluster's public keys
+// (here a test key; in production `fence keys --json`, read with
+// fence.ParseKeySet) and every token carries its proof (here made with
+// fence.Sign; in production lease.SignedToken()). A forged token never
+// reaches Redis, and the paused-worker story holds.
+func ExampleGuard_SetSigned() {
+	ctx := context.Background()
+	rdb := exampleClient()
+	defer rdb.Close()
+	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	pub := key.Public().(ed25519.PublicKey)
+	ks := &fence.KeySet{ClusterID: "prod", Keys: []fence.PublicKey{{ID: fence.KeyIDOf(pub), Key: pub}}}
+	g, err := redisguard.New(rdb, redisguard.Options{Prefix: "example.signed", AcceptVolatile: true, KeySet: ks}) // see Example
+	if err != nil {
+		panic(err)
+	}
+	defer rdb.Del(ctx, "{14:example.signed:sku-42}")
+
+	set := func(tok fence.SignedToken, v string) error {
+		_, err := g.SetSigned(ctx, "sku-42", tok, []byte(v), "")
+		return err
+	}
+	fmt.Println("B writes 8:", set(fence.Sign(key, "prod", "sku-42", 2), "8"))
+	fmt.Println("A writes 5:", set(fence.Sign(key, "prod", "sku-42", 1), "5"))
+	fmt.Println("made up:", set(fence.SignedToken{Token: fence.MaxTokenJSONInt}, "0"))
+	st, _ := g.Get(ctx, "sku-42")
+	fmt.Printf("stock=%s last_token=%d\n", st.Value, st.Token)
+	// Output:
+	// B writes 8: <nil>
+	// A writes 5: token 1 is older than accepted token 2
+	// made up: forged token: token 9007199254740991 for "sku-42": no proof
+	// stock=8 last_token=2
 }

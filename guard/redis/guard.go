@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/proof"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,6 +21,7 @@ type Guard struct {
 	rdb  redis.UniversalClient
 	opts Options
 	dur  durability
+	keys *proof.Verifier
 }
 
 // New returns a Guard over rdb (a *redis.Client, *redis.ClusterClient or
@@ -43,7 +45,11 @@ func New(rdb redis.UniversalClient, opts Options) (*Guard, error) {
 			return nil, fence.Invalid("wait_replicas", "0 with a "+fmt.Sprintf("%T", rdb)+" (WAIT needs a *redis.Client or *redis.ClusterClient)", strconv.Itoa(o.WaitReplicas))
 		}
 	}
-	return &Guard{rdb: rdb, opts: o}, nil
+	keys, err := proof.New(proof.Config{KeySet: o.KeySet, KeySource: o.KeySource, LockFor: o.LockFor, AllowUnsigned: o.AllowUnsigned})
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{rdb: rdb, opts: o, keys: keys}, nil
 }
 
 // Prefix returns the key prefix in use.
@@ -63,7 +69,21 @@ type Result struct {
 // An older token gets a *fence.StaleTokenError (errors.Is fence.ErrStaleToken)
 // carrying both tokens, and nothing changes. A non-empty opID makes the write
 // idempotent for Options.OpTTL (see the package doc).
+//
+// With a key set (Options.KeySet) use SetSigned: the number alone carries
+// no proof and is refused with *fence.ForgedTokenError ("no proof") unless
+// Options.AllowUnsigned.
 func (g *Guard) Set(ctx context.Context, resource string, token fence.Token, value []byte, opID string) (Result, error) {
+	return g.SetSigned(ctx, resource, fence.SignedToken{Token: token}, value, opID)
+}
+
+// SetSigned is Set for a token with its proof (lease.SignedToken(), or
+// fence.ParseSignedToken of its text form). With a key set the proof is
+// verified first, in Go: a token whose proof does not hold for the
+// resource's lock (Options.LockFor) under a key of the cluster is refused
+// with *fence.ForgedTokenError before Redis is touched, so nothing changes.
+// Without a key set the proof is not looked at.
+func (g *Guard) SetSigned(ctx context.Context, resource string, token fence.SignedToken, value []byte, opID string) (Result, error) {
 	if err := fence.ValidateValue(value); err != nil {
 		return Result{}, err
 	}
@@ -78,7 +98,14 @@ func (g *Guard) Set(ctx context.Context, resource string, token fence.Token, val
 // as 0) under the same rule as Set. A value that is not a decimal int64, or
 // a sum that overflows, is refused with a *fence.InvalidError (field
 // "value") and nothing changes.
+//
+// With a key set use AddSigned (see Set).
 func (g *Guard) Add(ctx context.Context, resource string, token fence.Token, delta int64, opID string) (Result, error) {
+	return g.AddSigned(ctx, resource, fence.SignedToken{Token: token}, delta, opID)
+}
+
+// AddSigned is Add for a token with its proof, verified as SetSigned does.
+func (g *Guard) AddSigned(ctx context.Context, resource string, token fence.SignedToken, delta int64, opID string) (Result, error) {
 	res, err := g.run(ctx, "add", resource, token, strconv.FormatInt(delta, 10), opID)
 	if err != nil {
 		return res, err
@@ -96,8 +123,25 @@ func (g *Guard) Add(ctx context.Context, resource string, token fence.Token, del
 // caller then makes elsewhere is a second step, and another owner with a
 // newer token may check in between: that write is not fenced. Use Check as
 // an early refusal, or keep the data in the guard with Set and Add.
+//
+// With a key set use CheckSigned (see Set).
 func (g *Guard) Check(ctx context.Context, resource string, token fence.Token) (Result, error) {
+	return g.CheckSigned(ctx, resource, fence.SignedToken{Token: token})
+}
+
+// CheckSigned is Check for a token with its proof, verified as SetSigned
+// does.
+func (g *Guard) CheckSigned(ctx context.Context, resource string, token fence.SignedToken) (Result, error) {
 	return g.run(ctx, "check", resource, token, "", "")
+}
+
+// Verify checks token's proof for resource as SetSigned does, without
+// touching Redis: nil when g has no key set.
+func (g *Guard) Verify(resource string, token fence.SignedToken) error {
+	if err := fence.ValidateToken(token.Token); err != nil {
+		return err
+	}
+	return g.keys.Verify(resource, token)
 }
 
 // State is what Get reads.

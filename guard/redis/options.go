@@ -53,6 +53,30 @@ type Options struct {
 	// WaitTimeout bounds each WAIT (default 1s when WaitReplicas > 0, at
 	// least 1ms).
 	WaitTimeout time.Duration
+
+	// KeySet is the Fence cluster's public signing keys (`fence keys
+	// --json` or GET /v1/keys, read with fence.ParseKeySet). With a key set
+	// the guard verifies every token's proof, in Go, before it runs the
+	// script: a token without a proof, or whose proof does not hold for the
+	// resource's lock under a key of this cluster (a tampered token, another
+	// lock's or another cluster's proof, a made-up one), is refused with
+	// *fence.ForgedTokenError (errors.Is fence.ErrForgedToken) and Redis is
+	// not touched. Without one (the default) any number is compared, and a
+	// made-up token such as 2^53-1 is accepted and then refuses every
+	// honest owner (`fence guard repair` undoes that).
+	KeySet *fence.KeySet
+	// KeySource, instead of KeySet, returns the current key set on every
+	// write (reload it after a `fence keys rotate` or a restore). A nil
+	// result refuses the write. Set KeySet or KeySource, not both.
+	KeySource func() *fence.KeySet
+	// LockFor names the lock whose proofs a resource accepts (default: the
+	// lock of the resource's own name).
+	LockFor func(resource string) string
+	// AllowUnsigned accepts tokens without a proof even with a key set, for
+	// the time writers move to signed tokens. It reopens the hole: a
+	// made-up unsigned token is compared, and a large one poisons the
+	// resource. Signed tokens are still verified.
+	AllowUnsigned bool
 }
 
 // DefaultWaitTimeout is Options.WaitTimeout when WaitReplicas > 0 and

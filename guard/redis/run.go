@@ -9,7 +9,9 @@ import (
 )
 
 // run validates the arguments, runs the guard script and maps its reply.
-func (g *Guard) run(ctx context.Context, mode, resource string, token fence.Token, payload, opID string) (Result, error) {
+// A token whose proof the guard's key set refuses never reaches Redis.
+func (g *Guard) run(ctx context.Context, mode, resource string, signed fence.SignedToken, payload, opID string) (Result, error) {
+	token := signed.Token
 	if err := fence.ValidateName("resource", resource); err != nil {
 		return Result{}, err
 	}
@@ -17,6 +19,9 @@ func (g *Guard) run(ctx context.Context, mode, resource string, token fence.Toke
 		return Result{}, err
 	}
 	if err := fence.ValidateID("op_id", opID); err != nil {
+		return Result{}, err
+	}
+	if err := g.keys.Verify(resource, signed); err != nil {
 		return Result{}, err
 	}
 	if err := g.VerifyDurability(ctx); err != nil {

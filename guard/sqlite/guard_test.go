@@ -44,7 +44,8 @@ func openTestDB(t testing.TB) *sql.DB {
 func TestConformance(t *testing.T) {
 	guardtest.Run(t, func(t *testing.T, o guardtest.Options) guardtest.Store {
 		db := openTestDB(t)
-		g, err := sqlite.New(sqlite.Options{Table: "t_guard", OpsTable: "main.t_ops", PruneEvery: o.PruneEvery})
+		g, err := sqlite.New(sqlite.Options{Table: "t_guard", OpsTable: "main.t_ops", PruneEvery: o.PruneEvery,
+			KeySet: o.Keys.KeySet, KeySource: o.Keys.KeySource, LockFor: o.Keys.LockFor, AllowUnsigned: o.Keys.AllowUnsigned})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,6 +81,10 @@ func (s *store) Check(ctx context.Context, resource string, token fence.Token) e
 	return inTx(ctx, s.db, func(tx *sql.Tx) error { return s.g.Check(ctx, tx, resource, token) })
 }
 
+func (s *store) CheckSigned(ctx context.Context, resource string, token fence.SignedToken) error {
+	return inTx(ctx, s.db, func(tx *sql.Tx) error { return s.g.CheckSigned(ctx, tx, resource, token) })
+}
+
 func write(ctx context.Context, tx *sql.Tx, resource string, value int64) (seq int64, err error) {
 	err = tx.QueryRowContext(ctx, `INSERT INTO data AS d (resource, value, seq) VALUES (?1, ?2, 1)
 ON CONFLICT (resource) DO UPDATE SET value = excluded.value, seq = d.seq + 1 RETURNING seq`, resource, value).Scan(&seq)
@@ -89,6 +94,17 @@ ON CONFLICT (resource) DO UPDATE SET value = excluded.value, seq = d.seq + 1 RET
 func (s *store) GuardedWrite(ctx context.Context, resource string, token fence.Token, value int64) (seq int64, err error) {
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
 		if err := s.g.Check(ctx, tx, resource, token); err != nil {
+			return err
+		}
+		seq, err = write(ctx, tx, resource, value)
+		return err
+	})
+	return seq, err
+}
+
+func (s *store) GuardedWriteSigned(ctx context.Context, resource string, token fence.SignedToken, value int64) (seq int64, err error) {
+	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if err := s.g.CheckSigned(ctx, tx, resource, token); err != nil {
 			return err
 		}
 		seq, err = write(ctx, tx, resource, value)
@@ -175,4 +191,12 @@ func (s *store) Stock(ctx context.Context, key string) (qty int64, token fence.T
 	var tok int64
 	err = s.db.QueryRowContext(ctx, `SELECT qty, fence_token FROM stock WHERE sku = ?1`, key).Scan(&qty, &tok)
 	return qty, fence.Token(tok), err
+}
+
+func (s *store) Above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]sqlite.Stored, error) {
+	return s.g.Above(ctx, s.db, resource, prefix, ceiling)
+}
+
+func (s *store) Lower(ctx context.Context, st sqlite.Stored, ceiling fence.Token) (bool, error) {
+	return s.g.Lower(ctx, s.db, st, ceiling)
 }

@@ -3598,6 +3598,169 @@ func (x *BackupHeader) GetVersion() string {
 	return ""
 }
 
+type SetRoleQuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// Absent, or a field 0: that quota is the server's default.
+	Quota         *RoleQuota `protobuf:"bytes,2,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoleQuotaRequest) Reset() {
+	*x = SetRoleQuotaRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoleQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoleQuotaRequest) ProtoMessage() {}
+
+func (x *SetRoleQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoleQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetRoleQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SetRoleQuotaRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *SetRoleQuotaRequest) GetQuota() *RoleQuota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+type SetRoleQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoleQuotaResponse) Reset() {
+	*x = SetRoleQuotaResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoleQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoleQuotaResponse) ProtoMessage() {}
+
+func (x *SetRoleQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoleQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetRoleQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
+}
+
+// RoleQuota is a role's per-principal quotas; 0: the server's default.
+type RoleQuota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Live sessions one principal may have open.
+	Sessions uint32 `protobuf:"varint,1,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	// Acquires one principal may have queued.
+	Waiters uint32 `protobuf:"varint,2,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	// op_ids, and apart request_ids, one principal may have remembered
+	// (beyond it its oldest are forgotten once --min-id-retention old).
+	Ids uint32 `protobuf:"varint,3,opt,name=ids,proto3" json:"ids,omitempty"`
+	// Connections one principal may have open to one server.
+	Conns         uint32 `protobuf:"varint,4,opt,name=conns,proto3" json:"conns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleQuota) Reset() {
+	*x = RoleQuota{}
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleQuota) ProtoMessage() {}
+
+func (x *RoleQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleQuota.ProtoReflect.Descriptor instead.
+func (*RoleQuota) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *RoleQuota) GetSessions() uint32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *RoleQuota) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+func (x *RoleQuota) GetIds() uint32 {
+	if x != nil {
+		return x.Ids
+	}
+	return 0
+}
+
+func (x *RoleQuota) GetConns() uint32 {
+	if x != nil {
+		return x.Conns
+	}
+	return 0
+}
+
 type BindRoleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
@@ -3609,7 +3772,7 @@ type BindRoleRequest struct {
 
 func (x *BindRoleRequest) Reset() {
 	*x = BindRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3784,7 @@ func (x *BindRoleRequest) String() string {
 func (*BindRoleRequest) ProtoMessage() {}
 
 func (x *BindRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3797,7 @@ func (x *BindRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindRoleRequest.ProtoReflect.Descriptor instead.
 func (*BindRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BindRoleRequest) GetRole() string {
@@ -3666,7 +3829,7 @@ type BindRoleResponse struct {
 
 func (x *BindRoleResponse) Reset() {
 	*x = BindRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3678,7 +3841,7 @@ func (x *BindRoleResponse) String() string {
 func (*BindRoleResponse) ProtoMessage() {}
 
 func (x *BindRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3691,7 +3854,7 @@ func (x *BindRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindRoleResponse.ProtoReflect.Descriptor instead.
 func (*BindRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
 }
 
 type AuthBootstrapRequest struct {
@@ -3705,7 +3868,7 @@ type AuthBootstrapRequest struct {
 
 func (x *AuthBootstrapRequest) Reset() {
 	*x = AuthBootstrapRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +3880,7 @@ func (x *AuthBootstrapRequest) String() string {
 func (*AuthBootstrapRequest) ProtoMessage() {}
 
 func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +3893,7 @@ func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AuthBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AuthBootstrapRequest) GetResetIndex() uint64 {
@@ -3751,7 +3914,7 @@ type AuthBootstrapResponse struct {
 
 func (x *AuthBootstrapResponse) Reset() {
 	*x = AuthBootstrapResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +3926,7 @@ func (x *AuthBootstrapResponse) String() string {
 func (*AuthBootstrapResponse) ProtoMessage() {}
 
 func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +3939,7 @@ func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthBootstrapResponse.ProtoReflect.Descriptor instead.
 func (*AuthBootstrapResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AuthBootstrapResponse) GetToken() *AuthTokenInfo {
@@ -3802,7 +3965,7 @@ type AuthSetEnabledRequest struct {
 
 func (x *AuthSetEnabledRequest) Reset() {
 	*x = AuthSetEnabledRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +3977,7 @@ func (x *AuthSetEnabledRequest) String() string {
 func (*AuthSetEnabledRequest) ProtoMessage() {}
 
 func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +3990,7 @@ func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSetEnabledRequest.ProtoReflect.Descriptor instead.
 func (*AuthSetEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AuthSetEnabledRequest) GetEnabled() bool {
@@ -3845,7 +4008,7 @@ type AuthSetEnabledResponse struct {
 
 func (x *AuthSetEnabledResponse) Reset() {
 	*x = AuthSetEnabledResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3857,7 +4020,7 @@ func (x *AuthSetEnabledResponse) String() string {
 func (*AuthSetEnabledResponse) ProtoMessage() {}
 
 func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +4033,7 @@ func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSetEnabledResponse.ProtoReflect.Descriptor instead.
 func (*AuthSetEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
 }
 
 type AuthStatusRequest struct {
@@ -3881,7 +4044,7 @@ type AuthStatusRequest struct {
 
 func (x *AuthStatusRequest) Reset() {
 	*x = AuthStatusRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3893,7 +4056,7 @@ func (x *AuthStatusRequest) String() string {
 func (*AuthStatusRequest) ProtoMessage() {}
 
 func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3906,7 +4069,7 @@ func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthStatusRequest.ProtoReflect.Descriptor instead.
 func (*AuthStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
 }
 
 type AuthStatusResponse struct {
@@ -3922,7 +4085,7 @@ type AuthStatusResponse struct {
 
 func (x *AuthStatusResponse) Reset() {
 	*x = AuthStatusResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4097,7 @@ func (x *AuthStatusResponse) String() string {
 func (*AuthStatusResponse) ProtoMessage() {}
 
 func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4110,7 @@ func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthStatusResponse.ProtoReflect.Descriptor instead.
 func (*AuthStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AuthStatusResponse) GetEnabled() bool {
@@ -3990,7 +4153,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4165,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4178,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateTokenRequest) GetRoles() []string {
@@ -4049,7 +4212,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4224,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4237,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateTokenResponse) GetToken() *AuthTokenInfo {
@@ -4106,7 +4269,7 @@ type AuthTokenInfo struct {
 
 func (x *AuthTokenInfo) Reset() {
 	*x = AuthTokenInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4281,7 @@ func (x *AuthTokenInfo) String() string {
 func (*AuthTokenInfo) ProtoMessage() {}
 
 func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4294,7 @@ func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTokenInfo.ProtoReflect.Descriptor instead.
 func (*AuthTokenInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuthTokenInfo) GetId() string {
@@ -4184,7 +4347,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4196,7 +4359,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4209,7 +4372,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
 }
 
 type ListTokensResponse struct {
@@ -4221,7 +4384,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4233,7 +4396,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4246,7 +4409,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListTokensResponse) GetTokens() []*AuthTokenInfo {
@@ -4265,7 +4428,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4277,7 +4440,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4290,7 +4453,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -4308,7 +4471,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4320,7 +4483,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4333,7 +4496,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
 }
 
 type GrantRoleRequest struct {
@@ -4347,7 +4510,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4359,7 +4522,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4372,7 +4535,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GrantRoleRequest) GetRole() string {
@@ -4397,7 +4560,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4409,7 +4572,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4422,7 +4585,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
 }
 
 type RevokeRoleRequest struct {
@@ -4435,7 +4598,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4610,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4623,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RevokeRoleRequest) GetRole() string {
@@ -4485,7 +4648,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4497,7 +4660,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4510,7 +4673,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{67}
 }
 
 type ListRolesRequest struct {
@@ -4521,7 +4684,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	mi := &file_fence_v1_fence_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4533,7 +4696,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	mi := &file_fence_v1_fence_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4546,7 +4709,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{68}
 }
 
 type ListRolesResponse struct {
@@ -4558,7 +4721,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[66]
+	mi := &file_fence_v1_fence_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4570,7 +4733,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[66]
+	mi := &file_fence_v1_fence_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4583,7 +4746,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{66}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleInfo {
@@ -4598,14 +4761,16 @@ type RoleInfo struct {
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Permissions []string               `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
 	// The client certificate names bound to it.
-	CertNames     []string `protobuf:"bytes,3,rep,name=cert_names,json=certNames,proto3" json:"cert_names,omitempty"`
+	CertNames []string `protobuf:"bytes,3,rep,name=cert_names,json=certNames,proto3" json:"cert_names,omitempty"`
+	// The quotas it sets (absent: none, the server's defaults).
+	Quota         *RoleQuota `protobuf:"bytes,4,opt,name=quota,proto3" json:"quota,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoleInfo) Reset() {
 	*x = RoleInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[67]
+	mi := &file_fence_v1_fence_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4617,7 +4782,7 @@ func (x *RoleInfo) String() string {
 func (*RoleInfo) ProtoMessage() {}
 
 func (x *RoleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[67]
+	mi := &file_fence_v1_fence_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4630,7 +4795,7 @@ func (x *RoleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleInfo.ProtoReflect.Descriptor instead.
 func (*RoleInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{67}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RoleInfo) GetName() string {
@@ -4654,6 +4819,13 @@ func (x *RoleInfo) GetCertNames() []string {
 	return nil
 }
 
+func (x *RoleInfo) GetQuota() *RoleQuota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
 type ListKeysRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4662,7 +4834,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[68]
+	mi := &file_fence_v1_fence_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4674,7 +4846,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[68]
+	mi := &file_fence_v1_fence_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4687,7 +4859,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{68}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{71}
 }
 
 type ListKeysResponse struct {
@@ -4703,7 +4875,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[69]
+	mi := &file_fence_v1_fence_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4715,7 +4887,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[69]
+	mi := &file_fence_v1_fence_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4728,7 +4900,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{69}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListKeysResponse) GetClusterId() string {
@@ -4769,7 +4941,7 @@ type SigningKeyInfo struct {
 
 func (x *SigningKeyInfo) Reset() {
 	*x = SigningKeyInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[70]
+	mi := &file_fence_v1_fence_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4781,7 +4953,7 @@ func (x *SigningKeyInfo) String() string {
 func (*SigningKeyInfo) ProtoMessage() {}
 
 func (x *SigningKeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[70]
+	mi := &file_fence_v1_fence_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4794,7 +4966,7 @@ func (x *SigningKeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKeyInfo.ProtoReflect.Descriptor instead.
 func (*SigningKeyInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{70}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SigningKeyInfo) GetId() string {
@@ -4840,7 +5012,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[71]
+	mi := &file_fence_v1_fence_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4852,7 +5024,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[71]
+	mi := &file_fence_v1_fence_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4865,7 +5037,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{71}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{74}
 }
 
 type RotateKeyResponse struct {
@@ -4878,7 +5050,7 @@ type RotateKeyResponse struct {
 
 func (x *RotateKeyResponse) Reset() {
 	*x = RotateKeyResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[72]
+	mi := &file_fence_v1_fence_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4890,7 +5062,7 @@ func (x *RotateKeyResponse) String() string {
 func (*RotateKeyResponse) ProtoMessage() {}
 
 func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[72]
+	mi := &file_fence_v1_fence_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4903,7 +5075,7 @@ func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{72}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RotateKeyResponse) GetKeyId() string {
@@ -4922,7 +5094,7 @@ type RetireKeyRequest struct {
 
 func (x *RetireKeyRequest) Reset() {
 	*x = RetireKeyRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[73]
+	mi := &file_fence_v1_fence_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4934,7 +5106,7 @@ func (x *RetireKeyRequest) String() string {
 func (*RetireKeyRequest) ProtoMessage() {}
 
 func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[73]
+	mi := &file_fence_v1_fence_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4947,7 +5119,7 @@ func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireKeyRequest.ProtoReflect.Descriptor instead.
 func (*RetireKeyRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{73}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RetireKeyRequest) GetKeyId() string {
@@ -4965,7 +5137,7 @@ type RetireKeyResponse struct {
 
 func (x *RetireKeyResponse) Reset() {
 	*x = RetireKeyResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[74]
+	mi := &file_fence_v1_fence_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4977,7 +5149,7 @@ func (x *RetireKeyResponse) String() string {
 func (*RetireKeyResponse) ProtoMessage() {}
 
 func (x *RetireKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[74]
+	mi := &file_fence_v1_fence_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4990,7 +5162,7 @@ func (x *RetireKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireKeyResponse.ProtoReflect.Descriptor instead.
 func (*RetireKeyResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{74}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{77}
 }
 
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
@@ -5268,7 +5440,16 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\fwall_unix_ms\x18\t \x01(\x03R\n" +
 	"wallUnixMs\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\"Z\n" +
+	" \x01(\tR\aversion\"T\n" +
+	"\x13SetRoleQuotaRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12)\n" +
+	"\x05quota\x18\x02 \x01(\v2\x13.fence.v1.RoleQuotaR\x05quota\"\x16\n" +
+	"\x14SetRoleQuotaResponse\"i\n" +
+	"\tRoleQuota\x12\x1a\n" +
+	"\bsessions\x18\x01 \x01(\rR\bsessions\x12\x18\n" +
+	"\awaiters\x18\x02 \x01(\rR\awaiters\x12\x10\n" +
+	"\x03ids\x18\x03 \x01(\rR\x03ids\x12\x14\n" +
+	"\x05conns\x18\x04 \x01(\rR\x05conns\"Z\n" +
 	"\x0fBindRoleRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x1b\n" +
 	"\tcert_name\x18\x02 \x01(\tR\bcertName\x12\x16\n" +
@@ -5323,12 +5504,13 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x12RevokeRoleResponse\"\x12\n" +
 	"\x10ListRolesRequest\"=\n" +
 	"\x11ListRolesResponse\x12(\n" +
-	"\x05roles\x18\x01 \x03(\v2\x12.fence.v1.RoleInfoR\x05roles\"_\n" +
+	"\x05roles\x18\x01 \x03(\v2\x12.fence.v1.RoleInfoR\x05roles\"\x8a\x01\n" +
 	"\bRoleInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vpermissions\x18\x02 \x03(\tR\vpermissions\x12\x1d\n" +
 	"\n" +
-	"cert_names\x18\x03 \x03(\tR\tcertNames\"\x11\n" +
+	"cert_names\x18\x03 \x03(\tR\tcertNames\x12)\n" +
+	"\x05quota\x18\x04 \x01(\v2\x13.fence.v1.RoleQuotaR\x05quota\"\x11\n" +
 	"\x0fListKeysRequest\"\x84\x01\n" +
 	"\x10ListKeysResponse\x12\x1d\n" +
 	"\n" +
@@ -5372,7 +5554,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"NodeStatus\x12\x1b.fence.v1.NodeStatusRequest\x1a\x1c.fence.v1.NodeStatusResponse2S\n" +
 	"\x12MaintenanceService\x12=\n" +
-	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x012\xea\x05\n" +
+	"\x06Backup\x12\x17.fence.v1.BackupRequest\x1a\x18.fence.v1.BackupResponse0\x012\xb9\x06\n" +
 	"\vAuthService\x12L\n" +
 	"\tBootstrap\x12\x1e.fence.v1.AuthBootstrapRequest\x1a\x1f.fence.v1.AuthBootstrapResponse\x12O\n" +
 	"\n" +
@@ -5386,7 +5568,8 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"RevokeRole\x12\x1b.fence.v1.RevokeRoleRequest\x1a\x1c.fence.v1.RevokeRoleResponse\x12D\n" +
 	"\tListRoles\x12\x1a.fence.v1.ListRolesRequest\x1a\x1b.fence.v1.ListRolesResponse\x12A\n" +
-	"\bBindRole\x12\x19.fence.v1.BindRoleRequest\x1a\x1a.fence.v1.BindRoleResponse2\xdb\x01\n" +
+	"\bBindRole\x12\x19.fence.v1.BindRoleRequest\x1a\x1a.fence.v1.BindRoleResponse\x12M\n" +
+	"\fSetRoleQuota\x12\x1d.fence.v1.SetRoleQuotaRequest\x1a\x1e.fence.v1.SetRoleQuotaResponse2\xdb\x01\n" +
 	"\n" +
 	"KeyService\x12A\n" +
 	"\bListKeys\x12\x19.fence.v1.ListKeysRequest\x1a\x1a.fence.v1.ListKeysResponse\x12D\n" +
@@ -5405,7 +5588,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -5453,43 +5636,46 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*BackupRequest)(nil),              // 43: fence.v1.BackupRequest
 	(*BackupResponse)(nil),             // 44: fence.v1.BackupResponse
 	(*BackupHeader)(nil),               // 45: fence.v1.BackupHeader
-	(*BindRoleRequest)(nil),            // 46: fence.v1.BindRoleRequest
-	(*BindRoleResponse)(nil),           // 47: fence.v1.BindRoleResponse
-	(*AuthBootstrapRequest)(nil),       // 48: fence.v1.AuthBootstrapRequest
-	(*AuthBootstrapResponse)(nil),      // 49: fence.v1.AuthBootstrapResponse
-	(*AuthSetEnabledRequest)(nil),      // 50: fence.v1.AuthSetEnabledRequest
-	(*AuthSetEnabledResponse)(nil),     // 51: fence.v1.AuthSetEnabledResponse
-	(*AuthStatusRequest)(nil),          // 52: fence.v1.AuthStatusRequest
-	(*AuthStatusResponse)(nil),         // 53: fence.v1.AuthStatusResponse
-	(*CreateTokenRequest)(nil),         // 54: fence.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 55: fence.v1.CreateTokenResponse
-	(*AuthTokenInfo)(nil),              // 56: fence.v1.AuthTokenInfo
-	(*ListTokensRequest)(nil),          // 57: fence.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),         // 58: fence.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 59: fence.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 60: fence.v1.RevokeTokenResponse
-	(*GrantRoleRequest)(nil),           // 61: fence.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),          // 62: fence.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),          // 63: fence.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),         // 64: fence.v1.RevokeRoleResponse
-	(*ListRolesRequest)(nil),           // 65: fence.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),          // 66: fence.v1.ListRolesResponse
-	(*RoleInfo)(nil),                   // 67: fence.v1.RoleInfo
-	(*ListKeysRequest)(nil),            // 68: fence.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),           // 69: fence.v1.ListKeysResponse
-	(*SigningKeyInfo)(nil),             // 70: fence.v1.SigningKeyInfo
-	(*RotateKeyRequest)(nil),           // 71: fence.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),          // 72: fence.v1.RotateKeyResponse
-	(*RetireKeyRequest)(nil),           // 73: fence.v1.RetireKeyRequest
-	(*RetireKeyResponse)(nil),          // 74: fence.v1.RetireKeyResponse
-	(*durationpb.Duration)(nil),        // 75: google.protobuf.Duration
+	(*SetRoleQuotaRequest)(nil),        // 46: fence.v1.SetRoleQuotaRequest
+	(*SetRoleQuotaResponse)(nil),       // 47: fence.v1.SetRoleQuotaResponse
+	(*RoleQuota)(nil),                  // 48: fence.v1.RoleQuota
+	(*BindRoleRequest)(nil),            // 49: fence.v1.BindRoleRequest
+	(*BindRoleResponse)(nil),           // 50: fence.v1.BindRoleResponse
+	(*AuthBootstrapRequest)(nil),       // 51: fence.v1.AuthBootstrapRequest
+	(*AuthBootstrapResponse)(nil),      // 52: fence.v1.AuthBootstrapResponse
+	(*AuthSetEnabledRequest)(nil),      // 53: fence.v1.AuthSetEnabledRequest
+	(*AuthSetEnabledResponse)(nil),     // 54: fence.v1.AuthSetEnabledResponse
+	(*AuthStatusRequest)(nil),          // 55: fence.v1.AuthStatusRequest
+	(*AuthStatusResponse)(nil),         // 56: fence.v1.AuthStatusResponse
+	(*CreateTokenRequest)(nil),         // 57: fence.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 58: fence.v1.CreateTokenResponse
+	(*AuthTokenInfo)(nil),              // 59: fence.v1.AuthTokenInfo
+	(*ListTokensRequest)(nil),          // 60: fence.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),         // 61: fence.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 62: fence.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 63: fence.v1.RevokeTokenResponse
+	(*GrantRoleRequest)(nil),           // 64: fence.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),          // 65: fence.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),          // 66: fence.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),         // 67: fence.v1.RevokeRoleResponse
+	(*ListRolesRequest)(nil),           // 68: fence.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),          // 69: fence.v1.ListRolesResponse
+	(*RoleInfo)(nil),                   // 70: fence.v1.RoleInfo
+	(*ListKeysRequest)(nil),            // 71: fence.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),           // 72: fence.v1.ListKeysResponse
+	(*SigningKeyInfo)(nil),             // 73: fence.v1.SigningKeyInfo
+	(*RotateKeyRequest)(nil),           // 74: fence.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),          // 75: fence.v1.RotateKeyResponse
+	(*RetireKeyRequest)(nil),           // 76: fence.v1.RetireKeyRequest
+	(*RetireKeyResponse)(nil),          // 77: fence.v1.RetireKeyResponse
+	(*durationpb.Duration)(nil),        // 78: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	75,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	75,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	75,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	78,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	78,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	78,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,   // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	75,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	78,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
 	1,   // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	0,   // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
@@ -5514,14 +5700,14 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	18,  // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,   // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
 	31,  // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	75,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	75,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	75,  // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	75,  // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	75,  // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	78,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	78,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	78,  // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	78,  // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	78,  // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	0,   // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
 	10,  // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	75,  // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	78,  // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10,  // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
 	1,   // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
@@ -5529,7 +5715,7 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	21,  // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
 	21,  // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
 	10,  // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	75,  // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	78,  // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
 	0,   // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
 	22,  // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
 	0,   // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
@@ -5537,93 +5723,97 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	22,  // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
 	0,   // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
 	22,  // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	75,  // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	78,  // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
 	34,  // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
 	42,  // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	75,  // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	75,  // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	75,  // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	75,  // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	78,  // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	78,  // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	78,  // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	78,  // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
 	45,  // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	75,  // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
-	56,  // 61: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
-	75,  // 62: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	56,  // 63: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
-	75,  // 64: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
-	75,  // 65: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
-	56,  // 66: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
-	67,  // 67: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
-	70,  // 68: fence.v1.ListKeysResponse.keys:type_name -> fence.v1.SigningKeyInfo
-	75,  // 69: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
-	11,  // 70: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13,  // 71: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15,  // 72: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17,  // 73: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19,  // 74: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23,  // 75: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25,  // 76: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27,  // 77: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29,  // 78: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,   // 79: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,   // 80: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,   // 81: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,   // 82: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32,  // 83: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35,  // 84: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37,  // 85: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39,  // 86: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41,  // 87: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	43,  // 88: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	48,  // 89: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
-	50,  // 90: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
-	52,  // 91: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
-	54,  // 92: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
-	57,  // 93: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
-	59,  // 94: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
-	61,  // 95: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
-	63,  // 96: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
-	65,  // 97: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
-	46,  // 98: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
-	68,  // 99: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
-	71,  // 100: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
-	73,  // 101: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
-	12,  // 102: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14,  // 103: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16,  // 104: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18,  // 105: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20,  // 106: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24,  // 107: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26,  // 108: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28,  // 109: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30,  // 110: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,   // 111: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,   // 112: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,   // 113: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,   // 114: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33,  // 115: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36,  // 116: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38,  // 117: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40,  // 118: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42,  // 119: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	44,  // 120: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	49,  // 121: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
-	51,  // 122: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
-	53,  // 123: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
-	55,  // 124: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
-	58,  // 125: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
-	60,  // 126: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
-	62,  // 127: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
-	64,  // 128: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
-	66,  // 129: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
-	47,  // 130: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
-	69,  // 131: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
-	72,  // 132: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
-	74,  // 133: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
-	102, // [102:134] is the sub-list for method output_type
-	70,  // [70:102] is the sub-list for method input_type
-	70,  // [70:70] is the sub-list for extension type_name
-	70,  // [70:70] is the sub-list for extension extendee
-	0,   // [0:70] is the sub-list for field type_name
+	78,  // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	48,  // 61: fence.v1.SetRoleQuotaRequest.quota:type_name -> fence.v1.RoleQuota
+	59,  // 62: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
+	78,  // 63: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	59,  // 64: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
+	78,  // 65: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	78,  // 66: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	59,  // 67: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
+	70,  // 68: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
+	48,  // 69: fence.v1.RoleInfo.quota:type_name -> fence.v1.RoleQuota
+	73,  // 70: fence.v1.ListKeysResponse.keys:type_name -> fence.v1.SigningKeyInfo
+	78,  // 71: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
+	11,  // 72: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13,  // 73: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15,  // 74: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17,  // 75: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19,  // 76: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	23,  // 77: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25,  // 78: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27,  // 79: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29,  // 80: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,   // 81: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,   // 82: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,   // 83: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,   // 84: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32,  // 85: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35,  // 86: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37,  // 87: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39,  // 88: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41,  // 89: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	43,  // 90: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	51,  // 91: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	53,  // 92: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	55,  // 93: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	57,  // 94: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	60,  // 95: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	62,  // 96: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	64,  // 97: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	66,  // 98: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	68,  // 99: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	49,  // 100: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	46,  // 101: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
+	71,  // 102: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
+	74,  // 103: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
+	76,  // 104: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
+	12,  // 105: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14,  // 106: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16,  // 107: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18,  // 108: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20,  // 109: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	24,  // 110: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26,  // 111: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28,  // 112: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30,  // 113: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,   // 114: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,   // 115: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,   // 116: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,   // 117: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33,  // 118: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36,  // 119: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38,  // 120: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40,  // 121: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42,  // 122: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	44,  // 123: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	52,  // 124: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	54,  // 125: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	56,  // 126: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	58,  // 127: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	61,  // 128: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	63,  // 129: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	65,  // 130: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	67,  // 131: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	69,  // 132: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	50,  // 133: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	47,  // 134: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
+	72,  // 135: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
+	75,  // 136: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
+	77,  // 137: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
+	105, // [105:138] is the sub-list for method output_type
+	72,  // [72:105] is the sub-list for method input_type
+	72,  // [72:72] is the sub-list for extension type_name
+	72,  // [72:72] is the sub-list for extension extendee
+	0,   // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -5664,7 +5854,7 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   75,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

@@ -33,7 +33,13 @@ final class FenceException extends \RuntimeException
     }
 }
 
-/** A granted lease. The token is an int: compare it with <, >, ===. */
+/**
+ * A granted lease. The token is an int: compare it with <, >, ===. The signed
+ * token is its text form with the grant's proof, "<token>.<cluster id>.<key
+ * id>.<signature>" (null when the server sent none: a server before signed
+ * tokens, or a grant made before the cluster had a key); KeySet::verify
+ * (FenceProof.php) checks it.
+ */
 final class Lease
 {
     public function __construct(
@@ -42,6 +48,7 @@ final class Lease
         public readonly int $token,
         public readonly float $ttl,       // seconds
         public readonly float $remaining, // seconds, at the server when it answered
+        public readonly ?string $signedToken = null,
     ) {
     }
 }
@@ -163,6 +170,7 @@ final class FenceClient
             self::int($l['token'] ?? null, 'token'),
             self::seconds($l['ttl'] ?? 0),
             self::seconds($l['remaining'] ?? 0),
+            isset($l['signedToken']) && $l['signedToken'] !== '' ? (string) $l['signedToken'] : null,
         );
     }
 

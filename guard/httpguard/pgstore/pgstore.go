@@ -62,7 +62,7 @@ func (s *Store) BeginOp(ctx context.Context, op httpguard.Op) (httpguard.OpTx, [
 	if err != nil {
 		return nil, nil, false, Retryable(err)
 	}
-	pop := postgres.Op(op)
+	pop := postgres.Op{Resource: op.Resource, Token: op.Token, ID: op.ID, Payload: op.Payload}
 	saved, replayed, err := g.CheckOp(ctx, tx, pop)
 	if err != nil || replayed {
 		_ = tx.Rollback(ctx)

@@ -51,7 +51,7 @@ func (s *Store) BeginOp(ctx context.Context, op httpguard.Op) (httpguard.OpTx, [
 	if err != nil {
 		return nil, nil, false, err
 	}
-	sop := sqlite.Op(op)
+	sop := sqlite.Op{Resource: op.Resource, Token: op.Token, ID: op.ID, Payload: op.Payload}
 	saved, replayed, err := g.CheckOp(ctx, tx, sop)
 	if err != nil || replayed {
 		_ = tx.Rollback()

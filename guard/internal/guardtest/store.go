@@ -7,19 +7,25 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/proof"
+	"github.com/fenceworks/fence/guard/internal/sqlguard"
 )
 
 // Op mirrors the guards' Op.
 type Op struct {
-	Resource string
-	Token    fence.Token
-	ID       string
-	Payload  []byte
+	Resource    string
+	Token       fence.Token
+	ID          string
+	Payload     []byte
+	SignedToken fence.SignedToken
 }
 
 // Options of a Store made for one test.
 type Options struct {
 	PruneEvery int // passed to the guard's Options.PruneEvery
+	// Keys are passed to the guard's Options fields of the same names
+	// (KeySet, KeySource, LockFor, AllowUnsigned).
+	Keys proof.Config
 }
 
 // Store adapts one guard package to the suite. Each Store has its own
@@ -32,11 +38,15 @@ type Store interface {
 	// Check runs the guard's Check alone in a transaction, committing if
 	// it accepts.
 	Check(ctx context.Context, resource string, token fence.Token) error
+	// CheckSigned is Check with the guard's CheckSigned.
+	CheckSigned(ctx context.Context, resource string, token fence.SignedToken) error
 	// GuardedWrite runs one transaction: the guard's Check, then an upsert
 	// of the data row of resource setting value and incrementing seq
 	// (1 for a new row); it commits only if both succeed and returns the
 	// new seq.
 	GuardedWrite(ctx context.Context, resource string, token fence.Token, value int64) (seq int64, err error)
+	// GuardedWriteSigned is GuardedWrite with the guard's CheckSigned.
+	GuardedWriteSigned(ctx context.Context, resource string, token fence.SignedToken, value int64) (seq int64, err error)
 	// LastToken reads the guard row.
 	LastToken(ctx context.Context, resource string) (token fence.Token, found bool, err error)
 	// Data reads the data row.
@@ -49,6 +59,9 @@ type Store interface {
 	// upserts the data row in the transaction), SaveOp with fn's result,
 	// commit. The suite's Do tests run against it too.
 	SplitDo(ctx context.Context, op Op, fn func(write func(value int64) error) ([]byte, error)) (result []byte, replayed bool, err error)
+	// Above runs the guard's Above; Lower its Lower.
+	Above(ctx context.Context, resource, prefix string, ceiling fence.Token) ([]sqlguard.Stored, error)
+	Lower(ctx context.Context, s sqlguard.Stored, ceiling fence.Token) (bool, error)
 	// MaxToken runs the guard's MaxToken.
 	MaxToken(ctx context.Context) (fence.Token, error)
 	// Prune runs the guard's Prune.

@@ -39,6 +39,13 @@ func Run(t *testing.T, newStore NewStore) {
 		{"PruneRemovesOldOps", testPrune},
 		{"DoPrunesEveryN", testDoPrunes},
 		{"ConcurrentWritersHistory", testConcurrentHistory},
+		{"Signed/ForgedRefusedStoredTokenUnchanged", testForgedRefused},
+		{"Signed/PausedWorker", testPausedWorkerSigned},
+		{"Signed/UnsignedNeedsAllowUnsigned", testUnsignedNeedsAllow},
+		{"Signed/LockFor", testLockFor},
+		{"Signed/KeySourceReloads", testKeySource},
+		{"Signed/NoKeySetComparesAnyToken", testNoKeySetCompares},
+		{"RepairLowersPoisonedTokens", testRepair},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore) })
@@ -49,7 +56,8 @@ func Run(t *testing.T, newStore NewStore) {
 		switch tc.name {
 		case "InvalidInputRefused", "FailingFnRollsBackDataAndToken", "RepeatedOpAppliesOnce",
 			"RetryOfAppliedOpReplaysAfterNewerToken", "ConflictingPayloadRefused", "StaleNewOpRefused",
-			"ConcurrentSameOpAppliesOnce", "DoPrunesEveryN":
+			"ConcurrentSameOpAppliesOnce", "DoPrunesEveryN", "Signed/ForgedRefusedStoredTokenUnchanged",
+			"Signed/PausedWorker", "Signed/UnsignedNeedsAllowUnsigned":
 			t.Run("SplitDo/"+tc.name, func(t *testing.T) { tc.fn(t, split) })
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/proof"
 )
 
 // Engine is a SQL guard over one Dialect: the compare-and-advance of Check,
@@ -20,16 +21,22 @@ type Engine struct {
 	t      Tables
 	sql    Statements
 	pruner *Pruner
+	keys   *proof.Verifier // nil: no key set, tokens are compared unverified
 }
 
 // NewEngine resolves the tables and options (see ResolveTables) and builds
-// the dialect's statements for them.
-func NewEngine(d Dialect, table, opsTable string, retention Retention) (*Engine, error) {
+// the dialect's statements for them. keys is the guard's signed-token
+// configuration (see proof.Config; the zero Config verifies nothing).
+func NewEngine(d Dialect, table, opsTable string, retention Retention, keys proof.Config) (*Engine, error) {
 	t, err := ResolveTables(table, opsTable, retention.Keep)
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{d: d, t: t, sql: d.Statements(t), pruner: NewPruner(retention.PruneEvery)}, nil
+	v, err := proof.New(keys)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{d: d, t: t, sql: d.Statements(t), pruner: NewPruner(retention.PruneEvery), keys: v}, nil
 }
 
 // Retention is the op-record options of a guard: Keep (0: DefaultRetention)
@@ -83,16 +90,32 @@ func (e *Engine) validate(resource, opID string) error {
 
 // Check accepts token for resource if it is at least the last token
 // accepted there and records it, in tx: one statement that compares and
-// advances. An older token is refused with *fence.StaleTokenError carrying
-// both tokens; invalid input with *fence.InvalidError before any SQL runs.
-func (e *Engine) Check(ctx context.Context, tx Querier, resource string, token fence.Token) error {
-	if err := ValidateCheck(resource, token); err != nil {
+// advances. Invalid input is refused with *fence.InvalidError, and with a
+// key set a token whose proof does not hold for resource's lock with
+// *fence.ForgedTokenError — both before any SQL runs, so nothing changes.
+// An older token is refused with *fence.StaleTokenError carrying both
+// tokens.
+func (e *Engine) Check(ctx context.Context, tx Querier, resource string, token fence.SignedToken) error {
+	if err := ValidateCheck(resource, token.Token); err != nil {
 		return err
 	}
 	if err := e.validate(resource, ""); err != nil {
 		return err
 	}
-	return e.check(ctx, tx, resource, token)
+	if err := e.keys.Verify(resource, token); err != nil {
+		return err
+	}
+	return e.check(ctx, tx, resource, token.Token)
+}
+
+// Verify checks token's proof for resource's lock without touching the
+// database (nil when the engine has no key set): what Check does before its
+// compare, for the column pattern, whose UPDATE compares by itself.
+func (e *Engine) Verify(resource string, token fence.SignedToken) error {
+	if err := fence.ValidateToken(token.Token); err != nil {
+		return err
+	}
+	return e.keys.Verify(resource, token)
 }
 
 func (e *Engine) check(ctx context.Context, tx Querier, resource string, token fence.Token) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/guard/internal/proof"
 )
 
 // fakeDB answers the engine's statements from a script: exec gives the rows
@@ -91,7 +92,7 @@ func fakeDialect(readBack bool, batch int) Dialect {
 
 func newFakeEngine(t *testing.T, d Dialect) *Engine {
 	t.Helper()
-	e, err := NewEngine(d, "", "", Retention{PruneEvery: -1})
+	e, err := NewEngine(d, "", "", Retention{PruneEvery: -1}, proof.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestCheckReadBack(t *testing.T) {
 			if tc.last != nil {
 				db.rows["LAST"] = tc.last
 			}
-			err := e.Check(context.Background(), db, "r", 5)
+			err := e.Check(context.Background(), db, "r", fence.SignedToken{Token: 5})
 			var stale *fence.StaleTokenError
 			switch want := tc.want.(type) {
 			case nil:
@@ -151,12 +152,12 @@ func TestCheckReadBack(t *testing.T) {
 func TestCheckReturning(t *testing.T) {
 	e := newFakeEngine(t, fakeDialect(false, 0))
 	db := &fakeDB{rows: map[string][]any{"CHECK": fakeRow{int64(5)}}}
-	if err := e.Check(context.Background(), db, "r", 5); err != nil {
+	if err := e.Check(context.Background(), db, "r", fence.SignedToken{Token: 5}); err != nil {
 		t.Errorf("returned row: %v", err)
 	}
 	db = &fakeDB{rows: map[string][]any{"LAST": fakeRow{int64(7)}}}
 	var stale *fence.StaleTokenError
-	if err := e.Check(context.Background(), db, "r", 5); !errors.As(err, &stale) || *stale != (fence.StaleTokenError{Resource: "r", Token: 5, LastAccepted: 7}) {
+	if err := e.Check(context.Background(), db, "r", fence.SignedToken{Token: 5}); !errors.As(err, &stale) || *stale != (fence.StaleTokenError{Resource: "r", Token: 5, LastAccepted: 7}) {
 		t.Errorf("no row returned: %v, want stale 5 < 7", err)
 	}
 }

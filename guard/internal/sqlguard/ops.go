@@ -12,17 +12,40 @@ import (
 // Op names one idempotent fenced operation (the guards' Op has the same
 // fields, in the same order).
 type Op struct {
-	Resource string
-	Token    fence.Token
-	ID       string
-	Payload  []byte
+	Resource    string
+	Token       fence.Token
+	ID          string
+	Payload     []byte
+	SignedToken fence.SignedToken
 }
 
-func (e *Engine) validateOp(op Op) error {
-	if err := ValidateOp(op.Resource, op.Token, op.ID); err != nil {
-		return err
+// Signed returns the op's token with its proof: SignedToken when it is set
+// (Token must then be 0 or the same number), else Token without a proof.
+func (op Op) Signed() (fence.SignedToken, error) {
+	if op.SignedToken.Token == 0 && !op.SignedToken.Signed() {
+		return fence.SignedToken{Token: op.Token}, nil
 	}
-	return e.validate(op.Resource, op.ID)
+	if op.Token != 0 && op.Token != op.SignedToken.Token {
+		return fence.SignedToken{}, fence.Invalid("token", "0 or SignedToken's token "+op.SignedToken.Token.String(), op.Token.String())
+	}
+	return op.SignedToken, nil
+}
+
+// validateOp checks op's fields, then its token's proof (with a key set),
+// and returns op with Token set to the op's token.
+func (e *Engine) validateOp(op Op) (Op, error) {
+	st, err := op.Signed()
+	if err != nil {
+		return op, err
+	}
+	op.Token = st.Token
+	if err := ValidateOp(op.Resource, op.Token, op.ID); err != nil {
+		return op, err
+	}
+	if err := e.validate(op.Resource, op.ID); err != nil {
+		return op, err
+	}
+	return op, e.keys.Verify(op.Resource, st)
 }
 
 // Do applies op at most once in one transaction from begin, in RunDo's
@@ -33,7 +56,8 @@ func (e *Engine) validateOp(op Op) error {
 // record is replayed from a new read-only transaction. An error of apply is
 // returned unchanged, after the rollback.
 func (e *Engine) Do(ctx context.Context, begin Begin, op Op, apply func(Tx) ([]byte, error)) (result []byte, replayed bool, err error) {
-	if err := e.validateOp(op); err != nil {
+	op, err = e.validateOp(op)
+	if err != nil {
 		return nil, false, err
 	}
 	hash := PayloadHash(op.Payload)
@@ -89,7 +113,8 @@ func (e *Engine) Do(ctx context.Context, begin Begin, op Op, apply func(Tx) ([]b
 // CheckOp is Do's first half in the caller's transaction tx: check the
 // token, look the op up. See RunBegin for what its results mean.
 func (e *Engine) CheckOp(ctx context.Context, tx Querier, op Op) (saved []byte, replayed bool, err error) {
-	if err := e.validateOp(op); err != nil {
+	op, err = e.validateOp(op)
+	if err != nil {
 		return nil, false, err
 	}
 	hash := PayloadHash(op.Payload)
@@ -103,7 +128,8 @@ func (e *Engine) CheckOp(ctx context.Context, tx Querier, op Op) (saved []byte, 
 // transaction tx. A duplicate record is reported wrapping
 // Dialect.ErrOpSaved, if the dialect has one.
 func (e *Engine) SaveOp(ctx context.Context, tx Querier, op Op, result []byte) error {
-	if err := e.validateOp(op); err != nil {
+	op, err := e.validateOp(op)
+	if err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, e.sql.SaveOp, op.Resource, op.ID, PayloadHash(op.Payload), result, int64(op.Token)); err != nil {

@@ -70,6 +70,7 @@ type Command struct {
 	Admin         bool     `protobuf:"varint,21,opt,name=admin,proto3" json:"admin,omitempty"`
 	Roles         [][]byte `protobuf:"bytes,22,rep,name=roles,proto3" json:"roles,omitempty"` // OpTokenCreate: role names
 	Perms         [][]byte `protobuf:"bytes,23,rep,name=perms,proto3" json:"perms,omitempty"` // OpRoleGrant/OpRoleRevoke: kind byte, then the prefix
+	Quota         *Quota   `protobuf:"bytes,24,opt,name=quota,proto3" json:"quota,omitempty"` // OpRoleQuota: the role's quotas (absent: all cleared)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +266,13 @@ func (x *Command) GetPerms() [][]byte {
 	return nil
 }
 
+func (x *Command) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
 // Config is a state.Config.
 type Config struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
@@ -283,6 +291,7 @@ type Config struct {
 	MaxLockDelay            int64                  `protobuf:"zigzag64,13,opt,name=max_lock_delay,json=maxLockDelay,proto3" json:"max_lock_delay,omitempty"`                                    // 0 (absent): fence.MaxLockDelay
 	MaxSessionsPerPrincipal int64                  `protobuf:"zigzag64,14,opt,name=max_sessions_per_principal,json=maxSessionsPerPrincipal,proto3" json:"max_sessions_per_principal,omitempty"` // 0 (absent): no quota
 	MaxWaitersPerPrincipal  int64                  `protobuf:"zigzag64,15,opt,name=max_waiters_per_principal,json=maxWaitersPerPrincipal,proto3" json:"max_waiters_per_principal,omitempty"`    // 0 (absent): no quota
+	MaxIdsPerPrincipal      int64                  `protobuf:"zigzag64,16,opt,name=max_ids_per_principal,json=maxIdsPerPrincipal,proto3" json:"max_ids_per_principal,omitempty"`                // 0 (absent): no quota
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -418,6 +427,13 @@ func (x *Config) GetMaxSessionsPerPrincipal() int64 {
 func (x *Config) GetMaxWaitersPerPrincipal() int64 {
 	if x != nil {
 		return x.MaxWaitersPerPrincipal
+	}
+	return 0
+}
+
+func (x *Config) GetMaxIdsPerPrincipal() int64 {
+	if x != nil {
+		return x.MaxIdsPerPrincipal
 	}
 	return 0
 }
@@ -711,6 +727,7 @@ type AuthRole struct {
 	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Perms         [][]byte               `protobuf:"bytes,2,rep,name=perms,proto3" json:"perms,omitempty"` // kind byte, then the prefix; sorted
 	Certs         [][]byte               `protobuf:"bytes,3,rep,name=certs,proto3" json:"certs,omitempty"` // client certificate names (CN or URI SAN) bound to it; sorted
+	Quota         *Quota                 `protobuf:"bytes,4,opt,name=quota,proto3" json:"quota,omitempty"` // absent: the server's defaults for every quota
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -762,6 +779,13 @@ func (x *AuthRole) GetPerms() [][]byte {
 func (x *AuthRole) GetCerts() [][]byte {
 	if x != nil {
 		return x.Certs
+	}
+	return nil
+}
+
+func (x *AuthRole) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
 	}
 	return nil
 }
@@ -1384,6 +1408,7 @@ type Op struct {
 	Token         uint64                 `protobuf:"varint,5,opt,name=token,proto3" json:"token,omitempty"`
 	Version       uint64                 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	AddValue      int64                  `protobuf:"zigzag64,7,opt,name=add_value,json=addValue,proto3" json:"add_value,omitempty"`
+	Principal     []byte                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"` // who made the write ("" with authentication off)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1467,6 +1492,83 @@ func (x *Op) GetAddValue() int64 {
 	return 0
 }
 
+func (x *Op) GetPrincipal() []byte {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+// Quota is a role's per-principal quotas (state.Quota); 0 (absent): the
+// server's default for that quota.
+type Quota struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sessions      int64                  `protobuf:"zigzag64,1,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	Waiters       int64                  `protobuf:"zigzag64,2,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	Ids           int64                  `protobuf:"zigzag64,3,opt,name=ids,proto3" json:"ids,omitempty"`
+	Conns         int64                  `protobuf:"zigzag64,4,opt,name=conns,proto3" json:"conns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Quota) GetSessions() int64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *Quota) GetWaiters() int64 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+func (x *Quota) GetIds() int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return 0
+}
+
+func (x *Quota) GetConns() int64 {
+	if x != nil {
+		return x.Conns
+	}
+	return 0
+}
+
 type Resource struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1480,7 +1582,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1594,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1607,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{12}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Resource) GetName() []byte {
@@ -1560,7 +1662,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1674,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1687,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{13}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1674,7 +1776,7 @@ type Saved struct {
 
 func (x *Saved) Reset() {
 	*x = Saved{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1788,7 @@ func (x *Saved) String() string {
 func (*Saved) ProtoMessage() {}
 
 func (x *Saved) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1801,7 @@ func (x *Saved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saved.ProtoReflect.Descriptor instead.
 func (*Saved) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{14}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Saved) GetSeq() uint64 {
@@ -1807,7 +1909,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1921,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1934,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{15}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Lease) GetName() []byte {
@@ -1884,7 +1986,7 @@ type ResourceState struct {
 
 func (x *ResourceState) Reset() {
 	*x = ResourceState{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +1998,7 @@ func (x *ResourceState) String() string {
 func (*ResourceState) ProtoMessage() {}
 
 func (x *ResourceState) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2011,7 @@ func (x *ResourceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceState.ProtoReflect.Descriptor instead.
 func (*ResourceState) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{16}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResourceState) GetResource() []byte {
@@ -1960,7 +2062,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2074,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2087,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{17}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionInfo) GetId() uint64 {
@@ -2039,7 +2141,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2153,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2166,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{18}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Refusal) GetRefusal() isRefusal_Refusal {
@@ -2242,7 +2344,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2356,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2369,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{19}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Busy) GetName() []byte {
@@ -2323,7 +2425,7 @@ type StaleToken struct {
 
 func (x *StaleToken) Reset() {
 	*x = StaleToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2437,7 @@ func (x *StaleToken) String() string {
 func (*StaleToken) ProtoMessage() {}
 
 func (x *StaleToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2450,7 @@ func (x *StaleToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleToken.ProtoReflect.Descriptor instead.
 func (*StaleToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{20}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StaleToken) GetResource() []byte {
@@ -2383,7 +2485,7 @@ type LockToken struct {
 
 func (x *LockToken) Reset() {
 	*x = LockToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2497,7 @@ func (x *LockToken) String() string {
 func (*LockToken) ProtoMessage() {}
 
 func (x *LockToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2510,7 @@ func (x *LockToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockToken.ProtoReflect.Descriptor instead.
 func (*LockToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LockToken) GetName() []byte {
@@ -2435,7 +2537,7 @@ type UnknownToken struct {
 
 func (x *UnknownToken) Reset() {
 	*x = UnknownToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2549,7 @@ func (x *UnknownToken) String() string {
 func (*UnknownToken) ProtoMessage() {}
 
 func (x *UnknownToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2562,7 @@ func (x *UnknownToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownToken.ProtoReflect.Descriptor instead.
 func (*UnknownToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UnknownToken) GetToken() uint64 {
@@ -2487,7 +2589,7 @@ type OpConflict struct {
 
 func (x *OpConflict) Reset() {
 	*x = OpConflict{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2601,7 @@ func (x *OpConflict) String() string {
 func (*OpConflict) ProtoMessage() {}
 
 func (x *OpConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2614,7 @@ func (x *OpConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpConflict.ProtoReflect.Descriptor instead.
 func (*OpConflict) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OpConflict) GetField() []byte {
@@ -2540,7 +2642,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2654,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2667,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Invalid) GetField() []byte {
@@ -2600,7 +2702,7 @@ type ResourceExhausted struct {
 
 func (x *ResourceExhausted) Reset() {
 	*x = ResourceExhausted{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2714,7 @@ func (x *ResourceExhausted) String() string {
 func (*ResourceExhausted) ProtoMessage() {}
 
 func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2727,7 @@ func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceExhausted.ProtoReflect.Descriptor instead.
 func (*ResourceExhausted) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResourceExhausted) GetLimit() []byte {
@@ -2658,7 +2760,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2772,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2785,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -2702,7 +2804,7 @@ type Untyped struct {
 
 func (x *Untyped) Reset() {
 	*x = Untyped{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2816,7 @@ func (x *Untyped) String() string {
 func (*Untyped) ProtoMessage() {}
 
 func (x *Untyped) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2829,7 @@ func (x *Untyped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Untyped.ProtoReflect.Descriptor instead.
 func (*Untyped) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{27}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Untyped) GetMessage() []byte {
@@ -2741,7 +2843,7 @@ var File_state_internal_statepb_state_proto protoreflect.FileDescriptor
 
 const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\n" +
-	"\"state/internal/statepb/state.proto\x12\x0efence.state.v1\"\xad\x04\n" +
+	"\"state/internal/statepb/state.proto\x12\x0efence.state.v1\"\xda\x04\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\rR\x02op\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x14\n" +
@@ -2769,7 +2871,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\tprincipal\x18\x14 \x01(\fR\tprincipal\x12\x14\n" +
 	"\x05admin\x18\x15 \x01(\bR\x05admin\x12\x14\n" +
 	"\x05roles\x18\x16 \x03(\fR\x05roles\x12\x14\n" +
-	"\x05perms\x18\x17 \x03(\fR\x05perms\"\xdd\x04\n" +
+	"\x05perms\x18\x17 \x03(\fR\x05perms\x12+\n" +
+	"\x05quota\x18\x18 \x01(\v2\x15.fence.state.v1.QuotaR\x05quota\"\x90\x05\n" +
 	"\x06Config\x12\x17\n" +
 	"\amax_ttl\x18\x01 \x01(\x12R\x06maxTtl\x12\x17\n" +
 	"\amax_ops\x18\x02 \x01(\x12R\x06maxOps\x12!\n" +
@@ -2787,7 +2890,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x13max_session_results\x18\f \x01(\x12R\x11maxSessionResults\x12$\n" +
 	"\x0emax_lock_delay\x18\r \x01(\x12R\fmaxLockDelay\x12;\n" +
 	"\x1amax_sessions_per_principal\x18\x0e \x01(\x12R\x17maxSessionsPerPrincipal\x129\n" +
-	"\x19max_waiters_per_principal\x18\x0f \x01(\x12R\x16maxWaitersPerPrincipal\"\xe3\x03\n" +
+	"\x19max_waiters_per_principal\x18\x0f \x01(\x12R\x16maxWaitersPerPrincipal\x121\n" +
+	"\x15max_ids_per_principal\x18\x10 \x01(\x12R\x12maxIdsPerPrincipal\"\xe3\x03\n" +
 	"\x0eSnapshotHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x18\n" +
@@ -2818,11 +2922,12 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"bootstraps\x18\x02 \x01(\x04R\n" +
 	"bootstraps\x12.\n" +
 	"\x05roles\x18\x03 \x03(\v2\x18.fence.state.v1.AuthRoleR\x05roles\x121\n" +
-	"\x06tokens\x18\x04 \x03(\v2\x19.fence.state.v1.AuthTokenR\x06tokens\"J\n" +
+	"\x06tokens\x18\x04 \x03(\v2\x19.fence.state.v1.AuthTokenR\x06tokens\"w\n" +
 	"\bAuthRole\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
 	"\x05perms\x18\x02 \x03(\fR\x05perms\x12\x14\n" +
-	"\x05certs\x18\x03 \x03(\fR\x05certs\"\xbf\x01\n" +
+	"\x05certs\x18\x03 \x03(\fR\x05certs\x12+\n" +
+	"\x05quota\x18\x04 \x01(\v2\x15.fence.state.v1.QuotaR\x05quota\"\xbf\x01\n" +
 	"\tAuthToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\fR\x04hash\x12\x14\n" +
@@ -2883,7 +2988,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x02at\x18\v \x01(\x12R\x02at\x12\x18\n" +
 	"\aattempt\x18\f \x01(\rR\aattempt\x12\x18\n" +
 	"\asession\x18\r \x01(\x04R\asession\x12\x1c\n" +
-	"\tprincipal\x18\x0e \x01(\fR\tprincipal\"\xac\x01\n" +
+	"\tprincipal\x18\x0e \x01(\fR\tprincipal\"\xca\x01\n" +
 	"\x02Op\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\fR\bresource\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\fR\x04opId\x12\x0e\n" +
@@ -2891,7 +2996,13 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x14\n" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1b\n" +
-	"\tadd_value\x18\a \x01(\x12R\baddValue\"\x87\x01\n" +
+	"\tadd_value\x18\a \x01(\x12R\baddValue\x12\x1c\n" +
+	"\tprincipal\x18\b \x01(\fR\tprincipal\"e\n" +
+	"\x05Quota\x12\x1a\n" +
+	"\bsessions\x18\x01 \x01(\x12R\bsessions\x12\x18\n" +
+	"\awaiters\x18\x02 \x01(\x12R\awaiters\x12\x10\n" +
+	"\x03ids\x18\x03 \x01(\x12R\x03ids\x12\x14\n" +
+	"\x05conns\x18\x04 \x01(\x12R\x05conns\"\x87\x01\n" +
 	"\bResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1d\n" +
@@ -3007,7 +3118,7 @@ func file_state_internal_statepb_state_proto_rawDescGZIP() []byte {
 	return file_state_internal_statepb_state_proto_rawDescData
 }
 
-var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_state_internal_statepb_state_proto_goTypes = []any{
 	(*Command)(nil),           // 0: fence.state.v1.Command
 	(*Config)(nil),            // 1: fence.state.v1.Config
@@ -3021,59 +3132,62 @@ var file_state_internal_statepb_state_proto_goTypes = []any{
 	(*Grant)(nil),             // 9: fence.state.v1.Grant
 	(*Request)(nil),           // 10: fence.state.v1.Request
 	(*Op)(nil),                // 11: fence.state.v1.Op
-	(*Resource)(nil),          // 12: fence.state.v1.Resource
-	(*Session)(nil),           // 13: fence.state.v1.Session
-	(*Saved)(nil),             // 14: fence.state.v1.Saved
-	(*Lease)(nil),             // 15: fence.state.v1.Lease
-	(*ResourceState)(nil),     // 16: fence.state.v1.ResourceState
-	(*SessionInfo)(nil),       // 17: fence.state.v1.SessionInfo
-	(*Refusal)(nil),           // 18: fence.state.v1.Refusal
-	(*Busy)(nil),              // 19: fence.state.v1.Busy
-	(*StaleToken)(nil),        // 20: fence.state.v1.StaleToken
-	(*LockToken)(nil),         // 21: fence.state.v1.LockToken
-	(*UnknownToken)(nil),      // 22: fence.state.v1.UnknownToken
-	(*OpConflict)(nil),        // 23: fence.state.v1.OpConflict
-	(*Invalid)(nil),           // 24: fence.state.v1.Invalid
-	(*ResourceExhausted)(nil), // 25: fence.state.v1.ResourceExhausted
-	(*SessionExpired)(nil),    // 26: fence.state.v1.SessionExpired
-	(*Untyped)(nil),           // 27: fence.state.v1.Untyped
+	(*Quota)(nil),             // 12: fence.state.v1.Quota
+	(*Resource)(nil),          // 13: fence.state.v1.Resource
+	(*Session)(nil),           // 14: fence.state.v1.Session
+	(*Saved)(nil),             // 15: fence.state.v1.Saved
+	(*Lease)(nil),             // 16: fence.state.v1.Lease
+	(*ResourceState)(nil),     // 17: fence.state.v1.ResourceState
+	(*SessionInfo)(nil),       // 18: fence.state.v1.SessionInfo
+	(*Refusal)(nil),           // 19: fence.state.v1.Refusal
+	(*Busy)(nil),              // 20: fence.state.v1.Busy
+	(*StaleToken)(nil),        // 21: fence.state.v1.StaleToken
+	(*LockToken)(nil),         // 22: fence.state.v1.LockToken
+	(*UnknownToken)(nil),      // 23: fence.state.v1.UnknownToken
+	(*OpConflict)(nil),        // 24: fence.state.v1.OpConflict
+	(*Invalid)(nil),           // 25: fence.state.v1.Invalid
+	(*ResourceExhausted)(nil), // 26: fence.state.v1.ResourceExhausted
+	(*SessionExpired)(nil),    // 27: fence.state.v1.SessionExpired
+	(*Untyped)(nil),           // 28: fence.state.v1.Untyped
 }
 var file_state_internal_statepb_state_proto_depIdxs = []int32{
 	1,  // 0: fence.state.v1.Command.config:type_name -> fence.state.v1.Config
-	1,  // 1: fence.state.v1.SnapshotHeader.config:type_name -> fence.state.v1.Config
-	4,  // 2: fence.state.v1.SnapshotHeader.auth:type_name -> fence.state.v1.Auth
-	3,  // 3: fence.state.v1.SnapshotHeader.keys:type_name -> fence.state.v1.SigningKey
-	5,  // 4: fence.state.v1.Auth.roles:type_name -> fence.state.v1.AuthRole
-	6,  // 5: fence.state.v1.Auth.tokens:type_name -> fence.state.v1.AuthToken
-	8,  // 6: fence.state.v1.SnapshotRecord.lock:type_name -> fence.state.v1.Lock
-	10, // 7: fence.state.v1.SnapshotRecord.request:type_name -> fence.state.v1.Request
-	11, // 8: fence.state.v1.SnapshotRecord.op:type_name -> fence.state.v1.Op
-	12, // 9: fence.state.v1.SnapshotRecord.resource:type_name -> fence.state.v1.Resource
-	13, // 10: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
-	9,  // 11: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
-	10, // 12: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
-	10, // 13: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
-	14, // 14: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
-	10, // 15: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
-	18, // 16: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
-	15, // 17: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
-	16, // 18: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
-	17, // 19: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
-	19, // 20: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
-	20, // 21: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
-	21, // 22: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
-	21, // 23: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
-	22, // 24: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
-	23, // 25: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
-	24, // 26: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
-	25, // 27: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
-	26, // 28: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
-	27, // 29: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	12, // 1: fence.state.v1.Command.quota:type_name -> fence.state.v1.Quota
+	1,  // 2: fence.state.v1.SnapshotHeader.config:type_name -> fence.state.v1.Config
+	4,  // 3: fence.state.v1.SnapshotHeader.auth:type_name -> fence.state.v1.Auth
+	3,  // 4: fence.state.v1.SnapshotHeader.keys:type_name -> fence.state.v1.SigningKey
+	5,  // 5: fence.state.v1.Auth.roles:type_name -> fence.state.v1.AuthRole
+	6,  // 6: fence.state.v1.Auth.tokens:type_name -> fence.state.v1.AuthToken
+	12, // 7: fence.state.v1.AuthRole.quota:type_name -> fence.state.v1.Quota
+	8,  // 8: fence.state.v1.SnapshotRecord.lock:type_name -> fence.state.v1.Lock
+	10, // 9: fence.state.v1.SnapshotRecord.request:type_name -> fence.state.v1.Request
+	11, // 10: fence.state.v1.SnapshotRecord.op:type_name -> fence.state.v1.Op
+	13, // 11: fence.state.v1.SnapshotRecord.resource:type_name -> fence.state.v1.Resource
+	14, // 12: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
+	9,  // 13: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
+	10, // 14: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
+	10, // 15: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
+	15, // 16: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
+	10, // 17: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
+	19, // 18: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
+	16, // 19: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
+	17, // 20: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
+	18, // 21: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
+	20, // 22: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
+	21, // 23: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
+	22, // 24: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
+	22, // 25: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
+	23, // 26: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
+	24, // 27: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
+	25, // 28: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
+	26, // 29: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
+	27, // 30: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
+	28, // 31: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_state_internal_statepb_state_proto_init() }
@@ -3089,7 +3203,7 @@ func file_state_internal_statepb_state_proto_init() {
 		(*SnapshotRecord_Resource)(nil),
 		(*SnapshotRecord_Session)(nil),
 	}
-	file_state_internal_statepb_state_proto_msgTypes[18].OneofWrappers = []any{
+	file_state_internal_statepb_state_proto_msgTypes[19].OneofWrappers = []any{
 		(*Refusal_Busy)(nil),
 		(*Refusal_StaleToken)(nil),
 		(*Refusal_NotHolder)(nil),
@@ -3107,7 +3221,7 @@ func file_state_internal_statepb_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_internal_statepb_state_proto_rawDesc), len(file_state_internal_statepb_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -129,6 +129,9 @@ const (
 	AuthServiceListRolesProcedure = "/fence.v1.AuthService/ListRoles"
 	// AuthServiceBindRoleProcedure is the fully-qualified name of the AuthService's BindRole RPC.
 	AuthServiceBindRoleProcedure = "/fence.v1.AuthService/BindRole"
+	// AuthServiceSetRoleQuotaProcedure is the fully-qualified name of the AuthService's SetRoleQuota
+	// RPC.
+	AuthServiceSetRoleQuotaProcedure = "/fence.v1.AuthService/SetRoleQuota"
 	// KeyServiceListKeysProcedure is the fully-qualified name of the KeyService's ListKeys RPC.
 	KeyServiceListKeysProcedure = "/fence.v1.KeyService/ListKeys"
 	// KeyServiceRotateKeyProcedure is the fully-qualified name of the KeyService's RotateKey RPC.
@@ -979,6 +982,12 @@ type AuthServiceClient interface {
 	// that name and no bearer token is made by the principal cert:<name>
 	// with the role's permissions.
 	BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error)
+	// SetRoleQuota sets a role's per-principal quotas, replacing its old
+	// ones: a principal holding roles that set a quota gets the largest they
+	// set; a quota no role of its sets is the server's default
+	// (--max-sessions-per-principal, --max-waiters-per-principal,
+	// --max-ids-per-principal, --max-conns-per-principal).
+	SetRoleQuota(context.Context, *connect.Request[v1.SetRoleQuotaRequest]) (*connect.Response[v1.SetRoleQuotaResponse], error)
 }
 
 // NewAuthServiceClient constructs a client for the fence.v1.AuthService service. By default, it
@@ -1052,21 +1061,28 @@ func NewAuthServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(authServiceMethods.ByName("BindRole")),
 			connect.WithClientOptions(opts...),
 		),
+		setRoleQuota: connect.NewClient[v1.SetRoleQuotaRequest, v1.SetRoleQuotaResponse](
+			httpClient,
+			baseURL+AuthServiceSetRoleQuotaProcedure,
+			connect.WithSchema(authServiceMethods.ByName("SetRoleQuota")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // authServiceClient implements AuthServiceClient.
 type authServiceClient struct {
-	bootstrap   *connect.Client[v1.AuthBootstrapRequest, v1.AuthBootstrapResponse]
-	setEnabled  *connect.Client[v1.AuthSetEnabledRequest, v1.AuthSetEnabledResponse]
-	status      *connect.Client[v1.AuthStatusRequest, v1.AuthStatusResponse]
-	createToken *connect.Client[v1.CreateTokenRequest, v1.CreateTokenResponse]
-	listTokens  *connect.Client[v1.ListTokensRequest, v1.ListTokensResponse]
-	revokeToken *connect.Client[v1.RevokeTokenRequest, v1.RevokeTokenResponse]
-	grantRole   *connect.Client[v1.GrantRoleRequest, v1.GrantRoleResponse]
-	revokeRole  *connect.Client[v1.RevokeRoleRequest, v1.RevokeRoleResponse]
-	listRoles   *connect.Client[v1.ListRolesRequest, v1.ListRolesResponse]
-	bindRole    *connect.Client[v1.BindRoleRequest, v1.BindRoleResponse]
+	bootstrap    *connect.Client[v1.AuthBootstrapRequest, v1.AuthBootstrapResponse]
+	setEnabled   *connect.Client[v1.AuthSetEnabledRequest, v1.AuthSetEnabledResponse]
+	status       *connect.Client[v1.AuthStatusRequest, v1.AuthStatusResponse]
+	createToken  *connect.Client[v1.CreateTokenRequest, v1.CreateTokenResponse]
+	listTokens   *connect.Client[v1.ListTokensRequest, v1.ListTokensResponse]
+	revokeToken  *connect.Client[v1.RevokeTokenRequest, v1.RevokeTokenResponse]
+	grantRole    *connect.Client[v1.GrantRoleRequest, v1.GrantRoleResponse]
+	revokeRole   *connect.Client[v1.RevokeRoleRequest, v1.RevokeRoleResponse]
+	listRoles    *connect.Client[v1.ListRolesRequest, v1.ListRolesResponse]
+	bindRole     *connect.Client[v1.BindRoleRequest, v1.BindRoleResponse]
+	setRoleQuota *connect.Client[v1.SetRoleQuotaRequest, v1.SetRoleQuotaResponse]
 }
 
 // Bootstrap calls fence.v1.AuthService.Bootstrap.
@@ -1119,6 +1135,11 @@ func (c *authServiceClient) BindRole(ctx context.Context, req *connect.Request[v
 	return c.bindRole.CallUnary(ctx, req)
 }
 
+// SetRoleQuota calls fence.v1.AuthService.SetRoleQuota.
+func (c *authServiceClient) SetRoleQuota(ctx context.Context, req *connect.Request[v1.SetRoleQuotaRequest]) (*connect.Response[v1.SetRoleQuotaResponse], error) {
+	return c.setRoleQuota.CallUnary(ctx, req)
+}
+
 // AuthServiceHandler is an implementation of the fence.v1.AuthService service.
 type AuthServiceHandler interface {
 	// Bootstrap creates the role "admin" and the first admin token, and
@@ -1145,6 +1166,12 @@ type AuthServiceHandler interface {
 	// that name and no bearer token is made by the principal cert:<name>
 	// with the role's permissions.
 	BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error)
+	// SetRoleQuota sets a role's per-principal quotas, replacing its old
+	// ones: a principal holding roles that set a quota gets the largest they
+	// set; a quota no role of its sets is the server's default
+	// (--max-sessions-per-principal, --max-waiters-per-principal,
+	// --max-ids-per-principal, --max-conns-per-principal).
+	SetRoleQuota(context.Context, *connect.Request[v1.SetRoleQuotaRequest]) (*connect.Response[v1.SetRoleQuotaResponse], error)
 }
 
 // NewAuthServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -1214,6 +1241,12 @@ func NewAuthServiceHandler(svc AuthServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(authServiceMethods.ByName("BindRole")),
 		connect.WithHandlerOptions(opts...),
 	)
+	authServiceSetRoleQuotaHandler := connect.NewUnaryHandler(
+		AuthServiceSetRoleQuotaProcedure,
+		svc.SetRoleQuota,
+		connect.WithSchema(authServiceMethods.ByName("SetRoleQuota")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fence.v1.AuthService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AuthServiceBootstrapProcedure:
@@ -1236,6 +1269,8 @@ func NewAuthServiceHandler(svc AuthServiceHandler, opts ...connect.HandlerOption
 			authServiceListRolesHandler.ServeHTTP(w, r)
 		case AuthServiceBindRoleProcedure:
 			authServiceBindRoleHandler.ServeHTTP(w, r)
+		case AuthServiceSetRoleQuotaProcedure:
+			authServiceSetRoleQuotaHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1283,6 +1318,10 @@ func (UnimplementedAuthServiceHandler) ListRoles(context.Context, *connect.Reque
 
 func (UnimplementedAuthServiceHandler) BindRole(context.Context, *connect.Request[v1.BindRoleRequest]) (*connect.Response[v1.BindRoleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.BindRole is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) SetRoleQuota(context.Context, *connect.Request[v1.SetRoleQuotaRequest]) (*connect.Response[v1.SetRoleQuotaResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.AuthService.SetRoleQuota is not implemented"))
 }
 
 // KeyServiceClient is a client for the fence.v1.KeyService service.

@@ -34,7 +34,20 @@ type Backend struct {
 
 // Run runs the suite as subtests.
 func Run(t *testing.T, b Backend) {
-	srv := httptest.NewServer(httpguard.Middleware(b.Store, httpguard.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(t, b, httpguard.Options{})
+	s := &suite{b: b, url: srv.URL}
+	t.Run("StaleGets409AndChangesNothing", s.stale)
+	t.Run("BadHeaderGets400", s.badHeader)
+	t.Run("HandlerFailureRollsBackDataAndToken", s.rollback)
+	t.Run("ConcurrentWritersHistory", s.concurrent)
+	t.Run("RetryOfAppliedOpReplaysAfterNewerToken", s.opReplay)
+	RunSigned(t, b)
+}
+
+// newServer serves the middleware with opts over b's Store and a handler
+// that writes the request body into the resource's data row.
+func newServer(t *testing.T, b Backend, opts httpguard.Options) *httptest.Server {
+	srv := httptest.NewServer(httpguard.Middleware(b.Store, opts)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, _ := httpguard.FromContext(r.Context())
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -53,12 +66,7 @@ func Run(t *testing.T, b Backend) {
 		fmt.Fprint(w, seq)
 	})))
 	t.Cleanup(srv.Close)
-	s := &suite{b: b, url: srv.URL}
-	t.Run("StaleGets409AndChangesNothing", s.stale)
-	t.Run("BadHeaderGets400", s.badHeader)
-	t.Run("HandlerFailureRollsBackDataAndToken", s.rollback)
-	t.Run("ConcurrentWritersHistory", s.concurrent)
-	t.Run("RetryOfAppliedOpReplaysAfterNewerToken", s.opReplay)
+	return srv
 }
 
 type suite struct {

@@ -1813,6 +1813,83 @@ export declare type BackupHeader = Message<"fence.v1.BackupHeader"> & {
 export declare const BackupHeaderSchema: GenMessage<BackupHeader>;
 
 /**
+ * @generated from message fence.v1.SetRoleQuotaRequest
+ */
+export declare type SetRoleQuotaRequest = Message<"fence.v1.SetRoleQuotaRequest"> & {
+  /**
+   * @generated from field: string role = 1;
+   */
+  role: string;
+
+  /**
+   * Absent, or a field 0: that quota is the server's default.
+   *
+   * @generated from field: fence.v1.RoleQuota quota = 2;
+   */
+  quota?: RoleQuota | undefined;
+};
+
+/**
+ * Describes the message fence.v1.SetRoleQuotaRequest.
+ * Use `create(SetRoleQuotaRequestSchema)` to create a new message.
+ */
+export declare const SetRoleQuotaRequestSchema: GenMessage<SetRoleQuotaRequest>;
+
+/**
+ * @generated from message fence.v1.SetRoleQuotaResponse
+ */
+export declare type SetRoleQuotaResponse = Message<"fence.v1.SetRoleQuotaResponse"> & {
+};
+
+/**
+ * Describes the message fence.v1.SetRoleQuotaResponse.
+ * Use `create(SetRoleQuotaResponseSchema)` to create a new message.
+ */
+export declare const SetRoleQuotaResponseSchema: GenMessage<SetRoleQuotaResponse>;
+
+/**
+ * RoleQuota is a role's per-principal quotas; 0: the server's default.
+ *
+ * @generated from message fence.v1.RoleQuota
+ */
+export declare type RoleQuota = Message<"fence.v1.RoleQuota"> & {
+  /**
+   * Live sessions one principal may have open.
+   *
+   * @generated from field: uint32 sessions = 1;
+   */
+  sessions: number;
+
+  /**
+   * Acquires one principal may have queued.
+   *
+   * @generated from field: uint32 waiters = 2;
+   */
+  waiters: number;
+
+  /**
+   * op_ids, and apart request_ids, one principal may have remembered
+   * (beyond it its oldest are forgotten once --min-id-retention old).
+   *
+   * @generated from field: uint32 ids = 3;
+   */
+  ids: number;
+
+  /**
+   * Connections one principal may have open to one server.
+   *
+   * @generated from field: uint32 conns = 4;
+   */
+  conns: number;
+};
+
+/**
+ * Describes the message fence.v1.RoleQuota.
+ * Use `create(RoleQuotaSchema)` to create a new message.
+ */
+export declare const RoleQuotaSchema: GenMessage<RoleQuota>;
+
+/**
  * @generated from message fence.v1.BindRoleRequest
  */
 export declare type BindRoleRequest = Message<"fence.v1.BindRoleRequest"> & {
@@ -2229,6 +2306,13 @@ export declare type RoleInfo = Message<"fence.v1.RoleInfo"> & {
    * @generated from field: repeated string cert_names = 3;
    */
   certNames: string[];
+
+  /**
+   * The quotas it sets (absent: none, the server's defaults).
+   *
+   * @generated from field: fence.v1.RoleQuota quota = 4;
+   */
+  quota?: RoleQuota | undefined;
 };
 
 /**
@@ -2767,6 +2851,20 @@ export declare const AuthService: GenService<{
     methodKind: "unary";
     input: typeof BindRoleRequestSchema;
     output: typeof BindRoleResponseSchema;
+  },
+  /**
+   * SetRoleQuota sets a role's per-principal quotas, replacing its old
+   * ones: a principal holding roles that set a quota gets the largest they
+   * set; a quota no role of its sets is the server's default
+   * (--max-sessions-per-principal, --max-waiters-per-principal,
+   * --max-ids-per-principal, --max-conns-per-principal).
+   *
+   * @generated from rpc fence.v1.AuthService.SetRoleQuota
+   */
+  setRoleQuota: {
+    methodKind: "unary";
+    input: typeof SetRoleQuotaRequestSchema;
+    output: typeof SetRoleQuotaResponseSchema;
   },
 }>;
 
