@@ -6,6 +6,13 @@
 //
 //	stock-worker --sku sku-42 --qty 8                 # set the stock to 8
 //	stock-worker --sku sku-42 --add -1 --op-id sale-1 # subtract 1, at most once
+//	stock-worker --keys keys.json --sku sku-42 --qty 8  # verify the lease's proof first
+//
+// With --keys FILE (the cluster's key set: `fence keys --json`, or GET
+// /v1/keys) the guard verifies the lease's signed token before it compares
+// (G9): a token Fence did not grant for the lock "stock/SKU" — another
+// cluster's, a tampered one, a made-up one — is refused FORGED_TOKEN and
+// the row is unchanged. Without it the guard compares numbers only.
 //
 // Each run: connect to Fence and PostgreSQL, create the tables if needed,
 // acquire the lease "stock/SKU", optionally wait for a line on stdin
@@ -58,6 +65,7 @@ type config struct {
 	ttl, wait         time.Duration
 	attempts          int
 	pauseBeforeWrite  bool
+	keys              string
 }
 
 func main() {
@@ -80,6 +88,7 @@ func run() int {
 	flag.DurationVar(&cfg.ttl, "ttl", 5*time.Second, "lease TTL")
 	flag.DurationVar(&cfg.wait, "wait", 0, "queue for the lock up to this long (0: try once)")
 	flag.BoolVar(&cfg.pauseBeforeWrite, "pause-before-write", false, "after acquiring, wait for a line on stdin before writing")
+	flag.StringVar(&cfg.keys, "keys", "", "the Fence cluster's key set (`fence keys --json`): verify the lease's signed token before writing")
 	flag.Parse()
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -101,7 +110,17 @@ func run() int {
 		return fail(err)
 	}
 	defer pool.Close()
-	guard, err := postgres.New(postgres.Options{Table: cfg.guardTable, OpsTable: cfg.opsTable})
+	opts := postgres.Options{Table: cfg.guardTable, OpsTable: cfg.opsTable}
+	if cfg.keys != "" {
+		b, err := os.ReadFile(cfg.keys)
+		if err != nil {
+			return fail(err)
+		}
+		if opts.KeySet, err = fence.ParseKeySet(b); err != nil {
+			return fail(fmt.Errorf("--keys %s: %w", cfg.keys, err))
+		}
+	}
+	guard, err := postgres.New(opts)
 	if err != nil {
 		return fail(err)
 	}
@@ -115,12 +134,12 @@ func run() int {
 		return fail(err)
 	}
 	defer fc.Close()
-	opts := []client.AcquireOption{client.TTL(cfg.ttl), client.Wait(cfg.wait)}
+	acq := []client.AcquireOption{client.TTL(cfg.ttl), client.Wait(cfg.wait)}
 	if cfg.owner != "" {
-		opts = append(opts, client.Owner(cfg.owner))
+		acq = append(acq, client.Owner(cfg.owner))
 	}
 	lock := "stock/" + cfg.sku
-	lease, err := fc.Acquire(ctx, lock, opts...)
+	lease, err := fc.Acquire(ctx, lock, acq...)
 	if err != nil {
 		return fail(err)
 	}
@@ -141,7 +160,7 @@ func run() int {
 	}
 
 	for i := 0; i < cfg.attempts; i++ {
-		if code := store.apply(ctx, cfg, lease.Token()); code != exitOK {
+		if code := store.apply(ctx, cfg, lease.SignedToken()); code != exitOK {
 			return code
 		}
 	}
@@ -164,9 +183,13 @@ func (c *config) validate() error {
 func fail(err error) int {
 	if r := fence.ReasonOf(err); r != "" {
 		var stale *fence.StaleTokenError
-		if errors.As(err, &stale) {
+		var forged *fence.ForgedTokenError
+		switch {
+		case errors.As(err, &stale):
 			fmt.Printf("refused reason=%s token=%d last_accepted=%d (%v)\n", r, stale.Token, stale.LastAccepted, err)
-		} else {
+		case errors.As(err, &forged):
+			fmt.Printf("refused reason=%s token=%d why=%q (%v)\n", r, forged.Token, forged.Reason, err)
+		default:
 			fmt.Printf("refused reason=%s (%v)\n", r, err)
 		}
 		switch r {
@@ -175,7 +198,7 @@ func fail(err error) int {
 		case fence.ReasonInvalid:
 			return exitUsage
 		case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired,
-			fence.ReasonUnknownToken, fence.ReasonOpConflict:
+			fence.ReasonUnknownToken, fence.ReasonOpConflict, fence.ReasonForgedToken:
 			return exitFencing
 		}
 		return exitError

@@ -34,18 +34,21 @@ func (s *stock) migrate(ctx context.Context) error {
 	return s.guard.Migrate(ctx, s.pool)
 }
 
-// apply makes the configured write with token and prints its outcome.
-func (s *stock) apply(ctx context.Context, cfg config, token fence.Token) int {
+// apply makes the configured write with the lease's token and prints its
+// outcome. With a key set the guard verifies the signed token's proof
+// first; without one it compares the number alone.
+func (s *stock) apply(ctx context.Context, cfg config, signed fence.SignedToken) int {
+	token := signed.Token
 	resource := "stock/" + cfg.sku
 	if cfg.opID == "" {
-		qty, err := s.write(ctx, resource, cfg, token)
+		qty, err := s.write(ctx, resource, cfg, signed)
 		if err != nil {
 			return fail(err)
 		}
 		fmt.Printf("written sku=%s qty=%d token=%d\n", cfg.sku, qty, token)
 		return exitOK
 	}
-	op := postgres.Op{Resource: resource, Token: token, ID: cfg.opID, Payload: []byte(payload(cfg))}
+	op := postgres.Op{Resource: resource, ID: cfg.opID, Payload: []byte(payload(cfg)), SignedToken: signed}
 	result, replayed, err := s.guard.Do(ctx, s.pool, op, func(tx pgx.Tx) ([]byte, error) {
 		qty, err := s.update(ctx, tx, cfg)
 		return []byte(strconv.FormatInt(qty, 10)), err
@@ -63,13 +66,13 @@ func (s *stock) apply(ctx context.Context, cfg config, token fence.Token) int {
 
 // write is the fenced write without an op_id: Check, then the update, in
 // one transaction. A stale token rolls everything back.
-func (s *stock) write(ctx context.Context, resource string, cfg config, token fence.Token) (int64, error) {
+func (s *stock) write(ctx context.Context, resource string, cfg config, token fence.SignedToken) (int64, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // no-op after Commit
-	if err := s.guard.Check(ctx, tx, resource, token); err != nil {
+	if err := s.guard.CheckSigned(ctx, tx, resource, token); err != nil {
 		return 0, err
 	}
 	qty, err := s.update(ctx, tx, cfg)
