@@ -303,10 +303,6 @@ func serverKeySet(t *testing.T, url string) (path, clusterID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode == http.StatusNotFound {
-		// Before issue 22's server side (Lease.signedToken, GET /v1/keys) is merged.
-		t.Skipf("!!! SKIPPING — the server publishes no key set (GET /v1/keys: 404): issue 22's signed grants are not in this build")
-	}
 	ks, err := fence.ParseKeySet(body)
 	if resp.StatusCode != http.StatusOK || err != nil {
 		t.Fatalf("GET /v1/keys: %s, %v\n%s", resp.Status, err, body)
