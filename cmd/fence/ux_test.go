@@ -214,7 +214,7 @@ func jsonKeys(t *testing.T, s string) []string {
 func TestProcessJSONFieldNames(t *testing.T) {
 	srv := startServe(t)
 	a := fenceRun(t, srv.url, "acquire", "j", "--ttl", "90s", "--json", "--owner", "o").want(t, 0, "acquire")
-	if k := jsonKeys(t, a.stdout); !slices.Equal(k, []string{"name", "owner", "requestId", "token", "ttl"}) {
+	if k := jsonKeys(t, a.stdout); !slices.Equal(k, []string{"name", "owner", "requestId", "signedToken", "token", "ttl"}) {
 		t.Errorf("acquire --json keys %q", k)
 	}
 	var lease struct {

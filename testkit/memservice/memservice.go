@@ -12,6 +12,7 @@
 package memservice
 
 import (
+	"crypto/sha256"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -95,7 +96,13 @@ func New(cfg Config) *Service {
 	if res.Err != nil {
 		panic("memservice: rules refused: " + res.Err.Error())
 	}
-	s.applied = 1
+	// A signing key, as a node's first leader proposes one: its seed is
+	// drawn from the cluster id (a test store's key need not be secret).
+	seed := sha256.Sum256([]byte("memservice signing key " + cfg.ClusterID))
+	if res := s.m.Apply(state.Command{Op: state.OpKeyRotate, Now: now(), Value: seed[:], Delta: 1}); res.Err != nil {
+		panic("memservice: signing key refused: " + res.Err.Error())
+	}
+	s.applied = 2
 	s.wg.Add(1)
 	go s.runTicker()
 	return s
@@ -365,8 +372,8 @@ func (s *Service) Machine(f func(m *state.Machine)) {
 	f(s.m)
 }
 
-// Applied is the number of commands applied so far (the first OpConfig
-// and every tick included), as a node's applied index counts them.
+// Applied is the number of commands applied so far (the first OpConfig,
+// the signing key and every tick included), as a node's applied index counts them.
 func (s *Service) Applied() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -65,6 +65,7 @@ func (s *Service) grant(ctx context.Context, cmd state.Command, missing string) 
 		return fence.Grant{}, errors.New("memservice: " + missing)
 	}
 	g := fence.Grant{Lease: *res.Lease, Replayed: res.Replayed}
+	s.sign(&g.Lease)
 	if res.Session != nil {
 		si := sessionInfo(*res.Session)
 		g.Session = &si
@@ -103,7 +104,38 @@ func (s *Service) Get(ctx context.Context, name string) (fence.LockInfo, error) 
 	if err := s.read(ctx, func(m *state.Machine, now int64) { li = m.Lock(name, now) }); err != nil {
 		return fence.LockInfo{}, err
 	}
-	return lockInfo(li), nil
+	out := lockInfo(li)
+	if out.Lease != nil {
+		l := *out.Lease
+		s.sign(&l)
+		out.Lease = &l
+	}
+	return out, nil
+}
+
+// sign sets l.Signed as a node does (node/signing.go): the proof of l's
+// grant under the key the state records for it.
+func (s *Service) sign(l *fence.Lease) {
+	s.mu.Lock()
+	key, clusterID, ok := s.m.LeaseSigner(l.Name, l.Token)
+	s.mu.Unlock()
+	if !ok {
+		l.Signed = fence.SignedToken{Token: l.Token}
+		return
+	}
+	l.Signed = fence.Sign(key, clusterID, l.Name, l.Token)
+}
+
+// verifySigned checks a write's signed token (if it carries one) against
+// the state's key set, as a node does before proposing.
+func (s *Service) verifySigned(st fence.SignedToken, resource string) error {
+	if !st.Signed() {
+		return nil
+	}
+	s.mu.Lock()
+	ks := s.m.KeySet()
+	s.mu.Unlock()
+	return ks.Verify(st, resource)
 }
 
 func (s *Service) List(ctx context.Context, req fence.ListRequest) (fence.LockPage, error) {
@@ -126,6 +158,9 @@ func (s *Service) Write(ctx context.Context, req fence.WriteRequest) (fence.Writ
 	if err := req.Validate(s.limits()); err != nil {
 		return fence.Written{}, err
 	}
+	if err := s.verifySigned(req.Signed, req.Resource); err != nil {
+		return fence.Written{}, err
+	}
 	return s.written(ctx, bind(state.Command{Op: state.OpWrite, Name: req.Resource, Token: req.Token, Value: req.Value, OpID: req.OpID}, req.Session), "write")
 }
 
@@ -133,11 +168,17 @@ func (s *Service) Add(ctx context.Context, req fence.AddRequest) (fence.Written,
 	if err := req.Validate(s.limits()); err != nil {
 		return fence.Written{}, err
 	}
+	if err := s.verifySigned(req.Signed, req.Resource); err != nil {
+		return fence.Written{}, err
+	}
 	return s.written(ctx, bind(state.Command{Op: state.OpAdd, Name: req.Resource, Token: req.Token, Delta: req.Delta, OpID: req.OpID}, req.Session), "add")
 }
 
 func (s *Service) Delete(ctx context.Context, req fence.DeleteRequest) (fence.Written, error) {
 	if err := req.Validate(s.limits()); err != nil {
+		return fence.Written{}, err
+	}
+	if err := s.verifySigned(req.Signed, req.Resource); err != nil {
 		return fence.Written{}, err
 	}
 	return s.written(ctx, bind(state.Command{Op: state.OpDelete, Name: req.Resource, Token: req.Token, OpID: req.OpID}, req.Session), "delete")

@@ -369,6 +369,13 @@ func lease(l fence.Lease) fence.Lease {
 	} else {
 		l.Remaining = 0
 	}
+	// The proof differs from one cluster to another (its id and keys are
+	// its own): compared is that the lease carries one, for its token.
+	proof := "unsigned"
+	if l.Signed.Signed() {
+		proof = "signed"
+	}
+	l.Signed = fence.SignedToken{Token: l.Signed.Token, ClusterID: proof}
 	return l
 }
 
