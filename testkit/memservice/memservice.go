@@ -12,9 +12,9 @@
 package memservice
 
 import (
-	"crypto/sha256"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"sync"
