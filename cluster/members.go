@@ -49,6 +49,8 @@ type Membership struct {
 	fresh map[string]freshJoin // ids added for a fresh join (noteAddedFresh)
 
 	expectAdd atomic.Bool // this node asked to join, or a leader said it adds it (WatchFresh)
+
+	caught caughtUp // caughtup.go
 }
 
 // Config configures a Membership.
@@ -101,7 +103,7 @@ func (m *Membership) NodeStatus(adding bool) NodeStatus {
 		ID: st.ID, RaftAddr: m.addr, Role: strings.ToLower(st.Role),
 		LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastToken: uint64(st.LastToken),
-		Ready:     m.node.Ready(),
+		Ready:     m.node.Ready() && m.CaughtUp(),
 		ClusterID: st.ClusterID,
 		Sessions:  uint64(max(st.Sessions, 0)), LeasesHeld: uint64(max(m.node.HeldLeases(), 0)),
 		Waiters: uint64(max(st.Waiters, 0)), Queued: uint64(max(st.Queued, 0)),

@@ -147,6 +147,7 @@ func (cp *clusterParts) serve(d *Daemon) {
 	wctx, cancel := context.WithCancel(context.Background())
 	cp.watchCancel = cancel
 	cp.bg.Go(func() { cp.members.WatchFresh(wctx) })
+	cp.bg.Go(func() { cp.members.WatchCaughtUp(wctx) })
 	cp.served = make(chan error, 1)
 	d.log.Info("raft port open: raft and, for other nodes, the API", "node_id", d.node.ID(), "raft_addr", cp.mux.Addr(), "bind", cp.mux.BindAddr().String())
 	go func() { cp.served <- d.srv.ServePeers(cp.mux.APIListener()) }()

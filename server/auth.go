@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -40,7 +41,20 @@ type AuthStore interface {
 	// lock: with checking off (the default) a call takes no lock to be
 	// authenticated.
 	AuthEnabled() bool
+	// CaughtUp reports whether the node has applied what its cluster had
+	// committed when it started (cluster.Membership.CaughtUp): until then
+	// its replica may not know the auth state, and no call is served.
+	CaughtUp() bool
 }
+
+// statusViewKey marks a call of a node's status or membership view, which
+// a node that has not caught up still serves (judged by its replica as it
+// is: they hold no values and no secrets).
+type statusViewKey struct{}
+
+// errNotCaughtUp refuses a call on a node that has not caught up with its
+// cluster since it started (AuthStore.CaughtUp).
+var errNotCaughtUp = fmt.Errorf("%w: this node started recently and has not yet applied what its cluster committed (it may not know the cluster's authentication yet): ask another node, or retry", fence.ErrUnavailable)
 
 // TokenPrefix starts every bearer secret: fence_<id>_<base64url secret>.
 const TokenPrefix = "fence_"
@@ -109,6 +123,13 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 		return id, nil // authorize judged this call already
 	}
 	c := credsOf(ctx)
+	// Calls from peers (the leader asking this node's status as it adds
+	// it, forwarded calls to a leader) come from members over mutual TLS;
+	// a node's own status and membership views are served as /readyz is,
+	// so that an operator can see why a node does not catch up.
+	if s.deps.Auth != nil && !clusterapi.FromPeer(ctx) && ctx.Value(statusViewKey{}) == nil && !s.deps.Auth.CaughtUp() {
+		return identity{}, errNotCaughtUp
+	}
 	if c.peer != nil {
 		// A node whose replica had not yet applied "enable" forwards its
 		// callers as anonymous admins: once checking is on here, such a
@@ -214,7 +235,11 @@ const anyName = "\x00any"
 // returns ctx carrying the principal, for the node to record and check
 // ownership with. Every refusal is audited.
 func (s *Server) authorize(ctx context.Context, method string, kind state.PermKind, name string) (context.Context, error) {
-	id, err := s.identify(ctx, false)
+	ictx := ctx
+	if method == "NodeStatus" || method == "Members" {
+		ictx = context.WithValue(ctx, statusViewKey{}, true)
+	}
+	id, err := s.identify(ictx, false)
 	if err != nil {
 		// Audited only if it is an auth refusal: a principal at its
 		// connection quota is RESOURCE_EXHAUSTED, counted as that.

@@ -112,6 +112,9 @@ func (a memAuth) AuthEnabled() (on bool) {
 	return on
 }
 
+// CaughtUp: one copy, always caught up.
+func (memAuth) CaughtUp() bool { return true }
+
 func (a memAuth) ApplyAuth(ctx context.Context, cmd state.Command) (state.Result, error) {
 	return a.m.Apply(ctx, cmd)
 }

@@ -9,7 +9,14 @@ import (
 
 // Auth is a node as the server's AuthStore: the auth state of its replica,
 // and auth commands proposed to it (a follower answers node.ErrNotLeader).
-type Auth struct{ N *node.Node }
+// Caught reports whether the node has caught up with its cluster since it
+// started (cluster.Membership.CaughtUp); nil: always.
+type Auth struct {
+	N      *node.Node
+	Caught func() bool
+}
+
+func (v Auth) CaughtUp() bool { return v.Caught == nil || v.Caught() }
 
 func (v Auth) ReadAuth(f func(m *state.Machine)) { v.N.ReadState(f) }
 

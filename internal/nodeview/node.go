@@ -21,13 +21,22 @@ import (
 )
 
 // Node is a node as the server sees it (it implements server.Node).
-type Node struct{ N *node.Node }
+// Caught reports whether it has caught up with its cluster since it
+// started (cluster.Membership.CaughtUp); nil: always.
+type Node struct {
+	N      *node.Node
+	Caught func() bool
+}
 
-// Readiness is the node's Status().Ready(), with the indexes /readyz shows.
+// Readiness is the node's Status().Ready(), and caught up since its start,
+// with the indexes /readyz shows.
 func (v Node) Readiness() (bool, string) {
 	st := v.N.Status()
 	if !st.Ready() {
 		return false, fmt.Sprintf("leader=%t in_office=%t applied=%d commit=%d signing_key=%t", st.Leader, st.InOffice, st.AppliedIndex, st.CommitIndex, st.SigningKey)
+	}
+	if v.Caught != nil && !v.Caught() {
+		return false, fmt.Sprintf("not caught up with the cluster since start: applied=%d", st.AppliedIndex)
 	}
 	return true, fmt.Sprintf("applied=%d last_token=%d", st.AppliedIndex, st.LastToken)
 }

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+)
+
+// behindAuth is an AuthStore whose node has not caught up with its
+// cluster until caught is set.
+type behindAuth struct {
+	memAuth
+	caught *atomic.Bool
+}
+
+func (a behindAuth) CaughtUp() bool { return a.caught.Load() }
+
+// A node that has not caught up with its cluster since it started may not
+// know that authentication is on (its replica says off until it applies
+// the enable): it serves no call but its status view, whatever its
+// replica says; once caught up it serves by the auth state it holds.
+func TestNotCaughtUpServesNothingButStatus(t *testing.T) {
+	caught := new(atomic.Bool)
+	_, url := startServerDeps(t, Config{}, func(d *Deps) {
+		d.Auth = behindAuth{memAuth: d.Auth.(memAuth), caught: caught}
+	})
+	ctx := context.Background()
+	backup := func() error {
+		s, err := fencev1connect.NewMaintenanceServiceClient(http.DefaultClient, url).Backup(ctx, connect.NewRequest(&fencev1.BackupRequest{}))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for s.Receive() {
+		}
+		return s.Err()
+	}
+	locks := fencev1connect.NewLockServiceClient(http.DefaultClient, url)
+	cl := fencev1connect.NewClusterServiceClient(http.DefaultClient, url)
+	unavailable := func(what string, err error) {
+		t.Helper()
+		if connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Fatalf("%s on a node not caught up: %v, want unavailable", what, err)
+		}
+	}
+	unavailable("Backup", backup())
+	_, err := locks.Get(ctx, connect.NewRequest(&fencev1.GetRequest{Name: "x"}))
+	unavailable("Get", err)
+	_, err = locks.Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "x", Owner: "o", Ttl: durationpb.New(time.Minute)}))
+	unavailable("Acquire", err)
+	_, err = fencev1connect.NewAuthServiceClient(http.DefaultClient, url).CreateToken(ctx, connect.NewRequest(&fencev1.CreateTokenRequest{Roles: []string{"admin"}}))
+	unavailable("CreateToken", err)
+	// (Bootstrap is not gated: the state judges it at its place in the
+	// log, where an earlier bootstrap is always known.)
+	if _, err := cl.NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{})); err != nil {
+		t.Fatalf("NodeStatus on a node not caught up: %v, want served", err)
+	}
+	if _, err := cl.Members(ctx, connect.NewRequest(&fencev1.MembersRequest{})); err != nil {
+		t.Fatalf("Members on a node not caught up: %v, want served", err)
+	}
+
+	caught.Store(true)
+	if err := backup(); err != nil {
+		t.Fatalf("Backup once caught up (authentication off): %v", err)
+	}
+	if _, err := locks.Get(ctx, connect.NewRequest(&fencev1.GetRequest{Name: "x"})); err != nil {
+		t.Fatalf("Get once caught up: %v", err)
+	}
+}
