@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -58,7 +59,9 @@ func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterPart
 			return nc, nil, err
 		}
 		cp.certs = certs
-		opts = append(opts, raftstore.WithPeerTLS(certs.peerCerts))
+		// Closed to every node until the node has read its configuration
+		// (watchMembers): a spare certificate of the CA is no member.
+		opts = append(opts, raftstore.WithPeerTLS(certs.peerCerts), raftstore.PeersClosedUntilKnown())
 	}
 	mux, err := raftstore.Listen(c.RaftAddr, c.RaftAdvertise, opts...)
 	if err != nil {
@@ -77,12 +80,16 @@ func withCluster(cfg Config, h Hooks, nc node.Config) (node.Config, *clusterPart
 }
 
 // watchMembers gives the raft port node n's configuration (peer TLS lets
-// members in, and checks the member at an address dialed).
+// members in, and checks the member at an address dialed). A node that
+// started with no configuration (an empty data dir waiting to be added)
+// admits any node of the CA until it has one; once it has seen members, an
+// unknown configuration (a read that fails) admits none.
 func (cp *clusterParts) watchMembers(n *node.Node) {
 	if cp.mux == nil {
 		return
 	}
-	cp.mux.SetMembers(func() []raftstore.Member {
+	mux := cp.mux
+	members := func() []raftstore.Member {
 		ms, err := n.Members(context.Background())
 		if err != nil {
 			return nil
@@ -92,7 +99,27 @@ func (cp *clusterParts) watchMembers(n *node.Node) {
 			out[i] = raftstore.Member{ID: m.ID, Addr: m.Addr}
 		}
 		return out
+	}
+	var seen atomic.Bool
+	mux.SetMembers(func() []raftstore.Member {
+		out := members()
+		if len(out) > 0 && !seen.Swap(true) {
+			mux.OpenWhileEmpty(false)
+		}
+		return out
 	})
+	if len(members()) == 0 {
+		mux.OpenWhileEmpty(true)
+	}
+}
+
+// peerAdmitted is the server's check of a peer port call's node (nil
+// without peer TLS: no node id to check).
+func (cp *clusterParts) peerAdmitted() func(string) bool {
+	if cp.mux == nil || !cp.mux.PeerTLS() {
+		return nil
+	}
+	return cp.mux.AdmitsPeer
 }
 
 // peerMetrics are the raft port's peer TLS metrics (none without).

@@ -80,7 +80,8 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		AuthResetFile:  filepath.Join(cfg.DataDir, AuthResetFile),
 		InsecureListen: cfg.InsecureListen,
 	}, server.Deps{
-		Service: svc, Node: nodeview.Node{N: n, Caught: cp.members.CaughtUp}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
+		PeerAdmitted: cp.peerAdmitted(),
+		Service:      svc, Node: nodeview.Node{N: n, Caught: cp.members.CaughtUp}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
 		Auth:    nodeview.Auth{N: n, Caught: cp.members.CaughtUp},
 		Metrics: metrics,
 		// A call another node forwarded here is marked, so it is never

@@ -141,6 +141,14 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		}
 		member = true
 	}
+	if cfg.Mux != nil && persistedClusterID != "" {
+		// The raft port checks a dialer's cluster id from the transport's
+		// first connection on (replaced by the state's below): in the
+		// moment between the two, a re-bootstrapped node's port took the
+		// old cluster's leader in (TestClusterWipedMemberRebootstrappedWhilePeersRunIsRefused,
+		// once in a run).
+		cfg.Mux.SetClusterID(func() string { return persistedClusterID })
+	}
 	trans := cfg.transport() // after every early return: a mux's transport holds its raft side
 	var admission *admissionTransport
 	if cfg.AdmitOnAdd && cfg.cluster() && !existing && !cfg.Bootstrap && len(cfg.Peers) == 0 {

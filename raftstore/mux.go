@@ -220,6 +220,10 @@ func Listen(bind, advertise string, opts ...MuxOption) (*Mux, error) {
 	m.ln, m.advertise = ln, advertise
 	m.wg.Add(1)
 	go m.acceptLoop()
+	if m.peerCerts != nil {
+		m.wg.Add(1)
+		go m.sweepLoop()
+	}
 	return m, nil
 }
 

@@ -55,11 +55,11 @@ type PeerCerts func() (tls.Certificate, *x509.CertPool)
 // WithPeerTLS makes every connection of the raft port, accepted and
 // dialed, raft and API alike, mutual TLS: both sides present a certificate
 // signed by a CA of the pool that names a node (NodeIDOf). An accepted
-// connection whose node is not in the configuration (SetMembers; while it
-// is unknown or empty, any node of the CA: a node waiting to be added), a
-// dialed one whose node is not the member at the address dialed, are
-// closed, and the refusal logged at most once a second (PeerRefusals
-// counts them).
+// connection whose node is not admitted (AdmitsPeer: a member of the
+// configuration; see peer_admission.go), a dialed one whose node is not
+// the member at the address dialed, are closed, and the refusal logged at
+// most once a second (PeerRefusals counts them); an accepted connection is
+// closed when its node leaves the configuration (SweepPeers).
 func WithPeerTLS(certs PeerCerts) MuxOption {
 	return func(x *Mux) { x.peerCerts = certs }
 }
@@ -91,17 +91,6 @@ func (m *Mux) PeerTLS() bool { return m.peerCerts != nil }
 // refused by peer TLS: no or a bad certificate, another CA, a node that is
 // not a member, or not the one dialed.
 func (m *Mux) PeerRefusals() uint64 { return m.peerRefused.Load() }
-
-// peerConn is a connection whose other side proved, by TLS, to be node id.
-type peerConn struct {
-	net.Conn
-	id string
-}
-
-// PeerNodeID is the node id the other side's certificate names (what
-// clusterapi.PeerNodeID reads through the wrappers; countedConn has
-// NetConn for it).
-func (c *peerConn) PeerNodeID() string { return c.id }
 
 // verifyPeer checks the chain of a peer's certificate against the CA pool
 // for usage, and returns the node id it names.
@@ -140,7 +129,7 @@ func (m *Mux) acceptTLS(c net.Conn) (net.Conn, error) {
 		ClientAuth:   tls.RequireAnyClientCert, // checked below, with the node id
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
 			got, err := verifyPeer(raw, pool, x509.ExtKeyUsageClientAuth)
-			if err == nil && !m.isMemberOrUnknown(got) {
+			if err == nil && !m.AdmitsPeer(got) {
 				err = fmt.Errorf("node %s is not a member of the configuration", got)
 			}
 			id, why = got, err
@@ -162,23 +151,9 @@ func (m *Mux) acceptTLS(c net.Conn) (net.Conn, error) {
 		return nil, why
 	}
 	c.SetDeadline(time.Time{})
-	return &peerConn{Conn: tc, id: id}, nil
-}
-
-// isMemberOrUnknown reports whether id may connect in: a member of the
-// configuration, or any node while the configuration is unknown or empty
-// (a node waiting to be added is reached by the leader adding it).
-func (m *Mux) isMemberOrUnknown(id string) bool {
-	members := m.currentMembers()
-	if len(members) == 0 {
-		return true
-	}
-	for _, s := range members {
-		if s.ID == id {
-			return true
-		}
-	}
-	return false
+	pc := &peerConn{Conn: tc, id: id}
+	m.track(pc)
+	return pc, nil
 }
 
 // expectedAt is the member id at raft address addr ("" when no member has
@@ -263,6 +238,7 @@ type peerTLSState struct {
 	peerRefused     atomic.Uint64
 	refusedSinceLog atomic.Uint64
 	lastPeerLog     time.Time // m.mu
+	peerAdmission             // m.mu (peer_admission.go)
 }
 
 // DialAPITLS connects to the Fence API side of the raft port at raftAddr

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/cluster/clusterapi"
 )
 
 // The audit log: one structured event ("audit") for every admin action
@@ -80,7 +81,7 @@ func (s *Server) audit(ctx context.Context, method, principal, name string, err 
 	if dropped > 0 {
 		attrs = append(attrs, slog.Int("left_out_before", dropped))
 	}
-	s.log.LogAttrs(ctx, slog.LevelWarn, "audit", attrs...)
+	s.log.LogAttrs(ctx, slog.LevelWarn, "audit", withPeerNode(ctx, attrs)...)
 }
 
 // auditRefusal audits err if it is an auth refusal (one the node made:
@@ -96,5 +97,15 @@ func (s *Server) auditRefusal(ctx context.Context, method, name string, err erro
 func (s *Server) auditAction(ctx context.Context, method, principal, name string, attrs ...slog.Attr) {
 	attrs = append([]slog.Attr{slog.String("event", "admin"), slog.String("method", method), slog.String("principal", principal),
 		slog.String("name", name)}, attrs...)
-	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", attrs...)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", withPeerNode(ctx, attrs)...)
+}
+
+// withPeerNode adds, to a call that came through the peer port under peer
+// TLS, the node its certificate names (peer_node): a forwarded principal
+// is recorded with the member that vouched for it.
+func withPeerNode(ctx context.Context, attrs []slog.Attr) []slog.Attr {
+	if id := clusterapi.PeerNodeFrom(ctx); id != "" {
+		attrs = append(attrs, slog.String("peer_node", id))
+	}
+	return attrs
 }

@@ -35,6 +35,12 @@ type Deps struct {
 	// Auth is the auth state (auth.go); nil serves every call as an
 	// admin's, as before authentication existed.
 	Auth AuthStore
+	// PeerAdmitted, if set, reports whether the node a peer port
+	// connection's certificate names may be served as a peer now
+	// (raftstore.Mux.AdmitsPeer: a member of the configuration). It is
+	// asked at every call through the peer port (peer_gate.go); nil: no
+	// check (no peer TLS: the raft port is loopback or a private network's).
+	PeerAdmitted func(nodeID string) bool
 	// Middleware, if set, wraps the whole API handler (on every port it is
 	// served on).
 	Middleware func(http.Handler) http.Handler

@@ -23,10 +23,14 @@ func (l peerListener) Accept() (net.Conn, error) {
 }
 
 // markPeerConn is the http.Server's ConnContext: a peer connection's
-// requests carry clusterapi.WithPeer.
+// requests carry clusterapi.WithPeer, and under peer TLS the node id its
+// certificate names (clusterapi.WithPeerNode).
 func markPeerConn(ctx context.Context, c net.Conn) context.Context {
-	if _, ok := c.(peerConn); ok {
-		return clusterapi.WithPeer(ctx)
+	if pc, ok := c.(peerConn); ok {
+		ctx = clusterapi.WithPeer(ctx)
+		if id := clusterapi.PeerNodeID(pc.Conn); id != "" {
+			ctx = clusterapi.WithPeerNode(ctx, id)
+		}
 	}
 	return ctx
 }

@@ -120,7 +120,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	protocols.SetUnencryptedHTTP2(true)
 	protocols.SetHTTP2(true) // over TLS (Config.TLS), by ALPN
 	s.http = &http.Server{
-		Handler:   s.handler,
+		Handler:   s.peerGate(s.handler),
 		Protocols: protocols,
 		// A client that vanished without closing its connection (a
 		// crashed host, a partition) is noticed by a ping that goes

@@ -42,6 +42,21 @@ func FromPeer(ctx context.Context) bool {
 	return v
 }
 
+type peerNodeKey struct{}
+
+// WithPeerNode records in ctx the node id the peer certificate of a peer
+// port connection names (the server sets it with WithPeer under peer TLS).
+func WithPeerNode(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, peerNodeKey{}, id)
+}
+
+// PeerNodeFrom is the node id WithPeerNode recorded ("" none: no peer TLS,
+// or not the peer port).
+func PeerNodeFrom(ctx context.Context) string {
+	id, _ := ctx.Value(peerNodeKey{}).(string)
+	return id
+}
+
 // DialFunc opens a connection to the Fence API of the node whose raft
 // address is raftAddr (raftstore's Mux.DialAPI).
 type DialFunc func(ctx context.Context, raftAddr string) (net.Conn, error)

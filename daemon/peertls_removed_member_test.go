@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/cluster/clusterapi"
+)
+
+// A member removed from a cluster whose raft ports speak mutual TLS keeps
+// its certificate, and may keep a connection to the leader's raft port
+// open. Through the peer port a call is a node's, trusted as an admin's:
+// so the removed member's calls are refused from its removal on, on the
+// connection it held (the server asks at every call whether the node is a
+// member; the port closes its connections) and on a new one (the
+// handshake). An outside test kept such a connection, accepted as a node
+// started, and streamed backups through it. (Planted: the per-call check
+// and the sweep both off, the held connection is served.)
+func TestPeerTLSRemovedMemberLosesThePeerPort(t *testing.T) {
+	t.Parallel()
+	p := newPeerPKI(t)
+	n1 := startRun(t, p.peerConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	n1.awaitReady(t)
+	n2 := startRun(t, p.peerConfig(t, "n2", ClusterConfig{Join: []string{n1.url}}))
+	n2.awaitReady(t)
+	n3 := startRun(t, p.peerConfig(t, "n3", ClusterConfig{Join: []string{n1.url}}))
+	n3.awaitReady(t)
+	var lead *runNode
+	await(t, "a leader in office", func() bool {
+		for _, n := range []*runNode{n1, n2, n3} {
+			if st := n.status(t); st.GetRole() == "leader" && st.GetReady() {
+				lead = n
+				return true
+			}
+		}
+		return false
+	})
+	if lead == n3 {
+		if _, err := n3.client().TransferLeadership(context.Background(), connect.NewRequest(&fencev1.TransferLeadershipRequest{})); err != nil {
+			t.Fatal(err)
+		}
+		await(t, "the leadership moved off n3", func() bool {
+			for _, n := range []*runNode{n1, n2} {
+				if st := n.status(t); st.GetRole() == "leader" && st.GetReady() {
+					lead = n
+					return true
+				}
+			}
+			return false
+		})
+	}
+	// n3's certificate, as n3 would hold a connection to the leader's
+	// raft port: one client, its connection kept alive.
+	held := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, "n3"), p.ca.Pool()))
+	url := "http://" + lead.cfg.Cluster.RaftAddr
+	backup := func(c connect.HTTPClient) error {
+		req := connect.NewRequest(&fencev1.BackupRequest{})
+		req.Header().Set(clusterapi.ForwardedHeader, "1")
+		req.Header().Set(clusterapi.AdminHeader, "1")
+		st, err := fencev1connect.NewMaintenanceServiceClient(c, url).Backup(context.Background(), req)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for st.Receive() {
+		}
+		return st.Err()
+	}
+	if err := backup(held); err != nil {
+		t.Fatalf("a backup asked by member n3 over the leader's raft port: %v", err)
+	}
+	if _, err := lead.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n3"})); err != nil {
+		t.Fatal(err)
+	}
+	n3.stop(t)
+	if err := backup(held); err == nil {
+		t.Fatal("a backup asked by removed n3 on its held connection: served, want refused")
+	}
+	fresh := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, "n3"), p.ca.Pool()))
+	if err := backup(fresh); err == nil {
+		t.Fatal("a backup asked by removed n3 on a new connection: served, want refused")
+	}
+	// The cluster goes on: the other member still reaches the leader.
+	if err := backup(clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, map[*runNode]string{n1: "n2", n2: "n1"}[lead]), p.ca.Pool()))); err != nil {
+		t.Fatalf("a backup asked by a member after n3's removal: %v", err)
+	}
+}
