@@ -85,7 +85,7 @@ func (c Config) checkPeerCertNamesNode() error {
 // newPeerCertReloader serves the peer certificate and CA of c's files,
 // re-read as the client port's are.
 func newPeerCertReloader(c Config) (*certReloader, error) {
-	r := &certReloader{certFile: c.PeerCertFile, keyFile: c.PeerKeyFile, caFile: c.PeerTrustedCAFile, log: c.Logger, now: time.Now,
+	r := &certReloader{certFile: c.PeerCertFile, keyFile: c.PeerKeyFile, caFile: c.PeerTrustedCAFile, log: c.Logger, now: time.Now, nodeID: c.NodeID,
 		what: "peer TLS", metric: "fence_peer_tls", clientAuth: tls.RequireAndVerifyClientCert}
 	return r.start()
 }

@@ -99,7 +99,8 @@ func raftSerial(t *testing.T, addr string, cert tls.Certificate) string {
 
 // The peer certificate is re-read without a restart, as the client port's:
 // replaced files are noticed by a later handshake, ReloadTLS (SIGHUP)
-// takes them at once, a junk file is refused and the last good pair kept —
+// takes them at once, a junk file or another node's certificate is refused
+// and the last good pair kept —
 // and the node goes on leading with its raft connections through it all.
 func TestPeerTLSReload(t *testing.T) {
 	p := newPeerPKI(t)
@@ -169,6 +170,24 @@ func TestPeerTLSReload(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "peer TLS certificate reload failed") {
 		t.Errorf("no error logged for the junk peer certificate:\n%s", logs.String())
+	}
+	// Another node's certificate of the same CA (n2's files copied over
+	// n1's by mistake, or on purpose): refused, n1's kept.
+	c2, k2, _, err := p.ca.Issue(peerOptions("n2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := certgen.WriteFile(cfg.PeerKeyFile, k2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := certgen.WriteFile(cfg.PeerCertFile, c2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ReloadTLS(); err == nil || !strings.Contains(err.Error(), "names node n2, not this node's --node-id n1") {
+		t.Fatalf("ReloadTLS of n2's certificate on n1: %v, want refused naming n2 and n1", err)
+	}
+	if got := serial(); got != third {
+		t.Fatalf("after another node's certificate the raft port serves %s, want the last good %s", got, third)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()

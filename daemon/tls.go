@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"github.com/fenceworks/fence/internal/pemfile"
+	"github.com/fenceworks/fence/raftstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"os"
@@ -125,6 +126,7 @@ type certReloader struct {
 	log                       *slog.Logger
 	now                       func() time.Time
 	what                      string // "TLS" or "peer TLS", in log lines
+	nodeID                    string // peer TLS: the node the certificate must name
 	metric                    string // metric name prefix: fence_tls or fence_peer_tls
 
 	failures prometheus.Counter // fence_tls_reload_failures_total
@@ -218,6 +220,24 @@ func (r *certReloader) checkValidity(f *tlsFiles) error {
 		r.certFile, leaf.NotBefore.UTC().Format(time.RFC3339))
 }
 
+// checkNodeID refuses a peer certificate that names another node than
+// this one (or none): served, it would make this node that other node to
+// every peer — or none, and every peer would refuse it. At start Run
+// refuses it (checkPeerCertNamesNode); a reload keeps the one served.
+func (r *certReloader) checkNodeID(f *tlsFiles) error {
+	if r.nodeID == "" {
+		return nil
+	}
+	id, err := raftstore.NodeIDOf(f.config.Certificates[0].Leaf)
+	if err != nil {
+		return fmt.Errorf("certificate %s: %w: keeping the one served now", r.certFile, err)
+	}
+	if id != r.nodeID {
+		return fmt.Errorf("certificate %s names node %s, not this node's --node-id %s: keeping the one served now", r.certFile, id, r.nodeID)
+	}
+	return nil
+}
+
 // Reload re-reads the files now. It returns the load's error (the old
 // certificate stays in use).
 func (r *certReloader) Reload() error {
@@ -231,6 +251,9 @@ func (r *certReloader) reloadLocked(why string) error {
 	f, err := r.load()
 	if err == nil {
 		err = r.checkValidity(f)
+	}
+	if err == nil {
+		err = r.checkNodeID(f)
 	}
 	if err != nil {
 		r.failed = r.stamps()
