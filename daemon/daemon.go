@@ -111,6 +111,16 @@ func (d *Daemon) Handler() http.Handler { return d.srv.Handler() }
 // Node is the node behind the server.
 func (d *Daemon) Node() *node.Node { return d.node }
 
+// Ready reports what /readyz does: the node can serve (node.Status.Ready)
+// and, in a cluster, has caught up with its cluster since it started
+// (cluster.Membership.CaughtUp; until then the server refuses calls).
+func (d *Daemon) Ready() bool {
+	if !d.node.Status().Ready() {
+		return false
+	}
+	return d.cluster.members == nil || d.cluster.members.CaughtUp()
+}
+
 // Server is the server in front of the node.
 func (d *Daemon) Server() *server.Server { return d.srv }
 

@@ -113,7 +113,11 @@ func (s nodeService) Get(ctx context.Context, name string) (fence.LockInfo, erro
 		return fence.LockInfo{}, unavailable(err)
 	}
 	out := lockInfo(li)
-	if out.Lease != nil { // a held lock's lease carries its proof (List's do not)
+	if out.Lease != nil && li.ProofFor(fence.PrincipalFrom(ctx)) {
+		// A held lock's lease carries its proof (List's do not), for
+		// its holder: a proof is a bearer credential at every guard, so
+		// a reader who is not the holder (nor an admin) sees the token
+		// but gets no proof to write with.
 		l := *out.Lease
 		s.n.signLease(&l)
 		out.Lease = &l

@@ -176,6 +176,9 @@ type ResourceState struct {
 type LockInfo struct {
 	Name               string
 	Lease              *fence.Lease // nil when free
+	// Principal is the principal that holds Lease ("" when free, or
+	// granted with authentication off): whom its proof may be handed to.
+	Principal string
 	Waiters            int
 	LockDelayRemaining time.Duration
 	LastToken          fence.Token
@@ -183,6 +186,15 @@ type LockInfo struct {
 	// lock-delay running and nobody queued as of the machine's decision
 	// time, which is what Apply judges by).
 	Free bool
+}
+
+// ProofFor reports whether a caller (fence.PrincipalFrom: p, and whether
+// it has one) may be handed the proof of li's lease: its holder, an admin,
+// or a caller with no principal (an embedded node). A proof is a bearer
+// credential at every guard; a reader who is not the holder sees the token
+// but gets nothing to write with.
+func (li LockInfo) ProofFor(p fence.Principal, ok bool) bool {
+	return !ok || p.Admin || p.Name == li.Principal
 }
 
 // QueuedRequest is a waiting acquire: its lock, request_id and current

@@ -61,6 +61,7 @@ func (m *impl) info(l *lockEntry, now int64) LockInfo {
 	delayed := g == nil && delayUntil > d
 	if g != nil {
 		info.Lease = g.lease(l.name, now)
+		info.Principal = g.principal
 	} else if delayed {
 		info.LockDelayRemaining = time.Duration(max(delayUntil-now, 0))
 	}

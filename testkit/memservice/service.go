@@ -105,7 +105,7 @@ func (s *Service) Get(ctx context.Context, name string) (fence.LockInfo, error) 
 		return fence.LockInfo{}, err
 	}
 	out := lockInfo(li)
-	if out.Lease != nil {
+	if out.Lease != nil && li.ProofFor(fence.PrincipalFrom(ctx)) {
 		l := *out.Lease
 		s.sign(&l)
 		out.Lease = &l

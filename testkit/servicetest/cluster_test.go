@@ -76,7 +76,7 @@ func startCluster(t *testing.T) (leader, follower *member) {
 			switch {
 			case st.Leader && st.Ready():
 				leader = m
-			case !st.Leader && st.Ready():
+			case !st.Leader && m.s.Ready():
 				follower = m
 			}
 		}
