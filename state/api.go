@@ -174,11 +174,11 @@ type ResourceState struct {
 
 // LockInfo describes one lock at a given server time.
 type LockInfo struct {
-	Name               string
-	Lease              *fence.Lease // nil when free
+	Name  string
+	Lease *fence.Lease // nil when free
 	// Principal is the principal that holds Lease ("" when free, or
 	// granted with authentication off): whom its proof may be handed to.
-	Principal string
+	Principal          string
 	Waiters            int
 	LockDelayRemaining time.Duration
 	LastToken          fence.Token
