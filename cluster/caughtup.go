@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/node"
 )
 
@@ -77,6 +79,24 @@ func (m *Membership) CaughtUp() bool {
 	}()
 	return false
 }
+
+// Behind is nil once the node has caught up (CaughtUp), else why not, an
+// error that matches fence.ErrUnavailable: no leader known, or not yet
+// caught up with what its leader committed.
+func (m *Membership) Behind() error {
+	if m.CaughtUp() {
+		return nil
+	}
+	if st := m.node.Status(); !st.Leader && st.LeaderAddr == "" {
+		return errBehindNoLeader
+	}
+	return errBehind
+}
+
+var (
+	errBehindNoLeader = fmt.Errorf("%w: no leader known", fence.ErrUnavailable)
+	errBehind         = fmt.Errorf("%w: this node started recently and has not yet applied what its cluster committed (it may not know the cluster's authentication yet): ask another node, or retry", fence.ErrUnavailable)
+)
 
 // WatchCaughtUp asks, until this node has caught up (or ctx ends), so that
 // it is caught up by the time a call comes rather than from the first call

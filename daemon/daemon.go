@@ -82,7 +82,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	}, server.Deps{
 		PeerAdmitted: cp.peerAdmitted(),
 		Service:      svc, Node: nodeview.Node{N: n, Caught: cp.members.CaughtUp}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
-		Auth:    nodeview.Auth{N: n, Caught: cp.members.CaughtUp},
+		Auth:    nodeview.Auth{N: n, Behind: cp.members.Behind},
 		Metrics: metrics,
 		// A call another node forwarded here is marked, so it is never
 		// forwarded again (cluster.Forwarder, cluster.Membership).

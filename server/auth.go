@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -41,20 +40,17 @@ type AuthStore interface {
 	// lock: with checking off (the default) a call takes no lock to be
 	// authenticated.
 	AuthEnabled() bool
-	// CaughtUp reports whether the node has applied what its cluster had
-	// committed when it started (cluster.Membership.CaughtUp): until then
-	// its replica may not know the auth state, and no call is served.
-	CaughtUp() bool
+	// CaughtUp is nil once the node has applied what its cluster had
+	// committed when it started (cluster.Membership.Behind), else why not
+	// (an error matching fence.ErrUnavailable): until then its replica may
+	// not know the auth state, and no call is served.
+	CaughtUp() error
 }
 
 // statusViewKey marks a call of a node's status or membership view, which
 // a node that has not caught up still serves (judged by its replica as it
 // is: they hold no values and no secrets).
 type statusViewKey struct{}
-
-// errNotCaughtUp refuses a call on a node that has not caught up with its
-// cluster since it started (AuthStore.CaughtUp).
-var errNotCaughtUp = fmt.Errorf("%w: this node started recently and has not yet applied what its cluster committed (it may not know the cluster's authentication yet): ask another node, or retry", fence.ErrUnavailable)
 
 // TokenPrefix starts every bearer secret: fence_<id>_<base64url secret>.
 const TokenPrefix = "fence_"
@@ -127,8 +123,10 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 	// it, forwarded calls to a leader) come from members over mutual TLS;
 	// a node's own status and membership views are served as /readyz is,
 	// so that an operator can see why a node does not catch up.
-	if s.deps.Auth != nil && !clusterapi.FromPeer(ctx) && ctx.Value(statusViewKey{}) == nil && !s.deps.Auth.CaughtUp() {
-		return identity{}, errNotCaughtUp
+	if s.deps.Auth != nil && !clusterapi.FromPeer(ctx) && ctx.Value(statusViewKey{}) == nil {
+		if err := s.deps.Auth.CaughtUp(); err != nil {
+			return identity{}, err
+		}
 	}
 	if c.peer != nil {
 		// A node whose replica had not yet applied "enable" forwards its

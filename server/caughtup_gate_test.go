@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
@@ -21,7 +23,12 @@ type behindAuth struct {
 	caught *atomic.Bool
 }
 
-func (a behindAuth) CaughtUp() bool { return a.caught.Load() }
+func (a behindAuth) CaughtUp() error {
+	if a.caught.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w: not caught up", fence.ErrUnavailable)
+}
 
 // A node that has not caught up with its cluster since it started may not
 // know that authentication is on (its replica says off until it applies

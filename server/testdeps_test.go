@@ -113,7 +113,7 @@ func (a memAuth) AuthEnabled() (on bool) {
 }
 
 // CaughtUp: one copy, always caught up.
-func (memAuth) CaughtUp() bool { return true }
+func (memAuth) CaughtUp() error { return nil }
 
 func (a memAuth) ApplyAuth(ctx context.Context, cmd state.Command) (state.Result, error) {
 	return a.m.Apply(ctx, cmd)

@@ -9,14 +9,19 @@ import (
 
 // Auth is a node as the server's AuthStore: the auth state of its replica,
 // and auth commands proposed to it (a follower answers node.ErrNotLeader).
-// Caught reports whether the node has caught up with its cluster since it
-// started (cluster.Membership.CaughtUp); nil: always.
+// Behind says why the node has not caught up with its cluster since it
+// started (cluster.Membership.Behind); nil: always caught up.
 type Auth struct {
 	N      *node.Node
-	Caught func() bool
+	Behind func() error
 }
 
-func (v Auth) CaughtUp() bool { return v.Caught == nil || v.Caught() }
+func (v Auth) CaughtUp() error {
+	if v.Behind == nil {
+		return nil
+	}
+	return v.Behind()
+}
 
 func (v Auth) ReadAuth(f func(m *state.Machine)) { v.N.ReadState(f) }
 
