@@ -1332,7 +1332,9 @@ type KeyServiceClient interface {
 	// and renewal with it from then on; the others stay, verify-only.
 	RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error)
 	// RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
-	// dropped, and no longer published, once no live lease is signed by it.
+	// dropped, and no longer published, once no live lease is signed by it;
+	// with force, at once (a leaked key), its live leases then signed by the
+	// signing key.
 	RetireKey(context.Context, *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error)
 }
 
@@ -1398,7 +1400,9 @@ type KeyServiceHandler interface {
 	// and renewal with it from then on; the others stay, verify-only.
 	RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error)
 	// RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
-	// dropped, and no longer published, once no live lease is signed by it.
+	// dropped, and no longer published, once no live lease is signed by it;
+	// with force, at once (a leaked key), its live leases then signed by the
+	// signing key.
 	RetireKey(context.Context, *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error)
 }
 
