@@ -314,12 +314,12 @@ func TestKeySnapshotRefusesInconsistentKeys(t *testing.T) {
 	m := New()
 	applyAll(t, m, keyLog())
 	for name, change := range map[string]func(d *snapDoc){
-		"short seed":            func(d *snapDoc) { d.Keys[0].Seed = d.Keys[0].Seed[:31] },
-		"two active":            func(d *snapDoc) { d.Keys[0].Status = KeyActive },
-		"last not active":       func(d *snapDoc) { d.Keys[len(d.Keys)-1].Status = KeyVerifyOnly },
-		"repeated key":          func(d *snapDoc) { d.Keys[1].Seed = d.Keys[0].Seed },
-		"bad status":            func(d *snapDoc) { d.Keys[0].Status = 9 },
-		"unknown lease key":     func(d *snapDoc) { d.Locks[0].Holder.Key = "nosuchkey" },
+		"short seed":        func(d *snapDoc) { d.Keys[0].Seed = d.Keys[0].Seed[:31] },
+		"two active":        func(d *snapDoc) { d.Keys[0].Status = KeyActive },
+		"last not active":   func(d *snapDoc) { d.Keys[len(d.Keys)-1].Status = KeyVerifyOnly },
+		"repeated key":      func(d *snapDoc) { d.Keys[1].Seed = d.Keys[0].Seed },
+		"bad status":        func(d *snapDoc) { d.Keys[0].Status = 9 },
+		"unknown lease key": func(d *snapDoc) { d.Locks[0].Holder.Key = "nosuchkey" },
 		"retiring, no lease": func(d *snapDoc) {
 			for i := range d.Locks {
 				if h := d.Locks[i].Holder; h != nil && h.Key == keyIDOfSeed(1) {
