@@ -45,7 +45,8 @@ func (k keyService) ListKeys(ctx context.Context, req *connect.Request[fencev1.L
 		out.ClusterId, out.RestoredFrom = m.ClusterID(), m.RestoredFrom()
 		for _, ki := range m.SigningKeys() {
 			out.Keys = append(out.Keys, &fencev1.SigningKeyInfo{Id: ki.ID, PublicKey: base64.RawURLEncoding.EncodeToString(ki.Public),
-				Status: ki.Status.String(), AddedAt: durationpb.New(durationOf(ki.AddedAt)), Leases: uint64(max(ki.Leases, 0))})
+				Status: ki.Status.String(), AddedAt: durationpb.New(durationOf(ki.AddedAt)), Leases: uint64(max(ki.Leases, 0)),
+				PublicOnly: ki.PublicOnly})
 		}
 	})
 	return connect.NewResponse(out), nil

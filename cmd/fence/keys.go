@@ -20,11 +20,13 @@ const keysUsage = `[rotate | retire ID [--now]]
 
   fence keys            the cluster's signing keys: id, status (active: signs new
                         grants; verify-only; retiring: dropped once the leases it
-                        signed are over), live leases signed, when added
+                        signed are over; "public only": kept by a restore to
+                        verify, never signs), live leases signed, when added
   fence keys --json     the public key set (a JSON Web Key Set with cluster_id and
                         restored_from): give it to the guards (docs/guards.md)
-  fence keys rotate     add a key and sign every grant and renewal with it from
-                        now on (admin); the old keys keep verifying
+  fence keys rotate     add a key and sign every new grant with it from now on
+                        (admin); the old keys keep verifying, and a lease keeps
+                        the key it was granted under
   fence keys retire ID  retire key ID (admin): it is dropped from the key set once
                         no live lease is signed by it; not the active key
   fence keys retire ID --now
@@ -86,7 +88,11 @@ func keysCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATUS\tLEASES\tADDED (SERVER TIME)")
 		for _, k := range res.GetKeys() {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", k.GetId(), k.GetStatus(), k.GetLeases(), k.GetAddedAt().AsDuration())
+			status := k.GetStatus()
+			if k.GetPublicOnly() {
+				status += " (public only)" // restored: verifies, never signs
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", k.GetId(), status, k.GetLeases(), k.GetAddedAt().AsDuration())
 		}
 		tw.Flush()
 	case verb == "rotate" && len(rest) == 0:

@@ -4934,7 +4934,11 @@ type SigningKeyInfo struct {
 	// Server time it was added.
 	AddedAt *durationpb.Duration `protobuf:"bytes,4,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"`
 	// Live leases signed by it.
-	Leases        uint64 `protobuf:"varint,5,opt,name=leases,proto3" json:"leases,omitempty"`
+	Leases uint64 `protobuf:"varint,5,opt,name=leases,proto3" json:"leases,omitempty"`
+	// The store holds only its public half: a key of the cluster this one
+	// was restored from, kept to verify the proofs made before, never to
+	// sign (the leases it counts are signed by the active key).
+	PublicOnly    bool `protobuf:"varint,6,opt,name=public_only,json=publicOnly,proto3" json:"public_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5002,6 +5006,13 @@ func (x *SigningKeyInfo) GetLeases() uint64 {
 		return x.Leases
 	}
 	return 0
+}
+
+func (x *SigningKeyInfo) GetPublicOnly() bool {
+	if x != nil {
+		return x.PublicOnly
+	}
+	return false
 }
 
 type RotateKeyRequest struct {
@@ -5539,14 +5550,16 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
 	"\rrestored_from\x18\x02 \x03(\tR\frestoredFrom\x12,\n" +
-	"\x04keys\x18\x03 \x03(\v2\x18.fence.v1.SigningKeyInfoR\x04keys\"\xa5\x01\n" +
+	"\x04keys\x18\x03 \x03(\v2\x18.fence.v1.SigningKeyInfoR\x04keys\"\xc6\x01\n" +
 	"\x0eSigningKeyInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x02 \x01(\tR\tpublicKey\x12\x16\n" +
 	"\x06status\x18\x03 \x01(\tR\x06status\x124\n" +
 	"\badded_at\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aaddedAt\x12\x16\n" +
-	"\x06leases\x18\x05 \x01(\x04R\x06leases\"\x12\n" +
+	"\x06leases\x18\x05 \x01(\x04R\x06leases\x12\x1f\n" +
+	"\vpublic_only\x18\x06 \x01(\bR\n" +
+	"publicOnly\"\x12\n" +
 	"\x10RotateKeyRequest\"*\n" +
 	"\x11RotateKeyResponse\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\"?\n" +

@@ -1328,8 +1328,9 @@ func (UnimplementedAuthServiceHandler) SetRoleQuota(context.Context, *connect.Re
 type KeyServiceClient interface {
 	// ListKeys lists the keys: the signing key, verify-only and retiring ones.
 	ListKeys(context.Context, *connect.Request[v1.ListKeysRequest]) (*connect.Response[v1.ListKeysResponse], error)
-	// RotateKey adds a key (its seed drawn by the node) and signs every grant
-	// and renewal with it from then on; the others stay, verify-only.
+	// RotateKey adds a key (its seed drawn by the node) and signs every new
+	// grant with it from then on (a lease keeps the key it was granted under: its
+	// renewals are signed by that key); the others stay, verify-only.
 	RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error)
 	// RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
 	// dropped, and no longer published, once no live lease is signed by it;
@@ -1396,8 +1397,9 @@ func (c *keyServiceClient) RetireKey(ctx context.Context, req *connect.Request[v
 type KeyServiceHandler interface {
 	// ListKeys lists the keys: the signing key, verify-only and retiring ones.
 	ListKeys(context.Context, *connect.Request[v1.ListKeysRequest]) (*connect.Response[v1.ListKeysResponse], error)
-	// RotateKey adds a key (its seed drawn by the node) and signs every grant
-	// and renewal with it from then on; the others stay, verify-only.
+	// RotateKey adds a key (its seed drawn by the node) and signs every new
+	// grant with it from then on (a lease keeps the key it was granted under: its
+	// renewals are signed by that key); the others stay, verify-only.
 	RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error)
 	// RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
 	// dropped, and no longer published, once no live lease is signed by it;

@@ -2399,6 +2399,15 @@ export declare type SigningKeyInfo = Message<"fence.v1.SigningKeyInfo"> & {
    * @generated from field: uint64 leases = 5;
    */
   leases: bigint;
+
+  /**
+   * The store holds only its public half: a key of the cluster this one
+   * was restored from, kept to verify the proofs made before, never to
+   * sign (the leases it counts are signed by the active key).
+   *
+   * @generated from field: bool public_only = 6;
+   */
+  publicOnly: boolean;
 };
 
 /**
@@ -2908,8 +2917,9 @@ export declare const KeyService: GenService<{
     output: typeof ListKeysResponseSchema;
   },
   /**
-   * RotateKey adds a key (its seed drawn by the node) and signs every grant
-   * and renewal with it from then on; the others stay, verify-only.
+   * RotateKey adds a key (its seed drawn by the node) and signs every new
+   * grant with it from then on (a lease keeps the key it was granted under: its
+   * renewals are signed by that key); the others stay, verify-only.
    *
    * @generated from rpc fence.v1.KeyService.RotateKey
    */
