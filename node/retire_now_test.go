@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,5 +74,54 @@ func TestRetireNowHandsOutTheSigningKeysProof(t *testing.T) {
 			t.Fatalf("%s after retire --now signed by %s, want %s", what, l.Signed.KeyID, id)
 		}
 		verifySigned(t, ks, what+" after retire --now", l)
+	}
+}
+
+// R1 for retire --now across a cluster: every member applies the forced
+// retire alike (the same keys, statuses and counts), and a new leader's
+// Get hands out the same proof, byte for byte, as the old leader's after
+// the retire — by the signing key the lease was moved to.
+func TestClusterRetireNowSameOnEveryMember(t *testing.T) {
+	tc := startCluster(t, clusterOpts{n: 3})
+	lead := tc.leader()
+	ctx := context.Background()
+	old := lead.node.KeySet().Keys[0].ID
+	for _, name := range []string{"a", "b"} {
+		if _, err := lead.node.Service().Acquire(ctx, fence.AcquireRequest{Name: name, Owner: "o", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, err := lead.node.RotateKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved, err := lead.node.RetireKey(ctx, old, true); err != nil || moved != 2 {
+		t.Fatalf("retire --now: moved %d, %v; want 2", moved, err)
+	}
+	before, err := lead.node.Service().Get(ctx, "a")
+	if err != nil || before.Lease == nil || before.Lease.Signed.KeyID != id {
+		t.Fatalf("get after retire --now: %+v, %v; want a proof by %s", before.Lease, err, id)
+	}
+	tc.caughtUp(tc.members, lead)
+	want := fmt.Sprint(lead.node.SigningKeys())
+	for _, m := range tc.members {
+		if got := fmt.Sprint(m.node.SigningKeys()); got != want {
+			t.Fatalf("member %s keys %s, the leader's %s", m.id, got, want)
+		}
+	}
+	next := tc.others(lead)[0]
+	tc.transferTo(next)
+	var li fence.LockInfo
+	for {
+		if li, err = next.node.Service().Get(ctx, "a"); err == nil {
+			break
+		}
+		if !errorsIsNotLeader(err) {
+			t.Fatal(err)
+		}
+		tc.leader()
+	}
+	if li.Lease == nil || li.Lease.Signed.String() != before.Lease.Signed.String() {
+		t.Fatalf("the new leader's proof %v, want the old leader's %s", li.Lease, before.Lease.Signed)
 	}
 }
