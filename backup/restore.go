@@ -75,9 +75,10 @@ type Report struct {
 	ClusterID    string `json:"cluster_id,omitempty"`
 	RestoredFrom string `json:"restored_from,omitempty"`
 	// SigningKey is the id of the fresh signing key the restored cluster
-	// signs grants with (the backup's keys are kept: they verify the
-	// proofs made before). Guards learn it from the restored cluster's key
-	// set (fence keys --json, GET /v1/keys).
+	// signs grants with (the backup's keys are kept public-only, without
+	// their private seeds: they verify the proofs made before and never
+	// sign again). Guards learn it from the restored cluster's key set
+	// (fence keys --json, GET /v1/keys).
 	SigningKey string `json:"signing_key,omitempty"`
 }
 
@@ -184,10 +185,14 @@ func Restore(ctx context.Context, path string, opts RestoreOptions) (Report, err
 		return rep, err
 	}
 	rep.ClusterID, rep.RestoredFrom = id, h.ClusterID
-	// A fresh signing key (the state keeps every key it had, so the old
-	// proofs still verify, and lists the old cluster id as restored_from):
-	// a second cluster restored from the same backup signs with a key the
-	// first one's guards never learned.
+	// A fresh signing key; every key the state had is kept public-only
+	// (the old proofs still verify, and the old cluster id is listed as
+	// restored_from, but the restored store holds none of their seeds: a
+	// staging cluster restored from production cannot sign a proof
+	// production's guards accept). Live leases keep their key and its
+	// count; their proofs are by the fresh key from now on. A second
+	// cluster restored from the same backup signs with a key the first
+	// one's guards never learned.
 	seed, err := node.NewKeySeed()
 	if err != nil {
 		return rep, err

@@ -10,12 +10,15 @@ import (
 	"github.com/fenceworks/fence"
 )
 
-// A restore keeps the backup's keys (a proof made before the backup still
-// verifies under the restored key set, which lists the old cluster id as
-// restored_from) and signs from then on with a fresh key: every grant,
-// also of a lease carried over, is signed by it under the new cluster id,
-// which the backed-up cluster's key set refuses. A second restore of the
-// same backup draws another key.
+// A restore keeps the backup's keys public-only (a proof made before the
+// backup still verifies under the restored key set, which lists the old
+// cluster id as restored_from, but the restored store holds none of their
+// seeds: a staging cluster restored from production cannot sign what
+// production's guards accept) and signs from then on with a fresh key:
+// every grant, also of a lease carried over, is signed by it under the new
+// cluster id, which the backed-up cluster's key set refuses. The carried-
+// over lease stays counted on its old key, so a retire of that key waits
+// for it. A second restore of the same backup draws another key.
 func TestRestoreAddsAFreshSigningKey(t *testing.T) {
 	n := openNode(t, t.TempDir())
 	ctx := context.Background()
@@ -28,6 +31,7 @@ func TestRestoreAddsAFreshSigningKey(t *testing.T) {
 	takeBackup(t, n, file)
 	n.Close()
 
+	oldKey := oldSet.Keys[0].ID
 	restore := func(name string) (Report, *fence.KeySet, fence.LockInfo, fence.Grant) {
 		dir := filepath.Join(t.TempDir(), name)
 		rep, err := Restore(ctx, file, RestoreOptions{DataDir: dir, Now: time.Now()})
@@ -44,6 +48,20 @@ func TestRestoreAddsAFreshSigningKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		ks := r.KeySet()
+		for _, k := range r.SigningKeys() {
+			if k.PublicOnly != (k.ID == oldKey) {
+				t.Fatalf("restored key %s: public-only %v (the old key must have no seed, the fresh one must)", k.ID, k.PublicOnly)
+			}
+			if k.ID == oldKey && k.Leases != 1 {
+				t.Fatalf("the old key counts %d live leases after the restore, want 1 (held keeps its key)", k.Leases)
+			}
+		}
+		if _, err := r.RetireKey(ctx, oldKey, false); err != nil {
+			t.Fatal(err)
+		}
+		if ks := r.KeySet(); len(ks.Keys) != 2 {
+			t.Fatalf("retiring the old key with a live lease dropped it: %+v", ks.Keys)
+		}
 		r.Close()
 		return rep, ks, li, g
 	}

@@ -109,7 +109,7 @@ func TestKeyRotationUnderLoad(t *testing.T) {
 	if !within(t, "workers after the rotation", func() { <-reached(20) }) {
 		t.FailNow()
 	}
-	if err := n.RetireKey(ctx, old); err != nil {
+	if _, err := n.RetireKey(ctx, old, false); err != nil {
 		t.Fatal(err)
 	}
 	if !within(t, "workers after the retire", func() { <-reached(20) }) {

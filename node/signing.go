@@ -31,8 +31,10 @@ func newKeySeed() ([]byte, error) {
 func NewKeySeed() ([]byte, error) { return newKeySeed() }
 
 // signLease sets l.Signed: l's token with the proof of its grant, signed by
-// the key the state records for the lease (the signing key if the lease is
-// over), or l's token alone when the state has no key or no cluster id yet.
+// the key the state records for the lease if the state holds its seed (the
+// signing key if the lease is over, has no key, or its key is public-only
+// after a restore), or l's token alone when the state has no key or no
+// cluster id yet.
 func (n *Node) signLease(l *fence.Lease) {
 	var key ed25519.PrivateKey
 	var clusterID string
@@ -76,10 +78,16 @@ func (n *Node) RotateKey(ctx context.Context) (string, error) {
 }
 
 // RetireKey proposes retiring key id: it is dropped once no live lease is
-// signed by it. The signing key cannot be retired.
-func (n *Node) RetireKey(ctx context.Context, id string) error {
-	_, err := outcome(n.Apply(ctx, state.Command{Op: state.OpKeyRetire, Name: id}))
-	return err
+// signed by it; with now, at once (a leaked key), and the live leases it
+// signed are signed by the signing key from then on (moved says how
+// many). The signing key cannot be retired.
+func (n *Node) RetireKey(ctx context.Context, id string, now bool) (moved int, err error) {
+	cmd := state.Command{Op: state.OpKeyRetire, Name: id}
+	if now {
+		cmd.Delta = 1
+	}
+	res, err := outcome(n.Apply(ctx, cmd))
+	return res.KeyLeases, err
 }
 
 // proposeFirstKey proposes, as a leader takes office, a signing key for a

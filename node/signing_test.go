@@ -104,10 +104,10 @@ func TestKeyRotationAndRetire(t *testing.T) {
 	if a.Lease.Signed.KeyID != old || b.Lease.Signed.KeyID != id {
 		t.Fatalf("signed by %s and %s, want %s then %s", a.Lease.Signed.KeyID, b.Lease.Signed.KeyID, old, id)
 	}
-	if err := n.RetireKey(ctx, id); !errorsIsInvalid(err) {
+	if _, err := n.RetireKey(ctx, id, false); !errorsIsInvalid(err) {
 		t.Fatalf("retiring the signing key: %v, want INVALID_ARGUMENT", err)
 	}
-	if err := n.RetireKey(ctx, old); err != nil {
+	if _, err := n.RetireKey(ctx, old, false); err != nil {
 		t.Fatal(err)
 	}
 	ks := n.KeySet()

@@ -45,7 +45,8 @@ func (k keyService) ListKeys(ctx context.Context, req *connect.Request[fencev1.L
 		out.ClusterId, out.RestoredFrom = m.ClusterID(), m.RestoredFrom()
 		for _, ki := range m.SigningKeys() {
 			out.Keys = append(out.Keys, &fencev1.SigningKeyInfo{Id: ki.ID, PublicKey: base64.RawURLEncoding.EncodeToString(ki.Public),
-				Status: ki.Status.String(), AddedAt: durationpb.New(durationOf(ki.AddedAt)), Leases: uint64(max(ki.Leases, 0))})
+				Status: ki.Status.String(), AddedAt: durationpb.New(durationOf(ki.AddedAt)), Leases: uint64(max(ki.Leases, 0)),
+				PublicOnly: ki.PublicOnly})
 		}
 	})
 	return connect.NewResponse(out), nil
@@ -61,11 +62,11 @@ func (k keyService) RotateKey(ctx context.Context, req *connect.Request[fencev1.
 	if _, err := rand.Read(seed); err != nil {
 		return nil, k.s.connectError(ctx, method, err)
 	}
-	id, err := k.apply(ctx, method, p, state.Command{Op: state.OpKeyRotate, Value: seed})
+	res, err := k.apply(ctx, method, p, state.Command{Op: state.OpKeyRotate, Value: seed})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&fencev1.RotateKeyResponse{KeyId: id}), nil
+	return connect.NewResponse(&fencev1.RotateKeyResponse{KeyId: res.KeyID}), nil
 }
 
 func (k keyService) RetireKey(ctx context.Context, req *connect.Request[fencev1.RetireKeyRequest]) (*connect.Response[fencev1.RetireKeyResponse], error) {
@@ -74,15 +75,20 @@ func (k keyService) RetireKey(ctx context.Context, req *connect.Request[fencev1.
 	if err != nil {
 		return nil, err
 	}
-	if _, err := k.apply(ctx, method, p, state.Command{Op: state.OpKeyRetire, Name: req.Msg.GetKeyId()}); err != nil {
+	cmd := state.Command{Op: state.OpKeyRetire, Name: req.Msg.GetKeyId()}
+	if req.Msg.GetForce() {
+		cmd.Delta = 1 // --now: dropped at once, its leases moved to the signing key
+	}
+	res, err := k.apply(ctx, method, p, cmd)
+	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&fencev1.RetireKeyResponse{}), nil
+	return connect.NewResponse(&fencev1.RetireKeyResponse{LeasesMoved: uint64(max(res.KeyLeases, 0))}), nil
 }
 
 // apply proposes a key command as p and audits it (the key's id, never the
-// seed).
-func (k keyService) apply(ctx context.Context, method string, p fence.Principal, cmd state.Command) (string, error) {
+// seed; a forced retire says so and how many leases it moved).
+func (k keyService) apply(ctx context.Context, method string, p fence.Principal, cmd state.Command) (state.Result, error) {
 	cmd.Principal, cmd.Admin = p.Name, p.Admin
 	res, err := k.s.deps.Auth.ApplyAuth(ctx, cmd)
 	if err == nil {
@@ -92,10 +98,14 @@ func (k keyService) apply(ctx context.Context, method string, p fence.Principal,
 		if errors.Is(err, fence.ErrPermissionDenied) {
 			k.s.audit(ctx, method, p.Name, cmd.Name, err)
 		}
-		return "", k.s.connectError(ctx, method, err)
+		return state.Result{}, k.s.connectError(ctx, method, err)
 	}
-	k.s.auditAction(ctx, method, p.Name, res.KeyID, slog.String("key_id", res.KeyID))
-	return res.KeyID, nil
+	attrs := []slog.Attr{slog.String("key_id", res.KeyID)}
+	if cmd.Op == state.OpKeyRetire && cmd.Delta != 0 {
+		attrs = append(attrs, slog.Bool("now", true), slog.Int("leases_moved", res.KeyLeases))
+	}
+	k.s.auditAction(ctx, method, p.Name, res.KeyID, attrs...)
+	return res, nil
 }
 
 // keys serves GET /v1/keys: the public key set (fence.KeySet's JSON Web

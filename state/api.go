@@ -139,6 +139,9 @@ type Result struct {
 	// KeyID is set by OpKeyRotate (the new signing key's id) and
 	// OpKeyRetire (the retired key's id); see keys.go.
 	KeyID string
+	// KeyLeases is set by a forced OpKeyRetire (Delta != 0): the live
+	// leases the dropped key signed, now signed by the signing key.
+	KeyLeases int
 	// Events are the outcomes for queued acquirers that this apply decided:
 	// a grant, or a wait that ran out. Any command may produce them (a
 	// Release hands the lock to the next waiter in the same apply).

@@ -241,14 +241,17 @@
 //
 // The state holds the Ed25519 signing keys of signed grants (keys.go:
 // seeds drawn by the proposing node, never by the machine) and records
-// with every lease which key signs it — the signing key at its grant; a
-// renew moves it to the signing key of then. OpKeyRotate (22) adds the
-// signing key (a variant only when there is none, for a leader taking
+// with every lease which key signs it — the signing key at its grant, for
+// the lease's whole life (a renew does not move it). OpKeyRotate (22) adds
+// the signing key (a variant only when there is none, for a leader taking
 // office); OpKeyRetire (23) retires a key that is not the signing key, and
 // the machine drops it when no live lease is signed by it (it counts them;
-// a restore recounts). The proof itself (fence.Sign) is made outside the
-// machine from LeaseSigner: deterministic, so the same log gives the same
-// proof everywhere. Keys and the cluster ids restored from are in
+// a restore recounts); its forced variant (Delta != 0, --now) drops it at
+// once and moves its live leases to the signing key. The proof itself
+// (fence.Sign) is made outside the machine from LeaseSigner — the lease's
+// key if the state holds its seed, else the signing key (a restore keeps
+// the backed-up keys public-only) —: deterministic, so the same log gives
+// the same proof everywhere. Keys and the cluster ids restored from are in
 // snapshots.
 //
 // # Retention (what is forgotten, and when)

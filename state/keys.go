@@ -13,21 +13,33 @@ import (
 // the cluster's Ed25519 signing keys — each a 32-byte seed drawn by the node
 // that proposed it (crypto/rand), never by the machine — and records, with
 // every lease, which key signs it: the key that was the signing key when
-// the lease was granted; a renew moves the lease to the signing key of
-// then. The proof itself (fence.Sign of the lease's name and token under
-// the store's cluster id) is made outside the machine, by the node that
-// answers: it is a pure function of the state (Ed25519 is deterministic),
-// so every replica, replay and restore that signs a grant makes the same
-// bytes (R1) and only the answering node pays for it.
+// the lease was granted, for the lease's whole life (a renew does not move
+// it: its holder keeps the proof it was handed, which may be all it has —
+// a `fence run` child got FENCE_SIGNED_TOKEN once). The proof itself
+// (fence.Sign of the lease's name and token under the store's cluster id)
+// is made outside the machine, by the node that answers: it is a pure
+// function of the state (Ed25519 is deterministic), so every replica,
+// replay and restore that signs a grant makes the same bytes (R1) and only
+// the answering node pays for it.
+//
+// The proof rule (LeaseSigner): a lease is signed by its key when the
+// state holds that key's seed, else by the signing key. A key has no seed
+// when it came back public-only from a restore (backup.Restore keeps the
+// backed-up cluster's keys to verify, never to sign: a staging cluster
+// restored from production must not sign what production's guards accept).
 //
 // Exactly one key, the last added, is the signing key (KeyActive); older
 // ones only verify (KeyVerifyOnly) until retired. OpKeyRetire marks a key
 // KeyRetiring (never the signing key); a retiring key is dropped — from
 // the state and from the published key set — as soon as no live lease is
-// signed by it (at once when none is). The machine counts the live leases
-// of each key (derived state: restore recounts it from the leases).
-// Snapshots keep the keys (so backups do: a backup file holds the private
-// seeds) and the cluster ids the store was restored from.
+// signed by it (at once when none is). Its forced variant (Delta != 0,
+// `fence keys retire --now`, for a leaked key) drops the key at once and
+// moves the live leases it signed to the signing key: their holders' old
+// proofs stop verifying where the guards reload the key set. The machine
+// counts the live leases of each key (derived state: restore recounts it
+// from the leases). Snapshots keep the keys (so backups do: a backup file
+// holds the private seeds) and the cluster ids the store was restored
+// from.
 
 // The key operations. Their numbers are part of the log format.
 const (
@@ -38,8 +50,10 @@ const (
 	// it needs no admin. Result.KeyID is the new key's id ("" for a no-op).
 	OpKeyRotate Op = 22
 	// OpKeyRetire: Name is a key id; the key is retired (dropped once no
-	// live lease is signed by it). The signing key cannot be. Result.KeyID
-	// is the key's id.
+	// live lease is signed by it). The signing key cannot be. Delta != 0
+	// (`fence keys retire --now`): dropped at once, its live leases moved
+	// to the signing key (Result.KeyLeases says how many). Result.KeyID is
+	// the key's id.
 	OpKeyRetire Op = 23
 )
 
@@ -66,7 +80,9 @@ func (s KeyStatus) String() string {
 }
 
 // MaxSigningKeys bounds the keys a state holds: a rotation beyond it is
-// refused (RESOURCE_EXHAUSTED) until a key is retired and dropped.
+// refused (RESOURCE_EXHAUSTED) until a key is retired and dropped. A
+// restore may go one beyond it with its fresh key (AddRestoredKey), so a
+// snapshot holds at most MaxSigningKeys+1.
 const MaxSigningKeys = 64
 
 // MaxRestoredFrom bounds the cluster ids a state remembers it was restored
@@ -80,13 +96,18 @@ type KeyInfo struct {
 	Status  KeyStatus
 	AddedAt int64 // server time of the command that added it
 	Leases  int   // live leases signed by it
+	// PublicOnly: the state holds no seed of it (a key of the backed-up
+	// cluster, kept by a restore to verify): it never signs.
+	PublicOnly bool
 }
 
-// signingKey is one key of the state. priv and id are derived from seed;
-// leases is derived from the leases (restore recounts it).
+// signingKey is one key of the state. priv, pub and id are derived from
+// seed; a public-only key (seed and priv nil) has pub alone. leases is
+// derived from the leases (restore recounts it).
 type signingKey struct {
 	seed    []byte
 	priv    ed25519.PrivateKey
+	pub     ed25519.PublicKey
 	id      string
 	status  KeyStatus
 	addedAt int64
@@ -95,8 +116,17 @@ type signingKey struct {
 
 func newSigningKey(seed []byte, status KeyStatus, at int64) *signingKey {
 	priv := ed25519.NewKeyFromSeed(seed)
-	return &signingKey{seed: slices.Clone(seed), priv: priv, id: fence.KeyIDOf(priv.Public().(ed25519.PublicKey)), status: status, addedAt: at}
+	pub := priv.Public().(ed25519.PublicKey)
+	return &signingKey{seed: slices.Clone(seed), priv: priv, pub: pub, id: fence.KeyIDOf(pub), status: status, addedAt: at}
 }
+
+func newPublicKey(pub []byte, status KeyStatus, at int64) *signingKey {
+	p := ed25519.PublicKey(slices.Clone(pub))
+	return &signingKey{pub: p, id: fence.KeyIDOf(p), status: status, addedAt: at}
+}
+
+// forget drops k's private half: it verifies, never signs.
+func (k *signingKey) forget() { k.seed, k.priv = nil, nil }
 
 // keyState is the machine's keys, in the order they were added (the last
 // is the signing key), and the cluster ids it was restored from, newest
@@ -136,13 +166,14 @@ func (m *impl) keyRotate(cmd Command) Result {
 	if cmd.Delta != 0 && len(m.keys.keys) > 0 {
 		return Result{}
 	}
-	id, err := m.addKey(cmd.Value)
+	id, err := m.addKey(cmd.Value, MaxSigningKeys)
 	return Result{KeyID: id, Err: err}
 }
 
-// addKey makes seed the signing key (the one before it verify-only).
-func (m *impl) addKey(seed []byte) (string, error) {
-	if len(m.keys.keys) >= MaxSigningKeys {
+// addKey makes seed the signing key (the one before it verify-only), if
+// the state holds fewer than limit keys.
+func (m *impl) addKey(seed []byte, limit int) (string, error) {
+	if len(m.keys.keys) >= limit {
 		return "", fence.Exhausted("signing keys", "at most "+strconv.Itoa(MaxSigningKeys)+" (retire one)", strconv.Itoa(len(m.keys.keys)))
 	}
 	k := newSigningKey(seed, KeyActive, m.clock)
@@ -166,11 +197,31 @@ func (m *impl) keyRetire(cmd Command) Result {
 	case k == nil:
 		return Result{Err: fence.Invalid("key_id", "the id of a key of this store", strconv.Quote(cmd.Name))}
 	case k.status == KeyActive:
-		return Result{Err: fence.Invalid("key_id", "not the signing key (rotate first)", strconv.Quote(cmd.Name))}
+		// Also with --now: every grant needs a key that signs, so the
+		// signing key is retired only after a rotation made another.
+		return Result{Err: fence.Invalid("key_id", "not the signing key (rotate first: fence keys rotate makes a new one, then retire this one)", strconv.Quote(cmd.Name))}
 	}
 	k.status = KeyRetiring
+	if cmd.Delta == 0 {
+		m.dropRetired(k)
+		return Result{KeyID: k.id}
+	}
+	// --now: every live lease it signs moves to the signing key (there is
+	// one: k is not it, and a state with keys has one), and k goes. The
+	// order of the walk decides nothing: counts and pointers only.
+	moved := k.leases
+	if moved > 0 {
+		s := m.keys.signing()
+		for _, l := range m.byName {
+			if g := l.holder; g != nil && g.key == k {
+				g.key = s
+				s.leases++
+			}
+		}
+		k.leases = 0
+	}
 	m.dropRetired(k)
-	return Result{KeyID: k.id}
+	return Result{KeyID: k.id, KeyLeases: moved}
 }
 
 // dropRetired drops k if it is retiring and signs no live lease.
@@ -183,16 +234,21 @@ func (m *impl) dropRetired(k *signingKey) {
 	}
 }
 
-// signWith records that g is signed by the signing key (nil before any
-// key exists), moving it off the key that signed it before.
+// signWith records that g, a new grant, is signed by the signing key (nil
+// before any key exists). A lease keeps that key for its whole life.
 func (m *impl) signWith(g *grant) {
-	k := m.keys.signing()
-	if g.key == k {
-		return
+	if g.key = m.keys.signing(); g.key != nil {
+		g.key.leases++
 	}
-	m.unsign(g)
-	if g.key = k; k != nil {
-		k.leases++
+}
+
+// signIfUnsigned records, at a renew, the signing key for a lease granted
+// before any key existed (its holder had the bare token; the renew hands
+// it a proof). A lease that has a key keeps it: a renew never moves it,
+// since its holder may keep the proof of its grant for the lease's life.
+func (m *impl) signIfUnsigned(g *grant) {
+	if g.key == nil {
+		m.signWith(g)
 	}
 }
 
@@ -217,7 +273,7 @@ func (m *Machine) HasSigningKey() bool { return m.keys.signing() != nil }
 func (m *Machine) SigningKeys() []KeyInfo {
 	out := make([]KeyInfo, 0, len(m.keys.keys))
 	for _, k := range m.keys.keys {
-		out = append(out, KeyInfo{ID: k.id, Public: k.priv.Public().(ed25519.PublicKey), Status: k.status, AddedAt: k.addedAt, Leases: k.leases})
+		out = append(out, KeyInfo{ID: k.id, Public: k.pub, Status: k.status, AddedAt: k.addedAt, Leases: k.leases, PublicOnly: k.priv == nil})
 	}
 	return out
 }
@@ -232,20 +288,21 @@ func (m *Machine) RestoredFrom() []string { return slices.Clone(m.keys.restoredF
 func (m *Machine) KeySet() *fence.KeySet {
 	ks := &fence.KeySet{ClusterID: m.clusterID, RestoredFrom: m.RestoredFrom()}
 	for _, k := range m.keys.keys {
-		ks.Keys = append(ks.Keys, fence.PublicKey{ID: k.id, Key: k.priv.Public().(ed25519.PublicKey)})
+		ks.Keys = append(ks.Keys, fence.PublicKey{ID: k.id, Key: k.pub})
 	}
 	return ks
 }
 
 // LeaseSigner returns what signs the lease of lock name with token: the
-// key the state records for it while that lease is held, otherwise (the
-// lease is over — a replayed grant — or was granted before any key
-// existed) the signing key; and the cluster id the proof names. ok is
+// key the state records for it while that lease is held, if the state
+// holds that key's seed; otherwise (the lease is over — a replayed grant
+// —, was granted before any key existed, or its key is public-only after
+// a restore) the signing key; and the cluster id the proof names. ok is
 // false when there is no such key or no cluster id yet: the grant goes
 // unsigned. The caller signs with fence.Sign(key, clusterID, name, token).
 func (m *Machine) LeaseSigner(name string, token fence.Token) (key ed25519.PrivateKey, clusterID string, ok bool) {
 	k := m.keys.signing()
-	if l := m.byName[name]; l != nil && l.holder != nil && l.holder.token == token && l.holder.key != nil {
+	if l := m.byName[name]; l != nil && l.holder != nil && l.holder.token == token && l.holder.key != nil && l.holder.key.priv != nil {
 		k = l.holder.key
 	}
 	if k == nil || m.clusterID == "" {
@@ -254,18 +311,23 @@ func (m *Machine) LeaseSigner(name string, token fence.Token) (key ed25519.Priva
 	return k.priv, m.clusterID, true
 }
 
-// AddRestoredKey adds a fresh signing key (seed drawn by the caller) to a
-// machine restored from a backup, keeping every key it had (their proofs
-// still verify), and moves every live lease to it: from the restore on,
-// every proof the restored cluster makes is by a key the backed-up
-// cluster's guards never learned (and a second cluster restored from the
-// same backup draws another). For backup.Restore only, on a machine no
-// replica runs, like SetRestoredClusterID.
+// AddRestoredKey makes a machine restored from a backup sign with a fresh
+// key (seed drawn by the caller) and forgets the private half of every key
+// it had: they stay, public-only, so proofs made before the backup still
+// verify, but they never sign again — a staging cluster restored from a
+// production backup cannot make a proof production's guards accept, and a
+// second cluster restored from the same backup draws another key. Live
+// leases keep their key and its count (so a retire of an old key still
+// waits for them); their proofs from now on are by the signing key
+// (LeaseSigner). The fresh key may be one beyond MaxSigningKeys; at
+// MaxSigningKeys+1 already (a restored store restored again), the oldest
+// key that signs no live lease goes first. For backup.Restore only, on a
+// machine no replica runs, like SetRestoredClusterID.
 func (m *Machine) AddRestoredKey(seed []byte) (string, error) {
 	if len(seed) != ed25519.SeedSize {
 		return "", fence.Invalid("seed", fmt.Sprintf("%d bytes", ed25519.SeedSize), strconv.Itoa(len(seed))+" bytes")
 	}
-	if len(m.keys.keys) >= MaxSigningKeys {
+	if len(m.keys.keys) > MaxSigningKeys {
 		// Make room: the oldest key that signs no live lease goes.
 		for _, k := range m.keys.keys {
 			if k.status != KeyActive && k.leases == 0 {
@@ -275,14 +337,12 @@ func (m *Machine) AddRestoredKey(seed []byte) (string, error) {
 			}
 		}
 	}
-	id, err := m.addKey(seed)
+	id, err := m.addKey(seed, MaxSigningKeys+1)
 	if err != nil {
 		return "", err
 	}
-	for _, l := range m.byName { // the order decides nothing: counts only
-		if l.holder != nil {
-			m.signWith(l.holder)
-		}
+	for _, k := range m.keys.keys[:len(m.keys.keys)-1] {
+		k.forget()
 	}
 	return id, nil
 }

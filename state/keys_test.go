@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,6 +27,11 @@ func rotate(now int64, n byte) Command {
 
 func retire(now int64, id string) Command {
 	return Command{Op: OpKeyRetire, Now: now, Name: id, Admin: true}
+}
+
+// retireNow is `fence keys retire ID --now`.
+func retireNow(now int64, id string) Command {
+	return Command{Op: OpKeyRetire, Now: now, Name: id, Delta: 1, Admin: true}
 }
 
 // keyStates renders the keys as "id:status:leases" in order.
@@ -100,8 +106,9 @@ func TestKeyRotateRules(t *testing.T) {
 	errAs[*fence.ResourceExhaustedError](t, m.Apply(rotate(sec, 200)).Err)
 }
 
-// G9: every lease records the key that was the signing key at its grant; a
-// renew moves it to the signing key of then. A retire is refused for the
+// G9: every lease records the key that was the signing key at its grant
+// and keeps it for its whole life (a renew does not move it). A retire is
+// refused for the
 // signing key and for an unknown id; a retired key stays (and is
 // published) while a live lease is signed by it, and is dropped when the
 // last one ends.
@@ -141,16 +148,21 @@ func TestKeyRetireRules(t *testing.T) {
 	if ks := m.KeySet(); len(ks.Keys) != 2 {
 		t.Fatalf("a retiring key with live leases is not published: %+v", ks.Keys)
 	}
-	// A renew moves lease a to k2; releasing b ends k1's last lease.
+	// A renew keeps lease a on k1 (its holder keeps k1's proof): the
+	// retire still waits for it. Releasing b, then a, ends k1's last lease.
 	mustOK(t, m, renew(3*sec, "a", 2, 0))
-	if got := signerID(t, m, "a", 2); got != k2 {
-		t.Fatalf("renewed lease signed by %q, want %q", got, k2)
+	if got := signerID(t, m, "a", 2); got != k1 {
+		t.Fatalf("renewed lease signed by %q, want its own key %q", got, k1)
 	}
-	if got, want := keyStates(m), k1+":retiring:1 "+k2+":active:2"; got != want {
+	if got, want := keyStates(m), k1+":retiring:2 "+k2+":active:1"; got != want {
 		t.Fatalf("keys %s, want %s", got, want)
 	}
 	mustOK(t, m, rel(3*sec, "b", 3))
-	if got, want := keyStates(m), k2+":active:2"; got != want {
+	if got, want := keyStates(m), k1+":retiring:1 "+k2+":active:1"; got != want {
+		t.Fatalf("keys %s, want %s (a, renewed, still holds k1)", got, want)
+	}
+	mustOK(t, m, rel(3*sec, "a", 2))
+	if got, want := keyStates(m), k2+":active:1"; got != want {
 		t.Fatalf("keys %s, want %s (k1 dropped)", got, want)
 	}
 	ks := m.KeySet()
@@ -173,16 +185,17 @@ func TestKeyRetireRules(t *testing.T) {
 }
 
 // A session-bound lease records its key too and gives it up when the
-// session ends; its renew moves it.
+// session ends; its renew (a keepalive of its session) keeps it.
 func TestKeySessionLeases(t *testing.T) {
 	m := keyedMachine(t)
 	mustOK(t, m, rotate(sec, 1))
 	s := mustOK(t, m, Command{Op: OpSessionOpen, Now: sec, TTL: 10 * time.Second}).Session.ID
-	mustOK(t, m, Command{Op: OpAcquire, Now: sec, Name: "s", Owner: "S", Session: s})
+	tok := mustOK(t, m, Command{Op: OpAcquire, Now: sec, Name: "s", Owner: "S", Session: s}).Lease.Token
 	mustOK(t, m, rotate(sec, 2))
 	mustOK(t, m, retire(sec, keyIDOfSeed(1)))
+	mustOK(t, m, Command{Op: OpRenew, Now: sec, Name: "s", Token: tok})
 	if got, want := keyStates(m), keyIDOfSeed(1)+":retiring:1 "+keyIDOfSeed(2)+":active:0"; got != want {
-		t.Fatalf("keys %s, want %s", got, want)
+		t.Fatalf("keys %s, want %s (the renew kept the lease on its key)", got, want)
 	}
 	mustOK(t, m, Command{Op: OpSessionClose, Now: 2 * sec, Session: s})
 	if got, want := keyStates(m), keyIDOfSeed(2)+":active:0"; got != want {
@@ -205,7 +218,20 @@ func keyLog() []Command {
 		rotate(3*sec, 3),
 		acq(3*sec, "d", "D", time.Minute),
 		rel(3*sec, "c", 4),
+		acq(3*sec, "e", "E", time.Minute),
+		rotate(4*sec, 4),
+		renew(4*sec, "d", 5, 0),
+		retireNow(4*sec, keyIDOfSeed(3)), // d and e move to k4
+		renew(4*sec, "pre", 1, 0),        // granted before any key: the renew signs it with k4
 	}
+}
+
+// keyLogKeys is the keys keyLog leaves: k1 retiring with a and b (a was
+// renewed after the rotation and kept k1), k2 verify-only with none (its
+// lease c was released), k3 dropped by --now with d and e moved to k4,
+// which signs pre too since its renew.
+func keyLogKeys() string {
+	return keyIDOfSeed(1) + ":retiring:2 " + keyIDOfSeed(2) + ":verify-only:0 " + keyIDOfSeed(4) + ":active:3"
 }
 
 // R1: the same log gives every replica the same key choice for every
@@ -214,9 +240,12 @@ func TestKeySameLogSameChoice(t *testing.T) {
 	a, b := New(), New()
 	for _, c := range keyLog() {
 		ra, rb := a.Apply(c), b.Apply(c)
-		if describe(ra) != describe(rb) || ra.KeyID != rb.KeyID {
+		if describe(ra) != describe(rb) || ra.KeyID != rb.KeyID || ra.KeyLeases != rb.KeyLeases {
 			t.Fatalf("%+v: %s vs %s", c, describe(ra), describe(rb))
 		}
+	}
+	if got := keyStates(a); got != keyLogKeys() {
+		t.Fatalf("keyLog leaves keys %s, want %s", got, keyLogKeys())
 	}
 	for _, li := range a.Locks("", a.Now()) {
 		ka, ca, oka := a.LeaseSigner(li.Name, li.Lease.Token)
@@ -241,7 +270,7 @@ func TestKeySameLogSameChoice(t *testing.T) {
 func TestKeySnapshotRoundTrip(t *testing.T) {
 	a := New()
 	applyAll(t, a, keyLog())
-	if !strings.Contains(keyStates(a), ":retiring:1") {
+	if !strings.Contains(keyStates(a), ":retiring:2") {
 		t.Fatalf("keyLog leaves no retiring key with a lease: %s", keyStates(a))
 	}
 	snap := snapshotBytes(t, a)
@@ -260,9 +289,10 @@ func TestKeySnapshotRoundTrip(t *testing.T) {
 			t.Fatalf("lease %s: signer %q after restore, want %q", li.Name, y, x)
 		}
 	}
-	c := rel(4*sec, "b", 3) // k1's last lease
-	mustOK(t, a, c)
-	mustOK(t, b, c)
+	for _, c := range []Command{rel(5*sec, "b", 3), rel(5*sec, "a", 2)} { // k1's last leases
+		mustOK(t, a, c)
+		mustOK(t, b, c)
+	}
 	if keyStates(a) != keyStates(b) || strings.Contains(keyStates(b), "retiring") {
 		t.Fatalf("after the last lease of the retiring key: %s vs %s", keyStates(b), keyStates(a))
 	}
@@ -284,13 +314,32 @@ func TestKeySnapshotRefusesInconsistentKeys(t *testing.T) {
 	m := New()
 	applyAll(t, m, keyLog())
 	for name, change := range map[string]func(d *snapDoc){
-		"short seed":            func(d *snapDoc) { d.Keys[0].Seed = d.Keys[0].Seed[:31] },
-		"two active":            func(d *snapDoc) { d.Keys[0].Status = KeyActive },
-		"last not active":       func(d *snapDoc) { d.Keys[len(d.Keys)-1].Status = KeyVerifyOnly },
-		"repeated key":          func(d *snapDoc) { d.Keys[1].Seed = d.Keys[0].Seed },
-		"bad status":            func(d *snapDoc) { d.Keys[0].Status = 9 },
-		"unknown lease key":     func(d *snapDoc) { d.Locks[0].Holder.Key = "nosuchkey" },
-		"retiring, no lease":    func(d *snapDoc) { d.Locks[1].Holder.Key = d.Locks[3].Holder.Key },
+		"short seed":        func(d *snapDoc) { d.Keys[0].Seed = d.Keys[0].Seed[:31] },
+		"two active":        func(d *snapDoc) { d.Keys[0].Status = KeyActive },
+		"last not active":   func(d *snapDoc) { d.Keys[len(d.Keys)-1].Status = KeyVerifyOnly },
+		"repeated key":      func(d *snapDoc) { d.Keys[1].Seed = d.Keys[0].Seed },
+		"bad status":        func(d *snapDoc) { d.Keys[0].Status = 9 },
+		"unknown lease key": func(d *snapDoc) { d.Locks[0].Holder.Key = "nosuchkey" },
+		"retiring, no lease": func(d *snapDoc) {
+			for i := range d.Locks {
+				if h := d.Locks[i].Holder; h != nil && h.Key == keyIDOfSeed(1) {
+					h.Key = keyIDOfSeed(4)
+				}
+			}
+		},
+		"public-only signing key": func(d *snapDoc) {
+			last := &d.Keys[len(d.Keys)-1]
+			last.Public, last.Seed = ed25519.NewKeyFromSeed(last.Seed).Public().(ed25519.PublicKey), nil
+		},
+		"short public key": func(d *snapDoc) {
+			d.Keys[0].Public, d.Keys[0].Seed = make([]byte, 31), nil
+		},
+		"seed and public key": func(d *snapDoc) { d.Keys[0].Public = make([]byte, ed25519.PublicKeySize) },
+		"too many keys": func(d *snapDoc) {
+			for i := len(d.Keys); i <= MaxSigningKeys+1; i++ {
+				d.Keys = append([]snapKey{{Seed: seed(byte(100 + i)), Status: KeyVerifyOnly}}, d.Keys...)
+			}
+		},
 		"bad restored_from id":  func(d *snapDoc) { d.RestoredFrom = []string{"not ok!"} },
 		"too many restored ids": func(d *snapDoc) { d.RestoredFrom = make([]string, MaxRestoredFrom+1) },
 	} {
@@ -303,12 +352,17 @@ func TestKeySnapshotRefusesInconsistentKeys(t *testing.T) {
 	}
 }
 
-// A restore keeps every key, lists the old cluster id, and adds a fresh
-// signing key.
+// F6: a restore keeps every key public-only (proofs made before the backup
+// verify; no old seed is left in the state or its snapshot, so a staging
+// cluster restored from production cannot sign what production's guards
+// accept), lists the old cluster id, and adds a fresh signing key. Live
+// leases keep their key and its count (a retire of an old key still waits
+// for them); their proofs are by the fresh key from then on, since the
+// state has no seed of theirs.
 func TestKeyRestoredCluster(t *testing.T) {
 	m := New()
 	applyAll(t, m, keyLog())
-	before := m.KeySet()
+	before := keyStates(m)
 	if err := m.SetRestoredClusterID("c2"); err != nil {
 		t.Fatal(err)
 	}
@@ -316,41 +370,208 @@ func TestKeyRestoredCluster(t *testing.T) {
 	if err != nil || id != keyIDOfSeed(9) {
 		t.Fatalf("AddRestoredKey: %q, %v", id, err)
 	}
+	k1, k2, k4, k9 := keyIDOfSeed(1), keyIDOfSeed(2), keyIDOfSeed(4), keyIDOfSeed(9)
+	// Every key is kept with its count; the old signing key is
+	// verify-only now, the fresh one signs nothing yet.
+	if got, want := keyStates(m), k1+":retiring:2 "+k2+":verify-only:0 "+k4+":verify-only:3 "+k9+":active:0"; got != want {
+		t.Fatalf("keys after the restore %s, want %s (before: %s)", got, want, before)
+	}
+	for _, k := range m.SigningKeys() {
+		if k.PublicOnly != (k.ID != k9) {
+			t.Fatalf("key %s: public-only %v", k.ID, k.PublicOnly)
+		}
+	}
 	ks := m.KeySet()
-	// Every key is kept but the retiring one, whose last lease moved to
-	// the fresh key.
-	var ids []string
-	for _, k := range ks.Keys {
-		ids = append(ids, k.ID)
+	if ks.ClusterID != "c2" || !slices.Equal(ks.RestoredFrom, []string{"c1"}) || len(ks.Keys) != 4 {
+		t.Fatalf("restored key set %+v", ks)
 	}
-	if want := []string{keyIDOfSeed(2), keyIDOfSeed(3), keyIDOfSeed(9)}; ks.ClusterID != "c2" || !slices.Equal(ks.RestoredFrom, []string{"c1"}) || !slices.Equal(ids, want) {
-		t.Fatalf("restored key set %+v, want keys %v (before: %+v)", ks, want, before)
-	}
-	// An old proof (cluster c1, old key) still verifies; a new grant is
-	// signed by the new key under c2.
-	// Every live lease moved to the fresh key.
-	k, c, _ := m.LeaseSigner("d", 5)
-	if c != "c2" || fence.KeyIDOf(k.Public().(ed25519.PublicKey)) != keyIDOfSeed(9) {
-		t.Fatalf("live lease d: signer %s under %q (want the fresh key under c2)", fence.KeyIDOf(k.Public().(ed25519.PublicKey)), c)
-	}
-	if strings.Contains(keyStates(m), "retiring") {
-		t.Fatalf("the retiring key outlived its leases' move: %s", keyStates(m))
-	}
-	oldProof := fence.Sign(ed25519.NewKeyFromSeed(seed(3)), "c1", "d", 5)
-	if err := ks.Verify(oldProof, "d"); err != nil {
+	// An old proof (cluster c1, old key) still verifies.
+	if err := ks.Verify(fence.Sign(ed25519.NewKeyFromSeed(seed(4)), "c1", "d", 5), "d"); err != nil {
 		t.Fatalf("a proof of the backed-up cluster: %v", err)
 	}
-	mustGrant(t, m, acq(m.Now(), "new", "N", time.Minute), 6)
-	if got := signerID(t, m, "new", 6); got != keyIDOfSeed(9) {
+	// No old seed is in the state's snapshot: only the fresh one.
+	snap := snapshotBytes(t, m)
+	for _, n := range []byte{1, 2, 3, 4} {
+		if bytes.Contains(snap, seed(n)) {
+			t.Fatalf("the restored snapshot holds the seed of key %s", keyIDOfSeed(n))
+		}
+	}
+	if !bytes.Contains(snap, seed(9)) {
+		t.Fatal("the restored snapshot lacks the fresh key's seed")
+	}
+	// Leases of public-only keys (a, b on k1; d, e, pre on k4) are signed by
+	// the fresh key under c2; a new grant too.
+	for _, li := range m.Locks("", m.Now()) {
+		if li.Lease == nil {
+			continue
+		}
+		if got := signerID(t, m, li.Name, li.Lease.Token); got != k9 {
+			t.Fatalf("lease %s after the restore signed by %q, want the fresh key", li.Name, got)
+		}
+	}
+	mustGrant(t, m, acq(m.Now(), "new", "N", time.Minute), 7)
+	if got := signerID(t, m, "new", 7); got != k9 {
 		t.Fatalf("a grant after restore signed by %q, want the fresh key", got)
 	}
-	snap := snapshotBytes(t, m)
+	// A retire of an old key waits for its leases, as before the restore.
+	mustOK(t, m, retire(m.Now(), k4))
+	if !strings.Contains(keyStates(m), k4+":retiring:3") {
+		t.Fatalf("retiring k4 with three live leases: %s", keyStates(m))
+	}
+	// The snapshot round trip agrees (R1): same bytes, keys, counts and
+	// signer per lease.
+	snap = snapshotBytes(t, m)
 	n := New()
 	if err := n.Restore(bytes.NewReader(snap)); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(n.RestoredFrom(), []string{"c1"}) {
-		t.Fatalf("restored_from after a snapshot: %v", n.RestoredFrom())
+	if !bytes.Equal(snapshotBytes(t, n), snap) || keyStates(n) != keyStates(m) || !slices.Equal(n.RestoredFrom(), []string{"c1"}) {
+		t.Fatalf("after a snapshot: keys %s (want %s), restored_from %v", keyStates(n), keyStates(m), n.RestoredFrom())
+	}
+	for _, li := range m.Locks("", m.Now()) {
+		if li.Lease != nil && signerID(t, m, li.Name, li.Lease.Token) != signerID(t, n, li.Name, li.Lease.Token) {
+			t.Fatalf("lease %s: signer differs after a snapshot", li.Name)
+		}
+	}
+	for _, k := range n.SigningKeys() {
+		if k.PublicOnly != (k.ID != k9) {
+			t.Fatalf("key %s after a snapshot: public-only %v", k.ID, k.PublicOnly)
+		}
+	}
+}
+
+// A restore may go one key beyond MaxSigningKeys with its fresh key (and
+// its snapshot loads); a rotation is then refused until a retire. A store
+// restored at that count and restored again drops its oldest key that
+// signs no lease to make room.
+func TestKeyRestoreBeyondTheCap(t *testing.T) {
+	m := keyedMachine(t)
+	for i := range MaxSigningKeys {
+		mustOK(t, m, rotate(sec, byte(10+i)))
+	}
+	mustGrant(t, m, acq(sec, "a", "A", time.Minute), 1) // by the last key
+	if err := m.SetRestoredClusterID("c2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddRestoredKey(seed(1)); err != nil {
+		t.Fatalf("the restore's fresh key at the cap: %v", err)
+	}
+	if n := len(m.SigningKeys()); n != MaxSigningKeys+1 {
+		t.Fatalf("%d keys, want %d", n, MaxSigningKeys+1)
+	}
+	n := New()
+	if err := n.Restore(bytes.NewReader(snapshotBytes(t, m))); err != nil {
+		t.Fatalf("a snapshot with the restore's key beyond the cap: %v", err)
+	}
+	errAs[*fence.ResourceExhaustedError](t, n.Apply(rotate(n.Now(), 2)).Err)
+	if err := n.SetRestoredClusterID("c3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.AddRestoredKey(seed(3)); err != nil {
+		t.Fatalf("a restore of a restored store at the cap: %v", err)
+	}
+	keys := n.SigningKeys()
+	if len(keys) != MaxSigningKeys+1 || keys[0].ID != keyIDOfSeed(11) {
+		t.Fatalf("%d keys starting with %s, want %d starting with %s (the oldest, %s, dropped)", len(keys), keys[0].ID, MaxSigningKeys+1, keyIDOfSeed(11), keyIDOfSeed(10))
+	}
+}
+
+// F1/F2: a renew never moves a lease off the key it was granted under —
+// standalone or session-bound, before or after a rotation — so the proof
+// its holder was handed (a `fence run` child has only that one) keeps
+// verifying, the proof a renew or a Get hands out is by the same key, and
+// a retire of that key waits for the lease.
+func TestKeyRenewKeepsItsKey(t *testing.T) {
+	m := keyedMachine(t)
+	mustOK(t, m, rotate(sec, 1))
+	k1, k2 := keyIDOfSeed(1), keyIDOfSeed(2)
+	mustGrant(t, m, acq(sec, "a", "A", time.Minute), 1)
+	s := mustOK(t, m, Command{Op: OpSessionOpen, Now: sec, TTL: 10 * time.Second}).Session.ID
+	stok := mustOK(t, m, Command{Op: OpAcquire, Now: sec, Name: "s", Owner: "S", Session: s}).Lease.Token
+	k, cid, _ := m.LeaseSigner("a", 1)
+	held := fence.Sign(k, cid, "a", 1) // what a's holder keeps
+	mustOK(t, m, rotate(2*sec, 2))
+	for i := range 3 {
+		now := int64(3+i) * sec
+		mustOK(t, m, renew(now, "a", 1, 0))
+		mustOK(t, m, Command{Op: OpRenew, Now: now, Name: "s", Token: stok})
+		for name, tok := range map[string]fence.Token{"a": 1, "s": stok} {
+			if got := signerID(t, m, name, tok); got != k1 {
+				t.Fatalf("renew %d: lease %s signed by %q, want its grant's key %q", i+1, name, got, k1)
+			}
+		}
+	}
+	if got, want := keyStates(m), k1+":verify-only:2 "+k2+":active:0"; got != want {
+		t.Fatalf("keys %s, want %s", got, want)
+	}
+	mustOK(t, m, retire(6*sec, k1))
+	if got, want := keyStates(m), k1+":retiring:2 "+k2+":active:0"; got != want {
+		t.Fatalf("keys %s, want %s (the retire waits for the renewed leases)", got, want)
+	}
+	if err := m.KeySet().Verify(held, "a"); err != nil {
+		t.Fatalf("the proof a's holder kept, after renews across a rotation and a retire: %v", err)
+	}
+}
+
+// F5: `fence keys retire ID --now` drops a key at once, even with live
+// leases (standalone and session-bound): they move to the signing key, the
+// count follows them, a Get's proof verifies under the current key while
+// the old proof is refused; releasing a moved lease is counted on the new
+// key. The signing key (also the only one) is refused with a typed error
+// naming key_id; a non-admin is refused.
+func TestKeyRetireNow(t *testing.T) {
+	m := keyedMachine(t)
+	mustOK(t, m, rotate(sec, 1))
+	k1, k2 := keyIDOfSeed(1), keyIDOfSeed(2)
+	inv := errAs[*fence.InvalidError](t, m.Apply(retireNow(sec, k1)).Err)
+	if inv.Field != "key_id" || !strings.Contains(inv.Bound, "rotate first") {
+		t.Fatalf("--now of the only key refused with %+v", inv)
+	}
+	mustGrant(t, m, acq(sec, "a", "A", time.Minute), 1)
+	mustGrant(t, m, acq(sec, "b", "B", time.Minute), 2)
+	s := mustOK(t, m, Command{Op: OpSessionOpen, Now: sec, TTL: 10 * time.Second}).Session.ID
+	stok := mustOK(t, m, Command{Op: OpAcquire, Now: sec, Name: "s", Owner: "S", Session: s}).Lease.Token
+	k, cid, _ := m.LeaseSigner("a", 1)
+	leaked := fence.Sign(k, cid, "a", 1)
+	mustOK(t, m, rotate(2*sec, 2))
+	if inv := errAs[*fence.InvalidError](t, m.Apply(retireNow(2*sec, k2)).Err); inv.Field != "key_id" {
+		t.Fatalf("--now of the signing key refused on %q", inv.Field)
+	}
+	mustOK(t, m, Command{Op: OpAuthBootstrap, Now: 2 * sec, Name: "root", Value: hashOf("s0")})
+	errAs[*fence.PermissionDeniedError](t, m.Apply(Command{Op: OpKeyRetire, Now: 2 * sec, Name: k1, Delta: 1, Principal: "token:x"}).Err)
+
+	r := mustOK(t, m, retireNow(2*sec, k1))
+	if r.KeyID != k1 || r.KeyLeases != 3 {
+		t.Fatalf("retire --now: KeyID %q, KeyLeases %d; want %q, 3", r.KeyID, r.KeyLeases, k1)
+	}
+	if got, want := keyStates(m), k2+":active:3"; got != want {
+		t.Fatalf("keys %s, want %s (k1 dropped, its leases on k2)", got, want)
+	}
+	ks := m.KeySet()
+	for name, tok := range map[string]fence.Token{"a": 1, "b": 2, "s": stok} {
+		if got := signerID(t, m, name, tok); got != k2 {
+			t.Fatalf("lease %s after --now signed by %q, want %q", name, got, k2)
+		}
+		k, cid, _ := m.LeaseSigner(name, tok)
+		if err := ks.Verify(fence.Sign(k, cid, name, tok), name); err != nil {
+			t.Fatalf("the new proof of %s: %v", name, err)
+		}
+	}
+	if err := ks.Verify(leaked, "a"); !errors.Is(err, fence.ErrForgedToken) {
+		t.Fatalf("the dropped key's proof: %v, want FORGED_TOKEN", err)
+	}
+	// The count follows the moved leases: their ends are counted on k2,
+	// which a later retire then drops with its last lease.
+	mustOK(t, m, rotate(3*sec, 3))
+	mustOK(t, m, retire(3*sec, k2))
+	mustOK(t, m, rel(3*sec, "a", 1))
+	mustOK(t, m, Command{Op: OpSessionClose, Now: 3 * sec, Session: s})
+	if got, want := keyStates(m), k2+":retiring:1 "+keyIDOfSeed(3)+":active:0"; got != want {
+		t.Fatalf("keys %s, want %s", got, want)
+	}
+	mustOK(t, m, tick(3*sec+int64(2*time.Minute))) // b expires
+	if got, want := keyStates(m), keyIDOfSeed(3)+":active:0"; got != want {
+		t.Fatalf("keys %s, want %s", got, want)
 	}
 }
 
@@ -360,6 +581,7 @@ func goldenKeyCommands() []Command {
 		{Op: OpKeyRotate, Now: 21, Value: seed(0xa5), Delta: 1},
 		{Op: OpKeyRotate, Now: 22, Value: seed(0x5a), Principal: "token:0123456789abcdef", Admin: true},
 		{Op: OpKeyRetire, Now: 23, Name: keyIDOfSeed(0xa5), Admin: true},
+		{Op: OpKeyRetire, Now: 24, Name: keyIDOfSeed(0xa5), Delta: 1, Admin: true}, // --now
 	}
 }
 
@@ -386,14 +608,18 @@ func TestKeyCommandsGolden(t *testing.T) {
 	}
 }
 
-// TestSnapshotKeysGolden pins the snapshot bytes of keys (header keys and
-// restored_from, a grant's key): keyLog's machine, restored into a new
-// cluster, is compared with testdata/snapshot_keys.golden, which restores
-// to a machine that writes it again.
+// TestSnapshotKeysGolden pins the snapshot bytes of keys (header keys —
+// seeded and public-only — and restored_from, a grant's key): keyLog's
+// machine, restored into a new cluster with a fresh key, is compared with
+// testdata/snapshot_keys.golden, which restores to a machine that writes
+// it again.
 func TestSnapshotKeysGolden(t *testing.T) {
 	m := New()
 	applyAll(t, m, keyLog())
 	if err := m.SetRestoredClusterID("c2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddRestoredKey(seed(9)); err != nil {
 		t.Fatal(err)
 	}
 	got := snapshotBytes(t, m)

@@ -35,7 +35,7 @@ func (m *impl) renew(cmd Command) Result {
 			return res
 		}
 		m.keepAlive(g.sess, 0)
-		m.signWith(g)
+		m.signIfUnsigned(g)
 		res.Lease = g.lease(l.name, m.clock)
 		res.Session = g.sess.info(m.clock)
 		return res
@@ -50,7 +50,7 @@ func (m *impl) renew(cmd Command) Result {
 		g.ttl = m.cfg.MaxTTL
 	}
 	g.expiresAt = m.clock + int64(g.ttl)
-	m.signWith(g)
+	m.signIfUnsigned(g)
 	res.Lease = g.lease(l.name, m.clock)
 	return res
 }

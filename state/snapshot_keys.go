@@ -12,12 +12,15 @@ import (
 // (the last is the signing key), each as its seed, status and the server
 // time it was added — its id and public key are derived from the seed, and
 // its count of live leases from the leases, which name their key by id
-// (Grant.key). Absent while the store has no key, so a store without keys
-// writes the bytes it wrote before keys existed. The cluster ids the store
-// was restored from follow, newest first.
+// (Grant.key). A public-only key (kept by a restore to verify, never to
+// sign) has its public key instead of a seed. Absent while the store has
+// no key, so a store without keys writes the bytes it wrote before keys
+// existed. The cluster ids the store was restored from follow, newest
+// first.
 
 type snapKey struct {
 	Seed    []byte
+	Public  []byte // only without Seed
 	Status  KeyStatus
 	AddedAt int64
 }
@@ -25,7 +28,11 @@ type snapKey struct {
 func (m *impl) snapKeys() ([]snapKey, []string) {
 	var keys []snapKey
 	for _, k := range m.keys.keys {
-		keys = append(keys, snapKey{Seed: k.seed, Status: k.status, AddedAt: k.addedAt})
+		sk := snapKey{Seed: k.seed, Status: k.status, AddedAt: k.addedAt}
+		if k.seed == nil {
+			sk.Public = k.pub
+		}
+		keys = append(keys, sk)
 	}
 	return keys, slices.Clone(m.keys.restoredFrom)
 }
@@ -33,7 +40,7 @@ func (m *impl) snapKeys() ([]snapKey, []string) {
 func pbKeys(keys []snapKey, from []string) ([]*statepb.SigningKey, [][]byte) {
 	var pk []*statepb.SigningKey
 	for _, k := range keys {
-		pk = append(pk, &statepb.SigningKey{Seed: k.Seed, Status: uint32(k.Status), AddedAt: k.AddedAt})
+		pk = append(pk, &statepb.SigningKey{Seed: k.Seed, Status: uint32(k.Status), AddedAt: k.AddedAt, PublicKey: k.Public})
 	}
 	var pf [][]byte
 	for _, id := range from {
@@ -45,7 +52,7 @@ func pbKeys(keys []snapKey, from []string) ([]*statepb.SigningKey, [][]byte) {
 func keysOfPB(pk []*statepb.SigningKey, pf [][]byte) ([]snapKey, []string) {
 	var keys []snapKey
 	for _, k := range pk {
-		keys = append(keys, snapKey{Seed: k.Seed, Status: KeyStatus(k.Status), AddedAt: k.AddedAt})
+		keys = append(keys, snapKey{Seed: k.Seed, Public: k.PublicKey, Status: KeyStatus(k.Status), AddedAt: k.AddedAt})
 	}
 	var from []string
 	for _, id := range pf {
@@ -55,21 +62,33 @@ func keysOfPB(pk []*statepb.SigningKey, pf [][]byte) ([]snapKey, []string) {
 }
 
 // restoreKeys checks and installs a snapshot's keys (before its leases,
-// which name them): seeds of the right size, distinct, exactly the last
-// one the signing key, a status each.
+// which name them): a seed of the right size, or (public-only, never the
+// signing key) a public key of the right size and no seed; distinct;
+// exactly the last one the signing key, a status each; at most
+// MaxSigningKeys+1 (a restore's fresh key may be one beyond the cap).
 func (m *impl) restoreKeys(doc *snapDoc) error {
-	if len(doc.Keys) > MaxSigningKeys || len(doc.RestoredFrom) > MaxRestoredFrom {
-		return fmt.Errorf("%d signing keys, %d restored-from ids (at most %d, %d)", len(doc.Keys), len(doc.RestoredFrom), MaxSigningKeys, MaxRestoredFrom)
+	if len(doc.Keys) > MaxSigningKeys+1 || len(doc.RestoredFrom) > MaxRestoredFrom {
+		return fmt.Errorf("%d signing keys, %d restored-from ids (at most %d, %d)", len(doc.Keys), len(doc.RestoredFrom), MaxSigningKeys+1, MaxRestoredFrom)
 	}
 	for i, sk := range doc.Keys {
-		if len(sk.Seed) != ed25519.SeedSize {
-			return fmt.Errorf("signing key %d: seed of %d bytes", i, len(sk.Seed))
-		}
 		last := i == len(doc.Keys)-1
 		if (sk.Status == KeyActive) != last || sk.Status < KeyActive || sk.Status > KeyRetiring {
 			return fmt.Errorf("signing key %d: status %s (the last key, and only it, is active)", i, sk.Status)
 		}
-		k := newSigningKey(sk.Seed, sk.Status, sk.AddedAt)
+		var k *signingKey
+		switch {
+		case len(sk.Seed) == 0 && sk.Status != KeyActive:
+			if len(sk.Public) != ed25519.PublicKeySize {
+				return fmt.Errorf("signing key %d: public-only, public key of %d bytes", i, len(sk.Public))
+			}
+			k = newPublicKey(sk.Public, sk.Status, sk.AddedAt)
+		case len(sk.Seed) != ed25519.SeedSize:
+			return fmt.Errorf("signing key %d: seed of %d bytes (the signing key needs its seed)", i, len(sk.Seed))
+		case len(sk.Public) != 0:
+			return fmt.Errorf("signing key %d: both a seed and a public key", i)
+		default:
+			k = newSigningKey(sk.Seed, sk.Status, sk.AddedAt)
+		}
 		if m.keys.find(k.id) != nil {
 			return fmt.Errorf("signing key %q repeated", k.id)
 		}

@@ -16,17 +16,25 @@ import (
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
 
-const keysUsage = `[rotate | retire ID]
+const keysUsage = `[rotate | retire ID [--now]]
 
   fence keys            the cluster's signing keys: id, status (active: signs new
                         grants; verify-only; retiring: dropped once the leases it
-                        signed are over), live leases signed, when added
+                        signed are over; "public only": kept by a restore to
+                        verify, never signs), live leases signed, when added
   fence keys --json     the public key set (a JSON Web Key Set with cluster_id and
                         restored_from): give it to the guards (docs/guards.md)
-  fence keys rotate     add a key and sign every grant and renewal with it from
-                        now on (admin); the old keys keep verifying
+  fence keys rotate     add a key and sign every new grant with it from now on
+                        (admin); the old keys keep verifying, and a lease keeps
+                        the key it was granted under
   fence keys retire ID  retire key ID (admin): it is dropped from the key set once
                         no live lease is signed by it; not the active key
+  fence keys retire ID --now
+                        a leaked key (admin): dropped at once, even while live
+                        leases are signed by it; they are signed by the active
+                        key from then on, and their holders must fetch a new
+                        proof (a renew or a get): guards given the new key set
+                        refuse the old proofs at once
 
 Rotate and retire go to the leader: with several --server URLs the next is
 asked when one is not the leader.
@@ -46,11 +54,15 @@ func keyCall[T any](g *globals, f func(ctx context.Context, c fencev1connect.Key
 
 func keysCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("keys", keysUsage, g, stderr)
+	now := fs.Bool("now", false, "with retire: drop the key at once, even while live leases are signed by it (a leaked key)")
 	pos, after, err := parseArgs(fs, args)
 	if err != nil {
 		return usageExit(err)
 	}
 	verb, rest := verbOf(append(pos, after...))
+	if *now && verb != "retire" {
+		return fail(g, stdout, stderr, &usageError{"keys: --now goes with retire ID"})
+	}
 	switch {
 	case verb == "" && len(rest) == 0:
 		res, err := keyCall(g, func(ctx context.Context, c fencev1connect.KeyServiceClient) (*fencev1.ListKeysResponse, error) {
@@ -76,7 +88,11 @@ func keysCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATUS\tLEASES\tADDED (SERVER TIME)")
 		for _, k := range res.GetKeys() {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", k.GetId(), k.GetStatus(), k.GetLeases(), k.GetAddedAt().AsDuration())
+			status := k.GetStatus()
+			if k.GetPublicOnly() {
+				status += " (public only)" // restored: verifies, never signs
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", k.GetId(), status, k.GetLeases(), k.GetAddedAt().AsDuration())
 		}
 		tw.Flush()
 	case verb == "rotate" && len(rest) == 0:
@@ -88,13 +104,18 @@ func keysCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 		emit(g, stdout, "signing with key "+res.GetKeyId()+" (give the guards the new key set: fence keys --json)", map[string]any{"keyId": res.GetKeyId()})
 	case verb == "retire" && len(rest) == 1:
-		_, err := keyCall(g, func(ctx context.Context, c fencev1connect.KeyServiceClient) (*fencev1.RetireKeyResponse, error) {
-			return msgOf(c.RetireKey(ctx, connect.NewRequest(&fencev1.RetireKeyRequest{KeyId: rest[0]})))
+		res, err := keyCall(g, func(ctx context.Context, c fencev1connect.KeyServiceClient) (*fencev1.RetireKeyResponse, error) {
+			return msgOf(c.RetireKey(ctx, connect.NewRequest(&fencev1.RetireKeyRequest{KeyId: rest[0], Force: *now})))
 		})
 		if err != nil {
 			return fail(g, stdout, stderr, err)
 		}
-		emit(g, stdout, "retired "+rest[0]+" (dropped once no live lease is signed by it)", map[string]any{"retired": rest[0]})
+		if *now {
+			emit(g, stdout, fmt.Sprintf("dropped %s now; %d live leases signed by it are signed by the active key from now on (their holders must fetch a new proof); give the guards the new key set: fence keys --json", rest[0], res.GetLeasesMoved()),
+				map[string]any{"retired": rest[0], "now": true, "leasesMoved": res.GetLeasesMoved()})
+		} else {
+			emit(g, stdout, "retired "+rest[0]+" (dropped once no live lease is signed by it)", map[string]any{"retired": rest[0]})
+		}
 	default:
 		return fail(g, stdout, stderr, &usageError{"keys: want no argument, rotate, or retire ID"})
 	}

@@ -66,6 +66,10 @@ func TestKeysCLI(t *testing.T) {
 		t.Fatalf("keys table:\n%s\nwant %s verify-only and %s active", table.stdout, old, rj.KeyID)
 	}
 	fenceRun(t, srv.url, "keys", "retire", rj.KeyID).want(t, exitUsage, "retiring the active key")
+	if r := fenceRun(t, srv.url, "keys", "retire", rj.KeyID, "--now").want(t, exitUsage, "retiring the active key --now"); !strings.Contains(r.stderr, "rotate first") {
+		t.Fatalf("retire --now of the active key: %q, want it to say rotate first", r.stderr)
+	}
+	fenceRun(t, srv.url, "keys", "rotate", "--now").want(t, exitUsage, "--now without retire")
 	fenceRun(t, srv.url, "keys", "retire", old).want(t, 0, "retire the old key")
 	// sku's lease still holds a proof by the old key: it stays published.
 	if ks := keySet(); len(ks.Keys) != 2 {

@@ -397,7 +397,7 @@ func (r restoreResult) human() string {
 	}
 	fmt.Fprintf(&b, "  new cluster:  %s (restored from %s)\n", r.rep.ClusterID, from)
 	fmt.Fprintf(&b, "                the old cluster's nodes are not its members: their raft connections are refused\n")
-	fmt.Fprintf(&b, "  signing key:  %s (new; the backup's keys are kept: give the guards this cluster's key set, fence keys --json)\n", r.rep.SigningKey)
+	fmt.Fprintf(&b, "  signing key:  %s (new; the backup's keys are kept to verify only, without their private seeds: give the guards this cluster's key set, fence keys --json)\n", r.rep.SigningKey)
 	fmt.Fprintf(&b, "  raft term:    %d (the restored log starts here, above every term the old cluster reached)\n", r.rep.Term)
 	fmt.Fprintf(&b, "  old counter:  %d (the last token issued before the backup)\n", uint64(r.rep.Old))
 	fmt.Fprintf(&b, "  floors (the first token is above every one):\n")

@@ -4934,7 +4934,11 @@ type SigningKeyInfo struct {
 	// Server time it was added.
 	AddedAt *durationpb.Duration `protobuf:"bytes,4,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"`
 	// Live leases signed by it.
-	Leases        uint64 `protobuf:"varint,5,opt,name=leases,proto3" json:"leases,omitempty"`
+	Leases uint64 `protobuf:"varint,5,opt,name=leases,proto3" json:"leases,omitempty"`
+	// The store holds only its public half: a key of the cluster this one
+	// was restored from, kept to verify the proofs made before, never to
+	// sign (the leases it counts are signed by the active key).
+	PublicOnly    bool `protobuf:"varint,6,opt,name=public_only,json=publicOnly,proto3" json:"public_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5002,6 +5006,13 @@ func (x *SigningKeyInfo) GetLeases() uint64 {
 		return x.Leases
 	}
 	return 0
+}
+
+func (x *SigningKeyInfo) GetPublicOnly() bool {
+	if x != nil {
+		return x.PublicOnly
+	}
+	return false
 }
 
 type RotateKeyRequest struct {
@@ -5086,8 +5097,14 @@ func (x *RotateKeyResponse) GetKeyId() string {
 }
 
 type RetireKeyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	KeyId         string                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	KeyId string                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// Drop the key now (`fence keys retire --now`, for a leaked key), even
+	// while live leases are signed by it: they are signed by the signing key
+	// from then on, and their holders must fetch a new proof (a Get or a
+	// renew hands it out) — guards that reload the key set refuse the old
+	// proofs at once.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5129,8 +5146,18 @@ func (x *RetireKeyRequest) GetKeyId() string {
 	return ""
 }
 
+func (x *RetireKeyRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 type RetireKeyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With force: the live leases the key signed, now signed by the signing
+	// key.
+	LeasesMoved   uint64 `protobuf:"varint,1,opt,name=leases_moved,json=leasesMoved,proto3" json:"leases_moved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5163,6 +5190,13 @@ func (x *RetireKeyResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RetireKeyResponse.ProtoReflect.Descriptor instead.
 func (*RetireKeyResponse) Descriptor() ([]byte, []int) {
 	return file_fence_v1_fence_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *RetireKeyResponse) GetLeasesMoved() uint64 {
+	if x != nil {
+		return x.LeasesMoved
+	}
+	return 0
 }
 
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
@@ -5516,20 +5550,24 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
 	"\rrestored_from\x18\x02 \x03(\tR\frestoredFrom\x12,\n" +
-	"\x04keys\x18\x03 \x03(\v2\x18.fence.v1.SigningKeyInfoR\x04keys\"\xa5\x01\n" +
+	"\x04keys\x18\x03 \x03(\v2\x18.fence.v1.SigningKeyInfoR\x04keys\"\xc6\x01\n" +
 	"\x0eSigningKeyInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x02 \x01(\tR\tpublicKey\x12\x16\n" +
 	"\x06status\x18\x03 \x01(\tR\x06status\x124\n" +
 	"\badded_at\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aaddedAt\x12\x16\n" +
-	"\x06leases\x18\x05 \x01(\x04R\x06leases\"\x12\n" +
+	"\x06leases\x18\x05 \x01(\x04R\x06leases\x12\x1f\n" +
+	"\vpublic_only\x18\x06 \x01(\bR\n" +
+	"publicOnly\"\x12\n" +
 	"\x10RotateKeyRequest\"*\n" +
 	"\x11RotateKeyResponse\x12\x15\n" +
-	"\x06key_id\x18\x01 \x01(\tR\x05keyId\")\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\"?\n" +
 	"\x10RetireKeyRequest\x12\x15\n" +
-	"\x06key_id\x18\x01 \x01(\tR\x05keyId\"\x13\n" +
-	"\x11RetireKeyResponse2\xb2\x02\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"6\n" +
+	"\x11RetireKeyResponse\x12!\n" +
+	"\fleases_moved\x18\x01 \x01(\x04R\vleasesMoved2\xb2\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +

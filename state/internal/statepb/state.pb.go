@@ -592,12 +592,15 @@ func (x *SnapshotHeader) GetRestoredFrom() [][]byte {
 }
 
 // SigningKey is one Ed25519 signing key: its private seed (its id and
-// public key are derived from it), its status and when it was added.
+// public key are derived from it), its status and when it was added. A key
+// a restore kept to verify only (the backed-up cluster's: it never signs
+// again) has no seed and its public key instead.
 type SigningKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seed          []byte                 `protobuf:"bytes,1,opt,name=seed,proto3" json:"seed,omitempty"`                         // 32 bytes
-	Status        uint32                 `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`                    // 1 active (the signing key), 2 verify-only, 3 retiring
-	AddedAt       int64                  `protobuf:"zigzag64,3,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"` // server time
+	Seed          []byte                 `protobuf:"bytes,1,opt,name=seed,proto3" json:"seed,omitempty"`                            // 32 bytes; absent for a public-only key
+	Status        uint32                 `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`                       // 1 active (the signing key), 2 verify-only, 3 retiring
+	AddedAt       int64                  `protobuf:"zigzag64,3,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"`    // server time
+	PublicKey     []byte                 `protobuf:"bytes,4,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"` // 32 bytes, only when seed is absent
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +654,13 @@ func (x *SigningKey) GetAddedAt() int64 {
 		return x.AddedAt
 	}
 	return 0
+}
+
+func (x *SigningKey) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
 }
 
 // Auth is the authentication state: absent fields are zero.
@@ -2910,12 +2920,14 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"cluster_id\x18\v \x01(\fR\tclusterId\x12(\n" +
 	"\x04auth\x18\f \x01(\v2\x14.fence.state.v1.AuthR\x04auth\x12.\n" +
 	"\x04keys\x18\r \x03(\v2\x1a.fence.state.v1.SigningKeyR\x04keys\x12#\n" +
-	"\rrestored_from\x18\x0e \x03(\fR\frestoredFrom\"S\n" +
+	"\rrestored_from\x18\x0e \x03(\fR\frestoredFrom\"r\n" +
 	"\n" +
 	"SigningKey\x12\x12\n" +
 	"\x04seed\x18\x01 \x01(\fR\x04seed\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\rR\x06status\x12\x19\n" +
-	"\badded_at\x18\x03 \x01(\x12R\aaddedAt\"\xa3\x01\n" +
+	"\badded_at\x18\x03 \x01(\x12R\aaddedAt\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x04 \x01(\fR\tpublicKey\"\xa3\x01\n" +
 	"\x04Auth\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1e\n" +
 	"\n" +

@@ -1328,11 +1328,14 @@ func (UnimplementedAuthServiceHandler) SetRoleQuota(context.Context, *connect.Re
 type KeyServiceClient interface {
 	// ListKeys lists the keys: the signing key, verify-only and retiring ones.
 	ListKeys(context.Context, *connect.Request[v1.ListKeysRequest]) (*connect.Response[v1.ListKeysResponse], error)
-	// RotateKey adds a key (its seed drawn by the node) and signs every grant
-	// and renewal with it from then on; the others stay, verify-only.
+	// RotateKey adds a key (its seed drawn by the node) and signs every new
+	// grant with it from then on (a lease keeps the key it was granted under: its
+	// renewals are signed by that key); the others stay, verify-only.
 	RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error)
 	// RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
-	// dropped, and no longer published, once no live lease is signed by it.
+	// dropped, and no longer published, once no live lease is signed by it;
+	// with force, at once (a leaked key), its live leases then signed by the
+	// signing key.
 	RetireKey(context.Context, *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error)
 }
 
@@ -1394,11 +1397,14 @@ func (c *keyServiceClient) RetireKey(ctx context.Context, req *connect.Request[v
 type KeyServiceHandler interface {
 	// ListKeys lists the keys: the signing key, verify-only and retiring ones.
 	ListKeys(context.Context, *connect.Request[v1.ListKeysRequest]) (*connect.Response[v1.ListKeysResponse], error)
-	// RotateKey adds a key (its seed drawn by the node) and signs every grant
-	// and renewal with it from then on; the others stay, verify-only.
+	// RotateKey adds a key (its seed drawn by the node) and signs every new
+	// grant with it from then on (a lease keeps the key it was granted under: its
+	// renewals are signed by that key); the others stay, verify-only.
 	RotateKey(context.Context, *connect.Request[v1.RotateKeyRequest]) (*connect.Response[v1.RotateKeyResponse], error)
 	// RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
-	// dropped, and no longer published, once no live lease is signed by it.
+	// dropped, and no longer published, once no live lease is signed by it;
+	// with force, at once (a leaked key), its live leases then signed by the
+	// signing key.
 	RetireKey(context.Context, *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error)
 }
 

@@ -2399,6 +2399,15 @@ export declare type SigningKeyInfo = Message<"fence.v1.SigningKeyInfo"> & {
    * @generated from field: uint64 leases = 5;
    */
   leases: bigint;
+
+  /**
+   * The store holds only its public half: a key of the cluster this one
+   * was restored from, kept to verify the proofs made before, never to
+   * sign (the leases it counts are signed by the active key).
+   *
+   * @generated from field: bool public_only = 6;
+   */
+  publicOnly: boolean;
 };
 
 /**
@@ -2445,6 +2454,17 @@ export declare type RetireKeyRequest = Message<"fence.v1.RetireKeyRequest"> & {
    * @generated from field: string key_id = 1;
    */
   keyId: string;
+
+  /**
+   * Drop the key now (`fence keys retire --now`, for a leaked key), even
+   * while live leases are signed by it: they are signed by the signing key
+   * from then on, and their holders must fetch a new proof (a Get or a
+   * renew hands it out) — guards that reload the key set refuse the old
+   * proofs at once.
+   *
+   * @generated from field: bool force = 2;
+   */
+  force: boolean;
 };
 
 /**
@@ -2457,6 +2477,13 @@ export declare const RetireKeyRequestSchema: GenMessage<RetireKeyRequest>;
  * @generated from message fence.v1.RetireKeyResponse
  */
 export declare type RetireKeyResponse = Message<"fence.v1.RetireKeyResponse"> & {
+  /**
+   * With force: the live leases the key signed, now signed by the signing
+   * key.
+   *
+   * @generated from field: uint64 leases_moved = 1;
+   */
+  leasesMoved: bigint;
 };
 
 /**
@@ -2890,8 +2917,9 @@ export declare const KeyService: GenService<{
     output: typeof ListKeysResponseSchema;
   },
   /**
-   * RotateKey adds a key (its seed drawn by the node) and signs every grant
-   * and renewal with it from then on; the others stay, verify-only.
+   * RotateKey adds a key (its seed drawn by the node) and signs every new
+   * grant with it from then on (a lease keeps the key it was granted under: its
+   * renewals are signed by that key); the others stay, verify-only.
    *
    * @generated from rpc fence.v1.KeyService.RotateKey
    */
@@ -2902,7 +2930,9 @@ export declare const KeyService: GenService<{
   },
   /**
    * RetireKey retires a key (not the signing key: INVALID_ARGUMENT): it is
-   * dropped, and no longer published, once no live lease is signed by it.
+   * dropped, and no longer published, once no live lease is signed by it;
+   * with force, at once (a leaked key), its live leases then signed by the
+   * signing key.
    *
    * @generated from rpc fence.v1.KeyService.RetireKey
    */
