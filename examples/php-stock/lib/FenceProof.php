@@ -137,14 +137,18 @@ final class KeySet
         if (!is_array($doc) || !is_string($doc['cluster_id'] ?? null) || $doc['cluster_id'] === '' || !is_array($doc['keys'] ?? null)) {
             throw new \UnexpectedValueException('key set: want {"cluster_id": "...", "keys": [...]}');
         }
+        if ($doc['keys'] === []) {
+            throw new \UnexpectedValueException('key set keys: want at least one key (an empty set verifies nothing)');
+        }
         $clusters = [$doc['cluster_id']];
         foreach ($doc['restored_from'] ?? [] as $id) {
             $clusters[] = (string) $id;
         }
         $keys = [];
         foreach ($doc['keys'] as $i => $k) {
-            if (($k['kty'] ?? null) !== 'OKP' || ($k['crv'] ?? null) !== 'Ed25519' || !is_string($k['x'] ?? null)) {
-                throw new \UnexpectedValueException("key set keys[$i]: want an Ed25519 key (kty OKP, crv Ed25519)");
+            if (($k['kty'] ?? null) !== 'OKP' || ($k['crv'] ?? null) !== 'Ed25519' || !is_string($k['x'] ?? null)
+                || ($k['alg'] ?? 'EdDSA') !== 'EdDSA' || ($k['use'] ?? 'sig') !== 'sig') {
+                throw new \UnexpectedValueException("key set keys[$i]: want an Ed25519 signature key (kty OKP, crv Ed25519, alg EdDSA, use sig)");
             }
             $x = preg_match('/^[A-Za-z0-9_-]{43}$/D', $k['x']) ? base64_decode(strtr($k['x'], '-_', '+/') . '=', true) : false;
             if ($x === false || strlen($x) !== SODIUM_CRYPTO_SIGN_PUBLICKEYBYTES || SignedToken::base64url($x) !== $k['x']) {
@@ -154,6 +158,9 @@ final class KeySet
             $kid = rtrim(strtr(base64_encode(substr(hash('sha256', $x, true), 0, 9)), '+/', '-_'), '=');
             if (($k['kid'] ?? null) !== $kid) {
                 throw new \UnexpectedValueException("key set keys[$i].kid: want the key's id '$kid'");
+            }
+            if (isset($keys[$kid])) {
+                throw new \UnexpectedValueException("key set keys[$i].kid: '$kid' named twice");
             }
             $keys[$kid] = $x;
         }
