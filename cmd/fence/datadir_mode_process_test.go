@@ -67,12 +67,41 @@ func TestProcessServeDataDirIsPrivate(t *testing.T) {
 		}
 	}
 	fenceRun(t, url, "acquire", "sku-1", "--ttl", "30s").want(t, 0, "acquire") // a write to the WAL
+	wantPrivate(t, dir)
+	// A data dir `fence restore` makes is private too.
+	file := filepath.Join(t.TempDir(), "b.fence")
+	fenceRun(t, url, "backup", file).want(t, 0, "backup")
+	restored := filepath.Join(t.TempDir(), "restored", "data")
+	fenceRun(t, "", "restore", file, "--data-dir", restored).want(t, 0, "restore")
+	wantPrivate(t, restored)
+
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, log = serveLog(t, shared)
+	warned := false
+	for _, l := range log {
+		warned = warned || strings.Contains(l, "WARN") && strings.Contains(l, "0755") && strings.Contains(l, "chmod 700 "+shared)
+	}
+	if !warned {
+		t.Fatalf("a 0755 data dir: no warning naming its mode and chmod 700 %s in the log:\n%s", shared, strings.Join(log, "\n"))
+	}
+}
+
+// wantPrivate checks that dir is 0700 and nothing in it is accessible to
+// its group or others.
+func wantPrivate(t *testing.T, dir string) {
+	t.Helper()
 	fi, err := os.Stat(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if perm := fi.Mode().Perm(); perm != 0o700 {
-		t.Fatalf("data dir mode %#o, want 0700", perm)
+		t.Fatalf("data dir %s mode %#o, want 0700", dir, perm)
 	}
 	n := 0
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -94,21 +123,5 @@ func TestProcessServeDataDirIsPrivate(t *testing.T) {
 	}
 	if n < 3 {
 		t.Fatalf("walked %d entries in %s: want the WAL and its files", n, dir)
-	}
-
-	shared := filepath.Join(t.TempDir(), "shared")
-	if err := os.Mkdir(shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_, log = serveLog(t, shared)
-	warned := false
-	for _, l := range log {
-		warned = warned || strings.Contains(l, "WARN") && strings.Contains(l, "0755") && strings.Contains(l, "chmod 700 "+shared)
-	}
-	if !warned {
-		t.Fatalf("a 0755 data dir: no warning naming its mode and chmod 700 %s in the log:\n%s", shared, strings.Join(log, "\n"))
 	}
 }
