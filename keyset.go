@@ -1,9 +1,11 @@
 package fence
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -87,17 +89,54 @@ func (ks *KeySet) MarshalJSON() ([]byte, error) {
 // MaxKeySetKeys bounds the keys of a KeySet ParseKeySet accepts.
 const MaxKeySetKeys = 1024
 
-// ParseKeySet reads a key set as MarshalJSON writes it. Every key must be
-// an Ed25519 key whose kid is its KeyIDOf (a kid is derived, so a
-// mislabelled key is an error, not a second name); a cluster id is
-// required. Errors are *InvalidError naming the field.
+// MaxKeySetRestoredFrom bounds the restored_from ids ParseKeySet accepts.
+const MaxKeySetRestoredFrom = 64
+
+// ParseKeySet reads a key set as MarshalJSON writes it, strictly: what a
+// guard believes is exactly what one cluster published. Errors are
+// *InvalidError naming the field:
+//
+//   - one cluster: cluster_id a cluster id (1 to MaxClusterIDBytes of A-Z
+//     a-z 0-9 '-' '_'); restored_from the ids it was restored from, each
+//     once and not its own. A document naming a member twice (two
+//     cluster_id or keys members, as two sets pasted into one make) is
+//     refused: a JSON decoder would keep the last one and a guard would
+//     silently trust another cluster's keys or lose its own. To accept
+//     another cluster's proofs, hand the guard that cluster's set (a
+//     KeySource can switch between sets); a set is never a union.
+//   - at least one key (an empty set verifies nothing: every token would
+//     be refused FORGED_TOKEN), at most MaxKeySetKeys;
+//   - every key an Ed25519 public key: kty "OKP", crv "Ed25519", alg
+//     "EdDSA" or absent, use "sig" or absent; x the canonical unpadded
+//     base64url of 32 bytes; kid its KeyIDOf (a kid is derived, so a
+//     mislabelled key is an error, not a second name), each kid once.
 func ParseKeySet(data []byte) (*KeySet, error) {
+	if err := checkNoDuplicateMembers(data); err != nil {
+		return nil, err
+	}
 	var doc jwks
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, Invalid("key set", "a JSON Web Key Set", err.Error())
 	}
-	if doc.ClusterID == "" {
-		return nil, Invalid("key set cluster_id", "a cluster id", `""`)
+	if !isBase64URLText(doc.ClusterID) || len(doc.ClusterID) > MaxClusterIDBytes {
+		return nil, Invalid("key set cluster_id", fmt.Sprintf("a cluster id (1 to %d ASCII letters, digits, '-' and '_')", MaxClusterIDBytes), strconv.Quote(doc.ClusterID))
+	}
+	if len(doc.RestoredFrom) > MaxKeySetRestoredFrom {
+		return nil, Invalid("key set restored_from", fmt.Sprintf("at most %d cluster ids", MaxKeySetRestoredFrom), strconv.Itoa(len(doc.RestoredFrom)))
+	}
+	for i, id := range doc.RestoredFrom {
+		field := fmt.Sprintf("key set restored_from[%d]", i)
+		switch {
+		case !isBase64URLText(id) || len(id) > MaxClusterIDBytes:
+			return nil, Invalid(field, fmt.Sprintf("a cluster id (1 to %d ASCII letters, digits, '-' and '_')", MaxClusterIDBytes), strconv.Quote(id))
+		case id == doc.ClusterID:
+			return nil, Invalid(field, "another cluster than cluster_id", strconv.Quote(id))
+		case slices.Contains(doc.RestoredFrom[:i], id):
+			return nil, Invalid(field, "named once", strconv.Quote(id))
+		}
+	}
+	if len(doc.Keys) == 0 {
+		return nil, Invalid("key set keys", "at least one key (an empty key set verifies nothing: every token would be refused; publish the cluster's with `fence keys --json` or GET /v1/keys)", "[]")
 	}
 	if len(doc.Keys) > MaxKeySetKeys {
 		return nil, Invalid("key set keys", fmt.Sprintf("at most %d", MaxKeySetKeys), strconv.Itoa(len(doc.Keys)))
@@ -108,14 +147,73 @@ func ParseKeySet(data []byte) (*KeySet, error) {
 		if k.Kty != "OKP" || k.Crv != "Ed25519" {
 			return nil, Invalid(field, `kty "OKP", crv "Ed25519"`, strconv.Quote(k.Kty)+" "+strconv.Quote(k.Crv))
 		}
-		pub, err := base64.RawURLEncoding.DecodeString(k.X)
-		if err != nil || len(pub) != ed25519.PublicKeySize {
-			return nil, Invalid(field+".x", fmt.Sprintf("%d bytes in unpadded base64url", ed25519.PublicKeySize), strconv.Quote(k.X))
+		if k.Alg != "" && k.Alg != "EdDSA" {
+			return nil, Invalid(field+".alg", `"EdDSA" or absent`, strconv.Quote(k.Alg))
+		}
+		if k.Use != "" && k.Use != "sig" {
+			return nil, Invalid(field+".use", `"sig" or absent`, strconv.Quote(k.Use))
+		}
+		pub, ok := decodeCanonical(k.X, ed25519.PublicKeySize)
+		if !ok {
+			return nil, Invalid(field+".x", fmt.Sprintf("%d bytes in canonical unpadded base64url", ed25519.PublicKeySize), strconv.Quote(k.X))
 		}
 		if id := KeyIDOf(pub); k.Kid != id {
 			return nil, Invalid(field+".kid", "the key's id "+strconv.Quote(id), strconv.Quote(k.Kid))
 		}
+		if slices.ContainsFunc(ks.Keys, func(p PublicKey) bool { return p.ID == k.Kid }) {
+			return nil, Invalid(field+".kid", "named once", strconv.Quote(k.Kid))
+		}
 		ks.Keys = append(ks.Keys, PublicKey{ID: k.Kid, Key: pub})
 	}
 	return ks, nil
+}
+
+// checkNoDuplicateMembers refuses a JSON document in which an object names
+// a member twice (encoding/json would keep the last).
+func checkNoDuplicateMembers(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func() error
+	walk = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				name, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				n, _ := name.(string)
+				if seen[n] {
+					return Invalid("key set", "a JSON object naming each member once", strconv.Quote(n)+" twice")
+				}
+				seen[n] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	if err := walk(); err != nil {
+		var inv *InvalidError
+		if errors.As(err, &inv) {
+			return err
+		}
+		return Invalid("key set", "a JSON Web Key Set", err.Error())
+	}
+	return nil
 }

@@ -53,10 +53,26 @@ func (t SignedToken) String() string {
 // MaxSignedTokenBytes bounds the text form ParseSignedToken accepts.
 const MaxSignedTokenBytes = 256
 
+// MaxClusterIDBytes bounds a cluster id: 1 to 64 ASCII letters, digits,
+// '-' and '_' (a node's is a UUID).
+const MaxClusterIDBytes = 64
+
+// KeyIDChars is the length of a key id (KeyIDOf: 9 bytes in unpadded
+// base64url).
+const KeyIDChars = 12
+
 // ParseSignedToken reads the text form of a signed token, or a bare
-// decimal token (then the result carries no proof). A malformed value is
-// a *InvalidError naming field "token"; ParseSignedToken checks the form,
-// not the proof (KeySet.Verify does).
+// decimal token (then the result carries no proof). It is strict, so that
+// every verifier, in any language, reads one value one way: the number is
+// ASCII digits with no sign and no leading zero, in [1, 2^53-1]; the
+// cluster id 1 to MaxClusterIDBytes of A-Z a-z 0-9 '-' '_'; the key id
+// KeyIDChars of the base64url alphabet; the signature exactly the
+// canonical unpadded base64url of 64 bytes (86 characters, the unused low
+// bits of the last one zero: decoding and encoding again gives the same
+// text). Nothing else: no padding, no '+' or '/', no whitespace anywhere
+// (a space, tab, \r or \n, around or inside), at most MaxSignedTokenBytes
+// in all. A malformed value is a *InvalidError naming field "token";
+// ParseSignedToken checks the form, not the proof (KeySet.Verify does).
 func ParseSignedToken(s string) (SignedToken, error) {
 	if len(s) > MaxSignedTokenBytes {
 		return SignedToken{}, Invalid("token", fmt.Sprintf("at most %d bytes", MaxSignedTokenBytes), fmt.Sprintf("%d bytes", len(s)))
@@ -70,21 +86,70 @@ func ParseSignedToken(s string) (SignedToken, error) {
 		return SignedToken{Token: tok}, nil
 	}
 	parts := strings.Split(rest, ".")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+	if len(parts) != 3 {
 		return SignedToken{}, Invalid("token", "<token>.<cluster id>.<key id>.<signature>", strconv.Quote(s))
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return SignedToken{}, Invalid("token", fmt.Sprintf("a signature of %d bytes in unpadded base64url", ed25519.SignatureSize), strconv.Quote(parts[2]))
+	if !isBase64URLText(parts[0]) || len(parts[0]) > MaxClusterIDBytes {
+		return SignedToken{}, Invalid("token", fmt.Sprintf("a cluster id of 1 to %d ASCII letters, digits, '-' and '_'", MaxClusterIDBytes), strconv.Quote(parts[0]))
+	}
+	if !isBase64URLText(parts[1]) || len(parts[1]) != KeyIDChars {
+		return SignedToken{}, Invalid("token", fmt.Sprintf("a key id of %d base64url characters", KeyIDChars), strconv.Quote(parts[1]))
+	}
+	sig, ok := decodeCanonical(parts[2], ed25519.SignatureSize)
+	if !ok {
+		return SignedToken{}, Invalid("token", fmt.Sprintf("a signature of %d bytes in canonical unpadded base64url", ed25519.SignatureSize), strconv.Quote(parts[2]))
 	}
 	return SignedToken{Token: tok, ClusterID: parts[0], KeyID: parts[1], Signature: sig}, nil
 }
 
-// parseTokenNumber reads a decimal token in [1, MaxToken].
+// isBase64URLText reports whether s is not empty and only of the
+// base64url alphabet A-Z a-z 0-9 '-' '_' (so no whitespace, padding, '+'
+// or '/').
+func isBase64URLText(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeCanonical decodes s, the unpadded base64url of n bytes, only when
+// it is the one text that encodes them: Go's decoder skips \r and \n and
+// ignores the unused low bits of the last character, so the bytes are
+// encoded again and compared.
+func decodeCanonical(s string, n int) ([]byte, bool) {
+	if !isBase64URLText(s) || len(s) != base64.RawURLEncoding.EncodedLen(n) {
+		return nil, false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != n || base64.RawURLEncoding.EncodeToString(b) != s {
+		return nil, false
+	}
+	return b, true
+}
+
+// parseTokenNumber reads a decimal token in [1, MaxToken]: ASCII digits,
+// no sign, no leading zero.
 func parseTokenNumber(s string) (Token, error) {
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n == 0 || n > uint64(MaxTokenJSONInt) || s[0] == '0' {
+	bad := func() (Token, error) {
 		return 0, Invalid("token", fmt.Sprintf("a decimal number in [1, %d]", uint64(MaxTokenJSONInt)), strconv.Quote(s))
+	}
+	if s == "" || len(s) > 16 || s[0] == '0' {
+		return bad()
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return bad()
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 || n > uint64(MaxTokenJSONInt) {
+		return bad()
 	}
 	return Token(n), nil
 }

@@ -112,8 +112,11 @@ func (l *Lease) Token() fence.Token { return l.token }
 
 // SignedToken is the token with the proof of its grant (G9): the one value
 // to hand a guard that holds the cluster's key set (its text form is the
-// Fence-Token header's). A renew may move the lease to a newer signing key:
-// the value is that of the last grant or renew. It carries no proof (bare
+// Fence-Token header's). A renew — of a standalone lease or of one bound to
+// the session (Lease.Renew) — may move the lease to a newer signing key:
+// the value is that of the last grant or renew, so read it again after a
+// renew rather than keeping an old copy. A session's keepalives do not
+// re-sign its leases. It carries no proof (bare
 // token) when the server made none.
 func (l *Lease) SignedToken() fence.SignedToken {
 	l.mu.Lock()
@@ -270,6 +273,16 @@ func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
 	}
 	l.lastErr = nil
 	return nil
+}
+
+// resign keeps st, the proof of a renew of this lease, as the lease's
+// signed token (a proof of another token, or none, is ignored).
+func (l *Lease) resign(st fence.SignedToken) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil && st.Signed() && st.Token == l.token {
+		l.signed = st
+	}
 }
 
 // RenewErr is the error of the last background renewal when it failed (or

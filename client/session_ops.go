@@ -79,6 +79,10 @@ func (s *session) renewLease(ctx context.Context, l *Lease) error {
 	if gen == l.gen {
 		s.extend(gen, sent, nil, r.GetRenew().GetLease().GetRemaining().AsDuration())
 	}
+	// A renew moves the lease to the signing key of now: its proof is the
+	// one to hand guards from here on (the old key may be retired and
+	// dropped once no live lease is signed by it).
+	l.resign(leaseFromProto(r.GetRenew().GetLease()).Signed)
 	return l.Err()
 }
 

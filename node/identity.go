@@ -44,7 +44,7 @@ func checkNodeID(dir, id string) (started bool, err error) {
 func writeFileSync(dir, name, content string) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, DataFileMode)
 	if err != nil {
 		return err
 	}

@@ -127,7 +127,7 @@ func InitDataDir(cfg Config, m *state.Machine, index, term uint64) (err error) {
 	}
 	_, statErr := os.Stat(cfg.DataDir)
 	created := errors.Is(statErr, os.ErrNotExist)
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, DataDirMode); err != nil {
 		return fmt.Errorf("node: data dir: %w", err)
 	}
 	defer func() {

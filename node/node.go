@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,8 +75,8 @@ func Open(cfg Config) (*Node, error) {
 	if err := CheckRestoreLeftover(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("node: data dir: %w", err)
+	if err := makeDataDir(cfg.DataDir, cfg.Logger); err != nil {
+		return nil, err
 	}
 	store, err := raftstore.Open(raftstore.Config{Dir: cfg.DataDir, Kind: cfg.LogStore,
 		LockTimeout: cfg.LockTimeout, WALSegmentSize: cfg.WALSegmentSize, Logger: cfg.Logger})

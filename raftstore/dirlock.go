@@ -28,7 +28,7 @@ type dirLock struct {
 // lockDir takes the data directory's lock, retrying until timeout.
 func lockDir(dir string, timeout time.Duration) (*dirLock, error) {
 	path := filepath.Join(dir, lockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", path, err)
 	}

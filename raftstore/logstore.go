@@ -129,7 +129,7 @@ func chooseLogStore(dir, want string) (string, error) {
 // lock.
 func openLogStore(cfg Config, kind string) (*Store, error) {
 	dir := filepath.Join(cfg.Dir, walDirName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil { // it holds the signing key seeds (node.DataDirMode)
 		return nil, fmt.Errorf("raftstore: wal dir: %w", err)
 	}
 	if err := checkWALMeta(dir); err != nil {

@@ -32,6 +32,12 @@ func (v countingVFS) Create(dir, name string, size uint64) (types.WritableFile, 
 	if err != nil {
 		return nil, err
 	}
+	// raft-wal creates segments with its own mode; the log holds the
+	// signing key seeds: the node's user only (node.DataFileMode).
+	if err := os.Chmod(filepath.Join(dir, name), 0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return countingFile{f, v.syncs}, nil
 }
 

@@ -17,7 +17,7 @@ import (
 // (SetRestoredClusterID: a restore makes a new cluster).
 
 // MaxClusterIDBytes bounds a cluster id.
-const MaxClusterIDBytes = 64
+const MaxClusterIDBytes = fence.MaxClusterIDBytes
 
 // ValidateClusterID checks a cluster id: 1 to MaxClusterIDBytes bytes of
 // ASCII letters, digits, '-' and '_'.

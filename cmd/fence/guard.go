@@ -150,7 +150,7 @@ func guardMaxTokenCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	above := map[string]any{}
 	if g.serverSet {
-		if last, err := clusterLastToken(ctx, g); err != nil {
+		if last, err := clusterLastToken(ctx, g, stderr, "fence guard max-token"); err != nil {
 			fmt.Fprintf(stderr, "fence guard max-token: not compared with the cluster's last token: %v\n", err)
 		} else {
 			above["lastToken"], above["aboveLastToken"] = uint64(last), max > last

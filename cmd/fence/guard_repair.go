@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -163,9 +164,35 @@ func (e *NothingToRepairError) Error() string {
 	return fmt.Sprintf("the stored token %d of %q in %s is at or below the ceiling %d: nothing to repair", e.Stored, e.Resource, e.Store, e.Ceiling)
 }
 
+// MixedClustersError: the --server nodes a ceiling was read from belong
+// to more than one cluster (their status reports different cluster ids).
+// Their largest lastToken is no bound on what one cluster issued (a
+// staging cluster may be far ahead of production), so nothing is read
+// from them and nothing is changed.
+type MixedClustersError struct {
+	ClusterIDs map[string]string // node URL -> its cluster id
+}
+
+func (e *MixedClustersError) Error() string {
+	urls := make([]string, 0, len(e.ClusterIDs))
+	for u := range e.ClusterIDs {
+		urls = append(urls, u)
+	}
+	sort.Strings(urls)
+	parts := make([]string, len(urls))
+	for i, u := range urls {
+		parts[i] = u + " is cluster " + strconv.Quote(e.ClusterIDs[u])
+	}
+	return "the --server nodes belong to different clusters (" + strings.Join(parts, ", ") + "): give the nodes of the one cluster whose tokens this store holds, or --ceiling N"
+}
+
 // clusterLastToken is the largest lastToken the --server nodes report
-// (fence status): no token the cluster has issued is above it.
-func clusterLastToken(ctx context.Context, g *globals) (fence.Token, error) {
+// (fence status): no token the cluster has issued is above it. Nodes of
+// different clusters are refused (*MixedClustersError); a node that does
+// not answer is named in a warning on warn (prog: the command), since a
+// lagging follower's lastToken may be below the leader's: the ceiling is
+// then the largest of those that did answer.
+func clusterLastToken(ctx context.Context, g *globals, warn io.Writer, prog string) (fence.Token, error) {
 	if err := g.normalizeServer(); err != nil {
 		return 0, err
 	}
@@ -175,20 +202,33 @@ func clusterLastToken(ctx context.Context, g *globals) (fence.Token, error) {
 		last     fence.Token
 		answered bool
 		errs     []error
+		ids      = map[string]string{}
+		distinct = map[string]bool{}
 	)
-	for _, u := range strings.Split(g.server, ",") {
+	urls := strings.Split(g.server, ",")
+	for _, u := range urls {
 		st, err := nodeStatus(ctx, hc, u)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("node %s: %w", u, err))
 			continue
 		}
 		answered = true
+		if id := st.GetClusterId(); id != "" {
+			ids[u], distinct[id] = id, true
+		}
 		if t := fence.Token(st.GetLastToken()); t > last {
 			last = t
 		}
 	}
 	if !answered {
 		return 0, fmt.Errorf("reading the cluster's last token (fence status): %w", errors.Join(errs...))
+	}
+	if len(distinct) > 1 {
+		return 0, &MixedClustersError{ClusterIDs: ids}
+	}
+	for _, err := range errs {
+		fmt.Fprintf(warn, "%s: WARNING: %v: the cluster's last token is the largest of the %d of %d nodes that did (%d); if the leader was not among them it may have issued more\n",
+			prog, err, len(urls)-len(errs), len(urls), uint64(last))
 	}
 	return last, nil
 }
@@ -283,7 +323,7 @@ func guardRepairCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	fromCluster := ceiling == 0
 	if fromCluster {
-		last, err := clusterLastToken(ctx, g)
+		last, err := clusterLastToken(ctx, g, stderr, "fence guard repair")
 		if err != nil {
 			return guardFail(stdout, stderr, asJSON, fmt.Errorf("no --ceiling: %w", err))
 		}
@@ -305,7 +345,7 @@ func guardRepairCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		// Read the last token again after the scan: a token the scan saw was
 		// issued before it was read, so it is at or below this one, and an
 		// honest owner's write made while the scan ran is never lowered.
-		last, err := clusterLastToken(ctx, g)
+		last, err := clusterLastToken(ctx, g, stderr, "fence guard repair")
 		if err != nil {
 			return guardFail(stdout, stderr, asJSON, fmt.Errorf("no --ceiling: %w", err))
 		}

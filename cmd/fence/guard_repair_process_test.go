@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -88,5 +89,44 @@ func TestProcessGuardRepairToClusterLastToken(t *testing.T) {
 	}
 	if mt := fenceRun(t, srv.url, append([]string{"guard", "max-token"}, stores[0]...)...).want(t, 0, "max-token"); strings.Contains(mt.stderr, "WARNING") {
 		t.Fatalf("max-token still warns after the repair: %q", mt.stderr)
+	}
+}
+
+// TestProcessGuardRepairRefusesMixedClusters: --server naming nodes of two
+// clusters (two fresh serves: two cluster ids) is refused before the store
+// is touched, naming both ids; a --server node that does not answer is
+// named in a warning and the repair goes on with the nodes that did.
+func TestProcessGuardRepairRefusesMixedClusters(t *testing.T) {
+	dsn, table, _, conn := pgPoisoned(t, map[string]fence.Token{"sku-42": fence.MaxTokenJSONInt})
+	a, b := startServe(t), startServe(t)
+	idOf := func(url string) string {
+		var st struct {
+			ClusterID string `json:"clusterId"`
+		}
+		r := fenceRun(t, url, "--json", "status").want(t, 0, "status")
+		if err := json.Unmarshal([]byte(strings.SplitN(r.stdout, "\n", 2)[0]), &st); err != nil || st.ClusterID == "" {
+			t.Fatalf("status of %s: %q (%v)", url, r.stdout, err)
+		}
+		return st.ClusterID
+	}
+	idA, idB := idOf(a.url), idOf(b.url)
+	if idA == idB {
+		t.Fatalf("two fresh servers share cluster id %q", idA)
+	}
+	fenceRun(t, a.url, "acquire", "sku-42", "--ttl", "30s").want(t, 0, "acquire")
+	store := []string{"guard", "repair", "--resource", "sku-42", "--postgres", dsn, "--table", table}
+	mixed := fenceRun(t, a.url+","+b.url, store...).want(t, 1, "repair over two clusters")
+	if !strings.Contains(mixed.stderr, "different clusters") || !strings.Contains(mixed.stderr, idA) || !strings.Contains(mixed.stderr, idB) {
+		t.Fatalf("repair over two clusters: stderr %q, want both cluster ids named", mixed.stderr)
+	}
+	if stored := pgLast(t, conn, table, "sku-42"); stored != fence.MaxTokenJSONInt {
+		t.Fatalf("after the refused repair the stored token is %d, want it unchanged", stored)
+	}
+	// A node that does not answer: b, stopped.
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	waitExited(t, b.exited, "fence serve (b)")
+	rep := fenceRun(t, a.url+","+b.url, store...).want(t, 0, "repair with a node down")
+	if !strings.Contains(rep.stderr, "WARNING") || !strings.Contains(rep.stderr, b.url) || !strings.Contains(rep.stdout, "lowered") {
+		t.Fatalf("repair with a node down: stdout %q stderr %q, want it lowered and the node named in a warning", rep.stdout, rep.stderr)
 	}
 }

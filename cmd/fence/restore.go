@@ -287,6 +287,7 @@ func restoreCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 		opts.Floors = append(opts.Floors, backup.Floor{Source: s.String(), Token: max})
 	}
+	restrictUmask() // the restored data dir holds the signing key seeds, as serve's does
 	rep, err := backup.Restore(ctx, path, opts)
 	if err != nil {
 		return restoreFail(g, stdout, stderr, err) // backup.Restore's errors name the file or the dir

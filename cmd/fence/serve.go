@@ -92,6 +92,8 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 		return refuse(fmt.Errorf("serve: %w", err))
 	}
 
+	// Before anything is created: the data dir holds signing key seeds.
+	restrictUmask()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var started atomic.Bool

@@ -96,6 +96,22 @@ $dsn = $opt['dsn'] ?? getenv('FENCE_MYSQL_DSN') ?: 'mysql:host=127.0.0.1;port=33
 $user = $opt['user'] ?? getenv('FENCE_MYSQL_USER') ?: 'root';
 $password = $opt['password'] ?? getenv('FENCE_MYSQL_PASSWORD') ?: '';
 $sku = $opt['sku'] ?? 'sku-42';
+// The lock is "stock/<sku>": a SKU must make a valid Fence lock name (Go's
+// fence.ValidateName: not empty, valid UTF-8, at most 512 bytes) — checked
+// here, with the reason, instead of by a server's INVALID_ARGUMENT after
+// the database was touched. The stock and guard rows are keyed by the
+// exact bytes (VARBINARY): "SKU-42", "sku-42" and "sku-42 " are three SKUs.
+const MAX_NAME_BYTES = 512, LOCK_PREFIX = 'stock/';
+if (!is_string($sku) || $sku === '') {
+    usage('--sku: want a SKU (not empty)');
+}
+if (preg_match('//u', $sku) !== 1) { // PCRE's UTF-8 check: no mbstring needed
+    usage('--sku: want valid UTF-8, got bytes ' . bin2hex($sku));
+}
+if (strlen(LOCK_PREFIX . $sku) > MAX_NAME_BYTES) {
+    usage('--sku: want at most ' . (MAX_NAME_BYTES - strlen(LOCK_PREFIX)) . ' bytes (the lock name "' . LOCK_PREFIX
+        . '<sku>" is at most ' . MAX_NAME_BYTES . ' bytes), got ' . strlen($sku));
+}
 $qty = $opt['qty'] ?? null;
 $add = $opt['add'] ?? null;
 $opId = $opt['op-id'] ?? null;
@@ -148,10 +164,23 @@ try {
         + (isset($opt['init-sql']) ? [PDO::MYSQL_ATTR_INIT_COMMAND => $opt['init-sql']] : []));
     $guard = new FenceGuard($pdo, $opt['guard-table'] ?? 'fence_guard', $opt['ops-table'] ?? 'fence_ops');
     $guard->migrate();
+    // sku is VARBINARY: compared byte for byte, never truncated. A VARCHAR
+    // with the default collation would make "SKU-42", "sku-42" and
+    // "sku-42 " one row (case-insensitive, trailing spaces ignored) while
+    // their locks and guard rows are three: two owners writing one row.
     $pdo->exec("CREATE TABLE IF NOT EXISTS `$stockTable` (
-        sku VARCHAR(64) NOT NULL PRIMARY KEY,
+        sku VARBINARY(" . (MAX_NAME_BYTES - strlen(LOCK_PREFIX)) . ") NOT NULL PRIMARY KEY,
         qty INT NOT NULL
     ) ENGINE=InnoDB");
+    // A table made by an older worker keeps its VARCHAR(64): refuse it.
+    $st = $pdo->prepare('SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?');
+    $st->execute([$stockTable, 'sku']);
+    $type = strtolower((string) $st->fetchColumn());
+    if ($type !== 'varbinary') {
+        fwrite(STDERR, "worker.php: table $stockTable: column sku is $type, want varbinary (exact bytes, no collation); run: ALTER TABLE `$stockTable` MODIFY sku VARBINARY("
+            . (MAX_NAME_BYTES - strlen(LOCK_PREFIX)) . ") NOT NULL\n");
+        exit(EXIT_ERROR);
+    }
 } catch (PDOException | InvalidArgumentException $e) {
     fwrite(STDERR, "worker.php: database: {$e->getMessage()}\n");
     exit(EXIT_ERROR);

@@ -55,6 +55,12 @@ type Options struct {
 	KeySource func() *fence.KeySet
 	// LockFor names the lock whose proofs a resource accepts (default: the
 	// lock of the resource's own name).
+	// It must be one-to-one (injective): two resources mapped to one lock
+	// let whoever holds that lock write both, so a lease on one is a lease
+	// on the other. "stock/"+strings.TrimPrefix(r, "sku-") is not: it
+	// sends both "sku-42" and "42" to "stock/42". Map only the names you
+	// mean and return "" for any other (a resource no lock protects: every
+	// proof is refused); see docs/guards.md.
 	LockFor func(resource string) string
 	// AllowUnsigned accepts a bare decimal Fence-Token even with a key set,
 	// while clients move to signed tokens. It reopens the hole: a made-up

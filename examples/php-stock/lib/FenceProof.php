@@ -55,6 +55,13 @@ final class SignedToken
 
     public const MAX_BYTES = 256;
     public const MAX_TOKEN = 9007199254740991; // 2^53-1
+    public const MAX_CLUSTER_ID_BYTES = 64;
+
+    /** Unpadded base64url. */
+    public static function base64url(string $bytes): string
+    {
+        return rtrim(strtr(base64_encode($bytes), '+/', '-_'), '=');
+    }
 
     /** The text form (or a bare decimal token), as Go's ParseSignedToken reads it. */
     public static function parse(string $s): self
@@ -72,17 +79,24 @@ final class SignedToken
         if (count($parts) === 1) {
             return new self((int) $num);
         }
-        if (count($parts) !== 4 || $parts[1] === '' || $parts[2] === '') {
+        if (count($parts) !== 4) {
             throw new MalformedTokenException("token: <token>.<cluster id>.<key id>.<signature>, got '$s'");
         }
-        // 64 bytes are 86 characters of unpadded base64url; the pattern keeps
-        // out what a lenient decoder would skip or translate.
-        if (!preg_match('/^[A-Za-z0-9_-]{86}$/D', $parts[3])) {
-            throw new MalformedTokenException("token: a signature of 64 bytes in unpadded base64url, got '{$parts[3]}'");
+        // The cluster id: 1 to 64 of A-Z a-z 0-9 - _; the key id: 12 of them.
+        // No whitespace, padding or other byte anywhere (Go's ParseSignedToken).
+        if (!preg_match('/^[A-Za-z0-9_-]{1,' . self::MAX_CLUSTER_ID_BYTES . '}$/D', $parts[1])) {
+            throw new MalformedTokenException("token: a cluster id of 1 to " . self::MAX_CLUSTER_ID_BYTES . " ASCII letters, digits, '-' and '_', got '{$parts[1]}'");
         }
-        $sig = base64_decode(strtr($parts[3], '-_', '+/') . '==', true);
-        if ($sig === false || strlen($sig) !== SODIUM_CRYPTO_SIGN_BYTES) {
-            throw new MalformedTokenException("token: a signature of 64 bytes in unpadded base64url, got '{$parts[3]}'");
+        if (!preg_match('/^[A-Za-z0-9_-]{12}$/D', $parts[2])) {
+            throw new MalformedTokenException("token: a key id of 12 base64url characters, got '{$parts[2]}'");
+        }
+        // 64 bytes are 86 characters of unpadded base64url; the pattern keeps
+        // out what a lenient decoder would skip or translate, and encoding
+        // the bytes again must give the same text (the unused low bits of
+        // the last character are zero: one token, one text).
+        $sig = preg_match('/^[A-Za-z0-9_-]{86}$/D', $parts[3]) ? base64_decode(strtr($parts[3], '-_', '+/') . '==', true) : false;
+        if ($sig === false || strlen($sig) !== SODIUM_CRYPTO_SIGN_BYTES || self::base64url($sig) !== $parts[3]) {
+            throw new MalformedTokenException("token: a signature of 64 bytes in canonical unpadded base64url, got '{$parts[3]}'");
         }
         return new self((int) $num, $parts[1], $parts[2], $sig);
     }
@@ -123,23 +137,30 @@ final class KeySet
         if (!is_array($doc) || !is_string($doc['cluster_id'] ?? null) || $doc['cluster_id'] === '' || !is_array($doc['keys'] ?? null)) {
             throw new \UnexpectedValueException('key set: want {"cluster_id": "...", "keys": [...]}');
         }
+        if ($doc['keys'] === []) {
+            throw new \UnexpectedValueException('key set keys: want at least one key (an empty set verifies nothing)');
+        }
         $clusters = [$doc['cluster_id']];
         foreach ($doc['restored_from'] ?? [] as $id) {
             $clusters[] = (string) $id;
         }
         $keys = [];
         foreach ($doc['keys'] as $i => $k) {
-            if (($k['kty'] ?? null) !== 'OKP' || ($k['crv'] ?? null) !== 'Ed25519' || !is_string($k['x'] ?? null)) {
-                throw new \UnexpectedValueException("key set keys[$i]: want an Ed25519 key (kty OKP, crv Ed25519)");
+            if (($k['kty'] ?? null) !== 'OKP' || ($k['crv'] ?? null) !== 'Ed25519' || !is_string($k['x'] ?? null)
+                || ($k['alg'] ?? 'EdDSA') !== 'EdDSA' || ($k['use'] ?? 'sig') !== 'sig') {
+                throw new \UnexpectedValueException("key set keys[$i]: want an Ed25519 signature key (kty OKP, crv Ed25519, alg EdDSA, use sig)");
             }
             $x = preg_match('/^[A-Za-z0-9_-]{43}$/D', $k['x']) ? base64_decode(strtr($k['x'], '-_', '+/') . '=', true) : false;
-            if ($x === false || strlen($x) !== SODIUM_CRYPTO_SIGN_PUBLICKEYBYTES) {
+            if ($x === false || strlen($x) !== SODIUM_CRYPTO_SIGN_PUBLICKEYBYTES || SignedToken::base64url($x) !== $k['x']) {
                 throw new \UnexpectedValueException("key set keys[$i].x: want 32 bytes in unpadded base64url");
             }
             // A key id is derived (the first 9 bytes of the key's SHA-256), not chosen.
             $kid = rtrim(strtr(base64_encode(substr(hash('sha256', $x, true), 0, 9)), '+/', '-_'), '=');
             if (($k['kid'] ?? null) !== $kid) {
                 throw new \UnexpectedValueException("key set keys[$i].kid: want the key's id '$kid'");
+            }
+            if (isset($keys[$kid])) {
+                throw new \UnexpectedValueException("key set keys[$i].kid: '$kid' named twice");
             }
             $keys[$kid] = $x;
         }

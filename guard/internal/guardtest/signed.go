@@ -115,17 +115,35 @@ func testUnsignedNeedsAllow(t *testing.T, newStore NewStore) {
 	}
 }
 
+// DocLockFor is the LockFor of docs/guards.md: one-to-one, sku-N to
+// stock/N and no other resource to any lock.
+func DocLockFor(resource string) string {
+	if sku, ok := strings.CutPrefix(resource, "sku-"); ok {
+		return "stock/" + sku
+	}
+	return ""
+}
+
 // testLockFor: a resource accepts the proofs of the lock LockFor names,
-// and refuses those of the lock of its own name.
+// and refuses those of the lock of its own name; the documented mapping is
+// one-to-one, so resource "42" (which "stock/"+TrimPrefix(r, "sku-") would
+// also send to stock/42) refuses stock/42's proof: stock/42's holder
+// writes sku-42 only.
 func testLockFor(t *testing.T, newStore NewStore) {
 	o := prodKeys()
-	o.Keys.LockFor = func(resource string) string { return "stock/" + strings.TrimPrefix(resource, "sku-") }
+	o.Keys.LockFor = DocLockFor
 	s := newStore(t, o)
 	ctx := context.Background()
 	must(t, s.CheckSigned(ctx, "sku-42", Prod.Sign("stock/42", 7)))
 	WantForged(t, s.CheckSigned(ctx, "sku-42", Prod.Sign("sku-42", 8)), "stock/42")
 	if got := lastToken(t, s, "sku-42"); got != 7 {
 		t.Fatalf("stored token = %d, want 7", got)
+	}
+	// stock/42's holder cannot write resource "42": outside the mapping,
+	// no lock protects it and every proof is refused.
+	WantForged(t, s.CheckSigned(ctx, "42", Prod.Sign("stock/42", 9)), "")
+	if tok, found, err := s.LastToken(ctx, "42"); err != nil || found {
+		t.Fatalf("resource 42: stored token %d (found %v, %v), want none", tok, found, err)
 	}
 }
 

@@ -20,6 +20,12 @@ type Config struct {
 	KeySource func() *fence.KeySet
 	// LockFor names the lock that protects a resource (default: the
 	// resource's own name). A proof holds only for that lock.
+	// It must be one-to-one (injective): two resources mapped to one lock
+	// let whoever holds that lock write both, so a lease on one is a lease
+	// on the other. "stock/"+strings.TrimPrefix(r, "sku-") is not: it
+	// sends both "sku-42" and "42" to "stock/42". Map only the names you
+	// mean and return "" for any other (a resource no lock protects: every
+	// proof is refused); see docs/guards.md.
 	LockFor func(resource string) string
 	// AllowUnsigned accepts a token without a proof even with a key set
 	// (a migration aid while writers move to signed tokens). It reopens
