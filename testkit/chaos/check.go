@@ -71,6 +71,22 @@ type Report struct {
 	Restores        int
 	RestoreMismatch int
 
+	// The forgery checker (checker 7, check_forgery.go), on the forger's
+	// writes at the PostgreSQL guard (forger.go). Forgeries: forged tokens
+	// the guard answered (accepted or refused). ForgeriesAccepted: those it
+	// accepted — 0 with the cluster's key set; the control run's guard
+	// has none and must accept some. ForgeriesChanged: refused forgeries
+	// after which the stored tokens were not what they were before.
+	// ForgeriesMisrefused: refused, but not as FORGED_TOKEN. HonestAccepted
+	// and HonestRefused: the forger's own signed tokens (a guard refusing
+	// everything accepts no forgery either). ForgeUntried: kinds without a
+	// judged write (ForgeHonest: none accepted). ForgeriesAcceptedBy: per
+	// kind. All zero in a history without the forger.
+	Forgeries, ForgeriesAccepted, ForgeriesChanged, ForgeriesMisrefused int
+	HonestAccepted, HonestRefused                                       int
+	ForgeUntried                                                        []string
+	ForgeriesAcceptedBy                                                 map[string]int
+
 	// Linearizable (checker 6): every register (store, resource) and every
 	// lock passed porcupine within the time limit.
 	Linearizable bool
@@ -84,26 +100,33 @@ type Report struct {
 }
 
 // OK reports whether every checker held: no stale write accepted, no token
-// regressed, no overlap, no lost write, no double apply, linearizable, and
-// the history was complete enough to check: not empty, a final read of
-// every resource, no malformed record. A control run is expected to fail it
-// with StaleAccepted > 0 (OKExceptStale is the rest).
+// regressed, no overlap, no lost write, no double apply, linearizable, no
+// forgery accepted or refused other than as FORGED_TOKEN, and the history
+// was complete enough to check: not empty, a final read of every resource,
+// no malformed record. A control run is expected to fail it with
+// StaleAccepted > 0 and ForgeriesAccepted > 0 (OKExceptStale is the rest).
 func (r Report) OK() bool {
-	return r.StaleAccepted == 0 && r.OKExceptStale()
+	return r.StaleAccepted == 0 && r.ForgeriesAccepted == 0 && r.ForgeriesMisrefused == 0 && r.OKExceptStale()
 }
 
-// OKExceptStale is OK without checker 1: what a control run must pass.
+// OKExceptStale is OK without checker 1 and without the forgery checker's
+// accepted and misrefused counts (a guard without keys accepts forgeries,
+// and may refuse one as stale): what a control run must pass. A refused
+// forgery must still leave the store unchanged, and the forger's honest
+// writes must still be accepted.
 func (r Report) OKExceptStale() bool {
 	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.EarlyExpiry == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 && r.RestoreMismatch == 0 &&
+		r.ForgeriesChanged == 0 && r.HonestRefused == 0 && len(r.ForgeUntried) == 0 &&
 		r.Linearizable && r.MissingFinal == 0 && r.Malformed == 0 && !r.Empty
 }
 
 // Holds is the run's verdict on its history: every checker held, or, for a
-// control run (plain writes), checker 1 caught stale writes and every other
-// checker held.
+// control run (plain writes, a guard without keys), checker 1 caught stale
+// writes, the forgery checker saw forgeries accepted (when the history has
+// the forger's writes), and every other checker held.
 func (r Report) Holds(control bool) bool {
 	if control {
-		return r.StaleAccepted > 0 && r.OKExceptStale()
+		return r.StaleAccepted > 0 && (r.Forgeries == 0 || r.ForgeriesAccepted > 0) && r.OKExceptStale()
 	}
 	return r.OK()
 }
@@ -122,11 +145,16 @@ const maxProblems = 20
 // Linearizable false.
 func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
+	ops, forged := splitForgeries(ops)
+	fr := checkForgeries(forged)
+	r.Forgeries, r.ForgeriesAccepted, r.ForgeriesChanged, r.ForgeriesMisrefused = fr.forgeries, fr.accepted, fr.changed, fr.misrefused
+	r.HonestAccepted, r.HonestRefused, r.ForgeUntried, r.ForgeriesAcceptedBy = fr.honestOK, fr.honestRefused, fr.untried, fr.acceptedBy
 	ops, sc := scopeRestores(ops)
 	r.Restores = len(sc.restores)
 	h := newChkHistory(ops)
 
-	var probs [11][]string
+	var probs [12][]string
+	probs[11] = fr.problems
 	r.StaleAccepted, probs[0] = checkStale(h)
 	r.TokensRegressed, probs[1] = checkTokens(h)
 	r.Overlaps, probs[2] = checkOverlaps(h)

@@ -1,0 +1,111 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/fenceworks/fence"
+)
+
+// forgeryReport is the forgery checker's verdict on the forger's ops
+// (KindForge; see forger.go). Its counts go into Report.
+type forgeryReport struct {
+	forgeries, accepted, changed, misrefused int
+	honestOK, honestRefused                  int
+	acceptedBy                               map[string]int
+	untried                                  []string
+	problems                                 []string
+}
+
+// checkForgeries judges the forger's writes:
+//
+//   - accepted: a forgery (any kind but ForgeHonest) the guard accepted
+//     (outcome ok). A guard with the cluster's key set must accept none;
+//     the control run's guard (no key set) must accept some;
+//   - changed: a refused forgery (stale or fail) after which the resource's
+//     stored tokens (the guard row's last token, the data row's token and
+//     version) differ from before it, or could not be read again: a refusal
+//     must leave the store as it was;
+//   - misrefused: a forgery refused for another reason than FORGED_TOKEN
+//     (a guard that compares before it verifies says STALE_TOKEN to a
+//     forgery below the stored token);
+//   - honest refused: the forger's own signed token refused (a guard that
+//     refuses everything would accept no forgery either); honest OK counts
+//     the accepted ones;
+//   - untried: a kind of forgery with no write of a definite outcome, or no
+//     honest write accepted: the run did not show what it says.
+//
+// Writes of unknown outcome are not judged (the commit may have happened).
+func checkForgeries(ops []Op) forgeryReport {
+	r := forgeryReport{acceptedBy: map[string]int{}}
+	if len(ops) == 0 {
+		return r
+	}
+	tried := map[string]bool{}
+	problem := func(format string, args ...any) {
+		if len(r.problems) < maxProblems {
+			r.problems = append(r.problems, fmt.Sprintf(format, args...))
+		}
+	}
+	for i := range ops {
+		o := &ops[i]
+		if o.Out == OutcomeUnknown {
+			continue
+		}
+		if o.Forge == ForgeHonest {
+			if o.Out == OutcomeOK {
+				r.honestOK++
+				tried[ForgeHonest] = true
+			} else {
+				r.honestRefused++
+				problem("forger#%d: its own signed token %d at %s refused (%s %s): %s", o.N, o.Token, o.Res, o.Out, o.Reason, o.Err)
+			}
+			continue
+		}
+		r.forgeries++
+		tried[o.Forge] = true
+		if o.Out == OutcomeOK {
+			r.accepted++
+			r.acceptedBy[o.Forge]++
+			problem("forger#%d: forged token accepted: %s token %d at %s (stored before %s, after %s)", o.N, o.Forge, o.Token, o.Res, fmtStored(o.Before), fmtStored(o.After))
+			continue
+		}
+		if o.Reason != string(fence.ReasonForgedToken) {
+			r.misrefused++
+			problem("forger#%d: forgery %s token %d at %s refused as %s %q, not FORGED_TOKEN", o.N, o.Forge, o.Token, o.Res, o.Out, o.Reason)
+		}
+		if o.Before == nil || o.After == nil || *o.Before != *o.After {
+			r.changed++
+			problem("forger#%d: refused forgery %s token %d at %s: stored before %s, after %s (must be unchanged)", o.N, o.Forge, o.Token, o.Res, fmtStored(o.Before), fmtStored(o.After))
+		}
+	}
+	for _, k := range append([]string{ForgeHonest}, ForgeKinds...) {
+		if !tried[k] {
+			r.untried = append(r.untried, k)
+		}
+	}
+	if len(r.untried) > 0 {
+		problem("forger: no write of a definite outcome of %v (for %s: none accepted): the forgery checker could not judge them", r.untried, ForgeHonest)
+	}
+	slices.Sort(r.untried)
+	return r
+}
+
+func fmtStored(s *Stored) string {
+	if s == nil {
+		return "(not read)"
+	}
+	return fmt.Sprintf("guard=%d token=%d version=%d", s.Guard, s.Token, s.Version)
+}
+
+// splitForgeries takes the forger's ops out of a history.
+func splitForgeries(ops []Op) (rest, forged []Op) {
+	for _, o := range ops {
+		if o.Kind == KindForge {
+			forged = append(forged, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	return rest, forged
+}
