@@ -58,7 +58,7 @@ func checkForgeries(ops []Op) forgeryReport {
 				tried[ForgeHonest] = true
 			} else {
 				r.honestRefused++
-				problem("forger#%d: its own signed token %d at %s refused (%s %s): %s", o.N, o.Token, o.Res, o.Out, o.Reason, o.Err)
+				problem("%s: its own signed token %d at %s refused (%s %s): %s", forgeWho(o), o.Token, o.Res, o.Out, o.Reason, o.Err)
 			}
 			continue
 		}
@@ -91,6 +91,15 @@ func checkForgeries(ops []Op) forgeryReport {
 	return r
 }
 
+// forgeWho names the writer of a forge op: the forger, or a worker whose
+// honest write was refused as forged.
+func forgeWho(o *Op) string {
+	if o.Worker == forgerWorker {
+		return fmt.Sprintf("forger#%d", o.N)
+	}
+	return fmt.Sprintf("w%d#%d", o.Worker, o.N)
+}
+
 func fmtStored(s *Stored) string {
 	if s == nil {
 		return "(not read)"
@@ -98,12 +107,20 @@ func fmtStored(s *Stored) string {
 	return fmt.Sprintf("guard=%d token=%d version=%d", s.Guard, s.Token, s.Version)
 }
 
-// splitForgeries takes the forger's ops out of a history.
+// splitForgeries takes the forger's ops out of a history, and adds the
+// workers' writes and adds refused as FORGED_TOKEN to the forger's: a
+// worker's lease token is as honest as the forger's own.
 func splitForgeries(ops []Op) (rest, forged []Op) {
 	for _, o := range ops {
-		if o.Kind == KindForge {
+		switch {
+		case o.Kind == KindForge:
 			forged = append(forged, o)
-		} else {
+		case (o.Kind == KindWrite || o.Kind == KindAdd) && o.Reason == string(fence.ReasonForgedToken):
+			h := o
+			h.Kind, h.Forge, h.N = KindForge, ForgeHonest, o.N
+			forged = append(forged, h)
+			rest = append(rest, o)
+		default:
 			rest = append(rest, o)
 		}
 	}

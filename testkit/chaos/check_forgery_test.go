@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -89,5 +90,21 @@ func TestForgeryVerdict(t *testing.T) {
 		if got := r.Holds(true); got != tc.contr {
 			t.Errorf("%s: Holds(control) = %v, want %v", tc.name, got, tc.contr)
 		}
+	}
+}
+
+// A worker's write refused as FORGED_TOKEN is an honest token refused: it
+// fails the run as the forger's own would; the worker's op stays in the
+// history the other checkers judge.
+func TestWorkerWriteRefusedAsForged(t *testing.T) {
+	w := Op{Worker: 3, N: 8, Kind: KindWrite, Store: StorePostgres, Res: "sku-0", Token: 4, Fenced: true,
+		Call: 1, Return: 2, Out: OutcomeFail, Reason: "FORGED_TOKEN"}
+	rest, forged := splitForgeries(append(refusedRound(), w))
+	if len(rest) != 1 || rest[0].Kind != KindWrite {
+		t.Fatalf("rest = %+v", rest)
+	}
+	r := checkForgeries(forged)
+	if r.honestRefused != 1 || r.honestOK != 1 || !slices.ContainsFunc(r.problems, func(p string) bool { return strings.HasPrefix(p, "w3#8: ") }) {
+		t.Fatalf("%+v", r)
 	}
 }

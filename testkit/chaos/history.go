@@ -104,9 +104,10 @@ type Op struct {
 	// header says (Leader, Follower, Candidate).
 	Role string `json:"role,omitempty"`
 
-	// Forge only: the kind of token sent (ForgeHonest, ForgeHuge, ...),
-	// the refusal's reason (FORGED_TOKEN, STALE_TOKEN, ...), and the
-	// resource's stored tokens read before and after the write.
+	// Reason (write, add, forge): the refusal's reason (FORGED_TOKEN,
+	// STALE_TOKEN, ...). Forge only: the kind of token sent (ForgeHonest,
+	// ForgeHuge, ...) and the resource's stored tokens read before and
+	// after the write.
 	Forge  string  `json:"forge,omitempty"`
 	Reason string  `json:"reason,omitempty"`
 	Before *Stored `json:"before,omitempty"`

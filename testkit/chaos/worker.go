@@ -502,7 +502,7 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 }
 
 func (w *wrk) fillMutation(op *Op, m storeMut, out Outcome, last uint64, err error) {
-	op.Out, op.Err = out, errString(err)
+	op.Out, op.Err, op.Reason = out, errString(err), string(fence.ReasonOf(err))
 	if out != OutcomeUnknown {
 		op.Return = nowNano()
 	}
