@@ -251,7 +251,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	}
 	forged := ""
 	if r.Forgeries > 0 || r.HonestAccepted > 0 {
-		forged = fmt.Sprintf(" forgeries=%d forgeries_accepted=%d forgeries_changed=%d", r.Forgeries, r.ForgeriesAccepted, r.ForgeriesChanged)
+		forged = fmt.Sprintf(" forgeries=%d forgeries_accepted=%d forgeries_changed=%d honest_refused=%d", r.Forgeries, r.ForgeriesAccepted, r.ForgeriesChanged, r.HonestRefused)
 	}
 	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s%s missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
 		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.EarlyExpiry, r.Expiries, r.LostWrites, r.DoubleApplies, restores, forged,

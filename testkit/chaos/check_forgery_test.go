@@ -68,6 +68,9 @@ func o3kind() string { return ForgeKinds[2] }
 func TestForgeryVerdict(t *testing.T) {
 	accepted := refusedRound()
 	accepted[2].Out, accepted[2].Reason = OutcomeOK, ""
+	honest := refusedRound()
+	honest = append(honest, honest[0])
+	honest[len(honest)-1].Out, honest[len(honest)-1].Reason = OutcomeFail, "FORGED_TOKEN"
 	moved := append(refusedRound(), accepted[2])
 	moved[3].After = &Stored{Guard: 99}
 	for _, tc := range []struct {
@@ -78,6 +81,7 @@ func TestForgeryVerdict(t *testing.T) {
 		{"all refused", refusedRound(), true, false},
 		{"one accepted", accepted, false, true},
 		{"one accepted, a refused one moved the store", moved, false, false},
+		{"an honest token refused", honest, false, false},
 	} {
 		r := Report{Linearizable: true}
 		fr := checkForgeries(tc.ops)
@@ -89,6 +93,11 @@ func TestForgeryVerdict(t *testing.T) {
 		r.StaleAccepted = 1 // the control run's checker 1
 		if got := r.Holds(true); got != tc.contr {
 			t.Errorf("%s: Holds(control) = %v, want %v", tc.name, got, tc.contr)
+		}
+		// With restores an honest refusal is reported, not failed.
+		r.StaleAccepted, r.Restores = 0, 1
+		if got := r.Holds(false); tc.name == "an honest token refused" && !got {
+			t.Errorf("%s, with a restore: Holds(fenced) = false, want true", tc.name)
 		}
 	}
 }

@@ -142,7 +142,7 @@ func (s Summary) Line() string {
 	}
 	forged := ""
 	if s.Report.Forgeries > 0 || s.Report.HonestAccepted > 0 {
-		forged = fmt.Sprintf(" forgeries=%d forgeries_accepted=%d forgeries_changed=%d", s.Report.Forgeries, s.Report.ForgeriesAccepted, s.Report.ForgeriesChanged)
+		forged = fmt.Sprintf(" forgeries=%d forgeries_accepted=%d forgeries_changed=%d honest_refused=%d", s.Report.Forgeries, s.Report.ForgeriesAccepted, s.Report.ForgeriesChanged, s.Report.HonestRefused)
 	}
 	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s%s missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
 		mode, s.Seed, s.Duration, max(s.Nodes, 1), s.Report.Ops, faults, s.Report.StaleAccepted,
