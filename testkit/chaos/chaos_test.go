@@ -160,7 +160,7 @@ func TestChaosShort(t *testing.T) {
 	if sum.Report.Ops < 200 {
 		t.Errorf("only %d ops in a minute: the workload barely ran", sum.Report.Ops)
 	}
-	// The forger: every kind of forgery refused (the verdict also wants
+	// G9, the forger: every kind of forgery refused (the verdict also wants
 	// none accepted, none refused as anything but FORGED_TOKEN, the store
 	// unchanged after each, and its own signed tokens accepted).
 	if sum.Report.Forgeries == 0 || sum.Report.ForgeriesAccepted != 0 || sum.Report.HonestAccepted == 0 {

@@ -152,10 +152,14 @@ const maxProblems = 20
 func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
 	ops, forged := splitForgeries(ops)
-	fr := checkForgeries(forged)
+	ops, sc := scopeRestores(ops)
+	var firstOpen int64
+	if len(sc.restores) > 0 {
+		firstOpen = sc.restores[0].open
+	}
+	fr := checkForgeries(forged, firstOpen)
 	r.Forgeries, r.ForgeriesAccepted, r.ForgeriesChanged, r.ForgeriesMisrefused = fr.forgeries, fr.accepted, fr.changed, fr.misrefused
 	r.HonestAccepted, r.HonestRefused, r.ForgeUntried, r.ForgeriesAcceptedBy = fr.honestOK, fr.honestRefused, fr.untried, fr.acceptedBy
-	ops, sc := scopeRestores(ops)
 	r.Restores = len(sc.restores)
 	h := newChkHistory(ops)
 

@@ -33,10 +33,13 @@ type forgeryReport struct {
 //     refuses everything would accept no forgery either); honest OK counts
 //     the accepted ones;
 //   - untried: a kind of forgery with no write of a definite outcome, or no
-//     honest write accepted: the run did not show what it says.
+//     honest write accepted, or — with restoredAt, the time the first
+//     restore let clients in again (0: no restore) — none of the forger's
+//     accepted after it: the run did not show what it says (that the
+//     guard's key set follows a restored cluster).
 //
 // Writes of unknown outcome are not judged (the commit may have happened).
-func checkForgeries(ops []Op) forgeryReport {
+func checkForgeries(ops []Op, restoredAt int64) forgeryReport {
 	r := forgeryReport{acceptedBy: map[string]int{}}
 	if len(ops) == 0 {
 		return r
@@ -56,6 +59,9 @@ func checkForgeries(ops []Op) forgeryReport {
 			if o.Out == OutcomeOK {
 				r.honestOK++
 				tried[ForgeHonest] = true
+				if restoredAt != 0 && o.Worker == forgerWorker && o.Call > restoredAt {
+					tried[forgeAfterRestore] = true
+				}
 			} else {
 				r.honestRefused++
 				problem("%s: its own signed token %d at %s refused (%s %s): %s", forgeWho(o), o.Token, o.Res, o.Out, o.Reason, o.Err)
@@ -79,13 +85,18 @@ func checkForgeries(ops []Op) forgeryReport {
 			problem("forger#%d: refused forgery %s token %d at %s: stored before %s, after %s (must be unchanged)", o.N, o.Forge, o.Token, o.Res, fmtStored(o.Before), fmtStored(o.After))
 		}
 	}
-	for _, k := range append([]string{ForgeHonest}, ForgeKinds...) {
+	kinds := append([]string{ForgeHonest}, ForgeKinds...)
+	if restoredAt != 0 {
+		kinds = append(kinds, forgeAfterRestore)
+	}
+	for _, k := range kinds {
 		if !tried[k] {
 			r.untried = append(r.untried, k)
 		}
 	}
 	if len(r.untried) > 0 {
-		problem("forger: no write of a definite outcome of %v (for %s: none accepted): the forgery checker could not judge them", r.untried, ForgeHonest)
+		problem("forger: no write of a definite outcome of %v (for %s: none accepted; %s: none of its own accepted after the first restore): the forgery checker could not judge them",
+			r.untried, ForgeHonest, forgeAfterRestore)
 	}
 	slices.Sort(r.untried)
 	return r
@@ -106,6 +117,10 @@ func fmtStored(s *Stored) string {
 	}
 	return fmt.Sprintf("guard=%d token=%d version=%d", s.Guard, s.Token, s.Version)
 }
+
+// forgeAfterRestore names, in ForgeUntried, the forger's honest writes
+// after the first restore.
+const forgeAfterRestore = "honest-after-restore"
 
 // splitForgeries takes the forger's ops out of a history, and adds the
 // workers' writes and adds refused as FORGED_TOKEN to the forger's: a

@@ -53,7 +53,7 @@ func TestCheckForgeries(t *testing.T) {
 			return slices.Equal(r.untried, []string{ForgeKinds[0]}) && r.changed == 0 && r.forgeries == len(ForgeKinds)-1
 		}},
 	} {
-		r := checkForgeries(tc.edit(refusedRound()))
+		r := checkForgeries(tc.edit(refusedRound()), 0)
 		if !tc.check(r) {
 			t.Errorf("%s: %+v", tc.name, r)
 		}
@@ -84,7 +84,7 @@ func TestForgeryVerdict(t *testing.T) {
 		{"an honest token refused", honest, false, false},
 	} {
 		r := Report{Linearizable: true}
-		fr := checkForgeries(tc.ops)
+		fr := checkForgeries(tc.ops, 0)
 		r.Forgeries, r.ForgeriesAccepted, r.ForgeriesChanged, r.ForgeriesMisrefused = fr.forgeries, fr.accepted, fr.changed, fr.misrefused
 		r.HonestAccepted, r.HonestRefused, r.ForgeUntried = fr.honestOK, fr.honestRefused, fr.untried
 		if got := r.Holds(false); got != tc.fenced {
@@ -112,8 +112,22 @@ func TestWorkerWriteRefusedAsForged(t *testing.T) {
 	if len(rest) != 1 || rest[0].Kind != KindWrite {
 		t.Fatalf("rest = %+v", rest)
 	}
-	r := checkForgeries(forged)
+	r := checkForgeries(forged, 0)
 	if r.honestRefused != 1 || r.honestOK != 1 || !slices.ContainsFunc(r.problems, func(p string) bool { return strings.HasPrefix(p, "w3#8: ") }) {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// With restores, the forger must have had its own token accepted after
+// the first one let clients in again: the guard's key set followed the
+// restored cluster.
+func TestForgeryHonestAfterRestore(t *testing.T) {
+	ops := refusedRound() // the honest write is called at 1
+	if r := checkForgeries(ops, 5); !slices.Equal(r.untried, []string{forgeAfterRestore}) {
+		t.Errorf("honest write before the restore only: untried %v", r.untried)
+	}
+	ops[0].Call, ops[0].Return = 6, 7
+	if r := checkForgeries(ops, 5); len(r.untried) != 0 {
+		t.Errorf("honest write after the restore: untried %v", r.untried)
 	}
 }

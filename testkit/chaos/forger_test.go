@@ -45,10 +45,10 @@ func forgerRounds(t *testing.T, fenceBin, dsn string, withKeys bool, rounds int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return checkForgeries(ops), ops
+	return checkForgeries(ops, 0), ops
 }
 
-// The forger at a guard that holds the cluster's key set: every forgery
+// G9: the forger at a guard that holds the cluster's key set: every forgery
 // (a made-up 2^53-1, a proof by its own key, a real proof with the number
 // changed, another lock's real proof, another cluster's proof) is refused
 // as FORGED_TOKEN with the stored tokens unchanged, and its own signed
