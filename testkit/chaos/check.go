@@ -11,7 +11,7 @@ import (
 
 // Report is the checkers' verdict on one history.
 type Report struct {
-	Ops int // operations in the history (every Op, of every outcome)
+	Ops int // operations in the history (every Op, of every outcome), the forger's apart
 
 	// StaleAccepted (checker 1): OK writes and adds whose token is below the
 	// token of an OK mutation with a lower version on the same resource.
@@ -152,6 +152,7 @@ const maxProblems = 20
 func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
 	ops, forged := splitForgeries(ops)
+	r.Ops = len(ops) // the workers' and the harness's: the forger's are Forgeries and HonestAccepted/Refused
 	ops, sc := scopeRestores(ops)
 	var firstOpen int64
 	if len(sc.restores) > 0 {
