@@ -68,7 +68,8 @@ bench-cluster:
 bench-quick:
 	cd bench && $(GO) run ./cmd/fencebench -quick $(BENCH_FLAGS)
 
-## chaos: a fault run and the control run (testkit/chaos; docs/reliability.md).
+## chaos: a fault run and the control run (testkit/chaos; docs/reliability.md); both have
+##   the forger (forged tokens at the PostgreSQL guard: none accepted; the control's keyless guard accepts them).
 ##   make chaos DURATION=10m SEED=N     # SEED=0 picks one and prints it
 ##   make chaos NODES=5                 # a 5-node raft cluster (1, 3 or 5; adds the cluster fault kinds)
 ##   CHAOS_FLAGS adds runner flags (`bin/fence-chaos run -h`), e.g. CHAOS_FLAGS="-workers 8 -faults worker-pause,server-kill"

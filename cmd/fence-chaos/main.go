@@ -3,17 +3,19 @@
 // fault-injecting proxy on every peer link — as real processes behind
 // fault-injecting client proxies, runs the paused-worker story's workload from worker
 // processes against the built-in store and a PostgreSQL guard store, injects
-// faults on a seeded schedule, and checks the recorded history for stale
-// writes, token regressions, overlapping holds, leases ended before their
-// TTL (on the host's monotonic clock), lost writes, double applies and
-// linearizability.
+// faults on a seeded schedule while a forger sends the PostgreSQL guard
+// forged tokens, and checks the recorded history for stale writes, token
+// regressions, overlapping holds, leases ended before their TTL (on the
+// host's monotonic clock), lost writes, double applies, linearizability and
+// forgeries accepted.
 //
 //	fence-chaos run [-nodes 1|3|5] [-duration 1m] [-seed N] [-control] [-fence bin/fence] [-out DIR] ...
 //	fence-chaos check DIR        (check a recorded run again: history-*.jsonl and final.jsonl)
 //	fence-chaos worker ARGS      (started by run; one worker process)
 //
 // The last line of run is the summary; the exit code is 0 only when every
-// checker held (a -control run: when checker 1 caught the unfenced writes;
+// checker held (a -control run: when checker 1 caught the unfenced writes
+// and the forgery checker the forgeries its keyless guard accepted;
 // -expect-caught: when the run failed, for plantbug builds).
 package main
 
@@ -59,7 +61,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	nodes := fs.Int("nodes", 1, "Fence nodes: 1 (a single server) or 3 or 5 (a raft cluster with a fault proxy on every peer link; adds the cluster fault kinds)")
 	workers := fs.Int("workers", 5, "worker processes")
 	resources := fs.Int("resources", 3, "locks and resources (sku-0..sku-K-1)")
-	control := fs.Bool("control", false, "control run: the workers write to PostgreSQL without fencing; passes when the harness catches the stale writes")
+	control := fs.Bool("control", false, "control run: the workers write to PostgreSQL without fencing and the forger's guard has no key set; passes when the harness catches the stale writes and the accepted forgeries")
 	fenceBin := fs.String("fence", "", "fence binary the nodes run (default: fence next to this binary, else bin/fence)")
 	out := fs.String("out", "", "directory for histories, logs and visualisations (default: a new temp dir, kept)")
 	pg := fs.String("pg", envOr("FENCE_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN of the guard store")
@@ -198,13 +200,13 @@ func validKind(k chaos.FaultKind) bool {
 }
 
 // checkMain runs the checkers again on a run's recorded histories (DIR's
-// history-*.jsonl, the workers', and final.jsonl), for a replay of the
+// history-*.jsonl, the workers' and the forger's, and final.jsonl), for a replay of the
 // verdict without the run, or for a history edited by hand.
 func checkMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fence-chaos check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	linTimeout := fs.Duration("lin-timeout", 2*time.Minute, "porcupine time bound")
-	control := fs.Bool("control", false, "the history is a control run's: pass when checker 1 caught stale writes")
+	control := fs.Bool("control", false, "the history is a control run's: pass when checker 1 caught stale writes and the forgery checker saw forgeries accepted")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -247,8 +249,12 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	if r.Restores > 0 {
 		restores = fmt.Sprintf(" restores=%d restore_mismatch=%d", r.Restores, r.RestoreMismatch)
 	}
-	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
-		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.EarlyExpiry, r.Expiries, r.LostWrites, r.DoubleApplies, restores,
+	forged := ""
+	if r.Forgeries > 0 || r.HonestAccepted > 0 {
+		forged = fmt.Sprintf(" forgeries=%d forgeries_accepted=%d forgeries_changed=%d honest_refused=%d", r.Forgeries, r.ForgeriesAccepted, r.ForgeriesChanged, r.HonestRefused)
+	}
+	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s%s missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
+		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.EarlyExpiry, r.Expiries, r.LostWrites, r.DoubleApplies, restores, forged,
 		r.MissingFinal, r.Malformed, empty, r.StaleRefused, lin)
 	if r.Holds(*control) {
 		return 0

@@ -160,6 +160,13 @@ func TestChaosShort(t *testing.T) {
 	if sum.Report.Ops < 200 {
 		t.Errorf("only %d ops in a minute: the workload barely ran", sum.Report.Ops)
 	}
+	// G9, the forger: every kind of forgery refused (the verdict also wants
+	// none accepted, none refused as anything but FORGED_TOKEN, the store
+	// unchanged after each, and its own signed tokens accepted).
+	if sum.Report.Forgeries == 0 || sum.Report.ForgeriesAccepted != 0 || sum.Report.HonestAccepted == 0 {
+		t.Errorf("forgeries at the guards: %d judged, %d accepted %v, the forger's own tokens %d accepted: %s",
+			sum.Report.Forgeries, sum.Report.ForgeriesAccepted, sum.Report.ForgeriesAcceptedBy, sum.Report.HonestAccepted, sum.Line())
+	}
 	if !sum.Pass {
 		t.Errorf("chaos run failed: %s\nproblems:\n%s", sum.Line(), strings.Join(sum.Report.Problems, "\n"))
 	}
@@ -187,6 +194,13 @@ func TestChaosControl(t *testing.T) {
 	}
 	if sum.Report.StaleAccepted == 0 {
 		t.Errorf("control run: plain writes after a pause were not caught by checker 1 in three runs; the last: %s", sum.Line())
+	}
+	// The forger's guard has no key set in the control run: every kind of
+	// forgery must be seen accepted (the forgery checker can see each).
+	for _, k := range chaos.ForgeKinds {
+		if sum.Report.ForgeriesAcceptedBy[k] == 0 {
+			t.Errorf("control run: forgery %s never accepted by the guard without keys (accepted %v): %s", k, sum.Report.ForgeriesAcceptedBy, sum.Line())
+		}
 	}
 	if !sum.Pass {
 		t.Errorf("control run failed: %s\nproblems:\n%s", sum.Line(), strings.Join(sum.Report.Problems, "\n"))

@@ -11,7 +11,7 @@ import (
 
 // Report is the checkers' verdict on one history.
 type Report struct {
-	Ops int // operations in the history (every Op, of every outcome)
+	Ops int // operations in the history (every Op, of every outcome), the forger's apart
 
 	// StaleAccepted (checker 1): OK writes and adds whose token is below the
 	// token of an OK mutation with a lower version on the same resource.
@@ -71,6 +71,28 @@ type Report struct {
 	Restores        int
 	RestoreMismatch int
 
+	// The forgery checker (checker 7, check_forgery.go), on the forger's
+	// writes at the PostgreSQL guard (forger.go). Forgeries: forged tokens
+	// the guard answered (accepted or refused). ForgeriesAccepted: those it
+	// accepted — 0 with the cluster's key set; the control run's guard
+	// has none and must accept some. ForgeriesChanged: refused forgeries
+	// after which the stored tokens were not what they were before.
+	// ForgeriesMisrefused: refused, but not as FORGED_TOKEN. HonestAccepted
+	// and HonestRefused: the forger's own signed tokens, and HonestRefused
+	// also the workers' writes refused as FORGED_TOKEN (a guard refusing
+	// everything accepts no forgery either). An honest refusal fails a run
+	// without restores; with restores it is reported only: a lease of a
+	// cluster a restore discarded (a backup older than the last restore
+	// brings back a cluster id without that branch in restored_from), or
+	// written while the nodes were cut off and the guard could not fetch
+	// the new key set, is rightly refused. ForgeUntried: kinds without a
+	// judged write (ForgeHonest: none accepted). ForgeriesAcceptedBy: per
+	// kind. All zero in a history without the forger.
+	Forgeries, ForgeriesAccepted, ForgeriesChanged, ForgeriesMisrefused int
+	HonestAccepted, HonestRefused                                       int
+	ForgeUntried                                                        []string
+	ForgeriesAcceptedBy                                                 map[string]int
+
 	// Linearizable (checker 6): every register (store, resource) and every
 	// lock passed porcupine within the time limit.
 	Linearizable bool
@@ -84,26 +106,33 @@ type Report struct {
 }
 
 // OK reports whether every checker held: no stale write accepted, no token
-// regressed, no overlap, no lost write, no double apply, linearizable, and
-// the history was complete enough to check: not empty, a final read of
-// every resource, no malformed record. A control run is expected to fail it
-// with StaleAccepted > 0 (OKExceptStale is the rest).
+// regressed, no overlap, no lost write, no double apply, linearizable, no
+// forgery accepted or refused other than as FORGED_TOKEN, and the history
+// was complete enough to check: not empty, a final read of every resource,
+// no malformed record. A control run is expected to fail it with
+// StaleAccepted > 0 and ForgeriesAccepted > 0 (OKExceptStale is the rest).
 func (r Report) OK() bool {
-	return r.StaleAccepted == 0 && r.OKExceptStale()
+	return r.StaleAccepted == 0 && r.ForgeriesAccepted == 0 && r.ForgeriesMisrefused == 0 && r.OKExceptStale()
 }
 
-// OKExceptStale is OK without checker 1: what a control run must pass.
+// OKExceptStale is OK without checker 1 and without the forgery checker's
+// accepted and misrefused counts (a guard without keys accepts forgeries,
+// and may refuse one as stale): what a control run must pass. A refused
+// forgery must still leave the store unchanged, and the forger's honest
+// writes must still be accepted.
 func (r Report) OKExceptStale() bool {
 	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.EarlyExpiry == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 && r.RestoreMismatch == 0 &&
+		r.ForgeriesChanged == 0 && (r.HonestRefused == 0 || r.Restores > 0) && len(r.ForgeUntried) == 0 &&
 		r.Linearizable && r.MissingFinal == 0 && r.Malformed == 0 && !r.Empty
 }
 
 // Holds is the run's verdict on its history: every checker held, or, for a
-// control run (plain writes), checker 1 caught stale writes and every other
-// checker held.
+// control run (plain writes, a guard without keys), checker 1 caught stale
+// writes, the forgery checker saw forgeries accepted (when the history has
+// the forger's writes), and every other checker held.
 func (r Report) Holds(control bool) bool {
 	if control {
-		return r.StaleAccepted > 0 && r.OKExceptStale()
+		return r.StaleAccepted > 0 && (r.Forgeries == 0 || r.ForgeriesAccepted > 0) && r.OKExceptStale()
 	}
 	return r.OK()
 }
@@ -122,11 +151,21 @@ const maxProblems = 20
 // Linearizable false.
 func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r := Report{Ops: len(ops)}
+	ops, forged := splitForgeries(ops)
+	r.Ops = len(ops) // the workers' and the harness's: the forger's are Forgeries and HonestAccepted/Refused
 	ops, sc := scopeRestores(ops)
+	var firstOpen int64
+	if len(sc.restores) > 0 {
+		firstOpen = sc.restores[0].open
+	}
+	fr := checkForgeries(forged, firstOpen)
+	r.Forgeries, r.ForgeriesAccepted, r.ForgeriesChanged, r.ForgeriesMisrefused = fr.forgeries, fr.accepted, fr.changed, fr.misrefused
+	r.HonestAccepted, r.HonestRefused, r.ForgeUntried, r.ForgeriesAcceptedBy = fr.honestOK, fr.honestRefused, fr.untried, fr.acceptedBy
 	r.Restores = len(sc.restores)
 	h := newChkHistory(ops)
 
-	var probs [11][]string
+	var probs [12][]string
+	probs[11] = fr.problems
 	r.StaleAccepted, probs[0] = checkStale(h)
 	r.TokensRegressed, probs[1] = checkTokens(h)
 	r.Overlaps, probs[2] = checkOverlaps(h)

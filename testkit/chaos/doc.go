@@ -27,10 +27,15 @@
 //     backup, every node killed, `fence restore` into a fresh data dir,
 //     the cluster re-formed, the run goes on);
 //   - worker.go, store_*.go: the worker loop run by `fence-chaos worker` in
-//     its own process;
+//     its own process; its PostgreSQL writes send the lease's signed token
+//     to a guard holding the cluster's key set (keys.go: GET /v1/keys,
+//     fetched again on an unknown cluster or key id);
+//   - forger.go: the forger, in the harness's process, sending the same
+//     guard forged tokens for the whole run (issue 22, G9);
 //   - check.go: the checkers (stale writes, token order, exclusion, early
 //     expiry on the host's monotonic clock, lost writes, double applies) and
-//     linear.go: linearizability with porcupine; check_restore.go: the
+//     linear.go: linearizability with porcupine; check_forgery.go: the
+//     forgeries accepted (checker 7); check_restore.go: the
 //     built-in store's checks scoped to restore epochs, and each backup
 //     checked against what came back;
 //   - run.go: Run, which ties them together and returns a Summary.

@@ -22,6 +22,10 @@ const (
 	// KindFinal is the harness's read of a resource after every worker has
 	// stopped and every fault is healed: the state the checkers explain.
 	KindFinal Kind = "final"
+	// KindForge is one write of the forger (forger.go) at the PostgreSQL
+	// guard: Forge names what it sent, Token the number, Before and After
+	// the stored tokens around it. Only the forgery checker reads them.
+	KindForge Kind = "forge"
 )
 
 // Outcome is what the caller learned of an operation.
@@ -99,6 +103,15 @@ type Op struct {
 	// Role (backup only): the raft role of the node that took it, as its
 	// header says (Leader, Follower, Candidate).
 	Role string `json:"role,omitempty"`
+
+	// Reason (write, add, forge): the refusal's reason (FORGED_TOKEN,
+	// STALE_TOKEN, ...). Forge only: the kind of token sent (ForgeHonest,
+	// ForgeHuge, ...) and the resource's stored tokens read before and
+	// after the write.
+	Forge  string  `json:"forge,omitempty"`
+	Reason string  `json:"reason,omitempty"`
+	Before *Stored `json:"before,omitempty"`
+	After  *Stored `json:"after,omitempty"`
 
 	// restoredLease (set by the checker, not recorded): a session release
 	// after a restore of a lease granted before it (see scopeRestores).

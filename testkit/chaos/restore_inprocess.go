@@ -61,7 +61,7 @@ func guardMaxToken(ctx context.Context, dsn string) (uint64, error) {
 	if !ok {
 		return 0, fmt.Errorf("chaos: guard table %q: want <prefix>_guard", table)
 	}
-	g, err := pgGuard(prefix)
+	g, err := pgGuard(prefix, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -140,9 +140,13 @@ func (s Summary) Line() string {
 	if len(s.Missing) > 0 {
 		faults += fmt.Sprintf(" missing=%v", s.Missing)
 	}
-	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
+	forged := ""
+	if s.Report.Forgeries > 0 || s.Report.HonestAccepted > 0 {
+		forged = fmt.Sprintf(" forgeries=%d forgeries_accepted=%d forgeries_changed=%d honest_refused=%d", s.Report.Forgeries, s.Report.ForgeriesAccepted, s.Report.ForgeriesChanged, s.Report.HonestRefused)
+	}
+	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s%s missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
 		mode, s.Seed, s.Duration, max(s.Nodes, 1), s.Report.Ops, faults, s.Report.StaleAccepted,
-		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.EarlyExpiry, s.Report.Expiries, s.Report.LostWrites, s.Report.DoubleApplies, restores,
+		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.EarlyExpiry, s.Report.Expiries, s.Report.LostWrites, s.Report.DoubleApplies, restores, forged,
 		s.Report.MissingFinal, s.Report.Malformed, empty, s.Crashes, s.Wedged, s.Unrecovered,
 		s.Report.StaleRefused, lin, result)
 }
@@ -367,6 +371,35 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	logf("%d workers on %d resources, stores %v, control=%v, ttl %s, session ttl %s",
 		cfg.Workers, cfg.Resources, cfg.Stores, cfg.Control, cfg.TTL, cfg.SessionTTL)
 
+	// The forger (forger.go), with the PostgreSQL store: forged tokens at
+	// the run's guard for the whole run. Its guard verifies with the
+	// cluster's key set (GET /v1/keys of the nodes, fetched directly);
+	// in the control run it has none, and must be seen accepting them.
+	forging := slices.Contains(cfg.Stores, StorePostgres)
+	stopForger := func() error { return nil }
+	if forging {
+		fcfg := ForgerConfig{
+			Server: strings.Join(cluster.Endpoints(), ","), ClientOptions: ccfg.Security.ClientOptions(),
+			PostgresDSN: cfg.PostgresDSN, PGPrefix: prefix, Seed: cfg.Seed,
+			History: filepath.Join(cfg.Dir, "history-forger.jsonl"),
+		}
+		if !cfg.Control {
+			fcfg.Keys = newKeyCache(cluster.DirectURLs(), ccfg.Security.tlsConfig(), ccfg.Security.token())
+		}
+		histories = append(histories, fcfg.History)
+		fctx, fcancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- RunForger(fctx, fcfg) }()
+		var once sync.Once
+		var ferr error
+		stopForger = func() error {
+			once.Do(func() { fcancel(); ferr = <-done })
+			return ferr
+		}
+		defer stopForger()
+		logf("forger on forge-0, forge-1, forge-max at the PostgreSQL guard, key set: %v", !cfg.Control)
+	}
+
 	// The nemesis, on its seeded schedule.
 	sched := ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Kinds: cfg.Kinds,
 		Workers: cfg.Workers, Nodes: cfg.Nodes, TTL: cfg.TTL}.Schedule()
@@ -423,6 +456,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	logf("nemesis done: %v; stopping workers", counts)
 	stopWorkers()
+	if err := stopForger(); err != nil {
+		return sum, fmt.Errorf("chaos: forger: %w", err)
+	}
 	procs.mu.Lock()
 	for i, err := range procs.exits {
 		if err != nil {
@@ -515,6 +551,15 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum.Report = Check(ops, cfg.Dir, cfg.LinTimeout)
 	r := sum.Report
 	sum.Pass = r.Holds(cfg.Control) && sum.Crashes == 0 && sum.Wedged == 0 && sum.Unrecovered == 0 && len(sum.Missing) == 0
+	if forging && r.Forgeries+r.HonestAccepted+r.HonestRefused == 0 {
+		sum.Pass = false
+		sum.Report.Problems = append(sum.Report.Problems, errNoForger.Error())
+		r.Problems = sum.Report.Problems
+	}
+	if forging {
+		logf("forgeries: %d judged, %d accepted %v, %d refused with the store changed, %d refused not as FORGED_TOKEN; the forger's own tokens: %d accepted, %d refused",
+			r.Forgeries, r.ForgeriesAccepted, r.ForgeriesAcceptedBy, r.ForgeriesChanged, r.ForgeriesMisrefused, r.HonestAccepted, r.HonestRefused)
+	}
 	for _, p := range r.Problems {
 		logf("problem: %s", p)
 	}

@@ -35,8 +35,11 @@ type store interface {
 	Res(k int) string
 	Fenced() bool
 	Read(ctx context.Context, cl *client.Client, k int) (storeState, Outcome, error)
-	Write(ctx context.Context, cl *client.Client, k int, token fence.Token, value int64, opID string) (m storeMut, out Outcome, lastToken uint64, err error)
-	Add(ctx context.Context, cl *client.Client, k int, token fence.Token, delta int64, opID string) (m storeMut, out Outcome, lastToken uint64, err error)
+	// Write and Add send the lease's signed token (a guard with a key
+	// set verifies its proof; the built-in store, whose resource
+	// stock/sku-k is not named like its lock, is sent the number).
+	Write(ctx context.Context, cl *client.Client, k int, st fence.SignedToken, value int64, opID string) (m storeMut, out Outcome, lastToken uint64, err error)
+	Add(ctx context.Context, cl *client.Client, k int, st fence.SignedToken, delta int64, opID string) (m storeMut, out Outcome, lastToken uint64, err error)
 	Close()
 }
 
@@ -76,8 +79,8 @@ func (s fenceStore) Read(ctx context.Context, cl *client.Client, k int) (storeSt
 	return stateOf(r), OutcomeOK, nil
 }
 
-func (s fenceStore) Write(ctx context.Context, cl *client.Client, k int, token fence.Token, value int64, opID string) (storeMut, Outcome, uint64, error) {
-	r, err := cl.Write(ctx, s.Res(k), token, []byte(strconv.FormatInt(value, 10)), client.OpID(opID))
+func (s fenceStore) Write(ctx context.Context, cl *client.Client, k int, st fence.SignedToken, value int64, opID string) (storeMut, Outcome, uint64, error) {
+	r, err := cl.Write(ctx, s.Res(k), st.Token, []byte(strconv.FormatInt(value, 10)), client.OpID(opID))
 	if err != nil {
 		out, last := classifyMutation(err)
 		return storeMut{}, out, last, err
@@ -85,8 +88,8 @@ func (s fenceStore) Write(ctx context.Context, cl *client.Client, k int, token f
 	return storeMut{Value: stockInt(r.Value), Version: r.Version, LastToken: uint64(r.LastToken), Replayed: r.Replayed}, OutcomeOK, 0, nil
 }
 
-func (s fenceStore) Add(ctx context.Context, cl *client.Client, k int, token fence.Token, delta int64, opID string) (storeMut, Outcome, uint64, error) {
-	r, err := cl.Add(ctx, s.Res(k), token, delta, client.OpID(opID))
+func (s fenceStore) Add(ctx context.Context, cl *client.Client, k int, st fence.SignedToken, delta int64, opID string) (storeMut, Outcome, uint64, error) {
+	r, err := cl.Add(ctx, s.Res(k), st.Token, delta, client.OpID(opID))
 	if err != nil {
 		out, last := classifyMutation(err)
 		return storeMut{}, out, last, err

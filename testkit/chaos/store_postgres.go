@@ -40,8 +40,15 @@ func checkPrefix(prefix string) error {
 	return nil
 }
 
-func pgGuard(prefix string) (*postgres.Guard, error) {
-	return postgres.New(postgres.Options{Table: prefix + "_guard", OpsTable: prefix + "_ops"})
+// pgGuard is the run's guard: with keys, a guard that verifies every
+// token's proof against the cluster's key set before it compares (G9);
+// without, one that compares any number it is handed.
+func pgGuard(prefix string, keys *keyCache) (*postgres.Guard, error) {
+	opts := postgres.Options{Table: prefix + "_guard", OpsTable: prefix + "_ops"}
+	if keys != nil {
+		opts.KeySource = keys.Source
+	}
+	return postgres.New(opts)
 }
 
 // SetupPostgres creates the run's tables (idempotent) with one zero row per
@@ -50,7 +57,7 @@ func SetupPostgres(ctx context.Context, dsn, prefix string, resources int) error
 	if err := checkPrefix(prefix); err != nil {
 		return err
 	}
-	g, err := pgGuard(prefix)
+	g, err := pgGuard(prefix, nil)
 	if err != nil {
 		return err
 	}
@@ -92,15 +99,19 @@ func DropPostgres(ctx context.Context, dsn, prefix string) error {
 type pgStore struct {
 	pool    *pgxpool.Pool
 	guard   *postgres.Guard
+	keys    *keyCache // nil: the guard has no key set
 	table   string
 	control bool
 }
 
-func newPGStore(ctx context.Context, dsn, prefix string, control bool) (*pgStore, error) {
+// newPGStore opens the run's tables. control: plain UPDATEs without the
+// guard; else every write goes through the guard, which verifies the
+// signed token's proof with keys (nil: a guard without a key set).
+func newPGStore(ctx context.Context, dsn, prefix string, control bool, keys *keyCache) (*pgStore, error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
 	}
-	g, err := pgGuard(prefix)
+	g, err := pgGuard(prefix, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +127,7 @@ func newPGStore(ctx context.Context, dsn, prefix string, control bool) (*pgStore
 	if err != nil {
 		return nil, fmt.Errorf("chaos: PostgreSQL pool: %w", err)
 	}
-	return &pgStore{pool: pool, guard: g, table: prefix + "_stock", control: control}, nil
+	return &pgStore{pool: pool, guard: g, keys: keys, table: prefix + "_stock", control: control}, nil
 }
 
 func (s *pgStore) Name() string     { return StorePostgres }
@@ -159,11 +170,23 @@ func (s *pgStore) update(ctx context.Context, tx pgx.Tx, res string, token fence
 	return storeMut{Value: v, Version: uint64(ver), LastToken: uint64(last)}, nil
 }
 
+// ensureKeys makes the guard's key set able to judge st (fetching it again
+// after a restore or a rotation); a failed fetch is left to the guard,
+// which then refuses the write (no key set, or an unknown key).
+func (s *pgStore) ensureKeys(ctx context.Context, st fence.SignedToken) {
+	if s.keys != nil && !s.control {
+		_ = s.keys.Ensure(ctx, st)
+	}
+}
+
 // txMutation is a write (or a control run's add) in one transaction: the
-// guard's Check (unless control), the UPDATE, COMMIT. Any error before
-// COMMIT is sent leaves nothing applied (fail; stale for a refused token);
-// an error of COMMIT itself is unknown: the commit may have happened.
-func (s *pgStore) txMutation(ctx context.Context, res string, token fence.Token, set string, arg int64) (storeMut, Outcome, uint64, error) {
+// guard's CheckSigned (unless control), the UPDATE, COMMIT. Any error
+// before COMMIT is sent leaves nothing applied (fail — a forged token, or
+// no key set, too; stale for a refused token); an error of COMMIT itself
+// is unknown: the commit may have happened.
+func (s *pgStore) txMutation(ctx context.Context, res string, st fence.SignedToken, set string, arg int64) (storeMut, Outcome, uint64, error) {
+	token := st.Token
+	s.ensureKeys(ctx, st)
 	m, err := func() (storeMut, error) {
 		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 		if err != nil {
@@ -175,7 +198,7 @@ func (s *pgStore) txMutation(ctx context.Context, res string, token fence.Token,
 			tx.Rollback(rctx) // no-op after Commit
 		}()
 		if !s.control {
-			if err := s.guard.Check(ctx, tx, res, token); err != nil {
+			if err := s.guard.CheckSigned(ctx, tx, res, st); err != nil {
 				return storeMut{}, errBeforeCommit{err}
 			}
 		}
@@ -201,8 +224,8 @@ func (s *pgStore) txMutation(ctx context.Context, res string, token fence.Token,
 	return m, OutcomeUnknown, 0, err
 }
 
-func (s *pgStore) Write(ctx context.Context, _ *client.Client, k int, token fence.Token, value int64, _ string) (storeMut, Outcome, uint64, error) {
-	return s.txMutation(ctx, s.Res(k), token, "$1", value)
+func (s *pgStore) Write(ctx context.Context, _ *client.Client, k int, st fence.SignedToken, value int64, _ string) (storeMut, Outcome, uint64, error) {
+	return s.txMutation(ctx, s.Res(k), st, "$1", value)
 }
 
 // Add: fenced, guard.Do with the op_id (a retry of an applied op_id
@@ -210,12 +233,19 @@ func (s *pgStore) Write(ctx context.Context, _ *client.Client, k int, token fenc
 // worker does not retry it). Do's errors other than a stale token, an
 // op_id conflict or an invalid argument are unknown: Do commits itself, so
 // an error may come from its COMMIT.
-func (s *pgStore) Add(ctx context.Context, _ *client.Client, k int, token fence.Token, delta int64, opID string) (storeMut, Outcome, uint64, error) {
+func (s *pgStore) Add(ctx context.Context, _ *client.Client, k int, st fence.SignedToken, delta int64, opID string) (storeMut, Outcome, uint64, error) {
 	res := s.Res(k)
 	if s.control {
-		return s.txMutation(ctx, res, token, "value + $1", delta)
+		return s.txMutation(ctx, res, st, "value + $1", delta)
 	}
-	op := postgres.Op{Resource: res, Token: token, ID: opID, Payload: fmt.Appendf(nil, "add %s %d %d", res, delta, token)}
+	token := st.Token
+	s.ensureKeys(ctx, st)
+	if s.keys != nil && s.keys.Source() == nil {
+		// Do would refuse it before any SQL, with an error of no type
+		// this package can name: say so here, definitely not applied.
+		return storeMut{}, OutcomeFail, 0, errors.New("chaos: the guard has no key set yet (GET /v1/keys failed)")
+	}
+	op := postgres.Op{Resource: res, Token: token, SignedToken: st, ID: opID, Payload: fmt.Appendf(nil, "add %s %d %d", res, delta, token)}
 	saved, replayed, err := s.guard.Do(ctx, s.pool, op, func(tx pgx.Tx) ([]byte, error) {
 		m, err := s.update(ctx, tx, res, token, "value + $1", delta)
 		if err != nil {
@@ -236,7 +266,7 @@ func (s *pgStore) Add(ctx context.Context, _ *client.Client, k int, token fence.
 		return m, OutcomeOK, 0, nil
 	case errors.As(err, &stale):
 		return storeMut{}, OutcomeStale, uint64(stale.LastAccepted), err
-	case errors.Is(err, fence.ErrOpConflict), errors.Is(err, fence.ErrInvalid):
+	case errors.Is(err, fence.ErrOpConflict), errors.Is(err, fence.ErrInvalid), errors.Is(err, fence.ErrForgedToken):
 		return storeMut{}, OutcomeFail, 0, err
 	}
 	return storeMut{}, OutcomeUnknown, 0, err

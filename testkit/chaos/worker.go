@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -276,7 +277,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		case StoreFence:
 			w.stores = append(w.stores, fenceStore{})
 		case StorePostgres:
-			ps, err := newPGStore(ctx, cfg.PostgresDSN, cfg.PGPrefix, cfg.Control)
+			// The guard verifies the lease's signed token with the
+			// cluster's key set, fetched from the nodes (through the
+			// proxies, like every call of the worker) on demand.
+			var tc *tls.Config
+			if cfg.CACert != "" {
+				if tc, err = trustCA(cfg.CACert); err != nil {
+					return err
+				}
+			}
+			keys := newKeyCache([]string{cfg.Server}, tc, cfg.AuthToken)
+			ps, err := newPGStore(ctx, cfg.PostgresDSN, cfg.PGPrefix, cfg.Control, keys)
 			if err != nil {
 				return err
 			}
@@ -425,6 +436,7 @@ func (w *wrk) acquire(ctx context.Context, k int, session bool, wait time.Durati
 func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	s := w.stores[w.rng.IntN(len(w.stores))]
 	token := h.lease.Token()
+	signed := h.lease.SignedToken()
 	base := Op{Store: s.Name(), Res: s.Res(h.k), Session: h.session, Fenced: s.Fenced()}
 
 	if ctx.Err() != nil {
@@ -476,7 +488,7 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	wop.Call = nowNano()
 	// Not h.lease.Context(): a lost lease must not stop the write.
 	wctx, cancel := context.WithTimeout(ctx, workerOpTimeout)
-	m, out, last, err := s.Write(wctx, h.cl, h.k, token, wop.Value, wop.OpID)
+	m, out, last, err := s.Write(wctx, h.cl, h.k, signed, wop.Value, wop.OpID)
 	cancel()
 	w.fillMutation(&wop, m, out, last, err)
 	if err := w.record(wop); err != nil {
@@ -484,13 +496,13 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	}
 
 	if w.rng.IntN(10) < 3 && ctx.Err() == nil {
-		return w.add(ctx, s, h, base, token)
+		return w.add(ctx, s, h, base, signed)
 	}
 	return nil
 }
 
 func (w *wrk) fillMutation(op *Op, m storeMut, out Outcome, last uint64, err error) {
-	op.Out, op.Err = out, errString(err)
+	op.Out, op.Err, op.Reason = out, errString(err), string(fence.ReasonOf(err))
 	if out != OutcomeUnknown {
 		op.Return = nowNano()
 	}
@@ -509,7 +521,8 @@ func (w *wrk) fillMutation(op *Op, m storeMut, out Outcome, last uint64, err err
 // while the outcome is unknown, for up to addRetryFor. In the control run
 // (no op_id idempotency in the plain UPDATE) it is not retried and carries
 // no op_id.
-func (w *wrk) add(ctx context.Context, s store, h *heldLease, base Op, token fence.Token) error {
+func (w *wrk) add(ctx context.Context, s store, h *heldLease, base Op, signed fence.SignedToken) error {
+	token := signed.Token
 	op := base
 	op.Kind, op.Token, op.Value = KindAdd, uint64(token), restockDelta
 	idempotent := s.Fenced()
@@ -521,7 +534,7 @@ func (w *wrk) add(ctx context.Context, s store, h *heldLease, base Op, token fen
 	for {
 		op.Attempts++
 		actx, cancel := context.WithTimeout(ctx, addAttempt)
-		m, out, last, err := s.Add(actx, h.cl, h.k, token, restockDelta, op.OpID)
+		m, out, last, err := s.Add(actx, h.cl, h.k, signed, restockDelta, op.OpID)
 		cancel()
 		w.fillMutation(&op, m, out, last, err)
 		if out != OutcomeUnknown || !idempotent || ctx.Err() != nil || time.Now().After(until) {
@@ -593,7 +606,7 @@ func FinalReads(ctx context.Context, fenceURL, dsn, prefix string, resources int
 			if err := checkPrefix(prefix); err != nil {
 				return nil, err
 			}
-			s, err := newPGStore(ctx, dsn, prefix, false)
+			s, err := newPGStore(ctx, dsn, prefix, false, nil)
 			if err != nil {
 				return nil, err
 			}

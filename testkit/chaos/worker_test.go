@@ -608,7 +608,8 @@ func TestWorkerProcesses(t *testing.T) {
 			if tc.store == StorePostgres {
 				prefix = testPrefix(t, dsn, 1)
 				var err error
-				if pg, err = newPGStore(context.Background(), dsn, prefix, tc.control); err != nil {
+				// A guard that verifies proofs with the server's key set.
+				if pg, err = newPGStore(context.Background(), dsn, prefix, tc.control, newKeyCache([]string{url}, nil, "")); err != nil {
 					t.Fatal(err)
 				}
 				defer pg.Close()
@@ -669,7 +670,7 @@ func TestWorkerProcesses(t *testing.T) {
 				}
 				bVersion = r.Version
 			} else {
-				m, out, _, err := pg.Write(ctx, nil, 0, tokB, 100, "")
+				m, out, _, err := pg.Write(ctx, nil, 0, lease.SignedToken(), 100, "")
 				if out != OutcomeOK {
 					t.Fatalf("B's write: %s %v", out, err)
 				}
@@ -737,7 +738,7 @@ type flakyStore struct {
 
 func (s *flakyStore) Fenced() bool { return s.fenced }
 
-func (s *flakyStore) Add(_ context.Context, _ *client.Client, _ int, _ fence.Token, delta int64, opID string) (storeMut, Outcome, uint64, error) {
+func (s *flakyStore) Add(_ context.Context, _ *client.Client, _ int, _ fence.SignedToken, delta int64, opID string) (storeMut, Outcome, uint64, error) {
 	s.opIDs = append(s.opIDs, opID)
 	out := s.script[0]
 	s.script = s.script[1:]
@@ -776,7 +777,7 @@ func TestWorkerAddRetry(t *testing.T) {
 			s := &flakyStore{fenced: tc.fenced, script: tc.script}
 			before := nowNano()
 			base := Op{Store: s.Name(), Res: s.Res(0), Fenced: s.Fenced()}
-			if err := w.add(context.Background(), s, &heldLease{k: 0}, base, 9); err != nil {
+			if err := w.add(context.Background(), s, &heldLease{k: 0}, base, fence.SignedToken{Token: 9}); err != nil {
 				t.Fatal(err)
 			}
 			rec.Close()
