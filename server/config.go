@@ -53,6 +53,15 @@ type Config struct {
 	// MaxStreams caps the open SessionService.Stream streams, default
 	// DefaultMaxStreams; more are refused with resource_exhausted.
 	MaxStreams int
+	// MaxStreamsPerPrincipal caps, with authentication on, the open
+	// streams of one principal; more are refused with resource_exhausted
+	// naming config.max_streams_per_principal (stream_quota.go). 0: no
+	// quota (`fence serve` defaults to DefaultMaxStreamsPerPrincipal).
+	MaxStreamsPerPrincipal int
+	// StreamFirstMessageTimeout ends a stream whose first message has not
+	// come this long after it was opened, default
+	// DefaultStreamFirstMessageTimeout (stream_quota.go).
+	StreamFirstMessageTimeout time.Duration
 	// MaxStreamRequests caps the requests in flight on one stream, default
 	// DefaultMaxStreamRequests; more are answered at once with
 	// RESOURCE_EXHAUSTED and not applied (stream.go).
@@ -106,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReplyBytes == 0 {
 		c.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if c.StreamFirstMessageTimeout == 0 {
+		c.StreamFirstMessageTimeout = DefaultStreamFirstMessageTimeout
 	}
 	if c.MaxStreamRequests == 0 {
 		c.MaxStreamRequests = DefaultMaxStreamRequests
