@@ -99,9 +99,10 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 }
 
 // AuthResetFile, in a node's data dir, permits one more auth bootstrap
-// when it holds the number of bootstraps the store has had (fence auth
-// status shows it): how an operator with a shell on a server recovers a
-// lost admin token (docs/operations.md).
+// when it holds "N SECRET": N the number of bootstraps the store has had,
+// SECRET at least server.MinResetSecretLen characters, both given to the
+// bootstrap: how an operator with a shell on a server recovers a lost
+// admin token (docs/operations.md).
 const AuthResetFile = "auth-reset"
 
 // Handler is the API, /healthz, /readyz and /metrics on one mux (for

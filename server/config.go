@@ -14,10 +14,12 @@ import (
 type Config struct {
 	// Logger receives the server's logs; default text to stderr.
 	Logger *slog.Logger
-	// AuthResetFile is the file (in the node's data dir) whose content, a
-	// number, permits one more auth bootstrap when it names the store's
-	// bootstraps so far: the recovery of a lost admin token, for whoever
-	// has a shell on a server (docs/operations.md). "" permits none.
+	// AuthResetFile is the file (in the node's data dir) whose content,
+	// "N SECRET", permits one more auth bootstrap naming N, the store's
+	// bootstraps so far, and SECRET (at least MinResetSecretLen
+	// characters): the recovery of a lost admin token, for whoever has a
+	// shell on a server (auth_reset.go, docs/operations.md). "" permits
+	// none.
 	AuthResetFile string
 	// MaxTTL is the largest lease TTL accepted when Deps.Node knows no
 	// rules recorded in the log yet; default fence.DefaultMaxTTL.

@@ -3861,7 +3861,10 @@ type AuthBootstrapRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The store's bootstraps so far, as written in the node's reset file
 	// (0, or absent, for the first bootstrap).
-	ResetIndex    uint64 `protobuf:"varint,1,opt,name=reset_index,json=resetIndex,proto3" json:"reset_index,omitempty"`
+	ResetIndex uint64 `protobuf:"varint,1,opt,name=reset_index,json=resetIndex,proto3" json:"reset_index,omitempty"`
+	// With reset_index: the secret the node's reset file holds after the
+	// index (compared in constant time). Without it a reset is refused.
+	ResetSecret   string `protobuf:"bytes,2,opt,name=reset_secret,json=resetSecret,proto3" json:"reset_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3901,6 +3904,13 @@ func (x *AuthBootstrapRequest) GetResetIndex() uint64 {
 		return x.ResetIndex
 	}
 	return 0
+}
+
+func (x *AuthBootstrapRequest) GetResetSecret() string {
+	if x != nil {
+		return x.ResetSecret
+	}
+	return ""
 }
 
 type AuthBootstrapResponse struct {
@@ -5454,10 +5464,11 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x1b\n" +
 	"\tcert_name\x18\x02 \x01(\tR\bcertName\x12\x16\n" +
 	"\x06unbind\x18\x03 \x01(\bR\x06unbind\"\x12\n" +
-	"\x10BindRoleResponse\"7\n" +
+	"\x10BindRoleResponse\"Z\n" +
 	"\x14AuthBootstrapRequest\x12\x1f\n" +
 	"\vreset_index\x18\x01 \x01(\x04R\n" +
-	"resetIndex\"^\n" +
+	"resetIndex\x12!\n" +
+	"\freset_secret\x18\x02 \x01(\tR\vresetSecret\"^\n" +
 	"\x15AuthBootstrapResponse\x12-\n" +
 	"\x05token\x18\x01 \x01(\v2\x17.fence.v1.AuthTokenInfoR\x05token\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"1\n" +

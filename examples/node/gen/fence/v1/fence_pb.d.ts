@@ -1938,6 +1938,14 @@ export declare type AuthBootstrapRequest = Message<"fence.v1.AuthBootstrapReques
    * @generated from field: uint64 reset_index = 1;
    */
   resetIndex: bigint;
+
+  /**
+   * With reset_index: the secret the node's reset file holds after the
+   * index (compared in constant time). Without it a reset is refused.
+   *
+   * @generated from field: string reset_secret = 2;
+   */
+  resetSecret: string;
 };
 
 /**
