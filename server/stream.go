@@ -129,7 +129,7 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	}
 	// The principal's quota first (stream_quota.go): a principal at it
 	// takes no slot of MaxStreams.
-	release, err := s.principalStreams.take(principal, s.cfg.MaxStreamsPerPrincipal)
+	release, err := s.principalStreams.take(principal, s.streamQuota(principal))
 	if err != nil {
 		return s.connectError(ctx, streamProc, err)
 	}

@@ -9,12 +9,14 @@ import (
 
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/state"
 )
 
 // Bounds on what one tenant's streams hold of Config.MaxStreams.
 //
 // A principal may hold at most Config.MaxStreamsPerPrincipal open streams
-// (0: no quota): its next stream is refused RESOURCE_EXHAUSTED naming
+// (0: no quota), or the quota its roles set (`fence role quota ROLE
+// streams=N`: the largest of its roles', state.Quota.Streams): its next stream is refused RESOURCE_EXHAUSTED naming
 // config.max_streams_per_principal and the principal, and takes no slot of
 // MaxStreams, so other principals open theirs as before. With checking
 // off a stream has no principal and only MaxStreams binds (as with every
@@ -56,7 +58,7 @@ func (ps *principalStreams) take(principal string, max int) (release func(), err
 	defer ps.mu.Unlock()
 	if n := ps.n[principal]; n >= max {
 		return nil, &fence.ResourceExhaustedError{
-			Limit: fmt.Sprintf("open session streams of principal %q (config.max_streams_per_principal)", principal),
+			Limit: fmt.Sprintf("open session streams of principal %q (config.max_streams_per_principal or its roles' quota)", principal),
 			Bound: fmt.Sprintf("at most %d", max), Got: fmt.Sprint(n),
 		}
 	}
@@ -71,6 +73,20 @@ func (ps *principalStreams) take(principal string, max int) (release func(), err
 			delete(ps.n, principal)
 		}
 	}, nil
+}
+
+// streamQuota is principal's quota of streams: its roles' (the largest
+// they set), else Config.MaxStreamsPerPrincipal.
+func (s *Server) streamQuota(principal string) int {
+	if principal == "" || s.deps.Auth == nil {
+		return s.cfg.MaxStreamsPerPrincipal
+	}
+	var q int
+	s.deps.Auth.ReadAuth(func(m *state.Machine) { q = m.QuotaOf(principal).Streams })
+	if q > 0 {
+		return q
+	}
+	return s.cfg.MaxStreamsPerPrincipal
 }
 
 // receiveFirst receives a stream's first message within

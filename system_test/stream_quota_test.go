@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -78,10 +79,11 @@ func openStream(t *testing.T, c fencev1connect.SessionServiceClient) error {
 
 // One principal at its stream quota (--max-streams-per-principal) is
 // refused RESOURCE_EXHAUSTED naming the quota and itself, while a second
-// principal still opens a stream, though the two together hold every slot
-// of --max-streams: the first one's refused stream took none.
+// principal still opens a stream: the first one's refused stream took no
+// slot of --max-streams. Then an admin's `fence role quota tenant
+// streams=3` raises the quota and the first principal opens one more.
 func TestStreamQuotaOneTenantDoesNotStarveAnother(t *testing.T) {
-	srv := startServer(t, "--max-streams", "3", "--max-streams-per-principal", "2")
+	srv := startServer(t, "--max-streams", "4", "--max-streams-per-principal", "2")
 	a, err := harness.EnableAuth(context.Background(), fenceBinary(t), srv.URL(), nil, "tenant", []string{"lock:"}, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +105,18 @@ func TestStreamQuotaOneTenantDoesNotStarveAnother(t *testing.T) {
 	}
 	if m := metricsText(t, srv.URL()); !strings.Contains(m, `fence_resource_exhausted_total{limit="max_streams_per_principal"} 1`) {
 		t.Fatalf("metrics lack the refusal:\n%s", linesWith(m, "fence_resource_exhausted_total"))
+	}
+	// The role's own quota: 3 streams for tenant's principals.
+	cmd := exec.Command(fenceBinary(t), "--server", srv.URL(), "role", "quota", "tenant", "streams=3")
+	cmd.Env = append(cmd.Environ(), "FENCE_AUTH_TOKEN="+a.Admin)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "streams=3") {
+		t.Fatalf("fence role quota: %v\n%s", err, out)
+	}
+	if err := openStream(t, tenantA); err != nil {
+		t.Fatalf("tenant A's third stream with its role's quota of 3: %v", err)
+	}
+	if err := openStream(t, tenantA); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "at most 3") {
+		t.Fatalf("tenant A's fourth stream: %v, want RESOURCE_EXHAUSTED at most 3", err)
 	}
 }
 

@@ -62,7 +62,7 @@ const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind 
   fence role unbind ROLE CERTNAME  undo it
   fence role quota ROLE [KIND=N...]
                                    set ROLE's per-principal quotas, replacing its old ones:
-                                   KIND sessions, waiters, ids or conns (e.g. sessions=500
+                                   KIND sessions, waiters, ids, conns or streams (e.g. sessions=500
                                    ids=2000000); a kind not given, or 0, is the server's
                                    default (--max-*-per-principal). A principal gets the
                                    largest quota its roles set. No KIND: clear them all
