@@ -36,6 +36,27 @@ const (
 	plaintextGoAway  = "plain HTTP sent to a TLS port"
 )
 
+// TLSFailure returns the *TLSError that err, an error of a call to the
+// server at url, is (a handshake no retry can fix: see TLSError), or nil.
+// The client's own calls already fail with it; it is for the callers of
+// the generated Connect clients (the CLI's admin commands).
+func TLSFailure(url string, err error) *TLSError {
+	var te *TLSError
+	if errors.As(err, &te) {
+		return te
+	}
+	return tlsFailure(url, err)
+}
+
+// issuedBy is " (CN=x, issued by CN=y)" naming the certificate c and its
+// issuer, "" without one.
+func issuedBy(c *x509.Certificate) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%q, issued by %q)", c.Subject.String(), c.Issuer.String())
+}
+
 // tlsFailure returns the *TLSError err is, or nil: the handshake's own
 // errors and the server's answers to plain HTTP on its TLS port.
 func tlsFailure(url string, err error) *TLSError {
@@ -53,7 +74,7 @@ func tlsFailure(url string, err error) *TLSError {
 	case errors.As(err, &host):
 		cause = "the server's certificate does not name the host: " + host.Error()
 	case errors.As(err, &unknownCA):
-		cause = "the server's certificate is not signed by a trusted CA (give the CA that signed it: --cacert, FENCE_CACERT, tls.Config.RootCAs): " + unknownCA.Error()
+		cause = "the server's certificate" + issuedBy(unknownCA.Cert) + " is not signed by a trusted CA: give the file of the CA that signed it (the CLI's --cacert FILE or FENCE_CACERT; in Go tls.Config.RootCAs)"
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		cause = "the server's certificate has expired or is not valid yet: " + invalid.Error()
 	case errors.As(err, &invalid):

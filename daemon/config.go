@@ -86,6 +86,15 @@ type Config struct {
 	// MaxStreams caps the open SessionService.Stream streams, default
 	// DefaultMaxStreams; more are refused with resource_exhausted.
 	MaxStreams int
+	// MaxStreamsPerPrincipal caps, with authentication on, the open
+	// streams of one principal (server.Config.MaxStreamsPerPrincipal);
+	// DefaultConfig's is server.DefaultMaxStreamsPerPrincipal, 0 is no
+	// quota (so it is not filled in from DefaultConfig when zero).
+	MaxStreamsPerPrincipal int
+	// StreamFirstMessageTimeout ends a stream whose first message has not
+	// come this long after it was opened, default
+	// server.DefaultStreamFirstMessageTimeout.
+	StreamFirstMessageTimeout time.Duration
 	// MaxStreamRequests caps the requests in flight on one stream, default
 	// DefaultMaxStreamRequests; more are answered at once with
 	// RESOURCE_EXHAUSTED and not applied (stream.go).
@@ -169,7 +178,8 @@ func DefaultConfig() Config {
 		WaiterGrace:     5 * time.Second,
 		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,
 		MaxConns: server.DefaultMaxConns, MaxConnsPerPrincipal: server.DefaultMaxConnsPerPrincipal, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,
-		MaxReplyBytes:     server.DefaultMaxReplyBytes,
+		MaxReplyBytes:          server.DefaultMaxReplyBytes,
+		MaxStreamsPerPrincipal: server.DefaultMaxStreamsPerPrincipal, StreamFirstMessageTimeout: server.DefaultStreamFirstMessageTimeout,
 		ReadHeaderTimeout: server.DefaultReadHeaderTimeout, ReadTimeout: server.DefaultReadTimeout,
 		IdleTimeout: server.DefaultIdleTimeout, WriteTimeout: server.DefaultWriteTimeout,
 	}
@@ -194,7 +204,7 @@ func (c Config) withDefaults() Config {
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&c.WaiterGrace, &d.WaiterGrace}, {&c.ShutdownTimeout, &d.ShutdownTimeout}, {&c.LockTimeout, &d.LockTimeout},
 		{&c.ReadyTimeout, &d.ReadyTimeout}, {&c.ReadHeaderTimeout, &d.ReadHeaderTimeout}, {&c.ReadTimeout, &d.ReadTimeout},
-		{&c.IdleTimeout, &d.IdleTimeout}, {&c.WriteTimeout, &d.WriteTimeout},
+		{&c.IdleTimeout, &d.IdleTimeout}, {&c.WriteTimeout, &d.WriteTimeout}, {&c.StreamFirstMessageTimeout, &d.StreamFirstMessageTimeout},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -231,7 +241,7 @@ func (c Config) Validate() error {
 	}{
 		{"ready_timeout", c.ReadyTimeout}, {"read_header_timeout", c.ReadHeaderTimeout}, {"read_timeout", c.ReadTimeout},
 		{"idle_timeout", c.IdleTimeout}, {"write_timeout", c.WriteTimeout}, {"waiter_grace", c.WaiterGrace},
-		{"shutdown_timeout", c.ShutdownTimeout}, {"lock_timeout", c.LockTimeout},
+		{"shutdown_timeout", c.ShutdownTimeout}, {"lock_timeout", c.LockTimeout}, {"stream_first_message_timeout", c.StreamFirstMessageTimeout},
 	} {
 		if d.v <= 0 {
 			return fence.Invalid("config."+d.field, "more than 0", d.v.String())
@@ -244,6 +254,9 @@ func (c Config) Validate() error {
 		if n.v < 1 {
 			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
 		}
+	}
+	if c.MaxStreamsPerPrincipal < 0 {
+		return fence.Invalid("config.max_streams_per_principal", "at least 0 (0: no quota)", fmt.Sprint(c.MaxStreamsPerPrincipal))
 	}
 	if c.MaxReplyBytes < 1 {
 		return fence.Invalid("config.max_reply_bytes", "at least 1", fmt.Sprint(c.MaxReplyBytes))

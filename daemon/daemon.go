@@ -77,6 +77,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		Logger: cfg.Logger, MaxTTL: cfg.Rules.MaxTTL, MaxConns: cfg.MaxConns,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
 		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, MaxReplyBytes: cfg.MaxReplyBytes, MaxConnsPerPrincipal: cfg.MaxConnsPerPrincipal, TLS: tlsCfg,
+		MaxStreamsPerPrincipal: cfg.MaxStreamsPerPrincipal, StreamFirstMessageTimeout: cfg.StreamFirstMessageTimeout,
 		AuthResetFile:  filepath.Join(cfg.DataDir, AuthResetFile),
 		InsecureListen: cfg.InsecureListen,
 	}, server.Deps{
@@ -99,9 +100,10 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 }
 
 // AuthResetFile, in a node's data dir, permits one more auth bootstrap
-// when it holds the number of bootstraps the store has had (fence auth
-// status shows it): how an operator with a shell on a server recovers a
-// lost admin token (docs/operations.md).
+// when it holds "N SECRET": N the number of bootstraps the store has had,
+// SECRET at least server.MinResetSecretLen characters, both given to the
+// bootstrap: how an operator with a shell on a server recovers a lost
+// admin token (docs/operations.md).
 const AuthResetFile = "auth-reset"
 
 // Handler is the API, /healthz, /readyz and /metrics on one mux (for

@@ -59,6 +59,7 @@ const TokenPrefix = "fence_"
 type credentials struct {
 	header    bool   // an Authorization header was sent
 	bearer    string // its bearer secret ("" none or not Bearer)
+	malformed string // why the Authorization header(s) cannot be read, if so
 	certNames []string
 	peer      *fence.Principal // forwarded by a peer node (peer port only)
 }
@@ -79,6 +80,10 @@ func (s *Server) withCredentials(h http.Handler) http.Handler {
 				c.bearer = strings.TrimSpace(secret)
 			}
 		}
+		c.malformed = authHeaderProblem(r.Header.Values("Authorization"), c.bearer)
+		if c.malformed != "" {
+			c.header, c.bearer = true, "" // judged by none of them
+		}
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
 			c.certNames = certNames(r.TLS.PeerCertificates[0])
 		}
@@ -89,6 +94,20 @@ func (s *Server) withCredentials(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credentialsKey{}, c)))
 	})
+}
+
+// authHeaderProblem says why a request's Authorization headers cannot be
+// read ("" when they can): more than one (which one would count depends on
+// who reads first: none does), or a bearer secret that is not one word
+// (trailing garbage, or several joined by commas).
+func authHeaderProblem(values []string, bearer string) string {
+	if len(values) > 1 {
+		return "more than one Authorization header: send exactly one, Authorization: Bearer <token>"
+	}
+	if strings.ContainsAny(bearer, " \t,") {
+		return "the bearer token is not one word: send Authorization: Bearer fence_<id>_<secret> and nothing after it"
+	}
+	return ""
 }
 
 // certNames are the names a role binding may match: the CN and every URI
@@ -190,6 +209,8 @@ func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
 	var reason string
 	sum := sha256.Sum256([]byte(c.bearer))
 	switch {
+	case c.malformed != "":
+		reason = "malformed credentials (" + c.malformed + ")"
 	case !c.header && len(c.certNames) > 0:
 		reason = "no credentials (the client certificate's names are bound to no role)"
 	case !c.header:

@@ -7,9 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -122,10 +119,17 @@ func (a authService) Bootstrap(ctx context.Context, req *connect.Request[fencev1
 	if idx > 1<<32-1 {
 		return nil, a.s.connectError(ctx, method, fence.Invalid("reset_index", "at most 2^32-1", "too large"))
 	}
-	if idx > 0 && !a.s.resetPermitted(idx) {
-		err := &fence.PermissionDeniedError{What: "bootstrap", Name: "no reset file naming this index on this node"}
-		a.s.audit(ctx, method, "", "", err)
-		return nil, a.s.connectError(ctx, method, err)
+	if idx == 0 && req.Msg.GetResetSecret() != "" {
+		return nil, a.s.connectError(ctx, method, fence.Invalid("reset_index", "set with reset_secret (the number in the reset file)", "0"))
+	}
+	if idx > 0 && req.Msg.GetResetSecret() == "" {
+		return nil, a.s.connectError(ctx, method, fence.Invalid("reset_secret", "set with reset_index (the secret in the reset file)", ""))
+	}
+	if idx > 0 {
+		if err := a.s.checkReset(idx, req.Msg.GetResetSecret()); err != nil {
+			a.s.audit(ctx, method, "", "", err)
+			return nil, a.s.connectError(ctx, method, err)
+		}
 	}
 	cmd := state.Command{Op: state.OpAuthBootstrap, Name: id, Value: hash, Attempt: uint32(idx)}
 	if err := a.apply(ctx, method, fence.Principal{}, cmd); err != nil {
@@ -270,19 +274,6 @@ func (a authService) ListRoles(ctx context.Context, req *connect.Request[fencev1
 	return connect.NewResponse(out), nil
 }
 
-// resetPermitted reports whether the reset file names idx.
-func (s *Server) resetPermitted(idx uint64) bool {
-	if s.cfg.AuthResetFile == "" {
-		return false
-	}
-	b, err := os.ReadFile(s.cfg.AuthResetFile)
-	if err != nil {
-		return false
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	return err == nil && n == idx
-}
-
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }
 
 func (a authService) BindRole(ctx context.Context, req *connect.Request[fencev1.BindRoleRequest]) (*connect.Response[fencev1.BindRoleResponse], error) {
@@ -307,7 +298,7 @@ func (a authService) SetRoleQuota(ctx context.Context, req *connect.Request[fenc
 	}
 	q := req.Msg.GetQuota()
 	cmd := state.Command{Op: state.OpRoleQuota, Name: req.Msg.GetRole(),
-		Quota: state.Quota{Sessions: int(q.GetSessions()), Waiters: int(q.GetWaiters()), IDs: int(q.GetIds()), Conns: int(q.GetConns())}}
+		Quota: state.Quota{Sessions: int(q.GetSessions()), Waiters: int(q.GetWaiters()), IDs: int(q.GetIds()), Conns: int(q.GetConns()), Streams: int(q.GetStreams())}}
 	if err := a.apply(ctx, "SetRoleQuota", p, cmd); err != nil {
 		return nil, err
 	}
@@ -319,5 +310,5 @@ func roleQuotaProto(q state.Quota) *fencev1.RoleQuota {
 	if q == (state.Quota{}) {
 		return nil
 	}
-	return &fencev1.RoleQuota{Sessions: uint32(q.Sessions), Waiters: uint32(q.Waiters), Ids: uint32(q.IDs), Conns: uint32(q.Conns)}
+	return &fencev1.RoleQuota{Sessions: uint32(q.Sessions), Waiters: uint32(q.Waiters), Ids: uint32(q.IDs), Conns: uint32(q.Conns), Streams: uint32(q.Streams)}
 }

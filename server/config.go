@@ -14,10 +14,12 @@ import (
 type Config struct {
 	// Logger receives the server's logs; default text to stderr.
 	Logger *slog.Logger
-	// AuthResetFile is the file (in the node's data dir) whose content, a
-	// number, permits one more auth bootstrap when it names the store's
-	// bootstraps so far: the recovery of a lost admin token, for whoever
-	// has a shell on a server (docs/operations.md). "" permits none.
+	// AuthResetFile is the file (in the node's data dir) whose content,
+	// "N SECRET", permits one more auth bootstrap naming N, the store's
+	// bootstraps so far, and SECRET (at least MinResetSecretLen
+	// characters): the recovery of a lost admin token, for whoever has a
+	// shell on a server (auth_reset.go, docs/operations.md). "" permits
+	// none.
 	AuthResetFile string
 	// MaxTTL is the largest lease TTL accepted when Deps.Node knows no
 	// rules recorded in the log yet; default fence.DefaultMaxTTL.
@@ -53,6 +55,15 @@ type Config struct {
 	// MaxStreams caps the open SessionService.Stream streams, default
 	// DefaultMaxStreams; more are refused with resource_exhausted.
 	MaxStreams int
+	// MaxStreamsPerPrincipal caps, with authentication on, the open
+	// streams of one principal; more are refused with resource_exhausted
+	// naming config.max_streams_per_principal (stream_quota.go). 0: no
+	// quota (`fence serve` defaults to DefaultMaxStreamsPerPrincipal).
+	MaxStreamsPerPrincipal int
+	// StreamFirstMessageTimeout ends a stream whose first message has not
+	// come this long after it was opened, default
+	// DefaultStreamFirstMessageTimeout (stream_quota.go).
+	StreamFirstMessageTimeout time.Duration
 	// MaxStreamRequests caps the requests in flight on one stream, default
 	// DefaultMaxStreamRequests; more are answered at once with
 	// RESOURCE_EXHAUSTED and not applied (stream.go).
@@ -106,6 +117,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReplyBytes == 0 {
 		c.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if c.StreamFirstMessageTimeout == 0 {
+		c.StreamFirstMessageTimeout = DefaultStreamFirstMessageTimeout
 	}
 	if c.MaxStreamRequests == 0 {
 		c.MaxStreamRequests = DefaultMaxStreamRequests

@@ -53,6 +53,9 @@ type Server struct {
 	// principalConns counts the connections each principal holds
 	// (conn_fair.go).
 	principalConns principalConns
+	// principalStreams counts the streams each principal holds
+	// (stream_quota.go).
+	principalStreams principalStreams
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or

@@ -53,7 +53,10 @@ import (
 // later with the same seq). Keepalives have a bound of their own
 // (maxStreamKeepAlives) and never wait for room taken by other requests. A message is at most maxRequestBytes like a
 // unary request (a larger one ends the stream with invalid_argument naming
-// "body"). The first message must arrive within Config.ReadTimeout; after
+// "body"). The first message must arrive within Config.StreamFirstMessageTimeout
+// and Config.ReadTimeout (else the stream ends DEADLINE_EXCEEDED and frees
+// its slot); one principal holds at most Config.MaxStreamsPerPrincipal
+// streams (stream_quota.go); after
 // it a stream may stay idle for as long as the client keeps it (its
 // keepalives may travel on it or not). A reply must be written within
 // Config.WriteTimeout of when it is ready, else the stream is reset.
@@ -115,11 +118,22 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	// of MaxStreams: a stream without credentials is refused at once,
 	// not kept open until its first message (an outside test held every
 	// slot with streams that sent no token and nothing else).
+	var principal string // "" with checking off: no per-principal quota
 	if s.deps.Auth != nil && s.deps.Auth.AuthEnabled() {
-		if _, err := s.authorize(ctx, "Stream", state.PermLock, anyName); err != nil {
+		actx, err := s.authorize(ctx, "Stream", state.PermLock, anyName)
+		if err != nil {
 			return s.connectError(ctx, streamProc, err)
 		}
+		p, _ := fence.PrincipalFrom(actx)
+		principal = p.Name
 	}
+	// The principal's quota first (stream_quota.go): a principal at it
+	// takes no slot of MaxStreams.
+	release, err := s.principalStreams.take(principal, s.streamQuota(principal))
+	if err != nil {
+		return s.connectError(ctx, streamProc, err)
+	}
+	defer release()
 	if n := s.streams.Add(1); n > int64(s.cfg.MaxStreams) {
 		s.streams.Add(-1)
 		return s.connectError(ctx, streamProc, &fence.ResourceExhaustedError{
@@ -128,7 +142,7 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	}
 	defer s.streams.Add(-1)
 	conn := streamConnOf(ctx)
-	first, err := st.Receive()
+	first, err := s.receiveFirst(st, conn)
 	if errors.Is(err, io.EOF) {
 		first, err = new(fencev1.SessionRequest), nil // closed before naming a session
 	}

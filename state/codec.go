@@ -120,7 +120,7 @@ func quotaPB(q Quota) *statepb.Quota {
 	if q == (Quota{}) {
 		return nil
 	}
-	return &statepb.Quota{Sessions: int64(q.Sessions), Waiters: int64(q.Waiters), Ids: int64(q.IDs), Conns: int64(q.Conns)}
+	return &statepb.Quota{Sessions: int64(q.Sessions), Waiters: int64(q.Waiters), Ids: int64(q.IDs), Conns: int64(q.Conns), Streams: int64(q.Streams)}
 }
 
 // quotaOfPB is the inverse of quotaPB; a field out of int's range, or a
@@ -129,7 +129,7 @@ func quotaOfPB(p *statepb.Quota) (Quota, error) {
 	if p == nil {
 		return Quota{}, nil
 	}
-	q := Quota{Sessions: int(p.Sessions), Waiters: int(p.Waiters), IDs: int(p.Ids), Conns: int(p.Conns)}
+	q := Quota{Sessions: int(p.Sessions), Waiters: int(p.Waiters), IDs: int(p.Ids), Conns: int(p.Conns), Streams: int(p.Streams)}
 	if !proto.Equal(quotaPB(q), p) {
 		return Quota{}, fmt.Errorf("quota field out of range")
 	}

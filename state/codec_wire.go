@@ -27,7 +27,7 @@ const (
 	fPrincipal, fAdmin, fRoles, fPerms, fQuota                                    = 20, 21, 22, 23, 24
 	lastCommandField                                                              = fQuota
 	lastConfigField                                                               = 16
-	lastQuotaField                                                                = 4
+	lastQuotaField                                                                = 5
 )
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -116,11 +116,11 @@ func appendCommand(b []byte, c Command) []byte {
 
 // quotaInts are q's fields in statepb.Quota's field order.
 func quotaInts(q Quota) [lastQuotaField]int64 {
-	return [lastQuotaField]int64{int64(q.Sessions), int64(q.Waiters), int64(q.IDs), int64(q.Conns)}
+	return [lastQuotaField]int64{int64(q.Sessions), int64(q.Waiters), int64(q.IDs), int64(q.Conns), int64(q.Streams)}
 }
 
 func quotaOfInts(v [lastQuotaField]int64) Quota {
-	return Quota{Sessions: int(v[0]), Waiters: int(v[1]), IDs: int(v[2]), Conns: int(v[3])}
+	return Quota{Sessions: int(v[0]), Waiters: int(v[1]), IDs: int(v[2]), Conns: int(v[3]), Streams: int(v[4])}
 }
 
 // appendQuota appends q as a statepb.Quota's fields.

@@ -21,8 +21,9 @@ import (
 // (a role that sets none leaves the default). The principal's roles are
 // its token's ("token:<id>") or those bound to its certificate name
 // ("cert:<name>"), as recorded in the log, so every replica decides alike
-// (R1). Conns is not the machine's (a server counts connections): it is
-// kept here so that the server reads it with the rest.
+// (R1). Conns and Streams are not the machine's (a server counts
+// connections and streams): they are kept here so that the server reads
+// them with the rest.
 //
 // The machine counts, per principal, the live sessions it opened and the
 // acquires it has queued (the principal recorded with each, auth.go), and
@@ -40,6 +41,7 @@ type Quota struct {
 	Waiters  int // queued acquires
 	IDs      int // remembered op_ids, and apart remembered request_ids
 	Conns    int // open connections to one server (the server's flag is the default)
+	Streams  int // open session streams on one server (the server's flag is the default)
 }
 
 // MaxQuota bounds each field of a Quota.
@@ -55,7 +57,7 @@ func (q Quota) Validate() error {
 	return nil
 }
 
-var quotaNames = [lastQuotaField]string{"sessions", "waiters", "ids", "conns"}
+var quotaNames = [lastQuotaField]string{"sessions", "waiters", "ids", "conns", "streams"}
 
 // String lists the fields set, as "sessions=10 conns=5" ("" when none).
 func (q Quota) String() string {
@@ -106,8 +108,8 @@ func (m *impl) count(p string, ds, dw int) {
 }
 
 // QuotaOf is principal p's quotas: for each, the largest its roles set,
-// else the rules' default (Conns: 0 when no role sets it — the server's
-// flag applies). Principal "" has none (all 0).
+// else the rules' default (Conns, Streams: 0 when no role sets it — the
+// server's flag applies). Principal "" has none (all 0).
 func (m *Machine) QuotaOf(p string) Quota { return m.quotaOf(p) }
 
 func (m *impl) quotaOf(p string) Quota {
@@ -121,6 +123,7 @@ func (m *impl) quotaOf(p string) Quota {
 		}
 		set.Sessions, set.Waiters = max(set.Sessions, r.Quota.Sessions), max(set.Waiters, r.Quota.Waiters)
 		set.IDs, set.Conns = max(set.IDs, r.Quota.IDs), max(set.Conns, r.Quota.Conns)
+		set.Streams = max(set.Streams, r.Quota.Streams)
 	}
 	if id, ok := strings.CutPrefix(p, "token:"); ok {
 		if t := m.auth.tokens[id]; t != nil {
@@ -142,7 +145,7 @@ func (m *impl) quotaOf(p string) Quota {
 		return def
 	}
 	return Quota{Sessions: or(set.Sessions, m.cfg.MaxSessionsPerPrincipal), Waiters: or(set.Waiters, m.cfg.MaxWaitersPerPrincipal),
-		IDs: or(set.IDs, m.cfg.MaxIDsPerPrincipal), Conns: set.Conns}
+		IDs: or(set.IDs, m.cfg.MaxIDsPerPrincipal), Conns: set.Conns, Streams: set.Streams}
 }
 
 // exhausted is the refusal of principal p at quota c of what.

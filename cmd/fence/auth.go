@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -15,14 +16,17 @@ import (
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
 
-const authUsage = `bootstrap [--reset-index N] | enable | disable | status
+const authUsage = `bootstrap [--reset-index N --reset-secret S] | enable | disable | status
 
   fence auth bootstrap   make the role admin and the first admin token, and print
                          its secret once (works once per store; keep it safe).
-                         With --reset-index N, one more bootstrap when a server's
-                         data dir holds the file auth-reset containing N, the
-                         store's bootstraps so far (fence auth status): how a lost
-                         admin token is recovered (docs/operations.md)
+                         With --reset-index N and the secret S (--reset-secret, or
+                         better FENCE_RESET_SECRET: not seen by ps), one more
+                         bootstrap when the server's data dir holds the file
+                         auth-reset containing "N S": N the store's bootstraps
+                         so far (a plain bootstrap's refusal says it), S a secret
+                         of at least 32 characters (openssl rand -hex 16). How a
+                         lost admin token is recovered (docs/operations.md)
   fence auth enable      turn checking on: every call then needs a token
                          (--auth-token or FENCE_AUTH_TOKEN) with a permission
   fence auth disable     turn checking off again
@@ -58,7 +62,7 @@ const roleUsage = `add ROLE | grant ROLE PERM... | revoke ROLE [PERM...] | bind 
   fence role unbind ROLE CERTNAME  undo it
   fence role quota ROLE [KIND=N...]
                                    set ROLE's per-principal quotas, replacing its old ones:
-                                   KIND sessions, waiters, ids or conns (e.g. sessions=500
+                                   KIND sessions, waiters, ids, conns or streams (e.g. sessions=500
                                    ids=2000000); a kind not given, or 0, is the server's
                                    default (--max-*-per-principal). A principal gets the
                                    largest quota its roles set. No KIND: clear them all
@@ -93,6 +97,7 @@ func verbOf(pos []string) (string, []string) {
 func authCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("auth", authUsage, g, stderr)
 	reset := fs.Uint64("reset-index", 0, "bootstrap: the number in a server's auth-reset file (a second bootstrap)")
+	resetSecret := fs.String("reset-secret", "", "bootstrap: the secret in a server's auth-reset file, with --reset-index (default $FENCE_RESET_SECRET)")
 	pos, after, err := parseArgs(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -103,8 +108,19 @@ func authCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	switch verb {
 	case "bootstrap":
+		if *resetSecret == "" {
+			*resetSecret = os.Getenv("FENCE_RESET_SECRET")
+		}
+		switch {
+		case *reset > 0 && *resetSecret == "":
+			return fail(g, stdout, stderr, &usageError{"auth bootstrap --reset-index: give the auth-reset file's secret too (--reset-secret or FENCE_RESET_SECRET)"})
+		case *reset == 0 && wasSet(fs, "reset-secret"):
+			return fail(g, stdout, stderr, &usageError{"auth bootstrap --reset-secret: give the auth-reset file's number too (--reset-index)"})
+		case *reset == 0:
+			*resetSecret = "" // FENCE_RESET_SECRET left set: only a reset sends it
+		}
 		res, err := authCall(g, func(ctx context.Context, c fencev1connect.AuthServiceClient) (*fencev1.AuthBootstrapResponse, error) {
-			return msgOf(c.Bootstrap(ctx, connect.NewRequest(&fencev1.AuthBootstrapRequest{ResetIndex: *reset})))
+			return msgOf(c.Bootstrap(ctx, connect.NewRequest(&fencev1.AuthBootstrapRequest{ResetIndex: *reset, ResetSecret: *resetSecret})))
 		})
 		if err != nil {
 			return fail(g, stdout, stderr, err)

@@ -88,13 +88,46 @@ func TestProcessAuthStory(t *testing.T) {
 	}
 
 	// The admin token is lost: with a shell on the server, the reset file
-	// permits exactly one more bootstrap.
-	as("fence_nope_x", "auth", "bootstrap", "--reset-index", "1").want(t, exitRefused, "reset without the file")
-	if err := os.WriteFile(filepath.Join(dir, "auth-reset"), []byte("1\n"), 0o600); err != nil {
-		t.Fatal(err)
+	// ("N SECRET") permits exactly one more bootstrap naming both. N is
+	// no secret: a plain bootstrap's refusal says it.
+	if r := fenceRun(t, srv.url, "auth", "bootstrap").want(t, exitRefused, "a plain bootstrap"); !strings.Contains(r.stderr, "already bootstrapped 1 time(s)") {
+		t.Fatalf("a plain bootstrap does not say the count: %s", r.stderr)
 	}
-	_, admin2 := secretOf(t, fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--json").want(t, exitOK, "reset bootstrap"))
-	fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1").want(t, exitRefused, "the reset file used twice")
+	resetFile := filepath.Join(dir, "auth-reset")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(resetFile, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const secret = "6b0f3e5a9c1d27f48e0a5b6c7d8e9f10" // 32 hex characters: 128 bits
+	refused := func(why string, r result, want ...string) {
+		t.Helper()
+		r.want(t, exitRefused, why)
+		for _, w := range want {
+			if !strings.Contains(r.stderr, w) {
+				t.Fatalf("%s: %q does not say %q", why, r.stderr, w)
+			}
+		}
+		if strings.Contains(r.stderr, secret) {
+			t.Fatalf("%s: the refusal shows the file's secret: %s", why, r.stderr)
+		}
+	}
+	refused("reset without the file", as("fence_nope_x", "auth", "bootstrap", "--reset-index", "1", "--reset-secret", secret), "no reset file")
+	if r := fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1").want(t, exitUsage, "a reset without a secret"); !strings.Contains(r.stderr, "FENCE_RESET_SECRET") {
+		t.Fatalf("a reset without a secret: %s", r.stderr)
+	}
+	// The file of old, holding the public index only, permits nothing.
+	write("1\n")
+	refused("a reset file without a secret", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", secret), `not \"N SECRET\"`)
+	write("1 short-secret\n")
+	refused("a weak secret", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", "short-secret"), "too weak", "at least 32 characters")
+	write("1 " + secret + "\n")
+	refused("a wrong secret", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", secret[1:]+"0"), "wrong reset secret")
+	refused("a wrong index", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "2", "--reset-secret", secret), "wrong reset index")
+	// FENCE_RESET_SECRET as --reset-secret.
+	_, admin2 := secretOf(t, fenceRunEnv(t, srv.url, []string{"FENCE_RESET_SECRET=" + secret}, "auth", "bootstrap", "--reset-index", "1", "--json").want(t, exitOK, "reset bootstrap"))
+	refused("the reset file used twice", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", secret), "already bootstrapped 2 time(s)")
 	as(admin2, "token", "list").want(t, exitOK, "the new admin token")
 }
 

@@ -203,7 +203,7 @@ commands:
                                                           lower tokens Fence never issued in a guard store
   cert [--dir DIR] [--hosts HOST,...]                     make a test CA (once) and server and client
                                                           certificates signed by it (docs/operations.md)
-  auth bootstrap [--reset-index N] | enable | disable | status
+  auth bootstrap [--reset-index N --reset-secret S] | enable | disable | status
                                                           make the first admin token (once), turn
                                                           checking on or off, show who you are
   token create --role R[,R...] [--description D] [--ttl D] | list | revoke ID

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -34,7 +35,16 @@ func emit(g *globals, stdout io.Writer, human string, obj any) {
 // (holderToken, lastToken, ...). An unreachable server gets a hint naming
 // --server and FENCE_SERVER.
 func fail(g *globals, stdout, stderr io.Writer, err error) int {
+	// A TLS handshake that no retry fixes (another CA, an expired
+	// certificate, ...) is said in words, also when it came through a
+	// command that calls the API without the client package.
+	if te := client.TLSFailure(g.server, err); te != nil {
+		err = te
+	}
 	fmt.Fprintln(stderr, errorLine(g.cmd, err))
+	if h := caHint(g, err); h != "" {
+		fmt.Fprintln(stderr, h)
+	}
 	var unreachable *client.UnreachableError
 	if errors.As(err, &unreachable) {
 		fmt.Fprintf(stderr, "hint: is a server running there? Start one with `fence serve`, or point --server or FENCE_SERVER at yours.\n")
@@ -203,4 +213,17 @@ func nameHuman(s string) string {
 		}
 	}
 	return s
+}
+
+// caHint is the hint under a TLS failure for a server certificate no
+// trusted CA signed: what the CLI trusted, "" for any other error.
+func caHint(g *globals, err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	if !errors.As(err, &unknownCA) {
+		return ""
+	}
+	if g.tls.cacert == "" {
+		return "hint: no --cacert (FENCE_CACERT) was given, so only the system's CAs were trusted: give the CA certificate that signed the server's (for `fence cert`, its ca.crt)"
+	}
+	return fmt.Sprintf("hint: --cacert %s does not hold the CA that signed the server's certificate: give that CA's certificate (the one its operator's --cert-file was issued from)", g.tls.cacert)
 }

@@ -99,10 +99,14 @@ func statusCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 			// already; any other is prefixed with it.
 			line := errorLine("status", err)
 			var unreachable *client.UnreachableError
-			if !errors.As(err, &unreachable) {
+			var tlsErr *client.TLSError
+			if !errors.As(err, &unreachable) && !errors.As(err, &tlsErr) {
 				line = "fence: status: " + url + ": " + strings.TrimPrefix(line, "fence: status: ")
 			}
 			fmt.Fprintln(stderr, line)
+			if h := caHint(g, err); h != "" {
+				fmt.Fprintln(stderr, h)
+			}
 			continue
 		}
 		if g.json {
@@ -129,6 +133,9 @@ func nodeStatus(ctx context.Context, hc *http.Client, url string) (*fencev1.Node
 	if err != nil {
 		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
 			return nil, &client.UnreachableError{URL: url, Err: op}
+		}
+		if te := client.TLSFailure(url, err); te != nil {
+			return nil, te
 		}
 		return nil, apierr.FromConnect(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,6 +46,24 @@ func serverSerial(t *testing.T, url, dir string) string {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Text(16)
+}
+
+// certSubject is the subject of the certificate in a PEM file.
+func certSubject(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Subject.String()
 }
 
 // fileSerial is the serial of the certificate in a PEM file.
@@ -97,10 +116,22 @@ func TestProcessServeTLSCertRotate(t *testing.T) {
 	if !strings.Contains(plain.stderr, "speaks TLS on this port") {
 		t.Fatalf("plain HTTP: stderr %q, want it to say the port speaks TLS", plain.stderr)
 	}
+	// A CA that did not sign the server's certificate: every command,
+	// those of the client package and the admin ones that call the API
+	// themselves, says so in words, names the certificate's issuer and
+	// what to do (--cacert), never the bare x509 error.
 	other := certDir(t, "")
-	wrongCA := fenceRun(t, "", append([]string{"--server", hostPort, "read", "x", "--cacert", filepath.Join(other, "ca.crt")}, tlsArgs[2:]...)...).want(t, exitError, "wrong CA")
-	if !strings.Contains(wrongCA.stderr, "not signed by a trusted CA") {
-		t.Fatalf("wrong CA: stderr %q", wrongCA.stderr)
+	issuer := certSubject(t, filepath.Join(dir, "ca.crt"))
+	for _, cmd := range [][]string{{"read", "x"}, {"auth", "status"}, {"status"}, {"members"}, {"keys"}, {"token", "list"}} {
+		wrongCA := fenceRun(t, "", append(append([]string{"--server", hostPort, "--cacert", filepath.Join(other, "ca.crt")}, tlsArgs[2:]...), cmd...)...).want(t, exitError, "wrong CA: "+cmd[0])
+		for _, want := range []string{"not signed by a trusted CA", "issued by " + strconv.Quote(issuer), "--cacert " + filepath.Join(other, "ca.crt") + " does not hold the CA"} {
+			if !strings.Contains(wrongCA.stderr, want) {
+				t.Errorf("wrong CA, fence %s: stderr %q, want %q", strings.Join(cmd, " "), wrongCA.stderr, want)
+			}
+		}
+		if strings.Contains(wrongCA.stderr, "x509:") {
+			t.Errorf("wrong CA, fence %s: stderr %q shows the bare x509 error", strings.Join(cmd, " "), wrongCA.stderr)
+		}
 	}
 	t.Setenv("FENCE_CACERT", filepath.Join(dir, "ca.crt"))
 	t.Setenv("FENCE_CERT", filepath.Join(dir, "client.crt"))

@@ -3698,7 +3698,9 @@ type RoleQuota struct {
 	// (beyond it its oldest are forgotten once --min-id-retention old).
 	Ids uint32 `protobuf:"varint,3,opt,name=ids,proto3" json:"ids,omitempty"`
 	// Connections one principal may have open to one server.
-	Conns         uint32 `protobuf:"varint,4,opt,name=conns,proto3" json:"conns,omitempty"`
+	Conns uint32 `protobuf:"varint,4,opt,name=conns,proto3" json:"conns,omitempty"`
+	// Session streams one principal may have open on one server.
+	Streams       uint32 `protobuf:"varint,5,opt,name=streams,proto3" json:"streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3757,6 +3759,13 @@ func (x *RoleQuota) GetIds() uint32 {
 func (x *RoleQuota) GetConns() uint32 {
 	if x != nil {
 		return x.Conns
+	}
+	return 0
+}
+
+func (x *RoleQuota) GetStreams() uint32 {
+	if x != nil {
+		return x.Streams
 	}
 	return 0
 }
@@ -3861,7 +3870,10 @@ type AuthBootstrapRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The store's bootstraps so far, as written in the node's reset file
 	// (0, or absent, for the first bootstrap).
-	ResetIndex    uint64 `protobuf:"varint,1,opt,name=reset_index,json=resetIndex,proto3" json:"reset_index,omitempty"`
+	ResetIndex uint64 `protobuf:"varint,1,opt,name=reset_index,json=resetIndex,proto3" json:"reset_index,omitempty"`
+	// With reset_index: the secret the node's reset file holds after the
+	// index (compared in constant time). Without it a reset is refused.
+	ResetSecret   string `protobuf:"bytes,2,opt,name=reset_secret,json=resetSecret,proto3" json:"reset_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3901,6 +3913,13 @@ func (x *AuthBootstrapRequest) GetResetIndex() uint64 {
 		return x.ResetIndex
 	}
 	return 0
+}
+
+func (x *AuthBootstrapRequest) GetResetSecret() string {
+	if x != nil {
+		return x.ResetSecret
+	}
+	return ""
 }
 
 type AuthBootstrapResponse struct {
@@ -5478,20 +5497,22 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x13SetRoleQuotaRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12)\n" +
 	"\x05quota\x18\x02 \x01(\v2\x13.fence.v1.RoleQuotaR\x05quota\"\x16\n" +
-	"\x14SetRoleQuotaResponse\"i\n" +
+	"\x14SetRoleQuotaResponse\"\x83\x01\n" +
 	"\tRoleQuota\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\rR\bsessions\x12\x18\n" +
 	"\awaiters\x18\x02 \x01(\rR\awaiters\x12\x10\n" +
 	"\x03ids\x18\x03 \x01(\rR\x03ids\x12\x14\n" +
-	"\x05conns\x18\x04 \x01(\rR\x05conns\"Z\n" +
+	"\x05conns\x18\x04 \x01(\rR\x05conns\x12\x18\n" +
+	"\astreams\x18\x05 \x01(\rR\astreams\"Z\n" +
 	"\x0fBindRoleRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x1b\n" +
 	"\tcert_name\x18\x02 \x01(\tR\bcertName\x12\x16\n" +
 	"\x06unbind\x18\x03 \x01(\bR\x06unbind\"\x12\n" +
-	"\x10BindRoleResponse\"7\n" +
+	"\x10BindRoleResponse\"Z\n" +
 	"\x14AuthBootstrapRequest\x12\x1f\n" +
 	"\vreset_index\x18\x01 \x01(\x04R\n" +
-	"resetIndex\"^\n" +
+	"resetIndex\x12!\n" +
+	"\freset_secret\x18\x02 \x01(\tR\vresetSecret\"^\n" +
 	"\x15AuthBootstrapResponse\x12-\n" +
 	"\x05token\x18\x01 \x01(\v2\x17.fence.v1.AuthTokenInfoR\x05token\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"1\n" +

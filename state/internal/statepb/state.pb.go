@@ -1517,6 +1517,7 @@ type Quota struct {
 	Waiters       int64                  `protobuf:"zigzag64,2,opt,name=waiters,proto3" json:"waiters,omitempty"`
 	Ids           int64                  `protobuf:"zigzag64,3,opt,name=ids,proto3" json:"ids,omitempty"`
 	Conns         int64                  `protobuf:"zigzag64,4,opt,name=conns,proto3" json:"conns,omitempty"`
+	Streams       int64                  `protobuf:"zigzag64,5,opt,name=streams,proto3" json:"streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1575,6 +1576,13 @@ func (x *Quota) GetIds() int64 {
 func (x *Quota) GetConns() int64 {
 	if x != nil {
 		return x.Conns
+	}
+	return 0
+}
+
+func (x *Quota) GetStreams() int64 {
+	if x != nil {
+		return x.Streams
 	}
 	return 0
 }
@@ -3009,12 +3017,13 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1b\n" +
 	"\tadd_value\x18\a \x01(\x12R\baddValue\x12\x1c\n" +
-	"\tprincipal\x18\b \x01(\fR\tprincipal\"e\n" +
+	"\tprincipal\x18\b \x01(\fR\tprincipal\"\x7f\n" +
 	"\x05Quota\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x12R\bsessions\x12\x18\n" +
 	"\awaiters\x18\x02 \x01(\x12R\awaiters\x12\x10\n" +
 	"\x03ids\x18\x03 \x01(\x12R\x03ids\x12\x14\n" +
-	"\x05conns\x18\x04 \x01(\x12R\x05conns\"\x87\x01\n" +
+	"\x05conns\x18\x04 \x01(\x12R\x05conns\x12\x18\n" +
+	"\astreams\x18\x05 \x01(\x12R\astreams\"\x87\x01\n" +
 	"\bResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1d\n" +

@@ -1881,6 +1881,13 @@ export declare type RoleQuota = Message<"fence.v1.RoleQuota"> & {
    * @generated from field: uint32 conns = 4;
    */
   conns: number;
+
+  /**
+   * Session streams one principal may have open on one server.
+   *
+   * @generated from field: uint32 streams = 5;
+   */
+  streams: number;
 };
 
 /**
@@ -1938,6 +1945,14 @@ export declare type AuthBootstrapRequest = Message<"fence.v1.AuthBootstrapReques
    * @generated from field: uint64 reset_index = 1;
    */
   resetIndex: bigint;
+
+  /**
+   * With reset_index: the secret the node's reset file holds after the
+   * index (compared in constant time). Without it a reset is refused.
+   *
+   * @generated from field: string reset_secret = 2;
+   */
+  resetSecret: string;
 };
 
 /**
@@ -2884,7 +2899,8 @@ export declare const AuthService: GenService<{
    * ones: a principal holding roles that set a quota gets the largest they
    * set; a quota no role of its sets is the server's default
    * (--max-sessions-per-principal, --max-waiters-per-principal,
-   * --max-ids-per-principal, --max-conns-per-principal).
+   * --max-ids-per-principal, --max-conns-per-principal,
+   * --max-streams-per-principal).
    *
    * @generated from rpc fence.v1.AuthService.SetRoleQuota
    */

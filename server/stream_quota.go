@@ -1,0 +1,110 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/state"
+)
+
+// Bounds on what one tenant's streams hold of Config.MaxStreams.
+//
+// A principal may hold at most Config.MaxStreamsPerPrincipal open streams
+// (0: no quota), or the quota its roles set (`fence role quota ROLE
+// streams=N`: the largest of its roles', state.Quota.Streams): its next stream is refused RESOURCE_EXHAUSTED naming
+// config.max_streams_per_principal and the principal, and takes no slot of
+// MaxStreams, so other principals open theirs as before. With checking
+// off a stream has no principal and only MaxStreams binds (as with every
+// per-principal quota: one tenant). The quota binds admins too. It is a
+// limit of each process, like MaxConnsPerPrincipal (streams are not
+// replicated state).
+//
+// A stream whose first message has not come Config.StreamFirstMessageTimeout
+// after it took its slot is ended DEADLINE_EXCEEDED and gives the slot back,
+// so a stream that is opened and then says nothing holds no slot for long.
+
+const (
+	// DefaultMaxStreamsPerPrincipal is the `fence serve` default of
+	// Config.MaxStreamsPerPrincipal: a tenth of DefaultMaxStreams, the
+	// share of the global cap the session quota gives one principal
+	// (--max-sessions-per-principal), and far above what one client
+	// needs (one stream for each session it keeps open at once).
+	DefaultMaxStreamsPerPrincipal = DefaultMaxStreams / 10
+	// DefaultStreamFirstMessageTimeout is the default of
+	// Config.StreamFirstMessageTimeout, as long as ReadHeaderTimeout: a
+	// client sends a stream's first message as soon as it opens it.
+	DefaultStreamFirstMessageTimeout = 10 * time.Second
+)
+
+// principalStreams counts the open streams of each principal.
+type principalStreams struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take counts one more stream of principal, or refuses it when principal
+// holds max already (max 0 or no principal: no quota). release gives it
+// back.
+func (ps *principalStreams) take(principal string, max int) (release func(), err error) {
+	if principal == "" || max <= 0 {
+		return func() {}, nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if n := ps.n[principal]; n >= max {
+		return nil, &fence.ResourceExhaustedError{
+			Limit: fmt.Sprintf("open session streams of principal %q (config.max_streams_per_principal or its roles' quota)", principal),
+			Bound: fmt.Sprintf("at most %d", max), Got: fmt.Sprint(n),
+		}
+	}
+	if ps.n == nil {
+		ps.n = map[string]int{}
+	}
+	ps.n[principal]++
+	return func() {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		if ps.n[principal]--; ps.n[principal] <= 0 {
+			delete(ps.n, principal)
+		}
+	}, nil
+}
+
+// streamQuota is principal's quota of streams: its roles' (the largest
+// they set), else Config.MaxStreamsPerPrincipal.
+func (s *Server) streamQuota(principal string) int {
+	if principal == "" || s.deps.Auth == nil {
+		return s.cfg.MaxStreamsPerPrincipal
+	}
+	var q int
+	s.deps.Auth.ReadAuth(func(m *state.Machine) { q = m.QuotaOf(principal).Streams })
+	if q > 0 {
+		return q
+	}
+	return s.cfg.MaxStreamsPerPrincipal
+}
+
+// receiveFirst receives a stream's first message within
+// Config.StreamFirstMessageTimeout: past it the request body is closed
+// (the Receive returns) and the stream ends DEADLINE_EXCEEDED naming the
+// bound. Without a streamConn (Handler mounted without serveStreams) only
+// the HTTP server's own deadlines bound the wait.
+func (s *Server) receiveFirst(st interface {
+	Receive() (*fencev1.SessionRequest, error)
+}, conn *streamConn) (*fencev1.SessionRequest, error) {
+	d := s.cfg.StreamFirstMessageTimeout
+	t := time.AfterFunc(d, conn.closeBody)
+	first, err := st.Receive()
+	if !t.Stop() {
+		// Late, or the body was closed just as the message came: either
+		// way the stream cannot go on.
+		return nil, connect.NewError(connect.CodeDeadlineExceeded,
+			fmt.Errorf("no first message on the session stream within %s (config.stream_first_message_timeout): the stream is closed", d))
+	}
+	return first, err
+}
