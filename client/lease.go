@@ -112,8 +112,10 @@ func (l *Lease) Token() fence.Token { return l.token }
 
 // SignedToken is the token with the proof of its grant (G9): the one value
 // to hand a guard that holds the cluster's key set (its text form is the
-// Fence-Token header's). A renew — of a standalone lease or of one bound to
-// the session (Lease.Renew) — may move the lease to a newer signing key:
+// Fence-Token header's). A lease keeps the key it was granted under; after
+// that key is retired --now (a leak), a renew — of a standalone lease or of
+// one bound to the session (Lease.Renew) — hands back a proof by the
+// signing key:
 // the value is that of the last grant or renew, so read it again after a
 // renew rather than keeping an old copy. A session's keepalives do not
 // re-sign its leases. It carries no proof (bare

@@ -79,9 +79,9 @@ func (s *session) renewLease(ctx context.Context, l *Lease) error {
 	if gen == l.gen {
 		s.extend(gen, sent, nil, r.GetRenew().GetLease().GetRemaining().AsDuration())
 	}
-	// A renew moves the lease to the signing key of now: its proof is the
-	// one to hand guards from here on (the old key may be retired and
-	// dropped once no live lease is signed by it).
+	// A renew hands back the lease's proof: the grant's own while its key
+	// lives, the signing key's once that key was retired --now (a leak) —
+	// then the old one names a key no guard knows: keep the new one.
 	l.resign(leaseFromProto(r.GetRenew().GetLease()).Signed)
 	return l.Err()
 }

@@ -13,10 +13,11 @@ import (
 )
 
 // TestSessionLeaseRenewUpdatesSignedToken: a lease bound to the client's
-// session (the default) that is renewed after a key rotation is moved by
-// the server to the new signing key; its SignedToken must follow, since
-// the old key is dropped once it signs no live lease — a retire then
-// leaves the lease's old proof naming a key no guard knows.
+// session (the default) keeps the key it was granted under across a
+// rotation (its renew hands back the same proof); once that key is retired
+// --now (a leak), the server signs the lease with the new key, and the
+// next renew's proof must replace the one the lease holds: the old one
+// names a key no guard knows any more.
 func TestSessionLeaseRenewUpdatesSignedToken(t *testing.T) {
 	url, _ := testServer(t)
 	ctx := context.Background()
@@ -41,13 +42,19 @@ func TestSessionLeaseRenewUpdatesSignedToken(t *testing.T) {
 	if err := l.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if kept := l.SignedToken(); kept.String() != before.String() {
+		t.Fatalf("after a renew past a rotation SignedToken is %s, want the grant's own proof %s", kept, before)
+	}
+	// The old key leaks: retired at once, its live lease moves.
+	if _, err := keys.RetireKey(ctx, connect.NewRequest(&fencev1.RetireKeyRequest{KeyId: before.KeyID, Force: true})); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
 	after := l.SignedToken()
 	if after.KeyID != rot.Msg.GetKeyId() || after.Token != l.Token() {
-		t.Fatalf("after a renew past a rotation SignedToken is signed by %s (token %d), want the new key %s (token %d)", after.KeyID, after.Token, rot.Msg.GetKeyId(), l.Token())
-	}
-	// The old key signs no live lease now: retiring it drops it.
-	if _, err := keys.RetireKey(ctx, connect.NewRequest(&fencev1.RetireKeyRequest{KeyId: before.KeyID})); err != nil {
-		t.Fatal(err)
+		t.Fatalf("after a renew past retire --now SignedToken is signed by %s (token %d), want the new key %s (token %d)", after.KeyID, after.Token, rot.Msg.GetKeyId(), l.Token())
 	}
 	ks := keySetAt(t, url)
 	if err := ks.Verify(l.SignedToken(), "sess-res"); err != nil {
