@@ -89,3 +89,58 @@ func TestPeerTLSRemovedMemberLosesThePeerPort(t *testing.T) {
 		t.Fatalf("a backup asked by a member after n3's removal: %v", err)
 	}
 }
+
+// A member down while another was removed still lists it when it
+// restarts, until it has caught up: an outside test was served as the
+// removed member through the restarted node's raft port for seconds (an
+// admin there: writes, backups, a forwarded AddMember that re-added it).
+// From the restart until it has caught up, and after, every call of the
+// removed member through the restarted node's raft port is refused.
+func TestPeerTLSRemovedMemberRefusedByARestartedMember(t *testing.T) {
+	t.Parallel()
+	p := newPeerPKI(t)
+	n1 := startRun(t, p.peerConfig(t, "n1", ClusterConfig{Bootstrap: true}))
+	n1.awaitReady(t)
+	nodes := []*runNode{n1}
+	for _, id := range []string{"n2", "n3", "n4"} {
+		n := startRun(t, p.peerConfig(t, id, ClusterConfig{Join: []string{n1.url}}))
+		n.awaitReady(t)
+		nodes = append(nodes, n)
+	}
+	// n1 leads (it bootstrapped); make sure before picking n3 and n4.
+	await(t, "n1 leads", func() bool { st := n1.status(t); return st.GetRole() == "leader" && st.GetReady() })
+	n3, n4 := nodes[2], nodes[3]
+	cfg3 := n3.cfg
+	n3.stop(t)
+	if _, err := n1.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n4"})); err != nil {
+		t.Fatal(err)
+	}
+	n4.stop(t)
+	n3 = startRun(t, cfg3)
+	removed := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, "n4"), p.ca.Pool()))
+	url := "http://" + cfg3.Cluster.RaftAddr
+	try := func() error {
+		req := connect.NewRequest(&fencev1.BackupRequest{})
+		req.Header().Set(clusterapi.ForwardedHeader, "1")
+		req.Header().Set(clusterapi.AdminHeader, "1")
+		st, err := fencev1connect.NewMaintenanceServiceClient(removed, url).Backup(context.Background(), req)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for st.Receive() {
+		}
+		return st.Err()
+	}
+	tries := 0
+	await(t, "the restarted n3 caught up (its removed member asked all along)", func() bool {
+		tries++
+		if err := try(); err == nil {
+			t.Fatalf("removed n4 was served a backup by the restarted n3 (try %d)", tries)
+		}
+		return n3.status(t).GetReady()
+	})
+	if err := try(); err == nil {
+		t.Fatal("removed n4 was served a backup by n3 once caught up")
+	}
+}

@@ -47,9 +47,11 @@ type AuthStore interface {
 	CaughtUp() error
 }
 
-// statusViewKey marks a call of a node's status or membership view, which
-// a node that has not caught up still serves (judged by its replica as it
-// is: they hold no values and no secrets).
+// statusViewKey marks a call of a node's own status (NodeStatus), which a
+// node that has not caught up still serves (judged by its replica as it
+// is: it holds no values and no secrets). Members, which asks every
+// member for its status, is not: a stale replica would hand an anonymous
+// caller the leader's status.
 type statusViewKey struct{}
 
 // TokenPrefix starts every bearer secret: fence_<id>_<base64url secret>.
@@ -255,7 +257,7 @@ const anyName = "\x00any"
 // ownership with. Every refusal is audited.
 func (s *Server) authorize(ctx context.Context, method string, kind state.PermKind, name string) (context.Context, error) {
 	ictx := ctx
-	if method == "NodeStatus" || method == "Members" {
+	if method == "NodeStatus" {
 		ictx = context.WithValue(ctx, statusViewKey{}, true)
 	}
 	id, err := s.identify(ictx, false)
@@ -298,6 +300,16 @@ func allows(perms []state.Permission, kind state.PermKind, name string) bool {
 // detailed status). A peer's call on the raft port is a node's, trusted.
 func (s *Server) requireAdmin(ctx context.Context, method string) (context.Context, error) {
 	if clusterapi.FromPeer(ctx) {
+		// Audited too (not the status views nodes ask one another all
+		// the time): with the principal a follower forwarded, else as the
+		// node; the line names the node (peer_node).
+		if method != "NodeStatus" && method != "Members" {
+			who := "node"
+			if p := credsOf(ctx).peer; p != nil && p.Name != "" {
+				who = p.Name
+			}
+			s.auditAction(ctx, method, who, "")
+		}
 		return ctx, nil
 	}
 	ctx, err := s.authorize(ctx, method, state.PermAdmin, "")

@@ -3,8 +3,11 @@ package server
 import (
 	"net/http"
 
+	"connectrpc.com/connect"
+
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/apierr"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster/clusterapi"
 )
 
@@ -26,6 +29,18 @@ func (s *Server) peerGate(h http.Handler) http.Handler {
 				err := &fence.PermissionDeniedError{Principal: "node:" + id, What: "peer"}
 				s.audit(ctx, r.URL.Path, err.Principal, "", err)
 				refuse(w, r, apierr.ToConnect(err))
+				return
+			}
+		}
+		// A node that has not caught up since it started may hold a
+		// configuration that still lists a member removed while it was
+		// down (an outside test was served as a removed member for
+		// seconds after a restart), and an auth state without the
+		// cluster's latest: through its peer port it answers only its
+		// own status (what the leader adding it, and Members, ask).
+		if clusterapi.FromPeer(ctx) && s.deps.Auth != nil && r.URL.Path != fencev1connect.ClusterServiceNodeStatusProcedure {
+			if err := s.deps.Auth.CaughtUp(); err != nil {
+				refuse(w, r, connect.NewError(connect.CodeUnavailable, err))
 				return
 			}
 		}

@@ -98,4 +98,8 @@ func TestPeerPortServesMembersOnly(t *testing.T) {
 	if out := logs.String(); !strings.Contains(out, "principal=node:n9") || !strings.Contains(out, "event=refused") {
 		t.Fatalf("the refusal is not audited with the node id:\n%s", out)
 	}
+	// The member's backup is audited as an admin action, naming it.
+	if out := logs.String(); !strings.Contains(out, "event=admin method=Backup principal=node") || !strings.Contains(out, "peer_node=n2") {
+		t.Fatalf("a member's backup through the peer port is not audited with its node:\n%s", out)
+	}
 }
