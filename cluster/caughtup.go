@@ -19,7 +19,7 @@ import (
 // full backups from a follower's client port in that window). So the
 // server serves no API call on a node until it has caught up once
 // (server: identify refuses UNAVAILABLE, and the client asks another node
-// or retries): a leader in office that has applied everything committed,
+// or retries): a leader in office (its barrier applied everything committed before its term),
 // or a follower that has applied at least the commit index its leader
 // reported when first asked after the start. From then on it is caught up
 // for good: later changes reach it in log order, like any command.
@@ -113,14 +113,17 @@ func (m *Membership) WatchCaughtUp(ctx context.Context) {
 	}
 }
 
-// caughtUpAt decides, from a node's status: a leader in office that has
-// applied all it committed; a follower that has applied the commit index
-// target its leader reported (0: not known yet). Never its own commit
-// index: raft gives a follower min(leader's commit, its last entry).
+// caughtUpAt decides, from a node's status: a leader in office (its
+// barrier at taking office applied everything committed before its term;
+// what it commits after is applied in order, so a moment when its applied
+// index trails its commit index under load is no gap); a follower that
+// has applied the commit index target its leader reported (0: not known
+// yet). Never a follower's own commit index: raft gives a follower
+// min(leader's commit, its last entry).
 func caughtUpAt(st node.Status, single bool, target uint64) bool {
 	switch {
 	case st.Leader:
-		return st.InOffice && st.AppliedIndex >= st.CommitIndex
+		return st.InOffice
 	case single:
 		return false
 	}

@@ -154,6 +154,11 @@ func (m *Membership) Members(ctx context.Context) (MemberList, error) {
 		return MemberList{}, err
 	}
 	out := make([]Member, len(conf))
+	// A node that has not caught up since it started lists its
+	// configuration and its own status only: the server judged the call by
+	// a replica that may not know the cluster's authentication yet, so the
+	// other members' status (the leader's among them) is not asked for it.
+	caught := m.CaughtUp()
 	var wg sync.WaitGroup
 	for i, c := range conf {
 		mem := &out[i]
@@ -163,6 +168,10 @@ func (m *Membership) Members(ctx context.Context) (MemberList, error) {
 		}
 		if c.ID == self.ID {
 			mem.Status = &self
+			continue
+		}
+		if !caught {
+			mem.Error = "not asked: this node has not caught up with its cluster since it started"
 			continue
 		}
 		wg.Go(func() {

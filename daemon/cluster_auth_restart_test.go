@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -98,6 +99,19 @@ func TestClusterRestartedFollowerServesNothingUntilCaughtUp(t *testing.T) {
 	st, err := f.client().NodeStatus(ctx, connect.NewRequest(&fencev1.NodeStatusRequest{}))
 	if err != nil || st.Msg.GetReady() {
 		t.Fatalf("status of a follower that has not caught up: %v, ready %t; want served, not ready", err, st.Msg.GetReady())
+	}
+
+	// Its membership view lists the configuration, and asks no other
+	// member for its status (it would hand it to whom a stale replica
+	// lets in).
+	ms, err := f.client().Members(ctx, connect.NewRequest(&fencev1.MembersRequest{}))
+	if err != nil {
+		t.Fatalf("Members of a follower that has not caught up: %v, want served", err)
+	}
+	for _, m := range ms.Msg.GetMembers() {
+		if m.GetId() != f.id && !strings.HasPrefix(m.GetError(), "not asked") {
+			t.Fatalf("Members of a follower that has not caught up: %s listed %+v, want not asked", m.GetId(), m)
+		}
 	}
 
 	// The cluster comes back; the follower catches up and judges calls

@@ -47,11 +47,11 @@ type AuthStore interface {
 	CaughtUp() error
 }
 
-// statusViewKey marks a call of a node's own status (NodeStatus), which a
-// node that has not caught up still serves (judged by its replica as it
-// is: it holds no values and no secrets). Members, which asks every
-// member for its status, is not: a stale replica would hand an anonymous
-// caller the leader's status.
+// statusViewKey marks a call of a node's status or membership view, which
+// a node that has not caught up still serves (judged by its replica as it
+// is: they hold no values and no secrets). Members then asks no other
+// member (cluster.Membership.Members): a stale replica would hand an
+// anonymous caller the leader's status.
 type statusViewKey struct{}
 
 // TokenPrefix starts every bearer secret: fence_<id>_<base64url secret>.
@@ -257,7 +257,7 @@ const anyName = "\x00any"
 // ownership with. Every refusal is audited.
 func (s *Server) authorize(ctx context.Context, method string, kind state.PermKind, name string) (context.Context, error) {
 	ictx := ctx
-	if method == "NodeStatus" {
+	if method == "NodeStatus" || method == "Members" {
 		ictx = context.WithValue(ctx, statusViewKey{}, true)
 	}
 	id, err := s.identify(ictx, false)

@@ -74,7 +74,7 @@ func startCluster(t *testing.T) (leader, follower *member) {
 		for _, m := range members {
 			st := m.s.Node().Status()
 			switch {
-			case st.Leader && st.Ready():
+			case st.Leader && m.s.Ready():
 				leader = m
 			case !st.Leader && m.s.Ready():
 				follower = m
