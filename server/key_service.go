@@ -40,6 +40,10 @@ func (s *Server) keyCalls() fencev1connect.KeyServiceHandler {
 }
 
 func (k keyService) ListKeys(ctx context.Context, req *connect.Request[fencev1.ListKeysRequest]) (*connect.Response[fencev1.ListKeysResponse], error) {
+	// Not from a node that has not caught up (see keys).
+	if err := k.s.deps.Auth.CaughtUp(); err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
 	out := &fencev1.ListKeysResponse{}
 	k.s.deps.Auth.ReadAuth(func(m *state.Machine) {
 		out.ClusterId, out.RestoredFrom = m.ClusterID(), m.RestoredFrom()
@@ -116,8 +120,20 @@ func (s *Server) keys(w http.ResponseWriter, _ *http.Request) {
 		http.NotFound(w, nil)
 		return
 	}
+	// A node that has not caught up since it started would publish the
+	// key set of its last snapshot — one a key retired --now since (a
+	// leak) may still be in: a guard reloading it would trust that key
+	// again (outside attack). And a set with no key verifies nothing.
+	if err := s.deps.Auth.CaughtUp(); err != nil {
+		http.Error(w, "the key set is not served by this node yet: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	var ks *fence.KeySet
 	s.deps.Auth.ReadAuth(func(m *state.Machine) { ks = m.KeySet() })
+	if len(ks.Keys) == 0 {
+		http.Error(w, "the key set is not served by this node yet: it holds no signing key (its first leader has not proposed one)", http.StatusServiceUnavailable)
+		return
+	}
 	b, err := json.Marshal(ks)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
