@@ -89,6 +89,13 @@ const MaxSigningKeys = 64
 // from (the oldest is forgotten first).
 const MaxRestoredFrom = 64
 
+// MaxRestoredKeys bounds the keys a restore may leave: each restore adds
+// one fresh key, beyond MaxSigningKeys if every older key still signs a
+// live lease (a backup must restore whatever its leases: an outside test
+// could not restore a store of 65 keys, each with a live lease). Rotations
+// stay bounded by MaxSigningKeys.
+const MaxRestoredKeys = MaxSigningKeys + MaxRestoredFrom
+
 // KeyInfo describes one signing key (never its private half).
 type KeyInfo struct {
 	ID      string            // fence.KeyIDOf(Public)
@@ -174,7 +181,7 @@ func (m *impl) keyRotate(cmd Command) Result {
 // the state holds fewer than limit keys.
 func (m *impl) addKey(seed []byte, limit int) (string, error) {
 	if len(m.keys.keys) >= limit {
-		return "", fence.Exhausted("signing keys", "at most "+strconv.Itoa(MaxSigningKeys)+" (retire one)", strconv.Itoa(len(m.keys.keys)))
+		return "", fence.Exhausted("signing keys", "at most "+strconv.Itoa(limit)+" (retire one)", strconv.Itoa(len(m.keys.keys)))
 	}
 	k := newSigningKey(seed, KeyActive, m.clock)
 	if m.keys.find(k.id) != nil {
@@ -337,7 +344,7 @@ func (m *Machine) AddRestoredKey(seed []byte) (string, error) {
 			}
 		}
 	}
-	id, err := m.addKey(seed, MaxSigningKeys+1)
+	id, err := m.addKey(seed, MaxRestoredKeys)
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -336,7 +337,7 @@ func TestKeySnapshotRefusesInconsistentKeys(t *testing.T) {
 		},
 		"seed and public key": func(d *snapDoc) { d.Keys[0].Public = make([]byte, ed25519.PublicKeySize) },
 		"too many keys": func(d *snapDoc) {
-			for i := len(d.Keys); i <= MaxSigningKeys+1; i++ {
+			for i := len(d.Keys); i <= MaxRestoredKeys; i++ {
 				d.Keys = append([]snapKey{{Seed: seed(byte(100 + i)), Status: KeyVerifyOnly}}, d.Keys...)
 			}
 		},
@@ -473,6 +474,37 @@ func TestKeyRestoreBeyondTheCap(t *testing.T) {
 	keys := n.SigningKeys()
 	if len(keys) != MaxSigningKeys+1 || keys[0].ID != keyIDOfSeed(11) {
 		t.Fatalf("%d keys starting with %s, want %d starting with %s (the oldest, %s, dropped)", len(keys), keys[0].ID, MaxSigningKeys+1, keyIDOfSeed(11), keyIDOfSeed(10))
+	}
+}
+
+// A restore of a store whose every key signs a live lease adds its fresh
+// key beyond MaxSigningKeys (up to MaxRestoredKeys), and the snapshot of
+// the result loads: such a backup is always restorable.
+func TestKeyRestoreWithEveryKeyLive(t *testing.T) {
+	m := keyedMachine(t)
+	mustGrant(t, m, acq(sec, "k0", "A", time.Hour), 1)
+	for i := range MaxSigningKeys - 1 {
+		mustOK(t, m, rotate(sec, byte(10+i)))
+		mustGrant(t, m, acq(sec, "k"+strconv.Itoa(i+1), "A", time.Hour), fence.Token(i+2))
+	}
+	for round := range 3 {
+		if err := m.SetRestoredClusterID("r" + strconv.Itoa(round)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.AddRestoredKey(seed(byte(200 + round))); err != nil {
+			t.Fatalf("restore %d of a store whose %d keys all sign live leases: %v", round+1, len(m.SigningKeys()), err)
+		}
+		n := New()
+		if err := n.Restore(bytes.NewReader(snapshotBytes(t, m))); err != nil {
+			t.Fatalf("the snapshot after restore %d (%d keys): %v", round+1, len(m.SigningKeys()), err)
+		}
+		m = n
+		// The restored cluster grants a lease under its fresh key: every
+		// key signs a live lease again.
+		mustOK(t, m, acq(m.Now(), "r"+strconv.Itoa(round), "A", time.Hour))
+	}
+	if got := len(m.SigningKeys()); got <= MaxSigningKeys+1 {
+		t.Fatalf("%d keys after three restores of a store whose keys all sign live leases, want more than %d", got, MaxSigningKeys+1)
 	}
 }
 

@@ -65,10 +65,10 @@ func keysOfPB(pk []*statepb.SigningKey, pf [][]byte) ([]snapKey, []string) {
 // which name them): a seed of the right size, or (public-only, never the
 // signing key) a public key of the right size and no seed; distinct;
 // exactly the last one the signing key, a status each; at most
-// MaxSigningKeys+1 (a restore's fresh key may be one beyond the cap).
+// MaxRestoredKeys (a restore's fresh key may be beyond the cap).
 func (m *impl) restoreKeys(doc *snapDoc) error {
-	if len(doc.Keys) > MaxSigningKeys+1 || len(doc.RestoredFrom) > MaxRestoredFrom {
-		return fmt.Errorf("%d signing keys, %d restored-from ids (at most %d, %d)", len(doc.Keys), len(doc.RestoredFrom), MaxSigningKeys+1, MaxRestoredFrom)
+	if len(doc.Keys) > MaxRestoredKeys || len(doc.RestoredFrom) > MaxRestoredFrom {
+		return fmt.Errorf("%d signing keys, %d restored-from ids (at most %d, %d)", len(doc.Keys), len(doc.RestoredFrom), MaxRestoredKeys, MaxRestoredFrom)
 	}
 	for i, sk := range doc.Keys {
 		last := i == len(doc.Keys)-1
