@@ -227,17 +227,50 @@ func (m *impl) keyRetire(cmd Command) Result {
 		}
 		k.leases = 0
 	}
-	m.dropRetired(k)
+	m.removeKey(k) // at once, whatever proofs it made
 	return Result{KeyID: k.id, KeyLeases: moved}
 }
 
-// dropRetired drops k if it is retiring and signs no live lease.
+// dropRetired drops k if it is retiring and its proofs are over: it signs
+// no live lease, and — if it could sign (it has a seed) — no live lease is
+// under a public-only key either. Such leases (a restore's) get their
+// proofs from whichever key signed when they were handed out, which the
+// state does not record: a key that may have made one waits for them all
+// (an outside test had a renewed lease's proof, by a restore's fresh key,
+// refused after a plain retire of that key).
 func (m *impl) dropRetired(k *signingKey) {
 	if k.status != KeyRetiring || k.leases > 0 {
 		return
 	}
+	if k.priv != nil && m.publicOnlyLeases() > 0 {
+		return
+	}
+	m.removeKey(k)
+}
+
+// removeKey drops k from the keys.
+func (m *impl) removeKey(k *signingKey) {
 	if i := slices.Index(m.keys.keys, k); i >= 0 {
 		m.keys.keys = slices.Delete(m.keys.keys, i, i+1)
+	}
+}
+
+// publicOnlyLeases counts the live leases under keys without a seed.
+func (m *impl) publicOnlyLeases() int {
+	n := 0
+	for _, k := range m.keys.keys {
+		if k.priv == nil {
+			n += k.leases
+		}
+	}
+	return n
+}
+
+// dropIdleRetired drops every retiring key whose proofs are over
+// (dropRetired), once the last lease under a public-only key ended.
+func (m *impl) dropIdleRetired() {
+	for _, k := range slices.Clone(m.keys.keys) {
+		m.dropRetired(k)
 	}
 }
 
@@ -269,6 +302,9 @@ func (m *impl) unsign(g *grant) {
 	g.key = nil
 	k.leases--
 	m.dropRetired(k)
+	if k.priv == nil && m.publicOnlyLeases() == 0 {
+		m.dropIdleRetired()
+	}
 }
 
 // HasSigningKey reports whether the state has a signing key (a grant
@@ -335,11 +371,13 @@ func (m *Machine) AddRestoredKey(seed []byte) (string, error) {
 		return "", fence.Invalid("seed", fmt.Sprintf("%d bytes", ed25519.SeedSize), strconv.Itoa(len(seed))+" bytes")
 	}
 	if len(m.keys.keys) > MaxSigningKeys {
-		// Make room: the oldest key that signs no live lease goes.
+		// Make room: the oldest key whose proofs are over goes (it signs
+		// no live lease, nor may have signed one under a public-only
+		// key: dropRetired's rule).
+		waiting := m.publicOnlyLeases() > 0
 		for _, k := range m.keys.keys {
-			if k.status != KeyActive && k.leases == 0 {
-				k.status = KeyRetiring
-				m.dropRetired(k)
+			if k.status != KeyActive && k.leases == 0 && (k.priv == nil || !waiting) {
+				m.removeKey(k)
 				break
 			}
 		}

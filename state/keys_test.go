@@ -668,3 +668,54 @@ func TestSnapshotKeysGolden(t *testing.T) {
 		t.Fatal("the golden keys snapshot does not restore to itself")
 	}
 }
+
+// After a restore, a lease under a public-only key gets its proofs from
+// whichever key signs when they are handed out — the restore's fresh key,
+// then a later one — and the state does not record which. So a key that
+// could sign waits, once retired, until no lease under a public-only key
+// is left (an outside test had a renewed lease's proof, by the fresh key,
+// refused after a rotation and a plain retire of that key). A snapshot
+// taken while it waits loads; when the last such lease ends it goes.
+func TestKeyRetireWaitsForRestoredLeases(t *testing.T) {
+	m := keyedMachine(t)
+	mustOK(t, m, rotate(sec, 1))
+	mustGrant(t, m, acq(sec, "old", "A", time.Hour), 1)
+	if err := m.SetRestoredClusterID("c2"); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := m.AddRestoredKey(seed(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder renews: its proof is by the fresh key now.
+	mustOK(t, m, renew(2*sec, "old", 1, time.Hour))
+	if k, _, ok := m.LeaseSigner("old", 1); !ok || keyIDOf(k) != fresh {
+		t.Fatalf("the restored lease's proof is not by the fresh key %s", fresh)
+	}
+	mustOK(t, m, rotate(3*sec, 10))
+	mustOK(t, m, retire(4*sec, fresh))
+	if !hasKey(m, fresh) {
+		t.Fatalf("the fresh key was dropped while a restored lease (whose proof it made) lives: %s", keyStates(m))
+	}
+	n := New()
+	if err := n.Restore(bytes.NewReader(snapshotBytes(t, m))); err != nil {
+		t.Fatalf("a snapshot with a retired key waiting for restored leases: %v", err)
+	}
+	mustOK(t, m, rel(5*sec, "old", 1))
+	if hasKey(m, fresh) {
+		t.Fatalf("the retired fresh key outlived the last restored lease: %s", keyStates(m))
+	}
+}
+
+func keyIDOf(k ed25519.PrivateKey) string {
+	return fence.KeyIDOf(k.Public().(ed25519.PublicKey))
+}
+
+func hasKey(m *Machine, id string) bool {
+	for _, k := range m.SigningKeys() {
+		if k.ID == id {
+			return true
+		}
+	}
+	return false
+}

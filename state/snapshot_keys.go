@@ -117,11 +117,12 @@ func (m *impl) restoreLeaseKey(g *grant, id string) error {
 	return nil
 }
 
-// checkKeyLeases refuses a retiring key that signs no live lease (it would
-// have been dropped when its last lease ended).
+// checkKeyLeases refuses a retiring key whose proofs are over (it would
+// have been dropped when they ended: dropRetired).
 func (m *impl) checkKeyLeases() error {
+	waiting := m.publicOnlyLeases() > 0
 	for _, k := range m.keys.keys {
-		if k.status == KeyRetiring && k.leases == 0 {
+		if k.status == KeyRetiring && k.leases == 0 && (k.priv == nil || !waiting) {
 			return fmt.Errorf("signing key %q is retiring but signs no live lease", k.id)
 		}
 	}
