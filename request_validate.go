@@ -275,7 +275,7 @@ func requireSession(id uint64) error {
 // or for the write's own token.
 func validateSignedFor(st SignedToken, token Token) error {
 	if st.Token != 0 && st.Token != token {
-		return Invalid("signed_token", "a signed form of token "+token.String(), st.String())
+		return Invalid("signed_token", "a signed form of token "+token.String(), st.Redacted())
 	}
 	return nil
 }

@@ -50,6 +50,16 @@ func (t SignedToken) String() string {
 	return t.Token.String() + "." + t.ClusterID + "." + t.KeyID + "." + base64.RawURLEncoding.EncodeToString(t.Signature)
 }
 
+// Redacted is t's text form without its signature ("<token>.<cluster
+// id>.<key id>.…"): what an error or a log line may show of a proof, which
+// is a bearer credential at every guard.
+func (t SignedToken) Redacted() string {
+	if !t.Signed() {
+		return t.Token.String()
+	}
+	return t.Token.String() + "." + t.ClusterID + "." + t.KeyID + ".…"
+}
+
 // MaxSignedTokenBytes bounds the text form ParseSignedToken accepts.
 const MaxSignedTokenBytes = 256
 

@@ -152,7 +152,9 @@ func signedRequestToken(text string, token uint64) (fence.SignedToken, fence.Tok
 	if err != nil {
 		var inv *fence.InvalidError
 		if errors.As(err, &inv) {
-			err = fence.Invalid("signed_token", inv.Bound, inv.Value)
+			// Not the text: a malformed proof may be a real one with a
+			// character too many, a bearer credential (errors are logged).
+			err = fence.Invalid("signed_token", inv.Bound, fmt.Sprintf("%d bytes", len(text)))
 		}
 		return fence.SignedToken{}, fence.Token(token), fence.FieldCheck{Field: "signed_token", Err: err}
 	}
