@@ -260,6 +260,11 @@ func (f *forger) write(ctx context.Context, kind, res string, st fence.SignedTok
 	op := Op{Worker: forgerWorker, Kind: KindForge, Store: StorePostgres, Res: res, Fenced: true,
 		Token: uint64(st.Token), Forge: kind, Call: nowNano(), Attempts: 1, Before: before}
 	m, out, last, werr := f.st.txMutation(rctx, res, st, "value + $1", 0)
+	if out != OutcomeOK && (errors.Is(werr, context.Canceled) || errors.Is(werr, context.DeadlineExceeded)) {
+		// Cut short (the run's end, a timeout): the guard judged
+		// nothing the checker can read.
+		out = OutcomeUnknown
+	}
 	op.Out, op.Err, op.Reason = out, errString(werr), string(fence.ReasonOf(werr))
 	if out != OutcomeUnknown {
 		op.Return = nowNano()
