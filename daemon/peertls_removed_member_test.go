@@ -57,19 +57,7 @@ func TestPeerTLSRemovedMemberLosesThePeerPort(t *testing.T) {
 	// raft port: one client, its connection kept alive.
 	held := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, "n3"), p.ca.Pool()))
 	url := "http://" + lead.cfg.Cluster.RaftAddr
-	backup := func(c connect.HTTPClient) error {
-		req := connect.NewRequest(&fencev1.BackupRequest{})
-		req.Header().Set(clusterapi.ForwardedHeader, "1")
-		req.Header().Set(clusterapi.AdminHeader, "1")
-		st, err := fencev1connect.NewMaintenanceServiceClient(c, url).Backup(context.Background(), req)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		for st.Receive() {
-		}
-		return st.Err()
-	}
+	backup := func(c connect.HTTPClient) error { return peerBackup(c, url) }
 	if err := backup(held); err != nil {
 		t.Fatalf("a backup asked by member n3 over the leader's raft port: %v", err)
 	}
@@ -119,19 +107,7 @@ func TestPeerTLSRemovedMemberRefusedByARestartedMember(t *testing.T) {
 	n3 = startRun(t, cfg3)
 	removed := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, "n4"), p.ca.Pool()))
 	url := "http://" + cfg3.Cluster.RaftAddr
-	try := func() error {
-		req := connect.NewRequest(&fencev1.BackupRequest{})
-		req.Header().Set(clusterapi.ForwardedHeader, "1")
-		req.Header().Set(clusterapi.AdminHeader, "1")
-		st, err := fencev1connect.NewMaintenanceServiceClient(removed, url).Backup(context.Background(), req)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		for st.Receive() {
-		}
-		return st.Err()
-	}
+	try := func() error { return peerBackup(removed, url) }
 	tries := 0
 	await(t, "the restarted n3 caught up (its removed member asked all along)", func() bool {
 		tries++
@@ -143,4 +119,21 @@ func TestPeerTLSRemovedMemberRefusedByARestartedMember(t *testing.T) {
 	if err := try(); err == nil {
 		t.Fatal("removed n4 was served a backup by n3 once caught up")
 	}
+}
+
+// peerBackup streams a backup from the raft port's API side at url over c,
+// as a peer asks for one (forwarded, as an admin), and returns how it
+// ended.
+func peerBackup(c connect.HTTPClient, url string) error {
+	req := connect.NewRequest(&fencev1.BackupRequest{})
+	req.Header().Set(clusterapi.ForwardedHeader, "1")
+	req.Header().Set(clusterapi.AdminHeader, "1")
+	st, err := fencev1connect.NewMaintenanceServiceClient(c, url).Backup(context.Background(), req)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for st.Receive() {
+	}
+	return st.Err()
 }

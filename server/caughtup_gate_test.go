@@ -15,7 +15,6 @@ import (
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/cluster/clusterapi"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -126,19 +125,7 @@ func TestNotCaughtUpPeerPortServesOnlyNodeStatus(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	url := "http://" + ln.Addr().String()
 	ctx := context.Background()
-	backup := func() error {
-		req := connect.NewRequest(&fencev1.BackupRequest{})
-		req.Header().Set(clusterapi.ForwardedHeader, "1")
-		req.Header().Set(clusterapi.AdminHeader, "1")
-		st, err := fencev1connect.NewMaintenanceServiceClient(&http.Client{}, url).Backup(ctx, req)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		for st.Receive() {
-		}
-		return st.Err()
-	}
+	backup := func() error { return peerBackup(ctx, url) }
 	if err := backup(); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("a peer's backup from a node not caught up: %v, want unavailable", err)
 	}

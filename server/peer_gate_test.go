@@ -68,20 +68,7 @@ func TestPeerPortServesMembersOnly(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
-	backup := func(url string) error {
-		req := connect.NewRequest(&fencev1.BackupRequest{})
-		req.Header().Set(clusterapi.ForwardedHeader, "1")
-		req.Header().Set(clusterapi.PrincipalHeader, "")
-		req.Header().Set(clusterapi.AdminHeader, "1")
-		st, err := fencev1connect.NewMaintenanceServiceClient(&http.Client{}, url).Backup(ctx, req)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		for st.Receive() {
-		}
-		return st.Err()
-	}
+	backup := func(url string) error { return peerBackup(ctx, url) }
 	n2, n9 := serve("n2"), serve("n9")
 	if err := backup(n2); err != nil {
 		t.Fatalf("a backup asked by member n2 through the peer port: %v", err)
@@ -102,4 +89,22 @@ func TestPeerPortServesMembersOnly(t *testing.T) {
 	if out := logs.String(); !strings.Contains(out, "event=admin method=Backup principal=node") || !strings.Contains(out, "peer_node=n2") {
 		t.Fatalf("a member's backup through the peer port is not audited with its node:\n%s", out)
 	}
+}
+
+// peerBackup streams a backup from the server at url as a peer asks for
+// one (forwarded, as an admin, naming no principal) and returns how it
+// ended.
+func peerBackup(ctx context.Context, url string) error {
+	req := connect.NewRequest(&fencev1.BackupRequest{})
+	req.Header().Set(clusterapi.ForwardedHeader, "1")
+	req.Header().Set(clusterapi.PrincipalHeader, "")
+	req.Header().Set(clusterapi.AdminHeader, "1")
+	st, err := fencev1connect.NewMaintenanceServiceClient(&http.Client{}, url).Backup(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for st.Receive() {
+	}
+	return st.Err()
 }
