@@ -97,7 +97,9 @@ func ParseSignedToken(s string) (SignedToken, error) {
 	}
 	parts := strings.Split(rest, ".")
 	if len(parts) != 3 {
-		return SignedToken{}, Invalid("token", "<token>.<cluster id>.<key id>.<signature>", strconv.Quote(s))
+		// Not the text: it may be a real proof with a dot too many (a
+		// bearer credential, and errors are logged).
+		return SignedToken{}, Invalid("token", "<token>.<cluster id>.<key id>.<signature>", fmt.Sprintf("%d parts", len(parts)+1))
 	}
 	if !isBase64URLText(parts[0]) || len(parts[0]) > MaxClusterIDBytes {
 		return SignedToken{}, Invalid("token", fmt.Sprintf("a cluster id of 1 to %d ASCII letters, digits, '-' and '_'", MaxClusterIDBytes), strconv.Quote(parts[0]))
@@ -107,7 +109,7 @@ func ParseSignedToken(s string) (SignedToken, error) {
 	}
 	sig, ok := decodeCanonical(parts[2], ed25519.SignatureSize)
 	if !ok {
-		return SignedToken{}, Invalid("token", fmt.Sprintf("a signature of %d bytes in canonical unpadded base64url", ed25519.SignatureSize), strconv.Quote(parts[2]))
+		return SignedToken{}, Invalid("token", fmt.Sprintf("a signature of %d bytes in canonical unpadded base64url", ed25519.SignatureSize), fmt.Sprintf("%d characters", len(parts[2])))
 	}
 	return SignedToken{Token: tok, ClusterID: parts[0], KeyID: parts[1], Signature: sig}, nil
 }

@@ -156,6 +156,12 @@ func signedRequestToken(text string, token uint64) (fence.SignedToken, fence.Tok
 			// character too many, a bearer credential (errors are logged).
 			err = fence.Invalid("signed_token", inv.Bound, fmt.Sprintf("%d bytes", len(text)))
 		}
+		if token == 0 {
+			// The token was to come from the signed token: the refusal
+			// names signed_token, not a token 0 the caller never sent
+			// (the call is refused either way; 1 stands in for it).
+			token = 1
+		}
 		return fence.SignedToken{}, fence.Token(token), fence.FieldCheck{Field: "signed_token", Err: err}
 	}
 	if token == 0 {
