@@ -132,6 +132,10 @@ type Config struct {
 	// name this node's NodeID. Re-read as CertFile is.
 	PeerCertFile, PeerKeyFile, PeerTrustedCAFile string
 
+	// RequireSignedWrites: the built-in store refuses a write with a bare
+	// token once the cluster has a signing key (node.Config).
+	RequireSignedWrites bool
+
 	// InsecureListen lets Run listen on a non-loopback address without TLS
 	// (the client port without CertFile, the raft port without the peer
 	// files); without it Run refuses (*InsecureListenError). It is logged

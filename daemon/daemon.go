@@ -42,6 +42,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	nc, cp, err := withCluster(cfg, h, node.Config{
 		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, Rules: cfg.Rules,
 		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout, WaiterGrace: cfg.WaiterGrace,
+		RequireSignedWrites: cfg.RequireSignedWrites,
 	})
 	if err != nil {
 		return nil, err

@@ -105,6 +105,14 @@ type Config struct {
 	// down); it is called on one of raft's goroutines, and raft panics if
 	// a failed write of a new term returns to it.
 	OnFatal func(error)
+	// RequireSignedWrites refuses a write of the built-in store (Write,
+	// Add, Delete) that carries a bare token, once the state has a
+	// signing key: only a lease's holder (or an admin) is handed its proof,
+	// so a principal with write permission can no longer write with
+	// another's token (FORGED_TOKEN, "no proof"). Checked before a write is
+	// proposed, by the node that serves it (a follower forwards writes:
+	// the leader's setting decides; set it on every node).
+	RequireSignedWrites bool
 
 	// WaiterGrace is how long a node that took office waits for clients to
 	// re-attach to acquires that were queued when it took office (a retry

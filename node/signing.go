@@ -114,6 +114,10 @@ func (n *Node) proposeFirstKey(ctx context.Context, c *leaderClock) error {
 // A refusal is a *fence.ForgedTokenError; nothing is proposed.
 func (n *Node) verifySigned(st fence.SignedToken, resource string) error {
 	if !st.Signed() {
+		if n.cfg.RequireSignedWrites && n.fsm.keyed.Load() {
+			return &fence.ForgedTokenError{Token: st.Token, Name: resource,
+				Reason: "no proof: this server takes signed writes only (--require-signed-writes); send the lease's signedToken"}
+		}
 		return nil
 	}
 	return n.KeySet().Verify(st, resource)

@@ -41,6 +41,8 @@ var serveFlagTable = []serveFlag{
 		str(func(s *serveSettings) *string { return &s.cfg.TrustedCAFile })},
 	{"client-cert-auth", "every client must present a certificate signed by a CA of --trusted-ca-file",
 		boolean(func(s *serveSettings) *bool { return &s.cfg.ClientCertAuth })},
+	{"require-signed-writes", "the built-in store (Write, Add, Delete) refuses a bare token: every write carries its lease's signedToken (FORGED_TOKEN otherwise); set it on every node",
+		boolean(func(s *serveSettings) *bool { return &s.cfg.RequireSignedWrites })},
 	{"insecure-listen", "listen on a non-loopback --listen or --raft-addr even without TLS on that port (logged as an error, shown by fence status); without it such a start is refused",
 		boolean(func(s *serveSettings) *bool { return &s.cfg.InsecureListen })},
 	{"data-dir", "directory for the raft log and snapshots",
