@@ -106,7 +106,7 @@ func (m *impl) acquire(cmd Command) Result {
 		req.deadline = m.clock + int64(cmd.Wait)
 		l.queue = append(l.queue, req)
 		m.addWaiterCount(req)
-		m.live[req.id] = req
+		m.setLive(req)
 		res.Queued = true
 		res.Attempt = req.attempt
 	default:

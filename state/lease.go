@@ -131,7 +131,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 		if len(l.queue) == 0 {
 			l.queue = nil
 		}
-		delete(m.live, r.id)
+		m.unsetLive(r.id)
 		if r.sess != nil && r.sess.waiters != nil {
 			delete(r.sess.waiters, r.id)
 		}

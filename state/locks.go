@@ -163,7 +163,7 @@ func (m *impl) expireWaits(l *lockEntry, events *[]Event) {
 // remembered (nothing was granted): a retry is a new request, refused the
 // same way.
 func (m *impl) refuseWait(w *request, err error, events *[]Event) {
-	delete(m.live, w.id)
+	m.unsetLive(w.id)
 	if w.sess != nil && w.sess.waiters != nil {
 		delete(w.sess.waiters, w.id)
 	}
@@ -208,7 +208,7 @@ func (m *impl) grantTo(l *lockEntry, owner, principal string, ttl, lockDelay tim
 	if req != nil {
 		req.state = reqHeld
 		req.token = g.token
-		m.live[req.id] = req
+		m.setLive(req)
 	}
 	return g
 }

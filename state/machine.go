@@ -27,6 +27,7 @@ type impl struct {
 	idle      idleLocks    // free locks kept as tombstones, oldest first
 
 	live     map[string]*request         // request_ids queued or holding a lock
+	liveBy   map[string]int              // live request_ids each principal will have remembered (setLive)
 	requests memory[string, doneRequest] // request_ids whose outcome is final
 	ops      memory[opKey, opRecord]     // op_ids of accepted writes and adds
 
@@ -63,6 +64,7 @@ func newImpl(cfg Config) *impl {
 		byName:    map[string]*lockEntry{},
 		idle:      newIdleLocks(),
 		live:      map[string]*request{},
+		liveBy:    map[string]int{},
 		requests:  newMemory[string, doneRequest](),
 		ops:       newMemory[opKey, opRecord](),
 		resources: map[string]*resource{},

@@ -151,17 +151,26 @@ func (m *memory[K, V]) oldestOf(p string) *memEntry[K, V] {
 // refused a new one: its oldest is younger than minRetention, so
 // forgetting it would break the promise that a retry within
 // MinIDRetention is never applied twice (as full, for one principal).
-func (m *memory[K, V]) ownerFull(p string, now, minRetention int64, quota int) bool {
-	if p == "" || quota <= 0 || minRetention <= 0 || m.owns(p) < quota {
+// pending are p's ids not remembered yet but bound to be (live
+// request_ids): they count, and cannot be forgotten to make room.
+func (m *memory[K, V]) ownerFull(p string, now, minRetention int64, quota, pending int) bool {
+	if p == "" || quota <= 0 {
+		return false
+	}
+	if pending >= quota {
+		return true
+	}
+	if minRetention <= 0 || m.owns(p)+pending < quota {
 		return false
 	}
 	return now-m.oldestOf(p).at < minRetention
 }
 
-// forgetOwner forgets principal p's oldest entries beyond quota, as long
-// as they are at least minRetention old (run after a put of p's).
-func (m *memory[K, V]) forgetOwner(p string, now, minRetention int64, quota int) {
-	for p != "" && quota > 0 && m.owns(p) > quota {
+// forgetOwner forgets principal p's oldest entries beyond quota (pending
+// counted, as in ownerFull), as long as they are at least minRetention old
+// (run after a put of p's).
+func (m *memory[K, V]) forgetOwner(p string, now, minRetention int64, quota, pending int) {
+	for p != "" && quota > 0 && m.owns(p) > 0 && m.owns(p)+pending > quota {
 		e := m.oldestOf(p)
 		if now-e.at < minRetention {
 			return
@@ -274,7 +283,7 @@ func (m *impl) admitOp(p string) error {
 		return fence.Exhausted("remembered op_ids (config.max_ops)",
 			"at most "+utoa(m.cfg.MaxOps)+" younger than "+minimum.String(), utoa(m.ops.len()))
 	}
-	if q := m.quotaOf(p).IDs; m.ops.ownerFull(p, m.clock, int64(minimum), q) {
+	if q := m.quotaOf(p).IDs; m.ops.ownerFull(p, m.clock, int64(minimum), q, 0) {
 		return exhausted("remembered op_ids", p, "config.max_ids_per_principal", q, m.ops.owns(p))
 	}
 	return nil
@@ -288,22 +297,25 @@ func (m *impl) rememberedBy(p string) {
 		return
 	}
 	q, minimum := m.quotaOf(p).IDs, int64(m.minRetention())
-	m.ops.forgetOwner(p, m.clock, minimum, q)
-	m.requests.forgetOwner(p, m.clock, minimum, q)
+	m.ops.forgetOwner(p, m.clock, minimum, q, 0)
+	m.requests.forgetOwner(p, m.clock, minimum, q, m.liveBy[p])
 }
 
-// admitRequest is admitOp for a new request_id. Only ended requests are
-// counted: a request admitted while queued or holding is remembered when it
-// ends even if the memory is full then, so the memory may exceed
-// MaxRequests by the number of requests live at that moment.
+// admitRequest is admitOp for a new request_id. The memory's cap counts
+// ended requests only: a request admitted while queued or holding is
+// remembered when it ends even if the memory is full then, so the memory
+// may exceed MaxRequests by the number of requests live at that moment. A
+// principal's quota counts its live ones too (liveBy): they cannot be
+// forgotten to make room, so one principal cannot overshoot its quota, and
+// with it the memory, by holding many at once.
 func (m *impl) admitRequest(p string) error {
 	minimum := m.minRetention()
 	if m.requests.full(m.clock, int64(minimum), m.cfg.MaxRequests) {
 		return fence.Exhausted("remembered request_ids (config.max_requests)",
 			"at most "+utoa(m.cfg.MaxRequests)+" younger than "+minimum.String(), utoa(m.requests.len()))
 	}
-	if q := m.quotaOf(p).IDs; m.requests.ownerFull(p, m.clock, int64(minimum), q) {
-		return exhausted("remembered request_ids", p, "config.max_ids_per_principal", q, m.requests.owns(p))
+	if q, live := m.quotaOf(p).IDs, m.liveBy[p]; m.requests.ownerFull(p, m.clock, int64(minimum), q, live) {
+		return exhausted("remembered request_ids", p, "config.max_ids_per_principal", q, m.requests.owns(p)+live)
 	}
 	return nil
 }

@@ -88,6 +88,38 @@ func TestIDQuotaBoundsRequestIDs(t *testing.T) {
 	mustOK(t, m, try(at(2), "x3", "rb", "token:b"))
 }
 
+// Live request_ids count toward the quota: they are remembered when their
+// leases end, so A holding 2 leases acquired with request_ids is refused a
+// third (an outside test held 20 under a quota of 5 and, as they ended,
+// filled the whole id memory and locked every tenant out of request_ids);
+// a restored machine decides the same (the count is derived); once A's
+// leases end its ids are remembered, A stays at its quota, and B is served
+// throughout.
+func TestIDQuotaCountsLiveRequestIDs(t *testing.T) {
+	m := New()
+	mustOK(t, m, Command{Op: OpConfig, Now: at(0), Config: idQuotaConfig()})
+	try := func(now int64, name, rid, p string) Command {
+		c := acq(now, name, "o", time.Minute)
+		c.RequestID, c.Principal = rid, p
+		return c
+	}
+	mustOK(t, m, try(at(1), "x1", "r1", "token:a"))
+	mustOK(t, m, try(at(1), "x2", "r2", "token:a"))
+	const limit = `remembered request_ids of principal "token:a" (config.max_ids_per_principal or its roles' quota)`
+	for _, mm := range []*Machine{m, restored(t, m)} {
+		exhaustedQuota(t, mm, try(at(2), "x3", "r3", "token:a"), limit)
+		mustOK(t, mm, try(at(2), "y1", "rb1", "token:b"))
+		// A's retry of a live request is answered, not counted again.
+		if r := mustOK(t, mm, try(at(2), "x1", "r1", "token:a")); r.Lease == nil || r.Lease.Token != 1 {
+			t.Fatalf("A's retry of r1: %+v", r)
+		}
+	}
+	mustOK(t, m, relAs(at(3), "x1", 1, "token:a"))
+	mustOK(t, m, relAs(at(3), "x2", 2, "token:a"))
+	exhaustedQuota(t, m, try(at(4), "x3", "r3", "token:a"), limit)
+	mustOK(t, m, try(at(4), "y2", "rb2", "token:b"))
+}
+
 // A role sets quotas of its own: a principal holding it gets the largest
 // its roles set, one holding none keeps the rules' defaults; a
 // certificate's principal gets its bound roles'. The quotas survive a

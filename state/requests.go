@@ -113,7 +113,7 @@ func (m *impl) finish(r *request, out outcome) {
 	r.state = reqDone
 	r.outcome = out
 	r.deadline = 0
-	delete(m.live, r.id)
+	m.unsetLive(r.id)
 	if r.sess != nil && r.sess.waiters != nil {
 		delete(r.sess.waiters, r.id)
 	}
@@ -157,4 +157,30 @@ func (m *impl) replayOutcome(r *request) Result {
 		err.Waited = true
 	}
 	return Result{Err: err, Replayed: true}
+}
+
+// setLive records r as queued or holding its lock. A live request_id is
+// remembered when its request ends, so it counts toward its principal's
+// quota of ids from now on (admitRequest): an outside test had a principal
+// hold 20 leases with request_ids under a quota of 5 and, as they ended,
+// fill the whole id memory.
+func (m *impl) setLive(r *request) {
+	if _, ok := m.live[r.id]; !ok && r.principal != "" && !generatedID(r.id) {
+		m.liveBy[r.principal]++
+	}
+	m.live[r.id] = r
+}
+
+// unsetLive forgets live request id (setLive's count with it).
+func (m *impl) unsetLive(id string) {
+	r, ok := m.live[id]
+	if !ok {
+		return
+	}
+	if r.principal != "" && !generatedID(r.id) {
+		if m.liveBy[r.principal]--; m.liveBy[r.principal] <= 0 {
+			delete(m.liveBy, r.principal)
+		}
+	}
+	delete(m.live, id)
 }

@@ -235,7 +235,7 @@ func (m *impl) answered(r *request) {
 		return
 	}
 	l.holder.req = nil
-	delete(m.live, r.id)
+	m.unsetLive(r.id)
 }
 
 // seqPayloadHash digests everything of cmd that a retry of the same seq

@@ -277,7 +277,7 @@ func (m *impl) endSession(s *session, expired bool, events *[]Event) {
 // granted under its id, so it is not remembered (as a wait that ran out).
 func (m *impl) sessionEndedWait(w *request, events *[]Event) {
 	s := w.sess
-	delete(m.live, w.id)
+	m.unsetLive(w.id)
 	if s.waiters != nil {
 		delete(s.waiters, w.id)
 	}

@@ -447,6 +447,6 @@ func (m *impl) addLive(r *request) error {
 	if r.id == "" || m.live[r.id] != nil {
 		return fmt.Errorf("request %q: empty or repeated", r.id)
 	}
-	m.live[r.id] = r
+	m.setLive(r)
 	return nil
 }
