@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -162,6 +163,9 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	ss := &sessionStream{s: s, st: st, conn: conn, session: first.GetSession(), replies: make(chan queuedReply, replyQueue)}
 	ss.ctx, ss.cancel = context.WithCancel(ctx)
 	defer ss.cancel()
+	if principal != "" {
+		go ss.watchCredentials()
+	}
 	return ss.serve(first)
 }
 
@@ -456,4 +460,29 @@ func wrapCall[Res any](op string, do call[Res], wrap func(*Res) *fencev1.Session
 		}
 	}
 	return c
+}
+
+// credentialsRecheck is how often an open stream's credentials are judged
+// again (watchCredentials).
+const credentialsRecheck = time.Second
+
+// watchCredentials ends the stream once its credentials no longer hold
+// (the token revoked or expired, the certificate's role unbound): every
+// message is judged anew, but a stream that sends nothing kept its slots
+// of --max-streams and of its principal's quota (an outside test revoked a
+// token whose two idle streams went on holding them).
+func (ss *sessionStream) watchCredentials() {
+	t := time.NewTicker(credentialsRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ss.ctx.Done():
+			return
+		case <-t.C:
+			if _, err := ss.s.identify(ss.ctx, true); err != nil && !errors.Is(err, fence.ErrUnavailable) {
+				ss.end(ss.s.connectError(ss.ctx, streamProc, err))
+				return
+			}
+		}
+	}
 }
