@@ -24,6 +24,24 @@ import (
 // bits written in hex (`openssl rand -hex 16`).
 const MinResetSecretLen = 32
 
+// MinResetSecretDistinct is how many different characters a reset secret
+// must have: 32 of one letter are 32 characters and no secret (an outside
+// test's "aaaa…"); hex from a random source has all 16 nearly always.
+const MinResetSecretDistinct = 8
+
+// distinct counts the different bytes of s.
+func distinct(s string) int {
+	var seen [256]bool
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !seen[s[i]] {
+			seen[s[i]] = true
+			n++
+		}
+	}
+	return n
+}
+
 // resetRefusal is a refused reset, saying which part was wrong and never
 // what the file holds.
 func resetRefusal(why string) error {
@@ -35,6 +53,15 @@ func resetRefusal(why string) error {
 func (s *Server) checkReset(idx uint64, secret string) error {
 	if s.cfg.AuthResetFile == "" {
 		return resetRefusal("no reset file on this node")
+	}
+	fi, err := os.Stat(s.cfg.AuthResetFile)
+	if err != nil {
+		return resetRefusal("no reset file on this node")
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		// Readable or writable by others than its owner: its secret is
+		// no proof of a shell on the server (an outside test's 0644).
+		return resetRefusal(fmt.Sprintf("the reset file is readable or writable by others (mode %#o): chmod 600 it", fi.Mode().Perm()))
 	}
 	b, err := os.ReadFile(s.cfg.AuthResetFile)
 	if err != nil {
@@ -48,8 +75,8 @@ func (s *Server) checkReset(idx uint64, secret string) error {
 	if err != nil {
 		return resetRefusal("the reset file's first word is not a number (want \"N SECRET\")")
 	}
-	if len(f[1]) < MinResetSecretLen {
-		return resetRefusal(fmt.Sprintf("the reset file's secret is too weak: at least %d characters (e.g. openssl rand -hex 16)", MinResetSecretLen))
+	if len(f[1]) < MinResetSecretLen || distinct(f[1]) < MinResetSecretDistinct {
+		return resetRefusal(fmt.Sprintf("the reset file's secret is too weak: at least %d characters, %d of them different (e.g. openssl rand -hex 16)", MinResetSecretLen, MinResetSecretDistinct))
 	}
 	// Hashed first, so the comparison takes the same time whatever the
 	// lengths.

@@ -122,7 +122,18 @@ func TestProcessAuthStory(t *testing.T) {
 	refused("a reset file without a secret", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", secret), `not \"N SECRET\"`)
 	write("1 short-secret\n")
 	refused("a weak secret", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", "short-secret"), "too weak", "at least 32 characters")
+	one := strings.Repeat("a", 32)
+	write("1 " + one + "\n")
+	refused("32 of one letter", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", one), "too weak", "8 of them different")
+	// A file others may read proves no shell on the server.
 	write("1 " + secret + "\n")
+	if err := os.Chmod(resetFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused("a reset file others may read", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", secret), "chmod 600")
+	if err := os.Chmod(resetFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	refused("a wrong secret", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "1", "--reset-secret", secret[1:]+"0"), "wrong reset secret")
 	refused("a wrong index", fenceRun(t, srv.url, "auth", "bootstrap", "--reset-index", "2", "--reset-secret", secret), "wrong reset index")
 	// FENCE_RESET_SECRET as --reset-secret.
