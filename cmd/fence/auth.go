@@ -25,7 +25,8 @@ const authUsage = `bootstrap [--reset-index N --reset-secret S] | enable | disab
                          bootstrap when the server's data dir holds the file
                          auth-reset containing "N S": N the store's bootstraps
                          so far (a plain bootstrap's refusal says it), S a secret
-                         of at least 32 characters (openssl rand -hex 16). How a
+                         of at least 32 characters (openssl rand -hex 16), the
+                         file mode 600. How a
                          lost admin token is recovered (docs/operations.md)
   fence auth enable      turn checking on: every call then needs a token
                          (--auth-token or FENCE_AUTH_TOKEN) with a permission
