@@ -9,8 +9,6 @@ import (
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
-	"github.com/fenceworks/fence/node"
-	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // A node that starts serves no call until it has caught up with what its
@@ -27,12 +25,7 @@ import (
 func TestClusterRestartedFollowerServesNothingUntilCaughtUp(t *testing.T) {
 	t.Parallel()
 	ids := []string{"n1", "n2", "n3"}
-	var peers []node.Peer
-	addrs := map[string]string{}
-	for _, id := range ids {
-		addrs[id] = testutil.FreeAddr(t)
-		peers = append(peers, node.Peer{ID: id, Addr: addrs[id]})
-	}
+	peers, addrs := staticPeers(t, ids)
 	cfgs := map[string]Config{}
 	nodes := map[string]*runNode{}
 	for _, id := range ids {

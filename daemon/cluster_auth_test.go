@@ -14,9 +14,7 @@ import (
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster/clusterapi"
-	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/raftstore"
-	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 func withBearer[T any](m *T, secret string) *connect.Request[T] {
@@ -35,12 +33,7 @@ func withBearer[T any](m *T, secret string) *connect.Request[T] {
 func TestClusterAuthFollowerForwardsPrincipalAndSeesRevocation(t *testing.T) {
 	t.Parallel()
 	ids := []string{"n1", "n2", "n3"}
-	var peers []node.Peer
-	addrs := map[string]string{}
-	for _, id := range ids {
-		addrs[id] = testutil.FreeAddr(t)
-		peers = append(peers, node.Peer{ID: id, Addr: addrs[id]})
-	}
+	peers, addrs := staticPeers(t, ids)
 	nodes := map[string]*runNode{}
 	for _, id := range ids {
 		nodes[id] = startRun(t, clusterConfig(t, id, ClusterConfig{RaftAddr: addrs[id], Peers: peers}))

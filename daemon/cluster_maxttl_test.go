@@ -9,9 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
-	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/state"
-	"github.com/fenceworks/fence/testkit/testutil"
 )
 
 // A follower started with a lower --max-ttl than the rules recorded in the
@@ -25,12 +23,7 @@ import (
 // --max-lock-delay.
 func TestClusterFollowerChecksTTLAndLockDelayAgainstTheLogsRule(t *testing.T) {
 	ids := []string{"n1", "n2", "n3"}
-	var peers []node.Peer
-	addrs := map[string]string{}
-	for _, id := range ids {
-		addrs[id] = testutil.FreeAddr(t)
-		peers = append(peers, node.Peer{ID: id, Addr: addrs[id]})
-	}
+	peers, addrs := staticPeers(t, ids)
 	nodes := map[string]*runNode{}
 	for _, id := range ids {
 		cfg := clusterConfig(t, id, ClusterConfig{RaftAddr: addrs[id], Peers: peers})

@@ -17,6 +17,7 @@ import (
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/cluster"
 	"github.com/fenceworks/fence/cluster/clusterapi"
+	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/raftstore"
 	"github.com/fenceworks/fence/testkit/testutil"
 )
@@ -44,6 +45,18 @@ func clusterConfig(t *testing.T, id string, cc ClusterConfig) Config {
 		Listen: testutil.FreeAddr(t), DataDir: t.TempDir(), NodeID: id, Cluster: cc,
 		LockTimeout: time.Second, ReadyTimeout: clusterWait, ShutdownTimeout: 5 * time.Second,
 	}
+}
+
+// staticPeers gives each of ids a free raft address: the --peers list of
+// a cluster that starts together, and the addresses by id.
+func staticPeers(t *testing.T, ids []string) ([]node.Peer, map[string]string) {
+	var peers []node.Peer
+	addrs := map[string]string{}
+	for _, id := range ids {
+		addrs[id] = testutil.FreeAddr(t)
+		peers = append(peers, node.Peer{ID: id, Addr: addrs[id]})
+	}
+	return peers, addrs
 }
 
 // startRun runs Run(cfg) until the test ends (or stop) and waits until it

@@ -111,16 +111,7 @@ func TestClusterRetireNowSameOnEveryMember(t *testing.T) {
 	}
 	next := tc.others(lead)[0]
 	tc.transferTo(next)
-	var li fence.LockInfo
-	for {
-		if li, err = next.node.Service().Get(ctx, "a"); err == nil {
-			break
-		}
-		if !errorsIsNotLeader(err) {
-			t.Fatal(err)
-		}
-		tc.leader()
-	}
+	li := getOnceLeader(t, tc, next, "a")
 	if li.Lease == nil || li.Lease.Signed.String() != before.Lease.Signed.String() {
 		t.Fatalf("the new leader's proof %v, want the old leader's %s", li.Lease, before.Lease.Signed)
 	}

@@ -161,16 +161,7 @@ func TestClusterNewLeaderSignsAlike(t *testing.T) {
 	tc.caughtUp(tc.members, lead)
 	next := tc.others(lead)[0]
 	tc.transferTo(next)
-	var li fence.LockInfo
-	for {
-		if li, err = next.node.Service().Get(ctx, "a"); err == nil {
-			break
-		}
-		if !errorsIsNotLeader(err) {
-			t.Fatal(err)
-		}
-		tc.leader()
-	}
+	li := getOnceLeader(t, tc, next, "a")
 	if li.Lease == nil || li.Lease.Signed.String() != g.Lease.Signed.String() {
 		t.Fatalf("the new leader's proof %v, want the old leader's %s", li.Lease, g.Lease.Signed)
 	}
@@ -226,5 +217,21 @@ func TestBuiltInStoreVerifiesSignedTokens(t *testing.T) {
 	}
 	if _, err := svc.Write(ctx, fence.WriteRequest{Resource: "res", Token: st.Token + 5, Value: []byte("x"), Signed: st}); !errors.Is(err, fence.ErrInvalid) {
 		t.Fatalf("a signed token of another token than the write's: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// getOnceLeader is Get of name on member m, asked again while m answers
+// not-leader (a transfer to it still settling).
+func getOnceLeader(t *testing.T, tc *testCluster, m *member, name string) fence.LockInfo {
+	t.Helper()
+	for {
+		li, err := m.node.Service().Get(context.Background(), name)
+		if err == nil {
+			return li
+		}
+		if !errorsIsNotLeader(err) {
+			t.Fatal(err)
+		}
+		tc.leader()
 	}
 }

@@ -14,6 +14,13 @@ func relAs(now int64, name string, tok fence.Token, p string) Command {
 	return c
 }
 
+// acqRID is an acquire with request_id rid by principal p.
+func acqRID(now int64, name, rid, p string, ttl time.Duration) Command {
+	c := acq(now, name, "o", ttl)
+	c.RequestID, c.Principal = rid, p
+	return c
+}
+
 func writeAs(now int64, res string, tok fence.Token, op, p string) Command {
 	c := write(now, res, tok, "v", op)
 	c.Principal = p
@@ -75,11 +82,7 @@ func TestIDQuotaRefusesOnePrincipalAndServesOthers(t *testing.T) {
 func TestIDQuotaBoundsRequestIDs(t *testing.T) {
 	m := New()
 	mustOK(t, m, Command{Op: OpConfig, Now: at(0), Config: idQuotaConfig()})
-	try := func(now int64, name, rid, p string) Command {
-		c := acq(now, name, "o", time.Second)
-		c.RequestID, c.Principal = rid, p
-		return c
-	}
+	try := func(now int64, name, rid, p string) Command { return acqRID(now, name, rid, p, time.Second) }
 	mustOK(t, m, try(at(1), "x1", "r1", "token:a"))
 	mustOK(t, m, relAs(at(1), "x1", 1, "token:a"))
 	mustOK(t, m, try(at(1), "x2", "r2", "token:a"))
@@ -98,11 +101,7 @@ func TestIDQuotaBoundsRequestIDs(t *testing.T) {
 func TestIDQuotaCountsLiveRequestIDs(t *testing.T) {
 	m := New()
 	mustOK(t, m, Command{Op: OpConfig, Now: at(0), Config: idQuotaConfig()})
-	try := func(now int64, name, rid, p string) Command {
-		c := acq(now, name, "o", time.Minute)
-		c.RequestID, c.Principal = rid, p
-		return c
-	}
+	try := func(now int64, name, rid, p string) Command { return acqRID(now, name, rid, p, time.Minute) }
 	mustOK(t, m, try(at(1), "x1", "r1", "token:a"))
 	mustOK(t, m, try(at(1), "x2", "r2", "token:a"))
 	const limit = `remembered request_ids of principal "token:a" (config.max_ids_per_principal or its roles' quota)`
