@@ -1,12 +1,9 @@
 package server
 
 import (
-	"fmt"
-
 	"container/list"
 	"context"
 	"crypto/tls"
-	"github.com/fenceworks/fence"
 	"net"
 	"net/http"
 	"sync"
@@ -239,13 +236,6 @@ func (s *Server) proveConns(next http.Handler) http.Handler {
 	})
 }
 
-// principalConns counts, with authentication on, the client connections
-// each principal holds.
-type principalConns struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
 // admitConn proves the connection of ctx for principal, and counts it as
 // principal's if no principal had it yet. A principal at max connections
 // is refused on one more (its connection stays unproven, so it goes soon).
@@ -258,29 +248,12 @@ func (s *Server) admitConn(ctx context.Context, principal string, quota int) err
 		return nil // the peer port, or a listener that is not Serve's
 	}
 	if fc.release.Load() == nil {
-		pc := &s.principalConns
-		pc.mu.Lock()
-		if pc.n == nil {
-			pc.n = map[string]int{}
-		}
 		if quota <= 0 {
 			quota = s.cfg.MaxConnsPerPrincipal
 		}
-		if n := pc.n[principal]; n >= quota {
-			pc.mu.Unlock()
-			return &fence.ResourceExhaustedError{
-				Limit: fmt.Sprintf("connections of principal %q (config.max_conns_per_principal or its roles' quota)", principal),
-				Bound: fmt.Sprintf("at most %d", quota), Got: fmt.Sprint(n),
-			}
-		}
-		pc.n[principal]++
-		pc.mu.Unlock()
-		release := func() {
-			pc.mu.Lock()
-			defer pc.mu.Unlock()
-			if pc.n[principal]--; pc.n[principal] <= 0 {
-				delete(pc.n, principal)
-			}
+		release, err := s.principalConns.take(principal, quota, "connections", "max_conns_per_principal")
+		if err != nil {
+			return err
 		}
 		if !fc.release.CompareAndSwap(nil, &release) {
 			release() // another call on the connection counted it first

@@ -52,10 +52,10 @@ type Server struct {
 	replies    *replyBudget // reply bytes held, all connections (reply_budget.go)
 	// principalConns counts the connections each principal holds
 	// (conn_fair.go).
-	principalConns principalConns
+	principalConns principalCounts
 	// principalStreams counts the streams each principal holds
 	// (stream_quota.go).
-	principalStreams principalStreams
+	principalStreams principalCounts
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or

@@ -130,7 +130,7 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	}
 	// The principal's quota first (stream_quota.go): a principal at it
 	// takes no slot of MaxStreams.
-	release, err := s.principalStreams.take(principal, s.streamQuota(principal))
+	release, err := s.principalStreams.take(principal, s.streamQuota(principal), "open session streams", "max_streams_per_principal")
 	if err != nil {
 		return s.connectError(ctx, streamProc, err)
 	}

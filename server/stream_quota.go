@@ -41,36 +41,37 @@ const (
 	DefaultStreamFirstMessageTimeout = 10 * time.Second
 )
 
-// principalStreams counts the open streams of each principal.
-type principalStreams struct {
+// principalCounts counts what each principal holds of one kind (its
+// connections, its streams: a limit of each process, not replicated).
+type principalCounts struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
-// take counts one more stream of principal, or refuses it when principal
-// holds max already (max 0 or no principal: no quota). release gives it
-// back.
-func (ps *principalStreams) take(principal string, max int) (release func(), err error) {
+// take counts one more of principal's, or refuses it when principal holds
+// max already (max 0 or no principal: no quota), naming what is counted
+// and the config field that bounds it. release gives it back.
+func (pc *principalCounts) take(principal string, max int, what, field string) (release func(), err error) {
 	if principal == "" || max <= 0 {
 		return func() {}, nil
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if n := ps.n[principal]; n >= max {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if n := pc.n[principal]; n >= max {
 		return nil, &fence.ResourceExhaustedError{
-			Limit: fmt.Sprintf("open session streams of principal %q (config.max_streams_per_principal or its roles' quota)", principal),
+			Limit: fmt.Sprintf("%s of principal %q (config.%s or its roles' quota)", what, principal, field),
 			Bound: fmt.Sprintf("at most %d", max), Got: fmt.Sprint(n),
 		}
 	}
-	if ps.n == nil {
-		ps.n = map[string]int{}
+	if pc.n == nil {
+		pc.n = map[string]int{}
 	}
-	ps.n[principal]++
+	pc.n[principal]++
 	return func() {
-		ps.mu.Lock()
-		defer ps.mu.Unlock()
-		if ps.n[principal]--; ps.n[principal] <= 0 {
-			delete(ps.n, principal)
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		if pc.n[principal]--; pc.n[principal] <= 0 {
+			delete(pc.n, principal)
 		}
 	}, nil
 }
