@@ -137,3 +137,28 @@ func TestNotCaughtUpPeerPortServesOnlyNodeStatus(t *testing.T) {
 		t.Fatalf("a peer's backup once caught up: %v", err)
 	}
 }
+
+// notReadyNode is a node that is not ready now (cut off: a removed or
+// paused member), though it caught up once.
+type notReadyNode struct{ memNode }
+
+func (notReadyNode) Readiness() (bool, string) { return false, "leader=false" }
+
+// A node that caught up once but is not ready now does not publish its key
+// set: it may still list a key retired --now since (outside attack: a
+// removed member served its old key set indefinitely).
+func TestKeySetNotServedWhenNotReady(t *testing.T) {
+	_, url := startServerDeps(t, Config{}, func(d *Deps) { d.Node = notReadyNode{d.Node.(memNode)} })
+	res, err := http.Get(url + "/v1/keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("GET /v1/keys on a node not ready: %d, want 503", res.StatusCode)
+	}
+	_, err = fencev1connect.NewKeyServiceClient(http.DefaultClient, url).ListKeys(context.Background(), connect.NewRequest(&fencev1.ListKeysRequest{}))
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("ListKeys on a node not ready: %v, want unavailable", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -41,7 +42,7 @@ func (s *Server) keyCalls() fencev1connect.KeyServiceHandler {
 
 func (k keyService) ListKeys(ctx context.Context, req *connect.Request[fencev1.ListKeysRequest]) (*connect.Response[fencev1.ListKeysResponse], error) {
 	// Not from a node that has not caught up (see keys).
-	if err := k.s.deps.Auth.CaughtUp(); err != nil {
+	if err := k.s.keySetServable(); err != nil {
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
 	out := &fencev1.ListKeysResponse{}
@@ -124,8 +125,8 @@ func (s *Server) keys(w http.ResponseWriter, _ *http.Request) {
 	// key set of its last snapshot — one a key retired --now since (a
 	// leak) may still be in: a guard reloading it would trust that key
 	// again (outside attack). And a set with no key verifies nothing.
-	if err := s.deps.Auth.CaughtUp(); err != nil {
-		http.Error(w, "the key set is not served by this node yet: "+err.Error(), http.StatusServiceUnavailable)
+	if err := s.keySetServable(); err != nil {
+		http.Error(w, "the key set is not served by this node now: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	var ks *fence.KeySet
@@ -142,4 +143,20 @@ func (s *Server) keys(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Write(append(b, '\n'))
+}
+
+// keySetServable is nil when this node may publish its key set: caught up
+// since it started, and ready now (/readyz: it knows a leader and has
+// applied what it knows committed). A node cut off from its cluster — a
+// removed member, a paused one — holds a key set that may still list a key
+// retired --now since (outside attack: a removed member served one
+// indefinitely).
+func (s *Server) keySetServable() error {
+	if err := s.deps.Auth.CaughtUp(); err != nil {
+		return err
+	}
+	if ready, detail := s.deps.Node.Readiness(); !ready {
+		return fmt.Errorf("%w: not ready (%s)", fence.ErrUnavailable, detail)
+	}
+	return nil
 }
