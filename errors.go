@@ -59,6 +59,9 @@ var (
 	// cluster's, an unknown key, a tampered token or another lock's
 	// proof). Nothing was changed. *ForgedTokenError says why.
 	ErrForgedToken = errors.New("fence: forged token")
+	// ErrPermitsMismatch: an acquire named a permit count other than the
+	// lock's current one. *PermitsMismatchError has both.
+	ErrPermitsMismatch = errors.New("fence: permits mismatch")
 )
 
 // Reason is the stable machine-readable name of a refusal, as sent in API
@@ -87,6 +90,9 @@ const (
 	ReasonUnauthenticated Reason = "UNAUTHENTICATED"
 	// ReasonForgedToken: the token's proof does not hold (ErrForgedToken).
 	ReasonForgedToken Reason = "FORGED_TOKEN"
+	// ReasonPermitsMismatch: the acquire's permit count is not the lock's
+	// (ErrPermitsMismatch).
+	ReasonPermitsMismatch Reason = "PERMITS_MISMATCH"
 )
 
 // ReasonOf returns the reason of a Fence refusal, or "" if err is not one.
@@ -118,6 +124,8 @@ func ReasonOf(err error) Reason {
 		return ReasonUnauthenticated
 	case errors.Is(err, ErrForgedToken):
 		return ReasonForgedToken
+	case errors.Is(err, ErrPermitsMismatch):
+		return ReasonPermitsMismatch
 	}
 	return ""
 }

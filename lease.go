@@ -18,6 +18,33 @@ type Lease struct {
 	// empty when the server made no proof (a grant applied before the
 	// cluster had a signing key, or a listing: List does not sign).
 	Signed SignedToken
+	// Mode and Permits are how the lease holds Name (see LockSpec).
+	Mode    Mode
+	Permits uint32
+	// Locks is every lock of a set's lease, sorted by name (Name is
+	// Locks[0].Name); nil for a lease of one lock. One token holds them
+	// all; renewing or releasing the lease by any of its names renews or
+	// releases every one.
+	Locks []LockSpec
+	// Proofs are a set's proofs: Proofs[i] is Token's proof for
+	// Locks[i].Name (Signed is Proofs[0]). A guard protecting the resource
+	// of one lock verifies that lock's proof (ProofFor).
+	Proofs []SignedToken
+}
+
+// ProofFor returns the proof of l's token for lock name: Signed for the
+// lease's own lock, the matching entry of Proofs for a lock of its set,
+// and the bare token (no proof) for a lock the lease does not hold.
+func (l *Lease) ProofFor(name string) SignedToken {
+	if name == l.Name && len(l.Locks) == 0 {
+		return l.Signed
+	}
+	for i, s := range l.Locks {
+		if s.Name == name && i < len(l.Proofs) {
+			return l.Proofs[i]
+		}
+	}
+	return SignedToken{Token: l.Token}
 }
 
 // DefaultDrift is the clock-rate bound the client assumes between its own

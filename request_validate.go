@@ -91,8 +91,10 @@ func optionalTTL(ttl time.Duration, l Limits) error {
 	return ValidateTTL(ttl, l.maxTTL())
 }
 
-// Validate checks an acquire, in this order: session_ref, name, owner,
-// ttl, wait, lock_delay, request_id. An acquire bound to a session leaves
+// Validate checks an acquire, in this order: session_ref, name (or locks),
+// mode, permits, owner, ttl, wait, lock_delay, request_id. An acquire names
+// one lock (name, with its mode and permits) or a set (locks, with name
+// empty and mode and permits at their defaults). An acquire bound to a session leaves
 // ttl 0 (its lease lasts as long as the session); one without must set it.
 //
 // An acquire that may be the retry of one the store already decided (it
@@ -115,9 +117,33 @@ func (r AcquireRequest) Validate(l Limits, wire ...FieldCheck) error {
 	default:
 		ttl = optionalTTL(r.TTL, rl)
 	}
+	var name, mode, permits error
+	switch {
+	case len(r.Locks) > 0 && r.Name != "":
+		name = Invalid("name", "absent when locks is set (a set names its locks in locks)", "")
+	case len(r.Locks) > 0:
+		name = validateLocks(r.Locks)
+		if r.Mode != Exclusive {
+			mode = Invalid("mode", "absent when locks is set (each lock of a set has its own)", r.Mode.String())
+		}
+		if r.Permits != 0 {
+			permits = Invalid("permits", "absent when locks is set (each lock of a set has its own)", strconv.FormatUint(uint64(r.Permits), 10))
+		}
+	default:
+		name = ValidateName("name", r.Name)
+		if err := validateModePermits("", r.Mode, r.Permits); err != nil {
+			if err.(*InvalidError).Field == "permits" {
+				permits = err
+			} else {
+				mode = err
+			}
+		}
+	}
 	return firstBad(wire,
 		FieldCheck{"session_ref", r.Session.CheckAs("session.id", "session.ack")},
-		FieldCheck{"name", ValidateName("name", r.Name)},
+		FieldCheck{"name", name},
+		FieldCheck{"mode", mode},
+		FieldCheck{"permits", permits},
 		FieldCheck{"owner", ValidateOwner(r.Owner)},
 		FieldCheck{"ttl", ttl},
 		FieldCheck{"wait", ValidateDuration("wait", r.Wait, MaxWait)},

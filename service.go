@@ -84,7 +84,18 @@ type SessionRef struct {
 
 // AcquireRequest asks for lock Name.
 type AcquireRequest struct {
-	Name  string
+	Name string
+	// Mode and Permits say how Name is held (see LockSpec): Exclusive (the
+	// default) or Shared; Permits > 0 makes it a semaphore of that many
+	// permits.
+	Mode    Mode
+	Permits uint32
+	// Locks, instead of Name, Mode and Permits, names a set of up to
+	// MaxSetLocks locks, granted all at once or not at all under one lease
+	// with one token (in any order: the set is held sorted by name). A set
+	// waiter keeps its place in the queue of every lock it names. A set of
+	// one lock is that lock.
+	Locks []LockSpec
 	Owner string
 	// TTL of the lease; 0 only for a session-bound acquire (the lease then
 	// lasts as long as its session).
@@ -219,8 +230,15 @@ type ResourceState struct {
 
 // LockInfo describes one lock.
 type LockInfo struct {
-	Name               string
-	Lease              *Lease // nil when free
+	Name  string
+	Lease *Lease // nil when free; else the first of Holders
+	// Holders are the leases that hold the lock, in the order they were
+	// granted: one exclusive holder, or shared or permit holders. A set's
+	// lease is listed on each of its locks.
+	Holders []Lease
+	// Permits is the lock's permit count while it is held or waited for
+	// (0: not a semaphore).
+	Permits            uint32
 	Waiters            int
 	LockDelayRemaining time.Duration
 	LastToken          Token // the token of the lock's last grant

@@ -16,8 +16,10 @@ import (
 // LockInfo describes one lock as the server sees it.
 type LockInfo struct {
 	Name               string
-	Lease              *fence.Lease // nil when free
-	Waiters            int          // queued acquirers
+	Lease              *fence.Lease  // nil when free; else the first of Holders
+	Holders            []fence.Lease // every lease holding it (shared or permit holders), in grant order
+	Permits            uint32        // the lock's permit count while held or waited for (0: not a semaphore)
+	Waiters            int           // queued acquirers
 	LockDelayRemaining time.Duration
 	LastToken          fence.Token // token of the last grant of this lock
 }

@@ -105,6 +105,7 @@ func (m *impl) acquire(cmd Command) Result {
 		req.state = reqQueued
 		req.deadline = m.clock + int64(cmd.Wait)
 		l.queue = append(l.queue, req)
+		m.noteQueued(l, req)
 		m.addWaiterCount(req)
 		m.setLive(req)
 		res.Queued = true

@@ -105,6 +105,12 @@ type Command struct {
 	Perms []Permission
 	// Quota (OpRoleQuota) is the role's new quotas, replacing its old ones.
 	Quota Quota
+	// Mode and Permits (OpAcquire) say how Name is held (fence.LockSpec).
+	Mode    fence.Mode
+	Permits uint32
+	// Locks (OpAcquire, Name empty) is a set acquire: every lock granted
+	// at once or none (locks.go). Any order; the machine holds them sorted.
+	Locks []fence.LockSpec
 }
 
 // Result is what Apply returns for one command.
@@ -146,6 +152,9 @@ type Result struct {
 	// a grant, or a wait that ran out. Any command may produce them (a
 	// Release hands the lock to the next waiter in the same apply).
 	Events []Event
+	// Changes are the changes of locks this apply made, in order: what
+	// watchers see (changes.go).
+	Changes []Change
 }
 
 // Event is the final outcome of a queued acquire.

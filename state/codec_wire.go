@@ -24,8 +24,8 @@ import (
 const (
 	fOp, fNow, fSlack, fName, fOwner, fTTL, fWait, fLockDelay, fRequestID, fToken = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 	fValue, fDelta, fOpID, fAttempt, fConfig, fSession, fSeq, fAck, fClusterID    = 11, 12, 13, 14, 15, 16, 17, 18, 19
-	fPrincipal, fAdmin, fRoles, fPerms, fQuota                                    = 20, 21, 22, 23, 24
-	lastCommandField                                                              = fQuota
+	fPrincipal, fAdmin, fRoles, fPerms, fQuota, fMode, fPermits, fLocks           = 20, 21, 22, 23, 24, 25, 26, 27
+	lastCommandField                                                              = fLocks
 	lastConfigField                                                               = 16
 	lastQuotaField                                                                = 5
 )
@@ -111,7 +111,60 @@ func appendCommand(b []byte, c Command) []byte {
 	if c.Quota != (Quota{}) {
 		b = protowire.AppendBytes(protowire.AppendTag(b, fQuota, protowire.BytesType), appendQuota(nil, c.Quota))
 	}
+	b = appendUint(b, fMode, uint64(c.Mode))
+	b = appendUint(b, fPermits, uint64(c.Permits))
+	for _, l := range c.Locks {
+		b = protowire.AppendBytes(protowire.AppendTag(b, fLocks, protowire.BytesType), appendLockSpec(nil, l))
+	}
 	return b
+}
+
+// appendLockSpec appends l as a statepb.LockSpec's fields.
+func appendLockSpec(b []byte, l fence.LockSpec) []byte {
+	b = appendStr(b, 1, l.Name)
+	b = appendUint(b, 2, uint64(l.Mode))
+	return appendUint(b, 3, uint64(l.Permits))
+}
+
+// readLockSpec reads what appendLockSpec wrote.
+func readLockSpec(b []byte) (fence.LockSpec, error) {
+	var l fence.LockSpec
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return l, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return l, protowire.ParseError(n)
+			}
+			b = b[n:]
+			l.Name = string(v)
+		case (num == 2 || num == 3) && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return l, protowire.ParseError(n)
+			}
+			b = b[n:]
+			if num == 2 {
+				if v > math.MaxUint8 {
+					return l, fmt.Errorf("mode %d out of range", v)
+				}
+				l.Mode = fence.Mode(v)
+			} else {
+				if v > math.MaxUint32 {
+					return l, fmt.Errorf("permits %d out of range", v)
+				}
+				l.Permits = uint32(v)
+			}
+		default:
+			return l, errors.New("unknown field in LockSpec")
+		}
+	}
+	return l, nil
 }
 
 // quotaInts are q's fields in statepb.Quota's field order.
@@ -178,7 +231,7 @@ var (
 // bytesField reports whether num of statepb.Command is a bytes field.
 func bytesField(num protowire.Number) bool {
 	switch num {
-	case fName, fOwner, fRequestID, fValue, fOpID, fConfig, fClusterID, fPrincipal, fRoles, fPerms, fQuota:
+	case fName, fOwner, fRequestID, fValue, fOpID, fConfig, fClusterID, fPrincipal, fRoles, fPerms, fQuota, fLocks:
 		return true
 	}
 	return false
@@ -232,6 +285,12 @@ func readCommand(b []byte, c *Command) error {
 					return err
 				}
 				c.Quota = q
+			case fLocks:
+				l, err := readLockSpec(v)
+				if err != nil {
+					return err
+				}
+				c.Locks = append(c.Locks, l)
 			case fConfig:
 				cfg, err := readConfig(v)
 				if err != nil {
@@ -277,6 +336,16 @@ func readCommand(b []byte, c *Command) error {
 			c.Seq = v
 		case fAck:
 			c.Ack = v
+		case fMode:
+			if v > math.MaxUint8 {
+				return fmt.Errorf("mode %d out of range", v)
+			}
+			c.Mode = fence.Mode(v)
+		case fPermits:
+			if v > math.MaxUint32 {
+				return fmt.Errorf("permits %d out of range", v)
+			}
+			c.Permits = uint32(v)
 		case fAdmin:
 			if v != 1 {
 				return fmt.Errorf("admin %d is not a bool", v)

@@ -25,6 +25,10 @@ func pbCommand(c Command) *statepb.Command {
 		p.Perms = append(p.Perms, permBytes(q))
 	}
 	p.Quota = quotaPB(c.Quota)
+	p.Mode, p.Permits = uint32(c.Mode), c.Permits
+	for _, l := range c.Locks {
+		p.Locks = append(p.Locks, &statepb.LockSpec{Name: bs(l.Name), Mode: uint32(l.Mode), Permits: l.Permits})
+	}
 	return p
 }
 
@@ -72,6 +76,11 @@ func TestWireCodecMatchesTheRuntime(t *testing.T) {
 		}
 		if len(c.Roles) == 0 {
 			c.Roles = nil
+		}
+		c.Mode, c.Permits = fence.Mode(rapid.Uint8().Draw(t, "mode")), rapid.Uint32().Draw(t, "permits")
+		for range rapid.IntRange(0, 3).Draw(t, "locks") {
+			c.Locks = append(c.Locks, fence.LockSpec{Name: str.Draw(t, "lock_name"), Mode: fence.Mode(rapid.Uint8().Draw(t, "lock_mode")),
+				Permits: rapid.Uint32().Draw(t, "lock_permits")})
 		}
 		if rapid.Bool().Draw(t, "quota") {
 			c.Quota = Quota{Sessions: int(i64.Draw(t, "q_sessions")), Waiters: int(i64.Draw(t, "q_waiters")),

@@ -131,6 +131,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 		if len(l.queue) == 0 {
 			l.queue = nil
 		}
+		m.noteLeft(l, r)
 		m.unsetLive(r.id)
 		if r.sess != nil && r.sess.waiters != nil {
 			delete(r.sess.waiters, r.id)

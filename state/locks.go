@@ -121,14 +121,17 @@ func (m *impl) handOn(l *lockEntry, events *[]Event) {
 		if w.sess != nil && w.sess.expiresAt <= m.expiryTime() {
 			// Its session is past its expiry (it ends later in this
 			// apply): it ends with it, and is not granted.
+			m.noteLeft(l, w)
 			m.sessionEndedWait(w, events)
 			continue
 		}
 		if w.deadline <= available {
+			m.noteLeft(l, w)
 			m.waitRanOut(l, w, events)
 			continue
 		}
 		if err := m.admitToken(); err != nil {
+			m.noteLeft(l, w)
 			m.refuseWait(w, err, events)
 			continue
 		}
@@ -142,10 +145,13 @@ func (m *impl) handOn(l *lockEntry, events *[]Event) {
 
 // expireWaits ends the waits that ran out by server time, in arrival order.
 func (m *impl) expireWaits(l *lockEntry, events *[]Event) {
+	// Waiters leave in arrival order; each change reports the queue
+	// length after it.
 	kept := l.queue[:0]
-	for _, w := range l.queue {
+	for i, w := range l.queue {
 		if w.deadline <= m.expiryTime() {
 			m.dropWaiterCount(w)
+			m.noteWaiter(ChangeLeftQueue, l, w, len(kept)+len(l.queue)-i-1)
 			m.waitRanOut(l, w, events)
 			continue
 		}
@@ -205,6 +211,7 @@ func (m *impl) grantTo(l *lockEntry, owner, principal string, ttl, lockDelay tim
 	l.lastOwner = owner
 	l.lastEnd = endNone
 	l.delayUntil = 0
+	m.noteGrant(l, g)
 	if req != nil {
 		req.state = reqHeld
 		req.token = g.token
@@ -219,6 +226,7 @@ func (m *impl) grantTo(l *lockEntry, owner, principal string, ttl, lockDelay tim
 func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
 	g := l.holder
 	l.holder = nil
+	m.noteEnd(l, g, how)
 	l.lastEnd = how
 	m.ends[how]++
 	m.holders--

@@ -10,6 +10,7 @@ import (
 // impl is the machine's state. Every field is plain data; nothing here reads
 // a clock, does I/O or iterates a map in a way that decides anything.
 type impl struct {
+	changes    []Change // made by the command being applied (changes.go)
 	cfg        Config
 	configured bool          // an OpConfig was applied (or NewWithConfig): the log records its rules
 	clock      int64         // server time, ns: max of every cmd.Now seen
@@ -107,6 +108,7 @@ func (m *impl) apply(cmd Command) Result {
 	if len(events) > 0 {
 		res.Events = append(events, res.Events...)
 	}
+	res.Changes, m.changes = m.changes, nil
 	return res
 }
 

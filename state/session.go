@@ -228,12 +228,13 @@ func (m *impl) endSession(s *session, expired bool, events *[]Event) {
 			}
 			l := m.byName[name]
 			kept := l.queue[:0]
-			for _, w := range l.queue {
+			for i, w := range l.queue {
 				if w.sess != s {
 					kept = append(kept, w)
 					continue
 				}
 				m.dropWaiterCount(w)
+				m.noteWaiter(ChangeLeftQueue, l, w, len(kept)+len(l.queue)-i-1)
 				m.sessionEndedWait(w, events)
 			}
 			clear(l.queue[len(kept):])

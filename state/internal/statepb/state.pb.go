@@ -66,11 +66,15 @@ type Command struct {
 	ClusterId []byte                 `protobuf:"bytes,19,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// Authentication (state/auth.go): set by the server from the caller it
 	// authenticated, never from a request field.
-	Principal     []byte   `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
-	Admin         bool     `protobuf:"varint,21,opt,name=admin,proto3" json:"admin,omitempty"`
-	Roles         [][]byte `protobuf:"bytes,22,rep,name=roles,proto3" json:"roles,omitempty"` // OpTokenCreate: role names
-	Perms         [][]byte `protobuf:"bytes,23,rep,name=perms,proto3" json:"perms,omitempty"` // OpRoleGrant/OpRoleRevoke: kind byte, then the prefix
-	Quota         *Quota   `protobuf:"bytes,24,opt,name=quota,proto3" json:"quota,omitempty"` // OpRoleQuota: the role's quotas (absent: all cleared)
+	Principal []byte   `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	Admin     bool     `protobuf:"varint,21,opt,name=admin,proto3" json:"admin,omitempty"`
+	Roles     [][]byte `protobuf:"bytes,22,rep,name=roles,proto3" json:"roles,omitempty"` // OpTokenCreate: role names
+	Perms     [][]byte `protobuf:"bytes,23,rep,name=perms,proto3" json:"perms,omitempty"` // OpRoleGrant/OpRoleRevoke: kind byte, then the prefix
+	Quota     *Quota   `protobuf:"bytes,24,opt,name=quota,proto3" json:"quota,omitempty"` // OpRoleQuota: the role's quotas (absent: all cleared)
+	// Lock boundaries (OpAcquire): the mode and permits of Name, or a set.
+	Mode          uint32      `protobuf:"varint,25,opt,name=mode,proto3" json:"mode,omitempty"` // fence.Mode
+	Permits       uint32      `protobuf:"varint,26,opt,name=permits,proto3" json:"permits,omitempty"`
+	Locks         []*LockSpec `protobuf:"bytes,27,rep,name=locks,proto3" json:"locks,omitempty"` // a set acquire (Name empty), in the order requested
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +277,88 @@ func (x *Command) GetQuota() *Quota {
 	return nil
 }
 
+func (x *Command) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *Command) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *Command) GetLocks() []*LockSpec {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+// LockSpec is a fence.LockSpec: one lock of a set acquire.
+type LockSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mode          uint32                 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	Permits       uint32                 `protobuf:"varint,3,opt,name=permits,proto3" json:"permits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockSpec) Reset() {
+	*x = LockSpec{}
+	mi := &file_state_internal_statepb_state_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockSpec) ProtoMessage() {}
+
+func (x *LockSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_state_internal_statepb_state_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockSpec.ProtoReflect.Descriptor instead.
+func (*LockSpec) Descriptor() ([]byte, []int) {
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LockSpec) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *LockSpec) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *LockSpec) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
 // Config is a state.Config.
 type Config struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
@@ -298,7 +384,7 @@ type Config struct {
 
 func (x *Config) Reset() {
 	*x = Config{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[1]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +396,7 @@ func (x *Config) String() string {
 func (*Config) ProtoMessage() {}
 
 func (x *Config) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[1]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +409,7 @@ func (x *Config) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Config.ProtoReflect.Descriptor instead.
 func (*Config) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{1}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Config) GetMaxTtl() int64 {
@@ -465,7 +551,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[2]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +563,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[2]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +576,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{2}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SnapshotHeader) GetFormat() string {
@@ -607,7 +693,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +705,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[3]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +718,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{3}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SigningKey) GetSeed() []byte {
@@ -676,7 +762,7 @@ type Auth struct {
 
 func (x *Auth) Reset() {
 	*x = Auth{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +774,7 @@ func (x *Auth) String() string {
 func (*Auth) ProtoMessage() {}
 
 func (x *Auth) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[4]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +787,7 @@ func (x *Auth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Auth.ProtoReflect.Descriptor instead.
 func (*Auth) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{4}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Auth) GetEnabled() bool {
@@ -744,7 +830,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +842,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[5]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +855,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{5}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AuthRole) GetName() []byte {
@@ -815,7 +901,7 @@ type AuthToken struct {
 
 func (x *AuthToken) Reset() {
 	*x = AuthToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +913,7 @@ func (x *AuthToken) String() string {
 func (*AuthToken) ProtoMessage() {}
 
 func (x *AuthToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[6]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +926,7 @@ func (x *AuthToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthToken.ProtoReflect.Descriptor instead.
 func (*AuthToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{6}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AuthToken) GetId() []byte {
@@ -913,7 +999,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1011,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[7]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1024,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{7}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1059,7 +1145,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1157,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[8]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1170,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{8}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Lock) GetName() []byte {
@@ -1167,7 +1253,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1265,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[9]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1278,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{9}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Grant) GetOwner() []byte {
@@ -1282,7 +1368,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1380,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[10]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1393,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{10}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Request) GetId() []byte {
@@ -1425,7 +1511,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1523,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[11]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1536,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{11}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Op) GetResource() []byte {
@@ -1524,7 +1610,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1622,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[12]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1635,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{12}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Quota) GetSessions() int64 {
@@ -1600,7 +1686,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1698,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[13]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1711,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{13}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Resource) GetName() []byte {
@@ -1680,7 +1766,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1778,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[14]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1791,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{14}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1794,7 +1880,7 @@ type Saved struct {
 
 func (x *Saved) Reset() {
 	*x = Saved{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1892,7 @@ func (x *Saved) String() string {
 func (*Saved) ProtoMessage() {}
 
 func (x *Saved) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[15]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1905,7 @@ func (x *Saved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saved.ProtoReflect.Descriptor instead.
 func (*Saved) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{15}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Saved) GetSeq() uint64 {
@@ -1927,7 +2013,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2025,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[16]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2038,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{16}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Lease) GetName() []byte {
@@ -2004,7 +2090,7 @@ type ResourceState struct {
 
 func (x *ResourceState) Reset() {
 	*x = ResourceState{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2102,7 @@ func (x *ResourceState) String() string {
 func (*ResourceState) ProtoMessage() {}
 
 func (x *ResourceState) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[17]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2115,7 @@ func (x *ResourceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceState.ProtoReflect.Descriptor instead.
 func (*ResourceState) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{17}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResourceState) GetResource() []byte {
@@ -2080,7 +2166,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2178,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[18]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2191,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{18}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionInfo) GetId() uint64 {
@@ -2159,7 +2245,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2257,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[19]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2270,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{19}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Refusal) GetRefusal() isRefusal_Refusal {
@@ -2362,7 +2448,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2460,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[20]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2473,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{20}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Busy) GetName() []byte {
@@ -2443,7 +2529,7 @@ type StaleToken struct {
 
 func (x *StaleToken) Reset() {
 	*x = StaleToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2541,7 @@ func (x *StaleToken) String() string {
 func (*StaleToken) ProtoMessage() {}
 
 func (x *StaleToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2554,7 @@ func (x *StaleToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleToken.ProtoReflect.Descriptor instead.
 func (*StaleToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StaleToken) GetResource() []byte {
@@ -2503,7 +2589,7 @@ type LockToken struct {
 
 func (x *LockToken) Reset() {
 	*x = LockToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2601,7 @@ func (x *LockToken) String() string {
 func (*LockToken) ProtoMessage() {}
 
 func (x *LockToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2614,7 @@ func (x *LockToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockToken.ProtoReflect.Descriptor instead.
 func (*LockToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LockToken) GetName() []byte {
@@ -2555,7 +2641,7 @@ type UnknownToken struct {
 
 func (x *UnknownToken) Reset() {
 	*x = UnknownToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2653,7 @@ func (x *UnknownToken) String() string {
 func (*UnknownToken) ProtoMessage() {}
 
 func (x *UnknownToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2666,7 @@ func (x *UnknownToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownToken.ProtoReflect.Descriptor instead.
 func (*UnknownToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UnknownToken) GetToken() uint64 {
@@ -2607,7 +2693,7 @@ type OpConflict struct {
 
 func (x *OpConflict) Reset() {
 	*x = OpConflict{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2705,7 @@ func (x *OpConflict) String() string {
 func (*OpConflict) ProtoMessage() {}
 
 func (x *OpConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2718,7 @@ func (x *OpConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpConflict.ProtoReflect.Descriptor instead.
 func (*OpConflict) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OpConflict) GetField() []byte {
@@ -2660,7 +2746,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2758,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2771,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Invalid) GetField() []byte {
@@ -2720,7 +2806,7 @@ type ResourceExhausted struct {
 
 func (x *ResourceExhausted) Reset() {
 	*x = ResourceExhausted{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2818,7 @@ func (x *ResourceExhausted) String() string {
 func (*ResourceExhausted) ProtoMessage() {}
 
 func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2831,7 @@ func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceExhausted.ProtoReflect.Descriptor instead.
 func (*ResourceExhausted) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResourceExhausted) GetLimit() []byte {
@@ -2778,7 +2864,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2876,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2889,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{27}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -2822,7 +2908,7 @@ type Untyped struct {
 
 func (x *Untyped) Reset() {
 	*x = Untyped{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +2920,7 @@ func (x *Untyped) String() string {
 func (*Untyped) ProtoMessage() {}
 
 func (x *Untyped) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +2933,7 @@ func (x *Untyped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Untyped.ProtoReflect.Descriptor instead.
 func (*Untyped) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{28}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Untyped) GetMessage() []byte {
@@ -2861,7 +2947,7 @@ var File_state_internal_statepb_state_proto protoreflect.FileDescriptor
 
 const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\n" +
-	"\"state/internal/statepb/state.proto\x12\x0efence.state.v1\"\xda\x04\n" +
+	"\"state/internal/statepb/state.proto\x12\x0efence.state.v1\"\xb8\x05\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\rR\x02op\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x14\n" +
@@ -2890,7 +2976,14 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x05admin\x18\x15 \x01(\bR\x05admin\x12\x14\n" +
 	"\x05roles\x18\x16 \x03(\fR\x05roles\x12\x14\n" +
 	"\x05perms\x18\x17 \x03(\fR\x05perms\x12+\n" +
-	"\x05quota\x18\x18 \x01(\v2\x15.fence.state.v1.QuotaR\x05quota\"\x90\x05\n" +
+	"\x05quota\x18\x18 \x01(\v2\x15.fence.state.v1.QuotaR\x05quota\x12\x12\n" +
+	"\x04mode\x18\x19 \x01(\rR\x04mode\x12\x18\n" +
+	"\apermits\x18\x1a \x01(\rR\apermits\x12.\n" +
+	"\x05locks\x18\x1b \x03(\v2\x18.fence.state.v1.LockSpecR\x05locks\"L\n" +
+	"\bLockSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\fR\x04name\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x18\n" +
+	"\apermits\x18\x03 \x01(\rR\apermits\"\x90\x05\n" +
 	"\x06Config\x12\x17\n" +
 	"\amax_ttl\x18\x01 \x01(\x12R\x06maxTtl\x12\x17\n" +
 	"\amax_ops\x18\x02 \x01(\x12R\x06maxOps\x12!\n" +
@@ -3139,76 +3232,78 @@ func file_state_internal_statepb_state_proto_rawDescGZIP() []byte {
 	return file_state_internal_statepb_state_proto_rawDescData
 }
 
-var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_state_internal_statepb_state_proto_goTypes = []any{
 	(*Command)(nil),           // 0: fence.state.v1.Command
-	(*Config)(nil),            // 1: fence.state.v1.Config
-	(*SnapshotHeader)(nil),    // 2: fence.state.v1.SnapshotHeader
-	(*SigningKey)(nil),        // 3: fence.state.v1.SigningKey
-	(*Auth)(nil),              // 4: fence.state.v1.Auth
-	(*AuthRole)(nil),          // 5: fence.state.v1.AuthRole
-	(*AuthToken)(nil),         // 6: fence.state.v1.AuthToken
-	(*SnapshotRecord)(nil),    // 7: fence.state.v1.SnapshotRecord
-	(*Lock)(nil),              // 8: fence.state.v1.Lock
-	(*Grant)(nil),             // 9: fence.state.v1.Grant
-	(*Request)(nil),           // 10: fence.state.v1.Request
-	(*Op)(nil),                // 11: fence.state.v1.Op
-	(*Quota)(nil),             // 12: fence.state.v1.Quota
-	(*Resource)(nil),          // 13: fence.state.v1.Resource
-	(*Session)(nil),           // 14: fence.state.v1.Session
-	(*Saved)(nil),             // 15: fence.state.v1.Saved
-	(*Lease)(nil),             // 16: fence.state.v1.Lease
-	(*ResourceState)(nil),     // 17: fence.state.v1.ResourceState
-	(*SessionInfo)(nil),       // 18: fence.state.v1.SessionInfo
-	(*Refusal)(nil),           // 19: fence.state.v1.Refusal
-	(*Busy)(nil),              // 20: fence.state.v1.Busy
-	(*StaleToken)(nil),        // 21: fence.state.v1.StaleToken
-	(*LockToken)(nil),         // 22: fence.state.v1.LockToken
-	(*UnknownToken)(nil),      // 23: fence.state.v1.UnknownToken
-	(*OpConflict)(nil),        // 24: fence.state.v1.OpConflict
-	(*Invalid)(nil),           // 25: fence.state.v1.Invalid
-	(*ResourceExhausted)(nil), // 26: fence.state.v1.ResourceExhausted
-	(*SessionExpired)(nil),    // 27: fence.state.v1.SessionExpired
-	(*Untyped)(nil),           // 28: fence.state.v1.Untyped
+	(*LockSpec)(nil),          // 1: fence.state.v1.LockSpec
+	(*Config)(nil),            // 2: fence.state.v1.Config
+	(*SnapshotHeader)(nil),    // 3: fence.state.v1.SnapshotHeader
+	(*SigningKey)(nil),        // 4: fence.state.v1.SigningKey
+	(*Auth)(nil),              // 5: fence.state.v1.Auth
+	(*AuthRole)(nil),          // 6: fence.state.v1.AuthRole
+	(*AuthToken)(nil),         // 7: fence.state.v1.AuthToken
+	(*SnapshotRecord)(nil),    // 8: fence.state.v1.SnapshotRecord
+	(*Lock)(nil),              // 9: fence.state.v1.Lock
+	(*Grant)(nil),             // 10: fence.state.v1.Grant
+	(*Request)(nil),           // 11: fence.state.v1.Request
+	(*Op)(nil),                // 12: fence.state.v1.Op
+	(*Quota)(nil),             // 13: fence.state.v1.Quota
+	(*Resource)(nil),          // 14: fence.state.v1.Resource
+	(*Session)(nil),           // 15: fence.state.v1.Session
+	(*Saved)(nil),             // 16: fence.state.v1.Saved
+	(*Lease)(nil),             // 17: fence.state.v1.Lease
+	(*ResourceState)(nil),     // 18: fence.state.v1.ResourceState
+	(*SessionInfo)(nil),       // 19: fence.state.v1.SessionInfo
+	(*Refusal)(nil),           // 20: fence.state.v1.Refusal
+	(*Busy)(nil),              // 21: fence.state.v1.Busy
+	(*StaleToken)(nil),        // 22: fence.state.v1.StaleToken
+	(*LockToken)(nil),         // 23: fence.state.v1.LockToken
+	(*UnknownToken)(nil),      // 24: fence.state.v1.UnknownToken
+	(*OpConflict)(nil),        // 25: fence.state.v1.OpConflict
+	(*Invalid)(nil),           // 26: fence.state.v1.Invalid
+	(*ResourceExhausted)(nil), // 27: fence.state.v1.ResourceExhausted
+	(*SessionExpired)(nil),    // 28: fence.state.v1.SessionExpired
+	(*Untyped)(nil),           // 29: fence.state.v1.Untyped
 }
 var file_state_internal_statepb_state_proto_depIdxs = []int32{
-	1,  // 0: fence.state.v1.Command.config:type_name -> fence.state.v1.Config
-	12, // 1: fence.state.v1.Command.quota:type_name -> fence.state.v1.Quota
-	1,  // 2: fence.state.v1.SnapshotHeader.config:type_name -> fence.state.v1.Config
-	4,  // 3: fence.state.v1.SnapshotHeader.auth:type_name -> fence.state.v1.Auth
-	3,  // 4: fence.state.v1.SnapshotHeader.keys:type_name -> fence.state.v1.SigningKey
-	5,  // 5: fence.state.v1.Auth.roles:type_name -> fence.state.v1.AuthRole
-	6,  // 6: fence.state.v1.Auth.tokens:type_name -> fence.state.v1.AuthToken
-	12, // 7: fence.state.v1.AuthRole.quota:type_name -> fence.state.v1.Quota
-	8,  // 8: fence.state.v1.SnapshotRecord.lock:type_name -> fence.state.v1.Lock
-	10, // 9: fence.state.v1.SnapshotRecord.request:type_name -> fence.state.v1.Request
-	11, // 10: fence.state.v1.SnapshotRecord.op:type_name -> fence.state.v1.Op
-	13, // 11: fence.state.v1.SnapshotRecord.resource:type_name -> fence.state.v1.Resource
-	14, // 12: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
-	9,  // 13: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
-	10, // 14: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
-	10, // 15: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
-	15, // 16: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
-	10, // 17: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
-	19, // 18: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
-	16, // 19: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
-	17, // 20: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
-	18, // 21: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
-	20, // 22: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
-	21, // 23: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
-	22, // 24: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
-	22, // 25: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
-	23, // 26: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
-	24, // 27: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
-	25, // 28: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
-	26, // 29: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
-	27, // 30: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
-	28, // 31: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	2,  // 0: fence.state.v1.Command.config:type_name -> fence.state.v1.Config
+	13, // 1: fence.state.v1.Command.quota:type_name -> fence.state.v1.Quota
+	1,  // 2: fence.state.v1.Command.locks:type_name -> fence.state.v1.LockSpec
+	2,  // 3: fence.state.v1.SnapshotHeader.config:type_name -> fence.state.v1.Config
+	5,  // 4: fence.state.v1.SnapshotHeader.auth:type_name -> fence.state.v1.Auth
+	4,  // 5: fence.state.v1.SnapshotHeader.keys:type_name -> fence.state.v1.SigningKey
+	6,  // 6: fence.state.v1.Auth.roles:type_name -> fence.state.v1.AuthRole
+	7,  // 7: fence.state.v1.Auth.tokens:type_name -> fence.state.v1.AuthToken
+	13, // 8: fence.state.v1.AuthRole.quota:type_name -> fence.state.v1.Quota
+	9,  // 9: fence.state.v1.SnapshotRecord.lock:type_name -> fence.state.v1.Lock
+	11, // 10: fence.state.v1.SnapshotRecord.request:type_name -> fence.state.v1.Request
+	12, // 11: fence.state.v1.SnapshotRecord.op:type_name -> fence.state.v1.Op
+	14, // 12: fence.state.v1.SnapshotRecord.resource:type_name -> fence.state.v1.Resource
+	15, // 13: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
+	10, // 14: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
+	11, // 15: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
+	11, // 16: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
+	16, // 17: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
+	11, // 18: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
+	20, // 19: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
+	17, // 20: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
+	18, // 21: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
+	19, // 22: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
+	21, // 23: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
+	22, // 24: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
+	23, // 25: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
+	23, // 26: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
+	24, // 27: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
+	25, // 28: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
+	26, // 29: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
+	27, // 30: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
+	28, // 31: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
+	29, // 32: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_state_internal_statepb_state_proto_init() }
@@ -3216,7 +3311,7 @@ func file_state_internal_statepb_state_proto_init() {
 	if File_state_internal_statepb_state_proto != nil {
 		return
 	}
-	file_state_internal_statepb_state_proto_msgTypes[7].OneofWrappers = []any{
+	file_state_internal_statepb_state_proto_msgTypes[8].OneofWrappers = []any{
 		(*SnapshotRecord_Lock)(nil),
 		(*SnapshotRecord_Idle)(nil),
 		(*SnapshotRecord_Request)(nil),
@@ -3224,7 +3319,7 @@ func file_state_internal_statepb_state_proto_init() {
 		(*SnapshotRecord_Resource)(nil),
 		(*SnapshotRecord_Session)(nil),
 	}
-	file_state_internal_statepb_state_proto_msgTypes[19].OneofWrappers = []any{
+	file_state_internal_statepb_state_proto_msgTypes[20].OneofWrappers = []any{
 		(*Refusal_Busy)(nil),
 		(*Refusal_StaleToken)(nil),
 		(*Refusal_NotHolder)(nil),
@@ -3242,7 +3337,7 @@ func file_state_internal_statepb_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_internal_statepb_state_proto_rawDesc), len(file_state_internal_statepb_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
