@@ -5,11 +5,12 @@ import (
 	"github.com/fenceworks/fence/state/internal/plant"
 )
 
-// acquire grants lock cmd.Name when it is free, queues the request when
-// cmd.Wait > 0, and is busy otherwise. A request_id seen before gets the
-// outcome of its first attempt. With cmd.Session (live: sequenced checked
-// it) the acquire is session-bound: its TTL is ignored, and the lease (or
-// the wait) belongs to the session.
+// acquire grants cmd's lock (cmd.Name, or the set cmd.Locks) when it is
+// free for it, queues the request on every lock when cmd.Wait > 0, and is
+// busy otherwise. A request_id seen before gets the outcome of its first
+// attempt. With cmd.Session (live: sequenced checked it) the acquire is
+// session-bound: its TTL is ignored, and the lease (or the wait) belongs
+// to the session.
 func (m *impl) acquire(cmd Command) Result {
 	var s *session
 	if cmd.Session != 0 {
@@ -22,12 +23,23 @@ func (m *impl) acquire(cmd Command) Result {
 	if err := m.validateAcquire(cmd); err != nil {
 		return Result{Err: err}
 	}
+	specs := cmdSpecs(cmd)
 	var res Result
-	l := m.byName[cmd.Name]
-	if l != nil {
-		m.settle(l, &res.Events)
-		defer m.touch(l)
+	ls := make([]*lockEntry, len(specs))
+	for i, sp := range specs {
+		ls[i] = m.byName[sp.Name]
 	}
+	m.settleLocks(ls, &res.Events)
+	for i, sp := range specs {
+		ls[i] = m.byName[sp.Name] // settling may have forgotten none, but read again
+	}
+	defer func() {
+		for _, l := range ls {
+			if l != nil {
+				m.touch(l)
+			}
+		}
+	}()
 
 	if cmd.RequestID != "" {
 		if r := m.findRequest(cmd.RequestID); r != nil {
@@ -35,14 +47,14 @@ func (m *impl) acquire(cmd Command) Result {
 				res.Err = err
 				return res
 			}
-			if !r.samePayload(cmd) {
+			if !r.samePayload(cmd, specs) {
 				res.Err = &fence.OpConflictError{Field: "request_id", ID: cmd.RequestID}
 				return res
 			}
 			if r.state == reqDone && r.outcome == outcomeWaitedOut {
 				// The wait ran out and nothing was granted under this id:
 				// a retry is a new request (as after a try refused busy),
-				// answered with the lock as it is now, not with the old
+				// answered with the locks as they are now, not with the old
 				// BUSY. No id is granted twice: it never was granted.
 				m.requests.remove(cmd.RequestID)
 			} else {
@@ -57,13 +69,29 @@ func (m *impl) acquire(cmd Command) Result {
 		res.Err = err
 		return res
 	}
+	for i, sp := range specs {
+		if err := ls[i].permitsFor(sp); err != nil {
+			res.Err = err
+			return res
+		}
+	}
+	free := true
+	for i, sp := range specs {
+		if !ls[i].freeFor(sp, m.expiryTime()) {
+			free = false
+			break
+		}
+	}
+	if !free && len(specs) == 1 && plant.On(plant.GrantHeld) && m.plantGrantHeld(ls[0]) {
+		free = true
+	}
 	switch {
-	case l == nil || l.free(m.expiryTime()) || plant.On(plant.GrantHeld) && m.plantGrantHeld(l):
+	case free:
 		if err := m.admitToken(); err != nil {
 			res.Err = err
 			return res
 		}
-		if err := m.admitLock(l, &res.Events); err != nil {
+		if err := m.admitLocks(ls, &res.Events); err != nil {
 			res.Err = err
 			return res
 		}
@@ -73,17 +101,18 @@ func (m *impl) acquire(cmd Command) Result {
 				res.Err = err
 				return res
 			}
-			req = m.newRequest(cmd, s)
+			req = m.newRequest(cmd, specs, s)
 		}
-		if l == nil {
-			l = m.lockFor(cmd.Name)
-			defer m.touch(l)
+		for i, sp := range specs {
+			if ls[i] == nil {
+				ls[i] = m.lockFor(sp.Name)
+			}
 		}
 		if req != nil {
-			req.name = l.name // share the bytes: remembered requests are many
+			req.shareNames(ls) // share the bytes: remembered requests are many
 		}
-		g := m.grantTo(l, cmd.Owner, cmd.Principal, cmd.TTL, cmd.LockDelay, req, s)
-		res.Lease = g.lease(l.name, m.clock)
+		g := m.grantTo(ls, specs, cmd.Owner, cmd.Principal, cmd.TTL, cmd.LockDelay, req, s)
+		res.Lease = g.lease(m.clock)
 		if req != nil {
 			res.Attempt = req.attempt
 		}
@@ -93,40 +122,79 @@ func (m *impl) acquire(cmd Command) Result {
 			res.Err = err
 			return res
 		}
-		if err := first(m.admitWaiter(l), m.admitWaiterQuota(cmd.Principal), m.admitRequestID(cmd.RequestID, cmd.Principal)); err != nil {
+		for i, sp := range specs {
+			if ls[i] == nil {
+				ls[i] = m.lockFor(sp.Name)
+			}
+		}
+		if err := first(m.admitWaiters(ls), m.admitWaiterQuota(cmd.Principal), m.admitRequestID(cmd.RequestID, cmd.Principal)); err != nil {
 			res.Err = err
 			return res
 		}
-		req := m.newRequest(cmd, s)
+		req := m.newRequest(cmd, specs, s)
 		if s != nil {
 			s.addWaiter(req)
 		}
-		req.name = l.name
+		req.shareNames(ls)
 		req.state = reqQueued
 		req.deadline = m.clock + int64(cmd.Wait)
-		l.queue = append(l.queue, req)
-		m.noteQueued(l, req)
+		for i, l := range ls {
+			if l.unused() {
+				l.permits = specs[i].Permits
+			}
+			l.queue = append(l.queue, req)
+			m.noteQueued(l, req)
+		}
 		m.addWaiterCount(req)
 		m.setLive(req)
 		res.Queued = true
 		res.Attempt = req.attempt
 	default:
-		res.Err = m.busy(l)
+		for i, sp := range specs {
+			if !ls[i].freeFor(sp, m.expiryTime()) {
+				res.Err = m.busy(ls[i])
+				break
+			}
+		}
 	}
 	return res
 }
 
-func (m *impl) newRequest(cmd Command, s *session) *request {
-	return &request{
+// cmdSpecs are the locks an acquire names, sorted by name: its set, or
+// its one lock.
+func cmdSpecs(cmd Command) []fence.LockSpec {
+	if len(cmd.Locks) > 0 {
+		return fence.SortLocks(cmd.Locks)
+	}
+	return []fence.LockSpec{{Name: cmd.Name, Mode: cmd.Mode, Permits: cmd.Permits}}
+}
+
+func (m *impl) newRequest(cmd Command, specs []fence.LockSpec, s *session) *request {
+	r := &request{
 		sess:      s,
 		id:        cmd.RequestID,
-		name:      cmd.Name,
+		name:      specs[0].Name,
+		mode:      specs[0].Mode,
+		permits:   specs[0].Permits,
 		owner:     cmd.Owner,
 		ttl:       cmd.TTL,
 		wait:      cmd.Wait,
 		lockDelay: cmd.LockDelay,
 		attempt:   1,
 		principal: cmd.Principal,
+	}
+	if len(specs) > 1 {
+		r.set = specs
+		r.mode, r.permits = 0, 0
+	}
+	return r
+}
+
+// shareNames makes r's names the locks' own strings.
+func (r *request) shareNames(ls []*lockEntry) {
+	r.name = ls[0].name
+	for i := range r.set {
+		r.set[i].Name = ls[i].name
 	}
 }
 

@@ -190,7 +190,13 @@ type LockInfo struct {
 	Lease *fence.Lease // nil when free
 	// Principal is the principal that holds Lease ("" when free, or
 	// granted with authentication off): whom its proof may be handed to.
-	Principal          string
+	Principal string
+	// Holders are every lease holding the lock, in grant order (Lease is
+	// the first), and Principals their principals; Permits the lock's
+	// permit count while held or waited for (0: not a semaphore).
+	Holders            []fence.Lease
+	Principals         []string
+	Permits            uint32
 	Waiters            int
 	LockDelayRemaining time.Duration
 	LastToken          fence.Token

@@ -13,9 +13,11 @@ import (
 
 // admitWaiter refuses one more waiter on l beyond MaxWaitersPerLock or
 // beyond MaxWaiters in all. l has been settled.
-func (m *impl) admitWaiter(l *lockEntry) error {
-	if c := m.cfg.MaxWaitersPerLock; c > 0 && len(l.queue) >= c {
-		return fence.Exhausted("waiters on lock "+strconv.Quote(l.name)+" (config.max_waiters_per_lock)", "at most "+utoa(c), utoa(len(l.queue)))
+func (m *impl) admitWaiters(ls []*lockEntry) error {
+	for _, l := range ls {
+		if c := m.cfg.MaxWaitersPerLock; c > 0 && len(l.queue) >= c {
+			return fence.Exhausted("waiters on lock "+strconv.Quote(l.name)+" (config.max_waiters_per_lock)", "at most "+utoa(c), utoa(len(l.queue)))
+		}
 	}
 	if c := m.cfg.MaxWaiters; c > 0 && m.waiting >= c {
 		return fence.Exhausted("waiters on all locks (config.max_waiters)", "at most "+utoa(c), utoa(m.waiting))
@@ -29,30 +31,39 @@ func (m *impl) admitWaiter(l *lockEntry) error {
 // lock that already exists is not new. At the cap, everything due is
 // settled first (as a Tick would, its events appended to events), so a
 // lease past its end that no command has settled yet does not count.
-func (m *impl) admitLock(l *lockEntry, events *[]Event) error {
+func (m *impl) admitLocks(ls []*lockEntry, events *[]Event) error {
 	c := m.cfg.MaxLocks
-	if c <= 0 || (l != nil && !l.free(m.expiryTime())) {
+	if c <= 0 {
 		return nil
 	}
-	n := m.existingLocks(l)
-	if n >= c {
-		m.settleDue(events)
-		n = m.existingLocks(l)
+	n, added := m.existingLocks(ls)
+	if added == 0 {
+		return nil
 	}
-	if n >= c {
+	if n+added > c {
+		m.settleDue(events)
+		n, added = m.existingLocks(ls)
+	}
+	if n+added > c {
 		return fence.Exhausted("locks held, delayed or with waiters (config.max_locks)", "at most "+utoa(c), utoa(n))
 	}
 	return nil
 }
 
 // existingLocks counts the locks held, delayed or with waiters other than
-// l, which is free (or nil).
-func (m *impl) existingLocks(l *lockEntry) int {
-	n := len(m.byName) - m.idle.len()
-	if l != nil && l.idleElem == nil {
-		n-- // l is free but not yet filed as idle (it became free in its settle)
+// those of ls that are free (or nil), and how many of ls are: the locks
+// an acquire of ls would add.
+func (m *impl) existingLocks(ls []*lockEntry) (n, added int) {
+	n = len(m.byName) - m.idle.len()
+	for _, l := range ls {
+		if l == nil || l.free(m.expiryTime()) {
+			added++
+			if l != nil && l.idleElem == nil {
+				n-- // l is free but not yet filed as idle (it became free in its settle)
+			}
+		}
 	}
-	return n
+	return n, added
 }
 
 // admitResource refuses a change of resource name (nil if it does not

@@ -84,7 +84,7 @@ func (m *impl) noteEnd(l *lockEntry, g *grant, how leaseEnd) {
 
 func (m *impl) leaseChange(kind ChangeKind, l *lockEntry, g *grant) Change {
 	c := Change{Kind: kind, Name: l.name, Token: g.token, Owner: g.owner, Principal: g.principal,
-		Holders: l.holderCount(), Waiters: len(l.queue)}
+		Mode: g.modeOn(l), Permits: l.permits, Holders: l.holderCount(), Waiters: len(l.queue)}
 	if g.req != nil {
 		c.RequestID = g.req.id
 	}
@@ -103,7 +103,7 @@ func (m *impl) noteLeft(l *lockEntry, w *request)   { m.noteWaiter(ChangeLeftQue
 // waiters requests after it.
 func (m *impl) noteWaiter(kind ChangeKind, l *lockEntry, w *request, waiters int) {
 	c := Change{Kind: kind, Name: l.name, Owner: w.owner, Principal: w.principal, RequestID: w.id,
-		Holders: l.holderCount(), Waiters: waiters}
+		Mode: w.modeOn(l.name), Permits: l.permits, Holders: l.holderCount(), Waiters: waiters}
 	if w.sess != nil {
 		c.Session = w.sess.id
 	}
@@ -111,9 +111,4 @@ func (m *impl) noteWaiter(kind ChangeKind, l *lockEntry, w *request, waiters int
 }
 
 // holderCount is the number of leases holding l.
-func (l *lockEntry) holderCount() int {
-	if l.holder != nil {
-		return 1
-	}
-	return 0
-}
+func (l *lockEntry) holderCount() int { return len(l.holders) }

@@ -101,3 +101,11 @@ func describe(r Result) string {
 func uncapped() Config {
 	return Config{MaxTTL: fence.LongestMaxTTL, MaxOps: 100_000, MaxRequests: 100_000, IDRetention: 24 * time.Hour}
 }
+
+// only is l's one holder, nil when it has none or several.
+func (l *lockEntry) only() *grant {
+	if len(l.holders) == 1 {
+		return l.holders[0]
+	}
+	return nil
+}

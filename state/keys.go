@@ -220,9 +220,11 @@ func (m *impl) keyRetire(cmd Command) Result {
 	if moved > 0 {
 		s := m.keys.signing()
 		for _, l := range m.byName {
-			if g := l.holder; g != nil && g.key == k {
-				g.key = s
-				s.leases++
+			for _, g := range l.holders {
+				if g.key == k { // a set's lease is moved at its first lock, then no longer k's
+					g.key = s
+					s.leases++
+				}
 			}
 		}
 		k.leases = 0
@@ -345,8 +347,10 @@ func (m *Machine) KeySet() *fence.KeySet {
 // unsigned. The caller signs with fence.Sign(key, clusterID, name, token).
 func (m *Machine) LeaseSigner(name string, token fence.Token) (key ed25519.PrivateKey, clusterID string, ok bool) {
 	k := m.keys.signing()
-	if l := m.byName[name]; l != nil && l.holder != nil && l.holder.token == token && l.holder.key != nil && l.holder.key.priv != nil {
-		k = l.holder.key
+	if l := m.byName[name]; l != nil {
+		if g := l.holderWith(token); g != nil && g.key != nil && g.key.priv != nil {
+			k = g.key
+		}
 	}
 	if k == nil || m.clusterID == "" {
 		return nil, "", false

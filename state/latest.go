@@ -4,8 +4,10 @@ package state
 // matter: the max is the same whatever order the locks are visited in.
 func (m *impl) latestExpiry() (at int64, ok bool) {
 	for _, l := range m.byName {
-		if g := l.holder; g != nil && (!ok || g.end() > at) {
-			at, ok = g.end(), true
+		for _, g := range l.holders {
+			if !ok || g.end() > at {
+				at, ok = g.end(), true
+			}
 		}
 	}
 	return at, ok

@@ -19,7 +19,6 @@ func (m *impl) renew(cmd Command) Result {
 	l := m.byName[cmd.Name]
 	if l != nil {
 		m.settle(l, &res.Events)
-		defer m.touch(l)
 	}
 	g, err := m.holding(l, cmd.Name, cmd.Token)
 	if err == nil {
@@ -29,6 +28,12 @@ func (m *impl) renew(cmd Command) Result {
 		res.Err = err
 		return res
 	}
+	// The lease's end moves on every lock it holds.
+	defer func() {
+		for _, p := range g.parts {
+			m.touch(p.l)
+		}
+	}()
 	if g.sess != nil {
 		if cmd.TTL != 0 {
 			res.Err = fence.Invalid("ttl", "absent for a lease bound to a session (it lasts as long as session "+u64toa(g.sess.id)+"; KeepAlive changes the session's TTL)", cmd.TTL.String())
@@ -36,7 +41,7 @@ func (m *impl) renew(cmd Command) Result {
 		}
 		m.keepAlive(g.sess, 0)
 		m.signIfUnsigned(g)
-		res.Lease = g.lease(l.name, m.clock)
+		res.Lease = g.lease(m.clock)
 		res.Session = g.sess.info(m.clock)
 		return res
 	}
@@ -51,12 +56,13 @@ func (m *impl) renew(cmd Command) Result {
 	}
 	g.expiresAt = m.clock + int64(g.ttl)
 	m.signIfUnsigned(g)
-	res.Lease = g.lease(l.name, m.clock)
+	res.Lease = g.lease(m.clock)
 	return res
 }
 
-// release frees cmd.Name held with cmd.Token and hands it to the next waiter
-// in the same apply. A release starts no lock-delay.
+// release ends the lease of cmd.Name held with cmd.Token — on every lock
+// of its set — and hands each lock to its next waiters in the same apply.
+// A release starts no lock-delay.
 func (m *impl) release(cmd Command) Result {
 	if err := m.validateRelease(cmd); err != nil {
 		return Result{Err: err}
@@ -65,7 +71,6 @@ func (m *impl) release(cmd Command) Result {
 	l := m.byName[cmd.Name]
 	if l != nil {
 		m.settle(l, &res.Events)
-		defer m.touch(l)
 	}
 	g, err := m.holding(l, cmd.Name, cmd.Token)
 	if err == nil {
@@ -75,8 +80,9 @@ func (m *impl) release(cmd Command) Result {
 		res.Err = err
 		return res
 	}
-	m.endLease(l, endReleased, m.expiryTime())
-	m.handOn(l, &res.Events)
+	var work lockWork
+	m.endLease(g, endReleased, m.expiryTime(), &work)
+	m.settleWork(&work, &res.Events)
 	return res
 }
 
@@ -87,9 +93,10 @@ func (m *impl) holding(l *lockEntry, name string, token fence.Token) (*grant, er
 		return nil, &fence.UnknownTokenError{Token: token, LastIssued: m.counter}
 	}
 	if l != nil {
+		if g := l.holderWith(token); g != nil {
+			return g, nil
+		}
 		switch {
-		case l.holder != nil && l.holder.token == token:
-			return l.holder, nil
 		case token == l.lastToken && l.lastEnd == endExpired:
 			return nil, &fence.LeaseExpiredError{Name: name, Token: token}
 		case token < l.lastToken:
@@ -114,24 +121,14 @@ func (m *impl) cancelWait(cmd Command) Result {
 		return res
 	}
 	m.settle(l, &res.Events)
-	defer m.touch(l)
 	r := m.live[cmd.RequestID]
-	if r == nil || r.name != cmd.Name || (cmd.Attempt != 0 && cmd.Attempt != r.attempt) {
+	if r == nil || !r.names(cmd.Name) || (cmd.Attempt != 0 && cmd.Attempt != r.attempt) {
 		return res
 	}
+	var work lockWork
 	switch r.state {
 	case reqQueued:
-		for i, w := range l.queue {
-			if w == r {
-				l.queue = append(l.queue[:i:i], l.queue[i+1:]...)
-				m.dropWaiterCount(r)
-				break
-			}
-		}
-		if len(l.queue) == 0 {
-			l.queue = nil
-		}
-		m.noteLeft(l, r)
+		m.unqueue(r, &work)
 		m.unsetLive(r.id)
 		if r.sess != nil && r.sess.waiters != nil {
 			delete(r.sess.waiters, r.id)
@@ -140,8 +137,21 @@ func (m *impl) cancelWait(cmd Command) Result {
 		// may still refer to it: a retry of its seq is a new request.
 		r.state, r.outcome, r.deadline = reqDone, outcomeCancelled, 0
 	case reqHeld:
-		m.endLease(l, endReleased, m.expiryTime())
-		m.handOn(l, &res.Events)
+		if g := m.byName[r.name].holderWith(r.token); g != nil {
+			m.endLease(g, endReleased, m.expiryTime(), &work)
+		}
 	}
+	m.settleWork(&work, &res.Events)
 	return res
+}
+
+// names reports whether r asks for lock name.
+func (r *request) names(name string) bool {
+	var buf [1]fence.LockSpec
+	for _, s := range r.specs(&buf) {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -16,25 +16,40 @@ const (
 	endExpired                  // its TTL ran out in server time
 )
 
-// lockEntry is one lock: its holder, its FIFO waiters, and what is needed to
-// tell a stale token from an expired or a foreign one.
+// lockEntry is one lock: the leases that hold it, its FIFO waiters, and
+// what is needed to tell a stale token from an expired or a foreign one.
+//
+// A lock has one exclusive holder, or any number (up to fence.MaxHolders)
+// of shared holders, or — a semaphore, permits > 0 — up to permits
+// holders. A set's lease (grant.parts) holds each of its locks: it is
+// among the holders of every one, and a set's waiter is in the queue of
+// every one.
 type lockEntry struct {
 	name       string
-	holder     *grant      // nil when free
+	holders    []*grant    // leases that hold it, in grant order (nil when free)
 	queue      []*request  // waiters, arrival order
+	permits    uint32      // its permit count while held or waited for (0: not a semaphore)
 	lastToken  fence.Token // token of the last grant of this lock
 	lastOwner  string      // owner of the last grant
-	lastEnd    leaseEnd    // how the last grant ended (endNone while held)
-	freedAt    int64       // server time the lock last became free
+	lastEnd    leaseEnd    // how the lease of lastToken ended (endNone while held)
+	freedAt    int64       // decision time a lease of it last ended
 	delayUntil int64       // lock-delay end after an expiry; 0 when none
 
 	heapIndex int // position in deadlines, -1 when not there
 	deadline  int64
 	idleElem  *list.Element // position in idle, nil when not idle
 	idleSince int64         // server time it became idle
+	queuedAt  int           // settle's work list: 1 + its place there, 0 when not in it
 }
 
-// grant is the current lease of a lock.
+// part is one lock a grant holds, in the mode it holds it.
+type part struct {
+	l    *lockEntry
+	mode fence.Mode
+}
+
+// grant is a lease: of one lock, or of a set of locks (every one granted
+// together under one token, and ended together).
 type grant struct {
 	owner     string
 	token     fence.Token
@@ -53,6 +68,26 @@ type grant struct {
 	// key signs it (keys.go): the signing key when it was granted or last
 	// renewed; nil if there was none.
 	key *signingKey
+	// parts are the locks it holds, sorted by name: one for a lease of one
+	// lock (then parts is one[:]: no allocation of its own).
+	parts []part
+	one   [1]part
+}
+
+// isSet reports whether g is a set's lease.
+func (g *grant) isSet() bool { return len(g.parts) > 1 }
+
+// name is the lease's name: its lock's, or its set's first (by name).
+func (g *grant) name() string { return g.parts[0].l.name }
+
+// modeOn is the mode g holds l in.
+func (g *grant) modeOn(l *lockEntry) fence.Mode {
+	for _, p := range g.parts {
+		if p.l == l {
+			return p.mode
+		}
+	}
+	return fence.Exclusive
 }
 
 // end is the server time the lease ends at (its session's expiry for a
@@ -66,13 +101,24 @@ func (g *grant) end() int64 {
 
 // lease describes g at server time now. Remaining is floored at 0: a lease
 // still held as of the decision time may be past its end as of now. A
-// session-bound lease reports its session's TTL and remaining time.
-func (g *grant) lease(name string, now int64) *fence.Lease {
+// session-bound lease reports its session's TTL and remaining time. A
+// set's lease is named by its first lock and lists them all in Locks.
+func (g *grant) lease(now int64) *fence.Lease {
 	ttl := g.ttl
 	if g.sess != nil {
 		ttl = g.sess.ttl
 	}
-	return &fence.Lease{Name: name, Owner: g.owner, Token: g.token, TTL: ttl, Remaining: time.Duration(max(g.end()-now, 0))}
+	p := g.parts[0]
+	ls := &fence.Lease{Name: p.l.name, Owner: g.owner, Token: g.token, TTL: ttl, Remaining: time.Duration(max(g.end()-now, 0))}
+	if !g.isSet() {
+		ls.Mode, ls.Permits = p.mode, p.l.permits
+		return ls
+	}
+	ls.Locks = make([]fence.LockSpec, len(g.parts))
+	for i, p := range g.parts {
+		ls.Locks[i] = fence.LockSpec{Name: p.l.name, Mode: p.mode, Permits: p.l.permits}
+	}
+	return ls
 }
 
 // lockFor returns the lock named name, creating a free one.
@@ -85,108 +131,66 @@ func (m *impl) lockFor(name string) *lockEntry {
 	return l
 }
 
-// settle brings lock l up to server time: an expired lease ends (starting its
-// lock-delay), the lock passes to waiters in arrival order, and waits that ran
-// out end. Outcomes for waiters are appended to events in FIFO order.
-func (m *impl) settle(l *lockEntry, events *[]Event) {
-	now := m.expiryTime()
-	// A session-bound lease ends only with its session (settleSessions).
-	if l.holder != nil && l.holder.sess == nil && l.holder.expiresAt <= now {
-		g := l.holder
-		m.endLease(l, endExpired, g.expiresAt)
-		if g.lockDelay > 0 {
-			l.delayUntil = g.expiresAt + int64(g.lockDelay)
+// holderWith returns the lease of l with token, nil if none.
+func (l *lockEntry) holderWith(token fence.Token) *grant {
+	for _, g := range l.holders {
+		if g.token == token {
+			return g
 		}
 	}
-	// handOn needs the delay's end: a waiter whose wait ran out before it
-	// never had the chance. A grant clears it; otherwise clear it once passed.
-	m.handOn(l, events)
-	if l.holder == nil && l.delayUntil != 0 && l.delayUntil <= now {
-		l.delayUntil = 0
-	}
-	m.expireWaits(l, events)
+	return nil
 }
 
-// handOn grants a free lock to its first waiter whose wait had not run out
-// when the lock became available. The waiters before it had run out.
-func (m *impl) handOn(l *lockEntry, events *[]Event) {
-	for l.holder == nil && len(l.queue) > 0 {
-		available := max(l.freedAt, l.delayUntil)
-		if available > m.expiryTime() {
-			return
-		}
-		w := l.queue[0]
-		l.queue = l.queue[1:]
-		m.dropWaiterCount(w)
-		if w.sess != nil && w.sess.expiresAt <= m.expiryTime() {
-			// Its session is past its expiry (it ends later in this
-			// apply): it ends with it, and is not granted.
-			m.noteLeft(l, w)
-			m.sessionEndedWait(w, events)
-			continue
-		}
-		if w.deadline <= available {
-			m.noteLeft(l, w)
-			m.waitRanOut(l, w, events)
-			continue
-		}
-		if err := m.admitToken(); err != nil {
-			m.noteLeft(l, w)
-			m.refuseWait(w, err, events)
-			continue
-		}
-		g := m.grantTo(l, w.owner, w.principal, w.ttl, w.lockDelay, w, w.sess)
-		*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Lease: g.lease(l.name, m.clock)})
+// unused reports whether l has neither holders nor waiters: its permit
+// count is then whatever the next request names.
+func (l *lockEntry) unused() bool { return len(l.holders) == 0 && len(l.queue) == 0 }
+
+// admits reports whether l's holders leave room for one more in mode
+// (queue and lock-delay aside): a semaphore has a permit left; an
+// exclusive acquire needs no holder; a shared one needs no exclusive
+// holder and fewer than fence.MaxHolders.
+func (l *lockEntry) admits(mode fence.Mode) bool {
+	n := len(l.holders)
+	switch {
+	case l.permits > 0:
+		return n < int(l.permits)
+	case n == 0:
+		return true
+	case mode == fence.Exclusive:
+		return false
 	}
-	if len(l.queue) == 0 {
-		l.queue = nil
-	}
+	return n < fence.MaxHolders && l.holders[0].modeOn(l) == fence.Shared
 }
 
-// expireWaits ends the waits that ran out by server time, in arrival order.
-func (m *impl) expireWaits(l *lockEntry, events *[]Event) {
-	// Waiters leave in arrival order; each change reports the queue
-	// length after it.
-	kept := l.queue[:0]
-	for i, w := range l.queue {
-		if w.deadline <= m.expiryTime() {
-			m.dropWaiterCount(w)
-			m.noteWaiter(ChangeLeftQueue, l, w, len(kept)+len(l.queue)-i-1)
-			m.waitRanOut(l, w, events)
-			continue
-		}
-		kept = append(kept, w)
+// freeFor reports whether l (settled, possibly nil) can be granted now at
+// decision time at to a new acquire of spec: nobody queued, no lock-delay,
+// room among its holders.
+func (l *lockEntry) freeFor(spec fence.LockSpec, at int64) bool {
+	if l == nil {
+		return true
 	}
-	clear(l.queue[len(kept):])
-	l.queue = kept
-	if len(l.queue) == 0 {
-		l.queue = nil
-	}
+	return len(l.queue) == 0 && l.delayUntil <= at && l.admits(spec.Mode)
 }
 
-// refuseWait ends w (taken off its queue) with err instead of a grant: there
-// is no token left to grant it with. Like a cancelled wait it is not
-// remembered (nothing was granted): a retry is a new request, refused the
-// same way.
-func (m *impl) refuseWait(w *request, err error, events *[]Event) {
-	m.unsetLive(w.id)
-	if w.sess != nil && w.sess.waiters != nil {
-		delete(w.sess.waiters, w.id)
+// free reports whether l can be granted to a new exclusive acquirer at
+// decision time at: no holder, no lock-delay, nobody queued.
+func (l *lockEntry) free(at int64) bool {
+	return len(l.holders) == 0 && l.delayUntil <= at && len(l.queue) == 0
+}
+
+// permitsFor checks that a request of spec may join l (settled, possibly
+// nil): it names l's permit count, unless l is unused.
+func (l *lockEntry) permitsFor(spec fence.LockSpec) error {
+	if l == nil || l.unused() || l.permits == spec.Permits {
+		return nil
 	}
-	w.state, w.outcome, w.deadline = reqDone, outcomeCancelled, 0
-	*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Err: err})
+	return &fence.PermitsMismatchError{Name: l.name, Permits: spec.Permits, Current: l.permits}
 }
 
-func (m *impl) waitRanOut(l *lockEntry, w *request, events *[]Event) {
-	err := m.busy(l)
-	err.Waited = true
-	m.finish(w, outcomeWaitedOut)
-	*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Err: err})
-}
-
-// grantTo gives the free lock l a new lease with the next token, bound to
-// session s if it is not nil (then ttl is ignored).
-func (m *impl) grantTo(l *lockEntry, owner, principal string, ttl, lockDelay time.Duration, req *request, s *session) *grant {
+// grantTo gives the locks of specs (ls[i] is specs[i]'s, each admitting it)
+// one new lease with the next token, bound to session s if it is not nil
+// (then ttl is ignored).
+func (m *impl) grantTo(ls []*lockEntry, specs []fence.LockSpec, owner, principal string, ttl, lockDelay time.Duration, req *request, s *session) *grant {
 	g := &grant{
 		principal: principal,
 		owner:     owner,
@@ -197,21 +201,34 @@ func (m *impl) grantTo(l *lockEntry, owner, principal string, ttl, lockDelay tim
 		req:       req,
 		sess:      s,
 	}
+	if len(ls) == 1 {
+		g.parts = g.one[:]
+	} else {
+		g.parts = make([]part, len(ls))
+	}
+	for i, l := range ls {
+		g.parts[i] = part{l: l, mode: specs[i].Mode}
+	}
 	if s != nil {
 		g.ttl, g.expiresAt = 0, 0
-		s.bind(l)
+		s.bind(g)
 		if req != nil && s.waiters != nil {
 			delete(s.waiters, req.id)
 		}
 	}
-	l.holder = g
 	m.holders++
 	m.signWith(g)
-	l.lastToken = g.token
-	l.lastOwner = owner
-	l.lastEnd = endNone
-	l.delayUntil = 0
-	m.noteGrant(l, g)
+	for i, l := range ls {
+		if l.unused() {
+			l.permits = specs[i].Permits
+		}
+		l.holders = append(l.holders, g)
+		l.lastToken = g.token
+		l.lastOwner = owner
+		l.lastEnd = endNone
+		l.delayUntil = 0
+		m.noteGrant(l, g)
+	}
 	if req != nil {
 		req.state = reqHeld
 		req.token = g.token
@@ -220,20 +237,38 @@ func (m *impl) grantTo(l *lockEntry, owner, principal string, ttl, lockDelay tim
 	return g
 }
 
-// endLease frees l; at is the decision time the lease ended (its expiry, or
-// the decision time of the release, so a waiter's wait is compared with it
-// in decision time too).
-func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
-	g := l.holder
-	l.holder = nil
-	m.noteEnd(l, g, how)
-	l.lastEnd = how
+// endLease ends g on every lock it holds; at is the decision time it
+// ended at (its expiry, or the decision time of the release, so a waiter's
+// wait is compared with it in decision time too). An expiry starts the
+// lease's lock-delay on each of its locks. Each lock is put on work: its
+// next waiters may now be granted (settleWork).
+func (m *impl) endLease(g *grant, how leaseEnd, at int64, work *lockWork) {
+	for _, p := range g.parts {
+		l := p.l
+		for i, h := range l.holders {
+			if h == g {
+				l.holders = append(l.holders[:i:i], l.holders[i+1:]...)
+				break
+			}
+		}
+		if len(l.holders) == 0 {
+			l.holders = nil
+		}
+		m.noteEnd(l, g, how)
+		if l.lastToken == g.token {
+			l.lastEnd = how
+		}
+		l.freedAt = max(l.freedAt, at)
+		if how == endExpired && g.lockDelay > 0 {
+			l.delayUntil = max(l.delayUntil, at+int64(g.lockDelay))
+		}
+		work.add(l)
+	}
 	m.ends[how]++
 	m.holders--
 	m.unsign(g)
-	l.freedAt = at
 	if g.sess != nil {
-		delete(g.sess.leases, l.name)
+		g.sess.unbind(g)
 	}
 	if g.req != nil {
 		out := outcomeReleased
@@ -245,12 +280,14 @@ func (m *impl) endLease(l *lockEntry, how leaseEnd, at int64) {
 }
 
 // busy describes why l cannot be granted now (l is settled: its state is as
-// of the decision time; Remaining counts from now, floored at 0).
+// of the decision time; Remaining counts from now, floored at 0). A lock
+// with several holders names its first.
 func (m *impl) busy(l *lockEntry) *fence.BusyError {
 	now := m.clock
 	switch {
-	case l.holder != nil:
-		return &fence.BusyError{Name: l.name, Holder: l.holder.owner, Token: l.holder.token, Remaining: time.Duration(max(l.holder.end()-now, 0))}
+	case len(l.holders) > 0:
+		g := l.holders[0]
+		return &fence.BusyError{Name: l.name, Holder: g.owner, Token: g.token, Remaining: time.Duration(max(g.end()-now, 0))}
 	case l.delayUntil > m.expiryTime():
 		return &fence.BusyError{Name: l.name, Remaining: time.Duration(max(l.delayUntil-now, 0)), Delayed: true}
 	}
@@ -259,21 +296,19 @@ func (m *impl) busy(l *lockEntry) *fence.BusyError {
 	return &fence.BusyError{Name: l.name, Holder: l.lastOwner, Token: l.lastToken}
 }
 
-// free reports whether l can be granted to a new acquirer at decision time
-// at: no holder, no lock-delay, nobody queued ahead.
-func (l *lockEntry) free(at int64) bool {
-	return l.holder == nil && l.delayUntil <= at && len(l.queue) == 0
-}
-
 // touch files l where it belongs after a change: in the deadline heap if
-// something is due on it, in the idle list (or deleted) if it is idle.
+// something is due on it, in the idle list (or deleted) if it is idle. An
+// unused lock forgets its permit count.
 func (m *impl) touch(l *lockEntry) {
+	if l.unused() {
+		l.permits = 0
+	}
 	if at, ok := l.nextDeadline(); ok {
 		m.deadlines.set(l, at)
 	} else {
 		m.deadlines.remove(l)
 	}
-	if l.holder == nil && len(l.queue) == 0 && l.delayUntil == 0 {
+	if l.unused() && l.delayUntil == 0 {
 		m.idle.add(l, m.clock)
 	} else {
 		m.idle.remove(l)
@@ -288,11 +323,12 @@ func (l *lockEntry) nextDeadline() (int64, bool) {
 			at, ok = t, true
 		}
 	}
-	if l.holder != nil {
-		if l.holder.sess == nil { // a bound lease's end is its session's
-			consider(l.holder.expiresAt)
+	for _, g := range l.holders {
+		if g.sess == nil { // a bound lease's end is its session's
+			consider(g.expiresAt)
 		}
-	} else if l.delayUntil != 0 {
+	}
+	if l.delayUntil != 0 {
 		consider(l.delayUntil)
 	}
 	for _, w := range l.queue {

@@ -1,6 +1,10 @@
 package state
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/fenceworks/fence"
+)
 
 // The planted faults of state/internal/plant. Each is switched on only in a
 // build with the plantbug tag and FENCE_PLANTBUG naming it; in a release
@@ -42,9 +46,16 @@ func (m *impl) plantForgetSaved(s *session) {
 //
 //go:noinline
 func (m *impl) plantGrantHeld(l *lockEntry) bool {
-	if l == nil || l.holder == nil || m.counter%3 != 0 {
+	if l == nil || len(l.holders) == 0 || m.counter%3 != 0 {
 		return false
 	}
-	m.endLease(l, endReleased, m.expiryTime())
-	return true
+	var work lockWork
+	for len(l.holders) > 0 {
+		m.endLease(l.holders[0], endReleased, m.expiryTime(), &work)
+	}
+	for _, wl := range work.locks {
+		wl.queuedAt = 0 // not handed on: the plant grants l at once
+		m.touch(wl)
+	}
+	return l.freeFor(fence.LockSpec{}, m.expiryTime())
 }

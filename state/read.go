@@ -25,17 +25,23 @@ func (m *impl) lock(name string, now int64) LockInfo {
 // info describes l as settle at the decision time would leave it.
 func (m *impl) info(l *lockEntry, now int64) LockInfo {
 	d := m.expiryTime()
-	info := LockInfo{Name: l.name, LastToken: l.lastToken}
-	g, freedAt, delayUntil := l.holder, l.freedAt, l.delayUntil
-	if g != nil && g.end() <= d {
-		freedAt = g.end()
-		if g.lockDelay > 0 {
-			delayUntil = g.end() + int64(g.lockDelay)
+	info := LockInfo{Name: l.name, LastToken: l.lastToken, Permits: l.permits}
+	freedAt, delayUntil := l.freedAt, l.delayUntil
+	var live []*grant
+	for _, g := range l.holders {
+		if g.end() > d {
+			live = append(live, g)
+			continue
 		}
-		g = nil
+		freedAt = max(freedAt, g.end())
+		if g.lockDelay > 0 {
+			delayUntil = max(delayUntil, g.end()+int64(g.lockDelay))
+		}
 	}
 	queue := l.queue
-	if g == nil {
+	if len(live) == 0 && len(queue) > 0 && len(queue[0].set) == 0 {
+		// (A set at the head waits on its other locks too: it is counted
+		// as any waiter, by its own deadline.)
 		// handOn: the waiters whose wait ran out before the lock became
 		// available are gone; the first other one is about to be granted.
 		if available := max(freedAt, delayUntil); available <= d {
@@ -58,14 +64,21 @@ func (m *impl) info(l *lockEntry, now int64) LockInfo {
 			info.Waiters++
 		}
 	}
-	delayed := g == nil && delayUntil > d
-	if g != nil {
-		info.Lease = g.lease(l.name, now)
-		info.Principal = g.principal
+	delayed := len(live) == 0 && delayUntil > d
+	for _, g := range live {
+		info.Holders = append(info.Holders, *g.lease(now))
+		info.Principals = append(info.Principals, g.principal)
+	}
+	if len(live) > 0 {
+		info.Lease = &info.Holders[0]
+		info.Principal = info.Principals[0]
 	} else if delayed {
 		info.LockDelayRemaining = time.Duration(max(delayUntil-now, 0))
 	}
-	info.Free = g == nil && !delayed && info.Waiters == 0
+	if len(live) == 0 && info.Waiters == 0 {
+		info.Permits = 0 // unused: the next request names it
+	}
+	info.Free = len(live) == 0 && !delayed && info.Waiters == 0
 	return info
 }
 

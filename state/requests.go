@@ -29,8 +29,13 @@ const (
 // is live (impl.live); once its outcome is final it moves to the bounded
 // request memory, so a retry learns that outcome instead of a second grant.
 type request struct {
-	id        string
-	name      string
+	id   string
+	name string // its lock, or its set's first (by name)
+	// mode and permits are how it asks for its one lock; set (nil for one
+	// lock) are a set's locks, sorted by name.
+	mode      fence.Mode
+	permits   uint32
+	set       []fence.LockSpec
 	owner     string
 	ttl       time.Duration
 	wait      time.Duration
@@ -56,9 +61,34 @@ func (m *impl) retry(r *request) {
 // the payload: a client retrying may send only what is left of it. A
 // session-bound acquire has TTL 0 (its TTL is ignored) and, while live,
 // must come on the same session.
-func (r *request) samePayload(cmd Command) bool {
-	return r.name == cmd.Name && r.owner == cmd.Owner && r.ttl == cmd.TTL && r.lockDelay == cmd.LockDelay &&
+func (r *request) samePayload(cmd Command, specs []fence.LockSpec) bool {
+	return sameSpecs(r, specs) && r.owner == cmd.Owner && r.ttl == cmd.TTL && r.lockDelay == cmd.LockDelay &&
 		(r.state == reqDone || r.sessionID() == cmd.Session) // a remembered outcome does not keep its session
+}
+
+// sameSpecs reports whether r asked for exactly specs (sorted).
+func sameSpecs(r *request, specs []fence.LockSpec) bool {
+	var buf [1]fence.LockSpec
+	mine := r.specs(&buf)
+	if len(mine) != len(specs) {
+		return false
+	}
+	for i := range mine {
+		if mine[i] != specs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// modeOn is the mode r asks for lock name in.
+func (r *request) modeOn(name string) fence.Mode {
+	for _, s := range r.set {
+		if s.Name == name {
+			return s.Mode
+		}
+	}
+	return r.mode
 }
 
 // sessionID is the id of r's session, 0 if none.
@@ -74,6 +104,9 @@ func (r *request) sessionID() uint64 {
 // request memory (no allocation of its own beyond its strings).
 type doneRequest struct {
 	name, owner string
+	mode        fence.Mode
+	permits     uint32
+	set         []fence.LockSpec
 	ttl         time.Duration
 	lockDelay   time.Duration
 	token       fence.Token
@@ -85,12 +118,12 @@ type doneRequest struct {
 func (d doneRequest) by() string { return d.principal }
 
 func (r *request) done() doneRequest {
-	return doneRequest{name: r.name, owner: r.owner, ttl: r.ttl, lockDelay: r.lockDelay, token: r.token, attempt: r.attempt, outcome: r.outcome, principal: r.principal}
+	return doneRequest{name: r.name, mode: r.mode, permits: r.permits, set: r.set, owner: r.owner, ttl: r.ttl, lockDelay: r.lockDelay, token: r.token, attempt: r.attempt, outcome: r.outcome, principal: r.principal}
 }
 
 // request rebuilds the request d remembers (state reqDone).
 func (d doneRequest) request(id string) *request {
-	return &request{id: id, name: d.name, owner: d.owner, ttl: d.ttl, lockDelay: d.lockDelay, token: d.token, attempt: d.attempt,
+	return &request{id: id, name: d.name, mode: d.mode, permits: d.permits, set: d.set, owner: d.owner, ttl: d.ttl, lockDelay: d.lockDelay, token: d.token, attempt: d.attempt,
 		outcome: d.outcome, state: reqDone, principal: d.principal}
 }
 
@@ -140,8 +173,8 @@ func (m *impl) replayOutcome(r *request) Result {
 		return Result{Queued: true, Replayed: true}
 	case reqHeld:
 		m.retry(r)
-		l := m.byName[r.name]
-		return Result{Lease: l.holder.lease(r.name, m.clock), Replayed: true}
+		g := m.byName[r.name].holderWith(r.token)
+		return Result{Lease: g.lease(m.clock), Replayed: true}
 	}
 	switch r.outcome {
 	case outcomeExpired:

@@ -231,10 +231,14 @@ func (m *impl) answered(r *request) {
 		return
 	}
 	l := m.byName[r.name]
-	if l == nil || l.holder == nil || l.holder.req != r {
+	if l == nil {
 		return
 	}
-	l.holder.req = nil
+	g := l.holderWith(r.token)
+	if g == nil || g.req != r {
+		return
+	}
+	g.req = nil
 	m.unsetLive(r.id)
 }
 

@@ -2,6 +2,7 @@ package state
 
 import (
 	"container/heap"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,7 +49,7 @@ type session struct {
 	openID    string        // the open's idempotency key ("" if none)
 	openTTL   time.Duration // the TTL the open asked for (a retried open must ask the same)
 
-	leases  map[string]*lockEntry // locks it holds, by name (nil when none)
+	leases  map[fence.Token]*grant // leases bound to it, by token (nil when none)
 	waiters map[string]*request   // its queued acquires, by request_id (nil when none)
 
 	results []savedResult // unacknowledged results of sequenced commands, by seq
@@ -216,58 +217,49 @@ func (m *impl) endSession(s *session, expired bool, events *[]Event) {
 	if s.openID != "" && m.opens[s.openID] == s {
 		delete(m.opens, s.openID)
 	}
+	var work lockWork
 	if len(s.waiters) > 0 {
-		names := make([]string, 0, len(s.waiters))
+		ws := make([]*request, 0, len(s.waiters))
 		for _, w := range s.waiters {
-			names = append(names, w.name)
+			ws = append(ws, w)
 		}
-		sort.Strings(names)
-		for i, name := range names {
-			if i > 0 && names[i-1] == name {
-				continue
+		// By lock name, then arrival order (a lock's queue order; requests
+		// of one session on one lock are queued in id order only by chance,
+		// so the queue decides).
+		sort.Slice(ws, func(i, j int) bool {
+			if ws[i].name != ws[j].name {
+				return ws[i].name < ws[j].name
 			}
-			l := m.byName[name]
-			kept := l.queue[:0]
-			for i, w := range l.queue {
-				if w.sess != s {
-					kept = append(kept, w)
-					continue
-				}
-				m.dropWaiterCount(w)
-				m.noteWaiter(ChangeLeftQueue, l, w, len(kept)+len(l.queue)-i-1)
-				m.sessionEndedWait(w, events)
-			}
-			clear(l.queue[len(kept):])
-			l.queue = kept
-			if len(l.queue) == 0 {
-				l.queue = nil
-			}
-			m.settle(l, events)
-			m.touch(l)
+			q := m.byName[ws[i].name].queue
+			return slices.Index(q, ws[i]) < slices.Index(q, ws[j])
+		})
+		for _, w := range ws {
+			m.unqueue(w, &work)
+			m.sessionEndedWait(w, events)
 		}
 	}
 	s.waiters = nil
 	if len(s.leases) > 0 {
-		names := make([]string, 0, len(s.leases))
-		for name := range s.leases {
-			names = append(names, name)
+		gs := make([]*grant, 0, len(s.leases))
+		for _, g := range s.leases {
+			gs = append(gs, g)
 		}
-		sort.Strings(names)
-		for _, name := range names {
-			l := s.leases[name]
-			g := l.holder
-			if expired {
-				m.endLease(l, endExpired, s.expiresAt)
-				if g.lockDelay > 0 {
-					l.delayUntil = s.expiresAt + int64(g.lockDelay)
-				}
-			} else {
-				m.endLease(l, endReleased, m.expiryTime())
+		// By lease name, then token.
+		sort.Slice(gs, func(i, j int) bool {
+			if a, b := gs[i].name(), gs[j].name(); a != b {
+				return a < b
 			}
-			m.settle(l, events)
-			m.touch(l)
+			return gs[i].token < gs[j].token
+		})
+		for _, g := range gs {
+			if expired {
+				m.endLease(g, endExpired, s.expiresAt, &work)
+			} else {
+				m.endLease(g, endReleased, m.expiryTime(), &work)
+			}
 		}
 	}
+	m.settleWork(&work, events)
 	s.leases = nil
 	clear(s.results)
 	s.results = nil
@@ -286,12 +278,16 @@ func (m *impl) sessionEndedWait(w *request, events *[]Event) {
 	*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Err: &fence.SessionExpiredError{Session: s.id}})
 }
 
-// bind records that s holds lock l.
-func (s *session) bind(l *lockEntry) {
+// bind records that s holds lease g; unbind that it no longer does.
+func (s *session) bind(g *grant) {
 	if s.leases == nil {
-		s.leases = map[string]*lockEntry{}
+		s.leases = map[fence.Token]*grant{}
 	}
-	s.leases[l.name] = l
+	s.leases[g.token] = g
+}
+
+func (s *session) unbind(g *grant) {
+	delete(s.leases, g.token)
 }
 
 // addWaiter records that s waits with r.

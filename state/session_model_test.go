@@ -198,7 +198,7 @@ func TestSessionsProperty(t *testing.T) {
 				delete(holders, c.Name)
 			}
 			if c.Op == OpCancelWait { // may release a granted wait
-				if l := m.byName[c.Name]; l == nil || l.holder == nil || l.holder.token != holders[c.Name].tok {
+				if l := m.byName[c.Name]; l == nil || l.only() == nil || l.only().token != holders[c.Name].tok {
 					delete(holders, c.Name)
 				}
 			}
@@ -219,8 +219,8 @@ func TestSessionsProperty(t *testing.T) {
 					continue
 				}
 				h := holder{tok: g.Token, until: m.Now() + int64(g.Remaining)}
-				if l := m.byName[g.Name]; l != nil && l.holder != nil && l.holder.token == g.Token && l.holder.sess != nil {
-					h.sess = l.holder.sess.id
+				if l := m.byName[g.Name]; l != nil && l.only() != nil && l.only().token == g.Token && l.only().sess != nil {
+					h.sess = l.only().sess.id
 				}
 				holders[g.Name] = h
 			}
@@ -276,9 +276,9 @@ func checkSessionLinks(t *rapid.T, m *Machine, clients []*sessClient) {
 		if s.id != id || s.expiresAt <= m.expiryTime() {
 			t.Fatalf("session %d live past its expiry %d (decided %d)", id, s.expiresAt, m.expiryTime())
 		}
-		for name, l := range s.leases {
-			if l.holder == nil || l.holder.sess != s || l.name != name || m.byName[name] != l {
-				t.Fatalf("session %d lists lock %s it does not hold", id, name)
+		for tok, g := range s.leases {
+			if g.token != tok || g.sess != s || m.byName[g.name()].holderWith(tok) != g {
+				t.Fatalf("session %d lists lease %d it does not hold", id, tok)
 			}
 		}
 		bound += len(s.leases)
@@ -305,9 +305,9 @@ func checkSessionLinks(t *rapid.T, m *Machine, clients []*sessClient) {
 	}
 	held, queued := 0, 0
 	for _, l := range m.byName {
-		if l.holder != nil && l.holder.sess != nil {
-			if m.sessions[l.holder.sess.id] != l.holder.sess {
-				t.Fatalf("lock %s held by ended session %d", l.name, l.holder.sess.id)
+		if l.only() != nil && l.only().sess != nil {
+			if m.sessions[l.only().sess.id] != l.only().sess {
+				t.Fatalf("lock %s held by ended session %d", l.name, l.only().sess.id)
 			}
 			held++
 		}

@@ -66,6 +66,8 @@ type snapDoc struct {
 type snapLock struct {
 	Name       string
 	Holder     *snapGrant
+	More       []snapGrant // holders after the first
+	Permits    uint32
 	Queue      []snapRequest
 	LastToken  fence.Token
 	LastOwner  string
@@ -85,6 +87,8 @@ type snapGrant struct {
 	Session   uint64 // bound to it (TTL and ExpiresAt 0)
 	Principal string
 	Key       string // the id of the key that signs it ("" none)
+	Mode      fence.Mode
+	Set       []fence.LockSpec
 }
 
 type snapRequest struct {
@@ -102,6 +106,9 @@ type snapRequest struct {
 	Attempt   uint32
 	Session   uint64 // session-bound
 	Principal string
+	Mode      fence.Mode
+	Permits   uint32
+	Set       []fence.LockSpec
 }
 
 type snapOp struct {
@@ -201,17 +208,13 @@ func snapLockOf(l *lockEntry) snapLock {
 	if l.idleElem != nil {
 		s.IdleSince = l.idleSince
 	}
-	if g := l.holder; g != nil {
-		s.Holder = &snapGrant{Owner: g.owner, Token: g.token, TTL: int64(g.ttl), ExpiresAt: g.expiresAt, LockDelay: int64(g.lockDelay), Principal: g.principal}
-		if g.key != nil {
-			s.Holder.Key = g.key.id
-		}
-		if g.sess != nil {
-			s.Holder.Session = g.sess.id
-		}
-		if g.req != nil {
-			r := snapRequestOf(g.req)
-			s.Holder.Request = &r
+	s.Permits = l.permits
+	for i, g := range l.holders {
+		sg := snapGrantOf(l, g)
+		if i == 0 {
+			s.Holder = &sg
+		} else {
+			s.More = append(s.More, sg)
 		}
 	}
 	for _, w := range l.queue {
@@ -220,14 +223,40 @@ func snapLockOf(l *lockEntry) snapLock {
 	return s
 }
 
+// snapGrantOf is the record of g, a holder of l.
+func snapGrantOf(l *lockEntry, g *grant) snapGrant {
+	sg := snapGrant{Owner: g.owner, Token: g.token, TTL: int64(g.ttl), ExpiresAt: g.expiresAt, LockDelay: int64(g.lockDelay), Principal: g.principal}
+	if g.key != nil {
+		sg.Key = g.key.id
+	}
+	if g.sess != nil {
+		sg.Session = g.sess.id
+	}
+	if g.req != nil {
+		r := snapRequestOf(g.req)
+		sg.Request = &r
+	}
+	if g.isSet() {
+		sg.Set = make([]fence.LockSpec, len(g.parts))
+		for i, p := range g.parts {
+			sg.Set[i] = fence.LockSpec{Name: p.l.name, Mode: p.mode}
+		}
+	} else {
+		sg.Mode = g.modeOn(l)
+	}
+	return sg
+}
+
 func snapRequestOf(r *request) snapRequest {
 	return snapRequest{ID: []byte(r.id), Name: r.name, Owner: r.owner, TTL: int64(r.ttl), Wait: int64(r.wait), LockDelay: int64(r.lockDelay),
-		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome, Attempt: r.attempt, Session: r.sessionID(), Principal: r.principal}
+		Deadline: r.deadline, State: r.state, Token: r.token, Outcome: r.outcome, Attempt: r.attempt, Session: r.sessionID(), Principal: r.principal,
+		Mode: r.mode, Permits: r.permits, Set: r.set}
 }
 
 func (s snapRequest) request() *request {
 	return &request{id: string(s.ID), name: s.Name, owner: s.Owner, ttl: time.Duration(s.TTL), wait: time.Duration(s.Wait), lockDelay: time.Duration(s.LockDelay),
-		deadline: s.Deadline, state: s.State, token: s.Token, outcome: s.Outcome, attempt: s.Attempt, principal: s.Principal}
+		deadline: s.Deadline, state: s.State, token: s.Token, outcome: s.Outcome, attempt: s.Attempt, principal: s.Principal,
+		mode: s.Mode, permits: s.Permits, set: s.Set}
 }
 
 // restore decodes and checks a snapshot completely before it replaces
@@ -306,6 +335,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		}
 		return nil, fmt.Errorf("unknown session %d", id)
 	}
+	rl := &lockRestorer{m: m, session: session, attempt: attempt, grants: map[fence.Token]*grant{}, waiters: map[string]*request{}}
 	for i, s := range doc.Locks {
 		if err := fence.ValidateName("lock name", s.Name); err != nil {
 			return nil, err
@@ -320,70 +350,20 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		if s.LastEnd > endExpired {
 			return nil, fmt.Errorf("lock %q: bad last_end %d", s.Name, s.LastEnd)
 		}
-		if g := s.Holder; g != nil {
-			sess, err := session(g.Session)
-			if err != nil {
-				return nil, fmt.Errorf("lock %q: %v", s.Name, err)
-			}
-			own := g.TTL > 0 // a standalone lease has its own TTL; a bound one none
-			if sess != nil {
-				own = g.TTL == 0 && g.ExpiresAt == 0
-			}
-			if g.Token != s.LastToken || g.Token == 0 || s.LastEnd != endNone || !own || g.LockDelay < 0 {
-				return nil, fmt.Errorf("lock %q: inconsistent holder", s.Name)
-			}
-			l.holder = &grant{owner: g.Owner, token: g.Token, ttl: time.Duration(g.TTL), expiresAt: g.ExpiresAt, lockDelay: time.Duration(g.LockDelay), sess: sess, principal: g.Principal}
-			m.holders++
-			if err := m.restoreLeaseKey(l.holder, g.Key); err != nil {
-				return nil, fmt.Errorf("lock %q: %v", s.Name, err)
-			}
-			if sess != nil {
-				sess.bind(l)
-			}
-			if g.Request != nil {
-				req := g.Request.request()
-				if req.state != reqHeld || req.token != g.Token || req.name != s.Name || g.Request.Session != g.Session {
-					return nil, fmt.Errorf("lock %q: inconsistent holder request", s.Name)
-				}
-				req.sess = sess
-				if err := attempt(req); err != nil {
-					return nil, err
-				}
-				if err := m.addLive(req); err != nil {
-					return nil, err
-				}
-				l.holder.req = req
-			}
-		}
-		for _, sw := range s.Queue {
-			w := sw.request()
-			if w.state != reqQueued || w.name != s.Name || w.id == "" {
-				return nil, fmt.Errorf("lock %q: inconsistent waiter", s.Name)
-			}
-			sess, err := session(sw.Session)
-			if err != nil {
-				return nil, fmt.Errorf("lock %q: waiter: %v", s.Name, err)
-			}
-			if w.sess = sess; sess != nil {
-				sess.addWaiter(w)
-			}
-			if err := attempt(w); err != nil {
-				return nil, err
-			}
-			m.addWaiterCount(w)
-			if err := m.addLive(w); err != nil {
-				return nil, err
-			}
-			l.queue = append(l.queue, w)
+		if err := rl.restore(l, &s); err != nil {
+			return nil, fmt.Errorf("lock %q: %v", s.Name, err)
 		}
 		m.byName[s.Name] = l
 		if at, ok := l.nextDeadline(); ok {
 			m.deadlines.set(l, at)
 		}
 	}
+	if err := rl.complete(); err != nil {
+		return nil, err
+	}
 	for _, name := range doc.Idle {
 		l := m.byName[name]
-		if l == nil || l.idleElem != nil || l.holder != nil || len(l.queue) != 0 || l.delayUntil != 0 {
+		if l == nil || l.idleElem != nil || !l.unused() || l.delayUntil != 0 {
 			return nil, fmt.Errorf("idle lock %q: unknown, repeated or not idle", name)
 		}
 		if b := m.idle.order.Back(); b != nil && b.Value.(*lockEntry).idleSince > l.idleSince {
@@ -392,7 +372,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		m.idle.add(l, l.idleSince)
 	}
 	for _, s := range doc.Locks {
-		if l := m.byName[s.Name]; l.idleElem == nil && l.holder == nil && len(l.queue) == 0 && l.delayUntil == 0 {
+		if l := m.byName[s.Name]; l.idleElem == nil && l.unused() && l.delayUntil == 0 {
 			return nil, fmt.Errorf("lock %q is idle but not listed as idle", s.Name)
 		}
 	}

@@ -61,8 +61,8 @@ func (m *impl) snapSessions() []snapSession {
 		if s.openID != "" {
 			ss.OpenID = []byte(s.openID)
 		}
-		for name := range s.leases {
-			ss.Leases = append(ss.Leases, name)
+		for _, g := range s.leases {
+			ss.Leases = append(ss.Leases, g.name())
 		}
 		sort.Strings(ss.Leases)
 		for _, sv := range s.results {
@@ -128,10 +128,13 @@ func (m *impl) restoreResults(doc *snapDoc) error {
 		if len(ss.Leases) != len(s.leases) {
 			return fmt.Errorf("session %d: %d leases listed, %d bound", s.id, len(ss.Leases), len(s.leases))
 		}
-		for i, name := range ss.Leases {
-			if (i > 0 && ss.Leases[i-1] >= name) || s.leases[name] == nil {
-				return fmt.Errorf("session %d: lease %q not sorted or not bound", s.id, name)
-			}
+		bound := make([]string, 0, len(s.leases))
+		for _, g := range s.leases {
+			bound = append(bound, g.name())
+		}
+		sort.Strings(bound)
+		if !slices.Equal(bound, ss.Leases) {
+			return fmt.Errorf("session %d: leases %q listed, %q bound", s.id, ss.Leases, bound)
 		}
 		for i, sv := range ss.Results {
 			if sv.Seq == 0 || sv.Seq < s.floor || (i > 0 && ss.Results[i-1].Seq >= sv.Seq) {

@@ -186,7 +186,11 @@ func decodeSnapshot(b []byte) (*snapDoc, error) {
 		switch x := r.Record.(type) {
 		case *statepb.SnapshotRecord_Lock:
 			kind = 1
-			doc.Locks = append(doc.Locks, lockOf(x.Lock))
+			l, err := lockOf(x.Lock)
+			if err != nil {
+				return nil, badSnapshot(i, "%v", err)
+			}
+			doc.Locks = append(doc.Locks, l)
 			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Lock{Lock: pbLock(&doc.Locks[len(doc.Locks)-1])}}
 		case *statepb.SnapshotRecord_Idle:
 			kind = 2
@@ -194,7 +198,11 @@ func decodeSnapshot(b []byte) (*snapDoc, error) {
 			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Idle{Idle: []byte(doc.Idle[len(doc.Idle)-1])}}
 		case *statepb.SnapshotRecord_Request:
 			kind = 3
-			doc.Requests = append(doc.Requests, requestOf(x.Request))
+			r, err := requestOf(x.Request)
+			if err != nil {
+				return nil, badSnapshot(i, "%v", err)
+			}
+			doc.Requests = append(doc.Requests, r)
 			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Request{Request: pbRequest(&doc.Requests[len(doc.Requests)-1])}}
 		case *statepb.SnapshotRecord_Op:
 			kind = 4
@@ -206,7 +214,11 @@ func decodeSnapshot(b []byte) (*snapDoc, error) {
 			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Resource{Resource: pbResource(&doc.Resources[len(doc.Resources)-1])}}
 		case *statepb.SnapshotRecord_Session:
 			kind = 6
-			doc.Sessions = append(doc.Sessions, sessionOf(x.Session))
+			ss, err := sessionOf(x.Session)
+			if err != nil {
+				return nil, badSnapshot(i, "%v", err)
+			}
+			doc.Sessions = append(doc.Sessions, ss)
 			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Session{Session: pbSession(&doc.Sessions[len(doc.Sessions)-1])}}
 		default:
 			return nil, badSnapshot(i, "empty")
@@ -266,42 +278,112 @@ func headerDoc(h *statepb.SnapshotHeader) (*snapDoc, error) {
 func pbLock(l *snapLock) *statepb.Lock {
 	p := &statepb.Lock{Name: bs(l.Name), LastToken: uint64(l.LastToken), LastOwner: bs(l.LastOwner), LastEnd: uint32(l.LastEnd),
 		FreedAt: l.FreedAt, DelayUntil: l.DelayUntil, IdleSince: l.IdleSince}
-	if g := l.Holder; g != nil {
-		p.Holder = &statepb.Grant{Owner: bs(g.Owner), Token: uint64(g.Token), Ttl: g.TTL, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session, Principal: bs(g.Principal), Key: bs(g.Key)}
-		if g.Request != nil {
-			p.Holder.Request = pbRequest(g.Request)
-		}
+	if l.Holder != nil {
+		p.Holder = pbGrant(l.Holder)
 	}
+	for i := range l.More {
+		p.MoreHolders = append(p.MoreHolders, pbGrant(&l.More[i]))
+	}
+	p.Permits = l.Permits
 	for i := range l.Queue {
 		p.Queue = append(p.Queue, pbRequest(&l.Queue[i]))
 	}
 	return p
 }
 
-func lockOf(p *statepb.Lock) snapLock {
-	l := snapLock{Name: string(p.Name), LastToken: fence.Token(p.LastToken), LastOwner: string(p.LastOwner), LastEnd: leaseEnd(p.LastEnd),
-		FreedAt: p.FreedAt, DelayUntil: p.DelayUntil, IdleSince: p.IdleSince}
-	if g := p.Holder; g != nil {
-		l.Holder = &snapGrant{Owner: string(g.Owner), Token: fence.Token(g.Token), TTL: g.Ttl, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session, Principal: string(g.Principal), Key: string(g.Key)}
-		if g.Request != nil {
-			r := requestOf(g.Request)
-			l.Holder.Request = &r
+func pbGrant(g *snapGrant) *statepb.Grant {
+	p := &statepb.Grant{Owner: bs(g.Owner), Token: uint64(g.Token), Ttl: g.TTL, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session,
+		Principal: bs(g.Principal), Key: bs(g.Key), Mode: uint32(g.Mode), Set: pbSpecs(g.Set)}
+	if g.Request != nil {
+		p.Request = pbRequest(g.Request)
+	}
+	return p
+}
+
+func grantOf(g *statepb.Grant) (snapGrant, error) {
+	sg := snapGrant{Owner: string(g.Owner), Token: fence.Token(g.Token), TTL: g.Ttl, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session,
+		Principal: string(g.Principal), Key: string(g.Key), Mode: fence.Mode(g.Mode)}
+	if uint32(sg.Mode) != g.Mode {
+		return sg, fmt.Errorf("grant %d: mode %d out of range", g.Token, g.Mode)
+	}
+	set, err := specsOf(g.Set)
+	if err != nil {
+		return sg, err
+	}
+	sg.Set = set
+	if g.Request != nil {
+		r, err := requestOf(g.Request)
+		if err != nil {
+			return sg, err
 		}
+		sg.Request = &r
+	}
+	return sg, nil
+}
+
+func pbSpecs(specs []fence.LockSpec) []*statepb.LockSpec {
+	var out []*statepb.LockSpec
+	for _, s := range specs {
+		out = append(out, &statepb.LockSpec{Name: bs(s.Name), Mode: uint32(s.Mode), Permits: s.Permits})
+	}
+	return out
+}
+
+func specsOf(ps []*statepb.LockSpec) ([]fence.LockSpec, error) {
+	var out []fence.LockSpec
+	for _, p := range ps {
+		s := fence.LockSpec{Name: string(p.Name), Mode: fence.Mode(p.Mode), Permits: p.Permits}
+		if uint32(s.Mode) != p.Mode {
+			return nil, fmt.Errorf("lock %q: mode %d out of range", s.Name, p.Mode)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func lockOf(p *statepb.Lock) (snapLock, error) {
+	l := snapLock{Name: string(p.Name), LastToken: fence.Token(p.LastToken), LastOwner: string(p.LastOwner), LastEnd: leaseEnd(p.LastEnd),
+		FreedAt: p.FreedAt, DelayUntil: p.DelayUntil, IdleSince: p.IdleSince, Permits: p.Permits}
+	if p.Holder != nil {
+		g, err := grantOf(p.Holder)
+		if err != nil {
+			return l, err
+		}
+		l.Holder = &g
+	}
+	for _, q := range p.MoreHolders {
+		g, err := grantOf(q)
+		if err != nil {
+			return l, err
+		}
+		l.More = append(l.More, g)
 	}
 	for _, q := range p.Queue {
-		l.Queue = append(l.Queue, requestOf(q))
+		r, err := requestOf(q)
+		if err != nil {
+			return l, err
+		}
+		l.Queue = append(l.Queue, r)
 	}
-	return l
+	return l, nil
 }
 
 func pbRequest(r *snapRequest) *statepb.Request {
 	return &statepb.Request{Id: r.ID, Name: bs(r.Name), Owner: bs(r.Owner), Ttl: r.TTL, Wait: r.Wait, LockDelay: r.LockDelay, Deadline: r.Deadline,
-		State: uint32(r.State), Token: uint64(r.Token), Outcome: uint32(r.Outcome), At: r.At, Attempt: r.Attempt, Session: r.Session, Principal: bs(r.Principal)}
+		State: uint32(r.State), Token: uint64(r.Token), Outcome: uint32(r.Outcome), At: r.At, Attempt: r.Attempt, Session: r.Session, Principal: bs(r.Principal),
+		Mode: uint32(r.Mode), Permits: r.Permits, Set: pbSpecs(r.Set)}
 }
 
-func requestOf(p *statepb.Request) snapRequest {
-	return snapRequest{ID: p.Id, Name: string(p.Name), Owner: string(p.Owner), TTL: p.Ttl, Wait: p.Wait, LockDelay: p.LockDelay, Deadline: p.Deadline,
-		State: requestState(p.State), Token: fence.Token(p.Token), Outcome: outcome(p.Outcome), At: p.At, Attempt: p.Attempt, Session: p.Session, Principal: string(p.Principal)}
+func requestOf(p *statepb.Request) (snapRequest, error) {
+	r := snapRequest{ID: p.Id, Name: string(p.Name), Owner: string(p.Owner), TTL: p.Ttl, Wait: p.Wait, LockDelay: p.LockDelay, Deadline: p.Deadline,
+		State: requestState(p.State), Token: fence.Token(p.Token), Outcome: outcome(p.Outcome), At: p.At, Attempt: p.Attempt, Session: p.Session, Principal: string(p.Principal),
+		Mode: fence.Mode(p.Mode), Permits: p.Permits}
+	if uint32(r.Mode) != p.Mode {
+		return r, fmt.Errorf("request %q: mode %d out of range", p.Id, p.Mode)
+	}
+	set, err := specsOf(p.Set)
+	r.Set = set
+	return r, err
 }
 
 func pbOp(o *snapOp) *statepb.Op {
@@ -331,15 +413,19 @@ func pbSession(s *snapSession) *statepb.Session {
 	return p
 }
 
-func sessionOf(p *statepb.Session) snapSession {
+func sessionOf(p *statepb.Session) (snapSession, error) {
 	s := snapSession{ID: p.Id, TTL: p.Ttl, ExpiresAt: p.ExpiresAt, OpenID: p.OpenId, OpenTTL: p.OpenTtl, Floor: p.Floor, Principal: string(p.Principal)}
 	for _, name := range p.Leases {
 		s.Leases = append(s.Leases, string(name))
 	}
 	for _, r := range p.Results {
-		s.Results = append(s.Results, savedOf(r))
+		sv, err := savedOf(r)
+		if err != nil {
+			return s, err
+		}
+		s.Results = append(s.Results, sv)
 	}
-	return s
+	return s, nil
 }
 
 func pbSaved(s *snapSaved) *statepb.Saved {
@@ -349,7 +435,8 @@ func pbSaved(s *snapSaved) *statepb.Saved {
 		p.Request = pbRequest(s.Request)
 	}
 	if l := s.Lease; l != nil {
-		p.Lease = &statepb.Lease{Name: bs(l.Name), Owner: bs(l.Owner), Token: uint64(l.Token), Ttl: int64(l.TTL), Remaining: int64(l.Remaining)}
+		p.Lease = &statepb.Lease{Name: bs(l.Name), Owner: bs(l.Owner), Token: uint64(l.Token), Ttl: int64(l.TTL), Remaining: int64(l.Remaining),
+			Mode: uint32(l.Mode), Permits: l.Permits, Locks: pbSpecs(l.Locks)}
 	}
 	if r := s.Resource; r != nil {
 		p.Resource = &statepb.ResourceState{Resource: bs(r.Resource), Value: r.Value, LastToken: uint64(r.LastToken), Version: r.Version, Deleted: r.Deleted}
@@ -360,15 +447,27 @@ func pbSaved(s *snapSaved) *statepb.Saved {
 	return p
 }
 
-func savedOf(p *statepb.Saved) snapSaved {
+func savedOf(p *statepb.Saved) (snapSaved, error) {
 	s := snapSaved{Seq: p.Seq, Op: Op(p.Op), Name: string(p.Name), At: p.At, Hash: p.Hash, Err: p.Err, Queued: p.Queued,
 		AddValue: p.AddValue, Attempt: p.Attempt}
 	if p.Request != nil {
-		r := requestOf(p.Request)
+		r, err := requestOf(p.Request)
+		if err != nil {
+			return s, err
+		}
 		s.Request = &r
 	}
 	if l := p.Lease; l != nil {
-		s.Lease = &fence.Lease{Name: string(l.Name), Owner: string(l.Owner), Token: fence.Token(l.Token), TTL: time.Duration(l.Ttl), Remaining: time.Duration(l.Remaining)}
+		s.Lease = &fence.Lease{Name: string(l.Name), Owner: string(l.Owner), Token: fence.Token(l.Token), TTL: time.Duration(l.Ttl), Remaining: time.Duration(l.Remaining),
+			Mode: fence.Mode(l.Mode), Permits: l.Permits}
+		if uint32(s.Lease.Mode) != l.Mode {
+			return s, fmt.Errorf("saved lease: mode %d out of range", l.Mode)
+		}
+		locks, err := specsOf(l.Locks)
+		if err != nil {
+			return s, err
+		}
+		s.Lease.Locks = locks
 	}
 	if r := p.Resource; r != nil {
 		s.Resource = &ResourceState{Resource: string(r.Resource), Value: r.Value, LastToken: fence.Token(r.LastToken), Version: r.Version, Deleted: r.Deleted}
@@ -376,5 +475,5 @@ func savedOf(p *statepb.Saved) snapSaved {
 	if i := p.Session; i != nil {
 		s.Session = &SessionInfo{ID: i.Id, TTL: time.Duration(i.Ttl), Remaining: time.Duration(i.Remaining), Leases: int(i.Leases)}
 	}
-	return s
+	return s, nil
 }

@@ -10,7 +10,7 @@ import (
 func holdersScan(m *Machine) int {
 	n := 0
 	for _, l := range m.byName {
-		if l.holder != nil {
+		if l.only() != nil {
 			n++
 		}
 	}

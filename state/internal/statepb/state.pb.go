@@ -1129,16 +1129,22 @@ func (*SnapshotRecord_Resource) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
 
 type Lock struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Holder        *Grant                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
-	Queue         []*Request             `protobuf:"bytes,3,rep,name=queue,proto3" json:"queue,omitempty"` // in arrival order
-	LastToken     uint64                 `protobuf:"varint,4,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
-	LastOwner     []byte                 `protobuf:"bytes,5,opt,name=last_owner,json=lastOwner,proto3" json:"last_owner,omitempty"`
-	LastEnd       uint32                 `protobuf:"varint,6,opt,name=last_end,json=lastEnd,proto3" json:"last_end,omitempty"` // 0 none, 1 released, 2 expired
-	FreedAt       int64                  `protobuf:"zigzag64,7,opt,name=freed_at,json=freedAt,proto3" json:"freed_at,omitempty"`
-	DelayUntil    int64                  `protobuf:"zigzag64,8,opt,name=delay_until,json=delayUntil,proto3" json:"delay_until,omitempty"`
-	IdleSince     int64                  `protobuf:"zigzag64,9,opt,name=idle_since,json=idleSince,proto3" json:"idle_since,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holder     *Grant                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	Queue      []*Request             `protobuf:"bytes,3,rep,name=queue,proto3" json:"queue,omitempty"` // in arrival order
+	LastToken  uint64                 `protobuf:"varint,4,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	LastOwner  []byte                 `protobuf:"bytes,5,opt,name=last_owner,json=lastOwner,proto3" json:"last_owner,omitempty"`
+	LastEnd    uint32                 `protobuf:"varint,6,opt,name=last_end,json=lastEnd,proto3" json:"last_end,omitempty"` // 0 none, 1 released, 2 expired
+	FreedAt    int64                  `protobuf:"zigzag64,7,opt,name=freed_at,json=freedAt,proto3" json:"freed_at,omitempty"`
+	DelayUntil int64                  `protobuf:"zigzag64,8,opt,name=delay_until,json=delayUntil,proto3" json:"delay_until,omitempty"`
+	IdleSince  int64                  `protobuf:"zigzag64,9,opt,name=idle_since,json=idleSince,proto3" json:"idle_since,omitempty"`
+	// Lock boundaries: the holders after the first (shared or permit
+	// holders, in grant order), and the permit count while held or waited
+	// for. A set's lease is listed, whole, on each of its locks, and a set's
+	// waiter in the queue of each.
+	MoreHolders   []*Grant `protobuf:"bytes,10,rep,name=more_holders,json=moreHolders,proto3" json:"more_holders,omitempty"`
+	Permits       uint32   `protobuf:"varint,11,opt,name=permits,proto3" json:"permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1236,6 +1242,20 @@ func (x *Lock) GetIdleSince() int64 {
 	return 0
 }
 
+func (x *Lock) GetMoreHolders() []*Grant {
+	if x != nil {
+		return x.MoreHolders
+	}
+	return nil
+}
+
+func (x *Lock) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
 type Grant struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Owner         []byte                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
@@ -1247,6 +1267,8 @@ type Grant struct {
 	Session       uint64                 `protobuf:"varint,7,opt,name=session,proto3" json:"session,omitempty"`    // bound to it (ttl and expires_at 0)
 	Principal     []byte                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"` // who acquired it
 	Key           []byte                 `protobuf:"bytes,9,opt,name=key,proto3" json:"key,omitempty"`             // the id of the key that signs it (state/keys.go); absent: none
+	Mode          uint32                 `protobuf:"varint,10,opt,name=mode,proto3" json:"mode,omitempty"`         // a lease of one lock: its fence.Mode
+	Set           []*LockSpec            `protobuf:"bytes,11,rep,name=set,proto3" json:"set,omitempty"`            // a set's lease: every lock, sorted by name (mode per lock; permits 0)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1344,6 +1366,20 @@ func (x *Grant) GetKey() []byte {
 	return nil
 }
 
+func (x *Grant) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *Grant) GetSet() []*LockSpec {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
 // Request is an acquire with a request id: live (queued or held) or
 // remembered with its final outcome.
 type Request struct {
@@ -1362,6 +1398,9 @@ type Request struct {
 	Attempt       uint32                 `protobuf:"varint,12,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	Session       uint64                 `protobuf:"varint,13,opt,name=session,proto3" json:"session,omitempty"`    // session-bound
 	Principal     []byte                 `protobuf:"bytes,14,opt,name=principal,proto3" json:"principal,omitempty"` // who asked
+	Mode          uint32                 `protobuf:"varint,15,opt,name=mode,proto3" json:"mode,omitempty"`          // one lock: its fence.Mode and permit count
+	Permits       uint32                 `protobuf:"varint,16,opt,name=permits,proto3" json:"permits,omitempty"`
+	Set           []*LockSpec            `protobuf:"bytes,17,rep,name=set,proto3" json:"set,omitempty"` // a set: every lock, sorted by name
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1490,6 +1529,27 @@ func (x *Request) GetSession() uint64 {
 func (x *Request) GetPrincipal() []byte {
 	if x != nil {
 		return x.Principal
+	}
+	return nil
+}
+
+func (x *Request) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *Request) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *Request) GetSet() []*LockSpec {
+	if x != nil {
+		return x.Set
 	}
 	return nil
 }
@@ -2007,6 +2067,9 @@ type Lease struct {
 	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	Ttl           int64                  `protobuf:"zigzag64,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	Remaining     int64                  `protobuf:"zigzag64,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Mode          uint32                 `protobuf:"varint,6,opt,name=mode,proto3" json:"mode,omitempty"`
+	Permits       uint32                 `protobuf:"varint,7,opt,name=permits,proto3" json:"permits,omitempty"`
+	Locks         []*LockSpec            `protobuf:"bytes,8,rep,name=locks,proto3" json:"locks,omitempty"` // a set's lease
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2074,6 +2137,27 @@ func (x *Lease) GetRemaining() int64 {
 		return x.Remaining
 	}
 	return 0
+}
+
+func (x *Lease) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *Lease) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *Lease) GetLocks() []*LockSpec {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
 }
 
 // ResourceState is a state.ResourceState as saved.
@@ -3058,7 +3142,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x02op\x18\x04 \x01(\v2\x12.fence.state.v1.OpH\x00R\x02op\x126\n" +
 	"\bresource\x18\x05 \x01(\v2\x18.fence.state.v1.ResourceH\x00R\bresource\x123\n" +
 	"\asession\x18\x06 \x01(\v2\x17.fence.state.v1.SessionH\x00R\asessionB\b\n" +
-	"\x06record\"\xac\x02\n" +
+	"\x06record\"\x80\x03\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12-\n" +
 	"\x06holder\x18\x02 \x01(\v2\x15.fence.state.v1.GrantR\x06holder\x12-\n" +
@@ -3072,7 +3156,10 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\vdelay_until\x18\b \x01(\x12R\n" +
 	"delayUntil\x12\x1d\n" +
 	"\n" +
-	"idle_since\x18\t \x01(\x12R\tidleSince\"\x80\x02\n" +
+	"idle_since\x18\t \x01(\x12R\tidleSince\x128\n" +
+	"\fmore_holders\x18\n" +
+	" \x03(\v2\x15.fence.state.v1.GrantR\vmoreHolders\x12\x18\n" +
+	"\apermits\x18\v \x01(\rR\apermits\"\xc0\x02\n" +
 	"\x05Grant\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\fR\x05owner\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x10\n" +
@@ -3084,7 +3171,10 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\arequest\x18\x06 \x01(\v2\x17.fence.state.v1.RequestR\arequest\x12\x18\n" +
 	"\asession\x18\a \x01(\x04R\asession\x12\x1c\n" +
 	"\tprincipal\x18\b \x01(\fR\tprincipal\x12\x10\n" +
-	"\x03key\x18\t \x01(\fR\x03key\"\xcc\x02\n" +
+	"\x03key\x18\t \x01(\fR\x03key\x12\x12\n" +
+	"\x04mode\x18\n" +
+	" \x01(\rR\x04mode\x12*\n" +
+	"\x03set\x18\v \x03(\v2\x18.fence.state.v1.LockSpecR\x03set\"\xa6\x03\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x14\n" +
@@ -3101,7 +3191,10 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x02at\x18\v \x01(\x12R\x02at\x12\x18\n" +
 	"\aattempt\x18\f \x01(\rR\aattempt\x12\x18\n" +
 	"\asession\x18\r \x01(\x04R\asession\x12\x1c\n" +
-	"\tprincipal\x18\x0e \x01(\fR\tprincipal\"\xca\x01\n" +
+	"\tprincipal\x18\x0e \x01(\fR\tprincipal\x12\x12\n" +
+	"\x04mode\x18\x0f \x01(\rR\x04mode\x12\x18\n" +
+	"\apermits\x18\x10 \x01(\rR\apermits\x12*\n" +
+	"\x03set\x18\x11 \x03(\v2\x18.fence.state.v1.LockSpecR\x03set\"\xca\x01\n" +
 	"\x02Op\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\fR\bresource\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\fR\x04opId\x12\x0e\n" +
@@ -3149,13 +3242,16 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	" \x01(\v2\x1d.fence.state.v1.ResourceStateR\bresource\x12\x1b\n" +
 	"\tadd_value\x18\v \x01(\x12R\baddValue\x12\x18\n" +
 	"\aattempt\x18\f \x01(\rR\aattempt\x125\n" +
-	"\asession\x18\r \x01(\v2\x1b.fence.state.v1.SessionInfoR\asession\"w\n" +
+	"\asession\x18\r \x01(\v2\x1b.fence.state.v1.SessionInfoR\asession\"\xd5\x01\n" +
 	"\x05Lease\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\fR\x05owner\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x10\n" +
 	"\x03ttl\x18\x04 \x01(\x12R\x03ttl\x12\x1c\n" +
-	"\tremaining\x18\x05 \x01(\x12R\tremaining\"\x94\x01\n" +
+	"\tremaining\x18\x05 \x01(\x12R\tremaining\x12\x12\n" +
+	"\x04mode\x18\x06 \x01(\rR\x04mode\x12\x18\n" +
+	"\apermits\x18\a \x01(\rR\apermits\x12.\n" +
+	"\x05locks\x18\b \x03(\v2\x18.fence.state.v1.LockSpecR\x05locks\"\x94\x01\n" +
 	"\rResourceState\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\fR\bresource\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1d\n" +
@@ -3282,28 +3378,32 @@ var file_state_internal_statepb_state_proto_depIdxs = []int32{
 	15, // 13: fence.state.v1.SnapshotRecord.session:type_name -> fence.state.v1.Session
 	10, // 14: fence.state.v1.Lock.holder:type_name -> fence.state.v1.Grant
 	11, // 15: fence.state.v1.Lock.queue:type_name -> fence.state.v1.Request
-	11, // 16: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
-	16, // 17: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
-	11, // 18: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
-	20, // 19: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
-	17, // 20: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
-	18, // 21: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
-	19, // 22: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
-	21, // 23: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
-	22, // 24: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
-	23, // 25: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
-	23, // 26: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
-	24, // 27: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
-	25, // 28: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
-	26, // 29: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
-	27, // 30: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
-	28, // 31: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
-	29, // 32: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	10, // 16: fence.state.v1.Lock.more_holders:type_name -> fence.state.v1.Grant
+	11, // 17: fence.state.v1.Grant.request:type_name -> fence.state.v1.Request
+	1,  // 18: fence.state.v1.Grant.set:type_name -> fence.state.v1.LockSpec
+	1,  // 19: fence.state.v1.Request.set:type_name -> fence.state.v1.LockSpec
+	16, // 20: fence.state.v1.Session.results:type_name -> fence.state.v1.Saved
+	11, // 21: fence.state.v1.Saved.request:type_name -> fence.state.v1.Request
+	20, // 22: fence.state.v1.Saved.err:type_name -> fence.state.v1.Refusal
+	17, // 23: fence.state.v1.Saved.lease:type_name -> fence.state.v1.Lease
+	18, // 24: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
+	19, // 25: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
+	1,  // 26: fence.state.v1.Lease.locks:type_name -> fence.state.v1.LockSpec
+	21, // 27: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
+	22, // 28: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
+	23, // 29: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
+	23, // 30: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
+	24, // 31: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
+	25, // 32: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
+	26, // 33: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
+	27, // 34: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
+	28, // 35: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
+	29, // 36: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_state_internal_statepb_state_proto_init() }

@@ -1,0 +1,290 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+// lockRestorer rebuilds the locks of a snapshot, record by record (in name
+// order), checking each. A set's lease is listed whole on each of its
+// locks and a set's waiter in each of its queues: the first record makes
+// it, the others must say the same and join it.
+type lockRestorer struct {
+	m       *impl
+	session func(uint64) (*session, error)
+	attempt func(*request) error
+	grants  map[fence.Token]*grant // sets' leases met so far
+	waiters map[string]*request    // sets' waiters met so far, by request_id
+}
+
+// restore fills l (made from s's scalars) with s's holders and queue.
+func (rl *lockRestorer) restore(l *lockEntry, s *snapLock) error {
+	if s.LastEnd > endExpired {
+		return fmt.Errorf("bad last_end %d", s.LastEnd)
+	}
+	var holders []*snapGrant
+	if s.Holder != nil {
+		holders = append(holders, s.Holder)
+	} else if len(s.More) > 0 {
+		return fmt.Errorf("more holders without a first")
+	}
+	for i := range s.More {
+		holders = append(holders, &s.More[i])
+	}
+	l.permits = s.Permits
+	if s.Permits > fence.MaxPermits || len(holders) > fence.MaxHolders {
+		return fmt.Errorf("%d holders of %d permits: above the bounds", len(holders), s.Permits)
+	}
+	for i, sg := range holders {
+		if sg.Token == 0 || sg.Token > s.LastToken || i > 0 && sg.Token <= holders[i-1].Token {
+			return fmt.Errorf("holder %d: token %d not in grant order up to the last token %d", i, sg.Token, s.LastToken)
+		}
+		g, err := rl.grant(l, sg)
+		if err != nil {
+			return fmt.Errorf("holder %d: %v", sg.Token, err)
+		}
+		l.holders = append(l.holders, g)
+	}
+	if s.LastEnd == endNone && len(holders) > 0 && holders[len(holders)-1].Token != s.LastToken {
+		return fmt.Errorf("held, but its last grant %d is not a holder", s.LastToken)
+	}
+	if s.LastEnd != endNone && len(holders) > 0 && holders[len(holders)-1].Token == s.LastToken {
+		return fmt.Errorf("last grant %d both ended and held", s.LastToken)
+	}
+	if err := checkHolderModes(l); err != nil {
+		return err
+	}
+	for i := range s.Queue {
+		w, err := rl.waiter(l, &s.Queue[i])
+		if err != nil {
+			return err
+		}
+		l.queue = append(l.queue, w)
+	}
+	if l.unused() && l.permits != 0 {
+		return fmt.Errorf("permits %d on a lock nobody holds or waits for", l.permits)
+	}
+	return nil
+}
+
+// checkHolderModes: a semaphore's holders hold one permit each
+// (exclusive, at most permits of them); otherwise one exclusive holder or
+// only shared ones.
+func checkHolderModes(l *lockEntry) error {
+	shared := 0
+	for _, g := range l.holders {
+		if g.modeOn(l) == fence.Shared {
+			shared++
+		}
+	}
+	n := len(l.holders)
+	switch {
+	case l.permits > 0 && (shared > 0 || n > int(l.permits)):
+		return fmt.Errorf("%d holders (%d shared) of %d permits", n, shared, l.permits)
+	case l.permits == 0 && n > 1 && shared != n:
+		return fmt.Errorf("%d holders, %d shared: an exclusive holder beside another", n, shared)
+	}
+	return nil
+}
+
+// grant rebuilds holder sg of l: a lease of l alone, or of a set that
+// names l (made at its first lock, joined at the others).
+func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
+	if len(sg.Set) > 0 {
+		k := slices.IndexFunc(sg.Set, func(s fence.LockSpec) bool { return s.Name == l.name })
+		if len(sg.Set) < 2 || len(sg.Set) > fence.MaxSetLocks || k < 0 || sg.Mode != fence.Exclusive {
+			return nil, fmt.Errorf("set of %d locks that does not name it", len(sg.Set))
+		}
+		for i, s := range sg.Set {
+			if s.Permits != 0 || s.Mode > fence.Shared || i > 0 && sg.Set[i-1].Name >= s.Name {
+				return nil, fmt.Errorf("set not sorted, repeated, or with a bad mode or permits at %q", s.Name)
+			}
+		}
+		if g := rl.grants[sg.Token]; g != nil {
+			if k == 0 || g.parts[k].l != nil || !sameGrantRecord(g, sg) {
+				return nil, fmt.Errorf("listed unlike its set's first lock")
+			}
+			g.parts[k].l = l
+			return g, nil
+		}
+		if k != 0 {
+			return nil, fmt.Errorf("a set's lease not listed at its first lock %q", sg.Set[0].Name)
+		}
+	} else if sg.Mode > fence.Shared {
+		return nil, fmt.Errorf("mode %d", sg.Mode)
+	}
+	m := rl.m
+	sess, err := rl.session(sg.Session)
+	if err != nil {
+		return nil, err
+	}
+	own := sg.TTL > 0 // a standalone lease has its own TTL; a bound one none
+	if sess != nil {
+		own = sg.TTL == 0 && sg.ExpiresAt == 0
+	}
+	if !own || sg.LockDelay < 0 {
+		return nil, fmt.Errorf("inconsistent holder")
+	}
+	g := &grant{owner: sg.Owner, token: sg.Token, ttl: time.Duration(sg.TTL), expiresAt: sg.ExpiresAt, lockDelay: time.Duration(sg.LockDelay), sess: sess, principal: sg.Principal}
+	if len(sg.Set) > 0 {
+		g.parts = make([]part, len(sg.Set))
+		for i, s := range sg.Set {
+			g.parts[i].mode = s.Mode
+		}
+		g.parts[0].l = l
+		rl.grants[sg.Token] = g
+	} else {
+		g.one[0] = part{l: l, mode: sg.Mode}
+		g.parts = g.one[:]
+	}
+	m.holders++
+	if err := m.restoreLeaseKey(g, sg.Key); err != nil {
+		return nil, err
+	}
+	if sess != nil {
+		if sess.leases[g.token] != nil {
+			return nil, fmt.Errorf("token %d bound twice", g.token)
+		}
+		sess.bind(g)
+	}
+	if sg.Request != nil {
+		req := sg.Request.request()
+		if req.state != reqHeld || req.token != sg.Token || req.name != l.name || sg.Request.Session != sg.Session ||
+			!slices.Equal(req.set, sg.Set) && !(len(req.set) == 0 && len(sg.Set) == 0) {
+			return nil, fmt.Errorf("inconsistent holder request")
+		}
+		req.sess = sess
+		if err := rl.attempt(req); err != nil {
+			return nil, err
+		}
+		if err := m.addLive(req); err != nil {
+			return nil, err
+		}
+		g.req = req
+	}
+	return g, nil
+}
+
+// sameGrantRecord reports whether sg describes g (a set's lease met at an
+// earlier lock).
+func sameGrantRecord(g *grant, sg *snapGrant) bool {
+	var key string
+	if g.key != nil {
+		key = g.key.id
+	}
+	var sess uint64
+	if g.sess != nil {
+		sess = g.sess.id
+	}
+	reqID := ""
+	if g.req != nil {
+		reqID = g.req.id
+	}
+	sreqID := ""
+	if sg.Request != nil {
+		sreqID = string(sg.Request.ID)
+	}
+	if g.owner != sg.Owner || int64(g.ttl) != sg.TTL || g.expiresAt != sg.ExpiresAt || int64(g.lockDelay) != sg.LockDelay ||
+		g.principal != sg.Principal || key != sg.Key || sess != sg.Session || reqID != sreqID || len(g.parts) != len(sg.Set) {
+		return false
+	}
+	for i, p := range g.parts {
+		if p.mode != sg.Set[i].Mode {
+			return false
+		}
+	}
+	return true
+}
+
+// waiter rebuilds waiter sw of l: a waiter of l alone, or of a set (made
+// at its first lock, joined at the others).
+func (rl *lockRestorer) waiter(l *lockEntry, sw *snapRequest) (*request, error) {
+	w := sw.request()
+	if w.state != reqQueued || w.id == "" || w.mode > fence.Shared || w.permits > fence.MaxPermits {
+		return nil, fmt.Errorf("inconsistent waiter")
+	}
+	if w.permitsOn(l.name) != l.permits {
+		return nil, fmt.Errorf("waiter %q asks for %d permits of a lock of %d", w.id, w.permitsOn(l.name), l.permits)
+	}
+	if len(w.set) > 0 {
+		if len(w.set) < 2 || len(w.set) > fence.MaxSetLocks || w.name != w.set[0].Name || w.mode != 0 || w.permits != 0 {
+			return nil, fmt.Errorf("inconsistent set waiter %q", w.id)
+		}
+		for i, s := range w.set {
+			if s.Mode > fence.Shared || s.Permits > fence.MaxPermits || i > 0 && w.set[i-1].Name >= s.Name {
+				return nil, fmt.Errorf("set waiter %q: not sorted, repeated, or a bad mode or permits at %q", w.id, s.Name)
+			}
+		}
+		if !w.names(l.name) {
+			return nil, fmt.Errorf("set waiter %q does not name it", w.id)
+		}
+		if prev := rl.waiters[w.id]; prev != nil {
+			if !sameWaiter(prev, sw) || slices.Contains(l.queue, prev) {
+				return nil, fmt.Errorf("set waiter %q listed unlike at its first lock", w.id)
+			}
+			return prev, nil
+		}
+		if w.name != l.name {
+			return nil, fmt.Errorf("set waiter %q not listed at its first lock", w.id)
+		}
+		rl.waiters[w.id] = w
+	} else if w.name != l.name {
+		return nil, fmt.Errorf("inconsistent waiter")
+	}
+	sess, err := rl.session(sw.Session)
+	if err != nil {
+		return nil, fmt.Errorf("waiter: %v", err)
+	}
+	if w.sess = sess; sess != nil {
+		sess.addWaiter(w)
+	}
+	if err := rl.attempt(w); err != nil {
+		return nil, err
+	}
+	rl.m.addWaiterCount(w)
+	if err := rl.m.addLive(w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// sameWaiter reports whether sw describes w (a set's waiter met at an
+// earlier lock).
+func sameWaiter(w *request, sw *snapRequest) bool {
+	o := sw.request()
+	return w.owner == o.owner && w.ttl == o.ttl && w.wait == o.wait && w.lockDelay == o.lockDelay && w.deadline == o.deadline &&
+		w.attempt == o.attempt && w.principal == o.principal && w.sessionID() == sw.Session && slices.Equal(w.set, o.set)
+}
+
+// permitsOn is the permit count r asks for on lock name.
+func (r *request) permitsOn(name string) uint32 {
+	for _, s := range r.set {
+		if s.Name == name {
+			return s.Permits
+		}
+	}
+	return r.permits
+}
+
+// complete checks, after every lock, that each set's lease and waiter was
+// listed on every lock of its set.
+func (rl *lockRestorer) complete() error {
+	for t, g := range rl.grants {
+		for _, p := range g.parts {
+			if p.l == nil {
+				return fmt.Errorf("the set lease of token %d is not listed on each of its locks", t)
+			}
+		}
+	}
+	for id, w := range rl.waiters {
+		for _, s := range w.set {
+			if l := rl.m.byName[s.Name]; l == nil || !slices.Contains(l.queue, w) {
+				return fmt.Errorf("set waiter %q is not queued on %q", id, s.Name)
+			}
+		}
+	}
+	return nil
+}
