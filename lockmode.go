@@ -77,10 +77,12 @@ func ValidateLockSpec(field string, s LockSpec) error {
 	if err := ValidateName(field+"name", s.Name); err != nil {
 		return err
 	}
-	return validateModePermits(field, s.Mode, s.Permits)
+	return ValidateModePermits(field, s.Mode, s.Permits)
 }
 
-func validateModePermits(field string, mode Mode, permits uint32) error {
+// ValidateModePermits checks a lock's mode and permits; field prefixes
+// the names of both ("" or "locks[i].").
+func ValidateModePermits(field string, mode Mode, permits uint32) error {
 	switch {
 	case mode > Shared:
 		return Invalid(field+"mode", `"exclusive" or "shared"`, mode.String())
@@ -92,9 +94,12 @@ func validateModePermits(field string, mode Mode, permits uint32) error {
 	return nil
 }
 
-// validateLocks checks a set acquire's locks: 2 to MaxSetLocks of them,
+// ValidateLocks checks a set acquire's locks: 1 to MaxSetLocks of them,
 // each valid, no name twice.
-func validateLocks(locks []LockSpec) error {
+func ValidateLocks(locks []LockSpec) error {
+	if len(locks) == 0 {
+		return Invalid("locks", "at least 1 lock", "0")
+	}
 	if len(locks) > MaxSetLocks {
 		return Invalid("locks", fmt.Sprintf("at most %d locks", MaxSetLocks), strconv.Itoa(len(locks)))
 	}

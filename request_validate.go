@@ -122,7 +122,7 @@ func (r AcquireRequest) Validate(l Limits, wire ...FieldCheck) error {
 	case len(r.Locks) > 0 && r.Name != "":
 		name = Invalid("name", "absent when locks is set (a set names its locks in locks)", "")
 	case len(r.Locks) > 0:
-		name = validateLocks(r.Locks)
+		name = ValidateLocks(r.Locks)
 		if r.Mode != Exclusive {
 			mode = Invalid("mode", "absent when locks is set (each lock of a set has its own)", r.Mode.String())
 		}
@@ -131,7 +131,7 @@ func (r AcquireRequest) Validate(l Limits, wire ...FieldCheck) error {
 		}
 	default:
 		name = ValidateName("name", r.Name)
-		if err := validateModePermits("", r.Mode, r.Permits); err != nil {
+		if err := ValidateModePermits("", r.Mode, r.Permits); err != nil {
 			if err.(*InvalidError).Field == "permits" {
 				permits = err
 			} else {

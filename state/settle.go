@@ -97,7 +97,7 @@ func (m *impl) settleOne(l *lockEntry, work *lockWork, events *[]Event) {
 	// handOn needs the delay's end: a waiter whose wait ran out before it
 	// never had the chance. A grant clears it; otherwise clear it once passed.
 	m.handOn(l, work, events)
-	if len(l.holders) == 0 && l.delayUntil != 0 && l.delayUntil <= now {
+	if l.delayUntil != 0 && l.delayUntil <= now {
 		l.delayUntil = 0
 	}
 	m.expireWaits(l, work, events)

@@ -152,8 +152,11 @@ func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
 	}
 	if sg.Request != nil {
 		req := sg.Request.request()
-		if req.state != reqHeld || req.token != sg.Token || req.name != l.name || sg.Request.Session != sg.Session ||
-			!slices.Equal(req.set, sg.Set) && !(len(req.set) == 0 && len(sg.Set) == 0) {
+		sameSet := len(req.set) == len(sg.Set)
+		for i := range req.set {
+			sameSet = sameSet && req.set[i].Name == sg.Set[i].Name && req.set[i].Mode == sg.Set[i].Mode
+		}
+		if req.state != reqHeld || req.token != sg.Token || req.name != l.name || sg.Request.Session != sg.Session || !sameSet {
 			return nil, fmt.Errorf("inconsistent holder request")
 		}
 		req.sess = sess

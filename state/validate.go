@@ -24,8 +24,17 @@ func (m *impl) validateAcquire(c Command) error {
 	if c.Session == 0 { // a session-bound lease lasts as long as its session
 		ttl = fence.ValidateTTL(c.TTL, fence.LongestMaxTTL)
 	}
+	var name error
+	switch {
+	case len(c.Locks) > 0 && (c.Name != "" || c.Mode != fence.Exclusive || c.Permits != 0):
+		name = fence.Invalid("name", "absent, with mode and permits, when locks is set", c.Name)
+	case len(c.Locks) > 0:
+		name = fence.ValidateLocks(c.Locks)
+	default:
+		name = first(fence.ValidateName("name", c.Name), fence.ValidateModePermits("", c.Mode, c.Permits))
+	}
 	return first(
-		fence.ValidateName("name", c.Name),
+		name,
 		fence.ValidateOwner(c.Owner),
 		ttl,
 		fence.ValidateDuration("wait", c.Wait, fence.MaxWait),

@@ -1,0 +1,275 @@
+package state
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence"
+)
+
+func spec(name string) fence.LockSpec       { return fence.LockSpec{Name: name} }
+func sharedSpec(name string) fence.LockSpec { return fence.LockSpec{Name: name, Mode: fence.Shared} }
+
+// setAcq is an acquire of the set locks (a wait and request_id when wait > 0).
+func setAcq(now int64, owner string, ttl, wait time.Duration, rid string, locks ...fence.LockSpec) Command {
+	return Command{Op: OpAcquire, Now: now, Owner: owner, TTL: ttl, Wait: wait, RequestID: rid, Locks: locks}
+}
+
+func sharedAcq(now int64, name, owner string, ttl, wait time.Duration, rid string) Command {
+	return Command{Op: OpAcquire, Now: now, Name: name, Mode: fence.Shared, Owner: owner, TTL: ttl, Wait: wait, RequestID: rid}
+}
+
+func permitAcq(now int64, name, owner string, permits uint32, ttl, wait time.Duration, rid string) Command {
+	return Command{Op: OpAcquire, Now: now, Name: name, Permits: permits, Owner: owner, TTL: ttl, Wait: wait, RequestID: rid}
+}
+
+// holdersOf renders the tokens holding name, in grant order.
+func holdersOf(m *Machine, name string) []fence.Token {
+	var out []fence.Token
+	for _, h := range m.Lock(name, m.Now()).Holders {
+		out = append(out, h.Token)
+	}
+	return out
+}
+
+func sameTokens(a, b []fence.Token) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func wantHolders(t *testing.T, m *Machine, name string, want ...fence.Token) {
+	t.Helper()
+	if got := holdersOf(m, name); !sameTokens(got, want) {
+		t.Fatalf("lock %s held by %v, want %v", name, got, want)
+	}
+}
+
+// A set is granted whole (one token on every lock, listed sorted whatever
+// the request's order) or not at all: with one lock held, the others stay
+// free.
+func TestSetGrantedWholeOrNotAtAll(t *testing.T) {
+	m := New()
+	l := mustGrant(t, m, setAcq(0, "A", time.Second, 0, "", spec("sku/3"), spec("sku/1"), spec("sku/2")), 1)
+	if l.Name != "sku/1" || len(l.Locks) != 3 || l.Locks[0].Name != "sku/1" || l.Locks[2].Name != "sku/3" {
+		t.Fatalf("set lease %+v: want named sku/1 with its three locks sorted", l)
+	}
+	for _, n := range []string{"sku/1", "sku/2", "sku/3"} {
+		wantHolders(t, m, n, 1)
+	}
+	// A second set overlapping on sku/2 is busy, naming it, and takes nothing.
+	r := m.Apply(setAcq(0, "B", time.Second, 0, "", spec("sku/4"), spec("sku/2")))
+	if b := errAs[*fence.BusyError](t, r.Err); b.Name != "sku/2" || b.Token != 1 {
+		t.Fatalf("busy %+v, want sku/2 held by token 1", b)
+	}
+	if info := m.Lock("sku/4", m.Now()); !info.Free {
+		t.Fatalf("sku/4 taken by a set refused busy: %+v", info)
+	}
+	// Released by any of its names, the set frees every lock.
+	mustOK(t, m, rel(0, "sku/3", 1))
+	for _, n := range []string{"sku/1", "sku/2", "sku/3"} {
+		if info := m.Lock(n, m.Now()); !info.Free {
+			t.Fatalf("%s not free after the set's release: %+v", n, info)
+		}
+	}
+	// Renewed by any name, every lock's lease moves: the set outlives its
+	// first TTL on each of them.
+	mustGrant(t, m, setAcq(at(1), "C", time.Second, 0, "", spec("x"), spec("y")), 2)
+	mustOK(t, m, renew(at(1.8), "y", 2, time.Second))
+	mustOK(t, m, tick(at(2.5)))
+	wantHolders(t, m, "x", 2)
+	mustOK(t, m, tick(at(2.9)))
+	wantHolders(t, m, "x")
+	wantHolders(t, m, "y")
+}
+
+// Waiting sets keep their place on every lock: two sets naming the same
+// locks in opposite orders never deadlock, and a single-lock acquirer that
+// comes later does not pass a waiting set on a lock the set waits for.
+func TestWaitingSetsKeepTheirPlaceAndNeverDeadlock(t *testing.T) {
+	m := New()
+	mustGrant(t, m, acq(0, "a", "H", time.Second), 1)
+	// S1 waits for {a, b}; S2 for {b, a}: both queue on both.
+	if r := mustOK(t, m, setAcq(at(0.1), "S1", time.Second, time.Minute, "s1", spec("a"), spec("b"))); !r.Queued {
+		t.Fatalf("S1 not queued: %s", describe(r))
+	}
+	if r := mustOK(t, m, setAcq(at(0.2), "S2", time.Second, time.Minute, "s2", spec("b"), spec("a"))); !r.Queued {
+		t.Fatalf("S2 not queued: %s", describe(r))
+	}
+	// b is free but S1 holds the head of its queue: a newcomer waits.
+	if r := mustOK(t, m, waitAcq(at(0.3), "b", "N", time.Second, time.Minute, "n")); !r.Queued {
+		t.Fatalf("a newcomer passed waiting sets on b: %s", describe(r))
+	}
+	// H releases a: S1 gets both, then (on its release) S2, then N.
+	r := mustOK(t, m, rel(at(0.4), "a", 1))
+	if len(r.Events) != 1 || r.Events[0].RequestID != "s1" || r.Events[0].Lease.Token != 2 || len(r.Events[0].Lease.Locks) != 2 {
+		t.Fatalf("release of a: %s, want s1 granted both with token 2", describe(r))
+	}
+	r = mustOK(t, m, rel(at(0.5), "b", 2))
+	if len(r.Events) != 1 || r.Events[0].RequestID != "s2" || r.Events[0].Lease.Token != 3 {
+		t.Fatalf("release of s1: %s, want s2 granted", describe(r))
+	}
+	r = mustOK(t, m, rel(at(0.6), "a", 3))
+	if len(r.Events) != 1 || r.Events[0].RequestID != "n" || r.Events[0].Lease.Token != 4 {
+		t.Fatalf("release of s2: %s, want n granted", describe(r))
+	}
+}
+
+// Many shared holders or one exclusive; a queued exclusive request blocks
+// later shared ones (no writer starvation); every grant takes a new token.
+func TestSharedAndExclusive(t *testing.T) {
+	m := New()
+	mustGrant(t, m, sharedAcq(0, "catalog", "r1", time.Second, 0, ""), 1)
+	mustGrant(t, m, sharedAcq(0, "catalog", "r2", time.Second, 0, ""), 2)
+	wantHolders(t, m, "catalog", 1, 2)
+	if r := m.Apply(acq(0, "catalog", "w", time.Second)); r.Err == nil {
+		t.Fatalf("exclusive granted beside shared holders: %s", describe(r))
+	}
+	if r := mustOK(t, m, waitAcq(0, "catalog", "w", time.Second, time.Minute, "w")); !r.Queued {
+		t.Fatalf("exclusive not queued: %s", describe(r))
+	}
+	// A later shared request waits behind the queued writer.
+	if r := mustOK(t, m, sharedAcq(0, "catalog", "r3", time.Second, time.Minute, "r3")); !r.Queued {
+		t.Fatalf("a shared request passed a queued writer: %s", describe(r))
+	}
+	mustOK(t, m, rel(at(0.1), "catalog", 1))
+	wantHolders(t, m, "catalog", 2)
+	r := mustOK(t, m, rel(at(0.2), "catalog", 2))
+	if len(r.Events) != 1 || r.Events[0].RequestID != "w" || r.Events[0].Lease.Token != 3 {
+		t.Fatalf("last reader left: %s, want the writer granted token 3", describe(r))
+	}
+	if r := m.Apply(sharedAcq(at(0.2), "catalog", "r4", time.Second, 0, "")); r.Err == nil {
+		t.Fatalf("shared granted beside an exclusive holder: %s", describe(r))
+	}
+	r = mustOK(t, m, rel(at(0.3), "catalog", 3))
+	if len(r.Events) != 1 || r.Events[0].RequestID != "r3" || r.Events[0].Lease.Token != 4 || r.Events[0].Lease.Mode != fence.Shared {
+		t.Fatalf("writer left: %s, want r3 granted shared with token 4", describe(r))
+	}
+}
+
+// Permits: at most N holders, each with its own lease and token; a
+// request naming another N is refused naming both; FIFO waiting; the
+// count is free again once nobody holds or waits.
+func TestPermits(t *testing.T) {
+	m := New()
+	mustGrant(t, m, permitAcq(0, "exchange", "w1", 2, time.Second, 0, ""), 1)
+	mustGrant(t, m, permitAcq(0, "exchange", "w2", 2, time.Second, 0, ""), 2)
+	if r := m.Apply(permitAcq(0, "exchange", "w3", 2, time.Second, 0, "")); !errorsIsBusy(r.Err) {
+		t.Fatalf("a third permit of two: %s", describe(r))
+	}
+	r := m.Apply(permitAcq(0, "exchange", "w3", 3, time.Second, 0, ""))
+	if e := errAs[*fence.PermitsMismatchError](t, r.Err); e.Name != "exchange" || e.Permits != 3 || e.Current != 2 {
+		t.Fatalf("mismatch %+v, want exchange 3 vs 2", e)
+	}
+	if r := m.Apply(acq(0, "exchange", "plain", time.Second)); errAs[*fence.PermitsMismatchError](t, r.Err).Current != 2 {
+		t.Fatalf("a plain acquire of a semaphore: %s", describe(r))
+	}
+	mustOK(t, m, permitAcq(0, "exchange", "w3", 2, time.Second, time.Minute, "w3"))
+	mustOK(t, m, permitAcq(0, "exchange", "w4", 2, time.Second, time.Minute, "w4"))
+	r = mustOK(t, m, rel(at(0.1), "exchange", 2))
+	if len(r.Events) != 1 || r.Events[0].RequestID != "w3" || r.Events[0].Lease.Token != 3 || r.Events[0].Lease.Permits != 2 {
+		t.Fatalf("a permit freed: %s, want w3 granted token 3", describe(r))
+	}
+	wantHolders(t, m, "exchange", 1, 3)
+	// Everything ends (w4 is granted when w1 expires, then expires too):
+	// the lock forgets its count.
+	mustOK(t, m, tick(at(5)))
+	wantHolders(t, m, "exchange", 4)
+	mustOK(t, m, tick(at(7)))
+	mustGrant(t, m, permitAcq(at(7), "exchange", "w5", 5, time.Second, 0, ""), 5)
+}
+
+func errorsIsBusy(err error) bool { _, ok := err.(*fence.BusyError); return ok }
+
+// A set's lease that expires ends on every lock, each starting its
+// lock-delay; a session-bound set ends with its session; a cancelled set
+// waiter leaves every queue.
+func TestSetEndsTogether(t *testing.T) {
+	m := New()
+	c := setAcq(0, "A", time.Second, 0, "", spec("a"), sharedSpec("b"))
+	c.LockDelay = 500 * time.Millisecond
+	mustGrant(t, m, c, 1)
+	mustOK(t, m, tick(at(1)))
+	for _, n := range []string{"a", "b"} {
+		if info := m.Lock(n, m.Now()); info.Lease != nil || info.LockDelayRemaining != 500*time.Millisecond {
+			t.Fatalf("%s after the set expired: %+v, want free in a 500ms lock-delay", n, info)
+		}
+	}
+	s := mustOK(t, m, Command{Op: OpSessionOpen, Now: at(2), TTL: time.Second}).Session.ID
+	g := mustGrant(t, m, Command{Op: OpAcquire, Now: at(2), Owner: "S", Session: s, Locks: []fence.LockSpec{spec("a"), spec("c")}}, 2)
+	if g.Name != "a" {
+		t.Fatalf("lease %+v", g)
+	}
+	mustOK(t, m, setAcq(at(2), "W", time.Second, time.Minute, "w", spec("c"), spec("d")))
+	if info := m.Lock("d", m.Now()); info.Waiters != 1 {
+		t.Fatalf("d: %+v, want the set waiter queued", info)
+	}
+	mustOK(t, m, Command{Op: OpCancelWait, Now: at(2.1), Name: "d", RequestID: "w"})
+	if info := m.Lock("c", m.Now()); info.Waiters != 0 {
+		t.Fatalf("c after the set's cancel on d: %+v, want its queue empty", info)
+	}
+	mustOK(t, m, Command{Op: OpSessionClose, Now: at(2.2), Session: s})
+	for _, n := range []string{"a", "c"} {
+		if info := m.Lock(n, m.Now()); !info.Free {
+			t.Fatalf("%s after the session closed: %+v", n, info)
+		}
+	}
+}
+
+// A retried set acquire (same request_id) is answered with its first
+// outcome; the same id with another set is OP_CONFLICT.
+func TestSetRetry(t *testing.T) {
+	m := New()
+	first := mustGrant(t, m, setAcq(0, "A", time.Second, 0, "r", spec("a"), spec("b")), 1)
+	again := mustOK(t, m, setAcq(0, "A", time.Second, 0, "r", spec("b"), spec("a")))
+	if !again.Replayed || again.Lease.Token != first.Token || len(again.Lease.Locks) != 2 {
+		t.Fatalf("retry in another order: %s", describe(again))
+	}
+	if r := m.Apply(setAcq(0, "A", time.Second, 0, "r", spec("a"), sharedSpec("b"))); errAs[*fence.OpConflictError](t, r.Err).ID != "r" {
+		t.Fatalf("same id, other modes: %s", describe(r))
+	}
+}
+
+// A state with sets, shared holders, permits and set waiters survives a
+// snapshot byte for byte (R1), and the restored machine decides the next
+// commands as the original does.
+func TestBoundariesSnapshotRoundTrip(t *testing.T) {
+	m := New()
+	s := mustOK(t, m, Command{Op: OpSessionOpen, Now: 0, TTL: time.Minute}).Session.ID
+	steps := []Command{
+		setAcq(0, "A", time.Second, 0, "ra", spec("a"), sharedSpec("cat")),
+		sharedAcq(0, "cat", "B", time.Second, 0, "rb"),
+		{Op: OpAcquire, Now: 0, Owner: "S", Session: s, Seq: 1, Locks: []fence.LockSpec{sharedSpec("cat"), spec("s1")}},
+		setAcq(0, "W", time.Second, time.Minute, "rw", spec("a"), spec("z")),
+		waitAcq(0, "cat", "X", time.Second, time.Minute, "rx"),
+		permitAcq(0, "p", "P1", 2, time.Second, 0, "rp1"),
+		permitAcq(0, "p", "P2", 2, time.Second, 0, ""),
+		permitAcq(0, "p", "P3", 2, time.Second, time.Minute, "rp3"),
+	}
+	for _, c := range steps {
+		mustOK(t, m, c)
+	}
+	b := snapBytes(t, m)
+	n := New()
+	if err := n.Restore(bytes.NewReader(b)); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if again := snapBytes(t, n); !bytes.Equal(again, b) {
+		t.Fatal("snapshot of the restored machine differs")
+	}
+	for _, c := range []Command{rel(at(0.1), "a", 1), rel(at(0.2), "cat", 2), tick(at(1.5)), rel(at(1.6), "s1", 3)} {
+		if x, y := describe(m.Apply(c)), describe(n.Apply(c)); x != y {
+			t.Fatalf("%+v: original %s, restored %s", c, x, y)
+		}
+	}
+	if x, y := snapBytes(t, m), snapBytes(t, n); !bytes.Equal(x, y) {
+		t.Fatal("the two machines differ after the same commands")
+	}
+}
