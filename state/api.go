@@ -279,7 +279,8 @@ func (m *Machine) Config() Config { return m.cfg }
 // DefaultConfig, so that the log records them.
 func (m *Machine) Configured() bool { return m.configured }
 
-// Queued lists the queued acquires, by lock name and then in arrival order.
+// Queued lists the queued acquires, by lock name and then in arrival order;
+// a set's waiter once, under its first lock.
 func (m *Machine) Queued() []QueuedRequest { return m.queued() }
 
 // Waiting is the number of queued acquires on all locks, len(Queued())

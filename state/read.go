@@ -114,7 +114,9 @@ func (m *impl) queued() []QueuedRequest {
 	var out []QueuedRequest
 	for _, name := range names {
 		for _, w := range m.byName[name].queue {
-			out = append(out, QueuedRequest{Name: name, RequestID: w.id, Attempt: w.attempt})
+			if w.name == name { // a set's waiter once, at its first lock
+				out = append(out, QueuedRequest{Name: name, RequestID: w.id, Attempt: w.attempt})
+			}
 		}
 	}
 	return out

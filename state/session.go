@@ -50,7 +50,7 @@ type session struct {
 	openTTL   time.Duration // the TTL the open asked for (a retried open must ask the same)
 
 	leases  map[fence.Token]*grant // leases bound to it, by token (nil when none)
-	waiters map[string]*request   // its queued acquires, by request_id (nil when none)
+	waiters map[string]*request    // its queued acquires, by request_id (nil when none)
 
 	results []savedResult // unacknowledged results of sequenced commands, by seq
 	floor   uint64        // every seq below it was acknowledged: refused
