@@ -84,6 +84,35 @@
 // anything else (a released lease, a token of another lock, a lock never
 // seen) gets NotHolder.
 //
+// # Lock boundaries (settle.go)
+//
+// A lock is held by one exclusive lease, or by shared leases
+// (Command.Mode), or — a semaphore (Command.Permits > 0) — by up to that
+// many leases, each its own token. A set acquire (Command.Locks) asks for
+// several locks at once, each in its own mode: it is granted on all of
+// them under one lease and one token, or on none; it is released,
+// renewed and ended (expiry, session end) as one lease by any of its
+// names, and each of its locks reports it among its holders. The machine
+// sorts a set by name, so the order a request lists it in decides
+// nothing. A request that names a semaphore's lock with another permit
+// count than the lock's (while anybody holds or waits for it) is refused
+// with *fence.PermitsMismatchError.
+//
+// Fairness: each lock's queue is strict FIFO. A waiter is granted when it
+// heads the queue of every lock it names and each has room for it; a set
+// waiter keeps its place in every queue, so neither single-lock acquirers
+// nor later sets pass it, and a queued exclusive request keeps later
+// shared ones out (no writer starvation). No two waiters deadlock: the
+// oldest waiter heads every queue it is in and is granted once the leases
+// ahead of it end. Settling one lock can change others (a set's lease
+// ends on all its locks; a set's grant or departure changes every queue
+// it was in): settle.go settles them on a work list, in the order they
+// were reached, never in map order.
+//
+// Every change of a lock (a grant, a release, an expiry, a waiter queued
+// or leaving without a grant) is in Result.Changes, in the order made:
+// what the node's watchers follow.
+//
 // # Time
 //
 // Each command carries Now and Slack. Server time (Machine.Now) is the
