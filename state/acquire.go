@@ -1,6 +1,8 @@
 package state
 
 import (
+	"slices"
+
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state/internal/plant"
 )
@@ -23,23 +25,21 @@ func (m *impl) acquire(cmd Command) Result {
 	if err := m.validateAcquire(cmd); err != nil {
 		return Result{Err: err}
 	}
-	specs := cmdSpecs(cmd)
+	var one [1]fence.LockSpec
+	var lone [1]*lockEntry
+	specs, ls := one[:], lone[:] // one lock: no allocation
+	if len(cmd.Locks) > 0 {
+		specs = fence.SortLocks(cmd.Locks)
+		ls = make([]*lockEntry, len(specs))
+	} else {
+		one[0] = fence.LockSpec{Name: cmd.Name, Mode: cmd.Mode, Permits: cmd.Permits}
+	}
 	var res Result
-	ls := make([]*lockEntry, len(specs))
 	for i, sp := range specs {
 		ls[i] = m.byName[sp.Name]
 	}
 	m.settleLocks(ls, &res.Events)
-	for i, sp := range specs {
-		ls[i] = m.byName[sp.Name] // settling may have forgotten none, but read again
-	}
-	defer func() {
-		for _, l := range ls {
-			if l != nil {
-				m.touch(l)
-			}
-		}
-	}()
+	defer m.touchAll(ls) // ls as it is on return: locks made below included
 
 	if cmd.RequestID != "" {
 		if r := m.findRequest(cmd.RequestID); r != nil {
@@ -160,13 +160,13 @@ func (m *impl) acquire(cmd Command) Result {
 	return res
 }
 
-// cmdSpecs are the locks an acquire names, sorted by name: its set, or
-// its one lock.
-func cmdSpecs(cmd Command) []fence.LockSpec {
-	if len(cmd.Locks) > 0 {
-		return fence.SortLocks(cmd.Locks)
+// touchAll files each lock of ls (nil ones skipped).
+func (m *impl) touchAll(ls []*lockEntry) {
+	for _, l := range ls {
+		if l != nil {
+			m.touch(l)
+		}
 	}
-	return []fence.LockSpec{{Name: cmd.Name, Mode: cmd.Mode, Permits: cmd.Permits}}
 }
 
 func (m *impl) newRequest(cmd Command, specs []fence.LockSpec, s *session) *request {
@@ -184,7 +184,7 @@ func (m *impl) newRequest(cmd Command, specs []fence.LockSpec, s *session) *requ
 		principal: cmd.Principal,
 	}
 	if len(specs) > 1 {
-		r.set = specs
+		r.set = slices.Clone(specs)
 		r.mode, r.permits = 0, 0
 	}
 	return r

@@ -241,3 +241,43 @@ func BenchmarkQuotaOpenClose(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplySetOf3 acquires and releases an order's three SKUs as one
+// set; BenchmarkApplyThreeOneByOne as three leases in name order (what a
+// client without sets does: six commands instead of two).
+func BenchmarkApplySetOf3(b *testing.B) {
+	m := New()
+	set := []fence.LockSpec{{Name: "sku/3"}, {Name: "sku/1"}, {Name: "sku/2"}}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		r := m.Apply(Command{Op: OpAcquire, Now: int64(i), Owner: "A", TTL: time.Second, Locks: set})
+		m.Apply(rel(int64(i), "sku/2", r.Lease.Token))
+	}
+}
+
+func BenchmarkApplyThreeOneByOne(b *testing.B) {
+	m := New()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var toks [3]fence.Token
+		for j, n := range []string{"sku/1", "sku/2", "sku/3"} {
+			toks[j] = m.Apply(acq(int64(i), n, "A", time.Second)).Lease.Token
+		}
+		for j, n := range []string{"sku/1", "sku/2", "sku/3"} {
+			m.Apply(rel(int64(i), n, toks[j]))
+		}
+	}
+}
+
+// BenchmarkApplySharedReaders cycles one of 64 shared holders of a lock.
+func BenchmarkApplySharedReaders(b *testing.B) {
+	m := New()
+	for i := range 63 {
+		m.Apply(Command{Op: OpAcquire, Name: "catalog", Mode: fence.Shared, Owner: fmt.Sprint("r", i), TTL: time.Hour})
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		r := m.Apply(Command{Op: OpAcquire, Now: int64(i), Name: "catalog", Mode: fence.Shared, Owner: "A", TTL: time.Hour})
+		m.Apply(rel(int64(i), "catalog", r.Lease.Token))
+	}
+}

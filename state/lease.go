@@ -80,7 +80,7 @@ func (m *impl) release(cmd Command) Result {
 		res.Err = err
 		return res
 	}
-	var work lockWork
+	work := m.newWork()
 	m.endLease(g, endReleased, m.expiryTime(), &work)
 	m.settleWork(&work, &res.Events)
 	return res
@@ -125,7 +125,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 	if r == nil || !r.names(cmd.Name) || (cmd.Attempt != 0 && cmd.Attempt != r.attempt) {
 		return res
 	}
-	var work lockWork
+	work := m.newWork()
 	switch r.state {
 	case reqQueued:
 		m.unqueue(r, &work)

@@ -2,6 +2,7 @@ package state
 
 import (
 	"container/list"
+	"slices"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -245,11 +246,8 @@ func (m *impl) grantTo(ls []*lockEntry, specs []fence.LockSpec, owner, principal
 func (m *impl) endLease(g *grant, how leaseEnd, at int64, work *lockWork) {
 	for _, p := range g.parts {
 		l := p.l
-		for i, h := range l.holders {
-			if h == g {
-				l.holders = append(l.holders[:i:i], l.holders[i+1:]...)
-				break
-			}
+		if i := slices.Index(l.holders, g); i >= 0 {
+			l.holders = slices.Delete(l.holders, i, i+1)
 		}
 		if len(l.holders) == 0 {
 			l.holders = nil

@@ -10,7 +10,8 @@ import (
 // impl is the machine's state. Every field is plain data; nothing here reads
 // a clock, does I/O or iterates a map in a way that decides anything.
 type impl struct {
-	changes    []Change // made by the command being applied (changes.go)
+	changes    []Change     // made by the command being applied (changes.go)
+	spareWork  []*lockEntry // settle's work list array, between uses (settle.go)
 	cfg        Config
 	configured bool          // an OpConfig was applied (or NewWithConfig): the log records its rules
 	clock      int64         // server time, ns: max of every cmd.Now seen

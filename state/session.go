@@ -217,7 +217,7 @@ func (m *impl) endSession(s *session, expired bool, events *[]Event) {
 	if s.openID != "" && m.opens[s.openID] == s {
 		delete(m.opens, s.openID)
 	}
-	var work lockWork
+	work := m.newWork()
 	if len(s.waiters) > 0 {
 		ws := make([]*request, 0, len(s.waiters))
 		for _, w := range s.waiters {

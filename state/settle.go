@@ -30,6 +30,15 @@ type lockWork struct {
 	next  int
 }
 
+// newWork returns an empty work list, on the machine's spare array when
+// it has one (settleWork gives it back): no allocation per command. A
+// list made while another is in use gets an array of its own.
+func (m *impl) newWork() lockWork {
+	w := lockWork{locks: m.spareWork[:0]}
+	m.spareWork = nil
+	return w
+}
+
 // add puts l on the list unless it is on it and not yet settled.
 func (w *lockWork) add(l *lockEntry) {
 	if l.queuedAt != 0 {
@@ -52,20 +61,23 @@ func (m *impl) settleWork(work *lockWork, events *[]Event) {
 		m.touch(l)
 	}
 	clear(work.locks)
-	work.locks, work.next = work.locks[:0], 0
+	if cap(work.locks) <= 64 {
+		m.spareWork = work.locks[:0]
+	}
+	work.locks, work.next = nil, 0
 }
 
 // settle brings lock l (and every lock that changes with it) up to the
 // decision time, appending waiters' outcomes to events.
 func (m *impl) settle(l *lockEntry, events *[]Event) {
-	var work lockWork
+	work := m.newWork()
 	work.add(l)
 	m.settleWork(&work, events)
 }
 
 // settleLocks is settle for several locks (nil ones skipped).
 func (m *impl) settleLocks(ls []*lockEntry, events *[]Event) {
-	var work lockWork
+	work := m.newWork()
 	for _, l := range ls {
 		if l != nil {
 			work.add(l)
