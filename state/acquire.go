@@ -91,7 +91,7 @@ func (m *impl) acquire(cmd Command) Result {
 			res.Err = err
 			return res
 		}
-		if err := m.admitLocks(ls, &res.Events); err != nil {
+		if err := first(m.admitLocks(ls, &res.Events), m.admitLockQuota(cmd.Principal, len(specs))); err != nil {
 			res.Err = err
 			return res
 		}
@@ -127,7 +127,8 @@ func (m *impl) acquire(cmd Command) Result {
 				ls[i] = m.lockFor(sp.Name)
 			}
 		}
-		if err := first(m.admitWaiters(ls), m.admitWaiterQuota(cmd.Principal), m.admitRequestID(cmd.RequestID, cmd.Principal)); err != nil {
+		if err := first(m.admitWaiters(ls), m.admitWaiterQuota(cmd.Principal), m.admitLockQuota(cmd.Principal, len(specs)),
+			m.admitRequestID(cmd.RequestID, cmd.Principal)); err != nil {
 			res.Err = err
 			return res
 		}

@@ -94,7 +94,7 @@ func configPB(c Config) *statepb.Config {
 		MaxWaiters: int64(c.MaxWaiters), MaxResources: int64(c.MaxResources), MaxResourceBytes: c.MaxResourceBytes,
 		MaxLocks: int64(c.MaxLocks), MaxSessions: int64(c.MaxSessions), MaxSessionResults: int64(c.MaxSessionResults),
 		MaxLockDelay: int64(c.MaxLockDelay), MaxSessionsPerPrincipal: int64(c.MaxSessionsPerPrincipal), MaxWaitersPerPrincipal: int64(c.MaxWaitersPerPrincipal),
-		MaxIdsPerPrincipal: int64(c.MaxIDsPerPrincipal)}
+		MaxIdsPerPrincipal: int64(c.MaxIDsPerPrincipal), MaxLocksPerPrincipal: int64(c.MaxLocksPerPrincipal)}
 }
 
 // configOfPB is the inverse of pbConfig; an int field out of int's range
@@ -108,7 +108,7 @@ func configOfPB(p *statepb.Config) (Config, error) {
 		MaxWaitersPerLock: int(p.MaxWaitersPerLock), MaxWaiters: int(p.MaxWaiters), MaxResources: int(p.MaxResources),
 		MaxResourceBytes: p.MaxResourceBytes, MaxLocks: int(p.MaxLocks), MaxSessions: int(p.MaxSessions), MaxSessionResults: int(p.MaxSessionResults),
 		MaxLockDelay: time.Duration(p.MaxLockDelay), MaxSessionsPerPrincipal: int(p.MaxSessionsPerPrincipal), MaxWaitersPerPrincipal: int(p.MaxWaitersPerPrincipal),
-		MaxIDsPerPrincipal: int(p.MaxIdsPerPrincipal)}
+		MaxIDsPerPrincipal: int(p.MaxIdsPerPrincipal), MaxLocksPerPrincipal: int(p.MaxLocksPerPrincipal)}
 	if !proto.Equal(configPB(c), p) {
 		return Config{}, fmt.Errorf("config field out of range")
 	}
@@ -120,7 +120,7 @@ func quotaPB(q Quota) *statepb.Quota {
 	if q == (Quota{}) {
 		return nil
 	}
-	return &statepb.Quota{Sessions: int64(q.Sessions), Waiters: int64(q.Waiters), Ids: int64(q.IDs), Conns: int64(q.Conns), Streams: int64(q.Streams)}
+	return &statepb.Quota{Sessions: int64(q.Sessions), Waiters: int64(q.Waiters), Ids: int64(q.IDs), Conns: int64(q.Conns), Streams: int64(q.Streams), Locks: int64(q.Locks)}
 }
 
 // quotaOfPB is the inverse of quotaPB; a field out of int's range, or a
@@ -129,7 +129,7 @@ func quotaOfPB(p *statepb.Quota) (Quota, error) {
 	if p == nil {
 		return Quota{}, nil
 	}
-	q := Quota{Sessions: int(p.Sessions), Waiters: int(p.Waiters), IDs: int(p.Ids), Conns: int(p.Conns), Streams: int(p.Streams)}
+	q := Quota{Sessions: int(p.Sessions), Waiters: int(p.Waiters), IDs: int(p.Ids), Conns: int(p.Conns), Streams: int(p.Streams), Locks: int(p.Locks)}
 	if !proto.Equal(quotaPB(q), p) {
 		return Quota{}, fmt.Errorf("quota field out of range")
 	}

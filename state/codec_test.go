@@ -116,7 +116,7 @@ func TestCodecRefuses(t *testing.T) {
 		{"op > 255", []byte{1, 0x08, 0x80, 0x02}, "out of range"},
 		{"slack > MaxInt64", append([]byte{1, 0x08, 5, 0x18}, ff...), "out of range"},
 		{"config present, empty", []byte{1, 0x08, 9, 0x7a, 0}, "canonical"},
-		{"config unknown field", []byte{1, 0x08, 9, 0x7a, 3, 0x88, 0x01, 2}, "unknown field in Config"},
+		{"config unknown field", []byte{1, 0x08, 9, 0x7a, 3, 0x90, 0x01, 2}, "unknown field in Config"},
 		{"config zero present", []byte{1, 0x08, 9, 0x7a, 2, 0x10, 0}, "canonical"},
 	} {
 		var c Command

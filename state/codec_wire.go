@@ -26,8 +26,8 @@ const (
 	fValue, fDelta, fOpID, fAttempt, fConfig, fSession, fSeq, fAck, fClusterID    = 11, 12, 13, 14, 15, 16, 17, 18, 19
 	fPrincipal, fAdmin, fRoles, fPerms, fQuota, fMode, fPermits, fLocks           = 20, 21, 22, 23, 24, 25, 26, 27
 	lastCommandField                                                              = fLocks
-	lastConfigField                                                               = 16
-	lastQuotaField                                                                = 5
+	lastConfigField                                                               = 17
+	lastQuotaField                                                                = 6
 )
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -53,7 +53,7 @@ func configInts(c Config) [lastConfigField]int64 {
 	return [lastConfigField]int64{int64(c.MaxTTL), int64(c.MaxOps), int64(c.MaxRequests), int64(c.IDRetention),
 		int64(c.MinIDRetention), int64(c.MaxWaitersPerLock), int64(c.MaxWaiters), int64(c.MaxResources),
 		c.MaxResourceBytes, int64(c.MaxLocks), int64(c.MaxSessions), int64(c.MaxSessionResults), int64(c.MaxLockDelay),
-		int64(c.MaxSessionsPerPrincipal), int64(c.MaxWaitersPerPrincipal), int64(c.MaxIDsPerPrincipal)}
+		int64(c.MaxSessionsPerPrincipal), int64(c.MaxWaitersPerPrincipal), int64(c.MaxIDsPerPrincipal), int64(c.MaxLocksPerPrincipal)}
 }
 
 func configOfInts(v [lastConfigField]int64) Config {
@@ -61,7 +61,7 @@ func configOfInts(v [lastConfigField]int64) Config {
 		MinIDRetention: time.Duration(v[4]), MaxWaitersPerLock: int(v[5]), MaxWaiters: int(v[6]), MaxResources: int(v[7]),
 		MaxResourceBytes: v[8], MaxLocks: int(v[9]), MaxSessions: int(v[10]), MaxSessionResults: int(v[11]),
 		MaxLockDelay: time.Duration(v[12]), MaxSessionsPerPrincipal: int(v[13]), MaxWaitersPerPrincipal: int(v[14]),
-		MaxIDsPerPrincipal: int(v[15])}
+		MaxIDsPerPrincipal: int(v[15]), MaxLocksPerPrincipal: int(v[16])}
 }
 
 func appendConfig(b []byte, c Config) []byte {
@@ -169,11 +169,11 @@ func readLockSpec(b []byte) (fence.LockSpec, error) {
 
 // quotaInts are q's fields in statepb.Quota's field order.
 func quotaInts(q Quota) [lastQuotaField]int64 {
-	return [lastQuotaField]int64{int64(q.Sessions), int64(q.Waiters), int64(q.IDs), int64(q.Conns), int64(q.Streams)}
+	return [lastQuotaField]int64{int64(q.Sessions), int64(q.Waiters), int64(q.IDs), int64(q.Conns), int64(q.Streams), int64(q.Locks)}
 }
 
 func quotaOfInts(v [lastQuotaField]int64) Quota {
-	return Quota{Sessions: int(v[0]), Waiters: int(v[1]), IDs: int(v[2]), Conns: int(v[3]), Streams: int(v[4])}
+	return Quota{Sessions: int(v[0]), Waiters: int(v[1]), IDs: int(v[2]), Conns: int(v[3]), Streams: int(v[4]), Locks: int(v[5])}
 }
 
 // appendQuota appends q as a statepb.Quota's fields.

@@ -15,7 +15,7 @@ import (
 // package doc, Config). A zero cap (MaxWaitersPerLock, MaxWaiters,
 // MaxResources, MaxResourceBytes, MaxLocks, MaxSessions,
 // MaxSessionResults, MaxSessionsPerPrincipal, MaxWaitersPerPrincipal,
-// MaxIDsPerPrincipal) means no cap; a zero MinIDRetention means
+// MaxIDsPerPrincipal, MaxLocksPerPrincipal) means no cap; a zero MinIDRetention means
 // ids may be forgotten by count at any age; a zero MaxLockDelay means
 // fence.MaxLockDelay (a rule recorded before the field existed is read so).
 type Config struct {
@@ -42,6 +42,10 @@ type Config struct {
 	// forgotten once MinIDRetention old, and a new one is refused while
 	// they are younger. 0 means no quota.
 	MaxIDsPerPrincipal int
+	// MaxLocksPerPrincipal bounds the locks one principal holds or waits
+	// for (quota.go): a set counts each of its locks, a shared or permit
+	// lease its lock. 0 means no quota.
+	MaxLocksPerPrincipal int
 }
 
 // MaxIdleLocks bounds the tombstones of idle locks whatever MaxRequests is:
@@ -114,6 +118,7 @@ func (c Config) Validate() error {
 		n("max_sessions_per_principal", int64(c.MaxSessionsPerPrincipal), 0, unbounded),
 		n("max_waiters_per_principal", int64(c.MaxWaitersPerPrincipal), 0, unbounded),
 		n("max_ids_per_principal", int64(c.MaxIDsPerPrincipal), 0, MaxIDMemory),
+		n("max_locks_per_principal", int64(c.MaxLocksPerPrincipal), 0, unbounded),
 	)
 }
 

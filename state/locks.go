@@ -218,6 +218,7 @@ func (m *impl) grantTo(ls []*lockEntry, specs []fence.LockSpec, owner, principal
 		}
 	}
 	m.holders++
+	m.count(principal, 0, 0, len(ls))
 	m.signWith(g)
 	for i, l := range ls {
 		if l.unused() {
@@ -264,6 +265,7 @@ func (m *impl) endLease(g *grant, how leaseEnd, at int64, work *lockWork) {
 	}
 	m.ends[how]++
 	m.holders--
+	m.count(g.principal, 0, 0, -len(g.parts))
 	m.unsign(g)
 	if g.sess != nil {
 		g.sess.unbind(g)

@@ -18,7 +18,7 @@ import (
 func TestMutantCodecRefusesUnknownFieldAlone(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"field 20":        {1, 0xa0, 0x01, 1},
-		"config field 17": {1, 0x08, byte(OpConfig), 0x7a, 3, 0x88, 0x01, 2},
+		"config field 18": {1, 0x08, byte(OpConfig), 0x7a, 3, 0x90, 0x01, 2},
 	} {
 		var c Command
 		err := c.UnmarshalBinary(b)

@@ -42,6 +42,7 @@ type Quota struct {
 	IDs      int // remembered op_ids, and apart remembered request_ids
 	Conns    int // open connections to one server (the server's flag is the default)
 	Streams  int // open session streams on one server (the server's flag is the default)
+	Locks    int // locks held or waited for (a set counts each of its locks)
 }
 
 // MaxQuota bounds each field of a Quota.
@@ -57,7 +58,7 @@ func (q Quota) Validate() error {
 	return nil
 }
 
-var quotaNames = [lastQuotaField]string{"sessions", "waiters", "ids", "conns", "streams"}
+var quotaNames = [lastQuotaField]string{"sessions", "waiters", "ids", "conns", "streams", "locks"}
 
 // String lists the fields set, as "sessions=10 conns=5" ("" when none).
 func (q Quota) String() string {
@@ -75,6 +76,7 @@ func (q Quota) String() string {
 type principalUse struct {
 	sessions int // live sessions it opened
 	waiters  int // acquires it has queued
+	locks    int // locks it holds or waits for (each lock of a set)
 }
 
 // useOf returns p's counts (zero when it holds nothing; never nil for a
@@ -86,9 +88,9 @@ func (m *impl) useOf(p string) principalUse {
 	return principalUse{}
 }
 
-// count adds ds sessions and dw waiters to p's counts, forgetting p when
-// it holds nothing. Principal "" is not counted.
-func (m *impl) count(p string, ds, dw int) {
+// count adds ds sessions, dw waiters and dl locks to p's counts,
+// forgetting p when it holds nothing. Principal "" is not counted.
+func (m *impl) count(p string, ds, dw, dl int) {
 	if p == "" {
 		return
 	}
@@ -102,7 +104,8 @@ func (m *impl) count(p string, ds, dw int) {
 	}
 	u.sessions += ds
 	u.waiters += dw
-	if u.sessions == 0 && u.waiters == 0 {
+	u.locks += dl
+	if u.sessions == 0 && u.waiters == 0 && u.locks == 0 {
 		delete(m.use, p)
 	}
 }
@@ -123,7 +126,7 @@ func (m *impl) quotaOf(p string) Quota {
 		}
 		set.Sessions, set.Waiters = max(set.Sessions, r.Quota.Sessions), max(set.Waiters, r.Quota.Waiters)
 		set.IDs, set.Conns = max(set.IDs, r.Quota.IDs), max(set.Conns, r.Quota.Conns)
-		set.Streams = max(set.Streams, r.Quota.Streams)
+		set.Streams, set.Locks = max(set.Streams, r.Quota.Streams), max(set.Locks, r.Quota.Locks)
 	}
 	if id, ok := strings.CutPrefix(p, "token:"); ok {
 		if t := m.auth.tokens[id]; t != nil {
@@ -145,7 +148,7 @@ func (m *impl) quotaOf(p string) Quota {
 		return def
 	}
 	return Quota{Sessions: or(set.Sessions, m.cfg.MaxSessionsPerPrincipal), Waiters: or(set.Waiters, m.cfg.MaxWaitersPerPrincipal),
-		IDs: or(set.IDs, m.cfg.MaxIDsPerPrincipal), Conns: set.Conns, Streams: set.Streams}
+		IDs: or(set.IDs, m.cfg.MaxIDsPerPrincipal), Conns: set.Conns, Streams: set.Streams, Locks: or(set.Locks, m.cfg.MaxLocksPerPrincipal)}
 }
 
 // exhausted is the refusal of principal p at quota c of what.
@@ -177,14 +180,29 @@ func (m *impl) admitWaiterQuota(p string) error {
 	return nil
 }
 
-// addWaiterCount counts w, just put on its lock's queue.
-func (m *impl) addWaiterCount(w *request) {
-	m.waiting++
-	m.count(w.principal, 0, 1)
+// admitLockQuota refuses principal p n more locks held or waited for
+// beyond its locks quota.
+func (m *impl) admitLockQuota(p string, n int) error {
+	if p == "" {
+		return nil
+	}
+	if c, u := m.quotaOf(p).Locks, m.useOf(p).locks; c > 0 && u+n > c {
+		return exhausted("locks held or waited for", p, "config.max_locks_per_principal", c, u)
+	}
+	return nil
 }
 
-// dropWaiterCount counts w out, just taken off its lock's queue.
+// addWaiterCount counts w, just put on its locks' queues.
+func (m *impl) addWaiterCount(w *request) {
+	m.waiting++
+	m.count(w.principal, 0, 1, w.lockCount())
+}
+
+// dropWaiterCount counts w out, just taken off its locks' queues.
 func (m *impl) dropWaiterCount(w *request) {
 	m.waiting--
-	m.count(w.principal, 0, -1)
+	m.count(w.principal, 0, -1, -w.lockCount())
 }
+
+// lockCount is the number of locks r asks for.
+func (r *request) lockCount() int { return max(len(r.set), 1) }

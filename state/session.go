@@ -150,7 +150,7 @@ func (m *impl) openSession(cmd Command) Result {
 	m.sessionCounter++
 	s := &session{id: m.sessionCounter, ttl: cmd.TTL, expiresAt: m.clock + int64(cmd.TTL), openID: cmd.RequestID, openTTL: cmd.TTL, heapIndex: -1, principal: cmd.Principal}
 	m.sessions[s.id] = s
-	m.count(s.principal, 1, 0)
+	m.count(s.principal, 1, 0, 0)
 	m.sessionHeap.set(s)
 	if s.openID != "" {
 		m.opens[s.openID] = s
@@ -212,7 +212,7 @@ func (m *impl) settleSessions(events *[]Event) {
 // the queues of the locks it waits on), never a scan of all locks.
 func (m *impl) endSession(s *session, expired bool, events *[]Event) {
 	delete(m.sessions, s.id)
-	m.count(s.principal, -1, 0)
+	m.count(s.principal, -1, 0, 0)
 	m.sessionHeap.remove(s)
 	if s.openID != "" && m.opens[s.openID] == s {
 		delete(m.opens, s.openID)

@@ -141,6 +141,7 @@ func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
 		g.parts = g.one[:]
 	}
 	m.holders++
+	m.count(g.principal, 0, 0, len(g.parts))
 	if err := m.restoreLeaseKey(g, sg.Key); err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func (m *impl) restoreSessions(doc *snapDoc) error {
 			m.opens[s.openID] = s
 		}
 		m.sessions[s.id] = s
-		m.count(s.principal, 1, 0)
+		m.count(s.principal, 1, 0, 0)
 		m.sessionHeap.set(s)
 	}
 	m.sessionCounter = doc.SessionCounter

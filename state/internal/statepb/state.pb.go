@@ -378,6 +378,7 @@ type Config struct {
 	MaxSessionsPerPrincipal int64                  `protobuf:"zigzag64,14,opt,name=max_sessions_per_principal,json=maxSessionsPerPrincipal,proto3" json:"max_sessions_per_principal,omitempty"` // 0 (absent): no quota
 	MaxWaitersPerPrincipal  int64                  `protobuf:"zigzag64,15,opt,name=max_waiters_per_principal,json=maxWaitersPerPrincipal,proto3" json:"max_waiters_per_principal,omitempty"`    // 0 (absent): no quota
 	MaxIdsPerPrincipal      int64                  `protobuf:"zigzag64,16,opt,name=max_ids_per_principal,json=maxIdsPerPrincipal,proto3" json:"max_ids_per_principal,omitempty"`                // 0 (absent): no quota
+	MaxLocksPerPrincipal    int64                  `protobuf:"zigzag64,17,opt,name=max_locks_per_principal,json=maxLocksPerPrincipal,proto3" json:"max_locks_per_principal,omitempty"`          // 0 (absent): no quota
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -520,6 +521,13 @@ func (x *Config) GetMaxWaitersPerPrincipal() int64 {
 func (x *Config) GetMaxIdsPerPrincipal() int64 {
 	if x != nil {
 		return x.MaxIdsPerPrincipal
+	}
+	return 0
+}
+
+func (x *Config) GetMaxLocksPerPrincipal() int64 {
+	if x != nil {
+		return x.MaxLocksPerPrincipal
 	}
 	return 0
 }
@@ -1664,6 +1672,7 @@ type Quota struct {
 	Ids           int64                  `protobuf:"zigzag64,3,opt,name=ids,proto3" json:"ids,omitempty"`
 	Conns         int64                  `protobuf:"zigzag64,4,opt,name=conns,proto3" json:"conns,omitempty"`
 	Streams       int64                  `protobuf:"zigzag64,5,opt,name=streams,proto3" json:"streams,omitempty"`
+	Locks         int64                  `protobuf:"zigzag64,6,opt,name=locks,proto3" json:"locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1729,6 +1738,13 @@ func (x *Quota) GetConns() int64 {
 func (x *Quota) GetStreams() int64 {
 	if x != nil {
 		return x.Streams
+	}
+	return 0
+}
+
+func (x *Quota) GetLocks() int64 {
+	if x != nil {
+		return x.Locks
 	}
 	return 0
 }
@@ -3067,7 +3083,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\bLockSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x18\n" +
-	"\apermits\x18\x03 \x01(\rR\apermits\"\x90\x05\n" +
+	"\apermits\x18\x03 \x01(\rR\apermits\"\xc7\x05\n" +
 	"\x06Config\x12\x17\n" +
 	"\amax_ttl\x18\x01 \x01(\x12R\x06maxTtl\x12\x17\n" +
 	"\amax_ops\x18\x02 \x01(\x12R\x06maxOps\x12!\n" +
@@ -3086,7 +3102,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x0emax_lock_delay\x18\r \x01(\x12R\fmaxLockDelay\x12;\n" +
 	"\x1amax_sessions_per_principal\x18\x0e \x01(\x12R\x17maxSessionsPerPrincipal\x129\n" +
 	"\x19max_waiters_per_principal\x18\x0f \x01(\x12R\x16maxWaitersPerPrincipal\x121\n" +
-	"\x15max_ids_per_principal\x18\x10 \x01(\x12R\x12maxIdsPerPrincipal\"\xe3\x03\n" +
+	"\x15max_ids_per_principal\x18\x10 \x01(\x12R\x12maxIdsPerPrincipal\x125\n" +
+	"\x17max_locks_per_principal\x18\x11 \x01(\x12R\x14maxLocksPerPrincipal\"\xe3\x03\n" +
 	"\x0eSnapshotHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x12R\x03now\x12\x18\n" +
@@ -3203,13 +3220,14 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1b\n" +
 	"\tadd_value\x18\a \x01(\x12R\baddValue\x12\x1c\n" +
-	"\tprincipal\x18\b \x01(\fR\tprincipal\"\x7f\n" +
+	"\tprincipal\x18\b \x01(\fR\tprincipal\"\x95\x01\n" +
 	"\x05Quota\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x12R\bsessions\x12\x18\n" +
 	"\awaiters\x18\x02 \x01(\x12R\awaiters\x12\x10\n" +
 	"\x03ids\x18\x03 \x01(\x12R\x03ids\x12\x14\n" +
 	"\x05conns\x18\x04 \x01(\x12R\x05conns\x12\x18\n" +
-	"\astreams\x18\x05 \x01(\x12R\astreams\"\x87\x01\n" +
+	"\astreams\x18\x05 \x01(\x12R\astreams\x12\x14\n" +
+	"\x05locks\x18\x06 \x01(\x12R\x05locks\"\x87\x01\n" +
 	"\bResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1d\n" +
