@@ -225,8 +225,14 @@ func (s nodeService) CloseSession(ctx context.Context, req fence.CloseSessionReq
 	return fence.Released{Replayed: res.Replayed && (err == nil || res.Err != nil)}, err
 }
 
+// lockInfo is a lock as the API reports it. Holders is the lease alone
+// until state.LockInfo reports every holder (issue 23, the state's part).
 func lockInfo(li state.LockInfo) fence.LockInfo {
-	return fence.LockInfo{Name: li.Name, Lease: li.Lease, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken}
+	out := fence.LockInfo{Name: li.Name, Lease: li.Lease, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken}
+	if li.Lease != nil {
+		out.Holders = []fence.Lease{*li.Lease}
+	}
+	return out
 }
 
 func resourceState(rs state.ResourceState) fence.ResourceState {
