@@ -51,6 +51,15 @@ type step struct {
 	want []string
 }
 
+// manyLocks is a set of n locks, l0 ... l(n-1).
+func manyLocks(n int) []fence.LockSpec {
+	out := make([]fence.LockSpec, n)
+	for i := range out {
+		out[i] = fence.LockSpec{Name: fmt.Sprintf("l%d", i)}
+	}
+	return out
+}
+
 func acquire(req fence.AcquireRequest) func(context.Context, *run) (any, error) {
 	return func(ctx context.Context, r *run) (any, error) { return r.svc.Acquire(ctx, req) }
 }
@@ -148,6 +157,28 @@ var table = []step{
 		[]string{"INVALID_ARGUMENT", "Field:owner"}},
 	{"request_id too long", acquire(fence.AcquireRequest{Name: "c", TTL: 10 * time.Second, RequestID: strings.Repeat("r", fence.MaxIDBytes+1)}),
 		[]string{"INVALID_ARGUMENT", "Field:request_id"}},
+	{"name and locks both", acquire(fence.AcquireRequest{Name: "c", Locks: []fence.LockSpec{{Name: "d"}, {Name: "e"}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:name "}},
+	{"a set naming a lock twice", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {Name: "e"}, {Name: "d"}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks[2].name "}},
+	{"a set of too many locks", acquire(fence.AcquireRequest{Locks: manyLocks(fence.MaxSetLocks + 1), TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks ", "at most 64 locks"}},
+	{"a set with an empty name", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks[1].name "}},
+	{"a set's lock with too many permits", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {Name: "e", Permits: fence.MaxPermits + 1}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks[1].permits ", "at most 1024"}},
+	{"a set's lock shared with permits", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d", Mode: fence.Shared, Permits: 2}, {Name: "e"}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks[0].mode "}},
+	{"a set with a mode of its own", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {Name: "e"}}, Mode: fence.Shared, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:mode "}},
+	{"a set with permits of its own", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {Name: "e"}}, Permits: 2, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:permits "}},
+	{"too many permits", acquire(fence.AcquireRequest{Name: "c", Permits: fence.MaxPermits + 1, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:permits ", "at most 1024"}},
+	{"shared with permits", acquire(fence.AcquireRequest{Name: "c", Mode: fence.Shared, Permits: 2, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:mode "}},
+	{"too many permits and no owner bound: permits is judged before owner", acquire(fence.AcquireRequest{Name: "c", Permits: fence.MaxPermits + 1, Owner: strings.Repeat("o", fence.MaxOwnerBytes+1), TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:permits "}},
 	{"value too large", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Write(ctx, fence.WriteRequest{Resource: "res", Token: r.tokens["a2"], Value: make([]byte, fence.MaxValueBytes+1)})
 	}, []string{"INVALID_ARGUMENT", "Field:value"}},
@@ -376,6 +407,17 @@ func lease(l fence.Lease) fence.Lease {
 		proof = "signed"
 	}
 	l.Signed = fence.SignedToken{Token: l.Signed.Token, ClusterID: proof}
+	if l.Proofs != nil {
+		proofs := make([]fence.SignedToken, len(l.Proofs))
+		for i, p := range l.Proofs {
+			proof := "unsigned"
+			if p.Signed() {
+				proof = "signed"
+			}
+			proofs[i] = fence.SignedToken{Token: p.Token, ClusterID: proof}
+		}
+		l.Proofs = proofs
+	}
 	return l
 }
 
@@ -384,15 +426,20 @@ func lease(l fence.Lease) fence.Lease {
 type lockText struct {
 	Name      string
 	Lease     any
+	Holders   []fence.Lease
+	Permits   uint32
 	Waiters   int
 	Delayed   bool
 	LastToken fence.Token
 }
 
 func lockInfo(li fence.LockInfo) lockText {
-	t := lockText{Name: li.Name, Lease: "<nil>", Waiters: li.Waiters, Delayed: li.LockDelayRemaining > 0, LastToken: li.LastToken}
+	t := lockText{Name: li.Name, Lease: "<nil>", Permits: li.Permits, Waiters: li.Waiters, Delayed: li.LockDelayRemaining > 0, LastToken: li.LastToken}
 	if li.Lease != nil {
 		t.Lease = lease(*li.Lease)
+	}
+	for _, h := range li.Holders {
+		t.Holders = append(t.Holders, lease(h))
 	}
 	return t
 }
