@@ -121,6 +121,14 @@ func (s nodeService) Get(ctx context.Context, name string) (fence.LockInfo, erro
 		l := *out.Lease
 		s.n.signLease(&l)
 		out.Lease = &l
+		// The same lease among the holders carries the same proof.
+		// (Another holder's proof is its own to ask for: the state
+		// records one principal per lock, the first holder's.)
+		for i := range out.Holders {
+			if out.Holders[i].Token == l.Token {
+				out.Holders[i] = l
+			}
+		}
 	}
 	return out, nil
 }

@@ -55,6 +55,13 @@ func TestSetLeaseSignedPerLock(t *testing.T) {
 			t.Fatalf("write of %s with another lock's proof: %v, want FORGED_TOKEN", s.Name, err)
 		}
 	}
+	// Get hands the holder its proof on the lease and on the same lease
+	// among the holders.
+	li, err := svc.Get(ctx, "stock/a")
+	if err != nil || li.Lease == nil || len(li.Holders) != 1 || !li.Holders[0].Signed.Signed() ||
+		li.Holders[0].Signed.String() != li.Lease.Signed.String() {
+		t.Fatalf("Get(stock/a) = %+v, %v; want the holder's lease with its proof, in lease and holders alike", li, err)
+	}
 	// A lease of one lock keeps no Proofs.
 	one := g.Lease
 	n.signLease(&one)

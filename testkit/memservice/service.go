@@ -115,6 +115,11 @@ func (s *Service) Get(ctx context.Context, name string) (fence.LockInfo, error) 
 		l := *out.Lease
 		s.sign(&l)
 		out.Lease = &l
+		for i := range out.Holders { // as node/service.go
+			if out.Holders[i].Token == l.Token {
+				out.Holders[i] = l
+			}
+		}
 	}
 	return out, nil
 }
