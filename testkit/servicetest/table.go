@@ -324,11 +324,23 @@ func waitFor(ctx context.Context, r *run, name string, ok func(fence.LockInfo) b
 // it returns the outcomes, for Compare.
 func Run(t *testing.T, target Target) []Outcome {
 	t.Helper()
+	return runSteps(t, target, table)
+}
+
+// RunBoundaries runs the lock-boundary table (boundaries.go) against
+// target, as Run runs the conformance table.
+func RunBoundaries(t *testing.T, target Target) []Outcome {
+	t.Helper()
+	return runSteps(t, target, boundaryTable)
+}
+
+func runSteps(t *testing.T, target Target, steps []step) []Outcome {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := &run{svc: target.Service, stop: target.Stop, tokens: map[string]fence.Token{}}
-	out := make([]Outcome, 0, len(table))
-	for _, s := range table {
+	out := make([]Outcome, 0, len(steps))
+	for _, s := range steps {
 		v, err := s.do(ctx, r)
 		o := outcome(s.name, v, err)
 		out = append(out, o)
@@ -401,24 +413,26 @@ func lease(l fence.Lease) fence.Lease {
 		l.Remaining = 0
 	}
 	// The proof differs from one cluster to another (its id and keys are
-	// its own): compared is that the lease carries one, for its token.
-	proof := "unsigned"
-	if l.Signed.Signed() {
-		proof = "signed"
-	}
-	l.Signed = fence.SignedToken{Token: l.Signed.Token, ClusterID: proof}
+	// its own): compared is that the lease carries one, for its token
+	// (printed as "<token>.signed.key.c2ln", or the bare token).
+	l.Signed = proofShape(l.Signed)
 	if l.Proofs != nil {
 		proofs := make([]fence.SignedToken, len(l.Proofs))
 		for i, p := range l.Proofs {
-			proof := "unsigned"
-			if p.Signed() {
-				proof = "signed"
-			}
-			proofs[i] = fence.SignedToken{Token: p.Token, ClusterID: proof}
+			proofs[i] = proofShape(p)
 		}
 		l.Proofs = proofs
 	}
 	return l
+}
+
+// proofShape is p with what is a cluster's own replaced: a proof of p's
+// token, or none.
+func proofShape(p fence.SignedToken) fence.SignedToken {
+	if !p.Signed() {
+		return fence.SignedToken{Token: p.Token}
+	}
+	return fence.SignedToken{Token: p.Token, ClusterID: "signed", KeyID: "key", Signature: []byte("sig")}
 }
 
 // lockText is a fence.LockInfo made printable: its lease by value (nil:
@@ -494,6 +508,7 @@ func typed(err error) any {
 		inv     *fence.InvalidError
 		limit   *fence.ResourceExhaustedError
 		sess    *fence.SessionExpiredError
+		permits *fence.PermitsMismatchError
 	)
 	switch {
 	case errors.As(err, &busy):
@@ -516,6 +531,8 @@ func typed(err error) any {
 		return *limit
 	case errors.As(err, &sess):
 		return *sess
+	case errors.As(err, &permits):
+		return *permits
 	}
 	return err
 }
