@@ -37,12 +37,44 @@ import (
 // call asks again with a fresh request_id — unless the request_id is the
 // caller's own (RequestID), in which case that certain answer is returned. A lease obtained with Wait is renewed once before it is
 // returned, so that its deadline counts from a fresh send time.
+//
+// Shared takes the lock beside other shared holders; Permits(n) takes one
+// of its n permits (AcquireSet takes several locks at once).
 func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	return c.acquire(ctx, name, nil, opts)
+}
+
+// AcquireSet takes every lock of locks at once, or none, under one Lease
+// with one token (the set's lease): in any order, each name once, at most
+// fence.MaxSetLocks; each LockSpec says its lock's mode and permits (the
+// Shared and Permits options are for Acquire's one lock and are refused
+// here, naming mode or permits). With Wait the set queues FIFO on every
+// lock it names and keeps its place on each until all are granted
+// together. The Lease's Name is the first lock by name (Locks is every
+// lock, sorted by name); renewing or releasing it renews or releases them
+// all, and losing it loses them all. Hand a guard protecting one lock's
+// resource that lock's proof (Lease.ProofFor). A set of one lock is that
+// lock. Everything else is as Acquire.
+//
+// A method of its own rather than an option of Acquire: Acquire's name is
+// one lock, and a set has none; fence.AcquireRequest.Locks is the same
+// choice in the request.
+func (c *Client) AcquireSet(ctx context.Context, locks []fence.LockSpec, opts ...AcquireOption) (*Lease, error) {
+	if len(locks) == 0 {
+		return nil, fence.Invalid("locks", "at least one lock", "none")
+	}
+	return c.acquire(ctx, "", append([]fence.LockSpec(nil), locks...), opts)
+}
+
+func (c *Client) acquire(ctx context.Context, name string, locks []fence.LockSpec, opts []AcquireOption) (*Lease, error) {
 	cfg := acquireConfig{req: fence.AcquireRequest{TTL: DefaultTTL, Owner: defaultOwner()}}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cfg.req.Name = name
+	cfg.req.Name, cfg.req.Locks = name, locks
+	if name == "" && len(locks) > 0 {
+		name = fence.SortLocks(locks)[0].Name
+	}
 	ownID := cfg.req.RequestID == ""
 	if ownID {
 		cfg.req.RequestID = newID()
@@ -92,7 +124,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 			// The grant is of no use to a caller that cannot know its
 			// deadline; free it for the next waiter if still held.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = c.Release(rctx, name, granted.Token)
+			_ = c.Release(rctx, granted.Name, granted.Token)
 			cancel()
 			return nil, err
 		}

@@ -20,7 +20,50 @@ func leaseFromProto(p *fencev1.Lease) fence.Lease {
 		TTL:       p.GetTtl().AsDuration(),
 		Remaining: p.GetRemaining().AsDuration(),
 		Signed:    signedFromProto(p),
+		Mode:      modeFromProto(p.GetMode()),
+		Permits:   p.GetPermits(),
+		Locks:     specsFromProto(p.GetLocks()),
+		Proofs:    proofsFromProto(p),
 	}
+}
+
+// modeFromProto reads a lease's mode; one this client does not know (a
+// newer server's) reads as the number no request can carry, never as
+// Exclusive.
+func modeFromProto(text string) fence.Mode {
+	m, err := fence.ParseMode(text)
+	if err != nil {
+		return fence.Mode(255)
+	}
+	return m
+}
+
+func specsFromProto(ps []*fencev1.LockSpec) []fence.LockSpec {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]fence.LockSpec, len(ps))
+	for i, p := range ps {
+		out[i] = fence.LockSpec{Name: p.GetName(), Mode: modeFromProto(p.GetMode()), Permits: p.GetPermits()}
+	}
+	return out
+}
+
+// proofsFromProto reads a set lease's proofs as signedFromProto reads its
+// signed_token: one that does not parse or names another token is the
+// zero SignedToken in its place (that lock then has no proof).
+func proofsFromProto(p *fencev1.Lease) []fence.SignedToken {
+	if len(p.GetProofs()) == 0 {
+		return nil
+	}
+	out := make([]fence.SignedToken, len(p.GetProofs()))
+	for i, text := range p.GetProofs() {
+		st, err := fence.ParseSignedToken(text)
+		if text != "" && err == nil && st.Token == fence.Token(p.GetToken()) {
+			out[i] = st
+		}
+	}
+	return out
 }
 
 // signedFromProto reads a lease's signed_token; one that does not parse,
@@ -48,6 +91,10 @@ func lockFromProto(p *fencev1.LockInfo) LockInfo {
 		Waiters:            int(p.GetWaiters()),
 		LockDelayRemaining: p.GetLockDelayRemaining().AsDuration(),
 		LastToken:          fence.Token(p.GetLastToken()),
+		Permits:            p.GetPermits(),
+	}
+	for _, h := range p.GetHolders() {
+		info.Holders = append(info.Holders, leaseFromProto(h))
 	}
 	if p.GetLease() != nil {
 		l := leaseFromProto(p.GetLease())
@@ -81,7 +128,27 @@ func acquireToProto(r fence.AcquireRequest) *fencev1.AcquireRequest {
 	return &fencev1.AcquireRequest{
 		Name: r.Name, Owner: r.Owner, Ttl: durationOrNil(r.TTL), Wait: durationOrNil(r.Wait),
 		RequestId: r.RequestID, LockDelay: durationOrNil(r.LockDelay), Session: refToProto(r.Session),
+		Mode: modeToProto(r.Mode), Permits: r.Permits, Locks: specsToProto(r.Locks),
 	}
+}
+
+// modeToProto sends Exclusive, the default, absent.
+func modeToProto(m fence.Mode) string {
+	if m == fence.Exclusive {
+		return ""
+	}
+	return m.String()
+}
+
+func specsToProto(specs []fence.LockSpec) []*fencev1.LockSpec {
+	if len(specs) == 0 {
+		return nil
+	}
+	out := make([]*fencev1.LockSpec, len(specs))
+	for i, s := range specs {
+		out[i] = &fencev1.LockSpec{Name: s.Name, Mode: modeToProto(s.Mode), Permits: s.Permits}
+	}
+	return out
 }
 
 func renewToProto(r fence.RenewRequest) *fencev1.RenewRequest {

@@ -143,3 +143,78 @@ func ExampleClient_Acquire_session() {
 	// counter: 1
 	// b: fence: lease released - a held: true
 }
+
+// An order's SKUs taken as one set: all at once or none, one lease and one
+// token for every name, in any order (no two workers listing them in other
+// orders can deadlock). The catalog is held shared, so other orders' sets
+// run beside this one while a full import (catalog exclusive) waits. A
+// guard of one SKU's stock gets that SKU's proof.
+func ExampleClient_AcquireSet() {
+	ctx := context.Background()
+	c, _ := client.New(serverURL)
+	defer c.Close()
+	set, err := c.AcquireSet(ctx, []fence.LockSpec{
+		{Name: "example/sku/7"},
+		{Name: "example/catalog", Mode: fence.Shared},
+		{Name: "example/sku/3"},
+	}, client.TTL(5*time.Second), client.Wait(5*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer set.Release(ctx)
+	for _, l := range set.Locks() {
+		fmt.Println(l.Name, l.Mode)
+	}
+	fmt.Println("one proof per lock:", len(set.Proofs()) == len(set.Locks()))
+	fmt.Println("sku/3's proof is of the set's token:", set.ProofFor("example/sku/3").Token == set.Token())
+	// Output:
+	// example/catalog shared
+	// example/sku/3 exclusive
+	// example/sku/7 exclusive
+	// one proof per lock: true
+	// sku/3's proof is of the set's token: true
+}
+
+// Shared holders hold a lock together, each with its own token; an
+// exclusive request waits for all of them. Permits(n) makes a lock a
+// semaphore: at most n holders.
+func ExampleShared() {
+	ctx := context.Background()
+	c, _ := client.New(serverURL)
+	defer c.Close()
+	r1, err := c.Acquire(ctx, "example/report", client.Shared(), client.TTL(5*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r1.Release(ctx)
+	r2, err := c.Acquire(ctx, "example/report", client.Shared(), client.TTL(5*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r2.Release(ctx)
+	fmt.Println("both shared, newer token:", r1.Mode() == fence.Shared && r2.Token() > r1.Token())
+
+	_, err = c.Acquire(ctx, "example/report", client.TTL(5*time.Second))
+	fmt.Println("an exclusive try is busy:", errors.Is(err, fence.ErrBusy))
+
+	info, _ := c.Get(ctx, "example/report")
+	fmt.Println("holders:", len(info.Holders))
+
+	x1, err := c.Acquire(ctx, "example/exchange", client.Permits(2), client.TTL(5*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer x1.Release(ctx)
+	_, err = c.Acquire(ctx, "example/exchange", client.Permits(3), client.TTL(5*time.Second))
+	var mismatch *fence.PermitsMismatchError
+	fmt.Println("another permit count:", errors.As(err, &mismatch) && mismatch.Current == 2)
+	// Output:
+	// both shared, newer token: true
+	// an exclusive try is busy: true
+	// holders: 2
+	// another permit count: true
+}

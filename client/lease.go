@@ -84,6 +84,14 @@ type Lease struct {
 	lastSent time.Time         // send time of the last successful grant or renew
 	signed   fence.SignedToken // the token with the proof of the last grant or renew
 	loopDone chan struct{}
+
+	// How the lease holds its lock (fixed at the grant), and a set's
+	// locks; proofs (under mu) are a set's proofs of the last grant or
+	// renew, one per lock.
+	mode    fence.Mode
+	permits uint32
+	locks   []fence.LockSpec
+	proofs  []fence.SignedToken
 }
 
 func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Duration) *Lease {
@@ -97,7 +105,54 @@ func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Dur
 		lastSent: sent,
 		loopDone: make(chan struct{}),
 	}
+	l.setHeld(granted)
 	return l
+}
+
+// setHeld keeps how granted holds its locks (mode, permits, a set's locks
+// and proofs).
+func (l *Lease) setHeld(granted fence.Lease) {
+	l.mode, l.permits = granted.Mode, granted.Permits
+	l.locks = append([]fence.LockSpec(nil), granted.Locks...)
+	if len(granted.Proofs) == len(granted.Locks) {
+		l.proofs = append([]fence.SignedToken(nil), granted.Proofs...)
+	}
+}
+
+// Mode is how the lease holds its lock: fence.Exclusive or fence.Shared
+// (a set: each lock's mode is in Locks).
+func (l *Lease) Mode() fence.Mode { return l.mode }
+
+// Permits is the permit count of the lock the lease holds one permit of
+// (0: not a semaphore).
+func (l *Lease) Permits() uint32 { return l.permits }
+
+// Locks is every lock of a set's lease (AcquireSet), sorted by name, with
+// its mode and permits; nil for a lease of one lock. Name is Locks[0].Name.
+func (l *Lease) Locks() []fence.LockSpec { return append([]fence.LockSpec(nil), l.locks...) }
+
+// Proofs are a set's proofs: Proofs()[i] is the token's proof for
+// Locks()[i].Name, from the last grant or renew (nil for a lease of one
+// lock: SignedToken is its proof).
+func (l *Lease) Proofs() []fence.SignedToken {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]fence.SignedToken(nil), l.proofs...)
+}
+
+// ProofFor is the proof to hand a guard of lock name's resource: the
+// SignedToken of a lease of one lock, the lock's own proof of a set's
+// lease, and the bare token for a lock the lease does not hold (which a
+// guard with a key set refuses).
+func (l *Lease) ProofFor(name string) fence.SignedToken {
+	if len(l.locks) == 0 {
+		if name == l.name {
+			return l.SignedToken()
+		}
+		return fence.SignedToken{Token: l.token}
+	}
+	held := fence.Lease{Name: l.name, Token: l.token, Locks: l.locks, Proofs: l.Proofs()}
+	return held.ProofFor(name)
 }
 
 // Name is the lock's name.
@@ -272,9 +327,24 @@ func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
 		if granted.Signed.Token == l.token {
 			l.signed = granted.Signed
 		}
+		l.reproof(granted.Proofs)
 	}
 	l.lastErr = nil
 	return nil
+}
+
+// reproof keeps a renew's proofs of a set's lease (l.mu held): all of
+// them, one per lock, each of the lease's token, or none.
+func (l *Lease) reproof(proofs []fence.SignedToken) {
+	if len(proofs) != len(l.locks) || len(proofs) == 0 {
+		return
+	}
+	for _, p := range proofs {
+		if !p.Signed() || p.Token != l.token {
+			return
+		}
+	}
+	l.proofs = append([]fence.SignedToken(nil), proofs...)
 }
 
 // resign keeps st, the proof of a renew of this lease, as the lease's

@@ -238,6 +238,19 @@ func Owner(s string) AcquireOption { return func(c *acquireConfig) { c.req.Owner
 // held (default 0: try once and return *fence.BusyError).
 func Wait(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.req.Wait = d } }
 
+// Shared takes the lock in shared mode: beside other shared holders, never
+// beside an exclusive one (the default). A queued exclusive request is
+// served before shared requests that come after it. Every grant, shared or
+// not, has a token of its own.
+func Shared() AcquireOption { return func(c *acquireConfig) { c.req.Mode = fence.Shared } }
+
+// Permits takes one of n permits of the lock: at most n holders at once,
+// each with its own lease and token (a semaphore; at most
+// fence.MaxPermits). Every acquirer of the lock must name the same n while
+// anybody holds or waits for it; another n is refused with
+// *fence.PermitsMismatchError.
+func Permits(n uint32) AcquireOption { return func(c *acquireConfig) { c.req.Permits = n } }
+
 // LockDelay sets the lock-delay that follows an expiry of this lease.
 func LockDelay(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.req.LockDelay = d } }
 

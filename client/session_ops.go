@@ -41,6 +41,7 @@ func (s *session) acquire(ctx context.Context, name string, cfg acquireConfig, o
 		c: s.c, name: granted.Name, owner: granted.Owner, token: granted.Token,
 		sess: s, gen: gen, done: make(chan struct{}), ttl: granted.TTL, signed: granted.Signed,
 	}
+	l.setHeld(granted)
 	if l.name == "" {
 		l.name = name
 	}
@@ -82,7 +83,13 @@ func (s *session) renewLease(ctx context.Context, l *Lease) error {
 	// A renew hands back the lease's proof: the grant's own while its key
 	// lives, the signing key's once that key was retired --now (a leak) —
 	// then the old one names a key no guard knows: keep the new one.
-	l.resign(leaseFromProto(r.GetRenew().GetLease()).Signed)
+	renewed := leaseFromProto(r.GetRenew().GetLease())
+	l.resign(renewed.Signed)
+	l.mu.Lock()
+	if l.err == nil {
+		l.reproof(renewed.Proofs)
+	}
+	l.mu.Unlock()
 	return l.Err()
 }
 

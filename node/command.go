@@ -19,9 +19,18 @@ func bind(cmd state.Command, ref fence.SessionRef) state.Command {
 // no request_id gets the id the machine gives it (state.SessionRequestID):
 // its waiter is registered under it, so a retry of the seq (maybe on
 // another stream while this one still waits) is answered where it waits.
+//
+// A set (Locks) is proposed as the request lists it (the machine holds it
+// sorted); a set of one lock is that lock, proposed in the single form
+// (Name, Mode, Permits), so one lock has one form in the log.
 func acquireCommand(req fence.AcquireRequest) state.Command {
+	name, mode, permits, locks := req.Name, req.Mode, req.Permits, req.Locks
+	if len(locks) == 1 {
+		name, mode, permits, locks = locks[0].Name, locks[0].Mode, locks[0].Permits, nil
+	}
 	cmd := bind(state.Command{
-		Op: state.OpAcquire, Name: req.Name, Owner: req.Owner, TTL: req.TTL, Wait: req.Wait,
+		Op: state.OpAcquire, Name: name, Mode: mode, Permits: permits, Locks: append([]fence.LockSpec(nil), locks...),
+		Owner: req.Owner, TTL: req.TTL, Wait: req.Wait,
 		LockDelay: req.LockDelay, RequestID: req.RequestID,
 	}, req.Session)
 	if cmd.RequestID == "" && cmd.Session != 0 && cmd.Seq != 0 {

@@ -121,6 +121,14 @@ func (s nodeService) Get(ctx context.Context, name string) (fence.LockInfo, erro
 		l := *out.Lease
 		s.n.signLease(&l)
 		out.Lease = &l
+		// The same lease among the holders carries the same proof.
+		// (Another holder's proof is its own to ask for: the state
+		// records one principal per lock, the first holder's.)
+		for i := range out.Holders {
+			if out.Holders[i].Token == l.Token {
+				out.Holders[i] = l
+			}
+		}
 	}
 	return out, nil
 }
@@ -225,8 +233,14 @@ func (s nodeService) CloseSession(ctx context.Context, req fence.CloseSessionReq
 	return fence.Released{Replayed: res.Replayed && (err == nil || res.Err != nil)}, err
 }
 
+// lockInfo is a lock as the API reports it. Holders is the lease alone
+// until state.LockInfo reports every holder (issue 23, the state's part).
 func lockInfo(li state.LockInfo) fence.LockInfo {
-	return fence.LockInfo{Name: li.Name, Lease: li.Lease, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken}
+	out := fence.LockInfo{Name: li.Name, Lease: li.Lease, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken}
+	if li.Lease != nil {
+		out.Holders = []fence.Lease{*li.Lease}
+	}
+	return out
 }
 
 func resourceState(rs state.ResourceState) fence.ResourceState {

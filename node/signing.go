@@ -34,20 +34,36 @@ func NewKeySeed() ([]byte, error) { return newKeySeed() }
 // the key the state records for the lease if the state holds its seed (the
 // signing key if the lease is over, has no key, or its key is public-only
 // after a restore), or l's token alone when the state has no key or no
-// cluster id yet.
+// cluster id yet. A set's lease (l.Locks) gets one proof per lock in
+// l.Proofs, in Locks' order, all by the same key for the same token, each
+// for its lock's name, and Signed is Proofs[0] (Name is Locks[0].Name): a
+// guard of any lock of the set verifies that lock's proof. A shared or
+// permit holder's lease is a lease like any other.
 func (n *Node) signLease(l *fence.Lease) {
 	var key ed25519.PrivateKey
 	var clusterID string
 	var ok bool
 	n.fsm.read(func(m *state.Machine) { key, clusterID, ok = m.LeaseSigner(l.Name, l.Token) })
-	l.Signed = signWith(key, clusterID, ok, l)
+	signWith(key, clusterID, ok, l)
 }
 
-func signWith(key ed25519.PrivateKey, clusterID string, ok bool, l *fence.Lease) fence.SignedToken {
-	if !ok {
-		return fence.SignedToken{Token: l.Token}
+// signWith sets l's proofs (signLease) with key.
+func signWith(key ed25519.PrivateKey, clusterID string, ok bool, l *fence.Lease) {
+	sign := func(name string) fence.SignedToken {
+		if !ok {
+			return fence.SignedToken{Token: l.Token}
+		}
+		return fence.Sign(key, clusterID, name, l.Token)
 	}
-	return fence.Sign(key, clusterID, l.Name, l.Token)
+	if len(l.Locks) == 0 {
+		l.Signed, l.Proofs = sign(l.Name), nil
+		return
+	}
+	l.Proofs = make([]fence.SignedToken, len(l.Locks))
+	for i, s := range l.Locks {
+		l.Proofs[i] = sign(s.Name)
+	}
+	l.Signed = l.Proofs[0]
 }
 
 // KeySet is the applied state's public key set (state.Machine.KeySet): no

@@ -484,3 +484,33 @@ func TestAuthTokenTTLBounded(t *testing.T) {
 		t.Errorf("CreateToken with a ttl of ten years: %s, want a token", out["_raw"])
 	}
 }
+
+// A set acquire needs lock on every name it lists: a caller with lock on
+// jobs/ only is refused naming the first name of the set outside jobs/, in
+// the order the request lists them, and nothing changes.
+func TestAuthSetNeedsLockOnEveryName(t *testing.T) {
+	f := newAuthFixture(t)
+	before := f.fingerprint()
+	for _, tc := range []struct{ locks, want string }{
+		{`[{"name":"jobs/a"},{"name":"other/b"},{"name":"other/c"}]`, "other/b"},
+		{`[{"name":"other/c"},{"name":"jobs/a"}]`, "other/c"},
+		{`[{"name":"jobs/a"},{"name":"jobs/b","mode":"shared"},{"name":"other/c","permits":2}]`, "other/c"},
+	} {
+		code, out := f.post(fencev1connect.LockServiceAcquireProcedure, f.creds["lock"],
+			fmt.Sprintf(`{"locks":%s,"owner":"o","ttl":"30s"}`, tc.locks))
+		facts, _ := out["facts"].(map[string]any)
+		if code != http.StatusForbidden || out["reason"] != "PERMISSION_DENIED" || facts["name"] != tc.want || facts["permission"] != "lock" {
+			t.Errorf("set %s by a caller with lock:jobs/: %d %s, want 403 naming %q", tc.locks, code, out["_raw"], tc.want)
+		}
+	}
+	if after := f.fingerprint(); after != before {
+		t.Fatalf("a refused set changed the store:\n%s\nwant\n%s", after, before)
+	}
+	// Every name allowed: not a permission refusal (granted once the state
+	// grants sets).
+	code, out := f.post(fencev1connect.LockServiceAcquireProcedure, f.creds["lock"],
+		`{"locks":[{"name":"jobs/x"},{"name":"jobs/y"}],"owner":"o","ttl":"30s"}`)
+	if code == http.StatusForbidden {
+		t.Errorf("set of jobs/ names by a caller with lock:jobs/: %d %s", code, out["_raw"])
+	}
+}

@@ -14,7 +14,8 @@ import (
 // a lock, resource or session call (unary Connect, gRPC, gRPC-Web, plain
 // JSON, the session stream, a follower's forwarded call) goes through it.
 //
-// Permissions: lock on the lock's name for acquire, renew, release; lock
+// Permissions: lock on the lock's name for acquire (on every name of a
+// set), renew, release; lock
 // on any prefix to open, keep alive or close a session; read on the
 // lock's or resource's name for Get and Read; read on a prefix that starts
 // the requested prefix for List (a List whose prefix is wider than what
@@ -37,13 +38,27 @@ func (a authzService) done(ctx context.Context, method, name string, err error) 
 	return err
 }
 
+// Acquire needs lock on its name, or on every name of a set (req.Locks),
+// checked in the order the request lists them: the refusal names the
+// first the caller may not lock.
 func (a authzService) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.Grant, error) {
-	ctx, err := a.check(ctx, "Acquire", state.PermLock, req.Name)
+	name := req.Name
+	if len(req.Locks) > 0 && name == "" {
+		name = req.Locks[0].Name
+	}
+	ctx, err := a.check(ctx, "Acquire", state.PermLock, name)
 	if err != nil {
 		return fence.Grant{}, err
 	}
+	if req.Name == "" {
+		for _, s := range req.Locks[min(1, len(req.Locks)):] {
+			if _, err := a.check(ctx, "Acquire", state.PermLock, s.Name); err != nil {
+				return fence.Grant{}, err
+			}
+		}
+	}
 	g, err := a.inner.Acquire(ctx, req)
-	return g, a.done(ctx, "Acquire", req.Name, err)
+	return g, a.done(ctx, "Acquire", name, err)
 }
 
 func (a authzService) Renew(ctx context.Context, req fence.RenewRequest) (fence.Grant, error) {

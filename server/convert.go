@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -24,7 +25,42 @@ func leaseToProto(l *fence.Lease) *fencev1.Lease {
 		// Set where the node made it (grants, Get of a held lock): the
 		// bare token when it had no key to sign with; absent in List.
 		SignedToken: signedText(l.Signed),
+		Mode:        modeText(l.Mode),
+		Permits:     l.Permits,
+		Locks:       specsToProto(l.Locks),
+		Proofs:      proofsText(l.Proofs),
 	}
+}
+
+// modeText is a mode on the wire: "" for Exclusive (the default, absent
+// in JSON), else its name.
+func modeText(m fence.Mode) string {
+	if m == fence.Exclusive {
+		return ""
+	}
+	return m.String()
+}
+
+func specsToProto(specs []fence.LockSpec) []*fencev1.LockSpec {
+	if len(specs) == 0 {
+		return nil
+	}
+	out := make([]*fencev1.LockSpec, len(specs))
+	for i, s := range specs {
+		out[i] = &fencev1.LockSpec{Name: s.Name, Mode: modeText(s.Mode), Permits: s.Permits}
+	}
+	return out
+}
+
+func proofsText(proofs []fence.SignedToken) []string {
+	if len(proofs) == 0 {
+		return nil
+	}
+	out := make([]string, len(proofs))
+	for i, p := range proofs {
+		out[i] = signedText(p)
+	}
+	return out
 }
 
 func signedText(st fence.SignedToken) string {
@@ -40,6 +76,10 @@ func lockToProto(li fence.LockInfo) *fencev1.LockInfo {
 		Lease:     leaseToProto(li.Lease),
 		Waiters:   uint32(li.Waiters),
 		LastToken: uint64(li.LastToken),
+		Permits:   li.Permits,
+	}
+	for i := range li.Holders {
+		p.Holders = append(p.Holders, leaseToProto(&li.Holders[i]))
 	}
 	if li.LockDelayRemaining > 0 {
 		p.LockDelayRemaining = durationpb.New(li.LockDelayRemaining)
@@ -79,10 +119,64 @@ func acquireRequest(m *fencev1.AcquireRequest, b binding, max time.Duration) (fe
 	}
 	wait, wc := duration("wait", m.GetWait())
 	delay, dc := duration("lock_delay", m.GetLockDelay())
+	mode, mc := mode("mode", m.GetMode())
+	locks, lc := lockSpecs(m.GetLocks())
 	return fence.AcquireRequest{
-		Name: m.GetName(), Owner: m.GetOwner(), TTL: t, Wait: wait, LockDelay: delay,
+		Name: m.GetName(), Mode: mode, Permits: m.GetPermits(), Locks: locks,
+		Owner: m.GetOwner(), TTL: t, Wait: wait, LockDelay: delay,
 		RequestID: m.GetRequestId(), Session: b.ref(),
-	}, wire(tc, wc, dc)
+	}, wire(tc, wc, dc, mc, lc)
+}
+
+// mode reads a mode string; one that is neither "exclusive" nor "shared"
+// is judged in mode's place (Exclusive stands in for it).
+func mode(field, text string) (fence.Mode, fence.FieldCheck) {
+	m, err := fence.ParseMode(text)
+	if err != nil {
+		return fence.Exclusive, fence.FieldCheck{Field: "mode", Err: fence.Invalid(field, `"exclusive" or "shared"`, strconv.Quote(text))}
+	}
+	return m, fence.FieldCheck{}
+}
+
+// lockSpecs reads a set's locks. A mode that does not parse is judged in
+// name's place (where Validate judges a set's locks), in the order
+// Validate would judge it: the first lock's name, mode, permits and
+// duplicate before the next lock's (a bad mode stands in as Exclusive).
+func lockSpecs(ps []*fencev1.LockSpec) ([]fence.LockSpec, fence.FieldCheck) {
+	if len(ps) == 0 {
+		return nil, fence.FieldCheck{}
+	}
+	out := make([]fence.LockSpec, len(ps))
+	bad := make([]error, len(ps))
+	anyBad := false
+	for i, p := range ps {
+		m, mc := mode("locks["+strconv.Itoa(i)+"].mode", p.GetMode())
+		out[i] = fence.LockSpec{Name: p.GetName(), Mode: m, Permits: p.GetPermits()}
+		bad[i] = mc.Err
+		anyBad = anyBad || mc.Err != nil
+	}
+	if !anyBad || len(ps) > fence.MaxSetLocks {
+		return out, fence.FieldCheck{}
+	}
+	seen := make(map[string]bool, len(out))
+	for i, s := range out {
+		field := "locks[" + strconv.Itoa(i) + "]."
+		err := fence.ValidateName(field+"name", s.Name)
+		if err == nil {
+			err = bad[i]
+		}
+		if err == nil {
+			err = fence.ValidateLockSpec(field, s)
+		}
+		if err == nil && seen[s.Name] {
+			err = fence.Invalid(field+"name", "named once in a set", strconv.Quote(s.Name))
+		}
+		if err != nil {
+			return out, fence.FieldCheck{Field: "name", Err: err}
+		}
+		seen[s.Name] = true
+	}
+	return out, fence.FieldCheck{}
 }
 
 func renewRequest(m *fencev1.RenewRequest, b binding, max time.Duration) (fence.RenewRequest, []fence.FieldCheck) {

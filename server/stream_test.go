@@ -377,6 +377,14 @@ func TestStreamBadMessages(t *testing.T) {
 				{&fencev1.SessionRequest{Call: 6, Op: &fencev1.SessionRequest_Write{Write: &fencev1.WriteRequest{Resource: "r", Token: 0}}}, "token"},
 				{&fencev1.SessionRequest{Call: 7, Op: &fencev1.SessionRequest_KeepAlive{KeepAlive: &fencev1.KeepAliveRequest{Ttl: durationpb.New(25 * time.Hour)}}}, "ttl"},
 				{&fencev1.SessionRequest{Call: 8, Op: &fencev1.SessionRequest_Read{Read: &fencev1.ReadRequest{}}}, "resource"},
+				// Lock boundaries (issue 23): a mode string only the wire
+				// can carry, a set's lock's mode, a name twice.
+				{&fencev1.SessionRequest{Call: 10, Op: &fencev1.SessionRequest_Acquire{Acquire: &fencev1.AcquireRequest{Name: "x", Mode: "read"}}}, "mode"},
+				{&fencev1.SessionRequest{Call: 11, Op: &fencev1.SessionRequest_Acquire{Acquire: &fencev1.AcquireRequest{
+					Locks: []*fencev1.LockSpec{{Name: "a"}, {Name: "b", Mode: "x"}}}}}, "locks[1].mode"},
+				{&fencev1.SessionRequest{Call: 12, Op: &fencev1.SessionRequest_Acquire{Acquire: &fencev1.AcquireRequest{
+					Locks: []*fencev1.LockSpec{{Name: "a"}, {Name: "a"}}}}}, "locks[1].name"},
+				{&fencev1.SessionRequest{Call: 13, Op: &fencev1.SessionRequest_Acquire{Acquire: &fencev1.AcquireRequest{Name: "x", Permits: 2000}}}, "permits"},
 			} {
 				r := ts.call(tc.m)
 				var inv *fence.InvalidError

@@ -30,6 +30,7 @@ func TestRoundTrip(t *testing.T) {
 		{&fence.ResourceExhaustedError{Limit: `waiters on lock "x"`, Bound: "at most 1024", Got: "1024"}, fence.ErrResourceExhausted, connect.CodeResourceExhausted},
 		{&fence.ResourceExhaustedError{Limit: "remembered op_ids", Bound: "at most 1000000"}, fence.ErrResourceExhausted, connect.CodeResourceExhausted},
 		{&fence.SessionExpiredError{Session: 7}, fence.ErrSessionExpired, connect.CodeFailedPrecondition},
+		{&fence.PermitsMismatchError{Name: "exchange", Permits: 3, Current: 4}, fence.ErrPermitsMismatch, connect.CodeFailedPrecondition},
 	}
 	for _, tc := range cases {
 		ce := ToConnect(tc.err)
@@ -46,6 +47,10 @@ func TestRoundTrip(t *testing.T) {
 		}
 		if d, want := Detail(back), Detail(tc.err); d.String() != want.String() {
 			t.Fatalf("facts changed: %v, want %v", d, want)
+		}
+		var pm *fence.PermitsMismatchError
+		if want, ok := tc.err.(*fence.PermitsMismatchError); ok && (!errors.As(back, &pm) || *pm != *want) {
+			t.Fatalf("FromConnect(%v) = %#v, want %#v", ce, pm, want)
 		}
 	}
 }

@@ -64,6 +64,8 @@ func FromDetail(d *fencev1.ErrorDetail) error {
 		return &fence.UnauthenticatedError{Reason: d.GetGot()}
 	case fence.ReasonForgedToken:
 		return &fence.ForgedTokenError{Token: fence.Token(d.GetToken()), Name: d.GetName(), Reason: d.GetGot()}
+	case fence.ReasonPermitsMismatch:
+		return &fence.PermitsMismatchError{Name: d.GetName(), Permits: d.GetPermits(), Current: d.GetCurrentPermits()}
 	}
 	return nil
 }

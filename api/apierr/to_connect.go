@@ -20,7 +20,8 @@ func CodeOf(r fence.Reason) connect.Code {
 	case fence.ReasonBusy, fence.ReasonResourceExhausted:
 		// Told apart by the detail's reason.
 		return connect.CodeResourceExhausted
-	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired, fence.ReasonUnknownToken, fence.ReasonSessionExpired, fence.ReasonForgedToken:
+	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired, fence.ReasonUnknownToken, fence.ReasonSessionExpired, fence.ReasonForgedToken,
+		fence.ReasonPermitsMismatch:
 		return connect.CodeFailedPrecondition
 	case fence.ReasonOpConflict:
 		return connect.CodeAlreadyExists
@@ -155,6 +156,7 @@ func Detail(err error) *fencev1.ErrorDetail {
 		denied   *fence.PermissionDeniedError
 		unauth   *fence.UnauthenticatedError
 		forged   *fence.ForgedTokenError
+		permits  *fence.PermitsMismatchError
 	)
 	switch {
 	case errors.As(err, &busy):
@@ -183,6 +185,8 @@ func Detail(err error) *fencev1.ErrorDetail {
 		d.Got = unauth.Reason
 	case errors.As(err, &forged):
 		d.Token, d.Name, d.Got = uint64(forged.Token), forged.Name, forged.Reason
+	case errors.As(err, &permits):
+		d.Name, d.Permits, d.CurrentPermits = permits.Name, permits.Permits, permits.Current
 	}
 	return d
 }

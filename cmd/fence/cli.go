@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 )
 
@@ -174,14 +175,17 @@ commands:
   serve ... --raft-addr HOST:PORT (--bootstrap | --join URL | --peers ID=HOST:PORT,...)
                                                           run a cluster node
                                                           (fence serve --help: all its flags)
-  acquire NAME --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
+  acquire NAME... --ttl D [--owner S] [--wait D] [--request-id S] [--lock-delay D]
   renew NAME --token N [--ttl D]
   release NAME --token N
   hold NAME [--ttl D] [--wait D] [--owner S]              hold NAME until Ctrl-C
-  run NAME --ttl D [--wait D] [--grace D] -- CMD ARGS...   run CMD while holding NAME
+  run NAME... --ttl D [--wait D] [--grace D] -- CMD ARGS...
+                                                          run CMD while holding NAME
                                                           (run and hold wait for a held lock,
                                                           up to 24h; --wait 0 tries once;
-                                                          acquire tries once unless --wait D)
+                                                          acquire tries once unless --wait D;
+                                                          several NAMEs: one set, all or none;
+                                                          --shared, --permits N, --shared-lock NAME)
   locks [PREFIX] [--page-size N]                          list held, delayed or waited-for locks
   write RESOURCE --token N --value V [--op-id S]
   add RESOURCE --token N --delta N [--op-id S]
@@ -573,14 +577,15 @@ func (g *globals) call(extra time.Duration) (c *client.Client, ctx context.Conte
 
 // context returns the command's context: canceled by SIGINT/SIGTERM and
 // after --timeout plus extra.
-// acquireKept dials the server and takes lock name with a lease the client
+// acquireKept dials the server and takes the locks of specs (one lock, or a
+// set: acquireSpecs) with a lease the client
 // keeps alive, for run and hold: the lease is bound to the client's session,
 // whose TTL is ttl and whose keepalive (every TTL/3, over one stream) keeps
 // it, and verifyHeld renews it every TTL/3 so that a release behind its back
 // is noticed. SIGINT or SIGTERM during the wait abandons it (see context). On
 // success the caller closes c (which closes the session: the lease is freed
 // if it was not released).
-func (g *globals) acquireKept(name string, ttl, wait time.Duration, owner string) (c *client.Client, lease *client.Lease, err error) {
+func (g *globals) acquireKept(specs []fence.LockSpec, ttl, wait time.Duration, owner string) (c *client.Client, lease *client.Lease, err error) {
 	c, err = client.New(g.server, g.clientOptions(client.WithFailFast(), client.WithSessionTTL(ttl))...)
 	if err != nil {
 		return nil, nil, err
@@ -591,7 +596,7 @@ func (g *globals) acquireKept(name string, ttl, wait time.Duration, owner string
 	}
 	ctx, cancel := g.context(wait)
 	defer cancel()
-	lease, err = c.Acquire(ctx, name, opts...)
+	lease, err = acquireSpecs(ctx, c, specs, opts)
 	if err != nil {
 		c.Close()
 		return nil, nil, err

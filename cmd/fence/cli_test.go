@@ -51,13 +51,17 @@ func TestUsageExitCodes(t *testing.T) {
 		{nil, exitUsage},
 		{[]string{"frobnicate"}, exitUsage},
 		{[]string{"--bogus", "acquire"}, exitUsage},
-		{[]string{"acquire"}, exitUsage},                                    // no NAME
-		{[]string{"acquire", "x"}, exitUsage},                               // no --ttl
-		{[]string{"acquire", "x", "--ttl", "soon"}, exitUsage},              // not a duration
-		{[]string{"acquire", "x", "--ttl", "1ms"}, exitUsage},               // below MinTTL: INVALID_ARGUMENT
-		{[]string{"acquire", "a", "b", "--ttl", "1s"}, exitUsage},           // two names
-		{[]string{"write", "r", "--token", "0", "--value", "v"}, exitUsage}, // token 0: INVALID_ARGUMENT
-		{[]string{"write", "r", "--token", "-1"}, exitUsage},                // not a uint
+		{[]string{"acquire"}, exitUsage},                          // no NAME
+		{[]string{"acquire", "x"}, exitUsage},                     // no --ttl
+		{[]string{"acquire", "x", "--ttl", "soon"}, exitUsage},    // not a duration
+		{[]string{"acquire", "x", "--ttl", "1ms"}, exitUsage},     // below MinTTL: INVALID_ARGUMENT
+		{[]string{"acquire", "a", "a", "--ttl", "1s"}, exitUsage}, // a set naming a lock twice: INVALID_ARGUMENT
+		{[]string{"acquire", "a", "--ttl", "1s", "--permits", "1025"}, exitUsage},
+		{[]string{"acquire", "a", "--ttl", "1s", "--permits", "-1"}, exitUsage},
+		{[]string{"acquire", "a", "--ttl", "1s", "--shared", "--permits", "2"}, exitUsage}, // shared with permits: INVALID_ARGUMENT
+		{[]string{"hold", "--shared"}, exitUsage},                                          // no NAME
+		{[]string{"write", "r", "--token", "0", "--value", "v"}, exitUsage},                // token 0: INVALID_ARGUMENT
+		{[]string{"write", "r", "--token", "-1"}, exitUsage},                               // not a uint
 		{[]string{"add", "r", "--token", "1", "--delta", "x"}, exitUsage},
 		{[]string{"run", "x", "--ttl", "1s"}, exitUsage},          // no command
 		{[]string{"run", "--ttl", "1s", "--", "true"}, exitUsage}, // no NAME before --

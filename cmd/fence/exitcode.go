@@ -12,7 +12,7 @@ const (
 	exitError   = 1 // any other failure (server unreachable, ...)
 	exitUsage   = 2 // bad flags or arguments, or INVALID_ARGUMENT from the server
 	exitBusy    = 3 // BUSY: the lock is held, or the wait ran out
-	exitRefused = 4 // STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT, SESSION_EXPIRED, FORGED_TOKEN
+	exitRefused = 4 // STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT, SESSION_EXPIRED, FORGED_TOKEN, PERMITS_MISMATCH
 	exitLimit   = 5 // RESOURCE_EXHAUSTED: a server limit (waiters, resources, remembered ids)
 	// exitNoLeader: fence status and fence members answered, but no node
 	// that answered knows a leader (an election under way, no majority, a
@@ -39,7 +39,8 @@ func exitCodeOf(err error) int {
 		return exitLimit
 	case fence.ReasonStaleToken, fence.ReasonNotHolder, fence.ReasonLeaseExpired,
 		fence.ReasonUnknownToken, fence.ReasonOpConflict, fence.ReasonSessionExpired,
-		fence.ReasonPermissionDenied, fence.ReasonUnauthenticated, fence.ReasonForgedToken:
+		fence.ReasonPermissionDenied, fence.ReasonUnauthenticated, fence.ReasonForgedToken,
+		fence.ReasonPermitsMismatch:
 		return exitRefused
 	}
 	var usage *usageError

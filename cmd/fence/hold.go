@@ -31,9 +31,10 @@ type holdJSON struct {
 // `etcdctl lock NAME` without a command. If the lease is lost meanwhile it
 // says so and exits 1.
 func holdCmd(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("hold", `NAME [--ttl D] [--wait D] [--owner S]
+	fs := newFlagSet("hold", `NAME... [--ttl D] [--wait D] [--owner S] [--shared] [--permits N] [--shared-lock NAME]...
 
-Takes lock NAME — waiting while it is held, up to --wait (default 24h, the
+Takes lock NAME (several NAMEs: one set, all at once or none; --shared,
+--permits N and --shared-lock NAME as for fence acquire) — waiting while it is held, up to --wait (default 24h, the
 longest wait the server allows; --wait 0 tries once and exits 3 when it is
 held) — and holds it, renewed in the background, until SIGINT (Ctrl-C) or
 SIGTERM; then releases it and exits 0 (1 if the lease was lost meanwhile).
@@ -41,9 +42,20 @@ SIGTERM; then releases it and exits 0 (1 if the lease was lost meanwhile).
 	ttl := duration(fs, "ttl", client.DefaultTTL, "lease TTL, renewed every TTL/3 while held")
 	wait := duration(fs, "wait", fence.MaxWait, "while the lock is held, queue for it up to this long (the default is the longest wait the server allows), then exit 3 (BUSY); 0: try once")
 	owner := fs.String("owner", "", "owner label (default hostname:pid)")
-	pos, err := parseExact(fs, args, "NAME")
+	lf := addLockFlags(fs)
+	pos, after, err := parseArgs(fs, args)
 	if err != nil {
 		return usageExit(err)
+	}
+	pos = append(pos, after...)
+	if len(pos) == 0 {
+		fmt.Fprintln(stderr, "fence hold: want NAME (several: one set)")
+		fs.Usage()
+		return exitUsage
+	}
+	specs, err := lf.specs(pos)
+	if err != nil {
+		return fail(g, stdout, stderr, err)
 	}
 	// Signals are caught from the start, so that one just after the grant
 	// releases the lock (one during the wait abandons it: acquireKept).
@@ -51,13 +63,13 @@ SIGTERM; then releases it and exits 0 (1 if the lease was lost meanwhile).
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	c, lease, err := g.acquireKept(pos[0], *ttl, *wait, *owner)
+	c, lease, err := g.acquireKept(specs, *ttl, *wait, *owner)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
 	defer c.Close()
 	out := holdJSON{Name: lease.Name(), Owner: lease.Owner(), Token: uint64(lease.Token()), TTL: jsonDuration(lease.TTL()), Holding: true}
-	emit(g, stdout, fmt.Sprintf("holding %s token=%d ttl=%s (Ctrl-C to release)", nameHuman(lease.Name()), lease.Token(), lease.TTL()), out)
+	emit(g, stdout, fmt.Sprintf("holding %s token=%d ttl=%s (Ctrl-C to release)", leaseHuman(lease), lease.Token(), lease.TTL()), out)
 
 	select {
 	case <-sigs:

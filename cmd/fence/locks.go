@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 )
 
@@ -17,6 +19,34 @@ type lockJSON struct {
 	Waiters            int        `json:"waiters"`
 	LockDelayRemaining string     `json:"lockDelayRemaining,omitempty"`
 	LastToken          uint64     `json:"lastToken"`
+	// Every lease holding the lock (shared or permit holders; a set's
+	// lease on each of its locks), and its permit count (0: absent).
+	Holders []leaseJSON `json:"holders,omitempty"`
+	Permits uint32      `json:"permits,omitempty"`
+}
+
+func holderJSON(l fence.Lease) leaseJSON {
+	return leaseJSON{Name: l.Name, Owner: l.Owner, Token: uint64(l.Token), TTL: jsonDuration(l.TTL), Remaining: jsonDuration(l.Remaining),
+		Mode: modeJSON(l.Mode), Permits: l.Permits, Locks: specsJSON(l.Locks)}
+}
+
+// heldAs is how lease l holds lock name, for the MODE column: exclusive,
+// shared, or "permits N"; a set's lease says "set of N" after it.
+func heldAs(l fence.Lease, name string) string {
+	spec := fence.LockSpec{Name: l.Name, Mode: l.Mode, Permits: l.Permits}
+	for _, s := range l.Locks {
+		if s.Name == name {
+			spec = s
+		}
+	}
+	out := spec.Mode.String()
+	if spec.Permits > 0 {
+		out = "permits " + strconv.FormatUint(uint64(spec.Permits), 10)
+	}
+	if len(l.Locks) > 1 {
+		out += " (set of " + strconv.Itoa(len(l.Locks)) + ")"
+	}
+	return out
 }
 
 // locksCmd lists the locks whose names start with PREFIX, reading every
@@ -54,21 +84,36 @@ func locksCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	out := make([]lockJSON, 0, len(locks))
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTOKEN\tOWNER\tREMAINING\tWAITERS")
+	fmt.Fprintln(tw, "NAME\tTOKEN\tOWNER\tREMAINING\tWAITERS\tMODE")
 	for _, l := range locks {
-		j := lockJSON{Name: l.Name, Waiters: l.Waiters, LastToken: uint64(l.LastToken)}
+		j := lockJSON{Name: l.Name, Waiters: l.Waiters, LastToken: uint64(l.LastToken), Permits: l.Permits}
 		if l.LockDelayRemaining > 0 {
 			j.LockDelayRemaining = jsonDuration(l.LockDelayRemaining)
 		}
-		token, owner, remaining := "-", "-", "-"
-		if l.Lease != nil {
-			j.Lease = &leaseJSON{Name: l.Lease.Name, Owner: l.Lease.Owner, Token: uint64(l.Lease.Token),
-				TTL: jsonDuration(l.Lease.TTL), Remaining: jsonDuration(l.Lease.Remaining)}
-			token, owner, remaining = l.Lease.Token.String(), l.Lease.Owner, l.Lease.Remaining.Round(time.Millisecond).String()
-		} else if l.LockDelayRemaining > 0 {
-			remaining = "delay " + l.LockDelayRemaining.Round(time.Millisecond).String()
+		holders := l.Holders
+		if len(holders) == 0 && l.Lease != nil {
+			holders = []fence.Lease{*l.Lease}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", nameHuman(l.Name), token, nameHuman(owner), remaining, l.Waiters)
+		for _, h := range l.Holders {
+			j.Holders = append(j.Holders, holderJSON(h))
+		}
+		if l.Lease != nil {
+			lj := holderJSON(*l.Lease)
+			j.Lease = &lj
+		}
+		// One row per holder (a shared or permit lock has several), the
+		// name on each; a free lock has one row.
+		if len(holders) == 0 {
+			remaining := "-"
+			if l.LockDelayRemaining > 0 {
+				remaining = "delay " + l.LockDelayRemaining.Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t-\t-\t%s\t%d\t-\n", nameHuman(l.Name), remaining, l.Waiters)
+		}
+		for _, h := range holders {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", nameHuman(l.Name), h.Token, nameHuman(h.Owner),
+				h.Remaining.Round(time.Millisecond), l.Waiters, heldAs(h, l.Name))
+		}
 		out = append(out, j)
 	}
 	tw.Flush()

@@ -123,6 +123,7 @@ func errorJSON(err error) map[string]any {
 		inv     *fence.InvalidError
 		limit   *fence.ResourceExhaustedError
 		session *fence.SessionExpiredError
+		permits *fence.PermitsMismatchError
 	)
 	switch {
 	case errors.As(err, &busy):
@@ -145,6 +146,8 @@ func errorJSON(err error) map[string]any {
 		}
 	case errors.As(err, &session):
 		out["session"] = session.Session
+	case errors.As(err, &permits):
+		out["name"], out["permits"], out["currentPermits"] = permits.Name, permits.Permits, permits.Current
 	case errors.As(err, &limit):
 		out["limit"], out["bound"] = limit.Limit, limit.Bound
 		if limit.Got != "" {

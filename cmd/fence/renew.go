@@ -30,7 +30,8 @@ func renewCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	emit(g, stdout,
 		fmt.Sprintf("renewed %s token=%d ttl=%s remaining=%s", l.Name, l.Token, l.TTL, l.Remaining),
-		leaseJSON{Name: l.Name, Owner: l.Owner, Token: uint64(l.Token), TTL: jsonDuration(l.TTL), Remaining: jsonDuration(l.Remaining), SignedToken: signedText(l)})
+		leaseJSON{Name: l.Name, Owner: l.Owner, Token: uint64(l.Token), TTL: jsonDuration(l.TTL), Remaining: jsonDuration(l.Remaining), SignedToken: signedText(l),
+			Mode: modeJSON(l.Mode), Permits: l.Permits, Locks: specsJSON(l.Locks)})
 	return exitOK
 }
 

@@ -17,8 +17,12 @@ import (
 	"github.com/fenceworks/fence/client"
 )
 
-const runUsage = `NAME --ttl D [--wait D] [--grace D] [--owner S] -- CMD ARGS...
+const runUsage = `NAME... --ttl D [--wait D] [--grace D] [--owner S] [--shared] [--permits N] [--shared-lock NAME]... -- CMD ARGS...
 
+Several NAMEs before "--" are one set, taken all at once or not at all under
+one lease and one token (CMD also gets FENCE_LOCKS and FENCE_PROOFS: the
+set's names, sorted, and each one's signed token, as JSON arrays);
+--shared, --permits N and --shared-lock NAME as for fence acquire.
 Takes lock NAME — waiting while it is held, up to --wait (default 24h, the
 longest wait the server allows; --wait 0 tries once and exits 3 when it is
 held) — runs CMD with FENCE_LOCK, FENCE_TOKEN and FENCE_SIGNED_TOKEN (the
@@ -57,6 +61,7 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	wait := duration(fs, "wait", fence.MaxWait, "while the lock is held, queue for it up to this long (the default is the longest wait the server allows), then exit 3 (BUSY); 0: try once")
 	grace := duration(fs, "grace", 5*time.Second, "when renewals fail, SIGTERM goes out this long before the SIGKILL that ends CMD just before the lease's safe deadline")
 	owner := fs.String("owner", "", "owner label (default hostname:pid)")
+	lf := addLockFlags(fs)
 	pos, after, err := parseArgs(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -75,9 +80,18 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if *grace < 0 { // no SIGTERM would ever go out
 		return fail(g, stdout, stderr, fence.Invalid("grace", "at least 0s (0: SIGKILL with no SIGTERM first)", grace.String()))
 	}
-	name, argv := pos[0], append(pos[1:], after...)
+	names, argv := runSplit(pos, after)
+	if len(argv) == 0 {
+		fmt.Fprintln(stderr, "fence run: want a command after the lock names: fence run NAME... --ttl D -- CMD ARGS...")
+		fs.Usage()
+		return exitUsage
+	}
+	specs, err := lf.specs(names)
+	if err != nil {
+		return fail(g, stdout, stderr, err)
+	}
 
-	c, lease, err := g.acquireKept(name, *ttl, *wait, *owner)
+	c, lease, err := g.acquireKept(specs, *ttl, *wait, *owner)
 	if err != nil {
 		return fail(g, stdout, stderr, err)
 	}
@@ -87,9 +101,22 @@ func runCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer rcancel()
 	if err := lease.Release(rctx); err != nil && !errors.Is(err, client.ErrLeaseLost) {
-		fmt.Fprintf(stderr, "fence run: release %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "fence run: release %s: %v\n", nameHuman(lease.Name()), err)
 	}
 	return code
+}
+
+// runSplit splits run's arguments into lock names and the command: with a
+// "--", every argument before it is a lock name (a set when several);
+// without one, the first is the lock and the rest the command.
+func runSplit(pos, after []string) (names, argv []string) {
+	if len(after) > 0 {
+		return pos, after
+	}
+	if len(pos) == 0 {
+		return nil, nil
+	}
+	return pos[:1], pos[1:]
 }
 
 // superviseChild runs argv while lease is held and returns its exit code.
@@ -110,6 +137,7 @@ func superviseChild(lease *client.Lease, argv []string, grace time.Duration, std
 		// The token with its proof, for a guard holding the key set; the
 		// numeric FENCE_TOKEN stays (scripts compare it).
 		"FENCE_SIGNED_TOKEN="+lease.SignedToken().String())
+	cmd.Env = append(cmd.Env, leaseLocksEnv(lease)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	// Setpgid: CMD leads a process group of its own, which kill signals as
 	// a whole. Pdeathsig: if fence run itself dies (kill -9, a crash), the

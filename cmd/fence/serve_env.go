@@ -27,9 +27,11 @@ var noEnv = map[string]bool{"server": true, "json": true, "timeout": true, "h": 
 // reservedEnv are FENCE_ variables with another meaning, which no serve
 // flag may take as its own: FENCE_SERVER (every command's --server),
 // FENCE_CACERT, FENCE_CERT and FENCE_KEY (the CLI's TLS flags), FENCE_AUTH_TOKEN (its bearer token),
-// FENCE_LOCK and FENCE_TOKEN (what `fence run` gives its child),
+// FENCE_LOCK, FENCE_TOKEN, FENCE_SIGNED_TOKEN, FENCE_LOCKS and FENCE_PROOFS
+// (what `fence run` gives its child),
 // FENCE_PLANTBUG (test builds) and the FENCE_TEST_ prefix (test hooks).
-var reservedEnv = []string{"FENCE_SERVER", "FENCE_CACERT", "FENCE_CERT", "FENCE_KEY", "FENCE_AUTH_TOKEN", "FENCE_LOCK", "FENCE_TOKEN", "FENCE_PLANTBUG"}
+var reservedEnv = []string{"FENCE_SERVER", "FENCE_CACERT", "FENCE_CERT", "FENCE_KEY", "FENCE_AUTH_TOKEN", "FENCE_LOCK", "FENCE_TOKEN",
+	"FENCE_SIGNED_TOKEN", "FENCE_LOCKS", "FENCE_PROOFS", "FENCE_PLANTBUG"}
 
 const reservedEnvPrefix = "FENCE_TEST_"
 

@@ -252,7 +252,7 @@ func TestProcessServeLogFormatJSON(t *testing.T) {
 func TestServeUnknownEnv(t *testing.T) {
 	fs, _ := serveFlags(&globals{}, io.Discard)
 	got := unknownEnv(fs, []string{"FENCE_MAXTTL=1h", "FENCE_WHATEVER=1", "FENCE_MAX_TTL=1h", "FENCE_SERVER=http://x", "FENCE_LOCK=a",
-		"FENCE_TOKEN=1", "FENCE_PLANTBUG=x", "FENCE_TEST_CLOCK_RATE=1", "FENCE_TEST_POSTGRES=x", "PATH=/bin", "FENCE_LOG_LEVEL=debug"})
+		"FENCE_TOKEN=1", "FENCE_SIGNED_TOKEN=1", "FENCE_LOCKS=[]", "FENCE_PROOFS=[]", "FENCE_PLANTBUG=x", "FENCE_TEST_CLOCK_RATE=1", "FENCE_TEST_POSTGRES=x", "PATH=/bin", "FENCE_LOG_LEVEL=debug"})
 	want := [][2]string{{"FENCE_MAXTTL", "FENCE_MAX_TTL"}, {"FENCE_WHATEVER", ""}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("unknownEnv = %q, want %q", got, want)

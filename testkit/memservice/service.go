@@ -43,8 +43,14 @@ func (s *Service) Acquire(ctx context.Context, req fence.AcquireRequest) (fence.
 	if err := req.Validate(s.limits()); err != nil {
 		return fence.Grant{}, err
 	}
+	// As node/command.go: a set of one lock is that lock.
+	name, mode, permits, locks := req.Name, req.Mode, req.Permits, req.Locks
+	if len(locks) == 1 {
+		name, mode, permits, locks = locks[0].Name, locks[0].Mode, locks[0].Permits, nil
+	}
 	return s.grant(ctx, bind(state.Command{
-		Op: state.OpAcquire, Name: req.Name, Owner: req.Owner, TTL: req.TTL, Wait: req.Wait,
+		Op: state.OpAcquire, Name: name, Mode: mode, Permits: permits, Locks: append([]fence.LockSpec(nil), locks...),
+		Owner: req.Owner, TTL: req.TTL, Wait: req.Wait,
 		LockDelay: req.LockDelay, RequestID: req.RequestID,
 	}, req.Session), "acquire applied without a lease")
 }
@@ -109,6 +115,11 @@ func (s *Service) Get(ctx context.Context, name string) (fence.LockInfo, error) 
 		l := *out.Lease
 		s.sign(&l)
 		out.Lease = &l
+		for i := range out.Holders { // as node/service.go
+			if out.Holders[i].Token == l.Token {
+				out.Holders[i] = l
+			}
+		}
 	}
 	return out, nil
 }
@@ -119,11 +130,22 @@ func (s *Service) sign(l *fence.Lease) {
 	s.mu.Lock()
 	key, clusterID, ok := s.m.LeaseSigner(l.Name, l.Token)
 	s.mu.Unlock()
-	if !ok {
-		l.Signed = fence.SignedToken{Token: l.Token}
+	sign := func(name string) fence.SignedToken {
+		if !ok {
+			return fence.SignedToken{Token: l.Token}
+		}
+		return fence.Sign(key, clusterID, name, l.Token)
+	}
+	if len(l.Locks) == 0 {
+		l.Signed, l.Proofs = sign(l.Name), nil
 		return
 	}
-	l.Signed = fence.Sign(key, clusterID, l.Name, l.Token)
+	// A set's lease: one proof per lock (as node/signing.go).
+	l.Proofs = make([]fence.SignedToken, len(l.Locks))
+	for i, spec := range l.Locks {
+		l.Proofs[i] = sign(spec.Name)
+	}
+	l.Signed = l.Proofs[0]
 }
 
 // verifySigned checks a write's signed token (if it carries one) against
@@ -243,8 +265,14 @@ func (s *Service) CloseSession(ctx context.Context, req fence.CloseSessionReques
 	return fence.Released{Replayed: res.Replayed && (err == nil || res.Err != nil)}, err
 }
 
+// lockInfo: Holders is the lease alone until state.LockInfo reports every
+// holder (as node/service.go).
 func lockInfo(li state.LockInfo) fence.LockInfo {
-	return fence.LockInfo{Name: li.Name, Lease: li.Lease, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken}
+	out := fence.LockInfo{Name: li.Name, Lease: li.Lease, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken}
+	if li.Lease != nil {
+		out.Holders = []fence.Lease{*li.Lease}
+	}
+	return out
 }
 
 func resourceState(rs state.ResourceState) fence.ResourceState {

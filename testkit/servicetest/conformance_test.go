@@ -137,3 +137,23 @@ func TestConformanceInMemory(t *testing.T) {
 	})
 	Compare(t, "local node", local, "in memory", mem)
 }
+
+// TestConformanceLockBoundaries runs the lock-boundary table against the
+// local node, the remote client over a real server, a follower of a
+// three-node cluster and testkit/memservice, and checks that all answered
+// every call alike (needs the state's sets, modes and permits).
+func TestConformanceLockBoundaries(t *testing.T) {
+	t.Parallel() // on stores and clusters of its own
+	var local, remote, forwarded, mem []Outcome
+	t.Run("local node", func(t *testing.T) { local = RunBoundaries(t, localTarget(t)) })
+	t.Run("remote client", func(t *testing.T) { remote = RunBoundaries(t, remoteTarget(t)) })
+	t.Run("forwarded by a follower", func(t *testing.T) { forwarded = RunBoundaries(t, forwardedTarget(t)) })
+	t.Run("in memory", func(t *testing.T) {
+		s := memservice.New(memservice.Config{Rules: rules})
+		t.Cleanup(func() { s.Close() })
+		mem = RunBoundaries(t, Target{Service: s, Stop: func() { s.Close() }})
+	})
+	Compare(t, "local node", local, "remote client", remote)
+	Compare(t, "local node", local, "forwarded by a follower", forwarded)
+	Compare(t, "local node", local, "in memory", mem)
+}

@@ -51,6 +51,15 @@ type step struct {
 	want []string
 }
 
+// manyLocks is a set of n locks, l0 ... l(n-1).
+func manyLocks(n int) []fence.LockSpec {
+	out := make([]fence.LockSpec, n)
+	for i := range out {
+		out[i] = fence.LockSpec{Name: fmt.Sprintf("l%d", i)}
+	}
+	return out
+}
+
 func acquire(req fence.AcquireRequest) func(context.Context, *run) (any, error) {
 	return func(ctx context.Context, r *run) (any, error) { return r.svc.Acquire(ctx, req) }
 }
@@ -148,6 +157,28 @@ var table = []step{
 		[]string{"INVALID_ARGUMENT", "Field:owner"}},
 	{"request_id too long", acquire(fence.AcquireRequest{Name: "c", TTL: 10 * time.Second, RequestID: strings.Repeat("r", fence.MaxIDBytes+1)}),
 		[]string{"INVALID_ARGUMENT", "Field:request_id"}},
+	{"name and locks both", acquire(fence.AcquireRequest{Name: "c", Locks: []fence.LockSpec{{Name: "d"}, {Name: "e"}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:name "}},
+	{"a set naming a lock twice", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {Name: "e"}, {Name: "d"}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks[2].name "}},
+	{"a set of too many locks", acquire(fence.AcquireRequest{Locks: manyLocks(fence.MaxSetLocks + 1), TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks ", "at most 64 locks"}},
+	{"a set with an empty name", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks[1].name "}},
+	{"a set's lock with too many permits", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {Name: "e", Permits: fence.MaxPermits + 1}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks[1].permits ", "at most 1024"}},
+	{"a set's lock shared with permits", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d", Mode: fence.Shared, Permits: 2}, {Name: "e"}}, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:locks[0].mode "}},
+	{"a set with a mode of its own", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {Name: "e"}}, Mode: fence.Shared, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:mode "}},
+	{"a set with permits of its own", acquire(fence.AcquireRequest{Locks: []fence.LockSpec{{Name: "d"}, {Name: "e"}}, Permits: 2, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:permits "}},
+	{"too many permits", acquire(fence.AcquireRequest{Name: "c", Permits: fence.MaxPermits + 1, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:permits ", "at most 1024"}},
+	{"shared with permits", acquire(fence.AcquireRequest{Name: "c", Mode: fence.Shared, Permits: 2, TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:mode "}},
+	{"too many permits and no owner bound: permits is judged before owner", acquire(fence.AcquireRequest{Name: "c", Permits: fence.MaxPermits + 1, Owner: strings.Repeat("o", fence.MaxOwnerBytes+1), TTL: 10 * time.Second}),
+		[]string{"INVALID_ARGUMENT", "Field:permits "}},
 	{"value too large", func(ctx context.Context, r *run) (any, error) {
 		return r.svc.Write(ctx, fence.WriteRequest{Resource: "res", Token: r.tokens["a2"], Value: make([]byte, fence.MaxValueBytes+1)})
 	}, []string{"INVALID_ARGUMENT", "Field:value"}},
@@ -293,11 +324,23 @@ func waitFor(ctx context.Context, r *run, name string, ok func(fence.LockInfo) b
 // it returns the outcomes, for Compare.
 func Run(t *testing.T, target Target) []Outcome {
 	t.Helper()
+	return runSteps(t, target, table)
+}
+
+// RunBoundaries runs the lock-boundary table (boundaries.go) against
+// target, as Run runs the conformance table.
+func RunBoundaries(t *testing.T, target Target) []Outcome {
+	t.Helper()
+	return runSteps(t, target, boundaryTable)
+}
+
+func runSteps(t *testing.T, target Target, steps []step) []Outcome {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := &run{svc: target.Service, stop: target.Stop, tokens: map[string]fence.Token{}}
-	out := make([]Outcome, 0, len(table))
-	for _, s := range table {
+	out := make([]Outcome, 0, len(steps))
+	for _, s := range steps {
 		v, err := s.do(ctx, r)
 		o := outcome(s.name, v, err)
 		out = append(out, o)
@@ -370,13 +413,26 @@ func lease(l fence.Lease) fence.Lease {
 		l.Remaining = 0
 	}
 	// The proof differs from one cluster to another (its id and keys are
-	// its own): compared is that the lease carries one, for its token.
-	proof := "unsigned"
-	if l.Signed.Signed() {
-		proof = "signed"
+	// its own): compared is that the lease carries one, for its token
+	// (printed as "<token>.signed.key.c2ln", or the bare token).
+	l.Signed = proofShape(l.Signed)
+	if l.Proofs != nil {
+		proofs := make([]fence.SignedToken, len(l.Proofs))
+		for i, p := range l.Proofs {
+			proofs[i] = proofShape(p)
+		}
+		l.Proofs = proofs
 	}
-	l.Signed = fence.SignedToken{Token: l.Signed.Token, ClusterID: proof}
 	return l
+}
+
+// proofShape is p with what is a cluster's own replaced: a proof of p's
+// token, or none.
+func proofShape(p fence.SignedToken) fence.SignedToken {
+	if !p.Signed() {
+		return fence.SignedToken{Token: p.Token}
+	}
+	return fence.SignedToken{Token: p.Token, ClusterID: "signed", KeyID: "key", Signature: []byte("sig")}
 }
 
 // lockText is a fence.LockInfo made printable: its lease by value (nil:
@@ -384,15 +440,20 @@ func lease(l fence.Lease) fence.Lease {
 type lockText struct {
 	Name      string
 	Lease     any
+	Holders   []fence.Lease
+	Permits   uint32
 	Waiters   int
 	Delayed   bool
 	LastToken fence.Token
 }
 
 func lockInfo(li fence.LockInfo) lockText {
-	t := lockText{Name: li.Name, Lease: "<nil>", Waiters: li.Waiters, Delayed: li.LockDelayRemaining > 0, LastToken: li.LastToken}
+	t := lockText{Name: li.Name, Lease: "<nil>", Permits: li.Permits, Waiters: li.Waiters, Delayed: li.LockDelayRemaining > 0, LastToken: li.LastToken}
 	if li.Lease != nil {
 		t.Lease = lease(*li.Lease)
+	}
+	for _, h := range li.Holders {
+		t.Holders = append(t.Holders, lease(h))
 	}
 	return t
 }
@@ -447,6 +508,7 @@ func typed(err error) any {
 		inv     *fence.InvalidError
 		limit   *fence.ResourceExhaustedError
 		sess    *fence.SessionExpiredError
+		permits *fence.PermitsMismatchError
 	)
 	switch {
 	case errors.As(err, &busy):
@@ -469,6 +531,8 @@ func typed(err error) any {
 		return *limit
 	case errors.As(err, &sess):
 		return *sess
+	case errors.As(err, &permits):
+		return *permits
 	}
 	return err
 }

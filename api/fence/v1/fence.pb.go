@@ -1016,7 +1016,20 @@ type Lease struct {
 	// holding the cluster's key set (KeyService, GET /v1/keys) verifies. Set
 	// on the replies of Acquire, Renew and Get of a held lock; the bare token
 	// when the cluster had no signing key yet; absent in List.
-	SignedToken   string `protobuf:"bytes,6,opt,name=signed_token,json=signedToken,proto3" json:"signed_token,omitempty"`
+	SignedToken string `protobuf:"bytes,6,opt,name=signed_token,json=signedToken,proto3" json:"signed_token,omitempty"`
+	// How the lease holds name: "exclusive" (the default, absent in JSON) or
+	// "shared"; permits > 0: one of that many permits of a semaphore.
+	Mode    string `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"`
+	Permits uint32 `protobuf:"varint,8,opt,name=permits,proto3" json:"permits,omitempty"`
+	// A set's lease: every lock of the set, sorted by name (name is
+	// locks[0].name). One token holds them all; renewing or releasing the
+	// lease by any of its names renews or releases every one. Empty for a
+	// lease of one lock.
+	Locks []*LockSpec `protobuf:"bytes,9,rep,name=locks,proto3" json:"locks,omitempty"`
+	// A set's proofs: proofs[i] is the token's proof for locks[i].name, in
+	// signed_token's form (signed_token is proofs[0]). A guard protecting
+	// one lock's resource verifies that lock's proof.
+	Proofs        []string `protobuf:"bytes,10,rep,name=proofs,proto3" json:"proofs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1093,6 +1106,99 @@ func (x *Lease) GetSignedToken() string {
 	return ""
 }
 
+func (x *Lease) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Lease) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *Lease) GetLocks() []*LockSpec {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *Lease) GetProofs() []string {
+	if x != nil {
+		return x.Proofs
+	}
+	return nil
+}
+
+// LockSpec is one lock of a set acquire (AcquireRequest.locks) and of the
+// lease that holds it (Lease.locks).
+type LockSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "exclusive" (default) or "shared".
+	Mode string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// > 0: the lock is a semaphore of that many permits (mode exclusive).
+	// Every request on a lock with holders or waiters names its count.
+	Permits       uint32 `protobuf:"varint,3,opt,name=permits,proto3" json:"permits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockSpec) Reset() {
+	*x = LockSpec{}
+	mi := &file_fence_v1_fence_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockSpec) ProtoMessage() {}
+
+func (x *LockSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockSpec.ProtoReflect.Descriptor instead.
+func (*LockSpec) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LockSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockSpec) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *LockSpec) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1108,14 +1214,25 @@ type AcquireRequest struct {
 	// Bind to a session (and, with seq, apply exactly once). On
 	// SessionService.Stream the stream's session and the request's seq are
 	// used instead.
-	Session       *SessionRef `protobuf:"bytes,20,opt,name=session,proto3" json:"session,omitempty"`
+	Session *SessionRef `protobuf:"bytes,20,opt,name=session,proto3" json:"session,omitempty"`
+	// How name is held: "exclusive" (default: the only holder) or "shared"
+	// (beside other shared holders, never beside an exclusive one).
+	Mode string `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"`
+	// > 0: name is a semaphore of that many permits, each holder with its
+	// own lease and token (mode exclusive). A count other than the lock's
+	// current one is refused PERMITS_MISMATCH.
+	Permits uint32 `protobuf:"varint,8,opt,name=permits,proto3" json:"permits,omitempty"`
+	// Instead of name, mode and permits: a set of 2 to 64 locks granted all
+	// at once or none, under one lease and one token, in any order (held
+	// sorted by name). A set of one lock is that lock.
+	Locks         []*LockSpec `protobuf:"bytes,9,rep,name=locks,proto3" json:"locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[11]
+	mi := &file_fence_v1_fence_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1244,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[11]
+	mi := &file_fence_v1_fence_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1257,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{11}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -1192,6 +1309,27 @@ func (x *AcquireRequest) GetSession() *SessionRef {
 	return nil
 }
 
+func (x *AcquireRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *AcquireRequest) GetLocks() []*LockSpec {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
 type AcquireResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lease *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
@@ -1204,7 +1342,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[12]
+	mi := &file_fence_v1_fence_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1354,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[12]
+	mi := &file_fence_v1_fence_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1367,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{12}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireResponse) GetLease() *Lease {
@@ -1262,7 +1400,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[13]
+	mi := &file_fence_v1_fence_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1412,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[13]
+	mi := &file_fence_v1_fence_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1425,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{13}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewRequest) GetName() string {
@@ -1333,7 +1471,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[14]
+	mi := &file_fence_v1_fence_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1483,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[14]
+	mi := &file_fence_v1_fence_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1496,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{14}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewResponse) GetLease() *Lease {
@@ -1396,7 +1534,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[15]
+	mi := &file_fence_v1_fence_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1546,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[15]
+	mi := &file_fence_v1_fence_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1559,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{15}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -1456,7 +1594,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[16]
+	mi := &file_fence_v1_fence_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1606,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[16]
+	mi := &file_fence_v1_fence_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1619,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{16}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReleaseResponse) GetReplayed() bool {
@@ -1500,7 +1638,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[17]
+	mi := &file_fence_v1_fence_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1650,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[17]
+	mi := &file_fence_v1_fence_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1663,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{17}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRequest) GetName() string {
@@ -1544,7 +1682,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[18]
+	mi := &file_fence_v1_fence_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1694,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[18]
+	mi := &file_fence_v1_fence_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1707,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{18}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetResponse) GetLock() *LockInfo {
@@ -1592,7 +1730,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[19]
+	mi := &file_fence_v1_fence_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1742,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[19]
+	mi := &file_fence_v1_fence_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1755,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{19}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -1652,7 +1790,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[20]
+	mi := &file_fence_v1_fence_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1802,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[20]
+	mi := &file_fence_v1_fence_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1815,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{20}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListResponse) GetLocks() []*LockInfo {
@@ -1704,14 +1842,21 @@ type LockInfo struct {
 	// Time left of a lock-delay, if one is running.
 	LockDelayRemaining *durationpb.Duration `protobuf:"bytes,4,opt,name=lock_delay_remaining,json=lockDelayRemaining,proto3" json:"lock_delay_remaining,omitempty"`
 	// The token of the last grant of this lock.
-	LastToken     uint64 `protobuf:"varint,5,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	LastToken uint64 `protobuf:"varint,5,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	// Every lease holding the lock, in grant order: one exclusive holder, or
+	// its shared or permit holders (lease is the first). A set's lease is
+	// listed on each of its locks.
+	Holders []*Lease `protobuf:"bytes,6,rep,name=holders,proto3" json:"holders,omitempty"`
+	// The lock's permit count while it is held or waited for (0: not a
+	// semaphore).
+	Permits       uint32 `protobuf:"varint,7,opt,name=permits,proto3" json:"permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[21]
+	mi := &file_fence_v1_fence_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1868,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[21]
+	mi := &file_fence_v1_fence_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1881,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{21}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LockInfo) GetName() string {
@@ -1774,6 +1919,20 @@ func (x *LockInfo) GetLastToken() uint64 {
 	return 0
 }
 
+func (x *LockInfo) GetHolders() []*Lease {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *LockInfo) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
 type ResourceState struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Resource string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
@@ -1795,7 +1954,7 @@ type ResourceState struct {
 
 func (x *ResourceState) Reset() {
 	*x = ResourceState{}
-	mi := &file_fence_v1_fence_proto_msgTypes[22]
+	mi := &file_fence_v1_fence_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +1966,7 @@ func (x *ResourceState) String() string {
 func (*ResourceState) ProtoMessage() {}
 
 func (x *ResourceState) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[22]
+	mi := &file_fence_v1_fence_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +1979,7 @@ func (x *ResourceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceState.ProtoReflect.Descriptor instead.
 func (*ResourceState) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{22}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResourceState) GetResource() string {
@@ -1892,7 +2051,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[23]
+	mi := &file_fence_v1_fence_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2063,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[23]
+	mi := &file_fence_v1_fence_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2076,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{23}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WriteRequest) GetResource() string {
@@ -1980,7 +2139,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[24]
+	mi := &file_fence_v1_fence_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2151,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[24]
+	mi := &file_fence_v1_fence_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2164,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{24}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WriteResponse) GetState() *ResourceState {
@@ -2044,7 +2203,7 @@ type AddRequest struct {
 
 func (x *AddRequest) Reset() {
 	*x = AddRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[25]
+	mi := &file_fence_v1_fence_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2215,7 @@ func (x *AddRequest) String() string {
 func (*AddRequest) ProtoMessage() {}
 
 func (x *AddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[25]
+	mi := &file_fence_v1_fence_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2228,7 @@ func (x *AddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRequest.ProtoReflect.Descriptor instead.
 func (*AddRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{25}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AddRequest) GetResource() string {
@@ -2126,7 +2285,7 @@ type AddResponse struct {
 
 func (x *AddResponse) Reset() {
 	*x = AddResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[26]
+	mi := &file_fence_v1_fence_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2297,7 @@ func (x *AddResponse) String() string {
 func (*AddResponse) ProtoMessage() {}
 
 func (x *AddResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[26]
+	mi := &file_fence_v1_fence_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2310,7 @@ func (x *AddResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddResponse.ProtoReflect.Descriptor instead.
 func (*AddResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{26}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AddResponse) GetState() *ResourceState {
@@ -2184,7 +2343,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[27]
+	mi := &file_fence_v1_fence_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2355,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[27]
+	mi := &file_fence_v1_fence_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2368,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{27}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadRequest) GetResource() string {
@@ -2228,7 +2387,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[28]
+	mi := &file_fence_v1_fence_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2399,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[28]
+	mi := &file_fence_v1_fence_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2412,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{28}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadResponse) GetState() *ResourceState {
@@ -2285,7 +2444,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[29]
+	mi := &file_fence_v1_fence_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2456,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[29]
+	mi := &file_fence_v1_fence_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2469,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{29}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteRequest) GetResource() string {
@@ -2359,7 +2518,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[30]
+	mi := &file_fence_v1_fence_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2530,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[30]
+	mi := &file_fence_v1_fence_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2543,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{30}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteResponse) GetState() *ResourceState {
@@ -2406,7 +2565,8 @@ type ErrorDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// BUSY, STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT,
 	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SESSION_EXPIRED, PERMISSION_DENIED,
-	// UNAUTHENTICATED, FORGED_TOKEN (token, name, and why in "got").
+	// UNAUTHENTICATED, FORGED_TOKEN (token, name, and why in "got"),
+	// PERMITS_MISMATCH (name, permits, current_permits).
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// INVALID_ARGUMENT: the field and the rule it broke.
 	// RESOURCE_EXHAUSTED: bound is the limit's rule ("at most 1024").
@@ -2441,15 +2601,19 @@ type ErrorDetail struct {
 	// permission: lock, read, write, admin; or lease, session, request_id
 	// when those are another principal's), on name. UNAUTHENTICATED: why
 	// (in field "permission" empty, the reason in "got").
-	Principal     string `protobuf:"bytes,17,opt,name=principal,proto3" json:"principal,omitempty"`
-	Permission    string `protobuf:"bytes,18,opt,name=permission,proto3" json:"permission,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Principal  string `protobuf:"bytes,17,opt,name=principal,proto3" json:"principal,omitempty"`
+	Permission string `protobuf:"bytes,18,opt,name=permission,proto3" json:"permission,omitempty"`
+	// PERMITS_MISMATCH: the permit count the request named (permits) and the
+	// lock's (current_permits), on name.
+	Permits        uint32 `protobuf:"varint,19,opt,name=permits,proto3" json:"permits,omitempty"`
+	CurrentPermits uint32 `protobuf:"varint,20,opt,name=current_permits,json=currentPermits,proto3" json:"current_permits,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_fence_v1_fence_proto_msgTypes[31]
+	mi := &file_fence_v1_fence_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2625,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[31]
+	mi := &file_fence_v1_fence_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2638,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{31}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ErrorDetail) GetReason() string {
@@ -2603,6 +2767,20 @@ func (x *ErrorDetail) GetPermission() string {
 	return ""
 }
 
+func (x *ErrorDetail) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetCurrentPermits() uint32 {
+	if x != nil {
+		return x.CurrentPermits
+	}
+	return 0
+}
+
 type MembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2611,7 +2789,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[32]
+	mi := &file_fence_v1_fence_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2801,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[32]
+	mi := &file_fence_v1_fence_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2814,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{32}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{33}
 }
 
 type MembersResponse struct {
@@ -2650,7 +2828,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[33]
+	mi := &file_fence_v1_fence_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2840,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[33]
+	mi := &file_fence_v1_fence_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2853,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{33}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -2710,7 +2888,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_fence_v1_fence_proto_msgTypes[34]
+	mi := &file_fence_v1_fence_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2900,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[34]
+	mi := &file_fence_v1_fence_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2913,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{34}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Member) GetId() string {
@@ -2800,7 +2978,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[35]
+	mi := &file_fence_v1_fence_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2990,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[35]
+	mi := &file_fence_v1_fence_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +3003,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{35}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -2864,7 +3042,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[36]
+	mi := &file_fence_v1_fence_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3054,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[36]
+	mi := &file_fence_v1_fence_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3067,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{36}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{37}
 }
 
 type RemoveMemberRequest struct {
@@ -2901,7 +3079,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[37]
+	mi := &file_fence_v1_fence_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3091,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[37]
+	mi := &file_fence_v1_fence_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3104,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{37}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -2947,7 +3125,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[38]
+	mi := &file_fence_v1_fence_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3137,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[38]
+	mi := &file_fence_v1_fence_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3150,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{38}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RemoveMemberResponse) GetWasMember() bool {
@@ -2992,7 +3170,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[39]
+	mi := &file_fence_v1_fence_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3182,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[39]
+	mi := &file_fence_v1_fence_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3195,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{39}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -3037,7 +3215,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[40]
+	mi := &file_fence_v1_fence_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3227,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[40]
+	mi := &file_fence_v1_fence_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3240,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{40}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3086,7 +3264,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[41]
+	mi := &file_fence_v1_fence_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3098,7 +3276,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[41]
+	mi := &file_fence_v1_fence_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3111,7 +3289,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{41}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeStatusRequest) GetAdding() bool {
@@ -3180,7 +3358,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[42]
+	mi := &file_fence_v1_fence_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3370,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[42]
+	mi := &file_fence_v1_fence_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3383,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{42}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeStatusResponse) GetId() string {
@@ -3391,7 +3569,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[43]
+	mi := &file_fence_v1_fence_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3581,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[43]
+	mi := &file_fence_v1_fence_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3594,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{43}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{44}
 }
 
 type BackupResponse struct {
@@ -3431,7 +3609,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[44]
+	mi := &file_fence_v1_fence_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3621,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[44]
+	mi := &file_fence_v1_fence_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3634,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{44}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -3500,7 +3678,7 @@ type BackupHeader struct {
 
 func (x *BackupHeader) Reset() {
 	*x = BackupHeader{}
-	mi := &file_fence_v1_fence_proto_msgTypes[45]
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3512,7 +3690,7 @@ func (x *BackupHeader) String() string {
 func (*BackupHeader) ProtoMessage() {}
 
 func (x *BackupHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[45]
+	mi := &file_fence_v1_fence_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3525,7 +3703,7 @@ func (x *BackupHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
 func (*BackupHeader) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{45}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackupHeader) GetFormat() uint32 {
@@ -3609,7 +3787,7 @@ type SetRoleQuotaRequest struct {
 
 func (x *SetRoleQuotaRequest) Reset() {
 	*x = SetRoleQuotaRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3799,7 @@ func (x *SetRoleQuotaRequest) String() string {
 func (*SetRoleQuotaRequest) ProtoMessage() {}
 
 func (x *SetRoleQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[46]
+	mi := &file_fence_v1_fence_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3812,7 @@ func (x *SetRoleQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoleQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetRoleQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{46}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetRoleQuotaRequest) GetRole() string {
@@ -3659,7 +3837,7 @@ type SetRoleQuotaResponse struct {
 
 func (x *SetRoleQuotaResponse) Reset() {
 	*x = SetRoleQuotaResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3671,7 +3849,7 @@ func (x *SetRoleQuotaResponse) String() string {
 func (*SetRoleQuotaResponse) ProtoMessage() {}
 
 func (x *SetRoleQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[47]
+	mi := &file_fence_v1_fence_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3684,7 +3862,7 @@ func (x *SetRoleQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoleQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetRoleQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{47}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
 }
 
 // RoleQuota is a role's per-principal quotas; 0: the server's default.
@@ -3707,7 +3885,7 @@ type RoleQuota struct {
 
 func (x *RoleQuota) Reset() {
 	*x = RoleQuota{}
-	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +3897,7 @@ func (x *RoleQuota) String() string {
 func (*RoleQuota) ProtoMessage() {}
 
 func (x *RoleQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[48]
+	mi := &file_fence_v1_fence_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +3910,7 @@ func (x *RoleQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleQuota.ProtoReflect.Descriptor instead.
 func (*RoleQuota) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{48}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RoleQuota) GetSessions() uint32 {
@@ -3781,7 +3959,7 @@ type BindRoleRequest struct {
 
 func (x *BindRoleRequest) Reset() {
 	*x = BindRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +3971,7 @@ func (x *BindRoleRequest) String() string {
 func (*BindRoleRequest) ProtoMessage() {}
 
 func (x *BindRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[49]
+	mi := &file_fence_v1_fence_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +3984,7 @@ func (x *BindRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindRoleRequest.ProtoReflect.Descriptor instead.
 func (*BindRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{49}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BindRoleRequest) GetRole() string {
@@ -3838,7 +4016,7 @@ type BindRoleResponse struct {
 
 func (x *BindRoleResponse) Reset() {
 	*x = BindRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +4028,7 @@ func (x *BindRoleResponse) String() string {
 func (*BindRoleResponse) ProtoMessage() {}
 
 func (x *BindRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[50]
+	mi := &file_fence_v1_fence_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +4041,7 @@ func (x *BindRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindRoleResponse.ProtoReflect.Descriptor instead.
 func (*BindRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{50}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
 }
 
 type AuthBootstrapRequest struct {
@@ -3880,7 +4058,7 @@ type AuthBootstrapRequest struct {
 
 func (x *AuthBootstrapRequest) Reset() {
 	*x = AuthBootstrapRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +4070,7 @@ func (x *AuthBootstrapRequest) String() string {
 func (*AuthBootstrapRequest) ProtoMessage() {}
 
 func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[51]
+	mi := &file_fence_v1_fence_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4083,7 @@ func (x *AuthBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AuthBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{51}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AuthBootstrapRequest) GetResetIndex() uint64 {
@@ -3933,7 +4111,7 @@ type AuthBootstrapResponse struct {
 
 func (x *AuthBootstrapResponse) Reset() {
 	*x = AuthBootstrapResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3945,7 +4123,7 @@ func (x *AuthBootstrapResponse) String() string {
 func (*AuthBootstrapResponse) ProtoMessage() {}
 
 func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[52]
+	mi := &file_fence_v1_fence_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3958,7 +4136,7 @@ func (x *AuthBootstrapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthBootstrapResponse.ProtoReflect.Descriptor instead.
 func (*AuthBootstrapResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{52}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AuthBootstrapResponse) GetToken() *AuthTokenInfo {
@@ -3984,7 +4162,7 @@ type AuthSetEnabledRequest struct {
 
 func (x *AuthSetEnabledRequest) Reset() {
 	*x = AuthSetEnabledRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3996,7 +4174,7 @@ func (x *AuthSetEnabledRequest) String() string {
 func (*AuthSetEnabledRequest) ProtoMessage() {}
 
 func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[53]
+	mi := &file_fence_v1_fence_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4009,7 +4187,7 @@ func (x *AuthSetEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSetEnabledRequest.ProtoReflect.Descriptor instead.
 func (*AuthSetEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{53}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AuthSetEnabledRequest) GetEnabled() bool {
@@ -4027,7 +4205,7 @@ type AuthSetEnabledResponse struct {
 
 func (x *AuthSetEnabledResponse) Reset() {
 	*x = AuthSetEnabledResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4039,7 +4217,7 @@ func (x *AuthSetEnabledResponse) String() string {
 func (*AuthSetEnabledResponse) ProtoMessage() {}
 
 func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[54]
+	mi := &file_fence_v1_fence_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4052,7 +4230,7 @@ func (x *AuthSetEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSetEnabledResponse.ProtoReflect.Descriptor instead.
 func (*AuthSetEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{54}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
 }
 
 type AuthStatusRequest struct {
@@ -4063,7 +4241,7 @@ type AuthStatusRequest struct {
 
 func (x *AuthStatusRequest) Reset() {
 	*x = AuthStatusRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4075,7 +4253,7 @@ func (x *AuthStatusRequest) String() string {
 func (*AuthStatusRequest) ProtoMessage() {}
 
 func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[55]
+	mi := &file_fence_v1_fence_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4088,7 +4266,7 @@ func (x *AuthStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthStatusRequest.ProtoReflect.Descriptor instead.
 func (*AuthStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{55}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
 }
 
 type AuthStatusResponse struct {
@@ -4104,7 +4282,7 @@ type AuthStatusResponse struct {
 
 func (x *AuthStatusResponse) Reset() {
 	*x = AuthStatusResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4116,7 +4294,7 @@ func (x *AuthStatusResponse) String() string {
 func (*AuthStatusResponse) ProtoMessage() {}
 
 func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[56]
+	mi := &file_fence_v1_fence_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4129,7 +4307,7 @@ func (x *AuthStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthStatusResponse.ProtoReflect.Descriptor instead.
 func (*AuthStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{56}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AuthStatusResponse) GetEnabled() bool {
@@ -4172,7 +4350,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4184,7 +4362,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[57]
+	mi := &file_fence_v1_fence_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4197,7 +4375,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{57}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateTokenRequest) GetRoles() []string {
@@ -4231,7 +4409,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4243,7 +4421,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[58]
+	mi := &file_fence_v1_fence_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4256,7 +4434,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{58}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreateTokenResponse) GetToken() *AuthTokenInfo {
@@ -4288,7 +4466,7 @@ type AuthTokenInfo struct {
 
 func (x *AuthTokenInfo) Reset() {
 	*x = AuthTokenInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4478,7 @@ func (x *AuthTokenInfo) String() string {
 func (*AuthTokenInfo) ProtoMessage() {}
 
 func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[59]
+	mi := &file_fence_v1_fence_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4491,7 @@ func (x *AuthTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTokenInfo.ProtoReflect.Descriptor instead.
 func (*AuthTokenInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{59}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuthTokenInfo) GetId() string {
@@ -4366,7 +4544,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4556,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[60]
+	mi := &file_fence_v1_fence_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4569,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{60}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
 }
 
 type ListTokensResponse struct {
@@ -4403,7 +4581,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +4593,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[61]
+	mi := &file_fence_v1_fence_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +4606,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{61}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListTokensResponse) GetTokens() []*AuthTokenInfo {
@@ -4447,7 +4625,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4459,7 +4637,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[62]
+	mi := &file_fence_v1_fence_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4472,7 +4650,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{62}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -4490,7 +4668,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4502,7 +4680,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[63]
+	mi := &file_fence_v1_fence_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4515,7 +4693,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{63}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
 }
 
 type GrantRoleRequest struct {
@@ -4529,7 +4707,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4541,7 +4719,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[64]
+	mi := &file_fence_v1_fence_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4554,7 +4732,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{64}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GrantRoleRequest) GetRole() string {
@@ -4579,7 +4757,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4591,7 +4769,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[65]
+	mi := &file_fence_v1_fence_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4604,7 +4782,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{65}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{66}
 }
 
 type RevokeRoleRequest struct {
@@ -4617,7 +4795,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[66]
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4629,7 +4807,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[66]
+	mi := &file_fence_v1_fence_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4642,7 +4820,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{66}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RevokeRoleRequest) GetRole() string {
@@ -4667,7 +4845,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[67]
+	mi := &file_fence_v1_fence_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4679,7 +4857,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[67]
+	mi := &file_fence_v1_fence_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4692,7 +4870,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{67}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{68}
 }
 
 type ListRolesRequest struct {
@@ -4703,7 +4881,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[68]
+	mi := &file_fence_v1_fence_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4715,7 +4893,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[68]
+	mi := &file_fence_v1_fence_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4728,7 +4906,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{68}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{69}
 }
 
 type ListRolesResponse struct {
@@ -4740,7 +4918,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[69]
+	mi := &file_fence_v1_fence_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4752,7 +4930,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[69]
+	mi := &file_fence_v1_fence_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4765,7 +4943,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{69}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleInfo {
@@ -4789,7 +4967,7 @@ type RoleInfo struct {
 
 func (x *RoleInfo) Reset() {
 	*x = RoleInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[70]
+	mi := &file_fence_v1_fence_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4801,7 +4979,7 @@ func (x *RoleInfo) String() string {
 func (*RoleInfo) ProtoMessage() {}
 
 func (x *RoleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[70]
+	mi := &file_fence_v1_fence_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4814,7 +4992,7 @@ func (x *RoleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleInfo.ProtoReflect.Descriptor instead.
 func (*RoleInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{70}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RoleInfo) GetName() string {
@@ -4853,7 +5031,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[71]
+	mi := &file_fence_v1_fence_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4865,7 +5043,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[71]
+	mi := &file_fence_v1_fence_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4878,7 +5056,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{71}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{72}
 }
 
 type ListKeysResponse struct {
@@ -4894,7 +5072,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[72]
+	mi := &file_fence_v1_fence_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4906,7 +5084,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[72]
+	mi := &file_fence_v1_fence_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4919,7 +5097,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{72}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListKeysResponse) GetClusterId() string {
@@ -4964,7 +5142,7 @@ type SigningKeyInfo struct {
 
 func (x *SigningKeyInfo) Reset() {
 	*x = SigningKeyInfo{}
-	mi := &file_fence_v1_fence_proto_msgTypes[73]
+	mi := &file_fence_v1_fence_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5154,7 @@ func (x *SigningKeyInfo) String() string {
 func (*SigningKeyInfo) ProtoMessage() {}
 
 func (x *SigningKeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[73]
+	mi := &file_fence_v1_fence_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5167,7 @@ func (x *SigningKeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKeyInfo.ProtoReflect.Descriptor instead.
 func (*SigningKeyInfo) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{73}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SigningKeyInfo) GetId() string {
@@ -5042,7 +5220,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[74]
+	mi := &file_fence_v1_fence_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5054,7 +5232,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[74]
+	mi := &file_fence_v1_fence_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5067,7 +5245,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{74}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{75}
 }
 
 type RotateKeyResponse struct {
@@ -5080,7 +5258,7 @@ type RotateKeyResponse struct {
 
 func (x *RotateKeyResponse) Reset() {
 	*x = RotateKeyResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[75]
+	mi := &file_fence_v1_fence_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5092,7 +5270,7 @@ func (x *RotateKeyResponse) String() string {
 func (*RotateKeyResponse) ProtoMessage() {}
 
 func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[75]
+	mi := &file_fence_v1_fence_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5105,7 +5283,7 @@ func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{75}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RotateKeyResponse) GetKeyId() string {
@@ -5130,7 +5308,7 @@ type RetireKeyRequest struct {
 
 func (x *RetireKeyRequest) Reset() {
 	*x = RetireKeyRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[76]
+	mi := &file_fence_v1_fence_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5142,7 +5320,7 @@ func (x *RetireKeyRequest) String() string {
 func (*RetireKeyRequest) ProtoMessage() {}
 
 func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[76]
+	mi := &file_fence_v1_fence_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5155,7 +5333,7 @@ func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireKeyRequest.ProtoReflect.Descriptor instead.
 func (*RetireKeyRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{76}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RetireKeyRequest) GetKeyId() string {
@@ -5183,7 +5361,7 @@ type RetireKeyResponse struct {
 
 func (x *RetireKeyResponse) Reset() {
 	*x = RetireKeyResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[77]
+	mi := &file_fence_v1_fence_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5195,7 +5373,7 @@ func (x *RetireKeyResponse) String() string {
 func (*RetireKeyResponse) ProtoMessage() {}
 
 func (x *RetireKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[77]
+	mi := &file_fence_v1_fence_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5208,7 +5386,7 @@ func (x *RetireKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireKeyResponse.ProtoReflect.Descriptor instead.
 func (*RetireKeyResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{77}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RetireKeyResponse) GetLeasesMoved() uint64 {
@@ -5289,14 +5467,23 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x05error\x18\x14 \x01(\v2\x15.fence.v1.ErrorDetailH\x00R\x05error\x12\x18\n" +
 	"\amessage\x18\x15 \x01(\tR\amessage\x12\x1a\n" +
 	"\breplayed\x18\x16 \x01(\bR\breplayedB\b\n" +
-	"\x06result\"\xd0\x01\n" +
+	"\x06result\"\xc0\x02\n" +
 	"\x05Lease\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12+\n" +
 	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x127\n" +
 	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12!\n" +
-	"\fsigned_token\x18\x06 \x01(\tR\vsignedToken\"\x9f\x02\n" +
+	"\fsigned_token\x18\x06 \x01(\tR\vsignedToken\x12\x12\n" +
+	"\x04mode\x18\a \x01(\tR\x04mode\x12\x18\n" +
+	"\apermits\x18\b \x01(\rR\apermits\x12(\n" +
+	"\x05locks\x18\t \x03(\v2\x12.fence.v1.LockSpecR\x05locks\x12\x16\n" +
+	"\x06proofs\x18\n" +
+	" \x03(\tR\x06proofs\"L\n" +
+	"\bLockSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x18\n" +
+	"\apermits\x18\x03 \x01(\rR\apermits\"\xf7\x02\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +
@@ -5306,7 +5493,10 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x128\n" +
 	"\n" +
 	"lock_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12.\n" +
-	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\"T\n" +
+	"\asession\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\asession\x12\x12\n" +
+	"\x04mode\x18\a \x01(\tR\x04mode\x12\x18\n" +
+	"\apermits\x18\b \x01(\rR\apermits\x12(\n" +
+	"\x05locks\x18\t \x03(\v2\x12.fence.v1.LockSpecR\x05locks\"T\n" +
 	"\x0fAcquireResponse\x12%\n" +
 	"\x05lease\x18\x01 \x01(\v2\x0f.fence.v1.LeaseR\x05lease\x12\x1a\n" +
 	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x95\x01\n" +
@@ -5337,14 +5527,16 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"`\n" +
 	"\fListResponse\x12(\n" +
 	"\x05locks\x18\x01 \x03(\v2\x12.fence.v1.LockInfoR\x05locks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcb\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x90\x02\n" +
 	"\bLockInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x05lease\x18\x02 \x01(\v2\x0f.fence.v1.LeaseR\x05lease\x12\x18\n" +
 	"\awaiters\x18\x03 \x01(\rR\awaiters\x12K\n" +
 	"\x14lock_delay_remaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x12lockDelayRemaining\x12\x1d\n" +
 	"\n" +
-	"last_token\x18\x05 \x01(\x04R\tlastToken\"\xb6\x01\n" +
+	"last_token\x18\x05 \x01(\x04R\tlastToken\x12)\n" +
+	"\aholders\x18\x06 \x03(\v2\x0f.fence.v1.LeaseR\aholders\x12\x18\n" +
+	"\apermits\x18\a \x01(\rR\apermits\"\xb6\x01\n" +
 	"\rResourceState\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1d\n" +
@@ -5390,7 +5582,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\fsigned_token\x18\x15 \x01(\tR\vsignedToken\"[\n" +
 	"\x0eDeleteResponse\x12-\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xf2\x03\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xb5\x04\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x14\n" +
@@ -5412,7 +5604,9 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\tprincipal\x18\x11 \x01(\tR\tprincipal\x12\x1e\n" +
 	"\n" +
 	"permission\x18\x12 \x01(\tR\n" +
-	"permission\"\x10\n" +
+	"permission\x12\x18\n" +
+	"\apermits\x18\x13 \x01(\rR\apermits\x12'\n" +
+	"\x0fcurrent_permits\x18\x14 \x01(\rR\x0ecurrentPermits\"\x10\n" +
 	"\x0eMembersRequest\"^\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.fence.v1.MemberR\amembers\x12\x1f\n" +
@@ -5647,7 +5841,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -5660,219 +5854,223 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRequest)(nil),             // 8: fence.v1.SessionRequest
 	(*SessionReply)(nil),               // 9: fence.v1.SessionReply
 	(*Lease)(nil),                      // 10: fence.v1.Lease
-	(*AcquireRequest)(nil),             // 11: fence.v1.AcquireRequest
-	(*AcquireResponse)(nil),            // 12: fence.v1.AcquireResponse
-	(*RenewRequest)(nil),               // 13: fence.v1.RenewRequest
-	(*RenewResponse)(nil),              // 14: fence.v1.RenewResponse
-	(*ReleaseRequest)(nil),             // 15: fence.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 16: fence.v1.ReleaseResponse
-	(*GetRequest)(nil),                 // 17: fence.v1.GetRequest
-	(*GetResponse)(nil),                // 18: fence.v1.GetResponse
-	(*ListRequest)(nil),                // 19: fence.v1.ListRequest
-	(*ListResponse)(nil),               // 20: fence.v1.ListResponse
-	(*LockInfo)(nil),                   // 21: fence.v1.LockInfo
-	(*ResourceState)(nil),              // 22: fence.v1.ResourceState
-	(*WriteRequest)(nil),               // 23: fence.v1.WriteRequest
-	(*WriteResponse)(nil),              // 24: fence.v1.WriteResponse
-	(*AddRequest)(nil),                 // 25: fence.v1.AddRequest
-	(*AddResponse)(nil),                // 26: fence.v1.AddResponse
-	(*ReadRequest)(nil),                // 27: fence.v1.ReadRequest
-	(*ReadResponse)(nil),               // 28: fence.v1.ReadResponse
-	(*DeleteRequest)(nil),              // 29: fence.v1.DeleteRequest
-	(*DeleteResponse)(nil),             // 30: fence.v1.DeleteResponse
-	(*ErrorDetail)(nil),                // 31: fence.v1.ErrorDetail
-	(*MembersRequest)(nil),             // 32: fence.v1.MembersRequest
-	(*MembersResponse)(nil),            // 33: fence.v1.MembersResponse
-	(*Member)(nil),                     // 34: fence.v1.Member
-	(*AddMemberRequest)(nil),           // 35: fence.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 36: fence.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),        // 37: fence.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 38: fence.v1.RemoveMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 39: fence.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 40: fence.v1.TransferLeadershipResponse
-	(*NodeStatusRequest)(nil),          // 41: fence.v1.NodeStatusRequest
-	(*NodeStatusResponse)(nil),         // 42: fence.v1.NodeStatusResponse
-	(*BackupRequest)(nil),              // 43: fence.v1.BackupRequest
-	(*BackupResponse)(nil),             // 44: fence.v1.BackupResponse
-	(*BackupHeader)(nil),               // 45: fence.v1.BackupHeader
-	(*SetRoleQuotaRequest)(nil),        // 46: fence.v1.SetRoleQuotaRequest
-	(*SetRoleQuotaResponse)(nil),       // 47: fence.v1.SetRoleQuotaResponse
-	(*RoleQuota)(nil),                  // 48: fence.v1.RoleQuota
-	(*BindRoleRequest)(nil),            // 49: fence.v1.BindRoleRequest
-	(*BindRoleResponse)(nil),           // 50: fence.v1.BindRoleResponse
-	(*AuthBootstrapRequest)(nil),       // 51: fence.v1.AuthBootstrapRequest
-	(*AuthBootstrapResponse)(nil),      // 52: fence.v1.AuthBootstrapResponse
-	(*AuthSetEnabledRequest)(nil),      // 53: fence.v1.AuthSetEnabledRequest
-	(*AuthSetEnabledResponse)(nil),     // 54: fence.v1.AuthSetEnabledResponse
-	(*AuthStatusRequest)(nil),          // 55: fence.v1.AuthStatusRequest
-	(*AuthStatusResponse)(nil),         // 56: fence.v1.AuthStatusResponse
-	(*CreateTokenRequest)(nil),         // 57: fence.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 58: fence.v1.CreateTokenResponse
-	(*AuthTokenInfo)(nil),              // 59: fence.v1.AuthTokenInfo
-	(*ListTokensRequest)(nil),          // 60: fence.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),         // 61: fence.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 62: fence.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 63: fence.v1.RevokeTokenResponse
-	(*GrantRoleRequest)(nil),           // 64: fence.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),          // 65: fence.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),          // 66: fence.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),         // 67: fence.v1.RevokeRoleResponse
-	(*ListRolesRequest)(nil),           // 68: fence.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),          // 69: fence.v1.ListRolesResponse
-	(*RoleInfo)(nil),                   // 70: fence.v1.RoleInfo
-	(*ListKeysRequest)(nil),            // 71: fence.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),           // 72: fence.v1.ListKeysResponse
-	(*SigningKeyInfo)(nil),             // 73: fence.v1.SigningKeyInfo
-	(*RotateKeyRequest)(nil),           // 74: fence.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),          // 75: fence.v1.RotateKeyResponse
-	(*RetireKeyRequest)(nil),           // 76: fence.v1.RetireKeyRequest
-	(*RetireKeyResponse)(nil),          // 77: fence.v1.RetireKeyResponse
-	(*durationpb.Duration)(nil),        // 78: google.protobuf.Duration
+	(*LockSpec)(nil),                   // 11: fence.v1.LockSpec
+	(*AcquireRequest)(nil),             // 12: fence.v1.AcquireRequest
+	(*AcquireResponse)(nil),            // 13: fence.v1.AcquireResponse
+	(*RenewRequest)(nil),               // 14: fence.v1.RenewRequest
+	(*RenewResponse)(nil),              // 15: fence.v1.RenewResponse
+	(*ReleaseRequest)(nil),             // 16: fence.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 17: fence.v1.ReleaseResponse
+	(*GetRequest)(nil),                 // 18: fence.v1.GetRequest
+	(*GetResponse)(nil),                // 19: fence.v1.GetResponse
+	(*ListRequest)(nil),                // 20: fence.v1.ListRequest
+	(*ListResponse)(nil),               // 21: fence.v1.ListResponse
+	(*LockInfo)(nil),                   // 22: fence.v1.LockInfo
+	(*ResourceState)(nil),              // 23: fence.v1.ResourceState
+	(*WriteRequest)(nil),               // 24: fence.v1.WriteRequest
+	(*WriteResponse)(nil),              // 25: fence.v1.WriteResponse
+	(*AddRequest)(nil),                 // 26: fence.v1.AddRequest
+	(*AddResponse)(nil),                // 27: fence.v1.AddResponse
+	(*ReadRequest)(nil),                // 28: fence.v1.ReadRequest
+	(*ReadResponse)(nil),               // 29: fence.v1.ReadResponse
+	(*DeleteRequest)(nil),              // 30: fence.v1.DeleteRequest
+	(*DeleteResponse)(nil),             // 31: fence.v1.DeleteResponse
+	(*ErrorDetail)(nil),                // 32: fence.v1.ErrorDetail
+	(*MembersRequest)(nil),             // 33: fence.v1.MembersRequest
+	(*MembersResponse)(nil),            // 34: fence.v1.MembersResponse
+	(*Member)(nil),                     // 35: fence.v1.Member
+	(*AddMemberRequest)(nil),           // 36: fence.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 37: fence.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),        // 38: fence.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 39: fence.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 40: fence.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 41: fence.v1.TransferLeadershipResponse
+	(*NodeStatusRequest)(nil),          // 42: fence.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),         // 43: fence.v1.NodeStatusResponse
+	(*BackupRequest)(nil),              // 44: fence.v1.BackupRequest
+	(*BackupResponse)(nil),             // 45: fence.v1.BackupResponse
+	(*BackupHeader)(nil),               // 46: fence.v1.BackupHeader
+	(*SetRoleQuotaRequest)(nil),        // 47: fence.v1.SetRoleQuotaRequest
+	(*SetRoleQuotaResponse)(nil),       // 48: fence.v1.SetRoleQuotaResponse
+	(*RoleQuota)(nil),                  // 49: fence.v1.RoleQuota
+	(*BindRoleRequest)(nil),            // 50: fence.v1.BindRoleRequest
+	(*BindRoleResponse)(nil),           // 51: fence.v1.BindRoleResponse
+	(*AuthBootstrapRequest)(nil),       // 52: fence.v1.AuthBootstrapRequest
+	(*AuthBootstrapResponse)(nil),      // 53: fence.v1.AuthBootstrapResponse
+	(*AuthSetEnabledRequest)(nil),      // 54: fence.v1.AuthSetEnabledRequest
+	(*AuthSetEnabledResponse)(nil),     // 55: fence.v1.AuthSetEnabledResponse
+	(*AuthStatusRequest)(nil),          // 56: fence.v1.AuthStatusRequest
+	(*AuthStatusResponse)(nil),         // 57: fence.v1.AuthStatusResponse
+	(*CreateTokenRequest)(nil),         // 58: fence.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 59: fence.v1.CreateTokenResponse
+	(*AuthTokenInfo)(nil),              // 60: fence.v1.AuthTokenInfo
+	(*ListTokensRequest)(nil),          // 61: fence.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),         // 62: fence.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 63: fence.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 64: fence.v1.RevokeTokenResponse
+	(*GrantRoleRequest)(nil),           // 65: fence.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),          // 66: fence.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),          // 67: fence.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),         // 68: fence.v1.RevokeRoleResponse
+	(*ListRolesRequest)(nil),           // 69: fence.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),          // 70: fence.v1.ListRolesResponse
+	(*RoleInfo)(nil),                   // 71: fence.v1.RoleInfo
+	(*ListKeysRequest)(nil),            // 72: fence.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),           // 73: fence.v1.ListKeysResponse
+	(*SigningKeyInfo)(nil),             // 74: fence.v1.SigningKeyInfo
+	(*RotateKeyRequest)(nil),           // 75: fence.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),          // 76: fence.v1.RotateKeyResponse
+	(*RetireKeyRequest)(nil),           // 77: fence.v1.RetireKeyRequest
+	(*RetireKeyResponse)(nil),          // 78: fence.v1.RetireKeyResponse
+	(*durationpb.Duration)(nil),        // 79: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	78,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	78,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	78,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	79,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	79,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	79,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,   // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	78,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	79,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
 	1,   // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	0,   // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
 	4,   // 8: fence.v1.SessionRequest.keep_alive:type_name -> fence.v1.KeepAliveRequest
-	11,  // 9: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
-	13,  // 10: fence.v1.SessionRequest.renew:type_name -> fence.v1.RenewRequest
-	15,  // 11: fence.v1.SessionRequest.release:type_name -> fence.v1.ReleaseRequest
-	23,  // 12: fence.v1.SessionRequest.write:type_name -> fence.v1.WriteRequest
-	25,  // 13: fence.v1.SessionRequest.add:type_name -> fence.v1.AddRequest
-	29,  // 14: fence.v1.SessionRequest.delete:type_name -> fence.v1.DeleteRequest
-	27,  // 15: fence.v1.SessionRequest.read:type_name -> fence.v1.ReadRequest
-	17,  // 16: fence.v1.SessionRequest.get:type_name -> fence.v1.GetRequest
+	12,  // 9: fence.v1.SessionRequest.acquire:type_name -> fence.v1.AcquireRequest
+	14,  // 10: fence.v1.SessionRequest.renew:type_name -> fence.v1.RenewRequest
+	16,  // 11: fence.v1.SessionRequest.release:type_name -> fence.v1.ReleaseRequest
+	24,  // 12: fence.v1.SessionRequest.write:type_name -> fence.v1.WriteRequest
+	26,  // 13: fence.v1.SessionRequest.add:type_name -> fence.v1.AddRequest
+	30,  // 14: fence.v1.SessionRequest.delete:type_name -> fence.v1.DeleteRequest
+	28,  // 15: fence.v1.SessionRequest.read:type_name -> fence.v1.ReadRequest
+	18,  // 16: fence.v1.SessionRequest.get:type_name -> fence.v1.GetRequest
 	6,   // 17: fence.v1.SessionRequest.close:type_name -> fence.v1.CloseSessionRequest
 	5,   // 18: fence.v1.SessionReply.keep_alive:type_name -> fence.v1.KeepAliveResponse
-	12,  // 19: fence.v1.SessionReply.acquire:type_name -> fence.v1.AcquireResponse
-	14,  // 20: fence.v1.SessionReply.renew:type_name -> fence.v1.RenewResponse
-	16,  // 21: fence.v1.SessionReply.release:type_name -> fence.v1.ReleaseResponse
-	24,  // 22: fence.v1.SessionReply.write:type_name -> fence.v1.WriteResponse
-	26,  // 23: fence.v1.SessionReply.add:type_name -> fence.v1.AddResponse
-	30,  // 24: fence.v1.SessionReply.delete:type_name -> fence.v1.DeleteResponse
-	28,  // 25: fence.v1.SessionReply.read:type_name -> fence.v1.ReadResponse
-	18,  // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
+	13,  // 19: fence.v1.SessionReply.acquire:type_name -> fence.v1.AcquireResponse
+	15,  // 20: fence.v1.SessionReply.renew:type_name -> fence.v1.RenewResponse
+	17,  // 21: fence.v1.SessionReply.release:type_name -> fence.v1.ReleaseResponse
+	25,  // 22: fence.v1.SessionReply.write:type_name -> fence.v1.WriteResponse
+	27,  // 23: fence.v1.SessionReply.add:type_name -> fence.v1.AddResponse
+	31,  // 24: fence.v1.SessionReply.delete:type_name -> fence.v1.DeleteResponse
+	29,  // 25: fence.v1.SessionReply.read:type_name -> fence.v1.ReadResponse
+	19,  // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,   // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
-	31,  // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	78,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	78,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	78,  // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	78,  // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	78,  // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	0,   // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
-	10,  // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	78,  // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
-	0,   // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
-	10,  // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
-	1,   // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
-	0,   // 40: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
-	21,  // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
-	21,  // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
-	10,  // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	78,  // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
-	0,   // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
-	22,  // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
-	0,   // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
-	22,  // 48: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
-	22,  // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
-	0,   // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
-	22,  // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	78,  // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	34,  // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
-	42,  // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	78,  // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	78,  // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	78,  // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	78,  // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
-	45,  // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	78,  // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
-	48,  // 61: fence.v1.SetRoleQuotaRequest.quota:type_name -> fence.v1.RoleQuota
-	59,  // 62: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
-	78,  // 63: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	59,  // 64: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
-	78,  // 65: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
-	78,  // 66: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
-	59,  // 67: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
-	70,  // 68: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
-	48,  // 69: fence.v1.RoleInfo.quota:type_name -> fence.v1.RoleQuota
-	73,  // 70: fence.v1.ListKeysResponse.keys:type_name -> fence.v1.SigningKeyInfo
-	78,  // 71: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
-	11,  // 72: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13,  // 73: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15,  // 74: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17,  // 75: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19,  // 76: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23,  // 77: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25,  // 78: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27,  // 79: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29,  // 80: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,   // 81: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,   // 82: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,   // 83: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,   // 84: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32,  // 85: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35,  // 86: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37,  // 87: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39,  // 88: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41,  // 89: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	43,  // 90: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	51,  // 91: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
-	53,  // 92: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
-	55,  // 93: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
-	57,  // 94: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
-	60,  // 95: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
-	62,  // 96: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
-	64,  // 97: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
-	66,  // 98: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
-	68,  // 99: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
-	49,  // 100: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
-	46,  // 101: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
-	71,  // 102: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
-	74,  // 103: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
-	76,  // 104: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
-	12,  // 105: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14,  // 106: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16,  // 107: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18,  // 108: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20,  // 109: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24,  // 110: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26,  // 111: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28,  // 112: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30,  // 113: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,   // 114: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,   // 115: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,   // 116: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,   // 117: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33,  // 118: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36,  // 119: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38,  // 120: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40,  // 121: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42,  // 122: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	44,  // 123: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	52,  // 124: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
-	54,  // 125: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
-	56,  // 126: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
-	58,  // 127: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
-	61,  // 128: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
-	63,  // 129: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
-	65,  // 130: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
-	67,  // 131: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
-	69,  // 132: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
-	50,  // 133: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
-	47,  // 134: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
-	72,  // 135: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
-	75,  // 136: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
-	77,  // 137: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
-	105, // [105:138] is the sub-list for method output_type
-	72,  // [72:105] is the sub-list for method input_type
-	72,  // [72:72] is the sub-list for extension type_name
-	72,  // [72:72] is the sub-list for extension extendee
-	0,   // [0:72] is the sub-list for field type_name
+	32,  // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
+	79,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	79,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	11,  // 31: fence.v1.Lease.locks:type_name -> fence.v1.LockSpec
+	79,  // 32: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	79,  // 33: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	79,  // 34: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	0,   // 35: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
+	11,  // 36: fence.v1.AcquireRequest.locks:type_name -> fence.v1.LockSpec
+	10,  // 37: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
+	79,  // 38: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	0,   // 39: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
+	10,  // 40: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
+	1,   // 41: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
+	0,   // 42: fence.v1.ReleaseRequest.session:type_name -> fence.v1.SessionRef
+	22,  // 43: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
+	22,  // 44: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
+	10,  // 45: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
+	79,  // 46: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	10,  // 47: fence.v1.LockInfo.holders:type_name -> fence.v1.Lease
+	0,   // 48: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
+	23,  // 49: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
+	0,   // 50: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
+	23,  // 51: fence.v1.AddResponse.state:type_name -> fence.v1.ResourceState
+	23,  // 52: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
+	0,   // 53: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
+	23,  // 54: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
+	79,  // 55: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	35,  // 56: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
+	43,  // 57: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
+	79,  // 58: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	79,  // 59: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	79,  // 60: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	79,  // 61: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	46,  // 62: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
+	79,  // 63: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	49,  // 64: fence.v1.SetRoleQuotaRequest.quota:type_name -> fence.v1.RoleQuota
+	60,  // 65: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
+	79,  // 66: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	60,  // 67: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
+	79,  // 68: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	79,  // 69: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	60,  // 70: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
+	71,  // 71: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
+	49,  // 72: fence.v1.RoleInfo.quota:type_name -> fence.v1.RoleQuota
+	74,  // 73: fence.v1.ListKeysResponse.keys:type_name -> fence.v1.SigningKeyInfo
+	79,  // 74: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
+	12,  // 75: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	14,  // 76: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	16,  // 77: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	18,  // 78: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	20,  // 79: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	24,  // 80: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	26,  // 81: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	28,  // 82: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	30,  // 83: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,   // 84: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,   // 85: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,   // 86: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,   // 87: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	33,  // 88: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	36,  // 89: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	38,  // 90: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	40,  // 91: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	42,  // 92: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	44,  // 93: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	52,  // 94: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	54,  // 95: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	56,  // 96: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	58,  // 97: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	61,  // 98: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	63,  // 99: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	65,  // 100: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	67,  // 101: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	69,  // 102: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	50,  // 103: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	47,  // 104: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
+	72,  // 105: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
+	75,  // 106: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
+	77,  // 107: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
+	13,  // 108: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	15,  // 109: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	17,  // 110: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	19,  // 111: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	21,  // 112: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	25,  // 113: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	27,  // 114: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	29,  // 115: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	31,  // 116: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,   // 117: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,   // 118: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,   // 119: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,   // 120: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	34,  // 121: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	37,  // 122: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	39,  // 123: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	41,  // 124: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	43,  // 125: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	45,  // 126: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	53,  // 127: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	55,  // 128: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	57,  // 129: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	59,  // 130: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	62,  // 131: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	64,  // 132: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	66,  // 133: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	68,  // 134: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	70,  // 135: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	51,  // 136: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	48,  // 137: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
+	73,  // 138: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
+	76,  // 139: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
+	78,  // 140: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
+	108, // [108:141] is the sub-list for method output_type
+	75,  // [75:108] is the sub-list for method input_type
+	75,  // [75:75] is the sub-list for extension type_name
+	75,  // [75:75] is the sub-list for extension extendee
+	0,   // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -5905,15 +6103,15 @@ func file_fence_v1_fence_proto_init() {
 		(*SessionReply_Close)(nil),
 		(*SessionReply_Error)(nil),
 	}
-	file_fence_v1_fence_proto_msgTypes[22].OneofWrappers = []any{}
 	file_fence_v1_fence_proto_msgTypes[23].OneofWrappers = []any{}
+	file_fence_v1_fence_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

@@ -496,6 +496,38 @@ export declare type Lease = Message<"fence.v1.Lease"> & {
    * @generated from field: string signed_token = 6;
    */
   signedToken: string;
+
+  /**
+   * How the lease holds name: "exclusive" (the default, absent in JSON) or
+   * "shared"; permits > 0: one of that many permits of a semaphore.
+   *
+   * @generated from field: string mode = 7;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: uint32 permits = 8;
+   */
+  permits: number;
+
+  /**
+   * A set's lease: every lock of the set, sorted by name (name is
+   * locks[0].name). One token holds them all; renewing or releasing the
+   * lease by any of its names renews or releases every one. Empty for a
+   * lease of one lock.
+   *
+   * @generated from field: repeated fence.v1.LockSpec locks = 9;
+   */
+  locks: LockSpec[];
+
+  /**
+   * A set's proofs: proofs[i] is the token's proof for locks[i].name, in
+   * signed_token's form (signed_token is proofs[0]). A guard protecting
+   * one lock's resource verifies that lock's proof.
+   *
+   * @generated from field: repeated string proofs = 10;
+   */
+  proofs: string[];
 };
 
 /**
@@ -503,6 +535,40 @@ export declare type Lease = Message<"fence.v1.Lease"> & {
  * Use `create(LeaseSchema)` to create a new message.
  */
 export declare const LeaseSchema: GenMessage<Lease>;
+
+/**
+ * LockSpec is one lock of a set acquire (AcquireRequest.locks) and of the
+ * lease that holds it (Lease.locks).
+ *
+ * @generated from message fence.v1.LockSpec
+ */
+export declare type LockSpec = Message<"fence.v1.LockSpec"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * "exclusive" (default) or "shared".
+   *
+   * @generated from field: string mode = 2;
+   */
+  mode: string;
+
+  /**
+   * > 0: the lock is a semaphore of that many permits (mode exclusive).
+   * Every request on a lock with holders or waiters names its count.
+   *
+   * @generated from field: uint32 permits = 3;
+   */
+  permits: number;
+};
+
+/**
+ * Describes the message fence.v1.LockSpec.
+ * Use `create(LockSpecSchema)` to create a new message.
+ */
+export declare const LockSpecSchema: GenMessage<LockSpec>;
 
 /**
  * @generated from message fence.v1.AcquireRequest
@@ -553,6 +619,32 @@ export declare type AcquireRequest = Message<"fence.v1.AcquireRequest"> & {
    * @generated from field: fence.v1.SessionRef session = 20;
    */
   session?: SessionRef | undefined;
+
+  /**
+   * How name is held: "exclusive" (default: the only holder) or "shared"
+   * (beside other shared holders, never beside an exclusive one).
+   *
+   * @generated from field: string mode = 7;
+   */
+  mode: string;
+
+  /**
+   * > 0: name is a semaphore of that many permits, each holder with its
+   * own lease and token (mode exclusive). A count other than the lock's
+   * current one is refused PERMITS_MISMATCH.
+   *
+   * @generated from field: uint32 permits = 8;
+   */
+  permits: number;
+
+  /**
+   * Instead of name, mode and permits: a set of 2 to 64 locks granted all
+   * at once or none, under one lease and one token, in any order (held
+   * sorted by name). A set of one lock is that lock.
+   *
+   * @generated from field: repeated fence.v1.LockSpec locks = 9;
+   */
+  locks: LockSpec[];
 };
 
 /**
@@ -824,6 +916,23 @@ export declare type LockInfo = Message<"fence.v1.LockInfo"> & {
    * @generated from field: uint64 last_token = 5;
    */
   lastToken: bigint;
+
+  /**
+   * Every lease holding the lock, in grant order: one exclusive holder, or
+   * its shared or permit holders (lease is the first). A set's lease is
+   * listed on each of its locks.
+   *
+   * @generated from field: repeated fence.v1.Lease holders = 6;
+   */
+  holders: Lease[];
+
+  /**
+   * The lock's permit count while it is held or waited for (0: not a
+   * semaphore).
+   *
+   * @generated from field: uint32 permits = 7;
+   */
+  permits: number;
 };
 
 /**
@@ -1161,7 +1270,8 @@ export declare type ErrorDetail = Message<"fence.v1.ErrorDetail"> & {
   /**
    * BUSY, STALE_TOKEN, NOT_HOLDER, LEASE_EXPIRED, UNKNOWN_TOKEN, OP_CONFLICT,
    * INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SESSION_EXPIRED, PERMISSION_DENIED,
-   * UNAUTHENTICATED, FORGED_TOKEN (token, name, and why in "got").
+   * UNAUTHENTICATED, FORGED_TOKEN (token, name, and why in "got"),
+   * PERMITS_MISMATCH (name, permits, current_permits).
    *
    * @generated from field: string reason = 1;
    */
@@ -1280,6 +1390,19 @@ export declare type ErrorDetail = Message<"fence.v1.ErrorDetail"> & {
    * @generated from field: string permission = 18;
    */
   permission: string;
+
+  /**
+   * PERMITS_MISMATCH: the permit count the request named (permits) and the
+   * lock's (current_permits), on name.
+   *
+   * @generated from field: uint32 permits = 19;
+   */
+  permits: number;
+
+  /**
+   * @generated from field: uint32 current_permits = 20;
+   */
+  currentPermits: number;
 };
 
 /**
