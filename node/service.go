@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
@@ -113,22 +114,18 @@ func (s nodeService) Get(ctx context.Context, name string) (fence.LockInfo, erro
 		return fence.LockInfo{}, unavailable(err)
 	}
 	out := lockInfo(li)
-	if out.Lease != nil && li.ProofFor(fence.PrincipalFrom(ctx)) {
-		// A held lock's lease carries its proof (List's do not), for
-		// its holder: a proof is a bearer credential at every guard, so
-		// a reader who is not the holder (nor an admin) sees the token
-		// but gets no proof to write with.
-		l := *out.Lease
-		s.n.signLease(&l)
-		out.Lease = &l
-		// The same lease among the holders carries the same proof.
-		// (Another holder's proof is its own to ask for: the state
-		// records one principal per lock, the first holder's.)
-		for i := range out.Holders {
-			if out.Holders[i].Token == l.Token {
-				out.Holders[i] = l
-			}
+	// A held lock's leases carry their proofs (List's do not), each for
+	// its own holder: a proof is a bearer credential at every guard, so a
+	// reader who is not the holder (nor an admin) sees the token but gets
+	// no proof to write with.
+	p, ok := fence.PrincipalFrom(ctx)
+	for i := range out.Holders {
+		if li.ProofForHolder(i, p, ok) {
+			s.n.signLease(&out.Holders[i])
 		}
+	}
+	if len(out.Holders) > 0 {
+		out.Lease = &out.Holders[0]
 	}
 	return out, nil
 }
@@ -233,12 +230,12 @@ func (s nodeService) CloseSession(ctx context.Context, req fence.CloseSessionReq
 	return fence.Released{Replayed: res.Replayed && (err == nil || res.Err != nil)}, err
 }
 
-// lockInfo is a lock as the API reports it. Holders is the lease alone
-// until state.LockInfo reports every holder (issue 23, the state's part).
+// lockInfo is a lock as the API reports it: every holder, Lease the first.
 func lockInfo(li state.LockInfo) fence.LockInfo {
-	out := fence.LockInfo{Name: li.Name, Lease: li.Lease, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken}
-	if li.Lease != nil {
-		out.Holders = []fence.Lease{*li.Lease}
+	out := fence.LockInfo{Name: li.Name, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken,
+		Permits: li.Permits, Holders: slices.Clone(li.Holders)}
+	if len(out.Holders) > 0 {
+		out.Lease = &out.Holders[0]
 	}
 	return out
 }

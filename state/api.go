@@ -215,6 +215,12 @@ func (li LockInfo) ProofFor(p fence.Principal, ok bool) bool {
 	return !ok || p.Admin || p.Name == li.Principal
 }
 
+// ProofForHolder is ProofFor for li.Holders[i]: each holder's proof is
+// its own principal's.
+func (li LockInfo) ProofForHolder(i int, p fence.Principal, ok bool) bool {
+	return !ok || p.Admin || p.Name == li.Principals[i]
+}
+
 // QueuedRequest is a waiting acquire: its lock, request_id and current
 // attempt.
 type QueuedRequest struct {

@@ -3,6 +3,7 @@ package memservice
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
@@ -111,15 +112,18 @@ func (s *Service) Get(ctx context.Context, name string) (fence.LockInfo, error) 
 		return fence.LockInfo{}, err
 	}
 	out := lockInfo(li)
-	if out.Lease != nil && li.ProofFor(fence.PrincipalFrom(ctx)) {
-		l := *out.Lease
-		s.sign(&l)
-		out.Lease = &l
-		for i := range out.Holders { // as node/service.go
-			if out.Holders[i].Token == l.Token {
-				out.Holders[i] = l
-			}
+	// A held lock's leases carry their proofs (List's do not), each for
+	// its own holder: a proof is a bearer credential at every guard, so a
+	// reader who is not the holder (nor an admin) sees the token but gets
+	// no proof to write with.
+	p, ok := fence.PrincipalFrom(ctx)
+	for i := range out.Holders {
+		if li.ProofForHolder(i, p, ok) {
+			s.sign(&out.Holders[i])
 		}
+	}
+	if len(out.Holders) > 0 {
+		out.Lease = &out.Holders[0]
 	}
 	return out, nil
 }
@@ -268,9 +272,10 @@ func (s *Service) CloseSession(ctx context.Context, req fence.CloseSessionReques
 // lockInfo: Holders is the lease alone until state.LockInfo reports every
 // holder (as node/service.go).
 func lockInfo(li state.LockInfo) fence.LockInfo {
-	out := fence.LockInfo{Name: li.Name, Lease: li.Lease, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken}
-	if li.Lease != nil {
-		out.Holders = []fence.Lease{*li.Lease}
+	out := fence.LockInfo{Name: li.Name, Waiters: li.Waiters, LockDelayRemaining: li.LockDelayRemaining, LastToken: li.LastToken,
+		Permits: li.Permits, Holders: slices.Clone(li.Holders)}
+	if len(out.Holders) > 0 {
+		out.Lease = &out.Holders[0]
 	}
 	return out
 }
