@@ -42,6 +42,8 @@ func snapErrorOf(err error) *statepb.Refusal {
 		return &statepb.Refusal{Refusal: &statepb.Refusal_ResourceExhausted{ResourceExhausted: &statepb.ResourceExhausted{Limit: b(e.Limit), Bound: b(e.Bound), Got: b(e.Got)}}}
 	case *fence.SessionExpiredError:
 		return &statepb.Refusal{Refusal: &statepb.Refusal_SessionExpired{SessionExpired: &statepb.SessionExpired{Session: e.Session}}}
+	case *fence.PermitsMismatchError:
+		return &statepb.Refusal{Refusal: &statepb.Refusal_PermitsMismatch{PermitsMismatch: &statepb.PermitsMismatch{Name: b(e.Name), Permits: e.Permits, Current: e.Current}}}
 	}
 	return &statepb.Refusal{Refusal: &statepb.Refusal_Untyped{Untyped: &statepb.Untyped{Message: b(err.Error())}}}
 }
@@ -73,6 +75,9 @@ func refusalError(r *statepb.Refusal) (error, error) {
 		return &fence.ResourceExhaustedError{Limit: string(e.Limit), Bound: string(e.Bound), Got: string(e.Got)}, nil
 	case *statepb.Refusal_SessionExpired:
 		return &fence.SessionExpiredError{Session: x.SessionExpired.Session}, nil
+	case *statepb.Refusal_PermitsMismatch:
+		e := x.PermitsMismatch
+		return &fence.PermitsMismatchError{Name: string(e.Name), Permits: e.Permits, Current: e.Current}, nil
 	case *statepb.Refusal_Untyped:
 		return errors.New(string(x.Untyped.Message)), nil
 	}

@@ -56,6 +56,7 @@ func goldenRefusals() []error {
 		&fence.InvalidError{Field: "ttl", Bound: "at least 1s", Value: "0s"},
 		&fence.ResourceExhaustedError{Limit: "max_locks", Bound: "at most 10", Got: "11"},
 		&fence.SessionExpiredError{Session: 7},
+		&fence.PermitsMismatchError{Name: "exchange", Permits: 3, Current: 4},
 		&fence.InvalidError{Field: "name"}, // empty fields are written too
 	}
 }

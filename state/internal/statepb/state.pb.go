@@ -2338,6 +2338,7 @@ type Refusal struct {
 	//	*Refusal_ResourceExhausted
 	//	*Refusal_SessionExpired
 	//	*Refusal_Untyped
+	//	*Refusal_PermitsMismatch
 	Refusal       isRefusal_Refusal `protobuf_oneof:"refusal"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2470,6 +2471,15 @@ func (x *Refusal) GetUntyped() *Untyped {
 	return nil
 }
 
+func (x *Refusal) GetPermitsMismatch() *PermitsMismatch {
+	if x != nil {
+		if x, ok := x.Refusal.(*Refusal_PermitsMismatch); ok {
+			return x.PermitsMismatch
+		}
+	}
+	return nil
+}
+
 type isRefusal_Refusal interface {
 	isRefusal_Refusal()
 }
@@ -2514,6 +2524,10 @@ type Refusal_Untyped struct {
 	Untyped *Untyped `protobuf:"bytes,10,opt,name=untyped,proto3,oneof"` // an error of no type above: its message
 }
 
+type Refusal_PermitsMismatch struct {
+	PermitsMismatch *PermitsMismatch `protobuf:"bytes,11,opt,name=permits_mismatch,json=permitsMismatch,proto3,oneof"`
+}
+
 func (*Refusal_Busy) isRefusal_Refusal() {}
 
 func (*Refusal_StaleToken) isRefusal_Refusal() {}
@@ -2534,6 +2548,68 @@ func (*Refusal_SessionExpired) isRefusal_Refusal() {}
 
 func (*Refusal_Untyped) isRefusal_Refusal() {}
 
+func (*Refusal_PermitsMismatch) isRefusal_Refusal() {}
+
+type PermitsMismatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Permits       uint32                 `protobuf:"varint,2,opt,name=permits,proto3" json:"permits,omitempty"`
+	Current       uint32                 `protobuf:"varint,3,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermitsMismatch) Reset() {
+	*x = PermitsMismatch{}
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermitsMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermitsMismatch) ProtoMessage() {}
+
+func (x *PermitsMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermitsMismatch.ProtoReflect.Descriptor instead.
+func (*PermitsMismatch) Descriptor() ([]byte, []int) {
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PermitsMismatch) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *PermitsMismatch) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *PermitsMismatch) GetCurrent() uint32 {
+	if x != nil {
+		return x.Current
+	}
+	return 0
+}
+
 type Busy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2548,7 +2624,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2636,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[21]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2649,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{21}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Busy) GetName() []byte {
@@ -2629,7 +2705,7 @@ type StaleToken struct {
 
 func (x *StaleToken) Reset() {
 	*x = StaleToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2717,7 @@ func (x *StaleToken) String() string {
 func (*StaleToken) ProtoMessage() {}
 
 func (x *StaleToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[22]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2730,7 @@ func (x *StaleToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleToken.ProtoReflect.Descriptor instead.
 func (*StaleToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{22}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StaleToken) GetResource() []byte {
@@ -2689,7 +2765,7 @@ type LockToken struct {
 
 func (x *LockToken) Reset() {
 	*x = LockToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2777,7 @@ func (x *LockToken) String() string {
 func (*LockToken) ProtoMessage() {}
 
 func (x *LockToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[23]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2790,7 @@ func (x *LockToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockToken.ProtoReflect.Descriptor instead.
 func (*LockToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{23}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LockToken) GetName() []byte {
@@ -2741,7 +2817,7 @@ type UnknownToken struct {
 
 func (x *UnknownToken) Reset() {
 	*x = UnknownToken{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2829,7 @@ func (x *UnknownToken) String() string {
 func (*UnknownToken) ProtoMessage() {}
 
 func (x *UnknownToken) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[24]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +2842,7 @@ func (x *UnknownToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownToken.ProtoReflect.Descriptor instead.
 func (*UnknownToken) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{24}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UnknownToken) GetToken() uint64 {
@@ -2793,7 +2869,7 @@ type OpConflict struct {
 
 func (x *OpConflict) Reset() {
 	*x = OpConflict{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2881,7 @@ func (x *OpConflict) String() string {
 func (*OpConflict) ProtoMessage() {}
 
 func (x *OpConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[25]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2894,7 @@ func (x *OpConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpConflict.ProtoReflect.Descriptor instead.
 func (*OpConflict) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{25}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OpConflict) GetField() []byte {
@@ -2846,7 +2922,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +2934,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[26]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +2947,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{26}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Invalid) GetField() []byte {
@@ -2906,7 +2982,7 @@ type ResourceExhausted struct {
 
 func (x *ResourceExhausted) Reset() {
 	*x = ResourceExhausted{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +2994,7 @@ func (x *ResourceExhausted) String() string {
 func (*ResourceExhausted) ProtoMessage() {}
 
 func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[27]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3007,7 @@ func (x *ResourceExhausted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceExhausted.ProtoReflect.Descriptor instead.
 func (*ResourceExhausted) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{27}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResourceExhausted) GetLimit() []byte {
@@ -2964,7 +3040,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3052,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[28]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3065,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{28}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -3008,7 +3084,7 @@ type Untyped struct {
 
 func (x *Untyped) Reset() {
 	*x = Untyped{}
-	mi := &file_state_internal_statepb_state_proto_msgTypes[29]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3096,7 @@ func (x *Untyped) String() string {
 func (*Untyped) ProtoMessage() {}
 
 func (x *Untyped) ProtoReflect() protoreflect.Message {
-	mi := &file_state_internal_statepb_state_proto_msgTypes[29]
+	mi := &file_state_internal_statepb_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3109,7 @@ func (x *Untyped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Untyped.ProtoReflect.Descriptor instead.
 func (*Untyped) Descriptor() ([]byte, []int) {
-	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{29}
+	return file_state_internal_statepb_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Untyped) GetMessage() []byte {
@@ -3281,7 +3357,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03ttl\x18\x02 \x01(\x12R\x03ttl\x12\x1c\n" +
 	"\tremaining\x18\x03 \x01(\x12R\tremaining\x12\x16\n" +
-	"\x06leases\x18\x04 \x01(\x12R\x06leases\"\x8a\x05\n" +
+	"\x06leases\x18\x04 \x01(\x12R\x06leases\"\xd8\x05\n" +
 	"\aRefusal\x12*\n" +
 	"\x04busy\x18\x01 \x01(\v2\x14.fence.state.v1.BusyH\x00R\x04busy\x12=\n" +
 	"\vstale_token\x18\x02 \x01(\v2\x1a.fence.state.v1.StaleTokenH\x00R\n" +
@@ -3296,8 +3372,13 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x12resource_exhausted\x18\b \x01(\v2!.fence.state.v1.ResourceExhaustedH\x00R\x11resourceExhausted\x12I\n" +
 	"\x0fsession_expired\x18\t \x01(\v2\x1e.fence.state.v1.SessionExpiredH\x00R\x0esessionExpired\x123\n" +
 	"\auntyped\x18\n" +
-	" \x01(\v2\x17.fence.state.v1.UntypedH\x00R\auntypedB\t\n" +
-	"\arefusal\"\x98\x01\n" +
+	" \x01(\v2\x17.fence.state.v1.UntypedH\x00R\auntyped\x12L\n" +
+	"\x10permits_mismatch\x18\v \x01(\v2\x1f.fence.state.v1.PermitsMismatchH\x00R\x0fpermitsMismatchB\t\n" +
+	"\arefusal\"Y\n" +
+	"\x0fPermitsMismatch\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\fR\x04name\x12\x18\n" +
+	"\apermits\x18\x02 \x01(\rR\apermits\x12\x18\n" +
+	"\acurrent\x18\x03 \x01(\rR\acurrent\"\x98\x01\n" +
 	"\x04Busy\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\fR\x06holder\x12\x14\n" +
@@ -3346,7 +3427,7 @@ func file_state_internal_statepb_state_proto_rawDescGZIP() []byte {
 	return file_state_internal_statepb_state_proto_rawDescData
 }
 
-var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_state_internal_statepb_state_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_state_internal_statepb_state_proto_goTypes = []any{
 	(*Command)(nil),           // 0: fence.state.v1.Command
 	(*LockSpec)(nil),          // 1: fence.state.v1.LockSpec
@@ -3369,15 +3450,16 @@ var file_state_internal_statepb_state_proto_goTypes = []any{
 	(*ResourceState)(nil),     // 18: fence.state.v1.ResourceState
 	(*SessionInfo)(nil),       // 19: fence.state.v1.SessionInfo
 	(*Refusal)(nil),           // 20: fence.state.v1.Refusal
-	(*Busy)(nil),              // 21: fence.state.v1.Busy
-	(*StaleToken)(nil),        // 22: fence.state.v1.StaleToken
-	(*LockToken)(nil),         // 23: fence.state.v1.LockToken
-	(*UnknownToken)(nil),      // 24: fence.state.v1.UnknownToken
-	(*OpConflict)(nil),        // 25: fence.state.v1.OpConflict
-	(*Invalid)(nil),           // 26: fence.state.v1.Invalid
-	(*ResourceExhausted)(nil), // 27: fence.state.v1.ResourceExhausted
-	(*SessionExpired)(nil),    // 28: fence.state.v1.SessionExpired
-	(*Untyped)(nil),           // 29: fence.state.v1.Untyped
+	(*PermitsMismatch)(nil),   // 21: fence.state.v1.PermitsMismatch
+	(*Busy)(nil),              // 22: fence.state.v1.Busy
+	(*StaleToken)(nil),        // 23: fence.state.v1.StaleToken
+	(*LockToken)(nil),         // 24: fence.state.v1.LockToken
+	(*UnknownToken)(nil),      // 25: fence.state.v1.UnknownToken
+	(*OpConflict)(nil),        // 26: fence.state.v1.OpConflict
+	(*Invalid)(nil),           // 27: fence.state.v1.Invalid
+	(*ResourceExhausted)(nil), // 28: fence.state.v1.ResourceExhausted
+	(*SessionExpired)(nil),    // 29: fence.state.v1.SessionExpired
+	(*Untyped)(nil),           // 30: fence.state.v1.Untyped
 }
 var file_state_internal_statepb_state_proto_depIdxs = []int32{
 	2,  // 0: fence.state.v1.Command.config:type_name -> fence.state.v1.Config
@@ -3407,21 +3489,22 @@ var file_state_internal_statepb_state_proto_depIdxs = []int32{
 	18, // 24: fence.state.v1.Saved.resource:type_name -> fence.state.v1.ResourceState
 	19, // 25: fence.state.v1.Saved.session:type_name -> fence.state.v1.SessionInfo
 	1,  // 26: fence.state.v1.Lease.locks:type_name -> fence.state.v1.LockSpec
-	21, // 27: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
-	22, // 28: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
-	23, // 29: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
-	23, // 30: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
-	24, // 31: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
-	25, // 32: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
-	26, // 33: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
-	27, // 34: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
-	28, // 35: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
-	29, // 36: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	22, // 27: fence.state.v1.Refusal.busy:type_name -> fence.state.v1.Busy
+	23, // 28: fence.state.v1.Refusal.stale_token:type_name -> fence.state.v1.StaleToken
+	24, // 29: fence.state.v1.Refusal.not_holder:type_name -> fence.state.v1.LockToken
+	24, // 30: fence.state.v1.Refusal.lease_expired:type_name -> fence.state.v1.LockToken
+	25, // 31: fence.state.v1.Refusal.unknown_token:type_name -> fence.state.v1.UnknownToken
+	26, // 32: fence.state.v1.Refusal.op_conflict:type_name -> fence.state.v1.OpConflict
+	27, // 33: fence.state.v1.Refusal.invalid:type_name -> fence.state.v1.Invalid
+	28, // 34: fence.state.v1.Refusal.resource_exhausted:type_name -> fence.state.v1.ResourceExhausted
+	29, // 35: fence.state.v1.Refusal.session_expired:type_name -> fence.state.v1.SessionExpired
+	30, // 36: fence.state.v1.Refusal.untyped:type_name -> fence.state.v1.Untyped
+	21, // 37: fence.state.v1.Refusal.permits_mismatch:type_name -> fence.state.v1.PermitsMismatch
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_state_internal_statepb_state_proto_init() }
@@ -3448,6 +3531,7 @@ func file_state_internal_statepb_state_proto_init() {
 		(*Refusal_ResourceExhausted)(nil),
 		(*Refusal_SessionExpired)(nil),
 		(*Refusal_Untyped)(nil),
+		(*Refusal_PermitsMismatch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3455,7 +3539,7 @@ func file_state_internal_statepb_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_internal_statepb_state_proto_rawDesc), len(file_state_internal_statepb_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
