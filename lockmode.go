@@ -48,8 +48,8 @@ const (
 	// MaxPermits is the largest permit count of a lock (AcquireRequest.Permits).
 	MaxPermits = 1024
 	// MaxHolders is the most leases one lock may have at once (shared
-	// holders or permit holders): a shared acquire beyond it is refused
-	// RESOURCE_EXHAUSTED, as a waiter beyond a queue's cap is.
+	// holders): a shared acquire beyond it waits, or is busy, as behind an
+	// exclusive holder.
 	MaxHolders = 1024
 )
 
