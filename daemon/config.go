@@ -149,7 +149,7 @@ type Config struct {
 }
 
 // The per-principal quotas `fence serve` proposes: a tenth of the global
-// caps on sessions, waiters and remembered ids (state.DefaultConfig), so
+// caps on sessions, waiters, remembered ids and locks (state.DefaultConfig), so
 // that ten principals at their quota still leave room. They bind
 // authenticated principals only: with authentication off no call has a
 // principal, and only the global caps apply. A role may set its own
@@ -158,6 +158,7 @@ const (
 	DefaultMaxSessionsPerPrincipal = 10_000
 	DefaultMaxWaitersPerPrincipal  = 10_000
 	DefaultMaxIDsPerPrincipal      = 100_000
+	DefaultMaxLocksPerPrincipal    = 100_000
 )
 
 // DefaultListen and DefaultDataDir are the defaults of `fence serve`.
@@ -176,6 +177,7 @@ func DefaultConfig() Config {
 	rules.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	rules.MaxWaitersPerPrincipal = DefaultMaxWaitersPerPrincipal
 	rules.MaxIDsPerPrincipal = DefaultMaxIDsPerPrincipal
+	rules.MaxLocksPerPrincipal = DefaultMaxLocksPerPrincipal
 	return Config{
 		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID, LogStore: node.LogStoreWAL,
 		Rules:           rules,

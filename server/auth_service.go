@@ -298,7 +298,7 @@ func (a authService) SetRoleQuota(ctx context.Context, req *connect.Request[fenc
 	}
 	q := req.Msg.GetQuota()
 	cmd := state.Command{Op: state.OpRoleQuota, Name: req.Msg.GetRole(),
-		Quota: state.Quota{Sessions: int(q.GetSessions()), Waiters: int(q.GetWaiters()), IDs: int(q.GetIds()), Conns: int(q.GetConns()), Streams: int(q.GetStreams())}}
+		Quota: state.Quota{Sessions: int(q.GetSessions()), Waiters: int(q.GetWaiters()), IDs: int(q.GetIds()), Conns: int(q.GetConns()), Streams: int(q.GetStreams()), Locks: int(q.GetLocks())}}
 	if err := a.apply(ctx, "SetRoleQuota", p, cmd); err != nil {
 		return nil, err
 	}
@@ -310,5 +310,5 @@ func roleQuotaProto(q state.Quota) *fencev1.RoleQuota {
 	if q == (state.Quota{}) {
 		return nil
 	}
-	return &fencev1.RoleQuota{Sessions: uint32(q.Sessions), Waiters: uint32(q.Waiters), Ids: uint32(q.IDs), Conns: uint32(q.Conns), Streams: uint32(q.Streams)}
+	return &fencev1.RoleQuota{Sessions: uint32(q.Sessions), Waiters: uint32(q.Waiters), Ids: uint32(q.IDs), Conns: uint32(q.Conns), Streams: uint32(q.Streams), Locks: uint32(q.Locks)}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/fenceworks/fence/testkit/harness"
 )
 
-// One tenant at each of its quotas — sessions, waiting acquires,
-// remembered op_ids and connections — against a real `fence serve` with
+// One tenant at each of its quotas — sessions, waiting acquires, locks
+// held or waited for, remembered op_ids and connections — against a real `fence serve` with
 // authentication on: each refusal is RESOURCE_EXHAUSTED naming the quota,
 // while a second tenant's `fence hold` takes and holds a lock, its `fence
 // write`s with op_ids are accepted, and /healthz answers. Then an admin's
@@ -24,7 +24,7 @@ import (
 // opens one more session.
 func TestQuotasOneTenantDoesNotStarveAnother(t *testing.T) {
 	srv := startServer(t, "--max-sessions-per-principal", "2", "--max-waiters-per-principal", "2",
-		"--max-ids-per-principal", "2", "--max-conns-per-principal", "4")
+		"--max-ids-per-principal", "2", "--max-conns-per-principal", "4", "--max-locks-per-principal", "4")
 	bin := fenceBinary(t)
 	ctx := context.Background()
 	a, err := harness.EnableAuth(ctx, bin, srv.URL(), nil, "tenant", []string{"lock:", "read:", "write:"}, 2)
@@ -106,6 +106,12 @@ func TestQuotasOneTenantDoesNotStarveAnother(t *testing.T) {
 	})
 	refused(ac, acquire, `{"name":"a/held","ttl":"3600s","wait":"1s","requestId":"w3"}`, "max_waiters_per_principal")
 
+	// Locks held or waited for: a/held and its two waits are 3 of 4; a
+	// set of two more is refused (a set counts each of its locks), one
+	// lock is granted.
+	refused(ac, acquire, `{"locks":[{"name":"a/x"},{"name":"a/y"}],"ttl":"3600s"}`, "max_locks_per_principal")
+	ok(ac, tenantA, acquire, `{"name":"a/x","ttl":"3600s"}`)
+
 	// Remembered op_ids.
 	for _, op := range []string{"o1", "o2"} {
 		ok(ac, tenantA, write, fmt.Sprintf(`{"resource":"a/r","token":%v,"text":"x","opId":%q}`, aToken, op))
@@ -139,14 +145,16 @@ func TestQuotasOneTenantDoesNotStarveAnother(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	// The role's own quota: 3 sessions for tenant's principals.
-	cmd := exec.Command(bin, "--server", srv.URL(), "role", "quota", "tenant", "sessions=3")
+	// The role's own quotas: 3 sessions and 6 locks for tenant's principals.
+	cmd := exec.Command(bin, "--server", srv.URL(), "role", "quota", "tenant", "sessions=3", "locks=6")
 	cmd.Env = append(cmd.Environ(), "FENCE_AUTH_TOKEN="+a.Admin)
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "sessions=3") {
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "sessions=3") || !strings.Contains(string(out), "locks=6") {
 		t.Fatalf("fence role quota: %v\n%s", err, out)
 	}
 	ok(ac, tenantA, open, `{"ttl":"3600s"}`)
 	refused(ac, open, `{"ttl":"3600s"}`, "max_sessions_per_principal")
+	ok(ac, tenantA, acquire, `{"locks":[{"name":"a/y"},{"name":"a/z"}],"ttl":"3600s"}`)
+	refused(ac, acquire, `{"name":"a/w","ttl":"3600s"}`, "max_locks_per_principal")
 	hold.Signal(2) // SIGINT: B releases
 	if code := hold.Wait(); code != 0 {
 		t.Fatalf("fence hold exited %d", code)

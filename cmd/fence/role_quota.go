@@ -10,7 +10,7 @@ import (
 
 // quotaKinds are the KIND of `fence role quota ROLE KIND=N`, in the
 // order they are printed.
-var quotaKinds = []string{"sessions", "waiters", "ids", "conns", "streams"}
+var quotaKinds = []string{"sessions", "waiters", "ids", "conns", "streams", "locks"}
 
 // quotaField is the field of q that kind names.
 func quotaField(q *fencev1.RoleQuota, kind string) *uint32 {
@@ -25,6 +25,8 @@ func quotaField(q *fencev1.RoleQuota, kind string) *uint32 {
 		return &q.Conns
 	case "streams":
 		return &q.Streams
+	case "locks":
+		return &q.Locks
 	}
 	return nil
 }

@@ -132,6 +132,8 @@ var serveFlagTable = []serveFlag{
 		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxSessionsPerPrincipal })},
 	{"max-waiters-per-principal", "rule: most acquires one authenticated principal may have queued (0: no quota)",
 		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxWaitersPerPrincipal })},
+	{"max-locks-per-principal", "rule: most locks one authenticated principal may hold or wait for, each lock of a set counted (0: no quota)",
+		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxLocksPerPrincipal })},
 	{"max-ids-per-principal", "rule: most op_ids, and most request_ids, one authenticated principal may have remembered; beyond it its oldest are forgotten once --min-id-retention old (0: no quota)",
 		integer(func(s *serveSettings) *int { return &s.cfg.Rules.MaxIDsPerPrincipal })},
 	{"max-session-results", "rule: most unacknowledged saved results on one session (0: no cap)",

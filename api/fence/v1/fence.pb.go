@@ -3878,7 +3878,10 @@ type RoleQuota struct {
 	// Connections one principal may have open to one server.
 	Conns uint32 `protobuf:"varint,4,opt,name=conns,proto3" json:"conns,omitempty"`
 	// Session streams one principal may have open on one server.
-	Streams       uint32 `protobuf:"varint,5,opt,name=streams,proto3" json:"streams,omitempty"`
+	Streams uint32 `protobuf:"varint,5,opt,name=streams,proto3" json:"streams,omitempty"`
+	// Locks one principal may hold or wait for (each lock of a set; a
+	// shared or permit lease its lock).
+	Locks         uint32 `protobuf:"varint,6,opt,name=locks,proto3" json:"locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3944,6 +3947,13 @@ func (x *RoleQuota) GetConns() uint32 {
 func (x *RoleQuota) GetStreams() uint32 {
 	if x != nil {
 		return x.Streams
+	}
+	return 0
+}
+
+func (x *RoleQuota) GetLocks() uint32 {
+	if x != nil {
+		return x.Locks
 	}
 	return 0
 }
@@ -5691,13 +5701,14 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x13SetRoleQuotaRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12)\n" +
 	"\x05quota\x18\x02 \x01(\v2\x13.fence.v1.RoleQuotaR\x05quota\"\x16\n" +
-	"\x14SetRoleQuotaResponse\"\x83\x01\n" +
+	"\x14SetRoleQuotaResponse\"\x99\x01\n" +
 	"\tRoleQuota\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\rR\bsessions\x12\x18\n" +
 	"\awaiters\x18\x02 \x01(\rR\awaiters\x12\x10\n" +
 	"\x03ids\x18\x03 \x01(\rR\x03ids\x12\x14\n" +
 	"\x05conns\x18\x04 \x01(\rR\x05conns\x12\x18\n" +
-	"\astreams\x18\x05 \x01(\rR\astreams\"Z\n" +
+	"\astreams\x18\x05 \x01(\rR\astreams\x12\x14\n" +
+	"\x05locks\x18\x06 \x01(\rR\x05locks\"Z\n" +
 	"\x0fBindRoleRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x1b\n" +
 	"\tcert_name\x18\x02 \x01(\tR\bcertName\x12\x16\n" +

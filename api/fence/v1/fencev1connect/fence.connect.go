@@ -986,7 +986,7 @@ type AuthServiceClient interface {
 	// ones: a principal holding roles that set a quota gets the largest they
 	// set; a quota no role of its sets is the server's default
 	// (--max-sessions-per-principal, --max-waiters-per-principal,
-	// --max-ids-per-principal, --max-conns-per-principal,
+	// --max-ids-per-principal, --max-locks-per-principal, --max-conns-per-principal,
 	// --max-streams-per-principal).
 	SetRoleQuota(context.Context, *connect.Request[v1.SetRoleQuotaRequest]) (*connect.Response[v1.SetRoleQuotaResponse], error)
 }
@@ -1171,7 +1171,7 @@ type AuthServiceHandler interface {
 	// ones: a principal holding roles that set a quota gets the largest they
 	// set; a quota no role of its sets is the server's default
 	// (--max-sessions-per-principal, --max-waiters-per-principal,
-	// --max-ids-per-principal, --max-conns-per-principal,
+	// --max-ids-per-principal, --max-locks-per-principal, --max-conns-per-principal,
 	// --max-streams-per-principal).
 	SetRoleQuota(context.Context, *connect.Request[v1.SetRoleQuotaRequest]) (*connect.Response[v1.SetRoleQuotaResponse], error)
 }

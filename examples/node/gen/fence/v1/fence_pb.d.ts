@@ -2011,6 +2011,14 @@ export declare type RoleQuota = Message<"fence.v1.RoleQuota"> & {
    * @generated from field: uint32 streams = 5;
    */
   streams: number;
+
+  /**
+   * Locks one principal may hold or wait for (each lock of a set; a
+   * shared or permit lease its lock).
+   *
+   * @generated from field: uint32 locks = 6;
+   */
+  locks: number;
 };
 
 /**
@@ -3022,7 +3030,7 @@ export declare const AuthService: GenService<{
    * ones: a principal holding roles that set a quota gets the largest they
    * set; a quota no role of its sets is the server's default
    * (--max-sessions-per-principal, --max-waiters-per-principal,
-   * --max-ids-per-principal, --max-conns-per-principal,
+   * --max-ids-per-principal, --max-locks-per-principal, --max-conns-per-principal,
    * --max-streams-per-principal).
    *
    * @generated from rpc fence.v1.AuthService.SetRoleQuota
