@@ -17,6 +17,12 @@ const (
 	ChangeExpired   ChangeKind = 3 // a lease's TTL (or its session's) ran out
 	ChangeQueued    ChangeKind = 4 // an acquire joined the lock's queue
 	ChangeLeftQueue ChangeKind = 5 // a waiter left the queue without a grant: its wait ran out, was cancelled or refused, or its session ended
+	// Changes of the built-in store's fenced resources (Name is the
+	// resource's): a write, add or delete accepted, and one refused for a
+	// token older than the one the resource last accepted (what a paused
+	// worker's late write looks like).
+	ChangeWritten ChangeKind = 6
+	ChangeRefused ChangeKind = 7
 )
 
 // String names the kind as the Watch API does ("granted", ...).
@@ -32,6 +38,10 @@ func (k ChangeKind) String() string {
 		return "queued"
 	case ChangeLeftQueue:
 		return "left_queue"
+	case ChangeWritten:
+		return "written"
+	case ChangeRefused:
+		return "refused"
 	}
 	return "unknown"
 }
@@ -61,6 +71,21 @@ type Change struct {
 	// the change.
 	Holders int
 	Waiters int
+	// Version (Written) is the resource's version after the change;
+	// LastAccepted (Refused) the token the resource last accepted, newer
+	// than the refused Token.
+	Version      uint64
+	LastAccepted fence.Token
+}
+
+// noteWritten records that resource r accepted cmd; noteRefused that
+// resource name refused token, older than lastAccepted.
+func (m *impl) noteWritten(cmd Command, r *resource) {
+	m.changes = append(m.changes, Change{Kind: ChangeWritten, Name: r.name, Token: cmd.Token, Principal: cmd.Principal, Version: r.version})
+}
+
+func (m *impl) noteRefused(name string, token, lastAccepted fence.Token) {
+	m.changes = append(m.changes, Change{Kind: ChangeRefused, Name: name, Token: token, LastAccepted: lastAccepted})
 }
 
 // noteGrant records that g was granted lock l.

@@ -47,3 +47,23 @@ func TestResultChangesFollowTheLock(t *testing.T) {
 		}
 	}
 }
+
+// The built-in store's changes: an accepted write (with the version it
+// made) and a write refused for a stale token (with the token it lost
+// to) — the paused worker's late write, as a watcher of the resource sees
+// it.
+func TestResultChangesOfTheStore(t *testing.T) {
+	m := New()
+	mustGrant(t, m, acq(0, "a", "A", time.Second), 1)
+	r := m.Apply(write(0, "stock/a", 1, "5", ""))
+	if len(r.Changes) != 1 || r.Changes[0].Kind != ChangeWritten || r.Changes[0].Name != "stock/a" || r.Changes[0].Token != 1 || r.Changes[0].Version != 1 {
+		t.Fatalf("write: changes %+v", r.Changes)
+	}
+	mustOK(t, m, tick(at(2)))
+	mustGrant(t, m, acq(at(2), "a", "B", time.Second), 2)
+	mustOK(t, m, add(at(2), "stock/a", 2, -1, ""))
+	r = m.Apply(write(at(2.1), "stock/a", 1, "4", ""))
+	if len(r.Changes) != 1 || r.Changes[0].Kind != ChangeRefused || r.Changes[0].Token != 1 || r.Changes[0].LastAccepted != 2 {
+		t.Fatalf("stale write: changes %+v (err %v)", r.Changes, r.Err)
+	}
+}

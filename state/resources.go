@@ -176,6 +176,7 @@ func (m *impl) fenced(name string, token fence.Token) (*resource, error) {
 		return r, nil // the planted fault skip-compare (plant.go)
 	}
 	if r != nil && token < r.lastToken {
+		m.noteRefused(name, token, r.lastToken)
 		return nil, &fence.StaleTokenError{Resource: name, Token: token, LastAccepted: r.lastToken}
 	}
 	return r, nil
@@ -196,6 +197,7 @@ func (m *impl) resourceFor(name string, r *resource) *resource {
 func (m *impl) accepted(cmd Command, r *resource, addValue int64) Result {
 	r.lastToken = cmd.Token
 	r.version++
+	m.noteWritten(cmd, r)
 	if cmd.OpID != "" {
 		m.ops.put(opKey{r.name, cmd.OpID}, opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue, principal: cmd.Principal}, m.clock)
 		m.rememberedBy(cmd.Principal)
