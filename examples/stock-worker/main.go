@@ -37,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -66,6 +67,8 @@ type config struct {
 	attempts          int
 	pauseBeforeWrite  bool
 	keys              string
+	catalog           string // hold this lock shared beside the SKU's, as one set
+	importAll         bool   // a full import: hold the catalog exclusive, write every SKU of --sku
 }
 
 func main() {
@@ -88,6 +91,8 @@ func run() int {
 	flag.DurationVar(&cfg.ttl, "ttl", 5*time.Second, "lease TTL")
 	flag.DurationVar(&cfg.wait, "wait", 0, "queue for the lock up to this long (0: try once)")
 	flag.BoolVar(&cfg.pauseBeforeWrite, "pause-before-write", false, "after acquiring, wait for a line on stdin before writing")
+	flag.StringVar(&cfg.catalog, "catalog", "", "the catalog lock: a SKU worker holds it shared with its SKU's lock, as one set (docs/lock-boundaries.md)")
+	flag.BoolVar(&cfg.importAll, "import", false, "a full import: hold --catalog exclusive and write every SKU of --sku (comma-separated)")
 	flag.StringVar(&cfg.keys, "keys", "", "the Fence cluster's key set (`fence keys --json`): verify the lease's signed token before writing")
 	flag.Parse()
 	flag.Visit(func(f *flag.Flag) {
@@ -139,7 +144,16 @@ func run() int {
 		acq = append(acq, client.Owner(cfg.owner))
 	}
 	lock := "stock/" + cfg.sku
-	lease, err := fc.Acquire(ctx, lock, acq...)
+	var lease *client.Lease
+	switch {
+	case cfg.importAll: // the catalog pattern's import: the catalog alone, exclusive
+		lock = cfg.catalog
+		lease, err = fc.Acquire(ctx, lock, acq...)
+	case cfg.catalog != "": // a SKU worker: the catalog shared and its SKU exclusive, one set
+		lease, err = fc.AcquireSet(ctx, []fence.LockSpec{{Name: cfg.catalog, Mode: fence.Shared}, {Name: lock}}, acq...)
+	default:
+		lease, err = fc.Acquire(ctx, lock, acq...)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -159,9 +173,20 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "note: the client already knows the lease is lost (%v); writing anyway to show the database refuse it\n", lerr)
 	}
 
-	for i := 0; i < cfg.attempts; i++ {
-		if code := store.apply(ctx, cfg, lease.SignedToken()); code != exitOK {
-			return code
+	for _, sku := range strings.Split(cfg.sku, ",") {
+		one := cfg
+		one.sku = sku
+		// The proof of the SKU's own lock (a set's lease has one per
+		// lock). The import's token is the catalog's: its writes carry
+		// the catalog lease's proof.
+		signed := lease.ProofFor("stock/" + sku)
+		if cfg.importAll {
+			signed = lease.SignedToken()
+		}
+		for i := 0; i < cfg.attempts; i++ {
+			if code := store.apply(ctx, one, signed); code != exitOK {
+				return code
+			}
 		}
 	}
 	return exitOK
@@ -175,6 +200,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("--attempts %d: must be at least 1", c.attempts)
 	case c.attempts > 1 && c.opID == "":
 		return errors.New("--attempts above 1 needs --op-id: without it every attempt applies")
+	case c.importAll && c.catalog == "":
+		return errors.New("--import needs --catalog: the import holds the catalog exclusive")
+	case !c.importAll && strings.Contains(c.sku, ","):
+		return errors.New("--sku names one SKU unless --import")
 	}
 	return nil
 }
