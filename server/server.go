@@ -56,6 +56,8 @@ type Server struct {
 	// principalStreams counts the streams each principal holds
 	// (stream_quota.go).
 	principalStreams principalCounts
+	// workers run session streams' requests (stream_workers.go).
+	workers *streamWorkers
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or
@@ -70,6 +72,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.svc = authzService{s: s, inner: deps.Service}
 	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.workers = newStreamWorkers(s.baseCtx)
 	s.metrics = newMetrics(&s.conns, &s.streams, s.replies, deps.Metrics)
 
 	opts := []connect.HandlerOption{

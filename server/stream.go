@@ -35,7 +35,8 @@ import (
 // Every message with an op is validated like the unary call of the same
 // op, bound to the stream's session (the seq and ack of the message; a
 // SessionRef inside the op is ignored) and run concurrently with the
-// others: each in a goroutine of its own, so the node groups what arrives
+// others: each on a goroutine of its own (a worker that outlives it:
+// stream_workers.go), so the node groups what arrives
 // together into one raft proposal batch and a blocking acquire holds back
 // no other reply. There is no order among the requests in flight on one
 // stream; a client that needs one applied before another waits for the
@@ -95,6 +96,9 @@ type sessionStream struct {
 	st      *connect.BidiStream[fencev1.SessionRequest, fencev1.SessionReply]
 	conn    *streamConn // nil when Handler is mounted without serveStreams
 	session uint64
+	// connReplies is the reply budget of the stream's connection (nil:
+	// none), for each request's hold (reply_budget.go).
+	connReplies *replyBudget
 
 	ctx    context.Context // ends with the stream: in-flight requests are cancelled
 	cancel context.CancelFunc
@@ -160,7 +164,7 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 	}
 	// From here the stream may idle as long as the client keeps it.
 	conn.noReadDeadline()
-	ss := &sessionStream{s: s, st: st, conn: conn, session: first.GetSession(), replies: make(chan queuedReply, replyQueue)}
+	ss := &sessionStream{s: s, st: st, conn: conn, session: first.GetSession(), connReplies: connReplies(ctx), replies: make(chan queuedReply, replyQueue)}
 	ss.ctx, ss.cancel = context.WithCancel(ctx)
 	defer ss.cancel()
 	if principal != "" {
@@ -253,13 +257,13 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 			return
 		}
 		ss.wg.Add(1)
-		go func() {
+		ss.s.workers.run(func() {
 			defer func() {
 				ss.keepalives.Add(-1)
 				ss.wg.Done()
 			}()
 			ss.do(m.GetCall(), c)
-		}()
+		})
 		return
 	}
 	size := int64(proto.Size(m))
@@ -275,21 +279,21 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 		return
 	}
 	ss.wg.Add(1)
-	go func() {
+	ss.s.workers.run(func() {
 		defer func() {
 			ss.inflight.Add(-1)
 			ss.bytes.Add(-size)
 			ss.wg.Done()
 		}()
 		ss.do(m.GetCall(), c)
-	}()
+	})
 }
 
 // do runs one request and queues its reply, or ends the stream.
 func (ss *sessionStream) do(call uint64, c streamCall) {
 	// A large reply holds its bytes in the connection's reply budget
 	// until it is sent (reply_budget.go).
-	h := ss.s.newReplyHold(ss.ctx)
+	h := &replyHold{all: ss.s.replies, conn: ss.connReplies}
 	r, replayed, err := c.run(withReplyHold(ss.ctx, h))
 	switch {
 	case err == nil:
