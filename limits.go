@@ -31,22 +31,27 @@ type Limits struct {
 	MaxLockDelay time.Duration
 }
 
-// lockDelayBound is the lock-delay bound to check and its refusal's
-// wording: MaxLockDelay, or the constant when it is 0 or above it.
-func (l Limits) lockDelayBound() (time.Duration, string) {
+// lockDelayBound is the lock-delay bound to check and whether it is the
+// server's own: MaxLockDelay, or the constant when it is 0 or above it.
+func (l Limits) lockDelayBound() (limit time.Duration, servers bool) {
 	if l.MaxLockDelay <= 0 || l.MaxLockDelay >= MaxLockDelay {
-		return MaxLockDelay, "at most " + MaxLockDelay.String()
+		return MaxLockDelay, false
 	}
-	return l.MaxLockDelay, "at most " + l.MaxLockDelay.String() + " (the server's max_lock_delay)"
+	return l.MaxLockDelay, true
 }
 
-// ValidateLockDelay checks an acquire's lock_delay against l.
+// ValidateLockDelay checks an acquire's lock_delay against l. The bound's
+// wording is made only for a refusal (every acquire is checked).
 func (l Limits) ValidateLockDelay(d time.Duration) error {
-	limit, bound := l.lockDelayBound()
+	limit, servers := l.lockDelayBound()
 	if d < 0 {
 		return Invalid("lock_delay", "at least 0s", d.String())
 	}
 	if d > limit {
+		bound := "at most " + limit.String()
+		if servers {
+			bound += " (the server's max_lock_delay)"
+		}
 		return Invalid("lock_delay", bound, d.String())
 	}
 	return nil

@@ -136,16 +136,23 @@ type identity struct {
 // anonymous admin, unless force (the AuthService's calls: once
 // bootstrapped they need an admin token even before checking is on).
 func (s *Server) identify(ctx context.Context, force bool) (identity, error) {
-	if id, ok := ctx.Value(identityKey{}).(identity); ok && !force {
-		return id, nil // authorize judged this call already
+	if !force {
+		if id, ok := ctx.Value(identityKey{}).(identity); ok {
+			return id, nil // authorize judged this call already
+		}
 	}
 	c := credsOf(ctx)
 	// Calls from peers (the leader asking this node's status as it adds
 	// it, forwarded calls to a leader) come from members over mutual TLS;
 	// a node's own status and membership views are served as /readyz is,
-	// so that an operator can see why a node does not catch up.
-	if s.deps.Auth != nil && !clusterapi.FromPeer(ctx) && ctx.Value(statusViewKey{}) == nil {
-		if err := s.deps.Auth.CaughtUp(); err != nil {
+	// so that an operator can see why a node does not catch up. Which
+	// call this is is looked up only for a node not caught up: each
+	// lookup walks the request context's chain, and every call of a
+	// session stream is judged here (docs/benchmarks.md, issue 20's CPU).
+	// So CaughtUp is asked first, for those calls too: it reads, and may
+	// start the one paced question to the leader WatchCaughtUp asks anyway.
+	if s.deps.Auth != nil {
+		if err := s.deps.Auth.CaughtUp(); err != nil && !clusterapi.FromPeer(ctx) && ctx.Value(statusViewKey{}) == nil {
 			return identity{}, err
 		}
 	}

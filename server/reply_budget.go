@@ -194,11 +194,17 @@ type replyHoldKey struct{}
 
 // newReplyHold is a hold on the budgets of the request of ctx.
 func (s *Server) newReplyHold(ctx context.Context) *replyHold {
-	h := &replyHold{all: s.replies}
+	return &replyHold{all: s.replies, conn: connReplies(ctx)}
+}
+
+// connReplies is the reply budget of the connection of ctx (nil: none,
+// the peer port or Handler mounted elsewhere). A session stream looks it
+// up once, not per request (its context's chain is long).
+func connReplies(ctx context.Context) *replyBudget {
 	if fc, ok := ctx.Value(fairConnKey{}).(*fairConn); ok {
-		h.conn = fc.replies
+		return fc.replies
 	}
-	return h
+	return nil
 }
 
 func withReplyHold(ctx context.Context, h *replyHold) context.Context {
