@@ -391,7 +391,11 @@ func (c *Config) perf(name string) func(pid int, dur time.Duration) {
 	}
 	return func(pid int, dur time.Duration) {
 		out := filepath.Join(c.PerfDir, name+".data")
-		cmd := exec.Command("perf", "record", "-e", "cpu-clock", "-F", "499", "-g", "-p", strconv.Itoa(pid), "-o", out, "--", "sleep", fmt.Sprintf("%.3f", dur.Seconds()))
+		hz := c.PerfHz
+		if hz <= 0 {
+			hz = 499
+		}
+		cmd := exec.Command("perf", "record", "-e", "cpu-clock", "-F", strconv.Itoa(hz), "-g", "-p", strconv.Itoa(pid), "-o", out, "--", "sleep", fmt.Sprintf("%.3f", dur.Seconds()))
 		if b, err := cmd.CombinedOutput(); err != nil {
 			c.logf("perf record %s: %v: %s", name, err, oneLine(string(b)))
 		}

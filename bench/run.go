@@ -36,6 +36,8 @@ type Config struct {
 	// PerfDir, if set: `perf record -e cpu-clock -g` of the leading server process
 	// during every workload-1 window, into PerfDir/w1-SYSTEM-cCLIENTS-rROUND.data.
 	PerfDir string
+	// PerfHz is perf's sampling rate (0: 499 Hz).
+	PerfHz int
 
 	W1Clients  []int
 	W1Duration time.Duration

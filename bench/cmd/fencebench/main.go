@@ -104,6 +104,7 @@ func run(args []string) int {
 	fenceFlags := fs.String("fence-flags", "", "extra flags for every fence node of a cluster (space-separated, e.g. \"--election-timeout 500ms\")")
 	etcdFlags := fs.String("etcd-flags", "", "extra flags for every etcd node of a cluster (space-separated, e.g. \"--election-timeout 500\")")
 	fs.StringVar(&cfg.PerfDir, "perf", "", "record `perf record -g` of the leading server during every workload-1 window into this directory")
+	fs.IntVar(&cfg.PerfHz, "perf-hz", 499, "perf's sampling rate with -perf (samples per second)")
 	docs := fs.String("docs", "", "rewrite the bench section of this file (docs/benchmarks.md) with the results")
 	section := fs.String("section", "", "with -docs: the section's name (markers <!-- bench:begin NAME -->); \"\" = <!-- bench:begin -->")
 	fs.StringVar(&cfg.FenceVersion, "fence-version", "", "what to call the fence measured in the report (default: the commit of -repo)")
