@@ -156,7 +156,7 @@ func TestValueRendering(t *testing.T) {
 			t.Errorf("valueHuman(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if !strings.Contains(usageText, "run NAME --ttl D") {
+	if !strings.Contains(usageText, "run NAME... --ttl D") {
 		t.Error("usage lacks run")
 	}
 }

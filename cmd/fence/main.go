@@ -9,7 +9,7 @@
 //	fence renew NAME --token N [--ttl D]
 //	fence release NAME --token N
 //	fence hold NAME [--ttl D] [--wait D] [--owner S]        (waits up to 24h by default; --wait 0: try once)
-//	fence run NAME --ttl D [--wait D] [--grace D] -- CMD ARGS...   (likewise)
+//	fence run NAME... --ttl D [--wait D] [--grace D] -- CMD ARGS...   (likewise)
 //	fence locks [PREFIX] [--page-size N]
 //	fence write RESOURCE --token N --value V [--op-id S]
 //	fence add RESOURCE --token N --delta N [--op-id S]
