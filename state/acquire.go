@@ -122,15 +122,17 @@ func (m *impl) acquire(cmd Command) Result {
 			res.Err = err
 			return res
 		}
-		for i, sp := range specs {
+		// A set's waiter makes the locks of it that do not exist yet
+		// (held, delayed or with waiters: MaxLocks counts them).
+		if err := first(m.admitWaiters(ls), m.admitLocks(ls, &res.Events), m.admitWaiterQuota(cmd.Principal),
+			m.admitLockQuota(cmd.Principal, len(specs)), m.admitRequestID(cmd.RequestID, cmd.Principal)); err != nil {
+			res.Err = err
+			return res
+		}
+		for i, sp := range specs { // only once admitted: a refusal makes no lock
 			if ls[i] == nil {
 				ls[i] = m.lockFor(sp.Name)
 			}
-		}
-		if err := first(m.admitWaiters(ls), m.admitWaiterQuota(cmd.Principal), m.admitLockQuota(cmd.Principal, len(specs)),
-			m.admitRequestID(cmd.RequestID, cmd.Principal)); err != nil {
-			res.Err = err
-			return res
 		}
 		req := m.newRequest(cmd, specs, s)
 		if s != nil {

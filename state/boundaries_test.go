@@ -273,3 +273,32 @@ func TestBoundariesSnapshotRoundTrip(t *testing.T) {
 		t.Fatal("the two machines differ after the same commands")
 	}
 }
+
+// A set's wait refused (a quota, MaxLocks) makes no lock: the state is as
+// before, byte for byte; and MaxLocks counts the locks a set's waiter
+// would make.
+func TestRefusedSetWaitMakesNoLock(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxWaitersPerPrincipal = 1
+	m := NewWithConfig(c)
+	mustGrant(t, m, acq(0, "held", "A", time.Minute), 1)
+	w := setAcq(0, "B", time.Minute, time.Minute, "w1", spec("held"), spec("fresh-1"))
+	w.Principal = "token:b"
+	mustOK(t, m, w)
+	before := snapBytes(t, m)
+	w2 := setAcq(0, "B", time.Minute, time.Minute, "w2", spec("held"), spec("fresh-2"))
+	w2.Principal = "token:b"
+	errAs[*fence.ResourceExhaustedError](t, m.Apply(w2).Err)
+	if !bytes.Equal(before, snapBytes(t, m)) {
+		t.Fatal("a refused set wait changed the state")
+	}
+	c = DefaultConfig()
+	c.MaxLocks = 2
+	m = NewWithConfig(c)
+	mustGrant(t, m, acq(0, "held", "A", time.Minute), 1)
+	mustOK(t, m, setAcq(0, "B", time.Minute, time.Minute, "w1", spec("held"), spec("fresh-1"))) // 2 locks
+	r := m.Apply(setAcq(0, "B", time.Minute, time.Minute, "w2", spec("held"), spec("fresh-2")))
+	if e := errAs[*fence.ResourceExhaustedError](t, r.Err); e.Limit != "locks held, delayed or with waiters (config.max_locks)" {
+		t.Fatalf("a third lock made by a set's waiter: %+v", e)
+	}
+}

@@ -15,6 +15,9 @@ import (
 // beyond MaxWaiters in all. l has been settled.
 func (m *impl) admitWaiters(ls []*lockEntry) error {
 	for _, l := range ls {
+		if l == nil {
+			continue // a lock not made yet has nobody queued
+		}
 		if c := m.cfg.MaxWaitersPerLock; c > 0 && len(l.queue) >= c {
 			return fence.Exhausted("waiters on lock "+strconv.Quote(l.name)+" (config.max_waiters_per_lock)", "at most "+utoa(c), utoa(len(l.queue)))
 		}
