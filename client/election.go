@@ -1,0 +1,142 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/fenceworks/fence"
+)
+
+// Election is leader election over one lock, in the shape of etcd's
+// concurrency.Election: Campaign blocks until this client leads, Proclaim
+// sets the leader's value, Observe follows the leader, Resign steps down.
+//
+// The leader is the holder of the lock named like the election, and its
+// value is the fenced resource of the same name in the built-in store,
+// written with the leader's token: a leader that lost its lease (a pause
+// past its end, a network cut) and wakes after another took over has its
+// Proclaim refused by the store (fence.ErrStaleToken), exactly as any
+// fenced write. Every leader's token is larger than every earlier leader's,
+// so a follower that sees a leader's token can hand it to a guard.
+type Election struct {
+	c    *Client
+	name string
+
+	mu    sync.Mutex
+	lease *Lease // this client's leadership, nil when it does not lead
+}
+
+// Election returns the election named name (a lock name and a resource
+// name: the lock's permission is needed to campaign and resign, the
+// resource's write permission to proclaim, read to observe).
+func (c *Client) Election(name string) *Election { return &Election{c: c, name: name} }
+
+// Leader is an election's leader as observed: its lease's token and owner,
+// and the value it proclaimed (nil until it proclaims one).
+type Leader struct {
+	Token fence.Token
+	Owner string
+	Value []byte
+}
+
+// ErrNoLeader: the election has no leader now.
+var ErrNoLeader = errors.New("fence: election has no leader")
+
+// Campaign blocks until this client leads the election, then proclaims
+// value, and returns the lease: its token fences what the leader does,
+// and Lease.Done says when leadership is lost (the lease ended). It waits
+// in rounds of the longest wait the server allows until ctx ends; opts
+// are the acquire's (TTL, Owner, ...; a Wait among them is the length of
+// each round). A client that leads already gets its lease back.
+func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireOption) (*Lease, error) {
+	e.mu.Lock()
+	if l := e.lease; l != nil && l.Err() == nil {
+		e.mu.Unlock()
+		return l, nil
+	}
+	e.mu.Unlock()
+	opts = append([]AcquireOption{Wait(fence.MaxWait)}, opts...)
+	for {
+		l, err := e.c.Acquire(ctx, e.name, opts...)
+		var busy *fence.BusyError
+		if errors.As(err, &busy) && busy.Waited && ctx.Err() == nil {
+			continue // a round's wait ran out: campaign on
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.lease = l
+		e.mu.Unlock()
+		if err := e.proclaim(ctx, l, value); err != nil {
+			return l, err
+		}
+		return l, nil
+	}
+}
+
+// Proclaim sets the leader's value without another election. It is a
+// fenced write with this client's leadership token: refused (ErrNoLeader
+// when this client never led or resigned; fence.ErrStaleToken when
+// another leader has written since) once this client no longer leads.
+func (e *Election) Proclaim(ctx context.Context, value []byte) error {
+	e.mu.Lock()
+	l := e.lease
+	e.mu.Unlock()
+	if l == nil {
+		return ErrNoLeader
+	}
+	return e.proclaim(ctx, l, value)
+}
+
+func (e *Election) proclaim(ctx context.Context, l *Lease, value []byte) error {
+	_, err := e.c.Write(ctx, e.name, l.Token(), value, Signed(l.SignedToken()))
+	return err
+}
+
+// Resign gives up leadership: the lease is released and the next
+// campaigner is granted the lock. A client that does not lead does
+// nothing.
+func (e *Election) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	l := e.lease
+	e.lease = nil
+	e.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	if err := l.Release(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	return nil
+}
+
+// Leader returns the election's leader now (ErrNoLeader when the lock is
+// free). Its Value is the one it proclaimed: nil while the value in the
+// store is an earlier leader's.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	li, err := e.c.Get(ctx, e.name)
+	if err != nil {
+		return Leader{}, err
+	}
+	if li.Lease == nil {
+		return Leader{}, ErrNoLeader
+	}
+	ld := Leader{Token: li.Lease.Token, Owner: li.Lease.Owner}
+	r, err := e.c.Read(ctx, e.name)
+	if err != nil {
+		return Leader{}, err
+	}
+	if r.LastToken == ld.Token && !r.Deleted {
+		ld.Value = r.Value
+	}
+	return ld, nil
+}
+
+// sameLeader reports whether a and b are the same leader with the same
+// value.
+func sameLeader(a, b Leader) bool {
+	return a.Token == b.Token && a.Owner == b.Owner && bytes.Equal(a.Value, b.Value) && (a.Value == nil) == (b.Value == nil)
+}
