@@ -45,7 +45,7 @@ type fsm struct {
 
 	cmds []state.Command // decoding buffer of group entries (FSM goroutine only)
 
-	hub     *watchHub     // recent changes for watchers (watch.go)
+	hub     *watchHub    // recent changes for watchers (watch.go)
 	changed []cmdChanges // the batch's changes, for hub (FSM goroutine only)
 }
 
