@@ -5218,6 +5218,506 @@ func (x *RetireKeyResponse) GetLeasesMoved() uint64 {
 	return 0
 }
 
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The locks whose names start with prefix ("" with no name: every lock).
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// One lock (exact name) instead of a prefix: give name or prefix, not
+	// both.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Resume after this position (a WatchEvent's position, "INDEX" or
+	// "INDEX.CMD.CHANGE"): the changes after it, or, when the node no longer
+	// holds them, the current state with history_gone. Empty: start from
+	// the current state.
+	After         string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *WatchRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+// WatchEvent is one message of a watch: the state of the watched locks
+// (first, and again when the history asked for is gone) or one change.
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the event stands in the log, the same on every node: pass it as
+	// after to resume. "INDEX" for a state (after entry INDEX), and
+	// "INDEX.CMD.CHANGE" for a change (the CHANGE-th change of the CMD-th
+	// command of entry INDEX).
+	Position string `protobuf:"bytes,1,opt,name=position,proto3" json:"position,omitempty"`
+	// The raft log index of the entry (INDEX).
+	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchEvent_State
+	//	*WatchEvent_Change
+	Event         isWatchEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_fence_v1_fence_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *WatchEvent) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetEvent() isWatchEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetState() *WatchState {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_State); ok {
+			return x.State
+		}
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetChange() *LockChange {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_Change); ok {
+			return x.Change
+		}
+	}
+	return nil
+}
+
+type isWatchEvent_Event interface {
+	isWatchEvent_Event()
+}
+
+type WatchEvent_State struct {
+	State *WatchState `protobuf:"bytes,3,opt,name=state,proto3,oneof"`
+}
+
+type WatchEvent_Change struct {
+	Change *LockChange `protobuf:"bytes,4,opt,name=change,proto3,oneof"`
+}
+
+func (*WatchEvent_State) isWatchEvent_Event() {}
+
+func (*WatchEvent_Change) isWatchEvent_Event() {}
+
+// WatchState is the state of the watched locks at a position.
+type WatchState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The held or queued locks the watch covers, sorted by name.
+	Locks []*WatchLock `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	// The watch asked to resume after a position whose changes this node no
+	// longer holds (older than --watch-history changes, or from before its
+	// last restart from a snapshot): this state replaces them.
+	HistoryGone   bool `protobuf:"varint,2,opt,name=history_gone,json=historyGone,proto3" json:"history_gone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchState) Reset() {
+	*x = WatchState{}
+	mi := &file_fence_v1_fence_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchState) ProtoMessage() {}
+
+func (x *WatchState) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchState.ProtoReflect.Descriptor instead.
+func (*WatchState) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *WatchState) GetLocks() []*WatchLock {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *WatchState) GetHistoryGone() bool {
+	if x != nil {
+		return x.HistoryGone
+	}
+	return false
+}
+
+type WatchLock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The leases holding it (none while only queued or in lock-delay).
+	Holders []*WatchHolder `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	// Queued acquirers.
+	Waiters       uint32 `protobuf:"varint,3,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLock) Reset() {
+	*x = WatchLock{}
+	mi := &file_fence_v1_fence_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLock) ProtoMessage() {}
+
+func (x *WatchLock) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLock.ProtoReflect.Descriptor instead.
+func (*WatchLock) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *WatchLock) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WatchLock) GetHolders() []*WatchHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *WatchLock) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+type WatchHolder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	Owner string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// "exclusive" or "shared".
+	Mode string `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Time left, in server time as of the state's position.
+	Remaining     *durationpb.Duration `protobuf:"bytes,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchHolder) Reset() {
+	*x = WatchHolder{}
+	mi := &file_fence_v1_fence_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchHolder) ProtoMessage() {}
+
+func (x *WatchHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchHolder.ProtoReflect.Descriptor instead.
+func (*WatchHolder) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *WatchHolder) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *WatchHolder) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *WatchHolder) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *WatchHolder) GetRemaining() *durationpb.Duration {
+	if x != nil {
+		return x.Remaining
+	}
+	return nil
+}
+
+// LockChange is one change of one lock.
+type LockChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "granted", "released", "expired", "queued" or "left_queue".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The lease granted, released or expired (0 for queued, left_queue).
+	Token     uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Owner     string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Principal string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
+	// "exclusive" or "shared".
+	Mode    string `protobuf:"bytes,6,opt,name=mode,proto3" json:"mode,omitempty"`
+	Permits uint32 `protobuf:"varint,7,opt,name=permits,proto3" json:"permits,omitempty"`
+	// The lease's or waiter's session (0: none).
+	Session uint64 `protobuf:"varint,8,opt,name=session,proto3" json:"session,omitempty"`
+	// For a grant: the lease's TTL.
+	Ttl       *durationpb.Duration `protobuf:"bytes,9,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	RequestId string               `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The lock's holders and queue length after the change.
+	Holders       uint32 `protobuf:"varint,11,opt,name=holders,proto3" json:"holders,omitempty"`
+	Waiters       uint32 `protobuf:"varint,12,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockChange) Reset() {
+	*x = LockChange{}
+	mi := &file_fence_v1_fence_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockChange) ProtoMessage() {}
+
+func (x *LockChange) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockChange.ProtoReflect.Descriptor instead.
+func (*LockChange) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *LockChange) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LockChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockChange) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockChange) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockChange) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *LockChange) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *LockChange) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *LockChange) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *LockChange) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *LockChange) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *LockChange) GetHolders() uint32 {
+	if x != nil {
+		return x.Holders
+	}
+	return 0
+}
+
+func (x *LockChange) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
@@ -5588,13 +6088,54 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"6\n" +
 	"\x11RetireKeyResponse\x12!\n" +
-	"\fleases_moved\x18\x01 \x01(\x04R\vleasesMoved2\xb2\x02\n" +
+	"\fleases_moved\x18\x01 \x01(\x04R\vleasesMoved\"P\n" +
+	"\fWatchRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\"\xa5\x01\n" +
+	"\n" +
+	"WatchEvent\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\tR\bposition\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12,\n" +
+	"\x05state\x18\x03 \x01(\v2\x14.fence.v1.WatchStateH\x00R\x05state\x12.\n" +
+	"\x06change\x18\x04 \x01(\v2\x14.fence.v1.LockChangeH\x00R\x06changeB\a\n" +
+	"\x05event\"Z\n" +
+	"\n" +
+	"WatchState\x12)\n" +
+	"\x05locks\x18\x01 \x03(\v2\x13.fence.v1.WatchLockR\x05locks\x12!\n" +
+	"\fhistory_gone\x18\x02 \x01(\bR\vhistoryGone\"j\n" +
+	"\tWatchLock\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\aholders\x18\x02 \x03(\v2\x15.fence.v1.WatchHolderR\aholders\x12\x18\n" +
+	"\awaiters\x18\x03 \x01(\rR\awaiters\"\x86\x01\n" +
+	"\vWatchHolder\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\x127\n" +
+	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\xc6\x02\n" +
+	"\n" +
+	"LockChange\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04mode\x18\x06 \x01(\tR\x04mode\x12\x18\n" +
+	"\apermits\x18\a \x01(\rR\apermits\x12\x18\n" +
+	"\asession\x18\b \x01(\x04R\asession\x12+\n" +
+	"\x03ttl\x18\t \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\n" +
+	" \x01(\tR\trequestId\x12\x18\n" +
+	"\aholders\x18\v \x01(\rR\aholders\x12\x18\n" +
+	"\awaiters\x18\f \x01(\rR\awaiters2\xeb\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
 	"\aRelease\x12\x18.fence.v1.ReleaseRequest\x1a\x19.fence.v1.ReleaseResponse\x122\n" +
 	"\x03Get\x12\x14.fence.v1.GetRequest\x1a\x15.fence.v1.GetResponse\x125\n" +
-	"\x04List\x12\x15.fence.v1.ListRequest\x1a\x16.fence.v1.ListResponse2\xf3\x01\n" +
+	"\x04List\x12\x15.fence.v1.ListRequest\x1a\x16.fence.v1.ListResponse\x127\n" +
+	"\x05Watch\x12\x16.fence.v1.WatchRequest\x1a\x14.fence.v1.WatchEvent0\x012\xf3\x01\n" +
 	"\x0fResourceService\x128\n" +
 	"\x05Write\x12\x16.fence.v1.WriteRequest\x1a\x17.fence.v1.WriteResponse\x122\n" +
 	"\x03Add\x12\x14.fence.v1.AddRequest\x1a\x15.fence.v1.AddResponse\x125\n" +
@@ -5647,7 +6188,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -5727,14 +6268,20 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*RotateKeyResponse)(nil),          // 75: fence.v1.RotateKeyResponse
 	(*RetireKeyRequest)(nil),           // 76: fence.v1.RetireKeyRequest
 	(*RetireKeyResponse)(nil),          // 77: fence.v1.RetireKeyResponse
-	(*durationpb.Duration)(nil),        // 78: google.protobuf.Duration
+	(*WatchRequest)(nil),               // 78: fence.v1.WatchRequest
+	(*WatchEvent)(nil),                 // 79: fence.v1.WatchEvent
+	(*WatchState)(nil),                 // 80: fence.v1.WatchState
+	(*WatchLock)(nil),                  // 81: fence.v1.WatchLock
+	(*WatchHolder)(nil),                // 82: fence.v1.WatchHolder
+	(*LockChange)(nil),                 // 83: fence.v1.LockChange
+	(*durationpb.Duration)(nil),        // 84: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	78,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	78,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	78,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	84,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	84,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	84,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,   // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	78,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	84,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
 	1,   // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	0,   // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
@@ -5759,14 +6306,14 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	18,  // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,   // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
 	31,  // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	78,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	78,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	78,  // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	78,  // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	78,  // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	84,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	84,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	84,  // 31: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	84,  // 32: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	84,  // 33: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	0,   // 34: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
 	10,  // 35: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	78,  // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	84,  // 36: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 37: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10,  // 38: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
 	1,   // 39: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
@@ -5774,7 +6321,7 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	21,  // 41: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
 	21,  // 42: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
 	10,  // 43: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	78,  // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	84,  // 44: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
 	0,   // 45: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
 	22,  // 46: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
 	0,   // 47: fence.v1.AddRequest.session:type_name -> fence.v1.SessionRef
@@ -5782,97 +6329,105 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	22,  // 49: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
 	0,   // 50: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
 	22,  // 51: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	78,  // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	84,  // 52: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
 	34,  // 53: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
 	42,  // 54: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	78,  // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	78,  // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	78,  // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	78,  // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	84,  // 55: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	84,  // 56: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	84,  // 57: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	84,  // 58: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
 	45,  // 59: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	78,  // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	84,  // 60: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
 	48,  // 61: fence.v1.SetRoleQuotaRequest.quota:type_name -> fence.v1.RoleQuota
 	59,  // 62: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
-	78,  // 63: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	84,  // 63: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
 	59,  // 64: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
-	78,  // 65: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
-	78,  // 66: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	84,  // 65: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	84,  // 66: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
 	59,  // 67: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
 	70,  // 68: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
 	48,  // 69: fence.v1.RoleInfo.quota:type_name -> fence.v1.RoleQuota
 	73,  // 70: fence.v1.ListKeysResponse.keys:type_name -> fence.v1.SigningKeyInfo
-	78,  // 71: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
-	11,  // 72: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	13,  // 73: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	15,  // 74: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	17,  // 75: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	19,  // 76: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	23,  // 77: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	25,  // 78: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	27,  // 79: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	29,  // 80: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,   // 81: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,   // 82: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,   // 83: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,   // 84: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	32,  // 85: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	35,  // 86: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	37,  // 87: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	39,  // 88: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	41,  // 89: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	43,  // 90: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	51,  // 91: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
-	53,  // 92: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
-	55,  // 93: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
-	57,  // 94: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
-	60,  // 95: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
-	62,  // 96: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
-	64,  // 97: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
-	66,  // 98: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
-	68,  // 99: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
-	49,  // 100: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
-	46,  // 101: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
-	71,  // 102: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
-	74,  // 103: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
-	76,  // 104: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
-	12,  // 105: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	14,  // 106: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	16,  // 107: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	18,  // 108: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	20,  // 109: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	24,  // 110: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	26,  // 111: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	28,  // 112: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	30,  // 113: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,   // 114: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,   // 115: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,   // 116: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,   // 117: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	33,  // 118: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	36,  // 119: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	38,  // 120: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	40,  // 121: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	42,  // 122: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	44,  // 123: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	52,  // 124: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
-	54,  // 125: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
-	56,  // 126: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
-	58,  // 127: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
-	61,  // 128: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
-	63,  // 129: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
-	65,  // 130: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
-	67,  // 131: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
-	69,  // 132: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
-	50,  // 133: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
-	47,  // 134: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
-	72,  // 135: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
-	75,  // 136: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
-	77,  // 137: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
-	105, // [105:138] is the sub-list for method output_type
-	72,  // [72:105] is the sub-list for method input_type
-	72,  // [72:72] is the sub-list for extension type_name
-	72,  // [72:72] is the sub-list for extension extendee
-	0,   // [0:72] is the sub-list for field type_name
+	84,  // 71: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
+	80,  // 72: fence.v1.WatchEvent.state:type_name -> fence.v1.WatchState
+	83,  // 73: fence.v1.WatchEvent.change:type_name -> fence.v1.LockChange
+	81,  // 74: fence.v1.WatchState.locks:type_name -> fence.v1.WatchLock
+	82,  // 75: fence.v1.WatchLock.holders:type_name -> fence.v1.WatchHolder
+	84,  // 76: fence.v1.WatchHolder.remaining:type_name -> google.protobuf.Duration
+	84,  // 77: fence.v1.LockChange.ttl:type_name -> google.protobuf.Duration
+	11,  // 78: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	13,  // 79: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	15,  // 80: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	17,  // 81: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	19,  // 82: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	78,  // 83: fence.v1.LockService.Watch:input_type -> fence.v1.WatchRequest
+	23,  // 84: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	25,  // 85: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	27,  // 86: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	29,  // 87: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,   // 88: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,   // 89: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,   // 90: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,   // 91: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	32,  // 92: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	35,  // 93: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	37,  // 94: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	39,  // 95: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	41,  // 96: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	43,  // 97: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	51,  // 98: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	53,  // 99: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	55,  // 100: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	57,  // 101: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	60,  // 102: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	62,  // 103: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	64,  // 104: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	66,  // 105: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	68,  // 106: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	49,  // 107: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	46,  // 108: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
+	71,  // 109: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
+	74,  // 110: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
+	76,  // 111: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
+	12,  // 112: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	14,  // 113: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	16,  // 114: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	18,  // 115: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	20,  // 116: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	79,  // 117: fence.v1.LockService.Watch:output_type -> fence.v1.WatchEvent
+	24,  // 118: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	26,  // 119: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	28,  // 120: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	30,  // 121: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,   // 122: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,   // 123: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,   // 124: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,   // 125: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	33,  // 126: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	36,  // 127: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	38,  // 128: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	40,  // 129: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	42,  // 130: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	44,  // 131: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	52,  // 132: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	54,  // 133: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	56,  // 134: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	58,  // 135: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	61,  // 136: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	63,  // 137: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	65,  // 138: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	67,  // 139: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	69,  // 140: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	50,  // 141: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	47,  // 142: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
+	72,  // 143: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
+	75,  // 144: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
+	77,  // 145: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
+	112, // [112:146] is the sub-list for method output_type
+	78,  // [78:112] is the sub-list for method input_type
+	78,  // [78:78] is the sub-list for extension type_name
+	78,  // [78:78] is the sub-list for extension extendee
+	0,   // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -5907,13 +6462,17 @@ func file_fence_v1_fence_proto_init() {
 	}
 	file_fence_v1_fence_proto_msgTypes[22].OneofWrappers = []any{}
 	file_fence_v1_fence_proto_msgTypes[23].OneofWrappers = []any{}
+	file_fence_v1_fence_proto_msgTypes[79].OneofWrappers = []any{
+		(*WatchEvent_State)(nil),
+		(*WatchEvent_Change)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   7,
 		},
