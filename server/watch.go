@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -178,8 +179,14 @@ func (w *watchSession) redact(e *fencev1.WatchEvent) {
 	c.Session = 0
 }
 
-// sendCut counts a watch cut because an event could not be written.
-func (s *Server) sendCut() { s.metrics.watchCuts.WithLabelValues("send").Inc() }
+// sendFailed counts a watch cut because an event begun at start could not
+// be written within the write timeout (err is the deadline's, or the write
+// took that long); another failure is the client going away.
+func (s *Server) sendFailed(start time.Time, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= s.cfg.WriteTimeout {
+		s.metrics.watchCuts.WithLabelValues("send").Inc()
+	}
+}
 
 // Watch serves LockService.Watch.
 func (h lockService) Watch(ctx context.Context, req *connect.Request[fencev1.WatchRequest], st *connect.ServerStream[fencev1.WatchEvent]) error {
@@ -194,11 +201,10 @@ func (h lockService) Watch(ctx context.Context, req *connect.Request[fencev1.Wat
 	for {
 		evs, err := w.next(w.ctx)
 		for _, e := range evs {
+			start := time.Now()
 			conn.writeWithin(s.cfg.WriteTimeout)
 			if serr := st.Send(e); serr != nil {
-				if w.ctx.Err() == nil {
-					s.sendCut()
-				}
+				s.sendFailed(start, serr)
 				return connect.NewError(connect.CodeCanceled, serr)
 			}
 			conn.writeWithin(0)
@@ -253,14 +259,15 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 	rw.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(rw)
 	write := func(b []byte) bool {
+		start := time.Now()
 		conn.writeWithin(s.cfg.WriteTimeout)
 		_, err := rw.Write(b)
 		if err == nil {
 			err = rc.Flush()
 		}
 		conn.writeWithin(0)
-		if err != nil && w.ctx.Err() == nil {
-			s.sendCut()
+		if err != nil {
+			s.sendFailed(start, err)
 		}
 		return err == nil
 	}
