@@ -133,6 +133,7 @@ var subcommands = map[string]subcommand{
 	"renew":   renewCmd,
 	"release": releaseCmd,
 	"locks":   locksCmd,
+	"watch":   watchCmd,
 	"write":   writeCmd,
 	"add":     addCmd,
 	"read":    readCmd,
@@ -183,6 +184,8 @@ commands:
                                                           up to 24h; --wait 0 tries once;
                                                           acquire tries once unless --wait D)
   locks [PREFIX] [--page-size N]                          list held, delayed or waited-for locks
+  watch [PREFIX] [--name] [--after POS]                   follow the locks under PREFIX until Ctrl-C:
+                                                          the state, then every change (--json: a line each)
   write RESOURCE --token N --value V [--op-id S]
   add RESOURCE --token N --delta N [--op-id S]
   delete RESOURCE --token N [--op-id S]
