@@ -361,3 +361,61 @@ func TestWatchResumeAndHistoryGone(t *testing.T) {
 		t.Fatalf("Watchers() = %d; want 2 (w and stuck)", n.Watchers())
 	}
 }
+
+// A watch on a follower of a 3-node cluster sees the leader's changes with
+// the same positions as a watch on the leader, and one started on the
+// leader resumes on a follower after its last position.
+func TestWatchThroughAFollower(t *testing.T) {
+	tc := startCluster(t, clusterOpts{n: 3})
+	lead := tc.leader()
+	f := tc.others(lead)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	wl, err := lead.node.Watch(ctx, WatchRequest{Prefix: "c/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Close()
+	wf, err := f.node.Watch(ctx, WatchRequest{Prefix: "c/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wf.Close()
+	tok := grant(t, lead.node, "c/a")
+	collect := func(w *Watch, n int) []WatchEvent {
+		var out []WatchEvent
+		for len(out) < n {
+			evs, err := w.Next(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs {
+				if e.State == nil {
+					out = append(out, e)
+				}
+			}
+		}
+		return out
+	}
+	gl, gf := collect(wl, 1), collect(wf, 1)
+	if gl[0].Pos != gf[0].Pos || gf[0].Change != gl[0].Change || gf[0].Change.Token != tok {
+		t.Fatalf("leader saw %+v, follower %+v; want the same grant of token %d at the same position", gl[0], gf[0], tok)
+	}
+	// Resume on the follower after the leader's last position.
+	last := gl[0].Pos
+	if _, err := lead.node.Apply(ctx, state.Command{Op: state.OpRelease, Name: "c/a", Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	wr, err := tc.others(lead)[1].node.Watch(ctx, WatchRequest{Prefix: "c/", After: &last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wr.Close()
+	evs, err := wr.Next(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].State != nil || evs[0].Change.Kind != state.ChangeReleased || evs[0].Change.Token != tok {
+		t.Fatalf("resumed on the other follower after %s: %+v; want the release only", last, evs)
+	}
+}
