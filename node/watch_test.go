@@ -419,3 +419,51 @@ func TestWatchThroughAFollower(t *testing.T) {
 		t.Fatalf("resumed on the other follower after %s: %+v; want the release only", last, evs)
 	}
 }
+
+// After a restart the node replays its log from its last snapshot: a
+// resume from after the snapshot gets the changes (replayed into the
+// ring), one from before it is told the history is gone and gets the
+// state.
+func TestWatchHistoryAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	n, err := Open(Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	w, err := n.Watch(ctx, WatchRequest{Prefix: "h/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextEvents(t, w) // the state
+	t1 := mustApply(t, n, acquire("h/1", time.Hour)).Lease.Token
+	before := nextEvents(t, w)[0].Pos
+	if err := n.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	t2 := mustApply(t, n, acquire("h/2", time.Hour)).Lease.Token
+	after := nextEvents(t, w)[0].Pos
+	t3 := mustApply(t, n, acquire("h/3", time.Hour)).Lease.Token
+	w.Close()
+	within(t, "close", func() { n.Close() })
+
+	n = openWatchNode(t, dir, 0)
+	w, err = n.Watch(ctx, WatchRequest{Prefix: "h/", After: &after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if evs := nextEvents(t, w); len(evs) != 1 || evs[0].State != nil || evs[0].Change.Token != t3 {
+		t.Fatalf("resume after %s (after the snapshot) on the restarted node: %+v; want h/3's grant (token %d)", after, evs, t3)
+	}
+	w2, err := n.Watch(ctx, WatchRequest{Prefix: "h/", After: &before})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	evs := nextEvents(t, w2)
+	if len(evs) != 1 || evs[0].State == nil || !evs[0].State.HistoryGone || len(evs[0].State.Locks) != 3 {
+		t.Fatalf("resume after %s (before the snapshot) on the restarted node: %+v; want the state (h/1..3: tokens %d %d %d) with HistoryGone", before, evs, t1, t2, t3)
+	}
+}
