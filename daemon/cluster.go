@@ -238,5 +238,5 @@ func (cp *clusterParts) closeNow(log *slog.Logger) {
 // specially.
 var errorKinds = server.ErrorKinds{
 	NotLeader: node.ErrNotLeader, UnknownOutcome: node.ErrUnknownOutcome, Closed: node.ErrClosed,
-	ChangeRefused: nodeview.ChangeRefused,
+	ChangeRefused: nodeview.ChangeRefused, WatchBehind: node.ErrWatchBehind,
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// clients of queued acquires to retry before it drops the waiters
 	// nobody waits for (node.Config.WaiterGrace), default 5s.
 	WaiterGrace time.Duration
+	// WatchHistory is how many recent changes of locks the node keeps for
+	// watches to resume from (node.Config.WatchHistory), default
+	// node.DefaultWatchHistory.
+	WatchHistory int
 	// Logger receives server, node and raft logs; default text to stderr.
 	Logger *slog.Logger
 	// LogStore is node.LogStoreWAL (the only log store) or empty (the same);
@@ -182,6 +186,7 @@ func DefaultConfig() Config {
 		Listen: DefaultListen, DataDir: DefaultDataDir, NodeID: DefaultNodeID, LogStore: node.LogStoreWAL,
 		Rules:           rules,
 		WaiterGrace:     5 * time.Second,
+		WatchHistory:    node.DefaultWatchHistory,
 		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,
 		MaxConns: server.DefaultMaxConns, MaxConnsPerPrincipal: server.DefaultMaxConnsPerPrincipal, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,
 		MaxReplyBytes:          server.DefaultMaxReplyBytes,
@@ -190,6 +195,10 @@ func DefaultConfig() Config {
 		IdleTimeout: server.DefaultIdleTimeout, WriteTimeout: server.DefaultWriteTimeout,
 	}
 }
+
+// MaxWatchHistory bounds --watch-history: a change held costs about 200
+// bytes, so the largest ring holds about 400 MiB.
+const MaxWatchHistory = 1 << 21
 
 // DefaultNodeID is the raft server ID of a node not given one.
 const DefaultNodeID = "fence-1"
@@ -217,7 +226,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	for _, f := range []struct{ v, def *int }{
-		{&c.MaxConns, &d.MaxConns}, {&c.MaxConnsPerPrincipal, &d.MaxConnsPerPrincipal}, {&c.MaxStreams, &d.MaxStreams}, {&c.MaxStreamRequests, &d.MaxStreamRequests},
+		{&c.WatchHistory, &d.WatchHistory}, {&c.MaxConns, &d.MaxConns}, {&c.MaxConnsPerPrincipal, &d.MaxConnsPerPrincipal}, {&c.MaxStreams, &d.MaxStreams}, {&c.MaxStreamRequests, &d.MaxStreamRequests},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -260,6 +269,9 @@ func (c Config) Validate() error {
 		if n.v < 1 {
 			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
 		}
+	}
+	if c.WatchHistory < 1 || c.WatchHistory > MaxWatchHistory {
+		return fence.Invalid("config.watch_history", fmt.Sprintf("1 to %d changes", MaxWatchHistory), fmt.Sprint(c.WatchHistory))
 	}
 	if c.MaxStreamsPerPrincipal < 0 {
 		return fence.Invalid("config.max_streams_per_principal", "at least 0 (0: no quota)", fmt.Sprint(c.MaxStreamsPerPrincipal))

@@ -42,7 +42,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	nc, cp, err := withCluster(cfg, h, node.Config{
 		DataDir: cfg.DataDir, LogStore: cfg.LogStore, NodeID: cfg.NodeID, Rules: cfg.Rules,
 		Logger: cfg.Logger, LockTimeout: cfg.LockTimeout, ReadyTimeout: cfg.ReadyTimeout, WaiterGrace: cfg.WaiterGrace,
-		RequireSignedWrites: cfg.RequireSignedWrites,
+		RequireSignedWrites: cfg.RequireSignedWrites, WatchHistory: cfg.WatchHistory,
 	})
 	if err != nil {
 		return nil, err
@@ -86,6 +86,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		Service:      svc, Node: nodeview.Node{N: n, Caught: cp.members.CaughtUp}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
 		Auth:    nodeview.Auth{N: n, Behind: cp.members.Behind},
 		Metrics: metrics,
+		Watches: watchSource(n),
 		// A call another node forwarded here is marked, so it is never
 		// forwarded again (cluster.Forwarder, cluster.Membership).
 		Middleware: cluster.MarkForwarded,

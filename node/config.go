@@ -129,6 +129,10 @@ type Config struct {
 	// raft's 10240 could keep 10 GiB on disk and 1024 kept 1 GiB. The
 	// WAL frees whole segments only (see the package doc, Snapshots).
 	TrailingLogs uint64
+	// WatchHistory is how many recent changes of locks the node keeps for
+	// watches to resume from (Node.Watch); a watch that falls further
+	// behind is cut. Default DefaultWatchHistory.
+	WatchHistory int
 
 	// wrapLog, for tests, wraps the log store under the node's fail-stop
 	// guard (to inject slow or failing writes).

@@ -44,6 +44,16 @@ type fsm struct {
 	counts   counters      // state events applied (counters.go)
 
 	cmds []state.Command // decoding buffer of group entries (FSM goroutine only)
+
+	hub     *watchHub    // recent changes for watchers (watch.go)
+	changed []cmdChanges // the batch's changes, for hub (FSM goroutine only)
+}
+
+// cmdChanges are the changes of the command at place cmd of entry index.
+type cmdChanges struct {
+	index uint64
+	cmd   int
+	cs    []state.Change
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -54,8 +64,8 @@ func (f *fsm) setLimits(c state.Config) {
 	f.limits.Store(&l)
 }
 
-func newFSM(m *state.Machine, w *waiters) *fsm {
-	f := &fsm{m: m, waiters: w, kick: make(chan struct{}, 1), rulesC: make(chan struct{}, 1), appliedC: make(chan struct{})}
+func newFSM(m *state.Machine, w *waiters, history int) *fsm {
+	f := &fsm{m: m, waiters: w, hub: newWatchHub(history), kick: make(chan struct{}, 1), rulesC: make(chan struct{}, 1), appliedC: make(chan struct{})}
 	f.setLimits(m.Config())
 	f.authOn.Store(m.AuthEnabled())
 	f.keyed.Store(m.HasSigningKey())
@@ -89,6 +99,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 				rules = rules || cmds[j].Op == state.OpConfig
 				rs[j] = f.m.Apply(cmds[j])
 				f.counts.result(cmds[j].Op, &rs[j])
+				if len(rs[j].Changes) > 0 {
+					f.changed = append(f.changed, cmdChanges{l.Index, j, rs[j].Changes})
+				}
 				events = append(events, rs[j].Events...)
 			}
 			out[i] = rs
@@ -104,6 +117,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		rules = rules || cmd.Op == state.OpConfig
 		res := f.m.Apply(cmd)
 		f.counts.result(cmd.Op, &res)
+		if len(res.Changes) > 0 {
+			f.changed = append(f.changed, cmdChanges{l.Index, 0, res.Changes})
+		}
 		events = append(events, res.Events...)
 		out[i] = res
 	}
@@ -116,7 +132,18 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	if len(logs) > 0 {
 		f.at.index, f.at.term = logs[len(logs)-1].Index, logs[len(logs)-1].Term
+		// The watch hub, under its short lock, still under mu: a watch
+		// that reads the state under mu starts exactly where the
+		// changes it then reads begin (watch.go).
+		f.hub.mu.Lock()
+		for _, c := range f.changed {
+			f.hub.add(c.index, c.cmd, c.cs)
+		}
+		f.hub.applied(logs[0].Index, logs[len(logs)-1].Index)
+		f.hub.mu.Unlock()
 	}
+	clear(f.changed)
+	f.changed = f.changed[:0]
 	f.mu.Unlock()
 	if len(logs) > 0 {
 		f.advance(logs[len(logs)-1].Index)
@@ -180,6 +207,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.restores.Add(1)
 	f.at.index, f.at.term = 0, 0
+	f.hub.reset()
 	f.setLimits(f.m.Config())
 	f.authOn.Store(f.m.AuthEnabled())
 	f.keyed.Store(f.m.HasSigningKey())

@@ -166,7 +166,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		cfg:     cfg,
 		store:   store,
 		wait:    w,
-		fsm:     newFSM(state.New(), w), // rules come from the log (Config.Rules)
+		fsm:     newFSM(state.New(), w, cfg.WatchHistory), // rules come from the log (Config.Rules)
 		props:   newProposer(cfg.groupsInFlight),
 		officeC: make(chan struct{}, 1),
 		closing: make(chan struct{}),

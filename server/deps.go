@@ -41,6 +41,9 @@ type Deps struct {
 	// asked at every call through the peer port (peer_gate.go); nil: no
 	// check (no peer TLS: the raft port is loopback or a private network's).
 	PeerAdmitted func(nodeID string) bool
+	// Watches serves LockService.Watch and GET /v1/watch (watch.go); nil
+	// answers both unimplemented.
+	Watches WatchSource
 	// Middleware, if set, wraps the whole API handler (on every port it is
 	// served on).
 	Middleware func(http.Handler) http.Handler
@@ -61,6 +64,20 @@ type Node interface {
 	// the header's facts and the function that writes the backup file. An
 	// error that is not a *connect.Error is mapped as a Service error.
 	Backup(ctx context.Context) (*fencev1.BackupHeader, func(io.Writer) error, error)
+}
+
+// WatchSource starts a watch on the node's applied state (node.Watch seen
+// through the daemon): following what req names. A malformed after is a
+// *fence.InvalidError naming it.
+type WatchSource func(ctx context.Context, req *fencev1.WatchRequest) (WatchStream, error)
+
+// WatchStream is one watch: Next returns its next events (the state
+// first, then changes, in log order), waiting until there is one or ctx
+// ends; an error matching ErrorKinds.WatchBehind means the watch fell
+// behind the node's ring and is cut.
+type WatchStream interface {
+	Next(ctx context.Context) ([]*fencev1.WatchEvent, error)
+	Close()
 }
 
 // Membership is the ClusterService's logic: package cluster's Membership
@@ -89,6 +106,10 @@ type ErrorKinds struct {
 	// node, the last voter, a conflicting member): FailedPrecondition, not
 	// logged.
 	ChangeRefused func(error) bool
+	// WatchBehind: a watch read more slowly than the changes came and
+	// the node's ring moved past it (the watch is cut, counted in
+	// fence_watch_cut_total).
+	WatchBehind error
 }
 
 // is reports whether err matches kind (never for a nil kind).

@@ -24,9 +24,11 @@ type metrics struct {
 	streamRequests *prometheus.CounterVec
 	// authRefusals counts authentication and permission refusals by reason.
 	authRefusals *prometheus.CounterVec
+	// watchCuts counts watches cut, by reason (behind, send: watch.go).
+	watchCuts *prometheus.CounterVec
 }
 
-func newMetrics(conns *connCount, streams *atomic.Int64, replies *replyBudget, extra []prometheus.Collector) *metrics {
+func newMetrics(conns *connCount, streams, watches *atomic.Int64, replies *replyBudget, extra []prometheus.Collector) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -50,7 +52,15 @@ func newMetrics(conns *connCount, streams *atomic.Int64, replies *replyBudget, e
 	m.authRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fence_auth_refusals_total", Help: "Requests refused UNAUTHENTICATED or PERMISSION_DENIED, by reason (no_credentials, malformed, unknown_token, revoked_token, expired_token, permission, ownership).",
 	}, []string{"reason"})
-	m.reg.MustRegister(m.requests, m.latency, m.apply, m.exhausted, m.streamRequests, m.authRefusals,
+	m.watchCuts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_watch_cut_total", Help: "Watches cut by the server, by reason: behind (it read more slowly than changes came and the ring of --watch-history moved past it), send (an event was not written within --write-timeout).",
+	}, []string{"reason"})
+	for _, r := range []string{"behind", "send"} {
+		m.watchCuts.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.apply, m.exhausted, m.streamRequests, m.authRefusals, m.watchCuts,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_watchers", Help: "Open watches (LockService.Watch and GET /v1/watch; at most --max-streams)."},
+			func() float64 { return float64(watches.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_streams", Help: "Open SessionService.Stream streams (at most --max-streams)."},
 			func() float64 { return float64(streams.Load()) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

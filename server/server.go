@@ -48,6 +48,7 @@ type Server struct {
 	drainC     chan struct{}
 	conns      connCount    // client connections (Serve's listener)
 	streams    atomic.Int64 // open SessionService.Stream streams
+	watches    atomic.Int64 // open watches (watch.go)
 	auditLimit auditLimiter // audit.go
 	replies    *replyBudget // reply bytes held, all connections (reply_budget.go)
 	// principalConns counts the connections each principal holds
@@ -73,7 +74,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.workers = newStreamWorkers(s.baseCtx)
-	s.metrics = newMetrics(&s.conns, &s.streams, s.replies, deps.Metrics)
+	s.metrics = newMetrics(&s.conns, &s.streams, &s.watches, s.replies, deps.Metrics)
 
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(s.metrics.interceptor()),
@@ -99,6 +100,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /v1/keys", s.keys)
+	mux.HandleFunc("GET /v1/watch", s.sseWatch)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	// SessionService.Stream has limits of its own (stream_http.go).
 	// refusalReasons, outermost, gives every refusal its reason and

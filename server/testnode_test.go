@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"sync"
 	"testing"
 
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/cluster"
 	"github.com/fenceworks/fence/internal/nodeview"
 	"github.com/fenceworks/fence/node"
@@ -38,7 +40,14 @@ func newOverNode(tb testing.TB, cfg Config, rules state.Config) (*Server, error)
 		Metrics: nodeview.Metrics(n),
 		Errors: ErrorKinds{
 			NotLeader: node.ErrNotLeader, UnknownOutcome: node.ErrUnknownOutcome, Closed: node.ErrClosed,
-			ChangeRefused: nodeview.ChangeRefused,
+			ChangeRefused: nodeview.ChangeRefused, WatchBehind: node.ErrWatchBehind,
+		},
+		Watches: func(ctx context.Context, req *fencev1.WatchRequest) (WatchStream, error) {
+			w, err := nodeview.Watches{N: n}.Watch(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return w, nil
 		},
 	})
 	if err != nil {

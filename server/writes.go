@@ -21,6 +21,14 @@ import (
 func limitWrites(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
+		if isWatchPath(r.URL.Path) {
+			// A watch lives as long as its client keeps it: each of its
+			// events must be written within timeout (watch.go).
+			_ = rc.SetWriteDeadline(time.Time{})
+			c := &streamConn{rc: rc, body: r.Body, timeout: timeout}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamKey{}, c)))
+			return
+		}
 		if r.URL.Path == fencev1connect.LockServiceAcquireProcedure {
 			if r.ProtoMajor == 1 {
 				// The connection's deadline from an earlier request.

@@ -134,6 +134,7 @@ var subcommands = map[string]subcommand{
 	"renew":   renewCmd,
 	"release": releaseCmd,
 	"locks":   locksCmd,
+	"watch":   watchCmd,
 	"write":   writeCmd,
 	"add":     addCmd,
 	"read":    readCmd,
@@ -187,6 +188,8 @@ commands:
                                                           several NAMEs: one set, all or none;
                                                           --shared, --permits N, --shared-lock NAME)
   locks [PREFIX] [--page-size N]                          list held, delayed or waited-for locks
+  watch [PREFIX] [--name] [--after POS]                   follow the locks under PREFIX until Ctrl-C:
+                                                          the state, then every change (--json: a line each)
   write RESOURCE --token N --value V [--op-id S]
   add RESOURCE --token N --delta N [--op-id S]
   delete RESOURCE --token N [--op-id S]

@@ -97,6 +97,8 @@ var serveFlagTable = []serveFlag{
 		integer(func(s *serveSettings) *int { return &s.cfg.MaxStreamsPerPrincipal })},
 	{"stream-first-message-timeout", "a session stream whose first message has not come this long after it opened is closed (DEADLINE_EXCEEDED) and frees its slot",
 		dur(func(s *serveSettings) *time.Duration { return &s.cfg.StreamFirstMessageTimeout })},
+	{"watch-history", "how many recent changes of locks the node keeps for watches (fence watch, GET /v1/watch) to resume from; a watch further behind is cut and resumes with the current state",
+		integer(func(s *serveSettings) *int { return &s.cfg.WatchHistory })},
 	{"max-stream-requests", "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client",
 		integer(func(s *serveSettings) *int { return &s.cfg.MaxStreamRequests })},
 	{"max-reply-bytes", "most bytes of large replies (Read, List) held until written, all connections together (one holds at most 16 MiB); a reply without room waits for it",

@@ -5406,6 +5406,506 @@ func (x *RetireKeyResponse) GetLeasesMoved() uint64 {
 	return 0
 }
 
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The locks whose names start with prefix ("" with no name: every lock).
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// One lock (exact name) instead of a prefix: give name or prefix, not
+	// both.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Resume after this position (a WatchEvent's position, "INDEX" or
+	// "INDEX.CMD.CHANGE"): the changes after it, or, when the node no longer
+	// holds them, the current state with history_gone. Empty: start from
+	// the current state.
+	After         string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *WatchRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+// WatchEvent is one message of a watch: the state of the watched locks
+// (first, and again when the history asked for is gone) or one change.
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the event stands in the log, the same on every node: pass it as
+	// after to resume. "INDEX" for a state (after entry INDEX), and
+	// "INDEX.CMD.CHANGE" for a change (the CHANGE-th change of the CMD-th
+	// command of entry INDEX).
+	Position string `protobuf:"bytes,1,opt,name=position,proto3" json:"position,omitempty"`
+	// The raft log index of the entry (INDEX).
+	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchEvent_State
+	//	*WatchEvent_Change
+	Event         isWatchEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_fence_v1_fence_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *WatchEvent) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetEvent() isWatchEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetState() *WatchState {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_State); ok {
+			return x.State
+		}
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetChange() *LockChange {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_Change); ok {
+			return x.Change
+		}
+	}
+	return nil
+}
+
+type isWatchEvent_Event interface {
+	isWatchEvent_Event()
+}
+
+type WatchEvent_State struct {
+	State *WatchState `protobuf:"bytes,3,opt,name=state,proto3,oneof"`
+}
+
+type WatchEvent_Change struct {
+	Change *LockChange `protobuf:"bytes,4,opt,name=change,proto3,oneof"`
+}
+
+func (*WatchEvent_State) isWatchEvent_Event() {}
+
+func (*WatchEvent_Change) isWatchEvent_Event() {}
+
+// WatchState is the state of the watched locks at a position.
+type WatchState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The held or queued locks the watch covers, sorted by name.
+	Locks []*WatchLock `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	// The watch asked to resume after a position whose changes this node no
+	// longer holds (older than --watch-history changes, or from before its
+	// last restart from a snapshot): this state replaces them.
+	HistoryGone   bool `protobuf:"varint,2,opt,name=history_gone,json=historyGone,proto3" json:"history_gone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchState) Reset() {
+	*x = WatchState{}
+	mi := &file_fence_v1_fence_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchState) ProtoMessage() {}
+
+func (x *WatchState) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchState.ProtoReflect.Descriptor instead.
+func (*WatchState) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *WatchState) GetLocks() []*WatchLock {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *WatchState) GetHistoryGone() bool {
+	if x != nil {
+		return x.HistoryGone
+	}
+	return false
+}
+
+type WatchLock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The leases holding it (none while only queued or in lock-delay).
+	Holders []*WatchHolder `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	// Queued acquirers.
+	Waiters       uint32 `protobuf:"varint,3,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLock) Reset() {
+	*x = WatchLock{}
+	mi := &file_fence_v1_fence_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLock) ProtoMessage() {}
+
+func (x *WatchLock) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLock.ProtoReflect.Descriptor instead.
+func (*WatchLock) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *WatchLock) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WatchLock) GetHolders() []*WatchHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *WatchLock) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+type WatchHolder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	Owner string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// "exclusive" or "shared".
+	Mode string `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Time left, in server time as of the state's position.
+	Remaining     *durationpb.Duration `protobuf:"bytes,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchHolder) Reset() {
+	*x = WatchHolder{}
+	mi := &file_fence_v1_fence_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchHolder) ProtoMessage() {}
+
+func (x *WatchHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchHolder.ProtoReflect.Descriptor instead.
+func (*WatchHolder) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *WatchHolder) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *WatchHolder) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *WatchHolder) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *WatchHolder) GetRemaining() *durationpb.Duration {
+	if x != nil {
+		return x.Remaining
+	}
+	return nil
+}
+
+// LockChange is one change of one lock.
+type LockChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "granted", "released", "expired", "queued" or "left_queue".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The lease granted, released or expired (0 for queued, left_queue).
+	Token     uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Owner     string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Principal string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
+	// "exclusive" or "shared".
+	Mode    string `protobuf:"bytes,6,opt,name=mode,proto3" json:"mode,omitempty"`
+	Permits uint32 `protobuf:"varint,7,opt,name=permits,proto3" json:"permits,omitempty"`
+	// The lease's or waiter's session (0: none).
+	Session uint64 `protobuf:"varint,8,opt,name=session,proto3" json:"session,omitempty"`
+	// For a grant: the lease's TTL.
+	Ttl       *durationpb.Duration `protobuf:"bytes,9,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	RequestId string               `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The lock's holders and queue length after the change.
+	Holders       uint32 `protobuf:"varint,11,opt,name=holders,proto3" json:"holders,omitempty"`
+	Waiters       uint32 `protobuf:"varint,12,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockChange) Reset() {
+	*x = LockChange{}
+	mi := &file_fence_v1_fence_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockChange) ProtoMessage() {}
+
+func (x *LockChange) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockChange.ProtoReflect.Descriptor instead.
+func (*LockChange) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *LockChange) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LockChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockChange) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockChange) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockChange) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *LockChange) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *LockChange) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *LockChange) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *LockChange) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *LockChange) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *LockChange) GetHolders() uint32 {
+	if x != nil {
+		return x.Holders
+	}
+	return 0
+}
+
+func (x *LockChange) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
@@ -5793,13 +6293,54 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"6\n" +
 	"\x11RetireKeyResponse\x12!\n" +
-	"\fleases_moved\x18\x01 \x01(\x04R\vleasesMoved2\xb2\x02\n" +
+	"\fleases_moved\x18\x01 \x01(\x04R\vleasesMoved\"P\n" +
+	"\fWatchRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\"\xa5\x01\n" +
+	"\n" +
+	"WatchEvent\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\tR\bposition\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12,\n" +
+	"\x05state\x18\x03 \x01(\v2\x14.fence.v1.WatchStateH\x00R\x05state\x12.\n" +
+	"\x06change\x18\x04 \x01(\v2\x14.fence.v1.LockChangeH\x00R\x06changeB\a\n" +
+	"\x05event\"Z\n" +
+	"\n" +
+	"WatchState\x12)\n" +
+	"\x05locks\x18\x01 \x03(\v2\x13.fence.v1.WatchLockR\x05locks\x12!\n" +
+	"\fhistory_gone\x18\x02 \x01(\bR\vhistoryGone\"j\n" +
+	"\tWatchLock\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\aholders\x18\x02 \x03(\v2\x15.fence.v1.WatchHolderR\aholders\x12\x18\n" +
+	"\awaiters\x18\x03 \x01(\rR\awaiters\"\x86\x01\n" +
+	"\vWatchHolder\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\x127\n" +
+	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\xc6\x02\n" +
+	"\n" +
+	"LockChange\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04mode\x18\x06 \x01(\tR\x04mode\x12\x18\n" +
+	"\apermits\x18\a \x01(\rR\apermits\x12\x18\n" +
+	"\asession\x18\b \x01(\x04R\asession\x12+\n" +
+	"\x03ttl\x18\t \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\n" +
+	" \x01(\tR\trequestId\x12\x18\n" +
+	"\aholders\x18\v \x01(\rR\aholders\x12\x18\n" +
+	"\awaiters\x18\f \x01(\rR\awaiters2\xeb\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
 	"\aRelease\x12\x18.fence.v1.ReleaseRequest\x1a\x19.fence.v1.ReleaseResponse\x122\n" +
 	"\x03Get\x12\x14.fence.v1.GetRequest\x1a\x15.fence.v1.GetResponse\x125\n" +
-	"\x04List\x12\x15.fence.v1.ListRequest\x1a\x16.fence.v1.ListResponse2\xf3\x01\n" +
+	"\x04List\x12\x15.fence.v1.ListRequest\x1a\x16.fence.v1.ListResponse\x127\n" +
+	"\x05Watch\x12\x16.fence.v1.WatchRequest\x1a\x14.fence.v1.WatchEvent0\x012\xf3\x01\n" +
 	"\x0fResourceService\x128\n" +
 	"\x05Write\x12\x16.fence.v1.WriteRequest\x1a\x17.fence.v1.WriteResponse\x122\n" +
 	"\x03Add\x12\x14.fence.v1.AddRequest\x1a\x15.fence.v1.AddResponse\x125\n" +
@@ -5852,7 +6393,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -5933,14 +6474,20 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*RotateKeyResponse)(nil),          // 76: fence.v1.RotateKeyResponse
 	(*RetireKeyRequest)(nil),           // 77: fence.v1.RetireKeyRequest
 	(*RetireKeyResponse)(nil),          // 78: fence.v1.RetireKeyResponse
-	(*durationpb.Duration)(nil),        // 79: google.protobuf.Duration
+	(*WatchRequest)(nil),               // 79: fence.v1.WatchRequest
+	(*WatchEvent)(nil),                 // 80: fence.v1.WatchEvent
+	(*WatchState)(nil),                 // 81: fence.v1.WatchState
+	(*WatchLock)(nil),                  // 82: fence.v1.WatchLock
+	(*WatchHolder)(nil),                // 83: fence.v1.WatchHolder
+	(*LockChange)(nil),                 // 84: fence.v1.LockChange
+	(*durationpb.Duration)(nil),        // 85: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	79,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	79,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	79,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	85,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	85,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	85,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,   // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	79,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	85,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
 	1,   // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	0,   // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
@@ -5965,16 +6512,16 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	19,  // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,   // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
 	32,  // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	79,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	79,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	85,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	85,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
 	11,  // 31: fence.v1.Lease.locks:type_name -> fence.v1.LockSpec
-	79,  // 32: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	79,  // 33: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	79,  // 34: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	85,  // 32: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	85,  // 33: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	85,  // 34: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	0,   // 35: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
 	11,  // 36: fence.v1.AcquireRequest.locks:type_name -> fence.v1.LockSpec
 	10,  // 37: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	79,  // 38: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	85,  // 38: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 39: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10,  // 40: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
 	1,   // 41: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
@@ -5982,7 +6529,7 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	22,  // 43: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
 	22,  // 44: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
 	10,  // 45: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	79,  // 46: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	85,  // 46: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
 	10,  // 47: fence.v1.LockInfo.holders:type_name -> fence.v1.Lease
 	0,   // 48: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
 	23,  // 49: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
@@ -5991,97 +6538,105 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	23,  // 52: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
 	0,   // 53: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
 	23,  // 54: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	79,  // 55: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	85,  // 55: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
 	35,  // 56: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
 	43,  // 57: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	79,  // 58: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	79,  // 59: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	79,  // 60: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	79,  // 61: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	85,  // 58: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	85,  // 59: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	85,  // 60: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	85,  // 61: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
 	46,  // 62: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	79,  // 63: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	85,  // 63: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
 	49,  // 64: fence.v1.SetRoleQuotaRequest.quota:type_name -> fence.v1.RoleQuota
 	60,  // 65: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
-	79,  // 66: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	85,  // 66: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
 	60,  // 67: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
-	79,  // 68: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
-	79,  // 69: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	85,  // 68: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	85,  // 69: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
 	60,  // 70: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
 	71,  // 71: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
 	49,  // 72: fence.v1.RoleInfo.quota:type_name -> fence.v1.RoleQuota
 	74,  // 73: fence.v1.ListKeysResponse.keys:type_name -> fence.v1.SigningKeyInfo
-	79,  // 74: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
-	12,  // 75: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	14,  // 76: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	16,  // 77: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	18,  // 78: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	20,  // 79: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	24,  // 80: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	26,  // 81: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	28,  // 82: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	30,  // 83: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,   // 84: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,   // 85: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,   // 86: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,   // 87: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	33,  // 88: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	36,  // 89: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	38,  // 90: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	40,  // 91: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	42,  // 92: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	44,  // 93: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	52,  // 94: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
-	54,  // 95: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
-	56,  // 96: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
-	58,  // 97: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
-	61,  // 98: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
-	63,  // 99: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
-	65,  // 100: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
-	67,  // 101: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
-	69,  // 102: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
-	50,  // 103: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
-	47,  // 104: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
-	72,  // 105: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
-	75,  // 106: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
-	77,  // 107: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
-	13,  // 108: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	15,  // 109: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	17,  // 110: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	19,  // 111: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	21,  // 112: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	25,  // 113: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	27,  // 114: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	29,  // 115: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	31,  // 116: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,   // 117: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,   // 118: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,   // 119: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,   // 120: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	34,  // 121: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	37,  // 122: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	39,  // 123: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	41,  // 124: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	43,  // 125: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	45,  // 126: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	53,  // 127: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
-	55,  // 128: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
-	57,  // 129: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
-	59,  // 130: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
-	62,  // 131: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
-	64,  // 132: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
-	66,  // 133: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
-	68,  // 134: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
-	70,  // 135: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
-	51,  // 136: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
-	48,  // 137: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
-	73,  // 138: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
-	76,  // 139: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
-	78,  // 140: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
-	108, // [108:141] is the sub-list for method output_type
-	75,  // [75:108] is the sub-list for method input_type
-	75,  // [75:75] is the sub-list for extension type_name
-	75,  // [75:75] is the sub-list for extension extendee
-	0,   // [0:75] is the sub-list for field type_name
+	85,  // 74: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
+	81,  // 75: fence.v1.WatchEvent.state:type_name -> fence.v1.WatchState
+	84,  // 76: fence.v1.WatchEvent.change:type_name -> fence.v1.LockChange
+	82,  // 77: fence.v1.WatchState.locks:type_name -> fence.v1.WatchLock
+	83,  // 78: fence.v1.WatchLock.holders:type_name -> fence.v1.WatchHolder
+	85,  // 79: fence.v1.WatchHolder.remaining:type_name -> google.protobuf.Duration
+	85,  // 80: fence.v1.LockChange.ttl:type_name -> google.protobuf.Duration
+	12,  // 81: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	14,  // 82: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	16,  // 83: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	18,  // 84: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	20,  // 85: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	79,  // 86: fence.v1.LockService.Watch:input_type -> fence.v1.WatchRequest
+	24,  // 87: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	26,  // 88: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	28,  // 89: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	30,  // 90: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,   // 91: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,   // 92: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,   // 93: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,   // 94: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	33,  // 95: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	36,  // 96: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	38,  // 97: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	40,  // 98: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	42,  // 99: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	44,  // 100: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	52,  // 101: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	54,  // 102: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	56,  // 103: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	58,  // 104: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	61,  // 105: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	63,  // 106: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	65,  // 107: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	67,  // 108: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	69,  // 109: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	50,  // 110: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	47,  // 111: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
+	72,  // 112: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
+	75,  // 113: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
+	77,  // 114: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
+	13,  // 115: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	15,  // 116: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	17,  // 117: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	19,  // 118: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	21,  // 119: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	80,  // 120: fence.v1.LockService.Watch:output_type -> fence.v1.WatchEvent
+	25,  // 121: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	27,  // 122: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	29,  // 123: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	31,  // 124: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,   // 125: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,   // 126: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,   // 127: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,   // 128: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	34,  // 129: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	37,  // 130: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	39,  // 131: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	41,  // 132: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	43,  // 133: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	45,  // 134: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	53,  // 135: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	55,  // 136: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	57,  // 137: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	59,  // 138: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	62,  // 139: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	64,  // 140: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	66,  // 141: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	68,  // 142: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	70,  // 143: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	51,  // 144: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	48,  // 145: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
+	73,  // 146: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
+	76,  // 147: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
+	78,  // 148: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
+	115, // [115:149] is the sub-list for method output_type
+	81,  // [81:115] is the sub-list for method input_type
+	81,  // [81:81] is the sub-list for extension type_name
+	81,  // [81:81] is the sub-list for extension extendee
+	0,   // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -6116,13 +6671,17 @@ func file_fence_v1_fence_proto_init() {
 	}
 	file_fence_v1_fence_proto_msgTypes[23].OneofWrappers = []any{}
 	file_fence_v1_fence_proto_msgTypes[24].OneofWrappers = []any{}
+	file_fence_v1_fence_proto_msgTypes[80].OneofWrappers = []any{
+		(*WatchEvent_State)(nil),
+		(*WatchEvent_Change)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   79,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

@@ -75,6 +75,8 @@ const (
 	LockServiceGetProcedure = "/fence.v1.LockService/Get"
 	// LockServiceListProcedure is the fully-qualified name of the LockService's List RPC.
 	LockServiceListProcedure = "/fence.v1.LockService/List"
+	// LockServiceWatchProcedure is the fully-qualified name of the LockService's Watch RPC.
+	LockServiceWatchProcedure = "/fence.v1.LockService/Watch"
 	// ResourceServiceWriteProcedure is the fully-qualified name of the ResourceService's Write RPC.
 	ResourceServiceWriteProcedure = "/fence.v1.ResourceService/Write"
 	// ResourceServiceAddProcedure is the fully-qualified name of the ResourceService's Add RPC.
@@ -155,6 +157,9 @@ type LockServiceClient interface {
 	// List describes the locks whose names start with prefix, sorted by name,
 	// one page at a time.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
+	// Watch follows one lock or the locks under a prefix (docs/api.md,
+	// "Watch"): the current state, then every change in log order.
+	Watch(context.Context, *connect.Request[v1.WatchRequest]) (*connect.ServerStreamForClient[v1.WatchEvent], error)
 }
 
 // NewLockServiceClient constructs a client for the fence.v1.LockService service. By default, it
@@ -198,6 +203,12 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(lockServiceMethods.ByName("List")),
 			connect.WithClientOptions(opts...),
 		),
+		watch: connect.NewClient[v1.WatchRequest, v1.WatchEvent](
+			httpClient,
+			baseURL+LockServiceWatchProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Watch")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -208,6 +219,7 @@ type lockServiceClient struct {
 	release *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
 	get     *connect.Client[v1.GetRequest, v1.GetResponse]
 	list    *connect.Client[v1.ListRequest, v1.ListResponse]
+	watch   *connect.Client[v1.WatchRequest, v1.WatchEvent]
 }
 
 // Acquire calls fence.v1.LockService.Acquire.
@@ -235,6 +247,11 @@ func (c *lockServiceClient) List(ctx context.Context, req *connect.Request[v1.Li
 	return c.list.CallUnary(ctx, req)
 }
 
+// Watch calls fence.v1.LockService.Watch.
+func (c *lockServiceClient) Watch(ctx context.Context, req *connect.Request[v1.WatchRequest]) (*connect.ServerStreamForClient[v1.WatchEvent], error) {
+	return c.watch.CallServerStream(ctx, req)
+}
+
 // LockServiceHandler is an implementation of the fence.v1.LockService service.
 type LockServiceHandler interface {
 	// Acquire grants the lock if it is free (try), or waits up to wait for it
@@ -250,6 +267,9 @@ type LockServiceHandler interface {
 	// List describes the locks whose names start with prefix, sorted by name,
 	// one page at a time.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
+	// Watch follows one lock or the locks under a prefix (docs/api.md,
+	// "Watch"): the current state, then every change in log order.
+	Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchEvent]) error
 }
 
 // NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -289,6 +309,12 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(lockServiceMethods.ByName("List")),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceWatchHandler := connect.NewServerStreamHandler(
+		LockServiceWatchProcedure,
+		svc.Watch,
+		connect.WithSchema(lockServiceMethods.ByName("Watch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fence.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LockServiceAcquireProcedure:
@@ -301,6 +327,8 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceGetHandler.ServeHTTP(w, r)
 		case LockServiceListProcedure:
 			lockServiceListHandler.ServeHTTP(w, r)
+		case LockServiceWatchProcedure:
+			lockServiceWatchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -328,6 +356,10 @@ func (UnimplementedLockServiceHandler) Get(context.Context, *connect.Request[v1.
 
 func (UnimplementedLockServiceHandler) List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.LockService.List is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.LockService.Watch is not implemented"))
 }
 
 // ResourceServiceClient is a client for the fence.v1.ResourceService service.

@@ -2639,6 +2639,269 @@ export declare type RetireKeyResponse = Message<"fence.v1.RetireKeyResponse"> & 
 export declare const RetireKeyResponseSchema: GenMessage<RetireKeyResponse>;
 
 /**
+ * @generated from message fence.v1.WatchRequest
+ */
+export declare type WatchRequest = Message<"fence.v1.WatchRequest"> & {
+  /**
+   * The locks whose names start with prefix ("" with no name: every lock).
+   *
+   * @generated from field: string prefix = 1;
+   */
+  prefix: string;
+
+  /**
+   * One lock (exact name) instead of a prefix: give name or prefix, not
+   * both.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Resume after this position (a WatchEvent's position, "INDEX" or
+   * "INDEX.CMD.CHANGE"): the changes after it, or, when the node no longer
+   * holds them, the current state with history_gone. Empty: start from
+   * the current state.
+   *
+   * @generated from field: string after = 3;
+   */
+  after: string;
+};
+
+/**
+ * Describes the message fence.v1.WatchRequest.
+ * Use `create(WatchRequestSchema)` to create a new message.
+ */
+export declare const WatchRequestSchema: GenMessage<WatchRequest>;
+
+/**
+ * WatchEvent is one message of a watch: the state of the watched locks
+ * (first, and again when the history asked for is gone) or one change.
+ *
+ * @generated from message fence.v1.WatchEvent
+ */
+export declare type WatchEvent = Message<"fence.v1.WatchEvent"> & {
+  /**
+   * Where the event stands in the log, the same on every node: pass it as
+   * after to resume. "INDEX" for a state (after entry INDEX), and
+   * "INDEX.CMD.CHANGE" for a change (the CHANGE-th change of the CMD-th
+   * command of entry INDEX).
+   *
+   * @generated from field: string position = 1;
+   */
+  position: string;
+
+  /**
+   * The raft log index of the entry (INDEX).
+   *
+   * @generated from field: uint64 index = 2;
+   */
+  index: bigint;
+
+  /**
+   * @generated from oneof fence.v1.WatchEvent.event
+   */
+  event: {
+    /**
+     * @generated from field: fence.v1.WatchState state = 3;
+     */
+    value: WatchState;
+    case: "state";
+  } | {
+    /**
+     * @generated from field: fence.v1.LockChange change = 4;
+     */
+    value: LockChange;
+    case: "change";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message fence.v1.WatchEvent.
+ * Use `create(WatchEventSchema)` to create a new message.
+ */
+export declare const WatchEventSchema: GenMessage<WatchEvent>;
+
+/**
+ * WatchState is the state of the watched locks at a position.
+ *
+ * @generated from message fence.v1.WatchState
+ */
+export declare type WatchState = Message<"fence.v1.WatchState"> & {
+  /**
+   * The held or queued locks the watch covers, sorted by name.
+   *
+   * @generated from field: repeated fence.v1.WatchLock locks = 1;
+   */
+  locks: WatchLock[];
+
+  /**
+   * The watch asked to resume after a position whose changes this node no
+   * longer holds (older than --watch-history changes, or from before its
+   * last restart from a snapshot): this state replaces them.
+   *
+   * @generated from field: bool history_gone = 2;
+   */
+  historyGone: boolean;
+};
+
+/**
+ * Describes the message fence.v1.WatchState.
+ * Use `create(WatchStateSchema)` to create a new message.
+ */
+export declare const WatchStateSchema: GenMessage<WatchState>;
+
+/**
+ * @generated from message fence.v1.WatchLock
+ */
+export declare type WatchLock = Message<"fence.v1.WatchLock"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The leases holding it (none while only queued or in lock-delay).
+   *
+   * @generated from field: repeated fence.v1.WatchHolder holders = 2;
+   */
+  holders: WatchHolder[];
+
+  /**
+   * Queued acquirers.
+   *
+   * @generated from field: uint32 waiters = 3;
+   */
+  waiters: number;
+};
+
+/**
+ * Describes the message fence.v1.WatchLock.
+ * Use `create(WatchLockSchema)` to create a new message.
+ */
+export declare const WatchLockSchema: GenMessage<WatchLock>;
+
+/**
+ * @generated from message fence.v1.WatchHolder
+ */
+export declare type WatchHolder = Message<"fence.v1.WatchHolder"> & {
+  /**
+   * @generated from field: uint64 token = 1;
+   */
+  token: bigint;
+
+  /**
+   * @generated from field: string owner = 2;
+   */
+  owner: string;
+
+  /**
+   * "exclusive" or "shared".
+   *
+   * @generated from field: string mode = 3;
+   */
+  mode: string;
+
+  /**
+   * Time left, in server time as of the state's position.
+   *
+   * @generated from field: google.protobuf.Duration remaining = 4;
+   */
+  remaining?: Duration | undefined;
+};
+
+/**
+ * Describes the message fence.v1.WatchHolder.
+ * Use `create(WatchHolderSchema)` to create a new message.
+ */
+export declare const WatchHolderSchema: GenMessage<WatchHolder>;
+
+/**
+ * LockChange is one change of one lock.
+ *
+ * @generated from message fence.v1.LockChange
+ */
+export declare type LockChange = Message<"fence.v1.LockChange"> & {
+  /**
+   * "granted", "released", "expired", "queued" or "left_queue".
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The lease granted, released or expired (0 for queued, left_queue).
+   *
+   * @generated from field: uint64 token = 3;
+   */
+  token: bigint;
+
+  /**
+   * @generated from field: string owner = 4;
+   */
+  owner: string;
+
+  /**
+   * @generated from field: string principal = 5;
+   */
+  principal: string;
+
+  /**
+   * "exclusive" or "shared".
+   *
+   * @generated from field: string mode = 6;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: uint32 permits = 7;
+   */
+  permits: number;
+
+  /**
+   * The lease's or waiter's session (0: none).
+   *
+   * @generated from field: uint64 session = 8;
+   */
+  session: bigint;
+
+  /**
+   * For a grant: the lease's TTL.
+   *
+   * @generated from field: google.protobuf.Duration ttl = 9;
+   */
+  ttl?: Duration | undefined;
+
+  /**
+   * @generated from field: string request_id = 10;
+   */
+  requestId: string;
+
+  /**
+   * The lock's holders and queue length after the change.
+   *
+   * @generated from field: uint32 holders = 11;
+   */
+  holders: number;
+
+  /**
+   * @generated from field: uint32 waiters = 12;
+   */
+  waiters: number;
+};
+
+/**
+ * Describes the message fence.v1.LockChange.
+ * Use `create(LockChangeSchema)` to create a new message.
+ */
+export declare const LockChangeSchema: GenMessage<LockChange>;
+
+/**
  * LockService grants leases with fencing tokens.
  *
  * @generated from service fence.v1.LockService
@@ -2696,6 +2959,17 @@ export declare const LockService: GenService<{
     methodKind: "unary";
     input: typeof ListRequestSchema;
     output: typeof ListResponseSchema;
+  },
+  /**
+   * Watch follows one lock or the locks under a prefix (docs/api.md,
+   * "Watch"): the current state, then every change in log order.
+   *
+   * @generated from rpc fence.v1.LockService.Watch
+   */
+  watch: {
+    methodKind: "server_streaming";
+    input: typeof WatchRequestSchema;
+    output: typeof WatchEventSchema;
   },
 }>;
 

@@ -1,0 +1,88 @@
+package nodeview
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/node"
+	"github.com/fenceworks/fence/state"
+)
+
+// Watches are node.Watch as the server serves them (server.WatchSource):
+// the events in the API's messages.
+type Watches struct{ N *node.Node }
+
+// Watch starts a watch of req on the node's applied state.
+func (v Watches) Watch(ctx context.Context, req *fencev1.WatchRequest) (*Watch, error) {
+	r := node.WatchRequest{Prefix: req.GetPrefix(), Name: req.GetName()}
+	if a := req.GetAfter(); a != "" {
+		p, err := node.ParseWatchPos(a)
+		if err != nil {
+			return nil, fence.Invalid("after", "a position a watch event gave: INDEX or INDEX.CMD.CHANGE (decimal)", a)
+		}
+		r.After = &p
+	}
+	w, err := v.N.Watch(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &Watch{w: w}, nil
+}
+
+// Watch is one watch (server.WatchStream).
+type Watch struct {
+	w   *node.Watch
+	buf []node.WatchEvent
+}
+
+// Next returns the next events as API messages.
+func (w *Watch) Next(ctx context.Context) ([]*fencev1.WatchEvent, error) {
+	var err error
+	w.buf, err = w.w.Next(ctx, w.buf)
+	out := make([]*fencev1.WatchEvent, 0, len(w.buf))
+	for i := range w.buf {
+		out = append(out, WatchEventPB(&w.buf[i]))
+	}
+	clear(w.buf)
+	return out, err
+}
+
+// Close ends the watch.
+func (w *Watch) Close() { w.w.Close() }
+
+// WatchEventPB is e as the API's message.
+func WatchEventPB(e *node.WatchEvent) *fencev1.WatchEvent {
+	out := &fencev1.WatchEvent{Position: e.Pos.String(), Index: e.Pos.Index}
+	if e.State != nil {
+		st := &fencev1.WatchState{HistoryGone: e.State.HistoryGone, Locks: make([]*fencev1.WatchLock, 0, len(e.State.Locks))}
+		for _, li := range e.State.Locks {
+			st.Locks = append(st.Locks, watchLockPB(li))
+		}
+		out.Event = &fencev1.WatchEvent_State{State: st}
+		return out
+	}
+	c := &e.Change
+	ch := &fencev1.LockChange{Kind: c.Kind.String(), Name: c.Name, Token: uint64(c.Token), Owner: c.Owner, Principal: c.Principal,
+		Mode: c.Mode.String(), Permits: c.Permits, Session: c.Session, RequestId: c.RequestID,
+		Holders: uint32(c.Holders), Waiters: uint32(c.Waiters)}
+	if c.TTL > 0 {
+		ch.Ttl = durationpb.New(c.TTL)
+	}
+	out.Event = &fencev1.WatchEvent_Change{Change: ch}
+	return out
+}
+
+// watchLockPB is one lock of a watch's state. (A lock with several
+// holders — shared mode, permits — lists the one LockInfo.Lease names
+// until LockInfo lists them all.)
+func watchLockPB(li state.LockInfo) *fencev1.WatchLock {
+	l := &fencev1.WatchLock{Name: li.Name, Waiters: uint32(li.Waiters)}
+	if li.Lease != nil {
+		l.Holders = append(l.Holders, &fencev1.WatchHolder{Token: uint64(li.Lease.Token), Owner: li.Lease.Owner,
+			Mode: li.Lease.Mode.String(), Remaining: durationpb.New(li.Lease.Remaining)})
+	}
+	return l
+}

@@ -1,0 +1,349 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fenceworks/fence/state"
+)
+
+// The watch hub (Node.Watch) follows the changes of locks as the FSM
+// applies them. Apply appends each command's state.Result.Changes to a
+// bounded ring under the hub's short lock and wakes the watchers by
+// closing one channel; it does no work per watcher and never waits for
+// one. Each watcher reads the ring at its own cursor, on its caller's
+// goroutine (Watch.Next). A watcher whose cursor the ring has moved past
+// (it read more slowly than changes came) is cut: Next returns
+// ErrWatchBehind, and the caller ends its stream. So a watcher that stops
+// reading costs the grants nothing: apply never sees it.
+//
+// Every change has a position (WatchPos) that is the same on every
+// replica: the raft index of its entry, the command's place in the entry
+// (a group entry carries several; groupcodec.go) and the change's place
+// in the command's Result.Changes. A client may resume against any node.
+
+// DefaultWatchHistory is how many changes the watch ring holds by default
+// (Config.WatchHistory).
+const DefaultWatchHistory = 16384
+
+// watchBatch bounds the changes one Next copies out of the ring.
+const watchBatch = 512
+
+// WatchPos is the position of one change in the log: the raft index of
+// its entry, the command's place in the entry and the change's place in
+// the command's changes. A position whose Cmd and Change are
+// math.MaxUint32 is the end of entry Index (where a state read after it
+// stands): "Index" in text, "Index.Cmd.Change" otherwise.
+type WatchPos struct {
+	Index  uint64
+	Cmd    uint32
+	Change uint32
+}
+
+// EndOf is the position after every change of entry index.
+func EndOf(index uint64) WatchPos {
+	return WatchPos{Index: index, Cmd: math.MaxUint32, Change: math.MaxUint32}
+}
+
+// Less reports whether p comes before q.
+func (p WatchPos) Less(q WatchPos) bool {
+	if p.Index != q.Index {
+		return p.Index < q.Index
+	}
+	if p.Cmd != q.Cmd {
+		return p.Cmd < q.Cmd
+	}
+	return p.Change < q.Change
+}
+
+// String is "index.cmd.change", or "index" for the end of an entry.
+func (p WatchPos) String() string {
+	if p.Cmd == math.MaxUint32 && p.Change == math.MaxUint32 {
+		return strconv.FormatUint(p.Index, 10)
+	}
+	return fmt.Sprintf("%d.%d.%d", p.Index, p.Cmd, p.Change)
+}
+
+// ParseWatchPos parses a position as String writes it ("12" is the end of
+// entry 12; "12.0.3" one change).
+func ParseWatchPos(s string) (WatchPos, error) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 1 && len(parts) != 3 {
+		return WatchPos{}, fmt.Errorf("a position is INDEX or INDEX.CMD.CHANGE (decimal), got %q", s)
+	}
+	i, err := strconv.ParseUint(parts[0], 10, 64)
+	if err != nil {
+		return WatchPos{}, fmt.Errorf("a position is INDEX or INDEX.CMD.CHANGE (decimal), got %q", s)
+	}
+	if len(parts) == 1 {
+		return EndOf(i), nil
+	}
+	c, err1 := strconv.ParseUint(parts[1], 10, 32)
+	k, err2 := strconv.ParseUint(parts[2], 10, 32)
+	if err1 != nil || err2 != nil {
+		return WatchPos{}, fmt.Errorf("a position is INDEX or INDEX.CMD.CHANGE (decimal), got %q", s)
+	}
+	return WatchPos{Index: i, Cmd: uint32(c), Change: uint32(k)}, nil
+}
+
+// WatchEvent is one item of a watch: a change at its position, or (State
+// set) the state of the watched locks at position Pos.
+type WatchEvent struct {
+	Pos    WatchPos
+	Change state.Change
+	State  *WatchState
+}
+
+// WatchState is the state of the watched locks where a watch's live
+// changes begin: at its start, or when the history it asked for is gone.
+type WatchState struct {
+	// Locks are the held or queued locks the watch covers, sorted by name
+	// (state.Machine.Locks at Now).
+	Locks []state.LockInfo
+	// Now is the server time of the state (the machine's own, the same
+	// on every replica at this position): Remaining is as of it.
+	Now int64
+	// HistoryGone: the watch asked to resume after a position whose
+	// following changes this node no longer holds (older than its ring,
+	// from before its last restart or snapshot install); it gets this
+	// state instead.
+	HistoryGone bool
+}
+
+// ErrWatchBehind: the watcher read more slowly than changes came and the
+// ring moved past its cursor; it is cut. Resuming from its last position
+// gets the history if still held, else the current state.
+var ErrWatchBehind = errors.New("watch fell behind: the ring of recent changes (--watch-history) moved past it")
+
+// WatchRequest is what a watch follows: one lock (Name) or every lock
+// whose name starts with Prefix ("" and no Name: every lock), from After
+// if set (a resume), else from the current state.
+type WatchRequest struct {
+	Prefix string
+	Name   string
+	After  *WatchPos
+}
+
+func (r WatchRequest) covers(name string) bool {
+	if r.Name != "" {
+		return name == r.Name
+	}
+	return strings.HasPrefix(name, r.Prefix)
+}
+
+// watchHub is the ring of recent changes.
+type watchHub struct {
+	mu   sync.Mutex
+	ring []WatchEvent // ring[s%len(ring)] holds the change of sequence s, first <= s < next
+	// first and next are the sequence numbers of the oldest held change
+	// and of the next one.
+	first, next uint64
+	// horizon: every change after it up to last is held (the position of
+	// the last change dropped, or where the hub started).
+	horizon WatchPos
+	// last is the end of the last entry applied.
+	last WatchPos
+	// resetting: a snapshot was restored and no entry applied since: the
+	// position of the state is not known yet (Watch waits for the next
+	// entry); epoch counts restores (a watcher of an older one gets the
+	// state again, its history gone).
+	resetting bool
+	epoch     uint64
+	wake      chan struct{} // closed and replaced when anything is appended or reset
+
+	watchers atomic.Int64
+}
+
+func newWatchHub(size int) *watchHub {
+	if size <= 0 {
+		size = DefaultWatchHistory
+	}
+	return &watchHub{ring: make([]WatchEvent, size), wake: make(chan struct{})}
+}
+
+// add appends the changes of the command at (index, cmd). Called by the
+// FSM under its write lock, hub lock held (begin/end).
+func (h *watchHub) add(index uint64, cmd int, cs []state.Change) {
+	n := uint64(len(h.ring))
+	for k := range cs {
+		if h.next-h.first == n {
+			h.horizon = h.ring[h.first%n].Pos
+			h.ring[h.first%n] = WatchEvent{}
+			h.first++
+		}
+		h.ring[h.next%n] = WatchEvent{Pos: WatchPos{Index: index, Cmd: uint32(cmd), Change: uint32(k)}, Change: cs[k]}
+		h.next++
+	}
+}
+
+// applied records the end of a batch of entries, first..last (under the
+// FSM's write lock), and wakes the watchers.
+func (h *watchHub) applied(first, last uint64) {
+	if h.resetting {
+		h.resetting = false
+		h.horizon = EndOf(first - 1)
+	}
+	h.last = EndOf(last)
+	close(h.wake)
+	h.wake = make(chan struct{})
+}
+
+// reset drops the history (a snapshot was restored; under the FSM's
+// write lock).
+func (h *watchHub) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.ring)
+	h.first = h.next
+	h.resetting = true
+	h.epoch++
+	close(h.wake)
+	h.wake = make(chan struct{})
+}
+
+// Watch follows one watch's changes (Node.Watch). Not safe for concurrent
+// use; Close it when done.
+type Watch struct {
+	f      *fsm
+	h      *watchHub
+	req    WatchRequest
+	cursor uint64
+	epoch  uint64
+	after  WatchPos // changes at or before it are skipped (a resume from a position this node has not applied yet)
+	start  *WatchState
+	pos    WatchPos // the position of the state (start)
+	closed bool
+}
+
+// Watch starts a watch of the locks r covers on this node's applied
+// state (any node, leader or follower: positions are the same on every
+// replica). Without r.After the first event is the current state; with
+// it, the changes after r.After, or, when this node no longer holds them,
+// the current state with HistoryGone.
+func (n *Node) Watch(ctx context.Context, r WatchRequest) (*Watch, error) {
+	w := &Watch{f: n.fsm, h: n.fsm.hub, req: r}
+	if err := w.begin(ctx, r.After); err != nil {
+		return nil, err
+	}
+	w.h.watchers.Add(1)
+	return w, nil
+}
+
+// Watchers is the number of open watches on this node.
+func (n *Node) Watchers() int64 { return n.fsm.hub.watchers.Load() }
+
+// begin places the watch: at after if the ring holds what follows it,
+// else at the current state. It waits while a restored snapshot's
+// position is not known.
+func (w *Watch) begin(ctx context.Context, after *WatchPos) error {
+	for {
+		w.f.mu.RLock()
+		w.h.mu.Lock()
+		if w.h.resetting {
+			wake := w.h.wake
+			w.h.mu.Unlock()
+			w.f.mu.RUnlock()
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		w.epoch = w.h.epoch
+		if after != nil && !after.Less(w.h.horizon) {
+			// The first held change after it.
+			held := int(w.h.next - w.h.first)
+			n := uint64(len(w.h.ring))
+			i := sort.Search(held, func(i int) bool {
+				return after.Less(w.h.ring[(w.h.first+uint64(i))%n].Pos)
+			})
+			w.cursor = w.h.first + uint64(i)
+			w.after = *after
+			w.start = nil
+		} else {
+			now := w.f.m.Now()
+			var locks []state.LockInfo
+			if w.req.Name != "" {
+				if li := w.f.m.Lock(w.req.Name, now); !li.Free {
+					locks = []state.LockInfo{li}
+				}
+			} else {
+				locks = w.f.m.Locks(w.req.Prefix, now)
+			}
+			w.cursor = w.h.next
+			w.pos = w.h.last
+			w.after = w.h.last
+			w.start = &WatchState{Locks: locks, Now: now, HistoryGone: after != nil}
+		}
+		w.h.mu.Unlock()
+		w.f.mu.RUnlock()
+		return nil
+	}
+}
+
+// Next returns the next events: the state (first, when the watch starts
+// with one), then changes of the watched locks in log order, each once.
+// It waits until there is one or ctx ends. ErrWatchBehind: the watch was
+// cut. A snapshot installed on this node (its history dropped) gives the
+// state again, HistoryGone set.
+func (w *Watch) Next(ctx context.Context, buf []WatchEvent) ([]WatchEvent, error) {
+	buf = buf[:0]
+	for {
+		if w.start != nil {
+			buf = append(buf, WatchEvent{Pos: w.pos, State: w.start})
+			w.start = nil
+			return buf, nil
+		}
+		w.h.mu.Lock()
+		if w.epoch != w.h.epoch {
+			w.h.mu.Unlock()
+			if err := w.begin(ctx, nil); err != nil {
+				return buf, err
+			}
+			w.start.HistoryGone = true
+			continue
+		}
+		if w.cursor < w.h.first {
+			w.h.mu.Unlock()
+			return buf, ErrWatchBehind
+		}
+		n := uint64(len(w.h.ring))
+		end := min(w.h.next, w.cursor+watchBatch)
+		for s := w.cursor; s < end; s++ {
+			e := &w.h.ring[s%n]
+			if w.req.covers(e.Change.Name) && w.after.Less(e.Pos) {
+				buf = append(buf, *e)
+			}
+		}
+		w.cursor = end
+		wake, more := w.h.wake, end < w.h.next
+		w.h.mu.Unlock()
+		if len(buf) > 0 {
+			return buf, nil
+		}
+		if more {
+			continue // read more of the ring
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return buf, ctx.Err()
+		}
+	}
+}
+
+// Close ends the watch.
+func (w *Watch) Close() {
+	if !w.closed {
+		w.closed = true
+		w.h.watchers.Add(-1)
+	}
+}

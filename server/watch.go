@@ -1,0 +1,312 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/state"
+)
+
+// A watch (LockService.Watch, and GET /v1/watch as Server-Sent Events)
+// follows one lock or the locks under a prefix on this node's applied
+// state (Deps.Watches): the state first, then every change in log order.
+// It needs read permission on the name or the whole prefix (as List: a
+// principal whose permission covers only part of the prefix is refused,
+// naming the prefix). Watches count toward the principal's stream quota
+// (--max-streams-per-principal, with its session streams) and, all
+// together, at most Config.MaxStreams are open; the credentials are
+// judged again every second (a revoked token's watch ends UNAUTHENTICATED).
+//
+// A watch is cut (fence_watch_cut_total{reason}) when it falls behind the
+// node's ring of recent changes ("behind": RESOURCE_EXHAUSTED, limit
+// watch_history; the client resumes from its last position and gets the
+// state if the history is gone), or when one of its events is not
+// written within Config.WriteTimeout ("send": its reader stopped reading;
+// the stream is reset). Neither ever holds up an apply.
+
+const (
+	watchProc = fencev1connect.LockServiceWatchProcedure
+	// watchHistoryLimit names the cut of a watch the ring moved past.
+	watchHistoryLimit = "recent changes a watch may lag (config.watch_history)"
+	// sseHeartbeat: an SSE watch with nothing to send writes a comment
+	// this often, so proxies keep it open.
+	sseHeartbeat = 15 * time.Second
+)
+
+// validateWatch checks a watch request.
+func validateWatch(m *fencev1.WatchRequest) error {
+	switch {
+	case m.GetName() != "" && m.GetPrefix() != "":
+		return fence.Invalid("name", "name or prefix, not both", m.GetName())
+	case m.GetName() != "":
+		return fence.ValidateName("name", m.GetName())
+	case len(m.GetPrefix()) > fence.MaxNameBytes:
+		return fence.Invalid("prefix", fmt.Sprintf("at most %d bytes", fence.MaxNameBytes), fmt.Sprintf("(%d bytes)", len(m.GetPrefix())))
+	case !utf8.ValidString(m.GetPrefix()):
+		return fence.Invalid("prefix", "valid UTF-8", "")
+	case len(m.GetAfter()) > 64:
+		return fence.Invalid("after", "a position a watch event gave: INDEX or INDEX.CMD.CHANGE (decimal)", fmt.Sprintf("(%d bytes)", len(m.GetAfter())))
+	}
+	return nil
+}
+
+// watchSession is one watch being served: its caller and its slots.
+type watchSession struct {
+	s       *Server
+	ctx     context.Context // ends when the credentials no longer hold
+	cancel  context.CancelCauseFunc
+	ws      WatchStream
+	id      identity // the caller (trusted with checking off)
+	release func()
+}
+
+// startWatch judges and starts a watch: its permission, its slots, the
+// node's watch. The caller serves it and calls end.
+func (s *Server) startWatch(ctx context.Context, m *fencev1.WatchRequest) (*watchSession, error) {
+	if s.deps.Watches == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server has no watches"))
+	}
+	if err := validateWatch(m); err != nil {
+		return nil, err
+	}
+	target := m.GetName()
+	if target == "" {
+		target = m.GetPrefix()
+	}
+	id := identity{trusted: true}
+	var principal string
+	if s.deps.Auth != nil && s.deps.Auth.AuthEnabled() {
+		actx, err := s.authorize(ctx, "Watch", state.PermRead, target)
+		if err != nil {
+			return nil, err
+		}
+		ctx = actx
+		id, _ = ctx.Value(identityKey{}).(identity)
+		principal = id.Name
+	}
+	release, err := s.principalStreams.take(principal, s.streamQuota(principal), "open session streams and watches", "max_streams_per_principal")
+	if err != nil {
+		return nil, err
+	}
+	if n := s.watches.Add(1); n > int64(s.cfg.MaxStreams) {
+		s.watches.Add(-1)
+		release()
+		return nil, &fence.ResourceExhaustedError{Limit: "open watches (config.max_streams)", Bound: fmt.Sprintf("at most %d", s.cfg.MaxStreams), Got: fmt.Sprint(n - 1)}
+	}
+	w := &watchSession{s: s, id: id}
+	w.ctx, w.cancel = context.WithCancelCause(ctx)
+	w.release = func() {
+		w.cancel(nil)
+		s.watches.Add(-1)
+		release()
+	}
+	ws, err := s.deps.Watches(w.ctx, m)
+	if err != nil {
+		w.release()
+		return nil, err
+	}
+	w.ws = ws
+	if principal != "" {
+		go w.watchCredentials()
+	}
+	return w, nil
+}
+
+func (w *watchSession) end() {
+	w.ws.Close()
+	w.release()
+}
+
+// watchCredentials ends the watch once its credentials no longer hold (as
+// a session stream's, stream.go).
+func (w *watchSession) watchCredentials() {
+	t := time.NewTicker(credentialsRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+			if _, err := w.s.identify(w.ctx, true); err != nil && !errors.Is(err, fence.ErrUnavailable) {
+				w.cancel(err)
+				return
+			}
+		}
+	}
+}
+
+// next returns the watch's next events, shown as the caller may see them;
+// an error ends the watch (a cut is counted).
+func (w *watchSession) next(ctx context.Context) ([]*fencev1.WatchEvent, error) {
+	evs, err := w.ws.Next(ctx)
+	for _, e := range evs {
+		w.redact(e)
+	}
+	if err != nil && is(err, w.s.deps.Errors.WatchBehind) {
+		w.s.metrics.watchCuts.WithLabelValues("behind").Inc()
+		return evs, &fence.ResourceExhaustedError{Limit: watchHistoryLimit, Bound: "the node's --watch-history",
+			Got: "the watch read more slowly than the changes came: resume after the last position received"}
+	}
+	if err != nil {
+		if cause := context.Cause(w.ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return evs, cause // the credentials no longer hold
+		}
+	}
+	return evs, err
+}
+
+// redact blanks what only the lease's or waiter's own principal (or an
+// admin) may see of a change: its request_id (a retry with it is answered
+// with the saved lease) and its session id.
+func (w *watchSession) redact(e *fencev1.WatchEvent) {
+	c := e.GetChange()
+	if c == nil || w.id.trusted || w.id.Admin || (w.id.Name != "" && w.id.Name == c.GetPrincipal()) {
+		return
+	}
+	c.RequestId = ""
+	c.Session = 0
+}
+
+// sendFailed counts a watch cut because an event begun at start could not
+// be written within the write timeout (err is the deadline's, or the write
+// took that long); another failure is the client going away.
+func (s *Server) sendFailed(start time.Time, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= s.cfg.WriteTimeout {
+		s.metrics.watchCuts.WithLabelValues("send").Inc()
+	}
+}
+
+// Watch serves LockService.Watch.
+func (h lockService) Watch(ctx context.Context, req *connect.Request[fencev1.WatchRequest], st *connect.ServerStream[fencev1.WatchEvent]) error {
+	s := h.s
+	conn := streamConnOf(ctx)
+	w, err := s.startWatch(ctx, req.Msg)
+	if err != nil {
+		return s.connectError(ctx, watchProc, err)
+	}
+	defer w.end()
+	conn.noReadDeadline()
+	for {
+		evs, err := w.next(w.ctx)
+		for _, e := range evs {
+			start := time.Now()
+			conn.writeWithin(s.cfg.WriteTimeout)
+			if serr := st.Send(e); serr != nil {
+				s.sendFailed(start, serr)
+				return connect.NewError(connect.CodeCanceled, serr)
+			}
+			conn.writeWithin(0)
+		}
+		if err != nil {
+			return s.connectError(ctx, watchProc, err)
+		}
+	}
+}
+
+// isWatchPath: the paths of a watch, which live as long as their client
+// keeps them (limitWrites gives them a write deadline per event).
+func isWatchPath(p string) bool { return p == watchProc || p == "/v1/watch" }
+
+// sseWatch serves GET /v1/watch?prefix=P (or name=N; after=POS) as
+// Server-Sent Events: an event "state" with the state, then one event
+// "change" per change, each with id: its position (a browser's
+// EventSource resumes after the last one by itself, sending it as
+// Last-Event-ID), data: the event as the JSON contract writes a
+// WatchEvent. A comment every sseHeartbeat keeps proxies from closing it.
+// A refusal before the stream starts is the JSON error body of a unary
+// call, with its HTTP status; an end of the stream after it started is an
+// event "error" whose data is that body.
+func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	m := &fencev1.WatchRequest{Prefix: q.Get("prefix"), Name: q.Get("name"), After: q.Get("after")}
+	if m.After == "" {
+		m.After = strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	}
+	for k := range q {
+		if k != "prefix" && k != "name" && k != "after" {
+			refuse(rw, r, apierr.ToConnect(fence.Invalid(k, "prefix, name or after: no other query parameter", "")))
+			return
+		}
+	}
+	ctx := r.Context()
+	w, err := s.startWatch(ctx, m)
+	if err != nil {
+		var ce *connect.Error
+		if errors.As(s.connectError(ctx, "/v1/watch", err), &ce) {
+			refuse(rw, r, ce)
+		}
+		return
+	}
+	defer w.end()
+	conn := streamConnOf(ctx)
+	conn.noReadDeadline()
+	h := rw.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
+	rw.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(rw)
+	write := func(b []byte) bool {
+		start := time.Now()
+		conn.writeWithin(s.cfg.WriteTimeout)
+		_, err := rw.Write(b)
+		if err == nil {
+			err = rc.Flush()
+		}
+		conn.writeWithin(0)
+		if err != nil {
+			s.sendFailed(start, err)
+		}
+		return err == nil
+	}
+	if !write([]byte(": fence watch\n\n")) {
+		return
+	}
+	for {
+		hctx, cancel := context.WithTimeout(w.ctx, sseHeartbeat)
+		evs, err := w.next(hctx)
+		cancel()
+		var b []byte
+		for _, e := range evs {
+			kind := "change"
+			if e.GetState() != nil {
+				kind = "state"
+			}
+			data := encodeJSON(e)
+			b = fmt.Appendf(b, "id: %s\nevent: %s\ndata: %s\n\n", e.GetPosition(), kind, data)
+		}
+		if len(b) > 0 && !write(b) {
+			return
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil:
+			if !write([]byte(": heartbeat\n\n")) {
+				return
+			}
+		default:
+			if w.ctx.Err() != nil && context.Cause(w.ctx) == nil || r.Context().Err() != nil {
+				return // the client went away
+			}
+			var ce *connect.Error
+			if !errors.As(s.connectError(ctx, "/v1/watch", err), &ce) {
+				return
+			}
+			body, _ := jsonErrorBody(ce)
+			write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body))
+			return
+		}
+	}
+}
