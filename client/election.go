@@ -34,11 +34,13 @@ type Election struct {
 func (c *Client) Election(name string) *Election { return &Election{c: c, name: name} }
 
 // Leader is an election's leader as observed: its lease's token and owner,
-// and the value it proclaimed (nil until it proclaims one).
+// and the value it proclaimed (nil until it proclaims one). Token 0: no
+// leader. Err (Observe's last value only) says why observing ended.
 type Leader struct {
 	Token fence.Token
 	Owner string
 	Value []byte
+	Err   error
 }
 
 // ErrNoLeader: the election has no leader now.
@@ -139,4 +141,56 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // value.
 func sameLeader(a, b Leader) bool {
 	return a.Token == b.Token && a.Owner == b.Owner && bytes.Equal(a.Value, b.Value) && (a.Value == nil) == (b.Value == nil)
+}
+
+// Observe follows the election: it sends the leader now, then each time it
+// changes — a new leader (a new token), a new proclaimed value, or no
+// leader (Token 0) — until ctx ends. It follows the election's lock and
+// resource with Watch, which resumes across reconnects and failovers; the
+// last value sent, after ctx ends or when the watch cannot go on
+// (permission denied), has Err set, and then the channel is closed.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader, 1)
+	go func() {
+		defer close(out)
+		send := func(ld Leader) bool {
+			select {
+			case out <- ld:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		events, err := e.c.Watch(ctx, e.name, WatchName())
+		if err != nil {
+			send(Leader{Err: err})
+			return
+		}
+		var last Leader
+		sent := false
+		for ev := range events {
+			if ev.Err != nil {
+				send(Leader{Err: ev.Err})
+				return
+			}
+			// The state, a change of the lock (a grant, an end) or of the
+			// value (a write): read who leads and what it proclaimed.
+			ld, err := e.Leader(ctx)
+			switch {
+			case errors.Is(err, ErrNoLeader):
+				ld = Leader{}
+			case err != nil:
+				continue // the next event reads again
+			}
+			if sent && sameLeader(ld, last) {
+				continue
+			}
+			if !send(ld) {
+				break
+			}
+			last, sent = ld, true
+		}
+		send(Leader{Err: ctx.Err()})
+	}()
+	return out
 }

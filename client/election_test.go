@@ -88,3 +88,49 @@ func TestElectionCampaignProclaimResign(t *testing.T) {
 		t.Fatalf("leader after the late proclaim: %+v, want B with value new", ld)
 	}
 }
+
+// Observe follows the leader as it changes: none, then A with its value,
+// A's new value after a Proclaim, none after A resigns, then B — each
+// leader's token larger than the last.
+func TestElectionObserve(t *testing.T) {
+	ctx := ctxFor(t)
+	name := uniq(t)
+	a, b, o := newClient(t), newClient(t), newClient(t)
+	obs := o.Election(name).Observe(ctx)
+	next := func(what string, ok func(client.Leader) bool) client.Leader {
+		t.Helper()
+		for ld := range obs {
+			if ld.Err != nil {
+				t.Fatalf("waiting for %s: %v", what, ld.Err)
+			}
+			if ok(ld) {
+				return ld
+			}
+		}
+		t.Fatalf("waiting for %s: observing ended", what)
+		return client.Leader{}
+	}
+	next("no leader", func(ld client.Leader) bool { return ld.Token == 0 })
+	ea := a.Election(name)
+	la, err := ea.Campaign(ctx, []byte("a"), client.Owner("A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("A with value a", func(ld client.Leader) bool { return ld.Token == la.Token() && string(ld.Value) == "a" })
+	if err := ea.Proclaim(ctx, []byte("a2")); err != nil {
+		t.Fatal(err)
+	}
+	next("A's new value", func(ld client.Leader) bool { return ld.Token == la.Token() && string(ld.Value) == "a2" })
+	if err := ea.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next("no leader after A resigned", func(ld client.Leader) bool { return ld.Token == 0 })
+	lb, err := b.Election(name).Campaign(ctx, []byte("b"), client.Owner("B"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := next("B", func(ld client.Leader) bool { return ld.Token == lb.Token() && string(ld.Value) == "b" })
+	if ld.Token <= la.Token() || ld.Owner != "B" {
+		t.Fatalf("B observed as %+v, want owner B and a token above A's %d", ld, la.Token())
+	}
+}

@@ -11,6 +11,10 @@ import (
 // of base32, 130 bits).
 func newID() string { return rand.Text() }
 
+// DefaultOwner is the owner label an acquire gets when it names none:
+// "hostname:pid".
+func DefaultOwner() string { return defaultOwner() }
+
 // defaultOwner is "hostname:pid".
 var defaultOwner = sync.OnceValue(func() string {
 	host, err := os.Hostname()

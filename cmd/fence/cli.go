@@ -139,6 +139,7 @@ var subcommands = map[string]subcommand{
 	"add":     addCmd,
 	"read":    readCmd,
 	"run":     runCmd,
+	"elect":   electCmd,
 	"lab":     labCmd,
 	"members": membersCmd,
 	"backup":  backupCmd,
@@ -187,6 +188,8 @@ commands:
                                                           acquire tries once unless --wait D;
                                                           several NAMEs: one set, all or none;
                                                           --shared, --permits N, --shared-lock NAME)
+  elect NAME --ttl D [--value V] -- CMD ARGS...           run CMD only while leader of election NAME
+  elect NAME --observe                                    print the leader as it changes
   locks [PREFIX] [--page-size N]                          list held, delayed or waited-for locks
   watch [PREFIX] [--name] [--after POS]                   follow the locks under PREFIX until Ctrl-C:
                                                           the state, then every change (--json: a line each)

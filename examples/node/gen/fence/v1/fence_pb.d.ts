@@ -2823,7 +2823,8 @@ export declare const WatchHolderSchema: GenMessage<WatchHolder>;
  */
 export declare type LockChange = Message<"fence.v1.LockChange"> & {
   /**
-   * "granted", "released", "expired", "queued" or "left_queue".
+   * "granted", "released", "expired", "queued" or "left_queue" (a lock's);
+   * "written" or "refused" (a fenced resource's of the built-in store).
    *
    * @generated from field: string kind = 1;
    */
@@ -2893,6 +2894,22 @@ export declare type LockChange = Message<"fence.v1.LockChange"> & {
    * @generated from field: uint32 waiters = 12;
    */
   waiters: number;
+
+  /**
+   * The built-in store's changes of the fenced resource Name: "written"
+   * (a write, add or delete accepted with token; version is the
+   * resource's version after it) and "refused" (a write with token older
+   * than last_accepted, the resource's last accepted token: a paused
+   * owner's late write).
+   *
+   * @generated from field: uint64 version = 13;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: uint64 last_accepted = 14;
+   */
+  lastAccepted: bigint;
 };
 
 /**
