@@ -32,30 +32,6 @@ const (
 	KindHolders Kind = "holders"
 )
 
-// Workload kinds (WorkerConfig.Workload): what one worker process does.
-const (
-	// WorkloadStory (the default, ""): the paused-worker story, one
-	// exclusive lock sku-k per iteration.
-	WorkloadStory = "story"
-	// WorkloadSKU: the catalog pattern's SKU worker: holds catalog shared
-	// and sku-k exclusive as one set, and writes/adds sku-k's resource
-	// with the set's token (its proof for sku-k).
-	WorkloadSKU = "sku"
-	// WorkloadImport: the catalog pattern's full import: holds catalog
-	// exclusive and writes every SKU resource of the built-in store with
-	// its token.
-	WorkloadImport = "import"
-	// WorkloadSet: random overlapping sets of 2–4 locks of set-0..set-7,
-	// listed in random orders, waiting; looks at its locks' holders.
-	WorkloadSet = "set"
-	// WorkloadPermits: one of WorkerConfig.Permits permits of lock
-	// permit-0, and at times a look at its holders.
-	WorkloadPermits = "permits"
-	// WorkloadShared: shared or exclusive holds of lock rw-0, and looks at
-	// its holders.
-	WorkloadShared = "shared"
-)
-
 // ModeShared is Op.Mode and LockRef.Mode of a shared hold ("" is
 // exclusive).
 const ModeShared = "shared"
