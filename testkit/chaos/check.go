@@ -159,7 +159,7 @@ func (r Report) Holds(control bool) bool {
 // maxProblems bounds Report.Problems.
 const maxProblems = 20
 
-// Check runs the six checkers over a history (every worker's ops and the
+// Check runs the checkers over a history (every worker's ops and the
 // harness's KindFinal reads, in any order), and says what they could not
 // check: resources without an OK final read (MissingFinal), malformed
 // records (Malformed), no worker ops at all (Empty). outDir receives porcupine's
@@ -186,7 +186,11 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	var probs [14][]string
 	probs[11] = fr.problems
 	r.PermitsExceeded, probs[12] = checkPermits(h)
-	r.SetsBroken, probs[13] = checkSets(h)
+	var cuts []int64
+	for _, rr := range sc.restores {
+		cuts = append(cuts, rr.cut)
+	}
+	r.SetsBroken, probs[13] = checkSets(h, cuts)
 	for _, hs := range h.holders {
 		r.HolderLooks += len(hs)
 	}
@@ -731,12 +735,14 @@ func checkPermits(h *chkHistory) (int, []string) {
 
 // checkSets counts sets not held whole. At the grant: the lease must list
 // exactly the set's locks (names and modes) and carry, for each, a proof of
-// its own token. After it ends: no look at the holders of one of its locks
+// its own token (a grant lost before the worker saw its lease, recorded ok
+// with its error, lists nothing and is not judged there). After it ends: no look at the holders of one of its locks
 // may list its token once the set has ended on any lock — its release
 // returned OK (by whichever name), or a grant that conflicts with its hold
 // of one lock (a later token, either of them exclusive) returned; its
-// locks end together.
-func checkSets(h *chkHistory) (int, []string) {
+// locks end together. A look after a restore's cut (cuts) that came after
+// the set's end is not judged: the restored state may be from before it.
+func checkSets(h *chkHistory, cuts []int64) (int, []string) {
 	n := 0
 	var probs []string
 	type setEnd struct {
@@ -749,6 +755,11 @@ func checkSets(h *chkHistory) (int, []string) {
 			continue
 		}
 		sets[a.Token] = a
+		if a.Err != "" {
+			// granted, but lost before the worker could use it (the
+			// client's LostError): the worker never saw the lease
+			continue
+		}
 		bad := len(a.Granted) != len(a.Set)
 		for i := 0; !bad && i < len(a.Set); i++ {
 			g, s := a.Granted[i], a.Set[i]
@@ -797,7 +808,7 @@ func checkSets(h *chkHistory) (int, []string) {
 		for _, o := range h.holders[l] {
 			for _, x := range o.Holders {
 				e, ok := ends[x.Token]
-				if !ok || sets[x.Token] == nil || o.Call <= e.at {
+				if !ok || sets[x.Token] == nil || o.Call <= e.at || slices.ContainsFunc(cuts, func(c int64) bool { return c > e.at && c <= o.Call }) {
 					continue
 				}
 				n++

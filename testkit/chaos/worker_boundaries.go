@@ -62,9 +62,6 @@ func validWorkload(wl string, permits uint32) error {
 	default:
 		return fmt.Errorf("chaos worker: unknown workload %q (want %s, %s, %s, %s, %s)", wl, WorkloadStory, WorkloadSKU, WorkloadImport, WorkloadSet, WorkloadPermits)
 	}
-	if !boundariesAPI {
-		return fmt.Errorf("chaos worker: workload %s: %w", wl, errNoBoundaries)
-	}
 	if permits > fence.MaxPermits {
 		return fmt.Errorf("chaos worker: permits %d: at most %d", permits, fence.MaxPermits)
 	}
@@ -130,13 +127,13 @@ func (w *wrk) importIteration(ctx context.Context) error {
 	if err != nil || h == nil {
 		return err
 	}
-	var fs store = fenceStore{}
+	var fs store // without the built-in store, the import only holds the catalog
 	for _, s := range w.stores {
 		if s.Name() == StoreFence {
 			fs = s
 		}
 	}
-	for k := 0; k < w.cfg.Resources && err == nil && ctx.Err() == nil; k++ {
+	for k := 0; fs != nil && k < w.cfg.Resources && err == nil && ctx.Err() == nil; k++ {
 		err = w.holdOn(ctx, h, fs, k)
 	}
 	if rerr := w.release(h); err == nil {
@@ -223,3 +220,42 @@ func (w *wrk) look(ctx context.Context, cl *client.Client, name string) error {
 	}
 	return w.record(op)
 }
+
+// acquireWant acquires what wt asks for: one lock (with its mode and
+// permits) or a set, listed in wt.listed's order.
+func acquireWant(ctx context.Context, cl *client.Client, wt want, opts []client.AcquireOption) (*client.Lease, error) {
+	if len(wt.set) > 0 {
+		specs := make([]fence.LockSpec, len(wt.listed))
+		for i, r := range wt.listed {
+			specs[i] = fence.LockSpec{Name: r.Name, Permits: r.Permits}
+			if r.Mode == ModeShared {
+				specs[i].Mode = fence.Shared
+			}
+		}
+		return cl.AcquireSet(ctx, specs, opts...)
+	}
+	if wt.mode == ModeShared {
+		opts = append(opts, client.Shared())
+	}
+	if wt.permits > 0 {
+		opts = append(opts, client.Permits(wt.permits))
+	}
+	return cl.Acquire(ctx, wt.name, opts...)
+}
+
+// grantedLocks is what a set's lease lists: its locks, each with the token
+// of its proof for it.
+func grantedLocks(l *client.Lease) []LockRef {
+	var out []LockRef
+	for _, s := range l.Locks() {
+		r := LockRef{Name: s.Name, Permits: s.Permits, Proof: uint64(l.ProofFor(s.Name).Token)}
+		if s.Mode == fence.Shared {
+			r.Mode = ModeShared
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// leaseProofFor is the lease's proof for lock name.
+func leaseProofFor(l *client.Lease, name string) fence.SignedToken { return l.ProofFor(name) }

@@ -777,7 +777,7 @@ func TestWorkerAddRetry(t *testing.T) {
 			s := &flakyStore{fenced: tc.fenced, script: tc.script}
 			before := nowNano()
 			base := Op{Store: s.Name(), Res: s.Res(0), Fenced: s.Fenced()}
-			if err := w.add(context.Background(), s, &heldLease{k: 0}, base, fence.SignedToken{Token: 9}); err != nil {
+			if err := w.add(context.Background(), s, &heldLease{k: 0}, 0, base, fence.SignedToken{Token: 9}); err != nil {
 				t.Fatal(err)
 			}
 			rec.Close()
