@@ -200,6 +200,37 @@ func TestChaosBoundaries(t *testing.T) {
 	}
 }
 
+// TestChaosBoundariesPlanted: the planted grant-held (a one-lock acquire
+// granted over live holders, who are not told) against the lock-boundary
+// workers: a third permit holder of two is granted beside the two it
+// displaced, and the permits checker (3c) must catch it; an import granted
+// over SKU workers' shared catalog is an overlap of exclusive and shared
+// (checker 3). One story worker only (its overlaps are the old checker's).
+func TestChaosBoundariesPlanted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	_, plant, worker := binaries(t)
+	cfg := chaos.Config{
+		FenceBin: plant, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
+		PostgresDSN: testutil.PostgresDSN(t), Workers: 1, Boundaries: true,
+		Kinds: []chaos.FaultKind{chaos.FaultConnDelay}, ServerEnv: []string{"FENCE_PLANTBUG=grant-held"},
+	}
+	var sum chaos.Summary
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			cfg.Seed = seed(t)
+			t.Logf("permits not exceeded by that run; another seed")
+		}
+		if sum = run(t, cfg, false); sum.Report.PermitsExceeded > 0 {
+			break
+		}
+	}
+	if sum.Pass || sum.Report.PermitsExceeded == 0 {
+		t.Fatalf("planted grant-held with permit workers: want permits_exceeded > 0 and a failed run: %s", sum.Line())
+	}
+}
+
 func TestChaosControl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
