@@ -3,6 +3,8 @@ package chaos
 import (
 	"strings"
 	"testing"
+
+	"github.com/fenceworks/fence"
 )
 
 // Lock boundaries (issue 23) in the checkers: synthetic histories of sets,
@@ -323,5 +325,21 @@ func TestCheckLinearModes(t *testing.T) {
 	r = Check(b.ops, "", 0)
 	if r.Linearizable || r.Overlaps != 1 {
 		t.Fatalf("%+v\n%s", r, ckProblems(r))
+	}
+}
+
+// A look records how each holder holds the lock looked at: a set's lease
+// by its entry for that lock (its own Mode is not any one lock's; a
+// 3-node run flagged two shared set holders as exclusive before this).
+func TestHolderRefOfASet(t *testing.T) {
+	set := fence.Lease{Name: "set-0", Token: 7, Locks: []fence.LockSpec{{Name: "set-0", Mode: fence.Shared}, {Name: "set-4"}}}
+	if r := holderRef(set, "set-0"); r.Mode != ModeShared || r.Token != 7 {
+		t.Fatalf("set-0: %+v", r)
+	}
+	if r := holderRef(set, "set-4"); r.Mode != "" {
+		t.Fatalf("set-4: %+v", r)
+	}
+	if r := holderRef(fence.Lease{Name: "rw-0", Token: 8, Mode: fence.Shared}, "rw-0"); r.Mode != ModeShared {
+		t.Fatalf("one lock: %+v", r)
 	}
 }

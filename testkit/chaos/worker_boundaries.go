@@ -211,14 +211,26 @@ func (w *wrk) look(ctx context.Context, cl *client.Client, name string) error {
 			hs = []fence.Lease{*li.Lease}
 		}
 		for _, l := range hs {
-			r := LockRef{Token: uint64(l.Token)}
-			if l.Mode == fence.Shared {
-				r.Mode = ModeShared
-			}
-			op.Holders = append(op.Holders, r)
+			op.Holders = append(op.Holders, holderRef(l, name))
 		}
 	}
 	return w.record(op)
+}
+
+// holderRef is how lease l holds lock name: a set's lease says it in its
+// Locks (its Mode is not the mode of any one lock), any other in Mode.
+func holderRef(l fence.Lease, name string) LockRef {
+	r := LockRef{Token: uint64(l.Token)}
+	mode := l.Mode
+	for _, s := range l.Locks {
+		if s.Name == name {
+			mode = s.Mode
+		}
+	}
+	if mode == fence.Shared {
+		r.Mode = ModeShared
+	}
+	return r
 }
 
 // acquireWant acquires what wt asks for: one lock (with its mode and
