@@ -75,6 +75,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	useTLS := fs.Bool("tls", false, "serve every node's client port over TLS (certificates from `fence cert`): workers, nemesis and final reads speak HTTPS")
 	useAuth := fs.Bool("auth", false, "turn authentication on once the nodes are up: each worker calls with a token of its own (its own principal), the harness and the nemesis as admin")
 	quiet := fs.Bool("q", false, "print only the summary line")
+	boundaries := fs.Bool("boundaries", true, "add the lock-boundary workers (sets, shared/exclusive, permits: "+strings.Join(chaos.BoundaryMix, ",")+") after the -workers story workers; not in a control run")
 	restoreInProcess := fs.Bool("restore-in-process", false, "restore fault: restore with package backup in the harness's process instead of `fence restore` (the same rule)")
 	plantRestore := fs.Bool("plant-restore-no-raise", false, "PLANTED BUG of the harness's own: every restore leaves the counter at the backup's (no floor, wall clock of 1970); use with -expect-caught (tokens_regressed)")
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +89,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		Resources: *resources, Control: *control, PostgresDSN: *pg, TTL: *ttl,
 		SessionTTL: *sessionTTL, DiskBytes: *disk << 20, LinTimeout: *linTimeout, Log: stderr,
 		RestoreInProcess: *restoreInProcess, PlantRestoreNoRaise: *plantRestore, TLS: *useTLS, Auth: *useAuth,
+		Boundaries: *boundaries,
 	}
 	if *quiet {
 		cfg.Log = io.Discard
@@ -253,8 +255,12 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	if r.Forgeries > 0 || r.HonestAccepted > 0 {
 		forged = fmt.Sprintf(" forgeries=%d forgeries_accepted=%d forgeries_changed=%d honest_refused=%d", r.Forgeries, r.ForgeriesAccepted, r.ForgeriesChanged, r.HonestRefused)
 	}
-	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s%s missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
-		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, r.EarlyExpiry, r.Expiries, r.LostWrites, r.DoubleApplies, restores, forged,
+	bounds := ""
+	if r.PermitsExceeded > 0 || r.SetsBroken > 0 || r.HolderLooks > 0 {
+		bounds = fmt.Sprintf(" permits_exceeded=%d sets_broken=%d holder_looks=%d", r.PermitsExceeded, r.SetsBroken, r.HolderLooks)
+	}
+	fmt.Fprintf(stdout, "check %s ops=%d stale_accepted=%d tokens_regressed=%d overlaps=%d%s early_expiry=%d/%d lost_writes=%d double_applies=%d%s%s missing_final=%d malformed=%d%s stale_refused=%d linearizable=%s\n",
+		dir, r.Ops, r.StaleAccepted, r.TokensRegressed, r.Overlaps, bounds, r.EarlyExpiry, r.Expiries, r.LostWrites, r.DoubleApplies, restores, forged,
 		r.MissingFinal, r.Malformed, empty, r.StaleRefused, lin)
 	if r.Holds(*control) {
 		return 0

@@ -172,6 +172,65 @@ func TestChaosShort(t *testing.T) {
 	}
 }
 
+// TestChaosBoundaries: the lock-boundary workers (issue 23) beside the
+// story's: the catalog pattern (SKU workers holding the catalog shared and
+// their SKU exclusive as one set, and an import holding the catalog
+// exclusive and writing every SKU), random overlapping sets listed in
+// random orders, and three permit workers on two permits, under worker
+// pauses (aimed at write windows), connection faults and a server kill.
+// Checkers 3 (exclusion by mode), 3c (permits), 3d (sets whole) and the
+// token and stale-write checkers over sets and shared leases must hold,
+// and the workers must have looked at holders.
+func TestChaosBoundaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	fence, _, worker := binaries(t)
+	cfg := chaos.Config{
+		FenceBin: fence, WorkerBin: worker, Duration: 30 * time.Second, Seed: seed(t),
+		PostgresDSN: testutil.PostgresDSN(t), Workers: 2, Boundaries: true,
+		Kinds: []chaos.FaultKind{chaos.FaultWorkerPause, chaos.FaultConnReset, chaos.FaultConnDelay, chaos.FaultServerKill},
+	}
+	sum := run(t, cfg, true)
+	if !sum.Pass {
+		t.Errorf("chaos run failed: %s\nproblems:\n%s", sum.Line(), strings.Join(sum.Report.Problems, "\n"))
+	}
+	if sum.Report.HolderLooks == 0 {
+		t.Errorf("no look at a lock's holders: the set and permit workers did not run: %s", sum.Line())
+	}
+}
+
+// TestChaosBoundariesPlanted: the planted grant-held (a one-lock acquire
+// granted over live holders, who are not told) against the lock-boundary
+// workers: a third permit holder of two is granted beside the two it
+// displaced, and the permits checker (3c) must catch it; an import granted
+// over SKU workers' shared catalog is an overlap of exclusive and shared
+// (checker 3). One story worker only (its overlaps are the old checker's).
+func TestChaosBoundariesPlanted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run: not in -short")
+	}
+	_, plant, worker := binaries(t)
+	cfg := chaos.Config{
+		FenceBin: plant, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
+		PostgresDSN: testutil.PostgresDSN(t), Workers: 1, Boundaries: true,
+		Kinds: []chaos.FaultKind{chaos.FaultConnDelay}, ServerEnv: []string{"FENCE_PLANTBUG=grant-held"},
+	}
+	var sum chaos.Summary
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			cfg.Seed = seed(t)
+			t.Logf("permits not exceeded by that run; another seed")
+		}
+		if sum = run(t, cfg, false); sum.Report.PermitsExceeded > 0 {
+			break
+		}
+	}
+	if sum.Pass || sum.Report.PermitsExceeded == 0 {
+		t.Fatalf("planted grant-held with permit workers: want permits_exceeded > 0 and a failed run: %s", sum.Line())
+	}
+}
+
 func TestChaosControl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")

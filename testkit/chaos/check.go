@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,9 +22,27 @@ type Report struct {
 	// grant, or are not above the token of a grant that returned before
 	// they were called.
 	TokensRegressed int
-	// Overlaps (checker 3): holds (a release's HeldFrom..HeldUntil) that
-	// overlap an earlier hold of another token of the same lock.
+	// Overlaps (checker 3): holds (a release's HeldFrom..HeldUntil; a
+	// set's release holds each of its locks) that overlap an earlier hold
+	// of another token of the same lock where either is exclusive (shared
+	// holds may overlap; permit holds are PermitsExceeded's), and looks at
+	// a lock's holders (KindHolders) that list an exclusive holder beside
+	// another.
 	Overlaps int
+	// PermitsExceeded (checker 3c): permit holds that began while the
+	// lock's N permits were held by other tokens, and looks at a lock's
+	// holders that list more than its N.
+	PermitsExceeded int
+	// SetsBroken (checker 3d): sets not held whole: a grant whose lease
+	// does not list exactly the set's locks, each with a proof of the
+	// set's token, and looks at a lock's holders that list a set's token
+	// after the set ended (its release returned, or a conflicting later
+	// grant on another of its locks returned).
+	SetsBroken int
+	// HolderLooks (informational): OK looks at a lock's holders; with
+	// none, the holder-based parts of checkers 3, 3c and 3d had nothing to
+	// look at.
+	HolderLooks int
 	// EarlyExpiry (checker 3b): leases that ended before their safe
 	// deadline on the host's monotonic clock (Op.DeadlineMono: the TTL the
 	// server reported at the last successful grant or renew, less the
@@ -121,7 +140,7 @@ func (r Report) OK() bool {
 // forgery must still leave the store unchanged, and the forger's honest
 // writes must still be accepted.
 func (r Report) OKExceptStale() bool {
-	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.EarlyExpiry == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 && r.RestoreMismatch == 0 &&
+	return r.TokensRegressed == 0 && r.Overlaps == 0 && r.PermitsExceeded == 0 && r.SetsBroken == 0 && r.EarlyExpiry == 0 && r.LostWrites == 0 && r.DoubleApplies == 0 && r.RestoreMismatch == 0 &&
 		r.ForgeriesChanged == 0 && (r.HonestRefused == 0 || r.Restores > 0) && len(r.ForgeUntried) == 0 &&
 		r.Linearizable && r.MissingFinal == 0 && r.Malformed == 0 && !r.Empty
 }
@@ -140,7 +159,7 @@ func (r Report) Holds(control bool) bool {
 // maxProblems bounds Report.Problems.
 const maxProblems = 20
 
-// Check runs the six checkers over a history (every worker's ops and the
+// Check runs the checkers over a history (every worker's ops and the
 // harness's KindFinal reads, in any order), and says what they could not
 // check: resources without an OK final read (MissingFinal), malformed
 // records (Malformed), no worker ops at all (Empty). outDir receives porcupine's
@@ -164,8 +183,17 @@ func Check(ops []Op, outDir string, linTimeout time.Duration) Report {
 	r.Restores = len(sc.restores)
 	h := newChkHistory(ops)
 
-	var probs [12][]string
+	var probs [14][]string
 	probs[11] = fr.problems
+	r.PermitsExceeded, probs[12] = checkPermits(h)
+	var cuts []int64
+	for _, rr := range sc.restores {
+		cuts = append(cuts, rr.cut)
+	}
+	r.SetsBroken, probs[13] = checkSets(h, cuts)
+	for _, hs := range h.holders {
+		r.HolderLooks += len(hs)
+	}
 	r.StaleAccepted, probs[0] = checkStale(h)
 	r.TokensRegressed, probs[1] = checkTokens(h)
 	r.Overlaps, probs[2] = checkOverlaps(h)
@@ -238,7 +266,8 @@ type chkHistory struct {
 	finals       map[chkRes][]*Op          // OK KindFinal ops
 	acquires     []*Op                     // OK acquires
 	releases     map[string][]*Op          // every release, by lock
-	lockOps      map[string][]*Op          // OK acquires and OK releases, by lock
+	lockOps      map[string][]*Op          // OK acquires and OK releases, by lock (a set's: one for each of its locks)
+	holders      map[string][]*Op          // OK looks at a lock's holders, by lock
 	refusals     map[chkRes][]*Op          // fenced writes/adds refused as stale that quote the last token
 	noReturn     int                       // ops of a definite outcome without a valid return time
 	malformed    []string                  // one problem line per malformed record
@@ -258,6 +287,7 @@ func newChkHistory(ops []Op) *chkHistory {
 		anyFinal: map[chkRes]*Op{},
 		releases: map[string][]*Op{},
 		lockOps:  map[string][]*Op{},
+		holders:  map[string][]*Op{},
 	}
 	type idKey struct {
 		k  chkRes
@@ -276,7 +306,7 @@ func newChkHistory(ops []Op) *chkHistory {
 		}
 		var c *Op // a corrected copy
 		switch o.Kind {
-		case KindAcquire, KindRelease, KindRead, KindWrite, KindAdd, KindFinal:
+		case KindAcquire, KindRelease, KindRead, KindWrite, KindAdd, KindFinal, KindHolders:
 		default:
 			h.malformedf("%s: unknown kind %q (%s): not checked", fmtOp(*o), o.Kind, fmtSpan(*o))
 		}
@@ -319,8 +349,29 @@ func newChkHistory(ops []Op) *chkHistory {
 		}
 		return a.N < b.N
 	})
+	// a set's acquire and release are one op for each of its locks (the
+	// per-lock checkers see them as any other), the copies after the
+	// first marked setCopy (the token checker counts the grant once)
+	var expanded []*Op
 	for _, op := range sorted {
+		if (op.Kind != KindAcquire && op.Kind != KindRelease) || len(op.Set) == 0 {
+			expanded = append(expanded, op)
+			continue
+		}
+		for i, ref := range op.Set {
+			c := new(Op)
+			*c = *op
+			c.Lock, c.Mode, c.Permits, c.setCopy = ref.Name, ref.Mode, ref.Permits, i > 0
+			expanded = append(expanded, c)
+		}
+	}
+	for _, op := range expanded {
 		switch op.Kind {
+		case KindHolders:
+			lockSeen[op.Lock] = true
+			if op.Out == OutcomeOK {
+				h.holders[op.Lock] = append(h.holders[op.Lock], op)
+			}
 		case KindWrite, KindAdd:
 			k := chkRes{op.Store, op.Res}
 			resSeen[k] = true
@@ -368,7 +419,9 @@ func newChkHistory(ops []Op) *chkHistory {
 		case KindAcquire:
 			lockSeen[op.Lock] = true
 			if op.Out == OutcomeOK {
-				h.acquires = append(h.acquires, op)
+				if !op.setCopy {
+					h.acquires = append(h.acquires, op)
+				}
 				h.lockOps[op.Lock] = append(h.lockOps[op.Lock], op)
 			}
 		case KindRelease:
@@ -540,10 +593,15 @@ func checkTokens(h *chkHistory) (int, []string) {
 	return len(bad), probs
 }
 
-// ---- checker 3: no overlapping holds ----
+// ---- checker 3: no overlapping holds, by mode ----
 
 // checkOverlaps counts, per lock, holds ([HeldFrom, HeldUntil] of a release
-// op) that begin before an earlier hold of another token ended.
+// op; a set's release holds each of its locks) that begin before an
+// earlier hold of another token ended when the two conflict: either is
+// exclusive, or they name other permit counts (see conflicts). Shared
+// holds overlap freely; permit holds of one count are checker 3c's. A
+// look at the lock's holders (KindHolders) that lists an exclusive holder
+// beside another counts too: the server said so itself.
 func checkOverlaps(h *chkHistory) (int, []string) {
 	n := 0
 	var probs []string
@@ -555,20 +613,228 @@ func checkOverlaps(h *chkHistory) (int, []string) {
 			}
 		}
 		sort.SliceStable(hs, func(i, j int) bool { return hs[i].HeldFrom < hs[j].HeldFrom })
-		var cur *Op // the hold seen so far that ends last
+		var active []*Op // earlier holds not ended when the current one begins
 		for _, o := range hs {
-			if cur != nil && o.HeldFrom < cur.HeldUntil && o.Token != cur.Token {
-				n++
-				probs = append(probs, fmt.Sprintf("overlap on lock %s: token %d (%s) held %s–%s, token %d (%s) held %s–%s",
-					l, cur.Token, fmtOp(*cur), fmtClock(cur.HeldFrom), fmtClock(cur.HeldUntil),
-					o.Token, fmtOp(*o), fmtClock(o.HeldFrom), fmtClock(o.HeldUntil)))
+			kept := active[:0]
+			for _, a := range active {
+				if a.HeldUntil > o.HeldFrom {
+					kept = append(kept, a)
+				}
 			}
-			if cur == nil || o.HeldUntil > cur.HeldUntil {
-				cur = o
+			active = kept
+			for _, a := range active {
+				if a.Token != o.Token && conflicts(a, o) {
+					n++
+					probs = append(probs, fmt.Sprintf("overlap on lock %s: token %d (%s) held %s–%s (%s), token %d (%s) held %s–%s (%s)",
+						l, a.Token, fmtOp(*a), fmtClock(a.HeldFrom), fmtClock(a.HeldUntil), holdKind(a),
+						o.Token, fmtOp(*o), fmtClock(o.HeldFrom), fmtClock(o.HeldUntil), holdKind(o)))
+					break
+				}
+			}
+			active = append(active, o)
+		}
+		for _, o := range h.holders[l] {
+			for i := range o.Holders {
+				a := &o.Holders[i]
+				if a.Mode == ModeShared || len(o.Holders) < 2 || o.Permits > 0 {
+					continue
+				}
+				n++
+				probs = append(probs, fmt.Sprintf("overlap on lock %s: %s saw exclusive token %d among %d holders %s (%s)",
+					l, fmtOp(*o), a.Token, len(o.Holders), fmtHolders(o.Holders), fmtSpan(*o)))
+				break
 			}
 		}
 	}
 	return n, probs
+}
+
+// holdKind names how o holds its lock.
+func holdKind(o *Op) string {
+	var s string
+	switch {
+	case o.Permits > 0:
+		s = fmt.Sprintf("permit of %d", o.Permits)
+	case o.Mode == ModeShared:
+		s = "shared"
+	default:
+		s = "exclusive"
+	}
+	if len(o.Set) > 0 {
+		s += fmt.Sprintf(", set of %d", len(o.Set))
+	}
+	return s
+}
+
+func fmtHolders(hs []LockRef) string {
+	parts := make([]string, len(hs))
+	for i, x := range hs {
+		parts[i] = strconv.FormatUint(x.Token, 10)
+		if x.Mode == ModeShared {
+			parts[i] += " shared"
+		}
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// ---- checker 3c: at most N permit holders ----
+
+// checkPermits counts, per lock, permit holds that begin while the lock's
+// count of other permit holds (of other tokens) is already held, and looks
+// at the lock's holders that list more holders than its count.
+func checkPermits(h *chkHistory) (int, []string) {
+	n := 0
+	var probs []string
+	for _, l := range h.locks {
+		var hs []*Op
+		for _, o := range h.releases[l] {
+			if o.Permits > 0 && o.HeldFrom > 0 && o.HeldUntil > o.HeldFrom {
+				hs = append(hs, o)
+			}
+		}
+		sort.SliceStable(hs, func(i, j int) bool { return hs[i].HeldFrom < hs[j].HeldFrom })
+		var active []*Op
+		for _, o := range hs {
+			kept := active[:0]
+			for _, a := range active {
+				if a.HeldUntil > o.HeldFrom {
+					kept = append(kept, a)
+				}
+			}
+			active = kept
+			others := map[uint64]bool{}
+			for _, a := range active {
+				if a.Token != o.Token && a.Permits == o.Permits {
+					others[a.Token] = true
+				}
+			}
+			if len(others) >= int(o.Permits) {
+				n++
+				toks := make([]uint64, 0, len(others))
+				for t := range others {
+					toks = append(toks, t)
+				}
+				slices.Sort(toks)
+				probs = append(probs, fmt.Sprintf("permits exceeded on lock %s: token %d (%s) held %s–%s beside %d other holders %v of its %d permits",
+					l, o.Token, fmtOp(*o), fmtClock(o.HeldFrom), fmtClock(o.HeldUntil), len(toks), toks, o.Permits))
+			}
+			active = append(active, o)
+		}
+		for _, o := range h.holders[l] {
+			if o.Permits > 0 && len(o.Holders) > int(o.Permits) {
+				n++
+				probs = append(probs, fmt.Sprintf("permits exceeded on lock %s: %s saw %d holders %s of its %d permits (%s)",
+					l, fmtOp(*o), len(o.Holders), fmtHolders(o.Holders), o.Permits, fmtSpan(*o)))
+			}
+		}
+	}
+	return n, probs
+}
+
+// ---- checker 3d: a set is held whole ----
+
+// checkSets counts sets not held whole. At the grant: the lease must list
+// exactly the set's locks (names and modes) and carry, for each, a proof of
+// its own token (a grant lost before the worker saw its lease, recorded ok
+// with its error, lists nothing and is not judged there). After it ends: no look at the holders of one of its locks
+// may list its token once the set has ended on any lock — its release
+// returned OK (by whichever name), or a grant that conflicts with its hold
+// of one lock (a later token, either of them exclusive) returned; its
+// locks end together. A look after a restore's cut (cuts) that came after
+// the set's end is not judged: the restored state may be from before it.
+func checkSets(h *chkHistory, cuts []int64) (int, []string) {
+	n := 0
+	var probs []string
+	type setEnd struct {
+		at  int64 // the earliest time the set is known to have ended (0: none)
+		why string
+	}
+	sets := map[uint64]*Op{} // a set's OK grant, by token
+	for _, a := range h.acquires {
+		if len(a.Set) == 0 {
+			continue
+		}
+		sets[a.Token] = a
+		if a.Err != "" {
+			// granted, but lost before the worker could use it (the
+			// client's LostError): the worker never saw the lease
+			continue
+		}
+		bad := len(a.Granted) != len(a.Set)
+		for i := 0; !bad && i < len(a.Set); i++ {
+			g, s := a.Granted[i], a.Set[i]
+			bad = g.Name != s.Name || g.Mode != s.Mode || g.Permits != s.Permits || g.Proof != a.Token
+		}
+		if bad {
+			n++
+			probs = append(probs, fmt.Sprintf("set not granted whole: %s asked for %s, token %d; the lease lists %s (%s)",
+				fmtOp(*a), fmtSet(a.Set, 0), a.Token, fmtSet(a.Granted, a.Token), fmtSpan(*a)))
+		}
+	}
+	if len(sets) == 0 {
+		return n, probs
+	}
+	ends := map[uint64]setEnd{}
+	end := func(tok uint64, at int64, why string) {
+		if e, ok := ends[tok]; !ok || at < e.at {
+			ends[tok] = setEnd{at, why}
+		}
+	}
+	for _, l := range h.locks {
+		for _, r := range h.releases[l] {
+			if sets[r.Token] != nil && r.Out == OutcomeOK && !r.setCopy && r.Return != math.MaxInt64 {
+				end(r.Token, r.Return, fmt.Sprintf("its release by %s (%s) returned %s", r.Lock, fmtOp(*r), fmtClock(r.Return)))
+			}
+		}
+		// the set's hold of l ends by the first conflicting later grant
+		var grants []*Op
+		for _, o := range h.lockOps[l] {
+			if o.Kind == KindAcquire && o.Return != math.MaxInt64 {
+				grants = append(grants, o)
+			}
+		}
+		for _, s := range grants {
+			if sets[s.Token] == nil {
+				continue
+			}
+			for _, g := range grants {
+				if g.Token > s.Token && conflicts(s, g) {
+					end(s.Token, g.Return, fmt.Sprintf("token %d (%s, %s) was granted %s on %s", g.Token, fmtOp(*g), holdKind(g), fmtClock(g.Return), l))
+				}
+			}
+		}
+	}
+	for _, l := range h.locks {
+		for _, o := range h.holders[l] {
+			for _, x := range o.Holders {
+				e, ok := ends[x.Token]
+				if !ok || sets[x.Token] == nil || o.Call <= e.at || slices.ContainsFunc(cuts, func(c int64) bool { return c > e.at && c <= o.Call }) {
+					continue
+				}
+				n++
+				probs = append(probs, fmt.Sprintf("set not held whole: %s saw set token %d (%s) holding %s at %s, after the set ended: %s",
+					fmtOp(*o), x.Token, fmtOp(*sets[x.Token]), l, fmtClock(o.Call), e.why))
+			}
+		}
+	}
+	return n, probs
+}
+
+func fmtSet(refs []LockRef, token uint64) string {
+	parts := make([]string, len(refs))
+	for i, r := range refs {
+		parts[i] = r.Name
+		if r.Mode != "" {
+			parts[i] += " " + r.Mode
+		}
+		if r.Permits > 0 {
+			parts[i] += fmt.Sprintf(" permits %d", r.Permits)
+		}
+		if token != 0 && r.Proof != token {
+			parts[i] += fmt.Sprintf(" (proof of token %d)", r.Proof)
+		}
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // ---- checker 3b: no lease ends before its TTL ----
@@ -607,31 +873,45 @@ func checkEarlyExpiry(h *chkHistory) (int, time.Duration, int, []string) {
 				rels[o.Token] = o
 			}
 		}
-		// tokens descending: first is the earliest return among the
-		// grants of a larger token than the one looked at
+		// tokens descending: first[c] is the earliest return among the
+		// grants of a larger token than the one looked at, of class c
+		// (permits, exclusive); a lease is bounded by the classes that
+		// conflict with it (a shared lease by no later shared grant)
 		sort.SliceStable(grants, func(i, j int) bool { return grants[i].Token > grants[j].Token })
-		var first, group *Op // group: the earliest return among grants of g's own token
+		type class struct {
+			permits uint32
+			excl    bool
+		}
+		first := map[class]*Op{}
+		var group []*Op // the grants of g's own token
 		for i, g := range grants {
 			if i > 0 && g.Token != grants[i-1].Token {
-				if first == nil || group.RetMono < first.RetMono {
-					first = group
+				for _, x := range group {
+					c := class{x.Permits, x.exclusive()}
+					if f := first[c]; f == nil || x.RetMono < f.RetMono {
+						first[c] = x
+					}
 				}
-				group = nil
+				group = group[:0]
 			}
-			if group == nil || g.RetMono < group.RetMono {
-				group = g
+			group = append(group, g)
+			var bound *Op
+			for _, f := range first {
+				if conflicts(g, f) && (bound == nil || f.RetMono < bound.RetMono) {
+					bound = f
+				}
 			}
 			r := rels[g.Token]
-			if first != nil && r != nil && r.CallMono > first.RetMono {
+			if bound != nil && r != nil && r.CallMono > bound.RetMono {
 				judged++
 			}
-			if first != nil && r != nil && r.CallMono > first.RetMono && first.RetMono < r.DeadlineMono {
+			if bound != nil && r != nil && r.CallMono > bound.RetMono && bound.RetMono < r.DeadlineMono {
 				n++
-				short := time.Duration(r.DeadlineMono - first.RetMono)
+				short := time.Duration(r.DeadlineMono - bound.RetMono)
 				worst = max(worst, short)
 				probs = append(probs, fmt.Sprintf("early expiry on lock %s: token %d (%s, %s) was not released before token %d was granted (%s, returned %s), %s before its safe deadline (its release was called %s after that grant)",
-					l, g.Token, fmtOp(*g), leaseKind(g), first.Token, fmtOp(*first), fmtClock(first.Return),
-					roundDur(short, time.Microsecond), roundDur(time.Duration(r.CallMono-first.RetMono), time.Millisecond)))
+					l, g.Token, fmtOp(*g), leaseKind(g), bound.Token, fmtOp(*bound), fmtClock(bound.Return),
+					roundDur(short, time.Microsecond), roundDur(time.Duration(r.CallMono-bound.RetMono), time.Millisecond)))
 			}
 		}
 	}

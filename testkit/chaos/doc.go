@@ -30,10 +30,20 @@
 //     its own process; its PostgreSQL writes send the lease's signed token
 //     to a guard holding the cluster's key set (keys.go: GET /v1/keys,
 //     fetched again on an unknown cluster or key id);
+//     worker_boundaries.go: the lock-boundary workloads of issue 23
+//     (`-workload`: the catalog pattern's SKU workers, holding the catalog
+//     shared and their SKU exclusive as one set, and its import, holding
+//     the catalog exclusive and writing every SKU; random overlapping sets
+//     in random orders; permit holders), recording each acquire's set,
+//     mode and permits, what a set's grant listed, and looks at a lock's
+//     holders (Config.Boundaries, BoundaryMix);
 //   - forger.go: the forger, in the harness's process, sending the same
 //     guard forged tokens for the whole run (issue 22, G9);
-//   - check.go: the checkers (stale writes, token order, exclusion, early
-//     expiry on the host's monotonic clock, lost writes, double applies) and
+//   - check.go: the checkers (stale writes, token order, exclusion by mode
+//     — shared holds may overlap, an exclusive one overlaps nothing —, at
+//     most N permit holders, a set held whole, early expiry on the host's
+//     monotonic clock, lost writes, double applies; a set's acquire and
+//     release are judged as one op on each of its locks) and
 //     linear.go: linearizability with porcupine; check_forgery.go: the
 //     forgeries accepted (checker 7); check_restore.go: the
 //     built-in store's checks scoped to restore epochs, and each backup

@@ -26,7 +26,29 @@ const (
 	// guard: Forge names what it sent, Token the number, Before and After
 	// the stored tokens around it. Only the forgery checker reads them.
 	KindForge Kind = "forge"
+	// KindHolders is a worker's look at one lock (client.Get): Lock; on
+	// OutcomeOK, Holders (every lease holding it at that instant) and
+	// Permits (the lock's permit count, 0: not a semaphore).
+	KindHolders Kind = "holders"
 )
+
+// ModeShared is Op.Mode and LockRef.Mode of a shared hold ("" is
+// exclusive).
+const ModeShared = "shared"
+
+// LockRef is one lock of a set (Op.Set: as requested, sorted by name;
+// Op.Granted: as the granted lease lists it) or one holder of a lock
+// (Op.Holders).
+type LockRef struct {
+	Name    string `json:"name,omitempty"`
+	Mode    string `json:"mode,omitempty"`    // ModeShared, or "" for exclusive
+	Permits uint32 `json:"permits,omitempty"` // the lock's permit count (0: not a semaphore)
+	// Proof (Granted only): the token of the lease's proof for this lock
+	// (Lease.ProofFor); 0: the lease has none for it.
+	Proof uint64 `json:"proof,omitempty"`
+	// Token (Holders only): the holder's token.
+	Token uint64 `json:"token,omitempty"`
+}
 
 // Outcome is what the caller learned of an operation.
 type Outcome string
@@ -56,13 +78,26 @@ const (
 // request_id is the same logical operation). Times are Unix nanoseconds on
 // the host's wall clock, which every process on this machine shares.
 type Op struct {
-	Worker  int    `json:"w"` // worker number (the harness is -1)
-	N       int    `json:"n"` // the worker's operation counter
-	Kind    Kind   `json:"kind"`
-	Store   string `json:"store,omitempty"`   // read, write, add, final
-	Lock    string `json:"lock,omitempty"`    // acquire, release
-	Res     string `json:"res,omitempty"`     // read, write, add, final
-	Session bool   `json:"session,omitempty"` // made on the client's session
+	Worker int    `json:"w"` // worker number (the harness is -1)
+	N      int    `json:"n"` // the worker's operation counter
+	Kind   Kind   `json:"kind"`
+	Store  string `json:"store,omitempty"` // read, write, add, final
+	Lock   string `json:"lock,omitempty"`  // acquire, release, holders (a set's: its first lock by name)
+	// Mode and Permits (acquire, release of one lock): how it is held:
+	// ModeShared or "" (exclusive), and the permit count asked for (0:
+	// not a semaphore). Holders: Permits is the lock's count.
+	Mode    string `json:"mode,omitempty"`
+	Permits uint32 `json:"permits,omitempty"`
+	// Set (acquire, release of a set): every lock of the set, sorted by
+	// name, each with its mode and permits; one token holds them all.
+	// Granted (an OK acquire of a set): the locks the granted lease
+	// lists, with the token of its proof for each. Holders (holders):
+	// every lease that holds Lock, with its token and mode.
+	Set     []LockRef `json:"set,omitempty"`
+	Granted []LockRef `json:"granted,omitempty"`
+	Holders []LockRef `json:"holders,omitempty"`
+	Res     string    `json:"res,omitempty"`     // read, write, add, final
+	Session bool      `json:"session,omitempty"` // made on the client's session
 	// Fenced is false for the control run's plain writes (no token compare).
 	Fenced   bool    `json:"fenced,omitempty"`
 	Token    uint64  `json:"token,omitempty"` // sent (write, add, release) or granted (acquire)
@@ -116,6 +151,25 @@ type Op struct {
 	// restoredLease (set by the checker, not recorded): a session release
 	// after a restore of a lease granted before it (see scopeRestores).
 	restoredLease bool
+	// setCopy (set by the checker, not recorded): the copy of a set's
+	// acquire or release for one of its locks after the first (see
+	// newChkHistory): it counts once, as the original.
+	setCopy bool
+}
+
+// exclusive reports whether o holds its lock alone: not shared, not a
+// permit of a semaphore.
+func (o *Op) exclusive() bool { return o.Mode != ModeShared && o.Permits == 0 }
+
+// conflicts reports whether holds a and b (of one lock, other tokens) may
+// not overlap: either is exclusive, or they name other permit counts (a
+// request naming another count is refused). Permit holders of one count
+// are counted by the permits checker.
+func conflicts(a, b *Op) bool {
+	if a.Permits != b.Permits {
+		return true
+	}
+	return a.Permits == 0 && (a.exclusive() || b.exclusive())
 }
 
 // Recorder appends ops to a JSONL file, one line each, flushed per line

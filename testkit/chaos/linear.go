@@ -1,11 +1,13 @@
 package chaos
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,10 +46,13 @@ import (
 // versions, so this loses no linearization; it saves porcupine from trying
 // every subset of pending unknown mutations before each OK one.
 //
-// Lock model. State: holder token (0: none) and the largest token granted.
+// Lock model. State: the holders' tokens and the largest token granted.
 // An OK acquire needs a token above every token granted before it in the
-// linearization and makes it the holder; an OK release needs its token to be
-// the holder and frees the lock (a standalone lease's release OK may also
+// linearization; an exclusive one makes it the only holder, a shared or
+// permit one adds it to the holders (how many may hold at once is checkers
+// 3 and 3c's, on the holds); an OK release needs its token to be a holder
+// and removes it (a set's acquire and release are one op on each of its
+// locks, with its mode on each) (a standalone lease's release OK may also
 // come from a retry that found the token already gone: see lockInput.loose).
 // A holder may vanish at any time (its lease
 // expired): no step requires a free lock, so that costs no extra state. A
@@ -81,6 +86,7 @@ type regState struct {
 type lockInput struct {
 	acquire bool
 	token   uint64
+	shared  bool // acquire: shared, or one of a semaphore's permits
 	// loose: a standalone lease's release. client.Release retries a unary
 	// release whose outcome is unknown and takes the retry's "not holder"
 	// as success, which it also is when the lease had expired meanwhile
@@ -91,8 +97,65 @@ type lockInput struct {
 }
 
 type lockState struct {
-	Holder uint64
+	Holder uint64 // the only holder (0: none, or Shared lists them)
+	// Shared: two or more holders, their tokens ascending, 8 bytes each
+	// (a string, so that the state stays comparable)
+	Shared string
 	Max    uint64
+}
+
+// holders returns the tokens holding the lock, ascending.
+func (st lockState) holders() []uint64 {
+	if st.Shared == "" {
+		if st.Holder == 0 {
+			return nil
+		}
+		return []uint64{st.Holder}
+	}
+	out := make([]uint64, len(st.Shared)/8)
+	for i := range out {
+		out[i] = binary.BigEndian.Uint64([]byte(st.Shared[8*i : 8*i+8]))
+	}
+	return out
+}
+
+// withHolders returns st holding exactly toks (ascending).
+func (st lockState) withHolders(toks []uint64) lockState {
+	st.Holder, st.Shared = 0, ""
+	switch len(toks) {
+	case 0:
+	case 1:
+		st.Holder = toks[0]
+	default:
+		b := make([]byte, 8*len(toks))
+		for i, t := range toks {
+			binary.BigEndian.PutUint64(b[8*i:], t)
+		}
+		st.Shared = string(b)
+	}
+	return st
+}
+
+// lockStep applies an acquire or release to st: ok false when the model
+// does not allow it (a loose release of a token that is not a holder is
+// allowed and changes nothing).
+func lockStep(st lockState, i lockInput) (bool, lockState) {
+	if i.acquire {
+		if i.token <= st.Max {
+			return false, st
+		}
+		st.Max = i.token
+		if !i.shared {
+			return true, st.withHolders([]uint64{i.token})
+		}
+		return true, st.withHolders(append(st.holders(), i.token)) // above every holder: stays ascending
+	}
+	hs := st.holders()
+	k := slices.Index(hs, i.token)
+	if k < 0 {
+		return i.loose, st
+	}
+	return true, st.withHolders(slices.Delete(hs, k, k+1))
 }
 
 func hashMix(h, v uint64) uint64 {
@@ -226,26 +289,21 @@ func lockModel(init lockState) porcupine.Model {
 	return porcupine.Model{
 		Init: func() interface{} { return init },
 		Step: func(s, in, _ interface{}) (bool, interface{}) {
-			st := s.(lockState)
-			i := in.(lockInput)
-			if i.acquire {
-				if i.token <= st.Max {
-					return false, st
-				}
-				return true, lockState{Holder: i.token, Max: i.token}
-			}
-			if st.Holder != i.token {
-				return i.loose, st
-			}
-			st.Holder = 0
-			return true, st
+			return lockStep(s.(lockState), in.(lockInput))
 		},
 		Hash: func(s interface{}) uint64 {
 			st := s.(lockState)
-			return hashMix(st.Holder, st.Max)
+			h := hashMix(st.Holder, st.Max)
+			for _, t := range st.holders() {
+				h = hashMix(h, t)
+			}
+			return h
 		},
 		DescribeOperation: func(in, _ interface{}) string {
 			i := in.(lockInput)
+			if i.acquire && i.shared {
+				return fmt.Sprintf("acquire (shared or permit) → token %d", i.token)
+			}
 			if i.acquire {
 				return fmt.Sprintf("acquire → token %d", i.token)
 			}
@@ -256,8 +314,10 @@ func lockModel(init lockState) porcupine.Model {
 		},
 		DescribeState: func(s interface{}) string {
 			st := s.(lockState)
-			if st.Holder == 0 {
+			if hs := st.holders(); len(hs) == 0 {
 				return fmt.Sprintf("free (max token %d)", st.Max)
+			} else if len(hs) > 1 {
+				return fmt.Sprintf("held by %v (max token %d)", hs, st.Max)
 			}
 			return fmt.Sprintf("held by %d (max token %d)", st.Holder, st.Max)
 		},
@@ -562,24 +622,30 @@ func (h *chkHistory) lockPartition(l string) *linPartition {
 	}
 	var es []linEntry
 	for _, o := range los {
-		es = append(es, linEntry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token, loose: o.Kind == KindRelease && (!o.Session || o.restoredLease)}})
+		es = append(es, linEntry{src: o, call: o.Call, ret: max(o.Return, o.Call), in: lockInput{acquire: o.Kind == KindAcquire, token: o.Token, shared: !o.exclusive(), loose: o.Kind == KindRelease && (!o.Session || o.restoredLease)}})
 	}
 	sortLinEntries(es)
 	p := &linPartition{name: "lock " + l, nOps: len(es)}
 	st := lockState{}
 	for _, seg := range linCuts(es) {
 		p.segs = append(p.segs, newLinSegment(lockModel(st), seg))
-		// acquires linearize in token order: the largest is the holder
-		// unless its release was acknowledged
+		// acquires linearize in token order (each exclusive one makes
+		// its token the only holder), then the acknowledged releases
 		end := st
+		var acqs []lockInput
 		for _, e := range seg {
 			if in := e.in.(lockInput); in.acquire && in.token > end.Max {
-				end.Max, end.Holder = in.token, in.token
+				acqs = append(acqs, in)
 			}
 		}
+		sort.Slice(acqs, func(i, j int) bool { return acqs[i].token < acqs[j].token })
+		for _, in := range acqs {
+			_, end = lockStep(end, in)
+		}
 		for _, e := range seg {
-			if in := e.in.(lockInput); !in.acquire && in.token == end.Holder {
-				end.Holder = 0
+			if in := e.in.(lockInput); !in.acquire {
+				in.loose = true
+				_, end = lockStep(end, in)
 			}
 		}
 		st = end

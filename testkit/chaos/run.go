@@ -64,6 +64,12 @@ type Config struct {
 	// each worker calls with a token of its own, the harness and the
 	// nemesis as admin.
 	Auth bool
+	// Boundaries adds the lock-boundary workers (issue 23), one per
+	// workload of BoundaryMix, after the Workers story workers: the
+	// catalog pattern's SKU workers and import, set workers and permit
+	// workers. Not in a control run (its stores are PostgreSQL's alone,
+	// without the import's built-in store).
+	Boundaries bool
 	// LinTimeout bounds porcupine per run (default 2m).
 	LinTimeout time.Duration
 	// Log receives progress lines (nil: discarded).
@@ -144,9 +150,13 @@ func (s Summary) Line() string {
 	if s.Report.Forgeries > 0 || s.Report.HonestAccepted > 0 {
 		forged = fmt.Sprintf(" forgeries=%d forgeries_accepted=%d forgeries_changed=%d honest_refused=%d", s.Report.Forgeries, s.Report.ForgeriesAccepted, s.Report.ForgeriesChanged, s.Report.HonestRefused)
 	}
-	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d early_expiry=%d/%d lost_writes=%d double_applies=%d%s%s missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
+	bounds := ""
+	if s.Report.PermitsExceeded > 0 || s.Report.SetsBroken > 0 || s.Report.HolderLooks > 0 {
+		bounds = fmt.Sprintf(" permits_exceeded=%d sets_broken=%d holder_looks=%d", s.Report.PermitsExceeded, s.Report.SetsBroken, s.Report.HolderLooks)
+	}
+	return fmt.Sprintf("chaos %s seed=%d duration=%s nodes=%d ops=%d faults=%s stale_accepted=%d tokens_regressed=%d overlaps=%d%s early_expiry=%d/%d lost_writes=%d double_applies=%d%s%s missing_final=%d malformed=%d%s crashes=%d wedged=%d unrecovered=%d stale_refused=%d linearizable=%s result=%s",
 		mode, s.Seed, s.Duration, max(s.Nodes, 1), s.Report.Ops, faults, s.Report.StaleAccepted,
-		s.Report.TokensRegressed, s.Report.Overlaps, s.Report.EarlyExpiry, s.Report.Expiries, s.Report.LostWrites, s.Report.DoubleApplies, restores, forged,
+		s.Report.TokensRegressed, s.Report.Overlaps, bounds, s.Report.EarlyExpiry, s.Report.Expiries, s.Report.LostWrites, s.Report.DoubleApplies, restores, forged,
 		s.Report.MissingFinal, s.Report.Malformed, empty, s.Crashes, s.Wedged, s.Unrecovered,
 		s.Report.StaleRefused, lin, result)
 }
@@ -163,6 +173,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Workers <= 0 {
 		c.Workers = 5
+	}
+	if c.Control {
+		c.Boundaries = false
 	}
 	if c.Resources <= 0 {
 		c.Resources = 3
@@ -273,16 +286,21 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.Auth && ccfg.Security == nil {
 		ccfg.Security = &Security{}
 	}
+	// The workers' workloads: the story's, then the lock-boundary ones.
+	workloads := make([]string, cfg.Workers)
+	if cfg.Boundaries {
+		workloads = append(workloads, BoundaryMix...)
+	}
 	cluster, err := StartCluster(ctx, ccfg)
 	if err != nil {
 		return sum, fmt.Errorf("chaos: start the nodes: %w", err)
 	}
 	defer cluster.Close()
 	if cfg.Auth {
-		if err := ccfg.Security.EnableAuth(ctx, cfg.FenceBin, strings.Join(cluster.DirectURLs(), ","), cfg.Workers, cluster.Nodes); err != nil {
+		if err := ccfg.Security.EnableAuth(ctx, cfg.FenceBin, strings.Join(cluster.DirectURLs(), ","), len(workloads), cluster.Nodes); err != nil {
 			return sum, err
 		}
-		logf("authentication on: an admin token for the harness, a token of its own for each of %d workers", cfg.Workers)
+		logf("authentication on: an admin token for the harness, a token of its own for each of %d workers", len(workloads))
 	}
 	for i, node := range cluster.Nodes {
 		raft := ""
@@ -326,9 +344,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	defer stopWorkers()
-	for i := 0; i < cfg.Workers; i++ {
+	for i, wl := range workloads {
 		wc := WorkerConfig{
-			ID: i, Server: strings.Join(rotate(cluster.Endpoints(), i), ","), Resources: cfg.Resources, Stores: cfg.Stores,
+			Workload: wl,
+			ID:       i, Server: strings.Join(rotate(cluster.Endpoints(), i), ","), Resources: cfg.Resources, Stores: cfg.Stores,
 			PostgresDSN: cfg.PostgresDSN, PGPrefix: prefix,
 			History: filepath.Join(cfg.Dir, fmt.Sprintf("history-%d.jsonl", i)),
 			Seed:    cfg.Seed*1_000_003 + uint64(i) + 1, TTL: cfg.TTL, SessionTTL: cfg.SessionTTL,
@@ -370,6 +389,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	logf("%d workers on %d resources, stores %v, control=%v, ttl %s, session ttl %s",
 		cfg.Workers, cfg.Resources, cfg.Stores, cfg.Control, cfg.TTL, cfg.SessionTTL)
+	if cfg.Boundaries {
+		logf("%d lock-boundary workers: %v", len(BoundaryMix), BoundaryMix)
+	}
 
 	// The forger (forger.go), with the PostgreSQL store: forged tokens at
 	// the run's guard for the whole run. Its guard verifies with the
@@ -402,7 +424,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 
 	// The nemesis, on its seeded schedule.
 	sched := ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Kinds: cfg.Kinds,
-		Workers: cfg.Workers, Nodes: cfg.Nodes, TTL: cfg.TTL}.Schedule()
+		Workers: len(workloads), Nodes: cfg.Nodes, TTL: cfg.TTL}.Schedule()
 	nem := &Nemesis{Cluster: cluster, Workers: procs, Log: cfg.Log}
 	if slices.Contains(cfg.Kinds, FaultRestore) {
 		rc := &RestoreConfig{Bin: cfg.FenceBin, Dir: cfg.Dir, Resources: cfg.Resources,

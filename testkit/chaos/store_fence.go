@@ -146,7 +146,8 @@ func classifyAcquire(err error) Outcome {
 		return OutcomeOK
 	case errors.Is(err, fence.ErrSessionExpired), errors.Is(err, client.ErrLeaseLost):
 		return OutcomeUnknown
-	case errors.Is(err, fence.ErrBusy), errors.Is(err, fence.ErrResourceExhausted), errors.Is(err, fence.ErrInvalid):
+	case errors.Is(err, fence.ErrBusy), errors.Is(err, fence.ErrResourceExhausted), errors.Is(err, fence.ErrInvalid),
+		errors.Is(err, fence.ErrPermitsMismatch):
 		return OutcomeFail
 	}
 	return OutcomeUnknown

@@ -42,6 +42,12 @@ type WorkerConfig struct {
 	// read and its write (a test can then pause the worker mid-hold); 0:
 	// half the iterations sleep up to TTL there.
 	Hold time.Duration
+	// Workload is what the worker does (worker_boundaries.go):
+	// WorkloadStory (""), WorkloadSKU, WorkloadImport, WorkloadSet or
+	// WorkloadPermits.
+	Workload string
+	// Permits is WorkloadPermits' count (default 2).
+	Permits uint32
 }
 
 // Defaults of a WorkerConfig's zero fields.
@@ -69,6 +75,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	}
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = DefaultWorkerTTL
+	}
+	if c.Permits == 0 {
+		c.Permits = defaultPermits
 	}
 	return c
 }
@@ -99,7 +108,7 @@ func (c WorkerConfig) validate() error {
 	default:
 		return fmt.Errorf("chaos worker: unknown mode %q (want mixed, session, standalone)", c.Mode)
 	}
-	return nil
+	return validWorkload(c.Workload, c.Permits)
 }
 
 // Args returns the command-line arguments that ParseWorkerArgs turns back
@@ -136,6 +145,12 @@ func (c WorkerConfig) Args() []string {
 	if c.AuthToken != "" {
 		a = append(a, "-auth-token", c.AuthToken)
 	}
+	if c.Workload != "" && c.Workload != WorkloadStory {
+		a = append(a, "-workload", c.Workload)
+	}
+	if c.Permits != 0 && c.Permits != defaultPermits {
+		a = append(a, "-permits", strconv.FormatUint(uint64(c.Permits), 10))
+	}
 	return a
 }
 
@@ -159,12 +174,18 @@ func ParseWorkerArgs(args []string) (WorkerConfig, error) {
 	fs.DurationVar(&c.Hold, "hold", 0, "sleep exactly this long between read and write (tests)")
 	fs.StringVar(&c.CACert, "cacert", "", "CA certificate (PEM) of servers that serve TLS")
 	fs.StringVar(&c.AuthToken, "auth-token", "", "bearer token, when the servers check them")
+	fs.StringVar(&c.Workload, "workload", "", "story (default), sku, import, set or permits (lock boundaries: needs a build with them)")
+	permits := fs.Uint("permits", defaultPermits, "the permits workload's count")
 	if err := fs.Parse(args); err != nil {
 		return WorkerConfig{}, fmt.Errorf("chaos worker: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return WorkerConfig{}, fmt.Errorf("chaos worker: unexpected arguments %q", fs.Args())
 	}
+	if *permits > fence.MaxPermits {
+		return WorkerConfig{}, fmt.Errorf("chaos worker: -permits %d: at most %d", *permits, fence.MaxPermits)
+	}
+	c.Permits = uint32(*permits)
 	c.Stores = nil
 	for _, s := range strings.Split(*stores, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -190,9 +211,29 @@ type wrk struct {
 type heldLease struct {
 	lease    *client.Lease
 	cl       *client.Client
-	k        int
+	k        int // the SKU whose resource it protects (-1: none)
 	session  bool
 	heldFrom int64
+	want     want
+	// proof is what its writes send: the lease's signed token, or a set's
+	// proof for lock sku-k (Lease.ProofFor)
+	proof fence.SignedToken
+}
+
+// want is what one acquire asks for: one lock (name, with a mode and
+// permits) or a set (set, sorted by name; name is its first lock).
+type want struct {
+	name    string
+	mode    string // ModeShared or "" (exclusive)
+	permits uint32
+	set     []LockRef
+	listed  []LockRef // set: in the order the request lists it
+}
+
+func oneLock(name string) want { return want{name: name} }
+
+func (wt want) record(op *Op) {
+	op.Lock, op.Mode, op.Permits, op.Set = wt.name, wt.mode, wt.permits, wt.set
 }
 
 func nowNano() int64 { return time.Now().UnixNano() }
@@ -362,6 +403,16 @@ func (w *wrk) opID() string {
 
 // iteration is one acquire … release. It returns only recorder errors.
 func (w *wrk) iteration(ctx context.Context) error {
+	switch w.cfg.Workload {
+	case WorkloadSKU:
+		return w.skuIteration(ctx)
+	case WorkloadImport:
+		return w.importIteration(ctx)
+	case WorkloadSet:
+		return w.setIteration(ctx)
+	case WorkloadPermits:
+		return w.permitsIteration(ctx)
+	}
 	k := w.rng.IntN(w.cfg.Resources)
 	session := w.rng.IntN(2) == 0
 	switch w.cfg.Mode {
@@ -374,7 +425,7 @@ func (w *wrk) iteration(ctx context.Context) error {
 	if w.rng.IntN(5) != 0 { // mostly a blocking wait, sometimes one try
 		wait = 2 * max(w.cfg.TTL, w.cfg.SessionTTL)
 	}
-	h, err := w.acquire(ctx, k, session, wait)
+	h, err := w.acquire(ctx, oneLock(lockName(k)), k, session, wait)
 	if err != nil || h == nil {
 		return err
 	}
@@ -386,7 +437,7 @@ func (w *wrk) iteration(ctx context.Context) error {
 	return err
 }
 
-func (w *wrk) acquire(ctx context.Context, k int, session bool, wait time.Duration) (*heldLease, error) {
+func (w *wrk) acquire(ctx context.Context, wt want, k int, session bool, wait time.Duration) (*heldLease, error) {
 	cl := w.solo
 	opts := []client.AcquireOption{client.Owner(fmt.Sprintf("worker-%d", w.cfg.ID))}
 	if session {
@@ -399,8 +450,9 @@ func (w *wrk) acquire(ctx context.Context, k int, session bool, wait time.Durati
 	}
 	actx, cancel := context.WithTimeout(ctx, wait+workerOpTimeout)
 	defer cancel()
-	op := Op{Kind: KindAcquire, Lock: lockName(k), Session: session, Call: nowNano(), CallMono: monoNano(), Attempts: 1}
-	lease, err := cl.Acquire(actx, lockName(k), opts...)
+	op := Op{Kind: KindAcquire, Session: session, Call: nowNano(), CallMono: monoNano(), Attempts: 1}
+	wt.record(&op)
+	lease, err := acquireWant(actx, cl, wt, opts)
 	op.RetMono, op.Return = monoNano(), nowNano()
 	op.Out = classifyAcquire(err)
 	op.Err = errString(err)
@@ -415,8 +467,9 @@ func (w *wrk) acquire(ctx context.Context, k int, session bool, wait time.Durati
 		if rerr := w.record(op); rerr != nil {
 			return nil, rerr
 		}
-		rop := Op{Kind: KindRelease, Lock: op.Lock, Token: op.Token, Session: session,
+		rop := Op{Kind: KindRelease, Token: op.Token, Session: session,
 			HeldFrom: op.Return, HeldUntil: op.Return, Call: nowNano(), CallMono: monoNano(), Attempts: 1}
+		wt.record(&rop)
 		rctx, rcancel := context.WithTimeout(context.Background(), workerOpTimeout)
 		rerr := cl.Release(rctx, op.Lock, lost.Token)
 		rcancel()
@@ -427,17 +480,27 @@ func (w *wrk) acquire(ctx context.Context, k int, session bool, wait time.Durati
 		return nil, w.record(op)
 	}
 	op.Token = uint64(lease.Token())
-	h := &heldLease{lease: lease, cl: cl, k: k, session: session, heldFrom: op.Return}
+	h := &heldLease{lease: lease, cl: cl, k: k, session: session, heldFrom: op.Return, want: wt, proof: lease.SignedToken()}
+	if len(wt.set) > 0 {
+		op.Granted = grantedLocks(lease)
+		if k >= 0 {
+			h.proof = leaseProofFor(lease, lockName(k))
+		}
+	}
 	return h, w.record(op)
 }
 
 // hold is the work under the lease: read, maybe sleep, write v-1, maybe
 // add +5. It returns only recorder errors.
 func (w *wrk) hold(ctx context.Context, h *heldLease) error {
-	s := w.stores[w.rng.IntN(len(w.stores))]
-	token := h.lease.Token()
-	signed := h.lease.SignedToken()
-	base := Op{Store: s.Name(), Res: s.Res(h.k), Session: h.session, Fenced: s.Fenced()}
+	return w.holdOn(ctx, h, w.stores[w.rng.IntN(len(w.stores))], h.k)
+}
+
+// holdOn is hold on resource k of store s.
+func (w *wrk) holdOn(ctx context.Context, h *heldLease, s store, k int) error {
+	signed := h.proof
+	token := signed.Token
+	base := Op{Store: s.Name(), Res: s.Res(k), Session: h.session, Fenced: s.Fenced()}
 
 	if ctx.Err() != nil {
 		return nil
@@ -445,7 +508,7 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	rop := base
 	rop.Kind, rop.Call, rop.Attempts = KindRead, nowNano(), 1
 	rctx, cancel := context.WithTimeout(ctx, workerOpTimeout)
-	st, out, err := s.Read(rctx, h.cl, h.k)
+	st, out, err := s.Read(rctx, h.cl, k)
 	cancel()
 	rop.Out, rop.Err = out, errString(err)
 	if out == OutcomeOK {
@@ -488,7 +551,7 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	wop.Call = nowNano()
 	// Not h.lease.Context(): a lost lease must not stop the write.
 	wctx, cancel := context.WithTimeout(ctx, workerOpTimeout)
-	m, out, last, err := s.Write(wctx, h.cl, h.k, signed, wop.Value, wop.OpID)
+	m, out, last, err := s.Write(wctx, h.cl, k, signed, wop.Value, wop.OpID)
 	cancel()
 	w.fillMutation(&wop, m, out, last, err)
 	if err := w.record(wop); err != nil {
@@ -496,7 +559,7 @@ func (w *wrk) hold(ctx context.Context, h *heldLease) error {
 	}
 
 	if w.rng.IntN(10) < 3 && ctx.Err() == nil {
-		return w.add(ctx, s, h, base, signed)
+		return w.add(ctx, s, h, k, base, signed)
 	}
 	return nil
 }
@@ -521,7 +584,7 @@ func (w *wrk) fillMutation(op *Op, m storeMut, out Outcome, last uint64, err err
 // while the outcome is unknown, for up to addRetryFor. In the control run
 // (no op_id idempotency in the plain UPDATE) it is not retried and carries
 // no op_id.
-func (w *wrk) add(ctx context.Context, s store, h *heldLease, base Op, signed fence.SignedToken) error {
+func (w *wrk) add(ctx context.Context, s store, h *heldLease, k int, base Op, signed fence.SignedToken) error {
 	token := signed.Token
 	op := base
 	op.Kind, op.Token, op.Value = KindAdd, uint64(token), restockDelta
@@ -534,7 +597,7 @@ func (w *wrk) add(ctx context.Context, s store, h *heldLease, base Op, signed fe
 	for {
 		op.Attempts++
 		actx, cancel := context.WithTimeout(ctx, addAttempt)
-		m, out, last, err := s.Add(actx, h.cl, h.k, signed, restockDelta, op.OpID)
+		m, out, last, err := s.Add(actx, h.cl, k, signed, restockDelta, op.OpID)
 		cancel()
 		w.fillMutation(&op, m, out, last, err)
 		if out != OutcomeUnknown || !idempotent || ctx.Err() != nil || time.Now().After(until) {
@@ -557,10 +620,11 @@ func (w *wrk) release(h *heldLease) error {
 		until = min(call, d.UnixNano())
 	}
 	op := Op{
-		Kind: KindRelease, Lock: lockName(h.k), Token: uint64(h.lease.Token()), Session: h.session,
+		Kind: KindRelease, Token: uint64(h.lease.Token()), Session: h.session,
 		HeldFrom: h.heldFrom, HeldUntil: until, Call: call, CallMono: callMono, DeadlineMono: monoOf(d),
 		Attempts: 1,
 	}
+	h.want.record(&op)
 	ctx, cancel := context.WithTimeout(context.Background(), workerOpTimeout)
 	defer cancel()
 	var err error

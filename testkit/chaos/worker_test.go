@@ -35,7 +35,7 @@ func TestWorkerArgsRoundTrip(t *testing.T) {
 		ID: 3, Server: "http://127.0.0.1:1234", Resources: 5, Stores: []string{StoreFence, StorePostgres},
 		PostgresDSN: "postgres://x@127.0.0.1/db?sslmode=disable", PGPrefix: "chaos_r1", History: "/tmp/h-3.jsonl",
 		Seed: 1<<63 + 7, TTL: 1500 * time.Millisecond, SessionTTL: 2 * time.Second, Control: true,
-		Mode: "standalone", Hold: 250 * time.Millisecond,
+		Mode: "standalone", Hold: 250 * time.Millisecond, Workload: WorkloadPermits, Permits: 3,
 	}
 	got, err := ParseWorkerArgs(cfg.Args())
 	if err != nil {
@@ -49,7 +49,8 @@ func TestWorkerArgsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Resources != 3 || !reflect.DeepEqual(got.Stores, []string{StoreFence}) || got.TTL != DefaultWorkerTTL || got.SessionTTL != DefaultWorkerTTL {
+	if got.Resources != 3 || !reflect.DeepEqual(got.Stores, []string{StoreFence}) || got.TTL != DefaultWorkerTTL || got.SessionTTL != DefaultWorkerTTL ||
+		got.Workload != "" || got.Permits != defaultPermits {
 		t.Fatalf("defaults: %+v", got)
 	}
 	for _, bad := range [][]string{
@@ -60,6 +61,8 @@ func TestWorkerArgsRoundTrip(t *testing.T) {
 		{"-server", "http://a", "-history", "h", "-stores", "postgres", "-pg", "dsn", "-pg-prefix", "Bad-Name"},
 		{"-server", "http://a", "-history", "h", "-mode", "sometimes"},
 		{"-server", "http://a", "-history", "h", "extra"},
+		{"-server", "http://a", "-history", "h", "-workload", "catalog"},
+		{"-server", "http://a", "-history", "h", "-workload", "permits", "-permits", "1025"},
 	} {
 		if _, err := ParseWorkerArgs(bad); err == nil {
 			t.Errorf("ParseWorkerArgs(%q) accepted", bad)
@@ -777,7 +780,7 @@ func TestWorkerAddRetry(t *testing.T) {
 			s := &flakyStore{fenced: tc.fenced, script: tc.script}
 			before := nowNano()
 			base := Op{Store: s.Name(), Res: s.Res(0), Fenced: s.Fenced()}
-			if err := w.add(context.Background(), s, &heldLease{k: 0}, base, fence.SignedToken{Token: 9}); err != nil {
+			if err := w.add(context.Background(), s, &heldLease{k: 0}, 0, base, fence.SignedToken{Token: 9}); err != nil {
 				t.Fatal(err)
 			}
 			rec.Close()
