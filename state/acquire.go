@@ -85,6 +85,9 @@ func (m *impl) acquire(cmd Command) Result {
 	if !free && len(specs) == 1 && plant.On(plant.GrantHeld) && m.plantGrantHeld(ls[0]) {
 		free = true
 	}
+	if !free && len(specs) == 1 && specs[0].Mode == fence.Shared && plant.On(plant.SharedBeside) && m.plantSharedBeside(ls[0]) {
+		free = true
+	}
 	switch {
 	case free:
 		if err := m.admitToken(); err != nil {

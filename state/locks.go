@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/state/internal/plant"
 )
 
 // How a lock's last lease ended.
@@ -247,6 +248,9 @@ func (m *impl) grantTo(ls []*lockEntry, specs []fence.LockSpec, owner, principal
 func (m *impl) endLease(g *grant, how leaseEnd, at int64, work *lockWork) {
 	for _, p := range g.parts {
 		l := p.l
+		if plant.On(plant.SetSplit) && how == endReleased && m.plantSetSplit(g, p) {
+			continue
+		}
 		if i := slices.Index(l.holders, g); i >= 0 {
 			l.holders = slices.Delete(l.holders, i, i+1)
 		}

@@ -59,3 +59,21 @@ func (m *impl) plantGrantHeld(l *lockEntry) bool {
 	}
 	return l.freeFor(fence.LockSpec{}, m.expiryTime())
 }
+
+// plantSharedBeside is the fault shared-beside: a shared acquire of lock l,
+// held (or queued for), counts as free when the last token issued is a
+// multiple of 3 — granted beside an exclusive holder.
+//
+//go:noinline
+func (m *impl) plantSharedBeside(l *lockEntry) bool {
+	return l != nil && len(l.holders) > 0 && l.permits == 0 && m.counter%3 == 0
+}
+
+// plantSetSplit is the fault set-split: a set's lease being released stays
+// on its lock p (any but its first) when the last token issued is a
+// multiple of 3.
+//
+//go:noinline
+func (m *impl) plantSetSplit(g *grant, p part) bool {
+	return len(g.parts) > 1 && p.l != g.parts[0].l && m.counter%3 == 0
+}

@@ -200,12 +200,15 @@ func TestChaosBoundaries(t *testing.T) {
 	}
 }
 
-// TestChaosBoundariesPlanted: the planted grant-held (a one-lock acquire
-// granted over live holders, who are not told) against the lock-boundary
-// workers: a third permit holder of two is granted beside the two it
-// displaced, and the permits checker (3c) must catch it; an import granted
-// over SKU workers' shared catalog is an overlap of exclusive and shared
-// (checker 3). One story worker only (its overlaps are the old checker's).
+// TestChaosBoundariesPlanted: three planted faults of the lock table at
+// once, against the lock-boundary workers, each caught by its checker:
+// grant-held (a one-lock acquire granted over live holders, who are not
+// told) makes a third permit holder of two (checker 3c); shared-beside (a
+// shared acquire granted beside an exclusive holder) an overlap of
+// exclusive and shared (checker 3); set-split (a set released on its first
+// lock only) a set's token still listed on its other locks after its
+// release (checker 3d). One story worker only (its overlaps are the old
+// checker's).
 func TestChaosBoundariesPlanted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
@@ -214,20 +217,23 @@ func TestChaosBoundariesPlanted(t *testing.T) {
 	cfg := chaos.Config{
 		FenceBin: plant, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
 		PostgresDSN: testutil.PostgresDSN(t), Workers: 1, Boundaries: true,
-		Kinds: []chaos.FaultKind{chaos.FaultConnDelay}, ServerEnv: []string{"FENCE_PLANTBUG=grant-held"},
+		Kinds: []chaos.FaultKind{chaos.FaultConnDelay}, ServerEnv: []string{"FENCE_PLANTBUG=grant-held,shared-beside,set-split"},
+	}
+	caught := func(s chaos.Summary) bool {
+		return s.Report.PermitsExceeded > 0 && s.Report.Overlaps > 0 && s.Report.SetsBroken > 0
 	}
 	var sum chaos.Summary
 	for try := 0; try < 3; try++ {
 		if try > 0 {
 			cfg.Seed = seed(t)
-			t.Logf("permits not exceeded by that run; another seed")
+			t.Logf("not every planted fault showed in that run; another seed")
 		}
-		if sum = run(t, cfg, false); sum.Report.PermitsExceeded > 0 {
+		if sum = run(t, cfg, false); caught(sum) {
 			break
 		}
 	}
-	if sum.Pass || sum.Report.PermitsExceeded == 0 {
-		t.Fatalf("planted grant-held with permit workers: want permits_exceeded > 0 and a failed run: %s", sum.Line())
+	if sum.Pass || !caught(sum) {
+		t.Fatalf("planted grant-held, shared-beside, set-split: want permits_exceeded, overlaps and sets_broken > 0 and a failed run: %s", sum.Line())
 	}
 }
 

@@ -21,6 +21,8 @@ var plantedSymbols = []string{
 	"github.com/fenceworks/fence/state.(*impl).plantForgetOps",
 	"github.com/fenceworks/fence/state.(*impl).plantForgetSaved",
 	"github.com/fenceworks/fence/state.(*impl).plantGrantHeld",
+	"github.com/fenceworks/fence/state.(*impl).plantSharedBeside",
+	"github.com/fenceworks/fence/state.(*impl).plantSetSplit",
 	"github.com/fenceworks/fence/state/internal/plant.parse",
 }
 

@@ -32,6 +32,12 @@
 //     lease is granted when the last token issued is a multiple of 3 (about
 //     every third acquire that would have had to wait or been busy); the
 //     lease it displaces ends as if released, and its holder is not told.
+//   - [SharedBeside] "shared-beside": a shared acquire of a lock held by
+//     an exclusive lease (or queued for) is granted beside it when the last
+//     token issued is a multiple of 3: an exclusive holder with company.
+//   - [SetSplit] "set-split": a released set's lease stays on its locks
+//     other than the first when the last token issued is a multiple of 3 —
+//     the set is released on one lock and still held on the others.
 //
 // The planted logic is deterministic (it depends only on the machine's
 // state and the command), so a replica replaying the log decides as the
@@ -46,10 +52,12 @@ const (
 	IDsForgotten Bug = "ids-forgotten"
 	SkipCompare  Bug = "skip-compare"
 	GrantHeld    Bug = "grant-held"
+	SharedBeside Bug = "shared-beside"
+	SetSplit     Bug = "set-split"
 )
 
 // Bugs lists every planted fault.
-var Bugs = []Bug{IDsForgotten, SkipCompare, GrantHeld}
+var Bugs = []Bug{IDsForgotten, SkipCompare, GrantHeld, SharedBeside, SetSplit}
 
 // EnvVar is the environment variable naming the faults that are on.
 const EnvVar = "FENCE_PLANTBUG"
