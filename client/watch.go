@@ -54,7 +54,8 @@ type WatchHolder struct {
 
 // LockChange is one change of one lock.
 type LockChange struct {
-	// Kind is "granted", "released", "expired", "queued" or "left_queue".
+	// Kind is "granted", "released", "expired", "queued" or "left_queue";
+	// for a resource of the built-in store, "written" or "refused".
 	Kind  string
 	Name  string
 	Token fence.Token // 0 for queued and left_queue
@@ -71,6 +72,11 @@ type LockChange struct {
 	// the change.
 	Holders int
 	Waiters int
+	// Version ("written": the resource's after the write) and
+	// LastAccepted ("refused": the newer token the resource accepted)
+	// are the built-in store's.
+	Version      uint64
+	LastAccepted fence.Token
 }
 
 // WatchOption changes a watch.
@@ -187,7 +193,8 @@ func watchEventFromProto(m *fencev1.WatchEvent) WatchEvent {
 	if ch := m.GetChange(); ch != nil {
 		e.Change = &LockChange{Kind: ch.GetKind(), Name: ch.GetName(), Token: fence.Token(ch.GetToken()), Owner: ch.GetOwner(),
 			Principal: ch.GetPrincipal(), Mode: ch.GetMode(), Permits: ch.GetPermits(), Session: ch.GetSession(),
-			TTL: ch.GetTtl().AsDuration(), RequestID: ch.GetRequestId(), Holders: int(ch.GetHolders()), Waiters: int(ch.GetWaiters())}
+			TTL: ch.GetTtl().AsDuration(), RequestID: ch.GetRequestId(), Holders: int(ch.GetHolders()), Waiters: int(ch.GetWaiters()),
+			Version: ch.GetVersion(), LastAccepted: fence.Token(ch.GetLastAccepted())}
 	}
 	return e
 }

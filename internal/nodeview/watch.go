@@ -67,7 +67,10 @@ func WatchEventPB(e *node.WatchEvent) *fencev1.WatchEvent {
 	c := &e.Change
 	ch := &fencev1.LockChange{Kind: c.Kind.String(), Name: c.Name, Token: uint64(c.Token), Owner: c.Owner, Principal: c.Principal,
 		Mode: c.Mode.String(), Permits: c.Permits, Session: c.Session, RequestId: c.RequestID,
-		Holders: uint32(c.Holders), Waiters: uint32(c.Waiters)}
+		Holders: uint32(c.Holders), Waiters: uint32(c.Waiters), Version: c.Version, LastAccepted: uint64(c.LastAccepted)}
+	if c.Kind == state.ChangeWritten || c.Kind == state.ChangeRefused {
+		ch.Mode = "" // a resource has no mode
+	}
 	if c.TTL > 0 {
 		ch.Ttl = durationpb.New(c.TTL)
 	}
@@ -75,14 +78,17 @@ func WatchEventPB(e *node.WatchEvent) *fencev1.WatchEvent {
 	return out
 }
 
-// watchLockPB is one lock of a watch's state. (A lock with several
-// holders — shared mode, permits — lists the one LockInfo.Lease names
-// until LockInfo lists them all.)
+// watchLockPB is one lock of a watch's state: every lease holding it, in
+// grant order.
 func watchLockPB(li state.LockInfo) *fencev1.WatchLock {
 	l := &fencev1.WatchLock{Name: li.Name, Waiters: uint32(li.Waiters)}
-	if li.Lease != nil {
-		l.Holders = append(l.Holders, &fencev1.WatchHolder{Token: uint64(li.Lease.Token), Owner: li.Lease.Owner,
-			Mode: li.Lease.Mode.String(), Remaining: durationpb.New(li.Lease.Remaining)})
+	holders := li.Holders
+	if len(holders) == 0 && li.Lease != nil {
+		holders = []fence.Lease{*li.Lease}
+	}
+	for _, h := range holders {
+		l.Holders = append(l.Holders, &fencev1.WatchHolder{Token: uint64(h.Token), Owner: h.Owner,
+			Mode: h.Mode.String(), Remaining: durationpb.New(h.Remaining)})
 	}
 	return l
 }

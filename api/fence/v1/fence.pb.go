@@ -5770,7 +5770,8 @@ func (x *WatchHolder) GetRemaining() *durationpb.Duration {
 // LockChange is one change of one lock.
 type LockChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "granted", "released", "expired", "queued" or "left_queue".
+	// "granted", "released", "expired", "queued" or "left_queue"; for a
+	// resource of the built-in store, "written" or "refused".
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The lease granted, released or expired (0 for queued, left_queue).
@@ -5786,8 +5787,14 @@ type LockChange struct {
 	Ttl       *durationpb.Duration `protobuf:"bytes,9,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	RequestId string               `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The lock's holders and queue length after the change.
-	Holders       uint32 `protobuf:"varint,11,opt,name=holders,proto3" json:"holders,omitempty"`
-	Waiters       uint32 `protobuf:"varint,12,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	Holders uint32 `protobuf:"varint,11,opt,name=holders,proto3" json:"holders,omitempty"`
+	Waiters uint32 `protobuf:"varint,12,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	// The built-in store's changes of a resource under the watched prefix:
+	// "written" (token: the writer's; version: the resource's after it) and
+	// "refused" (token: the stale one; last_accepted: the newer token the
+	// resource accepted before).
+	Version       uint64 `protobuf:"varint,13,opt,name=version,proto3" json:"version,omitempty"`
+	LastAccepted  uint64 `protobuf:"varint,14,opt,name=last_accepted,json=lastAccepted,proto3" json:"last_accepted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5902,6 +5909,20 @@ func (x *LockChange) GetHolders() uint32 {
 func (x *LockChange) GetWaiters() uint32 {
 	if x != nil {
 		return x.Waiters
+	}
+	return 0
+}
+
+func (x *LockChange) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *LockChange) GetLastAccepted() uint64 {
+	if x != nil {
+		return x.LastAccepted
 	}
 	return 0
 }
@@ -6317,7 +6338,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
 	"\x04mode\x18\x03 \x01(\tR\x04mode\x127\n" +
-	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\xc6\x02\n" +
+	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\x85\x03\n" +
 	"\n" +
 	"LockChange\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
@@ -6333,7 +6354,9 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"request_id\x18\n" +
 	" \x01(\tR\trequestId\x12\x18\n" +
 	"\aholders\x18\v \x01(\rR\aholders\x12\x18\n" +
-	"\awaiters\x18\f \x01(\rR\awaiters2\xeb\x02\n" +
+	"\awaiters\x18\f \x01(\rR\awaiters\x12\x18\n" +
+	"\aversion\x18\r \x01(\x04R\aversion\x12#\n" +
+	"\rlast_accepted\x18\x0e \x01(\x04R\flastAccepted2\xeb\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +

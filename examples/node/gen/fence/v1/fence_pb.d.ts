@@ -2823,7 +2823,8 @@ export declare const WatchHolderSchema: GenMessage<WatchHolder>;
  */
 export declare type LockChange = Message<"fence.v1.LockChange"> & {
   /**
-   * "granted", "released", "expired", "queued" or "left_queue".
+   * "granted", "released", "expired", "queued" or "left_queue"; for a
+   * resource of the built-in store, "written" or "refused".
    *
    * @generated from field: string kind = 1;
    */
@@ -2893,6 +2894,21 @@ export declare type LockChange = Message<"fence.v1.LockChange"> & {
    * @generated from field: uint32 waiters = 12;
    */
   waiters: number;
+
+  /**
+   * The built-in store's changes of a resource under the watched prefix:
+   * "written" (token: the writer's; version: the resource's after it) and
+   * "refused" (token: the stale one; last_accepted: the newer token the
+   * resource accepted before).
+   *
+   * @generated from field: uint64 version = 13;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: uint64 last_accepted = 14;
+   */
+  lastAccepted: bigint;
 };
 
 /**
