@@ -367,3 +367,35 @@ func TestWatchSharedHoldersAndStoreChanges(t *testing.T) {
 		t.Fatalf("changes %v (%v); want %v", got, st.Err(), want)
 	}
 }
+
+// Watches count toward the principal's stream quota: with a quota of 1, a
+// reader's second watch is refused RESOURCE_EXHAUSTED naming the quota,
+// and once the first ends a new one is served.
+func TestWatchCountsTowardTheStreamQuota(t *testing.T) {
+	s, url := startServerOnNode(t, Config{MaxStreamsPerPrincipal: 1})
+	f := authFixtureOn(t, s, url)
+	_, stop := curlSSE(t, url+"/v1/watch?prefix=jobs/", "Authorization: "+f.creds["read"])
+	awaitCond(t, "the first watch is open", func() bool { return s.watches.Load() == 1 })
+	get := func() (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, url+"/v1/watch?prefix=jobs/", nil)
+		req.Header.Set("Authorization", f.creds["read"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		return resp.StatusCode, ""
+	}
+	if code, body := get(); code != http.StatusTooManyRequests || !strings.Contains(body, "max_streams_per_principal") {
+		t.Fatalf("a second watch over the quota: %d %s; want 429 naming max_streams_per_principal", code, body)
+	}
+	stop()
+	awaitCond(t, "the first watch is closed", func() bool { return s.watches.Load() == 0 })
+	if code, body := get(); code != http.StatusOK {
+		t.Fatalf("a watch after the first ended: %d %s; want 200", code, body)
+	}
+}
