@@ -54,8 +54,8 @@ type WatchHolder struct {
 
 // LockChange is one change of one lock.
 type LockChange struct {
-	// Kind is "granted", "released", "expired", "queued" or "left_queue"
-	// (a lock's); "written" or "refused" (a fenced resource's).
+	// Kind is "granted", "released", "expired", "queued" or "left_queue";
+	// for a resource of the built-in store, "written" or "refused".
 	Kind  string
 	Name  string
 	Token fence.Token // 0 for queued and left_queue
@@ -72,9 +72,9 @@ type LockChange struct {
 	// the change.
 	Holders int
 	Waiters int
-	// The built-in store's changes of resource Name: Version after a
-	// "written" (Token accepted), LastAccepted of a "refused" (Token was
-	// older).
+	// Version ("written": the resource's after the write) and
+	// LastAccepted ("refused": the newer token the resource accepted)
+	// are the built-in store's.
 	Version      uint64
 	LastAccepted fence.Token
 }

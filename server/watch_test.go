@@ -321,3 +321,81 @@ func awaitCond(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A watch's state lists every holder of a shared lock, and the built-in
+// store's writes under the prefix come as changes "written" (with the
+// version) and "refused" (with the token the resource accepted).
+func TestWatchSharedHoldersAndStoreChanges(t *testing.T) {
+	s, url := startServerOnNode(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	var toks []fence.Token
+	for _, owner := range []string{"r1", "r2"} {
+		g, err := s.Service().Acquire(ctx, fence.AcquireRequest{Name: "wh/a", Owner: owner, TTL: time.Minute, Mode: fence.Shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, g.Lease.Token)
+	}
+	c := fencev1connect.NewLockServiceClient(h2cClient(), url, connect.WithGRPC())
+	st, err := c.Watch(ctx, connect.NewRequest(&fencev1.WatchRequest{Prefix: "wh/"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !st.Receive() {
+		t.Fatal(st.Err())
+	}
+	locks := st.Msg().GetState().GetLocks()
+	if len(locks) != 1 || len(locks[0].GetHolders()) != 2 || locks[0].GetHolders()[0].GetToken() != uint64(toks[0]) ||
+		locks[0].GetHolders()[1].GetToken() != uint64(toks[1]) || locks[0].GetHolders()[1].GetMode() != "shared" {
+		t.Fatalf("state %v; want wh/a held shared by tokens %v", locks, toks)
+	}
+	if _, err := s.Service().Write(ctx, fence.WriteRequest{Resource: "wh/r", Token: toks[1], Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Service().Write(ctx, fence.WriteRequest{Resource: "wh/r", Token: toks[0], Value: []byte("2")}); err == nil {
+		t.Fatal("a write with the older token was accepted")
+	}
+	var got []string
+	for len(got) < 2 && st.Receive() {
+		ch := st.Msg().GetChange()
+		got = append(got, fmt.Sprintf("%s %s %d v%d last%d", ch.GetKind(), ch.GetName(), ch.GetToken(), ch.GetVersion(), ch.GetLastAccepted()))
+	}
+	want := []string{fmt.Sprintf("written wh/r %d v1 last0", toks[1]), fmt.Sprintf("refused wh/r %d v0 last%d", toks[0], toks[1])}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changes %v (%v); want %v", got, st.Err(), want)
+	}
+}
+
+// Watches count toward the principal's stream quota: with a quota of 1, a
+// reader's second watch is refused RESOURCE_EXHAUSTED naming the quota,
+// and once the first ends a new one is served.
+func TestWatchCountsTowardTheStreamQuota(t *testing.T) {
+	s, url := startServerOnNode(t, Config{MaxStreamsPerPrincipal: 1})
+	f := authFixtureOn(t, s, url)
+	_, stop := curlSSE(t, url+"/v1/watch?prefix=jobs/", "Authorization: "+f.creds["read"])
+	awaitCond(t, "the first watch is open", func() bool { return s.watches.Load() == 1 })
+	get := func() (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, url+"/v1/watch?prefix=jobs/", nil)
+		req.Header.Set("Authorization", f.creds["read"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		return resp.StatusCode, ""
+	}
+	if code, body := get(); code != http.StatusTooManyRequests || !strings.Contains(body, "max_streams_per_principal") {
+		t.Fatalf("a second watch over the quota: %d %s; want 429 naming max_streams_per_principal", code, body)
+	}
+	stop()
+	awaitCond(t, "the first watch is closed", func() bool { return s.watches.Load() == 0 })
+	if code, body := get(); code != http.StatusOK {
+		t.Fatalf("a watch after the first ended: %d %s; want 200", code, body)
+	}
+}

@@ -103,6 +103,12 @@ func watchEventJSON(e client.WatchEvent) map[string]any {
 		if c.RequestID != "" {
 			ch["requestId"] = c.RequestID
 		}
+		if c.Version != 0 {
+			ch["version"] = c.Version
+		}
+		if c.LastAccepted != 0 {
+			ch["lastAccepted"] = uint64(c.LastAccepted)
+		}
 		out["change"] = ch
 	}
 	return out
@@ -128,8 +134,13 @@ func printWatchEvent(w io.Writer, e client.WatchEvent) {
 	}
 	if c := e.Change; c != nil {
 		what := fmt.Sprintf("token %d by %s", c.Token, nameHuman(c.Owner))
-		if c.Kind == "queued" || c.Kind == "left_queue" {
+		switch c.Kind {
+		case "queued", "left_queue":
 			what = "by " + nameHuman(c.Owner)
+		case "written":
+			what = fmt.Sprintf("token %d, version %d", c.Token, c.Version)
+		case "refused":
+			what = fmt.Sprintf("token %d (stale: it accepted token %d)", c.Token, c.LastAccepted)
 		}
 		fmt.Fprintf(w, "%s %s %s %s (holders %d, waiting %d)\n", e.Position, nameHuman(c.Name), c.Kind, what, c.Holders, c.Waiters)
 	}

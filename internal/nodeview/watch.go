@@ -69,7 +69,7 @@ func WatchEventPB(e *node.WatchEvent) *fencev1.WatchEvent {
 		Mode: c.Mode.String(), Permits: c.Permits, Session: c.Session, RequestId: c.RequestID,
 		Holders: uint32(c.Holders), Waiters: uint32(c.Waiters), Version: c.Version, LastAccepted: uint64(c.LastAccepted)}
 	if c.Kind == state.ChangeWritten || c.Kind == state.ChangeRefused {
-		ch.Mode = "" // a resource's change: no lock mode
+		ch.Mode = "" // a resource has no mode
 	}
 	if c.TTL > 0 {
 		ch.Ttl = durationpb.New(c.TTL)
@@ -78,19 +78,17 @@ func WatchEventPB(e *node.WatchEvent) *fencev1.WatchEvent {
 	return out
 }
 
-// watchLockPB is one lock of a watch's state: every holder (shared or
-// permit holders, a set's lease on each of its locks, in grant order).
+// watchLockPB is one lock of a watch's state: every lease holding it, in
+// grant order.
 func watchLockPB(li state.LockInfo) *fencev1.WatchLock {
 	l := &fencev1.WatchLock{Name: li.Name, Waiters: uint32(li.Waiters)}
-	for _, h := range li.Holders {
-		mode := h.Mode
-		for _, s := range h.Locks { // a set's lease: its mode on this lock
-			if s.Name == li.Name {
-				mode = s.Mode
-			}
-		}
+	holders := li.Holders
+	if len(holders) == 0 && li.Lease != nil {
+		holders = []fence.Lease{*li.Lease}
+	}
+	for _, h := range holders {
 		l.Holders = append(l.Holders, &fencev1.WatchHolder{Token: uint64(h.Token), Owner: h.Owner,
-			Mode: mode.String(), Remaining: durationpb.New(h.Remaining)})
+			Mode: h.Mode.String(), Remaining: durationpb.New(h.Remaining)})
 	}
 	return l
 }

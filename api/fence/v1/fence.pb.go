@@ -5770,8 +5770,8 @@ func (x *WatchHolder) GetRemaining() *durationpb.Duration {
 // LockChange is one change of one lock.
 type LockChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "granted", "released", "expired", "queued" or "left_queue" (a lock's);
-	// "written" or "refused" (a fenced resource's of the built-in store).
+	// "granted", "released", "expired", "queued" or "left_queue"; for a
+	// resource of the built-in store, "written" or "refused".
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The lease granted, released or expired (0 for queued, left_queue).
@@ -5789,11 +5789,10 @@ type LockChange struct {
 	// The lock's holders and queue length after the change.
 	Holders uint32 `protobuf:"varint,11,opt,name=holders,proto3" json:"holders,omitempty"`
 	Waiters uint32 `protobuf:"varint,12,opt,name=waiters,proto3" json:"waiters,omitempty"`
-	// The built-in store's changes of the fenced resource Name: "written"
-	// (a write, add or delete accepted with token; version is the
-	// resource's version after it) and "refused" (a write with token older
-	// than last_accepted, the resource's last accepted token: a paused
-	// owner's late write).
+	// The built-in store's changes of a resource under the watched prefix:
+	// "written" (token: the writer's; version: the resource's after it) and
+	// "refused" (token: the stale one; last_accepted: the newer token the
+	// resource accepted before).
 	Version       uint64 `protobuf:"varint,13,opt,name=version,proto3" json:"version,omitempty"`
 	LastAccepted  uint64 `protobuf:"varint,14,opt,name=last_accepted,json=lastAccepted,proto3" json:"last_accepted,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -2823,8 +2823,8 @@ export declare const WatchHolderSchema: GenMessage<WatchHolder>;
  */
 export declare type LockChange = Message<"fence.v1.LockChange"> & {
   /**
-   * "granted", "released", "expired", "queued" or "left_queue" (a lock's);
-   * "written" or "refused" (a fenced resource's of the built-in store).
+   * "granted", "released", "expired", "queued" or "left_queue"; for a
+   * resource of the built-in store, "written" or "refused".
    *
    * @generated from field: string kind = 1;
    */
@@ -2896,11 +2896,10 @@ export declare type LockChange = Message<"fence.v1.LockChange"> & {
   waiters: number;
 
   /**
-   * The built-in store's changes of the fenced resource Name: "written"
-   * (a write, add or delete accepted with token; version is the
-   * resource's version after it) and "refused" (a write with token older
-   * than last_accepted, the resource's last accepted token: a paused
-   * owner's late write).
+   * The built-in store's changes of a resource under the watched prefix:
+   * "written" (token: the writer's; version: the resource's after it) and
+   * "refused" (token: the stale one; last_accepted: the newer token the
+   * resource accepted before).
    *
    * @generated from field: uint64 version = 13;
    */
