@@ -116,6 +116,7 @@ func (g *grant) lease(now int64) *fence.Lease {
 		ls.Mode, ls.Permits = p.mode, p.l.permits
 		return ls
 	}
+	ls.Mode = p.mode // how it holds Name, its first lock
 	ls.Locks = make([]fence.LockSpec, len(g.parts))
 	for i, p := range g.parts {
 		ls.Locks[i] = fence.LockSpec{Name: p.l.name, Mode: p.mode, Permits: p.l.permits}
