@@ -50,8 +50,8 @@ func (m *impl) plantGrantHeld(l *lockEntry) bool {
 		return false
 	}
 	var work lockWork
-	for len(l.holders) > 0 {
-		m.endLease(l.holders[0], endReleased, m.expiryTime(), &work)
+	for _, g := range slices.Clone(l.holders) { // not "until none": set-split may keep one
+		m.endLease(g, endReleased, m.expiryTime(), &work)
 	}
 	for _, wl := range work.locks {
 		wl.queuedAt = 0 // not handed on: the plant grants l at once
