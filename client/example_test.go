@@ -218,3 +218,44 @@ func ExampleShared() {
 	// holders: 2
 	// another permit count: true
 }
+
+// Leader election: the first campaigner leads and proclaims its address; a
+// second one waits until the leader resigns, then leads with a larger
+// token.
+func ExampleElection() {
+	ctx := context.Background()
+	c, err := client.New(serverURL)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	e := c.Election("example/db-primary")
+	first, err := e.Campaign(ctx, []byte("10.0.0.1:5432"), client.Owner("node-1"))
+	if err != nil {
+		panic(err)
+	}
+	ld, err := e.Leader(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("leader %s at %s\n", ld.Owner, ld.Value)
+
+	won := make(chan fence.Token)
+	go func() {
+		l, err := c.Election("example/db-primary").Campaign(ctx, []byte("10.0.0.2:5432"), client.Owner("node-2"))
+		if err != nil {
+			panic(err)
+		}
+		won <- l.Token()
+	}()
+	for li, _ := c.Get(ctx, "example/db-primary"); li.Waiters == 0; li, _ = c.Get(ctx, "example/db-primary") {
+		time.Sleep(5 * time.Millisecond) // node-2 is campaigning
+	}
+	if err := e.Resign(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("node-2 leads with a larger token:", <-won > first.Token())
+	// Output:
+	// leader node-1 at 10.0.0.1:5432
+	// node-2 leads with a larger token: true
+}
