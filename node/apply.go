@@ -113,6 +113,17 @@ func longestStarted(res state.Result) time.Duration {
 	return d
 }
 
+// waitName is the lock an acquire's cancel names: its own, or its set's
+// first (by name; the state cancels a set's wait on every lock by any of
+// them). A set's acquire has no Name: a cancel naming "" was refused, and
+// an outside test saw set waits whose clients had gone granted to nobody.
+func waitName(cmd state.Command) string {
+	if cmd.Name == "" && len(cmd.Locks) > 0 {
+		return fence.SortLocks(cmd.Locks)[0].Name
+	}
+	return cmd.Name
+}
+
 // acquireWaiting runs a blocking acquire: register the waiter, propose,
 // and if queued wait for the Event. The wait is bounded by cmd.Wait plus
 // Config.WaitMargin even when ctx has no deadline: the machine ends the
@@ -130,7 +141,7 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 		// (endAttempt): if this was the last, withdraw it as that one
 		// would have (a no-op if this attempt was applied after all).
 		if last, highest := n.wait.leave(cmd.RequestID, ch, 0); last && highest > 0 {
-			n.abandonWait(cmd.Name, cmd.RequestID, highest)
+			n.abandonWait(waitName(cmd), cmd.RequestID, highest)
 		}
 		return res, err
 	}
@@ -156,7 +167,7 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 	case ev := <-ch:
 		return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
 	case <-ctx.Done():
-		n.endAttempt(cmd.Name, cmd.RequestID, ch, res.Attempt)
+		n.endAttempt(waitName(cmd), cmd.RequestID, ch, res.Attempt)
 		return state.Result{}, ctx.Err()
 	case <-bound.C:
 		select {
@@ -164,13 +175,13 @@ func (n *Node) acquireWaiting(ctx context.Context, cmd state.Command) (state.Res
 			return state.Result{Lease: ev.Lease, Err: ev.Err, Events: res.Events}, nil
 		default:
 		}
-		if err := n.endAttempt(cmd.Name, cmd.RequestID, ch, res.Attempt); err != nil {
+		if err := n.endAttempt(waitName(cmd), cmd.RequestID, ch, res.Attempt); err != nil {
 			return state.Result{}, fmt.Errorf("%w: a wait past its bound could not be withdrawn: %v", ErrUnknownOutcome, err)
 		}
 		// Withdrawn (or, had the grant won the race, released), or left
 		// to another attempt of the request waiting here: this caller
 		// holds nothing, as when a wait runs out.
-		return state.Result{Err: &fence.BusyError{Name: cmd.Name, Waited: true}, Events: res.Events}, nil
+		return state.Result{Err: &fence.BusyError{Name: waitName(cmd), Waited: true}, Events: res.Events}, nil
 	case <-deposed:
 		select {
 		case ev := <-ch: // it came just now

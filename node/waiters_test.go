@@ -133,3 +133,26 @@ func TestWaitBoundedWithoutDeadline(t *testing.T) {
 		t.Fatalf("after every attempt gave up the request is still queued at attempt %d", got)
 	}
 }
+
+// A set's waiter whose caller goes away is withdrawn from every queue, as a
+// one-lock waiter is (an outside test saw such sets granted to nobody, for
+// their whole TTL, and a flood of them hold every waiter slot): the lock
+// the set waited for then goes to the next acquirer.
+func TestSetWaiterWithdrawnWhenItsCallerLeaves(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	holder := mustApply(t, n, acquire("c", time.Hour)).Lease
+	ctx, cancel := context.WithCancel(context.Background())
+	set := state.Command{Op: state.OpAcquire, Owner: "S", TTL: time.Hour, Wait: time.Hour, RequestID: "set-1",
+		Locks: []fence.LockSpec{{Name: "d"}, {Name: "c"}}}
+	waiting := applyAsync(n, ctx, set)
+	waitFor(t, n, "c", func(li state.LockInfo) bool { return li.Waiters == 1 })
+	cancel()
+	if a := recv(t, waiting); a.err == nil && a.res.Err == nil {
+		t.Fatalf("a cancelled set wait answered %+v", a.res)
+	}
+	waitFor(t, n, "d", func(li state.LockInfo) bool { return li.Waiters == 0 })
+	waitFor(t, n, "c", func(li state.LockInfo) bool { return li.Waiters == 0 })
+	mustApply(t, n, state.Command{Op: state.OpRelease, Name: "c", Token: holder.Token})
+	waitFor(t, n, "c", func(li state.LockInfo) bool { return li.Free })
+	waitFor(t, n, "d", func(li state.LockInfo) bool { return li.Free })
+}

@@ -268,6 +268,26 @@ func seqPayloadHash(c Command) [payloadSize]byte {
 		h.Write(l[:binary.PutUvarint(l[:], uint64(len(f)))])
 		h.Write(f)
 	}
+	// An acquire's lock boundaries: its mode and permits, or its set
+	// (sorted: the order a set is listed in is not part of it). Written only
+	// when set, so the hash of a one-lock exclusive acquire is what it was
+	// before they existed (saved hashes in snapshots stay valid).
+	if c.Op == OpAcquire && (c.Mode != 0 || c.Permits != 0 || len(c.Locks) > 0) {
+		var l [1 + 2*binary.MaxVarintLen64]byte
+		l[0] = 0xb0 // a marker no earlier field ends with ambiguity around
+		n := 1 + binary.PutUvarint(l[1:], uint64(c.Mode))
+		n += binary.PutUvarint(l[n:], uint64(c.Permits))
+		h.Write(l[:n])
+		for _, sp := range fence.SortLocks(c.Locks) {
+			var e [2*binary.MaxVarintLen64 + 1]byte
+			k := binary.PutUvarint(e[:], uint64(len(sp.Name)))
+			h.Write(e[:k])
+			h.Write([]byte(sp.Name))
+			k = binary.PutUvarint(e[:], uint64(sp.Mode))
+			k += binary.PutUvarint(e[k:], uint64(sp.Permits))
+			h.Write(e[:k])
+		}
+	}
 	var sum [payloadSize]byte
 	copy(sum[:], h.Sum(nil))
 	return sum
