@@ -332,3 +332,23 @@ func TestSeqRetryOfAnotherBoundaryConflicts(t *testing.T) {
 		t.Fatalf("permits 2 retried as 5: %s", describe(r))
 	}
 }
+
+// A lock lists a set's lease as it holds that lock — named by it, in its
+// mode there, without the set's other locks — so a listing of locks held
+// by large sets stays the size of its holders (an outside test built a
+// 668 MB List from 64-lock sets listed whole on each of their locks).
+// Released by that name, the whole set goes.
+func TestLockListsASetsLeaseAsItHoldsIt(t *testing.T) {
+	m := New()
+	mustGrant(t, m, setAcq(0, "A", time.Minute, 0, "", spec("a"), sharedSpec("b"), spec("c")), 1)
+	h := m.Lock("b", 0).Holders
+	if len(h) != 1 || h[0].Name != "b" || h[0].Mode != fence.Shared || h[0].Token != 1 || h[0].Locks != nil {
+		t.Fatalf("b's holders %+v, want the set's lease named b, shared, without the set's locks", h)
+	}
+	mustOK(t, m, rel(0, h[0].Name, h[0].Token))
+	for _, n := range []string{"a", "b", "c"} {
+		if !m.Lock(n, 0).Free {
+			t.Fatalf("%s not free after the set's release by b", n)
+		}
+	}
+}

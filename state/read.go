@@ -66,7 +66,7 @@ func (m *impl) info(l *lockEntry, now int64) LockInfo {
 	}
 	delayed := len(live) == 0 && delayUntil > d
 	for _, g := range live {
-		info.Holders = append(info.Holders, *g.lease(now))
+		info.Holders = append(info.Holders, *g.holding(l, now))
 		info.Principals = append(info.Principals, g.principal)
 	}
 	if len(live) > 0 {
