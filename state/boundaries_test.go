@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -350,5 +351,40 @@ func TestLockListsASetsLeaseAsItHoldsIt(t *testing.T) {
 		if !m.Lock(n, 0).Free {
 			t.Fatalf("%s not free after the set's release by b", n)
 		}
+	}
+}
+
+// A set's lease and a set's waiter are written once in a snapshot, not
+// once per lock (an outside test made a 2.18 GB snapshot from 34 MB of
+// 64-lock sets): a snapshot of a 64-lock set and its 64-lock waiter is
+// about the size of one of 64 one-lock leases and waiters, and restores
+// to the same state.
+func TestSetSnapshotWritesASetOnce(t *testing.T) {
+	name := func(i int) string { return fmt.Sprintf("%0200d", i) } // long names: what a repeat would cost
+	var set []fence.LockSpec
+	for i := range 64 {
+		set = append(set, spec(name(i)))
+	}
+	m := New()
+	mustGrant(t, m, setAcq(0, "A", time.Minute, 0, "", set...), 1)
+	mustOK(t, m, setAcq(0, "B", time.Minute, time.Minute, "w", set...))
+	single := New()
+	for i := range 64 {
+		mustOK(t, single, acq(0, name(i), "A", time.Minute))
+		mustOK(t, single, waitAcq(0, name(i), "B", time.Minute, time.Minute, fmt.Sprint("w", i)))
+	}
+	b, s := snapBytes(t, m), snapBytes(t, single)
+	if len(b) > 2*len(s) {
+		t.Fatalf("snapshot of a 64-lock set and its waiter: %d bytes; of 64 one-lock leases and waiters: %d", len(b), len(s))
+	}
+	n := New()
+	if err := n.Restore(bytes.NewReader(b)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapBytes(t, n), b) {
+		t.Fatal("the restored machine snapshots differently")
+	}
+	if r := mustOK(t, n, rel(0, name(63), 1)); len(r.Events) != 1 || r.Events[0].RequestID != "w" {
+		t.Fatalf("release of the restored set by its last lock: %s, want the waiting set granted", describe(r))
 	}
 }

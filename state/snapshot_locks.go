@@ -16,8 +16,9 @@ type lockRestorer struct {
 	m       *impl
 	session func(uint64) (*session, error)
 	attempt func(*request) error
-	grants  map[fence.Token]*grant // sets' leases met so far
-	waiters map[string]*request    // sets' waiters met so far, by request_id
+	grants   map[fence.Token]*grant   // sets' leases met so far
+	setNames map[fence.Token][]string // their locks' names, sorted
+	waiters  map[string]*request      // sets' waiters met so far, by request_id
 }
 
 // restore fills l (made from s's scalars) with s's holders and queue.
@@ -93,6 +94,18 @@ func checkHolderModes(l *lockEntry) error {
 // grant rebuilds holder sg of l: a lease of l alone, or of a set that
 // names l (made at its first lock, joined at the others).
 func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
+	if sg.InSet { // a set's lease listed whole at its first lock
+		g := rl.grants[sg.Token]
+		if g == nil || !sg.isRef() {
+			return nil, fmt.Errorf("a reference to set lease %d not listed at an earlier lock, or with more than its token", sg.Token)
+		}
+		k := slices.Index(rl.setNames[sg.Token], l.name)
+		if k <= 0 || g.parts[k].l != nil {
+			return nil, fmt.Errorf("set lease %d does not name it, or names it twice", sg.Token)
+		}
+		g.parts[k].l = l
+		return g, nil
+	}
 	if len(sg.Set) > 0 {
 		k := slices.IndexFunc(sg.Set, func(s fence.LockSpec) bool { return s.Name == l.name })
 		if len(sg.Set) < 2 || len(sg.Set) > fence.MaxSetLocks || k < 0 || sg.Mode != fence.Exclusive {
@@ -103,14 +116,7 @@ func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
 				return nil, fmt.Errorf("set not sorted, repeated, or with a bad mode or permits at %q", s.Name)
 			}
 		}
-		if g := rl.grants[sg.Token]; g != nil {
-			if k == 0 || g.parts[k].l != nil || !sameGrantRecord(g, sg) {
-				return nil, fmt.Errorf("listed unlike its set's first lock")
-			}
-			g.parts[k].l = l
-			return g, nil
-		}
-		if k != 0 {
+		if rl.grants[sg.Token] != nil || k != 0 {
 			return nil, fmt.Errorf("a set's lease not listed at its first lock %q", sg.Set[0].Name)
 		}
 	} else if sg.Mode > fence.Shared {
@@ -136,6 +142,10 @@ func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
 		}
 		g.parts[0].l = l
 		rl.grants[sg.Token] = g
+		rl.setNames[sg.Token] = make([]string, len(sg.Set))
+		for i, s := range sg.Set {
+			rl.setNames[sg.Token][i] = s.Name
+		}
 	} else {
 		g.one[0] = part{l: l, mode: sg.Mode}
 		g.parts = g.one[:]
@@ -172,40 +182,22 @@ func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
 	return g, nil
 }
 
-// sameGrantRecord reports whether sg describes g (a set's lease met at an
-// earlier lock).
-func sameGrantRecord(g *grant, sg *snapGrant) bool {
-	var key string
-	if g.key != nil {
-		key = g.key.id
-	}
-	var sess uint64
-	if g.sess != nil {
-		sess = g.sess.id
-	}
-	reqID := ""
-	if g.req != nil {
-		reqID = g.req.id
-	}
-	sreqID := ""
-	if sg.Request != nil {
-		sreqID = string(sg.Request.ID)
-	}
-	if g.owner != sg.Owner || int64(g.ttl) != sg.TTL || g.expiresAt != sg.ExpiresAt || int64(g.lockDelay) != sg.LockDelay ||
-		g.principal != sg.Principal || key != sg.Key || sess != sg.Session || reqID != sreqID || len(g.parts) != len(sg.Set) {
-		return false
-	}
-	for i, p := range g.parts {
-		if p.mode != sg.Set[i].Mode {
-			return false
-		}
-	}
-	return true
-}
-
 // waiter rebuilds waiter sw of l: a waiter of l alone, or of a set (made
 // at its first lock, joined at the others).
 func (rl *lockRestorer) waiter(l *lockEntry, sw *snapRequest) (*request, error) {
+	if sw.InSet { // a set's waiter listed whole at its first lock
+		prev := rl.waiters[string(sw.ID)]
+		if prev == nil || len(sw.ID) == 0 || !sw.isRef() {
+			return nil, fmt.Errorf("a reference to set waiter %q not listed at an earlier lock, or with more than its id", sw.ID)
+		}
+		if !prev.names(l.name) || prev.name == l.name || slices.Contains(l.queue, prev) {
+			return nil, fmt.Errorf("set waiter %q does not name it, or is listed twice", sw.ID)
+		}
+		if prev.permitsOn(l.name) != l.permits {
+			return nil, fmt.Errorf("waiter %q asks for %d permits of a lock of %d", prev.id, prev.permitsOn(l.name), l.permits)
+		}
+		return prev, nil
+	}
 	w := sw.request()
 	if w.state != reqQueued || w.id == "" || w.mode > fence.Shared || w.permits > fence.MaxPermits {
 		return nil, fmt.Errorf("inconsistent waiter")
@@ -225,13 +217,7 @@ func (rl *lockRestorer) waiter(l *lockEntry, sw *snapRequest) (*request, error) 
 		if !w.names(l.name) {
 			return nil, fmt.Errorf("set waiter %q does not name it", w.id)
 		}
-		if prev := rl.waiters[w.id]; prev != nil {
-			if !sameWaiter(prev, sw) || slices.Contains(l.queue, prev) {
-				return nil, fmt.Errorf("set waiter %q listed unlike at its first lock", w.id)
-			}
-			return prev, nil
-		}
-		if w.name != l.name {
+		if rl.waiters[w.id] != nil || w.name != l.name {
 			return nil, fmt.Errorf("set waiter %q not listed at its first lock", w.id)
 		}
 		rl.waiters[w.id] = w
@@ -253,14 +239,6 @@ func (rl *lockRestorer) waiter(l *lockEntry, sw *snapRequest) (*request, error) 
 		return nil, err
 	}
 	return w, nil
-}
-
-// sameWaiter reports whether sw describes w (a set's waiter met at an
-// earlier lock).
-func sameWaiter(w *request, sw *snapRequest) bool {
-	o := sw.request()
-	return w.owner == o.owner && w.ttl == o.ttl && w.wait == o.wait && w.lockDelay == o.lockDelay && w.deadline == o.deadline &&
-		w.attempt == o.attempt && w.principal == o.principal && w.sessionID() == sw.Session && slices.Equal(w.set, o.set)
 }
 
 // permitsOn is the permit count r asks for on lock name.
@@ -291,4 +269,19 @@ func (rl *lockRestorer) complete() error {
 		}
 	}
 	return nil
+}
+
+// isRef reports whether r is only a reference to a set's waiter: its id
+// and InSet, nothing else.
+func (r *snapRequest) isRef() bool {
+	ref := snapRequest{ID: r.ID, InSet: true}
+	return r.Name == ref.Name && r.Owner == "" && r.TTL == 0 && r.Wait == 0 && r.LockDelay == 0 && r.Deadline == 0 && r.State == 0 &&
+		r.Token == 0 && r.Outcome == 0 && r.At == 0 && r.Attempt == 0 && r.Session == 0 && r.Principal == "" && r.Mode == 0 && r.Permits == 0 && len(r.Set) == 0
+}
+
+// isRef reports whether g is only a reference to a set's lease: its token
+// and InSet, nothing else.
+func (g *snapGrant) isRef() bool {
+	return g.InSet && g.Owner == "" && g.TTL == 0 && g.ExpiresAt == 0 && g.LockDelay == 0 && g.Request == nil && g.Session == 0 &&
+		g.Principal == "" && g.Key == "" && g.Mode == 0 && len(g.Set) == 0
 }

@@ -293,7 +293,7 @@ func pbLock(l *snapLock) *statepb.Lock {
 
 func pbGrant(g *snapGrant) *statepb.Grant {
 	p := &statepb.Grant{Owner: bs(g.Owner), Token: uint64(g.Token), Ttl: g.TTL, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session,
-		Principal: bs(g.Principal), Key: bs(g.Key), Mode: uint32(g.Mode), Set: pbSpecs(g.Set)}
+		Principal: bs(g.Principal), Key: bs(g.Key), Mode: uint32(g.Mode), Set: pbSpecs(g.Set), InSet: g.InSet}
 	if g.Request != nil {
 		p.Request = pbRequest(g.Request)
 	}
@@ -302,7 +302,7 @@ func pbGrant(g *snapGrant) *statepb.Grant {
 
 func grantOf(g *statepb.Grant) (snapGrant, error) {
 	sg := snapGrant{Owner: string(g.Owner), Token: fence.Token(g.Token), TTL: g.Ttl, ExpiresAt: g.ExpiresAt, LockDelay: g.LockDelay, Session: g.Session,
-		Principal: string(g.Principal), Key: string(g.Key), Mode: fence.Mode(g.Mode)}
+		Principal: string(g.Principal), Key: string(g.Key), Mode: fence.Mode(g.Mode), InSet: g.InSet}
 	if uint32(sg.Mode) != g.Mode {
 		return sg, fmt.Errorf("grant %d: mode %d out of range", g.Token, g.Mode)
 	}
@@ -371,13 +371,13 @@ func lockOf(p *statepb.Lock) (snapLock, error) {
 func pbRequest(r *snapRequest) *statepb.Request {
 	return &statepb.Request{Id: r.ID, Name: bs(r.Name), Owner: bs(r.Owner), Ttl: r.TTL, Wait: r.Wait, LockDelay: r.LockDelay, Deadline: r.Deadline,
 		State: uint32(r.State), Token: uint64(r.Token), Outcome: uint32(r.Outcome), At: r.At, Attempt: r.Attempt, Session: r.Session, Principal: bs(r.Principal),
-		Mode: uint32(r.Mode), Permits: r.Permits, Set: pbSpecs(r.Set)}
+		Mode: uint32(r.Mode), Permits: r.Permits, Set: pbSpecs(r.Set), InSet: r.InSet}
 }
 
 func requestOf(p *statepb.Request) (snapRequest, error) {
 	r := snapRequest{ID: p.Id, Name: string(p.Name), Owner: string(p.Owner), TTL: p.Ttl, Wait: p.Wait, LockDelay: p.LockDelay, Deadline: p.Deadline,
 		State: requestState(p.State), Token: fence.Token(p.Token), Outcome: outcome(p.Outcome), At: p.At, Attempt: p.Attempt, Session: p.Session, Principal: string(p.Principal),
-		Mode: fence.Mode(p.Mode), Permits: p.Permits}
+		Mode: fence.Mode(p.Mode), Permits: p.Permits, InSet: p.InSet}
 	if uint32(r.Mode) != p.Mode {
 		return r, fmt.Errorf("request %q: mode %d out of range", p.Id, p.Mode)
 	}

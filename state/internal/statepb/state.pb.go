@@ -1265,18 +1265,21 @@ func (x *Lock) GetPermits() uint32 {
 }
 
 type Grant struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         []byte                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	Ttl           int64                  `protobuf:"zigzag64,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	ExpiresAt     int64                  `protobuf:"zigzag64,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	LockDelay     int64                  `protobuf:"zigzag64,5,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
-	Request       *Request               `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
-	Session       uint64                 `protobuf:"varint,7,opt,name=session,proto3" json:"session,omitempty"`    // bound to it (ttl and expires_at 0)
-	Principal     []byte                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"` // who acquired it
-	Key           []byte                 `protobuf:"bytes,9,opt,name=key,proto3" json:"key,omitempty"`             // the id of the key that signs it (state/keys.go); absent: none
-	Mode          uint32                 `protobuf:"varint,10,opt,name=mode,proto3" json:"mode,omitempty"`         // a lease of one lock: its fence.Mode
-	Set           []*LockSpec            `protobuf:"bytes,11,rep,name=set,proto3" json:"set,omitempty"`            // a set's lease: every lock, sorted by name (mode per lock; permits 0)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Owner     []byte                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Token     uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	Ttl       int64                  `protobuf:"zigzag64,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	ExpiresAt int64                  `protobuf:"zigzag64,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	LockDelay int64                  `protobuf:"zigzag64,5,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	Request   *Request               `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
+	Session   uint64                 `protobuf:"varint,7,opt,name=session,proto3" json:"session,omitempty"`    // bound to it (ttl and expires_at 0)
+	Principal []byte                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"` // who acquired it
+	Key       []byte                 `protobuf:"bytes,9,opt,name=key,proto3" json:"key,omitempty"`             // the id of the key that signs it (state/keys.go); absent: none
+	Mode      uint32                 `protobuf:"varint,10,opt,name=mode,proto3" json:"mode,omitempty"`         // a lease of one lock: its fence.Mode
+	Set       []*LockSpec            `protobuf:"bytes,11,rep,name=set,proto3" json:"set,omitempty"`            // a set's lease: every lock, sorted by name (mode per lock; permits 0)
+	// A set's lease at a lock after its first: only token is set; the lease
+	// is the one listed whole at the set's first lock.
+	InSet         bool `protobuf:"varint,12,opt,name=in_set,json=inSet,proto3" json:"in_set,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1388,27 +1391,37 @@ func (x *Grant) GetSet() []*LockSpec {
 	return nil
 }
 
+func (x *Grant) GetInSet() bool {
+	if x != nil {
+		return x.InSet
+	}
+	return false
+}
+
 // Request is an acquire with a request id: live (queued or held) or
 // remembered with its final outcome.
 type Request struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Owner         []byte                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
-	Ttl           int64                  `protobuf:"zigzag64,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	Wait          int64                  `protobuf:"zigzag64,5,opt,name=wait,proto3" json:"wait,omitempty"`
-	LockDelay     int64                  `protobuf:"zigzag64,6,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
-	Deadline      int64                  `protobuf:"zigzag64,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	State         uint32                 `protobuf:"varint,8,opt,name=state,proto3" json:"state,omitempty"` // 1 queued, 2 held, 3 done
-	Token         uint64                 `protobuf:"varint,9,opt,name=token,proto3" json:"token,omitempty"`
-	Outcome       uint32                 `protobuf:"varint,10,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	At            int64                  `protobuf:"zigzag64,11,opt,name=at,proto3" json:"at,omitempty"` // when remembered
-	Attempt       uint32                 `protobuf:"varint,12,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Session       uint64                 `protobuf:"varint,13,opt,name=session,proto3" json:"session,omitempty"`    // session-bound
-	Principal     []byte                 `protobuf:"bytes,14,opt,name=principal,proto3" json:"principal,omitempty"` // who asked
-	Mode          uint32                 `protobuf:"varint,15,opt,name=mode,proto3" json:"mode,omitempty"`          // one lock: its fence.Mode and permit count
-	Permits       uint32                 `protobuf:"varint,16,opt,name=permits,proto3" json:"permits,omitempty"`
-	Set           []*LockSpec            `protobuf:"bytes,17,rep,name=set,proto3" json:"set,omitempty"` // a set: every lock, sorted by name
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name      []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Owner     []byte                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Ttl       int64                  `protobuf:"zigzag64,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Wait      int64                  `protobuf:"zigzag64,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	LockDelay int64                  `protobuf:"zigzag64,6,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	Deadline  int64                  `protobuf:"zigzag64,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	State     uint32                 `protobuf:"varint,8,opt,name=state,proto3" json:"state,omitempty"` // 1 queued, 2 held, 3 done
+	Token     uint64                 `protobuf:"varint,9,opt,name=token,proto3" json:"token,omitempty"`
+	Outcome   uint32                 `protobuf:"varint,10,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	At        int64                  `protobuf:"zigzag64,11,opt,name=at,proto3" json:"at,omitempty"` // when remembered
+	Attempt   uint32                 `protobuf:"varint,12,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Session   uint64                 `protobuf:"varint,13,opt,name=session,proto3" json:"session,omitempty"`    // session-bound
+	Principal []byte                 `protobuf:"bytes,14,opt,name=principal,proto3" json:"principal,omitempty"` // who asked
+	Mode      uint32                 `protobuf:"varint,15,opt,name=mode,proto3" json:"mode,omitempty"`          // one lock: its fence.Mode and permit count
+	Permits   uint32                 `protobuf:"varint,16,opt,name=permits,proto3" json:"permits,omitempty"`
+	Set       []*LockSpec            `protobuf:"bytes,17,rep,name=set,proto3" json:"set,omitempty"` // a set: every lock, sorted by name
+	// A set's waiter in the queue of a lock after its first: only id is
+	// set; the waiter is the one listed whole in its first lock's queue.
+	InSet         bool `protobuf:"varint,18,opt,name=in_set,json=inSet,proto3" json:"in_set,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1560,6 +1573,13 @@ func (x *Request) GetSet() []*LockSpec {
 		return x.Set
 	}
 	return nil
+}
+
+func (x *Request) GetInSet() bool {
+	if x != nil {
+		return x.InSet
+	}
+	return false
 }
 
 // Op is a remembered op_id of a resource.
@@ -3252,7 +3272,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"idle_since\x18\t \x01(\x12R\tidleSince\x128\n" +
 	"\fmore_holders\x18\n" +
 	" \x03(\v2\x15.fence.state.v1.GrantR\vmoreHolders\x12\x18\n" +
-	"\apermits\x18\v \x01(\rR\apermits\"\xc0\x02\n" +
+	"\apermits\x18\v \x01(\rR\apermits\"\xd7\x02\n" +
 	"\x05Grant\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\fR\x05owner\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x10\n" +
@@ -3267,7 +3287,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x03key\x18\t \x01(\fR\x03key\x12\x12\n" +
 	"\x04mode\x18\n" +
 	" \x01(\rR\x04mode\x12*\n" +
-	"\x03set\x18\v \x03(\v2\x18.fence.state.v1.LockSpecR\x03set\"\xa6\x03\n" +
+	"\x03set\x18\v \x03(\v2\x18.fence.state.v1.LockSpecR\x03set\x12\x15\n" +
+	"\x06in_set\x18\f \x01(\bR\x05inSet\"\xbd\x03\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\x12\x14\n" +
@@ -3287,7 +3308,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\tprincipal\x18\x0e \x01(\fR\tprincipal\x12\x12\n" +
 	"\x04mode\x18\x0f \x01(\rR\x04mode\x12\x18\n" +
 	"\apermits\x18\x10 \x01(\rR\apermits\x12*\n" +
-	"\x03set\x18\x11 \x03(\v2\x18.fence.state.v1.LockSpecR\x03set\"\xca\x01\n" +
+	"\x03set\x18\x11 \x03(\v2\x18.fence.state.v1.LockSpecR\x03set\x12\x15\n" +
+	"\x06in_set\x18\x12 \x01(\bR\x05inSet\"\xca\x01\n" +
 	"\x02Op\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\fR\bresource\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\fR\x04opId\x12\x0e\n" +
