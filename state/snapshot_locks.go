@@ -13,9 +13,9 @@ import (
 // locks and a set's waiter in each of its queues: the first record makes
 // it, the others must say the same and join it.
 type lockRestorer struct {
-	m       *impl
-	session func(uint64) (*session, error)
-	attempt func(*request) error
+	m        *impl
+	session  func(uint64) (*session, error)
+	attempt  func(*request) error
 	grants   map[fence.Token]*grant   // sets' leases met so far
 	setNames map[fence.Token][]string // their locks' names, sorted
 	waiters  map[string]*request      // sets' waiters met so far, by request_id
