@@ -187,7 +187,10 @@ func (m *impl) admitLockQuota(p string, n int) error {
 		return nil
 	}
 	if c, u := m.quotaOf(p).Locks, m.useOf(p).locks; c > 0 && u+n > c {
-		return exhausted("locks held or waited for", p, "config.max_locks_per_principal", c, u)
+		// Got says what the request would have made it: a set of 5 at 8 of
+		// 12 is refused with "8, and 5 asked".
+		return fence.Exhausted("locks held or waited for of principal "+strconv.Quote(p)+" (config.max_locks_per_principal or its roles' quota)",
+			"at most "+utoa(c), utoa(u)+", and "+utoa(n)+" asked")
 	}
 	return nil
 }

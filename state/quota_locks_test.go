@@ -25,7 +25,7 @@ func TestLockQuotaRefusesOnePrincipalAndServesOthers(t *testing.T) {
 	mustOK(t, m, as(waitAcq(0, "y", "A", time.Minute, time.Minute, "w"), "token:q")) // queued: 3 of 3
 	before := snapBytes(t, m)
 	r := m.Apply(as(acq(0, "z", "A", time.Minute), "token:q"))
-	if e := errAs[*fence.ResourceExhaustedError](t, r.Err); e.Limit != limit || e.Bound != "at most 3" || e.Got != "3" {
+	if e := errAs[*fence.ResourceExhaustedError](t, r.Err); e.Limit != limit || e.Bound != "at most 3" || e.Got != "3, and 1 asked" {
 		t.Fatalf("4th lock: %+v", e)
 	}
 	if !bytes.Equal(before, snapBytes(t, m)) {
