@@ -156,12 +156,17 @@ func (m *impl) acquire(cmd Command) Result {
 		res.Queued = true
 		res.Attempt = req.attempt
 	default:
+		// A set names the lock that blocks it longest, so that a client
+		// waiting Remaining before it retries does not retry in vain.
+		var busy *fence.BusyError
 		for i, sp := range specs {
 			if !ls[i].freeFor(sp, m.expiryTime()) {
-				res.Err = m.busy(ls[i])
-				break
+				if b := m.busy(ls[i]); busy == nil || b.Remaining > busy.Remaining {
+					busy = b
+				}
 			}
 		}
+		res.Err = busy
 	}
 	return res
 }
