@@ -166,7 +166,9 @@ func (m *impl) acquire(cmd Command) Result {
 				}
 			}
 		}
-		res.Err = busy
+		if busy != nil {
+			res.Err = busy
+		}
 	}
 	return res
 }
