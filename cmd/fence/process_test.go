@@ -303,7 +303,11 @@ const trapChild = `trap 'echo got-term; exit 0' TERM; echo started; while :; do 
 
 func TestProcessRunLeaseLostStopsChild(t *testing.T) {
 	srv := startServe(t)
-	cmd, exited, stdout, stderr := startRun(t, srv.url, "run", "job", "--ttl", "500ms", "--grace", "5s", "--", "sh", "-c", trapChild)
+	// A 3s TTL: the renew that fails (at TTL/3, failing by 2TTL/3) is
+	// known long before the SIGKILL just before the safe deadline, on a
+	// loaded machine too (with 500ms the margin was ~100ms, and a busy run
+	// saw the SIGKILL come first).
+	cmd, exited, stdout, stderr := startRun(t, srv.url, "run", "job", "--ttl", "3s", "--grace", "5s", "--", "sh", "-c", trapChild)
 	// Freeze the server: no renew can succeed, so the lease is lost by its
 	// safe deadline and the child must be stopped.
 	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
