@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,21 +35,9 @@ func holdersOf(m *Machine, name string) []fence.Token {
 	return out
 }
 
-func sameTokens(a, b []fence.Token) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func wantHolders(t *testing.T, m *Machine, name string, want ...fence.Token) {
 	t.Helper()
-	if got := holdersOf(m, name); !sameTokens(got, want) {
+	if got := holdersOf(m, name); !slices.Equal(got, want) {
 		t.Fatalf("lock %s held by %v, want %v", name, got, want)
 	}
 }

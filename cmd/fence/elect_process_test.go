@@ -83,22 +83,3 @@ func TestProcessElect(t *testing.T) {
 	}
 }
 
-// startRunNoWait is startRun without waiting for the child: the command
-// campaigns first.
-func startRunNoWait(t *testing.T, url string, args ...string) (cmd *exec.Cmd, exited <-chan struct{}, stdout, stderr *testutil.Buffer) {
-	t.Helper()
-	cmd = exec.Command(fenceBin, args...)
-	cmd.Env = append(os.Environ(), "FENCE_SERVER="+url)
-	stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	return cmd, done, stdout, stderr
-}

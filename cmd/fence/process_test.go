@@ -269,23 +269,7 @@ func TestProcessRunChildSeesToken(t *testing.T) {
 // Wait for it with <-exited, never cmd.Wait.
 func startRun(t *testing.T, url string, args ...string) (cmd *exec.Cmd, exited <-chan struct{}, stdout, stderr *testutil.Buffer) {
 	t.Helper()
-	cmd = exec.Command(fenceBin, args...)
-	cmd.Env = append(os.Environ(), "FENCE_SERVER="+url)
-	stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(procLimit):
-			t.Errorf("fence run still not reaped %s after SIGKILL", procLimit)
-		}
-	})
+	cmd, done, stdout, stderr := startRunNoWait(t, url, args...)
 	giveUp := time.After(procLimit)
 	for !strings.Contains(stdout.String(), "started") {
 		select {
@@ -487,4 +471,30 @@ func TestProcessRunKilledTakesChildAlong(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// startRunNoWait starts fence with args (FENCE_SERVER=url) and returns at
+// once: its process, a channel closed when it has exited (wait on it,
+// never on cmd.Wait), and its output. The cleanup kills it and waits for
+// it to be reaped.
+func startRunNoWait(t *testing.T, url string, args ...string) (cmd *exec.Cmd, exited <-chan struct{}, stdout, stderr *testutil.Buffer) {
+	t.Helper()
+	cmd = exec.Command(fenceBin, args...)
+	cmd.Env = append(os.Environ(), "FENCE_SERVER="+url)
+	stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(procLimit):
+			t.Errorf("fence still not reaped %s after SIGKILL", procLimit)
+		}
+	})
+	return cmd, done, stdout, stderr
 }
