@@ -82,4 +82,3 @@ func TestProcessElect(t *testing.T) {
 		t.Fatalf("B's child token %q, observed %d", bOut.String(), lb.Token)
 	}
 }
-
