@@ -377,3 +377,20 @@ func TestSetSnapshotWritesASetOnce(t *testing.T) {
 		t.Fatalf("release of the restored set by its last lock: %s, want the waiting set granted", describe(r))
 	}
 }
+
+// A shared holder that expires with a lock-delay keeps every request out
+// until the delay ends, other holders or not, and a busy refusal says so
+// (Delayed, the delay's remaining time: what a client waits before it
+// retries), not another holder's remaining time.
+func TestBusyNamesALockDelayBesideHolders(t *testing.T) {
+	m := New()
+	c := sharedAcq(0, "cat", "A", time.Second, 0, "")
+	c.LockDelay = 10 * time.Second
+	mustGrant(t, m, c, 1)
+	mustGrant(t, m, sharedAcq(0, "cat", "B", 3*time.Second, 0, ""), 2)
+	mustOK(t, m, tick(at(1.5))) // A expired: the lock is in its delay until 11s; B holds until 3s
+	b := errAs[*fence.BusyError](t, m.Apply(sharedAcq(at(1.5), "cat", "C", time.Second, 0, "")).Err)
+	if !b.Delayed || b.Remaining != 9500*time.Millisecond {
+		t.Fatalf("busy %+v, want the lock-delay's 9.5s (B holds only 1.5s more)", b)
+	}
+}

@@ -301,11 +301,15 @@ func (m *impl) endLease(g *grant, how leaseEnd, at int64, work *lockWork) {
 // with several holders names its first.
 func (m *impl) busy(l *lockEntry) *fence.BusyError {
 	now := m.clock
+	// A lock-delay left by one shared or permit holder's expiry blocks
+	// every request until it ends, holders or not: when it ends after the
+	// first holder's lease, it is what the request waits for.
+	delayed := l.delayUntil > m.expiryTime()
 	switch {
-	case len(l.holders) > 0:
+	case len(l.holders) > 0 && !(delayed && l.delayUntil > l.holders[0].end()):
 		g := l.holders[0]
 		return &fence.BusyError{Name: l.name, Holder: g.owner, Token: g.token, Remaining: time.Duration(max(g.end()-now, 0))}
-	case l.delayUntil > m.expiryTime():
+	case delayed:
 		return &fence.BusyError{Name: l.name, Remaining: time.Duration(max(l.delayUntil-now, 0)), Delayed: true}
 	}
 	// Free, and a waiter's wait ran out before it became free: report the
