@@ -220,6 +220,9 @@ type Watch struct {
 	start  *WatchState
 	pos    WatchPos // the position of the state (start)
 	closed bool
+	// foreign: the watch asked to resume after a position past this node's
+	// log (Node.Watch): it starts from the state, history gone.
+	foreign bool
 }
 
 // Watch starts a watch of the locks r covers on this node's applied
@@ -229,6 +232,17 @@ type Watch struct {
 // the current state with HistoryGone.
 func (n *Node) Watch(ctx context.Context, r WatchRequest) (*Watch, error) {
 	w := &Watch{f: n.fsm, h: n.fsm.hub, req: r}
+	if a := r.After; a != nil && a.Index > n.raft.LastIndex() {
+		// A position past this node's log: not one this history made
+		// (a restore renumbers the log from an older index; a position
+		// may be made up). Its changes cannot be told apart from this
+		// history's: the watch starts from the state, history gone,
+		// instead of waiting silently for an index that means something
+		// else here (an outside test resumed after a restore and got
+		// nothing). A follower that lags holds the entries in its log:
+		// it still resumes.
+		w.foreign = true
+	}
 	if err := w.begin(ctx, r.After); err != nil {
 		return nil, err
 	}
@@ -258,7 +272,7 @@ func (w *Watch) begin(ctx context.Context, after *WatchPos) error {
 			}
 		}
 		w.epoch = w.h.epoch
-		if after != nil && !after.Less(w.h.horizon) {
+		if after != nil && !w.foreign && !after.Less(w.h.horizon) {
 			// The first held change after it.
 			held := int(w.h.next - w.h.first)
 			n := uint64(len(w.h.ring))

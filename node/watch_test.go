@@ -467,3 +467,23 @@ func TestWatchHistoryAfterARestart(t *testing.T) {
 		t.Fatalf("resume after %s (before the snapshot) on the restarted node: %+v; want the state (h/1..3: tokens %d %d %d) with HistoryGone", before, evs, t1, t2, t3)
 	}
 }
+
+// A resume from a position past this node's log — one a restore left
+// behind (the restored log is numbered from an older index), or a made-up
+// one — starts from the state with HistoryGone, not silently: an outside
+// test resumed after a restore and was sent nothing at all.
+func TestWatchResumeFromAnotherHistory(t *testing.T) {
+	n := openWatchNode(t, t.TempDir(), 64)
+	ctx := context.Background()
+	mustApply(t, n, acquire("h/1", time.Hour))
+	future := WatchPos{Index: 1 << 40, Cmd: 0, Change: 0}
+	w, err := n.Watch(ctx, WatchRequest{Prefix: "h/", After: &future})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	evs := nextEvents(t, w)
+	if len(evs) != 1 || evs[0].State == nil || !evs[0].State.HistoryGone || len(evs[0].State.Locks) != 1 {
+		t.Fatalf("resume from %s: %+v; want the state (h/1) with HistoryGone", future, evs)
+	}
+}
