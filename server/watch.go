@@ -69,6 +69,7 @@ type watchSession struct {
 	cancel  context.CancelCauseFunc
 	ws      WatchStream
 	id      identity // the caller (trusted with checking off)
+	target  string   // the name or prefix watched (its read permission is judged again every second)
 	release func()
 }
 
@@ -105,7 +106,7 @@ func (s *Server) startWatch(ctx context.Context, m *fencev1.WatchRequest) (*watc
 		release()
 		return nil, &fence.ResourceExhaustedError{Limit: "open watches (config.max_streams)", Bound: fmt.Sprintf("at most %d", s.cfg.MaxStreams), Got: fmt.Sprint(n - 1)}
 	}
-	w := &watchSession{s: s, id: id}
+	w := &watchSession{s: s, id: id, target: target}
 	w.ctx, w.cancel = context.WithCancelCause(ctx)
 	w.release = func() {
 		w.cancel(nil)
@@ -139,8 +140,16 @@ func (w *watchSession) watchCredentials() {
 		case <-w.ctx.Done():
 			return
 		case <-t.C:
-			if _, err := w.s.identify(w.ctx, true); err != nil && !errors.Is(err, fence.ErrUnavailable) {
+			id, err := w.s.identify(w.ctx, true)
+			if err != nil && !errors.Is(err, fence.ErrUnavailable) {
 				w.cancel(err)
+				return
+			}
+			// The read permission too: a role's read revoked ends the
+			// watch as a revoked token does (an outside test still got
+			// grants 13 s after `fence role revoke ... read:`).
+			if err == nil && !id.trusted && !id.Admin && !allows(id.perms, state.PermRead, w.target) {
+				w.cancel(&fence.PermissionDeniedError{Principal: id.Name, What: state.PermRead.String(), Name: w.target})
 				return
 			}
 		}

@@ -264,6 +264,18 @@ func TestWatchNeedsReadOnThePrefix(t *testing.T) {
 	if e := nextSSE(t, evs); e.event != "error" || !strings.Contains(e.data, "unauthenticated") {
 		t.Fatalf("after the revocation: %+v; want an event error, unauthenticated", e)
 	}
+	// A role's read permission revoked ends its holders' open watches too
+	// (an outside test still got grants 13 s after the revoke).
+	f.must(fencev1connect.AuthServiceGrantRoleProcedure, f.creds["admin"], `{"role":"brief","permissions":["read:jobs/"]}`)
+	out = f.must(fencev1connect.AuthServiceCreateTokenProcedure, f.creds["admin"], `{"roles":["brief"],"description":"brief reader"}`)
+	evs, _ = curlSSE(t, url+"/v1/watch?prefix=jobs/", "Authorization: "+bearer(out["secret"].(string)))
+	if e := nextSSE(t, evs); e.event != "state" {
+		t.Fatalf("first event %+v; want the state", e)
+	}
+	f.must(fencev1connect.AuthServiceRevokeRoleProcedure, f.creds["admin"], `{"role":"brief","permissions":["read:jobs/"]}`)
+	if e := nextSSE(t, evs); e.event != "error" || !strings.Contains(e.data, "permission") {
+		t.Fatalf("after the role's read was revoked: %+v; want an event error, permission denied", e)
+	}
 }
 
 // A watcher that stops reading is cut (counted in fence_watch_cut_total)
