@@ -80,15 +80,28 @@ func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireOp
 }
 
 // Proclaim sets the leader's value without another election. It is a
-// fenced write with this client's leadership token: refused (ErrNoLeader
-// when this client never led or resigned; fence.ErrStaleToken when
-// another leader has written since) once this client no longer leads.
+// fenced write with this client's leadership token: refused with
+// ErrNoLeader when this client never led or resigned, ErrLeaseLost when
+// its lease is known lost, and by the store (fence.ErrStaleToken) once a
+// newer leader has proclaimed. The store compares tokens only: between a
+// newer leader's grant and its first proclaim (Campaign proclaims right
+// after its grant) it cannot tell a deposed leader's write with an older
+// token from the last leader's; a follower reads the value with Leader or
+// Observe, which show a value only when the leader that wrote it leads.
 func (e *Election) Proclaim(ctx context.Context, value []byte) error {
 	e.mu.Lock()
 	l := e.lease
 	e.mu.Unlock()
 	if l == nil {
 		return ErrNoLeader
+	}
+	// A lease this client already knows is lost (its safe deadline passed
+	// without a renewal: a pause, a cut) does not write at all: between a
+	// new leader's grant and its first proclaim the store would still take
+	// the old token (an outside test wrote a deposed leader's value in that
+	// window).
+	if err := l.Err(); err != nil {
+		return err
 	}
 	return e.proclaim(ctx, l, value)
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -85,7 +88,8 @@ func electCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if !wasSet(fs, "value") {
 		v = label
 	}
-	ctx, cancel := g.context(0)
+	// No --timeout: a campaign waits as long as it takes (Ctrl-C ends it).
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	e := c.Election(name)
 	lease, err := e.Campaign(ctx, []byte(v), opts...)
 	cancel()
@@ -113,7 +117,8 @@ func observeLeader(g *globals, name string, stdout, stderr io.Writer) int {
 		return fail(g, stdout, stderr, err)
 	}
 	defer c.Close()
-	ctx, cancel := g.context(0)
+	// No --timeout: observing runs until interrupted (as fence watch).
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	for ld := range c.Election(name).Observe(ctx) {
 		if ld.Err != nil {

@@ -21,7 +21,10 @@ import (
 // token in FENCE_TOKEN.
 func TestProcessElect(t *testing.T) {
 	srv := startServe(t)
-	obs := exec.Command(fenceBin, "--json", "elect", "db-primary", "--observe")
+	// --timeout 1ms: neither observing nor campaigning ends with the
+	// global timeout (both run until interrupted; an outside test saw
+	// --observe quit after the default 10s).
+	obs := exec.Command(fenceBin, "--json", "--timeout", "1ms", "elect", "db-primary", "--observe")
 	obs.Env = append(os.Environ(), "FENCE_SERVER="+srv.url)
 	out := &testutil.Buffer{}
 	obs.Stdout, obs.Stderr = out, out
@@ -62,7 +65,7 @@ func TestProcessElect(t *testing.T) {
 	if la.Token != tokA {
 		t.Fatalf("observer saw A's token %d, A's child %d", la.Token, tokA)
 	}
-	_, _, bOut, _ := startRunNoWait(t, srv.url, "elect", "db-primary", "--ttl", "2s", "--owner", "B", "--value", "10.0.0.2:5432", "--",
+	_, _, bOut, _ := startRunNoWait(t, srv.url, "--timeout", "1ms", "elect", "db-primary", "--ttl", "2s", "--owner", "B", "--value", "10.0.0.2:5432", "--",
 		"sh", "-c", `echo "started token=$FENCE_TOKEN"; `+trapChild)
 	a.Process.Signal(syscall.SIGTERM)
 	waitExited(t, aExited, "fence elect A")
