@@ -80,9 +80,15 @@ func TestElectionCampaignProclaimResign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its client knows the lease is lost: Proclaim refuses before writing.
+	if err := stale.Proclaim(ctx, []byte("late")); !errors.Is(err, client.ErrLeaseLost) {
+		t.Fatalf("the deposed leader's proclaim: %v, want ErrLeaseLost", err)
+	}
+	// And the store refuses the old token's write of the value (a writer
+	// that does not know it was deposed).
 	var st *fence.StaleTokenError
-	if err := stale.Proclaim(ctx, []byte("late")); !errors.As(err, &st) || st.Token != l.Token() || st.LastAccepted != lb.Token() {
-		t.Fatalf("the deposed leader's proclaim: %v, want STALE_TOKEN %d < %d", err, l.Token(), lb.Token())
+	if _, err := a.Write(ctx, name, l.Token(), []byte("late")); !errors.As(err, &st) || st.Token != l.Token() || st.LastAccepted != lb.Token() {
+		t.Fatalf("the deposed leader's write of the value: %v, want STALE_TOKEN %d < %d", err, l.Token(), lb.Token())
 	}
 	if ld, _ := eb.Leader(ctx); ld.Token != lb.Token() || string(ld.Value) != "new" {
 		t.Fatalf("leader after the late proclaim: %+v, want B with value new", ld)
