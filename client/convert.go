@@ -128,27 +128,8 @@ func acquireToProto(r fence.AcquireRequest) *fencev1.AcquireRequest {
 	return &fencev1.AcquireRequest{
 		Name: r.Name, Owner: r.Owner, Ttl: durationOrNil(r.TTL), Wait: durationOrNil(r.Wait),
 		RequestId: r.RequestID, LockDelay: durationOrNil(r.LockDelay), Session: refToProto(r.Session),
-		Mode: modeToProto(r.Mode), Permits: r.Permits, Locks: specsToProto(r.Locks),
+		Mode: fencev1.ModeText(r.Mode), Permits: r.Permits, Locks: fencev1.LockSpecsOf(r.Locks),
 	}
-}
-
-// modeToProto sends Exclusive, the default, absent.
-func modeToProto(m fence.Mode) string {
-	if m == fence.Exclusive {
-		return ""
-	}
-	return m.String()
-}
-
-func specsToProto(specs []fence.LockSpec) []*fencev1.LockSpec {
-	if len(specs) == 0 {
-		return nil
-	}
-	out := make([]*fencev1.LockSpec, len(specs))
-	for i, s := range specs {
-		out[i] = &fencev1.LockSpec{Name: s.Name, Mode: modeToProto(s.Mode), Permits: s.Permits}
-	}
-	return out
 }
 
 func renewToProto(r fence.RenewRequest) *fencev1.RenewRequest {

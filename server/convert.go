@@ -25,31 +25,11 @@ func leaseToProto(l *fence.Lease) *fencev1.Lease {
 		// Set where the node made it (grants, Get of a held lock): the
 		// bare token when it had no key to sign with; absent in List.
 		SignedToken: signedText(l.Signed),
-		Mode:        modeText(l.Mode),
+		Mode:        fencev1.ModeText(l.Mode),
 		Permits:     l.Permits,
-		Locks:       specsToProto(l.Locks),
+		Locks:       fencev1.LockSpecsOf(l.Locks),
 		Proofs:      proofsText(l.Proofs),
 	}
-}
-
-// modeText is a mode on the wire: "" for Exclusive (the default, absent
-// in JSON), else its name.
-func modeText(m fence.Mode) string {
-	if m == fence.Exclusive {
-		return ""
-	}
-	return m.String()
-}
-
-func specsToProto(specs []fence.LockSpec) []*fencev1.LockSpec {
-	if len(specs) == 0 {
-		return nil
-	}
-	out := make([]*fencev1.LockSpec, len(specs))
-	for i, s := range specs {
-		out[i] = &fencev1.LockSpec{Name: s.Name, Mode: modeText(s.Mode), Permits: s.Permits}
-	}
-	return out
 }
 
 func proofsText(proofs []fence.SignedToken) []string {
