@@ -23,17 +23,7 @@ import (
 // it (STALE_TOKEN, the import's token as the last accepted) and the row
 // keeps the import's quantity.
 func TestCatalogPatternPausedWorker(t *testing.T) {
-	dsn := postgresDSN(t)
-	conn := pgConn(t, dsn)
-	names := tableNames(t, conn, "stock", "fence_guard", "fence_ops")
-	stockTable, guardTable, opsTable := names[0], names[1], names[2]
-	srv := startServer(t)
-	bin := binary(t, "./examples/stock-worker")
-	worker := func(name string, args ...string) *proc {
-		args = append([]string{"--server", srv.URL(), "--postgres", dsn, "--table", stockTable,
-			"--guard-table", guardTable, "--ops-table", opsTable, "--catalog", "catalog"}, args...)
-		return startProc(t, name, bin, nil, args...)
-	}
+	conn, url, stockTable, guardTable, worker := stockWorkers(t, "--catalog", "catalog")
 
 	// A's lease runs 5s: time enough to see the import queued behind it.
 	a := worker("SKU worker A", "--sku", "sku-1", "--owner", "worker-a", "--ttl", "5s", "--qty", "5", "--pause-before-write")
@@ -50,7 +40,7 @@ func TestCatalogPatternPausedWorker(t *testing.T) {
 	}
 
 	imp := worker("import", "--import", "--sku", "sku-1,sku-2", "--owner", "import", "--ttl", "30s", "--wait", "60s", "--qty", "100")
-	fc, err := client.New(srv.URL(), client.WithoutSession())
+	fc, err := client.New(url, client.WithoutSession())
 	if err != nil {
 		t.Fatal(err)
 	}

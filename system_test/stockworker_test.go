@@ -20,19 +20,8 @@ import (
 // a later worker: it applies once — the row says 7, not 6 or 5 — and the
 // repeats report "replayed"; the op_id reused for a sale of 2 is refused.
 func TestStockWorker(t *testing.T) {
-	dsn := postgresDSN(t)
-	conn := pgConn(t, dsn)
-	names := tableNames(t, conn, "stock", "fence_guard", "fence_ops")
-	stockTable, guardTable, opsTable := names[0], names[1], names[2]
-	srv := startServer(t)
-	bin := binary(t, "./examples/stock-worker")
 	const sku = "sku-42"
-
-	worker := func(name string, args ...string) *proc {
-		args = append([]string{"--server", srv.URL(), "--postgres", dsn, "--table", stockTable,
-			"--guard-table", guardTable, "--ops-table", opsTable, "--sku", sku}, args...)
-		return startProc(t, name, bin, nil, args...)
-	}
+	conn, _, stockTable, guardTable, worker := stockWorkers(t, "--sku", sku)
 
 	a := worker("worker A", "--owner", "worker-a", "--ttl", "1s", "--qty", "5", "--pause-before-write")
 	tokenA := fieldUint(t, a.Line(), "token")
@@ -113,4 +102,23 @@ func stockRow(t testing.TB, conn *pgx.Conn, stockTable, guardTable, sku string) 
 		t.Fatalf("reading guard row: %v", err)
 	}
 	return qty, lastToken
+}
+
+// stockWorkers starts a server and returns a PostgreSQL connection, the
+// server's URL, the stock and guard tables (fresh ones) and a starter of
+// examples/stock-worker processes against them, each with args and then
+// its own.
+func stockWorkers(t *testing.T, args ...string) (conn *pgx.Conn, url, stockTable, guardTable string, worker func(name string, own ...string) *proc) {
+	t.Helper()
+	dsn := postgresDSN(t)
+	conn = pgConn(t, dsn)
+	names := tableNames(t, conn, "stock", "fence_guard", "fence_ops")
+	stockTable, guardTable, opsTable := names[0], names[1], names[2]
+	srv := startServer(t)
+	bin := binary(t, "./examples/stock-worker")
+	common := append([]string{"--server", srv.URL(), "--postgres", dsn, "--table", stockTable,
+		"--guard-table", guardTable, "--ops-table", opsTable}, args...)
+	return conn, srv.URL(), stockTable, guardTable, func(name string, own ...string) *proc {
+		return startProc(t, name, bin, nil, append(append([]string(nil), common...), own...)...)
+	}
 }
