@@ -106,17 +106,11 @@ func (g *grant) end() int64 {
 // session-bound lease reports its session's TTL and remaining time. A
 // set's lease is named by its first lock and lists them all in Locks.
 func (g *grant) lease(now int64) *fence.Lease {
-	ttl := g.ttl
-	if g.sess != nil {
-		ttl = g.sess.ttl
-	}
 	p := g.parts[0]
-	ls := &fence.Lease{Name: p.l.name, Owner: g.owner, Token: g.token, TTL: ttl, Remaining: time.Duration(max(g.end()-now, 0))}
+	ls := g.holding(p.l, now)
 	if !g.isSet() {
-		ls.Mode, ls.Permits = p.mode, p.l.permits
 		return ls
 	}
-	ls.Mode = p.mode // how it holds Name, its first lock
 	ls.Locks = make([]fence.LockSpec, len(g.parts))
 	for i, p := range g.parts {
 		ls.Locks[i] = fence.LockSpec{Name: p.l.name, Mode: p.mode, Permits: p.l.permits}
@@ -131,9 +125,12 @@ func (g *grant) lease(now int64) *fence.Lease {
 // made a 668 MB List of 64-lock sets listed whole on each of their locks);
 // the set's shape is in the grant's reply.
 func (g *grant) holding(l *lockEntry, now int64) *fence.Lease {
-	ls := g.lease(now)
-	ls.Name, ls.Mode, ls.Permits, ls.Locks = l.name, g.modeOn(l), l.permits, nil
-	return ls
+	ttl := g.ttl
+	if g.sess != nil {
+		ttl = g.sess.ttl
+	}
+	return &fence.Lease{Name: l.name, Owner: g.owner, Token: g.token, TTL: ttl, Remaining: time.Duration(max(g.end()-now, 0)),
+		Mode: g.modeOn(l), Permits: l.permits}
 }
 
 // lockFor returns the lock named name, creating a free one.
