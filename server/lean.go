@@ -45,14 +45,14 @@ import (
 //     requests and bytes in flight as on Stream (dispatch);
 //   - a dead peer: the client sends a ping frame when it has sent nothing
 //     for leanwire.PingEvery; a connection on which nothing arrived for
-//     leanIdle is closed (its requests cancelled, waits withdrawn). A peer
+//     Config.SessionIdleTimeout is closed (its requests cancelled, waits withdrawn). A peer
 //     that stops reading its replies stops being read (the sender blocks,
 //     then the workers, then the reader), so it falls silent and is cut
 //     the same way: no write deadline per batch is needed.
 
-// leanIdle: a lean connection on which nothing arrived for this long is
-// closed (the client pings every leanwire.PingEvery).
-const leanIdle = 3 * leanwire.PingEvery
+// DefaultSessionIdleTimeout is the default of Config.SessionIdleTimeout:
+// three of the client's ping intervals.
+const DefaultSessionIdleTimeout = 3 * leanwire.PingEvery
 
 // leanListeners are the lean ports being served and their connections,
 // for Shutdown and Close.
@@ -158,7 +158,7 @@ func (s *Server) serveLean(c net.Conn) {
 			creds.certNames = certNames(cs.PeerCertificates[0])
 		}
 	}
-	lt := &leanTransport{c: c, writeTimeout: s.cfg.WriteTimeout, r: bufio.NewReaderSize(c, leanwire.BufferSize), w: bufio.NewWriterSize(c, leanwire.BufferSize)}
+	lt := &leanTransport{c: c, writeTimeout: s.cfg.WriteTimeout, idle: s.cfg.SessionIdleTimeout, r: bufio.NewReaderSize(c, leanwire.BufferSize), w: bufio.NewWriterSize(c, leanwire.BufferSize)}
 	kind, payload, err := lt.readFrame()
 	if err == nil && kind != leanwire.KindHello {
 		err = fmt.Errorf("the first frame is a hello (kind %d), got kind %d", leanwire.KindHello, kind)
@@ -192,8 +192,9 @@ type leanTransport struct {
 	buf    []byte        // the frame being read (reused)
 	out    []byte        // the reply being encoded (reused)
 	frames atomic.Int64  // frames read: watchIdle sees the peer is alive
-	// writeTimeout bounds the end frame's write.
-	writeTimeout time.Duration
+	// writeTimeout bounds the end frame's write; idle is
+	// Config.SessionIdleTimeout (watchIdle).
+	writeTimeout, idle time.Duration
 }
 
 // readFrame reads one frame. A frame over maxRequestBytes is refused
@@ -259,14 +260,14 @@ func (t *leanTransport) writeWithin(time.Duration) {}
 // closeBody closes the connection: the reader returns.
 func (t *leanTransport) closeBody() { _ = t.c.Close() }
 
-// watchIdle closes the connection once nothing arrived on it for leanIdle.
+// watchIdle closes the connection once nothing arrived on it for t.idle.
 func (t *leanTransport) watchIdle() (stop func()) {
 	var (
 		mu   sync.Mutex
 		last = t.frames.Load()
 		tm   *time.Timer
 	)
-	tm = time.AfterFunc(leanIdle, func() {
+	tm = time.AfterFunc(t.idle, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		n := t.frames.Load()
@@ -275,7 +276,7 @@ func (t *leanTransport) watchIdle() (stop func()) {
 			return
 		}
 		last = n
-		tm.Reset(leanIdle)
+		tm.Reset(t.idle)
 	})
 	return func() {
 		mu.Lock()
