@@ -23,7 +23,7 @@ import (
 // WithLeanSessions carries the session's stream over the servers' lean
 // session ports (fence serve --session-addr; api/leanwire) instead of
 // SessionService.Stream over HTTP/2: the same requests, replies and
-// guarantees (seq, ack, resends after a broken stream), at a fraction of
+// guarantees (seq, ack, resends after a broken stream), with about 40% less of
 // the server's CPU per request (docs/benchmarks.md). addrs are HOST:PORT,
 // one per endpoint, in the order of the endpoints (New's URL list, then
 // WithEndpoints). An https:// endpoint's lean port is reached over TLS
