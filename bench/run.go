@@ -154,6 +154,8 @@ func (c *Config) start(kind string) (*Server, error) {
 	switch kind {
 	case "fence":
 		return StartFence(c.FenceBin, c.Tmp)
+	case "fence-lean":
+		return StartFenceLean(c.FenceBin, c.Tmp)
 	case "fence-tls":
 		return StartFenceTLS(c.FenceBin, c.Tmp)
 	case "fence-tls-auth":

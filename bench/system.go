@@ -84,7 +84,7 @@ func Register(s System) {
 }
 
 // order is the fixed order systems run in within a round.
-var order = []string{"fence-unary", "fence-session", "fence-session-tls", "fence-session-tls-auth", "etcd", "redis-always", "redis-everysec"}
+var order = []string{"fence-unary", "fence-session", "fence-lean", "fence-session-tls", "fence-session-tls-auth", "etcd", "redis-always", "redis-everysec"}
 
 // Systems returns the registered systems named in names (comma-separated;
 // "" or "all": every registered one), in the runner's order.

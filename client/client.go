@@ -40,6 +40,7 @@ type endpoint struct {
 	locks     fencev1connect.LockServiceClient
 	resources fencev1connect.ResourceServiceClient
 	sessions  fencev1connect.SessionServiceClient // over the session's HTTP/2 client; nil without a session
+	lean      string                              // its lean session port (WithLeanSessions), or ""
 }
 
 // ErrClientClosed is the reason a lease is lost when its Client was closed,
@@ -75,6 +76,9 @@ func New(url string, opts ...Option) (*Client, error) {
 	if err := cfg.checkTLS(urls); err != nil {
 		return nil, err
 	}
+	if n := len(cfg.leanAddrs); n > 0 && n != len(urls) {
+		return nil, fmt.Errorf("fence: WithLeanSessions: %d lean session addresses for %d endpoints (one per endpoint, in their order)", n, len(urls))
+	}
 	if cfg.httpClient == nil {
 		cfg.httpClient = defaultHTTPClient(cfg.protocol, cfg.dialer, cfg.tls)
 	}
@@ -87,6 +91,9 @@ func New(url string, opts ...Option) (*Client, error) {
 			locks:     fencev1connect.NewLockServiceClient(cfg.httpClient, base, copts...),
 			resources: fencev1connect.NewResourceServiceClient(cfg.httpClient, base, copts...),
 		})
+		if len(cfg.leanAddrs) > 0 {
+			c.endpoints[i].lean = cfg.leanAddrs[i]
+		}
 	}
 	if !cfg.noSession {
 		c.sess = newSession(c, copts)

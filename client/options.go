@@ -54,6 +54,8 @@ type config struct {
 	ctxHeaders []func(ctx context.Context, h http.Header)
 	// tls: the TLS config of the default HTTP clients (WithTLS).
 	tls *tls.Config
+	// leanAddrs: the endpoints' lean session ports (WithLeanSessions).
+	leanAddrs []string
 }
 
 // dialFunc opens a connection, as net.Dialer.DialContext.

@@ -97,7 +97,7 @@ func (s *session) serve(ep *endpoint, id, gen uint64) (err error, answered bool)
 	s.mu.Lock()
 	s.streamCancel = cancel
 	s.mu.Unlock()
-	st := ep.sessions.Stream(ctx)
+	st := s.openStream(ctx, ep)
 	recvErr := make(chan error, 1)
 	replied := make(chan struct{}, 1)
 	go func() {
@@ -184,6 +184,12 @@ func (s *session) serve(ep *endpoint, id, gen uint64) (err error, answered bool)
 				received = true
 				return streamErr(<-recvErr, err), false
 			}
+		}
+		if err := st.Flush(); err != nil {
+			cancel()
+			_ = st.CloseRequest()
+			received = true
+			return streamErr(<-recvErr, err), false
 		}
 
 		wait, hung := s.keepAliveDue()

@@ -18,6 +18,11 @@ import (
 type Config struct {
 	// Listen is the TCP address Run listens on, default "127.0.0.1:7420".
 	Listen string
+	// SessionAddr, if set, is the TCP address of the lean session port
+	// (server.ServeSessions): the Go client's session streams without
+	// HTTP/2 (client.WithLeanSessions). Off ("") by default. It has the
+	// client port's TLS and authentication.
+	SessionAddr string
 	// DataDir holds the node's raft log and snapshots, default "./fence-data".
 	DataDir string
 	// Rules are the rules the operator wants recorded in the log (largest
@@ -290,6 +295,9 @@ func (c Config) Validate() error {
 	}
 	if c.Listen != "" && !hostPort(c.Listen) {
 		return fence.Invalid("config.listen", "HOST:PORT with a port 0-65535", c.Listen)
+	}
+	if c.SessionAddr != "" && !hostPort(c.SessionAddr) {
+		return fence.Invalid("config.session_addr", "HOST:PORT with a port 0-65535", c.SessionAddr)
 	}
 	if c.Cluster.RaftAddr != "" && !hostPort(c.Cluster.RaftAddr) {
 		return fence.Invalid("config.cluster.raft_addr", "HOST:PORT with a port 0-65535", c.Cluster.RaftAddr)

@@ -207,13 +207,36 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 		ln.Close()
 		return err
 	}
+	var sln net.Listener
+	if cfg.SessionAddr != "" {
+		if sln, err = net.Listen("tcp", cfg.SessionAddr); err != nil {
+			ln.Close()
+			return err
+		}
+		if err := checkExposure(cfg, "lean session", "--session-addr", cfg.SessionAddr, sln.Addr(), cfg.TLSEnabled()); err != nil {
+			ln.Close()
+			sln.Close()
+			return err
+		}
+	}
 	d, err := New(cfg, opts...)
 	if err != nil {
 		ln.Close()
+		if sln != nil {
+			sln.Close()
+		}
 		return err
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- d.Serve(ln) }()
+	if sln != nil {
+		go func() {
+			if err := d.srv.ServeSessions(sln); err != nil {
+				serveErr <- err
+			}
+		}()
+		d.log.Info("fence lean session port on "+sln.Addr().String(), "tls", cfg.TLSEnabled())
+	}
 	d.log.Info("fence serving on "+d.URL(ln.Addr()), "data_dir", cfg.DataDir, "last_token", d.node.LastToken())
 	switch {
 	case loopback(ln.Addr()):
@@ -266,3 +289,7 @@ func loopback(addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
 }
+
+// ServeSessions serves the lean session port on ln (server.ServeSessions;
+// Run does it for Config.SessionAddr) until Shutdown or Close.
+func (d *Daemon) ServeSessions(ln net.Listener) error { return d.srv.ServeSessions(ln) }

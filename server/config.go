@@ -64,6 +64,11 @@ type Config struct {
 	// come this long after it was opened, default
 	// DefaultStreamFirstMessageTimeout (stream_quota.go).
 	StreamFirstMessageTimeout time.Duration
+	// SessionIdleTimeout closes a connection of the lean session port
+	// (ServeSessions) on which nothing arrived for this long, default
+	// DefaultSessionIdleTimeout (the client pings every
+	// leanwire.PingEvery).
+	SessionIdleTimeout time.Duration
 	// MaxStreamRequests caps the requests in flight on one stream, default
 	// DefaultMaxStreamRequests; more are answered at once with
 	// RESOURCE_EXHAUSTED and not applied (stream.go).
@@ -120,6 +125,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StreamFirstMessageTimeout == 0 {
 		c.StreamFirstMessageTimeout = DefaultStreamFirstMessageTimeout
+	}
+	if c.SessionIdleTimeout == 0 {
+		c.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
 	if c.MaxStreamRequests == 0 {
 		c.MaxStreamRequests = DefaultMaxStreamRequests

@@ -59,6 +59,8 @@ type Server struct {
 	principalStreams principalCounts
 	// workers run session streams' requests (stream_workers.go).
 	workers *streamWorkers
+	// lean: the lean session ports being served (lean.go).
+	lean leanListeners
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or
@@ -196,6 +198,7 @@ func (s *Server) ServePeers(ln net.Listener) error {
 // server serves over is the caller's to close.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Drain()
+	s.lean.close()
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		s.log.Warn("drain timed out; closing open connections", "err", err)
@@ -207,6 +210,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close shuts down at once: open connections are closed.
 func (s *Server) Close() error {
 	s.Drain()
+	s.lean.close()
 	return s.http.Close()
 }
 

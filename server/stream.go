@@ -93,8 +93,7 @@ const (
 // sessionStream is one SessionService.Stream being served.
 type sessionStream struct {
 	s       *Server
-	st      *connect.BidiStream[fencev1.SessionRequest, fencev1.SessionReply]
-	conn    *streamConn // nil when Handler is mounted without serveStreams
+	st      sessionTransport
 	session uint64
 	// connReplies is the reply budget of the stream's connection (nil:
 	// none), for each request's hold (reply_budget.go).
@@ -117,8 +116,44 @@ type sessionStream struct {
 
 const streamProc = fencev1connect.SessionServiceStreamProcedure
 
+// sessionTransport is what carries one session stream: SessionService.Stream
+// over Connect (connectTransport) or the lean session port (lean.go). The
+// handling of its messages (serveSession) is the same for both.
+type sessionTransport interface {
+	// Receive returns the next message; io.EOF once the client closed its
+	// side (the replies in flight are still sent).
+	Receive() (*fencev1.SessionRequest, error)
+	// Send sends a reply, or buffers it until Flush.
+	Send(*fencev1.SessionReply) error
+	// Flush writes what Send buffered: the sender calls it once the
+	// replies ready together are sent.
+	Flush() error
+	// noReadDeadline lifts the bound on the wait for the first message.
+	noReadDeadline()
+	// writeWithin bounds the writes of one batch of replies (0: none).
+	writeWithin(d time.Duration)
+	// closeBody ends the client's side: a Receive blocked on it returns.
+	closeBody()
+}
+
+// connectTransport is SessionService.Stream over Connect (HTTP/2): each
+// Send is written and flushed by Connect.
+type connectTransport struct {
+	*connect.BidiStream[fencev1.SessionRequest, fencev1.SessionReply]
+	*streamConn // nil when Handler is mounted without serveStreams
+}
+
+func (connectTransport) Flush() error { return nil }
+
 // serveStream serves one stream until the client ends it or it fails.
 func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1.SessionRequest, fencev1.SessionReply]) error {
+	return s.serveSession(ctx, connectTransport{st, streamConnOf(ctx)})
+}
+
+// serveSession serves one session stream, on whichever transport, until
+// the client ends it or it fails; the error is a *connect.Error (nil: the
+// client ended it).
+func (s *Server) serveSession(ctx context.Context, st sessionTransport) error {
 	// The caller is authenticated (and may lock) before it takes a slot
 	// of MaxStreams: a stream without credentials is refused at once,
 	// not kept open until its first message (an outside test held every
@@ -146,8 +181,7 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 		})
 	}
 	defer s.streams.Add(-1)
-	conn := streamConnOf(ctx)
-	first, err := s.receiveFirst(st, conn)
+	first, err := s.receiveFirst(st)
 	if errors.Is(err, io.EOF) {
 		first, err = new(fencev1.SessionRequest), nil // closed before naming a session
 	}
@@ -163,8 +197,8 @@ func (s *Server) serveStream(ctx context.Context, st *connect.BidiStream[fencev1
 		return s.connectError(ctx, streamProc, err)
 	}
 	// From here the stream may idle as long as the client keeps it.
-	conn.noReadDeadline()
-	ss := &sessionStream{s: s, st: st, conn: conn, session: first.GetSession(), connReplies: connReplies(ctx), replies: make(chan queuedReply, replyQueue)}
+	st.noReadDeadline()
+	ss := &sessionStream{s: s, st: st, session: first.GetSession(), connReplies: connReplies(ctx), replies: make(chan queuedReply, replyQueue)}
 	ss.ctx, ss.cancel = context.WithCancel(ctx)
 	defer ss.cancel()
 	if principal != "" {
@@ -211,7 +245,7 @@ func (ss *sessionStream) end(err error) {
 	}
 	ss.mu.Unlock()
 	ss.cancel()
-	ss.conn.closeBody()
+	ss.st.closeBody()
 }
 
 // receiveError is the Connect error that ends a stream whose Receive
@@ -334,7 +368,7 @@ func (ss *sessionStream) sendLoop() {
 			q.hold.release()
 			continue
 		}
-		ss.conn.writeWithin(ss.s.cfg.WriteTimeout)
+		ss.st.writeWithin(ss.s.cfg.WriteTimeout)
 		err := ss.st.Send(q.r)
 		q.hold.release()
 	batch:
@@ -350,7 +384,10 @@ func (ss *sessionStream) sendLoop() {
 				break batch
 			}
 		}
-		ss.conn.writeWithin(0)
+		if err == nil {
+			err = ss.st.Flush()
+		}
+		ss.st.writeWithin(0)
 		if err != nil {
 			failed = true
 			ss.end(ss.s.receiveError(err))

@@ -95,11 +95,9 @@ func (s *Server) streamQuota(principal string) int {
 // (the Receive returns) and the stream ends DEADLINE_EXCEEDED naming the
 // bound. Without a streamConn (Handler mounted without serveStreams) only
 // the HTTP server's own deadlines bound the wait.
-func (s *Server) receiveFirst(st interface {
-	Receive() (*fencev1.SessionRequest, error)
-}, conn *streamConn) (*fencev1.SessionRequest, error) {
+func (s *Server) receiveFirst(st sessionTransport) (*fencev1.SessionRequest, error) {
 	d := s.cfg.StreamFirstMessageTimeout
-	t := time.AfterFunc(d, conn.closeBody)
+	t := time.AfterFunc(d, st.closeBody)
 	first, err := st.Receive()
 	if !t.Stop() {
 		// Late, or the body was closed just as the message came: either

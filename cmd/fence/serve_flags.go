@@ -33,6 +33,8 @@ type serveFlag struct {
 var serveFlagTable = []serveFlag{
 	{"listen", "TCP address to listen on (a non-loopback address is refused without TLS, unless --insecure-listen; warned about without --client-cert-auth)",
 		str(func(s *serveSettings) *string { return &s.cfg.Listen })},
+	{"session-addr", "TCP address of the lean session port (off when empty): the Go client's session streams over TCP/TLS without HTTP/2 (client.WithLeanSessions); same TLS and authentication as --listen",
+		str(func(s *serveSettings) *string { return &s.cfg.SessionAddr })},
 	{"cert-file", "`FILE`: PEM certificate of the client port; with --key-file the API, health and metrics are served over TLS (re-read when it changes or on SIGHUP)",
 		str(func(s *serveSettings) *string { return &s.cfg.CertFile })},
 	{"key-file", "`FILE`: PEM (unencrypted) key of --cert-file",
