@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-unit test-e2e test-short vet fmt bench bench-quick bench-cluster mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
+.PHONY: run build test test-unit test-e2e test-short vet fmt bench bench-boundaries bench-quick bench-cluster mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -63,6 +63,12 @@ bench:
 ##   "cluster" section of docs/benchmarks.md. BENCH_FLAGS adds runner flags (e.g. "-rounds 1 -failover 7").
 bench-cluster:
 	cd bench && $(GO) run ./cmd/fencebench -cluster 3 -failover 5 -docs ../docs/benchmarks.md $(BENCH_FLAGS)
+
+## bench-boundaries: workloads 6-7 (issue 23: leader election hand-off, an order's 3 SKUs as one set) for
+##   fence-unary, fence-session and etcd, 3 rounds; rewrites the "boundaries" section of docs/benchmarks.md.
+##   BENCH_FLAGS adds runner flags (e.g. "-w7-clients 16 -rounds 1", or "-cluster 3" for 3-node clusters).
+bench-boundaries:
+	cd bench && $(GO) run ./cmd/fencebench -workloads 6,7 -systems fence-unary,fence-session,etcd -section boundaries -docs ../docs/benchmarks.md $(BENCH_FLAGS)
 
 ## bench-quick: the runner in quick mode (under 3 minutes on 2 cores); prints its tables, writes no file
 bench-quick:

@@ -11,7 +11,8 @@ import (
 // errors.As.
 var (
 	// ErrBusy: the lock is held by someone else (or its lock-delay has not
-	// passed, or a wait ran out). *BusyError has the holder and remaining TTL.
+	// passed, or it is free but queued requests come first, or a wait ran
+	// out). *BusyError has the holder and remaining TTL, or the queue.
 	ErrBusy = errors.New("fence: lock is busy")
 	// ErrStaleToken: the token is older than one already accepted.
 	// *StaleTokenError has both numbers.
@@ -132,18 +133,30 @@ func ReasonOf(err error) Reason {
 
 // BusyError: the lock is held. Remaining is the holder's time left in server
 // time when the refusal was made (0 when the lock is free but in lock-delay).
+// A lock with no holder and no lock-delay is busy when requests are queued
+// on it (strict FIFO: a set's waiter, or an exclusive waiter, keeps its
+// place while it waits for its other locks or for shared holders to go):
+// then Holder is "", Token 0 and Queued the number of requests ahead.
 type BusyError struct {
 	Name      string
-	Holder    string        // the holder's owner label ("" if free but delayed)
-	Token     Token         // the holder's token (0 if free but delayed)
+	Holder    string        // the holder's owner label ("" if free but delayed or queued)
+	Token     Token         // the holder's token (0 if free but delayed or queued)
 	Remaining time.Duration // holder's remaining TTL, or remaining lock-delay
 	Delayed   bool          // the lock is free but still in its lock-delay
 	Waited    bool          // the request waited and its wait ran out
+	// Queued is the number of requests queued on the lock ahead of this
+	// one when it is free (no holder, no lock-delay) but they come first;
+	// 0 otherwise.
+	Queued int
 }
 
 func (e *BusyError) Error() string {
 	left := e.Remaining.Round(time.Millisecond)
 	switch {
+	case e.Queued > 0 && e.Waited:
+		return fmt.Sprintf("lock %q is free but %d queued request(s) come first; the wait ran out", e.Name, e.Queued)
+	case e.Queued > 0:
+		return fmt.Sprintf("lock %q is free but %d queued request(s) come first", e.Name, e.Queued)
 	case e.Delayed:
 		return fmt.Sprintf("lock %q is in lock-delay for %s more", e.Name, left)
 	case e.Waited:

@@ -154,9 +154,13 @@ func (r *Report) Markdown(env Env, command string) string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	c := r.Config
 	refs := fenceRefs(r)
-	if c.Cluster > 1 {
+	onlyBoundaries := len(r.W1)+len(r.W2)+len(r.W3)+len(r.W4)+len(r.W5)+len(r.Failover) == 0 && len(r.W6)+len(r.W7) > 0
+	switch {
+	case onlyBoundaries:
+		p("## Lock boundaries against etcd: election hand-off, an order's 3 SKUs (issue 23, `bench/`)\n\n")
+	case c.Cluster > 1:
 		p("## %d-node Fence against %d-node etcd (issue 9, `bench/`)\n\n", c.Cluster, c.Cluster)
-	} else {
+	default:
 		p("## Fence against etcd and Redis (issue 7, `bench/`)\n\n")
 	}
 	p("Written by `bench/cmd/fencebench` (mode `%s`); rerun it to replace this section.\n\n", c.Mode)
@@ -166,6 +170,8 @@ func (r *Report) Markdown(env Env, command string) string {
 	p("- Command: `%s`\n", command)
 	if c.Cluster > 1 {
 		r.clusterServers(p)
+	} else if onlyBoundaries {
+		p("- Servers: each in its own process on loopback with a temp data dir — `fence serve` (raft log, fsync before every reply); etcd (single member, fsync per commit).\n")
 	} else {
 		p("- Servers: each in its own process on loopback with a temp data dir — `fence serve` (raft log, fsync before every reply); ")
 		p("etcd (single member, fsync per commit); `redis-server --appendonly yes --appendfsync always` (redis-always) and `--appendfsync everysec` (redis-everysec, may lose the last second on a crash), `--save \"\"`.\n")
@@ -182,10 +188,17 @@ func (r *Report) Markdown(env Env, command string) string {
 		p("Redis = `SET key random NX PX ttl`, release by a Lua compare-and-delete, waiting by polling every %v–%v (go-redis v9). ", c.RedisRetry, 2*c.RedisRetry)
 		p("**Redis has no fencing token**: its \"fenced write\" below is a plain `SET` a stale owner can still make.\n")
 	}
+	if len(r.W6)+len(r.W7) > 0 {
+		p("- Workloads 6 and 7 (lock boundaries) run fence-unary, fence-session and etcd only (the systems with `Boundaries()`, bench/boundaries.go), every system once per round, %d rounds, each on a server of its own kind started for them.\n", c.Rounds)
+	}
 	if !contains(r.Systems, "fence-session") {
 		p("- fence-session (the session path of the Go client) is not in this run (`-systems`).\n")
 	}
-	p("- Workloads 1–3 run every system once per round, in the order %s, %d rounds; the tables show medians over rounds, the range of ops/s in brackets, and ", strings.Join(r.Systems, ", "), c.Rounds)
+	wl := "1–3"
+	if onlyBoundaries {
+		wl = "6–7"
+	}
+	p("- Workloads %s run every system once per round, in the order %s, %d rounds; the tables show medians over rounds, the range of ops/s in brackets, and ", wl, strings.Join(r.Systems, ", "), c.Rounds)
 	p("**\"X ÷ this\"** = the median over rounds of X's ops/s divided by this system's ops/s *in the same round* (> 1: X is faster). ")
 	if c.Cluster > 1 {
 		p("Server CPU = utime+stime of all %d server processes together (`/proc/PID/stat`) over the timed window, per 10,000 operations.\n\n", c.Cluster)
@@ -385,6 +398,7 @@ func (r *Report) Markdown(env Env, command string) string {
 		}
 		p("\n")
 	}
+	r.boundariesMarkdown(p, refs, ratioCols, sep)
 	if len(r.Failover) > 0 {
 		r.failoverMarkdown(p)
 	}
@@ -412,6 +426,16 @@ func (r *Report) Markdown(env Env, command string) string {
 	for _, res := range r.W5 {
 		if res.FirstErr != "" {
 			firsts = append(firsts, fmt.Sprintf("w5 %s round %d: %s", res.System, res.Round, res.FirstErr))
+		}
+	}
+	for _, res := range r.W6 {
+		if res.FirstErr != "" {
+			firsts = append(firsts, fmt.Sprintf("w6 %s candidates=%d round %d: %s", res.System, res.Candidates, res.Round, res.FirstErr))
+		}
+	}
+	for _, res := range r.W7 {
+		if res.FirstErr != "" {
+			firsts = append(firsts, fmt.Sprintf("w7 %s clients=%d round %d: %s", res.System, res.Clients, res.Round, res.FirstErr))
 		}
 	}
 	if len(r.LeaderChanges) > 0 {
@@ -484,6 +508,30 @@ func (r *Report) Problems() []string {
 			if n < want {
 				out = append(out, fmt.Sprintf("%s: %s has %d results, want %d", sys, what, n, want))
 			}
+		}
+		_, boundary := registry[sys].(BoundarySystem)
+		var n6, n7 int
+		for _, x := range r.W6 {
+			if x.System == sys {
+				n6++
+				if x.Errors > 0 || x.Elections == 0 {
+					out = append(out, fmt.Sprintf("w6 %s candidates=%d: %d elections, %d errors (%s)", sys, x.Candidates, x.Elections, x.Errors, x.FirstErr))
+				}
+			}
+		}
+		for _, x := range r.W7 {
+			if x.System == sys {
+				n7++
+				if x.Errors > 0 || x.Orders == 0 {
+					out = append(out, fmt.Sprintf("w7 %s clients=%d: %d orders, %d errors (%s)", sys, x.Clients, x.Orders, x.Errors, x.FirstErr))
+				}
+			}
+		}
+		if boundary && c.has("6") {
+			count(n6, "w6", len(c.W6Candidates)*c.Rounds)
+		}
+		if boundary && c.has("7") {
+			count(n7, "w7", len(c.W7Clients)*c.Rounds)
 		}
 		var n1, n2, n3, n4, n5 int
 		for _, x := range r.W1 {

@@ -54,6 +54,15 @@ type Config struct {
 	W5MinTTL   time.Duration // least time from a storm's start to its holders' TTL end
 	W5EtcdTTL  int           // etcd session TTL of the storm's holders, seconds
 
+	// Workloads 6 (leader election hand-off) and 7 (an order's 3 SKUs as
+	// one set), boundaries.go: the systems with Boundaries() only.
+	W6Candidates []int
+	W6Duration   time.Duration
+	W7Clients    []int
+	W7Duration   time.Duration
+	W7SKUs       int           // the catalog the orders pick 3 SKUs from
+	SetRetry     time.Duration // etcd's pause between two tries of a set's txn (workload 7)
+
 	RedisRetry      time.Duration // Redis polling pause of a waiting acquire (workload 3)
 	RedisStormRetry time.Duration // ... in the storm (100,000 pollers)
 
@@ -76,11 +85,15 @@ func ForMode(mode string) Config {
 	c := Config{Mode: mode, Rounds: 3, Workloads: "1,2,3,4,5",
 		W1Clients: []int{1, 16, 64, 256}, W2Clients: []int{1, 16}, W3Clients: 16,
 		W4Workers: 64, W5Workers: 64, W5EtcdTTL: 5,
+		W6Candidates: []int{4, 16}, W7Clients: []int{16, 64}, W7SKUs: 32, SetRetry: 2 * time.Millisecond,
 		RedisRetry: 2 * time.Millisecond, RedisStormRetry: 50 * time.Millisecond,
 		Repo: "..", BenchDir: ".", RedisBin: "redis-server", FailoverTimeout: 30 * time.Second}
 	switch mode {
 	case "smoke":
 		c.Rounds = 1
+		c.Workloads = "1,2,3,4,5,6,7"
+		c.W6Candidates, c.W7Clients = []int{3}, []int{4}
+		c.W6Duration, c.W7Duration = 200*time.Millisecond, 200*time.Millisecond
 		c.W1Clients, c.W2Clients, c.W3Clients = []int{1, 4}, []int{2}, 4
 		c.W1Duration, c.W2Duration, c.W3Duration = 200*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond
 		c.W4N, c.W4Workers, c.W4Rounds = 100, 8, 1
@@ -88,11 +101,13 @@ func ForMode(mode string) Config {
 	case "quick":
 		c.W1Duration, c.W2Duration, c.W3Duration = 400*time.Millisecond, 400*time.Millisecond, 800*time.Millisecond
 		c.W2Clients = []int{16}
+		c.W6Duration, c.W7Duration = 400*time.Millisecond, 400*time.Millisecond
 		c.W4N, c.W4Rounds = 5_000, 1
 		c.W5N, c.W5Rounds, c.W5MinTTL, c.W5EtcdTTL = 1_000, 1, 2*time.Second, 5
 	default:
 		c.Mode = "full"
 		c.W1Duration, c.W2Duration, c.W3Duration = 5*time.Second, 5*time.Second, 10*time.Second
+		c.W6Duration, c.W7Duration = 5*time.Second, 5*time.Second
 		c.W4N, c.W4Rounds = 1_000_000, 1
 		c.W5N, c.W5Rounds, c.W5MinTTL = 100_000, 1, 10*time.Second
 	}
@@ -111,6 +126,8 @@ type Report struct {
 	W3       []HandoffResult
 	W4       []HeldResult
 	W5       []StormResult
+	W6       []ElectionResult
+	W7       []OrderResult
 	Failover []FailoverResult
 	// LeaderChanges: cluster runs after which a different node led (an
 	// election under load), or no leader was found.
@@ -230,6 +247,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	RedisRetry = cfg.RedisRetry
+	SetRetry = cfg.SetRetry
 
 	rep := &Report{Config: cfg, Started: time.Now().UTC(), Fenced: map[string]bool{}}
 	for _, s := range systems {
@@ -251,6 +269,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Failures = append(rep.Failures, msg)
 	}
 
+	if cfg.has("6") || cfg.has("7") {
+		if err := cfg.runBoundaries(ctx, systems, rep, checkLeader, fail); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.has("1") || cfg.has("2") || cfg.has("3") {
 		ss := servers{}
 		defer ss.stop()

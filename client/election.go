@@ -162,6 +162,16 @@ func sameLeader(a, b Leader) bool {
 // resource with Watch, which resumes across reconnects and failovers; the
 // last value sent, after ctx ends or when the watch cannot go on
 // (permission denied), has Err set, and then the channel is closed.
+//
+// The leaders are the watch's own: each grant of the lock is sent, in log
+// order, with the owner the grant names, however soon that leader resigned
+// — through a follower as through the leader. Tokens never go back. A value
+// is read from the store when the watch shows the leader's write (the watch
+// carries no values), and is sent only while the store holds a value
+// written with that leader's token: a leader whose successor was granted
+// and proclaimed before that read is sent without its value (a leader that
+// lived shorter than one read). When the election stops changing, the last
+// value sent is its leader and that leader's value.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)
 	go func() {
@@ -179,31 +189,63 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 			send(Leader{Err: err})
 			return
 		}
-		var last Leader
+		var cur, last Leader // the leader as the watch has it; the last one sent
 		sent := false
 		for ev := range events {
 			if ev.Err != nil {
 				send(Leader{Err: ev.Err})
 				return
 			}
-			// The state, a change of the lock (a grant, an end) or of the
-			// value (a write): read who leads and what it proclaimed.
-			ld, err := e.Leader(ctx)
-			switch {
-			case errors.Is(err, ErrNoLeader):
-				ld = Leader{}
-			case err != nil:
-				continue // the next event reads again
-			}
-			if sent && sameLeader(ld, last) {
+			switch ch := ev.Change; {
+			case ev.State != nil:
+				// The state, first or after a resume whose history is
+				// gone: its holder, and the value if it is that holder's.
+				cur = Leader{}
+				for _, l := range ev.State.Locks {
+					if l.Name == e.name && len(l.Holders) > 0 {
+						cur = Leader{Token: l.Holders[0].Token, Owner: l.Holders[0].Owner}
+					}
+				}
+				cur.Value = e.valueOf(ctx, cur.Token)
+			case ch == nil || ch.Name != e.name:
+				continue
+			case ch.Kind == "granted" && ch.Token > cur.Token:
+				cur = Leader{Token: ch.Token, Owner: ch.Owner}
+			case (ch.Kind == "released" || ch.Kind == "expired") && ch.Token == cur.Token:
+				cur = Leader{}
+			case ch.Kind == "written" && ch.Token == cur.Token && cur.Token != 0:
+				// The leader wrote (proclaimed): read the value, if the
+				// store still holds this leader's.
+				v := e.valueOf(ctx, cur.Token)
+				if v == nil {
+					continue // a newer leader's write came first: its grant follows
+				}
+				cur.Value = v
+			default:
 				continue
 			}
-			if !send(ld) {
+			if sent && sameLeader(cur, last) {
+				continue
+			}
+			if !send(cur) {
 				break
 			}
-			last, sent = ld, true
+			last, sent = cur, true
 		}
 		send(Leader{Err: ctx.Err()})
 	}()
 	return out
+}
+
+// valueOf reads the election's value when the store's last write was made
+// with token (nil otherwise, for token 0, or when the read fails).
+func (e *Election) valueOf(ctx context.Context, token fence.Token) []byte {
+	if token == 0 {
+		return nil
+	}
+	r, err := e.c.Read(ctx, e.name)
+	if err != nil || r.LastToken != token || r.Deleted {
+		return nil
+	}
+	return r.Value
 }

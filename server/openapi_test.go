@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	neturl "net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -31,7 +33,7 @@ const openAPIFile = "../api/openapi.yaml"
 // made). Every
 // operation of the document is here, and nothing else.
 var openAPIStory = []string{
-	"LockService.Acquire", "LockService.Renew", "LockService.Get", "LockService.List",
+	"LockService.Acquire", "LockService.Renew", "LockService.Get", "LockService.List", "watch",
 	"ResourceService.Write", "ResourceService.Add", "ResourceService.Read", "ResourceService.Delete",
 	"LockService.Release",
 	"SessionService.Open", "SessionService.KeepAlive", "SessionService.Close",
@@ -42,6 +44,67 @@ var openAPIStory = []string{
 	"KeyService.ListKeys", "KeyService.RotateKey", "KeyService.RetireKey", "keys",
 	"AuthService.Bootstrap",
 	"Health.Check", "healthz", "readyz", "metrics",
+}
+
+// The SSE operation's body is text (the validator reads it as a string,
+// as text/plain).
+func init() {
+	openapi3filter.RegisterBodyDecoder("text/event-stream", func(r io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(r)
+		return string(b), err
+	})
+}
+
+// isSSE reports whether operation o answers Server-Sent Events (its 200
+// is text/event-stream): a stream with no end of its own.
+func isSSE(o openAPIOp) bool {
+	r := o.op.Responses.Status(200)
+	return r != nil && r.Value.Content.Get("text/event-stream") != nil
+}
+
+// firstSSEEvent reads body up to the end of its first event (the blank
+// line after a block with an event: field; comments before it are kept).
+func firstSSEEvent(t *testing.T, body io.Reader) []byte {
+	t.Helper()
+	var out []byte
+	br := bufio.NewReader(body)
+	event := false
+	for {
+		line, err := br.ReadBytes('\n')
+		out = append(out, line...)
+		if err != nil {
+			t.Fatalf("the event stream ended before its first event: %v (read %q)", err, out)
+		}
+		switch {
+		case bytes.HasPrefix(line, []byte("event:")):
+			event = true
+		case string(line) == "\n" && event:
+			return out
+		}
+	}
+}
+
+// checkFirstWatchEvent: the first event of a watch is its state, with an
+// id, and its data is a WatchEvent as the document's schema has it.
+func checkFirstWatchEvent(t *testing.T, doc *openapi3.T, what string, ev []byte) {
+	t.Helper()
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(ev), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, ":") {
+			fields[k] = v
+		}
+	}
+	var data any
+	if err := json.Unmarshal([]byte(fields["data"]), &data); err != nil {
+		t.Errorf("%s: first event %q: data is not JSON: %v", what, ev, err)
+		return
+	}
+	if fields["event"] != "state" || fields["id"] == "" {
+		t.Errorf("%s: first event %q; want the state, with an id", what, ev)
+	}
+	if err := doc.Components.Schemas["WatchEvent"].Value.VisitJSON(data); err != nil {
+		t.Errorf("%s: first event's data %s does not match the WatchEvent schema: %v", what, fields["data"], err)
+	}
 }
 
 func loadOpenAPI(t *testing.T) *openapi3.T {
@@ -204,6 +267,9 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 		t.Fatalf("the document's operations %q; the story sends %q", ids, story)
 	}
 	_, url := startServer(t)
+	// An SSE operation (the watch) needs a node's applied state: it is sent
+	// to a real single node; the rest of the story to the fakes.
+	var nodeURL string
 	ctx := context.Background()
 	seen := map[string]bool{} // reasons of the refusals the examples got
 	sent := refusalsSent{}    // the refusals' bodies, for the documented refusal examples
@@ -223,7 +289,14 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 		}
 		var examples []example
 		if o.method == http.MethodGet {
-			examples = append(examples, example{name: "get"})
+			// The query from the parameters' examples (none: no query).
+			q := neturl.Values{}
+			for _, p := range o.op.Parameters {
+				if p.Value.In == "query" && p.Value.Example != nil {
+					q.Set(p.Value.Name, fmt.Sprint(p.Value.Example))
+				}
+			}
+			examples = append(examples, example{name: "get?" + q.Encode()})
 		} else {
 			mt := o.op.RequestBody.Value.Content.Get("application/json")
 			if len(mt.Examples) == 0 {
@@ -245,7 +318,18 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 			if ex.body != nil {
 				body = bytes.NewReader(ex.body)
 			}
-			req, err := http.NewRequest(o.method, url+o.path, body)
+			base, query := url, ""
+			if o.method == http.MethodGet {
+				query = strings.TrimPrefix(ex.name, "get")
+			}
+			sse := isSSE(o)
+			if sse {
+				if nodeURL == "" {
+					_, nodeURL = startServerOnNode(t, Config{})
+				}
+				base = nodeURL
+			}
+			req, err := http.NewRequest(o.method, base+o.path+strings.TrimSuffix(query, "?"), body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +348,13 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, _ := io.ReadAll(resp.Body)
+			var got []byte
+			if sse && resp.StatusCode == http.StatusOK {
+				// A stream has no end: its first event, then close it.
+				got = firstSSEEvent(t, resp.Body)
+			} else {
+				got, _ = io.ReadAll(resp.Body)
+			}
 			resp.Body.Close()
 			refused := strings.HasPrefix(ex.name, "refused")
 			if (resp.StatusCode == http.StatusOK) == refused {
@@ -273,6 +363,9 @@ func TestOpenAPIAgainstHandlers(t *testing.T) {
 			}
 			if refused {
 				sent.add(got)
+			}
+			if sse && resp.StatusCode == http.StatusOK {
+				checkFirstWatchEvent(t, doc, what, got)
 			}
 			out := &openapi3filter.ResponseValidationInput{
 				RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,

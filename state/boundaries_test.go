@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -392,5 +393,48 @@ func TestBusyNamesALockDelayBesideHolders(t *testing.T) {
 	b := errAs[*fence.BusyError](t, m.Apply(sharedAcq(at(1.5), "cat", "C", time.Second, 0, "")).Err)
 	if !b.Delayed || b.Remaining != 9500*time.Millisecond {
 		t.Fatalf("busy %+v, want the lock-delay's 9.5s (B holds only 1.5s more)", b)
+	}
+}
+
+// A lock that is free but held back by its queue (strict FIFO: a waiting
+// set keeps its place on a lock while it waits for its other locks) refuses
+// a try-acquire as busy saying so — no holder, token 0, the number of
+// requests queued ahead — not as "held by "" (token 0)"; a set naming it
+// is refused the same way, and a wait that runs out behind the queue says
+// it too. The refusal is the same on every replica (R1: built from the
+// state only).
+func TestBusyOfAFreeLockNamesTheQueueAhead(t *testing.T) {
+	m := New()
+	mustGrant(t, m, acq(0, "a", "H", 10*time.Second), 1)
+	mustOK(t, m, setAcq(at(0.1), "S1", time.Second, time.Minute, "s1", spec("a"), spec("b")))
+	mustOK(t, m, setAcq(at(0.2), "S2", time.Second, time.Minute, "s2", spec("b"), spec("a")))
+	if info := m.Lock("b", m.Now()); len(info.Holders) != 0 {
+		t.Fatalf("b held: %+v", info)
+	}
+	want := func(what string, err error, waited bool) {
+		t.Helper()
+		b := errAs[*fence.BusyError](t, err)
+		if b.Name != "b" || b.Holder != "" || b.Token != 0 || b.Delayed || b.Queued != 2 || b.Waited != waited {
+			t.Fatalf("%s: busy %+v, want b free with 2 queued ahead", what, b)
+		}
+		msg := `lock "b" is free but 2 queued request(s) come first`
+		if !strings.HasPrefix(b.Error(), msg) {
+			t.Fatalf("%s: message %q, want it to begin %q", what, b.Error(), msg)
+		}
+	}
+	want("try", m.Apply(acq(at(0.3), "b", "T", time.Second)).Err, false)
+	want("shared try", m.Apply(sharedAcq(at(0.3), "b", "T", time.Second, 0, "")).Err, false)
+	want("set try", m.Apply(setAcq(at(0.3), "T", time.Second, 0, "", spec("b"), spec("c"))).Err, false)
+	// A wait behind the queue that runs out is refused the same way.
+	mustOK(t, m, waitAcq(at(0.4), "b", "N", time.Second, time.Second, "n"))
+	r := mustOK(t, m, tick(at(1.5)))
+	if len(r.Events) != 1 || r.Events[0].RequestID != "n" {
+		t.Fatalf("tick: %s, want n's wait ended", describe(r))
+	}
+	want("wait ran out", r.Events[0].Err, true)
+	// A held lock with a queue names its holder, as before.
+	b := errAs[*fence.BusyError](t, m.Apply(acq(at(1.5), "a", "T", time.Second)).Err)
+	if b.Token != 1 || b.Holder != "H" || b.Queued != 0 {
+		t.Fatalf("busy on a held lock: %+v, want H (token 1)", b)
 	}
 }

@@ -308,6 +308,11 @@ func (m *impl) busy(l *lockEntry) *fence.BusyError {
 		return &fence.BusyError{Name: l.name, Holder: g.owner, Token: g.token, Remaining: time.Duration(max(g.end()-now, 0))}
 	case delayed:
 		return &fence.BusyError{Name: l.name, Remaining: time.Duration(max(l.delayUntil-now, 0)), Delayed: true}
+	case len(l.queue) > 0:
+		// Free, but strict FIFO: the queued requests come first (a set
+		// waiter waiting for its other locks, an exclusive waiter for
+		// shared holders elsewhere keeps its place).
+		return &fence.BusyError{Name: l.name, Queued: len(l.queue)}
 	}
 	// Free, and a waiter's wait ran out before it became free: report the
 	// last holder.

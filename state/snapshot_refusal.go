@@ -24,7 +24,7 @@ func snapErrorOf(err error) *statepb.Refusal {
 	switch e := err.(type) {
 	case *fence.BusyError:
 		return &statepb.Refusal{Refusal: &statepb.Refusal_Busy{Busy: &statepb.Busy{Name: b(e.Name), Holder: b(e.Holder), Token: uint64(e.Token),
-			Remaining: int64(e.Remaining), Delayed: e.Delayed, Waited: e.Waited}}}
+			Remaining: int64(e.Remaining), Delayed: e.Delayed, Waited: e.Waited, Queued: uint32(e.Queued)}}}
 	case *fence.StaleTokenError:
 		return &statepb.Refusal{Refusal: &statepb.Refusal_StaleToken{StaleToken: &statepb.StaleToken{Resource: b(e.Resource), Token: uint64(e.Token),
 			LastAccepted: uint64(e.LastAccepted)}}}
@@ -55,7 +55,7 @@ func refusalError(r *statepb.Refusal) (error, error) {
 	case *statepb.Refusal_Busy:
 		e := x.Busy
 		return &fence.BusyError{Name: string(e.Name), Holder: string(e.Holder), Token: fence.Token(e.Token), Remaining: time.Duration(e.Remaining),
-			Delayed: e.Delayed, Waited: e.Waited}, nil
+			Delayed: e.Delayed, Waited: e.Waited, Queued: int(e.Queued)}, nil
 	case *statepb.Refusal_StaleToken:
 		e := x.StaleToken
 		return &fence.StaleTokenError{Resource: string(e.Resource), Token: fence.Token(e.Token), LastAccepted: fence.Token(e.LastAccepted)}, nil

@@ -58,6 +58,7 @@ func goldenRefusals() []error {
 		&fence.SessionExpiredError{Session: 7},
 		&fence.PermitsMismatchError{Name: "exchange", Permits: 3, Current: 4},
 		&fence.InvalidError{Field: "name"}, // empty fields are written too
+		&fence.BusyError{Name: "free", Waited: true, Queued: 3},
 	}
 }
 

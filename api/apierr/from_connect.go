@@ -40,7 +40,7 @@ func FromDetail(d *fencev1.ErrorDetail) error {
 	case fence.ReasonBusy:
 		return &fence.BusyError{
 			Name: d.GetName(), Holder: d.GetHolder(), Token: fence.Token(d.GetHolderToken()),
-			Remaining: d.GetRemaining().AsDuration(), Delayed: d.GetDelayed(), Waited: d.GetWaited(),
+			Remaining: d.GetRemaining().AsDuration(), Delayed: d.GetDelayed(), Waited: d.GetWaited(), Queued: int(d.GetQueued()),
 		}
 	case fence.ReasonStaleToken:
 		return &fence.StaleTokenError{Resource: d.GetName(), Token: fence.Token(d.GetToken()), LastAccepted: fence.Token(d.GetLastAccepted())}

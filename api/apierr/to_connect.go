@@ -162,7 +162,7 @@ func Detail(err error) *fencev1.ErrorDetail {
 	case errors.As(err, &busy):
 		d.Name, d.Holder, d.HolderToken = busy.Name, busy.Holder, uint64(busy.Token)
 		d.Remaining = durationpb.New(busy.Remaining)
-		d.Delayed, d.Waited = busy.Delayed, busy.Waited
+		d.Delayed, d.Waited, d.Queued = busy.Delayed, busy.Waited, uint32(busy.Queued)
 	case errors.As(err, &stale):
 		d.Name, d.Token, d.LastAccepted = stale.Resource, uint64(stale.Token), uint64(stale.LastAccepted)
 	case errors.As(err, &holder):

@@ -26,7 +26,9 @@ FENCE_TOKEN and FENCE_SIGNED_TOKEN in its environment, the lease kept alive
 while CMD runs, CMD stopped when leadership is lost — resigns when CMD exits,
 and exits with CMD's status.
 With --observe: prints the leader each time it changes (its token, owner and
-value; --json: one JSON object a line), until interrupted.
+value; --json: one JSON object a line), until interrupted. Every leader is
+printed, however briefly it led; its value only if the store still held it
+when read (docs/lock-boundaries.md).
 `
 
 // electCmd is `fence elect`: run CMD only while leader, or observe.

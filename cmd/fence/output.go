@@ -129,6 +129,9 @@ func errorJSON(err error) map[string]any {
 	case errors.As(err, &busy):
 		out["name"], out["holder"], out["holderToken"] = busy.Name, busy.Holder, uint64(busy.Token)
 		out["remaining"], out["delayed"], out["waited"] = jsonDuration(busy.Remaining), busy.Delayed, busy.Waited
+		if busy.Queued > 0 {
+			out["queued"] = busy.Queued
+		}
 	case errors.As(err, &stale):
 		out["name"], out["token"], out["lastToken"] = stale.Resource, uint64(stale.Token), uint64(stale.LastAccepted)
 	case errors.As(err, &holder):

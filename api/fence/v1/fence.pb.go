@@ -2583,7 +2583,7 @@ type ErrorDetail struct {
 	Remaining   *durationpb.Duration `protobuf:"bytes,8,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	// The lock or resource name.
 	Name string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
-	// BUSY: the lock is in lock-delay / the wait ran out.
+	// BUSY: the lock is in lock-delay / the wait ran out (see queued too).
 	Delayed bool `protobuf:"varint,10,opt,name=delayed,proto3" json:"delayed,omitempty"`
 	Waited  bool `protobuf:"varint,11,opt,name=waited,proto3" json:"waited,omitempty"`
 	// OP_CONFLICT: the id.
@@ -2607,8 +2607,13 @@ type ErrorDetail struct {
 	// lock's (current_permits), on name.
 	Permits        uint32 `protobuf:"varint,19,opt,name=permits,proto3" json:"permits,omitempty"`
 	CurrentPermits uint32 `protobuf:"varint,20,opt,name=current_permits,json=currentPermits,proto3" json:"current_permits,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// BUSY: the lock is free (no holder, no lock-delay) but this many
+	// requests are queued on it and come first (strict FIFO: a set's waiter
+	// or an exclusive waiter keeps its place); holder is "" and
+	// holder_token 0 then.
+	Queued        uint32 `protobuf:"varint,21,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -2777,6 +2782,13 @@ func (x *ErrorDetail) GetPermits() uint32 {
 func (x *ErrorDetail) GetCurrentPermits() uint32 {
 	if x != nil {
 		return x.CurrentPermits
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetQueued() uint32 {
+	if x != nil {
+		return x.Queued
 	}
 	return 0
 }
@@ -6113,7 +6125,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\fsigned_token\x18\x15 \x01(\tR\vsignedToken\"[\n" +
 	"\x0eDeleteResponse\x12-\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.fence.v1.ResourceStateR\x05state\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xb5\x04\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xcd\x04\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x14\n" +
@@ -6137,7 +6149,8 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"permission\x18\x12 \x01(\tR\n" +
 	"permission\x12\x18\n" +
 	"\apermits\x18\x13 \x01(\rR\apermits\x12'\n" +
-	"\x0fcurrent_permits\x18\x14 \x01(\rR\x0ecurrentPermits\"\x10\n" +
+	"\x0fcurrent_permits\x18\x14 \x01(\rR\x0ecurrentPermits\x12\x16\n" +
+	"\x06queued\x18\x15 \x01(\rR\x06queued\"\x10\n" +
 	"\x0eMembersRequest\"^\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.fence.v1.MemberR\amembers\x12\x1f\n" +

@@ -72,7 +72,7 @@ func run(args []string) int {
 	fs.Bool("smoke", false, "smoke mode: tiny counts, a few seconds per system (the smoke test)")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds of workloads 1-3")
 	fs.StringVar(&cfg.Systems, "systems", cfg.Systems, "comma-separated systems (default: all registered: "+strings.Join(bench.Registered(), ", ")+")")
-	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, "workloads to run: 1 uncontended, 2 fenced write, 3 handoff, 4 held leases, 5 expiry storm (\"none\": none, for -failover)")
+	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, "workloads to run: 1 uncontended, 2 fenced write, 3 handoff, 4 held leases, 5 expiry storm, 6 leader election hand-off, 7 an order's 3 SKUs as one set (6 and 7: fence-unary, fence-session and etcd only; \"none\": none, for -failover)")
 	w1 := intList(cfg.W1Clients)
 	fs.Var(&w1, "w1-clients", "client counts of workload 1")
 	fs.DurationVar(&cfg.W1Duration, "w1-duration", cfg.W1Duration, "timed window of one workload-1 run")
@@ -89,6 +89,14 @@ func run(args []string) int {
 	fs.IntVar(&cfg.W5Rounds, "storm-rounds", cfg.W5Rounds, "rounds of workload 5")
 	fs.DurationVar(&cfg.W5MinTTL, "storm-min-ttl", cfg.W5MinTTL, "least time from a storm's start to its holders' TTL end")
 	fs.IntVar(&cfg.W5EtcdTTL, "storm-etcd-ttl", cfg.W5EtcdTTL, "etcd session TTL (seconds) of the storm's holders")
+	w6 := intList(cfg.W6Candidates)
+	fs.Var(&w6, "w6-candidates", "candidate counts of workload 6 (leader election hand-off)")
+	fs.DurationVar(&cfg.W6Duration, "w6-duration", cfg.W6Duration, "timed window of one workload-6 run")
+	w7 := intList(cfg.W7Clients)
+	fs.Var(&w7, "w7-clients", "client counts of workload 7 (an order's 3 SKUs as one set)")
+	fs.DurationVar(&cfg.W7Duration, "w7-duration", cfg.W7Duration, "timed window of one workload-7 run")
+	fs.IntVar(&cfg.W7SKUs, "w7-skus", cfg.W7SKUs, "the SKUs workload 7's orders pick 3 of")
+	fs.DurationVar(&cfg.SetRetry, "set-retry", cfg.SetRetry, "etcd: least pause between two tries of workload 7's txn")
 	fs.DurationVar(&cfg.RedisRetry, "redis-retry", cfg.RedisRetry, "Redis: least pause between polls of a waiting acquire")
 	fs.DurationVar(&cfg.RedisStormRetry, "redis-storm-retry", cfg.RedisStormRetry, "Redis: the same in the storm")
 	fs.StringVar(&cfg.Repo, "repo", cfg.Repo, "repository root (to build fence)")
@@ -114,7 +122,7 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg.W1Clients, cfg.W2Clients = w1, w2
+	cfg.W1Clients, cfg.W2Clients, cfg.W6Candidates, cfg.W7Clients = w1, w2, w6, w7
 	cfg.ClusterFlags.Fence, cfg.ClusterFlags.Etcd = strings.Fields(*fenceFlags), strings.Fields(*etcdFlags)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

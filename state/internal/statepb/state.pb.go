@@ -2631,13 +2631,15 @@ func (x *PermitsMismatch) GetCurrent() uint32 {
 }
 
 type Busy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Holder        []byte                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
-	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
-	Remaining     int64                  `protobuf:"zigzag64,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
-	Delayed       bool                   `protobuf:"varint,5,opt,name=delayed,proto3" json:"delayed,omitempty"`
-	Waited        bool                   `protobuf:"varint,6,opt,name=waited,proto3" json:"waited,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      []byte                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holder    []byte                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	Token     uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Remaining int64                  `protobuf:"zigzag64,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Delayed   bool                   `protobuf:"varint,5,opt,name=delayed,proto3" json:"delayed,omitempty"`
+	Waited    bool                   `protobuf:"varint,6,opt,name=waited,proto3" json:"waited,omitempty"`
+	// The lock was free but this many requests were queued on it.
+	Queued        uint32 `protobuf:"varint,7,opt,name=queued,proto3" json:"queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2712,6 +2714,13 @@ func (x *Busy) GetWaited() bool {
 		return x.Waited
 	}
 	return false
+}
+
+func (x *Busy) GetQueued() uint32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
 }
 
 type StaleToken struct {
@@ -3400,14 +3409,15 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x0fPermitsMismatch\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x18\n" +
 	"\apermits\x18\x02 \x01(\rR\apermits\x12\x18\n" +
-	"\acurrent\x18\x03 \x01(\rR\acurrent\"\x98\x01\n" +
+	"\acurrent\x18\x03 \x01(\rR\acurrent\"\xb0\x01\n" +
 	"\x04Busy\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\fR\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x1c\n" +
 	"\tremaining\x18\x04 \x01(\x12R\tremaining\x12\x18\n" +
 	"\adelayed\x18\x05 \x01(\bR\adelayed\x12\x16\n" +
-	"\x06waited\x18\x06 \x01(\bR\x06waited\"c\n" +
+	"\x06waited\x18\x06 \x01(\bR\x06waited\x12\x16\n" +
+	"\x06queued\x18\a \x01(\rR\x06queued\"c\n" +
 	"\n" +
 	"StaleToken\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\fR\bresource\x12\x14\n" +

@@ -1330,7 +1330,7 @@ export declare type ErrorDetail = Message<"fence.v1.ErrorDetail"> & {
   name: string;
 
   /**
-   * BUSY: the lock is in lock-delay / the wait ran out.
+   * BUSY: the lock is in lock-delay / the wait ran out (see queued too).
    *
    * @generated from field: bool delayed = 10;
    */
@@ -1403,6 +1403,16 @@ export declare type ErrorDetail = Message<"fence.v1.ErrorDetail"> & {
    * @generated from field: uint32 current_permits = 20;
    */
   currentPermits: number;
+
+  /**
+   * BUSY: the lock is free (no holder, no lock-delay) but this many
+   * requests are queued on it and come first (strict FIFO: a set's waiter
+   * or an exclusive waiter keeps its place); holder is "" and
+   * holder_token 0 then.
+   *
+   * @generated from field: uint32 queued = 21;
+   */
+  queued: number;
 };
 
 /**
