@@ -95,30 +95,71 @@ func TestPeerTLSRemovedMemberRefusedByARestartedMember(t *testing.T) {
 		n.awaitReady(t)
 		nodes = append(nodes, n)
 	}
-	// n1 leads (it bootstrapped); make sure before picking n3 and n4.
-	await(t, "n1 leads", func() bool { st := n1.status(t); return st.GetRole() == "leader" && st.GetReady() })
-	n3, n4 := nodes[2], nodes[3]
+	// The member restarted (n3) and the member removed (n4) are two
+	// followers: n1 bootstrapped and led first, but on a loaded machine a
+	// missed heartbeat may have moved the lead since.
+	lead := awaitLeader(t, nodes)
+	var followers []*runNode
+	for _, n := range nodes {
+		if n != lead {
+			followers = append(followers, n)
+		}
+	}
+	n3, n4 := followers[1], followers[2]
 	cfg3 := n3.cfg
 	n3.stop(t)
-	if _, err := n1.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n4"})); err != nil {
-		t.Fatal(err)
-	}
+	removeMember(t, []*runNode{lead, followers[0]}, n4.id)
 	n4.stop(t)
 	n3 = startRun(t, cfg3)
-	removed := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, "n4"), p.ca.Pool()))
+	removed := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, n4.id), p.ca.Pool()))
 	url := "http://" + cfg3.Cluster.RaftAddr
 	try := func() error { return peerBackup(removed, url) }
 	tries := 0
 	await(t, "the restarted n3 caught up (its removed member asked all along)", func() bool {
 		tries++
 		if err := try(); err == nil {
-			t.Fatalf("removed n4 was served a backup by the restarted n3 (try %d)", tries)
+			t.Fatalf("removed %s was served a backup by the restarted %s (try %d)", n4.id, n3.id, tries)
 		}
 		return n3.status(t).GetReady()
 	})
 	if err := try(); err == nil {
-		t.Fatal("removed n4 was served a backup by n3 once caught up")
+		t.Fatalf("removed %s was served a backup by %s once caught up", n4.id, n3.id)
 	}
+}
+
+// awaitLeader waits for a leader in office among nodes and returns it.
+func awaitLeader(t *testing.T, nodes []*runNode) *runNode {
+	t.Helper()
+	var lead *runNode
+	await(t, "a leader in office", func() bool {
+		for _, n := range nodes {
+			if st := n.status(t); st.GetRole() == "leader" && st.GetReady() {
+				lead = n
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+// removeMember removes member id, asking each of via in turn (a follower
+// forwards to the leader) until one answers: an election under way (a
+// missed heartbeat on a loaded machine) is answered Unavailable, and a
+// removal whose answer was lost is asked again (removing an id that is not
+// a member changes nothing).
+func removeMember(t *testing.T, via []*runNode, id string) {
+	t.Helper()
+	var last error
+	i := 0
+	await(t, "the removal of "+id+" answered", func() bool {
+		_, last = via[i%len(via)].client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: id}))
+		i++
+		if last != nil && connect.CodeOf(last) != connect.CodeUnavailable {
+			t.Fatalf("RemoveMember %s: %v", id, last)
+		}
+		return last == nil
+	})
 }
 
 // peerBackup streams a backup from the raft port's API side at url over c,

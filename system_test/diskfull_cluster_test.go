@@ -51,8 +51,20 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 		}
 	}
 	hc := &http.Client{Timeout: hangGuard}
-	a := api{Locks: fencev1connect.NewLockServiceClient(hc, lead.URL()),
-		Resources: fencev1connect.NewResourceServiceClient(hc, lead.URL())}
+	// The clients ask the leader, and the other node that keeps running
+	// when the leader does not answer: on a loaded machine the two may
+	// hold an election while the follower fills its disk (a missed
+	// heartbeat), and a call meanwhile is refused as unavailable ("knows
+	// no leader") or its outcome is unknown. Each is asked again with the
+	// same request_id or op_id (failover), as a client does; a refusal
+	// (BUSY, STALE_TOKEN, ...) is not, and fails the test.
+	urls := []string{lead.URL()}
+	for _, n := range c.Nodes() {
+		if n != lead && n != f {
+			urls = append(urls, n.URL())
+		}
+	}
+	a := newFailover(urls)
 
 	const clients, valueSize = 4, 256 << 10
 	type clientState struct {
