@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -83,7 +84,9 @@ func TestPeerTLSRemovedMemberLosesThePeerPort(t *testing.T) {
 // removed member through the restarted node's raft port for seconds (an
 // admin there: writes, backups, a forwarded AddMember that re-added it).
 // From the restart until it has caught up, and after, every call of the
-// removed member through the restarted node's raft port is refused.
+// removed member through the restarted node's raft port is refused. The
+// node restarts while the other members are down, so that its first call
+// is surely before it has caught up.
 func TestPeerTLSRemovedMemberRefusedByARestartedMember(t *testing.T) {
 	t.Parallel()
 	p := newPeerPKI(t)
@@ -110,11 +113,32 @@ func TestPeerTLSRemovedMemberRefusedByARestartedMember(t *testing.T) {
 	n3.stop(t)
 	removeMember(t, []*runNode{lead, followers[0]}, n4.id)
 	n4.stop(t)
+	// n3 restarts while the other two are down: with no leader it cannot
+	// catch up, so the removed member's first call surely finds it behind
+	// (with them up it could catch up before that call, at whatever speed
+	// the machine has). Then they come back, and n3 catches up.
+	others := []*runNode{lead, followers[0]}
+	for _, n := range others {
+		n.stop(t)
+	}
 	n3 = startRun(t, cfg3)
 	removed := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, n4.id), p.ca.Pool()))
 	url := "http://" + cfg3.Cluster.RaftAddr
 	try := func() error { return peerBackup(removed, url) }
-	tries := 0
+	// Refused by the gate of a node that has not caught up, which with no
+	// leader says "no leader known" (cluster.Membership.Behind): a backup
+	// would be refused anyway further on, by a node that "knows no
+	// leader", and that refusal would prove nothing.
+	if err := try(); connect.CodeOf(err) != connect.CodeUnavailable || !strings.HasSuffix(err.Error(), "unavailable: no leader known") {
+		t.Fatalf("removed %s asking the restarted %s (no leader known): %v, want refused as not caught up (unavailable: no leader known)", n4.id, n3.id, err)
+	}
+	if n3.status(t).GetReady() {
+		t.Fatalf("the restarted %s is ready with no other member up", n3.id)
+	}
+	for _, n := range others {
+		startRun(t, n.cfg)
+	}
+	tries := 1
 	await(t, "the restarted n3 caught up (its removed member asked all along)", func() bool {
 		tries++
 		if err := try(); err == nil {
