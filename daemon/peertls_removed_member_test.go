@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -83,7 +84,9 @@ func TestPeerTLSRemovedMemberLosesThePeerPort(t *testing.T) {
 // removed member through the restarted node's raft port for seconds (an
 // admin there: writes, backups, a forwarded AddMember that re-added it).
 // From the restart until it has caught up, and after, every call of the
-// removed member through the restarted node's raft port is refused.
+// removed member through the restarted node's raft port is refused. The
+// node restarts while the other members are down, so that its first call
+// is surely before it has caught up.
 func TestPeerTLSRemovedMemberRefusedByARestartedMember(t *testing.T) {
 	t.Parallel()
 	p := newPeerPKI(t)
@@ -95,30 +98,92 @@ func TestPeerTLSRemovedMemberRefusedByARestartedMember(t *testing.T) {
 		n.awaitReady(t)
 		nodes = append(nodes, n)
 	}
-	// n1 leads (it bootstrapped); make sure before picking n3 and n4.
-	await(t, "n1 leads", func() bool { st := n1.status(t); return st.GetRole() == "leader" && st.GetReady() })
-	n3, n4 := nodes[2], nodes[3]
+	// The member restarted (n3) and the member removed (n4) are two
+	// followers: n1 bootstrapped and led first, but on a loaded machine a
+	// missed heartbeat may have moved the lead since.
+	lead := awaitLeader(t, nodes)
+	var followers []*runNode
+	for _, n := range nodes {
+		if n != lead {
+			followers = append(followers, n)
+		}
+	}
+	n3, n4 := followers[1], followers[2]
 	cfg3 := n3.cfg
 	n3.stop(t)
-	if _, err := n1.client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: "n4"})); err != nil {
-		t.Fatal(err)
-	}
+	removeMember(t, []*runNode{lead, followers[0]}, n4.id)
 	n4.stop(t)
+	// n3 restarts while the other two are down: with no leader it cannot
+	// catch up, so the removed member's first call surely finds it behind
+	// (with them up it could catch up before that call, at whatever speed
+	// the machine has). Then they come back, and n3 catches up.
+	others := []*runNode{lead, followers[0]}
+	for _, n := range others {
+		n.stop(t)
+	}
 	n3 = startRun(t, cfg3)
-	removed := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, "n4"), p.ca.Pool()))
+	removed := clusterapi.PeerHTTPClient(tlsDial(tlsCert(t, p.ca, n4.id), p.ca.Pool()))
 	url := "http://" + cfg3.Cluster.RaftAddr
 	try := func() error { return peerBackup(removed, url) }
-	tries := 0
+	// Refused by the gate of a node that has not caught up, which with no
+	// leader says "no leader known" (cluster.Membership.Behind): a backup
+	// would be refused anyway further on, by a node that "knows no
+	// leader", and that refusal would prove nothing.
+	if err := try(); connect.CodeOf(err) != connect.CodeUnavailable || !strings.HasSuffix(err.Error(), "unavailable: no leader known") {
+		t.Fatalf("removed %s asking the restarted %s (no leader known): %v, want refused as not caught up (unavailable: no leader known)", n4.id, n3.id, err)
+	}
+	if n3.status(t).GetReady() {
+		t.Fatalf("the restarted %s is ready with no other member up", n3.id)
+	}
+	for _, n := range others {
+		startRun(t, n.cfg)
+	}
+	tries := 1
 	await(t, "the restarted n3 caught up (its removed member asked all along)", func() bool {
 		tries++
 		if err := try(); err == nil {
-			t.Fatalf("removed n4 was served a backup by the restarted n3 (try %d)", tries)
+			t.Fatalf("removed %s was served a backup by the restarted %s (try %d)", n4.id, n3.id, tries)
 		}
 		return n3.status(t).GetReady()
 	})
 	if err := try(); err == nil {
-		t.Fatal("removed n4 was served a backup by n3 once caught up")
+		t.Fatalf("removed %s was served a backup by %s once caught up", n4.id, n3.id)
 	}
+}
+
+// awaitLeader waits for a leader in office among nodes and returns it.
+func awaitLeader(t *testing.T, nodes []*runNode) *runNode {
+	t.Helper()
+	var lead *runNode
+	await(t, "a leader in office", func() bool {
+		for _, n := range nodes {
+			if st := n.status(t); st.GetRole() == "leader" && st.GetReady() {
+				lead = n
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+// removeMember removes member id, asking each of via in turn (a follower
+// forwards to the leader) until one answers: an election under way (a
+// missed heartbeat on a loaded machine) is answered Unavailable, and a
+// removal whose answer was lost is asked again (removing an id that is not
+// a member changes nothing).
+func removeMember(t *testing.T, via []*runNode, id string) {
+	t.Helper()
+	var last error
+	i := 0
+	await(t, "the removal of "+id+" answered", func() bool {
+		_, last = via[i%len(via)].client().RemoveMember(context.Background(), connect.NewRequest(&fencev1.RemoveMemberRequest{Id: id}))
+		i++
+		if last != nil && connect.CodeOf(last) != connect.CodeUnavailable {
+			t.Fatalf("RemoveMember %s: %v", id, last)
+		}
+		return last == nil
+	})
 }
 
 // peerBackup streams a backup from the raft port's API side at url over c,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -649,12 +650,20 @@ func TestStreamUnreadRepliesAreCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := sessionClients(url)[0].c
+	// The client's HTTP/2 receive window is the least (64 KiB), so that
+	// the first reply already fills it: the cut then waits for one reply's
+	// write to stall, not for several megabytes to be written first (under
+	// -race on a loaded box each 1 MiB reply took up to a second to write,
+	// which is what the hang guard measured).
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	h2 := &http.Client{Transport: tracked(&http.Transport{Protocols: p, HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10}})}
+	c := fencev1connect.NewSessionServiceClient(h2, url, connect.WithGRPC())
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := c.Stream(sctx)
 	defer st.CloseResponse()
-	// 64 reads of 1 MiB, more than the client's HTTP/2 receive window
+	// 64 reads of 1 MiB, far more than the client's HTTP/2 receive window
 	// holds, and no Receive.
 	for i := range 64 {
 		m := &fencev1.SessionRequest{Call: uint64(i), Op: &fencev1.SessionRequest_Read{Read: &fencev1.ReadRequest{Resource: "big"}}}

@@ -128,6 +128,12 @@ func TestClusterLabLeaderKilled(t *testing.T) {
 	}
 	t.Logf("killed the leader %s at t=%.2f of the fenced play", leader.ID(), float64(killed.Sub(t0))/float64(unit))
 	lab.wait(t)
+	// A play whose timeline slipped is played again (fence lab --help),
+	// and that play has no leader killed in it: the verdict must be the
+	// first play's, the one the failover happened in.
+	if strings.Contains(lab.out.String(), "played again") {
+		t.Fatalf("the play the leader was killed in slipped, and fence lab played the story again without a failover:\n%s", lab.out.String())
+	}
 	if l, err := c.WaitLeader(ctx, leader); err == nil {
 		t.Logf("%s leads now", l.ID())
 	}

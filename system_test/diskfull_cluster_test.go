@@ -28,9 +28,16 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	// The WAL preallocates 64 MiB segments: in 80 MiB the first fits and
 	// its successor does not (as in TestNodeDiskFull).
 	mountTmpfs(t, small, "80m")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*hangGuard)
+	// The writes that fill the disk take a time the machine's speed
+	// decides (28 s idle, minutes under load): the test's hang guard is
+	// on progress — no write acknowledged for hangGuard — not on the
+	// whole. Each wait of its own (a leader, a transfer) has one too.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := harness.StartCluster(ctx, harness.ClusterConfig{N: 3, Dir: dir,
+	within := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 4*hangGuard) }
+	wctx, wcancel := within()
+	defer wcancel()
+	c, err := harness.StartCluster(wctx, harness.ClusterConfig{N: 3, Dir: dir,
 		Args:         []string{"--ready-timeout", "60s"},
 		ReadyTimeout: hangGuard, StopTimeout: hangGuard})
 	if err != nil {
@@ -41,18 +48,30 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	if f.DataDir() != small {
 		t.Fatalf("%s's data dir is %s, not the small filesystem %s (started again after a port clash?)", f.ID(), f.DataDir(), small)
 	}
-	lead, err := c.WaitLeader(ctx)
+	lead, err := c.WaitLeader(wctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lead == f {
-		if lead, err = c.Transfer(ctx, nil); err != nil {
+		if lead, err = c.Transfer(wctx, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hc := &http.Client{Timeout: hangGuard}
-	a := api{Locks: fencev1connect.NewLockServiceClient(hc, lead.URL()),
-		Resources: fencev1connect.NewResourceServiceClient(hc, lead.URL())}
+	// The clients ask the leader, and the other node that keeps running
+	// when the leader does not answer: on a loaded machine the two may
+	// hold an election while the follower fills its disk (a missed
+	// heartbeat), and a call meanwhile is refused as unavailable ("knows
+	// no leader") or its outcome is unknown. Each is asked again with the
+	// same request_id or op_id (failover), as a client does; a refusal
+	// (BUSY, STALE_TOKEN, ...) is not, and fails the test.
+	urls := []string{lead.URL()}
+	for _, n := range c.Nodes() {
+		if n != lead && n != f {
+			urls = append(urls, n.URL())
+		}
+	}
+	a := newFailover(urls)
 
 	const clients, valueSize = 4, 256 << 10
 	type clientState struct {
@@ -115,16 +134,30 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	// writes acknowledged after it.
 	// 400 writes of 256 KiB are 100 MiB, more than the follower's 80 MiB
 	// filesystem holds.
+	// stalled fails the test when no write was acknowledged for hangGuard
+	// (n: the acknowledged writes now), after stopping the clients.
+	lastAcks, lastProgress := 0, time.Now()
+	stalled := func(n int, what string) {
+		t.Helper()
+		if n != lastAcks {
+			lastAcks, lastProgress = n, time.Now()
+			return
+		}
+		if time.Since(lastProgress) > hangGuard {
+			cancel() // the clients' calls end
+			wg.Wait()
+			t.Fatalf("no write acknowledged for %s (%d in all) while waiting for %s; %s's log tail:\n%s", hangGuard, n, what, f.ID(), f.LogTail(30))
+		}
+	}
 	for done := false; !done; {
 		select {
 		case <-f.Done():
 			done = true
-		case <-ctx.Done():
-			t.Fatalf("%s did not stop within the test's time; log tail:\n%s", f.ID(), f.LogTail(30))
 		case <-time.After(20 * time.Millisecond):
 			mu.Lock()
 			n := acks
 			mu.Unlock()
+			stalled(n, f.ID()+" to stop")
 			if n > 400 {
 				close(stop)
 				wg.Wait()
@@ -134,7 +167,7 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	}
 	for {
 		mu.Lock()
-		n, failed := acksAfter, 0
+		n, failed, all := acksAfter, 0, acks
 		for _, st := range states {
 			if st.err != nil {
 				failed++
@@ -144,6 +177,7 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 		if n >= 40 || failed == clients {
 			break
 		}
+		stalled(all, "40 writes after "+f.ID()+" stopped")
 		time.Sleep(20 * time.Millisecond)
 	}
 	close(stop)
@@ -168,7 +202,9 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	// takes the lead; its state (reads are the leader's) holds every
 	// acknowledged write, and its grants are above every token given.
 	resizeTmpfs(t, small, "400m")
-	if err := f.Restart(ctx); err != nil {
+	rctx, rcancel := within()
+	defer rcancel()
+	if err := f.Restart(rctx); err != nil {
 		t.Fatal(err)
 	}
 	// Raft hands leadership only to a voter that caught up within an
@@ -179,12 +215,14 @@ func TestClusterFollowerDiskFull(t *testing.T) {
 	// (polling: the interval changes nothing but how soon it is asked).
 	restarted := time.Now()
 	waitConverged(t, c)
+	tctx, tcancel := within()
+	defer tcancel()
 	for {
-		_, err := c.Transfer(ctx, f)
+		_, err := c.Transfer(tctx, f)
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil {
+		if tctx.Err() != nil {
 			t.Fatalf("transfer to %s: %v", f.ID(), err)
 		}
 		time.Sleep(500 * time.Millisecond)
