@@ -28,6 +28,14 @@ type WatchEvent struct {
 
 // WatchState is the state of the watched locks at a position: the first
 // event of a watch, and again when a resume found the history gone.
+//
+// The server sends a state of more than 256 locks in pages, each read at
+// its own position, with the changes of the locks already listed between
+// them; Watch puts the pages together into one WatchState (Position: the
+// last page's) and gives those changes right after it, in log order. Each
+// such change is of a lock after the state showed it, so applying the
+// changes that follow a state to it is exact, but their positions may come
+// before the state's.
 type WatchState struct {
 	Locks []WatchLock
 	// HistoryGone: the watch resumed (after a reconnect, or WatchAfter)
@@ -132,14 +140,55 @@ func (c *Client) watchLoop(ctx context.Context, req *fencev1.WatchRequest, out c
 		ep := c.pick()
 		st, err := ep.locks.Watch(ctx, connect.NewRequest(req))
 		if err == nil {
-			for st.Receive() {
-				pause = 50 * time.Millisecond
-				e := watchEventFromProto(st.Msg())
-				req.After = e.Position
+			// A state of many locks comes in pages, with the changes of
+			// the locks already listed between them (docs/api.md,
+			// "Watch"): they are put together into one State, then those
+			// changes, once the last page came. A stream broken before
+			// resumes from where the last whole state or change left it.
+			var whole *WatchEvent
+			var between []WatchEvent
+			send := func(e WatchEvent) bool {
 				select {
 				case out <- e:
+					return true
 				case <-ctx.Done():
 					st.Close()
+					return false
+				}
+			}
+			for st.Receive() {
+				pause = 50 * time.Millisecond
+				m := st.Msg()
+				e := watchEventFromProto(m)
+				if s := m.GetState(); s != nil {
+					if whole == nil || s.GetPage() == 0 {
+						whole, between = &e, nil
+					} else {
+						whole.State.Locks = append(whole.State.Locks, e.State.Locks...)
+						whole.State.HistoryGone = whole.State.HistoryGone || e.State.HistoryGone
+						whole.Position, whole.Index = e.Position, e.Index
+					}
+					if s.GetMore() {
+						continue
+					}
+					req.After = whole.Position
+					if !send(*whole) {
+						return
+					}
+					for _, c := range between {
+						if !send(c) {
+							return
+						}
+					}
+					whole, between = nil, nil
+					continue
+				}
+				if whole != nil {
+					between = append(between, e)
+					continue
+				}
+				req.After = e.Position
+				if !send(e) {
 					return
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/client"
 )
 
@@ -87,5 +88,63 @@ func TestWatchResumesAfterAReconnect(t *testing.T) {
 	read(6)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("changes %v; want %v", got, want)
+	}
+}
+
+// A state of more locks than a page (the server sends at most 256 a page)
+// comes out of Watch as one State with every lock, in name order, then the
+// changes; a lock granted between the pages (after the watch began) is in
+// the state or comes as a change after it, never both, never neither.
+func TestWatchPutsTheStatesPagesTogether(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	c, err := client.New(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sets = 10 // 640 locks: three pages
+	for i := range sets {
+		locks := make([]fence.LockSpec, 64)
+		for j := range locks {
+			locks[j] = fence.LockSpec{Name: fmt.Sprintf("pages/%02d/%02d", i, j)}
+		}
+		if _, err := c.AcquireSet(ctx, locks, client.TTL(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, err := c.Watch(ctx, "pages/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, "pages/99-late", client.TTL(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	e := <-events
+	if e.Err != nil || e.State == nil {
+		t.Fatalf("first event %+v; want the state", e)
+	}
+	late := 0
+	for i, l := range e.State.Locks {
+		if i > 0 && l.Name <= e.State.Locks[i-1].Name {
+			t.Fatalf("lock %d %s after %s: not in name order", i, l.Name, e.State.Locks[i-1].Name)
+		}
+		if l.Name == "pages/99-late" {
+			late++
+		}
+	}
+	if n := len(e.State.Locks) - late; n != sets*64 {
+		t.Fatalf("the state has %d of the %d locks", n, sets*64)
+	}
+	if late == 0 {
+		if e := <-events; e.Change == nil || e.Change.Name != "pages/99-late" || e.Change.Kind != "granted" {
+			t.Fatalf("the late grant not in the state, and next comes %+v", e)
+		}
+	}
+	if _, err := c.Acquire(ctx, "pages/zz-mark", client.TTL(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-events; e.Change == nil || e.Change.Name != "pages/zz-mark" {
+		t.Fatalf("after the state (and the late grant once): %+v; want the mark's grant", e)
 	}
 }

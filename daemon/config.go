@@ -100,6 +100,12 @@ type Config struct {
 	// DefaultConfig's is server.DefaultMaxStreamsPerPrincipal, 0 is no
 	// quota (so it is not filled in from DefaultConfig when zero).
 	MaxStreamsPerPrincipal int
+	// MaxWatches caps the open watches (server.Config.MaxWatches),
+	// default server.DefaultMaxWatches; MaxWatchesPerPrincipal caps one
+	// principal's with authentication on (DefaultConfig's is
+	// server.DefaultMaxWatchesPerPrincipal, 0 is no quota).
+	MaxWatches             int
+	MaxWatchesPerPrincipal int
 	// StreamFirstMessageTimeout ends a stream whose first message has not
 	// come this long after it was opened, default
 	// server.DefaultStreamFirstMessageTimeout.
@@ -194,7 +200,8 @@ func DefaultConfig() Config {
 		WatchHistory:    node.DefaultWatchHistory,
 		ShutdownTimeout: 10 * time.Second, LockTimeout: time.Second, ReadyTimeout: 10 * time.Second,
 		MaxConns: server.DefaultMaxConns, MaxConnsPerPrincipal: server.DefaultMaxConnsPerPrincipal, MaxStreams: server.DefaultMaxStreams, MaxStreamRequests: server.DefaultMaxStreamRequests,
-		MaxReplyBytes:          server.DefaultMaxReplyBytes,
+		MaxReplyBytes: server.DefaultMaxReplyBytes,
+		MaxWatches:    server.DefaultMaxWatches, MaxWatchesPerPrincipal: server.DefaultMaxWatchesPerPrincipal,
 		MaxStreamsPerPrincipal: server.DefaultMaxStreamsPerPrincipal, StreamFirstMessageTimeout: server.DefaultStreamFirstMessageTimeout,
 		ReadHeaderTimeout: server.DefaultReadHeaderTimeout, ReadTimeout: server.DefaultReadTimeout,
 		IdleTimeout: server.DefaultIdleTimeout, WriteTimeout: server.DefaultWriteTimeout,
@@ -232,6 +239,7 @@ func (c Config) withDefaults() Config {
 	}
 	for _, f := range []struct{ v, def *int }{
 		{&c.WatchHistory, &d.WatchHistory}, {&c.MaxConns, &d.MaxConns}, {&c.MaxConnsPerPrincipal, &d.MaxConnsPerPrincipal}, {&c.MaxStreams, &d.MaxStreams}, {&c.MaxStreamRequests, &d.MaxStreamRequests},
+		{&c.MaxWatches, &d.MaxWatches},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -270,13 +278,16 @@ func (c Config) Validate() error {
 	for _, n := range []struct {
 		field string
 		v     int
-	}{{"max_conns", c.MaxConns}, {"max_conns_per_principal", c.MaxConnsPerPrincipal}, {"max_streams", c.MaxStreams}, {"max_stream_requests", c.MaxStreamRequests}} {
+	}{{"max_conns", c.MaxConns}, {"max_conns_per_principal", c.MaxConnsPerPrincipal}, {"max_streams", c.MaxStreams}, {"max_stream_requests", c.MaxStreamRequests}, {"max_watches", c.MaxWatches}} {
 		if n.v < 1 {
 			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
 		}
 	}
 	if c.WatchHistory < 1 || c.WatchHistory > MaxWatchHistory {
 		return fence.Invalid("config.watch_history", fmt.Sprintf("1 to %d changes", MaxWatchHistory), fmt.Sprint(c.WatchHistory))
+	}
+	if c.MaxWatchesPerPrincipal < 0 {
+		return fence.Invalid("config.max_watches_per_principal", "at least 0 (0: no quota)", fmt.Sprint(c.MaxWatchesPerPrincipal))
 	}
 	if c.MaxStreamsPerPrincipal < 0 {
 		return fence.Invalid("config.max_streams_per_principal", "at least 0 (0: no quota)", fmt.Sprint(c.MaxStreamsPerPrincipal))

@@ -78,6 +78,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		Logger: cfg.Logger, MaxTTL: cfg.Rules.MaxTTL, MaxConns: cfg.MaxConns,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
 		MaxStreams: cfg.MaxStreams, MaxStreamRequests: cfg.MaxStreamRequests, MaxReplyBytes: cfg.MaxReplyBytes, MaxConnsPerPrincipal: cfg.MaxConnsPerPrincipal, TLS: tlsCfg,
+		MaxWatches: cfg.MaxWatches, MaxWatchesPerPrincipal: cfg.MaxWatchesPerPrincipal,
 		MaxStreamsPerPrincipal: cfg.MaxStreamsPerPrincipal, StreamFirstMessageTimeout: cfg.StreamFirstMessageTimeout,
 		AuthResetFile:  filepath.Join(cfg.DataDir, AuthResetFile),
 		InsecureListen: cfg.InsecureListen,

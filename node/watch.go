@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,13 +102,22 @@ type WatchEvent struct {
 	State  *WatchState
 }
 
-// WatchState is the state of the watched locks where a watch's live
-// changes begin: at its start, or when the history it asked for is gone.
+// WatchState is one page of the state of the watched locks where a
+// watch's live changes begin: at its start, or when the history it asked
+// for is gone. A state of more than WatchPageLocks locks comes in pages,
+// each read at its own position (the event's Pos) so that no read of the
+// state holds up applies for long nor holds more than a page in memory:
+// page k lists the locks after the last name of page k-1, as they stand at
+// its Pos. Between two pages come the changes of the locks already
+// listed (each after the page that listed its lock); a change of a lock not
+// listed yet is not sent, its page shows it. So each lock's state and its
+// changes after it are exact, and after the last page (More false) the
+// state plus the changes received is the state at that page's position.
 type WatchState struct {
-	// Locks are the held or queued locks the watch covers, sorted by name
-	// (state.Machine.Locks at Now).
+	// Locks are the held or queued locks of this page, sorted by name
+	// (state.Machine.LocksPage at Now).
 	Locks []state.LockInfo
-	// Now is the server time of the state (the machine's own, the same
+	// Now is the server time of the page (the machine's own, the same
 	// on every replica at this position): Remaining is as of it.
 	Now int64
 	// HistoryGone: the watch asked to resume after a position whose
@@ -115,7 +125,14 @@ type WatchState struct {
 	// from before its last restart or snapshot install); it gets this
 	// state instead.
 	HistoryGone bool
+	// Page is the page's place in its state (0: the first; a new state
+	// begins at 0); More: pages of this state follow.
+	Page uint32
+	More bool
 }
+
+// WatchPageLocks bounds the locks of one page of a watch's state.
+const WatchPageLocks = 256
 
 // ErrWatchBehind: the watcher read more slowly than changes came and the
 // ring moved past its cursor; it is cut. Resuming from its last position
@@ -138,6 +155,15 @@ func (r WatchRequest) covers(name string) bool {
 	return strings.HasPrefix(name, r.Prefix)
 }
 
+// watchGroup is the watchers of one name or one prefix: a change of a
+// lock it covers wakes them all by closing wake, once per applied batch.
+type watchGroup struct {
+	wake   chan struct{}
+	n      int    // its open watches
+	marked bool   // to wake at the end of the batch being applied
+	wakes  uint64 // times woken (tests)
+}
+
 // watchHub is the ring of recent changes.
 type watchHub struct {
 	mu   sync.Mutex
@@ -156,7 +182,18 @@ type watchHub struct {
 	// state again, its history gone).
 	resetting bool
 	epoch     uint64
-	wake      chan struct{} // closed and replaced when anything is appended or reset
+	wake      chan struct{} // closed and replaced when a restore resets the hub or its position becomes known
+
+	// The watchers, grouped by what they watch, so that an apply wakes
+	// only those whose name or prefix one of its changes covers: by exact
+	// name, and by prefix, with the distinct prefix lengths in use (a
+	// change of name N looks up N[:l] for each: O(distinct lengths), not
+	// O(watchers)). toWake: the groups a batch being applied covers.
+	byName   map[string]*watchGroup
+	byPrefix map[string]*watchGroup
+	lens     []int // distinct len(prefix) of byPrefix, ascending
+	toWake   []*watchGroup
+	page     int // locks per state page (WatchPageLocks; tests lower it)
 
 	watchers atomic.Int64
 }
@@ -165,7 +202,68 @@ func newWatchHub(size int) *watchHub {
 	if size <= 0 {
 		size = DefaultWatchHistory
 	}
-	return &watchHub{ring: make([]WatchEvent, size), wake: make(chan struct{})}
+	return &watchHub{ring: make([]WatchEvent, size), wake: make(chan struct{}),
+		byName: map[string]*watchGroup{}, byPrefix: map[string]*watchGroup{}, page: WatchPageLocks}
+}
+
+// join adds a watcher of r to its group (hub lock held).
+func (h *watchHub) join(r WatchRequest) *watchGroup {
+	groups, key := h.byPrefix, r.Prefix
+	if r.Name != "" {
+		groups, key = h.byName, r.Name
+	}
+	g := groups[key]
+	if g == nil {
+		g = &watchGroup{wake: make(chan struct{})}
+		groups[key] = g
+		if r.Name == "" {
+			i, found := slices.BinarySearch(h.lens, len(key))
+			if !found {
+				h.lens = slices.Insert(h.lens, i, len(key))
+			}
+		}
+	}
+	g.n++
+	return g
+}
+
+// leave removes a watcher of r from its group g (hub lock held).
+func (h *watchHub) leave(r WatchRequest, g *watchGroup) {
+	g.n--
+	if g.n > 0 {
+		return
+	}
+	if r.Name != "" {
+		delete(h.byName, r.Name)
+		return
+	}
+	delete(h.byPrefix, r.Prefix)
+	for p := range h.byPrefix {
+		if len(p) == len(r.Prefix) {
+			return // the length is still in use
+		}
+	}
+	if i, found := slices.BinarySearch(h.lens, len(r.Prefix)); found {
+		h.lens = slices.Delete(h.lens, i, i+1)
+	}
+}
+
+// mark marks the groups a change of lock name covers, to wake at the end
+// of the batch (hub lock held).
+func (h *watchHub) mark(name string) {
+	if g := h.byName[name]; g != nil && !g.marked {
+		g.marked = true
+		h.toWake = append(h.toWake, g)
+	}
+	for _, l := range h.lens {
+		if l > len(name) {
+			break
+		}
+		if g := h.byPrefix[name[:l]]; g != nil && !g.marked {
+			g.marked = true
+			h.toWake = append(h.toWake, g)
+		}
+	}
 }
 
 // add appends the changes of the command at (index, cmd). Called by the
@@ -180,23 +278,36 @@ func (h *watchHub) add(index uint64, cmd int, cs []state.Change) {
 		}
 		h.ring[h.next%n] = WatchEvent{Pos: WatchPos{Index: index, Cmd: uint32(cmd), Change: uint32(k)}, Change: cs[k]}
 		h.next++
+		h.mark(cs[k].Name)
 	}
 }
 
 // applied records the end of a batch of entries, first..last (under the
-// FSM's write lock), and wakes the watchers.
+// FSM's write lock), and wakes the watchers its changes cover.
 func (h *watchHub) applied(first, last uint64) {
 	if h.resetting {
 		h.resetting = false
 		h.horizon = EndOf(first - 1)
+		close(h.wake)
+		h.wake = make(chan struct{})
 	}
 	h.last = EndOf(last)
-	close(h.wake)
-	h.wake = make(chan struct{})
+	for _, g := range h.toWake {
+		g.wakeUp()
+	}
+	clear(h.toWake)
+	h.toWake = h.toWake[:0]
+}
+
+func (g *watchGroup) wakeUp() {
+	close(g.wake)
+	g.wake = make(chan struct{})
+	g.marked = false
+	g.wakes++
 }
 
 // reset drops the history (a snapshot was restored; under the FSM's
-// write lock).
+// write lock) and wakes every watcher.
 func (h *watchHub) reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -206,6 +317,14 @@ func (h *watchHub) reset() {
 	h.epoch++
 	close(h.wake)
 	h.wake = make(chan struct{})
+	for _, g := range h.byName {
+		g.wakeUp()
+	}
+	for _, g := range h.byPrefix {
+		g.wakeUp()
+	}
+	clear(h.toWake)
+	h.toWake = h.toWake[:0]
 }
 
 // Watch follows one watch's changes (Node.Watch). Not safe for concurrent
@@ -213,23 +332,30 @@ func (h *watchHub) reset() {
 type Watch struct {
 	f      *fsm
 	h      *watchHub
+	g      *watchGroup // its group in the hub (wakes it)
 	req    WatchRequest
 	cursor uint64
 	epoch  uint64
 	after  WatchPos // changes at or before it are skipped (a resume from a position this node has not applied yet)
-	start  *WatchState
-	pos    WatchPos // the position of the state (start)
+	start  *WatchEvent
 	closed bool
 	// foreign: the watch asked to resume after a position past this node's
 	// log (Node.Watch): it starts from the state, history gone.
 	foreign bool
+	// The state being sent in pages: paging while pages remain; listed is
+	// the last name of the pages sent (changes of locks after it are not
+	// sent: a later page shows them); page is the next page's number.
+	paging      bool
+	listed      string
+	page        uint32
+	historyGone bool
 }
 
 // Watch starts a watch of the locks r covers on this node's applied
 // state (any node, leader or follower: positions are the same on every
-// replica). Without r.After the first event is the current state; with
-// it, the changes after r.After, or, when this node no longer holds them,
-// the current state with HistoryGone.
+// replica). Without r.After the first events are the current state (in
+// pages, WatchState); with it, the changes after r.After, or, when this
+// node no longer holds them, the current state with HistoryGone.
 func (n *Node) Watch(ctx context.Context, r WatchRequest) (*Watch, error) {
 	w := &Watch{f: n.fsm, h: n.fsm.hub, req: r}
 	if a := r.After; a != nil && a.Index > n.raft.LastIndex() {
@@ -246,6 +372,9 @@ func (n *Node) Watch(ctx context.Context, r WatchRequest) (*Watch, error) {
 	if err := w.begin(ctx, r.After); err != nil {
 		return nil, err
 	}
+	w.h.mu.Lock()
+	w.g = w.h.join(r)
+	w.h.mu.Unlock()
 	w.h.watchers.Add(1)
 	return w, nil
 }
@@ -254,8 +383,8 @@ func (n *Node) Watch(ctx context.Context, r WatchRequest) (*Watch, error) {
 func (n *Node) Watchers() int64 { return n.fsm.hub.watchers.Load() }
 
 // begin places the watch: at after if the ring holds what follows it,
-// else at the current state. It waits while a restored snapshot's
-// position is not known.
+// else at the current state (its first page). It waits while a restored
+// snapshot's position is not known.
 func (w *Watch) begin(ctx context.Context, after *WatchPos) error {
 	for {
 		w.f.mu.RLock()
@@ -282,20 +411,12 @@ func (w *Watch) begin(ctx context.Context, after *WatchPos) error {
 			w.cursor = w.h.first + uint64(i)
 			w.after = *after
 			w.start = nil
+			w.paging = false
 		} else {
-			now := w.f.m.Now()
-			var locks []state.LockInfo
-			if w.req.Name != "" {
-				if li := w.f.m.Lock(w.req.Name, now); !li.Free {
-					locks = []state.LockInfo{li}
-				}
-			} else {
-				locks = w.f.m.Locks(w.req.Prefix, now)
-			}
+			w.paging, w.listed, w.page, w.historyGone = true, "", 0, after != nil
 			w.cursor = w.h.next
-			w.pos = w.h.last
 			w.after = w.h.last
-			w.start = &WatchState{Locks: locks, Now: now, HistoryGone: after != nil}
+			w.start = w.readPage()
 		}
 		w.h.mu.Unlock()
 		w.f.mu.RUnlock()
@@ -303,16 +424,65 @@ func (w *Watch) begin(ctx context.Context, after *WatchPos) error {
 	}
 }
 
+// readPage reads the next page of the state at the hub's last position
+// (FSM read lock and hub lock held, the cursor at the ring's end: every
+// change up to this position has been looked at).
+func (w *Watch) readPage() *WatchEvent {
+	now := w.f.m.Now()
+	var locks []state.LockInfo
+	more := false
+	if w.req.Name != "" {
+		if li := w.f.m.Lock(w.req.Name, now); !li.Free {
+			locks = []state.LockInfo{li}
+		}
+	} else {
+		var next string
+		locks, next = w.f.m.LocksPage(w.req.Prefix, w.listed, w.h.page, now)
+		more = next != ""
+		w.listed = next
+	}
+	e := &WatchEvent{Pos: w.h.last, State: &WatchState{Locks: locks, Now: now, HistoryGone: w.historyGone, Page: w.page, More: more}}
+	w.page++
+	w.paging = more
+	w.after = w.h.last
+	return e
+}
+
+// wants reports whether the watch sends change e.
+func (w *Watch) wants(e *WatchEvent) bool {
+	if !w.req.covers(e.Change.Name) || !w.after.Less(e.Pos) {
+		return false
+	}
+	// While the state comes in pages, a lock not listed yet: its page,
+	// read later, shows this change.
+	return !w.paging || e.Change.Name <= w.listed
+}
+
+// scan appends the wanted changes of the ring from the cursor, at most
+// watchBatch of them looked at (hub lock held); more: the ring holds
+// more after them.
+func (w *Watch) scan(buf []WatchEvent) ([]WatchEvent, bool) {
+	n := uint64(len(w.h.ring))
+	end := min(w.h.next, w.cursor+watchBatch)
+	for s := w.cursor; s < end; s++ {
+		if e := &w.h.ring[s%n]; w.wants(e) {
+			buf = append(buf, *e)
+		}
+	}
+	w.cursor = end
+	return buf, end < w.h.next
+}
+
 // Next returns the next events: the state (first, when the watch starts
-// with one), then changes of the watched locks in log order, each once.
-// It waits until there is one or ctx ends. ErrWatchBehind: the watch was
-// cut. A snapshot installed on this node (its history dropped) gives the
-// state again, HistoryGone set.
+// with one, in pages), then changes of the watched locks in log order,
+// each once. It waits until there is one or ctx ends. ErrWatchBehind: the
+// watch was cut. A snapshot installed on this node (its history dropped)
+// gives the state again, HistoryGone set.
 func (w *Watch) Next(ctx context.Context, buf []WatchEvent) ([]WatchEvent, error) {
 	buf = buf[:0]
 	for {
 		if w.start != nil {
-			buf = append(buf, WatchEvent{Pos: w.pos, State: w.start})
+			buf = append(buf, *w.start)
 			w.start = nil
 			return buf, nil
 		}
@@ -322,29 +492,29 @@ func (w *Watch) Next(ctx context.Context, buf []WatchEvent) ([]WatchEvent, error
 			if err := w.begin(ctx, nil); err != nil {
 				return buf, err
 			}
-			w.start.HistoryGone = true
+			w.start.State.HistoryGone = true
+			w.historyGone = true
 			continue
 		}
 		if w.cursor < w.h.first {
 			w.h.mu.Unlock()
 			return buf, ErrWatchBehind
 		}
-		n := uint64(len(w.h.ring))
-		end := min(w.h.next, w.cursor+watchBatch)
-		for s := w.cursor; s < end; s++ {
-			e := &w.h.ring[s%n]
-			if w.req.covers(e.Change.Name) && w.after.Less(e.Pos) {
-				buf = append(buf, *e)
-			}
-		}
-		w.cursor = end
-		wake, more := w.h.wake, end < w.h.next
+		var more bool
+		buf, more = w.scan(buf)
+		wake := w.g.wake
 		w.h.mu.Unlock()
 		if len(buf) > 0 {
 			return buf, nil
 		}
 		if more {
 			continue // read more of the ring
+		}
+		if w.paging {
+			if buf, err := w.nextPage(buf); err != nil || len(buf) > 0 {
+				return buf, err
+			}
+			continue // a restore came between: the state starts again
 		}
 		select {
 		case <-wake:
@@ -354,10 +524,32 @@ func (w *Watch) Next(ctx context.Context, buf []WatchEvent) ([]WatchEvent, error
 	}
 }
 
+// nextPage reads the state's next page under the FSM's read lock, after
+// the changes the ring got since the cursor (their wanted ones first).
+func (w *Watch) nextPage(buf []WatchEvent) ([]WatchEvent, error) {
+	w.f.mu.RLock()
+	defer w.f.mu.RUnlock()
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	if w.epoch != w.h.epoch {
+		return buf, nil // Next starts again
+	}
+	if w.cursor < w.h.first {
+		return buf, ErrWatchBehind
+	}
+	for more := true; more; {
+		buf, more = w.scan(buf)
+	}
+	return append(buf, *w.readPage()), nil
+}
+
 // Close ends the watch.
 func (w *Watch) Close() {
 	if !w.closed {
 		w.closed = true
+		w.h.mu.Lock()
+		w.h.leave(w.req, w.g)
+		w.h.mu.Unlock()
 		w.h.watchers.Add(-1)
 	}
 }

@@ -60,6 +60,18 @@ type Config struct {
 	// naming config.max_streams_per_principal (stream_quota.go). 0: no
 	// quota (`fence serve` defaults to DefaultMaxStreamsPerPrincipal).
 	MaxStreamsPerPrincipal int
+	// MaxWatches caps the open watches (LockService.Watch and GET
+	// /v1/watch), default DefaultMaxWatches; more are refused with
+	// resource_exhausted naming config.max_watches. Watches have this
+	// budget of their own: they take no slot of MaxStreams, and an SSE
+	// watch's HTTP/1.1 connection gives its slot of MaxConns (and of
+	// MaxConnsPerPrincipal) back while it carries the watch (watch.go).
+	MaxWatches int
+	// MaxWatchesPerPrincipal caps, with authentication on, the open
+	// watches of one principal; more are refused with resource_exhausted
+	// naming config.max_watches_per_principal. 0: no quota (`fence serve`
+	// defaults to DefaultMaxWatchesPerPrincipal).
+	MaxWatchesPerPrincipal int
 	// StreamFirstMessageTimeout ends a stream whose first message has not
 	// come this long after it was opened, default
 	// DefaultStreamFirstMessageTimeout (stream_quota.go).
@@ -119,6 +131,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = DefaultMaxStreams
+	}
+	if c.MaxWatches == 0 {
+		c.MaxWatches = DefaultMaxWatches
 	}
 	if c.MaxReplyBytes == 0 {
 		c.MaxReplyBytes = DefaultMaxReplyBytes

@@ -151,6 +151,9 @@ type fairConn struct {
 	timer   *time.Timer
 	proven  atomic.Bool
 	closed  atomic.Bool
+	// freed: its slot (and place in its principal's count) was given
+	// back, by Close or by an SSE watch it carries (freeSlot).
+	freed   atomic.Bool
 	replies *replyBudget // reply bytes held for this connection (reply_budget.go)
 }
 
@@ -188,13 +191,34 @@ func (c *fairConn) Close() error {
 			c.elem = nil
 		}
 		c.l.mu.Unlock()
+		c.freeSlot()
+	}
+	return err
+}
+
+// freeSlot gives the connection's slot of MaxConns and its place in its
+// principal's count back, once: at Close, or earlier when it carries an
+// SSE watch (giveConnSlotToWatch).
+func (c *fairConn) freeSlot() {
+	if c.freed.CompareAndSwap(false, true) {
 		c.l.n.open.Add(-1)
 		<-c.l.slots
 		if r := c.release.Swap(nil); r != nil {
 			(*r)()
 		}
 	}
-	return err
+}
+
+// giveConnSlotToWatch gives the slot of the connection of ctx back while
+// an SSE watch holds the connection (HTTP/1.1: it carries nothing else
+// until closed; the watch holds a slot of --max-watches instead). A
+// request of the peer port, or of a listener that is not Serve's, is a
+// no-op.
+func giveConnSlotToWatch(ctx context.Context) {
+	if fc, ok := ctx.Value(fairConnKey{}).(*fairConn); ok {
+		fc.prove()
+		fc.freeSlot()
+	}
 }
 
 type fairConnKey struct{}
@@ -257,8 +281,9 @@ func (s *Server) admitConn(ctx context.Context, principal string, quota int) err
 		}
 		if !fc.release.CompareAndSwap(nil, &release) {
 			release() // another call on the connection counted it first
-		} else if fc.closed.Load() {
-			// Closed while being counted: Close may have looked before.
+		} else if fc.closed.Load() || fc.freed.Load() {
+			// Closed (or its slot given to a watch) while being counted:
+			// freeSlot may have looked before.
 			if r := fc.release.Swap(nil); r != nil {
 				(*r)()
 			}

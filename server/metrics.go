@@ -26,6 +26,9 @@ type metrics struct {
 	authRefusals *prometheus.CounterVec
 	// watchCuts counts watches cut, by reason (behind, send: watch.go).
 	watchCuts *prometheus.CounterVec
+	// watchRefusals counts watches refused by their budget, by limit
+	// (watch.go).
+	watchRefusals *prometheus.CounterVec
 }
 
 func newMetrics(conns *connCount, streams, watches *atomic.Int64, replies *replyBudget, extra []prometheus.Collector) *metrics {
@@ -58,8 +61,14 @@ func newMetrics(conns *connCount, streams, watches *atomic.Int64, replies *reply
 	for _, r := range []string{"behind", "send"} {
 		m.watchCuts.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.apply, m.exhausted, m.streamRequests, m.authRefusals, m.watchCuts,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_watchers", Help: "Open watches (LockService.Watch and GET /v1/watch; at most --max-streams)."},
+	m.watchRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_watches_refused_total", Help: "Watches refused RESOURCE_EXHAUSTED, by the bound they met: max_watches (--max-watches) or max_watches_per_principal (--max-watches-per-principal).",
+	}, []string{"limit"})
+	for _, l := range []string{"max_watches", "max_watches_per_principal"} {
+		m.watchRefusals.WithLabelValues(l)
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.apply, m.exhausted, m.streamRequests, m.authRefusals, m.watchCuts, m.watchRefusals,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_watchers", Help: "Open watches (LockService.Watch and GET /v1/watch; at most --max-watches)."},
 			func() float64 { return float64(watches.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fence_streams", Help: "Open SessionService.Stream streams (at most --max-streams)."},
 			func() float64 { return float64(streams.Load()) }),

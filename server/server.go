@@ -57,6 +57,8 @@ type Server struct {
 	// principalStreams counts the streams each principal holds
 	// (stream_quota.go).
 	principalStreams principalCounts
+	// principalWatches counts the watches each principal holds (watch.go).
+	principalWatches principalCounts
 	// workers run session streams' requests (stream_workers.go).
 	workers *streamWorkers
 	// lean: the lean session ports being served (lean.go).

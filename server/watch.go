@@ -24,10 +24,18 @@ import (
 // state (Deps.Watches): the state first, then every change in log order.
 // It needs read permission on the name or the whole prefix (as List: a
 // principal whose permission covers only part of the prefix is refused,
-// naming the prefix). Watches count toward the principal's stream quota
-// (--max-streams-per-principal, with its session streams) and, all
-// together, at most Config.MaxStreams are open; the credentials are
-// judged again every second (a revoked token's watch ends UNAUTHENTICATED).
+// naming the prefix). Watches have a budget of their own: at most
+// Config.MaxWatches are open (--max-watches) and, with authentication on,
+// Config.MaxWatchesPerPrincipal of one principal
+// (--max-watches-per-principal); one more is refused RESOURCE_EXHAUSTED
+// (HTTP 429) naming the bound, and counted
+// (fence_watches_refused_total{limit}). They take no slot of the session
+// streams' --max-streams, and an SSE watch on HTTP/1.1 (its connection
+// carries nothing else while it lasts) gives its connection's slot of
+// --max-conns and of --max-conns-per-principal back while it is open; the
+// connection is closed when the watch ends. So idle watches cannot lock
+// other clients out. The credentials are judged again every second (a
+// revoked token's watch ends UNAUTHENTICATED).
 //
 // A watch is cut (fence_watch_cut_total{reason}) when it falls behind the
 // node's ring of recent changes ("behind": RESOURCE_EXHAUSTED, limit
@@ -37,6 +45,16 @@ import (
 // the stream is reset). Neither ever holds up an apply.
 
 const (
+	// DefaultMaxWatches is the default of Config.MaxWatches
+	// (--max-watches): the open watches of every client together. A
+	// watch holds at most one page of its state (256 locks) and its
+	// connection's buffers.
+	DefaultMaxWatches = 4096
+	// DefaultMaxWatchesPerPrincipal is `fence serve`'s default of
+	// Config.MaxWatchesPerPrincipal: a quarter of DefaultMaxWatches, so
+	// one principal cannot take every watch from the others.
+	DefaultMaxWatchesPerPrincipal = DefaultMaxWatches / 4
+
 	watchProc = fencev1connect.LockServiceWatchProcedure
 	// watchHistoryLimit names the cut of a watch the ring moved past.
 	watchHistoryLimit = "recent changes a watch may lag (config.watch_history)"
@@ -97,14 +115,16 @@ func (s *Server) startWatch(ctx context.Context, m *fencev1.WatchRequest) (*watc
 		id, _ = ctx.Value(identityKey{}).(identity)
 		principal = id.Name
 	}
-	release, err := s.principalStreams.take(principal, s.streamQuota(principal), "open session streams and watches", "max_streams_per_principal")
+	release, err := s.principalWatches.take(principal, s.cfg.MaxWatchesPerPrincipal, "open watches", "max_watches_per_principal")
 	if err != nil {
+		s.metrics.watchRefusals.WithLabelValues("max_watches_per_principal").Inc()
 		return nil, err
 	}
-	if n := s.watches.Add(1); n > int64(s.cfg.MaxStreams) {
+	if n := s.watches.Add(1); n > int64(s.cfg.MaxWatches) {
 		s.watches.Add(-1)
 		release()
-		return nil, &fence.ResourceExhaustedError{Limit: "open watches (config.max_streams)", Bound: fmt.Sprintf("at most %d", s.cfg.MaxStreams), Got: fmt.Sprint(n - 1)}
+		s.metrics.watchRefusals.WithLabelValues("max_watches").Inc()
+		return nil, &fence.ResourceExhaustedError{Limit: "open watches (config.max_watches)", Bound: fmt.Sprintf("at most %d", s.cfg.MaxWatches), Got: fmt.Sprint(n - 1)}
 	}
 	w := &watchSession{s: s, id: id, target: target}
 	w.ctx, w.cancel = context.WithCancelCause(ctx)
@@ -262,6 +282,14 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 	conn := streamConnOf(ctx)
 	conn.noReadDeadline()
 	h := rw.Header()
+	if r.ProtoMajor == 1 {
+		// The connection carries only this watch while it lasts: its
+		// slot of --max-conns goes back (the watch holds one of
+		// --max-watches instead), and the connection is closed when the
+		// watch ends rather than taking a slot again.
+		giveConnSlotToWatch(ctx)
+		h.Set("Connection", "close")
+	}
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
@@ -283,6 +311,11 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 	if !write([]byte(": fence watch\n\n")) {
 		return
 	}
+	// paging: the pages of a state are being sent; they (but the last)
+	// and the changes between them carry no id, so that a browser
+	// reconnecting meanwhile resumes from the last whole point, not from
+	// the middle of a state (docs/api.md, "Watch").
+	paging := false
 	for {
 		hctx, cancel := context.WithTimeout(w.ctx, sseHeartbeat)
 		evs, err := w.next(hctx)
@@ -290,11 +323,16 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 		var b []byte
 		for _, e := range evs {
 			kind := "change"
-			if e.GetState() != nil {
+			if st := e.GetState(); st != nil {
 				kind = "state"
+				paging = st.GetMore()
 			}
 			data := encodeJSON(e)
-			b = fmt.Appendf(b, "id: %s\nevent: %s\ndata: %s\n\n", e.GetPosition(), kind, data)
+			if paging {
+				b = fmt.Appendf(b, "event: %s\ndata: %s\n\n", kind, data)
+			} else {
+				b = fmt.Appendf(b, "id: %s\nevent: %s\ndata: %s\n\n", e.GetPosition(), kind, data)
+			}
 		}
 		if len(b) > 0 && !write(b) {
 			return

@@ -382,11 +382,12 @@ func TestWatchSharedHoldersAndStoreChanges(t *testing.T) {
 	}
 }
 
-// Watches count toward the principal's stream quota: with a quota of 1, a
-// reader's second watch is refused RESOURCE_EXHAUSTED naming the quota,
-// and once the first ends a new one is served.
-func TestWatchCountsTowardTheStreamQuota(t *testing.T) {
-	s, url := startServerOnNode(t, Config{MaxStreamsPerPrincipal: 1})
+// Watches count toward the principal's watch quota (not its session
+// stream quota, which is 1 here too): with a quota of 1, a reader's second
+// watch is refused RESOURCE_EXHAUSTED naming the quota, and once the first
+// ends a new one is served.
+func TestWatchCountsTowardTheWatchQuota(t *testing.T) {
+	s, url := startServerOnNode(t, Config{MaxWatchesPerPrincipal: 1, MaxStreamsPerPrincipal: 1})
 	f := authFixtureOn(t, s, url)
 	_, stop := curlSSE(t, url+"/v1/watch?prefix=jobs/", "Authorization: "+f.creds["read"])
 	awaitCond(t, "the first watch is open", func() bool { return s.watches.Load() == 1 })
@@ -404,12 +405,80 @@ func TestWatchCountsTowardTheStreamQuota(t *testing.T) {
 		}
 		return resp.StatusCode, ""
 	}
-	if code, body := get(); code != http.StatusTooManyRequests || !strings.Contains(body, "max_streams_per_principal") {
-		t.Fatalf("a second watch over the quota: %d %s; want 429 naming max_streams_per_principal", code, body)
+	if code, body := get(); code != http.StatusTooManyRequests || !strings.Contains(body, "max_watches_per_principal") {
+		t.Fatalf("a second watch over the quota: %d %s; want 429 naming max_watches_per_principal", code, body)
 	}
 	stop()
 	awaitCond(t, "the first watch is closed", func() bool { return s.watches.Load() == 0 })
 	if code, body := get(); code != http.StatusOK {
 		t.Fatalf("a watch after the first ended: %d %s; want 200", code, body)
+	}
+}
+
+// Watches have a budget of their own and an SSE watch's connection holds
+// no slot of --max-conns: with --max-conns 3, five idle SSE watches (two
+// principals) are open at once, a plain Acquire on a new connection is
+// still served; one more watch of a principal at its quota is refused 429
+// naming max_watches_per_principal, one more over --max-watches naming
+// max_watches, and both refusals are counted.
+func TestWatchesHaveTheirOwnBudgetAndHoldNoConnSlot(t *testing.T) {
+	s, url := startServerOnNode(t, Config{MaxConns: 3, MaxWatches: 5, MaxWatchesPerPrincipal: 3})
+	f := authFixtureOn(t, s, url)
+	http.DefaultClient.CloseIdleConnections() // the fixture's connection gives its slot back
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	watch := func(who string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/watch?prefix=jobs/", nil)
+		req.Header.Set("Authorization", f.creds[who])
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("a watch of %s while %d watches are open: %v (its connection was never served?)", who, s.watches.Load(), err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		return resp.StatusCode, ""
+	}
+	for i := range 3 {
+		_, stop := curlSSE(t, url+"/v1/watch?prefix=jobs/", "Authorization: "+f.creds["read"])
+		defer stop()
+		awaitCond(t, fmt.Sprintf("watch %d of read is open", i+1), func() bool { return s.watches.Load() == int64(i+1) })
+	}
+	if code, body := watch("read"); code != http.StatusTooManyRequests || !strings.Contains(body, "max_watches_per_principal") || !strings.Contains(body, "at most 3") {
+		t.Fatalf("read's fourth watch: %d %s; want 429 naming max_watches_per_principal and its bound", code, body)
+	}
+	for i := range 2 {
+		_, stop := curlSSE(t, url+"/v1/watch?prefix=jobs/", "Authorization: "+f.creds["readwrite"])
+		defer stop()
+		awaitCond(t, fmt.Sprintf("watch %d of readwrite is open", i+1), func() bool { return s.watches.Load() == int64(4+i) })
+	}
+	if code, body := watch("admin"); code != http.StatusTooManyRequests || !strings.Contains(body, "max_watches") || !strings.Contains(body, "at most 5") {
+		t.Fatalf("a sixth watch: %d %s; want 429 naming max_watches and its bound", code, body)
+	}
+	// Five watch connections open against --max-conns 3: a plain call is
+	// still served.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+fencev1connect.LockServiceAcquireProcedure, strings.NewReader(`{"name":"jobs/a","owner":"o","ttl":"60s"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", f.creds["lock"])
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("an Acquire while five watches are open: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("an Acquire while five watches are open: %d %s", resp.StatusCode, b)
+	}
+	for _, limit := range []string{"max_watches", "max_watches_per_principal"} {
+		var m dto.Metric
+		if err := s.metrics.watchRefusals.WithLabelValues(limit).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.GetCounter().GetValue(); got != 1 {
+			t.Fatalf("fence_watches_refused_total{limit=%s} = %v; want 1", limit, got)
+		}
 	}
 }

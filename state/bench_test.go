@@ -281,3 +281,32 @@ func BenchmarkApplySharedReaders(b *testing.B) {
 		m.Apply(rel(int64(i), "catalog", r.Lease.Token))
 	}
 }
+
+// BenchmarkLocksPage100k reads one page of 256 locks from the middle of
+// 100,000 held ones under one prefix (a watch's state page, a List page),
+// and BenchmarkLocks100kList lists a 1,000-lock prefix among them.
+func BenchmarkLocksPage100k(b *testing.B) {
+	m := New(uncapped())
+	for i := range 100000 {
+		m.Apply(acq(0, fmt.Sprintf("p/%06d", i), "A", time.Hour))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if page, next := m.LocksPage("p/", "p/050000", 256, 0); len(page) != 256 || next == "" {
+			b.Fatal(len(page), next)
+		}
+	}
+}
+
+func BenchmarkLocks100kList(b *testing.B) {
+	m := New(uncapped())
+	for i := range 100000 {
+		m.Apply(acq(0, fmt.Sprintf("p/%06d", i), "A", time.Hour))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := m.Locks("p/050", 0); len(got) != 1000 {
+			b.Fatal(len(got))
+		}
+	}
+}

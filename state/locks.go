@@ -139,6 +139,7 @@ func (m *impl) lockFor(name string) *lockEntry {
 	if l == nil {
 		l = &lockEntry{name: name, heapIndex: -1}
 		m.byName[name] = l
+		m.names.add(l)
 	}
 	return l
 }

@@ -25,6 +25,7 @@ type impl struct {
 	keepMinUntil int64
 
 	byName    map[string]*lockEntry
+	names     nameIndex    // byName in name order (derived: never snapshotted; nameindex.go)
 	deadlines deadlineHeap // locks with something due, by (deadline, name)
 	idle      idleLocks    // free locks kept as tombstones, oldest first
 
@@ -64,6 +65,7 @@ func newImpl(cfg Config) *impl {
 	return &impl{
 		cfg:       cfg,
 		byName:    map[string]*lockEntry{},
+		names:     newNameIndex(),
 		idle:      newIdleLocks(),
 		live:      map[string]*request{},
 		liveBy:    map[string]int{},

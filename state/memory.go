@@ -264,7 +264,10 @@ func (m *impl) forget() {
 	retention := max(int64(m.cfg.IDRetention), minimum)
 	m.requests.forget(m.clock, retention, minimum, m.cfg.MaxRequests)
 	m.ops.forget(m.clock, retention, minimum, m.cfg.MaxOps)
-	m.idle.forget(m.clock, retention, min(m.cfg.MaxRequests, MaxIdleLocks), func(l *lockEntry) { delete(m.byName, l.name) })
+	m.idle.forget(m.clock, retention, min(m.cfg.MaxRequests, MaxIdleLocks), func(l *lockEntry) {
+		delete(m.byName, l.name)
+		m.names.remove(l)
+	})
 	if plant.On(plant.IDsForgotten) {
 		m.plantForgetOps()
 	}

@@ -365,6 +365,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			return nil, fmt.Errorf("lock %q: %v", s.Name, err)
 		}
 		m.byName[s.Name] = l
+		m.names.add(l)
 		if at, ok := l.nextDeadline(); ok {
 			m.deadlines.set(l, at)
 		}

@@ -57,7 +57,7 @@ func (w *Watch) Close() { w.w.Close() }
 func WatchEventPB(e *node.WatchEvent) *fencev1.WatchEvent {
 	out := &fencev1.WatchEvent{Position: e.Pos.String(), Index: e.Pos.Index}
 	if e.State != nil {
-		st := &fencev1.WatchState{HistoryGone: e.State.HistoryGone, Locks: make([]*fencev1.WatchLock, 0, len(e.State.Locks))}
+		st := &fencev1.WatchState{HistoryGone: e.State.HistoryGone, Page: e.State.Page, More: e.State.More, Locks: make([]*fencev1.WatchLock, 0, len(e.State.Locks))}
 		for _, li := range e.State.Locks {
 			st.Locks = append(st.Locks, watchLockPB(li))
 		}

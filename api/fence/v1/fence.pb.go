@@ -5590,15 +5590,27 @@ func (*WatchEvent_State) isWatchEvent_Event() {}
 
 func (*WatchEvent_Change) isWatchEvent_Event() {}
 
-// WatchState is the state of the watched locks at a position.
+// WatchState is one page of the state of the watched locks, at the
+// event's position. A state of more than 256 locks comes in pages (page
+// 0, 1, ...; more is true on every page but the last), each read at its
+// own position; between two pages come the changes of the locks already
+// listed, after the page that listed each. A change of a lock not listed
+// yet is not sent (its page shows it). So after the last page, the pages
+// plus the changes received are the state at the last page's position.
+// Resume only after the last page's position or a later change's.
 type WatchState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The held or queued locks the watch covers, sorted by name.
+	// The held or queued locks of this page, sorted by name (after the
+	// locks of the pages before it).
 	Locks []*WatchLock `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
 	// The watch asked to resume after a position whose changes this node no
 	// longer holds (older than --watch-history changes, or from before its
 	// last restart from a snapshot): this state replaces them.
-	HistoryGone   bool `protobuf:"varint,2,opt,name=history_gone,json=historyGone,proto3" json:"history_gone,omitempty"`
+	HistoryGone bool `protobuf:"varint,2,opt,name=history_gone,json=historyGone,proto3" json:"history_gone,omitempty"`
+	// The page's place in its state: 0 begins a (new) state.
+	Page uint32 `protobuf:"varint,3,opt,name=page,proto3" json:"page,omitempty"`
+	// More pages of this state follow.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5643,6 +5655,20 @@ func (x *WatchState) GetLocks() []*WatchLock {
 func (x *WatchState) GetHistoryGone() bool {
 	if x != nil {
 		return x.HistoryGone
+	}
+	return false
+}
+
+func (x *WatchState) GetPage() uint32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
+}
+
+func (x *WatchState) GetMore() bool {
+	if x != nil {
+		return x.More
 	}
 	return false
 }
@@ -6338,11 +6364,13 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12,\n" +
 	"\x05state\x18\x03 \x01(\v2\x14.fence.v1.WatchStateH\x00R\x05state\x12.\n" +
 	"\x06change\x18\x04 \x01(\v2\x14.fence.v1.LockChangeH\x00R\x06changeB\a\n" +
-	"\x05event\"Z\n" +
+	"\x05event\"\x82\x01\n" +
 	"\n" +
 	"WatchState\x12)\n" +
 	"\x05locks\x18\x01 \x03(\v2\x13.fence.v1.WatchLockR\x05locks\x12!\n" +
-	"\fhistory_gone\x18\x02 \x01(\bR\vhistoryGone\"j\n" +
+	"\fhistory_gone\x18\x02 \x01(\bR\vhistoryGone\x12\x12\n" +
+	"\x04page\x18\x03 \x01(\rR\x04page\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"j\n" +
 	"\tWatchLock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\aholders\x18\x02 \x03(\v2\x15.fence.v1.WatchHolderR\aholders\x12\x18\n" +

@@ -2733,13 +2733,21 @@ export declare type WatchEvent = Message<"fence.v1.WatchEvent"> & {
 export declare const WatchEventSchema: GenMessage<WatchEvent>;
 
 /**
- * WatchState is the state of the watched locks at a position.
+ * WatchState is one page of the state of the watched locks, at the
+ * event's position. A state of more than 256 locks comes in pages (page
+ * 0, 1, ...; more is true on every page but the last), each read at its
+ * own position; between two pages come the changes of the locks already
+ * listed, after the page that listed each. A change of a lock not listed
+ * yet is not sent (its page shows it). So after the last page, the pages
+ * plus the changes received are the state at the last page's position.
+ * Resume only after the last page's position or a later change's.
  *
  * @generated from message fence.v1.WatchState
  */
 export declare type WatchState = Message<"fence.v1.WatchState"> & {
   /**
-   * The held or queued locks the watch covers, sorted by name.
+   * The held or queued locks of this page, sorted by name (after the
+   * locks of the pages before it).
    *
    * @generated from field: repeated fence.v1.WatchLock locks = 1;
    */
@@ -2753,6 +2761,20 @@ export declare type WatchState = Message<"fence.v1.WatchState"> & {
    * @generated from field: bool history_gone = 2;
    */
   historyGone: boolean;
+
+  /**
+   * The page's place in its state: 0 begins a (new) state.
+   *
+   * @generated from field: uint32 page = 3;
+   */
+  page: number;
+
+  /**
+   * More pages of this state follow.
+   *
+   * @generated from field: bool more = 4;
+   */
+  more: boolean;
 };
 
 /**
