@@ -50,7 +50,7 @@ func (t *snapTrigger) due() bool {
 // snapshotBytesPerEntry sets how much log a state of a given snapshot size
 // may gather before it is snapshotted again. Snapshotting costs what the
 // state holds (the copy applies wait for is per lock, id and session), not
-// the bytes it encodes to: the protobuf records (fence-state/1) take about
+// the bytes it encodes to: the protobuf records (fence-state/2) take about
 // 2.5 times fewer bytes than the JSON the constant was first set against
 // (600,000 remembered ids: 36.9 MB against 91.6 MB), so it is 2.5 times
 // 256, which keeps the snapshots of a given state as rare as they were. A
