@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -41,6 +43,7 @@ type fsm struct {
 	onBatch atomic.Pointer[func(n int)]  // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
+	logger   *slog.Logger  // restores are logged (start, end, size, duration); nil: slog.Default
 	counts   counters      // state events applied (counters.go)
 
 	cmds []state.Command // decoding buffer of group entries (FSM goroutine only)
@@ -197,14 +200,27 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return &fsmSnapshot{view: v}, nil
 }
 
-// Restore replaces the state with a snapshot.
+// Restore replaces the state with a snapshot. It logs when it starts and
+// when it ends, with the snapshot's size and how long it took: a restore of
+// a large state takes seconds, and a restart was seen going from 0.8 s to
+// 5.7 s with nothing in the log to say why.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	log := f.logger
+	if log == nil {
+		log = slog.Default()
+	}
+	start := time.Now()
+	log.Info("restoring snapshot")
+	r := &countingReader{r: rc}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.m.Restore(rc); err != nil {
+	if err := f.m.Restore(r); err != nil {
+		log.Error("snapshot restore failed", "bytes", r.n, "took", time.Since(start), "err", err)
 		return fmt.Errorf("node: restore: %w", err)
 	}
+	ids := f.m.IDMemory()
+	log.Info("snapshot restored", "bytes", r.n, "took", time.Since(start), "remembered_op_ids", ids.Ops, "remembered_request_ids", ids.Requests, "last_token", f.m.LastToken())
 	f.restores.Add(1)
 	f.at.index, f.at.term = 0, 0
 	f.hub.reset()
@@ -213,6 +229,18 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.keyed.Store(f.m.HasSigningKey())
 	f.signalRules()
 	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }
 
 func (f *fsm) signalRules() {

@@ -3,6 +3,7 @@ package state
 import (
 	"hash/maphash"
 	"time"
+	"unsafe"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state/internal/plant"
@@ -185,6 +186,17 @@ func (m *memory[K, V]) get(k K) (V, bool) {
 	}
 	var zero V
 	return zero, false
+}
+
+// bytes is the heap the memory holds: its ring, its index and its
+// principals' queues.
+func (m *memory[K, V]) bytes() int64 {
+	var e memEntry[K, V]
+	b := int64(len(m.ring))*int64(unsafe.Sizeof(e)) + 4*int64(len(m.slots))
+	for i := range m.owners {
+		b += 8 * int64(cap(m.owners[i].seqs))
+	}
+	return b
 }
 
 // has reports whether k is remembered.
