@@ -81,3 +81,37 @@ func TestRestartLogsRestoreAndReplay(t *testing.T) {
 		t.Fatalf("log replayed %d entries after a snapshot with 7 commands after it:\n%s", k, out)
 	}
 }
+
+// The node says when an id memory is near its cap: at 90% of MaxOps it
+// logs a warning naming the counts, the caps and the oldest id's age, once,
+// and Status reports it (a metric).
+func TestIDMemoryNearItsCapIsLoggedOnce(t *testing.T) {
+	rules := state.DefaultConfig()
+	rules.MaxOps = 10
+	lines := &logLines{}
+	n, err := Open(Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(lines, nil)), Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	tok := mustApply(t, n, acquire("l", time.Hour)).Lease.Token
+	add := func(i int) {
+		mustApply(t, n, state.Command{Op: state.OpAdd, Name: "n", Token: tok, Delta: 1, OpID: strconv.Itoa(i)})
+	}
+	for i := range 8 {
+		add(i)
+	}
+	near := regexp.MustCompile(`level=WARN msg="the id memory is near its cap[^"]*" fill=(\d+)% op_ids=(\d+) max_ops=10 `)
+	if st := n.Status(); st.IDMemoryNearCap || near.MatchString(lines.String()) || st.IDMemory.Ops != 8 {
+		t.Fatalf("near the cap at 8 of 10 op_ids (status %v, %d op_ids):\n%s", st.IDMemoryNearCap, st.IDMemory.Ops, lines)
+	}
+	add(8)
+	add(9)
+	if st := n.Status(); !st.IDMemoryNearCap || st.IDMemory.Bytes <= 0 {
+		t.Fatalf("status not near the cap at 10 of 10 op_ids: %+v", st.IDMemory)
+	}
+	m := near.FindAllStringSubmatch(lines.String(), -1)
+	if len(m) != 1 || m[0][1] != "90" || m[0][2] != "9" {
+		t.Fatalf("want one warning, at 9 op_ids (90%%): %q\n%s", m, lines)
+	}
+}

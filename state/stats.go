@@ -38,6 +38,12 @@ type IDMemory struct {
 	Bytes               int64 // heap of the two memories' rings, indexes and principal queues (a request outcome's names are shared with the lock's, and not counted)
 }
 
+// IDFill is IDMemory().Fill() in O(1): the fuller id memory as a fraction
+// of its cap.
+func (m *Machine) IDFill() float64 {
+	return IDMemory{Ops: m.ops.len(), Requests: m.requests.len(), MaxOps: m.cfg.MaxOps, MaxRequests: m.cfg.MaxRequests}.Fill()
+}
+
 // IDMemory reports the id memories: O(principals with ids).
 func (m *Machine) IDMemory() IDMemory {
 	return IDMemory{Ops: m.ops.len(), Requests: m.requests.len(), MaxOps: m.cfg.MaxOps, MaxRequests: m.cfg.MaxRequests,
