@@ -26,6 +26,7 @@ type snapTrigger struct {
 	entriesMark atomic.Uint64
 	taken       atomic.Uint64 // snapshots written by this process
 	lastSize    atomic.Uint64 // bytes of the last snapshot written
+	written     atomic.Uint64 // bytes of all snapshots written by this process
 	c           chan struct{} // cap 1: wakes runSnapshots
 }
 
@@ -82,6 +83,7 @@ func (t *snapTrigger) mark() any {
 // done is called when a snapshot of size bytes has been written.
 func (t *snapTrigger) done(m any, size uint64) {
 	t.lastSize.Store(size)
+	t.written.Add(size)
 	sm := m.(snapMark)
 	storeMax(&t.bytesMark, sm.bytes)
 	storeMax(&t.entriesMark, sm.entries)

@@ -196,8 +196,13 @@ func (m *impl) snapshotView() *SnapshotView {
 		s.At = at
 		doc.Requests = append(doc.Requests, s)
 	})
+	// The keys and payload hashes of all ops in two arrays: no allocation
+	// per op.
+	keys, payloads := make([]byte, 0, len(opKey{})*m.ops.len()), make([]byte, 0, payloadSize*m.ops.len())
 	m.ops.each(func(k opKey, at int64, r opRecord) {
-		doc.Ops = append(doc.Ops, snapOp{Key: k[:], At: at, Payload: r.payload[:], Version: r.version, AddValue: r.addValue, Principal: m.ops.principal(r.owner)})
+		keys, payloads = append(keys, k[:]...), append(payloads, r.payload[:]...)
+		doc.Ops = append(doc.Ops, snapOp{Key: keys[len(keys)-len(k):], At: at, Payload: payloads[len(payloads)-payloadSize:],
+			Version: r.version, AddValue: r.addValue, Principal: m.ops.principal(r.owner)})
 	})
 	names = names[:0]
 	for name := range m.resources {
