@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkSteadyIDLoad runs the cycle of issue 24's soak against one node
-// — on each of 8 sessions, over 508 resources: a session acquire, a write
+// — on each of 8 sessions, over 504 resources (a multiple of the 8 workers: no two share a lock): a session acquire, a write
 // and an add with op_ids (36-byte UUIDs), a release — FENCE_SOAK_CYCLES
 // times (default 20,000; every op_id is remembered: the state grows as
 // the soak's did before its memory was full), and reports per cycle the
@@ -62,7 +62,7 @@ func BenchmarkSteadyIDLoad(b *testing.B) {
 					return r
 				}
 				for i := w; i < cycles; i += workers {
-					res := fmt.Sprintf("orders/customer-%04d/stock", i%508)
+					res := fmt.Sprintf("orders/customer-%04d/stock", i%504)
 					r := do(state.Command{Op: state.OpAcquire, Name: "lock-" + res, Owner: "soak"})
 					if r.Lease == nil {
 						return
@@ -83,6 +83,7 @@ func BenchmarkSteadyIDLoad(b *testing.B) {
 		b.ReportMetric(float64(n.log.Stored()-stored0)/float64(cycles), "log_B/cycle")
 		b.ReportMetric(float64(n.snap.written.Load()-written0)/float64(cycles), "snapshot_B/cycle")
 		b.ReportMetric(float64(st.Snapshots), "snapshots")
+		b.ReportMetric(float64(n.log.Entries())/float64(cycles), "logged_commands/cycle")
 		b.ReportMetric(float64(st.SnapshotBytes), "last_snapshot_B")
 		b.ReportMetric(float64(st.IDMemory.Ops), "op_ids")
 		b.ReportMetric(float64(st.IDMemory.Bytes), "id_memory_B")
