@@ -48,7 +48,7 @@ type Header struct {
 	ServerTimeNS int64       `json:"server_time_ns"` // the state's server time
 	WallUnixMS   int64       `json:"wall_unix_ms"`   // the node's wall clock when the state was copied
 	Version      string      `json:"version"`        // the fence version that wrote it
-	StateFormat  string      `json:"state_format"`   // the state snapshot format (fence-state/1)
+	StateFormat  string      `json:"state_format"`   // the state snapshot format (fence-state/2; fence-state/1 is read)
 }
 
 // Trailer is the file's last line.
@@ -123,8 +123,8 @@ func checkHeader(h Header) *HeaderError {
 		return &HeaderError{Kind: kind, Field: field, Got: fmt.Sprint(got), Want: want}
 	}
 	switch {
-	case h.StateFormat != state.SnapshotFormat:
-		return bad(ErrFormat, "state_format", fmt.Sprintf("%q", h.StateFormat), fmt.Sprintf("%q (the state format this fence reads)", state.SnapshotFormat))
+	case !state.ReadsSnapshotFormat(h.StateFormat):
+		return bad(ErrFormat, "state_format", fmt.Sprintf("%q", h.StateFormat), fmt.Sprintf("%q or \"fence-state/1\" (the state formats this fence reads)", state.SnapshotFormat))
 	case h.AppliedIndex == 0:
 		return bad(ErrCorrupt, "applied_index", h.AppliedIndex, "at least 1 (a node's state has applied its first raft entry)")
 	case h.Term == 0:

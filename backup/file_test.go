@@ -143,7 +143,7 @@ func TestRoundTripBigStateStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := h
-	want.Format, want.StateFormat = FormatVersion, "fence-state/1"
+	want.Format, want.StateFormat = FormatVersion, state.SnapshotFormat
 	if r.Header() != want {
 		t.Fatalf("header %+v, want %+v", r.Header(), want)
 	}

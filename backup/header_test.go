@@ -69,7 +69,7 @@ func TestHeaderValuesChecked(t *testing.T) {
 		read  bool // Verify refuses it (else only Restore, against the state)
 	}{
 		{"state_format", ErrFormat, func(h *Header) { h.StateFormat = "json/1" }, true},
-		{"state_format", ErrFormat, func(h *Header) { h.StateFormat = "fence-state/2" }, true},
+		{"state_format", ErrFormat, func(h *Header) { h.StateFormat = "fence-state/9" }, true},
 		{"applied_index", ErrCorrupt, func(h *Header) { h.AppliedIndex = 0 }, true},
 		{"term", ErrCorrupt, func(h *Header) { h.Term = 0 }, true},
 		{"server_time_ns", ErrCorrupt, func(h *Header) { h.ServerTimeNS = -5 }, true},

@@ -109,8 +109,10 @@ func (m *Membership) NodeStatus(adding bool) NodeStatus {
 		Waiters: uint64(max(st.Waiters, 0)), Queued: uint64(max(st.Queued, 0)),
 		Slack:     st.Slack,
 		Resources: uint64(max(st.Resources, 0)), ResourceBytes: uint64(max(st.ResourceBytes, 0)),
-		OldestIDAge: st.OldestIDAge,
-		Version:     buildinfo.Version(),
+		OldestIDAge:   st.OldestIDAge,
+		RememberedOps: uint64(st.IDMemory.Ops), RememberedRequests: uint64(st.IDMemory.Requests),
+		IDMemoryNearCap: st.IDMemoryNearCap, SnapshotBytes: st.SnapshotBytes,
+		Version: buildinfo.Version(),
 	}
 	// The leader clock in office; else the server time of the last
 	// command applied.

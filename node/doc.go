@@ -78,11 +78,11 @@
 //
 // The node takes a snapshot once the log written since the last one holds
 // Config.SnapshotBytes bytes of command data, or Config.SnapshotThreshold
-// entries and at least one entry per 640 bytes of the last snapshot (a
+// commands and a quarter of the last snapshot's bytes of command data (a
 // large state is copied whole while applies wait, and then encoded and
-// written beside them, so it is snapshotted about as often as the log it
-// saves replaying grows; raft's own check, every 30s, is a backstop), and
-// raft then compacts
+// written beside them, so its snapshot writes stay within 4 times the
+// log's bytes; raft's own timed check is off: it rewrote a large state
+// every 30 s), and raft then compacts
 // the log behind it, keeping Config.TrailingLogs entries (default 64).
 // raft-wal deletes a segment file only once every entry in it is
 // compacted, and preallocates the next, so the WAL dir holds at most about

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -41,6 +43,8 @@ type fsm struct {
 	onBatch atomic.Pointer[func(n int)]  // metrics hook (nil: none); set at any time
 
 	restores atomic.Uint64 // snapshots restored
+	logger   *slog.Logger  // restores are logged (start, end, size, duration); nil: slog.Default
+	nearCap  atomic.Bool   // an id memory is at least idNearCap of its cap (set after every batch and restore)
 	counts   counters      // state events applied (counters.go)
 
 	cmds []state.Command // decoding buffer of group entries (FSM goroutine only)
@@ -125,6 +129,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	rel1, exp1 := f.m.LeaseEnds()
 	f.counts.leaseEnds(rel0, exp0, rel1, exp1)
+	f.watchIDFill()
 	f.authOn.Store(f.m.AuthEnabled())
 	f.keyed.Store(f.m.HasSigningKey())
 	if rules {
@@ -197,14 +202,25 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return &fsmSnapshot{view: v}, nil
 }
 
-// Restore replaces the state with a snapshot.
+// Restore replaces the state with a snapshot. It logs when it starts and
+// when it ends, with the snapshot's size and how long it took: a restore of
+// a large state takes seconds, and a restart was seen going from 0.8 s to
+// 5.7 s with nothing in the log to say why.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	log := f.log()
+	start := time.Now()
+	log.Info("restoring snapshot")
+	r := &countingReader{r: rc}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.m.Restore(rc); err != nil {
+	if err := f.m.Restore(r); err != nil {
+		log.Error("snapshot restore failed", "bytes", r.n, "took", time.Since(start), "err", err)
 		return fmt.Errorf("node: restore: %w", err)
 	}
+	f.watchIDFill()
+	ids := f.m.IDMemory()
+	log.Info("snapshot restored", "bytes", r.n, "took", time.Since(start), "remembered_op_ids", ids.Ops, "remembered_request_ids", ids.Requests, "last_token", f.m.LastToken())
 	f.restores.Add(1)
 	f.at.index, f.at.term = 0, 0
 	f.hub.reset()
@@ -213,6 +229,52 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.keyed.Store(f.m.HasSigningKey())
 	f.signalRules()
 	return nil
+}
+
+// Thresholds of the id memories' fill (state.Machine.IDFill) at which
+// the node says it is near its cap, and says it is no longer.
+const (
+	idNearCap  = 0.9
+	idBelowCap = 0.8
+)
+
+// watchIDFill logs when an id memory reaches idNearCap of its cap (Warn,
+// once) and when it falls below idBelowCap again (Info), and publishes it
+// (nearCap: Status.IDMemoryNearCap, a metric). Near the cap, ids younger
+// than the minimum retention fill the memory, so new ids are about to be
+// refused. Called under mu.
+func (f *fsm) watchIDFill() {
+	fill := f.m.IDFill()
+	switch near := f.nearCap.Load(); {
+	case !near && fill >= idNearCap:
+		f.nearCap.Store(true)
+		ids, cfg := f.m.IDMemory(), f.m.Config()
+		f.log().Warn("the id memory is near its cap: once it is full of ids younger than min_id_retention, new op_ids or request_ids are refused (RESOURCE_EXHAUSTED); raise max_ops/max_requests, or lower the load or min_id_retention",
+			"fill", fmt.Sprintf("%.0f%%", 100*fill), "op_ids", ids.Ops, "max_ops", ids.MaxOps, "request_ids", ids.Requests, "max_requests", ids.MaxRequests,
+			"oldest_id_age", f.m.OldestIDAge(f.m.Now()), "min_id_retention", cfg.MinIDRetention, "bytes", ids.Bytes)
+	case near && fill < idBelowCap:
+		f.nearCap.Store(false)
+		f.log().Info("the id memory is below its cap again", "fill", fmt.Sprintf("%.0f%%", 100*fill))
+	}
+}
+
+func (f *fsm) log() *slog.Logger {
+	if f.logger == nil {
+		return slog.Default()
+	}
+	return f.logger
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }
 
 func (f *fsm) signalRules() {

@@ -175,6 +175,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		startedBefore: started,
 		admission:     admission,
 	}
+	n.fsm.logger = cfg.Logger
 	n.persistedID.Store(&persistedClusterID)
 	if cfg.Mux != nil {
 		cfg.Mux.SetClusterID(n.muxClusterID())
@@ -230,6 +231,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		}
 		n.startedEmpty = !bootstrapped
 	}
+	opened := time.Now()
 	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, gstable, gsnaps, trans)
 	if err != nil {
 		if c, ok := trans.(raft.WithClose); ok {
@@ -244,7 +246,8 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 			return nil, err
 		}
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
+	go n.logReplay(opened, r.AppliedIndex())
 	go n.logLeaders()
 	go n.watchLeadership()
 	go n.runTicker()
@@ -270,6 +273,33 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 	}
 	cfg.Logger.Info("node ready", "node_id", cfg.NodeID, "server_time", time.Duration(base), "last_token", n.LastToken())
 	return n, nil
+}
+
+// logReplay logs, once the entries the log held at start are applied,
+// how many there were past the restored snapshot (from: its index, raft's
+// applied index when NewRaft returns) and how long the start
+// took (raft restores the snapshot, logged by the fsm, inside NewRaft,
+// then applies the log once its commit index is known): a slow restart is
+// seen, and where its time went. It gives up silently when the node
+// closes first.
+func (n *Node) logReplay(opened time.Time, from uint64) {
+	defer n.wg.Done()
+	last, err := n.log.LastIndex()
+	if err != nil {
+		return
+	}
+	for {
+		applied, next := n.fsm.appliedWait()
+		if applied >= last || last <= from {
+			n.cfg.Logger.Info("log replayed", "entries", last-min(from, last), "to_index", last, "took", time.Since(opened))
+			return
+		}
+		select {
+		case <-n.closing:
+			return
+		case <-next:
+		}
+	}
 }
 
 // awaitOffice waits until the leader clock runs. Giving up leaves nothing

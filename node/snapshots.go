@@ -26,6 +26,7 @@ type snapTrigger struct {
 	entriesMark atomic.Uint64
 	taken       atomic.Uint64 // snapshots written by this process
 	lastSize    atomic.Uint64 // bytes of the last snapshot written
+	written     atomic.Uint64 // bytes of all snapshots written by this process
 	c           chan struct{} // cap 1: wakes runSnapshots
 }
 
@@ -34,29 +35,31 @@ func newSnapTrigger(cfg Config, log *raftstore.GuardedLog) *snapTrigger {
 }
 
 // due reports whether the log since the last snapshot is over a bound:
-// SnapshotBytes of command data, or SnapshotThreshold entries and at least
-// one entry per snapshotBytesPerEntry bytes of the last snapshot. The
-// second part keeps the cost of snapshotting a large state (it is copied
-// whole while applies wait, then encoded beside them) proportional to the
-// log it saves replaying: a restart replays about as long as it restores.
+// SnapshotBytes of command data; or SnapshotThreshold commands and at least
+// 1/snapshotLogShare of the last snapshot's size in command data. The
+// second part ties what a snapshot costs to what it saves: a state is
+// written whole (copied while applies wait, then encoded beside them), so
+// it is written again only once the log it saves replaying is a fixed
+// share of it — the snapshot writes stay within snapshotLogShare times the
+// log's own write rate however large the state grows, and a restart
+// replays at most that share of the snapshot it restores. (An outside soak
+// of a 151 MB state saw it rewritten every 35-60 s, ~3 MB/s a node: raft's
+// own 30 s check, with its fixed entry count, fired long before this rule;
+// raft's check is now off, raftConfig.)
 func (t *snapTrigger) due() bool {
-	if t.log.Stored()-t.bytesMark.Load() >= t.cfg.SnapshotBytes {
+	logged := t.log.Stored() - t.bytesMark.Load()
+	if logged >= t.cfg.SnapshotBytes {
 		return true
 	}
-	need := max(t.cfg.SnapshotThreshold, t.lastSize.Load()/snapshotBytesPerEntry)
-	return t.log.Entries()-t.entriesMark.Load() >= need
+	return t.log.Entries()-t.entriesMark.Load() >= t.cfg.SnapshotThreshold && logged >= t.lastSize.Load()/snapshotLogShare
 }
 
-// snapshotBytesPerEntry sets how much log a state of a given snapshot size
-// may gather before it is snapshotted again. Snapshotting costs what the
-// state holds (the copy applies wait for is per lock, id and session), not
-// the bytes it encodes to: the protobuf records (fence-state/1) take about
-// 2.5 times fewer bytes than the JSON the constant was first set against
-// (600,000 remembered ids: 36.9 MB against 91.6 MB), so it is 2.5 times
-// 256, which keeps the snapshots of a given state as rare as they were. A
-// restart then replays about 2.5 times as long as it restores (~1.4 s to
-// restore those ids here; the log replays ~100,000 entries a second).
-const snapshotBytesPerEntry = 640
+// snapshotLogShare: a state is snapshotted again once the log since its
+// last snapshot holds 1/snapshotLogShare of that snapshot's bytes (and
+// SnapshotThreshold commands). 4: snapshot writes at most 4 times the
+// log's bytes; the log replayed on a restart at most a quarter of the
+// snapshot restored.
+const snapshotLogShare = 4
 
 // check runs after every log write: it wakes runSnapshots when due.
 func (t *snapTrigger) check() {
@@ -80,6 +83,7 @@ func (t *snapTrigger) mark() any {
 // done is called when a snapshot of size bytes has been written.
 func (t *snapTrigger) done(m any, size uint64) {
 	t.lastSize.Store(size)
+	t.written.Add(size)
 	sm := m.(snapMark)
 	storeMax(&t.bytesMark, sm.bytes)
 	storeMax(&t.entriesMark, sm.entries)

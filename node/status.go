@@ -34,6 +34,14 @@ type Status struct {
 	// OldestIDAge is the age, in server time, of the oldest remembered
 	// op_id or request_id (state.Machine.OldestIDAge), 0 if none.
 	OldestIDAge time.Duration
+	// IDMemory is what the id memories hold (counts, caps, bytes), and
+	// IDMemoryNearCap whether one is at least 90% of its cap (the node
+	// logged it: new ids are about to be refused).
+	IDMemory        state.IDMemory
+	IDMemoryNearCap bool
+	// SnapshotBytes is the size of the last snapshot this process wrote
+	// (0 before its first).
+	SnapshotBytes uint64
 	// Queued is the number of acquires queued in the machine (on all
 	// locks, whoever waits for them); Waiters counts those waiting here.
 	Queued int
@@ -90,16 +98,18 @@ func (s Status) Ready() bool {
 // Status reports the node's state. It is cheap (no raft round trip).
 func (n *Node) Status() Status {
 	s := Status{
-		Leader:       n.raft.State() == raft.Leader,
-		CommitIndex:  n.raft.CommitIndex(),
-		AppliedIndex: n.fsm.applied.Load(),
-		Waiters:      n.wait.count(),
-		Ticks:        n.ticks.Load(),
-		Fatal:        n.fail.Err(),
-		LogSyncs:     n.store.Syncs(),
-		Snapshots:    n.snap.taken.Load(),
-		Proposals:    n.props.commands.Load(),
-		Groups:       n.props.groups.Load(),
+		Leader:          n.raft.State() == raft.Leader,
+		CommitIndex:     n.raft.CommitIndex(),
+		AppliedIndex:    n.fsm.applied.Load(),
+		Waiters:         n.wait.count(),
+		Ticks:           n.ticks.Load(),
+		Fatal:           n.fail.Err(),
+		LogSyncs:        n.store.Syncs(),
+		Snapshots:       n.snap.taken.Load(),
+		SnapshotBytes:   n.snap.lastSize.Load(),
+		IDMemoryNearCap: n.fsm.nearCap.Load(),
+		Proposals:       n.props.commands.Load(),
+		Groups:          n.props.groups.Load(),
 	}
 	s.ID, s.RaftAddr, s.Role, s.Term = n.cfg.NodeID, n.addr, n.raft.State().String(), n.raft.CurrentTerm()
 	s.LeaderID, s.LeaderAddr = n.Leader()
@@ -120,6 +130,7 @@ func (n *Node) Status() Status {
 			now = m.Now()
 		}
 		s.OldestIDAge = m.OldestIDAge(now)
+		s.IDMemory = m.IDMemory()
 		s.Queued = m.Waiting() // a counter: Status is polled by health checks
 		s.Rules = m.Config()
 		s.Sessions = m.Sessions()

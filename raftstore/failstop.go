@@ -191,6 +191,7 @@ type guardedSink struct {
 	g    *GuardedSnapshots
 	mark any
 	size uint64
+	done bool // Done was called: raft closes a sink twice (the node's Persist, then raft)
 }
 
 func (s *guardedSink) Write(p []byte) (int, error) {
@@ -209,7 +210,8 @@ func (s *guardedSink) Close() error {
 		s.g.Fail.Fatal(err)
 		return err
 	}
-	if s.g.Done != nil {
+	if s.g.Done != nil && !s.done {
+		s.done = true
 		s.g.Done(s.mark, s.size)
 	}
 	return nil

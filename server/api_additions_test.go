@@ -227,6 +227,15 @@ func TestOldestIDAgeMetric(t *testing.T) {
 	if second := age(); second < first {
 		t.Fatalf("age went back from %v to %v", first, second)
 	}
+	// The id memory's count, cap, bytes and near-cap flag are exported
+	// beside it (issue 24).
+	page := scrapeMetrics(t, url)
+	for _, want := range []string{`fence_remembered_ids{kind="op_id"} 1`, `fence_remembered_ids{kind="request_id"} 0`,
+		`fence_remembered_ids_max{kind="op_id"} 1e+06`, "fence_id_memory_near_cap 0", "fence_id_memory_bytes ", "fence_snapshot_bytes "} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("/metrics lacks %q", want)
+		}
+	}
 }
 
 // scrapeMetrics returns the server's /metrics page; anything but a 200 with

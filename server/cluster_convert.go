@@ -20,6 +20,7 @@ func nodeStatusToProto(s clusterapi.NodeStatus) *fencev1.NodeStatusResponse {
 		ServerTime: durationpb.New(s.ServerTime), Slack: durationpb.New(s.Slack),
 		DataDirBytes: s.DataDirBytes, Resources: s.Resources, ResourceBytes: s.ResourceBytes,
 		OldestIdAge: durationpb.New(s.OldestIDAge), Fatal: s.Fatal, Version: s.Version, InsecureListen: s.InsecureListen,
+		RememberedOpIds: s.RememberedOps, RememberedRequestIds: s.RememberedRequests, IdMemoryNearCap: s.IDMemoryNearCap, SnapshotBytes: s.SnapshotBytes,
 	}
 	if s.LastContact != 0 {
 		r.LastContact = durationpb.New(s.LastContact)
@@ -38,6 +39,7 @@ func nodeStatusFromProto(r *fencev1.NodeStatusResponse) clusterapi.NodeStatus {
 		ServerTime: dur(r.GetServerTime()), Slack: dur(r.GetSlack()),
 		DataDirBytes: r.GetDataDirBytes(), Resources: r.GetResources(), ResourceBytes: r.GetResourceBytes(),
 		OldestIDAge: dur(r.GetOldestIdAge()), Fatal: r.GetFatal(), Version: r.GetVersion(), InsecureListen: r.GetInsecureListen(),
+		RememberedOps: r.GetRememberedOpIds(), RememberedRequests: r.GetRememberedRequestIds(), IDMemoryNearCap: r.GetIdMemoryNearCap(), SnapshotBytes: r.GetSnapshotBytes(),
 	}
 }
 

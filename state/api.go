@@ -369,7 +369,7 @@ func (m *Machine) Sessions() int { return m.sessionCount() }
 // was never written).
 func (m *Machine) Resource(name string) ResourceState { return m.resource(name) }
 
-// Snapshot writes the whole state to w, format "fence-state/1": the same
+// Snapshot writes the whole state to w, format "fence-state/2": the same
 // state always gives the same bytes (snapshot_stream.go).
 func (m *Machine) Snapshot(w io.Writer) error { return m.snapshot(w) }
 

@@ -151,7 +151,7 @@ func TestSnapshotCarriesConfig(t *testing.T) {
 	for name, h := range map[string]*statepb.SnapshotHeader{
 		"invalid config": emptySnapHeader(&Config{MaxTTL: 1}),
 		"no config":      emptySnapHeader(nil),
-		"format 2":       {Format: "fence-state/2", Config: configPB(old)},
+		"format 3":       {Format: "fence-state/3", Config: configPB(old)},
 		"max_ttl 0":      emptySnapHeader(&Config{MaxOps: 1, MaxRequests: 1, IDRetention: time.Second}),
 	} {
 		if err := New().Restore(bytes.NewReader(encodeSnap(h))); !errors.Is(err, ErrBadSnapshot) {

@@ -39,7 +39,7 @@
 // for more than MaxTTL is refused.
 //
 // Formats: commands are encoded as version 1 ([CommandVersion]) and
-// snapshots as "fence-state/1"; both are pinned byte for byte by golden
+// snapshots as "fence-state/2" (Restore also reads "fence-state/1"); both are pinned byte for byte by golden
 // files in testdata/. A binary refuses a version or format it does not
 // know, and an unknown field, rather than misreading it (fail-stop).
 //
@@ -150,9 +150,11 @@
 // the lease a grant gave it), and the first attempt's late cancel is a
 // no-op. A cancel with Attempt 0 acts on whatever attempt is current.
 //
-// op_id: keyed by (resource, op_id). An accepted write, add or delete is
-// remembered with a hash of (op, token, value or delta) — the first 128 bits
-// of its SHA-256 — and its token, version and (for add) value. A repeat with
+// op_id: keyed by (resource, op_id) — by the first 128 bits of the
+// SHA-256 of both (opKeyOf; a collision is as likely as one of SHA-256's
+// cut to 128 bits: resources.go). An accepted write, add or delete is
+// remembered with a hash of (op, token, value or delta) — the first 96 bits
+// of its SHA-256 — and its version and (for add) value. A repeat with
 // the same payload returns that saved result (Replayed) before any token
 // check — an applied op stays applied even after a newer token arrived — and
 // a different payload is OpConflict. Refused operations are not remembered.
@@ -328,15 +330,18 @@
 // proposes DefaultConfig (or the operator's) with OpConfig, and the
 // promise holds from that entry on.
 //
-// Memory: a remembered op_id or request_id costs about 220 bytes of heap
-// with 26-byte ids (BenchmarkIDMemoryBytes at 200,000 ids: 221 and 219
-// bytes without a principal, 230 and 228 with one, which also puts each id
-// in its principal's queue), plus the bytes of distinct names and
-// owners. The default caps (a million of each) are about 460 MB when full,
-// which a steady load keeps them: plan for it or lower MaxOps/MaxRequests
-// (and with them the load the window holds). A snapshot of 600,000
-// remembered ids (BenchmarkSnapshotIDs) takes about 0.6 s to write and
-// 1.6-1.9 s to restore on a 2-core machine (docs/benchmarks.md). Only the
+// Memory: a remembered op_id costs about 65 bytes of heap
+// (BenchmarkIDMemoryBytes at 200,000 ids: 64.9 without a principal, 73.7
+// with one, which also puts each id in its principal's queue) and about
+// 41 bytes of snapshot whatever the length of its names (a 16-byte key
+// hashed from resource and op_id: memory.go and docs/design.md, The id
+// memory); a remembered request_id about 190 bytes of heap with 26-byte
+// ids, plus the bytes of distinct names and owners. The default caps (a
+// million of each) are about 250 MB when full, which a steady load keeps
+// them: plan for it or lower MaxOps/MaxRequests (and with them the load
+// the window holds). A snapshot of 600,000 remembered ids
+// (BenchmarkSnapshotIDs) takes about 0.6 s to write and 1.6-1.9 s to
+// restore on a 2-core machine (docs/benchmarks.md). Only the
 // copy ([Machine.SnapshotView], about a tenth of the write: 0.06-0.08 s)
 // needs applies stopped; the encoding ([SnapshotView.WriteTo]) runs beside
 // them.

@@ -65,7 +65,7 @@ func TestIDMemoryNeverForgetsAYoungID(t *testing.T) {
 		}
 		// op-0 (3m old, beyond the count) is forgotten: its retry is a new
 		// id, and the memory is full of young ones.
-		if _, ok := m.ops.get(opKey{"n", "op-0"}); ok {
+		if _, ok := m.ops.get(opKeyOf("n", "op-0")); ok {
 			t.Fatal("op-0 still remembered")
 		}
 		wantExhausted(t, m, add(at(180), "n", 1, 1, "op-0"), "config.max_ops", "at most 100 younger than 3m0s")

@@ -1,7 +1,9 @@
 package state
 
 import (
+	"hash/maphash"
 	"time"
+	"unsafe"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state/internal/plant"
@@ -11,30 +13,46 @@ import (
 // bounded by count and by server-time age. Since server time never goes
 // back, insertion order is age order and both bounds evict from the front.
 //
-// It holds up to a million ids of each kind, so it is compact: the entries
-// (key, time, value inline) sit in one ring buffer in insertion order, and
-// the map holds only each key's sequence number — no per-entry allocation
-// beyond the key's own bytes. doc.go (Retention) has the bytes per id.
+// It holds up to millions of ids of each kind, so it is compact: the
+// entries (key, time, value inline) sit in one ring buffer in insertion
+// order, and the index is an open-addressing table of 4-byte slots, each a
+// 6-bit fingerprint of the key's hash and the low 26 bits of its entry's
+// sequence number (linear probing, deletion by backward shift, between
+// 3/8 and 3/4 full) — no per-entry allocation, no Go map of keys. The
+// principal of an entry is a 4-byte number (interned while it has
+// entries). docs/design.md (The id memory) has the layout and bytes per
+// id.
 //
-// It also keeps each principal's entries in order (per), for the quota of
-// ids one principal may hold (Config.MaxIDsPerPrincipal, quota.go).
-type memory[K comparable, V owned] struct {
-	index map[K]uint64     // key -> sequence number of its entry
+// It also keeps each principal's entries in order (owners), for the quota
+// of ids one principal may hold (Config.MaxIDsPerPrincipal, quota.go).
+type memory[K comparable, V owned[V]] struct {
+	seed  maphash.Seed
+	slots []uint32         // the index: 0 empty, else fingerprint<<seqBits | seq&seqMask
+	used  int              // slots in use (live entries)
 	ring  []memEntry[K, V] // circular, oldest at head
 	head  int              // ring index of the oldest entry
 	n     int              // entries in the ring
 	first uint64           // sequence number of the oldest entry
-	per   map[string]*idQueue
+	// owners[i] is principal number i's queue (0: "", not counted);
+	// ownerIDs numbers the principals with entries; freeIDs are numbers
+	// to reuse.
+	owners   []idQueue
+	ownerIDs map[string]uint32
+	freeIDs  []uint32
 }
 
-// owned is a remembered value that names the principal that made it (""
-// with authentication off: not counted).
-type owned interface{ by() string }
+// owned is a remembered value that records the number of the principal
+// that made it (0 with authentication off: not counted).
+type owned[V any] interface {
+	by() uint32
+	ownedBy(uint32) V
+}
 
 // idQueue is one principal's entries: their sequence numbers, oldest
 // first. Entries forgotten since (popped, or dead) are skipped, and
 // dropped from the front as they are met; n counts the live ones.
 type idQueue struct {
+	name string
 	seqs []uint64
 	n    int
 }
@@ -45,25 +63,30 @@ type memEntry[K comparable, V any] struct {
 	val V
 }
 
-// dead marks an entry whose key was put again: the index points at the
-// newer entry, and this one is skipped until it is popped.
+// dead marks an entry whose key was put again or removed: it is out of
+// the index and skipped until it is popped.
 const dead = -1
 
 const minRing = 64
 
-func newMemory[K comparable, V owned]() memory[K, V] {
-	return memory[K, V]{index: map[K]uint64{}, per: map[string]*idQueue{}}
+// The index's slots: seqBits bits of sequence number (the entries in the
+// ring are fewer than 2^seqBits, so they name one), the rest a fingerprint.
+const (
+	seqBits = 26
+	seqMask = 1<<seqBits - 1
+)
+
+func newMemory[K comparable, V owned[V]]() memory[K, V] {
+	return memory[K, V]{seed: maphash.MakeSeed(), owners: make([]idQueue, 1), ownerIDs: map[string]uint32{}}
 }
 
 // reserve makes room for n entries at once (a restore knows how many).
 func (m *memory[K, V]) reserve(n int) {
 	if n > len(m.ring)-m.n {
 		m.resize(max(minRing, m.n+n))
-		index := make(map[K]uint64, m.n+n)
-		for k, seq := range m.index {
-			index[k] = seq
-		}
-		m.index = index
+	}
+	if 4*(m.used+n) > 3*len(m.slots) {
+		m.reindex(m.used + n)
 	}
 }
 
@@ -74,35 +97,161 @@ func (m *memory[K, V]) entry(seq uint64) *memEntry[K, V] {
 	return &m.ring[(m.head+int(seq-m.first))%len(m.ring)]
 }
 
+func (m *memory[K, V]) hash(k K) uint64 { return maphash.Comparable(m.seed, k) }
+
+// home is the slot where a key of hash h is first looked for.
+func (m *memory[K, V]) home(h uint64) int { return int((h >> 32) * uint64(len(m.slots)) >> 32) }
+
+func (m *memory[K, V]) next(i int) int {
+	if i++; i == len(m.slots) {
+		return 0
+	}
+	return i
+}
+
+// fingerprint is the high bits of a slot holding a key of hash h (never 0).
+func fingerprint(h uint64) uint32 { return max(uint32(h)&(1<<(32-seqBits)-1), 1) << seqBits }
+
+// seqOf is the sequence number of the entry slot s names.
+func (m *memory[K, V]) seqOf(s uint32) uint64 {
+	return m.first + uint64((s-uint32(m.first))&seqMask)
+}
+
+// find returns the index slot of k's live entry and its sequence number
+// (slot -1 if k is not remembered).
+func (m *memory[K, V]) find(k K) (int, uint64) {
+	if m.used == 0 {
+		return -1, 0
+	}
+	h := m.hash(k)
+	fp := fingerprint(h)
+	for i := m.home(h); ; i = m.next(i) {
+		s := m.slots[i]
+		if s == 0 {
+			return -1, 0
+		}
+		if s&^seqMask == fp {
+			if seq := m.seqOf(s); m.entry(seq).key == k {
+				return i, seq
+			}
+		}
+	}
+}
+
+// slot indexes entry seq, whose key k is not in the index (room made).
+func (m *memory[K, V]) slot(k K, seq uint64) {
+	h := m.hash(k)
+	i := m.home(h)
+	for m.slots[i] != 0 {
+		i = m.next(i)
+	}
+	m.slots[i] = fingerprint(h) | uint32(seq)&seqMask
+	m.used++
+}
+
+// unslot empties index slot i, moving back the slots after it that
+// probing would no longer reach (backward-shift deletion).
+func (m *memory[K, V]) unslot(i int) {
+	for j := m.next(i); m.slots[j] != 0; j = m.next(j) {
+		h := m.home(m.hash(m.entry(m.seqOf(m.slots[j])).key))
+		// The slot at j stays if its home is cyclically in (i, j].
+		if (i <= j && i < h && h <= j) || (i > j && (i < h || h <= j)) {
+			continue
+		}
+		m.slots[i] = m.slots[j]
+		i = j
+	}
+	m.slots[i] = 0
+	m.used--
+	if len(m.slots) > 16 && 8*m.used < len(m.slots) {
+		m.reindex(m.used)
+	}
+}
+
+// reindex rebuilds the index for n live entries: 2n slots (at least 16).
+func (m *memory[K, V]) reindex(n int) {
+	m.slots = make([]uint32, max(16, 2*n))
+	m.used = 0
+	for i := range m.n {
+		seq := m.first + uint64(i)
+		if e := m.entry(seq); e.at != dead {
+			m.slot(e.key, seq)
+		}
+	}
+}
+
 func (m *memory[K, V]) get(k K) (V, bool) {
-	if seq, ok := m.index[k]; ok {
+	if i, seq := m.find(k); i >= 0 {
 		return m.entry(seq).val, true
 	}
 	var zero V
 	return zero, false
 }
 
-// put remembers v under k as of server time at (>= 0, as the newest
-// entry). A key put again points at its new entry; the old one is dead and
-// dropped in its turn (the machine never puts a remembered key again).
-func (m *memory[K, V]) put(k K, v V, at int64) {
-	if seq, ok := m.index[k]; ok {
+// bytes is the heap the memory holds: its ring, its index and its
+// principals' queues.
+func (m *memory[K, V]) bytes() int64 {
+	var e memEntry[K, V]
+	b := int64(len(m.ring))*int64(unsafe.Sizeof(e)) + 4*int64(len(m.slots))
+	for i := range m.owners {
+		b += 8 * int64(cap(m.owners[i].seqs))
+	}
+	return b
+}
+
+// has reports whether k is remembered.
+func (m *memory[K, V]) has(k K) bool {
+	i, _ := m.find(k)
+	return i >= 0
+}
+
+// principal is the name of principal number id.
+func (m *memory[K, V]) principal(id uint32) string { return m.owners[id].name }
+
+// ownerID is the number of principal p (0 for "", and for one with no
+// entries when add is false).
+func (m *memory[K, V]) ownerID(p string, add bool) uint32 {
+	if p == "" {
+		return 0
+	}
+	if id, ok := m.ownerIDs[p]; ok || !add {
+		return id
+	}
+	var id uint32
+	if k := len(m.freeIDs); k > 0 {
+		id, m.freeIDs = m.freeIDs[k-1], m.freeIDs[:k-1]
+	} else {
+		id = uint32(len(m.owners))
+		m.owners = append(m.owners, idQueue{})
+	}
+	m.owners[id] = idQueue{name: p}
+	m.ownerIDs[p] = id
+	return id
+}
+
+// put remembers v, made by principal p, under k as of server time at (>=
+// 0, as the newest entry). A key put again points at its new entry; the
+// old one is dead and dropped in its turn (the machine never puts a
+// remembered key again).
+func (m *memory[K, V]) put(k K, v V, at int64, p string) {
+	if i, seq := m.find(k); i >= 0 {
 		m.disown(seq)
 		m.entry(seq).at = dead
+		m.unslot(i)
 	}
 	if m.n == len(m.ring) {
-		m.resize(max(minRing, 2*len(m.ring)))
+		m.resize(max(minRing, len(m.ring)+len(m.ring)/8)) // 1/8 more: at most 1/8 of the ring empty
 	}
+	if 4*(m.used+1) > 3*len(m.slots) {
+		m.reindex(m.used + 1)
+	}
+	id := m.ownerID(p, true)
 	seq := m.first + uint64(m.n)
 	m.n++
-	*m.entry(seq) = memEntry[K, V]{key: k, at: at, val: v}
-	m.index[k] = seq
-	if p := v.by(); p != "" {
-		q := m.per[p]
-		if q == nil {
-			q = &idQueue{}
-			m.per[p] = q
-		}
+	*m.entry(seq) = memEntry[K, V]{key: k, at: at, val: v.ownedBy(id)}
+	m.slot(k, seq)
+	if id != 0 {
+		q := &m.owners[id]
 		m.trim(q)
 		q.seqs = append(q.seqs, seq)
 		q.n++
@@ -112,13 +261,15 @@ func (m *memory[K, V]) put(k K, v V, at int64) {
 // disown counts live entry seq, about to be forgotten, out of its
 // principal's.
 func (m *memory[K, V]) disown(seq uint64) {
-	p := m.entry(seq).val.by()
-	if p == "" {
+	id := m.entry(seq).val.by()
+	if id == 0 {
 		return
 	}
-	q := m.per[p]
+	q := &m.owners[id]
 	if q.n--; q.n == 0 {
-		delete(m.per, p)
+		delete(m.ownerIDs, q.name)
+		*q = idQueue{}
+		m.freeIDs = append(m.freeIDs, id)
 	}
 }
 
@@ -131,18 +282,19 @@ func (m *memory[K, V]) trim(q *idQueue) {
 
 // owns is how many live entries principal p has.
 func (m *memory[K, V]) owns(p string) int {
-	if q := m.per[p]; q != nil {
-		return q.n
+	if id := m.ownerID(p, false); id != 0 {
+		return m.owners[id].n
 	}
 	return 0
 }
 
 // oldestOf is principal p's oldest live entry (nil if none).
 func (m *memory[K, V]) oldestOf(p string) *memEntry[K, V] {
-	q := m.per[p]
-	if q == nil {
+	id := m.ownerID(p, false)
+	if id == 0 {
 		return nil
 	}
+	q := &m.owners[id]
 	m.trim(q)
 	return m.entry(q.seqs[0])
 }
@@ -181,10 +333,10 @@ func (m *memory[K, V]) forgetOwner(p string, now, minRetention int64, quota, pen
 
 // remove forgets k now (its entry is dead until popped).
 func (m *memory[K, V]) remove(k K) {
-	if seq, ok := m.index[k]; ok {
+	if i, seq := m.find(k); i >= 0 {
 		m.disown(seq)
 		m.entry(seq).at = dead
-		delete(m.index, k)
+		m.unslot(i)
 	}
 }
 
@@ -193,7 +345,9 @@ func (m *memory[K, V]) pop() {
 	e := m.entry(m.first)
 	if e.at != dead {
 		m.disown(m.first)
-		delete(m.index, e.key)
+		i, _ := m.find(e.key)
+		e.at = dead // out of the index before unslot may rebuild it
+		m.unslot(i)
 	}
 	*e = memEntry[K, V]{}
 	m.head = (m.head + 1) % len(m.ring)
@@ -204,7 +358,8 @@ func (m *memory[K, V]) pop() {
 	}
 }
 
-// resize moves the entries, in order, to a ring of size size (>= n).
+// resize moves the entries, in order, to a ring of size size (>= n). The
+// index names entries by sequence number, so it does not change.
 func (m *memory[K, V]) resize(size int) {
 	ring := make([]memEntry[K, V], size)
 	for i := range m.n {

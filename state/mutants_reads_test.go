@@ -128,9 +128,9 @@ func TestMutantBumpTokenNextGrantIsTheFloor(t *testing.T) {
 // again. (Kills oldest's "m.first + i" → "m.first - i".)
 func TestMutantMemoryOldestSkipsDeadEntries(t *testing.T) {
 	mem := newMemory[string, tv]()
-	mem.put("a", 1, 10)
-	mem.put("b", 2, 20)
-	mem.put("a", 3, 30)
+	mem.put("a", 1, 10, "")
+	mem.put("b", 2, 20, "")
+	mem.put("a", 3, 30, "")
 	if at, ok := mem.oldest(); !ok || at != 20 {
 		t.Fatalf("oldest %d %v, want 20 (a's first entry is dead)", at, ok)
 	}

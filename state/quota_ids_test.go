@@ -67,7 +67,7 @@ func TestIDQuotaRefusesOnePrincipalAndServesOthers(t *testing.T) {
 		if res := mustOK(t, mm, writeAs(at(181.5), "r", tok, "a2", "token:a")); !res.Replayed {
 			t.Fatalf("a2 (still within A's quota) was forgotten: %+v", res)
 		}
-		if _, kept := mm.impl.ops.get(opKey{"r", "a1"}); kept || mm.impl.ops.owns("token:a") != 2 {
+		if _, kept := mm.impl.ops.get(opKeyOf("r", "a1")); kept || mm.impl.ops.owns("token:a") != 2 {
 			t.Fatalf("A's op_ids: a1 kept %v, %d held; want a1 forgotten, 2 held", kept, mm.impl.ops.owns("token:a"))
 		}
 		exhaustedQuota(t, mm, writeAs(at(181.5), "r", tok, "a4", "token:a"), limit)

@@ -112,19 +112,22 @@ type doneRequest struct {
 	token       fence.Token
 	attempt     uint32
 	outcome     outcome
-	principal   string
+	who         uint32 // the principal that asked (its memory's number; 0 none)
 }
 
-func (d doneRequest) by() string { return d.principal }
+func (d doneRequest) by() uint32 { return d.who }
+
+func (d doneRequest) ownedBy(id uint32) doneRequest { d.who = id; return d }
 
 func (r *request) done() doneRequest {
-	return doneRequest{name: r.name, mode: r.mode, permits: r.permits, set: r.set, owner: r.owner, ttl: r.ttl, lockDelay: r.lockDelay, token: r.token, attempt: r.attempt, outcome: r.outcome, principal: r.principal}
+	return doneRequest{name: r.name, mode: r.mode, permits: r.permits, set: r.set, owner: r.owner, ttl: r.ttl, lockDelay: r.lockDelay, token: r.token, attempt: r.attempt, outcome: r.outcome}
 }
 
-// request rebuilds the request d remembers (state reqDone).
-func (d doneRequest) request(id string) *request {
+// request rebuilds the request d, made by principal, remembers (state
+// reqDone).
+func (d doneRequest) request(id, principal string) *request {
 	return &request{id: id, name: d.name, mode: d.mode, permits: d.permits, set: d.set, owner: d.owner, ttl: d.ttl, lockDelay: d.lockDelay, token: d.token, attempt: d.attempt,
-		outcome: d.outcome, state: reqDone, principal: d.principal}
+		outcome: d.outcome, state: reqDone, principal: principal}
 }
 
 // findRequest returns the live or remembered request with this id. A
@@ -134,7 +137,7 @@ func (m *impl) findRequest(id string) *request {
 		return r
 	}
 	if d, ok := m.requests.get(id); ok {
-		return d.request(id)
+		return d.request(id, m.requests.principal(d.who))
 	}
 	return nil
 }
@@ -151,7 +154,7 @@ func (m *impl) finish(r *request, out outcome) {
 		delete(r.sess.waiters, r.id)
 	}
 	if !generatedID(r.id) {
-		m.requests.put(r.id, r.done(), m.clock)
+		m.requests.put(r.id, r.done(), m.clock, r.principal)
 		m.rememberedBy(r.principal)
 	}
 }

@@ -21,31 +21,56 @@ type resource struct {
 	deleted   bool   // deleted and not written since: a tombstone keeping lastToken
 }
 
-// opKey names an op_id within its resource.
-type opKey struct {
-	resource string
-	opID     string
+// opKey names an op_id within its resource: the first 128 bits of the
+// SHA-256 of (resource, op_id) (opKeyOf). The memory keeps this, not the
+// names: 16 bytes whatever their length. Two (resource, op_id) pairs with
+// the same key would answer one with the other's saved result (or a
+// conflict); by chance that takes about 2^64 ids in one memory (a
+// million held: a chance of 10^-27), and on purpose a collision search of
+// 2^64 SHA-256 computations over ids the searcher chooses, both its own —
+// the key of another principal's op_id is not one it can aim at (a second
+// preimage: 2^128), and a retry by another principal is refused anyway
+// (rec.owner). docs/design.md (The id memory).
+type opKey [16]byte
+
+// opKeyOf is the key of op_id id of resource name.
+func opKeyOf(name, id string) opKey {
+	h := sha256.New()
+	var b [binary.MaxVarintLen64]byte
+	h.Write([]byte(opKeyDomain))
+	h.Write(b[:binary.PutUvarint(b[:], uint64(len(name)))])
+	h.Write([]byte(name))
+	h.Write([]byte(id))
+	var k opKey
+	copy(k[:], h.Sum(nil))
+	return k
 }
 
-// opRecord is the compact saved result of an accepted write or add: a hash
-// of the payload (a write's value is the request's own, so it is not kept)
+// opKeyDomain sets the keys of op_ids apart from every other hash.
+const opKeyDomain = "fence op_id key\x00"
+
+// opRecord is the compact saved result of an accepted write, add or
+// delete: 32 bytes. A hash of the payload (a write's value is the
+// request's own, so it is not kept; the token is in the payload, so a
+// replay has the record's token), the principal's number in the memory,
 // and the facts to rebuild the reply.
 type opRecord struct {
 	payload  [payloadSize]byte
-	token    fence.Token
+	owner    uint32 // the principal that made it (its memory's number; 0 none)
 	version  uint64
 	addValue int64 // Add: the value after it
-	// principal made the write (auth.go): the only one whose retry of the
-	// op_id is answered, and whose quota of ids it counts against.
-	principal string
 }
 
-func (r opRecord) by() string { return r.principal }
+func (r opRecord) by() uint32 { return r.owner }
+
+func (r opRecord) ownedBy(id uint32) opRecord { r.owner = id; return r }
 
 // payloadSize is how much of the SHA-256 of a payload an op_id record
-// keeps: 128 bits tell payloads apart (a collision would need 2^64 tries by
-// the client that owns the op_id), at half the memory.
-const payloadSize = 16
+// keeps: 96 bits tell payloads apart (a different payload under the same
+// op_id is taken for a retry by chance once in 2^96, and on purpose
+// only by its own principal after 2^96 tries), at 12 bytes so that a
+// record is 32.
+const payloadSize = 12
 
 // payloadHash identifies (op, token, value or delta) of a write, add or
 // delete.
@@ -137,21 +162,21 @@ func (m *impl) replayOp(cmd Command) (Result, bool) {
 	if cmd.OpID == "" {
 		return Result{}, false
 	}
-	rec, ok := m.ops.get(opKey{cmd.Name, cmd.OpID})
+	rec, ok := m.ops.get(opKeyOf(cmd.Name, cmd.OpID))
 	if !ok {
 		return Result{}, false
 	}
 	// Only its principal's retry is answered (an op remembered before
 	// records carried one has none: anyone's retry is, as it was then).
-	if rec.principal != "" {
-		if err := owns(cmd, rec.principal, "op_id", cmd.OpID); err != nil {
+	if rec.owner != 0 {
+		if err := owns(cmd, m.ops.principal(rec.owner), "op_id", cmd.OpID); err != nil {
 			return Result{Err: err}, true
 		}
 	}
 	if rec.payload != payloadHash(cmd) {
 		return Result{Err: &fence.OpConflictError{Field: "op_id", ID: cmd.OpID}}, true
 	}
-	st := &ResourceState{Resource: cmd.Name, LastToken: rec.token, Version: rec.version}
+	st := &ResourceState{Resource: cmd.Name, LastToken: cmd.Token, Version: rec.version} // the token is in the payload
 	res := Result{Resource: st, Replayed: true}
 	switch cmd.Op {
 	case OpAdd:
@@ -199,7 +224,7 @@ func (m *impl) accepted(cmd Command, r *resource, addValue int64) Result {
 	r.version++
 	m.noteWritten(cmd, r)
 	if cmd.OpID != "" {
-		m.ops.put(opKey{r.name, cmd.OpID}, opRecord{payload: payloadHash(cmd), token: cmd.Token, version: r.version, addValue: addValue, principal: cmd.Principal}, m.clock)
+		m.ops.put(opKeyOf(r.name, cmd.OpID), opRecord{payload: payloadHash(cmd), version: r.version, addValue: addValue}, m.clock, cmd.Principal)
 		m.rememberedBy(cmd.Principal)
 	}
 	res := Result{Resource: r.state()}

@@ -31,7 +31,7 @@ type savedResult struct {
 	op   Op
 	name string
 	at   int64             // server time it was saved
-	hash [payloadSize]byte // seqPayloadHash of the command
+	hash [seqHashSize]byte // seqPayloadHash of the command
 	req  *request          // acquire granted or queued: answered with its current outcome
 	res  Result            // otherwise: the result (no Events; a write's Resource without its value)
 }
@@ -250,7 +250,12 @@ func (m *impl) answered(r *request) {
 // the first one's lease). Left out: an acquire's wait (a retry may send
 // what is left of it), its ttl (ignored on a session), and its request_id
 // (the machine fills it in for a session acquire).
-func seqPayloadHash(c Command) [payloadSize]byte {
+// seqHashSize is how much of the SHA-256 of a sequenced command a saved
+// result keeps (128 bits; saved results are few, bounded by
+// acknowledgement, so they keep the width the format began with).
+const seqHashSize = 16
+
+func seqPayloadHash(c Command) [seqHashSize]byte {
 	h := sha256.New()
 	var b [1 + 4*binary.MaxVarintLen64]byte
 	n := copy(b[:], []byte{byte(c.Op)})
@@ -288,7 +293,7 @@ func seqPayloadHash(c Command) [payloadSize]byte {
 			h.Write(e[:k])
 		}
 	}
-	var sum [payloadSize]byte
+	var sum [seqHashSize]byte
 	copy(sum[:], h.Sum(nil))
 	return sum
 }

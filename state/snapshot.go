@@ -22,11 +22,24 @@ import (
 // reads, written in the header. Restore refuses any other (a later format
 // it cannot apply, R2); the fields of a format are fixed (an unknown field
 // is refused), and testdata/snapshot.golden pins the bytes.
-const snapshotFormat = "fence-state/1"
+//
+// "fence-state/2" differs from "fence-state/1" only in its Op records (the
+// compact id memory, docs/design.md): a remembered op_id is named by its
+// 16-byte key instead of its resource and op_id, with a 12-byte payload
+// hash and no token. Restore reads both (a backup or a raft snapshot of an
+// older node stays restorable); Snapshot writes the newer.
+const snapshotFormat = "fence-state/2"
 
-// SnapshotFormat names the snapshot format this package writes and reads
-// (a backup file's header records it as state_format).
+// snapshotFormatV1 is the format before the compact id memory.
+const snapshotFormatV1 = "fence-state/1"
+
+// SnapshotFormat names the snapshot format this package writes (a backup
+// file's header records it as state_format).
 const SnapshotFormat = snapshotFormat
+
+// ReadsSnapshotFormat reports whether Restore reads snapshots of format f:
+// SnapshotFormat and "fence-state/1".
+func ReadsSnapshotFormat(f string) bool { return f == snapshotFormat || f == snapshotFormatV1 }
 
 // ErrBadSnapshot is matched (errors.Is) by every Restore error: a
 // *DecodeError when the bytes are not a snapshot of this format, a wrapped
@@ -114,7 +127,8 @@ type snapRequest struct {
 }
 
 type snapOp struct {
-	Resource string
+	Key      []byte // fence-state/2: opKey
+	Resource string // fence-state/1: Resource, OpID, Token
 	OpID     []byte
 	At       int64
 	Payload  []byte
@@ -146,7 +160,7 @@ func (v *SnapshotView) WriteTo(w io.Writer) (int64, error) {
 	return writeSnapDoc(w, v.doc)
 }
 
-// Format names the snapshot format WriteTo writes ("fence-state/1").
+// Format names the snapshot format WriteTo writes ("fence-state/2").
 func (v *SnapshotView) Format() string { return v.doc.Format }
 
 func (m *impl) snapshot(w io.Writer) error {
@@ -178,12 +192,17 @@ func (m *impl) snapshotView() *SnapshotView {
 		doc.Ops = make([]snapOp, 0, n)
 	}
 	m.requests.each(func(id string, at int64, d doneRequest) {
-		s := snapRequestOf(d.request(id))
+		s := snapRequestOf(d.request(id, m.requests.principal(d.who)))
 		s.At = at
 		doc.Requests = append(doc.Requests, s)
 	})
+	// The keys and payload hashes of all ops in two arrays: no allocation
+	// per op.
+	keys, payloads := make([]byte, 0, len(opKey{})*m.ops.len()), make([]byte, 0, payloadSize*m.ops.len())
 	m.ops.each(func(k opKey, at int64, r opRecord) {
-		doc.Ops = append(doc.Ops, snapOp{Resource: k.resource, OpID: []byte(k.opID), At: at, Payload: r.payload[:], Token: r.token, Version: r.version, AddValue: r.addValue, Principal: r.principal})
+		keys, payloads = append(keys, k[:]...), append(payloads, r.payload[:]...)
+		doc.Ops = append(doc.Ops, snapOp{Key: keys[len(keys)-len(k):], At: at, Payload: payloads[len(payloads)-payloadSize:],
+			Version: r.version, AddValue: r.addValue, Principal: m.ops.principal(r.owner)})
 	})
 	names = names[:0]
 	for name := range m.resources {
@@ -292,7 +311,7 @@ func (m *impl) restore(r io.Reader) error {
 // fromSnapshot builds a machine from doc, checking every invariant the
 // machine relies on.
 func fromSnapshot(doc *snapDoc) (*impl, error) {
-	if doc.Format != snapshotFormat {
+	if !ReadsSnapshotFormat(doc.Format) {
 		return nil, fmt.Errorf("format %q, want %q", doc.Format, snapshotFormat)
 	}
 	if doc.Config == nil {
@@ -400,18 +419,19 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 			return nil, err
 		}
 		last = s.At
-		m.requests.put(r.id, r.done(), s.At)
+		m.requests.put(r.id, r.done(), s.At, r.principal)
 	}
 	last = 0
 	for _, s := range doc.Ops {
-		k := opKey{s.Resource, string(s.OpID)}
-		if _, dup := m.ops.get(k); dup || len(s.Payload) != payloadSize || s.At < last || s.OpID == nil {
-			return nil, fmt.Errorf("op %q of %q: inconsistent, repeated or out of order", s.OpID, s.Resource)
+		k, rec, err := opOfSnap(doc.Format, &s)
+		if err != nil {
+			return nil, err
+		}
+		if m.ops.has(k) || s.At < last {
+			return nil, fmt.Errorf("op %x: repeated or out of order", k)
 		}
 		last = s.At
-		rec := opRecord{token: s.Token, version: s.Version, addValue: s.AddValue, principal: s.Principal}
-		copy(rec.payload[:], s.Payload)
-		m.ops.put(k, rec, s.At)
+		m.ops.put(k, rec, s.At, s.Principal)
 	}
 	for i, s := range doc.Resources {
 		if i > 0 && doc.Resources[i-1].Name >= s.Name {
@@ -433,6 +453,28 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// opOfSnap is the key and record of op s of a snapshot of format f: in
+// fence-state/1 its key is computed from its names, its payload hash cut
+// to payloadSize, and its token dropped (the payload covers it).
+func opOfSnap(f string, s *snapOp) (opKey, opRecord, error) {
+	var k opKey
+	rec := opRecord{version: s.Version, addValue: s.AddValue}
+	payload := payloadSize
+	if f == snapshotFormatV1 {
+		payload = 16
+	}
+	if f == snapshotFormatV1 && (s.Key != nil || s.OpID == nil) || f != snapshotFormatV1 && (len(s.Key) != len(k) || s.Resource != "" || s.OpID != nil || s.Token != 0) || len(s.Payload) != payload {
+		return k, rec, fmt.Errorf("op %q of %q (key %x): names, key or payload not those of %s", s.OpID, s.Resource, s.Key, f)
+	}
+	if f == snapshotFormatV1 {
+		k = opKeyOf(s.Resource, string(s.OpID))
+	} else {
+		copy(k[:], s.Key)
+	}
+	copy(rec.payload[:], s.Payload)
+	return k, rec, nil
 }
 
 func (m *impl) addLive(r *request) error {

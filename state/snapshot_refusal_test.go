@@ -39,7 +39,7 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s: the encoding changed (a v1 format must not change):\ngot  %s\nwant %s", path, got, want)
+		t.Fatalf("%s: the encoding changed (a format must not change once released: a new one gets a new name):\ngot  %s\nwant %s", path, got, want)
 	}
 }
 

@@ -75,7 +75,7 @@ func (m *impl) snapSessions() []snapSession {
 
 func snapSavedOf(sv savedResult) snapSaved {
 	out := snapSaved{Seq: sv.seq, Op: sv.op, Name: sv.name, At: sv.at}
-	if sv.hash != ([payloadSize]byte{}) {
+	if sv.hash != ([seqHashSize]byte{}) {
 		out.Hash = bytesOf(sv.hash)
 	}
 	if sv.req != nil {
@@ -91,7 +91,7 @@ func snapSavedOf(sv savedResult) snapSaved {
 	return out
 }
 
-func bytesOf(h [payloadSize]byte) []byte { return h[:] }
+func bytesOf(h [seqHashSize]byte) []byte { return h[:] }
 
 // restoreSessions creates the sessions of doc (before its locks, which
 // refer to them).
@@ -145,7 +145,7 @@ func (m *impl) restoreResults(doc *snapDoc) error {
 			}
 			r := savedResult{seq: sv.Seq, op: sv.Op, name: sv.Name, at: sv.At}
 			if sv.Hash != nil {
-				if len(sv.Hash) != payloadSize {
+				if len(sv.Hash) != seqHashSize {
 					return fmt.Errorf("session %d: saved result %d: bad hash", s.id, sv.Seq)
 				}
 				copy(r.hash[:], sv.Hash)

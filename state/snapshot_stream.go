@@ -12,7 +12,8 @@ import (
 	"github.com/fenceworks/fence/state/internal/statepb"
 )
 
-// Snapshot encoding, format "fence-state/1": a statepb.SnapshotHeader, then
+// Snapshot encoding, format "fence-state/2" (and "fence-state/1", read
+// only; see snapshotFormat): a statepb.SnapshotHeader, then
 // one statepb.SnapshotRecord per lock, idle lock name, remembered request,
 // remembered op, resource and session, in that order of kinds; each
 // message is preceded by its length as a uvarint and is in its one
@@ -156,7 +157,7 @@ func decodeSnapshot(b []byte) (*snapDoc, error) {
 	if err := proto.Unmarshal(msg, &h); err != nil {
 		return nil, badSnapshot(0, "%v", err)
 	}
-	if h.Format != snapshotFormat {
+	if !ReadsSnapshotFormat(h.Format) {
 		return nil, badSnapshot(0, "format %q, want %q", h.Format, snapshotFormat)
 	}
 	if err := knownFields(&h); err != nil {
@@ -387,11 +388,11 @@ func requestOf(p *statepb.Request) (snapRequest, error) {
 }
 
 func pbOp(o *snapOp) *statepb.Op {
-	return &statepb.Op{Resource: bs(o.Resource), OpId: o.OpID, At: o.At, Payload: o.Payload, Token: uint64(o.Token), Version: o.Version, AddValue: o.AddValue, Principal: bs(o.Principal)}
+	return &statepb.Op{Key: o.Key, Resource: bs(o.Resource), OpId: o.OpID, At: o.At, Payload: o.Payload, Token: uint64(o.Token), Version: o.Version, AddValue: o.AddValue, Principal: bs(o.Principal)}
 }
 
 func opOf(p *statepb.Op) snapOp {
-	return snapOp{Resource: string(p.Resource), OpID: p.OpId, At: p.At, Payload: p.Payload, Token: fence.Token(p.Token), Version: p.Version, AddValue: p.AddValue, Principal: string(p.Principal)}
+	return snapOp{Key: p.Key, Resource: string(p.Resource), OpID: p.OpId, At: p.At, Payload: p.Payload, Token: fence.Token(p.Token), Version: p.Version, AddValue: p.AddValue, Principal: string(p.Principal)}
 }
 
 func pbResource(r *snapResource) *statepb.Resource {

@@ -160,7 +160,7 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 	}
 	// A decoding refusal says which message and why.
 	for name, want := range map[string]DecodeError{
-		"wrong format":         {Snapshot: true, Message: 0, Reason: `format "fence-state/9", want "fence-state/1"`},
+		"wrong format":         {Snapshot: true, Message: 0, Reason: `format "fence-state/9", want "fence-state/2"`},
 		"record not canonical": {Snapshot: true, Message: 1, Reason: "not in canonical encoding"},
 		"trailing empty":       {Snapshot: true, Message: len(splitSnap(t, good)), Reason: "empty"},
 	} {

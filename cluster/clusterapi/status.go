@@ -31,6 +31,11 @@ type NodeStatus struct {
 	Resources, ResourceBytes uint64
 	// OldestIDAge is the server-time age of the oldest remembered id.
 	OldestIDAge time.Duration
+	// The id memory: op_ids and request_id outcomes remembered, and one of
+	// them at least 90% of its cap. SnapshotBytes: the last snapshot's size.
+	RememberedOps, RememberedRequests uint64
+	IDMemoryNearCap                   bool
+	SnapshotBytes                     uint64
 	// Fatal is the storage error that stopped the node, or "".
 	Fatal   string
 	Version string

@@ -174,6 +174,8 @@ func statusLines(st *fencev1.NodeStatusResponse) []statusLine {
 		{"server time", durText(st.GetServerTime())},
 		{"slack", durText(st.GetSlack())},
 		{"oldest id age", durText(st.GetOldestIdAge())},
+		{"remembered ids", idsText(st)},
+		{"snapshot size", bytesText(st.GetSnapshotBytes())},
 		{"resources", strconv.FormatUint(st.GetResources(), 10)},
 		{"resource bytes", bytesText(st.GetResourceBytes())},
 		{"data dir size", bytesText(st.GetDataDirBytes())},
@@ -181,6 +183,16 @@ func statusLines(st *fencev1.NodeStatusResponse) []statusLine {
 		{"version", dash(st.GetVersion())},
 		{"insecure listen", insecureText(st.GetInsecureListen())},
 	}
+}
+
+// idsText is the remembered ids line: op_ids and request_ids, and a
+// warning when one memory is near its cap.
+func idsText(st *fencev1.NodeStatusResponse) string {
+	s := strconv.FormatUint(st.GetRememberedOpIds(), 10) + " op_ids, " + strconv.FormatUint(st.GetRememberedRequestIds(), 10) + " request_ids"
+	if st.GetIdMemoryNearCap() {
+		s += " (NEAR THE CAP: at least 90% of --max-ids; new ids are refused once it is full of ids younger than --min-id-retention)"
+	}
+	return s
 }
 
 // insecureText is the insecure listen line: loud when set.
@@ -220,6 +232,8 @@ func statusJSON(url string, st *fencev1.NodeStatusResponse) map[string]any {
 		"oldestIdAge": st.GetOldestIdAge().AsDuration().String(),
 		"resources":   st.GetResources(), "resourceBytes": st.GetResourceBytes(), "dataDirBytes": st.GetDataDirBytes(),
 		"fatal": st.GetFatal(), "version": st.GetVersion(), "insecureListen": st.GetInsecureListen(),
+		"rememberedOpIds": st.GetRememberedOpIds(), "rememberedRequestIds": st.GetRememberedRequestIds(),
+		"idMemoryNearCap": st.GetIdMemoryNearCap(), "snapshotBytes": st.GetSnapshotBytes(),
 	}
 }
 

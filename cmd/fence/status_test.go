@@ -18,12 +18,13 @@ import (
 // the URL asked.
 var statusKeys = []string{"url", "id", "clusterId", "raftAddr", "role", "leaderId", "leaderAddr", "lastContact", "ready",
 	"term", "commitIndex", "appliedIndex", "lastToken", "sessions", "leasesHeld", "waiters", "queued", "serverTime",
-	"slack", "oldestIdAge", "resources", "resourceBytes", "dataDirBytes", "fatal", "version", "insecureListen"}
+	"slack", "oldestIdAge", "resources", "resourceBytes", "dataDirBytes", "fatal", "version", "insecureListen",
+	"rememberedOpIds", "rememberedRequestIds", "idMemoryNearCap", "snapshotBytes"}
 
 // statusTextKeys are the keys of the text form, in order.
 var statusTextKeys = []string{"node id", "cluster id", "raft addr", "role", "leader", "last contact", "ready", "term",
 	"commit index", "applied index", "last token", "sessions", "leases held", "waiters", "queued", "server time",
-	"slack", "oldest id age", "resources", "resource bytes", "data dir size", "fatal", "version", "insecure listen"}
+	"slack", "oldest id age", "remembered ids", "snapshot size", "resources", "resource bytes", "data dir size", "fatal", "version", "insecure listen"}
 
 // fence status against a single node prints every field, aligned, in text
 // and --json (the same facts both ways); with an unreachable server in the
@@ -56,7 +57,7 @@ func TestProcessStatusSingleNode(t *testing.T) {
 	}
 	for k, want := range map[string]string{"role": "leader", "ready": "true", "last token": strconv.FormatUint(tok, 10),
 		"leases held": "1", "resources": "1", "resource bytes": "3 B", "sessions": "0", "raft addr": "-", "fatal": "-",
-		"leader": text["node id"], "last contact": "-", "insecure listen": "no"} {
+		"leader": text["node id"], "last contact": "-", "insecure listen": "no", "remembered ids": "1 op_ids, 0 request_ids"} { // fence write sends an op_id {
 		if text[k] != want {
 			t.Errorf("fence status %s: %q, want %q", k, text[k], want)
 		}

@@ -39,6 +39,7 @@ type nodeCollector struct {
 	sessions, leasesHeld, waiters, queued, lastToken, slack, oldestID, ready *prometheus.Desc
 	resources, resourceBytes, dataDir, term, raftState, commit, applied      *prometheus.Desc
 	failed                                                                   *prometheus.Desc
+	ids, idsMax, idBytes, idNearCap, snapBytes                               *prometheus.Desc
 	proposals, groups, ticks, grants, busy, stale, releases, expiries        *prometheus.Desc
 }
 
@@ -54,6 +55,11 @@ func newNodeCollector(n *node.Node) *nodeCollector {
 		lastToken:     d("fence_last_token", "Last fencing token issued."),
 		slack:         d("fence_expiry_slack_seconds", "How far expiry decisions lag the leader clock to cover commit latency (G3): leases last this much longer than their TTL."),
 		oldestID:      d("fence_oldest_remembered_id_age_seconds", "Age in server time of the oldest remembered op_id or request_id: how far back a retry is still recognised (at least --min-id-retention once the id memory is full)."),
+		ids:           d("fence_remembered_ids", "op_ids and request_id outcomes remembered now (the id memory: --max-ids, docs/operations.md).", "kind"),
+		idsMax:        d("fence_remembered_ids_max", "Cap of the id memory of each kind (max_ops, max_requests): at it, new ids are refused while the oldest is younger than min_id_retention.", "kind"),
+		idBytes:       d("fence_id_memory_bytes", "Heap the id memories hold (rings, indexes, principals' queues; a request outcome's names are shared with its lock and not counted)."),
+		idNearCap:     d("fence_id_memory_near_cap", "1 while an id memory is at least 90% of its cap (logged when it gets there; 0 again below 80%)."),
+		snapBytes:     d("fence_snapshot_bytes", "Size of the last snapshot this node wrote (0 before its first since it started)."),
 		ready:         d("fence_ready", "1 when the node can serve (/readyz): a leader in office that applied all it committed, or a follower that knows its leader and applied all it knows committed."),
 		resources:     d("fence_resources", "Fenced resources the built-in store holds (deleted ones kept as tombstones included, as max_resources counts them)."),
 		resourceBytes: d("fence_resource_bytes", "Bytes of the fenced resources' values (as max_resource_bytes counts them)."),
@@ -77,7 +83,7 @@ func newNodeCollector(n *node.Node) *nodeCollector {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sessions, c.leasesHeld, c.waiters, c.queued, c.lastToken, c.slack, c.oldestID, c.ready,
 		c.resources, c.resourceBytes, c.dataDir, c.term, c.raftState, c.commit, c.applied, c.failed,
-		c.proposals, c.groups, c.ticks, c.grants, c.busy, c.stale, c.releases, c.expiries} {
+		c.proposals, c.groups, c.ticks, c.grants, c.busy, c.stale, c.releases, c.expiries, c.ids, c.idsMax, c.idBytes, c.idNearCap, c.snapBytes} {
 		ch <- d
 	}
 }
@@ -104,6 +110,13 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.lastToken, float64(st.LastToken))
 	gauge(c.slack, st.Slack.Seconds())
 	gauge(c.oldestID, st.OldestIDAge.Seconds())
+	gauge(c.ids, float64(st.IDMemory.Ops), "op_id")
+	gauge(c.ids, float64(st.IDMemory.Requests), "request_id")
+	gauge(c.idsMax, float64(st.IDMemory.MaxOps), "op_id")
+	gauge(c.idsMax, float64(st.IDMemory.MaxRequests), "request_id")
+	gauge(c.idBytes, float64(st.IDMemory.Bytes))
+	gauge(c.idNearCap, bit(st.IDMemoryNearCap))
+	gauge(c.snapBytes, float64(st.SnapshotBytes))
 	gauge(c.ready, bit(st.Ready()))
 	gauge(c.resources, float64(st.Resources))
 	gauge(c.resourceBytes, float64(st.ResourceBytes))

@@ -3364,8 +3364,18 @@ type NodeStatusResponse struct {
 	// without --cert-file, the raft port without peer TLS); its log says
 	// which, as an error.
 	InsecureListen bool `protobuf:"varint,25,opt,name=insecure_listen,json=insecureListen,proto3" json:"insecure_listen,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The id memory (issue 24): op_ids and request_id outcomes remembered,
+	// and whether one of the two is at least 90% of its cap (the node
+	// logged it: new ids are refused once it is full of ids younger than
+	// min_id_retention).
+	RememberedOpIds      uint64 `protobuf:"varint,26,opt,name=remembered_op_ids,json=rememberedOpIds,proto3" json:"remembered_op_ids,omitempty"`
+	RememberedRequestIds uint64 `protobuf:"varint,27,opt,name=remembered_request_ids,json=rememberedRequestIds,proto3" json:"remembered_request_ids,omitempty"`
+	IdMemoryNearCap      bool   `protobuf:"varint,28,opt,name=id_memory_near_cap,json=idMemoryNearCap,proto3" json:"id_memory_near_cap,omitempty"`
+	// Size of the last snapshot this node wrote (0 before its first since
+	// it started).
+	SnapshotBytes uint64 `protobuf:"varint,29,opt,name=snapshot_bytes,json=snapshotBytes,proto3" json:"snapshot_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatusResponse) Reset() {
@@ -3571,6 +3581,34 @@ func (x *NodeStatusResponse) GetInsecureListen() bool {
 		return x.InsecureListen
 	}
 	return false
+}
+
+func (x *NodeStatusResponse) GetRememberedOpIds() uint64 {
+	if x != nil {
+		return x.RememberedOpIds
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetRememberedRequestIds() uint64 {
+	if x != nil {
+		return x.RememberedRequestIds
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetIdMemoryNearCap() bool {
+	if x != nil {
+		return x.IdMemoryNearCap
+	}
+	return false
+}
+
+func (x *NodeStatusResponse) GetSnapshotBytes() uint64 {
+	if x != nil {
+		return x.SnapshotBytes
+	}
+	return 0
 }
 
 type BackupRequest struct {
@@ -6205,7 +6243,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x1aTransferLeadershipResponse\x12\x16\n" +
 	"\x06leader\x18\x01 \x01(\tR\x06leader\"+\n" +
 	"\x11NodeStatusRequest\x12\x16\n" +
-	"\x06adding\x18\x01 \x01(\bR\x06adding\"\xe0\x06\n" +
+	"\x06adding\x18\x01 \x01(\bR\x06adding\"\x96\b\n" +
 	"\x12NodeStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x12\n" +
@@ -6237,7 +6275,11 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\roldest_id_age\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\voldestIdAge\x12\x14\n" +
 	"\x05fatal\x18\x17 \x01(\tR\x05fatal\x12\x18\n" +
 	"\aversion\x18\x18 \x01(\tR\aversion\x12'\n" +
-	"\x0finsecure_listen\x18\x19 \x01(\bR\x0einsecureListen\"\x0f\n" +
+	"\x0finsecure_listen\x18\x19 \x01(\bR\x0einsecureListen\x12*\n" +
+	"\x11remembered_op_ids\x18\x1a \x01(\x04R\x0frememberedOpIds\x124\n" +
+	"\x16remembered_request_ids\x18\x1b \x01(\x04R\x14rememberedRequestIds\x12+\n" +
+	"\x12id_memory_near_cap\x18\x1c \x01(\bR\x0fidMemoryNearCap\x12%\n" +
+	"\x0esnapshot_bytes\x18\x1d \x01(\x04R\rsnapshotBytes\"\x0f\n" +
 	"\rBackupRequest\"T\n" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12.\n" +

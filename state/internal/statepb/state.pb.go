@@ -7,7 +7,8 @@
 // Rules of the format, enforced by package state, not by protobuf:
 //   - an encoded command is one byte, state.CommandVersion (1), then a
 //     Command; a snapshot is a sequence of length-prefixed messages: a
-//     SnapshotHeader whose format is "fence-state/1", then SnapshotRecords.
+//     SnapshotHeader whose format is "fence-state/2" (a
+//     binary also reads "fence-state/1", which differs only in Op), then SnapshotRecords.
 //   - every message is in its one canonical encoding: what
 //     proto.MarshalOptions{Deterministic: true} writes for it. A decoder
 //     re-encodes and refuses anything else (unknown fields, a present zero
@@ -535,7 +536,7 @@ func (x *Config) GetMaxLocksPerPrincipal() int64 {
 // SnapshotHeader is the first message of a snapshot: the machine's scalars.
 type SnapshotHeader struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	Format     string                 `protobuf:"bytes,1,opt,name=format,proto3" json:"format,omitempty"` // "fence-state/1"
+	Format     string                 `protobuf:"bytes,1,opt,name=format,proto3" json:"format,omitempty"` // "fence-state/2" (or "fence-state/1")
 	Now        int64                  `protobuf:"zigzag64,2,opt,name=now,proto3" json:"now,omitempty"`
 	Decided    int64                  `protobuf:"zigzag64,3,opt,name=decided,proto3" json:"decided,omitempty"`                   // decision time (Command.Slack)
 	MaxSlack   int64                  `protobuf:"zigzag64,4,opt,name=max_slack,json=maxSlack,proto3" json:"max_slack,omitempty"` // the largest Slack applied
@@ -1582,17 +1583,23 @@ func (x *Request) GetInSet() bool {
 	return false
 }
 
-// Op is a remembered op_id of a resource.
+// Op is a remembered op_id of a resource. In "fence-state/2" it is named
+// by key (16 bytes: the first 128 bits of the SHA-256 of the domain
+// "fence op_id key\0", uvarint len(resource), resource, op_id; state
+// opKeyOf) and carries a 12-byte payload hash and no token (the payload
+// covers it); in "fence-state/1" by resource and op_id, with a 16-byte
+// payload hash and the token.
 type Op struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resource      []byte                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
-	OpId          []byte                 `protobuf:"bytes,2,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Resource      []byte                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`     // fence-state/1 only
+	OpId          []byte                 `protobuf:"bytes,2,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"` // fence-state/1 only
 	At            int64                  `protobuf:"zigzag64,3,opt,name=at,proto3" json:"at,omitempty"`
 	Payload       []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
-	Token         uint64                 `protobuf:"varint,5,opt,name=token,proto3" json:"token,omitempty"`
+	Token         uint64                 `protobuf:"varint,5,opt,name=token,proto3" json:"token,omitempty"` // fence-state/1 only
 	Version       uint64                 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	AddValue      int64                  `protobuf:"zigzag64,7,opt,name=add_value,json=addValue,proto3" json:"add_value,omitempty"`
 	Principal     []byte                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"` // who made the write ("" with authentication off)
+	Key           []byte                 `protobuf:"bytes,9,opt,name=key,proto3" json:"key,omitempty"`             // fence-state/2 only
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1679,6 +1686,13 @@ func (x *Op) GetAddValue() int64 {
 func (x *Op) GetPrincipal() []byte {
 	if x != nil {
 		return x.Principal
+	}
+	return nil
+}
+
+func (x *Op) GetKey() []byte {
+	if x != nil {
+		return x.Key
 	}
 	return nil
 }
@@ -3318,7 +3332,7 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x04mode\x18\x0f \x01(\rR\x04mode\x12\x18\n" +
 	"\apermits\x18\x10 \x01(\rR\apermits\x12*\n" +
 	"\x03set\x18\x11 \x03(\v2\x18.fence.state.v1.LockSpecR\x03set\x12\x15\n" +
-	"\x06in_set\x18\x12 \x01(\bR\x05inSet\"\xca\x01\n" +
+	"\x06in_set\x18\x12 \x01(\bR\x05inSet\"\xdc\x01\n" +
 	"\x02Op\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\fR\bresource\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\fR\x04opId\x12\x0e\n" +
@@ -3327,7 +3341,8 @@ const file_state_internal_statepb_state_proto_rawDesc = "" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1b\n" +
 	"\tadd_value\x18\a \x01(\x12R\baddValue\x12\x1c\n" +
-	"\tprincipal\x18\b \x01(\fR\tprincipal\"\x95\x01\n" +
+	"\tprincipal\x18\b \x01(\fR\tprincipal\x12\x10\n" +
+	"\x03key\x18\t \x01(\fR\x03key\"\x95\x01\n" +
 	"\x05Quota\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x12R\bsessions\x12\x18\n" +
 	"\awaiters\x18\x02 \x01(\x12R\awaiters\x12\x10\n" +

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"bytes"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fenceworks/fence/state"
+)
+
+// logLines is a slog handler's writer that tests can read while the node
+// writes to it.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// A restart says what it spends its time on: the snapshot restore is
+// logged when it starts and when it ends, with its size and duration, and
+// the replay of the log after it with its entry count and the time the
+// start took — a restart that went from 0.8 s to 5.7 s said nothing.
+func TestRestartLogsRestoreAndReplay(t *testing.T) {
+	dir := t.TempDir()
+	n, err := Open(Config{DataDir: dir, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := mustApply(t, n, acquire("l", time.Hour)).Lease.Token
+	for i := range 50 {
+		mustApply(t, n, state.Command{Op: state.OpAdd, Name: "n", Token: tok, Delta: 1, OpID: "op-" + string(rune('a'+i%26)) + string(rune('a'+i/26))})
+	}
+	if err := n.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	for range 7 { // a tail to replay after the snapshot
+		mustApply(t, n, state.Command{Op: state.OpAdd, Name: "n", Token: tok, Delta: 1})
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	lines := &logLines{}
+	n, err = Open(Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(lines, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	replayed := regexp.MustCompile(`msg="log replayed" entries=(\d+) to_index=\d+ took=\S+`)
+	deadline := time.Now().Add(30 * time.Second) // hang guard: the replay log comes from a goroutine
+	for !replayed.MatchString(lines.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log replayed line:\n%s", lines)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	out := lines.String()
+	for _, want := range []string{`msg="restoring snapshot"`, `msg="snapshot restored" bytes=[1-9]\d* took=\S+ remembered_op_ids=50 `} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Fatalf("restart log has no %s:\n%s", want, out)
+		}
+	}
+	// 7 commands and a few of raft's own (elections, configuration), not
+	// the 51 the snapshot holds.
+	if k, _ := strconv.Atoi(replayed.FindStringSubmatch(out)[1]); k < 7 || k >= 51 {
+		t.Fatalf("log replayed %d entries after a snapshot with 7 commands after it:\n%s", k, out)
+	}
+}
+
+// The node says when an id memory is near its cap: at 90% of MaxOps it
+// logs a warning naming the counts, the caps and the oldest id's age, once,
+// and Status reports it (a metric).
+func TestIDMemoryNearItsCapIsLoggedOnce(t *testing.T) {
+	rules := state.DefaultConfig()
+	rules.MaxOps = 10
+	lines := &logLines{}
+	n, err := Open(Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(lines, nil)), Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	tok := mustApply(t, n, acquire("l", time.Hour)).Lease.Token
+	add := func(i int) {
+		mustApply(t, n, state.Command{Op: state.OpAdd, Name: "n", Token: tok, Delta: 1, OpID: strconv.Itoa(i)})
+	}
+	for i := range 8 {
+		add(i)
+	}
+	near := regexp.MustCompile(`level=WARN msg="the id memory is near its cap[^"]*" fill=(\d+)% op_ids=(\d+) max_ops=10 `)
+	if st := n.Status(); st.IDMemoryNearCap || near.MatchString(lines.String()) || st.IDMemory.Ops != 8 {
+		t.Fatalf("near the cap at 8 of 10 op_ids (status %v, %d op_ids):\n%s", st.IDMemoryNearCap, st.IDMemory.Ops, lines)
+	}
+	add(8)
+	add(9)
+	if st := n.Status(); !st.IDMemoryNearCap || st.IDMemory.Bytes <= 0 {
+		t.Fatalf("status not near the cap at 10 of 10 op_ids: %+v", st.IDMemory)
+	}
+	m := near.FindAllStringSubmatch(lines.String(), -1)
+	if len(m) != 1 || m[0][1] != "90" || m[0][2] != "9" {
+		t.Fatalf("want one warning, at 9 op_ids (90%%): %q\n%s", m, lines)
+	}
+}
