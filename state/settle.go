@@ -160,8 +160,11 @@ func (m *impl) handOn(l *lockEntry, work *lockWork, events *[]Event) {
 			return
 		}
 		if w.deadline <= available {
+			// Its wait ran out before its locks were free: it is
+			// refused as the lock was then (its last holder), not as
+			// "free but queued" because of the requests behind it.
 			m.unqueue(w, work)
-			m.waitRanOut(w, events)
+			m.waitRanOutBeforeFree(w, events)
 			continue
 		}
 		if err := m.admitToken(); err != nil {
@@ -248,7 +251,22 @@ func (m *impl) refuseWait(w *request, err error, events *[]Event) {
 
 // waitRanOut ends w (taken off its queues) as busy.
 func (m *impl) waitRanOut(w *request, events *[]Event) {
+	m.waitEnded(w, m.busyFor(w), events)
+}
+
+// waitRanOutBeforeFree ends w, whose wait ran out before the instant its
+// locks became free (found only now that they are): the refusal names the
+// lock's last holder, whom w waited for, whatever is queued behind w.
+func (m *impl) waitRanOutBeforeFree(w *request, events *[]Event) {
 	err := m.busyFor(w)
+	if err.Queued > 0 {
+		l := m.byName[err.Name]
+		err = &fence.BusyError{Name: l.name, Holder: l.lastOwner, Token: l.lastToken}
+	}
+	m.waitEnded(w, err, events)
+}
+
+func (m *impl) waitEnded(w *request, err *fence.BusyError, events *[]Event) {
 	err.Waited = true
 	m.finish(w, outcomeWaitedOut)
 	*events = append(*events, Event{RequestID: w.id, Attempt: w.attempt, Err: err})
