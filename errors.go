@@ -136,7 +136,10 @@ func ReasonOf(err error) Reason {
 // A lock with no holder and no lock-delay is busy when requests are queued
 // on it (strict FIFO: a set's waiter, or an exclusive waiter, keeps its
 // place while it waits for its other locks or for shared holders to go):
-// then Holder is "", Token 0 and Queued the number of requests ahead.
+// then Holder is "", Token 0 and Queued the number of requests ahead. A
+// lock whose holders leave room for the request (shared holders and a
+// shared request, permits to spare) but whose queue comes first names its
+// first holder and sets Queued too.
 type BusyError struct {
 	Name      string
 	Holder    string        // the holder's owner label ("" if free but delayed or queued)
@@ -145,24 +148,31 @@ type BusyError struct {
 	Delayed   bool          // the lock is free but still in its lock-delay
 	Waited    bool          // the request waited and its wait ran out
 	// Queued is the number of requests queued on the lock ahead of this
-	// one when it is free (no holder, no lock-delay) but they come first;
-	// 0 otherwise.
+	// one when they, not its holders or a lock-delay, keep it from this
+	// request (the lock is free, or its holders leave room); 0 otherwise.
 	Queued int
 }
 
 func (e *BusyError) Error() string {
 	left := e.Remaining.Round(time.Millisecond)
 	switch {
-	case e.Queued > 0 && e.Waited:
-		return fmt.Sprintf("lock %q is free but %d queued request(s) come first; the wait ran out", e.Name, e.Queued)
+	case e.Queued > 0 && e.Holder != "":
+		return fmt.Sprintf("lock %q is held by %q (token %d, %s left) with room for this request, but %d queued request(s) come first%s", e.Name, e.Holder, e.Token, left, e.Queued, ranOut(e.Waited))
 	case e.Queued > 0:
-		return fmt.Sprintf("lock %q is free but %d queued request(s) come first", e.Name, e.Queued)
+		return fmt.Sprintf("lock %q is free but %d queued request(s) come first%s", e.Name, e.Queued, ranOut(e.Waited))
 	case e.Delayed:
 		return fmt.Sprintf("lock %q is in lock-delay for %s more", e.Name, left)
 	case e.Waited:
 		return fmt.Sprintf("lock %q is held by %q (token %d, %s left); the wait ran out", e.Name, e.Holder, e.Token, left)
 	}
 	return fmt.Sprintf("lock %q is held by %q (token %d, %s left)", e.Name, e.Holder, e.Token, left)
+}
+
+func ranOut(waited bool) string {
+	if waited {
+		return "; the wait ran out"
+	}
+	return ""
 }
 
 // Is reports ErrBusy.

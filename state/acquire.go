@@ -161,7 +161,7 @@ func (m *impl) acquire(cmd Command) Result {
 		var busy *fence.BusyError
 		for i, sp := range specs {
 			if !ls[i].freeFor(sp, m.expiryTime()) {
-				if b := m.busy(ls[i]); busy == nil || b.Remaining > busy.Remaining {
+				if b := m.busyOf(ls[i], sp); busy == nil || b.Remaining > busy.Remaining {
 					busy = b
 				}
 			}

@@ -438,3 +438,43 @@ func TestBusyOfAFreeLockNamesTheQueueAhead(t *testing.T) {
 		t.Fatalf("busy on a held lock: %+v, want H (token 1)", b)
 	}
 }
+
+// A lock whose holders leave room for a request — a shared holder and a
+// shared try, a permit to spare — but whose queue comes first (an
+// exclusive waiter; a waiting set) refuses the try naming its first holder
+// and the requests queued ahead, not as if the holder blocked it (an
+// outside test was sent to a shared holder that did not block it).
+func TestBusyWithRoomBesideTheHoldersNamesTheQueue(t *testing.T) {
+	m := New()
+	mustGrant(t, m, sharedAcq(0, "s", "R1", 10*time.Second, 0, ""), 1)
+	mustOK(t, m, waitAcq(at(0.1), "s", "X", time.Second, time.Minute, "x"))
+	b := errAs[*fence.BusyError](t, m.Apply(sharedAcq(at(0.2), "s", "R2", time.Second, 0, "")).Err)
+	if b.Holder != "R1" || b.Token != 1 || b.Queued != 1 {
+		t.Fatalf("shared try behind an exclusive waiter: %+v, want R1 (token 1) and 1 queued", b)
+	}
+	if msg := `with room for this request, but 1 queued request(s) come first`; !strings.Contains(b.Error(), msg) {
+		t.Fatalf("message %q lacks %q", b.Error(), msg)
+	}
+	// An exclusive try is blocked by the holder itself: no queued fact.
+	b = errAs[*fence.BusyError](t, m.Apply(acq(at(0.2), "s", "E", time.Second)).Err)
+	if b.Holder != "R1" || b.Queued != 0 {
+		t.Fatalf("exclusive try on a shared-held lock: %+v, want R1 and no queued", b)
+	}
+
+	// Permits: one of three taken, a set waiting for another lock queued
+	// on it; a try for a spare permit is held back by the set.
+	mustGrant(t, m, acq(at(0.3), "x", "H", 10*time.Second), 2)
+	p := func(at int64, owner string) Command {
+		c := acq(at, "p", owner, 10*time.Second)
+		c.Permits = 3
+		return c
+	}
+	mustGrant(t, m, p(at(0.3), "P1"), 3)
+	ps := spec("p")
+	ps.Permits = 3
+	mustOK(t, m, setAcq(at(0.4), "S", time.Second, time.Minute, "set", ps, spec("x")))
+	b = errAs[*fence.BusyError](t, m.Apply(p(at(0.5), "P2")).Err)
+	if b.Holder != "P1" || b.Token != 3 || b.Queued != 1 {
+		t.Fatalf("permit try behind a waiting set: %+v, want P1 (token 3) and 1 queued", b)
+	}
+}

@@ -320,6 +320,19 @@ func (m *impl) busy(l *lockEntry) *fence.BusyError {
 	return &fence.BusyError{Name: l.name, Holder: l.lastOwner, Token: l.lastToken}
 }
 
+// busyOf is busy for a request of spec: a lock whose holders leave room
+// for it (shared holders and a shared request, permits to spare) but
+// whose queue comes first (strict FIFO) names its first holder and the
+// requests queued ahead, so the refusal does not blame a holder that does
+// not block it.
+func (m *impl) busyOf(l *lockEntry, spec fence.LockSpec) *fence.BusyError {
+	b := m.busy(l)
+	if b.Queued == 0 && !b.Delayed && len(l.holders) > 0 && len(l.queue) > 0 && l.admits(spec.Mode) {
+		b.Queued = len(l.queue)
+	}
+	return b
+}
+
 // touch files l where it belongs after a change: in the deadline heap if
 // something is due on it, in the idle list (or deleted) if it is idle. An
 // unused lock forgets its permit count.

@@ -227,7 +227,7 @@ func (m *impl) busyFor(w *request) *fence.BusyError {
 	specs := w.specs(&buf)
 	for _, s := range specs {
 		if l := m.byName[s.Name]; l != nil && !l.freeFor(s, m.expiryTime()) {
-			return m.busy(l)
+			return m.busyOf(l, s)
 		}
 	}
 	if l := m.byName[specs[0].Name]; l != nil {

@@ -2607,10 +2607,11 @@ type ErrorDetail struct {
 	// lock's (current_permits), on name.
 	Permits        uint32 `protobuf:"varint,19,opt,name=permits,proto3" json:"permits,omitempty"`
 	CurrentPermits uint32 `protobuf:"varint,20,opt,name=current_permits,json=currentPermits,proto3" json:"current_permits,omitempty"`
-	// BUSY: the lock is free (no holder, no lock-delay) but this many
-	// requests are queued on it and come first (strict FIFO: a set's waiter
-	// or an exclusive waiter keeps its place); holder is "" and
-	// holder_token 0 then.
+	// BUSY: this many requests are queued on the lock and come first
+	// (strict FIFO: a set's waiter or an exclusive waiter keeps its place):
+	// the lock is free (no holder, no lock-delay; holder is "" and
+	// holder_token 0 then), or its holders leave room for the request
+	// (holder names the first of them).
 	Queued        uint32 `protobuf:"varint,21,opt,name=queued,proto3" json:"queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

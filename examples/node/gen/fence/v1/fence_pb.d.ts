@@ -1405,10 +1405,11 @@ export declare type ErrorDetail = Message<"fence.v1.ErrorDetail"> & {
   currentPermits: number;
 
   /**
-   * BUSY: the lock is free (no holder, no lock-delay) but this many
-   * requests are queued on it and come first (strict FIFO: a set's waiter
-   * or an exclusive waiter keeps its place); holder is "" and
-   * holder_token 0 then.
+   * BUSY: this many requests are queued on the lock and come first
+   * (strict FIFO: a set's waiter or an exclusive waiter keeps its place):
+   * the lock is free (no holder, no lock-delay; holder is "" and
+   * holder_token 0 then), or its holders leave room for the request
+   * (holder names the first of them).
    *
    * @generated from field: uint32 queued = 21;
    */
@@ -1822,6 +1823,34 @@ export declare type NodeStatusResponse = Message<"fence.v1.NodeStatusResponse"> 
    * @generated from field: bool insecure_listen = 25;
    */
   insecureListen: boolean;
+
+  /**
+   * The id memory (issue 24): op_ids and request_id outcomes remembered,
+   * and whether one of the two is at least 90% of its cap (the node
+   * logged it: new ids are refused once it is full of ids younger than
+   * min_id_retention).
+   *
+   * @generated from field: uint64 remembered_op_ids = 26;
+   */
+  rememberedOpIds: bigint;
+
+  /**
+   * @generated from field: uint64 remembered_request_ids = 27;
+   */
+  rememberedRequestIds: bigint;
+
+  /**
+   * @generated from field: bool id_memory_near_cap = 28;
+   */
+  idMemoryNearCap: boolean;
+
+  /**
+   * Size of the last snapshot this node wrote (0 before its first since
+   * it started).
+   *
+   * @generated from field: uint64 snapshot_bytes = 29;
+   */
+  snapshotBytes: bigint;
 };
 
 /**
