@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,10 +304,12 @@ func TestLeanStreamEndsTypedWhenItsTokenIsRevoked(t *testing.T) {
 }
 
 // TestLeanEndFrameSurvivesUnreadBytes: when the server ends a stream
-// while bytes the client sent are still unread, the client that reads
-// only after the server is done still gets the end frame, then EOF (the
-// server closed its side and read what was left, no reset: an outside
-// test lost the end frame to a connection reset).
+// while bytes the client sent are still unread and its replies still wait
+// in the server's send buffer (a client slow to read: its receive window
+// is full), the client still gets every reply and the end frame, then EOF
+// (the server closed its sending side and read what was left: a close
+// with unread bytes sends RST and drops what was not yet sent, so an
+// outside test lost the end frame).
 func TestLeanEndFrameSurvivesUnreadBytes(t *testing.T) {
 	s, err := newOverFake(t, Config{}, state.Config{})
 	if err != nil {
@@ -315,7 +318,35 @@ func TestLeanEndFrameSurvivesUnreadBytes(t *testing.T) {
 	addr := serveLeanPort(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
 	defer cancel()
-	l := dialRawLean(ctx, t, addr, "")
+	open, err := s.Service().OpenSession(ctx, fence.OpenSessionRequest{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A small receive buffer: the replies fill the window, so the end
+	// frame is still in the server's send buffer when it is done.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048)
+		})
+	}}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	defer c.Close()
+	l := &rawLean{t: t, c: c, r: bufio.NewReader(c), w: bufio.NewWriterSize(c, 1<<20)}
+	_ = leanwire.WriteFrame(l.w, leanwire.KindHello, leanwire.Hello{Version: leanwire.Version}.Append(nil))
+	const calls = 60
+	for i := uint64(1); i <= calls; i++ {
+		m := &fencev1.SessionRequest{Call: i} // no op: refused at once
+		if i == 1 {
+			m.Session = open.Session.ID
+		}
+		b, _ := proto.Marshal(m)
+		_ = leanwire.WriteFrame(l.w, leanwire.KindRequest, b)
+	}
 	// A frame of an unknown kind, then more than the server's read buffer
 	// (what it does not read stays in the socket).
 	l.raw(append([]byte{1, 9}, make([]byte, 2*leanwire.BufferSize)...))
@@ -332,8 +363,22 @@ func TestLeanEndFrameSurvivesUnreadBytes(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond) // polling the event: the connection's removal
 	}
-	e := l.end()
-	if got := invalidField(t, e); got != "kind" {
-		t.Fatalf("end frame %q names %q, want kind", e.Message, got)
+	replies := 0
+	for {
+		r, e, err := l.next()
+		if err != nil {
+			t.Fatalf("after %d replies of %d the connection ended without an end frame: %v", replies, calls, err)
+		}
+		if e != nil {
+			if got := invalidField(t, *e); got != "kind" {
+				t.Fatalf("end frame %q names %q, want kind", e.Message, got)
+			}
+			if replies != calls {
+				t.Fatalf("%d replies before the end frame, want %d", replies, calls)
+			}
+			break
+		}
+		_ = r
+		replies++
 	}
 }
