@@ -42,9 +42,18 @@ import (
 //     fence_http_connections with the API's, unproven connections evicted
 //     as on the API port (conn_fair.go); the per-principal quotas of
 //     connections and streams;
-//   - bounds: a frame is at most maxRequestBytes (a larger one ends the
-//     stream with invalid_argument naming "body", before it is read), the
-//     requests and bytes in flight as on Stream (dispatch);
+//   - bounds: a frame's payload (the kind byte not counted) is at most
+//     maxRequestBytes (a larger one ends the stream with invalid_argument
+//     naming "body", before it is read), the requests and bytes in flight
+//     as on Stream (dispatch);
+//   - frame errors: every one (too large, empty, a length that overflows,
+//     an unexpected kind, an unreadable message) ends the stream with an
+//     end frame, invalid_argument naming the field ("body", "kind",
+//     "version", "hello"), at any point of the stream; a stream ended
+//     from elsewhere (a token revoked, a worker's failure) stops its reader
+//     with a read deadline (closeBody), not a close, so its end frame is
+//     still written; then closeGracefully half-closes and drains, so no
+//     reset drops the end frame;
 //   - a dead peer: the client sends a ping frame when it has sent nothing
 //     for leanwire.PingEvery; a connection on which nothing arrived for
 //     Config.SessionIdleTimeout is closed (its requests cancelled, waits withdrawn). A peer

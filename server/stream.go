@@ -30,7 +30,10 @@ import (
 // names the session; one with a call is served like every later message
 // (no op: answered INVALID_ARGUMENT, field op), so a client waiting for
 // its call's reply is not left waiting. A call id above 2^53 - 1 is refused (INVALID_ARGUMENT, field
-// call): replies echo it, and a JSON client must read it exactly.
+// call): replies echo it, and a JSON client must read it exactly. So is a
+// call id (other than 0) of a request still in flight on the stream
+// (claimCall), answered as call 0: echoed, the refusal would be taken for
+// the first request's reply.
 //
 // Every message with an op is validated like the unary call of the same
 // op, bound to the stream's session (the seq and ack of the message; a
