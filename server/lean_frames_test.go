@@ -164,11 +164,15 @@ func invalidField(t *testing.T, e leanwire.End) string {
 var badFrames = []struct {
 	name, field string
 	frame       []byte
+	// firstField: the field named when the frame comes instead of the
+	// hello ("": field).
+	firstField string
 }{
-	{"length 2^40", "body", append(protowire.AppendVarint(nil, 1<<40), leanwire.KindRequest)},
-	{"length 0", "body", []byte{0}},
-	{"length uvarint of 11 bytes", "body", bytes.Repeat([]byte{0x80}, 11)},
-	{"kind 9", "kind", []byte{1, 9}},
+	{"length 2^40", "body", append(protowire.AppendVarint(nil, 1<<40), leanwire.KindRequest), ""},
+	{"length 0", "body", []byte{0}, ""},
+	{"length uvarint of 11 bytes", "body", bytes.Repeat([]byte{0x80}, 11), ""},
+	{"kind 9", "kind", []byte{1, 9}, ""},
+	{"unreadable request", "body", []byte{2, leanwire.KindRequest, 0xff}, "kind"},
 }
 
 // TestLeanFrameErrorEndsWithTypedEndFrame: a frame that breaks the
@@ -212,8 +216,12 @@ func TestLeanFrameErrorEndsWithTypedEndFrame(t *testing.T) {
 				}
 				l.raw(bf.frame)
 				e := l.end()
-				if got := invalidField(t, e); got != bf.field {
-					t.Fatalf("end frame %q names field %q, want %q", e.Message, got, bf.field)
+				want := bf.field
+				if when == "instead of the hello" && bf.firstField != "" {
+					want = bf.firstField
+				}
+				if got := invalidField(t, e); got != want {
+					t.Fatalf("end frame %q names field %q, want %q", e.Message, got, want)
 				}
 				if bf.name == "length 2^40" && e.Message != fmt.Sprintf("invalid body: must be at most %d bytes", maxRequestBytes) {
 					t.Fatalf("end frame message %q, want the bound of a frame's payload", e.Message)
@@ -300,6 +308,25 @@ func TestLeanStreamEndsTypedWhenItsTokenIsRevoked(t *testing.T) {
 	e := l.end()
 	if connect.Code(e.Code) != connect.CodeUnauthenticated {
 		t.Fatalf("end frame %d %q after the token was revoked, want unauthenticated", e.Code, e.Message)
+	}
+}
+
+// TestLeanNoFirstMessageEndsTyped: a lean stream that sends its hello
+// and then nothing is ended by the server with an end frame,
+// DEADLINE_EXCEEDED naming config.stream_first_message_timeout (an
+// outside test saw such ends closed with no end frame: the timer closed
+// the connection).
+func TestLeanNoFirstMessageEndsTyped(t *testing.T) {
+	s, err := newOverFake(t, Config{StreamFirstMessageTimeout: 50 * time.Millisecond}, state.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveLeanPort(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	e := dialRawLean(ctx, t, addr, "").end()
+	if connect.Code(e.Code) != connect.CodeDeadlineExceeded || !strings.Contains(e.Message, "stream_first_message_timeout") {
+		t.Fatalf("end frame %d %q, want deadline_exceeded naming config.stream_first_message_timeout", e.Code, e.Message)
 	}
 }
 
