@@ -173,6 +173,15 @@ var badFrames = []struct {
 	{"length uvarint of 11 bytes", "body", bytes.Repeat([]byte{0x80}, 11), ""},
 	{"kind 9", "kind", []byte{1, 9}, ""},
 	{"unreadable request", "body", []byte{2, leanwire.KindRequest, 0xff}, "kind"},
+	// A hello after the hello is of a kind not expected there.
+	{"unreadable hello", "kind", []byte{2, leanwire.KindHello, 0xff}, "hello"},
+	{"hello of version 2", "kind", helloFrame(leanwire.Hello{Version: 2}), "version"},
+}
+
+// helloFrame is h's frame.
+func helloFrame(h leanwire.Hello) []byte {
+	p := h.Append(nil)
+	return append(append(protowire.AppendVarint(nil, uint64(len(p)+1)), leanwire.KindHello), p...)
 }
 
 // TestLeanFrameErrorEndsWithTypedEndFrame: a frame that breaks the
