@@ -15,6 +15,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/leanwire"
 )
@@ -40,9 +42,18 @@ import (
 //     fence_http_connections with the API's, unproven connections evicted
 //     as on the API port (conn_fair.go); the per-principal quotas of
 //     connections and streams;
-//   - bounds: a frame is at most maxRequestBytes (a larger one ends the
-//     stream with invalid_argument naming "body", before it is read), the
-//     requests and bytes in flight as on Stream (dispatch);
+//   - bounds: a frame's payload (the kind byte not counted) is at most
+//     maxRequestBytes (a larger one ends the stream with invalid_argument
+//     naming "body", before it is read), the requests and bytes in flight
+//     as on Stream (dispatch);
+//   - frame errors: every one (too large, empty, a length that overflows,
+//     an unexpected kind, an unreadable message) ends the stream with an
+//     end frame, invalid_argument naming the field ("body", "kind",
+//     "version", "hello"), at any point of the stream; a stream ended
+//     from elsewhere (a token revoked, a worker's failure) stops its reader
+//     with a read deadline (closeBody), not a close, so its end frame is
+//     still written; then closeGracefully half-closes and drains, so no
+//     reset drops the end frame;
 //   - a dead peer: the client sends a ping frame when it has sent nothing
 //     for leanwire.PingEvery; a connection on which nothing arrived for
 //     Config.SessionIdleTimeout is closed (its requests cancelled, waits withdrawn). A peer
@@ -161,14 +172,26 @@ func (s *Server) serveLean(c net.Conn) {
 	lt := &leanTransport{c: c, writeTimeout: s.cfg.WriteTimeout, idle: s.cfg.SessionIdleTimeout, r: bufio.NewReaderSize(c, leanwire.BufferSize), w: bufio.NewWriterSize(c, leanwire.BufferSize)}
 	kind, payload, err := lt.readFrame()
 	if err == nil && kind != leanwire.KindHello {
-		err = fmt.Errorf("the first frame is a hello (kind %d), got kind %d", leanwire.KindHello, kind)
+		err = apierr.ToConnect(fence.Invalid("kind", fmt.Sprintf("%d (a hello) on the first frame", leanwire.KindHello), fmt.Sprint(kind)))
 	}
 	var h leanwire.Hello
 	if err == nil {
 		h, err = leanwire.ParseHello(payload)
+		switch {
+		case errors.Is(err, leanwire.ErrVersion):
+			err = apierr.ToConnect(fence.Invalid("version", fmt.Sprintf("%d (the hello's version this server speaks)", leanwire.Version), fmt.Sprint(h.Version)))
+		case err != nil:
+			err = apierr.ToConnect(fence.Invalid("hello", "a protobuf message {1: version, 2: bearer token}", ""))
+		}
 	}
 	if err != nil {
-		lt.end(connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("lean session port: %w", err)))
+		if ce := new(connect.Error); !errors.As(err, &ce) {
+			// The connection failed or timed out before its hello: no
+			// frame error to report, but say why as the stream would.
+			err = connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("lean session port: no hello: %w", err))
+		}
+		lt.end(err)
+		lt.closeGracefully()
 		return
 	}
 	if h.Token != "" {
@@ -180,8 +203,10 @@ func (s *Server) serveLean(c net.Conn) {
 		proveConn(ctx)
 	}
 	stop := lt.watchIdle()
-	defer stop()
-	lt.end(s.serveSession(ctx, lt))
+	err = s.serveSession(ctx, lt)
+	stop()
+	lt.end(err)
+	lt.closeGracefully()
 }
 
 // leanTransport is one session stream on the lean port (sessionTransport).
@@ -197,15 +222,22 @@ type leanTransport struct {
 	writeTimeout, idle time.Duration
 }
 
-// readFrame reads one frame. A frame over maxRequestBytes is refused
-// before its payload is read.
+// readFrame reads one frame. A frame whose payload is over
+// maxRequestBytes is refused before its payload is read. A frame error
+// (the framing is lost: too large, empty, a length that overflows) is a
+// *connect.Error, invalid_argument naming "body"; an error of the
+// connection is returned as it is.
 func (t *leanTransport) readFrame() (byte, []byte, error) {
 	kind, payload, err := leanwire.ReadFrame(t.r, maxRequestBytes, &t.buf)
-	if errors.Is(err, leanwire.ErrTooLarge) {
-		return 0, nil, tooLarge("")
-	}
-	if err == nil {
+	switch {
+	case err == nil:
 		t.frames.Add(1)
+	case errors.Is(err, leanwire.ErrTooLarge):
+		err = tooLarge("")
+	case errors.Is(err, leanwire.ErrEmpty):
+		err = apierr.ToConnect(fence.Invalid("body", "a frame of length at least 1 (its kind byte)", "0"))
+	case errors.Is(err, leanwire.ErrLengthOverflow):
+		err = apierr.ToConnect(fence.Invalid("body", "a frame whose length is a uvarint of at most 10 bytes", ""))
 	}
 	return kind, payload, err
 }
@@ -228,11 +260,11 @@ func (t *leanTransport) Receive() (*fencev1.SessionRequest, error) {
 		case leanwire.KindRequest:
 			m := new(fencev1.SessionRequest)
 			if err := proto.Unmarshal(payload, m); err != nil {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("lean session port: unreadable request: %w", err))
+				return nil, apierr.ToConnect(fence.Invalid("body", "a SessionRequest (protobuf)", ""))
 			}
 			return m, nil
 		default:
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("lean session port: frame kind %d where a request (%d) or a ping (%d) was expected", kind, leanwire.KindRequest, leanwire.KindPing))
+			return nil, apierr.ToConnect(fence.Invalid("kind", fmt.Sprintf("%d (a request) or %d (a ping)", leanwire.KindRequest, leanwire.KindPing), fmt.Sprint(kind)))
 		}
 	}
 }
@@ -257,8 +289,29 @@ func (t *leanTransport) noReadDeadline() { _ = t.c.SetReadDeadline(time.Time{}) 
 // watchIdle (see the top of this file).
 func (t *leanTransport) writeWithin(time.Duration) {}
 
-// closeBody closes the connection: the reader returns.
-func (t *leanTransport) closeBody() { _ = t.c.Close() }
+// closeBody makes a Receive blocked on the connection return (a read
+// deadline in the past), without closing it: the end frame that says why
+// the stream ended is still to be written (serveLean).
+func (t *leanTransport) closeBody() { _ = t.c.SetReadDeadline(time.Now()) }
+
+// lingerAfterEnd bounds how long closeGracefully waits for the client to
+// close its side after the end frame (net/http waits 500ms likewise
+// before closing a connection whose request it did not read).
+const lingerAfterEnd = 500 * time.Millisecond
+
+// closeGracefully closes the sending side (the client reads the end frame,
+// then EOF) and reads what the client still sends until it closes its
+// side, for at most lingerAfterEnd, before the connection is closed: a
+// close with unread bytes in the socket's buffer sends RST, which makes
+// the client's kernel drop the end frame it has not yet read.
+func (t *leanTransport) closeGracefully() {
+	cw, ok := t.c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = t.c.SetReadDeadline(time.Now().Add(lingerAfterEnd))
+	_, _ = io.Copy(io.Discard, t.c)
+}
 
 // watchIdle closes the connection once nothing arrived on it for t.idle.
 func (t *leanTransport) watchIdle() (stop func()) {

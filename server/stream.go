@@ -30,7 +30,10 @@ import (
 // names the session; one with a call is served like every later message
 // (no op: answered INVALID_ARGUMENT, field op), so a client waiting for
 // its call's reply is not left waiting. A call id above 2^53 - 1 is refused (INVALID_ARGUMENT, field
-// call): replies echo it, and a JSON client must read it exactly.
+// call): replies echo it, and a JSON client must read it exactly. So is a
+// call id (other than 0) of a request still in flight on the stream
+// (claimCall), answered as call 0: echoed, the refusal would be taken for
+// the first request's reply.
 //
 // Every message with an op is validated like the unary call of the same
 // op, bound to the stream's session (the seq and ack of the message; a
@@ -112,6 +115,12 @@ type sessionStream struct {
 
 	mu      sync.Mutex
 	failure error // the first failure; it ends the stream
+
+	// callsMu guards calls: the call ids of the requests in flight (call
+	// 0, no id, is not counted), so a second request with the id of one
+	// in flight is refused (its reply could not be told from the first's).
+	callsMu sync.Mutex
+	calls   map[uint64]struct{}
 }
 
 const streamProc = fencev1connect.SessionServiceStreamProcedure
@@ -272,13 +281,19 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 		// (JavaScript's numbers) could not match the reply to its request.
 		err = fence.Invalid("call", fmt.Sprintf("at most %d (2^53 - 1: a reply's call must be exact as a JSON number)", uint64(fence.MaxTokenJSONInt)), fmt.Sprint(m.GetCall()))
 	}
+	inFlight := false
+	if err == nil && !ss.claimCall(m.GetCall()) {
+		inFlight = true
+		err = fence.Invalid("call", "the id of no other request in flight on this stream (a reply is matched to its request by it)", fmt.Sprint(m.GetCall()))
+	}
 	ss.s.metrics.streamRequests.WithLabelValues(c.op).Inc()
 	if err != nil {
 		call := m.GetCall()
-		if call > fence.MaxTokenJSONInt {
+		if call > fence.MaxTokenJSONInt || inFlight {
 			// Echoed, it would be inexact as a JSON number, the very
-			// thing refused: answered as call 0, the refusal's value
-			// naming it exactly (a string).
+			// thing refused, or taken for the reply of the request in
+			// flight with that id: answered as call 0, the refusal's
+			// value naming it exactly (a string).
 			call = 0
 		}
 		ss.reply(ss.s.refusal(call, err, false))
@@ -287,6 +302,7 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 	if c.op == "keep_alive" {
 		if ss.keepalives.Add(1) > maxStreamKeepAlives {
 			ss.keepalives.Add(-1)
+			ss.releaseCall(m.GetCall())
 			ss.reply(ss.s.refusal(m.GetCall(), &fence.ResourceExhaustedError{Limit: "keepalives in flight on one stream", Bound: fmt.Sprintf("at most %d", maxStreamKeepAlives)}, false))
 			return
 		}
@@ -305,6 +321,7 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 	if max := int64(ss.s.cfg.MaxStreamRequests); n > max || b > maxStreamBytes {
 		ss.inflight.Add(-1)
 		ss.bytes.Add(-size)
+		ss.releaseCall(m.GetCall())
 		limit := &fence.ResourceExhaustedError{Limit: "requests in flight on one stream (config.max_stream_requests)", Bound: fmt.Sprintf("at most %d", max), Got: fmt.Sprint(n - 1)}
 		if n <= max {
 			limit = &fence.ResourceExhaustedError{Limit: "request bytes in flight on one stream", Bound: fmt.Sprintf("at most %d", maxStreamBytes), Got: fmt.Sprint(b - size)}
@@ -342,10 +359,42 @@ func (ss *sessionStream) do(call uint64, c streamCall) {
 		r = ss.s.refusal(call, &fence.BusyError{Name: *c.acquire, Waited: true}, false)
 	default:
 		h.release()
+		ss.releaseCall(call)
 		ss.end(ss.s.connectError(ss.ctx, streamProc, err))
 		return
 	}
+	// Free before the reply is queued: a client that has its reply may
+	// use the id again.
+	ss.releaseCall(call)
 	ss.replies <- queuedReply{r, h}
+}
+
+// claimCall records call as in flight; false if a request with that id
+// already is. Call 0 (no id) is never refused.
+func (ss *sessionStream) claimCall(call uint64) bool {
+	if call == 0 {
+		return true
+	}
+	ss.callsMu.Lock()
+	defer ss.callsMu.Unlock()
+	if _, ok := ss.calls[call]; ok {
+		return false
+	}
+	if ss.calls == nil {
+		ss.calls = map[uint64]struct{}{}
+	}
+	ss.calls[call] = struct{}{}
+	return true
+}
+
+// releaseCall forgets call once its reply is queued.
+func (ss *sessionStream) releaseCall(call uint64) {
+	if call == 0 {
+		return
+	}
+	ss.callsMu.Lock()
+	delete(ss.calls, call)
+	ss.callsMu.Unlock()
 }
 
 // queuedReply is a reply for the sender and the reply bytes it holds

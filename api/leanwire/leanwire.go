@@ -23,9 +23,13 @@
 //     (string), 3: detail (repeated {1: type (string), 2: value (bytes)},
 //     google.protobuf.Any's fields)}.
 //
-// A frame larger than the server's bound (4 MiB, a request's bound on
-// the API) ends the stream with INVALID_ARGUMENT naming "body", before
-// its payload is read.
+// A frame whose payload (n - 1: the kind byte is not counted) is larger
+// than the server's bound (4 MiB, a request message's bound on the API)
+// ends the stream with INVALID_ARGUMENT naming "body", before its payload
+// is read. So does a frame of length 0 or a length uvarint over 10 bytes;
+// a frame of a kind the server does not expect ends it INVALID_ARGUMENT
+// naming "kind". Every error ends the stream with an end frame, after
+// which the server closes its sending side.
 package leanwire
 
 import (
@@ -56,19 +60,32 @@ const PingEvery = 10 * time.Second
 // BufferSize is the read and write buffer of a connection's side.
 const BufferSize = 32 << 10
 
-// ErrTooLarge: a frame over the reader's bound.
-var ErrTooLarge = errors.New("leanwire: frame too large")
+// The frame errors ReadFrame returns (errors.Is): the stream cannot go
+// on, its framing is lost. A server ends the stream with INVALID_ARGUMENT
+// naming "body" for each.
+var (
+	// ErrTooLarge: a frame whose payload is over the reader's bound.
+	ErrTooLarge = errors.New("leanwire: frame too large")
+	// ErrEmpty: a frame of length 0 (no kind byte).
+	ErrEmpty = errors.New("leanwire: empty frame (no kind)")
+	// ErrLengthOverflow: a length uvarint longer than 10 bytes.
+	ErrLengthOverflow = errors.New("leanwire: frame length overflows")
+	// ErrVersion: a hello of a version this side does not speak
+	// (ParseHello; the server's end frame names "version").
+	ErrVersion = errors.New("leanwire: hello version not spoken")
+)
 
 // ReadFrame reads one frame from r into *buf (grown as needed and reused:
-// the payload is valid until the next call). A frame longer than max is
-// refused with ErrTooLarge before its payload is read.
+// the payload is valid until the next call). A frame whose payload is
+// longer than max (n - 1 > max: the kind byte is not counted) is refused
+// with ErrTooLarge before its payload is read.
 func ReadFrame(r *bufio.Reader, max int, buf *[]byte) (kind byte, payload []byte, err error) {
 	n, err := binaryUvarint(r)
 	if err != nil {
 		return 0, nil, err
 	}
 	if n == 0 {
-		return 0, nil, errors.New("leanwire: empty frame (no kind)")
+		return 0, nil, ErrEmpty
 	}
 	if n > uint64(max)+1 {
 		return 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n-1, max)
@@ -103,7 +120,7 @@ func binaryUvarint(r *bufio.Reader) (uint64, error) {
 		x |= uint64(b&0x7f) << s
 		s += 7
 	}
-	return 0, errors.New("leanwire: frame length overflows")
+	return 0, fmt.Errorf("%w: its uvarint is over 10 bytes", ErrLengthOverflow)
 }
 
 // WriteFrame writes one frame to w (buffered: the caller flushes).
@@ -147,7 +164,7 @@ func ParseHello(b []byte) (Hello, error) {
 		}
 	})
 	if err == nil && h.Version != Version {
-		err = fmt.Errorf("hello version %d, this server speaks %d", h.Version, Version)
+		err = fmt.Errorf("%w: hello version %d, this server speaks %d", ErrVersion, h.Version, Version)
 	}
 	return h, err
 }
