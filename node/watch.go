@@ -115,7 +115,8 @@ type WatchEvent struct {
 // state plus the changes received is the state at that page's position.
 type WatchState struct {
 	// Locks are the held or queued locks of this page, sorted by name
-	// (state.Machine.LocksPage at Now).
+	// (state.Machine.LocksHeldPage at Now: as the machine holds them, a
+	// lease whose end is not applied yet still listed).
 	Locks []state.LockInfo
 	// Now is the server time of the page (the machine's own, the same
 	// on every replica at this position): Remaining is as of it.
@@ -432,12 +433,12 @@ func (w *Watch) readPage() *WatchEvent {
 	var locks []state.LockInfo
 	more := false
 	if w.req.Name != "" {
-		if li := w.f.m.Lock(w.req.Name, now); !li.Free {
+		if li := w.f.m.LockHeld(w.req.Name, now); !li.Free {
 			locks = []state.LockInfo{li}
 		}
 	} else {
 		var next string
-		locks, next = w.f.m.LocksPage(w.req.Prefix, w.listed, w.h.page, now)
+		locks, next = w.f.m.LocksHeldPage(w.req.Prefix, w.listed, w.h.page, now)
 		more = next != ""
 		w.listed = next
 	}

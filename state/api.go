@@ -341,7 +341,7 @@ func (m *Machine) Lock(name string, now int64) LockInfo { return m.lock(name, no
 // Locks describes the locks whose names start with prefix, sorted by name,
 // as Lock does. A free lock (LockInfo.Free) is not listed.
 func (m *Machine) Locks(prefix string, now int64) []LockInfo {
-	out, _ := m.locksPage(prefix, "", 0, now)
+	out, _ := m.locksPage(prefix, "", 0, now, false)
 	return out
 }
 
@@ -350,7 +350,27 @@ func (m *Machine) Locks(prefix string, now int64) []LockInfo {
 // limit <= 0). next is the name to pass as after for the next page, "" when
 // this page is the last.
 func (m *Machine) LocksPage(prefix, after string, limit int, now int64) (locks []LockInfo, next string) {
-	return m.locksPage(prefix, after, limit, now)
+	return m.locksPage(prefix, after, limit, now, false)
+}
+
+// LocksHeldPage is LocksPage with the locks described as the machine holds
+// them, not as the next command would settle them: a lease or a wait
+// whose time has run out but whose end no command has applied yet (a
+// lock's expiry is applied by a tick or a command on it) is still listed,
+// 0 left. This is the state a watch starts from: the changes applied
+// after it (expired, left_queue, granted) are exactly the ones that end
+// what it lists. LockHeld is the same for one lock.
+func (m *Machine) LocksHeldPage(prefix, after string, limit int, now int64) (locks []LockInfo, next string) {
+	return m.locksPage(prefix, after, limit, now, true)
+}
+
+// LockHeld describes one lock as LocksHeldPage does.
+func (m *Machine) LockHeld(name string, now int64) LockInfo {
+	l := m.byName[name]
+	if l == nil {
+		return LockInfo{Name: name, Free: true}
+	}
+	return m.describe(l, max(now, m.clock), true)
 }
 
 // Session describes live session id as of server time now (clamped to at

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"math"
 	"sort"
 	"time"
 )
@@ -22,13 +23,26 @@ func (m *impl) lock(name string, now int64) LockInfo {
 }
 
 // info describes l as settle at the decision time would leave it.
-func (m *impl) info(l *lockEntry, now int64) LockInfo {
+func (m *impl) info(l *lockEntry, now int64) LockInfo { return m.describe(l, now, false) }
+
+// describe is info; asHeld describes l as the machine holds it instead:
+// leases and waits whose time has run out but whose end no command has
+// applied yet (a lock's expiry is applied by a tick or by a command on
+// it) are still listed, with 0 left, and no waiter is taken as granted
+// yet. A watch's state is read so (Machine.LocksHeldPage): the changes
+// that follow it (expired, left_queue, granted) are the ones that end them.
+func (m *impl) describe(l *lockEntry, now int64, asHeld bool) LockInfo {
 	d := m.expiryTime()
+	// hd: the time leases and waits are judged at (as held: none ended).
+	hd := d
+	if asHeld {
+		hd = math.MinInt64
+	}
 	info := LockInfo{Name: l.name, LastToken: l.lastToken, Permits: l.permits}
 	freedAt, delayUntil := l.freedAt, l.delayUntil
 	var live []*grant
 	for _, g := range l.holders {
-		if g.end() > d {
+		if g.end() > hd {
 			live = append(live, g)
 			continue
 		}
@@ -38,7 +52,7 @@ func (m *impl) info(l *lockEntry, now int64) LockInfo {
 		}
 	}
 	queue := l.queue
-	if len(live) == 0 && len(queue) > 0 && len(queue[0].set) == 0 {
+	if !asHeld && len(live) == 0 && len(queue) > 0 && len(queue[0].set) == 0 {
 		// (A set at the head waits on its other locks too: it is counted
 		// as any waiter, by its own deadline.)
 		// handOn: the waiters whose wait ran out before the lock became
@@ -59,7 +73,7 @@ func (m *impl) info(l *lockEntry, now int64) LockInfo {
 		}
 	}
 	for _, w := range queue {
-		if w.deadline > d {
+		if w.deadline > hd {
 			info.Waiters++
 		}
 	}
@@ -81,14 +95,14 @@ func (m *impl) info(l *lockEntry, now int64) LockInfo {
 	return info
 }
 
-func (m *impl) locksPage(prefix, after string, limit int, now int64) ([]LockInfo, string) {
+func (m *impl) locksPage(prefix, after string, limit int, now int64, asHeld bool) ([]LockInfo, string) {
 	now = max(now, m.clock)
 	// The name index gives the prefix's names in order from after: a page
 	// costs O(log N + page + the free locks (idle tombstones) skipped in
 	// it), not a scan of every lock.
 	var out []LockInfo
 	m.names.ascend(prefix, after, func(l *lockEntry) bool {
-		if info := m.info(l, now); !info.Free {
+		if info := m.describe(l, now, asHeld); !info.Free {
 			out = append(out, info)
 		}
 		return limit <= 0 || len(out) <= limit
