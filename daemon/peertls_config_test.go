@@ -189,6 +189,11 @@ func TestPeerTLSReload(t *testing.T) {
 	if got := serial(); got != third {
 		t.Fatalf("after another node's certificate the raft port serves %s, want the last good %s", got, third)
 	}
+	// The node serves once it leads and has caught up since its start
+	// (on a loaded machine that can come after the rotations): a
+	// rotation that broke its raft port would keep it from ever being
+	// ready.
+	until(t, "n1 ready (leading, caught up)", d.Ready)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	if _, err := d.Service().Acquire(ctx, fence.AcquireRequest{Name: "after-rotation", Owner: "o", TTL: time.Minute}); err != nil {
