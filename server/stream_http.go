@@ -59,6 +59,10 @@ type streamConn struct {
 	rc      *http.ResponseController
 	body    io.Closer
 	timeout time.Duration
+	// http1: a watch's request came over HTTP/1.x (its connection
+	// carries nothing else while it lasts); header: its response's.
+	http1  bool
+	header http.Header
 }
 
 type streamKey struct{}

@@ -227,6 +227,7 @@ func (h lockService) Watch(ctx context.Context, req *connect.Request[fencev1.Wat
 	}
 	defer w.end()
 	conn.noReadDeadline()
+	conn.watchHoldsConn(ctx)
 	for {
 		evs, err := w.next(w.ctx)
 		for _, e := range evs {
@@ -282,14 +283,10 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 	conn := streamConnOf(ctx)
 	conn.noReadDeadline()
 	h := rw.Header()
-	if r.ProtoMajor == 1 {
-		// The connection carries only this watch while it lasts: its
-		// slot of --max-conns goes back (the watch holds one of
-		// --max-watches instead), and the connection is closed when the
-		// watch ends rather than taking a slot again.
-		giveConnSlotToWatch(ctx)
-		h.Set("Connection", "close")
-	}
+	// On HTTP/1.1 the connection carries only this watch while it lasts:
+	// its slot of --max-conns goes back (the watch holds one of
+	// --max-watches instead), and it is closed when the watch ends.
+	conn.watchHoldsConn(ctx)
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
