@@ -93,6 +93,13 @@ func (c *streamConn) writeWithin(d time.Duration) {
 	_ = c.rc.SetWriteDeadline(at)
 }
 
+// writeBy sets the write deadline at (zero: none).
+func (c *streamConn) writeBy(at time.Time) {
+	if c != nil {
+		_ = c.rc.SetWriteDeadline(at)
+	}
+}
+
 // closeBody closes the request body: a read blocked on it returns.
 func (c *streamConn) closeBody() {
 	if c != nil {

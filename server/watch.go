@@ -208,12 +208,65 @@ func (w *watchSession) redact(e *fencev1.WatchEvent) {
 	c.Session = 0
 }
 
+// watchStatePage is the time a watch's state may take per page sent, on
+// top of the write timeout: the whole state (every page) must be written
+// within WriteTimeout + pages × watchStatePage of its first page (a
+// reader slower than about 256 locks a second on average is cut, reason
+// "state"), so a client that keeps a write trickling cannot hold a
+// watch in its state for ever.
+var watchStatePage = time.Second
+
+// watchDeadline gives the deadline of each write of a watch: WriteTimeout
+// from the write's start and, while a state is being written, the state's
+// own bound (watchStatePage).
+type watchDeadline struct {
+	timeout time.Duration
+	inState bool      // a state's pages are being written
+	start   time.Time // its first page's
+	pages   int       // its pages written or being written
+}
+
+// before notes the events about to be written and returns the deadline
+// of their write, and whether it is the state's bound.
+func (d *watchDeadline) before(evs []*fencev1.WatchEvent) (time.Time, bool) {
+	now := time.Now()
+	for _, e := range evs {
+		if st := e.GetState(); st != nil {
+			if st.GetPage() == 0 || !d.inState {
+				d.inState, d.start, d.pages = true, now, 0
+			}
+			d.pages++
+		}
+	}
+	at := now.Add(d.timeout)
+	if d.inState {
+		if sa := d.start.Add(d.timeout + time.Duration(d.pages)*watchStatePage); sa.Before(at) {
+			return sa, true
+		}
+	}
+	return at, false
+}
+
+// after notes the events written: a state's last page ends its bound.
+func (d *watchDeadline) after(evs []*fencev1.WatchEvent) {
+	for _, e := range evs {
+		if st := e.GetState(); st != nil && !st.GetMore() {
+			d.inState = false
+		}
+	}
+}
+
 // sendFailed counts a watch cut because an event begun at start could not
-// be written within the write timeout (err is the deadline's, or the write
-// took that long); another failure is the client going away.
-func (s *Server) sendFailed(start time.Time, err error) {
-	if errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= s.cfg.WriteTimeout {
-		s.metrics.watchCuts.WithLabelValues("send").Inc()
+// be written by its deadline at (err is the deadline's, or the write took
+// that long): reason "state" when the deadline was the state's bound,
+// else "send"; another failure is the client going away.
+func (s *Server) sendFailed(start, at time.Time, ofState bool, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(at) || time.Since(start) >= s.cfg.WriteTimeout {
+		reason := "send"
+		if ofState {
+			reason = "state"
+		}
+		s.metrics.watchCuts.WithLabelValues(reason).Inc()
 	}
 }
 
@@ -228,16 +281,20 @@ func (h lockService) Watch(ctx context.Context, req *connect.Request[fencev1.Wat
 	defer w.end()
 	conn.noReadDeadline()
 	conn.watchHoldsConn(ctx)
+	dl := &watchDeadline{timeout: s.cfg.WriteTimeout}
 	for {
 		evs, err := w.next(w.ctx)
 		for _, e := range evs {
 			start := time.Now()
-			conn.writeWithin(s.cfg.WriteTimeout)
+			one := []*fencev1.WatchEvent{e}
+			at, ofState := dl.before(one)
+			conn.writeBy(at)
 			if serr := st.Send(e); serr != nil {
-				s.sendFailed(start, serr)
+				s.sendFailed(start, at, ofState, serr)
 				return connect.NewError(connect.CodeCanceled, serr)
 			}
 			conn.writeWithin(0)
+			dl.after(one)
 		}
 		if err != nil {
 			return s.connectError(ctx, watchProc, err)
@@ -292,20 +349,24 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
 	rw.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(rw)
-	write := func(b []byte) bool {
+	dl := &watchDeadline{timeout: s.cfg.WriteTimeout}
+	write := func(b []byte, evs []*fencev1.WatchEvent) bool {
 		start := time.Now()
-		conn.writeWithin(s.cfg.WriteTimeout)
+		at, ofState := dl.before(evs)
+		conn.writeBy(at)
 		_, err := rw.Write(b)
 		if err == nil {
 			err = rc.Flush()
 		}
 		conn.writeWithin(0)
 		if err != nil {
-			s.sendFailed(start, err)
+			s.sendFailed(start, at, ofState, err)
+			return false
 		}
-		return err == nil
+		dl.after(evs)
+		return true
 	}
-	if !write([]byte(": fence watch\n\n")) {
+	if !write([]byte(": fence watch\n\n"), nil) {
 		return
 	}
 	// paging: the pages of a state are being sent; they (but the last)
@@ -331,13 +392,13 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 				b = fmt.Appendf(b, "id: %s\nevent: %s\ndata: %s\n\n", e.GetPosition(), kind, data)
 			}
 		}
-		if len(b) > 0 && !write(b) {
+		if len(b) > 0 && !write(b, evs) {
 			return
 		}
 		switch {
 		case err == nil:
 		case errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil:
-			if !write([]byte(": heartbeat\n\n")) {
+			if !write([]byte(": heartbeat\n\n"), nil) {
 				return
 			}
 		default:
@@ -349,7 +410,7 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 				return
 			}
 			body, _ := jsonErrorBody(ce)
-			write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body))
+			write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body), nil)
 			return
 		}
 	}
