@@ -30,11 +30,13 @@ import (
 // (--max-watches-per-principal); one more is refused RESOURCE_EXHAUSTED
 // (HTTP 429) naming the bound, and counted
 // (fence_watches_refused_total{limit}). They take no slot of the session
-// streams' --max-streams, and an SSE watch on HTTP/1.1 (its connection
-// carries nothing else while it lasts) gives its connection's slot of
-// --max-conns and of --max-conns-per-principal back while it is open; the
-// connection is closed when the watch ends. So idle watches cannot lock
-// other clients out. The credentials are judged again every second (a
+// streams' --max-streams, and a watch on HTTP/1.1 (SSE, Connect or
+// gRPC-Web streaming: its connection carries nothing else while it lasts)
+// gives its connection's slot of --max-conns and of
+// --max-conns-per-principal back while it is open, with a kernel send
+// buffer of watchSendBuffer; the connection is closed when the watch
+// ends. So idle watches cannot lock other clients out, nor make the
+// server encode megabytes each. The credentials are judged again every second (a
 // revoked token's watch ends UNAUTHENTICATED).
 //
 // A watch is cut (fence_watch_cut_total{reason}) when it falls behind the
@@ -42,7 +44,9 @@ import (
 // watch_history; the client resumes from its last position and gets the
 // state if the history is gone), or when one of its events is not
 // written within Config.WriteTimeout ("send": its reader stopped reading;
-// the stream is reset). Neither ever holds up an apply.
+// the stream is reset), or when its state is not written within
+// Config.WriteTimeout plus watchStatePage a page ("state"). None ever
+// holds up an apply.
 
 const (
 	// DefaultMaxWatches is the default of Config.MaxWatches
