@@ -10,9 +10,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
 
@@ -62,5 +66,43 @@ func TestStreamingWatchesOverHTTP1HoldNoConnSlot(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("an Acquire while four watches are open: %d %s", resp.StatusCode, b)
+	}
+}
+
+// An SSE watch of a wide prefix whose client never reads is cut (reason
+// "send") once its write blocks: its connection's small send buffer
+// fills after a few pages, where an autotuned one took megabytes of its
+// state and left the watch waiting for changes, never cut.
+func TestIdleWatchOfAWidePrefixIsCut(t *testing.T) {
+	s, url := startServerOnNode(t, Config{WriteTimeout: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	for i := range 320 {
+		locks := make([]fence.LockSpec, 64)
+		for j := range locks {
+			locks[j] = fence.LockSpec{Name: fmt.Sprintf("big/%04d/%02d", i, j)}
+		}
+		if _, err := s.Service().Acquire(ctx, fence.AcquireRequest{Locks: locks, Owner: "o", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := strings.TrimPrefix(url, "http://")
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /v1/watch?prefix=big/ HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	awaitCond(t, "the idle watch is open", func() bool { return s.watches.Load() == 1 })
+	awaitCond(t, "the idle watch is cut", func() bool { return s.watches.Load() == 0 })
+	var m dto.Metric
+	if err := s.metrics.watchCuts.WithLabelValues("send").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Fatalf("fence_watch_cut_total{reason=send} = %v; want 1", got)
 	}
 }
