@@ -3,6 +3,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -50,8 +51,19 @@ func TestStreamingWatchesOverHTTP1HoldNoConnSlot(t *testing.T) {
 	s, url := startServerOnNode(t, Config{MaxConns: 2, MaxWatches: 10})
 	addr := strings.TrimPrefix(url, "http://")
 	for i, ct := range []string{"application/connect+json", "application/grpc-web+json", "application/connect+json", "application/grpc-web+json"} {
-		idleStreamWatch(t, addr, ct, "jobs/")
+		c := idleStreamWatch(t, addr, ct, "jobs/")
 		awaitCond(t, fmt.Sprintf("watch %d (%s) is open (its connection served)", i+1, ct), func() bool { return s.watches.Load() == int64(i+1) })
+		if i < 2 {
+			// Its connection, slot given back, is closed when the watch
+			// ends rather than serving other calls.
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK || !resp.Close {
+				t.Fatalf("a %s watch over HTTP/1.1: %d, Connection: %q; want 200 and close", ct, resp.StatusCode, resp.Header.Get("Connection"))
+			}
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
 	defer cancel()
