@@ -229,3 +229,81 @@ func TestWatchesThatNeverReadHoldAPageEach(t *testing.T) {
 	runtime.KeepAlive(firsts)
 	t.Logf("one whole state %d bytes; 100 watches holding their first page grew the heap %d bytes", wholeBytes, grew)
 }
+
+// The pages of watches' states are read by at most watchPagers watches at
+// once; the others wait for a slot (so hundreds of watches starting at
+// once cannot starve the applies of CPU and of the FSM's lock), and a
+// waiting watch whose context ends stops waiting.
+func TestWatchStatePagesAreReadByAtMostWatchPagersAtOnce(t *testing.T) {
+	n := openWatchNode(t, t.TempDir(), 1<<16)
+	for i := range 40 {
+		mustApply(t, n, acquire(fmt.Sprintf("p/%03d", i), time.Hour))
+	}
+	h := n.fsm.hub
+	gate := make(chan struct{})
+	h.pageHook = func() { <-gate }
+	k := watchPagers()
+	watchers := k + 4
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, watchers)
+	for range watchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, err := n.Watch(ctx, WatchRequest{Prefix: "p/"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer w.Close()
+			for {
+				evs, err := w.Next(ctx, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if st := evs[len(evs)-1].State; st != nil && !st.More {
+					return
+				}
+			}
+		}()
+	}
+	// Every watch is reading a page or waiting for a slot.
+	for h.pagersBusy.Load()+h.pagersWaiting.Load() < int64(watchers) {
+		if ctx.Err() != nil {
+			t.Fatalf("watches never all reached the pagers: %d busy, %d waiting", h.pagersBusy.Load(), h.pagersWaiting.Load())
+		}
+		runtime.Gosched()
+	}
+	if busy := h.pagersBusy.Load(); busy > int64(k) {
+		t.Fatalf("%d watches read pages at once, want at most %d (watchPagers)", busy, k)
+	}
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// A watch waiting for a slot leaves when its context ends.
+	for range k {
+		h.pagers <- struct{}{}
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.Watch(wctx, WatchRequest{Prefix: "p/"})
+		done <- err
+	}()
+	for h.pagersWaiting.Load() == 0 {
+		runtime.Gosched()
+	}
+	wcancel()
+	if err := <-done; err == nil {
+		t.Fatal("a watch waiting for a pager slot started after its context ended")
+	}
+	for range k {
+		<-h.pagers
+	}
+}

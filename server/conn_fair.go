@@ -209,15 +209,37 @@ func (c *fairConn) freeSlot() {
 	}
 }
 
+// watchSendBuffer is the kernel send buffer of a connection given to a
+// watch (giveConnSlotToWatch): a watch whose client does not read blocks
+// after about a page of its state, instead of the server reading and
+// encoding megabytes into an autotuned buffer (up to tcp_wmem's max, 4
+// MiB: an outside test saw 2.8 MB queued per idle watch).
+const watchSendBuffer = 64 << 10
+
 // giveConnSlotToWatch gives the slot of the connection of ctx back while
-// an SSE watch holds the connection (HTTP/1.1: it carries nothing else
-// until closed; the watch holds a slot of --max-watches instead). A
-// request of the peer port, or of a listener that is not Serve's, is a
-// no-op.
+// a watch holds the connection (HTTP/1.1: it carries nothing else until
+// closed; the watch holds a slot of --max-watches instead), and bounds
+// its kernel send buffer at watchSendBuffer. A request of the peer port,
+// or of a listener that is not Serve's, is a no-op.
 func giveConnSlotToWatch(ctx context.Context) {
 	if fc, ok := ctx.Value(fairConnKey{}).(*fairConn); ok {
 		fc.prove()
 		fc.freeSlot()
+		if tc, ok := fc.Conn.(interface{ SetWriteBuffer(int) error }); ok {
+			_ = tc.SetWriteBuffer(watchSendBuffer)
+		}
+	}
+}
+
+// watchHoldsConn is called once a watch is admitted: on HTTP/1.x (SSE,
+// Connect or gRPC-Web streaming alike) the connection's slot goes back
+// (giveConnSlotToWatch) and the connection is closed when the watch ends
+// rather than taking a slot again. Over HTTP/2 the connection carries
+// other calls: it keeps its slot.
+func (c *streamConn) watchHoldsConn(ctx context.Context) {
+	if c != nil && c.http1 {
+		giveConnSlotToWatch(ctx)
+		c.header.Set("Connection", "close")
 	}
 }
 

@@ -24,7 +24,7 @@ type metrics struct {
 	streamRequests *prometheus.CounterVec
 	// authRefusals counts authentication and permission refusals by reason.
 	authRefusals *prometheus.CounterVec
-	// watchCuts counts watches cut, by reason (behind, send: watch.go).
+	// watchCuts counts watches cut, by reason (behind, send, state: watch.go).
 	watchCuts *prometheus.CounterVec
 	// watchRefusals counts watches refused by their budget, by limit
 	// (watch.go).
@@ -56,9 +56,9 @@ func newMetrics(conns *connCount, streams, watches *atomic.Int64, replies *reply
 		Name: "fence_auth_refusals_total", Help: "Requests refused UNAUTHENTICATED or PERMISSION_DENIED, by reason (no_credentials, malformed, unknown_token, revoked_token, expired_token, permission, ownership).",
 	}, []string{"reason"})
 	m.watchCuts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fence_watch_cut_total", Help: "Watches cut by the server, by reason: behind (it read more slowly than changes came and the ring of --watch-history moved past it), send (an event was not written within --write-timeout).",
+		Name: "fence_watch_cut_total", Help: "Watches cut by the server, by reason: behind (it read more slowly than changes came and the ring of --watch-history moved past it), send (an event was not written within --write-timeout), state (a state was not written within --write-timeout plus 1 s a page).",
 	}, []string{"reason"})
-	for _, r := range []string{"behind", "send"} {
+	for _, r := range []string{"behind", "send", "state"} {
 		m.watchCuts.WithLabelValues(r)
 	}
 	m.watchRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{

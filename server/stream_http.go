@@ -59,6 +59,10 @@ type streamConn struct {
 	rc      *http.ResponseController
 	body    io.Closer
 	timeout time.Duration
+	// http1: a watch's request came over HTTP/1.x (its connection
+	// carries nothing else while it lasts); header: its response's.
+	http1  bool
+	header http.Header
 }
 
 type streamKey struct{}
@@ -87,6 +91,13 @@ func (c *streamConn) writeWithin(d time.Duration) {
 		at = time.Now().Add(d)
 	}
 	_ = c.rc.SetWriteDeadline(at)
+}
+
+// writeBy sets the write deadline at (zero: none).
+func (c *streamConn) writeBy(at time.Time) {
+	if c != nil {
+		_ = c.rc.SetWriteDeadline(at)
+	}
 }
 
 // closeBody closes the request body: a read blocked on it returns.

@@ -30,11 +30,13 @@ import (
 // (--max-watches-per-principal); one more is refused RESOURCE_EXHAUSTED
 // (HTTP 429) naming the bound, and counted
 // (fence_watches_refused_total{limit}). They take no slot of the session
-// streams' --max-streams, and an SSE watch on HTTP/1.1 (its connection
-// carries nothing else while it lasts) gives its connection's slot of
-// --max-conns and of --max-conns-per-principal back while it is open; the
-// connection is closed when the watch ends. So idle watches cannot lock
-// other clients out. The credentials are judged again every second (a
+// streams' --max-streams, and a watch on HTTP/1.1 (SSE, Connect or
+// gRPC-Web streaming: its connection carries nothing else while it lasts)
+// gives its connection's slot of --max-conns and of
+// --max-conns-per-principal back while it is open, with a kernel send
+// buffer of watchSendBuffer; the connection is closed when the watch
+// ends. So idle watches cannot lock other clients out, nor make the
+// server encode megabytes each. The credentials are judged again every second (a
 // revoked token's watch ends UNAUTHENTICATED).
 //
 // A watch is cut (fence_watch_cut_total{reason}) when it falls behind the
@@ -42,7 +44,9 @@ import (
 // watch_history; the client resumes from its last position and gets the
 // state if the history is gone), or when one of its events is not
 // written within Config.WriteTimeout ("send": its reader stopped reading;
-// the stream is reset). Neither ever holds up an apply.
+// the stream is reset), or when its state is not written within
+// Config.WriteTimeout plus watchStatePage a page ("state"). None ever
+// holds up an apply.
 
 const (
 	// DefaultMaxWatches is the default of Config.MaxWatches
@@ -208,12 +212,65 @@ func (w *watchSession) redact(e *fencev1.WatchEvent) {
 	c.Session = 0
 }
 
+// watchStatePage is the time a watch's state may take per page sent, on
+// top of the write timeout: the whole state (every page) must be written
+// within WriteTimeout + pages × watchStatePage of its first page (a
+// reader slower than about 256 locks a second on average is cut, reason
+// "state"), so a client that keeps a write trickling cannot hold a
+// watch in its state for ever.
+var watchStatePage = time.Second
+
+// watchDeadline gives the deadline of each write of a watch: WriteTimeout
+// from the write's start and, while a state is being written, the state's
+// own bound (watchStatePage).
+type watchDeadline struct {
+	timeout time.Duration
+	inState bool      // a state's pages are being written
+	start   time.Time // its first page's
+	pages   int       // its pages written or being written
+}
+
+// before notes the events about to be written and returns the deadline
+// of their write, and whether it is the state's bound.
+func (d *watchDeadline) before(evs []*fencev1.WatchEvent) (time.Time, bool) {
+	now := time.Now()
+	for _, e := range evs {
+		if st := e.GetState(); st != nil {
+			if st.GetPage() == 0 || !d.inState {
+				d.inState, d.start, d.pages = true, now, 0
+			}
+			d.pages++
+		}
+	}
+	at := now.Add(d.timeout)
+	if d.inState {
+		if sa := d.start.Add(d.timeout + time.Duration(d.pages)*watchStatePage); sa.Before(at) {
+			return sa, true
+		}
+	}
+	return at, false
+}
+
+// after notes the events written: a state's last page ends its bound.
+func (d *watchDeadline) after(evs []*fencev1.WatchEvent) {
+	for _, e := range evs {
+		if st := e.GetState(); st != nil && !st.GetMore() {
+			d.inState = false
+		}
+	}
+}
+
 // sendFailed counts a watch cut because an event begun at start could not
-// be written within the write timeout (err is the deadline's, or the write
-// took that long); another failure is the client going away.
-func (s *Server) sendFailed(start time.Time, err error) {
-	if errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= s.cfg.WriteTimeout {
-		s.metrics.watchCuts.WithLabelValues("send").Inc()
+// be written by its deadline at (err is the deadline's, or the write took
+// that long): reason "state" when the deadline was the state's bound,
+// else "send"; another failure is the client going away.
+func (s *Server) sendFailed(start, at time.Time, ofState bool, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(at) || time.Since(start) >= s.cfg.WriteTimeout {
+		reason := "send"
+		if ofState {
+			reason = "state"
+		}
+		s.metrics.watchCuts.WithLabelValues(reason).Inc()
 	}
 }
 
@@ -227,16 +284,21 @@ func (h lockService) Watch(ctx context.Context, req *connect.Request[fencev1.Wat
 	}
 	defer w.end()
 	conn.noReadDeadline()
+	conn.watchHoldsConn(ctx)
+	dl := &watchDeadline{timeout: s.cfg.WriteTimeout}
 	for {
 		evs, err := w.next(w.ctx)
 		for _, e := range evs {
 			start := time.Now()
-			conn.writeWithin(s.cfg.WriteTimeout)
+			one := []*fencev1.WatchEvent{e}
+			at, ofState := dl.before(one)
+			conn.writeBy(at)
 			if serr := st.Send(e); serr != nil {
-				s.sendFailed(start, serr)
+				s.sendFailed(start, at, ofState, serr)
 				return connect.NewError(connect.CodeCanceled, serr)
 			}
 			conn.writeWithin(0)
+			dl.after(one)
 		}
 		if err != nil {
 			return s.connectError(ctx, watchProc, err)
@@ -282,33 +344,33 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 	conn := streamConnOf(ctx)
 	conn.noReadDeadline()
 	h := rw.Header()
-	if r.ProtoMajor == 1 {
-		// The connection carries only this watch while it lasts: its
-		// slot of --max-conns goes back (the watch holds one of
-		// --max-watches instead), and the connection is closed when the
-		// watch ends rather than taking a slot again.
-		giveConnSlotToWatch(ctx)
-		h.Set("Connection", "close")
-	}
+	// On HTTP/1.1 the connection carries only this watch while it lasts:
+	// its slot of --max-conns goes back (the watch holds one of
+	// --max-watches instead), and it is closed when the watch ends.
+	conn.watchHoldsConn(ctx)
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
 	rw.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(rw)
-	write := func(b []byte) bool {
+	dl := &watchDeadline{timeout: s.cfg.WriteTimeout}
+	write := func(b []byte, evs []*fencev1.WatchEvent) bool {
 		start := time.Now()
-		conn.writeWithin(s.cfg.WriteTimeout)
+		at, ofState := dl.before(evs)
+		conn.writeBy(at)
 		_, err := rw.Write(b)
 		if err == nil {
 			err = rc.Flush()
 		}
 		conn.writeWithin(0)
 		if err != nil {
-			s.sendFailed(start, err)
+			s.sendFailed(start, at, ofState, err)
+			return false
 		}
-		return err == nil
+		dl.after(evs)
+		return true
 	}
-	if !write([]byte(": fence watch\n\n")) {
+	if !write([]byte(": fence watch\n\n"), nil) {
 		return
 	}
 	// paging: the pages of a state are being sent; they (but the last)
@@ -334,13 +396,13 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 				b = fmt.Appendf(b, "id: %s\nevent: %s\ndata: %s\n\n", e.GetPosition(), kind, data)
 			}
 		}
-		if len(b) > 0 && !write(b) {
+		if len(b) > 0 && !write(b, evs) {
 			return
 		}
 		switch {
 		case err == nil:
 		case errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil:
-			if !write([]byte(": heartbeat\n\n")) {
+			if !write([]byte(": heartbeat\n\n"), nil) {
 				return
 			}
 		default:
@@ -352,7 +414,7 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 				return
 			}
 			body, _ := jsonErrorBody(ce)
-			write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body))
+			write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body), nil)
 			return
 		}
 	}

@@ -25,7 +25,7 @@ func limitWrites(next http.Handler, timeout time.Duration) http.Handler {
 			// A watch lives as long as its client keeps it: each of its
 			// events must be written within timeout (watch.go).
 			_ = rc.SetWriteDeadline(time.Time{})
-			c := &streamConn{rc: rc, body: r.Body, timeout: timeout}
+			c := &streamConn{rc: rc, body: r.Body, timeout: timeout, http1: r.ProtoMajor == 1, header: w.Header()}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamKey{}, c)))
 			return
 		}
