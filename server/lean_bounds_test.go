@@ -28,16 +28,7 @@ func TestLeanInFlightBoundRefusedNamingIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.ServeSessions(ln) }()
-	t.Cleanup(func() {
-		s.Close()
-		<-served
-	})
+	addr := serveLeanPort(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The lock is held by another, so the first acquire waits.
@@ -48,7 +39,7 @@ func TestLeanInFlightBoundRefusedNamingIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,9 @@ func serveLeanPort(t *testing.T, s *Server) string {
 	go func() { served <- s.ServeSessions(ln) }()
 	t.Cleanup(func() {
 		s.Close()
-		<-served
+		if err := <-served; err != nil {
+			t.Errorf("ServeSessions: %v", err)
+		}
 	})
 	return ln.Addr().String()
 }

@@ -24,25 +24,14 @@ func TestLeanSilentPeerIsCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.ServeSessions(ln) }()
-	t.Cleanup(func() {
-		s.Close()
-		if err := <-served; err != nil {
-			t.Errorf("ServeSessions: %v", err)
-		}
-	})
+	addr := serveLeanPort(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	open, err := s.Service().OpenSession(ctx, fence.OpenSessionRequest{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
