@@ -249,7 +249,7 @@ func (f *fsm) watchIDFill() {
 	case !near && fill >= idNearCap:
 		f.nearCap.Store(true)
 		ids, cfg := f.m.IDMemory(), f.m.Config()
-		f.log().Warn("the id memory is near its cap: once it is full of ids younger than min_id_retention, new op_ids or request_ids are refused (RESOURCE_EXHAUSTED); raise max_ops/max_requests, or lower the load or min_id_retention",
+		f.log().Warn("the id memory is near its cap: once it is full of ids younger than min_id_retention, new op_ids or request_ids are refused (RESOURCE_EXHAUSTED); raise --max-ids, or lower the load or --min-id-retention",
 			"fill", fmt.Sprintf("%.0f%%", 100*fill), "op_ids", ids.Ops, "max_ops", ids.MaxOps, "request_ids", ids.Requests, "max_requests", ids.MaxRequests,
 			"oldest_id_age", f.m.OldestIDAge(f.m.Now()), "min_id_retention", cfg.MinIDRetention, "bytes", ids.Bytes)
 	case near && fill < idBelowCap:
