@@ -161,6 +161,7 @@ func (w *pausingWriter) Write(p []byte) (int, error) {
 // -race in package node's tests (core's), the handler in package server's
 // (TestBackupHandler).
 func TestBackupSingleNode(t *testing.T) {
+	t.Parallel() // own processes, ports and dirs: safe beside the other parallel tests (docs/testing.md)
 	srv := startServerWith(t, plainBinary(t, "./cmd/fence"), filepath.Join(t.TempDir(), "data"))
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
@@ -355,6 +356,7 @@ func backupClientGone(t *testing.T, ctx context.Context, srv *fenceServer, c *cl
 // whose first endpoint is dead backs up from the next; a node left without
 // a leader refuses (unavailable).
 func TestBackupClusterFollowerAndLeader(t *testing.T) {
+	t.Parallel() // own processes, ports and dirs: safe beside the other parallel tests (docs/testing.md)
 	cl := harness.StartClusterT(t, clusterConfig(3))
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()

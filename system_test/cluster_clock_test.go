@@ -34,6 +34,7 @@ var skewEnv = map[string][]string{
 // sent (the grant was committed after that): skew shortens no lease. Each
 // is granted again eventually (no lease lasts an hour either).
 func TestClusterSkewedClocksShortenNoLease(t *testing.T) {
+	t.Parallel() // own processes, ports and dirs: safe beside the other parallel tests (docs/testing.md)
 	cfg := clusterConfig(3)
 	cfg.NodeEnv = func(id string) []string { return skewEnv[id] }
 	c := harness.StartClusterT(t, cfg)

@@ -23,6 +23,7 @@ import (
 // is restarted it catches up, and once it leads it holds every
 // acknowledged write and grants no token twice.
 func TestClusterFollowerDiskFull(t *testing.T) {
+	t.Parallel() // own processes, ports and dirs: safe beside the other parallel tests (docs/testing.md)
 	dir := t.TempDir()
 	small := filepath.Join(dir, harness.NodeID(2))
 	// The WAL preallocates 64 MiB segments: in 80 MiB the first fits and

@@ -25,6 +25,7 @@ import (
 // retry, so the id memory must also survive the log replay (and whatever
 // snapshots the load caused).
 func TestAddRetriedAfter120kWritesAppliesOnce(t *testing.T) {
+	t.Parallel() // own processes, ports and dirs: safe beside the other parallel tests (docs/testing.md)
 	if testing.Short() {
 		t.Skip("120,000 writes against a real process")
 	}

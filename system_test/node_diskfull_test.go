@@ -64,6 +64,7 @@ func diskSeq(value []byte) int {
 // restarted, every acknowledged write is there and no token is granted
 // twice.
 func TestNodeDiskFull(t *testing.T) {
+	t.Parallel() // own processes, ports and dirs: safe beside the other parallel tests (docs/testing.md)
 	// The WAL preallocates 64 MiB segments: in 80 MiB the first fits, its
 	// successor does not, and after the restart more than a segment's
 	// worth is written (300 × 256 KiB).

@@ -34,6 +34,7 @@ import (
 // before): killed at "staged", DIR was an empty dir and serve started a fresh
 // store granting token 1 — red.
 func TestRestoreKilledPartWay(t *testing.T) {
+	t.Parallel() // own processes, ports and dirs: safe beside the other parallel tests (docs/testing.md)
 	dir := t.TempDir()
 	srv := startServerIn(t, filepath.Join(dir, "orig"))
 	a := restoreAPI(srv.URL())

@@ -150,6 +150,7 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
+	t.Parallel() // a run of its own: processes, ports, dir and PostgreSQL tables (docs/testing.md)
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 60 * time.Second, Seed: seed(t),
@@ -185,6 +186,7 @@ func TestChaosBoundaries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
+	t.Parallel() // a run of its own: processes, ports, dir and PostgreSQL tables (docs/testing.md)
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 30 * time.Second, Seed: seed(t),
@@ -213,6 +215,7 @@ func TestChaosBoundariesPlanted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
+	t.Parallel() // a run of its own: processes, ports, dir and PostgreSQL tables (docs/testing.md)
 	_, plant, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: plant, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
@@ -241,6 +244,7 @@ func TestChaosControl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
+	t.Parallel() // a run of its own: processes, ports, dir and PostgreSQL tables (docs/testing.md)
 	fence, _, worker := binaries(t)
 	cfg := chaos.Config{
 		FenceBin: fence, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
@@ -285,6 +289,7 @@ func TestChaosCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
+	t.Parallel() // a run of its own: processes, ports, dir and PostgreSQL tables (docs/testing.md)
 	fence, _, worker := binaries(t)
 	kinds := append([]chaos.FaultKind{chaos.FaultWorkerPause, chaos.FaultRestore}, chaos.ClusterFaults...)
 	cfg := chaos.Config{
@@ -361,6 +366,7 @@ func TestChaosPlantedBugs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: not in -short")
 	}
+	t.Parallel() // a run of its own: processes, ports, dir and PostgreSQL tables (docs/testing.md)
 	_, plant, worker := binaries(t)
 	dsn := testutil.PostgresDSN(t)
 	// skip-compare and ids-forgotten are faults of the built-in store, so
@@ -385,6 +391,7 @@ func TestChaosPlantedBugs(t *testing.T) {
 			}, "double_applies > 0 or linearizable=no (not a time-out)"},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
+			t.Parallel() // the three runs side by side
 			cfg := chaos.Config{
 				FenceBin: plant, WorkerBin: worker, Duration: 25 * time.Second, Seed: seed(t),
 				PostgresDSN: dsn, Kinds: tc.kinds, Stores: tc.stores, ServerEnv: []string{"FENCE_PLANTBUG=" + tc.bug},
