@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -255,9 +254,6 @@ func (w *workerProcs) Signal(i int, sig syscall.Signal) error {
 	return w.cmds[i].Process.Signal(sig)
 }
 
-// runSeq numbers the runs of this process (their PostgreSQL table prefix).
-var runSeq atomic.Uint64
-
 // Run starts a node behind its proxy, the workers and the nemesis, runs for
 // cfg.Duration, heals every fault, stops the workers, reads every resource's
 // final state and checks the history. The error is for a harness that could
@@ -314,9 +310,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		logf("node %d (%s) on %s%s, clients through proxy %s, data %s", i, node.Name(), node.DirectURL(), raft, node.URL(), node.Config().DataDir)
 	}
 
-	// The run number keeps two runs of one process apart (the package's
-	// tests run side by side, and FENCE_CHAOS_SEED gives them one seed).
-	prefix := fmt.Sprintf("chaos_%d_%d_%d", os.Getpid(), runSeq.Add(1), cfg.Seed%1_000_000)
+	prefix := runPrefix(cfg.Seed)
 	if slices.Contains(cfg.Stores, StorePostgres) {
 		if err := SetupPostgres(ctx, cfg.PostgresDSN, prefix, cfg.Resources); err != nil {
 			return sum, fmt.Errorf("chaos: PostgreSQL guard store: %w", err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +32,16 @@ import (
 // guard. Every UPDATE sets version = version + 1 and last_token to the
 // writer's token (fenced: the largest accepted, since an older one is
 // refused; control: the token of the last writer, which may go down).
+
+// runSeq numbers the runs of this process, for their table prefix.
+var runSeq atomic.Uint64
+
+// runPrefix names a run's tables: chaos_<pid>_<run>_<seed>. The run number
+// keeps two runs of one process apart: the package's fault runs run side by
+// side, and FENCE_CHAOS_SEED gives every one of them the same seed.
+func runPrefix(seed uint64) string {
+	return fmt.Sprintf("chaos_%d_%d_%d", os.Getpid(), runSeq.Add(1), seed%1_000_000)
+}
 
 var pgPrefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
 
