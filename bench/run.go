@@ -39,20 +39,21 @@ type Config struct {
 	// PerfHz is perf's sampling rate (0: 499 Hz).
 	PerfHz int
 
-	W1Clients  []int
-	W1Duration time.Duration
-	W2Clients  []int
-	W2Duration time.Duration
-	W3Clients  int
-	W3Duration time.Duration
-	W4N        int
-	W4Workers  int
-	W4Rounds   int
-	W5N        int
-	W5Workers  int
-	W5Rounds   int
-	W5MinTTL   time.Duration // least time from a storm's start to its holders' TTL end
-	W5EtcdTTL  int           // etcd session TTL of the storm's holders, seconds
+	W1Clients    []int
+	W1Duration   time.Duration
+	W2Clients    []int
+	W2Duration   time.Duration
+	W3Clients    int
+	W3Duration   time.Duration
+	W4N          int
+	W4Workers    int
+	W4Rounds     int
+	W5N          int
+	W5Workers    int
+	W5Rounds     int
+	W5MinTTL     time.Duration // least time from a storm's start to its holders' TTL end
+	W5EtcdTTL    int           // etcd session TTL of the storm's holders, seconds
+	W4SessionTTL int           // session TTL of workload 4's holders (etcd, fence-session), seconds; 0: the default
 
 	// Workloads 6 (leader election hand-off) and 7 (an order's 3 SKUs as
 	// one set), boundaries.go: the systems with Boundaries() only.
@@ -422,7 +423,7 @@ func (c *Config) runHeld(s System, round int) (HeldResult, error) {
 	defer srv.Stop()
 	res.ServerRSSBefore, _, _ = RSS(srv.Pid())
 	cpu0, _ := CPUSeconds(srv.Pid())
-	ch, err := startChild(c.ChildExe, ChildSpec{Kind: "held", System: s.Name(), Addr: srv.Addr, N: c.W4N, Workers: c.W4Workers}, c.Log)
+	ch, err := startChild(c.ChildExe, ChildSpec{Kind: "held", System: s.Name(), Addr: srv.Addr, N: c.W4N, Workers: c.W4Workers, EtcdTTL: c.W4SessionTTL}, c.Log)
 	if err != nil {
 		return res, err
 	}

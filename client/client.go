@@ -28,9 +28,38 @@ type Client struct {
 	cur  atomic.Int32
 	sess *session // nil with WithoutSession
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// leases are the standalone leases it handed out (a session's are its
+	// session's: one map a lease).
 	leases map[*Lease]struct{}
 	closed bool
+
+	// The last proof key and owner of a lease it handed out: a lease of
+	// the same shares them rather than keeping its own copy of what every
+	// reply decodes afresh (a million leases, one owner).
+	lastKey   atomic.Pointer[proofKey]
+	lastOwner atomic.Pointer[string]
+}
+
+// proofKey returns the proofKey of cluster and key, shared with the
+// last lease's when they are the same.
+func (c *Client) proofKey(cluster, key string) *proofKey {
+	if k := c.lastKey.Load(); k != nil && k.clusterID == cluster && k.keyID == key {
+		return k
+	}
+	k := &proofKey{clusterID: cluster, keyID: key}
+	c.lastKey.Store(k)
+	return k
+}
+
+// shareOwner returns owner, sharing the bytes of the last lease's owner
+// when equal.
+func (c *Client) shareOwner(owner string) string {
+	if o := c.lastOwner.Load(); o != nil && *o == owner {
+		return *o
+	}
+	c.lastOwner.Store(&owner)
+	return owner
 }
 
 // endpoint is one server address and its API stubs.

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -51,60 +53,128 @@ func (e *LostError) Unwrap() error { return e.Cause }
 // (ErrClientClosed). After that it is never renewed again.
 // A Lease is safe for concurrent use.
 type Lease struct {
-	c         *Client
-	name      string
-	owner     string
-	token     fence.Token
-	keepAlive time.Duration
+	c     *Client
+	name  string
+	owner string
+	token fence.Token
 
 	// sess is the session the lease is bound to (nil: a standalone lease)
 	// and gen the session's generation it was granted in. A session lease
-	// has no goroutine and no timer of its own: its deadline is the
-	// session's, and the session ends it.
+	// has no goroutine, no timer, no channel and no context of its own
+	// until asked for one: its deadline is the session's, and the session
+	// ends it.
 	sess *session
 	gen  uint64
 
-	done chan struct{} // closed when the lease ends
+	// How the lease holds its lock (fixed at the grant).
+	mode    fence.Mode
+	permits uint32
+
+	mu sync.Mutex
+	// done is made on the first call of Done (or when the lease ends) and
+	// closed when the lease ends.
+	done chan struct{}
+	err  error // why it ended; nil while held
+	// The token's proof of the last grant or renew, kept compact: the
+	// cluster and key ids in a proofKey that the Client's leases share,
+	// the 64-byte signature inline (pkey nil: no proof, or one in
+	// leaseExtra.odd).
+	pkey *proofKey
+	sig  [ed25519.SignatureSize]byte
+
+	// leaseExtra holds what only some leases need: a standalone lease's
+	// keepalive, a set's locks, a lease's context once asked for. Nil for
+	// a session lease of one lock until then (made under mu; a standalone
+	// lease has it from the start).
+	*leaseExtra
+}
+
+// leaseExtra is the part of a Lease that a session lease of one lock,
+// the common case held by the million (docs/design.md, "A lease in the
+// client"), does without.
+type leaseExtra struct {
+	keepAlive time.Duration
 	// kaCtx bounds the keepalive loop of a standalone lease; Release
 	// cancels it first so that a renew racing with the release is not
 	// taken for a loss.
 	kaCtx    context.Context
 	kaCancel context.CancelFunc
+	loopDone chan struct{}
 
-	mu sync.Mutex
 	// ctx is made on the first call of Context and canceled with err when
 	// the lease ends.
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	ttl      time.Duration
-	deadline time.Time         // local safe deadline, monotonic (a session lease: set when it ends)
-	watch    *time.Timer       // fires at deadline
-	err      error             // why it ended; nil while held
-	lastErr  error             // last transient renew failure
-	lastSent time.Time         // send time of the last successful grant or renew
-	signed   fence.SignedToken // the token with the proof of the last grant or renew
-	loopDone chan struct{}
+	deadline time.Time   // local safe deadline, monotonic (a session lease: set when it ends)
+	watch    *time.Timer // fires at deadline
+	lastErr  error       // last transient renew failure
+	lastSent time.Time   // send time of the last successful grant or renew
 
-	// How the lease holds its lock (fixed at the grant), and a set's
-	// locks; proofs (under mu) are a set's proofs of the last grant or
-	// renew, one per lock.
-	mode    fence.Mode
-	permits uint32
-	locks   []fence.LockSpec
-	proofs  []fence.SignedToken
+	// A set's locks; proofs (under mu) are a set's proofs of the last
+	// grant or renew, one per lock.
+	locks  []fence.LockSpec
+	proofs []fence.SignedToken
+
+	odd fence.SignedToken // a proof whose signature is not ed25519's 64 bytes, kept whole
+}
+
+// proofKey is what the proofs of one cluster's key have in common.
+type proofKey struct{ clusterID, keyID string }
+
+// setProof keeps st as the lease's proof (l.mu held, or l not yet shared):
+// a proof of another token, or none, leaves the token bare.
+func (l *Lease) setProof(st fence.SignedToken) {
+	l.pkey = nil
+	if l.leaseExtra != nil {
+		l.odd = fence.SignedToken{}
+	}
+	if !st.Signed() || st.Token != l.token {
+		return
+	}
+	if len(st.Signature) != ed25519.SignatureSize {
+		st.Signature = bytes.Clone(st.Signature)
+		l.extra().odd = st
+		return
+	}
+	l.pkey = l.c.proofKey(st.ClusterID, st.KeyID)
+	copy(l.sig[:], st.Signature)
+}
+
+// signed is the lease's token with its proof (l.mu held).
+func (l *Lease) signed() fence.SignedToken {
+	switch {
+	case l.pkey != nil:
+		return fence.SignedToken{Token: l.token, ClusterID: l.pkey.clusterID, KeyID: l.pkey.keyID, Signature: bytes.Clone(l.sig[:])}
+	case l.leaseExtra != nil && l.odd.Signed():
+		st := l.odd
+		st.Signature = bytes.Clone(st.Signature)
+		return st
+	}
+	return fence.SignedToken{Token: l.token}
+}
+
+// extra returns l's leaseExtra, making it (l.mu held, or l not yet shared).
+func (l *Lease) extra() *leaseExtra {
+	if l.leaseExtra == nil {
+		l.leaseExtra = &leaseExtra{}
+	}
+	return l.leaseExtra
 }
 
 func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Duration) *Lease {
 	kaCtx, kaCancel := context.WithCancel(context.Background())
 	l := &Lease{
-		c: c, name: granted.Name, owner: granted.Owner, token: granted.Token,
-		keepAlive: keepAlive, done: make(chan struct{}), kaCtx: kaCtx, kaCancel: kaCancel,
-		ttl:      granted.TTL,
-		signed:   granted.Signed,
-		deadline: fence.SafeDeadline(sent, granted.Remaining, c.cfg.drift),
-		lastSent: sent,
-		loopDone: make(chan struct{}),
+		c: c, name: granted.Name, owner: c.shareOwner(granted.Owner), token: granted.Token,
+		leaseExtra: &leaseExtra{
+			keepAlive: keepAlive, kaCtx: kaCtx, kaCancel: kaCancel,
+			ttl:      granted.TTL,
+			deadline: fence.SafeDeadline(sent, granted.Remaining, c.cfg.drift),
+			lastSent: sent,
+			loopDone: make(chan struct{}),
+		},
 	}
+	l.setProof(granted.Signed)
 	l.setHeld(granted)
 	return l
 }
@@ -113,10 +183,22 @@ func newLease(c *Client, granted fence.Lease, sent time.Time, keepAlive time.Dur
 // and proofs).
 func (l *Lease) setHeld(granted fence.Lease) {
 	l.mode, l.permits = granted.Mode, granted.Permits
-	l.locks = append([]fence.LockSpec(nil), granted.Locks...)
-	if len(granted.Proofs) == len(granted.Locks) {
-		l.proofs = append([]fence.SignedToken(nil), granted.Proofs...)
+	if len(granted.Locks) == 0 {
+		return
 	}
+	x := l.extra()
+	x.locks = append([]fence.LockSpec(nil), granted.Locks...)
+	if len(granted.Proofs) == len(granted.Locks) {
+		x.proofs = append([]fence.SignedToken(nil), granted.Proofs...)
+	}
+}
+
+// setLocks is the set's locks (nil for a lease of one lock).
+func (l *Lease) setLocks() []fence.LockSpec {
+	if l.leaseExtra == nil {
+		return nil
+	}
+	return l.locks
 }
 
 // Mode is how the lease holds its lock: fence.Exclusive or fence.Shared
@@ -129,7 +211,7 @@ func (l *Lease) Permits() uint32 { return l.permits }
 
 // Locks is every lock of a set's lease (AcquireSet), sorted by name, with
 // its mode and permits; nil for a lease of one lock. Name is Locks[0].Name.
-func (l *Lease) Locks() []fence.LockSpec { return append([]fence.LockSpec(nil), l.locks...) }
+func (l *Lease) Locks() []fence.LockSpec { return append([]fence.LockSpec(nil), l.setLocks()...) }
 
 // Proofs are a set's proofs: Proofs()[i] is the token's proof for
 // Locks()[i].Name, from the last grant or renew (nil for a lease of one
@@ -137,6 +219,9 @@ func (l *Lease) Locks() []fence.LockSpec { return append([]fence.LockSpec(nil), 
 func (l *Lease) Proofs() []fence.SignedToken {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.leaseExtra == nil {
+		return nil
+	}
 	return append([]fence.SignedToken(nil), l.proofs...)
 }
 
@@ -145,13 +230,14 @@ func (l *Lease) Proofs() []fence.SignedToken {
 // lease, and the bare token for a lock the lease does not hold (which a
 // guard with a key set refuses).
 func (l *Lease) ProofFor(name string) fence.SignedToken {
-	if len(l.locks) == 0 {
+	locks := l.setLocks()
+	if len(locks) == 0 {
 		if name == l.name {
 			return l.SignedToken()
 		}
 		return fence.SignedToken{Token: l.token}
 	}
-	held := fence.Lease{Name: l.name, Token: l.token, Locks: l.locks, Proofs: l.Proofs()}
+	held := fence.Lease{Name: l.name, Token: l.token, Locks: locks, Proofs: l.Proofs()}
 	return held.ProofFor(name)
 }
 
@@ -178,10 +264,7 @@ func (l *Lease) Token() fence.Token { return l.token }
 func (l *Lease) SignedToken() fence.SignedToken {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.signed.Token != l.token {
-		return fence.SignedToken{Token: l.token}
-	}
-	return l.signed
+	return l.signed()
 }
 
 // TTL is the TTL the lease was granted or last renewed with; for a lease
@@ -208,11 +291,26 @@ func (l *Lease) Deadline() time.Time {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.leaseExtra == nil {
+		return time.Time{}
+	}
 	return l.deadline
 }
 
 // Done is closed when the lease ends (lost, released, or client closed).
-func (l *Lease) Done() <-chan struct{} { return l.done }
+// It is made on the first call: a lease whose Done is never asked for
+// costs no channel.
+func (l *Lease) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		if l.err != nil {
+			close(l.done)
+		}
+	}
+	return l.done
+}
 
 // Context is canceled when the lease ends; context.Cause returns Err. Use it
 // to bound work done as the owner. It is made on the first call (a lease
@@ -220,8 +318,8 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 func (l *Lease) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ctx == nil {
-		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	if x := l.extra(); x.ctx == nil {
+		x.ctx, x.cancel = context.WithCancelCause(context.Background())
 		if l.err != nil {
 			l.cancel(l.err)
 		}
@@ -325,7 +423,7 @@ func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
 		l.ttl = granted.TTL
 		l.lastSent = sent
 		if granted.Signed.Token == l.token {
-			l.signed = granted.Signed
+			l.setProof(granted.Signed)
 		}
 		l.reproof(granted.Proofs)
 	}
@@ -336,7 +434,7 @@ func (l *Lease) extend(granted fence.Lease, sent time.Time) error {
 // reproof keeps a renew's proofs of a set's lease (l.mu held): all of
 // them, one per lock, each of the lease's token, or none.
 func (l *Lease) reproof(proofs []fence.SignedToken) {
-	if len(proofs) != len(l.locks) || len(proofs) == 0 {
+	if len(proofs) != len(l.setLocks()) || len(proofs) == 0 {
 		return
 	}
 	for _, p := range proofs {
@@ -353,7 +451,7 @@ func (l *Lease) resign(st fence.SignedToken) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err == nil && st.Signed() && st.Token == l.token {
-		l.signed = st
+		l.setProof(st)
 	}
 }
 
@@ -416,21 +514,25 @@ func (l *Lease) stop(reason error) {
 		return
 	}
 	l.err = reason
-	if l.watch != nil {
-		l.watch.Stop()
+	x := l.leaseExtra
+	if x != nil && x.watch != nil {
+		x.watch.Stop()
 	}
-	close(l.done)
-	if l.cancel != nil {
-		l.cancel(reason)
+	if l.done != nil {
+		close(l.done)
+	}
+	if x != nil && x.cancel != nil {
+		x.cancel(reason)
 	}
 	l.mu.Unlock()
-	if l.kaCancel != nil {
-		l.kaCancel()
+	if x != nil && x.kaCancel != nil {
+		x.kaCancel()
 	}
 	if l.sess != nil {
 		l.sess.forget(l)
+	} else {
+		l.c.untrack(l)
 	}
-	l.c.untrack(l)
 	if errors.Is(reason, ErrLeaseLost) {
 		l.c.cfg.logger.Warn("fence: lease lost", "lock", l.name, "token", l.token, "err", reason)
 	}

@@ -66,7 +66,7 @@ func TestIntervalIsKeepAliveOrTTLThird(t *testing.T) {
 		{50 * time.Millisecond, 3 * time.Second, 50 * time.Millisecond},
 		{time.Nanosecond, 3 * time.Second, time.Nanosecond},
 	} {
-		l := &Lease{keepAlive: tc.keepAlive, ttl: tc.ttl}
+		l := &Lease{leaseExtra: &leaseExtra{keepAlive: tc.keepAlive, ttl: tc.ttl}}
 		if got := l.interval(); got != tc.want {
 			t.Errorf("interval(keepAlive %v, ttl %v) = %v, want %v", tc.keepAlive, tc.ttl, got, tc.want)
 		}

@@ -374,7 +374,7 @@ func (s *session) end(gen uint64, cause, callErr error) bool {
 	}
 	for _, l := range leases {
 		l.mu.Lock()
-		l.deadline = deadline
+		l.extra().deadline = deadline
 		l.mu.Unlock()
 		l.stop(&LostError{Name: l.name, Token: l.token, Cause: cause})
 	}
@@ -429,6 +429,11 @@ func (s *session) closeOnServer(id uint64) {
 // ended meanwhile the lease is lost at once.
 func (s *session) adopt(l *Lease) error {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.stop(ErrClientClosed)
+		return ErrClientClosed
+	}
 	if s.gen != l.gen || s.id == 0 {
 		s.mu.Unlock()
 		err := &LostError{Name: l.name, Token: l.token, Cause: fmt.Errorf("%w: the session ended while the lease was granted", ErrDeadlinePassed)}
@@ -456,9 +461,10 @@ func (s *session) leaseOf(token fence.Token) *Lease {
 	return s.leases[token]
 }
 
-// close ends the session for Client.Close: calls waiting fail with
-// ErrClientClosed, run stops, and the session is closed on the server so
-// that its leases are freed at once. (The Client ends the leases.)
+// close ends the session for Client.Close: its leases end with
+// ErrClientClosed (they are in no map of the Client's), calls waiting fail
+// with it, run stops, and the session is closed on the server so that its
+// leases are freed at once.
 func (s *session) close() {
 	s.mu.Lock()
 	if s.closed {
@@ -469,6 +475,7 @@ func (s *session) close() {
 	id, started := s.id, s.started
 	s.id = 0
 	s.gen++
+	leases := s.leases
 	s.leases = map[fence.Token]*Lease{}
 	waiting := s.calls.takeAll()
 	s.deferred, s.deferUntil, s.ka = nil, time.Time{}, nil
@@ -477,6 +484,9 @@ func (s *session) close() {
 	}
 	cancelStream := s.streamCancel
 	s.mu.Unlock()
+	for _, l := range leases {
+		l.stop(ErrClientClosed)
+	}
 	close(s.closing)
 	for _, c := range waiting {
 		c.finish(nil, ErrClientClosed)

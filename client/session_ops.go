@@ -37,17 +37,17 @@ func (s *session) acquire(ctx context.Context, name string, cfg acquireConfig, o
 		return nil, err
 	}
 	granted := leaseFromProto(r.GetAcquire().GetLease())
+	// A session lease is an entry of its session's map and nothing else:
+	// no goroutine, timer, channel or context until asked for (its TTL
+	// and deadline are the session's).
 	l := &Lease{
-		c: s.c, name: granted.Name, owner: granted.Owner, token: granted.Token,
-		sess: s, gen: gen, done: make(chan struct{}), ttl: granted.TTL, signed: granted.Signed,
+		c: s.c, name: granted.Name, owner: s.c.shareOwner(granted.Owner), token: granted.Token,
+		sess: s, gen: gen,
 	}
+	l.setProof(granted.Signed)
 	l.setHeld(granted)
 	if l.name == "" {
 		l.name = name
-	}
-	if err := s.c.track(l); err != nil {
-		l.stop(err)
-		return nil, err
 	}
 	if err := s.adopt(l); err != nil {
 		return nil, err

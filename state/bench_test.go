@@ -3,7 +3,10 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -349,5 +352,63 @@ func BenchmarkIDSnapshotBytes(b *testing.B) {
 			m.Apply(Command{Op: OpRelease, Name: "x", Token: r.Lease.Token})
 		}
 		b.ReportMetric((size(m)-before)/n, "snapshot_bytes/request_id")
+	}
+}
+
+// BenchmarkHeldSessionLeaseBytes: heap per held session-bound lease, the
+// way a client holds many (issue 24: 1,000,000 of them): 64 sessions, each
+// acquire sequenced (Seq, and Ack of the one before it, as the client
+// sends them), one owner per session, names "w4/<i>". -benchtime 1x with
+// FENCE_HELD=N to hold N (default 200,000); -memprofile shows where the
+// bytes go.
+func BenchmarkHeldSessionLeaseBytes(b *testing.B) {
+	n := 200_000
+	if v := os.Getenv("FENCE_HELD"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	const sessions = 64
+	heap := func() uint64 {
+		runtime.GC()
+		var s runtime.MemStats
+		runtime.ReadMemStats(&s)
+		return s.HeapAlloc
+	}
+	for range b.N {
+		m := NewWithConfig(DefaultConfig())
+		ids := make([]uint64, sessions)
+		for i := range ids {
+			ids[i] = m.Apply(Command{Op: OpSessionOpen, TTL: time.Hour}).Session.ID
+		}
+		before := heap()
+		for i := range n {
+			s, seq := i%sessions, uint64(i/sessions+1)
+			// The owner arrives decoded from each request: its own string.
+			owner := strings.Clone("bench-host.example:12345")
+			r := m.Apply(Command{Op: OpAcquire, Name: "w4/" + strconv.Itoa(i), Owner: owner, Session: ids[s], Seq: seq, Ack: seq})
+			if r.Err != nil || r.Lease == nil {
+				b.Fatalf("acquire %d: %v", i, r.Err)
+			}
+		}
+		after := heap()
+		if got := m.Holders(); got != n {
+			b.Fatalf("%d held, want %d", got, n)
+		}
+		b.ReportMetric(float64(after-before)/float64(n), "bytes/lease")
+		if p := os.Getenv("FENCE_HEAP_PROFILE"); p != "" {
+			writeHeapProfile(b, p)
+		}
+		runtime.KeepAlive(m)
+	}
+}
+
+// writeHeapProfile writes the live heap's profile to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -181,7 +181,7 @@ func checkTimedInvariants(t *rapid.T, step int, m *Machine, view map[string][]fe
 				if g.modeOn(l) == fence.Shared {
 					shared++
 				}
-				for _, p := range g.parts {
+				for _, p := range g.parts() {
 					if p.l.holderWith(g.token) != g {
 						t.Fatalf("step %d: lease %d not on its lock %s", step, g.token, p.l.name)
 					}

@@ -17,12 +17,12 @@ func (h deadlineHeap) Less(i, j int) bool {
 }
 func (h deadlineHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIndex = i
-	h[j].heapIndex = j
+	h[i].heapIndex = int32(i)
+	h[j].heapIndex = int32(j)
 }
 func (h *deadlineHeap) Push(x any) {
 	l := x.(*lockEntry)
-	l.heapIndex = len(*h)
+	l.heapIndex = int32(len(*h))
 	*h = append(*h, l)
 }
 func (h *deadlineHeap) Pop() any {
@@ -38,7 +38,7 @@ func (h *deadlineHeap) Pop() any {
 func (h *deadlineHeap) set(l *lockEntry, at int64) {
 	l.deadline = at
 	if l.heapIndex >= 0 {
-		heap.Fix(h, l.heapIndex)
+		heap.Fix(h, int(l.heapIndex))
 		return
 	}
 	heap.Push(h, l)
@@ -46,7 +46,7 @@ func (h *deadlineHeap) set(l *lockEntry, at int64) {
 
 func (h *deadlineHeap) remove(l *lockEntry) {
 	if l.heapIndex >= 0 {
-		heap.Remove(h, l.heapIndex)
+		heap.Remove(h, int(l.heapIndex))
 	}
 }
 

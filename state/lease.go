@@ -30,7 +30,7 @@ func (m *impl) renew(cmd Command) Result {
 	}
 	// The lease's end moves on every lock it holds.
 	defer func() {
-		for _, p := range g.parts {
+		for _, p := range g.parts() {
 			m.touch(p.l)
 		}
 	}()

@@ -26,22 +26,27 @@ const (
 // holders. A set's lease (grant.parts) holds each of its locks: it is
 // among the holders of every one, and a set's waiter is in the queue of
 // every one.
+//
+// A server holds up to millions of them (--max-locks), so the fields are
+// ordered to leave no padding and the small ones share a word: 144 bytes
+// (a size class of its own; docs/design.md, "A lock in memory"). The
+// field order is memory layout only: snapshots encode each field by name.
 type lockEntry struct {
 	name       string
 	holders    []*grant    // leases that hold it, in grant order (nil when free)
 	queue      []*request  // waiters, arrival order
-	permits    uint32      // its permit count while held or waited for (0: not a semaphore)
 	lastToken  fence.Token // token of the last grant of this lock
 	lastOwner  string      // owner of the last grant
-	lastEnd    leaseEnd    // how the lease of lastToken ended (endNone while held)
 	freedAt    int64       // decision time a lease of it last ended
 	delayUntil int64       // lock-delay end after an expiry; 0 when none
+	deadline   int64
+	idleElem   *list.Element // position in idle, nil when not idle
+	idleSince  int64         // server time it became idle
 
-	heapIndex int // position in deadlines, -1 when not there
-	deadline  int64
-	idleElem  *list.Element // position in idle, nil when not idle
-	idleSince int64         // server time it became idle
-	queuedAt  int           // settle's work list: 1 + its place there, 0 when not in it
+	permits   uint32   // its permit count while held or waited for (0: not a semaphore)
+	heapIndex int32    // position in deadlines, -1 when not there
+	queuedAt  int32    // settle's work list: 1 + its place there, 0 when not in it
+	lastEnd   leaseEnd // how the lease of lastToken ended (endNone while held)
 }
 
 // part is one lock a grant holds, in the mode it holds it.
@@ -70,21 +75,39 @@ type grant struct {
 	// key signs it (keys.go): the signing key when it was granted or last
 	// renewed; nil if there was none.
 	key *signingKey
-	// parts are the locks it holds, sorted by name: one for a lease of one
-	// lock (then parts is one[:]: no allocation of its own).
-	parts []part
-	one   [1]part
+	// The locks it holds, sorted by name (parts): a lease of one lock
+	// holds one[0] (set is nil: no allocation of its own, and 16 bytes
+	// less than a slice header, so a grant is 112 bytes), a set's lease
+	// *set.
+	set *[]part
+	one [1]part
+}
+
+// parts are the locks g holds, sorted by name.
+func (g *grant) parts() []part {
+	if g.set != nil {
+		return *g.set
+	}
+	return g.one[:]
+}
+
+// setParts makes room for n parts (n > 1: a set's).
+func (g *grant) setParts(n int) {
+	if n > 1 {
+		p := make([]part, n)
+		g.set = &p
+	}
 }
 
 // isSet reports whether g is a set's lease.
-func (g *grant) isSet() bool { return len(g.parts) > 1 }
+func (g *grant) isSet() bool { return len(g.parts()) > 1 }
 
 // name is the lease's name: its lock's, or its set's first (by name).
-func (g *grant) name() string { return g.parts[0].l.name }
+func (g *grant) name() string { return g.parts()[0].l.name }
 
 // modeOn is the mode g holds l in.
 func (g *grant) modeOn(l *lockEntry) fence.Mode {
-	for _, p := range g.parts {
+	for _, p := range g.parts() {
 		if p.l == l {
 			return p.mode
 		}
@@ -106,13 +129,13 @@ func (g *grant) end() int64 {
 // session-bound lease reports its session's TTL and remaining time. A
 // set's lease is named by its first lock and lists them all in Locks.
 func (g *grant) lease(now int64) *fence.Lease {
-	p := g.parts[0]
+	p := g.parts()[0]
 	ls := g.holding(p.l, now)
 	if !g.isSet() {
 		return ls
 	}
-	ls.Locks = make([]fence.LockSpec, len(g.parts))
-	for i, p := range g.parts {
+	ls.Locks = make([]fence.LockSpec, len(g.parts()))
+	for i, p := range g.parts() {
 		ls.Locks[i] = fence.LockSpec{Name: p.l.name, Mode: p.mode, Permits: p.l.permits}
 	}
 	return ls
@@ -204,6 +227,7 @@ func (l *lockEntry) permitsFor(spec fence.LockSpec) error {
 // one new lease with the next token, bound to session s if it is not nil
 // (then ttl is ignored).
 func (m *impl) grantTo(ls []*lockEntry, specs []fence.LockSpec, owner, principal string, ttl, lockDelay time.Duration, req *request, s *session) *grant {
+	owner, principal = shareStrings(owner, principal, s, ls[0])
 	g := &grant{
 		principal: principal,
 		owner:     owner,
@@ -214,13 +238,9 @@ func (m *impl) grantTo(ls []*lockEntry, specs []fence.LockSpec, owner, principal
 		req:       req,
 		sess:      s,
 	}
-	if len(ls) == 1 {
-		g.parts = g.one[:]
-	} else {
-		g.parts = make([]part, len(ls))
-	}
+	g.setParts(len(ls))
 	for i, l := range ls {
-		g.parts[i] = part{l: l, mode: specs[i].Mode}
+		g.parts()[i] = part{l: l, mode: specs[i].Mode}
 	}
 	if s != nil {
 		g.ttl, g.expiresAt = 0, 0
@@ -251,13 +271,34 @@ func (m *impl) grantTo(ls []*lockEntry, specs []fence.LockSpec, owner, principal
 	return g
 }
 
+// shareStrings returns owner and principal sharing the bytes of an equal
+// string already kept — session s's last owner and its principal, lock l's
+// last owner — so that a million leases of one owner on one session keep
+// one copy of it, not one per lease (each command decodes its own). Only
+// memory changes: the strings are equal, so nothing decided differs.
+func shareStrings(owner, principal string, s *session, l *lockEntry) (string, string) {
+	switch {
+	case s != nil && owner == s.owner:
+		owner = s.owner
+	case l != nil && owner == l.lastOwner:
+		owner = l.lastOwner
+	}
+	if s != nil {
+		s.owner = owner
+		if principal == s.principal {
+			principal = s.principal
+		}
+	}
+	return owner, principal
+}
+
 // endLease ends g on every lock it holds; at is the decision time it
 // ended at (its expiry, or the decision time of the release, so a waiter's
 // wait is compared with it in decision time too). An expiry starts the
 // lease's lock-delay on each of its locks. Each lock is put on work: its
 // next waiters may now be granted (settleWork).
 func (m *impl) endLease(g *grant, how leaseEnd, at int64, work *lockWork) {
-	for _, p := range g.parts {
+	for _, p := range g.parts() {
 		l := p.l
 		if plant.On(plant.SetSplit) && how == endReleased && m.plantSetSplit(g, p) {
 			continue
@@ -280,7 +321,7 @@ func (m *impl) endLease(g *grant, how leaseEnd, at int64, work *lockWork) {
 	}
 	m.ends[how]++
 	m.holders--
-	m.count(g.principal, 0, 0, -len(g.parts))
+	m.count(g.principal, 0, 0, -len(g.parts()))
 	m.unsign(g)
 	if g.sess != nil {
 		g.sess.unbind(g)

@@ -75,5 +75,5 @@ func (m *impl) plantSharedBeside(l *lockEntry) bool {
 //
 //go:noinline
 func (m *impl) plantSetSplit(g *grant, p part) bool {
-	return len(g.parts) > 1 && p.l != g.parts[0].l && m.counter%3 == 0
+	return len(g.parts()) > 1 && p.l != g.parts()[0].l && m.counter%3 == 0
 }

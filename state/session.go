@@ -58,6 +58,11 @@ type session struct {
 	heapIndex int // position in impl.sessionHeap, -1 when not there
 
 	principal string // who opened it (auth.go): only it (or an admin) may use it
+
+	// owner is the owner of the last lease bound to it: a lease of the
+	// same owner shares its bytes (shareStrings; memory only, never
+	// snapshotted, never decides anything).
+	owner string
 }
 
 // info describes s at server time now.

@@ -45,7 +45,7 @@ func (w *lockWork) add(l *lockEntry) {
 		return
 	}
 	w.locks = append(w.locks, l)
-	l.queuedAt = len(w.locks)
+	l.queuedAt = int32(len(w.locks))
 }
 
 // settleWork settles every lock on work (and every lock that reaches it

@@ -252,7 +252,7 @@ func snapLockOf(l *lockEntry) snapLock {
 // lease at a lock after its first — its token alone (a set is written once,
 // not once per lock: an outside test made a 2 GB snapshot of 64-lock sets).
 func snapGrantOf(l *lockEntry, g *grant) snapGrant {
-	if g.isSet() && g.parts[0].l != l {
+	if g.isSet() && g.parts()[0].l != l {
 		return snapGrant{Token: g.token, InSet: true}
 	}
 	sg := snapGrant{Owner: g.owner, Token: g.token, TTL: int64(g.ttl), ExpiresAt: g.expiresAt, LockDelay: int64(g.lockDelay), Principal: g.principal}
@@ -267,8 +267,8 @@ func snapGrantOf(l *lockEntry, g *grant) snapGrant {
 		sg.Request = &r
 	}
 	if g.isSet() {
-		sg.Set = make([]fence.LockSpec, len(g.parts))
-		for i, p := range g.parts {
+		sg.Set = make([]fence.LockSpec, len(g.parts()))
+		for i, p := range g.parts() {
 			sg.Set[i] = fence.LockSpec{Name: p.l.name, Mode: p.mode}
 		}
 	} else {

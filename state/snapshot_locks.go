@@ -100,10 +100,10 @@ func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
 			return nil, fmt.Errorf("a reference to set lease %d not listed at an earlier lock, or with more than its token", sg.Token)
 		}
 		k := slices.Index(rl.setNames[sg.Token], l.name)
-		if k <= 0 || g.parts[k].l != nil {
+		if k <= 0 || g.parts()[k].l != nil {
 			return nil, fmt.Errorf("set lease %d does not name it, or names it twice", sg.Token)
 		}
-		g.parts[k].l = l
+		g.parts()[k].l = l
 		return g, nil
 	}
 	if len(sg.Set) > 0 {
@@ -134,13 +134,17 @@ func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
 	if !own || sg.LockDelay < 0 {
 		return nil, fmt.Errorf("inconsistent holder")
 	}
-	g := &grant{owner: sg.Owner, token: sg.Token, ttl: time.Duration(sg.TTL), expiresAt: sg.ExpiresAt, lockDelay: time.Duration(sg.LockDelay), sess: sess, principal: sg.Principal}
+	owner, principal := shareStrings(sg.Owner, sg.Principal, sess, l)
+	if l.lastOwner == owner {
+		l.lastOwner = owner // one copy for the lock and its holder
+	}
+	g := &grant{owner: owner, token: sg.Token, ttl: time.Duration(sg.TTL), expiresAt: sg.ExpiresAt, lockDelay: time.Duration(sg.LockDelay), sess: sess, principal: principal}
 	if len(sg.Set) > 0 {
-		g.parts = make([]part, len(sg.Set))
+		g.setParts(len(sg.Set))
 		for i, s := range sg.Set {
-			g.parts[i].mode = s.Mode
+			g.parts()[i].mode = s.Mode
 		}
-		g.parts[0].l = l
+		g.parts()[0].l = l
 		rl.grants[sg.Token] = g
 		rl.setNames[sg.Token] = make([]string, len(sg.Set))
 		for i, s := range sg.Set {
@@ -148,10 +152,9 @@ func (rl *lockRestorer) grant(l *lockEntry, sg *snapGrant) (*grant, error) {
 		}
 	} else {
 		g.one[0] = part{l: l, mode: sg.Mode}
-		g.parts = g.one[:]
 	}
 	m.holders++
-	m.count(g.principal, 0, 0, len(g.parts))
+	m.count(g.principal, 0, 0, len(g.parts()))
 	if err := m.restoreLeaseKey(g, sg.Key); err != nil {
 		return nil, err
 	}
@@ -255,7 +258,7 @@ func (r *request) permitsOn(name string) uint32 {
 // listed on every lock of its set.
 func (rl *lockRestorer) complete() error {
 	for t, g := range rl.grants {
-		for _, p := range g.parts {
+		for _, p := range g.parts() {
 			if p.l == nil {
 				return fmt.Errorf("the set lease of token %d is not listed on each of its locks", t)
 			}

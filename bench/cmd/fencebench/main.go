@@ -84,6 +84,7 @@ func run(args []string) int {
 	fs.IntVar(&cfg.W4N, "held", cfg.W4N, "leases held at once (workload 4)")
 	fs.IntVar(&cfg.W4Workers, "held-workers", cfg.W4Workers, "concurrent acquirers of workload 4")
 	fs.IntVar(&cfg.W4Rounds, "held-rounds", cfg.W4Rounds, "rounds of workload 4")
+	fs.IntVar(&cfg.W4SessionTTL, "held-session-ttl", 0, "session TTL (seconds) of workload 4's holders, etcd and fence-session (0: the default, 10); a longer one keeps a loaded machine's sessions from being lost while a million are acquired")
 	fs.IntVar(&cfg.W5N, "storm", cfg.W5N, "leases (and waiters) of the expiry storm (workload 5)")
 	fs.IntVar(&cfg.W5Workers, "storm-workers", cfg.W5Workers, "concurrent acquirers of the storm's holders")
 	fs.IntVar(&cfg.W5Rounds, "storm-rounds", cfg.W5Rounds, "rounds of workload 5")
