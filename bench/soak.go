@@ -235,6 +235,9 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 				return
 			case <-t.C:
 			}
+			if loadCtx.Err() != nil {
+				return
+			}
 			rec := killAndRestart(loadCtx, &cfg, cl, res.Started)
 			smp.noteRestart(rec)
 			rmu.Lock()
@@ -252,6 +255,14 @@ sampling:
 			s := smp.sample(ctx)
 			res.Samples = append(res.Samples, s)
 			cfg.logf("%s", s.line())
+			if cfg.CSV != "" { // kept up to date: a run cut short still leaves its samples
+				rmu.Lock()
+				err := writeSoakCSV(cfg.CSV, res)
+				rmu.Unlock()
+				if err != nil {
+					cfg.logf("%v", err)
+				}
+			}
 		}
 	}
 	tick.Stop()

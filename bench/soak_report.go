@@ -182,15 +182,15 @@ func writeSoakCSV(path string, res *SoakResult) error {
 		return err
 	}
 	var b strings.Builder
-	b.WriteString("t_s,cycles_per_s,p50_ms,p99_ms,failed_total,leader")
+	b.WriteString("t_s,cycles_per_s,p50_ms,p99_ms,failed_total,leader,load1")
 	for i := range res.NodeIDs {
 		n := i + 1
 		fmt.Fprintf(&b, ",n%d_rss_mib,n%d_heap_inuse_mib,n%d_snapshot_bytes,n%d_snapshot_written_bytes,n%d_snapshot_write_bps,n%d_op_ids,n%d_request_ids,n%d_id_memory_bytes,n%d_data_dir_bytes,n%d_restarts", n, n, n, n, n, n, n, n, n, n)
 	}
 	b.WriteString("\n")
 	for _, s := range res.Samples {
-		fmt.Fprintf(&b, "%.0f,%.1f,%.3f,%.3f,%d,%s", s.At.Seconds(), float64(s.Cycles)/s.Window.Seconds(),
-			float64(s.P50)/1e6, float64(s.P99)/1e6, s.Failed, s.Leader)
+		fmt.Fprintf(&b, "%.0f,%.1f,%.3f,%.3f,%d,%s,%.2f", s.At.Seconds(), float64(s.Cycles)/s.Window.Seconds(),
+			float64(s.P50)/1e6, float64(s.P99)/1e6, s.Failed, s.Leader, s.Load1)
 		for _, n := range s.Nodes {
 			fmt.Fprintf(&b, ",%.1f,%.1f,%d,%d,%.0f,%d,%d,%d,%d,%d", mib(n.RSS), mib(n.HeapInuse), n.SnapBytes, n.SnapWritten, n.SnapRate,
 				n.OpIDs, n.RequestIDs, n.IDMemBytes, n.DataDirBytes, n.Restarts)
@@ -359,6 +359,20 @@ func SoakMarkdown(res *SoakResult, env Env, command, svgRel, csvRel string) stri
 	dur := res.Finished.Sub(res.Started)
 	fmt.Fprintf(&b, "%d cycles completed (%.0f/s), %d failed (a step not answered within %v, or refused — during failovers).\n\n",
 		res.Cycles, float64(res.Cycles)/dur.Seconds(), res.Failed, soakOpTimeout)
+	var loads []float64
+	for _, x := range res.Samples {
+		if x.Load1 >= 0 {
+			loads = append(loads, x.Load1)
+		}
+	}
+	if len(loads) > 0 {
+		lo, hi := loads[0], loads[0]
+		for _, l := range loads {
+			lo, hi = math.Min(lo, l), math.Max(hi, l)
+		}
+		fmt.Fprintf(&b, "The box's 1-minute load average over the run (the soak's own 3 nodes and clients, and whatever else ran): min %.1f, median %.1f, max %.1f on %s CPUs.\n\n",
+			lo, median(loads), hi, env.CPUs)
+	}
 	b.WriteString("| target | result | measured |\n|---|---|---|\n")
 	for _, k := range res.Checks {
 		r := "**pass**"

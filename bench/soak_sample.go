@@ -22,6 +22,7 @@ type SoakSample struct {
 	Failed   int64         // cycles failed so far
 	P50, P99 time.Duration // cycle latency over the window
 	Leader   string        // the node that led when sampled ("" unknown)
+	Load1    float64       // the box's 1-minute load average (/proc/loadavg): what else ran
 	Nodes    []SoakNodeSample
 }
 
@@ -44,8 +45,8 @@ type SoakNodeSample struct {
 
 func (s SoakSample) line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "t=%s cycles/s=%.0f p50=%v p99=%v failed=%d", s.At.Round(time.Second), float64(s.Cycles)/s.Window.Seconds(),
-		s.P50.Round(100*time.Microsecond), s.P99.Round(100*time.Microsecond), s.Failed)
+	fmt.Fprintf(&b, "t=%s cycles/s=%.0f p50=%v p99=%v failed=%d load=%.1f", s.At.Round(time.Second), float64(s.Cycles)/s.Window.Seconds(),
+		s.P50.Round(100*time.Microsecond), s.P99.Round(100*time.Microsecond), s.Failed, s.Load1)
 	for i, n := range s.Nodes {
 		fmt.Fprintf(&b, " | n%d rss=%.0fMiB snap=%.1fMB snapw=%.0fkB/s ids=%d idmem=%.1fMiB", i+1, mib(n.RSS), float64(n.SnapBytes)/1e6,
 			n.SnapRate/1e3, n.OpIDs+max(n.RequestIDs, 0), mib(n.IDMemBytes))
@@ -104,7 +105,8 @@ func (s *sampler) sample(ctx context.Context) SoakSample {
 	window := now - s.last
 	s.last = now
 	sortDurations(lats)
-	out := SoakSample{At: now, Window: window, Cycles: len(lats), Failed: s.ld.failed.Load(), P50: percentile(lats, 0.5), P99: percentile(lats, 0.99)}
+	out := SoakSample{At: now, Window: window, Cycles: len(lats), Failed: s.ld.failed.Load(), P50: percentile(lats, 0.5), P99: percentile(lats, 0.99),
+		Load1: loadAvg()}
 	for i, n := range s.cl.hc.Nodes() {
 		ns := SoakNodeSample{Pid: -1, RSS: -1, SnapBytes: -1, OpIDs: -1, OpIDsMax: -1, RequestIDs: -1, IDMemBytes: -1, HeapInuse: -1, DataDirBytes: -1}
 		s.scanSnapshots(i)
@@ -192,6 +194,23 @@ func newestSnapshot(dataDir string) int64 {
 		return 0
 	}
 	return fi.Size()
+}
+
+// loadAvg is the 1-minute load average (-1 if unreadable).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // rssOf is VmRSS of pid in bytes (-1 if unreadable).
