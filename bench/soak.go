@@ -333,7 +333,16 @@ func killAndRestart(ctx context.Context, cfg *SoakConfig, cl *soakCluster, t0 ti
 	cl.mu.Lock()
 	cl.restarting[i] = false
 	cl.mu.Unlock()
-	rec.SnapshotRestore, rec.SnapshotBytes, rec.Replay, rec.Entries = restartTimes(n.LastLog())
+	// `log replayed` may come just after /readyz answers: wait for it a
+	// little (a node that restored a snapshot and replays nothing logs it
+	// too).
+	for wait := time.Now().Add(10 * time.Second); ; {
+		rec.SnapshotRestore, rec.SnapshotBytes, rec.Replay, rec.Entries = restartTimes(n.LastLog())
+		if rec.Replay > 0 || time.Now().After(wait) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	cfg.logf("killed leader %s (kill -9) and restarted it: ready %v after the kill; snapshot restored in %v (%d bytes), %d entries replayed in %v%s",
 		rec.Node, rec.KillReady.Round(time.Millisecond), rec.SnapshotRestore, rec.SnapshotBytes, rec.Entries, rec.Replay, errSuffix(rec.Err))
 	return rec
