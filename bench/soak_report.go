@@ -48,21 +48,27 @@ func soakChecks(res *SoakResult) []SoakCheck {
 	add("every restart under 2 s", bad == 0 && len(res.Restarts) > 0,
 		"%d restarts, %d over 2 s or failed, worst %s ms (kill -9 → /readyz 200; ms: %s)", len(res.Restarts), bad, ms(worst), strings.Join(all, ", "))
 
-	slopes, peaks := res.RSSSlopes(), res.PeakRSS()
+	slopes, floors, peaks := res.RSSSlopes(), res.RSSFloorSlopes(), res.PeakRSS()
 	flat, under := true, true
 	var sl, pk []string
 	for i := range slopes {
 		flat = flat && slopes[i] <= soakMaxRSSSlope
 		under = under && peaks[i] < soakMaxRSS
-		sl = append(sl, fmt.Sprintf("%s %+.2f", res.NodeIDs[i], slopes[i]))
-		pk = append(pk, fmt.Sprintf("%s %.0f", res.NodeIDs[i], float64(peaks[i])/1e6))
+		sl = append(sl, fmt.Sprintf("%s %+.2f (floor %+.2f)", res.NodeIDs[i], slopes[i], floors[i]))
+		var last []float64
+		for _, x := range res.Samples {
+			if x.At >= res.lastHalf() && i < len(x.Nodes) && x.Nodes[i].RSS >= 0 {
+				last = append(last, float64(x.Nodes[i].RSS)/1e6)
+			}
+		}
+		pk = append(pk, fmt.Sprintf("%s %.0f (median of the last half %.0f)", res.NodeIDs[i], float64(peaks[i])/1e6, median(last)))
 	}
 	full := "never full (the run was too short for the cap)"
 	if at := res.IDsFullAt(); at >= 0 {
 		full = "full at " + minutes(at)
 	}
 	add("RSS flat after the id memory is full", flat && len(slopes) > 0,
-		"slope over the last half (from %s; id memory %s; %v after each restart left out), MiB/min: %s (target ≤ %.1f)",
+		"least-squares slope of every sample over the last half (from %s; id memory %s; %v after each restart left out), and of each minute's lowest sample (the floor between snapshot writes), MiB/min: %s (target ≤ %.1f)",
 		minutes(res.lastHalf()), full, soakRestartSettle, strings.Join(sl, ", "), soakMaxRSSSlope)
 	add("RSS under 300 MB per node", under && len(peaks) > 0, "peak RSS, MB: %s", strings.Join(pk, ", "))
 
@@ -119,6 +125,31 @@ func (r *SoakResult) RSSSlopes() []float64 {
 				continue
 			}
 			xs, ys = append(xs, s.At.Minutes()), append(ys, mib(s.Nodes[i].RSS))
+		}
+		out[i] = slope(xs, ys)
+	}
+	return out
+}
+
+// RSSFloorSlopes is RSSSlopes of each minute's lowest sample: the RSS
+// between snapshot writes, without their spikes.
+func (r *SoakResult) RSSFloorSlopes() []float64 {
+	from := r.lastHalf()
+	out := make([]float64, len(r.NodeIDs))
+	for i, id := range r.NodeIDs {
+		floor := map[int64]float64{}
+		for _, s := range r.Samples {
+			if s.At < from || i >= len(s.Nodes) || s.Nodes[i].RSS < 0 || r.settling(id, s.At) {
+				continue
+			}
+			m := int64(s.At / time.Minute)
+			if v, ok := floor[m]; !ok || mib(s.Nodes[i].RSS) < v {
+				floor[m] = mib(s.Nodes[i].RSS)
+			}
+		}
+		var xs, ys []float64
+		for m, v := range floor {
+			xs, ys = append(xs, float64(m)+0.5), append(ys, v)
 		}
 		out[i] = slope(xs, ys)
 	}
