@@ -235,7 +235,10 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 				return
 			case <-t.C:
 			}
-			if loadCtx.Err() != nil {
+			// No kill in the window's last half-minute: its restart
+			// would outlive the load (and a tick that races the
+			// window's end must not count as a failed restart).
+			if dl, ok := loadCtx.Deadline(); loadCtx.Err() != nil || ok && time.Until(dl) < 30*time.Second {
 				return
 			}
 			rec := killAndRestart(loadCtx, &cfg, cl, res.Started)
