@@ -235,10 +235,11 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 				return
 			case <-t.C:
 			}
-			// No kill in the window's last half-minute: its restart
-			// would outlive the load (and a tick that races the
-			// window's end must not count as a failed restart).
-			if dl, ok := loadCtx.Deadline(); loadCtx.Err() != nil || ok && time.Until(dl) < 30*time.Second {
+			// No kill in the window's last half-minute (half a kill
+			// period if shorter): its restart would outlive the load,
+			// and a tick that races the window's end must not count as
+			// a failed restart.
+			if dl, ok := loadCtx.Deadline(); loadCtx.Err() != nil || ok && time.Until(dl) < min(30*time.Second, cfg.KillEvery/2) {
 				return
 			}
 			rec := killAndRestart(loadCtx, &cfg, cl, res.Started)
