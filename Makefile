@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-unit test-e2e test-short vet fmt bench bench-boundaries bench-quick bench-cluster mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
+.PHONY: run build test test-unit test-e2e test-short vet fmt bench bench-boundaries bench-quick bench-cluster soak mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -84,6 +84,16 @@ bench-cluster:
 ##   BENCH_FLAGS adds runner flags (e.g. "-w7-clients 16 -rounds 1", or "-cluster 3" for 3-node clusters).
 bench-boundaries:
 	cd bench && $(GO) run ./cmd/fencebench -workloads 6,7 -systems fence-unary,fence-session,etcd -section boundaries -docs ../docs/benchmarks.md $(BENCH_FLAGS)
+
+## soak: the steady-state soak (issue 24): a 3-node cluster, each node its own process, ~300 cycles/s
+##   (session acquire, fenced Write and Add with op_ids, release), the leader killed with kill -9 and
+##   restarted every 4 minutes; samples every 10 s into bench/results/soak-*.csv, the plot into
+##   docs/soak.svg, the pass/fail of each target into the "soak" section of docs/benchmarks.md.
+##   make soak SOAK_DURATION=20m; SOAK_FLAGS adds runner flags (e.g. "-soak-rate 200 -soak-kill-every 2m").
+SOAK_DURATION ?= 1h
+SOAK_FLAGS    ?=
+soak:
+	cd bench && $(GO) run ./cmd/fencebench -soak -soak-duration $(SOAK_DURATION) -soak-svg ../docs/soak.svg -docs ../docs/benchmarks.md $(SOAK_FLAGS)
 
 ## bench-quick: the runner in quick mode (under 3 minutes on 2 cores); prints its tables, writes no file
 bench-quick:

@@ -120,6 +120,19 @@ func run(args []string) int {
 	jsonOut := fs.String("json", "", "also write the raw results as JSON to this file")
 	fromJSON := fs.String("from-json", "", "run nothing: render the report saved by -json in this file (with -docs: write it)")
 	commandFlag := fs.String("command", "", "the command the report names (default: this one)")
+	soak := fs.Bool("soak", false, "soak mode (issue 24): a 3-node cluster under a paced load of session acquire → write → add → release cycles with leader kills; samples every 10 s, checks the targets at the end (the -soak-* flags; -docs rewrites the \"soak\" section)")
+	scfg := bench.SoakDefaults()
+	fs.DurationVar(&scfg.Duration, "soak-duration", scfg.Duration, "soak: how long the load runs")
+	fs.Float64Var(&scfg.Rate, "soak-rate", scfg.Rate, "soak: cycles per second, all workers together")
+	fs.IntVar(&scfg.Workers, "soak-workers", scfg.Workers, "soak: paced workers (each its own locks and resources)")
+	fs.IntVar(&scfg.Sessions, "soak-sessions", scfg.Sessions, "soak: sessions (clients) the workers share, spread over the nodes")
+	fs.IntVar(&scfg.Locks, "soak-locks", scfg.Locks, "soak: locks (and resource pairs) per worker")
+	fs.DurationVar(&scfg.KillEvery, "soak-kill-every", scfg.KillEvery, "soak: kill -9 the leader (and restart it) this often (0: never)")
+	fs.DurationVar(&scfg.SampleEvery, "soak-sample", scfg.SampleEvery, "soak: sample interval")
+	fs.DurationVar(&scfg.Window, "soak-window", 0, "soak: span of the first and last p99 compared (0: 10m, or a third of the run if shorter)")
+	fs.IntVar(&scfg.MaxIDs, "soak-max-ids", 0, "soak: the nodes' --max-ids (0: the server's default)")
+	soakCSV := fs.String("soak-csv", "", "soak: the samples' CSV (default results/soak-UTCTIME.csv)")
+	soakSVG := fs.String("soak-svg", "", "soak: write the plot (SVG) here")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -148,6 +161,19 @@ func run(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *soak {
+		scfg.Repo, scfg.FenceBin, scfg.Tmp, scfg.Log = cfg.Repo, cfg.FenceBin, cfg.Tmp, os.Stderr
+		scfg.FenceFlags = cfg.ClusterFlags.Fence
+		scfg.CSV, scfg.SVG = *soakCSV, *soakSVG
+		if scfg.CSV == "" {
+			scfg.CSV = "results/soak-" + time.Now().UTC().Format("20060102-1504") + ".csv"
+		}
+		command := strings.TrimSpace("cd bench && go run ./cmd/fencebench " + strings.Join(args, " "))
+		if *commandFlag != "" {
+			command = *commandFlag
+		}
+		return runSoak(ctx, cfg, scfg, *docs, command)
+	}
 	var rep *bench.Report
 	var err error
 	if *fromJSON != "" {
