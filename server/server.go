@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/server/ui"
 )
 
 // maxRequestBytes bounds a request message: a 1 MiB value (base64 in JSON)
@@ -106,6 +107,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	mux.HandleFunc("GET /v1/keys", s.keys)
 	mux.HandleFunc("GET /v1/watch", s.sseWatch)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	// The operator page (server/ui): static files, no credentials needed
+	// to load it; everything it shows comes from the API calls it makes.
+	mux.Handle("/ui/", ui.Handler(cfg.UI))
+	mux.Handle("/ui", ui.Handler(cfg.UI))
 	// SessionService.Stream has limits of its own (stream_http.go).
 	// refusalReasons, outermost, gives every refusal its reason and
 	// facts, also those made in front of Connect (jsonerror.go).
