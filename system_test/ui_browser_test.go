@@ -158,7 +158,7 @@ func (b *uiBrowser) follow(prefix string) {
 // rowJS is a JavaScript expression: the row of lock name in the table, or
 // null.
 func rowJS(name string) string {
-	return fmt.Sprintf(`[...document.querySelectorAll('#locks-body tr.lock')].find((r) => r.dataset.name === %q) || null`, name)
+	return fmt.Sprintf(`([...document.querySelectorAll("#locks-body tr.lock")].find((r) => r.dataset.name === %q) || null)`, name)
 }
 
 // uiRow is a row of the locks table as the page shows it.
