@@ -90,6 +90,8 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		Auth:    nodeview.Auth{N: n, Behind: cp.members.Behind},
 		Metrics: metrics,
 		Watches: watchSource(n),
+		// The operator view's stories and grant counts (server/story.go).
+		Changes: n.OnChanges,
 		// A call another node forwarded here is marked, so it is never
 		// forwarded again (cluster.Forwarder, cluster.Membership).
 		Middleware: cluster.MarkForwarded,

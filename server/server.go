@@ -64,6 +64,10 @@ type Server struct {
 	workers *streamWorkers
 	// lean: the lean session ports being served (lean.go).
 	lean leanListeners
+	// story and activity are the operator view's node-local memory
+	// (story.go, activity.go), fed by Deps.Changes and the handlers.
+	story    *storyBook
+	activity *activityRing
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or
@@ -78,6 +82,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.svc = authzService{s: s, inner: deps.Service}
 	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.story, s.activity = newStoryBook(time.Now), newActivityRing(time.Now)
+	if deps.Changes != nil {
+		deps.Changes(s.noteChanges)
+	}
 	s.workers = newStreamWorkers(s.baseCtx)
 	s.metrics = newMetrics(&s.conns, &s.streams, &s.watches, s.replies, deps.Metrics)
 
@@ -122,6 +130,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.maintenanceRoute(opts),
 		s.authRoute(opts),
 		s.keyRoute(opts),
+		s.operatorRoute(opts),
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},
