@@ -579,7 +579,9 @@
     $('confirm').close();
     if (!p) return;
     try {
-      await call('OperatorService', 'ForceRelease', { name: p.name, token: p.token });
+      // An admin's Release of another principal's lease: the token is the
+      // confirmation (a newer holder is refused STALE_TOKEN and keeps it).
+      await call('LockService', 'Release', { name: p.name, token: p.token });
       banner('Released "' + p.name + '" (token ' + p.token + ').', false);
     } catch (e) {
       banner('Release of "' + p.name + '" refused: ' + e.message, true);
