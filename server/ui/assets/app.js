@@ -171,6 +171,10 @@
       locks.set(l.name, { name: l.name, holders, waiters: l.waiters || 0 });
     }
     watchState.loading = !!st.more;
+    if (!st.more && !stateShown) {
+      performance.mark('fence-state-received');
+      try { performance.measure('fence-state-received', 'fence-follow', 'fence-state-received'); } catch (e) { /* no follow mark */ }
+    }
     if (st.historyGone) watchState.note = 'history gone: the state replaced the changes missed';
     dirty();
   }
