@@ -3,6 +3,7 @@
 package system_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/fenceworks/fence/client"
 )
 
 // The page loads with no console error or exception (a CSP violation, a
@@ -45,7 +48,36 @@ func TestUIShowsALockTheCLIAcquiredLive(t *testing.T) {
 	later := uiWait[string](b, "the remaining time to count down", fmt.Sprintf(`(() => { const r = %s;
 		const v = r && parseFloat(r.children[4].textContent); return v < %v ? r.children[4].textContent : null; })()`, rowJS("jobs/a"), first))
 	t.Logf("remaining %s, then %s", row.Remaining, later)
+	// A session-bound lease, for the Sessions view.
+	c, err := client.New(srv.URL(), client.WithSessionTTL(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if _, err := c.Acquire(ctx, "jobs/b", client.Owner("worker-b"), client.TTL(45*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	uiWait[bool](b, "jobs/b", rowJS("jobs/b")+` !== null`)
 	b.screenshot("locks")
+
+	// The other views load from the OperatorService without an error.
+	b.do(chromedp.Click(chromedp.CSS("#nav-sessions")))
+	sessions := uiWait[string](b, "the sessions", `(() => { const t = document.getElementById('sessions-body').textContent; return t.includes('jobs/b') ? t : null; })()`)
+	if !strings.Contains(sessions, "worker-b") {
+		t.Errorf("sessions view %q lacks the session's owner", sessions)
+	}
+	b.screenshot("sessions")
+	b.do(chromedp.Click(chromedp.CSS("#nav-cluster")))
+	cluster := uiWait[string](b, "the cluster", `(() => { const t = document.getElementById('cluster-body').textContent; return t.includes('leader') ? t : null; })()`)
+	if !strings.Contains(cluster, "healthy") {
+		t.Errorf("cluster view %q: the node is not shown healthy", cluster)
+	}
+	b.screenshot("cluster")
+	b.do(chromedp.Click(chromedp.CSS("#nav-activity")))
+	uiWait[bool](b, "the charts", `document.querySelectorAll('#charts svg polyline').length >= 3`)
+	b.screenshot("activity")
 	if errs := b.errors(); len(errs) > 0 {
 		t.Fatalf("console errors: %q", errs)
 	}
