@@ -36,7 +36,7 @@ func TestUIShowsNoLockOfAPrefixThePrincipalMayNotRead(t *testing.T) {
 		t.Helper()
 		b.follow(prefix)
 		status := uiEval[string](b, `document.getElementById('locks-status').textContent`)
-		if !strings.HasPrefix(status, "Not following") || !strings.Contains(strings.ToLower(status), "permission") {
+		if !strings.HasPrefix(status, "Not following") || !strings.Contains(status, "(HTTP 403)") {
 			t.Fatalf("following %q as a reader of team-a/: status %q, want a refusal", prefix, status)
 		}
 		if rows := uiEval[[]string](b, `[...document.querySelectorAll('#locks-body tr.lock')].map((r) => r.dataset.name)`); len(rows) != 0 {

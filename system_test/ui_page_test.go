@@ -48,7 +48,7 @@ func TestUIShowsALockTheCLIAcquiredLive(t *testing.T) {
 	later := uiWait[string](b, "the remaining time to count down", fmt.Sprintf(`(() => { const r = %s;
 		const v = r && parseFloat(r.children[4].textContent); return v < %v ? r.children[4].textContent : null; })()`, rowJS("jobs/a"), first))
 	t.Logf("remaining %s, then %s", row.Remaining, later)
-	// A session-bound lease, for the Sessions view.
+	// A lease of a session (no TTL of its own), for the Sessions view.
 	c, err := client.New(srv.URL(), client.WithSessionTTL(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestUIShowsALockTheCLIAcquiredLive(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	if _, err := c.Acquire(ctx, "jobs/b", client.Owner("worker-b"), client.TTL(45*time.Second)); err != nil {
+	if _, err := c.Acquire(ctx, "jobs/b", client.Owner("worker-b")); err != nil {
 		t.Fatal(err)
 	}
 	uiWait[bool](b, "jobs/b", rowJS("jobs/b")+` !== null`)

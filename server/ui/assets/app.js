@@ -250,10 +250,12 @@
         if (watchState.lastId) headers['Last-Event-ID'] = watchState.lastId;
         const res = await fetch('/v1/watch?prefix=' + encodeURIComponent(prefix), { headers, signal: ctl.signal, cache: 'no-store' });
         if (!res.ok) {
+          // The reason header comes with the status line, before the body.
+          const reason = res.headers.get('Fence-Reason') || '';
           let body = {};
-          try { body = await res.json(); } catch (e) { /* not JSON */ }
-          if (res.status === 401) { showLogin('The server asks for a token: ' + (body.message || 'unauthenticated')); return; }
-          watchState.error = body.message || ('HTTP ' + res.status);
+          try { body = await res.json(); } catch (e) { /* not JSON, or cut */ }
+          if (res.status === 401) { showLogin('The server asks for a token: ' + (body.message || reason || 'unauthenticated')); return; }
+          watchState.error = (body.message || reason || 'refused') + ' (HTTP ' + res.status + ')';
           watchState.live = false;
           locks.clear();
           dirty();
