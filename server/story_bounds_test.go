@@ -44,7 +44,7 @@ func TestStoryForgetsTheLeastRecentlyTouchedName(t *testing.T) {
 		b.record(uint64(i+1), []state.Change{grantOf(fmt.Sprint("n", i), 1)})
 	}
 	b.record(storyNames+1, []state.Change{grantOf("n0", 2)}) // n0 touched again: n1 is now the oldest
-	b.read("n1")                                              // a read is no touch
+	b.read("n1")                                             // a read is no touch
 	b.record(storyNames+2, []state.Change{grantOf("new", 1)})
 	if len(b.byName) != storyNames || b.lru.Len() != storyNames {
 		t.Fatalf("%d names (%d in the LRU), want %d", len(b.byName), b.lru.Len(), storyNames)
