@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"testing"
@@ -69,3 +70,6 @@ func objects(v any) []map[string]any {
 	}
 	return out
 }
+
+// newTextLogger logs text to w.
+func newTextLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
