@@ -254,6 +254,7 @@
           const reason = res.headers.get('Fence-Reason') || '';
           let body = {};
           try { body = await res.json(); } catch (e) { /* not JSON, or cut */ }
+          if (ctl.signal.aborted) return; // another prefix is followed now: this watch says nothing
           if (res.status === 401) { showLogin('The server asks for a token: ' + (body.message || reason || 'unauthenticated')); return; }
           watchState.error = (body.message || reason || 'refused') + ' (HTTP ' + res.status + ')';
           watchState.live = false;
@@ -293,7 +294,8 @@
     try {
       for (;;) {
         const { value, done } = await reader.read();
-        if (done) return !ctl.signal.aborted;
+        if (ctl.signal.aborted) return false;
+        if (done) return true;
         arm();
         buf += dec.decode(value, { stream: true });
         let start = 0, nl;
