@@ -22,6 +22,10 @@ const uiScaleLocks = 100_000
 // measured in the page with performance marks and reported in the log and
 // docs/benchmarks.md, not asserted (no timing thresholds in tests).
 func TestUIHundredThousandLocksAreVirtualised(t *testing.T) {
+	// The package's longest test under -race (about 6 minutes on the
+	// loaded 2-core box, nearly all of it the race-built server granting
+	// 100,000 locks): it runs beside the package's other tests.
+	t.Parallel()
 	srv := startServer(t, "--ui=read")
 	// 1,563 set acquires of at most 64 locks each, 4 at a time.
 	var wg sync.WaitGroup
