@@ -4,7 +4,7 @@ LISTEN   ?= 127.0.0.1:7420
 DATA_DIR ?= ./fence-data
 BIN      := bin/fence
 
-.PHONY: run build test test-unit test-e2e test-short vet fmt bench bench-boundaries bench-quick bench-cluster soak mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
+.PHONY: run build test test-unit test-e2e ui-screenshots test-short vet fmt bench bench-boundaries bench-quick bench-cluster soak mutate proto proto-tools lab clean chaos chaos-plantbug grpcurl
 
 ## run: build and start a single-node server on $(LISTEN) with its data in $(DATA_DIR)
 run: build
@@ -50,6 +50,11 @@ test-unit:
 E2E_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build e2e' . | grep -v '^./bench/' | xargs -n1 dirname | sort -u)
 test-e2e:
 	$(GO) test -race -count=1 -tags e2e -timeout 14m $(LONG_PKGS) $(E2E_PKGS)
+
+## ui-screenshots: the operator page's tests, writing docs/ui/*.png (the pictures of
+##   docs/operations.md); an ordinary run of the tests leaves them as they are
+ui-screenshots:
+	FENCE_UI_SCREENSHOTS=1 $(GO) test -count=1 -tags e2e -run 'TestUI' ./system_test/
 
 ## test-short: the unit tier without -race and without the long property runs
 test-short:

@@ -11,6 +11,7 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/server"
+	"github.com/fenceworks/fence/server/ui"
 	"github.com/fenceworks/fence/state"
 )
 
@@ -156,6 +157,9 @@ type Config struct {
 	// files); without it Run refuses (*InsecureListenError). It is logged
 	// as an error and reported by NodeStatus.
 	InsecureListen bool
+	// UI is what the client port serves at /ui/ (--ui): "off", "read"
+	// or "full" (server/ui); "" is ui.DefaultMode.
+	UI string
 
 	// ReloadTLS: every value received re-reads the certificate, key and
 	// CA files, the peer ones too (`fence serve` sends SIGHUP here). Nil: only changed files
@@ -205,6 +209,7 @@ func DefaultConfig() Config {
 		MaxStreamsPerPrincipal: server.DefaultMaxStreamsPerPrincipal, StreamFirstMessageTimeout: server.DefaultStreamFirstMessageTimeout,
 		ReadHeaderTimeout: server.DefaultReadHeaderTimeout, ReadTimeout: server.DefaultReadTimeout,
 		IdleTimeout: server.DefaultIdleTimeout, WriteTimeout: server.DefaultWriteTimeout,
+		UI: string(ui.DefaultMode),
 	}
 }
 
@@ -281,6 +286,11 @@ func (c Config) Validate() error {
 	}{{"max_conns", c.MaxConns}, {"max_conns_per_principal", c.MaxConnsPerPrincipal}, {"max_streams", c.MaxStreams}, {"max_stream_requests", c.MaxStreamRequests}, {"max_watches", c.MaxWatches}} {
 		if n.v < 1 {
 			return fence.Invalid("config."+n.field, "at least 1", fmt.Sprint(n.v))
+		}
+	}
+	if c.UI != "" {
+		if _, err := ui.ParseMode(c.UI); err != nil {
+			return err
 		}
 	}
 	if c.WatchHistory < 1 || c.WatchHistory > MaxWatchHistory {

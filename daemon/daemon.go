@@ -13,6 +13,7 @@ import (
 	"github.com/fenceworks/fence/internal/nodeview"
 	"github.com/fenceworks/fence/node"
 	"github.com/fenceworks/fence/server"
+	"github.com/fenceworks/fence/server/ui"
 )
 
 // Daemon is one Fence node and the API in front of it: the raft port
@@ -82,12 +83,15 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		MaxStreamsPerPrincipal: cfg.MaxStreamsPerPrincipal, StreamFirstMessageTimeout: cfg.StreamFirstMessageTimeout,
 		AuthResetFile:  filepath.Join(cfg.DataDir, AuthResetFile),
 		InsecureListen: cfg.InsecureListen,
+		UI:             ui.Mode(cfg.UI),
 	}, server.Deps{
 		PeerAdmitted: cp.peerAdmitted(),
 		Service:      svc, Node: nodeview.Node{N: n, Caught: cp.members.CaughtUp}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
 		Auth:    nodeview.Auth{N: n, Behind: cp.members.Behind},
 		Metrics: metrics,
 		Watches: watchSource(n),
+		// The operator view's stories and grant counts (server/story.go).
+		Changes: n.OnChanges,
 		// A call another node forwarded here is marked, so it is never
 		// forwarded again (cluster.Forwarder, cluster.Membership).
 		Middleware: cluster.MarkForwarded,

@@ -41,6 +41,8 @@ type fsm struct {
 	authOn  atomic.Bool                  // the state's auth checking is on, set under mu after every batch and restore (Node.AuthEnabled)
 	keyed   atomic.Bool                  // the state has a signing key, set under mu after every batch and restore (Node.Ready)
 	onBatch atomic.Pointer[func(n int)]  // metrics hook (nil: none); set at any time
+	// onChanges: the changes hook (Node.OnChanges; nil: none); set at any time
+	onChanges atomic.Pointer[func(index uint64, cs []state.Change)]
 
 	restores atomic.Uint64 // snapshots restored
 	logger   *slog.Logger  // restores are logged (start, end, size, duration); nil: slog.Default
@@ -147,9 +149,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		f.hub.applied(logs[0].Index, logs[len(logs)-1].Index)
 		f.hub.mu.Unlock()
 	}
+	f.mu.Unlock()
+	if fn := f.onChanges.Load(); fn != nil {
+		for _, c := range f.changed {
+			(*fn)(c.index, c.cs)
+		}
+	}
 	clear(f.changed)
 	f.changed = f.changed[:0]
-	f.mu.Unlock()
 	if len(logs) > 0 {
 		f.advance(logs[len(logs)-1].Index)
 	}

@@ -264,7 +264,7 @@ const anyName = "\x00any"
 // ownership with. Every refusal is audited.
 func (s *Server) authorize(ctx context.Context, method string, kind state.PermKind, name string) (context.Context, error) {
 	ictx := ctx
-	if method == "NodeStatus" || method == "Members" {
+	if method == "NodeStatus" || method == "Members" || method == "ClusterOverview" {
 		ictx = context.WithValue(ctx, statusViewKey{}, true)
 	}
 	id, err := s.identify(ictx, false)

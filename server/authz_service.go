@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/state"
@@ -75,8 +76,34 @@ func (a authzService) Release(ctx context.Context, req fence.ReleaseRequest) (fe
 	if err != nil {
 		return fence.Released{}, err
 	}
+	holder := a.otherHolder(ctx, req.Name, req.Token)
 	r, err := a.inner.Release(ctx, req)
+	if err == nil && holder != "" {
+		p, _ := fence.PrincipalFrom(ctx)
+		a.s.auditAction(ctx, "Release", p.Name, req.Name, slog.Uint64("token", uint64(req.Token)), slog.String("holder", holder))
+	}
 	return r, a.done(ctx, "Release", req.Name, err)
+}
+
+// otherHolder is the principal of the lease with token on name when an
+// authenticated admin (checking on, not a peer's forwarded call) releases
+// a lease another principal holds: such a release is audited. "" else
+// (the common case: a holder releasing its own lease, read nothing).
+func (a authzService) otherHolder(ctx context.Context, name string, token fence.Token) string {
+	id, _ := ctx.Value(identityKey{}).(identity)
+	if !id.Admin || id.trusted || a.s.deps.Auth == nil {
+		return ""
+	}
+	var holder string
+	a.s.deps.Auth.ReadAuth(func(m *state.Machine) {
+		li := m.LockHeld(name, m.Now())
+		for i, h := range li.Holders {
+			if h.Token == token && li.Principals[i] != id.Name {
+				holder = li.Principals[i]
+			}
+		}
+	})
+	return holder
 }
 
 func (a authzService) Get(ctx context.Context, name string) (fence.LockInfo, error) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fenceworks/fence"
+	"github.com/fenceworks/fence/server/ui"
 )
 
 // Config configures the HTTP side of a server: its connection, stream and
@@ -88,6 +89,9 @@ type Config struct {
 	// InsecureListen is reported by NodeStatus (insecure_listen): the
 	// daemon was started with --insecure-listen.
 	InsecureListen bool
+	// UI is what /ui/ serves (server/ui): ui.Off (404), ui.Read or
+	// ui.Full; "" is ui.DefaultMode.
+	UI ui.Mode
 	// MaxReplyBytes bounds the bytes of large replies (a Read's value, a
 	// List page) held until written, all connections together, default
 	// DefaultMaxReplyBytes; one connection holds at most

@@ -11,6 +11,7 @@ import (
 	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/cluster/clusterapi"
+	"github.com/fenceworks/fence/state"
 )
 
 // Deps are what a server serves over. Service and Node are required; the
@@ -44,6 +45,11 @@ type Deps struct {
 	// Watches serves LockService.Watch and GET /v1/watch (watch.go); nil
 	// answers both unimplemented.
 	Watches WatchSource
+	// Changes, if set, registers the function the node's applied changes
+	// are to be handed to (node.Node.OnChanges): the operator view's
+	// stories and grant counts are fed so (story.go, activity.go). nil:
+	// both stay empty.
+	Changes func(fn func(index uint64, cs []state.Change))
 	// Middleware, if set, wraps the whole API handler (on every port it is
 	// served on).
 	Middleware func(http.Handler) http.Handler

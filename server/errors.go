@@ -27,6 +27,7 @@ func (s *Server) connectError(ctx context.Context, procedure string, err error) 
 	switch {
 	case fence.ReasonOf(err) != "":
 		s.countRefusal(err)
+		s.activity.refused(string(fence.ReasonOf(err)))
 		s.logRefusal(ctx, procedure, err)
 		return apierr.ToConnect(err)
 	case is(err, s.deps.Errors.UnknownOutcome):

@@ -21,6 +21,7 @@ var fenceServices = []string{
 	fencev1connect.MaintenanceServiceName,
 	fencev1connect.AuthServiceName,
 	fencev1connect.KeyServiceName,
+	fencev1connect.OperatorServiceName,
 }
 
 // healthChecker answers grpc.health.v1.Health/Check the way /readyz

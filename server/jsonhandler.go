@@ -67,7 +67,7 @@ func (s *Server) jsonCalls() map[string]jsonCall {
 	if s.deps.Cluster != nil {
 		cl = clusterService{s: s, m: s.deps.Cluster} // as clusterRoute mounts it
 	}
-	au, ks := s.authCalls(), s.keyCalls()
+	au, ks, op := s.authCalls(), s.keyCalls(), operatorService{s}
 	return map[string]jsonCall{
 		fencev1connect.LockServiceAcquireProcedure:               unaryJSON(lock.Acquire),
 		fencev1connect.LockServiceRenewProcedure:                 unaryJSON(lock.Renew),
@@ -101,6 +101,11 @@ func (s *Server) jsonCalls() map[string]jsonCall {
 		fencev1connect.KeyServiceListKeysProcedure:               unaryJSON(ks.ListKeys),
 		fencev1connect.KeyServiceRotateKeyProcedure:              unaryJSON(ks.RotateKey),
 		fencev1connect.KeyServiceRetireKeyProcedure:              unaryJSON(ks.RetireKey),
+		fencev1connect.OperatorServiceWhoAmIProcedure:            unaryJSON(op.WhoAmI),
+		fencev1connect.OperatorServiceListSessionsProcedure:      unaryJSON(op.ListSessions),
+		fencev1connect.OperatorServiceLockStoryProcedure:         unaryJSON(op.LockStory),
+		fencev1connect.OperatorServiceActivityProcedure:          unaryJSON(op.Activity),
+		fencev1connect.OperatorServiceClusterOverviewProcedure:   unaryJSON(op.ClusterOverview),
 	}
 }
 

@@ -37,6 +37,8 @@ var openAPIStory = []string{
 	"ResourceService.Write", "ResourceService.Add", "ResourceService.Read", "ResourceService.Delete",
 	"LockService.Release",
 	"SessionService.Open", "SessionService.KeepAlive", "SessionService.Close",
+	"OperatorService.WhoAmI", "OperatorService.ListSessions", "OperatorService.LockStory", "OperatorService.Activity",
+	"OperatorService.ClusterOverview",
 	"ClusterService.Members", "ClusterService.AddMember", "ClusterService.RemoveMember",
 	"ClusterService.TransferLeadership", "ClusterService.NodeStatus",
 	"AuthService.Status", "AuthService.ListRoles", "AuthService.ListTokens", "AuthService.SetEnabled",

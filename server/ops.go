@@ -99,10 +99,12 @@ func (s *Server) acquireCall(m *fencev1.AcquireRequest, b binding) (call[fencev1
 			ctx, req.Wait, cancel = boundWait(ctx, req.Wait)
 			defer cancel()
 		}
+		start := time.Now()
 		g, err := s.svc.Acquire(ctx, req)
 		if err != nil {
 			return nil, g.Replayed, err
 		}
+		s.activity.acquired(time.Since(start))
 		return &fencev1.AcquireResponse{Lease: leaseToProto(&g.Lease), Replayed: g.Replayed}, g.Replayed, nil
 	}), nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/server/ui"
 )
 
 // maxRequestBytes bounds a request message: a 1 MiB value (base64 in JSON)
@@ -63,6 +64,10 @@ type Server struct {
 	workers *streamWorkers
 	// lean: the lean session ports being served (lean.go).
 	lean leanListeners
+	// story and activity are the operator view's node-local memory
+	// (story.go, activity.go), fed by Deps.Changes and the handlers.
+	story    *storyBook
+	activity *activityRing
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or
@@ -77,6 +82,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.svc = authzService{s: s, inner: deps.Service}
 	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.story, s.activity = newStoryBook(time.Now), newActivityRing(time.Now)
+	if deps.Changes != nil {
+		deps.Changes(s.noteChanges)
+	}
 	s.workers = newStreamWorkers(s.baseCtx)
 	s.metrics = newMetrics(&s.conns, &s.streams, &s.watches, s.replies, deps.Metrics)
 
@@ -106,6 +115,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	mux.HandleFunc("GET /v1/keys", s.keys)
 	mux.HandleFunc("GET /v1/watch", s.sseWatch)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	// The operator page (server/ui): static files, no credentials needed
+	// to load it; everything it shows comes from the API calls it makes.
+	mux.Handle("/ui/", ui.Handler(cfg.UI))
+	mux.Handle("/ui", ui.Handler(cfg.UI))
 	// SessionService.Stream has limits of its own (stream_http.go).
 	// refusalReasons, outermost, gives every refusal its reason and
 	// facts, also those made in front of Connect (jsonerror.go).
@@ -117,6 +130,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.maintenanceRoute(opts),
 		s.authRoute(opts),
 		s.keyRoute(opts),
+		s.operatorRoute(opts),
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
 		{prefix: "/", h: mux},

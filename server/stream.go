@@ -447,6 +447,7 @@ func (ss *sessionStream) sendLoop() {
 // refusal is the reply to call refused with err (a Fence refusal).
 func (s *Server) refusal(call uint64, err error, replayed bool) *fencev1.SessionReply {
 	s.countRefusal(err)
+	s.activity.refused(string(fence.ReasonOf(err)))
 	s.logRefusal(s.baseCtx, streamProc, err)
 	return &fencev1.SessionReply{Call: call, Result: &fencev1.SessionReply_Error{Error: apierr.Detail(err)}, Message: err.Error(), Replayed: replayed}
 }

@@ -38,6 +38,7 @@ func newOverNode(tb testing.TB, cfg Config, rules state.Config) (*Server, error)
 	s, err := New(cfg, Deps{
 		Service: n.Service(), Node: nodeview.Node{N: n}, Cluster: nodeview.Membership{M: m}, Auth: nodeview.Auth{N: n},
 		Metrics: nodeview.Metrics(n),
+		Changes: n.OnChanges,
 		Errors: ErrorKinds{
 			NotLeader: node.ErrNotLeader, UnknownOutcome: node.ErrUnknownOutcome, Closed: node.ErrClosed,
 			ChangeRefused: nodeview.ChangeRefused, WatchBehind: node.ErrWatchBehind,

@@ -18,6 +18,9 @@ type serveSettings struct {
 	cf                  clusterFlags
 }
 
+// uiModes are the values of --ui (server/ui.Mode).
+var uiModes = []string{"read", "full", "off"}
+
 // serveFlag is one row of serve's flag table: the flag's name, its
 // --help text and where its value goes. Its FENCE_ variable is derived
 // from the name (envName), so a row is a flag and a variable at once;
@@ -55,6 +58,8 @@ var serveFlagTable = []serveFlag{
 		oneOf(logFormats, func(s *serveSettings) *string { return &s.logFormat })},
 	{"log-level", "least important log `level` shown: debug (also every refused request), info, warn or error",
 		oneOf(logLevels, func(s *serveSettings) *string { return &s.logLevel })},
+	{"ui", "what /ui/ serves on the client port: off (404), read (the operator page, no actions) or full (and a release button for admins); same TLS and authentication as the API",
+		oneOf(uiModes, func(s *serveSettings) *string { return &s.cfg.UI })},
 	{"ready-timeout", "how long to wait for the node to replay its log and take office (a single node), or to be added (--join), before giving up (exit 1)",
 		dur(func(s *serveSettings) *time.Duration { return &s.cfg.ReadyTimeout })},
 	{"waiter-grace", "after taking office, how long queued acquires have to be retried by their clients before they are dropped",

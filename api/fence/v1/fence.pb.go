@@ -6004,6 +6004,1162 @@ func (x *LockChange) GetLastAccepted() uint64 {
 	return 0
 }
 
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{85}
+}
+
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "token:<id>", "cert:<name>", or "" (checking off: anonymous).
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Admin     bool   `protobuf:"varint,2,opt,name=admin,proto3" json:"admin,omitempty"`
+	// Checking is on (AuthService.SetEnabled).
+	AuthEnabled bool `protobuf:"varint,3,opt,name=auth_enabled,json=authEnabled,proto3" json:"auth_enabled,omitempty"`
+	// What the caller's roles allow, one entry per prefix ("" is every
+	// name), sorted by prefix. Empty for an anonymous admin (checking off):
+	// admin says it may do everything.
+	Permissions   []*PrefixPermissions `protobuf:"bytes,4,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *WhoAmIResponse) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
+func (x *WhoAmIResponse) GetAuthEnabled() bool {
+	if x != nil {
+		return x.AuthEnabled
+	}
+	return false
+}
+
+func (x *WhoAmIResponse) GetPermissions() []*PrefixPermissions {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+type PrefixPermissions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Read          bool                   `protobuf:"varint,2,opt,name=read,proto3" json:"read,omitempty"`
+	Write         bool                   `protobuf:"varint,3,opt,name=write,proto3" json:"write,omitempty"`
+	Lock          bool                   `protobuf:"varint,4,opt,name=lock,proto3" json:"lock,omitempty"`
+	Admin         bool                   `protobuf:"varint,5,opt,name=admin,proto3" json:"admin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefixPermissions) Reset() {
+	*x = PrefixPermissions{}
+	mi := &file_fence_v1_fence_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefixPermissions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefixPermissions) ProtoMessage() {}
+
+func (x *PrefixPermissions) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefixPermissions.ProtoReflect.Descriptor instead.
+func (*PrefixPermissions) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *PrefixPermissions) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *PrefixPermissions) GetRead() bool {
+	if x != nil {
+		return x.Read
+	}
+	return false
+}
+
+func (x *PrefixPermissions) GetWrite() bool {
+	if x != nil {
+		return x.Write
+	}
+	return false
+}
+
+func (x *PrefixPermissions) GetLock() bool {
+	if x != nil {
+		return x.Lock
+	}
+	return false
+}
+
+func (x *PrefixPermissions) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
+type ListSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next_page_token of the previous page; "" for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// At most this many sessions per page: 0 means 100; at most 1000.
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsRequest) Reset() {
+	*x = ListSessionsRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsRequest) ProtoMessage() {}
+
+func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *ListSessionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListSessionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By session id.
+	Sessions []*OperatorSession `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Pass as page_token for the next page; "" when this is the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsResponse) Reset() {
+	*x = ListSessionsResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsResponse) ProtoMessage() {}
+
+func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *ListSessionsResponse) GetSessions() []*OperatorSession {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *ListSessionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type OperatorSession struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Who opened it ("" with checking off).
+	Principal string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Each keepalive extends it by this much (milliseconds).
+	TtlMs int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// Server time since its last keepalive (or its open), milliseconds.
+	SinceKeepaliveMs int64 `protobuf:"varint,4,opt,name=since_keepalive_ms,json=sinceKeepaliveMs,proto3" json:"since_keepalive_ms,omitempty"`
+	// Server time left before it expires, milliseconds.
+	ExpiresInMs int64 `protobuf:"varint,5,opt,name=expires_in_ms,json=expiresInMs,proto3" json:"expires_in_ms,omitempty"`
+	// The leases bound to it on names the caller may read, by name.
+	Leases []*SessionLease `protobuf:"bytes,6,rep,name=leases,proto3" json:"leases,omitempty"`
+	// Leases bound to it on names the caller may not read.
+	HiddenLeases  uint32 `protobuf:"varint,7,opt,name=hidden_leases,json=hiddenLeases,proto3" json:"hidden_leases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorSession) Reset() {
+	*x = OperatorSession{}
+	mi := &file_fence_v1_fence_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorSession) ProtoMessage() {}
+
+func (x *OperatorSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorSession.ProtoReflect.Descriptor instead.
+func (*OperatorSession) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *OperatorSession) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *OperatorSession) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *OperatorSession) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *OperatorSession) GetSinceKeepaliveMs() int64 {
+	if x != nil {
+		return x.SinceKeepaliveMs
+	}
+	return 0
+}
+
+func (x *OperatorSession) GetExpiresInMs() int64 {
+	if x != nil {
+		return x.ExpiresInMs
+	}
+	return 0
+}
+
+func (x *OperatorSession) GetLeases() []*SessionLease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *OperatorSession) GetHiddenLeases() uint32 {
+	if x != nil {
+		return x.HiddenLeases
+	}
+	return 0
+}
+
+type SessionLease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name (a set's lease: one entry per lock, same token).
+	Name  string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// "exclusive" or "shared".
+	Mode          string `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionLease) Reset() {
+	*x = SessionLease{}
+	mi := &file_fence_v1_fence_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionLease) ProtoMessage() {}
+
+func (x *SessionLease) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionLease.ProtoReflect.Descriptor instead.
+func (*SessionLease) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *SessionLease) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SessionLease) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *SessionLease) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *SessionLease) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+type LockStoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name (and the built-in store's resource of that name).
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockStoryRequest) Reset() {
+	*x = LockStoryRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockStoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockStoryRequest) ProtoMessage() {}
+
+func (x *LockStoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockStoryRequest.ProtoReflect.Descriptor instead.
+func (*LockStoryRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *LockStoryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type LockStoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first; at most 64 (the node keeps the last 64 events of each of
+	// the 4096 names it touched most recently).
+	Events []*StoryEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Older events of this name were dropped from the node's memory.
+	Truncated bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// When this node's memory of stories begins (it started, Unix ms):
+	// nothing before it is known.
+	SinceUnixMs   int64 `protobuf:"varint,3,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockStoryResponse) Reset() {
+	*x = LockStoryResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockStoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockStoryResponse) ProtoMessage() {}
+
+func (x *LockStoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockStoryResponse.ProtoReflect.Descriptor instead.
+func (*LockStoryResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *LockStoryResponse) GetEvents() []*StoryEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *LockStoryResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *LockStoryResponse) GetSinceUnixMs() int64 {
+	if x != nil {
+		return x.SinceUnixMs
+	}
+	return 0
+}
+
+type StoryEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "grant" (a new acquire granted at once), "handoff" (granted to an
+	// acquire that waited in the lock's queue), "release", "expire",
+	// "write" (the built-in store accepted a write, add or delete with
+	// token), "refused_stale" (it refused refused_token, older than
+	// accepted_token).
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The lease's token (grant, handoff, release, expire, write).
+	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// The lease's owner and principal (grant, handoff, release, expire;
+	// write: the principal).
+	Owner     string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Principal string `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	// refused_stale: the token refused, and the newer one the resource had
+	// accepted.
+	RefusedToken  uint64 `protobuf:"varint,5,opt,name=refused_token,json=refusedToken,proto3" json:"refused_token,omitempty"`
+	AcceptedToken uint64 `protobuf:"varint,6,opt,name=accepted_token,json=acceptedToken,proto3" json:"accepted_token,omitempty"`
+	// When this node applied it (its wall clock, Unix milliseconds), and the
+	// log entry that made it.
+	AtUnixMs int64  `protobuf:"varint,7,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	LogIndex uint64 `protobuf:"varint,8,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	// "exclusive" or "shared" (grant, handoff, release, expire).
+	Mode string `protobuf:"bytes,9,opt,name=mode,proto3" json:"mode,omitempty"`
+	// The session the lease is bound to (0: none).
+	SessionId     uint64 `protobuf:"varint,10,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoryEvent) Reset() {
+	*x = StoryEvent{}
+	mi := &file_fence_v1_fence_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoryEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoryEvent) ProtoMessage() {}
+
+func (x *StoryEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoryEvent.ProtoReflect.Descriptor instead.
+func (*StoryEvent) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *StoryEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StoryEvent) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *StoryEvent) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *StoryEvent) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *StoryEvent) GetRefusedToken() uint64 {
+	if x != nil {
+		return x.RefusedToken
+	}
+	return 0
+}
+
+func (x *StoryEvent) GetAcceptedToken() uint64 {
+	if x != nil {
+		return x.AcceptedToken
+	}
+	return 0
+}
+
+func (x *StoryEvent) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
+func (x *StoryEvent) GetLogIndex() uint64 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
+func (x *StoryEvent) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *StoryEvent) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+type ActivityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityRequest) Reset() {
+	*x = ActivityRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityRequest) ProtoMessage() {}
+
+func (x *ActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityRequest.ProtoReflect.Descriptor instead.
+func (*ActivityRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{95}
+}
+
+type ActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The width of a point: 5000.
+	StepMs uint32 `protobuf:"varint,1,opt,name=step_ms,json=stepMs,proto3" json:"step_ms,omitempty"`
+	// Oldest first, one per step for the last 15 minutes (180), the last
+	// being the step under way; steps before the node started are zero.
+	Points        []*ActivityPoint `protobuf:"bytes,2,rep,name=points,proto3" json:"points,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityResponse) Reset() {
+	*x = ActivityResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityResponse) ProtoMessage() {}
+
+func (x *ActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityResponse.ProtoReflect.Descriptor instead.
+func (*ActivityResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *ActivityResponse) GetStepMs() uint32 {
+	if x != nil {
+		return x.StepMs
+	}
+	return 0
+}
+
+func (x *ActivityResponse) GetPoints() []*ActivityPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+type ActivityPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The step's start, Unix milliseconds.
+	AtUnixMs int64 `protobuf:"varint,1,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	// Leases granted in the step as this node applied them (a hand-off to a
+	// waiter included): the cluster's grants, the same on every member.
+	Grants uint32 `protobuf:"varint,2,opt,name=grants,proto3" json:"grants,omitempty"`
+	// Refusals this node answered in the step, by reason (BUSY, STALE_TOKEN,
+	// PERMISSION_DENIED, ...), by reason name.
+	Refusals []*ReasonCount `protobuf:"bytes,3,rep,name=refusals,proto3" json:"refusals,omitempty"`
+	// Acquires this node answered with a grant in the step, and their
+	// latency (call to grant, a wait in the queue included) at the 50th and
+	// 99th percentile, microseconds (0 when none; the bucket's upper bound,
+	// within 12.5%).
+	Acquires      uint32 `protobuf:"varint,4,opt,name=acquires,proto3" json:"acquires,omitempty"`
+	AcquireP50Us  uint32 `protobuf:"varint,5,opt,name=acquire_p50_us,json=acquireP50Us,proto3" json:"acquire_p50_us,omitempty"`
+	AcquireP99Us  uint32 `protobuf:"varint,6,opt,name=acquire_p99_us,json=acquireP99Us,proto3" json:"acquire_p99_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityPoint) Reset() {
+	*x = ActivityPoint{}
+	mi := &file_fence_v1_fence_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityPoint) ProtoMessage() {}
+
+func (x *ActivityPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityPoint.ProtoReflect.Descriptor instead.
+func (*ActivityPoint) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *ActivityPoint) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
+func (x *ActivityPoint) GetGrants() uint32 {
+	if x != nil {
+		return x.Grants
+	}
+	return 0
+}
+
+func (x *ActivityPoint) GetRefusals() []*ReasonCount {
+	if x != nil {
+		return x.Refusals
+	}
+	return nil
+}
+
+func (x *ActivityPoint) GetAcquires() uint32 {
+	if x != nil {
+		return x.Acquires
+	}
+	return 0
+}
+
+func (x *ActivityPoint) GetAcquireP50Us() uint32 {
+	if x != nil {
+		return x.AcquireP50Us
+	}
+	return 0
+}
+
+func (x *ActivityPoint) GetAcquireP99Us() uint32 {
+	if x != nil {
+		return x.AcquireP99Us
+	}
+	return 0
+}
+
+type ReasonCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReasonCount) Reset() {
+	*x = ReasonCount{}
+	mi := &file_fence_v1_fence_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReasonCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReasonCount) ProtoMessage() {}
+
+func (x *ReasonCount) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
+func (*ReasonCount) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *ReasonCount) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReasonCount) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type ClusterOverviewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterOverviewRequest) Reset() {
+	*x = ClusterOverviewRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterOverviewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterOverviewRequest) ProtoMessage() {}
+
+func (x *ClusterOverviewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterOverviewRequest.ProtoReflect.Descriptor instead.
+func (*ClusterOverviewRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{99}
+}
+
+type ClusterOverviewResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*MemberOverview      `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// The node that answered.
+	AnsweredBy    string `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterOverviewResponse) Reset() {
+	*x = ClusterOverviewResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterOverviewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterOverviewResponse) ProtoMessage() {}
+
+func (x *ClusterOverviewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterOverviewResponse.ProtoReflect.Descriptor instead.
+func (*ClusterOverviewResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *ClusterOverviewResponse) GetMembers() []*MemberOverview {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ClusterOverviewResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+type MemberOverview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Its raft address ("" for a single node).
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Voter   bool   `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
+	// It leads, in the answering node's view.
+	Leader bool `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// "leader", "follower", "candidate", "shutdown"; "" when it did not
+	// answer.
+	Role         string `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
+	Term         uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	CommitIndex  uint64 `protobuf:"varint,8,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	LastToken    uint64 `protobuf:"varint,9,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	// It answered and is ready (/readyz).
+	Healthy bool `protobuf:"varint,10,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	// Why it has no status ("" when it answered).
+	Error         string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberOverview) Reset() {
+	*x = MemberOverview{}
+	mi := &file_fence_v1_fence_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberOverview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberOverview) ProtoMessage() {}
+
+func (x *MemberOverview) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberOverview.ProtoReflect.Descriptor instead.
+func (*MemberOverview) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *MemberOverview) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MemberOverview) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *MemberOverview) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *MemberOverview) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *MemberOverview) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *MemberOverview) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *MemberOverview) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *MemberOverview) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *MemberOverview) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *MemberOverview) GetHealthy() bool {
+	if x != nil {
+		return x.Healthy
+	}
+	return false
+}
+
+func (x *MemberOverview) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
@@ -6440,7 +7596,95 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\aholders\x18\v \x01(\rR\aholders\x12\x18\n" +
 	"\awaiters\x18\f \x01(\rR\awaiters\x12\x18\n" +
 	"\aversion\x18\r \x01(\x04R\aversion\x12#\n" +
-	"\rlast_accepted\x18\x0e \x01(\x04R\flastAccepted2\xeb\x02\n" +
+	"\rlast_accepted\x18\x0e \x01(\x04R\flastAccepted\"\x0f\n" +
+	"\rWhoAmIRequest\"\xa6\x01\n" +
+	"\x0eWhoAmIResponse\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x14\n" +
+	"\x05admin\x18\x02 \x01(\bR\x05admin\x12!\n" +
+	"\fauth_enabled\x18\x03 \x01(\bR\vauthEnabled\x12=\n" +
+	"\vpermissions\x18\x04 \x03(\v2\x1b.fence.v1.PrefixPermissionsR\vpermissions\"\x7f\n" +
+	"\x11PrefixPermissions\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x12\n" +
+	"\x04read\x18\x02 \x01(\bR\x04read\x12\x14\n" +
+	"\x05write\x18\x03 \x01(\bR\x05write\x12\x12\n" +
+	"\x04lock\x18\x04 \x01(\bR\x04lock\x12\x14\n" +
+	"\x05admin\x18\x05 \x01(\bR\x05admin\"J\n" +
+	"\x13ListSessionsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"u\n" +
+	"\x14ListSessionsResponse\x125\n" +
+	"\bsessions\x18\x01 \x03(\v2\x19.fence.v1.OperatorSessionR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8c\x02\n" +
+	"\x0fOperatorSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12,\n" +
+	"\x12since_keepalive_ms\x18\x04 \x01(\x03R\x10sinceKeepaliveMs\x12\"\n" +
+	"\rexpires_in_ms\x18\x05 \x01(\x03R\vexpiresInMs\x12.\n" +
+	"\x06leases\x18\x06 \x03(\v2\x16.fence.v1.SessionLeaseR\x06leases\x12#\n" +
+	"\rhidden_leases\x18\a \x01(\rR\fhiddenLeases\"b\n" +
+	"\fSessionLease\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"&\n" +
+	"\x10LockStoryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x83\x01\n" +
+	"\x11LockStoryResponse\x12,\n" +
+	"\x06events\x18\x01 \x03(\v2\x14.fence.v1.StoryEventR\x06events\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12\"\n" +
+	"\rsince_unix_ms\x18\x03 \x01(\x03R\vsinceUnixMs\"\xa4\x02\n" +
+	"\n" +
+	"StoryEvent\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12#\n" +
+	"\rrefused_token\x18\x05 \x01(\x04R\frefusedToken\x12%\n" +
+	"\x0eaccepted_token\x18\x06 \x01(\x04R\racceptedToken\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\a \x01(\x03R\batUnixMs\x12\x1b\n" +
+	"\tlog_index\x18\b \x01(\x04R\blogIndex\x12\x12\n" +
+	"\x04mode\x18\t \x01(\tR\x04mode\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\n" +
+	" \x01(\x04R\tsessionId\"\x11\n" +
+	"\x0fActivityRequest\"\\\n" +
+	"\x10ActivityResponse\x12\x17\n" +
+	"\astep_ms\x18\x01 \x01(\rR\x06stepMs\x12/\n" +
+	"\x06points\x18\x02 \x03(\v2\x17.fence.v1.ActivityPointR\x06points\"\xe0\x01\n" +
+	"\rActivityPoint\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\x01 \x01(\x03R\batUnixMs\x12\x16\n" +
+	"\x06grants\x18\x02 \x01(\rR\x06grants\x121\n" +
+	"\brefusals\x18\x03 \x03(\v2\x15.fence.v1.ReasonCountR\brefusals\x12\x1a\n" +
+	"\bacquires\x18\x04 \x01(\rR\bacquires\x12$\n" +
+	"\x0eacquire_p50_us\x18\x05 \x01(\rR\facquireP50Us\x12$\n" +
+	"\x0eacquire_p99_us\x18\x06 \x01(\rR\facquireP99Us\";\n" +
+	"\vReasonCount\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"\x18\n" +
+	"\x16ClusterOverviewRequest\"n\n" +
+	"\x17ClusterOverviewResponse\x122\n" +
+	"\amembers\x18\x01 \x03(\v2\x18.fence.v1.MemberOverviewR\amembers\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\"\xa7\x02\n" +
+	"\x0eMemberOverview\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
+	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\x12\n" +
+	"\x04role\x18\x05 \x01(\tR\x04role\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12#\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12!\n" +
+	"\fcommit_index\x18\b \x01(\x04R\vcommitIndex\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\t \x01(\x04R\tlastToken\x12\x18\n" +
+	"\ahealthy\x18\n" +
+	" \x01(\bR\ahealthy\x12\x14\n" +
+	"\x05error\x18\v \x01(\tR\x05error2\xeb\x02\n" +
 	"\vLockService\x12>\n" +
 	"\aAcquire\x12\x18.fence.v1.AcquireRequest\x1a\x19.fence.v1.AcquireResponse\x128\n" +
 	"\x05Renew\x12\x16.fence.v1.RenewRequest\x1a\x17.fence.v1.RenewResponse\x12>\n" +
@@ -6486,7 +7730,13 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"KeyService\x12A\n" +
 	"\bListKeys\x12\x19.fence.v1.ListKeysRequest\x1a\x1a.fence.v1.ListKeysResponse\x12D\n" +
 	"\tRotateKey\x12\x1a.fence.v1.RotateKeyRequest\x1a\x1b.fence.v1.RotateKeyResponse\x12D\n" +
-	"\tRetireKey\x12\x1a.fence.v1.RetireKeyRequest\x1a\x1b.fence.v1.RetireKeyResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
+	"\tRetireKey\x12\x1a.fence.v1.RetireKeyRequest\x1a\x1b.fence.v1.RetireKeyResponse2\xfe\x02\n" +
+	"\x0fOperatorService\x12;\n" +
+	"\x06WhoAmI\x12\x17.fence.v1.WhoAmIRequest\x1a\x18.fence.v1.WhoAmIResponse\x12M\n" +
+	"\fListSessions\x12\x1d.fence.v1.ListSessionsRequest\x1a\x1e.fence.v1.ListSessionsResponse\x12D\n" +
+	"\tLockStory\x12\x1a.fence.v1.LockStoryRequest\x1a\x1b.fence.v1.LockStoryResponse\x12A\n" +
+	"\bActivity\x12\x19.fence.v1.ActivityRequest\x1a\x1a.fence.v1.ActivityResponse\x12V\n" +
+	"\x0fClusterOverview\x12 .fence.v1.ClusterOverviewRequest\x1a!.fence.v1.ClusterOverviewResponseB2Z0github.com/fenceworks/fence/api/fence/v1;fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fence_proto_rawDescOnce sync.Once
@@ -6500,7 +7750,7 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(*SessionRef)(nil),                 // 0: fence.v1.SessionRef
 	(*Session)(nil),                    // 1: fence.v1.Session
@@ -6587,14 +7837,31 @@ var file_fence_v1_fence_proto_goTypes = []any{
 	(*WatchLock)(nil),                  // 82: fence.v1.WatchLock
 	(*WatchHolder)(nil),                // 83: fence.v1.WatchHolder
 	(*LockChange)(nil),                 // 84: fence.v1.LockChange
-	(*durationpb.Duration)(nil),        // 85: google.protobuf.Duration
+	(*WhoAmIRequest)(nil),              // 85: fence.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),             // 86: fence.v1.WhoAmIResponse
+	(*PrefixPermissions)(nil),          // 87: fence.v1.PrefixPermissions
+	(*ListSessionsRequest)(nil),        // 88: fence.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 89: fence.v1.ListSessionsResponse
+	(*OperatorSession)(nil),            // 90: fence.v1.OperatorSession
+	(*SessionLease)(nil),               // 91: fence.v1.SessionLease
+	(*LockStoryRequest)(nil),           // 92: fence.v1.LockStoryRequest
+	(*LockStoryResponse)(nil),          // 93: fence.v1.LockStoryResponse
+	(*StoryEvent)(nil),                 // 94: fence.v1.StoryEvent
+	(*ActivityRequest)(nil),            // 95: fence.v1.ActivityRequest
+	(*ActivityResponse)(nil),           // 96: fence.v1.ActivityResponse
+	(*ActivityPoint)(nil),              // 97: fence.v1.ActivityPoint
+	(*ReasonCount)(nil),                // 98: fence.v1.ReasonCount
+	(*ClusterOverviewRequest)(nil),     // 99: fence.v1.ClusterOverviewRequest
+	(*ClusterOverviewResponse)(nil),    // 100: fence.v1.ClusterOverviewResponse
+	(*MemberOverview)(nil),             // 101: fence.v1.MemberOverview
+	(*durationpb.Duration)(nil),        // 102: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	85,  // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
-	85,  // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
-	85,  // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	102, // 0: fence.v1.Session.ttl:type_name -> google.protobuf.Duration
+	102, // 1: fence.v1.Session.remaining:type_name -> google.protobuf.Duration
+	102, // 2: fence.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
 	1,   // 3: fence.v1.OpenSessionResponse.session:type_name -> fence.v1.Session
-	85,  // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	102, // 4: fence.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 5: fence.v1.KeepAliveRequest.session_ref:type_name -> fence.v1.SessionRef
 	1,   // 6: fence.v1.KeepAliveResponse.session:type_name -> fence.v1.Session
 	0,   // 7: fence.v1.CloseSessionRequest.session_ref:type_name -> fence.v1.SessionRef
@@ -6619,16 +7886,16 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	19,  // 26: fence.v1.SessionReply.get:type_name -> fence.v1.GetResponse
 	7,   // 27: fence.v1.SessionReply.close:type_name -> fence.v1.CloseSessionResponse
 	32,  // 28: fence.v1.SessionReply.error:type_name -> fence.v1.ErrorDetail
-	85,  // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	85,  // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	102, // 29: fence.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	102, // 30: fence.v1.Lease.remaining:type_name -> google.protobuf.Duration
 	11,  // 31: fence.v1.Lease.locks:type_name -> fence.v1.LockSpec
-	85,  // 32: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	85,  // 33: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	85,  // 34: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	102, // 32: fence.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	102, // 33: fence.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	102, // 34: fence.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	0,   // 35: fence.v1.AcquireRequest.session:type_name -> fence.v1.SessionRef
 	11,  // 36: fence.v1.AcquireRequest.locks:type_name -> fence.v1.LockSpec
 	10,  // 37: fence.v1.AcquireResponse.lease:type_name -> fence.v1.Lease
-	85,  // 38: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	102, // 38: fence.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
 	0,   // 39: fence.v1.RenewRequest.session:type_name -> fence.v1.SessionRef
 	10,  // 40: fence.v1.RenewResponse.lease:type_name -> fence.v1.Lease
 	1,   // 41: fence.v1.RenewResponse.session:type_name -> fence.v1.Session
@@ -6636,7 +7903,7 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	22,  // 43: fence.v1.GetResponse.lock:type_name -> fence.v1.LockInfo
 	22,  // 44: fence.v1.ListResponse.locks:type_name -> fence.v1.LockInfo
 	10,  // 45: fence.v1.LockInfo.lease:type_name -> fence.v1.Lease
-	85,  // 46: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
+	102, // 46: fence.v1.LockInfo.lock_delay_remaining:type_name -> google.protobuf.Duration
 	10,  // 47: fence.v1.LockInfo.holders:type_name -> fence.v1.Lease
 	0,   // 48: fence.v1.WriteRequest.session:type_name -> fence.v1.SessionRef
 	23,  // 49: fence.v1.WriteResponse.state:type_name -> fence.v1.ResourceState
@@ -6645,105 +7912,122 @@ var file_fence_v1_fence_proto_depIdxs = []int32{
 	23,  // 52: fence.v1.ReadResponse.state:type_name -> fence.v1.ResourceState
 	0,   // 53: fence.v1.DeleteRequest.session:type_name -> fence.v1.SessionRef
 	23,  // 54: fence.v1.DeleteResponse.state:type_name -> fence.v1.ResourceState
-	85,  // 55: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	102, // 55: fence.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
 	35,  // 56: fence.v1.MembersResponse.members:type_name -> fence.v1.Member
 	43,  // 57: fence.v1.Member.status:type_name -> fence.v1.NodeStatusResponse
-	85,  // 58: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
-	85,  // 59: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
-	85,  // 60: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
-	85,  // 61: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
+	102, // 58: fence.v1.NodeStatusResponse.last_contact:type_name -> google.protobuf.Duration
+	102, // 59: fence.v1.NodeStatusResponse.server_time:type_name -> google.protobuf.Duration
+	102, // 60: fence.v1.NodeStatusResponse.slack:type_name -> google.protobuf.Duration
+	102, // 61: fence.v1.NodeStatusResponse.oldest_id_age:type_name -> google.protobuf.Duration
 	46,  // 62: fence.v1.BackupResponse.header:type_name -> fence.v1.BackupHeader
-	85,  // 63: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
+	102, // 63: fence.v1.BackupHeader.server_time:type_name -> google.protobuf.Duration
 	49,  // 64: fence.v1.SetRoleQuotaRequest.quota:type_name -> fence.v1.RoleQuota
 	60,  // 65: fence.v1.AuthBootstrapResponse.token:type_name -> fence.v1.AuthTokenInfo
-	85,  // 66: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	102, // 66: fence.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
 	60,  // 67: fence.v1.CreateTokenResponse.token:type_name -> fence.v1.AuthTokenInfo
-	85,  // 68: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
-	85,  // 69: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
+	102, // 68: fence.v1.AuthTokenInfo.created_at:type_name -> google.protobuf.Duration
+	102, // 69: fence.v1.AuthTokenInfo.expires_at:type_name -> google.protobuf.Duration
 	60,  // 70: fence.v1.ListTokensResponse.tokens:type_name -> fence.v1.AuthTokenInfo
 	71,  // 71: fence.v1.ListRolesResponse.roles:type_name -> fence.v1.RoleInfo
 	49,  // 72: fence.v1.RoleInfo.quota:type_name -> fence.v1.RoleQuota
 	74,  // 73: fence.v1.ListKeysResponse.keys:type_name -> fence.v1.SigningKeyInfo
-	85,  // 74: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
+	102, // 74: fence.v1.SigningKeyInfo.added_at:type_name -> google.protobuf.Duration
 	81,  // 75: fence.v1.WatchEvent.state:type_name -> fence.v1.WatchState
 	84,  // 76: fence.v1.WatchEvent.change:type_name -> fence.v1.LockChange
 	82,  // 77: fence.v1.WatchState.locks:type_name -> fence.v1.WatchLock
 	83,  // 78: fence.v1.WatchLock.holders:type_name -> fence.v1.WatchHolder
-	85,  // 79: fence.v1.WatchHolder.remaining:type_name -> google.protobuf.Duration
-	85,  // 80: fence.v1.LockChange.ttl:type_name -> google.protobuf.Duration
-	12,  // 81: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
-	14,  // 82: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
-	16,  // 83: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
-	18,  // 84: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
-	20,  // 85: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
-	79,  // 86: fence.v1.LockService.Watch:input_type -> fence.v1.WatchRequest
-	24,  // 87: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
-	26,  // 88: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
-	28,  // 89: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
-	30,  // 90: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
-	2,   // 91: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
-	4,   // 92: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
-	6,   // 93: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
-	8,   // 94: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
-	33,  // 95: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
-	36,  // 96: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
-	38,  // 97: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
-	40,  // 98: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
-	42,  // 99: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
-	44,  // 100: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
-	52,  // 101: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
-	54,  // 102: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
-	56,  // 103: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
-	58,  // 104: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
-	61,  // 105: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
-	63,  // 106: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
-	65,  // 107: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
-	67,  // 108: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
-	69,  // 109: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
-	50,  // 110: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
-	47,  // 111: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
-	72,  // 112: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
-	75,  // 113: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
-	77,  // 114: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
-	13,  // 115: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
-	15,  // 116: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
-	17,  // 117: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
-	19,  // 118: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
-	21,  // 119: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
-	80,  // 120: fence.v1.LockService.Watch:output_type -> fence.v1.WatchEvent
-	25,  // 121: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
-	27,  // 122: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
-	29,  // 123: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
-	31,  // 124: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
-	3,   // 125: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
-	5,   // 126: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
-	7,   // 127: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
-	9,   // 128: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
-	34,  // 129: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
-	37,  // 130: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
-	39,  // 131: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
-	41,  // 132: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
-	43,  // 133: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
-	45,  // 134: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
-	53,  // 135: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
-	55,  // 136: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
-	57,  // 137: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
-	59,  // 138: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
-	62,  // 139: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
-	64,  // 140: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
-	66,  // 141: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
-	68,  // 142: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
-	70,  // 143: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
-	51,  // 144: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
-	48,  // 145: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
-	73,  // 146: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
-	76,  // 147: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
-	78,  // 148: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
-	115, // [115:149] is the sub-list for method output_type
-	81,  // [81:115] is the sub-list for method input_type
-	81,  // [81:81] is the sub-list for extension type_name
-	81,  // [81:81] is the sub-list for extension extendee
-	0,   // [0:81] is the sub-list for field type_name
+	102, // 79: fence.v1.WatchHolder.remaining:type_name -> google.protobuf.Duration
+	102, // 80: fence.v1.LockChange.ttl:type_name -> google.protobuf.Duration
+	87,  // 81: fence.v1.WhoAmIResponse.permissions:type_name -> fence.v1.PrefixPermissions
+	90,  // 82: fence.v1.ListSessionsResponse.sessions:type_name -> fence.v1.OperatorSession
+	91,  // 83: fence.v1.OperatorSession.leases:type_name -> fence.v1.SessionLease
+	94,  // 84: fence.v1.LockStoryResponse.events:type_name -> fence.v1.StoryEvent
+	97,  // 85: fence.v1.ActivityResponse.points:type_name -> fence.v1.ActivityPoint
+	98,  // 86: fence.v1.ActivityPoint.refusals:type_name -> fence.v1.ReasonCount
+	101, // 87: fence.v1.ClusterOverviewResponse.members:type_name -> fence.v1.MemberOverview
+	12,  // 88: fence.v1.LockService.Acquire:input_type -> fence.v1.AcquireRequest
+	14,  // 89: fence.v1.LockService.Renew:input_type -> fence.v1.RenewRequest
+	16,  // 90: fence.v1.LockService.Release:input_type -> fence.v1.ReleaseRequest
+	18,  // 91: fence.v1.LockService.Get:input_type -> fence.v1.GetRequest
+	20,  // 92: fence.v1.LockService.List:input_type -> fence.v1.ListRequest
+	79,  // 93: fence.v1.LockService.Watch:input_type -> fence.v1.WatchRequest
+	24,  // 94: fence.v1.ResourceService.Write:input_type -> fence.v1.WriteRequest
+	26,  // 95: fence.v1.ResourceService.Add:input_type -> fence.v1.AddRequest
+	28,  // 96: fence.v1.ResourceService.Read:input_type -> fence.v1.ReadRequest
+	30,  // 97: fence.v1.ResourceService.Delete:input_type -> fence.v1.DeleteRequest
+	2,   // 98: fence.v1.SessionService.Open:input_type -> fence.v1.OpenSessionRequest
+	4,   // 99: fence.v1.SessionService.KeepAlive:input_type -> fence.v1.KeepAliveRequest
+	6,   // 100: fence.v1.SessionService.Close:input_type -> fence.v1.CloseSessionRequest
+	8,   // 101: fence.v1.SessionService.Stream:input_type -> fence.v1.SessionRequest
+	33,  // 102: fence.v1.ClusterService.Members:input_type -> fence.v1.MembersRequest
+	36,  // 103: fence.v1.ClusterService.AddMember:input_type -> fence.v1.AddMemberRequest
+	38,  // 104: fence.v1.ClusterService.RemoveMember:input_type -> fence.v1.RemoveMemberRequest
+	40,  // 105: fence.v1.ClusterService.TransferLeadership:input_type -> fence.v1.TransferLeadershipRequest
+	42,  // 106: fence.v1.ClusterService.NodeStatus:input_type -> fence.v1.NodeStatusRequest
+	44,  // 107: fence.v1.MaintenanceService.Backup:input_type -> fence.v1.BackupRequest
+	52,  // 108: fence.v1.AuthService.Bootstrap:input_type -> fence.v1.AuthBootstrapRequest
+	54,  // 109: fence.v1.AuthService.SetEnabled:input_type -> fence.v1.AuthSetEnabledRequest
+	56,  // 110: fence.v1.AuthService.Status:input_type -> fence.v1.AuthStatusRequest
+	58,  // 111: fence.v1.AuthService.CreateToken:input_type -> fence.v1.CreateTokenRequest
+	61,  // 112: fence.v1.AuthService.ListTokens:input_type -> fence.v1.ListTokensRequest
+	63,  // 113: fence.v1.AuthService.RevokeToken:input_type -> fence.v1.RevokeTokenRequest
+	65,  // 114: fence.v1.AuthService.GrantRole:input_type -> fence.v1.GrantRoleRequest
+	67,  // 115: fence.v1.AuthService.RevokeRole:input_type -> fence.v1.RevokeRoleRequest
+	69,  // 116: fence.v1.AuthService.ListRoles:input_type -> fence.v1.ListRolesRequest
+	50,  // 117: fence.v1.AuthService.BindRole:input_type -> fence.v1.BindRoleRequest
+	47,  // 118: fence.v1.AuthService.SetRoleQuota:input_type -> fence.v1.SetRoleQuotaRequest
+	72,  // 119: fence.v1.KeyService.ListKeys:input_type -> fence.v1.ListKeysRequest
+	75,  // 120: fence.v1.KeyService.RotateKey:input_type -> fence.v1.RotateKeyRequest
+	77,  // 121: fence.v1.KeyService.RetireKey:input_type -> fence.v1.RetireKeyRequest
+	85,  // 122: fence.v1.OperatorService.WhoAmI:input_type -> fence.v1.WhoAmIRequest
+	88,  // 123: fence.v1.OperatorService.ListSessions:input_type -> fence.v1.ListSessionsRequest
+	92,  // 124: fence.v1.OperatorService.LockStory:input_type -> fence.v1.LockStoryRequest
+	95,  // 125: fence.v1.OperatorService.Activity:input_type -> fence.v1.ActivityRequest
+	99,  // 126: fence.v1.OperatorService.ClusterOverview:input_type -> fence.v1.ClusterOverviewRequest
+	13,  // 127: fence.v1.LockService.Acquire:output_type -> fence.v1.AcquireResponse
+	15,  // 128: fence.v1.LockService.Renew:output_type -> fence.v1.RenewResponse
+	17,  // 129: fence.v1.LockService.Release:output_type -> fence.v1.ReleaseResponse
+	19,  // 130: fence.v1.LockService.Get:output_type -> fence.v1.GetResponse
+	21,  // 131: fence.v1.LockService.List:output_type -> fence.v1.ListResponse
+	80,  // 132: fence.v1.LockService.Watch:output_type -> fence.v1.WatchEvent
+	25,  // 133: fence.v1.ResourceService.Write:output_type -> fence.v1.WriteResponse
+	27,  // 134: fence.v1.ResourceService.Add:output_type -> fence.v1.AddResponse
+	29,  // 135: fence.v1.ResourceService.Read:output_type -> fence.v1.ReadResponse
+	31,  // 136: fence.v1.ResourceService.Delete:output_type -> fence.v1.DeleteResponse
+	3,   // 137: fence.v1.SessionService.Open:output_type -> fence.v1.OpenSessionResponse
+	5,   // 138: fence.v1.SessionService.KeepAlive:output_type -> fence.v1.KeepAliveResponse
+	7,   // 139: fence.v1.SessionService.Close:output_type -> fence.v1.CloseSessionResponse
+	9,   // 140: fence.v1.SessionService.Stream:output_type -> fence.v1.SessionReply
+	34,  // 141: fence.v1.ClusterService.Members:output_type -> fence.v1.MembersResponse
+	37,  // 142: fence.v1.ClusterService.AddMember:output_type -> fence.v1.AddMemberResponse
+	39,  // 143: fence.v1.ClusterService.RemoveMember:output_type -> fence.v1.RemoveMemberResponse
+	41,  // 144: fence.v1.ClusterService.TransferLeadership:output_type -> fence.v1.TransferLeadershipResponse
+	43,  // 145: fence.v1.ClusterService.NodeStatus:output_type -> fence.v1.NodeStatusResponse
+	45,  // 146: fence.v1.MaintenanceService.Backup:output_type -> fence.v1.BackupResponse
+	53,  // 147: fence.v1.AuthService.Bootstrap:output_type -> fence.v1.AuthBootstrapResponse
+	55,  // 148: fence.v1.AuthService.SetEnabled:output_type -> fence.v1.AuthSetEnabledResponse
+	57,  // 149: fence.v1.AuthService.Status:output_type -> fence.v1.AuthStatusResponse
+	59,  // 150: fence.v1.AuthService.CreateToken:output_type -> fence.v1.CreateTokenResponse
+	62,  // 151: fence.v1.AuthService.ListTokens:output_type -> fence.v1.ListTokensResponse
+	64,  // 152: fence.v1.AuthService.RevokeToken:output_type -> fence.v1.RevokeTokenResponse
+	66,  // 153: fence.v1.AuthService.GrantRole:output_type -> fence.v1.GrantRoleResponse
+	68,  // 154: fence.v1.AuthService.RevokeRole:output_type -> fence.v1.RevokeRoleResponse
+	70,  // 155: fence.v1.AuthService.ListRoles:output_type -> fence.v1.ListRolesResponse
+	51,  // 156: fence.v1.AuthService.BindRole:output_type -> fence.v1.BindRoleResponse
+	48,  // 157: fence.v1.AuthService.SetRoleQuota:output_type -> fence.v1.SetRoleQuotaResponse
+	73,  // 158: fence.v1.KeyService.ListKeys:output_type -> fence.v1.ListKeysResponse
+	76,  // 159: fence.v1.KeyService.RotateKey:output_type -> fence.v1.RotateKeyResponse
+	78,  // 160: fence.v1.KeyService.RetireKey:output_type -> fence.v1.RetireKeyResponse
+	86,  // 161: fence.v1.OperatorService.WhoAmI:output_type -> fence.v1.WhoAmIResponse
+	89,  // 162: fence.v1.OperatorService.ListSessions:output_type -> fence.v1.ListSessionsResponse
+	93,  // 163: fence.v1.OperatorService.LockStory:output_type -> fence.v1.LockStoryResponse
+	96,  // 164: fence.v1.OperatorService.Activity:output_type -> fence.v1.ActivityResponse
+	100, // 165: fence.v1.OperatorService.ClusterOverview:output_type -> fence.v1.ClusterOverviewResponse
+	127, // [127:166] is the sub-list for method output_type
+	88,  // [88:127] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -6788,9 +8072,9 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   85,
+			NumMessages:   102,
 			NumExtensions: 0,
-			NumServices:   7,
+			NumServices:   8,
 		},
 		GoTypes:           file_fence_v1_fence_proto_goTypes,
 		DependencyIndexes: file_fence_v1_fence_proto_depIdxs,

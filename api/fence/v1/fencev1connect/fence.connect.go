@@ -55,6 +55,8 @@ const (
 	AuthServiceName = "fence.v1.AuthService"
 	// KeyServiceName is the fully-qualified name of the KeyService service.
 	KeyServiceName = "fence.v1.KeyService"
+	// OperatorServiceName is the fully-qualified name of the OperatorService service.
+	OperatorServiceName = "fence.v1.OperatorService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -140,6 +142,20 @@ const (
 	KeyServiceRotateKeyProcedure = "/fence.v1.KeyService/RotateKey"
 	// KeyServiceRetireKeyProcedure is the fully-qualified name of the KeyService's RetireKey RPC.
 	KeyServiceRetireKeyProcedure = "/fence.v1.KeyService/RetireKey"
+	// OperatorServiceWhoAmIProcedure is the fully-qualified name of the OperatorService's WhoAmI RPC.
+	OperatorServiceWhoAmIProcedure = "/fence.v1.OperatorService/WhoAmI"
+	// OperatorServiceListSessionsProcedure is the fully-qualified name of the OperatorService's
+	// ListSessions RPC.
+	OperatorServiceListSessionsProcedure = "/fence.v1.OperatorService/ListSessions"
+	// OperatorServiceLockStoryProcedure is the fully-qualified name of the OperatorService's LockStory
+	// RPC.
+	OperatorServiceLockStoryProcedure = "/fence.v1.OperatorService/LockStory"
+	// OperatorServiceActivityProcedure is the fully-qualified name of the OperatorService's Activity
+	// RPC.
+	OperatorServiceActivityProcedure = "/fence.v1.OperatorService/Activity"
+	// OperatorServiceClusterOverviewProcedure is the fully-qualified name of the OperatorService's
+	// ClusterOverview RPC.
+	OperatorServiceClusterOverviewProcedure = "/fence.v1.OperatorService/ClusterOverview"
 )
 
 // LockServiceClient is a client for the fence.v1.LockService service.
@@ -1494,4 +1510,208 @@ func (UnimplementedKeyServiceHandler) RotateKey(context.Context, *connect.Reques
 
 func (UnimplementedKeyServiceHandler) RetireKey(context.Context, *connect.Request[v1.RetireKeyRequest]) (*connect.Response[v1.RetireKeyResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.KeyService.RetireKey is not implemented"))
+}
+
+// OperatorServiceClient is a client for the fence.v1.OperatorService service.
+type OperatorServiceClient interface {
+	// WhoAmI says who the caller is and what it may do, so the page shows
+	// only what it can act on. Any caller (checking off: an anonymous admin).
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// ListSessions lists the live sessions by id, a page at a time: an admin
+	// sees every session; another principal only its own. A session's leases
+	// are listed where the caller may read the lock's name; the others are
+	// counted in hidden_leases.
+	ListSessions(context.Context, *connect.Request[v1.ListSessionsRequest]) (*connect.Response[v1.ListSessionsResponse], error)
+	// LockStory is the recent history of one lock as this node applied it:
+	// grants, hand-offs to waiters, releases, expiries, and the built-in
+	// store's accepted writes and refusals of stale tokens on the resource of
+	// the same name. Needs read on the name.
+	LockStory(context.Context, *connect.Request[v1.LockStoryRequest]) (*connect.Response[v1.LockStoryResponse], error)
+	// Activity is this node's activity over the last 15 minutes, in 5 s
+	// steps. Any authenticated caller.
+	Activity(context.Context, *connect.Request[v1.ActivityRequest]) (*connect.Response[v1.ActivityResponse], error)
+	// ClusterOverview is every member's status in one call, each member
+	// asked with a short timeout (one that does not answer in time is
+	// healthy false with its error). Admin.
+	ClusterOverview(context.Context, *connect.Request[v1.ClusterOverviewRequest]) (*connect.Response[v1.ClusterOverviewResponse], error)
+}
+
+// NewOperatorServiceClient constructs a client for the fence.v1.OperatorService service. By
+// default, it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses,
+// and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the
+// connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewOperatorServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) OperatorServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	operatorServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("OperatorService").Methods()
+	return &operatorServiceClient{
+		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
+			httpClient,
+			baseURL+OperatorServiceWhoAmIProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("WhoAmI")),
+			connect.WithClientOptions(opts...),
+		),
+		listSessions: connect.NewClient[v1.ListSessionsRequest, v1.ListSessionsResponse](
+			httpClient,
+			baseURL+OperatorServiceListSessionsProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("ListSessions")),
+			connect.WithClientOptions(opts...),
+		),
+		lockStory: connect.NewClient[v1.LockStoryRequest, v1.LockStoryResponse](
+			httpClient,
+			baseURL+OperatorServiceLockStoryProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("LockStory")),
+			connect.WithClientOptions(opts...),
+		),
+		activity: connect.NewClient[v1.ActivityRequest, v1.ActivityResponse](
+			httpClient,
+			baseURL+OperatorServiceActivityProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("Activity")),
+			connect.WithClientOptions(opts...),
+		),
+		clusterOverview: connect.NewClient[v1.ClusterOverviewRequest, v1.ClusterOverviewResponse](
+			httpClient,
+			baseURL+OperatorServiceClusterOverviewProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("ClusterOverview")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// operatorServiceClient implements OperatorServiceClient.
+type operatorServiceClient struct {
+	whoAmI          *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
+	listSessions    *connect.Client[v1.ListSessionsRequest, v1.ListSessionsResponse]
+	lockStory       *connect.Client[v1.LockStoryRequest, v1.LockStoryResponse]
+	activity        *connect.Client[v1.ActivityRequest, v1.ActivityResponse]
+	clusterOverview *connect.Client[v1.ClusterOverviewRequest, v1.ClusterOverviewResponse]
+}
+
+// WhoAmI calls fence.v1.OperatorService.WhoAmI.
+func (c *operatorServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return c.whoAmI.CallUnary(ctx, req)
+}
+
+// ListSessions calls fence.v1.OperatorService.ListSessions.
+func (c *operatorServiceClient) ListSessions(ctx context.Context, req *connect.Request[v1.ListSessionsRequest]) (*connect.Response[v1.ListSessionsResponse], error) {
+	return c.listSessions.CallUnary(ctx, req)
+}
+
+// LockStory calls fence.v1.OperatorService.LockStory.
+func (c *operatorServiceClient) LockStory(ctx context.Context, req *connect.Request[v1.LockStoryRequest]) (*connect.Response[v1.LockStoryResponse], error) {
+	return c.lockStory.CallUnary(ctx, req)
+}
+
+// Activity calls fence.v1.OperatorService.Activity.
+func (c *operatorServiceClient) Activity(ctx context.Context, req *connect.Request[v1.ActivityRequest]) (*connect.Response[v1.ActivityResponse], error) {
+	return c.activity.CallUnary(ctx, req)
+}
+
+// ClusterOverview calls fence.v1.OperatorService.ClusterOverview.
+func (c *operatorServiceClient) ClusterOverview(ctx context.Context, req *connect.Request[v1.ClusterOverviewRequest]) (*connect.Response[v1.ClusterOverviewResponse], error) {
+	return c.clusterOverview.CallUnary(ctx, req)
+}
+
+// OperatorServiceHandler is an implementation of the fence.v1.OperatorService service.
+type OperatorServiceHandler interface {
+	// WhoAmI says who the caller is and what it may do, so the page shows
+	// only what it can act on. Any caller (checking off: an anonymous admin).
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// ListSessions lists the live sessions by id, a page at a time: an admin
+	// sees every session; another principal only its own. A session's leases
+	// are listed where the caller may read the lock's name; the others are
+	// counted in hidden_leases.
+	ListSessions(context.Context, *connect.Request[v1.ListSessionsRequest]) (*connect.Response[v1.ListSessionsResponse], error)
+	// LockStory is the recent history of one lock as this node applied it:
+	// grants, hand-offs to waiters, releases, expiries, and the built-in
+	// store's accepted writes and refusals of stale tokens on the resource of
+	// the same name. Needs read on the name.
+	LockStory(context.Context, *connect.Request[v1.LockStoryRequest]) (*connect.Response[v1.LockStoryResponse], error)
+	// Activity is this node's activity over the last 15 minutes, in 5 s
+	// steps. Any authenticated caller.
+	Activity(context.Context, *connect.Request[v1.ActivityRequest]) (*connect.Response[v1.ActivityResponse], error)
+	// ClusterOverview is every member's status in one call, each member
+	// asked with a short timeout (one that does not answer in time is
+	// healthy false with its error). Admin.
+	ClusterOverview(context.Context, *connect.Request[v1.ClusterOverviewRequest]) (*connect.Response[v1.ClusterOverviewResponse], error)
+}
+
+// NewOperatorServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	operatorServiceMethods := v1.File_fence_v1_fence_proto.Services().ByName("OperatorService").Methods()
+	operatorServiceWhoAmIHandler := connect.NewUnaryHandler(
+		OperatorServiceWhoAmIProcedure,
+		svc.WhoAmI,
+		connect.WithSchema(operatorServiceMethods.ByName("WhoAmI")),
+		connect.WithHandlerOptions(opts...),
+	)
+	operatorServiceListSessionsHandler := connect.NewUnaryHandler(
+		OperatorServiceListSessionsProcedure,
+		svc.ListSessions,
+		connect.WithSchema(operatorServiceMethods.ByName("ListSessions")),
+		connect.WithHandlerOptions(opts...),
+	)
+	operatorServiceLockStoryHandler := connect.NewUnaryHandler(
+		OperatorServiceLockStoryProcedure,
+		svc.LockStory,
+		connect.WithSchema(operatorServiceMethods.ByName("LockStory")),
+		connect.WithHandlerOptions(opts...),
+	)
+	operatorServiceActivityHandler := connect.NewUnaryHandler(
+		OperatorServiceActivityProcedure,
+		svc.Activity,
+		connect.WithSchema(operatorServiceMethods.ByName("Activity")),
+		connect.WithHandlerOptions(opts...),
+	)
+	operatorServiceClusterOverviewHandler := connect.NewUnaryHandler(
+		OperatorServiceClusterOverviewProcedure,
+		svc.ClusterOverview,
+		connect.WithSchema(operatorServiceMethods.ByName("ClusterOverview")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/fence.v1.OperatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case OperatorServiceWhoAmIProcedure:
+			operatorServiceWhoAmIHandler.ServeHTTP(w, r)
+		case OperatorServiceListSessionsProcedure:
+			operatorServiceListSessionsHandler.ServeHTTP(w, r)
+		case OperatorServiceLockStoryProcedure:
+			operatorServiceLockStoryHandler.ServeHTTP(w, r)
+		case OperatorServiceActivityProcedure:
+			operatorServiceActivityHandler.ServeHTTP(w, r)
+		case OperatorServiceClusterOverviewProcedure:
+			operatorServiceClusterOverviewHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedOperatorServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedOperatorServiceHandler struct{}
+
+func (UnimplementedOperatorServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.OperatorService.WhoAmI is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) ListSessions(context.Context, *connect.Request[v1.ListSessionsRequest]) (*connect.Response[v1.ListSessionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.OperatorService.ListSessions is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) LockStory(context.Context, *connect.Request[v1.LockStoryRequest]) (*connect.Response[v1.LockStoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.OperatorService.LockStory is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) Activity(context.Context, *connect.Request[v1.ActivityRequest]) (*connect.Response[v1.ActivityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.OperatorService.Activity is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) ClusterOverview(context.Context, *connect.Request[v1.ClusterOverviewRequest]) (*connect.Response[v1.ClusterOverviewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fence.v1.OperatorService.ClusterOverview is not implemented"))
 }
