@@ -221,6 +221,13 @@ var authRPCs = []rpc{
 	{fencev1connect.AuthServiceSetRoleQuotaProcedure, "admin", func(_ *authFixture, _ string, n int) string {
 		return fmt.Sprintf(`{"role":"reader","quota":{"sessions":%d}}`, n+1)
 	}},
+	// The operator view: who am I, sessions (filtered) and activity for
+	// any caller; a lock's story needs read on it; the cluster an admin.
+	{fencev1connect.OperatorServiceWhoAmIProcedure, "", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.OperatorServiceListSessionsProcedure, "", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.OperatorServiceActivityProcedure, "", func(*authFixture, string, int) string { return `{}` }},
+	{fencev1connect.OperatorServiceLockStoryProcedure, "read", func(*authFixture, string, int) string { return `{"name":"jobs/a"}` }},
+	{fencev1connect.OperatorServiceClusterOverviewProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
 	{healthCheckProcedure, "open", func(*authFixture, string, int) string { return `{}` }},
 }
 
