@@ -59,7 +59,7 @@ func (m *Machine) SessionsPage(principal string, after uint64, limit int, now in
 			SinceKeepAlive: time.Duration(max(now-(s.expiresAt-int64(s.ttl)), 0)),
 			Remaining:      time.Duration(max(s.expiresAt-now, 0))}
 		for _, g := range s.leases {
-			for _, p := range g.parts {
+			for _, p := range g.parts() {
 				v.Leases = append(v.Leases, SessionLease{Name: p.l.name, Token: g.token, Mode: p.mode, Owner: g.owner})
 			}
 		}
