@@ -122,6 +122,7 @@ func testSessionLeavesNode(t *testing.T, lean bool, stop func(*harness.Server) e
 		}
 	}
 
+	stoppedAt := time.Now()
 	if err := stop(stopped); err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +140,8 @@ func testSessionLeavesNode(t *testing.T, lean bool, stop func(*harness.Server) e
 	if r.err != nil {
 		t.Fatalf("A's waiting acquire: %v", r.err)
 	}
+	// Said, not asserted: how long the grant waited for A to leave the node.
+	t.Logf("granted through %s %v after %s stopped (session TTL %v)", a.Endpoint(), time.Since(stoppedAt).Round(time.Millisecond), stopped.ID(), stalledTTL)
 	if r.l.Token() <= bl.Token() {
 		t.Errorf("A's grant has token %d, not above B's %d", r.l.Token(), bl.Token())
 	}
