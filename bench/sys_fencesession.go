@@ -26,10 +26,10 @@ func (fenceSession) Open(ctx context.Context, addr string, workers int) (Client,
 	return &fenceSessionClient{addr: addr, clients: map[int]*client.Client{}, scheme: "http"}, nil
 }
 
-// EndpointsInOrder (-fence-in-order) gives the session systems' Clients
+// EndpointsInOrder (-fence-in-order) gives the Fence systems' Clients
 // client.WithEndpointsInOrder: every Client starts at the first endpoint
 // (the leader, or a follower with -via-follower) instead of the client's
-// spread over the nodes.
+// own choice (the leader it finds).
 var EndpointsInOrder bool
 
 type fenceSessionClient struct {
