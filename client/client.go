@@ -29,7 +29,10 @@ type Client struct {
 	// sought: the Client has looked for the leader (seekLeader) before
 	// its first call.
 	sought atomic.Bool
-	sess   *session // nil with WithoutSession
+	// noStatus: an endpoint refused NodeStatus (authentication on, no
+	// admin token); the Client no longer looks for the leader.
+	noStatus atomic.Bool
+	sess     *session // nil with WithoutSession
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}

@@ -55,7 +55,7 @@ const leaderAskTimeout = time.Second
 // and leaves the Client where it is when no endpoint says it leads within
 // limit (at most leaderAskTimeout) or ctx.
 func (c *Client) seekLeader(ctx context.Context, limit time.Duration) {
-	if len(c.endpoints) <= 1 || c.cfg.inOrder {
+	if len(c.endpoints) <= 1 || c.cfg.inOrder || c.noStatus.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(limit, leaderAskTimeout, c.cfg.attemptTimeout))
@@ -67,6 +67,12 @@ func (c *Client) seekLeader(ctx context.Context, limit time.Duration) {
 			if err == nil && r.Msg.GetRole() == "leader" {
 				found <- ep.idx
 				return
+			}
+			switch connect.CodeOf(err) {
+			case connect.CodePermissionDenied, connect.CodeUnauthenticated, connect.CodeUnimplemented:
+				// Not for this Client (NodeStatus needs an admin token
+				// under authentication): do not ask again.
+				c.noStatus.Store(true)
 			}
 			found <- -1
 		}()
