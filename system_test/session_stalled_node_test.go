@@ -21,22 +21,34 @@ import (
 // another one when the lock is released (its retry keeps its seq: one
 // wait, one grant). Over the Connect stream and over the lean port.
 func TestSessionLeavesStoppedNode(t *testing.T) {
-	testSessionLeavesNode(t, false, func(s *harness.Server) error { return s.Signal(syscall.SIGSTOP) })
+	testSessionLeavesNode(t, false, false, sigstop)
 }
 
 func TestSessionLeavesStoppedNodeLean(t *testing.T) {
-	testSessionLeavesNode(t, true, func(s *harness.Server) error { return s.Signal(syscall.SIGSTOP) })
+	testSessionLeavesNode(t, true, false, sigstop)
 }
 
 func TestSessionLeavesKilledNode(t *testing.T) {
-	testSessionLeavesNode(t, false, func(s *harness.Server) error { return s.Kill() })
+	testSessionLeavesNode(t, false, false, func(s *harness.Server) error { return s.Kill() })
 }
+
+// The node holding the session is the leader, where Clients put their
+// sessions: it stops, another is elected, and the session, its lease and
+// its waiting acquire carry on there.
+func TestSessionLeavesStoppedLeader(t *testing.T) {
+	testSessionLeavesNode(t, false, true, sigstop)
+}
+
+func sigstop(s *harness.Server) error { return s.Signal(syscall.SIGSTOP) }
 
 // stalledTTL is the session TTL of these tests: the stopped node is
 // noticed a third of it after the keepalive it did not answer was sent.
 const stalledTTL = 9 * time.Second
 
-func testSessionLeavesNode(t *testing.T, lean bool, stop func(*harness.Server) error) {
+// testSessionLeavesNode stops (stop) the node that holds A's session: a
+// follower listed first with WithEndpointsInOrder, or with onLeader the
+// leader, where A's Client goes by itself.
+func testSessionLeavesNode(t *testing.T, lean, onLeader bool, stop func(*harness.Server) error) {
 	cfg := clusterConfig(3)
 	leanAddr := map[string]string{}
 	if lean {
@@ -55,7 +67,7 @@ func testSessionLeavesNode(t *testing.T, lean bool, stop func(*harness.Server) e
 	defer cancel()
 
 	// A's session sits on a follower (listed first, in order), the node
-	// that will stop.
+	// that will stop; or on the leader, listed last.
 	var order []*harness.Server
 	for _, n := range c.Nodes() {
 		if n != leader {
@@ -64,12 +76,18 @@ func testSessionLeavesNode(t *testing.T, lean bool, stop func(*harness.Server) e
 	}
 	order = append(order, leader)
 	stopped := order[0]
+	if onLeader {
+		stopped = leader
+	}
 	var urls, leans []string
 	for _, n := range order {
 		urls = append(urls, n.URL())
 		leans = append(leans, leanAddr[n.ID()])
 	}
-	opts := []client.Option{client.WithEndpointsInOrder(), client.WithSessionTTL(stalledTTL)}
+	opts := []client.Option{client.WithSessionTTL(stalledTTL)}
+	if !onLeader {
+		opts = append(opts, client.WithEndpointsInOrder())
+	}
 	if lean {
 		opts = append(opts, client.WithLeanSessions(leans...))
 	}
@@ -78,8 +96,9 @@ func testSessionLeavesNode(t *testing.T, lean bool, stop func(*harness.Server) e
 		t.Fatal(err)
 	}
 	defer a.Close()
-	// B holds the lock A will wait for; it talks to the leader only.
-	b, err := client.New(leader.URL(), client.WithSessionTTL(time.Minute))
+	// B holds the lock A will wait for; it talks to the leader, and
+	// follows it when it stops.
+	b, err := client.New(strings.Join(urls, ","), client.WithSessionTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +110,7 @@ func testSessionLeavesNode(t *testing.T, lean bool, stop func(*harness.Server) e
 	}
 	sid := a.SessionID()
 	if a.Endpoint() != stopped.URL() {
-		t.Fatalf("A uses %s, want the follower %s", a.Endpoint(), stopped.URL())
+		t.Fatalf("A uses %s, want %s (%s)", a.Endpoint(), stopped.URL(), stopped.ID())
 	}
 	bl, err := b.Acquire(ctx, "stall/wait")
 	if err != nil {
