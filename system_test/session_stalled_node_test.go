@@ -32,6 +32,10 @@ func TestSessionLeavesKilledNode(t *testing.T) {
 	testSessionLeavesNode(t, false, false, func(s *harness.Server) error { return s.Kill() })
 }
 
+func TestSessionLeavesKilledNodeLean(t *testing.T) {
+	testSessionLeavesNode(t, true, false, func(s *harness.Server) error { return s.Kill() })
+}
+
 // The node holding the session is the leader, where Clients put their
 // sessions: it stops, another is elected, and the session, its lease and
 // its waiting acquire carry on there.
