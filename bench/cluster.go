@@ -284,6 +284,40 @@ func freePorts(n int) ([]int, error) {
 // serve (a leader is known and the node has applied what it knew
 // committed).
 func StartFenceCluster(bin, tmp string, n int, extra []string) (*Cluster, error) {
+	return startFenceCluster(bin, tmp, n, extra, nil)
+}
+
+// StartFenceLeanCluster is StartFenceCluster with every node's lean
+// session port (--session-addr) on a free loopback port, named in
+// $FENCEBENCH_LEAN_ADDRS as API=LEAN pairs (fence-lean's clients map each
+// endpoint to its node's lean port with it).
+func StartFenceLeanCluster(bin, tmp string, n int, extra []string) (*Cluster, error) {
+	ports, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	lean := map[string]string{}
+	c, err := startFenceCluster(bin, tmp, n, extra, func(id string) []string {
+		i, _ := strconv.Atoi(strings.TrimPrefix(id, "fence-"))
+		a := fmt.Sprintf("127.0.0.1:%d", ports[(i-1)%n])
+		lean[id] = a
+		return []string{"--session-addr", a}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var pairs []string
+	for i, a := range c.Addrs {
+		pairs = append(pairs, a+"="+lean[c.IDs[i]])
+	}
+	if err := os.Setenv(LeanAddrsEnv, strings.Join(pairs, ",")); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func startFenceCluster(bin, tmp string, n int, extra []string, nodeArgs func(id string) []string) (*Cluster, error) {
 	dir, err := os.MkdirTemp(tmp, "fence-cluster-")
 	if err != nil {
 		return nil, err
@@ -292,7 +326,7 @@ func StartFenceCluster(bin, tmp string, n int, extra []string) (*Cluster, error)
 	defer cancel()
 	hc, err := harness.StartCluster(ctx, harness.ClusterConfig{N: n, Bin: bin, Dir: dir, LogDir: dir, LogLimit: 64 << 10,
 		Args: append([]string{"--max-locks", "0", "--max-waiters", "0", "--max-waiters-per-lock", "0",
-			"--max-ids", "4000000", "--min-id-retention", "1s", "--max-conns", "16384"}, extra...)})
+			"--max-ids", "4000000", "--min-id-retention", "1s", "--max-conns", "16384"}, extra...), NodeArgs: nodeArgs})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -359,6 +393,8 @@ func (c *Config) startCluster(kind string) (cl *Cluster, err error) {
 	switch kind {
 	case "fence":
 		cl, err = StartFenceCluster(c.FenceBin, c.Tmp, c.Cluster, c.ClusterFlags.Fence)
+	case "fence-lean":
+		cl, err = StartFenceLeanCluster(c.FenceBin, c.Tmp, c.Cluster, c.ClusterFlags.Fence)
 	case "etcd":
 		cl, err = StartEtcdCluster(c.EtcdBin, c.Tmp, c.Cluster, c.ClusterFlags.Etcd)
 	default:
@@ -379,7 +415,9 @@ func (c *Config) startCluster(kind string) (cl *Cluster, err error) {
 
 // Clusterable reports whether the runner can run s against a cluster
 // (Redis: no; its replication is asynchronous and it has no consensus).
-func Clusterable(s System) bool { return s.Server() == "fence" || s.Server() == "etcd" }
+func Clusterable(s System) bool {
+	return s.Server() == "fence" || s.Server() == "fence-lean" || s.Server() == "etcd"
+}
 
 // perf returns the profiler of the run named name (nil without PerfDir):
 // `perf record -e cpu-clock -g` of pid for dur, in the background, into

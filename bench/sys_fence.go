@@ -35,6 +35,9 @@ func (fenceUnary) Open(ctx context.Context, addr string, workers int) (Client, e
 	if workers > manyWorkers {
 		opts = append(opts, client.WithProtocol(client.ProtocolGRPC))
 	}
+	if EndpointsInOrder {
+		opts = append(opts, client.WithEndpointsInOrder())
+	}
 	c, err := client.New(fenceURLs(addr), opts...)
 	if err != nil {
 		return nil, err

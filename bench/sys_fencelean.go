@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/fenceworks/fence/client"
 )
@@ -27,13 +28,35 @@ func (fenceLean) Fenced() bool   { return true }
 // session port (set by StartFenceLean, inherited by the runner's children).
 const LeanEnv = "FENCEBENCH_LEAN_ADDR"
 
+// LeanAddrsEnv names the variable that maps a fence-lean cluster's API
+// addresses to its nodes' lean session ports (API=LEAN,…; set by
+// StartFenceLeanCluster).
+const LeanAddrsEnv = "FENCEBENCH_LEAN_ADDRS"
+
 func (fenceLean) Open(ctx context.Context, addr string, workers int) (Client, error) {
-	lean := os.Getenv(LeanEnv)
-	if lean == "" {
-		return nil, fmt.Errorf("fence-lean: $%s is not set (StartFenceLean sets it)", LeanEnv)
+	var leans []string
+	if !strings.Contains(addr, ",") {
+		lean := os.Getenv(LeanEnv)
+		if lean == "" {
+			return nil, fmt.Errorf("fence-lean: $%s is not set (StartFenceLean sets it)", LeanEnv)
+		}
+		leans = []string{lean}
+	} else {
+		m := map[string]string{}
+		for _, p := range strings.Split(os.Getenv(LeanAddrsEnv), ",") {
+			if a, l, ok := strings.Cut(p, "="); ok {
+				m[a] = l
+			}
+		}
+		for _, a := range strings.Split(addr, ",") {
+			if m[a] == "" {
+				return nil, fmt.Errorf("fence-lean: no lean port for %s in $%s (StartFenceLeanCluster sets it)", a, LeanAddrsEnv)
+			}
+			leans = append(leans, m[a])
+		}
 	}
 	return &fenceSessionClient{addr: addr, clients: map[int]*client.Client{}, scheme: "http",
-		opts: []client.Option{client.WithLeanSessions(lean)}}, nil
+		opts: []client.Option{client.WithLeanSessions(leans...)}}, nil
 }
 
 // StartFenceLean runs `fence serve` as StartFence does, with its lean

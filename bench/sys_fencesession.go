@@ -26,6 +26,12 @@ func (fenceSession) Open(ctx context.Context, addr string, workers int) (Client,
 	return &fenceSessionClient{addr: addr, clients: map[int]*client.Client{}, scheme: "http"}, nil
 }
 
+// EndpointsInOrder (-fence-in-order) gives the Fence systems' Clients
+// client.WithEndpointsInOrder: every Client starts at the first endpoint
+// (the leader, or a follower with -via-follower) instead of the client's
+// own choice (the leader it finds).
+var EndpointsInOrder bool
+
 type fenceSessionClient struct {
 	addr    string
 	scheme  string          // "http", or "https" for fence-session-tls
@@ -42,6 +48,9 @@ func (f *fenceSessionClient) Worker(ctx context.Context, i int) (Worker, error) 
 	if !ok {
 		var err error
 		opts := append([]client.Option{client.WithSessionTTL(time.Duration(sessionTTL) * time.Second)}, f.opts...)
+		if EndpointsInOrder {
+			opts = append(opts, client.WithEndpointsInOrder())
+		}
 		c, err = client.New(schemeURLs(f.scheme, f.addr), opts...)
 		if err != nil {
 			return nil, err

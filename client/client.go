@@ -25,8 +25,14 @@ type Client struct {
 	endpoints []*endpoint
 	// cur is the index of the endpoint in use: sticky, it moves to the next
 	// endpoint only when the current one fails (failover).
-	cur  atomic.Int32
-	sess *session // nil with WithoutSession
+	cur atomic.Int32
+	// sought: the Client has looked for the leader (seekLeader) before
+	// its first call.
+	sought atomic.Bool
+	// noStatus: an endpoint refused NodeStatus (authentication on, no
+	// admin token); the Client no longer looks for the leader.
+	noStatus atomic.Bool
+	sess     *session // nil with WithoutSession
 
 	mu sync.Mutex
 	// leases are the standalone leases it handed out (a session's are its
@@ -68,6 +74,7 @@ type endpoint struct {
 	url       string
 	locks     fencev1connect.LockServiceClient
 	resources fencev1connect.ResourceServiceClient
+	cluster   fencev1connect.ClusterServiceClient // NodeStatus: is it the leader (seekLeader)
 	sessions  fencev1connect.SessionServiceClient // over the session's HTTP/2 client; nil without a session
 	lean      string                              // its lean session port (WithLeanSessions), or ""
 }
@@ -82,7 +89,15 @@ var ErrClientClosed = errors.New("fence: client closed")
 // not connect until the first call.
 //
 // With several endpoints the Client uses one at a time and keeps using it
-// while it works (sticky); when it cannot be reached, answers Unavailable
+// while it works (sticky). It goes to the leader: before its first call,
+// and when its session's stream opens again after a break, it asks every
+// endpoint which one leads (NodeStatus) and uses that one, for sessions on
+// a follower cost the cluster more (docs/clients.md). When no endpoint
+// says it leads (or NodeStatus is refused), Clients stay spread over the
+// endpoints: the Clients of one process start at successive endpoints
+// from a random first one. WithEndpointsInOrder turns both off: the
+// Client starts at the first endpoint. When the endpoint in use cannot be
+// reached, answers Unavailable
 // or gives no answer within the attempt timeout, the Client moves to the
 // next one, and retries there only what the usual retry rules make safe
 // (request_id, op_id, session seq: see Retries in the package doc). The
@@ -119,10 +134,14 @@ func New(url string, opts ...Option) (*Client, error) {
 			url:       base,
 			locks:     fencev1connect.NewLockServiceClient(cfg.httpClient, base, copts...),
 			resources: fencev1connect.NewResourceServiceClient(cfg.httpClient, base, copts...),
+			cluster:   fencev1connect.NewClusterServiceClient(cfg.httpClient, base, copts...),
 		})
 		if len(cfg.leanAddrs) > 0 {
 			c.endpoints[i].lean = cfg.leanAddrs[i]
 		}
+	}
+	if !cfg.inOrder {
+		c.cur.Store(spreadStart(len(c.endpoints)))
 	}
 	if !cfg.noSession {
 		c.sess = newSession(c, copts)

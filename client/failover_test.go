@@ -33,7 +33,7 @@ func deadURL(t *testing.T) string {
 // TestEndpointsList: New takes a comma list, WithEndpoints adds more,
 // duplicates count once, and a bad entry is refused by name.
 func TestEndpointsList(t *testing.T) {
-	c, err := client.New(" http://a:1, http://b:2/,http://a:1 ", client.WithEndpoints("http://c:3"), client.WithoutSession())
+	c, err := client.New(" http://a:1, http://b:2/,http://a:1 ", client.WithEndpointsInOrder(), client.WithEndpoints("http://c:3"), client.WithoutSession())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestEndpointsList(t *testing.T) {
 	if c.Endpoint() != "http://a:1" {
 		t.Fatalf("Endpoint() = %q, want the first", c.Endpoint())
 	}
-	c2, err := client.New("", client.WithEndpoints("http://c:3"))
+	c2, err := client.New("", client.WithEndpointsInOrder(), client.WithEndpoints("http://c:3"))
 	if err != nil || c2.Endpoint() != "http://c:3" {
 		t.Fatalf("New(\"\", WithEndpoints) = %v, %v", c2, err)
 	}
@@ -64,7 +64,7 @@ func TestFailoverFirstEndpointDead(t *testing.T) {
 	proxy, live := newTCPProxy(t, serverURL)
 	for _, opts := range [][]client.Option{nil, {client.WithoutSession()}, {client.WithFailFast()}} {
 		dead := deadURL(t)
-		c := newClientFor(t, dead+","+live, opts...)
+		c := newClientFor(t, dead+","+live, append(opts, client.WithEndpointsInOrder())...)
 		l, err := c.Acquire(ctx, name)
 		if err != nil {
 			t.Fatalf("acquire with endpoint 1 dead: %v", err)
@@ -92,7 +92,7 @@ func TestFailoverFirstEndpointDead(t *testing.T) {
 func TestFailFastAllEndpointsDead(t *testing.T) {
 	ctx := ctxFor(t)
 	a, b := deadURL(t), deadURL(t)
-	_, err := newClientFor(t, a+","+b, client.WithFailFast()).Read(ctx, "x")
+	_, err := newClientFor(t, a+","+b, client.WithEndpointsInOrder(), client.WithFailFast()).Read(ctx, "x")
 	var un *client.UnreachableError
 	if !errors.As(err, &un) || un.URL != a+","+b || ctx.Err() != nil {
 		t.Fatalf("read = %v, want *UnreachableError naming %s,%s", err, a, b)
@@ -114,7 +114,7 @@ func TestFailoverOnUnavailableIsSticky(t *testing.T) {
 	ctx, name := ctxFor(t), uniq(t)
 	door := &unavailableDoor{}
 	first := serveLoopback(t, door)
-	c := newClientFor(t, first+","+serverURL, client.WithoutSession())
+	c := newClientFor(t, first+","+serverURL, client.WithEndpointsInOrder(), client.WithoutSession())
 	l, err := c.Acquire(ctx, name, client.KeepAlive(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestFailoverOnUnavailableIsSticky(t *testing.T) {
 func TestFailoverAfterLostReplyIsExact(t *testing.T) {
 	ctx, name := ctxFor(t), uniq(t)
 	lossy, first := newLossyProxy(t, serverURL, "Acquire")
-	c := newClientFor(t, first+","+serverURL, client.WithoutSession())
+	c := newClientFor(t, first+","+serverURL, client.WithEndpointsInOrder(), client.WithoutSession())
 	l, err := c.Acquire(ctx, name, client.KeepAlive(-1))
 	if err != nil {
 		t.Fatalf("acquire across a lost reply and a failover: %v", err)
@@ -170,7 +170,7 @@ func TestSessionStreamFailsOverMidStream(t *testing.T) {
 	ctx, name := ctxFor(t), uniq(t)
 	p1, u1 := newTCPProxy(t, serverURL)
 	p2, u2 := newTCPProxy(t, serverURL)
-	c := newClientFor(t, u1+","+u2, client.WithSessionTTL(5*time.Second), client.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
+	c := newClientFor(t, u1+","+u2, client.WithEndpointsInOrder(), client.WithSessionTTL(5*time.Second), client.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
 	l, err := c.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func standaloneKeepAliveFailsOver(t *testing.T, ttl time.Duration) error {
 	ctx, name := ctxFor(t), uniq(t)
 	p1, u1 := newTCPProxy(t, serverURL)
 	p2, u2 := newTCPProxy(t, serverURL)
-	c := newClientFor(t, u1+","+u2, client.WithoutSession(), client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	c := newClientFor(t, u1+","+u2, client.WithEndpointsInOrder(), client.WithoutSession(), client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
 	l, err := c.Acquire(ctx, name, client.TTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func TestFailoverNeedsNoBackoff(t *testing.T) {
 	ctx, name := ctxFor(t), uniq(t)
 	p1, u1 := newTCPProxy(t, serverURL)
 	_, u2 := newTCPProxy(t, serverURL)
-	c := newClientFor(t, u1+","+u2, client.WithBackoff(time.Hour, time.Hour))
+	c := newClientFor(t, u1+","+u2, client.WithEndpointsInOrder(), client.WithBackoff(time.Hour, time.Hour))
 	l, err := c.Acquire(ctx, name) // opens the session and its stream on endpoint 1
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ func TestFailoverNeedsNoBackoff(t *testing.T) {
 	if _, err := c.Add(ctx, name+"/n", l.Token(), 1); err != nil { // on the stream
 		t.Fatalf("add after endpoint 1 died: %v", err)
 	}
-	unary := newClientFor(t, u1+","+u2, client.WithoutSession(), client.WithBackoff(time.Hour, time.Hour))
+	unary := newClientFor(t, u1+","+u2, client.WithEndpointsInOrder(), client.WithoutSession(), client.WithBackoff(time.Hour, time.Hour))
 	if _, err := unary.Read(ctx, name+"/n"); err != nil {
 		t.Fatalf("unary read with endpoint 1 dead: %v", err)
 	}

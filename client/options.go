@@ -56,6 +56,9 @@ type config struct {
 	tls *tls.Config
 	// leanAddrs: the endpoints' lean session ports (WithLeanSessions).
 	leanAddrs []string
+	// inOrder: start at the first endpoint instead of spreading Clients
+	// over them (WithEndpointsInOrder).
+	inOrder bool
 }
 
 // dialFunc opens a connection, as net.Dialer.DialContext.
@@ -68,6 +71,15 @@ type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error
 func WithEndpoints(urls ...string) Option {
 	return func(cfg *config) { cfg.endpoints = append(cfg.endpoints, urls...) }
 }
+
+// WithEndpointsInOrder makes the Client start at the first endpoint (and
+// move on in the order given) instead of at the endpoint New spreads it to.
+// For a list that states a preference: a node on the same machine first,
+// say. Without it, the Clients of one process start at successive
+// endpoints from a random one, so that their sessions — and the work of
+// reading, validating and forwarding their requests — spread over the
+// nodes (docs/clients.md, "Which node a Client uses").
+func WithEndpointsInOrder() Option { return func(cfg *config) { cfg.inOrder = true } }
 
 // WithDialer makes the Client's own HTTP clients (not one given with
 // WithHTTPClient) open their connections with dial instead of a plain TCP

@@ -36,6 +36,9 @@ func (c *Client) withRetry(ctx context.Context, op string, wait time.Duration, a
 	if c.isClosed() {
 		return ErrClientClosed
 	}
+	if c.sought.CompareAndSwap(false, true) {
+		c.seekLeader(ctx, leaderAskTimeout)
+	}
 	pause := c.cfg.backoffMin
 	unreachable := 0 // leading attempts that could not connect at all
 	var last error   // the previous attempt's failure, said when ctx ends the next one

@@ -48,7 +48,7 @@ func TestRetryPausesAfterEveryEndpointFailedOnce(t *testing.T) {
 	log := &arrivalLog{third: make(chan struct{})}
 	a := serveLoopback(t, log.door("a"))
 	b := serveLoopback(t, log.door("b"))
-	c := newClientFor(t, a, client.WithEndpoints(b), client.WithoutSession(), client.WithBackoff(first, first))
+	c := newClientFor(t, a, client.WithEndpointsInOrder(), client.WithEndpoints(b), client.WithoutSession(), client.WithBackoff(first, first))
 
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	done := make(chan error, 1)

@@ -82,7 +82,7 @@ func newSession(c *Client, copts []connect.ClientOption) *session {
 		s.hc = c.cfg.httpClient
 	} else {
 		s.conns = &connTracker{}
-		s.hc = streamHTTPClient(c.cfg.dialer, c.cfg.tls, s.conns)
+		s.hc = streamHTTPClient(c.cfg.dialer, c.cfg.tls, s.conns, c.cfg.sessionTTL)
 	}
 	for _, ep := range c.endpoints {
 		ep.sessions = fencev1connect.NewSessionServiceClient(s.hc, ep.url, copts...)
@@ -93,10 +93,16 @@ func newSession(c *Client, copts []connect.ClientOption) *session {
 // streamHTTPClient speaks HTTP/2 — h2c for http://, by ALPN over TLS
 // (tlsCfg, if set) for https:// — which a bidi stream needs, over
 // connections (opened with dial, if set) that conns records so that a
-// stream that hangs can have its connection cut.
-func streamHTTPClient(dial dialFunc, tlsCfg *tls.Config, conns *connTracker) *http.Client {
+// stream that hangs can have its connection cut. A connection that sends
+// no frame for streamPingEvery(ttl) is pinged, and closed when the ping is
+// not answered within that time again: a stopped or cut-off node is left
+// within two of those (a fifth of the session's TTL at most), before the
+// keepalive deadline (TTL/3 after a keepalive was sent) would notice it.
+func streamHTTPClient(dial dialFunc, tlsCfg *tls.Config, conns *connTracker, ttl time.Duration) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Protocols = http2Only()
+	every := streamPingEvery(ttl)
+	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: every, PingTimeout: every}
 	setTLS(t, tlsCfg)
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -109,6 +115,12 @@ func streamHTTPClient(dial dialFunc, tlsCfg *tls.Config, conns *connTracker) *ht
 		return conn, err
 	}
 	return &http.Client{Transport: t}
+}
+
+// streamPingEvery is the HTTP/2 health check of a session's stream
+// connection for a session of ttl: a tenth of it, within [250ms, 2s].
+func streamPingEvery(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 250*time.Millisecond), 2*time.Second)
 }
 
 // connTracker remembers the open connections of the stream's transport.
@@ -407,7 +419,7 @@ func (s *session) closeOnServer(id uint64) {
 	hc := s.hc
 	if s.conns != nil {
 		conns := &connTracker{}
-		hc = streamHTTPClient(s.c.cfg.dialer, s.c.cfg.tls, conns)
+		hc = streamHTTPClient(s.c.cfg.dialer, s.c.cfg.tls, conns, s.c.cfg.sessionTTL)
 		defer conns.cut()
 	}
 	var err error

@@ -23,8 +23,9 @@ import (
 func (s *session) run() {
 	defer close(s.loopDone)
 	pause := s.c.cfg.backoffMin
-	broken := 0      // streams that broke since the last pause
-	waiting := false // a node answered Unavailable since the last pause
+	broken := 0       // streams that broke since the last pause
+	waiting := false  // a node answered Unavailable since the last pause
+	reopened := false // a stream that had replies broke: look for the leader again
 	for {
 		s.mu.Lock()
 		id, gen := s.id, s.gen
@@ -37,6 +38,23 @@ func (s *session) run() {
 				return
 			}
 		}
+		if reopened {
+			// A stream that worked broke: the leader may have moved, or be
+			// the node that failed. Ask where it is now, for a tenth of
+			// the TTL at most: the session's margin is for the stream
+			// that replaces the broken one.
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select {
+				case <-s.closing:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			s.c.seekLeader(ctx, s.ttlOf()/10)
+			cancel()
+		}
+		reopened = false
 		ep := s.c.pick()
 		err, answered := s.serve(ep, id, gen)
 		select {
@@ -61,6 +79,7 @@ func (s *session) run() {
 			// bottom again.
 			pause = s.c.cfg.backoffMin
 			broken, waiting = 0, false
+			reopened = true
 		}
 		broken++
 		waiting = waiting || answeredUnavailable(err)

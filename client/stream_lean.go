@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -79,13 +80,20 @@ type leanStream struct {
 	out  []byte
 	sent bool // something was written since the pinger last looked
 
+	// every: the health check's period (streamPingEvery of the TTL);
+	// pongs: the server answers pings (its first pong came); lastRecv:
+	// when a frame last came (UnixNano).
+	every    time.Duration
+	pongs    atomic.Bool
+	lastRecv atomic.Int64
+
 	closeOnce sync.Once
 	stop      chan struct{}
 }
 
 // dialLean connects to ep's lean port and sends the hello.
 func (s *session) dialLean(ctx context.Context, ep *endpoint) sessionStream {
-	st := &leanStream{stop: make(chan struct{})}
+	st := &leanStream{stop: make(chan struct{}), every: streamPingEvery(s.c.cfg.sessionTTL)}
 	dial := s.c.cfg.dialer
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -114,7 +122,7 @@ func (s *session) dialLean(ctx context.Context, ep *endpoint) sessionStream {
 		c = tc
 	}
 	st.c, st.r, st.w = c, bufio.NewReaderSize(c, leanwire.BufferSize), bufio.NewWriterSize(c, leanwire.BufferSize)
-	h := leanwire.Hello{Version: leanwire.Version}
+	h := leanwire.Hello{Version: leanwire.Version, Pongs: true}
 	if a := s.c.cfg.headers.Get("Authorization"); a != "" {
 		if scheme, secret, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			h.Token = strings.TrimSpace(secret)
@@ -155,24 +163,47 @@ func (st *leanStream) Flush() error {
 }
 
 // ping sends a ping whenever nothing was sent for leanwire.PingEvery, so
-// that the server does not take the connection for dead.
+// that the server does not take the connection for dead. Against a server
+// that answers pings (its first pong came) it is also the health check of
+// the connection: when nothing was received for every, it pings, and when
+// nothing comes for every after that ping either, it closes the
+// connection: the server is stopped or cut off, and the session's stream
+// moves to another endpoint (as HTTP/2's pings do for the Connect stream).
 func (st *leanStream) ping() {
-	t := time.NewTicker(leanwire.PingEvery)
+	t := time.NewTicker(st.every)
 	defer t.Stop()
+	lastPing := time.Now() // for the server's idle rule
+	var probe time.Time    // the health ping in flight, if any
 	for {
 		select {
 		case <-st.stop:
 			return
-		case <-t.C:
-		}
-		st.mu.Lock()
-		if !st.sent {
-			if leanwire.WriteFrame(st.w, leanwire.KindPing, nil) == nil {
+		case now := <-t.C:
+			recv := time.Unix(0, st.lastRecv.Load())
+			if st.pongs.Load() {
+				switch {
+				case !probe.IsZero() && recv.Before(probe) && now.Sub(probe) >= st.every:
+					_ = st.CloseRequest() // no answer: the server is gone
+					return
+				case !probe.IsZero() && !recv.Before(probe):
+					probe = time.Time{} // answered
+				}
+			}
+			st.mu.Lock()
+			send := false
+			if now.Sub(lastPing) >= leanwire.PingEvery {
+				send = !st.sent
+				st.sent = false
+				lastPing = now
+			}
+			if st.pongs.Load() && probe.IsZero() && now.Sub(recv) >= st.every {
+				send, probe = true, now
+			}
+			if send && leanwire.WriteFrame(st.w, leanwire.KindPing, nil) == nil {
 				_ = st.w.Flush()
 			}
+			st.mu.Unlock()
 		}
-		st.sent = false
-		st.mu.Unlock()
 	}
 }
 
@@ -183,9 +214,15 @@ func (st *leanStream) Receive() (*fencev1.SessionReply, error) {
 		return nil, st.err
 	}
 	kind, payload, err := leanwire.ReadFrame(st.r, leanMaxReply, &st.buf)
+	for err == nil && kind == leanwire.KindPong {
+		st.lastRecv.Store(time.Now().UnixNano())
+		st.pongs.Store(true)
+		kind, payload, err = leanwire.ReadFrame(st.r, leanMaxReply, &st.buf)
+	}
 	if err != nil {
 		return nil, leanErr(err)
 	}
+	st.lastRecv.Store(time.Now().UnixNano())
 	switch kind {
 	case leanwire.KindReply:
 		r := new(fencev1.SessionReply)

@@ -198,6 +198,11 @@ func (s *Server) serveLean(c net.Conn) {
 		creds.header, creds.bearer = true, h.Token
 	}
 	_ = c.SetWriteDeadline(time.Time{})
+	if h.Pongs {
+		// The client learns that this server answers its pings.
+		lt.pongs = true
+		lt.pong()
+	}
 	ctx := withFairConn(context.WithValue(s.baseCtx, credentialsKey{}, creds), c)
 	if s.deps.Auth == nil || !s.deps.Auth.AuthEnabled() {
 		proveConn(ctx)
@@ -211,12 +216,16 @@ func (s *Server) serveLean(c net.Conn) {
 
 // leanTransport is one session stream on the lean port (sessionTransport).
 type leanTransport struct {
-	c      net.Conn
-	r      *bufio.Reader
-	w      *bufio.Writer // the sender's only (sendLoop), or end's once it is done
-	buf    []byte        // the frame being read (reused)
-	out    []byte        // the reply being encoded (reused)
-	frames atomic.Int64  // frames read: watchIdle sees the peer is alive
+	c net.Conn
+	r *bufio.Reader
+	// w is written by the sender (sendLoop), by Receive's pongs and by end,
+	// each under wmu.
+	wmu    sync.Mutex
+	w      *bufio.Writer
+	pongs  bool         // the hello asked for pongs: every ping is answered
+	buf    []byte       // the frame being read (reused)
+	out    []byte       // the reply being encoded (reused)
+	frames atomic.Int64 // frames read: watchIdle sees the peer is alive
 	// writeTimeout bounds the end frame's write; idle is
 	// Config.SessionIdleTimeout (watchIdle).
 	writeTimeout, idle time.Duration
@@ -256,6 +265,9 @@ func (t *leanTransport) Receive() (*fencev1.SessionRequest, error) {
 		}
 		switch kind {
 		case leanwire.KindPing:
+			if t.pongs {
+				t.pong()
+			}
 			continue
 		case leanwire.KindRequest:
 			m := new(fencev1.SessionRequest)
@@ -276,10 +288,27 @@ func (t *leanTransport) Send(r *fencev1.SessionReply) error {
 	if err != nil {
 		return err
 	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
 	return leanwire.WriteFrame(t.w, leanwire.KindReply, t.out)
 }
 
-func (t *leanTransport) Flush() error { return t.w.Flush() }
+func (t *leanTransport) Flush() error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return t.w.Flush()
+}
+
+// pong answers a ping (a client whose hello asked for pongs): the client
+// learns the server is alive. A write that fails is the connection's, seen
+// by the sender and the reader too.
+func (t *leanTransport) pong() {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	if leanwire.WriteFrame(t.w, leanwire.KindPong, nil) == nil {
+		_ = t.w.Flush()
+	}
+}
 
 // noReadDeadline lifts the deadline of the handshake and hello; from
 // then on watchIdle bounds silence.
@@ -341,6 +370,8 @@ func (t *leanTransport) watchIdle() (stop func()) {
 // end sends the frame that ends the stream: err's code, message and
 // details (nil: the client ended it, nothing to say).
 func (t *leanTransport) end(err error) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
 	if err == nil {
 		_ = t.w.Flush()
 		return

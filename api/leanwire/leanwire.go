@@ -10,13 +10,21 @@
 // where n (at least 1) counts the kind byte and the payload. Kinds:
 //
 //   - KindHello (client, first frame, exactly once): a protobuf message
-//     {1: version (uint32, Version), 2: bearer token (string)}. The
+//     {1: version (uint32, Version), 2: bearer token (string), 3: pongs
+//     (bool)}. The
 //     stream is authenticated as a Stream call with "Authorization:
 //     Bearer <token>" (and the TLS client certificate, if any).
 //   - KindRequest (client): a SessionRequest, exactly as on Stream (the
 //     first names the session; call is the request id its reply echoes).
 //   - KindPing (client, empty): sent when the client has sent nothing for
 //     PingEvery; the server closes a connection silent for 3×PingEvery.
+//     A client whose hello asks for pongs (field 3) also pings when it
+//     has received nothing for a while, to learn that the server is
+//     alive.
+//   - KindPong (server, empty): only to a client whose hello asked for
+//     them: one at once after the hello (so the client knows this server
+//     answers pings), then one for every ping. A server that does not
+//     know field 3 skips it and never sends one.
 //   - KindReply (server): a SessionReply, exactly as on Stream.
 //   - KindEnd (server, last frame): why the stream ended, as the status
 //     of a Connect stream: {1: code (uint32, connect.Code), 2: message
@@ -49,6 +57,7 @@ const (
 	KindPing    byte = 3
 	KindReply   byte = 4
 	KindEnd     byte = 5
+	KindPong    byte = 6
 )
 
 // Version is the hello's version of this framing.
@@ -139,6 +148,8 @@ func WriteFrame(w *bufio.Writer, kind byte, payload []byte) error {
 type Hello struct {
 	Version uint32
 	Token   string
+	// Pongs asks the server to answer pings (KindPong).
+	Pongs bool
 }
 
 // Append appends h's encoding to b.
@@ -148,6 +159,10 @@ func (h Hello) Append(b []byte) []byte {
 	if h.Token != "" {
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
 		b = protowire.AppendString(b, h.Token)
+	}
+	if h.Pongs {
+		b = protowire.AppendTag(b, 3, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
 	}
 	return b
 }
@@ -161,6 +176,8 @@ func ParseHello(b []byte) (Hello, error) {
 			h.Version = uint32(v)
 		case num == 2 && typ == protowire.BytesType:
 			h.Token = string(bs)
+		case num == 3 && typ == protowire.VarintType:
+			h.Pongs = v != 0
 		}
 	})
 	if err == nil && h.Version != Version {

@@ -109,6 +109,7 @@ func run(args []string) int {
 	fs.IntVar(&cfg.Cluster, "cluster", 0, "run workloads 1-3 against clusters of this many nodes (fence and etcd, each node its own process; Redis left out); defaults then: -workloads 1,2,3 -w1-clients 1,16,64")
 	fs.IntVar(&cfg.Failover, "failover", 0, "kill -9 the leader of a fresh cluster this many times per system and time the first grant after it (implies -cluster 3 unless given)")
 	fs.BoolVar(&cfg.ViaFollower, "via-follower", false, "cluster workloads: list a follower first (the Fence client's calls are then forwarded by it to the leader)")
+	fs.BoolVar(&bench.EndpointsInOrder, "fence-in-order", false, "cluster workloads: the Fence clients start at the first endpoint listed (the leader; a follower with -via-follower) instead of finding the leader themselves (client.WithEndpointsInOrder)")
 	fs.DurationVar(&cfg.FailoverTimeout, "failover-timeout", cfg.FailoverTimeout, "longest wait for the first grant after a kill")
 	fenceFlags := fs.String("fence-flags", "", "extra flags for every fence node of a cluster (space-separated, e.g. \"--election-timeout 500ms\")")
 	etcdFlags := fs.String("etcd-flags", "", "extra flags for every etcd node of a cluster (space-separated, e.g. \"--election-timeout 500\")")
