@@ -161,7 +161,7 @@ func TestGrpcurlListAndHealthCheck(t *testing.T) {
 
 	got := strings.Fields(run(addr, "list"))
 	want := []string{
-		"fence.v1.AuthService", "fence.v1.ClusterService", "fence.v1.KeyService", "fence.v1.LockService", "fence.v1.MaintenanceService",
+		"fence.v1.AuthService", "fence.v1.ClusterService", "fence.v1.KeyService", "fence.v1.LockService", "fence.v1.MaintenanceService", "fence.v1.OperatorService",
 		"fence.v1.ResourceService", "fence.v1.SessionService", "grpc.health.v1.Health",
 		"grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection",
 	}

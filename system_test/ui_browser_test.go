@@ -151,8 +151,14 @@ func (b *uiBrowser) follow(prefix string) {
 	b.t.Helper()
 	uiEval[chromedp.Void](b, fmt.Sprintf(`(() => { const i = document.getElementById('prefix-input'); i.value = %q;
 		document.getElementById('prefix-form').requestSubmit(); })()`, prefix))
-	uiWait[bool](b, "the page to follow "+prefix, `(() => { const s = document.getElementById('locks-status').textContent;
-		return s.includes(', live') || s.startsWith('Not following'); })()`)
+	// The status names the prefix it is about: a status left by the
+	// prefix followed before (its refusal, say) is not this one's.
+	named := `every lock`
+	if prefix != "" {
+		named = fmt.Sprintf(`prefix "%s"`, prefix)
+	}
+	uiWait[bool](b, "the page to follow "+prefix, fmt.Sprintf(`(() => { const s = document.getElementById('locks-status').textContent;
+		return s.startsWith('Following ' + %[1]q + ':') && s.includes(', live') || s.startsWith('Not following ' + %[1]q + ':'); })()`, named))
 }
 
 // rowJS is a JavaScript expression: the row of lock name in the table, or

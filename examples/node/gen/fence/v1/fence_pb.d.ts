@@ -2979,6 +2979,595 @@ export declare type LockChange = Message<"fence.v1.LockChange"> & {
 export declare const LockChangeSchema: GenMessage<LockChange>;
 
 /**
+ * @generated from message fence.v1.WhoAmIRequest
+ */
+export declare type WhoAmIRequest = Message<"fence.v1.WhoAmIRequest"> & {
+};
+
+/**
+ * Describes the message fence.v1.WhoAmIRequest.
+ * Use `create(WhoAmIRequestSchema)` to create a new message.
+ */
+export declare const WhoAmIRequestSchema: GenMessage<WhoAmIRequest>;
+
+/**
+ * @generated from message fence.v1.WhoAmIResponse
+ */
+export declare type WhoAmIResponse = Message<"fence.v1.WhoAmIResponse"> & {
+  /**
+   * "token:<id>", "cert:<name>", or "" (checking off: anonymous).
+   *
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * @generated from field: bool admin = 2;
+   */
+  admin: boolean;
+
+  /**
+   * Checking is on (AuthService.SetEnabled).
+   *
+   * @generated from field: bool auth_enabled = 3;
+   */
+  authEnabled: boolean;
+
+  /**
+   * What the caller's roles allow, one entry per prefix ("" is every
+   * name), sorted by prefix. Empty for an anonymous admin (checking off):
+   * admin says it may do everything.
+   *
+   * @generated from field: repeated fence.v1.PrefixPermissions permissions = 4;
+   */
+  permissions: PrefixPermissions[];
+};
+
+/**
+ * Describes the message fence.v1.WhoAmIResponse.
+ * Use `create(WhoAmIResponseSchema)` to create a new message.
+ */
+export declare const WhoAmIResponseSchema: GenMessage<WhoAmIResponse>;
+
+/**
+ * @generated from message fence.v1.PrefixPermissions
+ */
+export declare type PrefixPermissions = Message<"fence.v1.PrefixPermissions"> & {
+  /**
+   * @generated from field: string prefix = 1;
+   */
+  prefix: string;
+
+  /**
+   * @generated from field: bool read = 2;
+   */
+  read: boolean;
+
+  /**
+   * @generated from field: bool write = 3;
+   */
+  write: boolean;
+
+  /**
+   * @generated from field: bool lock = 4;
+   */
+  lock: boolean;
+
+  /**
+   * @generated from field: bool admin = 5;
+   */
+  admin: boolean;
+};
+
+/**
+ * Describes the message fence.v1.PrefixPermissions.
+ * Use `create(PrefixPermissionsSchema)` to create a new message.
+ */
+export declare const PrefixPermissionsSchema: GenMessage<PrefixPermissions>;
+
+/**
+ * @generated from message fence.v1.ListSessionsRequest
+ */
+export declare type ListSessionsRequest = Message<"fence.v1.ListSessionsRequest"> & {
+  /**
+   * The next_page_token of the previous page; "" for the first.
+   *
+   * @generated from field: string page_token = 1;
+   */
+  pageToken: string;
+
+  /**
+   * At most this many sessions per page: 0 means 100; at most 1000.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message fence.v1.ListSessionsRequest.
+ * Use `create(ListSessionsRequestSchema)` to create a new message.
+ */
+export declare const ListSessionsRequestSchema: GenMessage<ListSessionsRequest>;
+
+/**
+ * @generated from message fence.v1.ListSessionsResponse
+ */
+export declare type ListSessionsResponse = Message<"fence.v1.ListSessionsResponse"> & {
+  /**
+   * By session id.
+   *
+   * @generated from field: repeated fence.v1.OperatorSession sessions = 1;
+   */
+  sessions: OperatorSession[];
+
+  /**
+   * Pass as page_token for the next page; "" when this is the last.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message fence.v1.ListSessionsResponse.
+ * Use `create(ListSessionsResponseSchema)` to create a new message.
+ */
+export declare const ListSessionsResponseSchema: GenMessage<ListSessionsResponse>;
+
+/**
+ * @generated from message fence.v1.OperatorSession
+ */
+export declare type OperatorSession = Message<"fence.v1.OperatorSession"> & {
+  /**
+   * @generated from field: uint64 session_id = 1;
+   */
+  sessionId: bigint;
+
+  /**
+   * Who opened it ("" with checking off).
+   *
+   * @generated from field: string principal = 2;
+   */
+  principal: string;
+
+  /**
+   * Each keepalive extends it by this much (milliseconds).
+   *
+   * @generated from field: int64 ttl_ms = 3;
+   */
+  ttlMs: bigint;
+
+  /**
+   * Server time since its last keepalive (or its open), milliseconds.
+   *
+   * @generated from field: int64 since_keepalive_ms = 4;
+   */
+  sinceKeepaliveMs: bigint;
+
+  /**
+   * Server time left before it expires, milliseconds.
+   *
+   * @generated from field: int64 expires_in_ms = 5;
+   */
+  expiresInMs: bigint;
+
+  /**
+   * The leases bound to it on names the caller may read, by name.
+   *
+   * @generated from field: repeated fence.v1.SessionLease leases = 6;
+   */
+  leases: SessionLease[];
+
+  /**
+   * Leases bound to it on names the caller may not read.
+   *
+   * @generated from field: uint32 hidden_leases = 7;
+   */
+  hiddenLeases: number;
+};
+
+/**
+ * Describes the message fence.v1.OperatorSession.
+ * Use `create(OperatorSessionSchema)` to create a new message.
+ */
+export declare const OperatorSessionSchema: GenMessage<OperatorSession>;
+
+/**
+ * @generated from message fence.v1.SessionLease
+ */
+export declare type SessionLease = Message<"fence.v1.SessionLease"> & {
+  /**
+   * The lock's name (a set's lease: one entry per lock, same token).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: uint64 token = 2;
+   */
+  token: bigint;
+
+  /**
+   * "exclusive" or "shared".
+   *
+   * @generated from field: string mode = 3;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: string owner = 4;
+   */
+  owner: string;
+};
+
+/**
+ * Describes the message fence.v1.SessionLease.
+ * Use `create(SessionLeaseSchema)` to create a new message.
+ */
+export declare const SessionLeaseSchema: GenMessage<SessionLease>;
+
+/**
+ * @generated from message fence.v1.LockStoryRequest
+ */
+export declare type LockStoryRequest = Message<"fence.v1.LockStoryRequest"> & {
+  /**
+   * The lock's name (and the built-in store's resource of that name).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message fence.v1.LockStoryRequest.
+ * Use `create(LockStoryRequestSchema)` to create a new message.
+ */
+export declare const LockStoryRequestSchema: GenMessage<LockStoryRequest>;
+
+/**
+ * @generated from message fence.v1.LockStoryResponse
+ */
+export declare type LockStoryResponse = Message<"fence.v1.LockStoryResponse"> & {
+  /**
+   * Oldest first; at most 64 (the node keeps the last 64 events of each of
+   * the 4096 names it touched most recently).
+   *
+   * @generated from field: repeated fence.v1.StoryEvent events = 1;
+   */
+  events: StoryEvent[];
+
+  /**
+   * Older events of this name were dropped from the node's memory.
+   *
+   * @generated from field: bool truncated = 2;
+   */
+  truncated: boolean;
+
+  /**
+   * When this node's memory of stories begins (it started, Unix ms):
+   * nothing before it is known.
+   *
+   * @generated from field: int64 since_unix_ms = 3;
+   */
+  sinceUnixMs: bigint;
+};
+
+/**
+ * Describes the message fence.v1.LockStoryResponse.
+ * Use `create(LockStoryResponseSchema)` to create a new message.
+ */
+export declare const LockStoryResponseSchema: GenMessage<LockStoryResponse>;
+
+/**
+ * @generated from message fence.v1.StoryEvent
+ */
+export declare type StoryEvent = Message<"fence.v1.StoryEvent"> & {
+  /**
+   * "grant" (a new acquire granted at once), "handoff" (granted to an
+   * acquire that waited in the lock's queue), "release", "expire",
+   * "write" (the built-in store accepted a write, add or delete with
+   * token), "refused_stale" (it refused refused_token, older than
+   * accepted_token).
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * The lease's token (grant, handoff, release, expire, write).
+   *
+   * @generated from field: uint64 token = 2;
+   */
+  token: bigint;
+
+  /**
+   * The lease's owner and principal (grant, handoff, release, expire;
+   * write: the principal).
+   *
+   * @generated from field: string owner = 3;
+   */
+  owner: string;
+
+  /**
+   * @generated from field: string principal = 4;
+   */
+  principal: string;
+
+  /**
+   * refused_stale: the token refused, and the newer one the resource had
+   * accepted.
+   *
+   * @generated from field: uint64 refused_token = 5;
+   */
+  refusedToken: bigint;
+
+  /**
+   * @generated from field: uint64 accepted_token = 6;
+   */
+  acceptedToken: bigint;
+
+  /**
+   * When this node applied it (its wall clock, Unix milliseconds), and the
+   * log entry that made it.
+   *
+   * @generated from field: int64 at_unix_ms = 7;
+   */
+  atUnixMs: bigint;
+
+  /**
+   * @generated from field: uint64 log_index = 8;
+   */
+  logIndex: bigint;
+
+  /**
+   * "exclusive" or "shared" (grant, handoff, release, expire).
+   *
+   * @generated from field: string mode = 9;
+   */
+  mode: string;
+
+  /**
+   * The session the lease is bound to (0: none).
+   *
+   * @generated from field: uint64 session_id = 10;
+   */
+  sessionId: bigint;
+};
+
+/**
+ * Describes the message fence.v1.StoryEvent.
+ * Use `create(StoryEventSchema)` to create a new message.
+ */
+export declare const StoryEventSchema: GenMessage<StoryEvent>;
+
+/**
+ * @generated from message fence.v1.ActivityRequest
+ */
+export declare type ActivityRequest = Message<"fence.v1.ActivityRequest"> & {
+};
+
+/**
+ * Describes the message fence.v1.ActivityRequest.
+ * Use `create(ActivityRequestSchema)` to create a new message.
+ */
+export declare const ActivityRequestSchema: GenMessage<ActivityRequest>;
+
+/**
+ * @generated from message fence.v1.ActivityResponse
+ */
+export declare type ActivityResponse = Message<"fence.v1.ActivityResponse"> & {
+  /**
+   * The width of a point: 5000.
+   *
+   * @generated from field: uint32 step_ms = 1;
+   */
+  stepMs: number;
+
+  /**
+   * Oldest first, one per step for the last 15 minutes (180), the last
+   * being the step under way; steps before the node started are zero.
+   *
+   * @generated from field: repeated fence.v1.ActivityPoint points = 2;
+   */
+  points: ActivityPoint[];
+};
+
+/**
+ * Describes the message fence.v1.ActivityResponse.
+ * Use `create(ActivityResponseSchema)` to create a new message.
+ */
+export declare const ActivityResponseSchema: GenMessage<ActivityResponse>;
+
+/**
+ * @generated from message fence.v1.ActivityPoint
+ */
+export declare type ActivityPoint = Message<"fence.v1.ActivityPoint"> & {
+  /**
+   * The step's start, Unix milliseconds.
+   *
+   * @generated from field: int64 at_unix_ms = 1;
+   */
+  atUnixMs: bigint;
+
+  /**
+   * Leases granted in the step as this node applied them (a hand-off to a
+   * waiter included): the cluster's grants, the same on every member.
+   *
+   * @generated from field: uint32 grants = 2;
+   */
+  grants: number;
+
+  /**
+   * Refusals this node answered in the step, by reason (BUSY, STALE_TOKEN,
+   * PERMISSION_DENIED, ...), by reason name.
+   *
+   * @generated from field: repeated fence.v1.ReasonCount refusals = 3;
+   */
+  refusals: ReasonCount[];
+
+  /**
+   * Acquires this node answered with a grant in the step, and their
+   * latency (call to grant, a wait in the queue included) at the 50th and
+   * 99th percentile, microseconds (0 when none; the bucket's upper bound,
+   * within 12.5%).
+   *
+   * @generated from field: uint32 acquires = 4;
+   */
+  acquires: number;
+
+  /**
+   * @generated from field: uint32 acquire_p50_us = 5;
+   */
+  acquireP50Us: number;
+
+  /**
+   * @generated from field: uint32 acquire_p99_us = 6;
+   */
+  acquireP99Us: number;
+};
+
+/**
+ * Describes the message fence.v1.ActivityPoint.
+ * Use `create(ActivityPointSchema)` to create a new message.
+ */
+export declare const ActivityPointSchema: GenMessage<ActivityPoint>;
+
+/**
+ * @generated from message fence.v1.ReasonCount
+ */
+export declare type ReasonCount = Message<"fence.v1.ReasonCount"> & {
+  /**
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: uint32 count = 2;
+   */
+  count: number;
+};
+
+/**
+ * Describes the message fence.v1.ReasonCount.
+ * Use `create(ReasonCountSchema)` to create a new message.
+ */
+export declare const ReasonCountSchema: GenMessage<ReasonCount>;
+
+/**
+ * @generated from message fence.v1.ClusterOverviewRequest
+ */
+export declare type ClusterOverviewRequest = Message<"fence.v1.ClusterOverviewRequest"> & {
+};
+
+/**
+ * Describes the message fence.v1.ClusterOverviewRequest.
+ * Use `create(ClusterOverviewRequestSchema)` to create a new message.
+ */
+export declare const ClusterOverviewRequestSchema: GenMessage<ClusterOverviewRequest>;
+
+/**
+ * @generated from message fence.v1.ClusterOverviewResponse
+ */
+export declare type ClusterOverviewResponse = Message<"fence.v1.ClusterOverviewResponse"> & {
+  /**
+   * @generated from field: repeated fence.v1.MemberOverview members = 1;
+   */
+  members: MemberOverview[];
+
+  /**
+   * The node that answered.
+   *
+   * @generated from field: string answered_by = 2;
+   */
+  answeredBy: string;
+};
+
+/**
+ * Describes the message fence.v1.ClusterOverviewResponse.
+ * Use `create(ClusterOverviewResponseSchema)` to create a new message.
+ */
+export declare const ClusterOverviewResponseSchema: GenMessage<ClusterOverviewResponse>;
+
+/**
+ * @generated from message fence.v1.MemberOverview
+ */
+export declare type MemberOverview = Message<"fence.v1.MemberOverview"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Its raft address ("" for a single node).
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+
+  /**
+   * @generated from field: bool voter = 3;
+   */
+  voter: boolean;
+
+  /**
+   * It leads, in the answering node's view.
+   *
+   * @generated from field: bool leader = 4;
+   */
+  leader: boolean;
+
+  /**
+   * "leader", "follower", "candidate", "shutdown"; "" when it did not
+   * answer.
+   *
+   * @generated from field: string role = 5;
+   */
+  role: string;
+
+  /**
+   * @generated from field: uint64 term = 6;
+   */
+  term: bigint;
+
+  /**
+   * @generated from field: uint64 applied_index = 7;
+   */
+  appliedIndex: bigint;
+
+  /**
+   * @generated from field: uint64 commit_index = 8;
+   */
+  commitIndex: bigint;
+
+  /**
+   * @generated from field: uint64 last_token = 9;
+   */
+  lastToken: bigint;
+
+  /**
+   * It answered and is ready (/readyz).
+   *
+   * @generated from field: bool healthy = 10;
+   */
+  healthy: boolean;
+
+  /**
+   * Why it has no status ("" when it answered).
+   *
+   * @generated from field: string error = 11;
+   */
+  error: string;
+};
+
+/**
+ * Describes the message fence.v1.MemberOverview.
+ * Use `create(MemberOverviewSchema)` to create a new message.
+ */
+export declare const MemberOverviewSchema: GenMessage<MemberOverview>;
+
+/**
  * LockService grants leases with fencing tokens.
  *
  * @generated from service fence.v1.LockService
@@ -3438,6 +4027,81 @@ export declare const KeyService: GenService<{
     methodKind: "unary";
     input: typeof RetireKeyRequestSchema;
     output: typeof RetireKeyResponseSchema;
+  },
+}>;
+
+/**
+ * OperatorService is what the operator page (/ui) reads beyond the lock
+ * calls: who the caller is, the sessions, one lock's recent story, the
+ * node's activity over the last 15 minutes and the cluster at a glance
+ * (docs/api.md, "OperatorService"). Every call reads the answering node
+ * (no call is forwarded): the story and the activity are that node's own
+ * memory, kept from what it applied and answered since it started (empty
+ * after a restart), never replicated. Each shows only what the caller's
+ * permissions allow.
+ *
+ * @generated from service fence.v1.OperatorService
+ */
+export declare const OperatorService: GenService<{
+  /**
+   * WhoAmI says who the caller is and what it may do, so the page shows
+   * only what it can act on. Any caller (checking off: an anonymous admin).
+   *
+   * @generated from rpc fence.v1.OperatorService.WhoAmI
+   */
+  whoAmI: {
+    methodKind: "unary";
+    input: typeof WhoAmIRequestSchema;
+    output: typeof WhoAmIResponseSchema;
+  },
+  /**
+   * ListSessions lists the live sessions by id, a page at a time: an admin
+   * sees every session; another principal only its own. A session's leases
+   * are listed where the caller may read the lock's name; the others are
+   * counted in hidden_leases.
+   *
+   * @generated from rpc fence.v1.OperatorService.ListSessions
+   */
+  listSessions: {
+    methodKind: "unary";
+    input: typeof ListSessionsRequestSchema;
+    output: typeof ListSessionsResponseSchema;
+  },
+  /**
+   * LockStory is the recent history of one lock as this node applied it:
+   * grants, hand-offs to waiters, releases, expiries, and the built-in
+   * store's accepted writes and refusals of stale tokens on the resource of
+   * the same name. Needs read on the name.
+   *
+   * @generated from rpc fence.v1.OperatorService.LockStory
+   */
+  lockStory: {
+    methodKind: "unary";
+    input: typeof LockStoryRequestSchema;
+    output: typeof LockStoryResponseSchema;
+  },
+  /**
+   * Activity is this node's activity over the last 15 minutes, in 5 s
+   * steps. Any authenticated caller.
+   *
+   * @generated from rpc fence.v1.OperatorService.Activity
+   */
+  activity: {
+    methodKind: "unary";
+    input: typeof ActivityRequestSchema;
+    output: typeof ActivityResponseSchema;
+  },
+  /**
+   * ClusterOverview is every member's status in one call, each member
+   * asked with a short timeout (one that does not answer in time is
+   * healthy false with its error). Admin.
+   *
+   * @generated from rpc fence.v1.OperatorService.ClusterOverview
+   */
+  clusterOverview: {
+    methodKind: "unary";
+    input: typeof ClusterOverviewRequestSchema;
+    output: typeof ClusterOverviewResponseSchema;
   },
 }>;
 
