@@ -526,15 +526,27 @@ func (s *streamErrors) Flush() {
 // Unwrap is for http.ResponseController (deadlines, full duplex).
 func (s *streamErrors) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
+// serviceList names the API's services for a 404's text: every one of
+// fenceServices, without the package.
+var serviceList = func() string {
+	names := make([]string, len(fenceServices))
+	for i, n := range fenceServices {
+		names[i] = strings.TrimPrefix(n, "fence.v1.")
+	}
+	return strings.Join(names, ", ")
+}()
+
 // notFoundBody is the body of a 404 (a path no handler has): the method and
 // path, and what the API's paths are, as a refusal (not_found, reason
 // NOT_FOUND, facts.path) when the client sends or accepts JSON, else as
 // text. It sets the Content-Type and Fence-Reason headers.
 func notFoundBody(r *http.Request, h http.Header) []byte {
 	msg := "no such path: " + r.Method + " " + strconv.Quote(r.URL.Path) + "; the API is POST /fence.v1.<Service>/<Method> " +
-		"(LockService, ResourceService, SessionService, ClusterService, MaintenanceService; docs/api.md), " +
-		"with GET /healthz, /readyz and /metrics"
-	h.Del("X-Content-Type-Options")
+		"(" + serviceList + "; docs/api.md), " +
+		"with GET /v1/watch, /v1/keys, /healthz, /readyz and /metrics, and the operator page at /ui/"
+	// nosniff on every 404 too: the body names the path the client sent,
+	// and is never to be read as anything but its Content-Type.
+	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set(apierr.HeaderReason, "NOT_FOUND")
 	if strings.Contains(strings.ToLower(r.Header.Get("Accept")+r.Header.Get("Content-Type")), "json") {
 		h.Set("Content-Type", "application/json")

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,10 +116,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	mux.HandleFunc("GET /v1/keys", s.keys)
 	mux.HandleFunc("GET /v1/watch", s.sseWatch)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	// The operator page (server/ui): static files, no credentials needed
-	// to load it; everything it shows comes from the API calls it makes.
-	mux.Handle("/ui/", ui.Handler(cfg.UI))
-	mux.Handle("/ui", ui.Handler(cfg.UI))
 	// SessionService.Stream has limits of its own (stream_http.go).
 	// refusalReasons, outermost, gives every refusal its reason and
 	// facts, also those made in front of Connect (jsonerror.go).
@@ -133,7 +130,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.operatorRoute(opts),
 		s.healthRoute(opts), // grpc.health.v1 (grpchealth.go)
 		reflectRoute(opts),  // gRPC server reflection (reflect.go)
-		{prefix: "/", h: mux},
+		{prefix: "/", h: uiOr(ui.Handler(cfg.UI), mux)},
 	}))), cfg.WriteTimeout), cfg.WriteTimeout))
 	s.handler = s.withCredentials(s.handler)
 	if deps.Middleware != nil {
@@ -241,3 +238,18 @@ func (s *Server) draining() bool {
 
 // Service is the fence.Service the handlers call.
 func (s *Server) Service() fence.Service { return s.svc }
+
+// uiOr sends /ui and every path under /ui/ to page (the operator page,
+// server/ui: static files, no credentials needed to load them; everything
+// it shows comes from the API calls it makes), and every other request to
+// next. Not through the ServeMux: its path cleaning answered /ui//x and
+// /ui/../ with redirects that carried none of the page's security headers.
+func uiOr(page, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/") {
+			page.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -195,3 +195,26 @@ func lockTokens(t *testing.T, url, bearer, name string) []uint64 {
 	}
 	return out
 }
+
+// A lock name or owner with direction controls (a right-to-left override,
+// U+202E) is shown with them as visible escapes: drawn as they are, an
+// owner "evil\u202etxt.exe" reads "evilexe.txt", and a confirmation could
+// seem to name another owner (an outside test's finding).
+func TestUIShowsDirectionControlsVisibly(t *testing.T) {
+	srv := startServer(t, "--ui=full")
+	b := newUIBrowser(t)
+	b.open(srv.URL(), "#/locks")
+	b.follow("bidi/")
+	name, owner := "bidi/a\u202ecod.exe", "worker\u202etxt.exe"
+	if code, body := uiPost(t, srv.URL(), "fence.v1.LockService/Acquire", "", map[string]any{"name": name, "ttl": "600s", "owner": owner}); code != 200 {
+		t.Fatalf("acquire: %d %v", code, body)
+	}
+	row := uiWait[uiRow](b, "the lock's row", fmt.Sprintf(`(%s)(%s)`, rowFields, rowJS(name)))
+	if want := `worker\u202etxt.exe`; row.Owner != want {
+		t.Errorf("owner shown as %q, want %q", row.Owner, want)
+	}
+	shown := uiEval[string](b, fmt.Sprintf(`%s.children[0].textContent`, rowJS(name)))
+	if want := `bidi/a\u202ecod.exe`; shown != want {
+		t.Errorf("name shown as %q, want %q", shown, want)
+	}
+}

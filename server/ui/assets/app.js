@@ -18,10 +18,16 @@
   const HEARTBEAT_GRACE = 40000; // ms without a byte before the watch is redialled
 
   const $ = (id) => document.getElementById(id);
+  // vis shows a value's direction controls (U+202A-202E, U+2066-2069,
+  // U+200E/200F, U+061C) as visible escapes: a lock name or owner with a
+  // right-to-left override would otherwise be drawn reversed, and a
+  // confirmation could name another owner than the one released.
+  const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  const vis = (v) => String(v).replace(BIDI, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) e.textContent = vis(text);
     return e;
   };
 
@@ -476,12 +482,12 @@
     tr.dataset.index = String(i);
     tr.classList.toggle('sel', i === selected);
     const a = c[0].firstChild;
-    if (a.textContent !== l.name) {
-      a.textContent = l.name;
+    if (a.textContent !== vis(l.name)) {
+      a.textContent = vis(l.name);
       a.href = '#/story/' + encodeURIComponent(l.name);
     }
     c[1].textContent = h.length ? h[0].mode : '';
-    c[2].textContent = h.map((x) => x.owner || '—').join(', ');
+    c[2].textContent = vis(h.map((x) => x.owner || '—').join(', '));
     c[3].textContent = h.map((x) => x.token).join(', ');
     c[4].textContent = h.length ? fmtMs(Math.min(...h.map((x) => x.deadline)) - now) : '';
     c[5].textContent = String(l.waiters || 0);
@@ -500,14 +506,14 @@
     const s = $('locks-status');
     const p = watchState.prefix === '' ? 'every lock' : 'prefix "' + watchState.prefix + '"';
     if (watchState.error) {
-      s.textContent = 'Not following ' + p + ': ' + watchState.error;
+      s.textContent = vis('Not following ' + p + ': ' + watchState.error);
       s.classList.add('error');
       return;
     }
     s.classList.remove('error');
     const shown = rows.length === locks.size ? locks.size + ' locks' : rows.length + ' of ' + locks.size + ' locks';
     const state = watchState.loading ? 'loading the state…' : watchState.live ? 'live' : 'reconnecting…';
-    s.textContent = 'Following ' + p + ': ' + shown + ', ' + state + (watchState.note ? ' (' + watchState.note + ')' : '');
+    s.textContent = vis('Following ' + p + ': ' + shown + ', ' + state + (watchState.note ? ' (' + watchState.note + ')' : ''));
   }
 
   scroller.addEventListener('scroll', () => { if (!scheduled) { scheduled = true; requestAnimationFrame(frame); } }, { passive: true });
@@ -577,7 +583,7 @@
   function askRelease(name, tok, owner) {
     if (!canAct()) return;
     pending = { name, token: tok, owner };
-    $('confirm-text').textContent = 'Release "' + name + '", held by ' + (owner ? '"' + owner + '"' : 'an owner with no name') + ' with token ' + tok + '?';
+    $('confirm-text').textContent = vis('Release "' + name + '", held by ' + (owner ? '"' + owner + '"' : 'an owner with no name') + ' with token ' + tok + '?');
     $('confirm').showModal();
   }
   $('confirm-cancel').addEventListener('click', () => { pending = null; $('confirm').close(); });
@@ -602,7 +608,7 @@
 
   async function loadStory(name) {
     storyFromServer = null;
-    $('story-name').textContent = name;
+    $('story-name').textContent = vis(name);
     renderStory();
     try {
       const r = await call('OperatorService', 'LockStory', { name });
