@@ -230,7 +230,9 @@ func (w *watchSession) redact(e *fencev1.WatchEvent) bool {
 // A watch form is one way an event is written, a slot pair of the
 // change's EventShare (its redacted encoding in the second).
 const (
-	formSSE = iota // the SSE data: encodeJSON of the event
+	formSSE         = iota // the SSE data: encodeJSON of the event
+	formConnectJSON        // a stream's JSON message (strictJSONCodec)
+	formProto              // a stream's binary protobuf (sharedProtoCodec)
 )
 
 // encoded returns the i-th event of the last next in form f, made by enc
@@ -335,12 +337,14 @@ func (h lockService) Watch(ctx context.Context, req *connect.Request[fencev1.Wat
 	dl := &watchDeadline{timeout: s.cfg.WriteTimeout}
 	for {
 		evs, err := w.next(w.ctx)
-		for _, e := range evs {
+		for i, e := range evs {
 			start := time.Now()
 			one := []*fencev1.WatchEvent{e}
 			at, ofState := dl.before(one)
 			conn.writeBy(at)
-			if serr := st.Send(e); serr != nil {
+			// The codec writes the encoding the watches of the change
+			// share (codec.go, sharedWatchEvent).
+			if serr := st.Conn().Send(&sharedWatchEvent{w: w, i: i, msg: e}); serr != nil {
 				s.sendFailed(start, at, ofState, serr)
 				return connect.NewError(connect.CodeCanceled, serr)
 			}
