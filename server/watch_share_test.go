@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/fenceworks/fence"
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 )
 
@@ -206,4 +210,73 @@ func TestWatchSSEWritesABatchWithOneFlush(t *testing.T) {
 func httptestRequest(ctx context.Context, target string) *http.Request {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://fence"+target, nil)
 	return req
+}
+
+// The same over the streaming protocols (gRPC with protobuf, Connect
+// with JSON): an admin's watch of "" reads a set acquire of jobs/x,
+// other/y, jobs/z and ten more grants first; a reader of jobs/ resuming
+// from the same position gets exactly the jobs/ changes, with the same
+// tokens, the request id blanked.
+func TestWatchStreamsShareEncodingsPerCaller(t *testing.T) {
+	s, url := startServerOnNode(t, Config{})
+	f := authFixtureOn(t, s, url)
+	for _, pr := range []struct {
+		name string
+		opts []connect.ClientOption
+	}{{"grpc", []connect.ClientOption{connect.WithGRPC()}}, {"connect+json", []connect.ClientOption{connect.WithProtoJSON()}}} {
+		t.Run(pr.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+			defer cancel()
+			c := fencev1connect.NewLockServiceClient(h2cClient(), url, pr.opts...)
+			watch := func(who, prefix, after string) *connect.ServerStreamForClient[fencev1.WatchEvent] {
+				req := connect.NewRequest(&fencev1.WatchRequest{Prefix: prefix, After: after})
+				req.Header().Set("Authorization", f.creds[who])
+				st, err := c.Watch(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				return st
+			}
+			recv := func(st *connect.ServerStreamForClient[fencev1.WatchEvent]) *fencev1.WatchEvent {
+				if !st.Receive() {
+					t.Fatalf("the watch ended: %v", st.Err())
+				}
+				return st.Msg()
+			}
+			admin := watch("admin", "", "")
+			var st *fencev1.WatchEvent
+			for st = recv(admin); st.GetState().GetMore(); st = recv(admin) {
+			}
+			p := pr.name
+			f.must(fencev1connect.LockServiceAcquireProcedure, f.creds["admin"],
+				`{"owner":"o","ttl":"60s","request_id":"secret-`+p+`","locks":[{"name":"jobs/x`+p+`"},{"name":"other/y`+p+`"},{"name":"jobs/z`+p+`"}]}`)
+			for i := range 10 {
+				f.must(fencev1connect.LockServiceAcquireProcedure, f.creds["admin"], fmt.Sprintf(`{"name":"jobs/n%d%s","owner":"o","ttl":"60s"}`, i, p))
+			}
+			var want []string
+			for len(want) < 12 {
+				ch := recv(admin).GetChange()
+				if ch.GetName() == "other/y"+p {
+					if ch.GetRequestId() != "secret-"+p {
+						t.Fatalf("admin got %v; want its request id", ch)
+					}
+					continue
+				}
+				want = append(want, fmt.Sprintf("%s %s %d", ch.GetKind(), ch.GetName(), ch.GetToken()))
+			}
+			reader := watch("read", "jobs/", st.GetPosition())
+			var got []string
+			for len(got) < 12 {
+				ch := recv(reader).GetChange()
+				if ch.GetRequestId() != "" || ch.GetSession() != 0 {
+					t.Fatalf("a reader of jobs/ got %v; want its request id and session blanked", ch)
+				}
+				got = append(got, fmt.Sprintf("%s %s %d", ch.GetKind(), ch.GetName(), ch.GetToken()))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("the reader got\n%v\nwant (the admin's jobs/ changes)\n%v", got, want)
+			}
+		})
+	}
 }
