@@ -101,6 +101,44 @@ type WatchEvent struct {
 	Pos    WatchPos
 	Change state.Change
 	State  *WatchState
+	// Share is what every watch this change goes to shares (its
+	// encodings, made once by the first watch that needs each): set on
+	// the change in the ring when some watch covers it, nil on a state.
+	Share *WatchShare
+}
+
+// WatchShareSlots is how many encodings of one change a WatchShare holds.
+const WatchShareSlots = 8
+
+// WatchShare holds the encodings of one change, shared by every watch it
+// goes to, so that 100 watches of one prefix encode each change once per
+// form instead of 100 times. The slot is the caller's: one per wire
+// format and per way of showing the change (a change shown redacted to a
+// principal that is not its own is another slot). A slot, once stored,
+// is immutable: a reader must not change the bytes. Safe for concurrent
+// use; a nil *WatchShare holds nothing and stores nothing.
+type WatchShare struct {
+	slots [WatchShareSlots]atomic.Pointer[[]byte]
+}
+
+// Load returns slot's encoding, nil if none was stored.
+func (s *WatchShare) Load(slot int) []byte {
+	if s == nil || slot < 0 || slot >= WatchShareSlots {
+		return nil
+	}
+	if b := s.slots[slot].Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// Store keeps b as slot's encoding (the first store wins; b must not be
+// changed after).
+func (s *WatchShare) Store(slot int, b []byte) {
+	if s == nil || slot < 0 || slot >= WatchShareSlots {
+		return
+	}
+	s.slots[slot].CompareAndSwap(nil, &b)
 }
 
 // WatchState is one page of the state of the watched locks where a
@@ -294,21 +332,29 @@ func (h *watchHub) leave(r WatchRequest, g *watchGroup) {
 }
 
 // mark marks the groups a change of lock name covers, to wake at the end
-// of the batch (hub lock held).
-func (h *watchHub) mark(name string) {
-	if g := h.byName[name]; g != nil && !g.marked {
-		g.marked = true
-		h.toWake = append(h.toWake, g)
+// of the batch (hub lock held), and reports whether one does.
+func (h *watchHub) mark(name string) bool {
+	covered := false
+	if g := h.byName[name]; g != nil {
+		covered = true
+		if !g.marked {
+			g.marked = true
+			h.toWake = append(h.toWake, g)
+		}
 	}
 	for _, l := range h.lens {
 		if l > len(name) {
 			break
 		}
-		if g := h.byPrefix[name[:l]]; g != nil && !g.marked {
-			g.marked = true
-			h.toWake = append(h.toWake, g)
+		if g := h.byPrefix[name[:l]]; g != nil {
+			covered = true
+			if !g.marked {
+				g.marked = true
+				h.toWake = append(h.toWake, g)
+			}
 		}
 	}
+	return covered
 }
 
 // add appends the changes of the command at (index, cmd). Called by the
@@ -321,9 +367,14 @@ func (h *watchHub) add(index uint64, cmd int, cs []state.Change) {
 			h.ring[h.first%n] = WatchEvent{}
 			h.first++
 		}
-		h.ring[h.next%n] = WatchEvent{Pos: WatchPos{Index: index, Cmd: uint32(cmd), Change: uint32(k)}, Change: cs[k]}
+		e := WatchEvent{Pos: WatchPos{Index: index, Cmd: uint32(cmd), Change: uint32(k)}, Change: cs[k]}
+		if h.mark(cs[k].Name) {
+			// Watches cover it: they share its encodings. A watch
+			// resuming later from the ring finds none (encodes its own).
+			e.Share = &WatchShare{}
+		}
+		h.ring[h.next%n] = e
 		h.next++
-		h.mark(cs[k].Name)
 	}
 }
 

@@ -86,6 +86,21 @@ type WatchStream interface {
 	Close()
 }
 
+// EventShare is what every watch a change goes to shares: the change's
+// encodings, one a slot (a wire format, redacted or not), each made by
+// the first watch that needs it and never changed after (node.WatchShare).
+type EventShare = interface {
+	Load(slot int) []byte
+	Store(slot int, b []byte)
+}
+
+// SharedWatchStream is a WatchStream whose changes carry an EventShare:
+// Shared(i) is the i-th event of the last Next's (nil: not shared).
+type SharedWatchStream interface {
+	WatchStream
+	Shared(i int) EventShare
+}
+
 // Membership is the ClusterService's logic: package cluster's Membership
 // seen through the daemon (which knows whether a call was forwarded).
 type Membership interface {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/apierr"
@@ -93,6 +94,10 @@ type watchSession struct {
 	id      identity // the caller (trusted with checking off)
 	target  string   // the name or prefix watched (its read permission is judged again every second)
 	release func()
+	// Of the events the last next returned: what the watches of each
+	// share (nil: its own), and whether it was redacted for this caller.
+	shares   []EventShare
+	redacted []bool
 }
 
 // startWatch judges and starts a watch: its permission, its slots, the
@@ -184,8 +189,15 @@ func (w *watchSession) watchCredentials() {
 // an error ends the watch (a cut is counted).
 func (w *watchSession) next(ctx context.Context) ([]*fencev1.WatchEvent, error) {
 	evs, err := w.ws.Next(ctx)
-	for _, e := range evs {
-		w.redact(e)
+	sw, _ := w.ws.(SharedWatchStream)
+	w.shares, w.redacted = w.shares[:0], w.redacted[:0]
+	for i, e := range evs {
+		var share EventShare
+		if sw != nil {
+			share = sw.Shared(i)
+		}
+		w.shares = append(w.shares, share)
+		w.redacted = append(w.redacted, w.redact(e))
 	}
 	if err != nil && is(err, w.s.deps.Errors.WatchBehind) {
 		w.s.metrics.watchCuts.WithLabelValues("behind").Inc()
@@ -203,13 +215,50 @@ func (w *watchSession) next(ctx context.Context) ([]*fencev1.WatchEvent, error) 
 // redact blanks what only the lease's or waiter's own principal (or an
 // admin) may see of a change: its request_id (a retry with it is answered
 // with the saved lease) and its session id.
-func (w *watchSession) redact(e *fencev1.WatchEvent) {
+// It reports whether it did (the event's shared encodings then are the
+// redacted ones).
+func (w *watchSession) redact(e *fencev1.WatchEvent) bool {
 	c := e.GetChange()
 	if c == nil || w.id.trusted || w.id.Admin || (w.id.Name != "" && w.id.Name == c.GetPrincipal()) {
-		return
+		return false
 	}
 	c.RequestId = ""
 	c.Session = 0
+	return true
+}
+
+// A watch form is one way an event is written, a slot pair of the
+// change's EventShare (its redacted encoding in the second).
+const (
+	formSSE         = iota // the SSE data: encodeJSON of the event
+	formConnectJSON        // a stream's JSON message (strictJSONCodec)
+	formProto              // a stream's binary protobuf (sharedProtoCodec)
+)
+
+// encoded returns the i-th event of the last next in form f, made by enc
+// once for every watch the change goes to: the first watch that needs it
+// stores it in the change's share, redacted or not as it was shown to
+// its caller, and the others write those bytes (docs/design.md, "Watch").
+// Shares are per change, never per batch: each watch's batch is only the
+// changes it may see.
+func (w *watchSession) encoded(i, f int, e *fencev1.WatchEvent, enc func(proto.Message) []byte) []byte {
+	var share EventShare
+	if i < len(w.shares) {
+		share = w.shares[i]
+	}
+	if share == nil {
+		return enc(e)
+	}
+	slot := 2 * f
+	if w.redacted[i] {
+		slot++
+	}
+	if b := share.Load(slot); b != nil {
+		return b
+	}
+	b := enc(e)
+	share.Store(slot, b)
+	return b
 }
 
 // watchStatePage is the time a watch's state may take per page sent, on
@@ -288,12 +337,14 @@ func (h lockService) Watch(ctx context.Context, req *connect.Request[fencev1.Wat
 	dl := &watchDeadline{timeout: s.cfg.WriteTimeout}
 	for {
 		evs, err := w.next(w.ctx)
-		for _, e := range evs {
+		for i, e := range evs {
 			start := time.Now()
 			one := []*fencev1.WatchEvent{e}
 			at, ofState := dl.before(one)
 			conn.writeBy(at)
-			if serr := st.Send(e); serr != nil {
+			// The codec writes the encoding the watches of the change
+			// share (codec.go, sharedWatchEvent).
+			if serr := st.Conn().Send(&sharedWatchEvent{w: w, i: i, msg: e}); serr != nil {
 				s.sendFailed(start, at, ofState, serr)
 				return connect.NewError(connect.CodeCanceled, serr)
 			}
@@ -383,13 +434,13 @@ func (s *Server) sseWatch(rw http.ResponseWriter, r *http.Request) {
 		evs, err := w.next(hctx)
 		cancel()
 		var b []byte
-		for _, e := range evs {
+		for i, e := range evs {
 			kind := "change"
 			if st := e.GetState(); st != nil {
 				kind = "state"
 				paging = st.GetMore()
 			}
-			data := encodeJSON(e)
+			data := w.encoded(i, formSSE, e, encodeJSON)
 			if paging {
 				b = fmt.Appendf(b, "event: %s\ndata: %s\n\n", kind, data)
 			} else {

@@ -34,8 +34,9 @@ func (v Watches) Watch(ctx context.Context, req *fencev1.WatchRequest) (*Watch, 
 
 // Watch is one watch (server.WatchStream).
 type Watch struct {
-	w   *node.Watch
-	buf []node.WatchEvent
+	w      *node.Watch
+	buf    []node.WatchEvent
+	shares []*node.WatchShare // of the events the last Next returned
 }
 
 // Next returns the next events as API messages.
@@ -43,11 +44,26 @@ func (w *Watch) Next(ctx context.Context) ([]*fencev1.WatchEvent, error) {
 	var err error
 	w.buf, err = w.w.Next(ctx, w.buf)
 	out := make([]*fencev1.WatchEvent, 0, len(w.buf))
+	w.shares = w.shares[:0]
 	for i := range w.buf {
 		out = append(out, WatchEventPB(&w.buf[i]))
+		w.shares = append(w.shares, w.buf[i].Share)
 	}
 	clear(w.buf)
 	return out, err
+}
+
+// Shared returns what the watches of the i-th event the last Next
+// returned share (server.SharedWatchStream); nil when it is not shared
+// (a state's page, or a change no watch covered when it was applied).
+func (w *Watch) Shared(i int) interface {
+	Load(slot int) []byte
+	Store(slot int, b []byte)
+} {
+	if i < 0 || i >= len(w.shares) || w.shares[i] == nil {
+		return nil
+	}
+	return w.shares[i]
 }
 
 // Close ends the watch.
