@@ -125,7 +125,7 @@ func writeSnapDoc(w io.Writer, doc *snapDoc) (int64, error) {
 		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Request{Request: pbRequest(&doc.Requests[i])}})
 	}
 	for i := range doc.Ops {
-		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Op{Op: pbOp(&doc.Ops[i])}})
+		s.op(&doc.Ops[i])
 	}
 	for i := range doc.Resources {
 		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Resource{Resource: pbResource(&doc.Resources[i])}})
@@ -148,7 +148,13 @@ func nextMessage(b []byte) (msg, rest []byte, err error) {
 
 // decodeSnapshot decodes a snapshot's messages into a snapDoc, checking
 // the format (not yet the state's invariants: fromSnapshot does).
-func decodeSnapshot(b []byte) (*snapDoc, error) {
+func decodeSnapshot(b []byte) (*snapDoc, error) { return decodeSnapshotWith(b, true) }
+
+// decodeSnapshotWith is decodeSnapshot; with fastOps, an op record in
+// its canonical encoding is read by readOpRecord, any other record (and
+// every record without fastOps) by the protobuf runtime: the same
+// outcome (TestOpRecordDecoding), the first about 10 times faster.
+func decodeSnapshotWith(b []byte, fastOps bool) (*snapDoc, error) {
 	msg, rest, err := nextMessage(b)
 	if err != nil {
 		return nil, badSnapshot(0, "%v", err)
@@ -174,6 +180,13 @@ func decodeSnapshot(b []byte) (*snapDoc, error) {
 	for i := 1; len(rest) > 0; i++ {
 		if msg, rest, err = nextMessage(rest); err != nil {
 			return nil, badSnapshot(i, "%v", err)
+		}
+		if fastOps && last <= 4 {
+			if o, ok := readOpRecord(msg); ok {
+				doc.Ops = append(doc.Ops, o)
+				last = opField
+				continue
+			}
 		}
 		var r statepb.SnapshotRecord
 		if err := proto.Unmarshal(msg, &r); err != nil {
