@@ -368,6 +368,30 @@ func (m *memory[K, V]) resize(size int) {
 	m.ring, m.head = ring, 0
 }
 
+// live returns a copy of the live entries, oldest first.
+func (m *memory[K, V]) live() []memEntry[K, V] {
+	if m.used == 0 {
+		return nil
+	}
+	out := make([]memEntry[K, V], 0, m.used)
+	for i := range m.n {
+		if e := m.entry(m.first + uint64(i)); e.at != dead {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
+// principals returns the names of the principals by number (those of
+// numbers not in use are stale or "": no live entry names them).
+func (m *memory[K, V]) principals() []string {
+	out := make([]string, len(m.owners))
+	for i := range m.owners {
+		out[i] = m.owners[i].name
+	}
+	return out
+}
+
 // oldest returns when the oldest entry was remembered.
 func (m *memory[K, V]) oldest() (int64, bool) {
 	for i := range m.n {

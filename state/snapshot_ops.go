@@ -80,6 +80,16 @@ func (s *snapStream) op(o *snapOp) {
 	}
 }
 
+// opEntry is a remembered op_id as the id memory holds it.
+type opEntry = memEntry[opKey, opRecord]
+
+// opEntry writes the record of e, a view's op (its principal named by
+// principals), as op does: no copy of the entry, no allocation.
+func (s *snapStream) opEntry(e *opEntry, principals []string) {
+	o := snapOp{Key: e.key[:], At: e.at, Payload: e.val.payload[:], Version: e.val.version, AddValue: e.val.addValue, Principal: principals[e.val.owner]}
+	s.op(&o)
+}
+
 // readOpRecord reads msg (one record, its length prefix removed) as an op
 // record if it is the canonical encoding of one: a SnapshotRecord with its
 // op field alone, an Op of known fields, in number order, each once, with

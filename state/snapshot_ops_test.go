@@ -89,7 +89,7 @@ func sameDecoding(t interface {
 		t.Fatalf("%x:\nhand    %v\nruntime %v", b, ferr, serr)
 	}
 	if ferr == nil && !reflect.DeepEqual(fast, slow) {
-		t.Fatalf("%x:\nhand    %+v\nruntime %+v", b, fast.Ops, slow.Ops)
+		t.Fatalf("%x:\nhand    %+v\nruntime %+v", b, fast.OpRecords, slow.OpRecords)
 	}
 	return ferr
 }

@@ -124,8 +124,11 @@ func writeSnapDoc(w io.Writer, doc *snapDoc) (int64, error) {
 	for i := range doc.Requests {
 		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Request{Request: pbRequest(&doc.Requests[i])}})
 	}
+	for i := range doc.OpRecords {
+		s.op(&doc.OpRecords[i])
+	}
 	for i := range doc.Ops {
-		s.op(&doc.Ops[i])
+		s.opEntry(&doc.Ops[i], doc.OpPrincipals)
 	}
 	for i := range doc.Resources {
 		s.msg(&statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Resource{Resource: pbResource(&doc.Resources[i])}})
@@ -183,7 +186,7 @@ func decodeSnapshotWith(b []byte, fastOps bool) (*snapDoc, error) {
 		}
 		if fastOps && last <= 4 {
 			if o, ok := readOpRecord(msg); ok {
-				doc.Ops = append(doc.Ops, o)
+				doc.OpRecords = append(doc.OpRecords, o)
 				last = opField
 				continue
 			}
@@ -220,8 +223,8 @@ func decodeSnapshotWith(b []byte, fastOps bool) (*snapDoc, error) {
 			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Request{Request: pbRequest(&doc.Requests[len(doc.Requests)-1])}}
 		case *statepb.SnapshotRecord_Op:
 			kind = 4
-			doc.Ops = append(doc.Ops, opOf(x.Op))
-			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Op{Op: pbOp(&doc.Ops[len(doc.Ops)-1])}}
+			doc.OpRecords = append(doc.OpRecords, opOf(x.Op))
+			again = &statepb.SnapshotRecord{Record: &statepb.SnapshotRecord_Op{Op: pbOp(&doc.OpRecords[len(doc.OpRecords)-1])}}
 		case *statepb.SnapshotRecord_Resource:
 			kind = 5
 			doc.Resources = append(doc.Resources, resourceOf(x.Resource))
