@@ -423,11 +423,10 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		if err != nil {
 			return nil, err
 		}
-		if m.ops.has(k) || s.At < last {
+		if s.At < last || !m.ops.putNew(k, rec, s.At, s.Principal) {
 			return nil, fmt.Errorf("op %x: repeated or out of order", k)
 		}
 		last = s.At
-		m.ops.put(k, rec, s.At, s.Principal)
 	}
 	for i, s := range doc.Resources {
 		if i > 0 && doc.Resources[i-1].Name >= s.Name {

@@ -90,6 +90,32 @@ func (s *snapStream) opEntry(e *opEntry, principals []string) {
 	s.op(&o)
 }
 
+// countOpRecords counts the records in b (a snapshot's records) that
+// begin with the op field's tag and are at least minOpRecord bytes: at
+// most the op records decoded from b, and all of them when b restores.
+// It stops at the first bad length (the decoder then refuses b). The
+// bound keeps what is reserved from them under 8 times b's size however
+// b was made.
+func countOpRecords(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		size, k := protowire.ConsumeVarint(b)
+		if k < 0 || size > uint64(len(b)-k) {
+			break
+		}
+		if size >= minOpRecord && b[k] == byte(protowire.EncodeTag(opField, protowire.BytesType)) {
+			n++
+		}
+		b = b[k+int(size):]
+	}
+	return n
+}
+
+// minOpRecord is less than the smallest op record a restore accepts: the
+// op's tag and length, a payload (12 or 16 bytes, with its tag and length)
+// and a 16-byte key or an op_id (with their tags and lengths).
+const minOpRecord = 20
+
 // readOpRecord reads msg (one record, its length prefix removed) as an op
 // record if it is the canonical encoding of one: a SnapshotRecord with its
 // op field alone, an Op of known fields, in number order, each once, with

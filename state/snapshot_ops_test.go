@@ -258,3 +258,41 @@ func sameDecodingErr(t *testing.T, b []byte) string {
 	}
 	return ""
 }
+
+// A snapshot naming one op_id twice is refused at restore (by the id
+// memory's putNew), and one naming it once restores it.
+func TestRestoreRefusesARepeatedOp(t *testing.T) {
+	o := snapOp{Key: bytes.Repeat([]byte{7}, 16), At: 5, Payload: bytes.Repeat([]byte{9}, 12), Version: 3}
+	other := o
+	other.Key = bytes.Repeat([]byte{8}, 16)
+	once := snapOfRecords(snapshotFormat, opRecordMsg(&o), opRecordMsg(&other))
+	if err := New().Restore(bytes.NewReader(once)); err != nil {
+		t.Fatalf("two ops: %v", err)
+	}
+	twice := snapOfRecords(snapshotFormat, opRecordMsg(&o), opRecordMsg(&other), opRecordMsg(&o))
+	if err := New().Restore(bytes.NewReader(twice)); err == nil || !strings.Contains(err.Error(), "repeated") {
+		t.Fatalf("an op twice: %v, want refused as repeated", err)
+	}
+}
+
+// What a restore reserves for op records is bounded by the snapshot's
+// size, whatever its records: a stream of tiny records that begin with
+// the op tag reserves nothing (the decoder refuses them one at a time).
+func TestCountOpRecordsIsBounded(t *testing.T) {
+	tag := byte(protowire.EncodeTag(opField, protowire.BytesType))
+	var tiny []byte
+	for range 1000 {
+		tiny = append(tiny, 2, tag, 0) // SnapshotRecord{op: {}}
+	}
+	if n := countOpRecords(tiny); n != 0 {
+		t.Fatalf("%d op records counted in 1,000 records of 3 bytes, want 0", n)
+	}
+	o := snapOp{Key: bytes.Repeat([]byte{7}, 16), Payload: bytes.Repeat([]byte{9}, 12)} // the smallest that restores
+	if n := countOpRecords(snapOfRecords(snapshotFormat, opRecordMsg(&o))[len(snapOfRecords(snapshotFormat)):]); n != 1 {
+		t.Fatalf("the smallest op record counted %d times, want 1", n)
+	}
+	v1 := snapOp{OpID: []byte{1}, Payload: bytes.Repeat([]byte{9}, 16)}
+	if n := countOpRecords(snapOfRecords(snapshotFormatV1, opRecordMsg(&v1))[len(snapOfRecords(snapshotFormatV1)):]); n != 1 {
+		t.Fatalf("the smallest fence-state/1 op record counted %d times, want 1", n)
+	}
+}

@@ -179,6 +179,9 @@ func decodeSnapshotWith(b []byte, fastOps bool) (*snapDoc, error) {
 	if err := canonical(msg, pbHeader(doc)); err != nil {
 		return nil, badSnapshot(0, "%v", err)
 	}
+	if n := countOpRecords(rest); n > 0 {
+		doc.OpRecords = make([]snapOp, 0, n) // not grown a million times over
+	}
 	last := 0 // the kind of the last record: its oneof field number
 	for i := 1; len(rest) > 0; i++ {
 		if msg, rest, err = nextMessage(rest); err != nil {
