@@ -258,6 +258,39 @@ func (m *memory[K, V]) put(k K, v V, at int64, p string) {
 	}
 }
 
+// putNew is put of a key not remembered, as a restore's: one hash and one
+// probe for the check and the slot (has then put takes three). If k is
+// remembered it returns false and changes nothing but room.
+func (m *memory[K, V]) putNew(k K, v V, at int64, p string) bool {
+	if m.n == len(m.ring) {
+		m.resize(max(minRing, len(m.ring)+len(m.ring)/8))
+	}
+	if 4*(m.used+1) > 3*len(m.slots) {
+		m.reindex(m.used + 1)
+	}
+	h := m.hash(k)
+	fp := fingerprint(h)
+	i := m.home(h)
+	for ; m.slots[i] != 0; i = m.next(i) {
+		if s := m.slots[i]; s&^seqMask == fp && m.entry(m.seqOf(s)).key == k {
+			return false
+		}
+	}
+	id := m.ownerID(p, true)
+	seq := m.first + uint64(m.n)
+	m.n++
+	*m.entry(seq) = memEntry[K, V]{key: k, at: at, val: v.ownedBy(id)}
+	m.slots[i] = fp | uint32(seq)&seqMask
+	m.used++
+	if id != 0 {
+		q := &m.owners[id]
+		m.trim(q)
+		q.seqs = append(q.seqs, seq)
+		q.n++
+	}
+	return true
+}
+
 // disown counts live entry seq, about to be forgotten, out of its
 // principal's.
 func (m *memory[K, V]) disown(seq uint64) {
@@ -366,6 +399,30 @@ func (m *memory[K, V]) resize(size int) {
 		ring[i] = m.ring[(m.head+i)%len(m.ring)]
 	}
 	m.ring, m.head = ring, 0
+}
+
+// live returns a copy of the live entries, oldest first.
+func (m *memory[K, V]) live() []memEntry[K, V] {
+	if m.used == 0 {
+		return nil
+	}
+	out := make([]memEntry[K, V], 0, m.used)
+	for i := range m.n {
+		if e := m.entry(m.first + uint64(i)); e.at != dead {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
+// principals returns the names of the principals by number (those of
+// numbers not in use are stale or "": no live entry names them).
+func (m *memory[K, V]) principals() []string {
+	out := make([]string, len(m.owners))
+	for i := range m.owners {
+		out[i] = m.owners[i].name
+	}
+	return out
 }
 
 // oldest returns when the oldest entry was remembered.

@@ -90,7 +90,15 @@ func TestMemoryIndexAgreesWithAMap(t *testing.T) {
 		switch op := next(10); {
 		case op < 5 || len(order) == 0: // a new key, or one put again
 			k := fmt.Sprint(next(1000))
-			if _, ok := want[k]; ok {
+			_, had := want[k]
+			putNew := next(2) == 0 // refused, changing nothing, if k is remembered
+			if putNew && had {
+				if m.putNew(k, tv(step), int64(step), "") {
+					t.Fatalf("step %d: putNew %s accepted, remembered", step, k)
+				}
+				break
+			}
+			if had {
 				for i, o := range order {
 					if o == k {
 						order = append(order[:i], order[i+1:]...)
@@ -98,7 +106,13 @@ func TestMemoryIndexAgreesWithAMap(t *testing.T) {
 					}
 				}
 			}
-			m.put(k, tv(step), int64(step), "")
+			if putNew {
+				if !m.putNew(k, tv(step), int64(step), "") {
+					t.Fatalf("step %d: putNew %s refused", step, k)
+				}
+			} else {
+				m.put(k, tv(step), int64(step), "")
+			}
 			want[k] = tv(step)
 			order = append(order, k)
 		case op < 7: // remove one

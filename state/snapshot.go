@@ -61,7 +61,13 @@ type snapDoc struct {
 	Locks        []snapLock
 	Idle         []string      // idle lock names, oldest first
 	Requests     []snapRequest // final outcomes, oldest first
-	Ops          []snapOp      // oldest first
+	// A view's remembered op_ids are its id memory's live entries, as
+	// they are (56 bytes each; snapshot_ops.go writes them), with their
+	// principals by number; a decoded snapshot's are OpRecords, as read
+	// (either format). Both oldest first; a doc has one or the other.
+	Ops          []opEntry
+	OpPrincipals []string
+	OpRecords    []snapOp
 	Resources    []snapResource
 	// the last session id issued and the live sessions, by id
 	SessionCounter uint64
@@ -188,22 +194,12 @@ func (m *impl) snapshotView() *SnapshotView {
 	if n := m.requests.len(); n > 0 {
 		doc.Requests = make([]snapRequest, 0, n)
 	}
-	if n := m.ops.len(); n > 0 {
-		doc.Ops = make([]snapOp, 0, n)
-	}
 	m.requests.each(func(id string, at int64, d doneRequest) {
 		s := snapRequestOf(d.request(id, m.requests.principal(d.who)))
 		s.At = at
 		doc.Requests = append(doc.Requests, s)
 	})
-	// The keys and payload hashes of all ops in two arrays: no allocation
-	// per op.
-	keys, payloads := make([]byte, 0, len(opKey{})*m.ops.len()), make([]byte, 0, payloadSize*m.ops.len())
-	m.ops.each(func(k opKey, at int64, r opRecord) {
-		keys, payloads = append(keys, k[:]...), append(payloads, r.payload[:]...)
-		doc.Ops = append(doc.Ops, snapOp{Key: keys[len(keys)-len(k):], At: at, Payload: payloads[len(payloads)-payloadSize:],
-			Version: r.version, AddValue: r.addValue, Principal: m.ops.principal(r.owner)})
-	})
+	doc.Ops, doc.OpPrincipals = m.ops.live(), m.ops.principals()
 	names = names[:0]
 	for name := range m.resources {
 		names = append(names, name)
@@ -409,7 +405,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 	}
 	last := int64(0)
 	m.requests.reserve(len(doc.Requests))
-	m.ops.reserve(len(doc.Ops))
+	m.ops.reserve(len(doc.OpRecords))
 	for _, s := range doc.Requests {
 		r := s.request()
 		if r.state != reqDone || r.id == "" || m.findRequest(r.id) != nil || s.At < last || r.token > m.counter {
@@ -422,16 +418,15 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		m.requests.put(r.id, r.done(), s.At, r.principal)
 	}
 	last = 0
-	for _, s := range doc.Ops {
+	for _, s := range doc.OpRecords {
 		k, rec, err := opOfSnap(doc.Format, &s)
 		if err != nil {
 			return nil, err
 		}
-		if m.ops.has(k) || s.At < last {
+		if s.At < last || !m.ops.putNew(k, rec, s.At, s.Principal) {
 			return nil, fmt.Errorf("op %x: repeated or out of order", k)
 		}
 		last = s.At
-		m.ops.put(k, rec, s.At, s.Principal)
 	}
 	for i, s := range doc.Resources {
 		if i > 0 && doc.Resources[i-1].Name >= s.Name {
