@@ -43,6 +43,10 @@ type fsm struct {
 	onBatch atomic.Pointer[func(n int)]  // metrics hook (nil: none); set at any time
 	// onChanges: the changes hook (Node.OnChanges; nil: none); set at any time
 	onChanges atomic.Pointer[func(index uint64, cs []state.Change)]
+	// replayTo: the last index the node's log held when it opened; the
+	// changes of entries up to it are a replay of the node's own log
+	// tail at start, not handed to onChanges (changehook.go)
+	replayTo atomic.Uint64
 
 	restores atomic.Uint64 // snapshots restored
 	logger   *slog.Logger  // restores are logged (start, end, size, duration); nil: slog.Default
@@ -151,8 +155,11 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.mu.Unlock()
 	if fn := f.onChanges.Load(); fn != nil {
+		replayTo := f.replayTo.Load()
 		for _, c := range f.changed {
-			(*fn)(c.index, c.cs)
+			if c.index > replayTo {
+				(*fn)(c.index, c.cs)
+			}
 		}
 	}
 	clear(f.changed)

@@ -162,7 +162,19 @@ func (b *storyBook) read(name string) (events []storyEvent, dropped bool) {
 // noteChanges is the Deps.Changes hook: one applied command's changes
 // (entry index) into the stories and the activity ring's grant count (a
 // set's grant is one change per lock, one grant).
+//
+// Changes applied before the node caught up with its cluster since it
+// started (Deps.Auth.CaughtUp) are past events the node learns late (what
+// was committed while it was down), not fed: they would be stamped with
+// the catch-up's wall time, a false spike. (The node itself hands none of
+// the entries its log held when it opened, node.OnChanges.)
 func (s *Server) noteChanges(index uint64, cs []state.Change) {
+	if !s.fed.Load() {
+		if s.deps.Auth != nil && s.deps.Auth.CaughtUp() != nil {
+			return
+		}
+		s.fed.Store(true)
+	}
 	s.story.record(index, cs)
 	grants := 0
 	var last fence.Token
