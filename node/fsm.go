@@ -47,6 +47,9 @@ type fsm struct {
 	// changes of entries up to it are a replay of the node's own log
 	// tail at start, not handed to onChanges (changehook.go)
 	replayTo atomic.Uint64
+	// appliedAt: a monotonic reading taken when the state last changed
+	// (a batch applied, a snapshot restored), under mu (ReadStateAt)
+	appliedAt time.Time
 
 	restores atomic.Uint64 // snapshots restored
 	logger   *slog.Logger  // restores are logged (start, end, size, duration); nil: slog.Default
@@ -132,6 +135,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		events = append(events, res.Events...)
 		out[i] = res
+	}
+	if len(logs) > 0 {
+		f.appliedAt = time.Now()
 	}
 	rel1, exp1 := f.m.LeaseEnds()
 	f.counts.leaseEnds(rel0, exp0, rel1, exp1)
@@ -232,6 +238,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		log.Error("snapshot restore failed", "bytes", r.n, "took", time.Since(start), "err", err)
 		return fmt.Errorf("node: restore: %w", err)
 	}
+	f.appliedAt = time.Now()
 	f.watchIDFill()
 	ids := f.m.IDMemory()
 	log.Info("snapshot restored", "bytes", r.n, "took", time.Since(start), "remembered_op_ids", ids.Ops, "remembered_request_ids", ids.Requests, "last_token", f.m.LastToken())
