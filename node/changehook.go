@@ -16,6 +16,9 @@ import "github.com/fenceworks/fence/state"
 // its leader tells it they are committed), and they happened before,
 // at times the node does not know (a command carries server time, not
 // wall time, design.md §2). The operator view starts at the node's start.
+// (An uncommitted tail of that log, replaced by a new leader's entries at
+// the same indexes, is skipped too: at most what was in flight at the
+// restart.)
 func (n *Node) OnChanges(fn func(index uint64, cs []state.Change)) {
 	if fn == nil {
 		n.fsm.onChanges.Store(nil)
