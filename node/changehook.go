@@ -10,6 +10,15 @@ import "github.com/fenceworks/fence/state"
 // state's lock is released, and must not block or keep cs: it is what the
 // server's operator view (a lock's story, the activity ring) is fed from,
 // node-local memory outside the replicated state.
+//
+// The changes of entries the node's log already held when it opened are
+// not handed: raft applies them again after a restart (a follower once
+// its leader tells it they are committed), and they happened before,
+// at times the node does not know (a command carries server time, not
+// wall time, design.md §2). The operator view starts at the node's start.
+// (An uncommitted tail of that log, replaced by a new leader's entries at
+// the same indexes, is skipped too: at most what was in flight at the
+// restart.)
 func (n *Node) OnChanges(fn func(index uint64, cs []state.Change)) {
 	if fn == nil {
 		n.fsm.onChanges.Store(nil)

@@ -43,6 +43,13 @@ type fsm struct {
 	onBatch atomic.Pointer[func(n int)]  // metrics hook (nil: none); set at any time
 	// onChanges: the changes hook (Node.OnChanges; nil: none); set at any time
 	onChanges atomic.Pointer[func(index uint64, cs []state.Change)]
+	// replayTo: the last index the node's log held when it opened; the
+	// changes of entries up to it are a replay of the node's own log
+	// tail at start, not handed to onChanges (changehook.go)
+	replayTo atomic.Uint64
+	// appliedAt: a monotonic reading taken when the state last changed
+	// (a batch applied, a snapshot restored), under mu (ReadStateAt)
+	appliedAt time.Time
 
 	restores atomic.Uint64 // snapshots restored
 	logger   *slog.Logger  // restores are logged (start, end, size, duration); nil: slog.Default
@@ -129,6 +136,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		events = append(events, res.Events...)
 		out[i] = res
 	}
+	if len(logs) > 0 {
+		f.appliedAt = time.Now()
+	}
 	rel1, exp1 := f.m.LeaseEnds()
 	f.counts.leaseEnds(rel0, exp0, rel1, exp1)
 	f.watchIDFill()
@@ -151,8 +161,11 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.mu.Unlock()
 	if fn := f.onChanges.Load(); fn != nil {
+		replayTo := f.replayTo.Load()
 		for _, c := range f.changed {
-			(*fn)(c.index, c.cs)
+			if c.index > replayTo {
+				(*fn)(c.index, c.cs)
+			}
 		}
 	}
 	clear(f.changed)
@@ -225,6 +238,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		log.Error("snapshot restore failed", "bytes", r.n, "took", time.Since(start), "err", err)
 		return fmt.Errorf("node: restore: %w", err)
 	}
+	f.appliedAt = time.Now()
 	f.watchIDFill()
 	ids := f.m.IDMemory()
 	log.Info("snapshot restored", "bytes", r.n, "took", time.Since(start), "remembered_op_ids", ids.Ops, "remembered_request_ids", ids.Requests, "last_token", f.m.LastToken())

@@ -232,6 +232,12 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		n.startedEmpty = !bootstrapped
 	}
 	opened := time.Now()
+	// What the log holds now is replayed once raft knows it committed:
+	// not handed to OnChanges (the operator view would stamp it with the
+	// replay's time, changehook.go).
+	if last, err := n.log.LastIndex(); err == nil {
+		n.fsm.replayTo.Store(last)
+	}
 	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, gstable, gsnaps, trans)
 	if err != nil {
 		if c, ok := trans.(raft.WithClose); ok {

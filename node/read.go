@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/fenceworks/fence/state"
 )
@@ -97,3 +98,25 @@ func (n *Node) ReadState(fn func(m *state.Machine)) { n.fsm.read(fn) }
 // AuthEnabled reports whether the applied state has auth checking on,
 // without the state's lock (the server's fast path for every call).
 func (n *Node) AuthEnabled() bool { return n.fsm.authOn.Load() }
+
+// ReadStateAt runs fn on the applied state, under its read lock, with the
+// node's estimate of server time now: the leader clock if this node holds
+// office; else the state's time plus the time elapsed (monotonic) since
+// the state last changed here (a lower bound: the leader stamped that
+// entry before it was applied). The state's own time moves only with
+// commits, so on an idle store it stands still. For views only (the
+// operator's session list: how long ago a session was kept alive); every
+// decision is the state's, at the leader clock.
+func (n *Node) ReadStateAt(fn func(m *state.Machine, now int64)) {
+	c := n.office()
+	n.fsm.read(func(m *state.Machine) {
+		now := m.Now()
+		switch {
+		case c != nil:
+			now = max(now, c.now())
+		case !n.fsm.appliedAt.IsZero():
+			now += int64(time.Since(n.fsm.appliedAt))
+		}
+		fn(m, now)
+	})
+}

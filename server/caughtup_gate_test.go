@@ -75,6 +75,11 @@ func TestNotCaughtUpServesNothingButStatus(t *testing.T) {
 	if _, err := cl.Members(ctx, connect.NewRequest(&fencev1.MembersRequest{})); err != nil {
 		t.Fatalf("Members on a node not caught up: %v, want served", err)
 	}
+	// Not the operator's cluster overview: it lists every member's id
+	// and raft address, judged as an admin's by a replica that may not
+	// know authentication is on (an outside attack read it anonymously).
+	_, err = fencev1connect.NewOperatorServiceClient(http.DefaultClient, url).ClusterOverview(ctx, connect.NewRequest(&fencev1.ClusterOverviewRequest{}))
+	unavailable("ClusterOverview", err)
 
 	// Nor its key set: that of its last snapshot may still hold a key
 	// retired --now since (a leak).

@@ -113,7 +113,14 @@ func (o operatorService) ListSessions(ctx context.Context, req *connect.Request[
 	}
 	var page []state.SessionView
 	var more bool
-	o.s.deps.Auth.ReadAuth(func(m *state.Machine) { page, more = m.SessionsPage(who, after, limit, m.Now()) })
+	// At the node's estimate of server time, not the state's: that moves
+	// only with commits, and on an idle store a dead client's session
+	// would look freshly kept alive.
+	if at, ok := o.s.deps.Auth.(ServerTimeReader); ok {
+		at.ReadStateAt(func(m *state.Machine, now int64) { page, more = m.SessionsPage(who, after, limit, now) })
+	} else {
+		o.s.deps.Auth.ReadAuth(func(m *state.Machine) { page, more = m.SessionsPage(who, after, limit, m.Now()) })
+	}
 	out := &fencev1.ListSessionsResponse{Sessions: make([]*fencev1.OperatorSession, 0, len(page))}
 	for _, v := range page {
 		out.Sessions = append(out.Sessions, sessionView(v, id))
@@ -122,6 +129,15 @@ func (o operatorService) ListSessions(ctx context.Context, req *connect.Request[
 		out.NextPageToken = strconv.FormatUint(page[len(page)-1].ID, 10)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// ServerTimeReader is an AuthStore that also reads its replica at the
+// node's estimate of server time now (node.Node.ReadStateAt): the
+// leader clock, or on a follower the state's time plus the time since it
+// last changed. ListSessions reads so; an AuthStore without it is read at
+// the state's time.
+type ServerTimeReader interface {
+	ReadStateAt(f func(m *state.Machine, now int64))
 }
 
 // sessionView is v as id may see it: the leases on names it may not read

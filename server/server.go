@@ -69,6 +69,9 @@ type Server struct {
 	// (story.go, activity.go), fed by Deps.Changes and the handlers.
 	story    *storyBook
 	activity *activityRing
+	// fed: the node has caught up since it started, so the changes it
+	// applies are news (noteChanges); before, a replay.
+	fed atomic.Bool
 }
 
 // New builds the handlers over deps. It does not listen; call Serve, or

@@ -46,8 +46,8 @@ func TestStoryForgetsTheLeastRecentlyTouchedName(t *testing.T) {
 	b.record(storyNames+1, []state.Change{grantOf("n0", 2)}) // n0 touched again: n1 is now the oldest
 	b.read("n1")                                             // a read is no touch
 	b.record(storyNames+2, []state.Change{grantOf("new", 1)})
-	if len(b.byName) != storyNames || b.lru.Len() != storyNames {
-		t.Fatalf("%d names (%d in the LRU), want %d", len(b.byName), b.lru.Len(), storyNames)
+	if len(b.byName) != storyNames || b.byPrin[""].Len() != storyNames {
+		t.Fatalf("%d names (%d in the LRU), want %d", len(b.byName), b.byPrin[""].Len(), storyNames)
 	}
 	if ev, _ := b.read("n1"); len(ev) != 0 {
 		t.Errorf("n1, the least recently touched, is still remembered: %d events", len(ev))

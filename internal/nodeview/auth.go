@@ -25,6 +25,10 @@ func (v Auth) CaughtUp() error {
 
 func (v Auth) ReadAuth(f func(m *state.Machine)) { v.N.ReadState(f) }
 
+// ReadStateAt reads the replica at the node's estimate of server time
+// (node.Node.ReadStateAt; server.ServerTimeReader).
+func (v Auth) ReadStateAt(f func(m *state.Machine, now int64)) { v.N.ReadStateAt(f) }
+
 func (v Auth) ApplyAuth(ctx context.Context, cmd state.Command) (state.Result, error) {
 	return v.N.Apply(ctx, cmd)
 }

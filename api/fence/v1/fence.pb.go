@@ -6512,10 +6512,14 @@ func (x *LockStoryRequest) GetName() string {
 
 type LockStoryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Oldest first; at most 64 (the node keeps the last 64 events of each of
-	// the 4096 names it touched most recently).
+	// Oldest first (log order); at most 80 (the node keeps the last 64
+	// lifecycle events and writes and the last 16 refusals of each of 4096
+	// names, forgetting first the least recently touched name of the
+	// principal that made the most).
 	Events []*StoryEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
-	// Older events of this name were dropped from the node's memory.
+	// Older events of this name may be missing: dropped from its rings, or
+	// the name was forgotten once since the node started (then it is set
+	// also when no event is kept).
 	Truncated bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// When this node's memory of stories begins (it started, Unix ms):
 	// nothing before it is known.

@@ -680,7 +680,7 @@
       // refusals of other resources whose token this lock granted).
       const lastIdx = events.reduce((m, e) => Math.max(m, e.logIndex || 0), 0);
       for (const e of stories.get(name) || []) if (posIndex(e.position) > lastIdx || (e.kind === 'refused' && e.resource !== name)) events.push(e);
-      source = 'From this node\'s record of the lock (LockStory' + (storyFromServer.truncated ? ', older events dropped' : '') +
+      source = 'From this node\'s record of the lock (LockStory' + (storyFromServer.truncated ? ', older events may be missing' : '') +
         (storyFromServer.since ? ', since ' + new Date(storyFromServer.since).toLocaleString() : '') + '), then the changes seen live.';
     } else {
       events = (stories.get(name) || []).slice();

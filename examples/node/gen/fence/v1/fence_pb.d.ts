@@ -3231,15 +3231,19 @@ export declare const LockStoryRequestSchema: GenMessage<LockStoryRequest>;
  */
 export declare type LockStoryResponse = Message<"fence.v1.LockStoryResponse"> & {
   /**
-   * Oldest first; at most 64 (the node keeps the last 64 events of each of
-   * the 4096 names it touched most recently).
+   * Oldest first (log order); at most 80 (the node keeps the last 64
+   * lifecycle events and writes and the last 16 refusals of each of 4096
+   * names, forgetting first the least recently touched name of the
+   * principal that made the most).
    *
    * @generated from field: repeated fence.v1.StoryEvent events = 1;
    */
   events: StoryEvent[];
 
   /**
-   * Older events of this name were dropped from the node's memory.
+   * Older events of this name may be missing: dropped from its rings, or
+   * the name was forgotten once since the node started (then it is set
+   * also when no event is kept).
    *
    * @generated from field: bool truncated = 2;
    */
