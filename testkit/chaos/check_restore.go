@@ -30,8 +30,11 @@ import (
 //     while the clients were cut off can only apply after it); a mutation
 //     that spans a restore (called before a cut, returned — or of unknown
 //     outcome — after the opening) may have applied in either epoch: it is
-//     a mutation of unknown outcome in each; a read or refusal that spans
-//     one is left out.
+//     a mutation of unknown outcome in each; a read that spans one is left
+//     out, and so is a refusal of one attempt; a refusal after retries is
+//     a mutation of unknown outcome in each epoch before the one that
+//     refused it (an earlier attempt may have applied there, and the
+//     restore forgot its op_id).
 //
 // So within each epoch: no stale write accepted (checker 1, starting from
 // the restored token), nothing acknowledged lost and nothing applied twice
@@ -208,8 +211,21 @@ func scopeRestores(ops []Op) ([]Op, *restoreScope) {
 				out = append(out, o)
 				continue
 			}
-			if o.Kind == KindRead || o.Out == OutcomeStale || o.Out == OutcomeFail {
+			if o.Kind == KindRead {
 				continue // spans a restore: which epoch it saw is unknown
+			}
+			if o.Out == OutcomeStale || o.Out == OutcomeFail {
+				if o.Attempts <= 1 {
+					continue // one attempt, refused: it applied in no epoch
+				}
+				// Refused in epoch b, but an earlier attempt may have
+				// applied in an epoch before it, its reply lost: a
+				// restore then forgot its op_id, so the retry was judged
+				// afresh (a chaos run saw an add applied in epoch 1 and
+				// its retry refused stale in epoch 2). Unknown in each
+				// epoch before b; in b the refusal is definite (an
+				// attempt applied there would have been replayed).
+				b--
 			}
 			// a mutation that may have applied in any epoch from a to b
 			for e := a; e <= b; e++ {
