@@ -80,6 +80,16 @@ func (m *Membership) CaughtUp() bool {
 	return false
 }
 
+// PastThrough is the last log index whose entries this node learned
+// late: the leader's commit index when this follower asked after its
+// start (entries up to it were committed while it was down or before it
+// joined, and reach it in a catch-up burst). 0 when there are none (a
+// leader, whose own log held them, or a single node) or it is not known
+// yet (CaughtUp is false then). The operator view's story and activity
+// feed skips them (server: noteChanges): stamped with the catch-up's wall
+// time they would be a false history.
+func (m *Membership) PastThrough() uint64 { return m.caught.target.Load() }
+
 // Behind is nil once the node has caught up (CaughtUp), else why not, an
 // error that matches fence.ErrUnavailable: no leader known, or not yet
 // caught up with what its leader committed.

@@ -87,7 +87,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	}, server.Deps{
 		PeerAdmitted: cp.peerAdmitted(),
 		Service:      svc, Node: nodeview.Node{N: n, Caught: cp.members.CaughtUp}, Cluster: nodeview.Membership{M: cp.members}, Errors: errorKinds,
-		Auth:    nodeview.Auth{N: n, Behind: cp.members.Behind},
+		Auth:    nodeview.Auth{N: n, Behind: cp.members.Behind, Past: cp.members.PastThrough},
 		Metrics: metrics,
 		Watches: watchSource(n),
 		// The operator view's stories and grant counts (server/story.go).

@@ -217,4 +217,22 @@ func TestUIShowsDirectionControlsVisibly(t *testing.T) {
 	if want := `bidi/a\u202ecod.exe`; shown != want {
 		t.Errorf("name shown as %q, want %q", shown, want)
 	}
+
+	// A zero-width space in a name, a quote in an owner: the release
+	// confirmation shows the one and cannot be given a token of its own
+	// by the other (an outside test's second finding).
+	name, owner = "bidi/b\u200b", `mallory" with token 999? (x`
+	if code, body := uiPost(t, srv.URL(), "fence.v1.LockService/Acquire", "", map[string]any{"name": name, "ttl": "600s", "owner": owner}); code != 200 {
+		t.Fatalf("acquire: %d %v", code, body)
+	}
+	tok := lockTokens(t, srv.URL(), "", name)
+	if len(tok) != 1 {
+		t.Fatalf("%q holders %v", name, tok)
+	}
+	uiWait[bool](b, "the row with its release button", fmt.Sprintf(`(() => { const r = (%s)(%s); return !!(r && r.Release); })()`, rowFields, rowJS(name)))
+	uiEval[chromedp.Void](b, fmt.Sprintf(`%s.querySelector('td.act-col button').click()`, rowJS(name)))
+	text := uiWait[string](b, "the confirmation", `document.getElementById('confirm').open && document.getElementById('confirm-text').textContent`)
+	if want := fmt.Sprintf(`Release "bidi/b\u200b", held by "mallory\" with token 999? (x" with token %d?`, tok[0]); text != want {
+		t.Errorf("confirmation %q, want %q", text, want)
+	}
 }

@@ -14,6 +14,16 @@ import (
 type Auth struct {
 	N      *node.Node
 	Behind func() error
+	// Past is cluster.Membership.PastThrough (nil: 0, nothing learned late).
+	Past func() uint64
+}
+
+// PastThrough is the last log index this node learned late (Past).
+func (v Auth) PastThrough() uint64 {
+	if v.Past == nil {
+		return 0
+	}
+	return v.Past()
 }
 
 func (v Auth) CaughtUp() error {

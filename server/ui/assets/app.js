@@ -19,10 +19,13 @@
 
   const $ = (id) => document.getElementById(id);
   // vis shows a value's direction controls (U+202A-202E, U+2066-2069,
-  // U+200E/200F, U+061C) as visible escapes: a lock name or owner with a
-  // right-to-left override would otherwise be drawn reversed, and a
-  // confirmation could name another owner than the one released.
-  const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  // U+200E/200F, U+061C) and invisible characters (U+00AD, U+180E,
+  // U+200B-200D, U+2060-2064, U+FEFF) as visible escapes: a lock name or
+  // owner with a right-to-left override would otherwise be drawn
+  // reversed, two names differing only by a zero-width space would look
+  // the same, and a confirmation could name another owner than the one
+  // released.
+  const BIDI = /[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
   const vis = (v) => String(v).replace(BIDI, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
@@ -583,7 +586,9 @@
   function askRelease(name, tok, owner) {
     if (!canAct()) return;
     pending = { name, token: tok, owner };
-    $('confirm-text').textContent = vis('Release "' + name + '", held by ' + (owner ? '"' + owner + '"' : 'an owner with no name') + ' with token ' + tok + '?');
+    // Name and owner quoted as JSON strings: a quote in an owner cannot
+    // end its quotation and write a token of its own into the sentence.
+    $('confirm-text').textContent = vis('Release ' + JSON.stringify(name) + ', held by ' + (owner ? JSON.stringify(owner) : 'an owner with no name') + ' with token ' + tok + '?');
     $('confirm').showModal();
   }
   $('confirm-cancel').addEventListener('click', () => { pending = null; $('confirm').close(); });
