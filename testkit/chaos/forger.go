@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/fenceworks/fence"
@@ -247,6 +248,10 @@ func (f *forger) readStored(ctx context.Context, res string) (*Stored, error) {
 	return &Stored{Guard: uint64(guard), Token: uint64(tok), Version: uint64(ver)}, nil
 }
 
+// noKeySet is the text of the guards' ErrNoKeySet (guard/internal/proof,
+// not importable here).
+const noKeySet = "the key source returned no key set"
+
 // write sends st to res through the guard (CheckSigned and the UPDATE in
 // one transaction, as a worker's write) and records it with the stored
 // tokens around it. A write whose before-read fails is not sent.
@@ -263,6 +268,14 @@ func (f *forger) write(ctx context.Context, kind, res string, st fence.SignedTok
 	if out != OutcomeOK && (errors.Is(werr, context.Canceled) || errors.Is(werr, context.DeadlineExceeded)) {
 		// Cut short (the run's end, a timeout): the guard judged
 		// nothing the checker can read.
+		out = OutcomeUnknown
+	}
+	if out != OutcomeOK && strings.Contains(errString(werr), noKeySet) {
+		// The harness's key cache had no set yet (its first fetch met a
+		// killed server): the guard failed closed without judging the
+		// token, as documented (guard: ErrNoKeySet). Not a verdict on
+		// the token: a clean-clone run's forger counted its own token
+		// "refused" so.
 		out = OutcomeUnknown
 	}
 	op.Out, op.Err, op.Reason = out, errString(werr), string(fence.ReasonOf(werr))
