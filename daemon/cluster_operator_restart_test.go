@@ -23,30 +23,8 @@ import (
 // a grant after its start is in both.
 func TestClusterRestartedFollowerStoryHasNoReplayedEvents(t *testing.T) {
 	t.Parallel()
-	ids := []string{"n1", "n2", "n3"}
-	peers, addrs := staticPeers(t, ids)
-	cfgs := map[string]Config{}
-	nodes := map[string]*runNode{}
-	for _, id := range ids {
-		cfgs[id] = clusterConfig(t, id, ClusterConfig{RaftAddr: addrs[id], Peers: peers})
-		nodes[id] = startRun(t, cfgs[id])
-	}
-	var lead, f *runNode
-	await(t, "a leader in office and every member ready", func() bool {
-		lead, f = nil, nil
-		for _, id := range ids {
-			st := nodes[id].status(t)
-			if !st.GetReady() {
-				return false
-			}
-			if st.GetRole() == "leader" {
-				lead = nodes[id]
-			} else {
-				f = nodes[id]
-			}
-		}
-		return lead != nil
-	})
+	c := startReadyCluster(t)
+	cfgs, lead, f := c.cfgs, c.lead, c.follower
 	ctx := context.Background()
 	acquire := func(name string) int64 {
 		t.Helper()

@@ -18,32 +18,8 @@ import (
 // member is stopped, ClusterOverview on the leader answers with it
 // unhealthy and its error, the others healthy.
 func TestClusterOperatorViewStoriesOnEveryMemberAndAStoppedMemberUnhealthy(t *testing.T) {
-	ids := []string{"n1", "n2", "n3"}
-	peers, addrs := staticPeers(t, ids)
-	nodes := map[string]*runNode{}
-	for _, id := range ids {
-		nodes[id] = startRun(t, clusterConfig(t, id, ClusterConfig{RaftAddr: addrs[id], Peers: peers}))
-	}
-	var lead *runNode
-	await(t, "a leader in office and every member ready", func() bool {
-		lead = nil
-		for _, id := range ids {
-			st := nodes[id].status(t)
-			if !st.GetReady() {
-				return false
-			}
-			if st.GetRole() == "leader" {
-				lead = nodes[id]
-			}
-		}
-		return lead != nil
-	})
-	var follower *runNode
-	for _, id := range ids {
-		if nodes[id] != lead {
-			follower = nodes[id]
-		}
-	}
+	c := startReadyCluster(t)
+	lead, follower := c.lead, c.follower
 	ctx := context.Background()
 	a, err := lead.locks().Acquire(ctx, connect.NewRequest(&fencev1.AcquireRequest{Name: "story", Owner: "w", Ttl: durationpb.New(time.Minute)}))
 	if err != nil {

@@ -18,28 +18,8 @@ import (
 // there too (read at the state's time, it stood still).
 func TestClusterFollowerListSessionsTimesMoveWhileIdle(t *testing.T) {
 	t.Parallel()
-	ids := []string{"n1", "n2", "n3"}
-	peers, addrs := staticPeers(t, ids)
-	nodes := map[string]*runNode{}
-	for _, id := range ids {
-		nodes[id] = startRun(t, clusterConfig(t, id, ClusterConfig{RaftAddr: addrs[id], Peers: peers}))
-	}
-	var lead, f *runNode
-	await(t, "a leader in office and every member ready", func() bool {
-		lead, f = nil, nil
-		for _, id := range ids {
-			st := nodes[id].status(t)
-			if !st.GetReady() {
-				return false
-			}
-			if st.GetRole() == "leader" {
-				lead = nodes[id]
-			} else {
-				f = nodes[id]
-			}
-		}
-		return lead != nil
-	})
+	c := startReadyCluster(t)
+	lead, f := c.lead, c.follower
 	ctx := context.Background()
 	o, err := fencev1connect.NewSessionServiceClient(clusterHTTP, lead.url).Open(ctx, connect.NewRequest(&fencev1.OpenSessionRequest{Ttl: durationpb.New(120 * time.Second)}))
 	if err != nil {
