@@ -67,12 +67,18 @@ type session struct {
 	// streamCancel cancels the current stream (close uses it to stop a
 	// Send that blocks).
 	streamCancel context.CancelFunc
+
+	// followerSeen (cap 1): a keepalive reply said its node is a follower
+	// (follow_leader.go); lastMove: when the stream was last moved to the
+	// leader (run's goroutine only).
+	followerSeen chan struct{}
+	lastMove     time.Time
 }
 
 func newSession(c *Client, copts []connect.ClientOption) *session {
 	s := &session{
 		c: c, ttl: c.cfg.sessionTTL,
-		openSem: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		openSem: make(chan struct{}, 1), wake: make(chan struct{}, 1), followerSeen: make(chan struct{}, 1),
 		closing: make(chan struct{}), loopDone: make(chan struct{}),
 		leases: map[fence.Token]*Lease{},
 		copts:  copts,

@@ -65,6 +65,12 @@ func (s *session) run() {
 		if err == nil {
 			continue // the session ended; wait for the next
 		}
+		if errors.Is(err, errMoveToLeader) {
+			// Ended on purpose: the Client points at the leader now
+			// (follow_leader.go). Open the next stream there at once.
+			s.c.cfg.logger.Debug("fence: moving the session's stream to the leader", "session", id, "from", ep.url)
+			continue
+		}
 		if errors.Is(err, fence.ErrSessionExpired) {
 			s.expired(gen, err) // the server ended the stream: the session is gone
 			continue
@@ -168,6 +174,11 @@ func (s *session) serve(ep *endpoint, id, gen uint64) (err error, answered bool)
 	}
 
 	first := true
+	mover := s.newLeaderMover(ep)
+	select {
+	case <-s.followerSeen: // said of an earlier stream's node
+	default:
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -243,6 +254,12 @@ func (s *session) serve(ep *endpoint, id, gen uint64) (err error, answered bool)
 			received = true
 			return streamErr(err, nil), false
 		case <-timer.C:
+		case <-s.followerSeen:
+			mover.start(ctx)
+		case moved := <-mover.done:
+			if mover.finish(moved) {
+				return errMoveToLeader, true
+			}
 		case <-s.closing:
 			return nil, false
 		}
@@ -353,6 +370,7 @@ func (s *session) deliver(gen uint64, r *fencev1.SessionReply) {
 		} else {
 			info := r.GetKeepAlive().GetSession()
 			s.extend(gen, c.sent, info, info.GetRemaining().AsDuration())
+			s.noteFollower(r.GetKeepAlive().GetFollower())
 		}
 		c.finish(r, err)
 		s.kick()

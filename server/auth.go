@@ -307,6 +307,26 @@ func allows(perms []state.Permission, kind state.PermKind, name string) bool {
 	return state.Allows(perms, kind, name)
 }
 
+// statusReader authorizes a NodeStatus call: any authenticated caller may
+// ask, and full reports whether it is shown the whole status (an admin, a
+// peer, or checking off) or only the node's role and readiness. Only an
+// admin's call is audited, as requireAdmin audits it.
+func (s *Server) statusReader(ctx context.Context) (_ context.Context, full bool, err error) {
+	if clusterapi.FromPeer(ctx) {
+		return ctx, true, nil
+	}
+	ctx, err = s.authorize(ctx, "NodeStatus", 0, "")
+	if err != nil {
+		return ctx, false, err
+	}
+	p, _ := fence.PrincipalFrom(ctx)
+	if !p.Admin {
+		return ctx, false, nil
+	}
+	s.auditAction(ctx, "NodeStatus", p.Name, "")
+	return ctx, true, nil
+}
+
 // requireAdmin authorizes an admin call (backup, membership, leadership,
 // detailed status). A peer's call on the raft port is a node's, trusted.
 func (s *Server) requireAdmin(ctx context.Context, method string) (context.Context, error) {

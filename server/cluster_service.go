@@ -81,9 +81,17 @@ func (c clusterService) TransferLeadership(ctx context.Context, req *connect.Req
 }
 
 func (c clusterService) NodeStatus(ctx context.Context, req *connect.Request[fencev1.NodeStatusRequest]) (*connect.Response[fencev1.NodeStatusResponse], error) {
-	ctx, err := c.s.requireAdmin(ctx, "NodeStatus")
+	ctx, full, err := c.s.statusReader(ctx)
 	if err != nil {
 		return nil, c.error(ctx, "NodeStatus", err)
+	}
+	if !full {
+		// A principal that is not an admin learns only whether this node
+		// leads and can serve: what a client needs to find the leader
+		// (client/spread.go) and nothing of the cluster's ids, addresses
+		// or counts.
+		st := c.m.NodeStatus(false)
+		return connect.NewResponse(&fencev1.NodeStatusResponse{Role: st.Role, Ready: st.Ready}), nil
 	}
 	// adding admits a node that started empty to answer raft
 	// (node.Config.AdmitOnAdd): it counts only from the raft port's API

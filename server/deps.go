@@ -62,6 +62,11 @@ type Node interface {
 	// knows its leader and applied all it knows committed. detail is the
 	// one line /readyz shows after "ready: " or "not ready: ".
 	Readiness() (ready bool, detail string)
+	// IsLeader reports whether the node is its cluster's leader in office
+	// (a single node: always). A session's keepalive reply says so
+	// (KeepAliveResponse.follower), so that a client on a follower can
+	// move to the leader.
+	IsLeader() bool
 	// Limits are the request bounds of the rules recorded in the log (the
 	// largest TTL and lock-delay); MaxTTL 0 if none are known yet
 	// (Config.MaxTTL applies then).

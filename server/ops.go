@@ -213,7 +213,7 @@ func (s *Server) keepAliveCall(m *fencev1.KeepAliveRequest, b binding) (call[fen
 		if err != nil {
 			return nil, g.Replayed, err
 		}
-		return &fencev1.KeepAliveResponse{Session: sessionToProto(&g.Session), Replayed: g.Replayed}, g.Replayed, nil
+		return &fencev1.KeepAliveResponse{Session: sessionToProto(&g.Session), Replayed: g.Replayed, Follower: !s.deps.Node.IsLeader()}, g.Replayed, nil
 	}), nil
 }
 

@@ -128,6 +128,9 @@ func (n memNode) Readiness() (bool, string) {
 
 func (n memNode) Limits() fence.Limits { return n.m.Limits() }
 
+// IsLeader: one copy, always the leader.
+func (memNode) IsLeader() bool { return true }
+
 // Backup writes the service's state as a backup file (backup.Write), as
 // the daemon's adapter writes a node's.
 func (n memNode) Backup(ctx context.Context) (*fencev1.BackupHeader, func(io.Writer) error, error) {

@@ -41,6 +41,9 @@ func (v Node) Readiness() (bool, string) {
 	return true, fmt.Sprintf("applied=%d last_token=%d", st.AppliedIndex, st.LastToken)
 }
 
+// IsLeader reports whether the node leads and is in office.
+func (v Node) IsLeader() bool { return v.N.IsLeader() }
+
 // MaxTTL is the largest TTL the rules recorded in the log allow (0 before
 // any are known).
 func (v Node) Limits() fence.Limits { return v.N.Limits() }

@@ -353,7 +353,14 @@ type KeepAliveResponse struct {
 	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
 	// True when session_ref.seq was applied before and this is the saved
 	// result.
-	Replayed      bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// True when the node that answered is not the cluster's leader: it
+	// forwards the session's requests to the leader, which costs the
+	// cluster about twice the CPU of a session on the leader. A client with
+	// several endpoints may move the session's stream to the leader (the Go
+	// client does: docs/clients.md, "Which node a Client uses"). Always
+	// false from a single node and from the leader.
+	Follower      bool `protobuf:"varint,3,opt,name=follower,proto3" json:"follower,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,6 +405,13 @@ func (x *KeepAliveResponse) GetSession() *Session {
 func (x *KeepAliveResponse) GetReplayed() bool {
 	if x != nil {
 		return x.Replayed
+	}
+	return false
+}
+
+func (x *KeepAliveResponse) GetFollower() bool {
+	if x != nil {
+		return x.Follower
 	}
 	return false
 }
@@ -7190,10 +7204,11 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x125\n" +
 	"\vsession_ref\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\n" +
-	"sessionRef\"\\\n" +
+	"sessionRef\"x\n" +
 	"\x11KeepAliveResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.fence.v1.SessionR\asession\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"f\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\x12\x1a\n" +
+	"\bfollower\x18\x03 \x01(\bR\bfollower\"f\n" +
 	"\x13CloseSessionRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x125\n" +
 	"\vsession_ref\x18\x14 \x01(\v2\x14.fence.v1.SessionRefR\n" +

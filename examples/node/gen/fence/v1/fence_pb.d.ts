@@ -193,6 +193,18 @@ export declare type KeepAliveResponse = Message<"fence.v1.KeepAliveResponse"> & 
    * @generated from field: bool replayed = 2;
    */
   replayed: boolean;
+
+  /**
+   * True when the node that answered is not the cluster's leader: it
+   * forwards the session's requests to the leader, which costs the
+   * cluster about twice the CPU of a session on the leader. A client with
+   * several endpoints may move the session's stream to the leader (the Go
+   * client does: docs/clients.md, "Which node a Client uses"). Always
+   * false from a single node and from the leader.
+   *
+   * @generated from field: bool follower = 3;
+   */
+  follower: boolean;
 };
 
 /**
