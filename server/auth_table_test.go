@@ -184,7 +184,9 @@ var authRPCs = []rpc{
 		return fmt.Sprintf(`{"session":%d}`, openAs(f, owner))
 	}},
 	{fencev1connect.ClusterServiceMembersProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
-	{fencev1connect.ClusterServiceNodeStatusProcedure, "admin", func(*authFixture, string, int) string { return `{}` }},
+	// NodeStatus: any authenticated caller (a non-admin sees role and
+	// ready only: system_test TestSessionStreamFollowsTheLeader).
+	{fencev1connect.ClusterServiceNodeStatusProcedure, "", func(*authFixture, string, int) string { return `{}` }},
 	{fencev1connect.ClusterServiceAddMemberProcedure, "admin", func(*authFixture, string, int) string {
 		return `{"id":"n2","raftAddr":"127.0.0.1:1"}`
 	}},
