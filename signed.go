@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // A signed token is a fencing token with the proof of its grant: an
@@ -201,7 +203,33 @@ func KeyIDOf(pub ed25519.PublicKey) string {
 // and restore that signs the same grant with the same key makes the same
 // bytes.
 func Sign(key ed25519.PrivateKey, clusterID, name string, token Token) SignedToken {
-	id := KeyIDOf(key.Public().(ed25519.PublicKey))
+	id := signingKeyID(key)
 	return SignedToken{Token: token, ClusterID: clusterID, KeyID: id,
 		Signature: ed25519.Sign(key, ProofMessage(id, clusterID, name, token))}
+}
+
+// lastKeyID is the public key Sign signed with last and its id: a node
+// signs every grant with the same key, and the id is a SHA-256 of it
+// (KeyIDOf), so the id is not hashed again for every grant.
+var lastKeyID atomic.Pointer[keyIDEntry]
+
+type keyIDEntry struct {
+	pub [ed25519.PublicKeySize]byte
+	id  string
+}
+
+// signingKeyID is KeyIDOf(key's public half), from lastKeyID when it holds
+// the same public key (compared whole: the id is a function of it alone).
+func signingKeyID(key ed25519.PrivateKey) string {
+	if len(key) != ed25519.PrivateKeySize {
+		return KeyIDOf(key.Public().(ed25519.PublicKey)) // ed25519.Sign refuses it
+	}
+	pub := key[ed25519.SeedSize:]
+	if e := lastKeyID.Load(); e != nil && bytes.Equal(e.pub[:], pub) {
+		return e.id
+	}
+	e := &keyIDEntry{id: KeyIDOf(ed25519.PublicKey(pub))}
+	copy(e.pub[:], pub)
+	lastKeyID.Store(e)
+	return e.id
 }

@@ -27,7 +27,9 @@ import (
 // or TLS with a framing of its own (api/leanwire) instead of HTTP/2 and
 // Connect: one connection is one session stream, read by one goroutine
 // (through a buffer: one read syscall for what arrived together) and
-// written by one (the replies ready together go out in one write). Its
+// written by one at a time (the replies ready together go out in one
+// write, by the goroutine that queued one and found no other sending:
+// stream.go, flushReplies). Its
 // requests run on the stream workers like every stream's (no goroutine
 // and no timer per request).
 //
@@ -57,8 +59,9 @@ import (
 //   - a dead peer: the client sends a ping frame when it has sent nothing
 //     for leanwire.PingEvery; a connection on which nothing arrived for
 //     Config.SessionIdleTimeout is closed (its requests cancelled, waits withdrawn). A peer
-//     that stops reading its replies stops being read (the sender blocks,
-//     then the workers, then the reader), so it falls silent and is cut
+//     that stops reading its replies stops being read (the goroutine
+//     sending blocks, then the workers queuing replies, then the reader),
+//     so it falls silent and is cut
 //     the same way: no write deadline per batch is needed.
 
 // DefaultSessionIdleTimeout is the default of Config.SessionIdleTimeout:
@@ -218,8 +221,8 @@ func (s *Server) serveLean(c net.Conn) {
 type leanTransport struct {
 	c net.Conn
 	r *bufio.Reader
-	// w is written by the sender (sendLoop), by Receive's pongs and by end,
-	// each under wmu.
+	// w is written by the goroutine sending replies (flushReplies), by
+	// Receive's pongs and by end, each under wmu.
 	wmu    sync.Mutex
 	w      *bufio.Writer
 	pongs  bool         // the hello asked for pongs: every ping is answered

@@ -105,10 +105,23 @@ type sessionStream struct {
 	ctx    context.Context // ends with the stream: in-flight requests are cancelled
 	cancel context.CancelFunc
 
-	replies  chan queuedReply // to the sender
-	wg       sync.WaitGroup   // requests in flight
-	inflight atomic.Int64
-	bytes    atomic.Int64
+	// replies are the replies queued for sending (bounded: a request
+	// whose reply finds it full waits). Whoever queues one sends what is
+	// queued unless another goroutine is sending (flushReplies): no
+	// goroutine of its own and no wake-up per reply.
+	replies chan queuedReply
+	// queued counts the replies queued and not yet taken by a sender
+	// (added after a reply is queued, so that the goroutine letting go of
+	// sending sees a reply queued by one that found it sending).
+	queued atomic.Int64
+	// sending is held by the goroutine sending the queued replies.
+	sending atomic.Bool
+	// sendFailed: a send failed (the stream is ended); later replies are
+	// dropped. Read and written only by the goroutine holding sending.
+	sendFailed bool
+	wg         sync.WaitGroup // requests in flight
+	inflight   atomic.Int64
+	bytes      atomic.Int64
 	// keepalives in flight: counted apart from inflight, so a stream full
 	// of waiting acquires can still keep its session alive.
 	keepalives atomic.Int64
@@ -219,11 +232,6 @@ func (s *Server) serveSession(ctx context.Context, st sessionTransport) error {
 // serve dispatches first and every later message until the client's side
 // ends, then waits for the requests in flight and their replies.
 func (ss *sessionStream) serve(first *fencev1.SessionRequest) error {
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		ss.sendLoop()
-	}()
 	ss.dispatch(first, true)
 	for {
 		m, err := ss.st.Receive()
@@ -237,9 +245,11 @@ func (ss *sessionStream) serve(first *fencev1.SessionRequest) error {
 		}
 		ss.dispatch(m, false)
 	}
+	// Every request queued its reply and sent what was queued (or left
+	// it to the goroutine sending then, which sends it before it is done)
+	// before its wg.Done: nothing is left to send here.
 	ss.wg.Wait()
-	close(ss.replies)
-	<-sent
+	ss.flushReplies()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.failure
@@ -366,7 +376,7 @@ func (ss *sessionStream) do(call uint64, c streamCall) {
 	// Free before the reply is queued: a client that has its reply may
 	// use the id again.
 	ss.releaseCall(call)
-	ss.replies <- queuedReply{r, h}
+	ss.queue(queuedReply{r, h})
 }
 
 // claimCall records call as in flight; false if a request with that id
@@ -404,43 +414,68 @@ type queuedReply struct {
 	hold *replyHold
 }
 
-// reply queues r for the sender.
-func (ss *sessionStream) reply(r *fencev1.SessionReply) { ss.replies <- queuedReply{r: r} }
+// reply queues r and sends what is queued (queue).
+func (ss *sessionStream) reply(r *fencev1.SessionReply) { ss.queue(queuedReply{r: r}) }
 
-// sendLoop sends the queued replies until the queue is closed: what is
-// ready is sent under one write deadline. After a failed send it keeps
-// draining the queue (nothing waits on a stream that has ended).
-func (ss *sessionStream) sendLoop() {
-	failed := false
-	for q := range ss.replies {
-		if failed {
-			q.hold.release()
-			continue
+// queue queues q (waiting while the queue is full) and sends what is
+// queued, unless another goroutine is sending it.
+func (ss *sessionStream) queue(q queuedReply) {
+	ss.replies <- q
+	ss.queued.Add(1)
+	ss.flushReplies()
+}
+
+// flushReplies sends the queued replies unless another goroutine is
+// sending them. The one sending looks at the queue again after it lets go,
+// so a reply queued while it sent, by a goroutine that found it sending,
+// is never left behind: every reply queued is sent (or, after a failed
+// send, dropped) before the goroutine that queued it returns from queue,
+// or by the goroutine sending then before that one returns from its own.
+func (ss *sessionStream) flushReplies() {
+	for ss.queued.Load() > 0 {
+		if !ss.sending.CompareAndSwap(false, true) {
+			return // the goroutine sending looks again when it is done
 		}
-		ss.st.writeWithin(ss.s.cfg.WriteTimeout)
-		err := ss.st.Send(q.r)
-		q.hold.release()
-	batch:
-		for err == nil {
+		ss.sendQueued()
+		ss.sending.Store(false)
+	}
+}
+
+// sendQueued sends what is queued, as one batch under one write deadline
+// and one flush (the caller holds sending). After a failed send it drops
+// what is queued (nothing waits on a stream that has ended).
+func (ss *sessionStream) sendQueued() {
+	if ss.sendFailed {
+		for {
 			select {
-			case more, ok := <-ss.replies:
-				if !ok {
-					break batch
-				}
-				err = ss.st.Send(more.r)
-				more.hold.release()
+			case q := <-ss.replies:
+				ss.queued.Add(-1)
+				q.hold.release()
 			default:
-				break batch
+				return
 			}
 		}
-		if err == nil {
-			err = ss.st.Flush()
+	}
+	ss.st.writeWithin(ss.s.cfg.WriteTimeout)
+	var err error
+batch:
+	for n := 0; err == nil && n < replyQueue; n++ {
+		select {
+		case q := <-ss.replies:
+			ss.queued.Add(-1)
+			err = ss.st.Send(q.r)
+			q.hold.release()
+		default:
+			break batch
 		}
-		ss.st.writeWithin(0)
-		if err != nil {
-			failed = true
-			ss.end(ss.s.receiveError(err))
-		}
+	}
+	if err == nil {
+		err = ss.st.Flush()
+	}
+	ss.st.writeWithin(0)
+	if err != nil {
+		ss.sendFailed = true
+		ss.end(ss.s.receiveError(err))
 	}
 }
 
