@@ -10,14 +10,14 @@ import (
 func TestGroupByteBound(t *testing.T) {
 	c := &leaderClock{}
 	prop := func(n int) *proposal { return &proposal{c: c, data: make([]byte, n)} }
-	sizes := func(g []*proposal) (out []int) {
-		for _, p := range g {
-			out = append(out, len(p.data))
+	sizes := func(g *group) (out []int) {
+		for _, m := range g.m {
+			out = append(out, len(m.p.data))
 		}
 		return out
 	}
 	half := maxGroupBytes / 2
-	pr := &proposer{leaders: 1}
+	pr := &proposer{}
 	pr.queue = []*proposal{prop(half), prop(half), prop(1)}
 	if g := sizes(pr.take()); len(g) != 2 || g[0]+g[1] != maxGroupBytes {
 		t.Fatalf("first group %v, want the two halves (exactly %d bytes)", g, maxGroupBytes)
@@ -25,7 +25,7 @@ func TestGroupByteBound(t *testing.T) {
 	if g := sizes(pr.take()); len(g) != 1 || g[0] != 1 {
 		t.Fatalf("second group %v, want the 1-byte command", g)
 	}
-	pr = &proposer{leaders: 1}
+	pr = &proposer{}
 	pr.queue = []*proposal{prop(half), prop(half + 1)}
 	if g := sizes(pr.take()); len(g) != 1 {
 		t.Fatalf("group %v: %d + %d bytes is past the bound, want them apart", g, half, half+1)
