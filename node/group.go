@@ -108,12 +108,12 @@ type group struct {
 
 // proposer is the queue of proposals and the count of leaders.
 type proposer struct {
-	mu     sync.Mutex
-	queue  []*proposal
-	idle   int           // commit loops waiting for work
-	limit  int           // commit loops (groups in flight at most)
-	wake   chan struct{} // cap limit: wakes an idle loop
-	closed bool          // Close answered the queue: no proposal is queued any more
+	mu      sync.Mutex
+	queue   []*proposal
+	leaders int           // groups being led (at most limit): by a caller or a commit loop
+	limit   int           // groups in flight at most; as many commit loops
+	wake    chan struct{} // cap limit: hands a leader's slot to a commit loop
+	closed  bool          // Close answered the queue: no proposal is queued any more
 
 	groups    atomic.Uint64 // log entries proposed
 	commands  atomic.Uint64 // commands in them
@@ -127,24 +127,33 @@ func newProposer(inFlight int) *proposer {
 	return &proposer{limit: inFlight, wake: make(chan struct{}, inFlight)}
 }
 
-// enqueue queues p and wakes an idle commit loop. A proposer that is
-// closed refuses p (false).
-func (pr *proposer) enqueue(p *proposal) bool {
+// enqueue queues p; lead reports that p's caller must lead a group now
+// (Node.leadOnce): fewer than limit groups are being led. A proposer that
+// is closed refuses p (ok false).
+func (pr *proposer) enqueue(p *proposal) (lead, ok bool) {
 	pr.mu.Lock()
+	defer pr.mu.Unlock()
 	if pr.closed {
-		pr.mu.Unlock()
-		return false
+		return false, false
 	}
 	pr.queue = append(pr.queue, p)
-	wake := pr.idle > 0
-	pr.mu.Unlock()
-	if wake {
-		select {
-		case pr.wake <- struct{}{}:
-		default:
-		}
+	if pr.leaders < pr.limit {
+		pr.leaders++
+		return true, true
 	}
-	return true
+	return false, true
+}
+
+// keepLead reports whether proposals are queued: the finished leader's
+// slot then goes on (to a commit loop); if none is, the slot ends.
+func (pr *proposer) keepLead() bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if len(pr.queue) > 0 {
+		return true
+	}
+	pr.leaders--
+	return false
 }
 
 // withdraw takes p out of the queue; false if it is already in a group
@@ -192,7 +201,7 @@ var groupPool = sync.Pool{New: func() any { return new(group) }}
 
 // take removes the next group from the queue: the proposals in order that
 // share the first one's clock, up to the bounds, each marked taken (no
-// longer withdrawable); nil if none is queued.
+// longer withdrawable). If none is queued, the caller's slot ends: nil.
 func (pr *proposer) take() *group {
 	g := groupPool.Get().(*group)
 	pr.mu.Lock()
@@ -211,6 +220,9 @@ func (pr *proposer) take() *group {
 	n := copy(pr.queue, pr.queue[i:])
 	clear(pr.queue[n:])
 	pr.queue = pr.queue[:n]
+	if len(g.m) == 0 {
+		pr.leaders--
+	}
 	pr.mu.Unlock()
 	if len(g.m) == 0 {
 		groupPool.Put(g)
@@ -233,9 +245,13 @@ func (n *Node) proposeWith(ctx context.Context, c *leaderClock, cmd *state.Comma
 	}
 	p.gen++
 	p.c, p.data, p.buf = c, data, data
-	if !n.props.enqueue(p) {
+	lead, ok := n.props.enqueue(p)
+	if !ok {
 		putProposal(p)
 		return state.Result{}, ErrClosed
+	}
+	if lead {
+		n.leadOnce()
 	}
 	if ctxDone := ctx.Done(); ctxDone != nil {
 		select {
@@ -272,42 +288,48 @@ func putProposal(p *proposal) {
 	proposalPool.Put(p)
 }
 
+// leadOnce leads one group in the caller's goroutine (an idle node adds
+// no hand-off: the caller proposes its own command at once). If more
+// queued meanwhile, it hands its slot to a commit loop before it answers
+// the group; under load the loops lead and callers only wait.
+func (n *Node) leadOnce() {
+	g := n.props.take()
+	if g == nil {
+		return
+	}
+	n.submit(g)
+	res, err := n.finish(g)
+	if n.props.keepLead() {
+		n.props.wake <- struct{}{} // never blocks: at most limit slots
+	}
+	n.answer(g, res, err)
+}
+
 // commitLoop is one of the node's commit loops (proposer.limit of them,
-// one by default), started by Open: while proposals are queued it takes
-// the next group, proposes it, waits for raft's answer and answers the
-// group; then it sleeps until enqueue wakes it. It returns once the node
-// is closing. Its stack stays grown across groups, and between one
-// group's answer and the next group's append it wakes no other goroutine:
-// the group is proposed right before it parks on the future, so raft's
-// leader loop runs next on this P.
+// one by default), started by Open. Handed a slot, it leads while
+// proposals are queued: it takes the next group, proposes it, waits for
+// raft's answer and answers the group, then takes the next; between one
+// group's answer and the next group's append it wakes no other goroutine,
+// and the group is proposed right before it parks on the future, so
+// raft's leader loop runs next on its P. Its stack stays grown. It returns
+// once the node is closing (Close answers what is queued).
 func (n *Node) commitLoop() {
 	pr := n.props
 	for {
+		select {
+		case <-pr.wake:
+		case <-n.closing:
+			return
+		}
 		for {
 			g := pr.take()
 			if g == nil {
-				break
+				break // the slot ended
 			}
 			n.submit(g)
 			res, err := n.finish(g)
 			n.answer(g, res, err)
 		}
-		pr.mu.Lock()
-		if len(pr.queue) > 0 {
-			pr.mu.Unlock()
-			continue
-		}
-		pr.idle++
-		pr.mu.Unlock()
-		select {
-		case <-pr.wake:
-		case <-n.closing:
-			// Close answers what is queued (proposer.close).
-			return
-		}
-		pr.mu.Lock()
-		pr.idle--
-		pr.mu.Unlock()
 	}
 }
 

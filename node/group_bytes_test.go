@@ -17,7 +17,7 @@ func TestGroupByteBound(t *testing.T) {
 		return out
 	}
 	half := maxGroupBytes / 2
-	pr := &proposer{}
+	pr := &proposer{leaders: 1}
 	pr.queue = []*proposal{prop(half), prop(half), prop(1)}
 	if g := sizes(pr.take()); len(g) != 2 || g[0]+g[1] != maxGroupBytes {
 		t.Fatalf("first group %v, want the two halves (exactly %d bytes)", g, maxGroupBytes)
@@ -25,7 +25,7 @@ func TestGroupByteBound(t *testing.T) {
 	if g := sizes(pr.take()); len(g) != 1 || g[0] != 1 {
 		t.Fatalf("second group %v, want the 1-byte command", g)
 	}
-	pr = &proposer{}
+	pr = &proposer{leaders: 1}
 	pr.queue = []*proposal{prop(half), prop(half + 1)}
 	if g := sizes(pr.take()); len(g) != 1 {
 		t.Fatalf("group %v: %d + %d bytes is past the bound, want them apart", g, half, half+1)

@@ -23,8 +23,8 @@ func TestGroupAnswerSkipsReusedProposal(t *testing.T) {
 	n := &Node{props: newProposer(1), cfg: Config{Logger: quietLogger()}}
 	c := &leaderClock{}
 	p := &proposal{c: c, data: []byte{1}, done: make(chan struct{}, 1), gen: 7}
-	if !n.props.enqueue(p) {
-		t.Fatal("enqueue refused")
+	if lead, ok := n.props.enqueue(p); !lead || !ok {
+		t.Fatalf("enqueue = %v, %v; want to lead", lead, ok)
 	}
 	g := n.props.take()
 	if g == nil || len(g.m) != 1 || g.m[0].p != p {
