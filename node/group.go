@@ -335,7 +335,7 @@ func (n *Node) commitLoop() {
 
 // answer gives every proposal of g its result (or err) and wakes it, then
 // pools g. A proposal reused since g took it is not touched (misrouted).
-func (n *Node) answer(g *group, res []state.Result, err error) {
+func (n *Node) answer(g *group, res *groupResults, err error) {
 	for i, m := range g.m {
 		p := m.p
 		if p.gen != m.gen {
@@ -346,9 +346,12 @@ func (n *Node) answer(g *group, res []state.Result, err error) {
 		if err != nil {
 			p.err = err
 		} else {
-			p.res = res[i]
+			p.res = res.rs[i]
 		}
 		p.done <- struct{}{}
+	}
+	if res != nil {
+		putGroupResults(res)
 	}
 	clear(g.m)
 	*g = group{m: g.m[:0]}
@@ -402,7 +405,7 @@ func (n *Node) submit(g *group) {
 // leadership (also after a fatal store error); only one still queued at
 // Shutdown is never answered, and Close comes after the server has
 // drained its requests.
-func (n *Node) finish(g *group) ([]state.Result, error) {
+func (n *Node) finish(g *group) (*groupResults, error) {
 	if g.err != nil {
 		return nil, g.err
 	}
@@ -432,14 +435,14 @@ func (n *Node) finish(g *group) ([]state.Result, error) {
 		return nil, n.unknown(err)
 	}
 	switch r := f.Response().(type) {
-	case []state.Result:
+	case *groupResults:
 		var longest time.Duration
-		for _, res := range r {
+		for _, res := range r.rs {
 			longest = max(longest, longestStarted(res))
 		}
 		c.lag.done(c, ticket, true, longest)
-		if len(r) != len(g.m) {
-			return nil, fmt.Errorf("node: group of %d commands answered with %d results", len(g.m), len(r))
+		if len(r.rs) != len(g.m) {
+			return nil, fmt.Errorf("node: group of %d commands answered with %d results", len(g.m), len(r.rs))
 		}
 		return r, nil
 	case error:

@@ -31,7 +31,7 @@ func TestGroupAnswerSkipsReusedProposal(t *testing.T) {
 		t.Fatal("take did not return the one proposal")
 	}
 	p.gen++ // the proposal is reused by another call
-	n.answer(g, []state.Result{{Lease: &fence.Lease{Name: "stale"}}}, nil)
+	n.answer(g, &groupResults{rs: []state.Result{{Lease: &fence.Lease{Name: "stale"}}}}, nil)
 	select {
 	case <-p.done:
 		t.Fatalf("a reused proposal was answered with the stale result %+v", p.res)
