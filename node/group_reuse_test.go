@@ -48,8 +48,9 @@ func TestGroupAnswerSkipsReusedProposal(t *testing.T) {
 // its context's error, and no answer is dropped as misrouted.
 //
 // Planted: withdraw reports success but leaves the proposal in the queue
-// (so it is pooled while a group may still take it) — caught (a caller
-// receives another call's lease or a second answer).
+// (so it is pooled while a group may still take it) — caught (the pooled
+// proposal is taken twice: its second answer blocks the commit loop and
+// the kept calls are never all answered: hang guard).
 func TestGroupWithdrawnProposalsReusedSafely(t *testing.T) {
 	n, gate := openGated(t, t.TempDir(), nil)
 	commands0 := n.props.commands.Load()
@@ -83,8 +84,15 @@ func TestGroupWithdrawnProposalsReusedSafely(t *testing.T) {
 		queued += 2 * per
 		untilQueued(t, n, commands0, queued)
 		cancel() // the gone-* are withdrawn and pooled; the next round reuses them
-		for range per {
-			o := <-out
+		var gone []outcome
+		if !within(t, "the withdrawn calls return", func() {
+			for range per {
+				gone = append(gone, <-out)
+			}
+		}) {
+			t.FailNow()
+		}
+		for _, o := range gone {
 			if o.name[:4] != "gone" || !errors.Is(o.err, context.Canceled) {
 				t.Fatalf("%s answered %+v, %v while queued with its context cancelled", o.name, o.res, o.err)
 			}
@@ -93,7 +101,9 @@ func TestGroupWithdrawnProposalsReusedSafely(t *testing.T) {
 	}
 	gate.open()
 	recv(t, front)
-	wg.Wait()
+	if !within(t, "every kept call answered", wg.Wait) {
+		t.FailNow()
+	}
 	close(out)
 	got := 0
 	for o := range out {
