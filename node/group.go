@@ -19,23 +19,22 @@ import (
 // commands cost one raft future, one log entry and one FSM dispatch instead
 // of N.
 //
-// There is no timer and no goroutine of its own: a command proposed while
-// fewer than groupsInFlight groups are in flight leads at once, in its
-// caller's goroutine (on an idle node, a group of one: no latency added);
-// otherwise it waits in the queue. A leader takes everything queued (up to
-// maxGroupCommands commands and about maxGroupBytes bytes), proposes it and
-// waits for raft's answer. Then, before it wakes anyone, it takes what
-// queued meanwhile and proposes that as the next group, hands the wait on
-// the next group to that group's first proposal (whose caller then does
-// the same), and answers its own group — as etcd's proposal batching takes
-// what queued while the last batch was being written. Proposing the next
-// group before the hand-off keeps a goroutine wake-up out of the loop
-// between one group's fsync and the next group's append. One group in
-// flight is the default: with two, the second group is formed at once from
-// the few commands there are (the log is kept busy, but groups are
-// smaller), which measured slower on the WAL (about 11,000 against 28,000
-// acquire+release cycles/s at 64 proposers, BenchmarkGroupsInFlight;
-// /tmp/fence7/notes-node.md).
+// There is no timer. A command proposed while fewer than groupsInFlight
+// groups are being led leads one group at once, in its caller's goroutine
+// (on an idle node, a group of one: no hand-off, no latency added): it
+// takes everything queued (up to maxGroupCommands commands and about
+// maxGroupBytes bytes), proposes it and waits for raft's answer. If more
+// queued meanwhile, it hands its slot to a commit loop (one goroutine per
+// group in flight, commitLoop) before it answers its group; the loop then
+// takes, proposes, waits for and answers group after group until the
+// queue is empty — as etcd's proposal batching takes what queued while the
+// last batch was being written. Under load callers only enqueue and wait,
+// and between one group's answer and the next group's append no other
+// goroutine is woken. One group in flight is the default: with two, the
+// second group is formed at once from the few commands there are (the log
+// is kept busy, but groups are smaller), which measured slower on the WAL
+// (about 11,000 against 28,000 acquire+release cycles/s at 64 proposers,
+// BenchmarkGroupsInFlight; /tmp/fence7/notes-node.md).
 //
 // A proposal is a pooled struct with its encoding buffer and one wake-up
 // channel; its answer is written into it (a result slot) before the wake.
