@@ -88,7 +88,7 @@ func newFSM(m *state.Machine, w *waiters, history int) *fsm {
 // ApplyBatch applies committed entries in order under one write lock. An
 // entry is one command (written before group commit) or a group of
 // commands (groupcodec.go), applied in order. Each response is a
-// state.Result (one command), a []state.Result (a group, in its order), an
+// state.Result (one command), a *groupResults (a group, in its order), an
 // error (an undecodable entry: it changes nothing), or nil (a
 // configuration entry).
 func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
@@ -107,7 +107,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 				out[i] = fmt.Errorf("node: undecodable group at index %d: %w", l.Index, err)
 				continue
 			}
-			rs := make([]state.Result, len(cmds))
+			gr := getGroupResults(len(cmds))
+			rs := gr.rs
 			for j := range cmds {
 				rules = rules || cmds[j].Op == state.OpConfig
 				rs[j] = f.m.Apply(cmds[j])
@@ -117,7 +118,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 				}
 				events = append(events, rs[j].Events...)
 			}
-			out[i] = rs
+			out[i] = gr
 			clear(cmds) // keep no command's data alive
 			f.cmds = cmds[:0]
 			continue
@@ -185,6 +186,34 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		(*fn)(len(logs))
 	}
 	return out
+}
+
+// groupResults are a group's results in its order: the FSM's response to
+// a group entry. Pooled: the commit loop that proposed the group returns
+// them once it has answered every proposal (Node.answer); a follower's are
+// dropped by raft and collected.
+type groupResults struct{ rs []state.Result }
+
+var groupResultsPool = sync.Pool{New: func() any { return new(groupResults) }}
+
+// getGroupResults returns pooled results of length n, zeroed.
+func getGroupResults(n int) *groupResults {
+	r := groupResultsPool.Get().(*groupResults)
+	if cap(r.rs) < n {
+		r.rs = make([]state.Result, n)
+	}
+	r.rs = r.rs[:n]
+	return r
+}
+
+// putGroupResults clears r (no result stays reachable) and pools it.
+func putGroupResults(r *groupResults) {
+	clear(r.rs)
+	if cap(r.rs) > maxGroupCommands {
+		r.rs = nil
+	}
+	r.rs = r.rs[:0]
+	groupResultsPool.Put(r)
 }
 
 // Apply applies one entry (raft uses ApplyBatch; this completes raft.FSM).

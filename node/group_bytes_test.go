@@ -10,9 +10,9 @@ import (
 func TestGroupByteBound(t *testing.T) {
 	c := &leaderClock{}
 	prop := func(n int) *proposal { return &proposal{c: c, data: make([]byte, n)} }
-	sizes := func(g []*proposal) (out []int) {
-		for _, p := range g {
-			out = append(out, len(p.data))
+	sizes := func(g *group) (out []int) {
+		for _, m := range g.m {
+			out = append(out, len(m.p.data))
 		}
 		return out
 	}

@@ -252,6 +252,12 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 			return nil, err
 		}
 	}
+	// The commit loops (group.go) are not in wg: one may wait on a future
+	// raft never answers after Shutdown (one still queued then), and Close
+	// does not wait for it; it holds nothing.
+	for range n.props.limit {
+		go n.commitLoop()
+	}
 	n.wg.Add(5)
 	go n.logReplay(opened, r.AppliedIndex())
 	go n.logLeaders()
@@ -612,6 +618,9 @@ func (n *Node) close(handOver bool) error {
 			n.handOver()
 		}
 		close(n.closing)
+		// Queued proposals are answered here, not by their waiters
+		// selecting on closing (group.go).
+		n.props.close(ErrClosed)
 		n.leaveOffice()
 		f := n.raft.Shutdown()
 		n.closeTransport()

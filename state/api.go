@@ -410,6 +410,11 @@ func (m *Machine) Restore(r io.Reader) error { return m.restore(r) }
 // to equal bytes.
 func (c Command) MarshalBinary() ([]byte, error) { return encodeCommand(c) }
 
+// AppendBinary appends the encoding MarshalBinary returns to b
+// (encoding.BinaryAppender): a caller that encodes many commands reuses
+// one buffer.
+func (c Command) AppendBinary(b []byte) ([]byte, error) { return appendEncodedCommand(b, c) }
+
 // UnmarshalBinary decodes what MarshalBinary wrote. It never panics on any
 // input and refuses, with an error wrapping ErrBadCommand and the reason,
 // anything MarshalBinary would not have written: another version,

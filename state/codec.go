@@ -137,14 +137,21 @@ func quotaOfPB(p *statepb.Quota) (Quota, error) {
 }
 
 func encodeCommand(c Command) ([]byte, error) {
+	return appendEncodedCommand(make([]byte, 0, 64+len(c.Name)+len(c.Owner)+len(c.RequestID)+len(c.OpID)+len(c.Value)), c)
+}
+
+// appendEncodedCommand appends c's encoding (version byte first) to b; on
+// an error b is returned as it was.
+func appendEncodedCommand(b []byte, c Command) ([]byte, error) {
 	if c.Slack < 0 {
-		return nil, fmt.Errorf("%w: negative slack %s", ErrBadCommand, c.Slack)
+		return b, fmt.Errorf("%w: negative slack %s", ErrBadCommand, c.Slack)
 	}
-	b := appendCommand(append(make([]byte, 0, 64+len(c.Name)+len(c.Owner)+len(c.RequestID)+len(c.OpID)+len(c.Value)), CommandVersion), c)
-	if len(b) > MaxCommandBytes {
-		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(b), MaxCommandBytes)
+	start := len(b)
+	out := appendCommand(append(b, CommandVersion), c)
+	if len(out)-start > MaxCommandBytes {
+		return b, fmt.Errorf("%w: %d bytes, more than %d", ErrBadCommand, len(out)-start, MaxCommandBytes)
 	}
-	return b, nil
+	return out, nil
 }
 
 // sized marshals deterministically with the size Size just computed.
