@@ -51,6 +51,7 @@ func TestRestartLogsRestoreAndReplay(t *testing.T) {
 	for range 7 { // a tail to replay after the snapshot
 		mustApply(t, n, state.Command{Op: state.OpAdd, Name: "n", Token: tok, Delta: 1})
 	}
+	want := machineBytes(t, n)
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +62,11 @@ func TestRestartLogsRestoreAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	// The snapshot and the replayed tail (read through the WAL's
+	// read-ahead) give the state before the restart, byte for byte.
+	if got := machineBytes(t, n); !bytes.Equal(got, want) {
+		t.Fatalf("state after the restart differs from the state before it (%d and %d bytes)", len(got), len(want))
+	}
 	replayed := regexp.MustCompile(`msg="log replayed" entries=(\d+) to_index=\d+ took=\S+`)
 	deadline := time.Now().Add(30 * time.Second) // hang guard: the replay log comes from a goroutine
 	for !replayed.MatchString(lines.String()) {
@@ -174,7 +180,7 @@ func TestRestartReplayIsBounded(t *testing.T) {
 	if k, _ := strconv.Atoi(replayed.FindStringSubmatch(lines.String())[1]); k >= 150 {
 		t.Fatalf("the restart replayed %d entries, over a replay bound of 100 commands:\n%s", k, lines)
 	}
-	if st := n.Status().LastStart; st == nil || st.Total <= 0 || st.Entries == 0 {
+	if st := n.Status().LastStart; st == nil || st.Total <= 0 { // (the tail may be empty: a snapshot can end it)
 		t.Fatalf("Status.LastStart after the replay: %+v", st)
 	}
 }
