@@ -347,8 +347,8 @@ func killAndRestart(ctx context.Context, cfg *SoakConfig, cl *soakCluster, t0 ti
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cfg.logf("killed leader %s (kill -9) and restarted it: ready %v after the kill; snapshot restored in %v (%d bytes), %d entries replayed in %v%s",
-		rec.Node, rec.KillReady.Round(time.Millisecond), rec.SnapshotRestore, rec.SnapshotBytes, rec.Entries, rec.Replay, errSuffix(rec.Err))
+	cfg.logf("killed leader %s (kill -9) and restarted it: ready %v after the kill; snapshot restored in %v (%d bytes), %d entries replayed in %v [%s]%s",
+		rec.Node, rec.KillReady.Round(time.Millisecond), rec.SnapshotRestore, rec.SnapshotBytes, rec.Entries, rec.Replay, restartParts(n.LastLog()), errSuffix(rec.Err))
 	return rec
 }
 

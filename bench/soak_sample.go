@@ -268,6 +268,19 @@ var (
 	reLogReplayed  = regexp.MustCompile(`msg="log replayed".*?\bentries=(\d+).*?\btook=(\S+)`)
 )
 
+// reReplayParts: the parts of a start the node logs with `log replayed`
+// (storage, raft_start, wait, apply; node.Node.logReplay).
+var reReplayParts = regexp.MustCompile(`msg="log replayed".*?\b(storage=\S+ raft_start=\S+ wait=\S+ apply=\S+)`)
+
+// restartParts is the parts of a start as the node logged them ("" if it
+// did not).
+func restartParts(log string) string {
+	if m := reReplayParts.FindStringSubmatch(log); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
 // restartTimes reads a start's log for the node's own account of its
 // restart: `snapshot restored` (bytes, took) and `log replayed` (entries,
 // took).

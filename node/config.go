@@ -96,6 +96,15 @@ type Config struct {
 	// which the node takes a snapshot, whatever the entry count, so a
 	// restart replays a bounded log. Default 64 MiB.
 	SnapshotBytes uint64
+	// SnapshotReplay is the most commands the log may hold after the last
+	// snapshot: at it the node takes a snapshot whatever the size share
+	// says, so a restart replays at most about this many commands however
+	// large the state (the share rule alone lets the log grow with it: a
+	// quarter of a 400 MB state is a million commands to replay). It costs
+	// snapshot writes only for a state large enough that the share rule
+	// waits longer: a snapshot of S bytes every SnapshotReplay commands
+	// (docs/operations.md). Default 262,144 (DefaultSnapshotReplay).
+	SnapshotReplay uint64
 	// WALSegmentSize is the size of raft-wal's segment files (each is
 	// preallocated). Default 64 MiB (raft-wal's default).
 	WALSegmentSize int
@@ -148,6 +157,9 @@ type Config struct {
 	// vote write, or snapshot install, on one node of a cluster).
 	wrapStable    func(raft.StableStore) raft.StableStore
 	wrapSnapshots func(raft.SnapshotStore) raft.SnapshotStore
+	// start: when Open began and what its first parts took (set by
+	// Open; logged with the log replay, Node.logReplay)
+	start startTimes
 	// officeHook, for tests, runs at the start of every attempt to take
 	// office; an error fails the attempt.
 	officeHook func() error
@@ -184,6 +196,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
+	}
+	if c.SnapshotReplay == 0 {
+		c.SnapshotReplay = DefaultSnapshotReplay
 	}
 	if c.SnapshotBytes == 0 {
 		c.SnapshotBytes = 64 << 20

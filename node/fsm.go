@@ -51,10 +51,11 @@ type fsm struct {
 	// (a batch applied, a snapshot restored), under mu (ReadStateAt)
 	appliedAt time.Time
 
-	restores atomic.Uint64 // snapshots restored
-	logger   *slog.Logger  // restores are logged (start, end, size, duration); nil: slog.Default
-	nearCap  atomic.Bool   // an id memory is at least idNearCap of its cap (set after every batch and restore)
-	counts   counters      // state events applied (counters.go)
+	restores   atomic.Uint64 // snapshots restored
+	firstBatch atomic.Int64  // unix nanoseconds of the first batch with entries applied (Node.logReplay)
+	logger     *slog.Logger  // restores are logged (start, end, size, duration); nil: slog.Default
+	nearCap    atomic.Bool   // an id memory is at least idNearCap of its cap (set after every batch and restore)
+	counts     counters      // state events applied (counters.go)
 
 	cmds []state.Command // decoding buffer of group entries (FSM goroutine only)
 
@@ -139,6 +140,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	if len(logs) > 0 {
 		f.appliedAt = time.Now()
+		if f.firstBatch.Load() == 0 {
+			f.firstBatch.Store(f.appliedAt.UnixNano())
+		}
 	}
 	rel1, exp1 := f.m.LeaseEnds()
 	f.counts.leaseEnds(rel0, exp0, rel1, exp1)

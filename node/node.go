@@ -27,11 +27,14 @@ type Node struct {
 	snap  *snapTrigger
 	props *proposer
 
-	clock   atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
-	addr    string                      // this node's raft address (its transport's)
-	officeC chan struct{}               // cap 1: wakes the ticker on leadership change
-	ticks   atomic.Uint64
-	reaped  atomic.Uint64 // orphan reaps completed
+	clock atomic.Pointer[leaderClock] // nil: not leader, or not in office yet
+	// lastStart: this process's start, in parts, once the log it held is
+	// applied (logReplay; nil before)
+	lastStart atomic.Pointer[StartTimes]
+	addr      string        // this node's raft address (its transport's)
+	officeC   chan struct{} // cap 1: wakes the ticker on leadership change
+	ticks     atomic.Uint64
+	reaped    atomic.Uint64 // orphan reaps completed
 	// startedEmpty: Open found no raft state in the data dir and wrote no
 	// bootstrap configuration (a node waiting to be added). Fixed at Open:
 	// what a leader replicates to it later does not change it.
@@ -60,6 +63,7 @@ type Node struct {
 // says when it can serve). A second process on the same DataDir fails
 // after cfg.LockTimeout.
 func Open(cfg Config) (*Node, error) {
+	began := time.Now()
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {
 		return nil, fence.Invalid("data_dir", "not empty", "")
@@ -83,6 +87,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.start = startTimes{began: began, storage: time.Since(began)}
 	started, err := checkNodeID(cfg.DataDir, cfg.NodeID)
 	if err != nil {
 		store.Close()
@@ -239,6 +244,7 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 		n.fsm.replayTo.Store(last)
 	}
 	r, err := raft.NewRaft(cfg.raftConfig(), n.fsm, n.log, gstable, gsnaps, trans)
+	n.cfg.start.raft = time.Since(opened)
 	if err != nil {
 		if c, ok := trans.(raft.WithClose); ok {
 			c.Close() // a mux's raft side is refused again
@@ -287,15 +293,30 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 	return n, nil
 }
 
+// startTimes: when Open began, and how long opening the storage (the
+// WAL's recovery of its tail segment) and raft's start (NewRaft: the
+// snapshot restore, logged on its own by the fsm) took.
+type startTimes struct {
+	began         time.Time
+	storage, raft time.Duration
+}
+
 // logReplay logs, once the entries the log held at start are applied,
 // how many there were past the restored snapshot (from: its index, raft's
-// applied index when NewRaft returns) and how long the start
-// took (raft restores the snapshot, logged by the fsm, inside NewRaft,
-// then applies the log once its commit index is known): a slow restart is
-// seen, and where its time went. It gives up silently when the node
-// closes first.
+// applied index when NewRaft returns) and how long the start took, in
+// parts: took (from raft's start to the last entry applied, as before),
+// storage (opening the WAL), raft_start (NewRaft, with the snapshot
+// restore), wait (from then to the first entry applied: a single node's
+// election, or a follower's wait to hear the leader's commit index —
+// raft applies nothing of its log before), apply (the first entry applied
+// to the last) and since_open (the whole of Open's time to here). A slow
+// restart is seen, and where its time went; Status has the same parts
+// (LastStart). It then ends the WAL's read-ahead (raftstore.Store.ReadAhead:
+// a restart reads the log tail once, in order). It gives up silently when
+// the node closes first.
 func (n *Node) logReplay(opened time.Time, from uint64) {
 	defer n.wg.Done()
+	defer n.store.ReadAhead(false)
 	last, err := n.log.LastIndex()
 	if err != nil {
 		return
@@ -303,7 +324,18 @@ func (n *Node) logReplay(opened time.Time, from uint64) {
 	for {
 		applied, next := n.fsm.appliedWait()
 		if applied >= last || last <= from {
-			n.cfg.Logger.Info("log replayed", "entries", last-min(from, last), "to_index", last, "took", time.Since(opened))
+			done := time.Now()
+			st := StartTimes{Entries: last - min(from, last), Storage: n.cfg.start.storage, RaftStart: n.cfg.start.raft, Total: done.Sub(n.cfg.start.began)}
+			if first := n.fsm.firstBatch.Load(); first != 0 && st.Entries > 0 {
+				at := time.Unix(0, first)
+				st.Wait = max(0, at.Sub(opened)-st.RaftStart)
+				st.Apply = done.Sub(at)
+			} else {
+				st.Wait = max(0, done.Sub(opened)-st.RaftStart)
+			}
+			n.lastStart.Store(&st)
+			n.cfg.Logger.Info("log replayed", "entries", st.Entries, "to_index", last, "took", done.Sub(opened),
+				"storage", st.Storage, "raft_start", st.RaftStart, "wait", st.Wait, "apply", st.Apply, "since_open", st.Total)
 			return
 		}
 		select {

@@ -51,6 +51,7 @@ func TestRestartLogsRestoreAndReplay(t *testing.T) {
 	for range 7 { // a tail to replay after the snapshot
 		mustApply(t, n, state.Command{Op: state.OpAdd, Name: "n", Token: tok, Delta: 1})
 	}
+	want := machineBytes(t, n)
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +62,11 @@ func TestRestartLogsRestoreAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	// The snapshot and the replayed tail (read through the WAL's
+	// read-ahead) give the state before the restart, byte for byte.
+	if got := machineBytes(t, n); !bytes.Equal(got, want) {
+		t.Fatalf("state after the restart differs from the state before it (%d and %d bytes)", len(got), len(want))
+	}
 	replayed := regexp.MustCompile(`msg="log replayed" entries=(\d+) to_index=\d+ took=\S+`)
 	deadline := time.Now().Add(30 * time.Second) // hang guard: the replay log comes from a goroutine
 	for !replayed.MatchString(lines.String()) {
@@ -113,5 +119,68 @@ func TestIDMemoryNearItsCapIsLoggedOnce(t *testing.T) {
 	m := near.FindAllStringSubmatch(lines.String(), -1)
 	if len(m) != 1 || m[0][1] != "90" || m[0][2] != "9" {
 		t.Fatalf("want one warning, at 9 op_ids (90%%): %q\n%s", m, lines)
+	}
+}
+
+// A restart replays at most about Config.SnapshotReplay commands, however
+// large the state: with a last snapshot so large that the share rule
+// (a quarter of its bytes in log) waits, the replay bound still takes
+// snapshots. The state the restart rebuilds (snapshot, then the log tail
+// through the WAL's read-ahead) is the state before it, byte for byte.
+func TestRestartReplayIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Logger: quietLogger(), SnapshotThreshold: 16, SnapshotReplay: 100}
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := mustApply(t, n, acquire("l", time.Hour)).Lease.Token
+	big := bytes.Repeat([]byte("x"), 16<<10)
+	for i := range 24 { // ~400 KB of state: the share rule waits for ~100 KB of log
+		mustApply(t, n, state.Command{Op: state.OpWrite, Name: "big-" + strconv.Itoa(i), Token: tok, Value: big})
+	}
+	if err := n.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	const tail = 300 // small adds: ~30 KB of log, a quarter of nothing like the state
+	for i := range tail {
+		mustApply(t, n, state.Command{Op: state.OpAdd, Name: "n", Token: tok, Delta: 1, OpID: "op-" + strconv.Itoa(i)})
+	}
+	for deadline := time.Now().Add(30 * time.Second); n.snap.due(); time.Sleep(5 * time.Millisecond) { // hang guard
+		if time.Now().After(deadline) {
+			t.Fatal("a snapshot the trigger asked for was not written")
+		}
+	}
+	if n.snap.lastSize.Load() < 300<<10 {
+		t.Fatalf("last snapshot %d bytes: the state is not large enough to hold the share rule back", n.snap.lastSize.Load())
+	}
+	want := machineBytes(t, n)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	lines := &logLines{}
+	cfg.Logger = slog.New(slog.NewTextHandler(lines, nil))
+	n, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if got := machineBytes(t, n); !bytes.Equal(got, want) {
+		t.Fatalf("state after the restart differs from the state before it (%d and %d bytes)", len(got), len(want))
+	}
+	replayed := regexp.MustCompile(`msg="log replayed" entries=(\d+) to_index=\d+ took=\S+ storage=\S+ raft_start=\S+ wait=\S+ apply=\S+ since_open=\S+`)
+	for deadline := time.Now().Add(30 * time.Second); !replayed.MatchString(lines.String()); time.Sleep(5 * time.Millisecond) { // hang guard
+		if time.Now().After(deadline) {
+			t.Fatalf("no log replayed line with its parts:\n%s", lines)
+		}
+	}
+	// At most the bound (100 commands, each its own entry here) and a few
+	// entries of raft's own; without the bound the whole tail of 300.
+	if k, _ := strconv.Atoi(replayed.FindStringSubmatch(lines.String())[1]); k >= 150 {
+		t.Fatalf("the restart replayed %d entries, over a replay bound of 100 commands:\n%s", k, lines)
+	}
+	if st := n.Status().LastStart; st == nil || st.Total <= 0 { // (the tail may be empty: a snapshot can end it)
+		t.Fatalf("Status.LastStart after the replay: %+v", st)
 	}
 }

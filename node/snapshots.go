@@ -35,8 +35,10 @@ func newSnapTrigger(cfg Config, log *raftstore.GuardedLog) *snapTrigger {
 }
 
 // due reports whether the log since the last snapshot is over a bound:
-// SnapshotBytes of command data; or SnapshotThreshold commands and at least
-// 1/snapshotLogShare of the last snapshot's size in command data. The
+// SnapshotBytes of command data; or SnapshotReplay commands (what a
+// restart replays, bounded whatever the state's size); or
+// SnapshotThreshold commands and at least 1/snapshotLogShare of the last
+// snapshot's size in command data. The
 // second part ties what a snapshot costs to what it saves: a state is
 // written whole (copied while applies wait, then encoded beside them), so
 // it is written again only once the log it saves replaying is a fixed
@@ -51,8 +53,21 @@ func (t *snapTrigger) due() bool {
 	if logged >= t.cfg.SnapshotBytes {
 		return true
 	}
-	return t.log.Entries()-t.entriesMark.Load() >= t.cfg.SnapshotThreshold && logged >= t.lastSize.Load()/snapshotLogShare
+	cmds := t.log.Entries() - t.entriesMark.Load()
+	if r := t.cfg.SnapshotReplay; r > 0 && cmds >= r { // 0: off (a Config without defaults, in tests)
+		return true
+	}
+	return cmds >= t.cfg.SnapshotThreshold && logged >= t.lastSize.Load()/snapshotLogShare
 }
+
+// DefaultSnapshotReplay is Config.SnapshotReplay's default: 262,144
+// commands, about 1 s of replay at the 3-4 µs a command the state machine
+// took on a loaded 2-core box (docs/benchmarks.md, "Where a restart's
+// time goes"). At issue 24's soak (~1,600 commands/s) it snapshots a
+// state every 160 s at the least: under 0.5 MB/s of snapshot writes for
+// states up to ~80 MB; a larger state is written more often than the
+// share rule would (S/160 s), the price of a bounded restart.
+const DefaultSnapshotReplay = 1 << 18
 
 // snapshotLogShare: a state is snapshotted again once the log since its
 // last snapshot holds 1/snapshotLogShare of that snapshot's bytes (and

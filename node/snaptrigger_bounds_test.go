@@ -9,11 +9,12 @@ import (
 )
 
 // The snapshot trigger fires exactly at its bounds: SnapshotBytes of
-// command data since the last snapshot, or SnapshotThreshold commands and
-// 1/snapshotLogShare of the last snapshot's bytes of command data — and
-// counts from the marks of the last snapshot written, not from zero.
+// command data since the last snapshot, SnapshotReplay commands, or
+// SnapshotThreshold commands and 1/snapshotLogShare of the last snapshot's
+// bytes of command data — and counts from the marks of the last snapshot
+// written, not from zero.
 func TestSnapTriggerExactBounds(t *testing.T) {
-	newTrigger := func(threshold, bytes uint64) (*snapTrigger, func(entries, size int)) {
+	newTrigger := func(threshold, bytes uint64, replay ...uint64) (*snapTrigger, func(entries, size int)) {
 		log := &raftstore.GuardedLog{LogStore: raft.NewInmemStore(), Fail: raftstore.NewFailStop(func(error) {})}
 		next := uint64(1)
 		store := func(entries, size int) {
@@ -24,7 +25,11 @@ func TestSnapTriggerExactBounds(t *testing.T) {
 				next++
 			}
 		}
-		return newSnapTrigger(Config{SnapshotThreshold: threshold, SnapshotBytes: bytes}, log), store
+		cfg := Config{SnapshotThreshold: threshold, SnapshotBytes: bytes}
+		if len(replay) > 0 {
+			cfg.SnapshotReplay = replay[0]
+		}
+		return newSnapTrigger(cfg, log), store
 	}
 
 	// By commands: due at the threshold, not one before.
@@ -67,6 +72,25 @@ func TestSnapTriggerExactBounds(t *testing.T) {
 	store(1, 1000)
 	if tr.due() {
 		t.Fatal("due after 1 command of a threshold of 10")
+	}
+
+	// By replay length: a last snapshot so large that the share rule
+	// waits, yet due at SnapshotReplay commands since it, not one before
+	// (a group entry counts its commands, as a restart applies them).
+	tr, store = newTrigger(10, 1<<40, 50)
+	tr.done(tr.mark(), 1<<30)
+	store(49, 1)
+	if tr.due() {
+		t.Fatal("due after 49 commands of a replay bound of 50")
+	}
+	store(1, 1)
+	if !tr.due() {
+		t.Fatal("not due after 50 commands of a replay bound of 50, with a 1 GiB last snapshot")
+	}
+	tr.done(tr.mark(), 1<<30)
+	store(49, 1)
+	if tr.due() {
+		t.Fatal("due 49 commands after a snapshot, replay bound 50")
 	}
 
 	// By bytes: due at SnapshotBytes of data, not one byte before.

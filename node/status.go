@@ -42,6 +42,9 @@ type Status struct {
 	// SnapshotBytes is the size of the last snapshot this process wrote
 	// (0 before its first).
 	SnapshotBytes uint64
+	// LastStart is how this process's start went, in parts, once the log
+	// it held at start is applied (nil before; Node.logReplay logs it).
+	LastStart *StartTimes
 	// Queued is the number of acquires queued in the machine (on all
 	// locks, whoever waits for them); Waiters counts those waiting here.
 	Queued int
@@ -81,6 +84,20 @@ type Status struct {
 	LastContact          time.Time
 }
 
+// StartTimes is a node's start, in parts (the "log replayed" log line).
+type StartTimes struct {
+	// Entries: log entries after the restored snapshot that were applied
+	// (raft's own included).
+	Entries uint64
+	// Storage: opening the WAL (its recovery reads the tail segment).
+	// RaftStart: raft's start (NewRaft), with the snapshot restore.
+	// Wait: from then to the first entry applied (an election, or hearing
+	// the leader's commit index: raft applies nothing before). Apply: the
+	// first entry applied to the last. Total: from Open's call to the last
+	// entry applied.
+	Storage, RaftStart, Wait, Apply, Total time.Duration
+}
+
 // Ready reports whether the node can serve (Node.Ready): no fatal error,
 // a signing key in the state, and either it leads, its clock runs and its FSM has applied everything
 // committed, or it follows a known leader and has applied everything it
@@ -110,6 +127,7 @@ func (n *Node) Status() Status {
 		IDMemoryNearCap: n.fsm.nearCap.Load(),
 		Proposals:       n.props.commands.Load(),
 		Groups:          n.props.groups.Load(),
+		LastStart:       n.lastStart.Load(),
 	}
 	s.ID, s.RaftAddr, s.Role, s.Term = n.cfg.NodeID, n.addr, n.raft.State().String(), n.raft.CurrentTerm()
 	s.LeaderID, s.LeaderAddr = n.Leader()

@@ -58,7 +58,9 @@ type Store struct {
 	Stable raft.StableStore
 
 	closer io.Closer
-	lock   *dirLock
+
+	readAhead atomic.Bool // segment reads from a read-ahead window (readahead.go)
+	lock      *dirLock
 	// syncs counts the fsyncs of WAL segment files.
 	syncs atomic.Uint64
 	// onSync is called with each WAL segment fsync's duration (OnSync).
@@ -146,6 +148,7 @@ func openLogStore(cfg Config, kind string) (*Store, error) {
 	// failed wal.Open still needs it closed.
 	meta := &metadb.BoltMetaDB{}
 	st := &Store{Kind: kind}
+	st.readAhead.Store(true) // raft-wal's recovery reads the tail segment frame by frame; the node ends it (ReadAhead)
 	size := cfg.WALSegmentSize
 	if size == 0 {
 		size = wal.DefaultSegmentSize
@@ -153,7 +156,7 @@ func openLogStore(cfg Config, kind string) (*Store, error) {
 	w, err := wal.Open(dir,
 		wal.WithMetaStore(meta),
 		wal.WithSegmentSize(size),
-		wal.WithSegmentFiler(segment.NewFiler(dir, timedVFS{countingVFS{walfs.New(), &st.syncs}, &st.onSync})),
+		wal.WithSegmentFiler(segment.NewFiler(dir, readAheadVFS{timedVFS{countingVFS{walfs.New(), &st.syncs}, &st.onSync}, &st.readAhead})),
 		wal.WithLogger(NewHCLogger(cfg.Logger).Named("wal")))
 	if err != nil {
 		meta.Close()
@@ -162,6 +165,12 @@ func openLogStore(cfg Config, kind string) (*Store, error) {
 	st.Log, st.Stable, st.closer = w, w, walCloser{w, meta}
 	return st, nil
 }
+
+// ReadAhead turns the read-ahead of WAL segment reads on or off
+// (readahead.go). It is on from Open: a restart reads the log after the
+// last snapshot in order, once; the node turns it off once that log is
+// applied, and the windows are freed at their files' next read.
+func (s *Store) ReadAhead(on bool) { s.readAhead.Store(on) }
 
 // walCloser closes the WAL, then its meta store.
 type walCloser struct {

@@ -303,7 +303,9 @@ func repairWALTail(dir string, log *slog.Logger) error {
 		return fmt.Errorf("raftstore: wal tail repair: %w", err)
 	}
 	defer f.Close()
-	s, err := scanWALTail(f)
+	ahead := new(atomic.Bool)
+	ahead.Store(true)
+	s, err := scanWALTail(&window{f: f, on: ahead}) // frame by frame: 8-byte reads from a window
 	if err != nil {
 		return fmt.Errorf("raftstore: wal tail repair: %s: %w", path, err)
 	}

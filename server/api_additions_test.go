@@ -236,6 +236,22 @@ func TestOldestIDAgeMetric(t *testing.T) {
 			t.Fatalf("/metrics lacks %q", want)
 		}
 	}
+	// The start's parts, once the log held at start is applied (the node
+	// logs them in a goroutine: wait for them).
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(page, `fence_start_seconds{part="total"} `); page = scrapeMetrics(t, url) { // hang guard
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks fence_start_seconds{part=\"total\"}")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, part := range []string{"storage", "raft", "wait", "apply"} {
+		if want := `fence_start_seconds{part="` + part + `"} `; !strings.Contains(page, want) {
+			t.Fatalf("/metrics lacks %q", want)
+		}
+	}
+	if !strings.Contains(page, "fence_start_replayed_entries ") {
+		t.Fatal("/metrics lacks fence_start_replayed_entries")
+	}
 }
 
 // scrapeMetrics returns the server's /metrics page; anything but a 200 with

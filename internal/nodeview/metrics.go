@@ -40,6 +40,7 @@ type nodeCollector struct {
 	resources, resourceBytes, dataDir, term, raftState, commit, applied      *prometheus.Desc
 	failed                                                                   *prometheus.Desc
 	ids, idsMax, idBytes, idNearCap, snapBytes                               *prometheus.Desc
+	startSeconds, startEntries                                               *prometheus.Desc
 	proposals, groups, ticks, grants, busy, stale, releases, expiries        *prometheus.Desc
 }
 
@@ -60,6 +61,8 @@ func newNodeCollector(n *node.Node) *nodeCollector {
 		idBytes:       d("fence_id_memory_bytes", "Heap the id memories hold (rings, indexes, principals' queues; a request outcome's names are shared with its lock and not counted)."),
 		idNearCap:     d("fence_id_memory_near_cap", "1 while an id memory is at least 90% of its cap (logged when it gets there; 0 again below 80%)."),
 		snapBytes:     d("fence_snapshot_bytes", "Size of the last snapshot this node wrote (0 before its first since it started)."),
+		startSeconds:  d("fence_start_seconds", "This process's start, by part, once the log it held at start was applied (absent before): storage (opening the WAL), raft (raft's start with the snapshot restore), wait (until the first log entry was applied: an election or the leader's commit index), apply (applying the log after the snapshot), total (from the start of opening to the last entry applied).", "part"),
+		startEntries:  d("fence_start_replayed_entries", "Log entries after the restored snapshot that this process applied at its start (absent before they were)."),
 		ready:         d("fence_ready", "1 when the node can serve (/readyz): a leader in office that applied all it committed, or a follower that knows its leader and applied all it knows committed."),
 		resources:     d("fence_resources", "Fenced resources the built-in store holds (deleted ones kept as tombstones included, as max_resources counts them)."),
 		resourceBytes: d("fence_resource_bytes", "Bytes of the fenced resources' values (as max_resource_bytes counts them)."),
@@ -83,7 +86,7 @@ func newNodeCollector(n *node.Node) *nodeCollector {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sessions, c.leasesHeld, c.waiters, c.queued, c.lastToken, c.slack, c.oldestID, c.ready,
 		c.resources, c.resourceBytes, c.dataDir, c.term, c.raftState, c.commit, c.applied, c.failed,
-		c.proposals, c.groups, c.ticks, c.grants, c.busy, c.stale, c.releases, c.expiries, c.ids, c.idsMax, c.idBytes, c.idNearCap, c.snapBytes} {
+		c.proposals, c.groups, c.ticks, c.grants, c.busy, c.stale, c.releases, c.expiries, c.ids, c.idsMax, c.idBytes, c.idNearCap, c.snapBytes, c.startSeconds, c.startEntries} {
 		ch <- d
 	}
 }
@@ -117,6 +120,15 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.idBytes, float64(st.IDMemory.Bytes))
 	gauge(c.idNearCap, bit(st.IDMemoryNearCap))
 	gauge(c.snapBytes, float64(st.SnapshotBytes))
+	if s := st.LastStart; s != nil {
+		for _, p := range []struct {
+			part string
+			d    time.Duration
+		}{{"storage", s.Storage}, {"raft", s.RaftStart}, {"wait", s.Wait}, {"apply", s.Apply}, {"total", s.Total}} {
+			gauge(c.startSeconds, p.d.Seconds(), p.part)
+		}
+		gauge(c.startEntries, float64(s.Entries))
+	}
 	gauge(c.ready, bit(st.Ready()))
 	gauge(c.resources, float64(st.Resources))
 	gauge(c.resourceBytes, float64(st.ResourceBytes))
