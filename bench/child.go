@@ -323,10 +323,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startChild(exe string, spec ChildSpec, log io.Writer) (*child, error) {
+func startChild(exe string, spec ChildSpec, log io.Writer, env ...string) (*child, error) {
 	b, _ := json.Marshal(spec)
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), ChildEnv+"="+string(b))
+	cmd.Env = append(append(os.Environ(), env...), ChildEnv+"="+string(b))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

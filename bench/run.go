@@ -54,6 +54,8 @@ type Config struct {
 	W5MinTTL     time.Duration // least time from a storm's start to its holders' TTL end
 	W5EtcdTTL    int           // etcd session TTL of the storm's holders, seconds
 	W4SessionTTL int           // session TTL of workload 4's holders (etcd, fence-session), seconds; 0: the default
+	W4FenceFlags []string      // more `fence serve` flags for workload 4's fence servers (e.g. --memory-limit 450MiB)
+	W4ClientEnv  []string      // more environment of workload 4's client process (e.g. GOMEMLIMIT=250MiB: what a user of the client would set)
 
 	// Workloads 6 (leader election hand-off) and 7 (an order's 3 SKUs as
 	// one set), boundaries.go: the systems with Boundaries() only.
@@ -416,14 +418,20 @@ func oneLine(s string) string {
 // while the runner reads both processes' memory.
 func (c *Config) runHeld(s System, round int) (HeldResult, error) {
 	res := HeldResult{System: s.Name(), Round: round, N: c.W4N}
-	srv, err := c.start(s.Server())
+	var srv *Server
+	var err error
+	if s.Server() == "fence" && len(c.W4FenceFlags) > 0 {
+		srv, err = startFence(c.FenceBin, c.Tmp, "fence", nil, c.W4FenceFlags...)
+	} else {
+		srv, err = c.start(s.Server())
+	}
 	if err != nil {
 		return res, err
 	}
 	defer srv.Stop()
 	res.ServerRSSBefore, _, _ = RSS(srv.Pid())
 	cpu0, _ := CPUSeconds(srv.Pid())
-	ch, err := startChild(c.ChildExe, ChildSpec{Kind: "held", System: s.Name(), Addr: srv.Addr, N: c.W4N, Workers: c.W4Workers, EtcdTTL: c.W4SessionTTL}, c.Log)
+	ch, err := startChild(c.ChildExe, ChildSpec{Kind: "held", System: s.Name(), Addr: srv.Addr, N: c.W4N, Workers: c.W4Workers, EtcdTTL: c.W4SessionTTL}, c.Log, c.W4ClientEnv...)
 	if err != nil {
 		return res, err
 	}

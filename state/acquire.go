@@ -36,7 +36,7 @@ func (m *impl) acquire(cmd Command) Result {
 	}
 	var res Result
 	for i, sp := range specs {
-		ls[i] = m.byName[sp.Name]
+		ls[i] = m.names.get(sp.Name)
 	}
 	m.settleLocks(ls, &res.Events)
 	defer m.touchAll(ls) // ls as it is on return: locks made below included

@@ -27,7 +27,7 @@ func TestAnsweredSessionAcquireDropsItsRequest(t *testing.T) {
 	mustGrant(t, m, Command{Op: OpAcquire, Name: "c", Owner: "S", Session: s, Seq: 3, Ack: 2, RequestID: "mine"}, 3)
 	mustOK(t, m, Command{Op: OpSessionKeepAlive, Session: s, Ack: 4})
 
-	if r := m.live[SessionRequestID(s, 1)]; r != nil || m.byName["a"].only().req != nil {
+	if r := m.live[SessionRequestID(s, 1)]; r != nil || m.names.get("a").only().req != nil {
 		t.Fatal("the acknowledged, held acquire's request is kept")
 	}
 	if m.live[SessionRequestID(s, 2)] == nil || m.live["mine"] == nil {

@@ -366,7 +366,7 @@ func (m *Machine) LocksHeldPage(prefix, after string, limit int, now int64) (loc
 
 // LockHeld describes one lock as LocksHeldPage does.
 func (m *Machine) LockHeld(name string, now int64) LockInfo {
-	l := m.byName[name]
+	l := m.names.get(name)
 	if l == nil {
 		return LockInfo{Name: name, Free: true}
 	}

@@ -368,7 +368,7 @@ func checkBoundaryState(t *rapid.T, step int, m *Machine, ref *refModel) {
 	// Every queue is the model's, in arrival order (FIFO per lock).
 	var gotQ, wantQ []string
 	for _, name := range []string{"a", "b", "c", "d"} {
-		if l := m.impl.byName[name]; l != nil {
+		if l := m.impl.names.get(name); l != nil {
 			for _, w := range l.queue {
 				gotQ = append(gotQ, name+"/"+w.id)
 			}

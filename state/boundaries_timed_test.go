@@ -131,7 +131,7 @@ func TestBoundariesInTime(t *testing.T) {
 		now += int64(time.Hour)
 		apply(61, Command{Op: OpTick, Now: now})
 		for _, n := range []string{"a", "b", "c", "d"} {
-			if l := m.impl.byName[n]; l != nil && (len(l.holders) > 0 || len(l.queue) > 0) {
+			if l := m.impl.names.get(n); l != nil && (len(l.holders) > 0 || len(l.queue) > 0) {
 				t.Fatalf("an hour on, lock %s still has %d holders and %d waiters", n, len(l.holders), len(l.queue))
 			}
 		}
@@ -171,7 +171,7 @@ func TestBoundariesInTime(t *testing.T) {
 // boundaries and to the view the Changes built.
 func checkTimedInvariants(t *rapid.T, step int, m *Machine, view map[string][]fence.Token, waiters map[string]int) {
 	for _, n := range []string{"a", "b", "c", "d"} {
-		l := m.impl.byName[n]
+		l := m.impl.names.get(n)
 		var toks []fence.Token
 		var queue int
 		if l != nil {

@@ -57,7 +57,7 @@ func (m *impl) admitLocks(ls []*lockEntry, events *[]Event) error {
 // those of ls that are free (or nil), and how many of ls are: the locks
 // an acquire of ls would add.
 func (m *impl) existingLocks(ls []*lockEntry) (n, added int) {
-	n = len(m.byName) - m.idle.len()
+	n = m.names.len() - m.idle.len()
 	for _, l := range ls {
 		if l == nil || l.free(m.expiryTime()) {
 			added++

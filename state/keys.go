@@ -219,14 +219,14 @@ func (m *impl) keyRetire(cmd Command) Result {
 	moved := k.leases
 	if moved > 0 {
 		s := m.keys.signing()
-		for _, l := range m.byName {
+		m.names.each(func(l *lockEntry) {
 			for _, g := range l.holders {
 				if g.key == k { // a set's lease is moved at its first lock, then no longer k's
 					g.key = s
 					s.leases++
 				}
 			}
-		}
+		})
 		k.leases = 0
 	}
 	m.removeKey(k) // at once, whatever proofs it made
@@ -347,7 +347,7 @@ func (m *Machine) KeySet() *fence.KeySet {
 // unsigned. The caller signs with fence.Sign(key, clusterID, name, token).
 func (m *Machine) LeaseSigner(name string, token fence.Token) (key ed25519.PrivateKey, clusterID string, ok bool) {
 	k := m.keys.signing()
-	if l := m.byName[name]; l != nil {
+	if l := m.names.get(name); l != nil {
 		if g := l.holderWith(token); g != nil && g.key != nil && g.key.priv != nil {
 			k = g.key
 		}

@@ -16,7 +16,7 @@ func (m *impl) renew(cmd Command) Result {
 		return Result{Err: err}
 	}
 	var res Result
-	l := m.byName[cmd.Name]
+	l := m.names.get(cmd.Name)
 	if l != nil {
 		m.settle(l, &res.Events)
 	}
@@ -68,7 +68,7 @@ func (m *impl) release(cmd Command) Result {
 		return Result{Err: err}
 	}
 	var res Result
-	l := m.byName[cmd.Name]
+	l := m.names.get(cmd.Name)
 	if l != nil {
 		m.settle(l, &res.Events)
 	}
@@ -116,7 +116,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 		return Result{Err: err}
 	}
 	var res Result
-	l := m.byName[cmd.Name]
+	l := m.names.get(cmd.Name)
 	if l == nil {
 		return res
 	}
@@ -137,7 +137,7 @@ func (m *impl) cancelWait(cmd Command) Result {
 		// may still refer to it: a retry of its seq is a new request.
 		r.state, r.outcome, r.deadline = reqDone, outcomeCancelled, 0
 	case reqHeld:
-		if g := m.byName[r.name].holderWith(r.token); g != nil {
+		if g := m.names.get(r.name).holderWith(r.token); g != nil {
 			m.endLease(g, endReleased, m.expiryTime(), &work)
 		}
 	}

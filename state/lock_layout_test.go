@@ -47,7 +47,7 @@ func TestLeasesOfOneOwnerShareItsBytes(t *testing.T) {
 		t.Helper()
 		var first *byte
 		for _, name := range names {
-			l := m.byName[name]
+			l := m.names.get(name)
 			if l == nil || len(l.holders) != 1 {
 				t.Fatalf("%s: lock %q not held", when, name)
 			}

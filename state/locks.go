@@ -158,10 +158,9 @@ func (g *grant) holding(l *lockEntry, now int64) *fence.Lease {
 
 // lockFor returns the lock named name, creating a free one.
 func (m *impl) lockFor(name string) *lockEntry {
-	l := m.byName[name]
+	l := m.names.get(name)
 	if l == nil {
 		l = &lockEntry{name: name, heapIndex: -1}
-		m.byName[name] = l
 		m.names.add(l)
 	}
 	return l

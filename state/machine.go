@@ -24,8 +24,7 @@ type impl struct {
 	keepMin      time.Duration
 	keepMinUntil int64
 
-	byName    map[string]*lockEntry
-	names     nameIndex    // byName in name order (derived: never snapshotted; nameindex.go)
+	names     nameIndex    // every lock by name, in name order (the only index by name; never snapshotted: nameindex.go)
 	deadlines deadlineHeap // locks with something due, by (deadline, name)
 	idle      idleLocks    // free locks kept as tombstones, oldest first
 
@@ -64,7 +63,6 @@ func newMachine(cfg Config, configured bool) *Machine {
 func newImpl(cfg Config) *impl {
 	return &impl{
 		cfg:       cfg,
-		byName:    map[string]*lockEntry{},
 		names:     newNameIndex(),
 		idle:      newIdleLocks(),
 		live:      map[string]*request{},

@@ -477,7 +477,6 @@ func (m *impl) forget() {
 	m.requests.forget(m.clock, retention, minimum, m.cfg.MaxRequests)
 	m.ops.forget(m.clock, retention, minimum, m.cfg.MaxOps)
 	m.idle.forget(m.clock, retention, min(m.cfg.MaxRequests, MaxIdleLocks), func(l *lockEntry) {
-		delete(m.byName, l.name)
 		m.names.remove(l)
 	})
 	if plant.On(plant.IDsForgotten) {

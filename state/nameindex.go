@@ -2,16 +2,19 @@ package state
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/google/btree"
 )
 
-// nameIndex orders the locks of byName by name, so that a page of a
-// prefix (locksPage: List, a watch's state) costs O(log N + page) instead
-// of a scan and sort of every lock. It is derived from byName, kept in
-// step with it (lockFor adds, forget removes, a restore rebuilds it) and
-// never written to a snapshot: replay and restore give the same locks in
-// it, and nothing in a command's outcome depends on its shape.
+// nameIndex holds every lock entry of the machine in name order: it finds
+// a lock by name (get, O(log N)) and a page of a prefix (locksPage: List,
+// a watch's state) in O(log N + page). It is the only index of locks by
+// name — there is no map beside it, which saved ~36 bytes a lock (issue
+// 24, item 5; docs/design.md, "A lock in memory"). lockFor adds, forget
+// removes, a restore rebuilds it; it is never written to a snapshot:
+// replay and restore give the same locks in it, and nothing in a
+// command's outcome depends on its shape.
 type nameIndex struct {
 	t *btree.BTreeG[*lockEntry]
 }
@@ -26,6 +29,27 @@ func newNameIndex() nameIndex {
 func (x nameIndex) add(l *lockEntry)    { x.t.ReplaceOrInsert(l) }
 func (x nameIndex) remove(l *lockEntry) { x.t.Delete(l) }
 func (x nameIndex) len() int            { return x.t.Len() }
+
+// nameProbes are the keys get looks a name up with: the tree compares
+// *lockEntry by name, and a probe of its own per lookup would be 144
+// bytes of garbage. A pool, not a field of the machine, because reads
+// under a read lock run concurrently (api.go).
+var nameProbes = sync.Pool{New: func() any { return new(lockEntry) }}
+
+// get returns the lock named name, nil if there is none.
+func (x nameIndex) get(name string) *lockEntry {
+	p := nameProbes.Get().(*lockEntry)
+	p.name = name
+	l, _ := x.t.Get(p)
+	p.name = ""
+	nameProbes.Put(p)
+	return l
+}
+
+// each calls f on every lock, in name order.
+func (x nameIndex) each(f func(*lockEntry)) {
+	x.t.Ascend(func(l *lockEntry) bool { f(l); return true })
+}
 
 // ascend calls f on each lock whose name starts with prefix and comes
 // after after ("": from the first), in name order, until f returns false.

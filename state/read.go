@@ -2,7 +2,6 @@ package state
 
 import (
 	"math"
-	"sort"
 	"time"
 )
 
@@ -15,7 +14,7 @@ import (
 // Now()) only counts the remaining times reported.
 
 func (m *impl) lock(name string, now int64) LockInfo {
-	l := m.byName[name]
+	l := m.names.get(name)
 	if l == nil {
 		return LockInfo{Name: name, Free: true}
 	}
@@ -115,16 +114,16 @@ func (m *impl) locksPage(prefix, after string, limit int, now int64, asHeld bool
 }
 
 func (m *impl) queued() []QueuedRequest {
-	var names []string
-	for name, l := range m.byName {
+	var ls []*lockEntry
+	m.names.each(func(l *lockEntry) { // in name order
 		if len(l.queue) > 0 {
-			names = append(names, name)
+			ls = append(ls, l)
 		}
-	}
-	sort.Strings(names)
+	})
 	var out []QueuedRequest
-	for _, name := range names {
-		for _, w := range m.byName[name].queue {
+	for _, l := range ls {
+		name := l.name
+		for _, w := range l.queue {
 			if w.name == name { // a set's waiter once, at its first lock
 				out = append(out, QueuedRequest{Name: name, RequestID: w.id, Attempt: w.attempt})
 			}

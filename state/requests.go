@@ -176,7 +176,7 @@ func (m *impl) replayOutcome(r *request) Result {
 		return Result{Queued: true, Replayed: true}
 	case reqHeld:
 		m.retry(r)
-		g := m.byName[r.name].holderWith(r.token)
+		g := m.names.get(r.name).holderWith(r.token)
 		return Result{Lease: g.lease(m.clock), Replayed: true}
 	}
 	switch r.outcome {
@@ -188,7 +188,7 @@ func (m *impl) replayOutcome(r *request) Result {
 		return Result{Err: &fence.SessionExpiredError{Session: r.sessionID()}, Replayed: true}
 	}
 	err := &fence.BusyError{Name: r.name, Waited: true}
-	if l := m.byName[r.name]; l != nil {
+	if l := m.names.get(r.name); l != nil {
 		err = m.busy(l)
 		err.Waited = true
 	}

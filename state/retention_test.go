@@ -70,8 +70,8 @@ func TestRetention(t *testing.T) {
 		mustOK(t, m, tick(at(1)))
 		errAs[*fence.LeaseExpiredError](t, m.Apply(rel(at(30), "x", 1)).Err)
 		errAs[*fence.NotHolderError](t, m.Apply(rel(at(61), "x", 1)).Err)
-		if len(m.byName) != 0 {
-			t.Fatalf("%d lock entries left", len(m.byName))
+		if m.names.len() != 0 {
+			t.Fatalf("%d lock entries left", m.names.len())
 		}
 	})
 	t.Run("lock entries do not leak", func(t *testing.T) {
@@ -82,8 +82,8 @@ func TestRetention(t *testing.T) {
 			mustOK(t, m, rel(int64(i), name, fence.Token(i+1)))
 		}
 		mustOK(t, m, tick(at(2000)))
-		if len(m.byName) > 10 || len(m.deadlines) != 0 {
-			t.Fatalf("%d lock entries, %d deadlines", len(m.byName), len(m.deadlines))
+		if m.names.len() > 10 || len(m.deadlines) != 0 {
+			t.Fatalf("%d lock entries, %d deadlines", m.names.len(), len(m.deadlines))
 		}
 	})
 	t.Run("a delayed lock is kept until its delay ends", func(t *testing.T) {

@@ -119,7 +119,7 @@ func (m *impl) replaySaved(s *session, i int, cmd Command) (res Result, done boo
 			s.results = slices.Delete(s.results, i, i+1) // zeroes the freed slot
 			return Result{}, false
 		}
-		if l := m.byName[r.name]; l != nil {
+		if l := m.names.get(r.name); l != nil {
 			m.settle(l, &res.Events)
 			defer m.touch(l)
 		}
@@ -230,7 +230,7 @@ func (m *impl) answered(r *request) {
 	if r == nil || r.state != reqHeld || r.sess == nil || !generatedID(r.id) {
 		return
 	}
-	l := m.byName[r.name]
+	l := m.names.get(r.name)
 	if l == nil {
 		return
 	}

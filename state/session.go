@@ -235,7 +235,7 @@ func (m *impl) endSession(s *session, expired bool, events *[]Event) {
 			if ws[i].name != ws[j].name {
 				return ws[i].name < ws[j].name
 			}
-			q := m.byName[ws[i].name].queue
+			q := m.names.get(ws[i].name).queue
 			return slices.Index(q, ws[i]) < slices.Index(q, ws[j])
 		})
 		for _, w := range ws {

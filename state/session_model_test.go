@@ -198,7 +198,7 @@ func TestSessionsProperty(t *testing.T) {
 				delete(holders, c.Name)
 			}
 			if c.Op == OpCancelWait { // may release a granted wait
-				if l := m.byName[c.Name]; l == nil || l.only() == nil || l.only().token != holders[c.Name].tok {
+				if l := m.names.get(c.Name); l == nil || l.only() == nil || l.only().token != holders[c.Name].tok {
 					delete(holders, c.Name)
 				}
 			}
@@ -219,7 +219,7 @@ func TestSessionsProperty(t *testing.T) {
 					continue
 				}
 				h := holder{tok: g.Token, until: m.Now() + int64(g.Remaining)}
-				if l := m.byName[g.Name]; l != nil && l.only() != nil && l.only().token == g.Token && l.only().sess != nil {
+				if l := m.names.get(g.Name); l != nil && l.only() != nil && l.only().token == g.Token && l.only().sess != nil {
 					h.sess = l.only().sess.id
 				}
 				holders[g.Name] = h
@@ -277,7 +277,7 @@ func checkSessionLinks(t *rapid.T, m *Machine, clients []*sessClient) {
 			t.Fatalf("session %d live past its expiry %d (decided %d)", id, s.expiresAt, m.expiryTime())
 		}
 		for tok, g := range s.leases {
-			if g.token != tok || g.sess != s || m.byName[g.name()].holderWith(tok) != g {
+			if g.token != tok || g.sess != s || m.names.get(g.name()).holderWith(tok) != g {
 				t.Fatalf("session %d lists lease %d it does not hold", id, tok)
 			}
 		}
@@ -304,7 +304,7 @@ func checkSessionLinks(t *rapid.T, m *Machine, clients []*sessClient) {
 		}
 	}
 	held, queued := 0, 0
-	for _, l := range m.byName {
+	for _, l := range allLocks(m) {
 		if l.only() != nil && l.only().sess != nil {
 			if m.sessions[l.only().sess.id] != l.only().sess {
 				t.Fatalf("lock %s held by ended session %d", l.name, l.only().sess.id)

@@ -149,7 +149,7 @@ func (m *impl) handOn(l *lockEntry, work *lockWork, events *[]Event) {
 		}
 		available := int64(0)
 		for i, s := range specs {
-			wl := m.byName[s.Name]
+			wl := m.names.get(s.Name)
 			if len(wl.queue) == 0 || wl.queue[0] != w || !wl.admits(s.Mode) {
 				return // it waits on a lock ahead of it, and the rest of l's queue behind it
 			}
@@ -193,7 +193,7 @@ func (m *impl) handOn(l *lockEntry, work *lockWork, events *[]Event) {
 func (m *impl) unqueue(w *request, work *lockWork) {
 	var buf [1]fence.LockSpec
 	for _, s := range w.specs(&buf) {
-		l := m.byName[s.Name]
+		l := m.names.get(s.Name)
 		if i := slices.Index(l.queue, w); i >= 0 {
 			l.queue = slices.Delete(l.queue, i, i+1)
 			if len(l.queue) == 0 {
@@ -226,11 +226,11 @@ func (m *impl) busyFor(w *request) *fence.BusyError {
 	var buf [1]fence.LockSpec
 	specs := w.specs(&buf)
 	for _, s := range specs {
-		if l := m.byName[s.Name]; l != nil && !l.freeFor(s, m.expiryTime()) {
+		if l := m.names.get(s.Name); l != nil && !l.freeFor(s, m.expiryTime()) {
 			return m.busyOf(l, s)
 		}
 	}
-	if l := m.byName[specs[0].Name]; l != nil {
+	if l := m.names.get(specs[0].Name); l != nil {
 		return m.busy(l)
 	}
 	return &fence.BusyError{Name: specs[0].Name}
@@ -260,7 +260,7 @@ func (m *impl) waitRanOut(w *request, events *[]Event) {
 func (m *impl) waitRanOutBeforeFree(w *request, events *[]Event) {
 	err := m.busyFor(w)
 	if err.Queued > 0 {
-		l := m.byName[err.Name]
+		l := m.names.get(err.Name)
 		err = &fence.BusyError{Name: l.name, Holder: l.lastOwner, Token: l.lastToken}
 	}
 	m.waitEnded(w, err, events)

@@ -179,17 +179,10 @@ func (m *impl) snapshot(w io.Writer) error {
 func (m *impl) snapshotView() *SnapshotView {
 	doc := &snapDoc{Format: snapshotFormat, Now: m.clock, Decided: m.decided, MaxSlack: int64(m.maxSlack), Counter: m.counter,
 		Config: new(m.cfg), Configured: m.configured, KeepMin: int64(m.keepMin), KeepMinUntil: m.keepMinUntil}
-	names := make([]string, 0, len(m.byName))
-	for name := range m.byName {
-		names = append(names, name)
+	if n := m.names.len(); n > 0 {
+		doc.Locks = make([]snapLock, 0, n)
 	}
-	sort.Strings(names)
-	if len(names) > 0 {
-		doc.Locks = make([]snapLock, 0, len(names))
-	}
-	for _, name := range names {
-		doc.Locks = append(doc.Locks, snapLockOf(m.byName[name]))
-	}
+	m.names.each(func(l *lockEntry) { doc.Locks = append(doc.Locks, snapLockOf(l)) }) // in name order
 	m.idle.each(func(l *lockEntry) { doc.Idle = append(doc.Idle, l.name) })
 	if n := m.requests.len(); n > 0 {
 		doc.Requests = make([]snapRequest, 0, n)
@@ -200,7 +193,7 @@ func (m *impl) snapshotView() *SnapshotView {
 		doc.Requests = append(doc.Requests, s)
 	})
 	doc.Ops, doc.OpPrincipals = m.ops.live(), m.ops.principals()
-	names = names[:0]
+	names := make([]string, 0, len(m.resources))
 	for name := range m.resources {
 		names = append(names, name)
 	}
@@ -379,7 +372,6 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		if err := rl.restore(l, &s); err != nil {
 			return nil, fmt.Errorf("lock %q: %v", s.Name, err)
 		}
-		m.byName[s.Name] = l
 		m.names.add(l)
 		if at, ok := l.nextDeadline(); ok {
 			m.deadlines.set(l, at)
@@ -389,7 +381,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		return nil, err
 	}
 	for _, name := range doc.Idle {
-		l := m.byName[name]
+		l := m.names.get(name)
 		if l == nil || l.idleElem != nil || !l.unused() || l.delayUntil != 0 {
 			return nil, fmt.Errorf("idle lock %q: unknown, repeated or not idle", name)
 		}
@@ -399,7 +391,7 @@ func fromSnapshot(doc *snapDoc) (*impl, error) {
 		m.idle.add(l, l.idleSince)
 	}
 	for _, s := range doc.Locks {
-		if l := m.byName[s.Name]; l.idleElem == nil && l.unused() && l.delayUntil == 0 {
+		if l := m.names.get(s.Name); l.idleElem == nil && l.unused() && l.delayUntil == 0 {
 			return nil, fmt.Errorf("lock %q is idle but not listed as idle", s.Name)
 		}
 	}

@@ -266,7 +266,7 @@ func (rl *lockRestorer) complete() error {
 	}
 	for id, w := range rl.waiters {
 		for _, s := range w.set {
-			if l := rl.m.byName[s.Name]; l == nil || !slices.Contains(l.queue, w) {
+			if l := rl.m.names.get(s.Name); l == nil || !slices.Contains(l.queue, w) {
 				return fmt.Errorf("set waiter %q is not queued on %q", id, s.Name)
 			}
 		}

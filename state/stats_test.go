@@ -9,7 +9,7 @@ import (
 // holdersScan counts the locks with a holder, the slow way.
 func holdersScan(m *Machine) int {
 	n := 0
-	for _, l := range m.byName {
+	for _, l := range allLocks(m) {
 		if l.only() != nil {
 			n++
 		}

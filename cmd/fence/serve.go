@@ -76,6 +76,10 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err := cfg.Validate(); err != nil {
 		return usage("serve: " + flagError(err))
 	}
+	memLimit, err := parseMemoryLimit(o.memoryLimit)
+	if err != nil {
+		return usage("serve: " + flagError(err))
+	}
 	clusterCfg, hooks, err := o.cf.config(os.Getenv)
 	if err != nil {
 		return usage("serve: " + err.Error())
@@ -110,6 +114,14 @@ func serveCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(src) > 0 {
 		logger.Info("flags from the environment", "set", strings.Join(slices.Sorted(maps.Values(src)), " "))
+	}
+	ml := chooseMemoryLimit(memLimit, os.Getenv("GOMEMLIMIT"), cgroupMemoryLimit(cgroupLimitFiles))
+	applyMemoryLimit(ml)
+	switch {
+	case ml.Source == "GOMEMLIMIT":
+		logger.Info("memory limit from GOMEMLIMIT (it wins over --memory-limit)", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"), "memory_limit_flag", o.memoryLimit)
+	case ml.Bytes > 0:
+		logger.Info("memory limit", "bytes", ml.Bytes, "from", ml.Source)
 	}
 	cfg.Logger, cfg.Cluster = logger, clusterCfg
 	if cfg.TLSEnabled() || cfg.PeerTLSEnabled() {

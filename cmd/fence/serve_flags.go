@@ -15,6 +15,7 @@ import (
 type serveSettings struct {
 	cfg                 daemon.Config
 	logFormat, logLevel string
+	memoryLimit         string // --memory-limit, read by parseMemoryLimit (memlimit.go)
 	cf                  clusterFlags
 }
 
@@ -93,6 +94,10 @@ var serveFlagTable = []serveFlag{
 	{"commit-timeout", "raft commit timeout (default 10ms in a cluster, 5ms alone)",
 		dur(func(s *serveSettings) *time.Duration { return &s.cf.commit })},
 
+	// This process only.
+	{"memory-limit", "soft memory limit of the Go runtime: auto (90% of the cgroup's memory limit; none without one), off, or a `SIZE` (450MiB, 2GB; at least 64MiB): the heap is collected before it passes it, at the price of more collections near it. GOMEMLIMIT, if set, wins",
+		str(func(s *serveSettings) *string { return &s.memoryLimit })},
+
 	// Connection limits (this process only).
 	{"max-conns", "most client connections open at once; more wait to be accepted",
 		integer(func(s *serveSettings) *int { return &s.cfg.MaxConns })},
@@ -162,7 +167,7 @@ var serveFlagTable = []serveFlag{
 // newServeSettings is the settings before any flag: the daemon's
 // defaults, text logs at info.
 func newServeSettings() *serveSettings {
-	s := &serveSettings{cfg: daemon.DefaultConfig(), logFormat: logFormats[0], logLevel: logLevels[0]}
+	s := &serveSettings{cfg: daemon.DefaultConfig(), logFormat: logFormats[0], logLevel: logLevels[0], memoryLimit: "auto"}
 	s.cf.nodeID = s.cfg.NodeID
 	return s
 }

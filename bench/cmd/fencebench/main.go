@@ -85,6 +85,8 @@ func run(args []string) int {
 	fs.IntVar(&cfg.W4Workers, "held-workers", cfg.W4Workers, "concurrent acquirers of workload 4")
 	fs.IntVar(&cfg.W4Rounds, "held-rounds", cfg.W4Rounds, "rounds of workload 4")
 	fs.IntVar(&cfg.W4SessionTTL, "held-session-ttl", 0, "session TTL (seconds) of workload 4's holders, etcd and fence-session (0: the default, 10); a longer one keeps a loaded machine's sessions from being lost while a million are acquired")
+	heldFenceFlags := fs.String("held-fence-flags", "", "extra `fence serve` flags of workload 4's fence servers (space-separated, e.g. \"--memory-limit 450MiB\")")
+	heldClientEnv := fs.String("held-client-env", "", "extra environment of workload 4's client process (space-separated, e.g. \"GOMEMLIMIT=250MiB\": what a user of the client would set; the library sets none)")
 	fs.IntVar(&cfg.W5N, "storm", cfg.W5N, "leases (and waiters) of the expiry storm (workload 5)")
 	fs.IntVar(&cfg.W5Workers, "storm-workers", cfg.W5Workers, "concurrent acquirers of the storm's holders")
 	fs.IntVar(&cfg.W5Rounds, "storm-rounds", cfg.W5Rounds, "rounds of workload 5")
@@ -139,6 +141,7 @@ func run(args []string) int {
 	}
 	cfg.W1Clients, cfg.W2Clients, cfg.W6Candidates, cfg.W7Clients = w1, w2, w6, w7
 	cfg.ClusterFlags.Fence, cfg.ClusterFlags.Etcd = strings.Fields(*fenceFlags), strings.Fields(*etcdFlags)
+	cfg.W4FenceFlags, cfg.W4ClientEnv = strings.Fields(*heldFenceFlags), strings.Fields(*heldClientEnv)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if cfg.Failover > 0 && !set["cluster"] {
