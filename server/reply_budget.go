@@ -31,10 +31,11 @@ import (
 // is dropped and the read made again once room is reserved (reads propose
 // nothing; the second is as linearizable as the first). So that a
 // connection's reads do not each make (and drop) a large reply first,
-// a read reserves beforehand, in its connection's budget and then in the
-// server's, what the connection's last read reply cost (its guess: at
-// first a 1 MiB value's, 0 once a reply was small), and waits there for
-// room.
+// a read reserves beforehand, in its connection's budget only, what the
+// connection's last read reply cost (its guess: at first a 1 MiB value's,
+// 0 once a reply was small), and waits there for room. (Not in the
+// server's: a connection whose last reply was large would have its small
+// reads wait on other clients' unread replies.)
 //
 // What is being built is bounded as well, server-wide: a reply is made
 // (the List page or the value read out of the state, converted, then
@@ -412,15 +413,6 @@ func budgeted[Res any, P interface {
 		if err := h.takeGuess(ctx); err != nil {
 			h.release()
 			return nil, false, err
-		}
-		// And the guess in the server's budget too: while that is full
-		// of replies not read, large reads wait before they make a
-		// reply, instead of making one each to drop it.
-		if h.heldConn > 0 {
-			if _, err := h.reach(ctx, h.heldConn, true); err != nil {
-				h.release()
-				return nil, false, err
-			}
 		}
 		for {
 			b, err := h.takeBuild(ctx, build)

@@ -52,7 +52,7 @@ func livePeak(peak *atomic.Int64, stop <-chan struct{}) {
 // of heap while the held bytes stayed at the budget), and an acquire of
 // another client is served meanwhile.
 func TestUnreadListsOfManyConnectionsAreBounded(t *testing.T) {
-	const budget = 4 << 20
+	const budget = 16 << 20
 	s, url := startServerWith(t, Config{MaxReplyBytes: budget})
 	ctx := context.Background()
 	const locks = 10000
@@ -67,34 +67,36 @@ func TestUnreadListsOfManyConnectionsAreBounded(t *testing.T) {
 	if err != nil || len(r.Msg.GetLocks()) != locks {
 		t.Fatalf("an honest List: %v", err)
 	}
-	t.Logf("a List of %d locks costs %d KiB", locks, (replyCostFactor*int64(proto.Size(r.Msg))+listCost(r.Msg))>>10)
+	cost := replyCostFactor*int64(proto.Size(r.Msg)) + listCost(r.Msg)
+	t.Logf("a List of %d locks costs %d KiB", locks, cost>>10)
 	base := heapAllocAfterGC()
 
-	// What is held and what is being made, each at most the budget.
-	bound := base + 2*budget + heapSlack
+	// What is held and what is being made, each at most the budget, and
+	// the 400 requests' streams and handlers.
+	const slack = 2 * heapSlack
+	bound := base + 2*budget + slack
 	var peak atomic.Int64
 	stop := make(chan struct{})
 	defer close(stop)
 	go livePeak(&peak, stop)
-	// Pages of 2,500 locks: each reply (~2 MiB) is within the first
-	// guess of its connection, so none is made twice.
-	const conns, lists, page = 100, 4, 2500
+	// Two a connection: its first reply (7.7 MiB) fits beside the other's
+	// first guess (3 MiB) in its 16 MiB, so it is held at once.
+	const conns, lists, page = 200, 2, MaxPageSize
+	atks := make([]*unreadConn, 0, conns)
 	for range conns {
-		dialUnread(t, url, nil).lists(lists, page)
+		atk := dialUnread(t, url, nil)
+		atk.lists(lists, page)
+		atks = append(atks, atk)
 	}
-	// Until every List holds its reply or waits for room to hold it
-	// (none is being made or waits to be: a List is counted in neither
-	// while it is made), or the heap is already past its bound.
-	settled := 0
-	until(t, "every unread List held or waiting", func() bool {
+	// Until the budget holds two replies and every other List waits
+	// (for room to hold its reply, or to be made: at most one is being
+	// made), so that each connection's first Lists were made meanwhile
+	// (before the fix all at once), or the heap is already past its
+	// bound.
+	until(t, "two unread Lists held, the others waiting", func() bool {
 		_, holds, waiting := s.replies.state()
-		bu, _, bw := s.building.state()
-		if holds+waiting == conns*lists && bu == 0 && bw == 0 {
-			settled++ // the same on a few looks: none moves
-		} else {
-			settled = 0
-		}
-		return settled == 5 || peak.Load() > bound
+		_, _, bw := s.building.state()
+		return holds >= 2 && holds+waiting+bw >= conns*lists-1 || peak.Load() > bound
 	})
 	used, _, _ := s.replies.state()
 	// A small call is not kept waiting by the full budgets.
@@ -107,12 +109,23 @@ func TestUnreadListsOfManyConnectionsAreBounded(t *testing.T) {
 	grew := peak.Load() - base
 	t.Logf("live heap peaked %d MiB over its %d MiB before; reply bytes held %d MiB", grew>>20, base>>20, used>>20)
 	if peak.Load() > bound {
-		t.Fatalf("the live heap grew %d bytes under %d connections' unread Lists, want at most %d (twice the server's budget and %d)", grew, conns, bound-base, heapSlack)
+		t.Fatalf("the live heap grew %d bytes under %d connections' unread Lists, want at most %d (twice the server's budget and %d)", grew, conns, bound-base, slack)
 	}
 	runtime.KeepAlive(r)
 	if used > budget {
 		t.Fatalf("the server holds %d reply bytes, over its budget %d", used, budget)
 	}
+
+	// Once the attacker goes, every byte is given back (and no handler
+	// is left making a reply).
+	for _, a := range atks {
+		a.c.Close()
+	}
+	until(t, "the attacker's reply bytes given back", func() bool {
+		u, holds, waiting := s.replies.state()
+		bu, _, bw := s.building.state()
+		return u == 0 && holds == 0 && waiting == 0 && bu == 0 && bw == 0
+	})
 }
 
 // heapAllocAfterGC is the heap allocated after a collection.
