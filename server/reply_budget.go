@@ -49,9 +49,10 @@ import (
 // bounded what was held, not what was made: 200 connections that did not
 // read, each pipelining Lists of 10,000 locks, each connection within its
 // own 16 MiB, built 3.2 GB at once (an outside attack: a 2–3.4 GB heap
-// while fence_http_reply_bytes_held stayed at its 256 MiB cap). So the
-// heap holds at most twice MaxReplyBytes of large replies: what is held,
-// and what is being built. A build waits only for other builds to end
+// while fence_http_reply_bytes_held stayed at its 256 MiB cap). So at
+// most twice MaxReplyBytes of large replies are counted: what is held,
+// and what is being built (a reply built and dropped for want of room is
+// garbage besides, until collected: docs/benchmarks.md). A build waits only for other builds to end
 // (they wait on no client: a build that finds no room in the budgets
 // above drops its reply, gives its build bytes back and waits there), so
 // a small Read waits at most for the reads being made, never for replies
