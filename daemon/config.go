@@ -118,7 +118,8 @@ type Config struct {
 	// MaxReplyBytes bounds the bytes of large replies (a Read's value, a
 	// List page) held until they are written, all client connections
 	// together, default server.DefaultMaxReplyBytes (one connection holds
-	// at most 16 MiB of them); a reply without room waits for it.
+	// at most 16 MiB of them); a reply without room waits for it. As
+	// much again bounds the large replies being made.
 	MaxReplyBytes int64
 
 	// CertFile and KeyFile, both set, serve the client API (health,

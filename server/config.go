@@ -95,8 +95,9 @@ type Config struct {
 	// MaxReplyBytes bounds the bytes of large replies (a Read's value, a
 	// List page) held until written, all connections together, default
 	// DefaultMaxReplyBytes; one connection holds at most
-	// maxConnReplyBytes. A reply without room waits for it
-	// (reply_budget.go).
+	// maxConnReplyBytes. A reply without room waits for it. It bounds
+	// as well, apart, the large replies being made, before their size is
+	// known (reply_budget.go).
 	MaxReplyBytes int64
 	// TLS, when set, makes Serve speak TLS (HTTP/2 by ALPN "h2" and
 	// HTTP/1.1) on its listener with this config; its NextProtos should

@@ -37,7 +37,7 @@
 // a blocking acquire's wait, a write deadline counted from when a reply is
 // ready (writes.go), budgets of the large replies (Read, List) held
 // until written, per connection and for the server, that a reply waits
-// for (reply_budget.go), a header cap, and a 4 MiB cap on a request
+// for, and of those being made, for the server (reply_budget.go), a header cap, and a 4 MiB cap on a request
 // message (on the wire and once decompressed) refused with invalid_argument
 // naming it. A waiting acquire's handler is bounded by its wait plus a
 // margin and answers before the client's own deadline; a deadline that

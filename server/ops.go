@@ -252,8 +252,9 @@ func (s *Server) readCall(resource string) (call[fencev1.ReadResponse], error) {
 		return nil, err
 	}
 	// A value of up to 1 MiB: the reply holds its cost in the reply
-	// budgets until it is written (reply_budget.go).
-	return budgeted(func(ctx context.Context) (*fencev1.ReadResponse, bool, error) {
+	// budgets until it is written, and the largest value's while it is
+	// made (reply_budget.go).
+	return budgeted(firstGuess, nil, func(ctx context.Context) (*fencev1.ReadResponse, bool, error) {
 		rs, err := s.svc.Read(ctx, resource)
 		if err != nil {
 			return nil, false, err
@@ -267,8 +268,9 @@ func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], e
 	if err := req.Validate(s.limits(), wire...); err != nil {
 		return nil, err
 	}
-	// A page of up to 10,000 locks: budgeted as a Read.
-	return budgeted(func(ctx context.Context) (*fencev1.ListResponse, bool, error) {
+	// A page of up to 10,000 locks: budgeted as a Read, made holding its
+	// page size's cost (reply_budget.go).
+	return budgeted(int64(req.Limit)*listLockCost, listCost, func(ctx context.Context) (*fencev1.ListResponse, bool, error) {
 		page, err := s.svc.List(ctx, req)
 		if err != nil {
 			return nil, false, err
@@ -280,6 +282,10 @@ func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], e
 		return out, false, nil
 	}), nil
 }
+
+// listCost is what a List reply holds besides its encoding: its locks'
+// Go values.
+func listCost(r *fencev1.ListResponse) int64 { return int64(len(r.GetLocks())) * listLockHeap }
 
 // unary answers one unary call: do (or verr, its refusal) run, every error
 // mapped as the call proc's.

@@ -33,7 +33,30 @@ import (
 // connection's reads do not each make (and drop) a large reply first,
 // a read reserves beforehand, in its connection's budget only, what the
 // connection's last read reply cost (its guess: at first a 1 MiB value's,
-// 0 once a reply was small), and waits there for room.
+// 0 once a reply was small), and waits there for room. (Not in the
+// server's: a connection whose last reply was large would have its small
+// reads wait on other clients' unread replies.)
+//
+// What is being built is bounded as well, server-wide: a reply is made
+// (the List page or the value read out of the state, converted, then
+// encoded) before its size is known, so before it reads, a read reserves
+// what its reply may cost at most, from the server's build budget
+// (Server.building, also Config.MaxReplyBytes): a Read the cost of the
+// largest value's reply, a List its page size × listLockCost; at most the
+// budget. It holds that only while it reads and converts: once its reply
+// holds its own cost in the budgets above (or was dropped to wait for
+// room) the build's bytes are given back. Without it the budgets above
+// bounded what was held, not what was made: 200 connections that did not
+// read, each pipelining Lists of 10,000 locks, each connection within its
+// own 16 MiB, built 3.2 GB at once (an outside attack: a 2–3.4 GB heap
+// while fence_http_reply_bytes_held stayed at its 256 MiB cap). So at
+// most twice MaxReplyBytes of large replies are counted: what is held,
+// and what is being built (a reply built and dropped for want of room is
+// garbage besides, until collected: docs/benchmarks.md). A build waits only for other builds to end
+// (they wait on no client: a build that finds no room in the budgets
+// above drops its reply, gives its build bytes back and waits there), so
+// a small Read waits at most for the reads being made, never for replies
+// that are not read.
 //
 // Waiting rather than refusing: a client that reads its replies gets them
 // all, its replies beyond the budget being built as earlier ones are
@@ -58,6 +81,18 @@ const (
 	// base64 is 4/3 of the value) and a compressed copy, measured
 	// (TestUnreadRepliesOfOneConnectionAreBounded).
 	replyCostFactor = 3
+	// listLockCost: what one lock of a List page is reserved as in the
+	// build budget before the page is read: a held List reply of 10,000
+	// locks with 512-byte names and a 200-byte owner (one holder each)
+	// grew the live heap 5.4 KiB a lock. A lock with many holders (a
+	// shared lock) costs more: its page is made over its reservation.
+	// A page's cost once read is its proto size × replyCostFactor and
+	// listLockHeap a lock.
+	listLockCost = 6 << 10
+	// listLockHeap: what one lock of a List reply holds besides its
+	// proto size × replyCostFactor: its Go values (the LockInfo and Lease
+	// messages, their durations).
+	listLockHeap = 512
 )
 
 // replyBudget is a budget of reply bytes: reservations wait for room.
@@ -135,6 +170,18 @@ func (b *replyBudget) takeGuess(ctx context.Context) (int64, error) {
 	}
 }
 
+// tryGuess takes the guess if it fits now (or is 0).
+func (b *replyBudget) tryGuess() (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.guess
+	if g == 0 || b.used+g <= b.max {
+		b.used += g
+		return g, true
+	}
+	return 0, false
+}
+
 // setGuess makes n the guess; requests waiting to take the guess look
 // again.
 func (b *replyBudget) setGuess(n int64) {
@@ -188,13 +235,16 @@ func (b *replyBudget) state() (used, holds, waiting int64) {
 type replyHold struct {
 	conn, all         *replyBudget
 	heldConn, heldAll int64
+	// build: the server's build budget (nil: none, Handler mounted
+	// without holdReplies).
+	build *replyBudget
 }
 
 type replyHoldKey struct{}
 
 // newReplyHold is a hold on the budgets of the request of ctx.
 func (s *Server) newReplyHold(ctx context.Context) *replyHold {
-	return &replyHold{all: s.replies, conn: connReplies(ctx)}
+	return &replyHold{all: s.replies, conn: connReplies(ctx), build: s.building}
 }
 
 // connReplies is the reply budget of the connection of ctx (nil: none,
@@ -226,11 +276,36 @@ func (h *replyHold) takeGuess(ctx context.Context) error {
 	if h.conn == nil || h.heldConn > 0 {
 		return nil
 	}
+	if g, ok := h.conn.tryGuess(); ok {
+		h.heldConn = g
+		return nil
+	}
+	// Counted as waiting only when it waits.
 	h.all.count(0, 1)
 	defer h.all.count(0, -1)
 	g, err := h.conn.takeGuess(ctx)
 	h.heldConn = g
 	return err
+}
+
+// takeBuild takes n bytes (at most the build budget: a reply larger than
+// it is made alone) of the server's build budget, waiting for builds in
+// progress to end, and returns what it took (0: no build budget).
+func (h *replyHold) takeBuild(ctx context.Context, n int64) (int64, error) {
+	if h.build == nil {
+		return 0, nil
+	}
+	n = min(n, h.build.max)
+	if h.build.try(n) {
+		return n, nil
+	}
+	// Counted apart from the replies waiting for room to be held.
+	h.build.count(0, 1)
+	defer h.build.count(0, -1)
+	if err := h.build.take(ctx, n); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // reach makes the hold need bytes in both budgets: it gives back what is
@@ -320,12 +395,14 @@ func (s *Server) holdReplies(next http.Handler) http.Handler {
 }
 
 // budgeted makes a read's reply hold its cost in the reply budgets of its
-// request before it is kept (see above). Without a hold in ctx (Handler
-// mounted without holdReplies) it runs do as it is.
+// request before it is kept (see above), and each making of it hold build
+// (what the reply may cost at most) in the server's build budget while
+// it is made. cost is what a reply costs once made. Without a hold in ctx
+// (Handler mounted without holdReplies) it runs do as it is.
 func budgeted[Res any, P interface {
 	*Res
 	proto.Message
-}](do call[Res]) call[Res] {
+}](build int64, cost func(*Res) int64, do call[Res]) call[Res] {
 	return func(ctx context.Context) (*Res, bool, error) {
 		h, _ := ctx.Value(replyHoldKey{}).(*replyHold)
 		if h == nil {
@@ -339,12 +416,21 @@ func budgeted[Res any, P interface {
 			return nil, false, err
 		}
 		for {
+			b, err := h.takeBuild(ctx, build)
+			if err != nil {
+				h.release()
+				return nil, false, err
+			}
 			out, replayed, err := do(ctx)
 			if err != nil {
+				h.build.give(b)
 				h.release()
 				return out, replayed, err
 			}
 			need := replyCostFactor * int64(proto.Size(P(out)))
+			if cost != nil {
+				need += cost(out)
+			}
 			if need < replySmall {
 				need = 0
 			}
@@ -352,7 +438,11 @@ func budgeted[Res any, P interface {
 			if h.conn != nil {
 				h.conn.setGuess(need)
 			}
-			if ok, _ := h.reach(ctx, need, false); ok {
+			ok, _ := h.reach(ctx, need, false)
+			// The reply holds its own cost now, or is dropped: its
+			// making is over.
+			h.build.give(b)
+			if ok {
 				return out, replayed, nil
 			}
 			// No room: wait for it holding nothing of the reply, then

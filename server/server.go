@@ -53,6 +53,7 @@ type Server struct {
 	watches    atomic.Int64 // open watches (watch.go)
 	auditLimit auditLimiter // audit.go
 	replies    *replyBudget // reply bytes held, all connections (reply_budget.go)
+	building   *replyBudget // reply bytes being made, all connections (reply_budget.go)
 	// principalConns counts the connections each principal holds
 	// (conn_fair.go).
 	principalConns principalCounts
@@ -81,7 +82,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Service == nil || deps.Node == nil {
 		return nil, errors.New("server: Deps.Service and Deps.Node are required")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes, 0)}
+	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes, 0), building: newReplyBudget(cfg.MaxReplyBytes, 0)}
 	if deps.Auth != nil {
 		s.svc = authzService{s: s, inner: deps.Service}
 	}

@@ -57,7 +57,7 @@ func writeBig(t *testing.T, s *Server, name string) {
 // that never reads: its streams' flow-control window is 0, so the server
 // can send no reply data on it and holds every reply it made.
 type unreadConn struct {
-	t      *testing.T
+	t      testing.TB
 	c      net.Conn
 	fr     *http2.Framer
 	addr   string
@@ -67,7 +67,7 @@ type unreadConn struct {
 
 // dialUnread dials url: h2c for http://, TLS (ALPN h2, trusting roots)
 // for https://.
-func dialUnread(t *testing.T, url string, roots *x509.CertPool) *unreadConn {
+func dialUnread(t testing.TB, url string, roots *x509.CertPool) *unreadConn {
 	t.Helper()
 	scheme, addr, _ := strings.Cut(url, "://")
 	var c net.Conn

@@ -117,7 +117,7 @@ var serveFlagTable = []serveFlag{
 		integer(func(s *serveSettings) *int { return &s.cfg.WatchHistory })},
 	{"max-stream-requests", "most requests in flight on one session stream; more are answered RESOURCE_EXHAUSTED and resent by the client",
 		integer(func(s *serveSettings) *int { return &s.cfg.MaxStreamRequests })},
-	{"max-reply-bytes", "most bytes of large replies (Read, List) held until written, all connections together (one holds at most 16 MiB); a reply without room waits for it",
+	{"max-reply-bytes", "most bytes of large replies (Read, List) held until written, all connections together (one holds at most 16 MiB); a reply without room waits for it; as much again bounds those being made",
 		integer64(func(s *serveSettings) *int64 { return &s.cfg.MaxReplyBytes })},
 	{"read-header-timeout", "time allowed to read a request's header",
 		dur(func(s *serveSettings) *time.Duration { return &s.cfg.ReadHeaderTimeout })},
