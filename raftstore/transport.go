@@ -2,8 +2,10 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,7 +44,7 @@ func (m *Mux) Transport(cfg TransportConfig) raft.Transport {
 	}
 	m.raft = q
 	m.mu.Unlock()
-	layer := &streamLayer{q: q, mux: m, conns: map[*trackedConn]struct{}{}}
+	layer := &streamLayer{q: q, mux: m, conns: map[*trackedConn]struct{}{}, done: make(chan struct{})}
 	m.mu.Lock()
 	m.layer = layer
 	m.mu.Unlock()
@@ -67,7 +69,28 @@ type streamLayer struct {
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
 	closed bool
+	done   chan struct{} // closed by Close
 }
+
+// refusedPatience: hashicorp/raft backs off from a follower after each
+// failed RPC, doubling from 10 ms up to 10.24 s (its replication's
+// failureWait and maxFailureScale; only heartbeats are capped lower), and
+// nothing cuts a back-off short. A dial that failed at once with
+// "connection refused" counted a failure every few milliseconds while a
+// follower was down, so a follower restarted after ~10 s or more found
+// the leader asleep in its longest back-off: it knew the leader at once
+// (heartbeats) but was sent nothing to apply for up to 10 s, unready all
+// that time (an outside attack: 6-10 s after 12-25 s down). So a refused
+// dial is tried again every dialRetry for as long as raft allows the call
+// (TransportConfig.Timeout, 10 s): while a follower is down the leader
+// counts one failure per timeout instead of one per back-off, and a
+// follower that comes back is connected within dialRetry by the dial
+// already waiting for it. A dial waiting so gives up when the transport
+// closes (Node.Close closes it before it waits for raft's goroutines).
+// Only "refused" waits: a peer that does not answer at all already takes
+// the dial's whole timeout, and the test harness's fault dialers fail
+// with errors of their own.
+const dialRetry = 50 * time.Millisecond
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
@@ -85,11 +108,30 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	return tc, nil
 }
 
-// Dial connects to a peer's raft port.
+// Dial connects to a peer's raft port. A peer that refuses the connection
+// (its process is down or restarting: nothing listens on the port) is
+// dialled again every dialRetry until raft's timeout for the call, or
+// until the transport closes (refusedPatience).
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := s.mux.dialRaft(ctx, string(address))
+	var c net.Conn
+	var err error
+	for {
+		c, err = s.mux.dialRaft(ctx, string(address))
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			break
+		}
+		t := time.NewTimer(dialRetry)
+		select {
+		case <-t.C:
+			continue
+		case <-ctx.Done():
+		case <-s.done:
+		}
+		t.Stop()
+		break
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +147,9 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 func (s *streamLayer) Close() error {
 	s.q.close()
 	s.mu.Lock()
+	if !s.closed {
+		close(s.done) // dials waiting for a peer that refused give up
+	}
 	s.closed = true
 	conns := s.conns
 	s.conns = nil
