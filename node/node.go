@@ -115,6 +115,10 @@ func Open(cfg Config) (*Node, error) {
 }
 
 func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID string) (*Node, error) {
+	// Before the snapshot store exists, holding the dir's lock (store).
+	if err := removeTmpSnapshots(cfg.DataDir, cfg.Logger); err != nil {
+		return nil, err
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, raftstore.NewHCLogger(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("node: snapshot store: %w", err)

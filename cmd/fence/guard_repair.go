@@ -186,6 +186,15 @@ func (e *MixedClustersError) Error() string {
 	return "the --server nodes belong to different clusters (" + strings.Join(parts, ", ") + "): give the nodes of the one cluster whose tokens this store holds, or --ceiling N"
 }
 
+// StatusNeedsAdminError: the node answered NodeStatus with a non-admin's
+// view (role and ready only, under authentication), which holds no last
+// token or cluster id; reading them needs an admin token.
+type StatusNeedsAdminError struct{ URL string }
+
+func (e *StatusNeedsAdminError) Error() string {
+	return "NodeStatus of " + e.URL + " shows this token only role and ready: the cluster's last token needs an admin token (--auth-token or FENCE_AUTH_TOKEN)"
+}
+
 // clusterLastToken is the largest lastToken the --server nodes report
 // (fence status): no token the cluster has issued is above it. Nodes of
 // different clusters are refused (*MixedClustersError); a node that does
@@ -208,6 +217,10 @@ func clusterLastToken(ctx context.Context, g *globals, warn io.Writer, prog stri
 	urls := strings.Split(g.server, ",")
 	for _, u := range urls {
 		st, err := nodeStatus(ctx, hc, u)
+		if err == nil && limitedStatus(st) {
+			// Role and ready only: its lastToken is absent, not 0.
+			err = &StatusNeedsAdminError{URL: u}
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", u, err))
 			continue

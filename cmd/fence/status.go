@@ -39,6 +39,11 @@ a leader (an election under way, no majority, a node waiting to be added);
 1 a node did not answer. --wait D asks again until the answer would exit 0
 or D passes (e.g. right after starting a cluster), then prints the last
 answer.
+
+Under authentication a token that is not an admin's sees only role and
+ready (a ready node knows a leader): the text form prints those two and a
+line saying the rest needs an admin token; --json prints only "url",
+"role" and "ready".
 `
 
 // statusCmd prints the NodeStatus of every --server node.
@@ -82,7 +87,7 @@ func statusCmd(g *globals, args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			answered = true
-			leader = leader || a.st.GetRole() == "leader" || a.st.GetLeaderId() != ""
+			leader = leader || knowsLeader(a.st)
 		}
 		if answered && !leader {
 			code = exitNoLeader
@@ -142,6 +147,19 @@ func nodeStatus(ctx context.Context, hc *http.Client, url string) (*fencev1.Node
 	return res.Msg, nil
 }
 
+// limitedStatus reports whether st is what NodeStatus answers a principal
+// that is not an admin under authentication: only role and ready (an
+// admin's answer always names the node). Its other fields are absent, not
+// zero, and are not printed as zeros.
+func limitedStatus(st *fencev1.NodeStatusResponse) bool { return st.GetId() == "" }
+
+// knowsLeader reports whether the node that answered st knows a leader. A
+// non-admin's view has no leader id, but a ready node knows a leader
+// (node.Ready): a follower's limited view is not "no leader known".
+func knowsLeader(st *fencev1.NodeStatusResponse) bool {
+	return st.GetRole() == "leader" || st.GetLeaderId() != "" || (limitedStatus(st) && st.GetReady())
+}
+
 // statusLine is one key of the text form, in print order.
 type statusLine struct{ key, value string }
 
@@ -150,6 +168,13 @@ func statusLines(st *fencev1.NodeStatusResponse) []statusLine {
 	leader := dash(st.GetLeaderId())
 	if a := st.GetLeaderAddr(); a != "" {
 		leader += " (" + a + ")"
+	}
+	if limitedStatus(st) {
+		return []statusLine{
+			{"role", dash(st.GetRole())},
+			{"ready", strconv.FormatBool(st.GetReady())},
+			{"other fields", "need an admin token (this token's principal is shown only role and ready)"},
+		}
 	}
 	contact := "-"
 	if lc := st.GetLastContact(); lc != nil && st.GetRole() != "leader" {
@@ -216,8 +241,12 @@ func printStatus(w io.Writer, st *fencev1.NodeStatusResponse) {
 }
 
 // statusJSON is the --json form of st: the API's field names, every field
-// present, numbers as numbers, durations as strings.
+// present, numbers as numbers, durations as strings; of a non-admin's view
+// only what the server sent (url, role, ready), no made-up zeros.
 func statusJSON(url string, st *fencev1.NodeStatusResponse) map[string]any {
+	if limitedStatus(st) {
+		return map[string]any{"url": url, "role": st.GetRole(), "ready": st.GetReady()}
+	}
 	lastContact := ""
 	if lc := st.GetLastContact(); lc != nil {
 		lastContact = lc.AsDuration().String()

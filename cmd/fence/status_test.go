@@ -3,14 +3,18 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"maps"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/fenceworks/fence/guard/sqlite"
 	"github.com/fenceworks/fence/testkit/testutil"
 )
 
@@ -110,6 +114,74 @@ func TestProcessStatusSingleNode(t *testing.T) {
 		t.Errorf("fence status (text) with %s dead: exit %d, want %d and the live node printed:\n%s", dead, r.code, exitError, r.stdout)
 	}
 	fenceRun(t, srv.url, "status", "extra").want(t, exitUsage, "fence status extra")
+}
+
+// Under authentication NodeStatus shows a principal that is not an admin
+// only role and ready: fence status with its token prints those two and
+// says the rest needs an admin token, and --json holds only url, role and
+// ready — not the absent fields as zeros (term: 0, last token: 0, an
+// outside attack's finding); an admin's token still prints every field.
+func TestProcessStatusNonAdminToken(t *testing.T) {
+	srv := startServe(t)
+	_, admin := secretOf(t, fenceRun(t, srv.url, "auth", "bootstrap", "--json").want(t, exitOK, "bootstrap"))
+	as := func(secret string, args ...string) result {
+		return fenceRun(t, srv.url, append([]string{"--auth-token", secret}, args...)...)
+	}
+	as(admin, "role", "grant", "app", "lock:jobs/").want(t, exitOK, "role grant")
+	_, app := secretOf(t, as(admin, "token", "create", "--role", "app", "--json").want(t, exitOK, "token create"))
+	as(admin, "auth", "enable").want(t, exitOK, "enable")
+	as(app, "acquire", "jobs/x", "--ttl", "1h").want(t, exitOK, "acquire") // a token above 0 the view must not show
+
+	out := as(app, "status").want(t, exitOK, "fence status with an app token").stdout
+	want := "role:         leader\nready:        true\nother fields: need an admin token (this token's principal is shown only role and ready)\n"
+	if out != want {
+		t.Errorf("fence status with an app token:\n%s\nwant:\n%s", out, want)
+	}
+	j := as(app, "status", "--json").want(t, exitOK, "fence status --json with an app token").stdout
+	var o map[string]any
+	if err := json.Unmarshal([]byte(j), &o); err != nil {
+		t.Fatalf("fence status --json: %v\n%s", err, j)
+	}
+	if len(o) != 3 || o["url"] != srv.url || o["role"] != "leader" || o["ready"] != true {
+		t.Errorf("fence status --json with an app token: %s, want only url, role and ready", j)
+	}
+
+	// fence guard max-token compares with the cluster's last token: the
+	// app token's view has none (it read 0 and warned of a forged token).
+	path := filepath.Join(t.TempDir(), "guard.sqlite")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := sqlite.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlite.Check(ctx, tx, "jobs/x", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	mt := as(app, "guard", "max-token", "--sqlite", path).want(t, exitOK, "guard max-token with an app token")
+	if strings.Contains(mt.stderr, "WARNING") || !strings.Contains(mt.stderr, "not compared with the cluster's last token") || !strings.Contains(mt.stderr, "needs an admin token") {
+		t.Errorf("guard max-token with an app token: stderr %q, want no warning and why it was not compared", mt.stderr)
+	}
+
+	full := as(admin, "status").want(t, exitOK, "fence status with the admin token").stdout
+	var keys []string
+	for _, l := range strings.Split(strings.TrimSuffix(full, "\n"), "\n") {
+		k, _, _ := strings.Cut(l, ":")
+		keys = append(keys, k)
+	}
+	if !slices.Equal(keys, statusTextKeys) {
+		t.Errorf("fence status with the admin token: keys %q, want %q", keys, statusTextKeys)
+	}
 }
 
 func mustFloat(t *testing.T, s string) float64 {
