@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
+	"github.com/fenceworks/fence/state"
+)
+
+// listsOf sends n unary Lists of prefix, page size (Connect, JSON), none
+// read.
+func (u *unreadConn) listsOf(n, size int, prefix string) {
+	u.t.Helper()
+	for range n {
+		id := u.open(fencev1connect.LockServiceListProcedure, "application/json")
+		if err := u.fr.WriteData(id, true, []byte(fmt.Sprintf(`{"prefix":%q,"pageSize":%d}`, prefix, size))); err != nil {
+			u.t.Fatal(err)
+		}
+	}
+}
+
+// One principal's unread replies, on as many connections as it likes,
+// hold at most its share of the server's reply budget: another
+// principal's large List is answered while they wait (an outside attack:
+// one tenant's unread Lists on many connections made every other
+// tenant's large reads wait until --write-timeout cut them).
+func TestOnePrincipalsUnreadListsLeaveRoomForAnother(t *testing.T) {
+	const budget = 64 << 20
+	// Longer than the hang guard: only the share may let B through, not
+	// A's replies being cut.
+	f := newAuthFixtureWith(t, Config{MaxReplyBytes: budget, WriteTimeout: 10 * time.Minute})
+	s := f.s
+	ctx := context.Background()
+	const locks = 10000
+	for i := range locks {
+		if a, err := storeOf(s).Apply(ctx, state.Command{Op: state.OpAcquire, Name: fmt.Sprintf("jobs/lock-%05d", i), Owner: "owner", TTL: time.Hour}); err != nil || a.Err != nil {
+			t.Fatal(err, a.Err)
+		}
+	}
+	lc := fencev1connect.NewLockServiceClient(h2cClient(), f.url)
+	list := func(ctx context.Context, who string) (*connect.Response[fencev1.ListResponse], error) {
+		req := connect.NewRequest(&fencev1.ListRequest{Prefix: "jobs/", PageSize: MaxPageSize})
+		req.Header().Set("Authorization", f.creds[who])
+		return lc.List(ctx, req)
+	}
+	r, err := list(ctx, "admin")
+	if err != nil || len(r.Msg.GetLocks()) != locks {
+		t.Fatalf("an honest List: %v", err)
+	}
+	cost := replyCostFactor*int64(proto.Size(r.Msg)) + listCost(r.Msg)
+	share := principalShare(budget)
+	t.Logf("a List of %d locks costs %d KiB; a principal's share %d MiB of %d", locks, cost>>10, share>>20, budget>>20)
+
+	// Principal A ("read"): 8 connections of 2 unread Lists each, twice
+	// the server's budget, until A holds its share (its other Lists
+	// wait).
+	const conns, lists = 8, 2
+	atks := make([]*unreadConn, 0, conns)
+	for range conns {
+		atk := dialUnread(t, f.url, nil)
+		atk.auth = f.creds["read"]
+		atk.listsOf(lists, MaxPageSize, "jobs/")
+		atks = append(atks, atk)
+	}
+	until(t, "A's unread Lists fill its share", func() bool {
+		used, _, _ := s.replies.state()
+		return used > share-cost
+	})
+	used, holds, waiting := s.replies.state()
+	t.Logf("A holds %d MiB in %d replies, %d waiting", used>>20, holds, waiting)
+
+	// Principal B ("readwrite") is answered while A's Lists stay unread.
+	bctx, cancel := context.WithTimeout(ctx, 2*hangGuard)
+	defer cancel()
+	rb, err := list(bctx, "readwrite")
+	if err != nil || len(rb.Msg.GetLocks()) != locks {
+		t.Fatalf("B's List while A's unread Lists fill the server: %v (A holds %d of %d bytes)", err, used, budget)
+	}
+	if used, _, _ := s.replies.state(); used > budget {
+		t.Fatalf("the server holds %d reply bytes, over its budget %d", used, budget)
+	}
+
+	// Once A goes, every byte is given back and no principal's budget is
+	// left behind.
+	for _, a := range atks {
+		a.c.Close()
+	}
+	until(t, "A's reply bytes given back, its budget removed", func() bool {
+		u, holds, waiting := s.replies.state()
+		bu, _, bw := s.building.state()
+		return u == 0 && holds == 0 && waiting == 0 && bu == 0 && bw == 0 && s.principalReplies.len() == 0
+	})
+}
