@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/proto"
 
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
@@ -26,6 +27,26 @@ func (u *unreadConn) listsOf(n, size int, prefix string) {
 	}
 }
 
+// answerPings reads the connection's frames from now on (no more
+// requests may be sent on it) and answers the server's PINGs, as an
+// attacker's client does, so that the server keeps the connection while
+// its replies stay unread (its window stays shut: nothing else is sent).
+func (u *unreadConn) answerPings() {
+	go func() {
+		for {
+			f, err := u.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+				if u.fr.WritePing(true, p.Data) != nil {
+					return
+				}
+			}
+		}
+	}()
+}
+
 // One principal's unread replies, on as many connections as it likes,
 // hold at most its share of the server's reply budget: another
 // principal's large List is answered while they wait (an outside attack:
@@ -34,8 +55,8 @@ func (u *unreadConn) listsOf(n, size int, prefix string) {
 func TestOnePrincipalsUnreadListsLeaveRoomForAnother(t *testing.T) {
 	const budget = 64 << 20
 	// Longer than the hang guard: only the share may let B through, not
-	// A's replies being cut.
-	f := newAuthFixtureWith(t, Config{MaxReplyBytes: budget, WriteTimeout: 10 * time.Minute})
+	// A's replies being cut (A answers the server's PINGs, too).
+	f := newAuthFixtureWith(t, Config{MaxReplyBytes: budget, WriteTimeout: 10 * time.Minute, ReadTimeout: 10 * time.Minute})
 	s := f.s
 	ctx := context.Background()
 	const locks = 10000
@@ -67,6 +88,7 @@ func TestOnePrincipalsUnreadListsLeaveRoomForAnother(t *testing.T) {
 		atk := dialUnread(t, f.url, nil)
 		atk.auth = f.creds["read"]
 		atk.listsOf(lists, MaxPageSize, "jobs/")
+		atk.answerPings()
 		atks = append(atks, atk)
 	}
 	until(t, "A's unread Lists fill its share", func() bool {
