@@ -21,7 +21,21 @@ import (
 //   - the connection's, maxConnReplyBytes: one client connection (every
 //     stream and request on it) holds at most that much;
 //   - the server's, Config.MaxReplyBytes: all connections together (and
-//     the peer port) hold at most that much.
+//     the peer port) hold at most that much;
+//   - with authentication on, the principal's (principalReplies): all
+//     the requests of one principal, on every connection, hold at most
+//     its share of the server's, max(maxConnReplyBytes, MaxReplyBytes/4)
+//     and at most all of it, so that one principal that does not read
+//     (on as many connections as it may open) leaves room for every
+//     other's large reads (an outside attack: one tenant's unread Lists
+//     on 17–100 connections made every other tenant's large List or Read
+//     wait until WriteTimeout cut it). The principal is known once
+//     authorize ran in the read (it records it in the request's hold);
+//     its budget is looked up only for a large reply and removed once no
+//     request of it holds or waits. Several principals that do not read
+//     can still fill the server's budget together (four shares). With
+//     authentication off every caller is the same anonymous one: no
+//     share, as before.
 //
 // A reservation is held until the reply is written (a unary call: its
 // handler returned; a session stream: the reply was sent) or the request
