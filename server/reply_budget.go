@@ -55,9 +55,11 @@ import (
 // (the List page or the value read out of the state, converted, then
 // encoded) before its size is known, so before it reads, a read reserves
 // what its reply may cost at most, from the server's build budget
-// (Server.building, also Config.MaxReplyBytes): a Read the cost of the
-// largest value's reply, a List its page size × listLockCost; at most the
-// budget. It holds that only while it reads and converts: once its reply
+// (Server.building, also Config.MaxReplyBytes): a Read the cost of its
+// value's reply, the value's size read in the local replica just before
+// (without copying it; 0 when small, so a small Read never waits here:
+// with a flat 3 MiB a Read of 4 bytes took 3.7–4.7 s under an attack), a
+// List its page size × listLockCost; at most the budget. It holds that only while it reads and converts: once its reply
 // holds its own cost in the budgets above (or was dropped to wait for
 // room) the build's bytes are given back. Without it the budgets above
 // bounded what was held, not what was made: 200 connections that did not
@@ -537,7 +539,7 @@ func (s *Server) holdReplies(next http.Handler) http.Handler {
 func budgeted[Res any, P interface {
 	*Res
 	proto.Message
-}](build int64, cost func(*Res) int64, do call[Res]) call[Res] {
+}](build func() int64, cost func(*Res) int64, do call[Res]) call[Res] {
 	return func(ctx context.Context) (*Res, bool, error) {
 		h, _ := ctx.Value(replyHoldKey{}).(*replyHold)
 		if h == nil {
@@ -551,7 +553,7 @@ func budgeted[Res any, P interface {
 			return nil, false, err
 		}
 		for {
-			b, err := h.takeBuild(ctx, build)
+			b, err := h.takeBuild(ctx, build())
 			if err != nil {
 				h.release()
 				return nil, false, err

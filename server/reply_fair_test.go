@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fenceworks/fence"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
 	"github.com/fenceworks/fence/api/fence/v1/fencev1connect"
 	"github.com/fenceworks/fence/state"
@@ -119,4 +120,58 @@ func TestOnePrincipalsUnreadListsLeaveRoomForAnother(t *testing.T) {
 		bu, _, bw := s.building.state()
 		return u == 0 && holds == 0 && waiting == 0 && bu == 0 && bw == 0 && s.principalReplies.len() == 0
 	})
+}
+
+// A Read reserves, while it is made, what its value's reply costs, not
+// the largest value's: a small Read never waits for the large replies
+// being made, a large one does (an outside attack: with --max-reply-bytes
+// 32 MiB a Read of 4 bytes took 3.7–4.7 s, each Read reserving 3 MiB).
+func TestASmallReadDoesNotWaitForRepliesBeingMade(t *testing.T) {
+	s, url := startServerWith(t, Config{})
+	ctx := context.Background()
+	a, err := storeOf(s).Apply(ctx, state.Command{Op: state.OpAcquire, Name: "small", TTL: time.Hour})
+	if err != nil || a.Err != nil {
+		t.Fatal(err, a.Err)
+	}
+	if w, err := storeOf(s).Apply(ctx, state.Command{Op: state.OpWrite, Name: "small", Token: a.Lease.Token, Value: []byte("tiny")}); err != nil || w.Err != nil {
+		t.Fatal(err, w.Err)
+	}
+	writeBig(t, s, "big")
+	// Other replies being made hold the whole build budget.
+	if err := s.building.take(ctx, s.building.max); err != nil {
+		t.Fatal(err)
+	}
+	given := false
+	giveBack := func() {
+		if !given {
+			given = true
+			s.building.give(s.building.max)
+		}
+	}
+	defer giveBack()
+	rc := fencev1connect.NewResourceServiceClient(h2cClient(), url)
+	sctx, cancel := context.WithTimeout(ctx, hangGuard)
+	defer cancel()
+	r, err := rc.Read(sctx, connect.NewRequest(&fencev1.ReadRequest{Resource: "small"}))
+	if err != nil || string(r.Msg.GetState().GetValue()) != "tiny" {
+		t.Fatalf("a small Read while the build budget is full: %v", err)
+	}
+	// A large Read waits for room to be made, and is answered once the
+	// other builds end.
+	done := make(chan error, 1)
+	go func() {
+		r, err := rc.Read(sctx, connect.NewRequest(&fencev1.ReadRequest{Resource: "big"}))
+		if err == nil && len(r.Msg.GetState().GetValue()) != fence.MaxValueBytes {
+			err = fmt.Errorf("read %d bytes, want %d", len(r.Msg.GetState().GetValue()), fence.MaxValueBytes)
+		}
+		done <- err
+	}()
+	until(t, "the large Read waits for room to be made", func() bool {
+		_, _, waiting := s.building.state()
+		return waiting == 1
+	})
+	giveBack()
+	if err := <-done; err != nil {
+		t.Fatalf("the large Read once the builds ended: %v", err)
+	}
 }
