@@ -287,6 +287,12 @@ func (s *Server) authorize(ctx context.Context, method string, kind state.PermKi
 		s.audit(ctx, method, id.Name, shown, err)
 		return ctx, err
 	}
+	if h, ok := ctx.Value(replyHoldKey{}).(*replyHold); ok && s.deps.Auth != nil && s.deps.Auth.AuthEnabled() {
+		// Its large replies count in its principal's share of the
+		// reply budget (reply_budget.go); with authentication off every
+		// caller is the same anonymous one: no share.
+		h.setPrincipal(id.Name)
+	}
 	return fence.WithPrincipal(context.WithValue(ctx, identityKey{}, id), id.Principal), nil
 }
 

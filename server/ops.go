@@ -10,6 +10,7 @@ import (
 	"github.com/fenceworks/fence"
 	"github.com/fenceworks/fence/api/apierr"
 	fencev1 "github.com/fenceworks/fence/api/fence/v1"
+	"github.com/fenceworks/fence/state"
 )
 
 // The operations of the API, each as the validated fence request its
@@ -254,7 +255,7 @@ func (s *Server) readCall(resource string) (call[fencev1.ReadResponse], error) {
 	// A value of up to 1 MiB: the reply holds its cost in the reply
 	// budgets until it is written, and the largest value's while it is
 	// made (reply_budget.go).
-	return budgeted(firstGuess, nil, func(ctx context.Context) (*fencev1.ReadResponse, bool, error) {
+	return budgeted(func() int64 { return s.readBuild(resource) }, nil, func(ctx context.Context) (*fencev1.ReadResponse, bool, error) {
 		rs, err := s.svc.Read(ctx, resource)
 		if err != nil {
 			return nil, false, err
@@ -263,6 +264,30 @@ func (s *Server) readCall(resource string) (call[fencev1.ReadResponse], error) {
 	}), nil
 }
 
+// readBuild is what a Read of resource reserves while it is made: its
+// reply's cost with the value's size in the local replica now (read
+// without copying the value; 0 for a small reply: it never waits for
+// other replies being made), or the largest value's without one. A write
+// that grows the value between this and the Read's own (linearizable)
+// read makes that one reply over its reservation; it then holds its real
+// cost like any other.
+func (s *Server) readBuild(resource string) int64 {
+	if s.deps.Auth == nil {
+		return firstGuess
+	}
+	var n int
+	s.deps.Auth.ReadAuth(func(m *state.Machine) { n = m.ResourceValueSize(resource) })
+	c := replyCostFactor * int64(n+len(resource)+readReplyOverhead)
+	if c < replySmall {
+		return 0
+	}
+	return c
+}
+
+// readReplyOverhead: a Read reply's proto bytes besides its value and
+// resource name (its token, version, flags and field tags), at most.
+const readReplyOverhead = 64
+
 func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], error) {
 	req, wire := listRequest(m)
 	if err := req.Validate(s.limits(), wire...); err != nil {
@@ -270,7 +295,8 @@ func (s *Server) listCall(m *fencev1.ListRequest) (call[fencev1.ListResponse], e
 	}
 	// A page of up to 10,000 locks: budgeted as a Read, made holding its
 	// page size's cost (reply_budget.go).
-	return budgeted(int64(req.Limit)*listLockCost, listCost, func(ctx context.Context) (*fencev1.ListResponse, bool, error) {
+	build := int64(req.Limit) * listLockCost
+	return budgeted(func() int64 { return build }, listCost, func(ctx context.Context) (*fencev1.ListResponse, bool, error) {
 		page, err := s.svc.List(ctx, req)
 		if err != nil {
 			return nil, false, err

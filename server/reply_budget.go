@@ -21,7 +21,21 @@ import (
 //   - the connection's, maxConnReplyBytes: one client connection (every
 //     stream and request on it) holds at most that much;
 //   - the server's, Config.MaxReplyBytes: all connections together (and
-//     the peer port) hold at most that much.
+//     the peer port) hold at most that much;
+//   - with authentication on, the principal's (principalReplies): all
+//     the requests of one principal, on every connection, hold at most
+//     its share of the server's, max(maxConnReplyBytes, MaxReplyBytes/4)
+//     and at most all of it, so that one principal that does not read
+//     (on as many connections as it may open) leaves room for every
+//     other's large reads (an outside attack: one tenant's unread Lists
+//     on 17–100 connections made every other tenant's large List or Read
+//     wait until WriteTimeout cut it). The principal is known once
+//     authorize ran in the read (it records it in the request's hold);
+//     its budget is looked up only for a large reply and removed once no
+//     request of it holds or waits. Several principals that do not read
+//     can still fill the server's budget together (four shares). With
+//     authentication off every caller is the same anonymous one: no
+//     share, as before.
 //
 // A reservation is held until the reply is written (a unary call: its
 // handler returned; a session stream: the reply was sent) or the request
@@ -41,9 +55,11 @@ import (
 // (the List page or the value read out of the state, converted, then
 // encoded) before its size is known, so before it reads, a read reserves
 // what its reply may cost at most, from the server's build budget
-// (Server.building, also Config.MaxReplyBytes): a Read the cost of the
-// largest value's reply, a List its page size × listLockCost; at most the
-// budget. It holds that only while it reads and converts: once its reply
+// (Server.building, also Config.MaxReplyBytes): a Read the cost of its
+// value's reply, the value's size read in the local replica just before
+// (without copying it; 0 when small, so a small Read never waits here:
+// with a flat 3 MiB a Read of 4 bytes took 3.7–4.7 s under an attack), a
+// List its page size × listLockCost; at most the budget. It holds that only while it reads and converts: once its reply
 // holds its own cost in the budgets above (or was dropped to wait for
 // room) the build's bytes are given back. Without it the budgets above
 // bounded what was held, not what was made: 200 connections that did not
@@ -235,6 +251,16 @@ func (b *replyBudget) state() (used, holds, waiting int64) {
 type replyHold struct {
 	conn, all         *replyBudget
 	heldConn, heldAll int64
+	// principals: the server's per-principal budgets (nil: none, the
+	// hold made outside a Server). principal is the request's caller, set
+	// by authorize when authentication is on (authed); prin its budget,
+	// looked up once the request's reply is found large, held (with
+	// heldPrin of it) until release.
+	principals *principalReplies
+	principal  string
+	authed     bool
+	prin       *principalBudget
+	heldPrin   int64
 	// build: the server's build budget (nil: none, Handler mounted
 	// without holdReplies).
 	build *replyBudget
@@ -244,7 +270,79 @@ type replyHoldKey struct{}
 
 // newReplyHold is a hold on the budgets of the request of ctx.
 func (s *Server) newReplyHold(ctx context.Context) *replyHold {
-	return &replyHold{all: s.replies, conn: connReplies(ctx), build: s.building}
+	return &replyHold{all: s.replies, conn: connReplies(ctx), build: s.building, principals: s.principalReplies}
+}
+
+// principalReplies is the server's budgets of held reply bytes per
+// principal (with authentication on): no principal holds more than share
+// of the server's budget, so that one principal's unread replies (on as
+// many connections as it likes) leave room for every other's. A
+// principal's entry lives while a request of it holds or waits for
+// bytes.
+type principalReplies struct {
+	share int64
+	mu    sync.Mutex
+	m     map[string]*principalBudget
+}
+
+type principalBudget struct {
+	b    *replyBudget
+	refs int // holds using b (under principalReplies.mu)
+}
+
+// principalShare is what one principal may hold of a server budget of
+// max: a quarter, at least a connection's budget, at most all of it.
+func principalShare(all int64) int64 {
+	return min(all, max(maxConnReplyBytes, all/4))
+}
+
+func newPrincipalReplies(all int64) *principalReplies {
+	return &principalReplies{share: principalShare(all), m: map[string]*principalBudget{}}
+}
+
+// attach is the budget of principal, held until detach.
+func (p *principalReplies) attach(principal string) *principalBudget {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.m[principal]
+	if e == nil {
+		e = &principalBudget{b: newReplyBudget(p.share, 0)}
+		p.m[principal] = e
+	}
+	e.refs++
+	return e
+}
+
+// detach lets go of e (its bytes given back): the last hold removes it.
+func (p *principalReplies) detach(principal string, e *principalBudget) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.refs--; e.refs == 0 {
+		delete(p.m, principal)
+	}
+}
+
+// len is the principals with an entry.
+func (p *principalReplies) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.m)
+}
+
+// setPrincipal records the caller of the hold's request (authorize, with
+// authentication on; the first one found is kept).
+func (h *replyHold) setPrincipal(name string) {
+	if !h.authed {
+		h.principal, h.authed = name, true
+	}
+}
+
+// attachPrincipal looks up the budget of the hold's principal, when it
+// has one and has not yet (a large reply: small ones never touch it).
+func (h *replyHold) attachPrincipal() {
+	if h.prin == nil && h.authed && h.principals != nil {
+		h.prin = h.principals.attach(h.principal)
+	}
 }
 
 // connReplies is the reply budget of the connection of ctx (nil: none,
@@ -267,6 +365,9 @@ func (h *replyHold) limit() int64 {
 	l := h.all.max
 	if h.conn != nil {
 		l = min(l, h.conn.max)
+	}
+	if h.prin != nil {
+		l = min(l, h.prin.b.max)
 	}
 	return l
 }
@@ -326,7 +427,17 @@ func (h *replyHold) reach(ctx context.Context, need int64, wait bool) (ok bool, 
 		}
 		return nil
 	}
-	var tookConn int64
+	// In this order always: the connection's, the principal's, the
+	// server's.
+	var tookConn, tookPrin int64
+	undo := func() {
+		h.conn.give(tookConn) // tookConn > 0 only with h.conn
+		h.heldConn -= tookConn
+		if tookPrin > 0 {
+			h.prin.b.give(tookPrin)
+			h.heldPrin -= tookPrin
+		}
+	}
 	if h.conn != nil {
 		if d := need - h.heldConn; d < 0 {
 			h.conn.give(-d)
@@ -338,14 +449,25 @@ func (h *replyHold) reach(ctx context.Context, need int64, wait bool) (ok bool, 
 			h.heldConn, tookConn = need, d
 		}
 	}
+	if h.prin != nil {
+		if d := need - h.heldPrin; d < 0 {
+			h.prin.b.give(-d)
+			h.heldPrin = need
+		} else if d > 0 {
+			if err := take(h.prin.b, d); err != nil {
+				undo()
+				return false, err
+			}
+			h.heldPrin, tookPrin = need, d
+		}
+	}
 	before := h.heldAll
 	if d := need - h.heldAll; d < 0 {
 		h.all.give(-d)
 		h.heldAll = need
 	} else if d > 0 {
 		if err := take(h.all, d); err != nil {
-			h.conn.give(tookConn) // tookConn > 0 only with h.conn
-			h.heldConn -= tookConn
+			undo()
 			return false, err
 		}
 		h.heldAll = need
@@ -368,15 +490,30 @@ func (h *replyHold) countHold(before int64) {
 	}
 }
 
-// release gives back everything held (nil: nothing).
+// release gives back everything held (nil: nothing), and lets go of the
+// principal's budget.
 func (h *replyHold) release() {
 	if h == nil {
 		return
 	}
+	h.giveBack()
+	if h.prin != nil {
+		h.principals.detach(h.principal, h.prin)
+		h.prin = nil
+	}
+}
+
+// giveBack gives back every byte held, keeping the principal's budget
+// (the request waits for room next).
+func (h *replyHold) giveBack() {
 	if h.conn != nil {
 		h.conn.give(h.heldConn)
 	}
 	h.heldConn = 0
+	if h.prin != nil {
+		h.prin.b.give(h.heldPrin)
+	}
+	h.heldPrin = 0
 	before := h.heldAll
 	h.all.give(h.heldAll)
 	h.heldAll = 0
@@ -402,7 +539,7 @@ func (s *Server) holdReplies(next http.Handler) http.Handler {
 func budgeted[Res any, P interface {
 	*Res
 	proto.Message
-}](build int64, cost func(*Res) int64, do call[Res]) call[Res] {
+}](build func() int64, cost func(*Res) int64, do call[Res]) call[Res] {
 	return func(ctx context.Context) (*Res, bool, error) {
 		h, _ := ctx.Value(replyHoldKey{}).(*replyHold)
 		if h == nil {
@@ -416,7 +553,7 @@ func budgeted[Res any, P interface {
 			return nil, false, err
 		}
 		for {
-			b, err := h.takeBuild(ctx, build)
+			b, err := h.takeBuild(ctx, build())
 			if err != nil {
 				h.release()
 				return nil, false, err
@@ -433,6 +570,9 @@ func budgeted[Res any, P interface {
 			}
 			if need < replySmall {
 				need = 0
+			} else {
+				// The caller is known now (authorize ran in do).
+				h.attachPrincipal()
 			}
 			need = min(need, h.limit())
 			if h.conn != nil {
@@ -450,7 +590,7 @@ func budgeted[Res any, P interface {
 			// is given back first: a wait holds no server bytes while it
 			// waits for its connection's (always taken in that order).
 			out = nil
-			h.release()
+			h.giveBack()
 			if _, err := h.reach(ctx, need, true); err != nil {
 				h.release()
 				return nil, false, err

@@ -54,6 +54,8 @@ type Server struct {
 	auditLimit auditLimiter // audit.go
 	replies    *replyBudget // reply bytes held, all connections (reply_budget.go)
 	building   *replyBudget // reply bytes being made, all connections (reply_budget.go)
+	// principalReplies: reply bytes held per principal (reply_budget.go).
+	principalReplies *principalReplies
 	// principalConns counts the connections each principal holds
 	// (conn_fair.go).
 	principalConns principalCounts
@@ -82,7 +84,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Service == nil || deps.Node == nil {
 		return nil, errors.New("server: Deps.Service and Deps.Node are required")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes, 0), building: newReplyBudget(cfg.MaxReplyBytes, 0)}
+	s := &Server{cfg: cfg, log: cfg.Logger, deps: deps, svc: deps.Service, drainC: make(chan struct{}), replies: newReplyBudget(cfg.MaxReplyBytes, 0), building: newReplyBudget(cfg.MaxReplyBytes, 0), principalReplies: newPrincipalReplies(cfg.MaxReplyBytes)}
 	if deps.Auth != nil {
 		s.svc = authzService{s: s, inner: deps.Service}
 	}

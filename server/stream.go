@@ -354,7 +354,7 @@ func (ss *sessionStream) dispatch(m *fencev1.SessionRequest, first bool) {
 func (ss *sessionStream) do(call uint64, c streamCall) {
 	// A large reply holds its bytes in the connection's reply budget
 	// until it is sent (reply_budget.go).
-	h := &replyHold{all: ss.s.replies, conn: ss.connReplies, build: ss.s.building}
+	h := &replyHold{all: ss.s.replies, conn: ss.connReplies, build: ss.s.building, principals: ss.s.principalReplies}
 	r, replayed, err := c.run(withReplyHold(ss.ctx, h))
 	switch {
 	case err == nil:

@@ -63,6 +63,7 @@ type unreadConn struct {
 	addr   string
 	scheme string
 	next   uint32 // the next stream id
+	auth   string // its requests' Authorization ("": none)
 }
 
 // dialUnread dials url: h2c for http://, TLS (ALPN h2, trusting roots)
@@ -96,7 +97,11 @@ func (u *unreadConn) open(path, ct string) uint32 {
 	u.t.Helper()
 	var hb bytes.Buffer
 	e := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", u.scheme}, {":authority", u.addr}, {":path", path}, {"content-type", ct}} {
+	fields := [][2]string{{":method", "POST"}, {":scheme", u.scheme}, {":authority", u.addr}, {":path", path}, {"content-type", ct}}
+	if u.auth != "" {
+		fields = append(fields, [2]string{"authorization", u.auth})
+	}
+	for _, f := range fields {
 		_ = e.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	id := u.next

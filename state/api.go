@@ -389,6 +389,16 @@ func (m *Machine) Sessions() int { return m.sessionCount() }
 // was never written).
 func (m *Machine) Resource(name string) ResourceState { return m.resource(name) }
 
+// ResourceValueSize is the size of a fenced resource's value (0 if it was
+// never written or is deleted), without copying it: what a Read of it
+// would copy out.
+func (m *Machine) ResourceValueSize(name string) int {
+	if r := m.resources[name]; r != nil {
+		return len(r.value)
+	}
+	return 0
+}
+
 // Snapshot writes the whole state to w, format "fence-state/2": the same
 // state always gives the same bytes (snapshot_stream.go).
 func (m *Machine) Snapshot(w io.Writer) error { return m.snapshot(w) }
