@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,6 +149,26 @@ func open(cfg Config, store *raftstore.Store, started bool, persistedClusterID s
 			return nil, err
 		}
 		member = true
+	}
+	if cfg.Mux != nil && cfg.cluster() && cfg.Bootstrap && !existing && !started && persistedClusterID == "" {
+		// A --bootstrap node chooses its new cluster's id before its
+		// transport exists: the transport accepts raft connections from
+		// the moment it is made, and the raft port checks a dialer's
+		// cluster id only when the connection arrives. Chosen later (in
+		// bootstrap, as before), a wiped member restarted with
+		// --bootstrap while its old peers ran took their leader's
+		// connection in that moment and became an empty voter of the old
+		// cluster (TestClusterWipedMemberRebootstrappedWhilePeersRunIsRefused,
+		// one run in three).
+		id, err := newClusterID()
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFileSync(cfg.DataDir, ClusterIDFile, id+"\n"); err != nil {
+			return nil, fmt.Errorf("node: record the new cluster's id in %s: %w", filepath.Join(cfg.DataDir, ClusterIDFile), err)
+		}
+		cfg.Logger.Info("chose the new cluster's id", "cluster_id", id)
+		persistedClusterID = id
 	}
 	if cfg.Mux != nil && persistedClusterID != "" {
 		// The raft port checks a dialer's cluster id from the transport's
