@@ -117,8 +117,11 @@ func (n *Node) persistClusterID() {
 // while its old peers ran was reached by their leader's heartbeat first,
 // and taken back as an empty voter of the old cluster (third outside
 // attack). With the id known, the raft port refuses that leader (a node of
-// another cluster). A --peers node cannot choose alone (its peers must
-// agree on one id); it learns the id from its first leader.
+// another cluster). A node with a raft port (Config.Mux) chooses it
+// earlier still, in open before its transport exists (the transport takes
+// connections from the moment it is made); this covers the others. A
+// --peers node cannot choose alone (its peers must agree on one id); it
+// learns the id from its first leader.
 func (n *Node) chooseClusterID() error {
 	if *n.persistedID.Load() != "" {
 		return nil
